@@ -1,0 +1,94 @@
+"""Derive a node's GPU picture (physical GPUs, MIG, time-slicing) from allocatable and GFD labels."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from compactor.model.catalog import MigProfile, profile_from_resource, resolve_profiles
+from compactor.model.resources import GPU, GPU_SHARED, is_mig_resource
+from compactor.model.types import GpuInfo
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+COUNT_LABEL = "nvidia.com/gpu.count"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> int | None:
+    try:
+        value = int(labels[key])
+    except (KeyError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+def _single_strategy_profile(product: str) -> str:
+    """``A100-SXM4-40GB-MIG-1g.5gb`` (possibly ``-SHARED``) -> ``1g.5gb``."""
+    marker = "-MIG-"
+    if marker not in product:
+        return ""
+    return product.split(marker, 1)[1].removesuffix("-SHARED")
+
+
+def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[GpuInfo, list[str]]:
+    """The node's GPU picture, and warnings (unknown MIG profiles, inconsistent labels)."""
+    warnings: list[str] = []
+    product = labels.get(PRODUCT_LABEL, "")
+    strategy = labels.get(MIG_STRATEGY_LABEL, "none")
+    replicas = max(1, _int_label(labels, REPLICAS_LABEL) or 1)
+    equivalents: dict[str, float] = {}
+    physical_whole = 0.0
+
+    mig_resources = [name for name in allocatable if is_mig_resource(name)]
+    if mig_resources:
+        strategy = "mixed" if strategy == "none" else strategy
+        model, found = resolve_profiles(product, [profile_from_resource(r) for r in mig_resources])
+        for resource in mig_resources:
+            profile = found.get(profile_from_resource(resource))
+            if profile is None or model is None:
+                warnings.append(f"unknown MIG profile {resource!r} (product {product or 'unlabelled'}); kept as a generic extended resource")
+                continue
+            equivalents[resource] = model.fraction(profile)
+
+    whole = allocatable.get(GPU, 0)
+    shared = allocatable.get(GPU_SHARED, 0)
+    single_profile = _single_strategy_profile(product) if strategy == "single" else ""
+    if whole and single_profile:
+        model, found = resolve_profiles(product.split("-MIG-")[0], [single_profile])
+        profile: MigProfile | None = found.get(single_profile)
+        if model is not None and profile is not None:
+            equivalents[GPU] = model.fraction(profile) / replicas
+            physical_whole = whole / replicas / profile.max_instances
+        else:
+            warnings.append(f"unknown single-strategy MIG product {product!r}; nvidia.com/gpu counted as whole GPUs")
+            equivalents[GPU] = 1.0 / replicas
+            physical_whole = whole / replicas
+    elif whole:
+        equivalents[GPU] = 1.0 / replicas
+        physical_whole = whole / replicas
+    if shared:
+        equivalents[GPU_SHARED] = 1.0 / replicas
+        physical_whole += shared / replicas
+
+    mig_physical = sum(allocatable.get(r, 0) * f for r, f in equivalents.items() if is_mig_resource(r))
+    physical = math.ceil(physical_whole + mig_physical - 1e-9)
+    labelled = _int_label(labels, COUNT_LABEL)
+    if labelled is not None and strategy != "single" and labelled > physical:
+        # GFD counts physical GPUs; allocatable may be lower while the device plugin restarts.
+        physical = labelled
+
+    info = GpuInfo(
+        product=product,
+        physical_gpus=physical if (equivalents or labelled) else 0,
+        mig_strategy=strategy,
+        mig_config=labels.get(MIG_CONFIG_LABEL, ""),
+        mig_config_state=labels.get(MIG_CONFIG_STATE_LABEL, ""),
+        replicas=replicas,
+        sharing_strategy=labels.get(SHARING_LABEL, "none"),
+        gpu_equivalent=tuple(sorted(equivalents.items())),
+    )
+    return info, warnings

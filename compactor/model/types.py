@@ -1,0 +1,215 @@
+"""Immutable snapshot types: what the pure core knows about a cluster.
+
+Everything here is plain data built once by ``compactor.model.load`` (from a
+``kubectl -o json`` List or the live API); the metrics and the planner never see
+raw API objects.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from compactor.model.resources import EMPTY, Resources
+
+
+class Effect(str, enum.Enum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # "Equal" | "Exists"
+    value: str = ""
+    effect: str = ""  # "" matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One ``matchExpressions``/``matchFields`` entry (node selector or label selector)."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """``metav1.LabelSelector``. ``None`` in a PDB means "selects nothing"; an empty one selects all."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """What a node offers in GPUs, in physical-GPU terms.
+
+    ``gpu_equivalent`` maps each GPU resource the node advertises to the physical
+    GPUs one unit of it stands for: 1 for a whole GPU, ``1/replicas`` for a
+    time-sliced replica, ``memory_slices/slots`` for a MIG instance.
+    """
+
+    product: str = ""
+    physical_gpus: int = 0
+    mig_strategy: str = "none"  # none | single | mixed
+    mig_config: str = ""
+    mig_config_state: str = ""
+    replicas: int = 1
+    sharing_strategy: str = "none"
+    gpu_equivalent: tuple[tuple[str, float], ...] = ()
+
+    def equivalent(self, resource: str) -> float:
+        for name, value in self.gpu_equivalent:
+            if name == resource:
+                return value
+        return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    annotations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    allocatable: Resources = EMPTY
+    capacity: Resources = EMPTY
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    gpu: GpuInfo = GpuInfo()
+    pool: str = "cpu-only"
+    uid: str = ""
+
+    @property
+    def is_gpu_node(self) -> bool:
+        return self.gpu.physical_gpus > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Affinity:
+    """The parts of ``spec.affinity`` the model evaluates exactly, plus flags for the rest."""
+
+    required_node_terms: tuple[NodeSelectorTerm, ...] | None = None  # None = no requirement
+    has_required_pod_affinity: bool = False
+    has_required_pod_anti_affinity: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    node_name: str = ""
+    phase: str = "Pending"
+    requests: Resources = EMPTY
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    annotations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    owners: tuple[OwnerRef, ...] = ()
+    priority: int = 0
+    priority_class_name: str = ""
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity: Affinity = Affinity()
+    has_hard_topology_spread: bool = False
+    local_storage: bool = False  # emptyDir or hostPath volume
+    deletion_timestamp: str = ""
+    scheduling_gates: tuple[str, ...] = ()
+    ready: bool = False
+    created: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def controller(self) -> OwnerRef | None:
+        for owner in self.owners:
+            if owner.controller:
+                return owner
+        return self.owners[0] if self.owners else None
+
+    @property
+    def is_bound(self) -> bool:
+        """Uses node capacity: bound and not terminated."""
+        return bool(self.node_name) and self.phase not in ("Succeeded", "Failed")
+
+    @property
+    def is_pending_demand(self) -> bool:
+        """Waits for a node: unbound, Pending, and not held back by scheduling gates."""
+        return not self.node_name and self.phase == "Pending" and not self.scheduling_gates
+
+    @property
+    def uses_gpu(self) -> bool:
+        return bool(self.requests.gpu_part())
+
+
+@dataclass(frozen=True, slots=True)
+class Pdb:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int = 0
+    min_available: str = ""
+    max_unavailable: str = ""
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMap:
+    namespace: str
+    name: str
+    data: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A consistent view of the cluster at one moment."""
+
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    pdbs: tuple[Pdb, ...] = ()
+    config_maps: tuple[ConfigMap, ...] = ()
+    source: str = ""
+    warnings: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def node_by_name(self) -> dict[str, Node]:
+        return {node.name: node for node in self.nodes}
+
+    def bound_pods(self) -> tuple[Pod, ...]:
+        return tuple(pod for pod in self.pods if pod.is_bound)
+
+    def pending_pods(self) -> tuple[Pod, ...]:
+        return tuple(pod for pod in self.pods if pod.is_pending_demand)

@@ -1,0 +1,168 @@
+"""Cluster-description helpers for tests: raw Kubernetes objects, as ``kubectl -o json`` prints them.
+
+``cluster(node(...), pod(...), pdb(...))`` parses them through the real loader, so
+every test also exercises the parser. The same dicts feed the fake cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
+from compactor.model.types import Snapshot
+
+_uid = itertools.count(1)
+
+A100_40 = "NVIDIA-A100-SXM4-40GB"
+A100_80 = "NVIDIA-A100-SXM4-80GB"
+H100_80 = "NVIDIA-H100-80GB-HBM3"
+
+
+def node(
+    name: str,
+    *,
+    gpus: int = 0,
+    mig: dict[str, int] | None = None,
+    cpu: str = "64",
+    memory: str = "512Gi",
+    pods: int = 110,
+    product: str | None = None,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    ready: bool = True,
+    replicas: int = 1,
+    extra: dict[str, str] | None = None,
+    physical_gpus: int | None = None,
+) -> dict[str, Any]:
+    """A Node; ``gpus`` whole GPUs (times ``replicas`` if time-sliced), ``mig`` profile -> count (mixed strategy)."""
+    allocatable: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
+    node_labels = {"kubernetes.io/hostname": name}
+    if gpus or mig:
+        node_labels["nvidia.com/gpu.product"] = product or A100_40
+        mig_gpus = 0
+        if mig:
+            node_labels["nvidia.com/mig.strategy"] = "mixed"
+            for profile, count in mig.items():
+                allocatable["nvidia.com/mig-" + profile.replace("+", ".")] = str(count)
+        if gpus:
+            allocatable["nvidia.com/gpu"] = str(gpus * replicas)
+        if physical_gpus is not None:
+            node_labels["nvidia.com/gpu.count"] = str(physical_gpus)
+        elif not mig:
+            node_labels["nvidia.com/gpu.count"] = str(gpus + mig_gpus)
+        if replicas > 1:
+            node_labels["nvidia.com/gpu.replicas"] = str(replicas)
+            node_labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    node_labels.update(labels or {})
+    allocatable.update(extra or {})
+    spec: dict[str, Any] = {}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"node-{next(_uid)}", "labels": node_labels},
+        "spec": spec,
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def pod(
+    name: str,
+    *,
+    on: str | None = None,
+    gpus: int = 0,
+    mig: str | None = None,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    namespace: str = "default",
+    owner: str | None = "ReplicaSet/app",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    phase: str | None = None,
+    priority: int | None = None,
+    priority_class: str | None = None,
+    tolerations: list[dict[str, str]] | None = None,
+    node_selector: dict[str, str] | None = None,
+    affinity: dict[str, Any] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+    extra_requests: dict[str, str] | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    """A Pod with one container; bound to ``on`` (Running) or Pending when ``on`` is None."""
+    requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+    limits: dict[str, str] = {}
+    if gpus:
+        limits["nvidia.com/gpu"] = str(gpus)
+    if mig:
+        limits["nvidia.com/mig-" + mig.replace("+", ".")] = "1"
+    requests.update(extra_requests or {})
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"pod-{next(_uid)}",
+        "labels": labels if labels is not None else {"app": (owner or "bare").split("/")[-1]},
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    if owner:
+        kind, owner_name = owner.split("/", 1)
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "uid": f"{kind}-{owner_name}", "controller": True}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "example", "resources": {"requests": requests, "limits": limits}}]}
+    if on:
+        spec["nodeName"] = on
+    for key, value in (("priority", priority), ("priorityClassName", priority_class), ("tolerations", tolerations),
+                       ("nodeSelector", node_selector), ("affinity", affinity), ("volumes", volumes)):
+        if value is not None:
+            spec[key] = value
+    running = phase or ("Running" if on else "Pending")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": running, "conditions": [{"type": "Ready", "status": "True" if running == "Running" else "False"}]},
+    }
+
+
+def pdb(
+    name: str,
+    *,
+    match: dict[str, str],
+    allowed: int = 1,
+    namespace: str = "default",
+    max_unavailable: int | str | None = 1,
+    min_available: int | str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": {"matchLabels": match}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    elif max_unavailable is not None:
+        spec["maxUnavailable"] = max_unavailable
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"pdb-{next(_uid)}"},
+        "spec": spec,
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0},
+    }
+
+
+def cluster(*objects: dict[str, Any], pool_label: str = DEFAULT_POOL_LABEL) -> Snapshot:
+    return build_snapshot(list(objects), source="test", pool_label=pool_label)
+
+
+def as_list(*objects: dict[str, Any]) -> dict[str, Any]:
+    """The v1 List that ``kubectl get ... -o json`` prints."""
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(objects)}
