@@ -20,7 +20,9 @@ class InputError(CompactorError):
     def describe(self) -> str:
         parts = [p for p in (self.source, self.obj, self.field) if p]
         where = ": ".join(parts)
-        return f"{where}: {self.message}" if where else self.message
+        text = f"{where}: {self.message}" if where else self.message
+        # One line, always: names and messages from the input may carry line breaks.
+        return text.replace("\r", "\\r").replace("\n", "\\n")
 
     def located(self, *, source: str = "", obj: str = "") -> InputError:
         """The same error with the file/object filled in where still missing."""
@@ -34,3 +36,15 @@ class InputError(CompactorError):
 
 class ConfigError(CompactorError):
     """Invalid or contradictory configuration."""
+
+
+class ClusterError(CompactorError):
+    """The live cluster could not be read or written: unreachable, unauthorised, forbidden, or a bad reply.
+
+    ``status`` is the HTTP status of the API reply (0 when no reply arrived).
+    """
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        self.message = message
+        self.status = status
+        super().__init__(message)

@@ -96,8 +96,12 @@ def pod(
     volumes: list[dict[str, Any]] | None = None,
     extra_requests: dict[str, str] | None = None,
     deleting: bool = False,
+    spread: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A Pod with one container; bound to ``on`` (Running) or Pending when ``on`` is None."""
+    """A Pod with one container; bound to ``on`` (Running) or Pending when ``on`` is None.
+
+    ``spread`` is ``spec.topologySpreadConstraints`` as given.
+    """
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {}
     if gpus:
@@ -123,7 +127,8 @@ def pod(
     if on:
         spec["nodeName"] = on
     for key, value in (("priority", priority), ("priorityClassName", priority_class), ("tolerations", tolerations),
-                       ("nodeSelector", node_selector), ("affinity", affinity), ("volumes", volumes)):
+                       ("nodeSelector", node_selector), ("affinity", affinity), ("volumes", volumes),
+                       ("topologySpreadConstraints", spread)):
         if value is not None:
             spec[key] = value
     running = phase or ("Running" if on else "Pending")

@@ -3,13 +3,13 @@
 Sources (NVIDIA documentation):
 - MIG User Guide, "Supported MIG Profiles":
   https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html
-  (A100-40GB, A100-80GB, A30, H100-80GB, H100-94GB, H200-141GB tables: instances per
-  GPU, fraction of memory and of SMs).
+  (A100-40GB, A100-80GB, A30, H100-80GB, H100-94GB, H100-96GB, H200-141GB tables:
+  instances per GPU, fraction of memory and of SMs).
 - NVML ``nvmlGpuInstancePlacement_t`` / ``nvmlDeviceGetGpuInstancePossiblePlacements_v2``:
   a placement is ``{start}:size`` on the memory-slice axis; instances may not overlap.
 - ``nvidia-smi mig -lgip`` / ``-lgipp`` outputs for memory (GiB) and valid starts.
-H200 placements are not published as ``-lgipp`` output; they are taken equal to
-H100-80GB (identical memory fractions) and marked ``verified=False``.
+H200 and H100-96GB (GH200) placements are not published as ``-lgipp`` output; they
+are taken equal to H100-80GB (identical memory fractions) and marked ``verified=False``.
 
 Only geometry lives here (compute slices, memory slices, instance limit, valid
 starts); the controller should prefer what NVML reports on the node at runtime.
@@ -105,20 +105,36 @@ A30_24GB = GpuModel(
     ),
 )
 
-MODELS: tuple[GpuModel, ...] = (A100_40GB, A100_80GB, H100_80GB, H100_94GB, H200_141GB, A30_24GB)
+# H100 on GH200 (and H20 96GB): MIG user guide "H100-96GB" table; placements assumed equal to H100-80GB.
+H100_96GB = _seven_slice_family(
+    "H100-96GB", "1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb",
+    (11.0, 22.0, 44.0, 88.0), verified_placements=False,
+)
+
+MODELS: tuple[GpuModel, ...] = (A100_40GB, A100_80GB, H100_80GB, H100_94GB, H100_96GB, H200_141GB, A30_24GB)
 
 
 def model_for_product(product: str) -> GpuModel | None:
-    """Map a GFD ``nvidia.com/gpu.product`` value (e.g. ``NVIDIA-A100-SXM4-80GB``) to a model."""
-    p = product.upper().replace(" ", "-")
-    if "A30" in p:
+    """Map a GFD ``nvidia.com/gpu.product`` value (e.g. ``NVIDIA-A100-SXM4-80GB``) to a model.
+
+    Matches whole dash-separated tokens, so ``GH200`` is not taken for ``H200`` nor
+    ``RTX-A3000`` for ``A30``. Unknown products return None; the profiles the node
+    advertises then decide (``resolve_profiles``).
+    """
+    tokens = set(product.upper().replace(" ", "-").replace("_", "-").split("-"))
+    if "A30" in tokens:
         return A30_24GB
-    if "H200" in p or "H20-3E" in p:
+    if "GH200" in tokens:
+        # GH200 480GB carries an H100 96GB; the 144GB HBM3e part has other profiles.
+        return None if any(t.startswith("144G") for t in tokens) else H100_96GB
+    if "H200" in tokens or ("H20" in tokens and "3E" in tokens):
         return H200_141GB
-    if "H100" in p:
-        return H100_94GB if ("NVL" in p or "94GB" in p) else H100_80GB
-    if "A100" in p:
-        return A100_80GB if "80GB" in p else A100_40GB
+    if "H100" in tokens:
+        if "NVL" in tokens or "94GB" in tokens:
+            return H100_94GB
+        return H100_96GB if "96GB" in tokens else H100_80GB
+    if "A100" in tokens:
+        return A100_80GB if "80GB" in tokens else A100_40GB
     return None
 
 
@@ -143,8 +159,12 @@ def resolve_profiles(product: str, profiles: list[str]) -> tuple[GpuModel | None
     points at them).
     """
     model = model_for_product(product)
-    if model is None:
-        candidates = [m for m in MODELS if all(m.profile(p) for p in profiles)] if profiles else []
+    if model is None and profiles:
+        # The model that knows the most of the advertised profiles; one unknown profile
+        # must not make the known ones unknown too.
+        known = {m.name: sum(1 for p in profiles if m.profile(p)) for m in MODELS}
+        best = max(known.values())
+        candidates = [m for m in MODELS if best and known[m.name] == best]
         preferred = [m for m in candidates if m.name != "A100-40GB"] or candidates
         model = preferred[0] if preferred else None
     if model is None:

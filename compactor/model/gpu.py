@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from compactor.model.catalog import MigProfile, profile_from_resource, resolve_profiles
+from compactor.model.catalog import GpuModel, MigProfile, profile_from_resource, resolve_profiles
 from compactor.model.resources import GPU, GPU_SHARED, is_mig_resource
 from compactor.model.types import GpuInfo
 
@@ -34,6 +34,19 @@ def _single_strategy_profile(product: str) -> str:
     return product.split(marker, 1)[1].removesuffix("-SHARED")
 
 
+def _gpus_for_instances(model: GpuModel, instances: list[tuple[MigProfile, float]]) -> float:
+    """Fewest physical GPUs that can hold these MIG instances (a lower bound).
+
+    Each of three limits must hold on every GPU: memory slices, compute slices and
+    the per-profile instance limit. ``all-1g.5gb`` (7 per GPU) fills only 7 of the 8
+    memory slices, so the memory axis alone would count 8 such GPUs as 7.
+    """
+    memory = sum(count * p.memory_slices for p, count in instances) / model.memory_slots
+    compute = sum(count * p.compute_slices for p, count in instances) / model.compute_slices
+    per_profile = max((count / p.max_instances for p, count in instances), default=0.0)
+    return max(memory, compute, per_profile)
+
+
 def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[GpuInfo, list[str]]:
     """The node's GPU picture, and warnings (unknown MIG profiles, inconsistent labels)."""
     warnings: list[str] = []
@@ -43,16 +56,24 @@ def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -
     equivalents: dict[str, float] = {}
     physical_whole = 0.0
 
+    mig_physical = 0.0
     mig_resources = [name for name in allocatable if is_mig_resource(name)]
     if mig_resources:
         strategy = "mixed" if strategy == "none" else strategy
         model, found = resolve_profiles(product, [profile_from_resource(r) for r in mig_resources])
+        instances: list[tuple[MigProfile, float]] = []
         for resource in mig_resources:
-            profile = found.get(profile_from_resource(resource))
-            if profile is None or model is None:
-                warnings.append(f"unknown MIG profile {resource!r} (product {product or 'unlabelled'}); kept as a generic extended resource")
+            mig_profile = found.get(profile_from_resource(resource))
+            if mig_profile is None or model is None:
+                where = product or "unlabelled"
+                warnings.append(f"unknown MIG profile {resource!r} (product {where}); kept as a generic extended resource")
                 continue
-            equivalents[resource] = model.fraction(profile)
+            # A time-sliced MIG device is advertised <replicas> times (GFD label nvidia.com/mig-<profile>.replicas).
+            mig_replicas = max(1, _int_label(labels, f"{resource}.replicas") or 1)
+            equivalents[resource] = model.fraction(mig_profile) / mig_replicas
+            instances.append((mig_profile, allocatable.get(resource, 0) / mig_replicas))
+        if model is not None and instances:
+            mig_physical = _gpus_for_instances(model, instances)
 
     whole = allocatable.get(GPU, 0)
     shared = allocatable.get(GPU_SHARED, 0)
@@ -74,7 +95,6 @@ def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -
         equivalents[GPU_SHARED] = 1.0 / replicas
         physical_whole += shared / replicas
 
-    mig_physical = sum(allocatable.get(r, 0) * f for r, f in equivalents.items() if is_mig_resource(r))
     physical = math.ceil(physical_whole + mig_physical - 1e-9)
     labelled = _int_label(labels, COUNT_LABEL)
     if labelled is not None and strategy != "single" and labelled > physical:

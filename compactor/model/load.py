@@ -36,22 +36,23 @@ def _decode(text: str, source: str) -> list[Any]:
         raise InputError(f"malformed YAML{where}: {problem}", source=source) from None
 
 
-def _flatten(documents: Iterable[Any], source: str) -> Iterable[dict[str, Any]]:
+def _flatten(documents: Iterable[Any], source: str, where: str = "") -> Iterable[dict[str, Any]]:
+    """Objects out of documents, Lists and typed Lists; a bad entry is named ``document 2``, ``List items[3]``, ..."""
     for index, doc in enumerate(documents):
+        here = f"{where}[{index}]" if where else f"document {index + 1}"
         if isinstance(doc, list):
-            yield from _flatten(doc, source)
+            yield from _flatten(doc, source, here)
             continue
         if not isinstance(doc, dict):
-            raise InputError(f"expected a Kubernetes object or List, got {type(doc).__name__}", source=source, obj=f"document {index + 1}")
+            raise InputError(f"expected a Kubernetes object or List, got {type(doc).__name__}", source=source, obj=here)
         if doc.get("kind") in _LIST_KINDS or ("items" in doc and "kind" not in doc):
+            kind = str(doc.get("kind") or "List")
             items = doc.get("items") or []
             if not isinstance(items, list):
-                raise InputError("expected a list", source=source, obj=f"{doc.get('kind', 'List')}", field="items")
-            item_kind = str(doc.get("kind", "")).removesuffix("List")
-            for item in items:
-                if isinstance(item, dict) and "kind" not in item and item_kind:
-                    item = {**item, "kind": item_kind}
-                yield from _flatten([item], source)
+                raise InputError(f"expected a list, got {type(items).__name__}", source=source, obj=kind, field="items")
+            item_kind = kind.removesuffix("List")
+            typed = [{**item, "kind": item_kind} if isinstance(item, dict) and "kind" not in item and item_kind else item for item in items]
+            yield from _flatten(typed, source, f"{kind} items")
             continue
         yield doc
 
@@ -108,8 +109,8 @@ def build_snapshot(
 
     orphans = [p for p in pods if p.is_bound and p.node_name not in nodes]
     if orphans:
-        sample = ", ".join(f"{p.key} -> {p.node_name}" for p in orphans[:3])
-        warnings.append(f"{len(orphans)} pod(s) bound to nodes not in the snapshot, not counted ({sample}{', ...' if len(orphans) > 3 else ''})")
+        sample = ", ".join(f"{p.key} -> {p.node_name}" for p in orphans[:3]) + (", ..." if len(orphans) > 3 else "")
+        warnings.append(f"{len(orphans)} pod(s) bound to nodes not in the snapshot, not counted ({sample})")
     orphan_ids = {id(p) for p in orphans}
     return Snapshot(
         nodes=tuple(nodes.values()),

@@ -44,8 +44,28 @@ def _list(value: Any, *, source: str, obj: str, field: str) -> list[Any]:
     return value
 
 
+def _section(raw: dict[str, Any], key: str, *, source: str, obj: str) -> dict[str, Any]:
+    """``metadata``/``spec``/``status``: an object, or absent."""
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"expected an object, got {type(value).__name__}", source=source, obj=obj, field=key)
+    return value
+
+
+def _dicts(value: Any, *, source: str, obj: str, field: str, what: str) -> list[dict[str, Any]]:
+    """A list whose items must all be objects (taints, owner references, ...)."""
+    items = _list(value, source=source, obj=obj, field=field)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(f"expected {what}, got {type(item).__name__}", source=source, obj=obj, field=f"{field}[{i}]")
+    return items
+
+
 def object_name(raw: dict[str, Any]) -> str:
-    meta = raw.get("metadata") or {}
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     kind = raw.get("kind", "object")
     ns = meta.get("namespace")
     name = meta.get("name", "<unnamed>")
@@ -86,9 +106,9 @@ def node_pool(labels: dict[str, str], is_gpu: bool, pool_label: str) -> str:
 
 def parse_node(raw: dict[str, Any], *, source: str, pool_label: str, warnings: list[str]) -> Node:
     obj = object_name(raw)
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
+    meta = _section(raw, "metadata", source=source, obj=obj)
+    spec = _section(raw, "spec", source=source, obj=obj)
+    status = _section(raw, "status", source=source, obj=obj)
     if not meta.get("name"):
         raise InputError("missing", source=source, obj=obj, field="metadata.name")
     if "allocatable" not in status or status["allocatable"] is None:
@@ -98,11 +118,14 @@ def parse_node(raw: dict[str, Any], *, source: str, pool_label: str, warnings: l
     capacity = parse_resource_list(status.get("capacity"), source=source, obj=obj, field="status.capacity")
     gpu, gpu_warnings = derive_gpu_info(labels, allocatable)
     warnings.extend(f"{source}: {obj}: {w}" for w in gpu_warnings)
+    # A taint that cannot be read must not be dropped: the node would look open to every pod.
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
-        for t in _list(spec.get("taints"), source=source, obj=obj, field="spec.taints")
-        if isinstance(t, dict)
+        for t in _dicts(spec.get("taints"), source=source, obj=obj, field="spec.taints", what="a taint")
     )
+    unschedulable = spec.get("unschedulable", False)
+    if not isinstance(unschedulable, bool):
+        raise InputError(f"expected true or false, got {unschedulable!r}", source=source, obj=obj, field="spec.unschedulable")
     conditions = _list(status.get("conditions"), source=source, obj=obj, field="status.conditions")
     return Node(
         name=str(meta["name"]),
@@ -111,7 +134,7 @@ def parse_node(raw: dict[str, Any], *, source: str, pool_label: str, warnings: l
         allocatable=Resources(allocatable),
         capacity=Resources(capacity),
         taints=taints,
-        unschedulable=bool(spec.get("unschedulable", False)),
+        unschedulable=unschedulable,
         # A node with no conditions at all (hand-written snapshot) is taken as Ready.
         ready=_is_ready(conditions) if conditions else True,
         gpu=gpu,
@@ -125,26 +148,38 @@ def _tolerations(raw: Any, *, source: str, obj: str) -> tuple[Toleration, ...]:
     for i, t in enumerate(_list(raw, source=source, obj=obj, field="spec.tolerations")):
         if not isinstance(t, dict):
             raise InputError("expected a toleration", source=source, obj=obj, field=f"spec.tolerations[{i}]")
-        out.append(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""), str(t.get("effect") or "")))
+        key, operator, value, effect = (str(t.get(k) or "") for k in ("key", "operator", "value", "effect"))
+        out.append(Toleration(key, operator or "Equal", value, effect))
     return tuple(out)
+
+
+def _object(value: Any, *, source: str, obj: str, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"expected an object, got {type(value).__name__}", source=source, obj=obj, field=field)
+    return value
 
 
 def _affinity(raw: Any, *, source: str, obj: str) -> Affinity:
     if not raw:
         return Affinity()
-    node_aff = (raw.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    raw = _object(raw, source=source, obj=obj, field="spec.affinity")
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    node_aff = _object(raw.get("nodeAffinity"), source=source, obj=obj, field="spec.affinity.nodeAffinity").get(required)
     terms: tuple[NodeSelectorTerm, ...] | None = None
     if node_aff is not None:
-        field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        node_aff = _object(node_aff, source=source, obj=obj, field=f"spec.affinity.nodeAffinity.{required}")
+        field = f"spec.affinity.nodeAffinity.{required}.nodeSelectorTerms"
         terms = tuple(
             NodeSelectorTerm(
                 _requirements(t.get("matchExpressions"), source=source, obj=obj, field=f"{field}[{i}].matchExpressions"),
                 _requirements(t.get("matchFields"), source=source, obj=obj, field=f"{field}[{i}].matchFields"),
             )
-            for i, t in enumerate(_list(node_aff.get("nodeSelectorTerms"), source=source, obj=obj, field=field))
+            for i, t in enumerate(_dicts(node_aff.get("nodeSelectorTerms"), source=source, obj=obj, field=field, what="a term"))
         )
-    pod_aff = (raw.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    anti = (raw.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    pod_aff = _object(raw.get("podAffinity"), source=source, obj=obj, field="spec.affinity.podAffinity").get(required)
+    anti = _object(raw.get("podAntiAffinity"), source=source, obj=obj, field="spec.affinity.podAntiAffinity").get(required)
     return Affinity(terms, bool(pod_aff), bool(anti))
 
 
@@ -159,17 +194,16 @@ def _timestamp(value: Any) -> datetime | None:
 
 def parse_pod(raw: dict[str, Any], *, source: str) -> Pod:
     obj = object_name(raw)
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
+    meta = _section(raw, "metadata", source=source, obj=obj)
+    spec = _section(raw, "spec", source=source, obj=obj)
+    status = _section(raw, "status", source=source, obj=obj)
     if not meta.get("name"):
         raise InputError("missing", source=source, obj=obj, field="metadata.name")
-    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+    if not isinstance(spec.get("containers"), list):
         raise InputError("missing (a Pod needs containers)", source=source, obj=obj, field="spec.containers")
     owners = tuple(
-        OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")), bool(o.get("controller", False)))
-        for o in _list(meta.get("ownerReferences"), source=source, obj=obj, field="metadata.ownerReferences")
-        if isinstance(o, dict)
+        OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")), o.get("controller") is True)
+        for o in _dicts(meta.get("ownerReferences"), source=source, obj=obj, field="metadata.ownerReferences", what="an owner reference")
     )
     volumes = _list(spec.get("volumes"), source=source, obj=obj, field="spec.volumes")
     priority = spec.get("priority", 0)
@@ -177,6 +211,8 @@ def parse_pod(raw: dict[str, Any], *, source: str) -> Pod:
         raise InputError(f"expected an integer, got {priority!r}", source=source, obj=obj, field="spec.priority")
     node_selector = _str_map(spec.get("nodeSelector"), source=source, obj=obj, field="spec.nodeSelector")
     constraints = _list(spec.get("topologySpreadConstraints"), source=source, obj=obj, field="spec.topologySpreadConstraints")
+    hard_spread = any(isinstance(c, dict) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" for c in constraints)
+    gates = _dicts(spec.get("schedulingGates"), source=source, obj=obj, field="spec.schedulingGates", what="a scheduling gate")
     return Pod(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta["name"]),
@@ -192,10 +228,10 @@ def parse_pod(raw: dict[str, Any], *, source: str) -> Pod:
         tolerations=_tolerations(spec.get("tolerations"), source=source, obj=obj),
         node_selector=tuple(sorted(node_selector.items())),
         affinity=_affinity(spec.get("affinity"), source=source, obj=obj),
-        has_hard_topology_spread=any(isinstance(c, dict) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" for c in constraints),
+        has_hard_topology_spread=hard_spread,
         local_storage=any(isinstance(v, dict) and ("emptyDir" in v or "hostPath" in v) for v in volumes),
         deletion_timestamp=str(meta.get("deletionTimestamp") or ""),
-        scheduling_gates=tuple(str(g.get("name", "")) for g in _list(spec.get("schedulingGates"), source=source, obj=obj, field="spec.schedulingGates") if isinstance(g, dict)),
+        scheduling_gates=tuple(str(g.get("name", "")) for g in gates),
         ready=_is_ready(_list(status.get("conditions"), source=source, obj=obj, field="status.conditions")),
         created=_timestamp(meta.get("creationTimestamp")),
     )
@@ -211,9 +247,9 @@ def _int_field(value: Any, *, source: str, obj: str, field: str) -> int:
 
 def parse_pdb(raw: dict[str, Any], *, source: str) -> Pdb:
     obj = object_name(raw)
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
+    meta = _section(raw, "metadata", source=source, obj=obj)
+    spec = _section(raw, "spec", source=source, obj=obj)
+    status = _section(raw, "status", source=source, obj=obj)
     if not meta.get("name"):
         raise InputError("missing", source=source, obj=obj, field="metadata.name")
     return Pdb(
@@ -231,7 +267,7 @@ def parse_pdb(raw: dict[str, Any], *, source: str) -> Pdb:
 
 def parse_config_map(raw: dict[str, Any], *, source: str) -> ConfigMap:
     obj = object_name(raw)
-    meta = raw.get("metadata") or {}
+    meta = _section(raw, "metadata", source=source, obj=obj)
     return ConfigMap(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name", "")),

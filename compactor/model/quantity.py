@@ -14,26 +14,32 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from functools import lru_cache
+from typing import cast
 
-from kubernetes.utils.quantity import parse_quantity as _k8s_parse_quantity
+from kubernetes.utils.quantity import parse_quantity as _untyped_parse_quantity
 
 from compactor.errors import InputError
 
 # apimachinery/pkg/api/resource/quantity.go: <signedNumber><suffix>, where the
 # suffix is a binary SI, decimal SI or decimal exponent (e3, E-2) suffix.
+# Used with ``fullmatch``: ``$`` would also accept a trailing newline ("1\n").
 _QUANTITY_SYNTAX = re.compile(
-    r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?:Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
 )
 
 MILLI_RESOURCES = frozenset({"cpu"})
 
+# The client library ships py.typed but leaves this function unannotated (mypy --strict: no-untyped-call).
+_k8s_parse_quantity = cast(Callable[[str], Decimal], _untyped_parse_quantity)
+
 
 @lru_cache(maxsize=65536)
 def _parse_cached(text: str) -> Decimal:
-    if not _QUANTITY_SYNTAX.match(text):
+    if not _QUANTITY_SYNTAX.fullmatch(text):
         raise ValueError(f"invalid quantity {text!r}")
     return Decimal(_k8s_parse_quantity(text))
 

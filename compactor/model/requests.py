@@ -7,26 +7,59 @@ resource. Sidecars are init containers with ``restartPolicy: Always``.
 A container that sets a limit but no request gets request = limit (API
 defaulting), which is how extended resources given only as limits count.
 Pod-level ``spec.resources.requests`` (KEP-2837), when present, replace the
-container aggregate for the resources they name.
+container aggregate for the resources they name (cpu, memory, hugepages-*);
+pod-level limits without a request default the request the way the API server
+does (``pkg/apis/core/v1/defaults.go`` ``defaultPodRequests``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from compactor.errors import InputError
 from compactor.model.quantity import parse_resource_list
 from compactor.model.resources import Resources, elementwise_max
 
 _POD_LEVEL_RESOURCES = ("cpu", "memory")
+_HUGEPAGES_PREFIX = "hugepages-"
 
 
-def container_requests(container: dict[str, Any], *, source: str, obj: str, field: str) -> dict[str, int]:
-    resources = container.get("resources") or {}
-    requests = parse_resource_list(resources.get("requests"), source=source, obj=obj, field=f"{field}.resources.requests")
-    limits = parse_resource_list(resources.get("limits"), source=source, obj=obj, field=f"{field}.resources.limits")
+def is_pod_level_resource(name: str) -> bool:
+    """``IsSupportedPodLevelResource``: cpu, memory and hugepages-<size>."""
+    return name in _POD_LEVEL_RESOURCES or name.startswith(_HUGEPAGES_PREFIX)
+
+
+def _mapping(value: Any, *, source: str, obj: str, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"expected an object, got {type(value).__name__}", source=source, obj=obj, field=field)
+    return value
+
+
+def _requests_and_limits(resources: dict[str, Any], *, source: str, obj: str, field: str) -> tuple[dict[str, int], dict[str, int]]:
+    requests = parse_resource_list(resources.get("requests"), source=source, obj=obj, field=f"{field}.requests")
+    limits = parse_resource_list(resources.get("limits"), source=source, obj=obj, field=f"{field}.limits")
+    return requests, limits
+
+
+def container_requests(container: Any, *, source: str, obj: str, field: str) -> dict[str, int]:
+    if not isinstance(container, dict):
+        raise InputError(f"expected a container object, got {type(container).__name__}", source=source, obj=obj, field=field)
+    resources = _mapping(container.get("resources"), source=source, obj=obj, field=f"{field}.resources")
+    requests, limits = _requests_and_limits(resources, source=source, obj=obj, field=f"{field}.resources")
     for name, amount in limits.items():
         requests.setdefault(name, amount)
     return requests
+
+
+def _containers(spec: dict[str, Any], key: str, *, source: str, obj: str) -> list[Any]:
+    value = spec.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"expected a list, got {type(value).__name__}", source=source, obj=obj, field=f"spec.{key}")
+    return value
 
 
 def _add_into(acc: dict[str, int], extra: dict[str, int]) -> None:
@@ -34,15 +67,15 @@ def _add_into(acc: dict[str, int], extra: dict[str, int]) -> None:
         acc[key] = acc.get(key, 0) + value
 
 
-def effective_requests(spec: dict[str, Any], *, source: str = "", obj: str = "") -> Resources:
-    """The pod's effective request vector in scheduler units (``pods`` included as 1)."""
+def aggregate_container_requests(spec: dict[str, Any], *, source: str = "", obj: str = "") -> dict[str, int]:
+    """``AggregateContainerRequests``: app containers, sidecars and init containers, without pod-level values or overhead."""
     total: dict[str, int] = {}
-    for i, container in enumerate(spec.get("containers") or []):
+    for i, container in enumerate(_containers(spec, "containers", source=source, obj=obj)):
         _add_into(total, container_requests(container, source=source, obj=obj, field=f"spec.containers[{i}]"))
 
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for i, container in enumerate(spec.get("initContainers") or []):
+    for i, container in enumerate(_containers(spec, "initContainers", source=source, obj=obj)):
         reqs = container_requests(container, source=source, obj=obj, field=f"spec.initContainers[{i}]")
         if container.get("restartPolicy") == "Always":
             _add_into(total, reqs)
@@ -52,14 +85,27 @@ def effective_requests(spec: dict[str, Any], *, source: str = "", obj: str = "")
             during = dict(reqs)
             _add_into(during, sidecars)
         init_peak = elementwise_max(init_peak, during)
+    return elementwise_max(total, init_peak)
 
-    result = elementwise_max(total, init_peak)
-    pod_level = (spec.get("resources") or {}).get("requests")
-    if pod_level:
-        parsed = parse_resource_list(pod_level, source=source, obj=obj, field="spec.resources.requests")
-        for name in _POD_LEVEL_RESOURCES:
-            if name in parsed:
-                result[name] = parsed[name]
+
+def _pod_level_requests(spec: dict[str, Any], aggregate: dict[str, int], *, source: str, obj: str) -> dict[str, int]:
+    """Pod-level requests after API defaulting (``defaultPodRequests``), supported resources only."""
+    resources = _mapping(spec.get("resources"), source=source, obj=obj, field="spec.resources")
+    requests, limits = _requests_and_limits(resources, source=source, obj=obj, field="spec.resources")
+    if limits:
+        for name, amount in limits.items():
+            # cpu and memory requested by containers default to their aggregate, which is
+            # what the pod would get anyway; everything else defaults to the pod-level limit.
+            overcommittable = not name.startswith(_HUGEPAGES_PREFIX)
+            if name not in requests and not (overcommittable and name in aggregate):
+                requests[name] = amount
+    return {name: amount for name, amount in requests.items() if is_pod_level_resource(name)}
+
+
+def effective_requests(spec: dict[str, Any], *, source: str = "", obj: str = "") -> Resources:
+    """The pod's effective request vector in scheduler units (``pods`` included as 1)."""
+    result = aggregate_container_requests(spec, source=source, obj=obj)
+    result.update(_pod_level_requests(spec, result, source=source, obj=obj))
     _add_into(result, parse_resource_list(spec.get("overhead"), source=source, obj=obj, field="spec.overhead"))
     result["pods"] = 1
     return Resources(result)

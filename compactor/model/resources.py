@@ -24,7 +24,7 @@ def is_gpu_resource(name: str) -> bool:
 class Resources(Mapping[str, int]):
     """A read-only ``resource -> amount`` map; zero entries are dropped so equal vectors compare equal."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_hash", "_items")
 
     def __init__(self, items: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
         pairs = items.items() if isinstance(items, Mapping) else items

@@ -15,7 +15,7 @@ from typing import Any
 from compactor.model.resources import EMPTY, Resources
 
 
-class Effect(str, enum.Enum):
+class Effect(str, enum.Enum):  # noqa: UP042 - str() and format() of members stay as they are
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
     NO_EXECUTE = "NoExecute"

@@ -1,0 +1,46 @@
+"""The marks the executor leaves on nodes, so any restart can account for every node it touched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CORDONED_BY = "compactor.io/cordoned-by"
+PLAN_ID = "compactor.io/plan-id"
+CORDONED_AT = "compactor.io/cordoned-at"
+AFTER_DRAIN = "compactor.io/after-drain"
+RESERVED_UNTIL = "compactor.io/reserved-until"
+RESERVED_FOR = "compactor.io/reserved-for"
+IDENTITY = "gpu-compactor"
+STATE_CONFIGMAP = "gpu-compactor-state"
+
+OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR)
+
+
+def annotations(node: dict[str, Any]) -> dict[str, str]:
+    return dict((node.get("metadata") or {}).get("annotations") or {})
+
+
+def is_ours(node: dict[str, Any]) -> bool:
+    return annotations(node).get(CORDONED_BY) == IDENTITY
+
+
+def is_unschedulable(node: dict[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def cordon_patch(plan_id: str, at: str) -> dict[str, Any]:
+    """One merge patch: cordon and mark together, so a crash never leaves one without the other."""
+    return {
+        "metadata": {"annotations": {CORDONED_BY: IDENTITY, PLAN_ID: plan_id, CORDONED_AT: at}},
+        "spec": {"unschedulable": True},
+    }
+
+
+def uncordon_patch(node: dict[str, Any], taint_key: str) -> dict[str, Any]:
+    """Uncordon, drop our marks and our reservation taint (other taints stay)."""
+    patch: dict[str, Any] = {"metadata": {"annotations": dict.fromkeys(OUR_ANNOTATIONS)}, "spec": {"unschedulable": None}}
+    taints = (node.get("spec") or {}).get("taints") or []
+    kept = [t for t in taints if t.get("key") != taint_key]
+    if len(kept) != len(taints):
+        patch["spec"]["taints"] = kept or None
+    return patch

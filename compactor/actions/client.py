@@ -1,0 +1,72 @@
+"""The one interface through which the executor touches a cluster.
+
+Objects cross it as plain dicts shaped like the API's JSON (``kubectl get -o json``
+items), so the same executor code runs against the real API (``KubeClusterClient``),
+a recording dry run (``RecordingClient``) and the test fake (``tests/fakecluster.py``).
+Writes are few and explicit: patch a node, create an Eviction, create an Event,
+read/write the executor's state ConfigMap.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+
+
+class EvictionOutcome(str, enum.Enum):
+    EVICTED = "evicted"  # 201: the pod is being deleted gracefully
+    GONE = "gone"  # 404: already gone, as good as evicted
+    BLOCKED = "blocked"  # 429: a PodDisruptionBudget does not allow it now
+    CONFLICT = "conflict"  # 409: e.g. changed under us; retry
+    ERROR = "error"  # 500/503/timeout: retry a bounded number of times
+    FORBIDDEN = "forbidden"  # 403/400/other: abort the run
+
+
+@dataclass(frozen=True)
+class EvictionResult:
+    outcome: EvictionOutcome
+    status: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+
+class ClusterClient(Protocol):
+    """Reads and the handful of writes the executor needs. Implementations raise ``ClusterError`` on API failure."""
+
+    def list_nodes(self) -> list[Obj]: ...
+
+    def get_node(self, name: str) -> Obj | None: ...
+
+    def list_pods(self, *, node_name: str | None = None) -> list[Obj]: ...
+
+    def get_pod(self, namespace: str, name: str) -> Obj | None: ...
+
+    def list_pdbs(self) -> list[Obj]: ...
+
+    def patch_node(self, name: str, patch: Obj) -> Obj:
+        """JSON merge patch (RFC 7386) on the node: ``metadata.labels/annotations``, ``spec.unschedulable``, ``spec.taints``."""
+        ...
+
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
+        """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked."""
+        ...
+
+    def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None: ...
+
+    def read_state(self, name: str) -> dict[str, str] | None:
+        """The data of the executor's state ConfigMap, or None when absent."""
+        ...
+
+    def write_state(self, name: str, data: dict[str, str] | None) -> None:
+        """Create/replace the state ConfigMap's data; None deletes it."""
+        ...

@@ -1,0 +1,368 @@
+"""Carry out a ``CompactionPlan`` safely: validate, cordon, evict under PDBs, verify, finish or roll back.
+
+The same code runs for real and dry runs; only the ``ClusterClient`` differs. Every
+change is marked on the node (``annotations.py``) and recorded in a state
+ConfigMap *before* it is made, so ``recovery.py`` can resume or undo after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compactor.actions import annotations as ann
+from compactor.actions.client import ClusterClient, EvictionOutcome, Obj, ObjectRef
+from compactor.actions.clock import Clock
+from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_terminating, pdbs_selecting, pod_key
+from compactor.errors import ClusterError
+from compactor.planner.plan import CompactionPlan, Move
+from compactor.settings import ExecutorSettings
+
+log = logging.getLogger("compactor.executor")
+
+
+class Abort(Exception):
+    """Stop the run and roll back; the message says why (it becomes an Event and a log line)."""
+
+
+@dataclass
+class Progress:
+    plan_id: str
+    done: int
+    total: int
+    current: str = ""
+    waiting: str = ""
+
+
+@dataclass
+class RunReport:
+    plan_id: str
+    status: str  # succeeded | failed | nothing-to-do
+    moves_total: int
+    moves_done: int = 0
+    freed_nodes: list[str] = field(default_factory=list)
+    skipped_moves: list[str] = field(default_factory=list)
+    reason: str = ""
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "planId": self.plan_id, "status": self.status, "movesTotal": self.moves_total, "movesDone": self.moves_done,
+            "freedNodes": self.freed_nodes, "skippedMoves": self.skipped_moves, "reason": self.reason, "dryRun": self.dry_run,
+        }
+
+
+@dataclass
+class _Run:
+    plan: CompactionPlan
+    freed: set[str]
+    cordoned: list[str] = field(default_factory=list)  # nodes this run cordoned (and only those)
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    phase: str = "cordoning"
+
+    def state(self, at: str) -> dict[str, str]:
+        return {
+            "planId": self.plan.metadata.id, "phase": self.phase, "updatedAt": at,
+            "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "plan": self.plan.to_json(),
+        }
+
+
+class Executor:
+    def __init__(
+        self,
+        client: ClusterClient,
+        settings: ExecutorSettings,
+        clock: Clock,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.clock = clock
+        self.dry_run = dry_run
+        self.progress = progress or (lambda _p: None)
+
+    # ----- public -----------------------------------------------------------------
+
+    def execute(self, plan: CompactionPlan, *, resume: dict[str, str] | None = None) -> RunReport:
+        """Run the plan to the end, or abort and roll back. ``resume`` is a state record from recovery."""
+        run = _Run(plan, set(plan.freed_nodes))
+        if resume:
+            run.cordoned = json.loads(resume.get("cordoned", "[]"))
+            run.done = json.loads(resume.get("done", "[]"))
+        report = RunReport(plan.metadata.id, "succeeded", len(plan.moves), dry_run=self.dry_run)
+        if not plan.moves and not plan.freed_nodes:
+            report.status = "nothing-to-do"
+            return report
+        try:
+            self._validate(run)
+            self._save(run)
+            self._cordon_all(run)
+            run.phase = "evicting"
+            self._save(run)
+            self._evict_all(run)
+            run.phase = "finishing"
+            self._save(run)
+            report.freed_nodes = self._finish(run)
+        except (Abort, ClusterError) as exc:
+            self._rollback(run, str(exc))
+            report.status = "failed"
+            report.reason = str(exc)
+        report.moves_done = len(run.done)
+        report.skipped_moves = run.skipped
+        return report
+
+    def abandon(self, plan: CompactionPlan, state: dict[str, str], *, reason: str) -> RunReport:
+        """Roll back an interrupted run without resuming it."""
+        run = _Run(plan, set(plan.freed_nodes), cordoned=json.loads(state.get("cordoned", "[]")), done=json.loads(state.get("done", "[]")))
+        self._rollback(run, reason)
+        return RunReport(plan.metadata.id, "failed", len(plan.moves), moves_done=len(run.done), reason=reason, dry_run=self.dry_run)
+
+    # ----- steps --------------------------------------------------------------------
+
+    def _validate(self, run: _Run) -> None:
+        """Karpenter-style: the plan was computed on a snapshot; check it against the cluster now."""
+        for name in run.plan.freed_nodes:
+            node = self.client.get_node(name)
+            if node is None:
+                raise Abort(f"plan is stale: node {name} no longer exists")
+            planned = {m.pod for m in run.plan.moves if m.from_node == name}
+            strangers = [pod_key(p) for p in gpu_pods_on(self.client, name) if pod_key(p) not in planned and pod_key(p) not in run.done]
+            if strangers:
+                raise Abort(f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}")
+
+    def _cordon_all(self, run: _Run) -> None:
+        for name in run.plan.freed_nodes:
+            if name in run.cordoned:
+                continue
+            node = self.client.get_node(name)
+            if node is None:
+                raise Abort(f"node {name} disappeared while cordoning")
+            if ann.is_unschedulable(node):
+                continue  # cordoned by someone else before us: never ours to uncordon
+            run.cordoned.append(name)
+            self._save(run)  # write-ahead: recovery may find the node either way
+            self.client.patch_node(name, ann.cordon_patch(run.plan.metadata.id, self._stamp()))
+            self._event(ObjectRef("Node", name), "CompactorCordon", f"cordoned by gpu-compactor for plan {run.plan.metadata.id}")
+
+    def _evict_all(self, run: _Run) -> None:
+        pending = [m for m in run.plan.moves if m.pod not in run.done][: self.settings.max_evictions_per_cycle]
+        if len(pending) < len([m for m in run.plan.moves if m.pod not in run.done]):
+            log.info("per-cycle eviction cap reached", extra={"cap": self.settings.max_evictions_per_cycle})
+        for batch in _batches(pending, self.settings.max_concurrent_evictions):
+            self._evict_batch(run, batch)
+
+    def _evict_batch(self, run: _Run, batch: Sequence[Move]) -> None:
+        waits: list[tuple[Move, Obj]] = []
+        for move in batch:
+            self._report(run, f"evicting {move.pod} from {move.from_node}")
+            pod = self._current_pod(move)
+            if pod is None:
+                run.skipped.append(move.pod)
+                self._mark_done(run, move)
+                continue
+            self._wait_for_budget(run, move)
+            siblings = self._owner_pod_uids(pod)
+            self._evict(run, move)
+            waits.append((move, {"pod": pod, "siblings": siblings}))
+        for move, context in waits:
+            self._await_replacement(run, move, context["pod"], context["siblings"])
+            self._mark_done(run, move)
+
+    def _current_pod(self, move: Move) -> Obj | None:
+        namespace, name = move.pod.split("/", 1)
+        pod = self.client.get_pod(namespace, name)
+        if pod is None or is_terminating(pod):
+            return None
+        if (pod.get("spec") or {}).get("nodeName") != move.from_node:
+            return None  # already elsewhere: nothing to move
+        if move.uid and (pod.get("metadata") or {}).get("uid") != move.uid:
+            return None  # a new pod with the same name (StatefulSet): the planned one is gone
+        return pod
+
+    def _wait_for_budget(self, run: _Run, move: Move) -> None:
+        """Before evicting, the budget should allow it; an unexpected 0 waits, then aborts."""
+        deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
+        while True:
+            blocking = self._blocking_pdbs(move)
+            if not blocking:
+                return
+            if self.clock.monotonic() >= deadline:
+                raise Abort(f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {self.settings.replacement_timeout_seconds:g}s")
+            self._report(run, f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
+            self.clock.sleep(self.settings.poll_seconds)
+            self._check_sources(run)
+
+    def _blocking_pdbs(self, move: Move) -> list[str]:
+        namespace, name = move.pod.split("/", 1)
+        pod = self.client.get_pod(namespace, name)
+        if pod is None:
+            return []
+        return [f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pdbs_selecting(self.client.list_pdbs(), pod)
+                if int((p.get("status") or {}).get("disruptionsAllowed") or 0) <= 0]
+
+    def _evict(self, run: _Run, move: Move) -> None:
+        namespace, name = move.pod.split("/", 1)
+        delay = self.settings.backoff_seconds
+        attempts = 0
+        while True:
+            result = self.client.evict(namespace, name, dry_run=False)
+            if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
+                self._event(ObjectRef("Pod", name, namespace), "CompactorEvict",
+                            f"evicted from {move.from_node} by plan {run.plan.metadata.id}: {move.reason}")
+                log.info("evicted", extra={"pod": move.pod, "node": move.from_node, "plan": run.plan.metadata.id})
+                return
+            if result.outcome == EvictionOutcome.FORBIDDEN:
+                raise Abort(f"eviction of {move.pod} refused ({result.status}): {result.message}")
+            attempts += 1
+            if attempts > self.settings.eviction_retry_limit:
+                raise Abort(f"eviction of {move.pod} failed {attempts} times, last {result.status} {result.outcome.value}: {result.message}")
+            self._report(run, f"evicting {move.pod}", waiting=f"{result.outcome.value} ({result.status}), retry in {delay:g}s")
+            self.clock.sleep(delay)
+            delay = min(self.settings.backoff_max_seconds, max(delay * 2, 0.1))
+            if self._current_pod(move) is None:
+                return  # gone meanwhile
+
+    def _owner_pod_uids(self, pod: Obj) -> set[str]:
+        owner = controller_uid(pod)
+        if not owner:
+            return set()
+        return {str(p["metadata"].get("uid")) for p in self.client.list_pods() if controller_uid(p) == owner}
+
+    def _await_replacement(self, run: _Run, move: Move, pod: Obj, siblings: set[str]) -> None:
+        """Wait until the owner is whole again: a new Ready pod of the same controller, not on a node being freed."""
+        owner = controller_uid(pod)
+        if not owner:
+            return  # bare pods are never in a plan; nothing would replace one
+        deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
+        while True:
+            self._check_sources(run)
+            fresh = [p for p in self.client.list_pods() if controller_uid(p) == owner and str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)]
+            for replacement in fresh:
+                node = (replacement.get("spec") or {}).get("nodeName")
+                if node and node in run.freed:
+                    raise Abort(f"replacement {pod_key(replacement)} for {move.pod} landed on {node}, a node this plan frees")
+            ready = [p for p in fresh if (p.get("spec") or {}).get("nodeName") and is_ready(p)]
+            if ready:
+                return
+            if self.clock.monotonic() >= deadline:
+                state = "Pending" if not any((p.get("spec") or {}).get("nodeName") for p in fresh) else "not Ready"
+                raise Abort(f"replacement for {move.pod} still {state} after {self.settings.replacement_timeout_seconds:g}s")
+            self._report(run, f"moved {move.pod}", waiting=f"replacement of {move.pod} ({len(fresh)} new, none Ready yet)")
+            self.clock.sleep(self.settings.poll_seconds)
+
+    def _check_sources(self, run: _Run) -> None:
+        """A GPU pod the plan does not move appearing on a cordoned source defeats the plan."""
+        planned = {m.pod for m in run.plan.moves}
+        for name in run.cordoned:
+            for pod in gpu_pods_on(self.client, name):
+                if pod_key(pod) not in planned:
+                    raise Abort(f"new GPU pod {pod_key(pod)} appeared on cordoned node {name}")
+
+    def _finish(self, run: _Run) -> list[str]:
+        freed = []
+        for name in run.plan.freed_nodes:
+            leftovers = [pod_key(p) for p in gpu_pods_on(self.client, name)]
+            if leftovers:
+                log.warning("node not freed", extra={"node": name, "pods": leftovers[:5]})
+            else:
+                freed.append(name)
+            self._after_drain(run, name, freed=not leftovers)
+        run.phase = "done"
+        self.client.write_state(ann.STATE_CONFIGMAP, None)
+        self._report(run, "done")
+        return freed
+
+    def _after_drain(self, run: _Run, name: str, *, freed: bool) -> None:
+        if name not in run.cordoned:
+            return
+        mode = self.settings.after_drain if freed else "uncordon"
+        node = self.client.get_node(name)
+        if node is None:
+            return
+        if mode == "uncordon":
+            self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
+            self._event(ObjectRef("Node", name), "CompactorUncordon", f"uncordoned after plan {run.plan.metadata.id}")
+        elif mode == "keepCordoned":
+            self.client.patch_node(name, {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned"}}})
+            self._event(ObjectRef("Node", name), "CompactorKeepCordoned", f"freed by plan {run.plan.metadata.id}; kept cordoned")
+        else:
+            self._reserve(run, name, node)
+
+    def _reserve(self, run: _Run, name: str, node: Obj) -> None:
+        """Uncordon behind a NoSchedule taint that only the pending pod it was freed for tolerates."""
+        placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
+        until = self._stamp(offset=self.settings.taint_ttl_seconds)
+        taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != self.settings.taint_key]
+        taints.append({"key": self.settings.taint_key, "value": placed.replace("/", ".") or "any", "effect": "NoSchedule"})
+        self.client.patch_node(name, {
+            "metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
+            "spec": {"unschedulable": None, "taints": taints},
+        })
+        self._event(ObjectRef("Node", name), "CompactorReserve", f"reserved for {placed or 'pending pods'} until {until} (plan {run.plan.metadata.id})")
+
+    def _rollback(self, run: _Run, reason: str) -> None:
+        log.error("aborting plan", extra={"plan": run.plan.metadata.id, "reason": reason})
+        for name in list(run.cordoned):
+            try:
+                node = self.client.get_node(name)
+                if node is not None and ann.is_ours(node):
+                    self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
+                    self._event(ObjectRef("Node", name), "CompactorUncordon", f"rolled back plan {run.plan.metadata.id}")
+            except ClusterError as exc:  # keep going: recovery retries whatever is left marked
+                log.error("rollback failed for node", extra={"node": name, "error": str(exc)})
+        for name in run.plan.freed_nodes:
+            self._event(ObjectRef("Node", name), "CompactorAbort", f"plan {run.plan.metadata.id} aborted: {reason}", type_="Warning")
+            break
+        try:
+            self.client.write_state(ann.STATE_CONFIGMAP, None)
+        except ClusterError as exc:
+            log.error("could not clear executor state", extra={"error": str(exc)})
+
+    # ----- helpers ----------------------------------------------------------------
+
+    def _mark_done(self, run: _Run, move: Move) -> None:
+        run.done.append(move.pod)
+        self._save(run)
+        self._report(run, f"moved {move.pod}")
+
+    def _save(self, run: _Run) -> None:
+        self.client.write_state(ann.STATE_CONFIGMAP, run.state(self._stamp()))
+
+    def _stamp(self, offset: float = 0.0) -> str:
+        from datetime import timedelta
+
+        return (self.clock.now() + timedelta(seconds=offset)).isoformat().replace("+00:00", "Z")
+
+    def _event(self, ref: ObjectRef, reason: str, message: str, type_: str = "Normal") -> None:
+        try:
+            self.client.create_event(ref, reason=reason, message=message, type_=type_)
+        except ClusterError as exc:  # an event is a courtesy; never fail a run on it
+            log.warning("event not recorded", extra={"reason": reason, "error": str(exc)})
+
+    def _report(self, run: _Run, current: str, waiting: str = "") -> None:
+        self.progress(Progress(run.plan.metadata.id, len(run.done), len(run.plan.moves), current, waiting))
+
+
+def _batches(moves: Sequence[Move], width: int) -> list[list[Move]]:
+    """Consecutive groups of at most ``width`` moves, no two of one owner (so one at a time per PDB/owner)."""
+    batches: list[list[Move]] = []
+    current: list[Move] = []
+    owners: set[str] = set()
+    for move in moves:
+        key = move.owner or move.pod
+        if len(current) >= width or key in owners:
+            batches.append(current)
+            current, owners = [], set()
+        current.append(move)
+        owners.add(key)
+    if current:
+        batches.append(current)
+    return batches
+
+

@@ -1,0 +1,87 @@
+"""After a restart: account for every node the executor marked, then resume or roll back.
+
+Rules: a node carrying our marks is either part of the active plan (recorded in the
+state ConfigMap), deliberately kept (``after-drain`` keepCordoned, or a reservation
+taint whose TTL has not passed), or an orphan to uncordon. The active plan resumes
+when it still validates against the cluster, otherwise it is rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from compactor.actions import annotations as ann
+from compactor.actions.client import ClusterClient, ObjectRef
+from compactor.actions.clock import Clock
+from compactor.actions.executor import Executor, RunReport
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings
+
+log = logging.getLogger("compactor.recovery")
+
+
+@dataclass
+class RecoveryReport:
+    resumed: RunReport | None = None
+    released: list[str] = field(default_factory=list)  # orphan cordons undone
+    expired: list[str] = field(default_factory=list)  # reservation taints past their TTL removed
+    kept: list[str] = field(default_factory=list)  # nodes deliberately left cordoned/reserved
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.resumed or self.released or self.expired)
+
+
+def _parse_time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, resume: bool = True) -> RecoveryReport:
+    report = RecoveryReport()
+    state = client.read_state(ann.STATE_CONFIGMAP)
+    active_id = ""
+    if state and state.get("plan"):
+        plan = CompactionPlan.model_validate_json(state["plan"])
+        active_id = plan.metadata.id
+        log.info("found an interrupted plan", extra={"plan": active_id, "phase": state.get("phase")})
+        executor = Executor(client, settings, clock)
+        if resume:
+            report.resumed = executor.execute(plan, resume=state)
+        else:
+            report.resumed = executor.abandon(plan, state, reason="resume disabled")
+    elif state is not None:
+        client.write_state(ann.STATE_CONFIGMAP, None)  # unreadable leftovers: nothing to resume
+    _release_orphans(client, settings, clock, report, active_plan="")
+    return report
+
+
+def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport, active_plan: str) -> None:
+    now = clock.now()
+    for node in client.list_nodes():
+        if not ann.is_ours(node):
+            continue
+        name = node["metadata"]["name"]
+        marks = ann.annotations(node)
+        if active_plan and marks.get(ann.PLAN_ID) == active_plan:
+            continue
+        mode = marks.get(ann.AFTER_DRAIN)
+        if mode == "keepCordoned":
+            report.kept.append(name)
+            continue
+        if mode == "taint":
+            until = _parse_time(marks.get(ann.RESERVED_UNTIL, ""))
+            if until is not None and until > now:
+                report.kept.append(name)
+                continue
+            report.expired.append(name)
+            reason = "CompactorReservationExpired"
+        else:
+            report.released.append(name)
+            reason = "CompactorUncordon"
+        client.patch_node(name, ann.uncordon_patch(node, settings.taint_key))
+        client.create_event(ObjectRef("Node", name), reason=reason, message=f"released by gpu-compactor (plan {marks.get(ann.PLAN_ID, '?')} no longer active)")

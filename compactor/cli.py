@@ -1,0 +1,135 @@
+"""The ``compactor`` command line: report, plan, apply, run, controller.
+
+Every user-facing failure is a ``CompactorError`` printed as one line on stderr
+with exit code 2; tracebacks are reserved for bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from compactor import __version__
+from compactor.errors import CompactorError
+from compactor.logs import configure_logging
+from compactor.settings import Settings, load_settings, parse_shape
+from compactor.sources import SnapshotSource
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+log = logging.getLogger("compactor")
+
+
+def _add_source_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("input (one of)")
+    group.add_argument("--snapshot", nargs="+", metavar="FILE", help="kubectl get nodes,pods,pdb -A -o json|yaml output ('-' = stdin)")
+    group.add_argument("--example", action="store_true", help="the bundled example cluster (no Kubernetes needed)")
+    group.add_argument("--kubeconfig", metavar="PATH", help="read the live cluster through this kubeconfig")
+    group.add_argument("--context", metavar="NAME", help="kubeconfig context of the live cluster")
+    group.add_argument("--in-cluster", action="store_true", help="read the live cluster with the pod's service account")
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="YAML settings file (see config/compactor.yaml)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def source_from_args(args: argparse.Namespace) -> SnapshotSource:
+    chosen = sum(bool(x) for x in (args.snapshot, args.example, args.kubeconfig or args.context or args.in_cluster))
+    if chosen > 1:
+        raise CompactorError("choose one input: --snapshot, --example, or a live cluster (--kubeconfig/--context/--in-cluster)")
+    if chosen == 0:
+        raise CompactorError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
+    return SnapshotSource(
+        files=tuple(args.snapshot or ()),
+        example=bool(args.example),
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        live=bool(args.kubeconfig or args.context or args.in_cluster),
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, dict[str, object]] = {}
+    if getattr(args, "shape", None):
+        for text in args.shape:
+            try:
+                parse_shape(text)
+            except ValueError as exc:
+                raise CompactorError(f"--shape {text!r}: {exc}") from None
+        overrides.setdefault("metrics", {})["reference_shapes"] = list(args.shape)
+    if getattr(args, "pool_label", None):
+        overrides.setdefault("metrics", {})["pool_label"] = args.pool_label
+    return load_settings(args.config, overrides)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from compactor.metrics.fragmentation import compute_figures, reference_shapes
+    from compactor.report import render_report
+
+    settings = settings_from_args(args)
+    snapshot = source_from_args(args).load(pool_label=settings.metrics.pool_label)
+    shapes = reference_shapes(
+        snapshot,
+        configured=settings.metrics.shapes() or None,
+        coverage=settings.metrics.shape_coverage,
+        max_shapes=settings.metrics.max_shapes,
+    )
+    figures = compute_figures(snapshot, shapes)
+    sys.stdout.write(render_report(figures, snapshot, args.output))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compactor", description="Measure and repair GPU fragmentation in Kubernetes clusters.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    report = commands.add_parser("report", help="fragmentation figures per node, pool and cluster")
+    _add_source_options(report)
+    _add_common_options(report)
+    report.add_argument("--output", "-o", choices=("text", "json", "markdown"), default="text")
+    report.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape (repeatable), e.g. nvidia.com/gpu=4")
+    report.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
+    report.set_defaults(handler=cmd_report)
+
+    _register_extra_commands(commands)
+    return parser
+
+
+def _register_extra_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands implemented in their own modules (planner, executor, controller)."""
+    registrars: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
+    try:
+        from compactor.commands import register_all
+    except ImportError:
+        return
+    registrars.append(register_all)
+    for register in registrars:
+        register(commands)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
+    try:
+        code: int = args.handler(args)
+        return code
+    except CompactorError as exc:
+        print(f"compactor: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("compactor: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

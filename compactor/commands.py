@@ -1,0 +1,198 @@
+"""Subcommands beyond ``report``: plan (and, as they land, apply/run/controller)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+
+from compactor.errors import CompactorError
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from compactor.cli import settings_from_args, source_from_args
+    from compactor.metrics.fragmentation import reference_shapes
+    from compactor.planner.compose import build_plan
+    from compactor.planner.explain import render_plan
+
+    settings = settings_from_args(args)
+    overrides = {k: v for k, v in (("time_limit_seconds", args.time_limit), ("max_moves", args.max_moves)) if v is not None}
+    planner = settings.planner.model_copy(update=overrides) if overrides else settings.planner
+    if args.max_moves is not None and args.max_moves < 0:
+        raise CompactorError(f"--max-moves must be >= 0, got {args.max_moves}")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise CompactorError(f"--time-limit must be > 0, got {args.time_limit}")
+    source = source_from_args(args)
+    snapshot = source.load(pool_label=settings.metrics.pool_label)
+    shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
+                              coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
+    plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+    text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
+    if args.write:
+        with open(args.write, "w", encoding="utf-8") as fh:
+            fh.write(plan.to_json())
+    sys.stdout.write(text)
+    return 0
+
+
+def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from compactor.cli import _add_common_options, _add_source_options
+
+    plan = commands.add_parser("plan", help="compute a compaction plan (dry run: changes nothing)")
+    _add_source_options(plan)
+    _add_common_options(plan)
+    plan.add_argument("--output", "-o", choices=("text", "json", "markdown"), default="text")
+    plan.add_argument("--write", metavar="FILE", help="also write the plan as JSON to FILE (for compactor apply)")
+    plan.add_argument("--time-limit", type=float, metavar="SECONDS", help="solver time limit (default from config: 10)")
+    plan.add_argument("--max-moves", type=int, metavar="N", help="at most N moves")
+    plan.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape for the figures")
+    plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
+    plan.set_defaults(handler=cmd_plan)
+    register_executor_commands(commands)
+
+
+class _TerminalProgress:
+    """Progress on stderr: one rewritten line on a terminal, plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def __call__(self, progress: object) -> None:
+        from compactor.actions.executor import Progress
+
+        assert isinstance(progress, Progress)
+        wait = f" | waiting: {progress.waiting}" if progress.waiting else ""
+        line = f"[{progress.done}/{progress.total}] {progress.current}{wait}"
+        if line == self.last:
+            return
+        self.last = line
+        if self.tty:
+            sys.stderr.write("\r\x1b[2K" + line[:200])
+            if progress.current == "done":
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _executor_for(args: argparse.Namespace, plan: object, objects_source: object) -> tuple[object, object, bool]:
+    """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays."""
+    from compactor.actions.clock import RealClock, SimulatedClock
+    from compactor.actions.dryrun import RecordingClient
+    from compactor.planner.plan import CompactionPlan
+
+    assert isinstance(plan, CompactionPlan)
+    live = bool(args.kubeconfig or args.context or args.in_cluster)
+    if args.dry_run or not live:
+        if not args.dry_run:
+            raise CompactorError("a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)")
+        objects = _raw_objects(args)
+        admission = _kube_client(args, dry_run=True) if (live and args.server_dry_run) else None
+        return RecordingClient(objects, plan, admission=admission), SimulatedClock(), True
+    return _kube_client(args, dry_run=False), RealClock(), False
+
+
+def _raw_objects(args: argparse.Namespace) -> list[dict[str, object]]:
+    from compactor.model.load import read_source
+    from compactor.sources import example_path
+
+    if args.example:
+        return read_source(example_path())
+    if args.snapshot:
+        return [obj for path in args.snapshot for obj in read_source(path)]
+    from compactor.kube.client import load_api_client
+    from compactor.kube.read import read_cluster
+
+    return read_cluster(load_api_client(args.kubeconfig, args.context))
+
+
+def _kube_client(args: argparse.Namespace, *, dry_run: bool) -> object:
+    from compactor.kube.client import load_api_client
+    from compactor.kube.cluster_client import KubeClusterClient
+
+    return KubeClusterClient(load_api_client(args.kubeconfig, args.context), dry_run_all=dry_run)
+
+
+def _print_run(report: object, client: object, fmt: str) -> int:
+    import json
+
+    from compactor.actions.dryrun import RecordingClient
+    from compactor.actions.executor import RunReport
+
+    assert isinstance(report, RunReport)
+    if fmt == "json":
+        payload = report.to_dict()
+        if isinstance(client, RecordingClient):
+            payload["intendedChanges"] = client.intended_changes()
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        mode = " (dry run: nothing was changed)" if report.dry_run else ""
+        sys.stdout.write(f"plan {report.plan_id}: {report.status}{mode}; {report.moves_done}/{report.moves_total} moves done\n")
+        if report.freed_nodes:
+            sys.stdout.write(f"freed nodes: {', '.join(report.freed_nodes)}\n")
+        if report.skipped_moves:
+            sys.stdout.write(f"skipped (pod already gone or moved): {', '.join(report.skipped_moves)}\n")
+        if report.reason:
+            sys.stdout.write(f"reason: {report.reason}\n")
+        if isinstance(client, RecordingClient):
+            sys.stdout.write("intended changes:\n" + "".join(f"  {line}\n" for line in client.intended_changes()))
+    return 0 if report.status in ("succeeded", "nothing-to-do") else 1
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from compactor.actions.executor import Executor
+    from compactor.actions.recovery import recover
+    from compactor.cli import settings_from_args
+    from compactor.planner.plan import load_plan
+
+    settings = settings_from_args(args)
+    plan = load_plan(args.plan)
+    client, clock, dry_run = _executor_for(args, plan, None)
+    if not dry_run:
+        recover(client, settings.executor, clock)  # type: ignore[arg-type]
+    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())  # type: ignore[arg-type]
+    return _print_run(executor.execute(plan), client, args.output)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from compactor.actions.executor import Executor
+    from compactor.actions.recovery import recover
+    from compactor.cli import settings_from_args, source_from_args
+    from compactor.metrics.fragmentation import reference_shapes
+    from compactor.planner.compose import build_plan
+
+    if not args.once:
+        raise CompactorError("compactor run needs --once (the periodic loop is `compactor controller`)")
+    settings = settings_from_args(args)
+    source = source_from_args(args)
+    snapshot = source.load(pool_label=settings.metrics.pool_label)
+    shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
+    plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+    client, clock, dry_run = _executor_for(args, plan, None)
+    if not dry_run:
+        recovered = recover(client, settings.executor, clock)  # type: ignore[arg-type]
+        if recovered.changed:
+            snapshot = source.load(pool_label=settings.metrics.pool_label)
+            plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+    sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
+    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())  # type: ignore[arg-type]
+    return _print_run(executor.execute(plan), client, args.output)
+
+
+def register_executor_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from compactor.cli import _add_common_options, _add_source_options
+
+    apply = commands.add_parser("apply", help="carry out a plan written by `compactor plan --write`")
+    apply.add_argument("--plan", required=True, metavar="FILE", help="plan JSON")
+    run = commands.add_parser("run", help="plan and carry out one compaction cycle")
+    run.add_argument("--once", action="store_true", help="one cycle, then exit")
+    for parser in (apply, run):
+        _add_source_options(parser)
+        _add_common_options(parser)
+        parser.add_argument("--dry-run", action="store_true", help="change nothing; print the calls a real run would make")
+        parser.add_argument("--server-dry-run", action="store_true", help="with --dry-run on a live cluster: ask the API server (dryRun=All) whether each eviction would be admitted")
+        parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    run.add_argument("--shape", action="append", metavar="RES=QTY,...", help=argparse.SUPPRESS)
+    apply.set_defaults(handler=cmd_apply)
+    run.set_defaults(handler=cmd_run)

@@ -1,0 +1,381 @@
+"""``KubeClusterClient``: the executor's ``ClusterClient`` on the live API, through the official ``kubernetes`` client.
+
+Lists reuse ``compactor.kube.read`` (paginated, raw JSON). Every other call goes through
+``ApiClient.param_serialize`` + ``call_api`` with a raw JSON body and a raw JSON reply, so
+what is sent is exactly what is written here:
+
+* the typed ``create_*``/``replace_*`` methods of kubernetes 37 coerce a dict body through
+  their pydantic models, which (among others) rewrites ``eventTime`` without its
+  microseconds, a form the API server's MicroTime parser rejects, and send no Content-Type;
+* ``patch_node`` with a dict body is sent as a *strategic* merge patch unless forced; the
+  executor's patches are RFC 7386 merge patches (``null`` deletes, lists such as
+  ``spec.taints`` are replaced whole), so the content type is always
+  ``application/merge-patch+json``.
+
+Nothing here can delete a pod: pods leave only through the Eviction subresource, so
+PodDisruptionBudgets are always asked. The only DELETE is of the state ConfigMap.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
+
+from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
+from compactor.errors import ClusterError
+from compactor.kube.read import DEFAULT_PAGE_SIZE, _list_all, _Listing, _status_message, _transport_reason
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "gpu-compactor"
+DEFAULT_NAMESPACE = "gpu-compactor"
+DEFAULT_TIMEOUT = 30.0
+MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+MANAGED_BY = {"app.kubernetes.io/managed-by": COMPONENT}
+
+# Limits the API server validates on core/v1 Events that carry an eventTime.
+_EVENT_NOTE_LIMIT = 1024  # bytes of message
+_EVENT_FIELD_LIMIT = 128  # reason, action, reportingInstance
+_NAME_LIMIT = 253
+
+_API_VERSIONS = {"Node": "v1", "Pod": "v1", "ConfigMap": "v1", "Namespace": "v1", "PodDisruptionBudget": "policy/v1",
+                 "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
+                 "Job": "batch/v1"}
+
+_STATUS_WORDS = {
+    400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 405: "method not allowed",
+    409: "conflict", 410: "gone", 413: "request too large", 415: "unsupported media type", 422: "invalid",
+    429: "too many requests", 500: "internal error", 502: "bad gateway", 503: "service unavailable", 504: "gateway timeout",
+}
+_RETRYABLE = frozenset({500, 502, 503, 504})
+
+
+class _Reply:
+    """A decoded API reply: HTTP status and the JSON body (None when empty or not JSON)."""
+
+    __slots__ = ("body", "reason", "status", "text")
+
+    def __init__(self, status: int, reason: str, text: str) -> None:
+        self.status = status
+        self.reason = reason
+        self.text = text
+        try:
+            self.body: Any = json.loads(text) if text.strip() else None
+        except ValueError:
+            self.body = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status <= 299
+
+    def message(self) -> str:
+        """The Status ``message`` (and its causes' messages), else the raw body or reason, on one short line."""
+        exc = ApiException(status=self.status, reason=self.reason, body=self.text)
+        text = _status_message(exc)
+        body = self.body
+        if isinstance(body, dict):
+            details = body.get("details")
+            causes = details.get("causes") if isinstance(details, dict) else None
+            extra = [str(c.get("message")) for c in causes or [] if isinstance(c, dict) and c.get("message")]
+            extra = [" ".join(e.split()) for e in extra if " ".join(e.split()) not in text]
+            if extra:
+                text = f"{text} ({'; '.join(extra)})" if text else "; ".join(extra)
+        return text or self.reason or f"HTTP {self.status}"
+
+
+class KubeClusterClient:
+    """``ClusterClient`` on a ``kubernetes.client.ApiClient``.
+
+    ``dry_run_all``: every write (patch, eviction, event, state ConfigMap) carries
+    ``dryRun=All``, so the API server admits or refuses it without persisting anything.
+    ``namespace``: where the executor's state ConfigMap lives.
+    ``request_timeout``: seconds for each request (connect + reply).
+    """
+
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient,
+        *,
+        dry_run_all: bool = False,
+        namespace: str = DEFAULT_NAMESPACE,
+        request_timeout: float = DEFAULT_TIMEOUT,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
+        self.api_client = api_client
+        self.dry_run_all = dry_run_all
+        self.namespace = namespace
+        self.request_timeout = request_timeout
+        self.page_size = page_size
+        self._core = k8s_client.CoreV1Api(api_client)
+        self._policy = k8s_client.PolicyV1Api(api_client)
+        self._instance = _reporting_instance()
+
+    def close(self) -> None:
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> KubeClusterClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def host(self) -> str:
+        return str(self.api_client.configuration.host)
+
+    # ----- reads --------------------------------------------------------------------
+
+    def list_nodes(self) -> list[Obj]:
+        return self._list(_Listing(self._core.list_node, (), "Node", "v1", "nodes"))
+
+    def list_pods(self, *, node_name: str | None = None) -> list[Obj]:
+        if node_name is None:
+            return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"))
+        return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", f"pods on node {node_name}",
+                                   field_selector=f"spec.nodeName={node_name}"))
+
+    def list_pdbs(self) -> list[Obj]:
+        return self._list(_Listing(self._policy.list_pod_disruption_budget_for_all_namespaces, (), "PodDisruptionBudget",
+                                   "policy/v1", "poddisruptionbudgets in all namespaces"))
+
+    def get_node(self, name: str) -> Obj | None:
+        return self._get("/api/v1/nodes/{name}", {"name": name}, "Node", f"reading node {name}")
+
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        return self._get("/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": namespace, "name": name}, "Pod",
+                         f"reading pod {namespace}/{name}")
+
+    # ----- writes -------------------------------------------------------------------
+
+    def patch_node(self, name: str, patch: Obj) -> Obj:
+        """RFC 7386 merge patch (``application/merge-patch+json``): ``null`` deletes, lists are replaced whole."""
+        what = f"patching node {name}"
+        reply = self._send("PATCH", "/api/v1/nodes/{name}", {"name": name}, what, body=patch, content_type=MERGE_PATCH,
+                           query=self._dry_run_query())
+        if not reply.ok:
+            raise self._error(reply, what)
+        return self._object(reply, "Node", what)
+
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
+        """POST a policy/v1 Eviction; never raises for API answers or transport failures, the outcome says what happened."""
+        dry = dry_run or self.dry_run_all
+        delete_options: Obj = {"dryRun": ["All"]} if dry else {}
+        body: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": delete_options,
+        }
+        what = f"evicting pod {namespace}/{name}"
+        try:
+            reply = self._send("POST", "/api/v1/namespaces/{namespace}/pods/{name}/eviction", {"namespace": namespace, "name": name},
+                               what, body=body, query=[("dryRun", "All")] if dry else [])
+        except ClusterError as exc:  # no reply: timed out, connection refused or dropped
+            return EvictionResult(EvictionOutcome.ERROR, exc.status, exc.message)
+        status = reply.status
+        if reply.ok:
+            outcome = EvictionOutcome.EVICTED
+        elif status == 404:
+            outcome = EvictionOutcome.GONE
+        elif status == 429:
+            outcome = EvictionOutcome.BLOCKED
+        elif status == 409:
+            outcome = EvictionOutcome.CONFLICT
+        elif status in _RETRYABLE:
+            outcome = EvictionOutcome.ERROR
+        else:
+            outcome = EvictionOutcome.FORBIDDEN
+        message = "" if reply.ok else reply.message()
+        log.debug("eviction answered", extra={"pod": f"{namespace}/{name}", "status": status, "outcome": outcome.value, "dryRun": dry})
+        return EvictionResult(outcome, status, message)
+
+    def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
+        """A core/v1 Event about ``involved`` (cluster-scoped objects: in namespace ``default``, as kubectl does)."""
+        namespace = involved.namespace or "default"
+        now = datetime.now(UTC)
+        reference: Obj = {"kind": involved.kind, "name": involved.name, "apiVersion": _API_VERSIONS.get(involved.kind, "v1")}
+        if involved.namespace:
+            reference["namespace"] = involved.namespace
+        if involved.uid:
+            reference["uid"] = involved.uid
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": _event_name(involved.name), "namespace": namespace, "labels": dict(MANAGED_BY)},
+            "involvedObject": reference,
+            "reason": reason[:_EVENT_FIELD_LIMIT],
+            "message": _truncate_bytes(message, _EVENT_NOTE_LIMIT),
+            "type": type_,
+            "action": reason[:_EVENT_FIELD_LIMIT],
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._instance,
+            "firstTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "count": 1,
+        }
+        what = f"creating event {reason} for {involved.kind.lower()} {_ref_name(involved)}"
+        reply = self._send("POST", "/api/v1/namespaces/{namespace}/events", {"namespace": namespace}, what, body=body,
+                           query=self._dry_run_query())
+        if not reply.ok:
+            raise self._error(reply, what)
+
+    def read_state(self, name: str) -> dict[str, str] | None:
+        what = f"reading configmap {self.namespace}/{name}"
+        config_map = self._get("/api/v1/namespaces/{namespace}/configmaps/{name}", {"namespace": self.namespace, "name": name},
+                               "ConfigMap", what)
+        if config_map is None:
+            return None
+        data = config_map.get("data") or {}
+        if not isinstance(data, dict):
+            raise ClusterError(f"{what}: data is a JSON {type(data).__name__}, expected an object")
+        return {str(k): "" if v is None else str(v) for k, v in data.items()}
+
+    def write_state(self, name: str, data: dict[str, str] | None) -> None:
+        """Replace the ConfigMap (PUT), creating it when absent; ``None`` deletes it (absent is fine)."""
+        params = {"namespace": self.namespace, "name": name}
+        ref = f"{self.namespace}/{name}"
+        if data is None:
+            what = f"deleting configmap {ref}"
+            reply = self._send("DELETE", "/api/v1/namespaces/{namespace}/configmaps/{name}", params, what, query=self._dry_run_query())
+            if not reply.ok and reply.status != 404:
+                raise self._error(reply, what)
+            return
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": dict(MANAGED_BY)},
+            "data": {str(k): str(v) for k, v in data.items()},
+        }
+        for _ in range(2):
+            what = f"writing configmap {ref}"
+            reply = self._send("PUT", "/api/v1/namespaces/{namespace}/configmaps/{name}", params, what, body=body,
+                               query=self._dry_run_query())
+            if reply.ok:
+                return
+            if reply.status != 404:
+                raise self._error(reply, what)
+            what = f"creating configmap {ref}"
+            reply = self._send("POST", "/api/v1/namespaces/{namespace}/configmaps", {"namespace": self.namespace}, what, body=body,
+                               query=self._dry_run_query())
+            if reply.ok:
+                return
+            if reply.status != 409:  # 409 AlreadyExists: created meanwhile; replace it
+                raise self._error(reply, what)
+        raise self._error(reply, what)
+
+    # ----- plumbing -----------------------------------------------------------------
+
+    def _dry_run_query(self) -> list[tuple[str, str]]:
+        return [("dryRun", "All")] if self.dry_run_all else []
+
+    def _list(self, listing: _Listing) -> list[Obj]:
+        return _list_all(listing, page_size=self.page_size, host=self.host, request_timeout=self.request_timeout)
+
+    def _get(self, path: str, params: dict[str, str], kind: str, what: str) -> Obj | None:
+        reply = self._send("GET", path, params, what)
+        if reply.status == 404:
+            return None
+        if not reply.ok:
+            raise self._error(reply, what)
+        return self._object(reply, kind, what)
+
+    def _object(self, reply: _Reply, kind: str, what: str) -> Obj:
+        if not isinstance(reply.body, dict):
+            shown = "invalid JSON" if reply.body is None else f"a JSON {type(reply.body).__name__}"
+            raise ClusterError(f"{what}: the API replied with {shown}, expected a {kind}", status=reply.status)
+        obj: Obj = reply.body
+        obj.setdefault("kind", kind)
+        obj.setdefault("apiVersion", _API_VERSIONS.get(kind, "v1"))
+        return obj
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        what: str,
+        *,
+        body: Any = None,
+        content_type: str = JSON,
+        query: list[tuple[str, str]] | None = None,
+    ) -> _Reply:
+        """One request with a raw JSON body; the reply whatever its status. Raises ClusterError only when no reply came."""
+        if method == "DELETE" and not path.endswith("/configmaps/{name}"):
+            raise AssertionError(f"refusing to DELETE {path}: only the state ConfigMap is ever deleted")
+        headers: dict[str, Any] = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            request = self.api_client.param_serialize(
+                method=method, resource_path=path, path_params=dict(params), query_params=list(query or []),
+                header_params=headers, body=body, auth_settings=["BearerToken"],
+            )
+            response = self.api_client.call_api(*request, _request_timeout=self.request_timeout)
+            try:
+                raw = response.read()  # type: ignore[no-untyped-call]
+            finally:
+                response.response.release_conn()
+        except ApiException as exc:  # the client's own failures (TLS errors, an unpreparable request): no HTTP status
+            raise ClusterError(f"cannot talk to the Kubernetes API at {self.host} ({what}): {_status_message(exc) or 'no reply'}") from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise ClusterError(f"cannot reach the Kubernetes API at {self.host} ({what}): {_no_reply(exc)}") from None
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw or "")
+        return _Reply(int(response.status), str(response.reason or ""), text)
+
+    def _error(self, reply: _Reply, what: str) -> ClusterError:
+        word = _STATUS_WORDS.get(reply.status, "HTTP error")
+        return ClusterError(_one_line(f"{word} ({reply.status}) {what}: {reply.message()}"), status=reply.status)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _no_reply(exc: BaseException) -> str:
+    """Why no reply came: 'timed out', 'connection refused', 'the connection closed without a reply', ..."""
+    reason = _transport_reason(exc)
+    if reason.startswith("("):  # urllib3's ProtocolError tuple text: ('Connection aborted.', RemoteDisconnected(...))
+        seen: list[BaseException] = [exc]
+        if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+            seen.append(exc.reason)
+        for error in seen:
+            if isinstance(error, urllib3.exceptions.ProtocolError):  # RemoteDisconnected, ConnectionResetError, ...
+                return "the connection closed without a reply"
+    return reason
+
+
+def _ref_name(ref: ObjectRef) -> str:
+    return f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+
+
+def _event_name(object_name: str) -> str:
+    """``<object>.<16 hex>``, a valid DNS subdomain of at most 253 characters."""
+    suffix = secrets.token_hex(8)
+    stem = object_name[: _NAME_LIMIT - len(suffix) - 1].rstrip(".-") or "object"
+    return f"{stem}.{suffix}"
+
+
+def _truncate_bytes(text: str, limit: int) -> str:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text
+    return encoded[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+def _reporting_instance() -> str:
+    """Which controller process wrote an event (``reportingInstance``): the pod's host name, as client-go uses."""
+    host = socket.gethostname() or "unknown"
+    return f"{COMPONENT}-{host}"[:_EVENT_FIELD_LIMIT]

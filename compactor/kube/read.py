@@ -1,0 +1,241 @@
+"""Read nodes, pods, PodDisruptionBudgets (and optionally ConfigMaps) from the live API.
+
+Every list is paginated (``limit`` + ``continue``) so that 10,000-node clusters
+load in bounded memory per reply. Replies are fetched with
+``_preload_content=False`` and JSON-decoded directly: the result is the raw
+object dicts ``kubectl get -o json`` prints (camelCase keys, ``kind`` and
+``apiVersion`` set on every item), which is what ``build_snapshot`` parses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
+
+from compactor.errors import ClusterError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PAGE_SIZE = 500
+DEFAULT_REQUEST_TIMEOUT = 120.0
+_MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """One paginated list call: which endpoint, what it yields, how to describe it in errors."""
+
+    call: Callable[..., Any]
+    args: tuple[str, ...]
+    kind: str
+    api_version: str
+    what: str
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+
+def read_cluster(
+    api_client: k8s_client.ApiClient,
+    *,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    namespaces: Sequence[str] | None = None,
+    include_config_maps: bool | str = False,
+    config_map_selector: str | None = None,
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+) -> list[dict[str, Any]]:
+    """All nodes, pods and PDBs (and ConfigMaps when asked) as raw ``kubectl get -o json`` items.
+
+    ``namespaces``: read pods and PDBs (and ConfigMaps) only there; None = all namespaces.
+    ``include_config_maps``: False = none; True = all (in ``namespaces``); ``"NS"`` = those in
+    namespace NS; ``"NS/NAME"`` = that one ConfigMap (absent = none). ``config_map_selector``
+    is a label selector further restricting them (e.g. ``app=nvidia-mig-manager``).
+
+    Raises ``ClusterError`` (one line) when the API is unreachable, refuses the credentials
+    or the permission, or replies with something that is not a list.
+    """
+    if page_size < 1:
+        raise ValueError(f"page_size must be at least 1, got {page_size}")
+    if isinstance(namespaces, str):
+        raise TypeError("namespaces must be a sequence of namespace names, not a string")
+    core = k8s_client.CoreV1Api(api_client)
+    policy = k8s_client.PolicyV1Api(api_client)
+    listings = [_Listing(core.list_node, (), "Node", "v1", "nodes")]
+    if namespaces is None:
+        listings.append(_Listing(core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"))
+        listings.append(_Listing(policy.list_pod_disruption_budget_for_all_namespaces, (), "PodDisruptionBudget", "policy/v1",
+                                 "poddisruptionbudgets in all namespaces"))
+    else:
+        for ns in namespaces:
+            listings.append(_Listing(core.list_namespaced_pod, (ns,), "Pod", "v1", f"pods in namespace {ns}"))
+        for ns in namespaces:
+            listings.append(_Listing(policy.list_namespaced_pod_disruption_budget, (ns,), "PodDisruptionBudget", "policy/v1",
+                                     f"poddisruptionbudgets in namespace {ns}"))
+    listings.extend(_config_map_listings(core, include_config_maps, namespaces, config_map_selector))
+
+    host = str(api_client.configuration.host)
+    objects: list[dict[str, Any]] = []
+    for listing in listings:
+        objects.extend(_list_all(listing, page_size=page_size, host=host, request_timeout=request_timeout))
+    return objects
+
+
+def _config_map_listings(
+    core: k8s_client.CoreV1Api, include: bool | str, namespaces: Sequence[str] | None, selector: str | None
+) -> list[_Listing]:
+    if include is False or include == "":
+        return []
+    if include is True:
+        if namespaces is None:
+            return [_Listing(core.list_config_map_for_all_namespaces, (), "ConfigMap", "v1", "configmaps in all namespaces",
+                             label_selector=selector)]
+        return [_Listing(core.list_namespaced_config_map, (ns,), "ConfigMap", "v1", f"configmaps in namespace {ns}",
+                         label_selector=selector) for ns in namespaces]
+    namespace, _, name = include.partition("/")
+    if not namespace or "/" in name:
+        raise ValueError(f"include_config_maps: expected 'NAMESPACE' or 'NAMESPACE/NAME', got {include!r}")
+    what = f"configmap {namespace}/{name}" if name else f"configmaps in namespace {namespace}"
+    return [_Listing(core.list_namespaced_config_map, (namespace,), "ConfigMap", "v1", what,
+                     label_selector=selector, field_selector=f"metadata.name={name}" if name else None)]
+
+
+def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: float | None) -> list[dict[str, Any]]:
+    """Every item of one list, page by page; restarts once from scratch when a continue token expires (410)."""
+    restarted = False
+    while True:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        seen_tokens: set[str] = set()
+        pages = 0
+        try:
+            while True:
+                body = _fetch_page(listing, limit=page_size, token=token, request_timeout=request_timeout)
+                pages += 1
+                page_items = body.get("items") or []
+                if not isinstance(page_items, list):
+                    raise ClusterError(f"{host}: listing {listing.what}: reply has no items list")
+                for item in page_items:
+                    if not isinstance(item, dict):
+                        raise ClusterError(f"{host}: listing {listing.what}: reply holds a non-object item")
+                    item.setdefault("kind", listing.kind)
+                    item.setdefault("apiVersion", listing.api_version)
+                    items.append(item)
+                metadata = body.get("metadata") or {}
+                token = (str(metadata.get("continue") or "") or None) if isinstance(metadata, dict) else None
+                if token is None:
+                    log.debug("listed %d %s in %d page(s)", len(items), listing.what, pages)
+                    return items
+                if token in seen_tokens:
+                    raise ClusterError(f"{host}: listing {listing.what}: the server repeated a continue token (pagination loop)")
+                seen_tokens.add(token)
+        except ApiException as exc:
+            if exc.status == 410 and token is not None and not restarted:
+                log.info("continue token for %s expired after %d page(s); listing again from the start", listing.what, pages)
+                restarted = True
+                continue
+            raise _api_error(exc, listing.what, host, restarted=restarted) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise ClusterError(f"cannot reach the Kubernetes API at {host} (listing {listing.what}): {_transport_reason(exc)}") from None
+
+
+def _fetch_page(listing: _Listing, *, limit: int, token: str | None, request_timeout: float | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"limit": limit, "_preload_content": False}
+    if token is not None:
+        kwargs["_continue"] = token
+    if listing.label_selector:
+        kwargs["label_selector"] = listing.label_selector
+    if listing.field_selector:
+        kwargs["field_selector"] = listing.field_selector
+    if request_timeout is not None:
+        kwargs["_request_timeout"] = request_timeout
+    response = listing.call(*listing.args, **kwargs)
+    try:
+        raw = response.data
+    finally:
+        response.release_conn()
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ClusterError(f"listing {listing.what}: the API replied with invalid JSON ({exc})", status=int(response.status)) from None
+    if not isinstance(body, dict):
+        raise ClusterError(f"listing {listing.what}: the API replied with a JSON {type(body).__name__}, expected a List",
+                           status=int(response.status))
+    return body
+
+
+def _api_error(exc: ApiException, what: str, host: str, *, restarted: bool) -> ClusterError:
+    status = int(exc.status or 0)
+    message = _status_message(exc)
+    if status == 0:
+        return ClusterError(f"cannot talk to the Kubernetes API at {host} (listing {what}): {message or 'no reply'}")
+    if status == 401:
+        text = f"{host}: unauthorized (401) listing {what}: the API rejected the credentials (expired token or wrong kubeconfig user?)"
+    elif status == 403:
+        text = f"{host}: forbidden (403) listing {what}: {message or 'the user or service account lacks list permission'}"
+    elif status == 404:
+        text = f"{host}: not found (404) listing {what}: {message or 'the API does not serve this resource'}"
+    elif status == 410:
+        why = "expired again after a restart" if restarted else "expired"
+        text = f"{host}: listing {what}: the continue token {why} (410 Gone); retry, or use a larger page size"
+    else:
+        reason = exc.reason or "error"
+        text = f"{host}: HTTP {status} {reason} listing {what}" + (f": {message}" if message else "")
+    return ClusterError(text, status=status)
+
+
+def _status_message(exc: ApiException) -> str:
+    """The ``message`` of the ``Status`` body, else the raw body or reason, on one short line."""
+    body: Any = exc.body
+    text = ""
+    if isinstance(body, bytes | bytearray):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body.strip():
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            text = body
+        else:
+            text = str(decoded.get("message") or "") if isinstance(decoded, dict) else body
+    if not text and exc.status == 0:
+        text = str(exc.reason or "")
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+
+
+def _transport_reason(exc: BaseException) -> str:
+    """'connection refused', 'timed out', ... from a urllib3 error chain."""
+    reason: BaseException = exc
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        reason = exc.reason
+    chain = _chain(reason)
+    if any(isinstance(cause, ConnectionRefusedError) for cause in chain):
+        return "connection refused"
+    for cause in chain:
+        if isinstance(cause, urllib3.exceptions.NameResolutionError):
+            return "cannot resolve the host name"
+        if isinstance(cause, urllib3.exceptions.SSLError):
+            return f"TLS error: {' '.join(str(cause).split())}"
+        if isinstance(cause, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass, but not a timeout
+            continue
+        if isinstance(cause, TimeoutError | urllib3.exceptions.TimeoutError):
+            return "timed out"
+    text = " ".join(str(reason).split())
+    marker = "Failed to establish a new connection: "
+    if marker in text:
+        text = text.split(marker, 1)[1]
+    return text or type(reason).__name__
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen

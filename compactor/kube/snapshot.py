@@ -1,0 +1,31 @@
+"""A ``Snapshot`` of the live cluster: connect, read every list page by page, build."""
+
+from __future__ import annotations
+
+from compactor.kube.client import connect
+from compactor.kube.read import DEFAULT_PAGE_SIZE, read_cluster
+from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
+from compactor.model.types import Snapshot
+
+
+def snapshot_from_cluster(
+    kubeconfig: str | None,
+    context: str | None,
+    *,
+    pool_label: str = DEFAULT_POOL_LABEL,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    include_config_maps: bool | str = False,
+    in_cluster: bool = False,
+) -> Snapshot:
+    """Nodes, pods and PDBs of the cluster named by ``kubeconfig``/``context`` (or in-cluster).
+
+    The snapshot's source is ``cluster <context name>`` or ``cluster in-cluster``;
+    ``in_cluster=True`` insists on the pod's service account (``--in-cluster``).
+    Raises ``InputError`` for kubeconfig problems and ``ClusterError`` for API failures.
+    """
+    connection = connect(kubeconfig, context, in_cluster=in_cluster)
+    try:
+        objects = read_cluster(connection.api_client, page_size=page_size, include_config_maps=include_config_maps)
+    finally:
+        connection.api_client.close()  # type: ignore[no-untyped-call]
+    return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=pool_label)

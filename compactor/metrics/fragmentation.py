@@ -1,0 +1,678 @@
+"""Fragmentation figures of a snapshot: per node, per pool and for the whole cluster.
+
+Pure: no I/O, no clock, no Kubernetes client. Every figure, its formula and a
+worked example are in ``docs/metrics.md``; the tests check that example.
+
+Units: GPU capacity is counted in physical-GPU equivalents (``GpuInfo.equivalent``:
+1 for a whole GPU, ``1/replicas`` for a time-sliced replica, ``memory_slices/slots``
+for a MIG instance). Other resources stay in scheduler units (millicores, bytes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+from compactor.model.catalog import profile_from_resource
+from compactor.model.quantity import format_amount
+from compactor.model.resources import CPU, GPU, MEMORY, PODS, Resources, is_gpu_resource, is_mig_resource
+from compactor.model.scheduling import why_ineligible
+from compactor.model.types import Node, Pod, Snapshot
+
+WORKLOAD = "workload"
+CONFIG = "config"
+CLUSTER = "cluster"
+_NO_POD_LIMIT = 1 << 62  # a node that does not advertise ``pods`` limits nothing by pod count
+_SAMPLE = 3
+_TERMINATED = ("Succeeded", "Failed")  # as Pod.is_bound, inlined for the 50k-pod loop
+
+
+# ---------------------------------------------------------------------------
+# Result types
+
+
+@dataclass(frozen=True)
+class ReferenceShape:
+    """One request shape of the reference workload (FGD's "task type" m) and its popularity p_m."""
+
+    requests: Resources
+    weight: float
+    label: str
+    source: str  # WORKLOAD | CONFIG
+    pods: int = 0  # how many observed pods have this shape (0 for configured shapes)
+
+    @property
+    def uses_gpu(self) -> bool:
+        return any(is_gpu_resource(r) for r in self.requests)
+
+
+@dataclass(frozen=True)
+class ShapeHeadroom:
+    """How many more pods of ``shape`` fit right now, on Ready, uncordoned nodes (resources only)."""
+
+    shape: str
+    copies: int
+    nodes: int  # nodes that can take at least one copy
+
+
+@dataclass(frozen=True)
+class BlockedPod:
+    pod: str
+    requests: str
+    priority: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class NodeFigures:
+    name: str
+    pool: str
+    ready: bool
+    schedulable: bool
+    allocatable: Resources
+    allocated: Resources
+    free: Resources  # allocatable - allocated; negative where the node is overcommitted
+    gpus: int  # physical GPUs
+    allocatable_gpus: float
+    allocated_gpus: float
+    free_gpus: float  # sum over GPU resources of max(0, free) x equivalent
+    runs_gpu_pods: bool
+    whole_free: bool
+    stranded_gpus: float
+    mig_idle: dict[str, int] = field(hash=False)
+    mig_total: dict[str, int] = field(hash=False)
+    mig_idle_gpus: float
+    mig_gpus: float
+    fragmented_gpus: float
+    fgd_fragmented_gpus: float
+    pod_count: int
+    gpu_pod_count: int
+    overcommitted: tuple[str, ...]  # resources whose requests exceed allocatable
+
+
+@dataclass(frozen=True)
+class AggregateFigures:
+    name: str
+    node_count: int
+    gpu_node_count: int
+    allocatable: Resources
+    allocated: Resources
+    free: Resources
+    gpus: int
+    allocatable_gpus: float
+    allocated_gpus: float
+    free_gpus: float
+    whole_free_nodes: int
+    whole_free_gpus: float
+    stranded_gpus: float
+    unavailable_free_gpus: float  # free GPU capacity on NotReady or cordoned nodes
+    mig_idle: dict[str, int] = field(hash=False)
+    mig_total: dict[str, int] = field(hash=False)
+    mig_idle_gpus: float
+    mig_gpus: float
+    mig_idle_rate: float | None
+    fragmented_gpus: float
+    fgd_fragmented_gpus: float
+    fragmentation_rate: float | None
+    fgd_fragmentation_rate: float | None
+    gpu_utilisation: float | None
+    overcommitted_nodes: int
+    pod_count: int
+    gpu_pod_count: int
+
+
+@dataclass(frozen=True)
+class Figures:
+    cluster: AggregateFigures
+    pools: tuple[AggregateFigures, ...]
+    nodes: tuple[NodeFigures, ...]
+    shapes: tuple[ReferenceShape, ...]
+    headroom: tuple[ShapeHeadroom, ...]
+    blocked_pending: tuple[BlockedPod, ...]
+    unplaceable_pending: tuple[BlockedPod, ...]
+    pending_gpu_pods: int
+    warnings: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------
+# Reference shapes
+
+
+def _label_order(resource: str) -> tuple[int, str]:
+    if is_gpu_resource(resource):
+        return (0, resource)
+    return {CPU: (1, ""), MEMORY: (2, "")}.get(resource, (3, resource))
+
+
+def requests_label(requests: Mapping[str, int]) -> str:
+    """``nvidia.com/gpu=2 cpu=4 memory=16Gi``: GPU resources first, ``pods`` left out."""
+    names = sorted((r for r in requests if r != PODS and requests[r]), key=_label_order)
+    return " ".join(f"{r}={format_amount(r, requests[r])}" for r in names) or "(no requests)"
+
+
+def _without_pods(requests: Mapping[str, int]) -> Resources:
+    return Resources({r: v for r, v in requests.items() if r != PODS and v > 0})
+
+
+def reference_shapes(
+    snapshot: Snapshot,
+    configured: Sequence[Mapping[str, int]] | None = None,
+    coverage: float = 0.95,
+    max_shapes: int = 20,
+) -> tuple[ReferenceShape, ...]:
+    """The reference workload M: configured shapes when given, else the popular GPU request shapes.
+
+    Configured shapes get equal weight; listing a shape twice doubles its weight.
+    Workload shapes follow FGD's ``GetTypicalPods``: bound and pending GPU pods
+    grouped by exact request vector, most frequent first (ties by label), kept
+    until they cover ``coverage`` of those pods, at most ``max_shapes``, weights
+    renormalised to sum to 1.
+    """
+    if configured:
+        return _configured_shapes(configured)
+    return _workload_shapes(snapshot.pods, coverage, max_shapes)
+
+
+def _configured_shapes(configured: Sequence[Mapping[str, int]]) -> tuple[ReferenceShape, ...]:
+    counts: Counter[Resources] = Counter(shape for shape in map(_without_pods, configured) if shape)
+    total = sum(counts.values())
+    return tuple(ReferenceShape(shape, n / total, requests_label(shape), CONFIG) for shape, n in counts.items())
+
+
+def _workload_shapes(pods: Iterable[Pod], coverage: float, max_shapes: int) -> tuple[ReferenceShape, ...]:
+    # Count identical request vectors first: far fewer distinct vectors than pods.
+    vectors: Counter[Resources] = Counter(p.requests for p in pods if p.is_bound or p.is_pending_demand)
+    counts: Counter[Resources] = Counter()
+    for vector, n in vectors.items():
+        if any(is_gpu_resource(r) for r in vector):
+            counts[_without_pods(vector)] += n
+    ranked = sorted(((n, requests_label(s), s) for s, n in counts.items()), key=lambda t: (-t[0], t[1]))
+    threshold = coverage * sum(counts.values())
+    kept: list[tuple[int, str, Resources]] = []
+    covered = 0
+    for entry in ranked:
+        if kept and (covered >= threshold - 1e-9 or len(kept) >= max_shapes):
+            break
+        kept.append(entry)
+        covered += entry[0]
+    return tuple(ReferenceShape(shape, n / covered, label, WORKLOAD, pods=n) for n, label, shape in kept)
+
+
+# ---------------------------------------------------------------------------
+# Per node
+
+
+@dataclass(slots=True)
+class _Usage:
+    """What the bound pods of one node request in total (plain dict: no per-pod allocations)."""
+
+    requested: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+    gpu_pods: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """A reference shape prepared for the per-node loop."""
+
+    items: tuple[tuple[str, int], ...]  # GPU resources first: most nodes fail there
+    gpu_items: tuple[tuple[str, int], ...]
+    headline_weight: float  # renormalised over GPU shapes only
+    fgd_weight: float  # renormalised over all shapes
+
+
+def _prepare(shapes: Sequence[ReferenceShape]) -> tuple[_Shape, ...]:
+    total = math.fsum(s.weight for s in shapes)
+    gpu_total = math.fsum(s.weight for s in shapes if s.uses_gpu)
+    prepared = []
+    for s in shapes:
+        items = tuple(sorted(((r, v) for r, v in s.requests.items() if v > 0 and r != PODS), key=lambda kv: _label_order(kv[0])))
+        gpu_items = tuple(kv for kv in items if is_gpu_resource(kv[0]))
+        headline = s.weight / gpu_total if gpu_items and gpu_total > 0 else 0.0
+        prepared.append(_Shape(items, gpu_items, headline, s.weight / total if total > 0 else 0.0))
+    return tuple(prepared)
+
+
+def _usage_by_node(snapshot: Snapshot) -> dict[str, _Usage]:
+    """Sum bound pods' requests per node in one pass over the pods, into plain dicts."""
+    usage = {n.name: _Usage() for n in snapshot.nodes}
+    gpu_names: dict[str, bool] = {}  # is_gpu_resource, memoised: a handful of names, 50k pods
+    for pod in snapshot.pods:
+        if not pod.node_name or pod.phase in _TERMINATED or (entry := usage.get(pod.node_name)) is None:
+            continue
+        requested = entry.requested
+        uses_gpu = False
+        for resource, amount in pod.requests.as_dict().items():
+            requested[resource] = requested.get(resource, 0) + amount
+            is_gpu = gpu_names.get(resource)
+            if is_gpu is None:
+                is_gpu = gpu_names[resource] = is_gpu_resource(resource)
+            uses_gpu = uses_gpu or is_gpu
+        entry.pods += 1
+        entry.gpu_pods += uses_gpu
+    return usage
+
+
+def copies_that_fit(items: Sequence[tuple[str, int]], free: Mapping[str, int], pod_slots: int = _NO_POD_LIMIT) -> int:
+    """min over requested resources of floor(free / request), and at most one copy per free pod slot."""
+    if not items:
+        return 0  # an empty shape is no request at all
+    best = pod_slots
+    for resource, need in items:
+        have = free.get(resource, 0)
+        if have < need:
+            return 0
+        best = min(best, have // need)
+    return max(best, 0)
+
+
+def _mig_resources(node: Node) -> dict[str, str]:
+    """GPU resource -> MIG profile; with the single strategy ``nvidia.com/gpu`` units are MIG instances."""
+    found = {r: profile_from_resource(r) for r in node.allocatable if is_mig_resource(r)}
+    product = node.gpu.product
+    if node.gpu.mig_strategy == "single" and "-MIG-" in product and GPU in node.allocatable:
+        found[GPU] = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeState:
+    """A node's free vector and GPU free capacity, kept for the shape loop and the pending-pod check."""
+
+    node: Node
+    free: dict[str, int]
+    equivalent: dict[str, float]
+    free_gpu_by_resource: dict[str, float]
+    free_gpus: float
+    pod_slots: int
+
+    @property
+    def hostable(self) -> bool:
+        return self.node.ready and not self.node.unschedulable
+
+
+def _node_state(node: Node, usage: _Usage) -> _NodeState:
+    allocatable = node.allocatable.as_dict()
+    names = sorted(allocatable.keys() | usage.requested.keys())  # sorted: results independent of pod order
+    free = {r: allocatable.get(r, 0) - usage.requested.get(r, 0) for r in names}
+    equivalent = dict(node.gpu.gpu_equivalent)
+    by_resource = {r: max(0, free.get(r, 0)) * e for r, e in sorted(equivalent.items())}
+    slots = max(0, free[PODS]) if PODS in allocatable else _NO_POD_LIMIT
+    return _NodeState(node, free, equivalent, by_resource, math.fsum(by_resource.values()), slots)
+
+
+def _shape_fragments(state: _NodeState, shape: _Shape, copies: int) -> tuple[float, float]:
+    """(hole-filling fragment, FGD fragment) of the node's free GPU capacity for one shape."""
+    free_gpus = state.free_gpus
+    if not shape.gpu_items:
+        return 0.0, free_gpus  # a CPU-only task uses no GPU: all of it is fragment for FGD
+    if copies == 0:
+        return free_gpus, free_gpus
+    per_copy = math.fsum(n * state.equivalent.get(r, 0.0) for r, n in shape.gpu_items)
+    hole = max(0.0, free_gpus - copies * per_copy)
+    # FGD: the shape can use only the devices of the resources it asks for; the rest is R < D.
+    usable_devices = math.fsum(state.free_gpu_by_resource.get(r, 0.0) for r, _ in shape.gpu_items)
+    return hole, max(0.0, free_gpus - usable_devices)
+
+
+def _node_fragments(state: _NodeState, shapes: Sequence[_Shape]) -> tuple[float, float, list[int]]:
+    """Σ_m p_m frag_n(m) for both definitions, and the copies of each shape that fit."""
+    copies = [copies_that_fit(s.items, state.free, state.pod_slots) for s in shapes]
+    if state.free_gpus <= 0:
+        return 0.0, 0.0, copies
+    holes: list[float] = []
+    fgd: list[float] = []
+    for shape, n in zip(shapes, copies, strict=True):
+        hole, gradient = _shape_fragments(state, shape, n)
+        holes.append(shape.headline_weight * hole)
+        fgd.append(shape.fgd_weight * gradient)
+    return min(state.free_gpus, math.fsum(holes)), min(state.free_gpus, math.fsum(fgd)), copies
+
+
+def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]) -> dict[str, float]:
+    """allocatable/allocated GPUs over all GPU resources, and total/idle GPUs over the MIG ones."""
+    allocatable, requested, free = node.allocatable, usage.requested, state.free
+    terms: dict[str, list[float]] = {"allocatable": [], "allocated": [], "mig": [], "mig_idle": []}
+    for resource, eq in sorted(state.equivalent.items()):
+        terms["allocatable"].append(allocatable.get(resource, 0) * eq)
+        terms["allocated"].append(requested.get(resource, 0) * eq)
+        if resource in mig:
+            terms["mig"].append(allocatable.get(resource, 0) * eq)
+            terms["mig_idle"].append(max(0, free.get(resource, 0)) * eq)
+    return {key: math.fsum(values) for key, values in terms.items()}
+
+
+def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float) -> NodeFigures:
+    node = state.node
+    mig = _mig_resources(node)
+    sums = _gpu_sums(node, state, usage, mig)
+    runs_gpu = usage.gpu_pods > 0
+    return NodeFigures(
+        name=node.name,
+        pool=node.pool,
+        ready=node.ready,
+        schedulable=not node.unschedulable,
+        allocatable=node.allocatable,
+        allocated=Resources(usage.requested),
+        free=Resources(state.free),
+        gpus=node.gpu.physical_gpus,
+        allocatable_gpus=sums["allocatable"],
+        allocated_gpus=sums["allocated"],
+        free_gpus=state.free_gpus,
+        runs_gpu_pods=runs_gpu,
+        whole_free=node.is_gpu_node and not runs_gpu,
+        stranded_gpus=state.free_gpus if runs_gpu else 0.0,
+        mig_idle={mig[r]: max(0, state.free.get(r, 0)) for r in sorted(mig)},
+        mig_total={mig[r]: node.allocatable.get(r, 0) for r in sorted(mig)},
+        mig_idle_gpus=sums["mig_idle"],
+        mig_gpus=sums["mig"],
+        fragmented_gpus=fragmented,
+        fgd_fragmented_gpus=fgd,
+        pod_count=usage.pods,
+        gpu_pod_count=usage.gpu_pods,
+        overcommitted=tuple(r for r, v in state.free.items() if v < 0),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Aggregates
+
+
+def _rate(part: float, whole: float) -> float | None:
+    return None if whole <= 0 else min(1.0, max(0.0, part / whole))
+
+
+_FLOATS = ("allocatable_gpus", "allocated_gpus", "free_gpus", "stranded_gpus", "fragmented_gpus",
+           "fgd_fragmented_gpus", "mig_idle_gpus", "mig_gpus")
+_COUNTS = ("gpus", "pod_count", "gpu_pod_count")
+
+
+def _add_into(acc: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for key, value in amounts.items():
+        acc[key] = acc.get(key, 0) + value
+
+
+@dataclass(slots=True)
+class _Totals:
+    """Running sums over nodes; float figures keep their terms so ``math.fsum`` makes them order-independent."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    floats: dict[str, list[float]] = field(default_factory=dict)
+    vectors: dict[str, dict[str, int]] = field(default_factory=lambda: {"allocatable": {}, "allocated": {}, "free": {}})
+    mig_idle: Counter[str] = field(default_factory=Counter)
+    mig_total: Counter[str] = field(default_factory=Counter)
+
+    def _term(self, name: str, value: float) -> None:
+        self.floats.setdefault(name, []).append(value)
+
+    def add(self, n: NodeFigures) -> None:
+        counts = self.counts
+        counts["node_count"] += 1
+        counts["gpu_node_count"] += n.gpus > 0
+        counts["whole_free_nodes"] += n.whole_free
+        counts["overcommitted_nodes"] += bool(n.overcommitted)
+        for name in _COUNTS:
+            counts[name] += getattr(n, name)
+        for name in _FLOATS:
+            self._term(name, getattr(n, name))
+        self._term("whole_free_gpus", n.free_gpus if n.whole_free else 0.0)
+        self._term("unavailable_free_gpus", 0.0 if n.ready and n.schedulable else n.free_gpus)
+        _add_into(self.vectors["allocatable"], n.allocatable.as_dict())
+        _add_into(self.vectors["allocated"], n.allocated.as_dict())
+        _add_into(self.vectors["free"], n.free.as_dict())
+        self.mig_idle.update(n.mig_idle)
+        self.mig_total.update(n.mig_total)
+
+    def merge(self, other: _Totals) -> None:
+        self.counts.update(other.counts)
+        for name, terms in other.floats.items():
+            self.floats.setdefault(name, []).extend(terms)
+        for name, vector in other.vectors.items():
+            _add_into(self.vectors[name], vector)
+        self.mig_idle.update(other.mig_idle)
+        self.mig_total.update(other.mig_total)
+
+    def finish(self, name: str, *, has_shapes: bool, has_gpu_shapes: bool) -> AggregateFigures:
+        t = {key: math.fsum(self.floats.get(key, ())) for key in (*_FLOATS, "whole_free_gpus", "unavailable_free_gpus")}
+        c = self.counts
+        return AggregateFigures(
+            name=name,
+            node_count=c["node_count"],
+            gpu_node_count=c["gpu_node_count"],
+            allocatable=Resources(self.vectors["allocatable"]),
+            allocated=Resources(self.vectors["allocated"]),
+            free=Resources(self.vectors["free"]),
+            gpus=c["gpus"],
+            allocatable_gpus=t["allocatable_gpus"],
+            allocated_gpus=t["allocated_gpus"],
+            free_gpus=t["free_gpus"],
+            whole_free_nodes=c["whole_free_nodes"],
+            whole_free_gpus=t["whole_free_gpus"],
+            stranded_gpus=t["stranded_gpus"],
+            unavailable_free_gpus=t["unavailable_free_gpus"],
+            mig_idle={k: self.mig_idle[k] for k in sorted(self.mig_total)},
+            mig_total={k: self.mig_total[k] for k in sorted(self.mig_total)},
+            mig_idle_gpus=t["mig_idle_gpus"],
+            mig_gpus=t["mig_gpus"],
+            mig_idle_rate=_rate(t["mig_idle_gpus"], t["mig_gpus"]),
+            fragmented_gpus=t["fragmented_gpus"],
+            fgd_fragmented_gpus=t["fgd_fragmented_gpus"],
+            fragmentation_rate=_rate(t["fragmented_gpus"], t["free_gpus"]) if has_gpu_shapes else None,
+            fgd_fragmentation_rate=_rate(t["fgd_fragmented_gpus"], t["free_gpus"]) if has_shapes else None,
+            gpu_utilisation=_rate(t["allocatable_gpus"] - t["free_gpus"], t["allocatable_gpus"]),
+            overcommitted_nodes=c["overcommitted_nodes"],
+            pod_count=c["pod_count"],
+            gpu_pod_count=c["gpu_pod_count"],
+        )
+
+
+def aggregate(name: str, nodes: Iterable[NodeFigures], *, has_shapes: bool, has_gpu_shapes: bool) -> AggregateFigures:
+    """Sum node figures into a pool or cluster figure; independent of node order."""
+    totals = _Totals()
+    for node in nodes:
+        totals.add(node)
+    return totals.finish(name, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes)
+
+
+def _aggregates(
+    nodes: Sequence[NodeFigures], *, has_shapes: bool, has_gpu_shapes: bool
+) -> tuple[AggregateFigures, tuple[AggregateFigures, ...]]:
+    """(cluster, pools sorted by name) in one pass over the nodes."""
+    by_pool: dict[str, _Totals] = {}
+    for node in nodes:
+        by_pool.setdefault(node.pool, _Totals()).add(node)
+    cluster = _Totals()
+    for pool in sorted(by_pool):
+        cluster.merge(by_pool[pool])
+    pools = tuple(by_pool[pool].finish(pool, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes) for pool in sorted(by_pool))
+    return cluster.finish(CLUSTER, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes), pools
+
+
+# ---------------------------------------------------------------------------
+# Pending pods
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    kind: str  # "placeable" | "blocked" | "unplaceable"
+    reason: str = ""
+
+
+class _PendingCheck:
+    """Where pending GPU pods could go; results cached per (requests, placement rules)."""
+
+    def __init__(self, states: Sequence[_NodeState]) -> None:
+        self.total_free: dict[str, int] = {}
+        for state in states:
+            if state.hostable:
+                for resource, amount in state.free.items():
+                    self.total_free[resource] = self.total_free.get(resource, 0) + max(0, amount)
+        # Nodes indexed by each GPU resource they have free: a GPU pod only looks at those.
+        self.by_gpu: dict[str, list[_NodeState]] = {}
+        for state in states:
+            for resource, amount in state.free.items():
+                if amount > 0 and is_gpu_resource(resource):
+                    self.by_gpu.setdefault(resource, []).append(state)
+        self._cache: dict[tuple[object, ...], _Verdict] = {}
+
+    def verdict(self, pod: Pod) -> _Verdict:
+        key = (pod.requests, pod.tolerations, pod.node_selector, pod.affinity)
+        if key not in self._cache:
+            self._cache[key] = self._decide(pod)
+        return self._cache[key]
+
+    def _decide(self, pod: Pod) -> _Verdict:
+        requests = pod.requests.as_dict()
+        for resource in sorted(requests, key=_label_order):
+            if requests[resource] > self.total_free.get(resource, 0):
+                have = self.total_free.get(resource, 0)
+                need = format_amount(resource, requests[resource])
+                return _Verdict("unplaceable", f"needs {need} {resource}, the Ready uncordoned nodes have "
+                                               f"{format_amount(resource, have)} free in total")
+        gpu_resource = min((r for r in requests if is_gpu_resource(r)), key=_label_order)
+        candidates = [s for s in self.by_gpu.get(gpu_resource, ()) if pod.requests.fits_in(s.free)]
+        refusals: Counter[str] = Counter()
+        for state in candidates:
+            why = why_ineligible(pod, state.node)
+            if why is None:
+                return _Verdict("placeable")
+            refusals[why.value] += 1
+        if candidates:
+            detail = "; ".join(f"{why}: {n}" for why, n in sorted(refusals.items()))
+            return _Verdict("blocked", f"the {len(candidates)} node(s) with room are ineligible ({detail})")
+        return _Verdict("blocked", self._split(requests, gpu_resource))
+
+    def _split(self, requests: Mapping[str, int], gpu_resource: str) -> str:
+        need = requests[gpu_resource]
+        holders = self.by_gpu.get(gpu_resource, [])
+        best = max((s.free.get(gpu_resource, 0) for s in holders), default=0)
+        if best < need:
+            return f"at most {best} {gpu_resource} free on one node, needs {need}"
+        lacking: Counter[str] = Counter()
+        for state in holders:
+            if state.free.get(gpu_resource, 0) >= need:
+                lacking.update(r for r in requests if requests[r] > state.free.get(r, 0))
+        names = ", ".join(sorted(lacking, key=lambda r: (-lacking[r], r))[:2])
+        return f"the nodes with {need} {gpu_resource} free lack {names}"
+
+
+def _pending(snapshot: Snapshot, states: Sequence[_NodeState]) -> tuple[int, tuple[BlockedPod, ...], tuple[BlockedPod, ...]]:
+    """(pending GPU pods, blocked by fragmentation, unplaceable even in total)."""
+    check = _PendingCheck(states)
+    blocked: list[BlockedPod] = []
+    unplaceable: list[BlockedPod] = []
+    count = 0
+    for pod in snapshot.pending_pods():
+        if not pod.uses_gpu:
+            continue
+        count += 1
+        verdict = check.verdict(pod)
+        if verdict.kind != "placeable":
+            entry = BlockedPod(pod.key, requests_label(pod.requests), pod.priority, verdict.reason)
+            (blocked if verdict.kind == "blocked" else unplaceable).append(entry)
+    return count, tuple(sorted(blocked, key=_by_priority)), tuple(sorted(unplaceable, key=_by_priority))
+
+
+def _by_priority(blocked: BlockedPod) -> tuple[int, str]:
+    return (-blocked.priority, blocked.pod)
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+
+
+def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None = None) -> Figures:
+    """All fragmentation figures of ``snapshot`` against the reference shapes (default: from the workload)."""
+    chosen = tuple(reference_shapes(snapshot) if shapes is None else shapes)
+    prepared = _prepare(chosen)
+    usage = _usage_by_node(snapshot)
+    states: list[_NodeState] = []
+    nodes: list[NodeFigures] = []
+    copies = [0] * len(prepared)
+    hosts = [0] * len(prepared)
+    for node in snapshot.nodes:
+        state = _node_state(node, usage[node.name])
+        fragmented, fgd, fits = _node_fragments(state, prepared)
+        if state.hostable:
+            for i, n in enumerate(fits):
+                copies[i] += n
+                hosts[i] += n > 0
+        states.append(state)
+        nodes.append(_node_figures(state, usage[node.name], fragmented, fgd))
+    cluster, pools = _aggregates(nodes, has_shapes=bool(prepared), has_gpu_shapes=any(s.gpu_items for s in prepared))
+    pending, blocked, unplaceable = _pending(snapshot, states)
+    return Figures(
+        cluster=cluster,
+        pools=pools,
+        nodes=tuple(nodes),
+        shapes=chosen,
+        headroom=tuple(ShapeHeadroom(s.label, c, h) for s, c, h in zip(chosen, copies, hosts, strict=True)),
+        blocked_pending=blocked,
+        unplaceable_pending=unplaceable,
+        pending_gpu_pods=pending,
+        warnings=_warnings(nodes, chosen),
+    )
+
+
+def _warnings(nodes: Sequence[NodeFigures], shapes: Sequence[ReferenceShape]) -> tuple[str, ...]:
+    out: list[str] = []
+    over = sorted((n for n in nodes if n.overcommitted), key=lambda n: n.name)
+    if over:
+        sample = ", ".join(
+            f"{n.name} ({', '.join(f'{r} {n.allocated.get(r)} > {n.allocatable.get(r)}' for r in n.overcommitted)})" for n in over[:_SAMPLE]
+        )
+        more = ", ..." if len(over) > _SAMPLE else ""
+        out.append(f"{len(over)} node(s) have more requested than allocatable: {sample}{more}; "
+                   "their free amounts are negative and count as 0 in the GPU figures")
+    gpu_free = any(n.free_gpus > 0 for n in nodes)
+    if gpu_free and not any(s.uses_gpu for s in shapes):
+        out.append("no GPU request shape (no GPU pods and none configured): the fragmentation rate is undefined")
+    out.extend(f"reference shape {s.label!r} requests no GPU: it counts in the FGD rate only" for s in shapes if not s.uses_gpu)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# JSON form
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+_FIELD_NAMES: dict[type, tuple[tuple[str, str], ...] | None] = {}
+
+
+def _field_names(kind: type) -> tuple[tuple[str, str], ...] | None:
+    """(attribute, camelCase key) of a dataclass type, None for other types; cached per type."""
+    if kind not in _FIELD_NAMES:
+        _FIELD_NAMES[kind] = tuple((f.name, _camel(f.name)) for f in fields(kind)) if is_dataclass(kind) else None
+    return _FIELD_NAMES[kind]
+
+
+def _jsonable(value: Any) -> Any:
+    kind = type(value)
+    if kind is float:
+        return round(value, 4) + 0.0  # + 0.0 turns -0.0 into 0.0
+    if value is None or kind in (int, str, bool):
+        return value
+    if kind is Resources:
+        amounts = value.as_dict()
+        return {key: int(amounts[key]) for key in sorted(amounts)}
+    names = _field_names(kind)
+    if names is not None:
+        return {key: _jsonable(getattr(value, name)) for name, key in names}
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(value[key]) for key in sorted(value)}
+    if isinstance(value, tuple | list):
+        return [_jsonable(item) for item in value]
+    raise TypeError(f"cannot serialise {kind.__name__}")
+
+
+def figures_to_dict(figures: Figures) -> dict[str, Any]:
+    """JSON-ready form (camelCase keys, integer amounts, floats to 4 places); the ``before``/``after`` block of plans."""
+    result: dict[str, Any] = _jsonable(figures)
+    return result

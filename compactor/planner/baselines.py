@@ -1,0 +1,124 @@
+"""Baselines the planner is measured against (benchmarks/bench_planner.py).
+
+- ``high_node_utilization``: descheduler's HighNodeUtilization. Every movable pod on
+  an under-utilised node is evicted (the node is *not* cordoned), then re-placed by a
+  default-scheduler simulation scoring either LeastAllocated (the default) or
+  MostAllocated (the bin-packing profile the descheduler docs pair it with).
+- ``greedy_drain``: cluster-autoscaler style scale-down. Repeatedly drain the
+  least-used GPU node if all its GPU pods fit elsewhere (never onto a drained node).
+
+Both return the same ``BaselineResult`` figures the planner reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compactor.model.resources import CPU, MEMORY, is_gpu_resource
+from compactor.model.types import Pod, Snapshot
+from compactor.planner.eligibility import is_target
+from compactor.planner.greedy import greedy
+from compactor.planner.problem import Problem, build_problem
+from compactor.planner.solution import concretise, gpu_nodes_changed
+from compactor.settings import PlannerSettings
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    name: str
+    moves: int
+    freed_nodes: tuple[str, ...]
+    filled_nodes: tuple[str, ...]
+    freed_gpus: int
+    pending_placed: int = 0
+
+
+def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
+    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
+    assignment = greedy(problem)
+    freed_set = {s.index for s in problem.nodes if s.gpus}
+    moves, placements = concretise(problem, assignment, freed_set)
+    freed, filled = gpu_nodes_changed(problem, moves, placements)
+    return BaselineResult(
+        "greedy-drain", len(moves),
+        tuple(problem.nodes[i].node.name for i in freed), tuple(problem.nodes[i].node.name for i in filled),
+        sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled), len(placements),
+    )
+
+
+def _scored_resources(pod: Pod) -> list[str]:
+    return [CPU, MEMORY, *[r for r in pod.requests if is_gpu_resource(r)]]
+
+
+def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scoring: str = "LeastAllocated", threshold: float = 0.5) -> BaselineResult:
+    """Evict movable GPU pods from GPU nodes whose GPU utilisation is under ``threshold``, then re-schedule them."""
+    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
+    loads = [dict(s.fixed) for s in problem.nodes]
+    for ptype in problem.types:
+        for node, pods in ptype.initial.items():
+            for r, v in ptype.requests.items():
+                loads[node][r] = loads[node].get(r, 0) + v * len(pods)
+    before_gpu = [sum(v for r, v in load.items() if is_gpu_resource(r)) for load in loads]
+    evicted: list[tuple[Pod, int, dict[str, int]]] = []
+    for state in problem.nodes:
+        alloc = sum(v for r, v in state.node.allocatable.items() if is_gpu_resource(r))
+        if not state.gpus or alloc == 0 or before_gpu[state.index] / alloc >= threshold:
+            continue
+        for ptype in problem.types:
+            if ptype.uses_gpu and not ptype.pending:
+                for pod in ptype.initial.get(state.index, []):
+                    evicted.append((pod, state.index, dict(ptype.requests)))
+                    for r, v in ptype.requests.items():
+                        loads[state.index][r] -= v
+    moves = 0
+    after_gpu_pods = _gpu_pod_counts(problem.snapshot)
+    for pod, source, requests in evicted:
+        target = _schedule(problem, loads, pod, requests, scoring)
+        target = source if target is None else target
+        for r, v in requests.items():
+            loads[target][r] = loads[target].get(r, 0) + v
+        if target != source:
+            moves += 1
+            after_gpu_pods[source] -= 1
+            after_gpu_pods[target] += 1
+    before_pods = _gpu_pod_counts(problem.snapshot)
+    freed = [s for s in problem.nodes if s.gpus and before_pods[s.index] > 0 and after_gpu_pods[s.index] == 0]
+    filled = [s for s in problem.nodes if s.gpus and before_pods[s.index] == 0 and after_gpu_pods[s.index] > 0]
+    return BaselineResult(
+        f"descheduler-HighNodeUtilization/{scoring}", moves,
+        tuple(s.node.name for s in freed), tuple(s.node.name for s in filled),
+        sum(s.gpus for s in freed) - sum(s.gpus for s in filled),
+    )
+
+
+def _gpu_pod_counts(snapshot: Snapshot) -> list[int]:
+    nodes = snapshot.node_by_name()
+    index = {name: i for i, name in enumerate(nodes)}
+    counts = [0] * len(nodes)
+    for pod in snapshot.pods:
+        if pod.is_bound and pod.uses_gpu:
+            counts[index[pod.node_name]] += 1
+    return counts
+
+
+def _schedule(problem: Problem, loads: list[dict[str, int]], pod: Pod, requests: dict[str, int], scoring: str) -> int | None:
+    """kube-scheduler's NodeResourcesFit scoring (equal weights) over feasible nodes."""
+    best: tuple[float, str] | None = None
+    chosen: int | None = None
+    for state in problem.nodes:
+        load = loads[state.index]
+        if not state.is_target_pool or not all(load.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in requests.items()):
+            continue
+        if not is_target(pod, state.node):
+            continue
+        fractions = []
+        for r in _scored_resources(pod):
+            cap = state.node.allocatable.get(r, 0)
+            if cap:
+                used = (load.get(r, 0) + requests.get(r, 0)) / cap
+                fractions.append(1 - used if scoring == "LeastAllocated" else used)
+        score = sum(fractions) / len(fractions) if fractions else 0.0
+        key = (-score, state.node.name)
+        if best is None or key < best:
+            best, chosen = key, state.index
+    return chosen

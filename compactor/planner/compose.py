@@ -1,0 +1,120 @@
+"""Snapshot + settings -> ``CompactionPlan``: build the problem, solve it, make the moves concrete, measure."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
+from compactor.model.types import Snapshot
+from compactor.planner.plan import CompactionPlan, Metadata, Move, Placement, SolverReport, apply_plan
+from compactor.planner.problem import Problem, build_problem
+from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
+from compactor.planner.solver import SolveResult, solve
+from compactor.settings import PlannerSettings
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def solver_report(problem: Problem, result: SolveResult | None, note: str = "") -> SolverReport:
+    if result is None:
+        return SolverReport(status="OPTIMAL", wallSeconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
+    main = next((lv for lv in result.levels if lv.name in ("freedGpus", "headroom")), None)
+    objective = bound = gap = None
+    if main is not None and math.isfinite(main.objective):
+        offset = problem.empty_before_gpus if main.name == "freedGpus" else 0
+        objective = main.objective - offset
+        bound = main.bound - offset if math.isfinite(main.bound) else None
+        if bound is not None:
+            gap = 0.0 if bound <= objective else (bound - objective) / max(abs(bound), 1.0)
+    levels = [
+        {"name": lv.name, "status": lv.status, "objective": _finite(lv.objective), "bound": _finite(lv.bound), "seconds": round(lv.seconds, 3)}
+        for lv in result.levels
+    ]
+    return SolverReport(
+        status=result.status, wallSeconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
+        variables=result.variables, levels=levels, note=note,
+    )
+
+
+def _move_reason(problem: Problem, move: ConcreteMove, freed: set[int], pending_targets: dict[int, str]) -> str:
+    source = problem.nodes[move.source]
+    target = problem.nodes[move.target]
+    if move.source in freed:
+        why = f"frees {source.node.name} ({source.gpus} GPUs)"
+        if move.source in pending_targets:
+            why += f" for pending {pending_targets[move.source]}"
+    elif move.source in pending_targets:
+        why = f"makes room on {source.node.name} for pending {pending_targets[move.source]}"
+    else:
+        why = f"makes room on {source.node.name}"
+    where = "already runs GPU pods" if target.ran_gpu_pods else "has room"
+    return f"{why}; {target.node.name} {where} ({target.free_gpus_before:g} GPUs free before)"
+
+
+def _owner(move: ConcreteMove) -> str:
+    ctrl = move.pod.controller
+    return f"{ctrl.kind}/{ctrl.name}" if ctrl else ""
+
+
+def _moves(problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], placements: Sequence[ConcretePlacement]) -> list[Move]:
+    pending_targets = {p.target: p.pod.key for p in placements}
+    return [
+        Move(
+            pod=m.pod.key, **{"from": problem.nodes[m.source].node.name, "to": problem.nodes[m.target].node.name},
+            reason=_move_reason(problem, m, freed, pending_targets), uid=m.pod.uid, owner=_owner(m),
+            requests={k: v for k, v in m.pod.requests.items() if k != "pods"}, gpu=m.ptype.uses_gpu,
+        )
+        for m in moves
+    ]
+
+
+def build_plan(
+    snapshot: Snapshot,
+    settings: PlannerSettings,
+    *,
+    source: str,
+    now: datetime,
+    shapes: Sequence[ReferenceShape] | None = None,
+    plan_id: str | None = None,
+) -> CompactionPlan:
+    """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock."""
+    shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
+    problem = build_problem(snapshot, settings)
+    result: SolveResult | None = None
+    note = ""
+    if not problem.types:
+        note = "nothing to plan: no pod may move and no GPU pod is pending"
+        moves: list[ConcreteMove] = []
+        placements: list[ConcretePlacement] = []
+    else:
+        result = solve(problem)
+        moves, placements = concretise(problem, result.assignment, result.empty_nodes)
+    freed, filled = gpu_nodes_changed(problem, moves, placements)
+    if result is not None and not moves and not placements:
+        note = "no move frees GPU capacity or places a pending pod"
+    plan = CompactionPlan(
+        metadata=Metadata(id=plan_id or f"plan-{uuid.uuid4().hex[:12]}", createdAt=now.isoformat().replace("+00:00", "Z"), source=source),
+        moves=_moves(problem, moves, set(freed), placements),
+        placedPending=[Placement(pod=p.pod.key, to=problem.nodes[p.target].node.name) for p in placements],
+        freedNodes=[problem.nodes[i].node.name for i in freed],
+        filledNodes=[problem.nodes[i].node.name for i in filled],
+        freedGpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
+        solver=solver_report(problem, result, note),
+        before=figures_to_dict(compute_figures(snapshot, shapes)),
+    )
+    after = figures_to_dict(compute_figures(apply_plan(snapshot, plan), shapes))
+    return plan.model_copy(update={"after": after, "explanations": _explanations(problem)})
+
+
+def _explanations(problem: Problem) -> dict[str, object]:
+    """Why pods did not move, counted by reason (the report shows these)."""
+    counts: dict[str, int] = {}
+    for reason in problem.unmovable.values():
+        if reason is not None:
+            counts[reason.value] = counts.get(reason.value, 0) + 1
+    return {"unmovablePods": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}

@@ -1,0 +1,145 @@
+"""The CP-SAT constraints, one small function per family.
+
+Kept in one module (rather than one file each) because every family is a few
+lines over the same ``Variables``; each function's docstring is the rule it states.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ortools.sat.python import cp_model
+
+from compactor.model.resources import is_gpu_resource
+from compactor.planner.problem import Problem
+from compactor.planner.variables import Variables
+
+LinearTerms = list[tuple[cp_model.IntVar, int]]
+
+
+def _weighted(terms: LinearTerms) -> cp_model.LinearExprT:
+    return cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
+
+
+def conservation(problem: Problem, v: Variables) -> None:
+    """Every movable pod ends on exactly one node; moves out/in are the differences from where it started."""
+    for ptype in problem.types:
+        if ptype.pending:
+            v.model.add(cp_model.LinearExpr.sum([v.placed[ptype.index, n] for n in ptype.targets]) <= ptype.count)
+            continue
+        v.model.add(cp_model.LinearExpr.sum([v.final[ptype.index, n] for n in ptype.targets]) == ptype.count)
+        for node, pods in ptype.initial.items():
+            v.model.add(v.out[ptype.index, node] + v.final[ptype.index, node] >= len(pods))
+
+
+def capacity(problem: Problem, v: Variables) -> None:
+    """After the plan, every node fits every resource any pod requests (an overcommitted node gets no worse)."""
+    per_node: dict[int, dict[str, LinearTerms]] = defaultdict(lambda: defaultdict(list))
+    for ptype in problem.types:
+        source = v.placed if ptype.pending else v.final
+        for node in ptype.targets:
+            var = source[ptype.index, node]
+            for resource, amount in ptype.requests.items():
+                per_node[node][resource].append((var, amount))
+    for node, by_resource in per_node.items():
+        state = problem.nodes[node]
+        for resource, terms in by_resource.items():
+            v.model.add(_weighted(terms) <= state.capacity.get(resource, 0) - state.fixed.get(resource, 0))
+    # Shape mode: each shape's copies are counted against the free room on their own, as the headroom figure is.
+    for (shape_index, node), var in v.headroom.items():
+        state = problem.nodes[node]
+        for resource, amount in problem.target_shapes[shape_index].items():
+            terms = [*per_node.get(node, {}).get(resource, []), (var, amount)]
+            v.model.add(_weighted(terms) <= state.capacity.get(resource, 0) - state.fixed.get(resource, 0))
+
+
+def emptiness(problem: Problem, v: Variables) -> None:
+    """A node counted as freed ends with no GPU pod: none stays, none arrives, no pending pod lands.
+
+    Stated as capacity (``GPU load <= capacity * (1 - empty)`` per GPU resource), the
+    bin-packing form whose LP relaxation is tight, rather than an enforced ``== 0``.
+    """
+    gpu_terms: dict[int, dict[str, LinearTerms]] = defaultdict(lambda: defaultdict(list))
+    for ptype in problem.types:
+        if not ptype.uses_gpu:
+            continue
+        source = v.placed if ptype.pending else v.final
+        for node in ptype.targets:
+            for resource, amount in ptype.requests.items():
+                if is_gpu_resource(resource):
+                    gpu_terms[node][resource].append((source[ptype.index, node], amount))
+    for node, empty in v.empty.items():
+        room = problem.nodes[node]
+        for resource, terms in gpu_terms.get(node, {}).items():
+            cap = room.capacity.get(resource, 0) - room.fixed.get(resource, 0)
+            v.model.add(_weighted(terms) + cap * empty <= cap)
+
+
+def move_limits(problem: Problem, v: Variables) -> None:
+    """maxMoves in total, per source node and per namespace."""
+    cfg = problem.settings
+    if cfg.max_moves is not None:
+        v.model.add(cp_model.LinearExpr.sum(list(v.out.values())) <= cfg.max_moves)
+    if cfg.max_moves_per_node is not None:
+        by_node: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for (_, node), var in v.out.items():
+            by_node[node].append(var)
+        for terms in by_node.values():
+            v.model.add(cp_model.LinearExpr.sum(terms) <= cfg.max_moves_per_node)
+    if cfg.max_moves_per_namespace is not None:
+        by_ns: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+        for (t, _), var in v.out.items():
+            by_ns[problem.types[t].namespace].append(var)
+        for terms in by_ns.values():
+            v.model.add(cp_model.LinearExpr.sum(terms) <= cfg.max_moves_per_namespace)
+
+
+def min_gain(problem: Problem, v: Variables) -> None:
+    """The net freed GPUs must reach ``minGainPerMove`` per move (in hundredths, to stay integral)."""
+    per_move = round(problem.settings.min_gain_per_move * 100)
+    if per_move <= 0:
+        return
+    v.model.add(100 * (freed_gpus(problem, v) - problem.empty_before_gpus) >= per_move * cp_model.LinearExpr.sum(list(v.out.values())))
+
+
+def freed_gpus(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+    """Physical GPUs on GPU nodes that run no GPU pod after the plan (before-free nodes included)."""
+    terms = [(var, problem.nodes[n].gpus) for n, var in v.empty.items()]
+    return _weighted(terms) if terms else 0
+
+
+def pending_placed(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+    terms = [(var, problem.types[t].weight) for (t, _), var in v.placed.items()]
+    return _weighted(terms) if terms else 0
+
+
+def headroom_gain(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+    """Shape mode: copies of each target shape that fit after the plan (summed over nodes)."""
+    return cp_model.LinearExpr.sum(list(v.headroom.values())) if v.headroom else 0
+
+
+def move_cost(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+    """Each move costs its type's cost; arriving on a node with spare GPUs costs a little more (prefer full targets)."""
+    terms: LinearTerms = [(var, problem.types[t].cost) for (t, _), var in v.out.items()]
+    weight = problem.settings.move_cost.prefer_full_targets
+    if weight:
+        # Pods arriving where none of their type was: the final count is the arrivals.
+        for (t, n), var in v.final.items():
+            spare = round(problem.nodes[n].free_gpus_before)
+            if spare and n not in problem.types[t].initial:
+                terms.append((var, weight * spare))
+    return _weighted(terms) if terms else 0
+
+
+def add_headroom_vars(problem: Problem, v: Variables) -> None:
+    for s, shape in enumerate(problem.target_shapes):
+        for state in problem.nodes:
+            if not state.is_target_pool:
+                continue
+            room = [(state.capacity.get(r, 0) - state.fixed.get(r, 0)) // amount for r, amount in shape.items() if amount]
+            upper = max(0, min(room)) if room else 0
+            if upper:
+                v.headroom[s, state.index] = v.model.new_int_var(0, upper, f"head_{s}_{state.index}")
+
+
+ALL_CONSTRAINTS = (conservation, capacity, emptiness, move_limits, min_gain)

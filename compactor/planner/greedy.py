@@ -1,0 +1,164 @@
+"""Greedy placement over a ``Problem``: the CP-SAT warm start and the greedy-drain baseline.
+
+Works on per-type counts: ``counts[type][node]`` pods of a type end on a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from compactor.model.resources import is_gpu_resource
+from compactor.planner.problem import NodeState, PodType, Problem
+
+
+@dataclass
+class Assignment:
+    """Final per-type counts per node, and pending pods placed per node."""
+
+    counts: dict[int, dict[int, int]] = field(default_factory=dict)
+    placed: dict[int, dict[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def unchanged(cls, problem: Problem) -> Assignment:
+        return cls(counts={t.index: {n: len(p) for n, p in t.initial.items()} for t in problem.types if not t.pending})
+
+    def moves(self, problem: Problem) -> int:
+        total = 0
+        for ptype in problem.types:
+            if ptype.pending:
+                continue
+            final = self.counts.get(ptype.index, {})
+            total += sum(max(0, len(pods) - final.get(n, 0)) for n, pods in ptype.initial.items())
+        return total
+
+
+class _Loads:
+    """Per-node load under an assignment, with tentative changes that can be rolled back."""
+
+    def __init__(self, problem: Problem, assignment: Assignment) -> None:
+        self.problem = problem
+        self.load: list[dict[str, int]] = [dict(s.fixed) for s in problem.nodes]
+        self.gpu_pods: list[int] = [0] * len(problem.nodes)
+        for ptype in problem.types:
+            source = assignment.placed if ptype.pending else assignment.counts
+            for node, count in source.get(ptype.index, {}).items():
+                self._add(ptype, node, count)
+        self.fixed_gpu = [any(is_gpu_resource(r) and v > 0 for r, v in s.fixed.items()) for s in problem.nodes]
+
+    def _add(self, ptype: PodType, node: int, count: int) -> None:
+        acc = self.load[node]
+        for r, v in ptype.requests.items():
+            acc[r] = acc.get(r, 0) + v * count
+        if ptype.uses_gpu:
+            self.gpu_pods[node] += count
+
+    def fits(self, ptype: PodType, node: int) -> bool:
+        state = self.problem.nodes[node]
+        acc = self.load[node]
+        return all(acc.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in ptype.requests.items())
+
+    def move(self, ptype: PodType, src: int | None, dst: int, counts: dict[int, dict[int, int]]) -> None:
+        per_node = counts.setdefault(ptype.index, {})
+        if src is not None:
+            per_node[src] -= 1
+            self._add(ptype, src, -1)
+        per_node[dst] = per_node.get(dst, 0) + 1
+        self._add(ptype, dst, 1)
+
+    def holds_gpu_pods(self, node: int) -> bool:
+        return self.gpu_pods[node] > 0 or self.fixed_gpu[node]
+
+
+def _best_target(loads: _Loads, ptype: PodType, avoid: set[int]) -> int | None:
+    """Best fit: among nodes already holding GPU pods, the one with the fewest free GPUs that still fits."""
+    best: tuple[float, str] | None = None
+    chosen: int | None = None
+    for node in ptype.targets:
+        if node in avoid or node in ptype.stay_only or not loads.fits(ptype, node):
+            continue
+        state = loads.problem.nodes[node]
+        if ptype.uses_gpu and not loads.holds_gpu_pods(node):
+            continue  # never fill an empty GPU node to empty another
+        key = (_free_gpus(loads, state), state.node.name)
+        if best is None or key < best:
+            best, chosen = key, node
+    return chosen
+
+
+def _free_gpus(loads: _Loads, state: NodeState) -> float:
+    acc = loads.load[state.index]
+    return sum(max(0, state.capacity.get(r, 0) - acc.get(r, 0)) * eq for r, eq in state.node.gpu.gpu_equivalent)
+
+
+def _drain(problem: Problem, loads: _Loads, counts: dict[int, dict[int, int]], node: int, avoid: set[int]) -> bool:
+    """Move every movable GPU pod off ``node``; on failure undo and return False."""
+    done: list[tuple[PodType, int]] = []
+    for ptype in problem.types:
+        if ptype.pending or not ptype.uses_gpu:
+            continue
+        for _ in range(counts.get(ptype.index, {}).get(node, 0)):
+            target = _best_target(loads, ptype, avoid | {node})
+            if target is None:
+                for moved, dst in reversed(done):
+                    loads.move(moved, dst, node, counts)
+                return False
+            loads.move(ptype, node, target, counts)
+            done.append((ptype, target))
+    return True
+
+
+def _drain_order(problem: Problem, loads: _Loads) -> list[int]:
+    """Least-used freeable GPU nodes first (fewest GPU pods, then most GPUs freed)."""
+    candidates = [s for s in problem.nodes if s.can_empty and s.gpus and loads.gpu_pods[s.index] > 0]
+    return [s.index for s in sorted(candidates, key=lambda s: (loads.gpu_pods[s.index], -s.gpus, s.node.name))]
+
+
+def _place_pending(problem: Problem, loads: _Loads, assignment: Assignment, drained: set[int]) -> None:
+    for ptype in sorted((t for t in problem.types if t.pending), key=lambda t: (-t.weight, t.index)):
+        for _ in ptype.pending_pods:
+            target = _pending_target(problem, loads, assignment, ptype, drained)
+            if target is None:
+                break
+            loads.move(ptype, None, target, assignment.placed)
+            drained.add(target)
+
+
+def _pending_target(problem: Problem, loads: _Loads, assignment: Assignment, ptype: PodType, drained: set[int]) -> int | None:
+    fitting = [n for n in ptype.targets if loads.fits(ptype, n)]
+    if fitting:
+        return min(fitting, key=lambda n: (_free_gpus(loads, problem.nodes[n]), problem.nodes[n].node.name))
+    for node in sorted(ptype.targets, key=lambda n: (loads.gpu_pods[n], problem.nodes[n].node.name)):
+        if not problem.nodes[node].can_empty or node in drained:
+            continue
+        if _fits_once_drained(problem, loads, assignment, ptype, node) and _drain(problem, loads, assignment.counts, node, drained | {node}):
+            return node
+    return None
+
+
+def _fits_once_drained(problem: Problem, loads: _Loads, assignment: Assignment, ptype: PodType, node: int) -> bool:
+    """Would ``ptype`` fit on ``node`` after its movable GPU pods leave?"""
+    acc = dict(loads.load[node])
+    for other in problem.types:
+        if other.pending or not other.uses_gpu:
+            continue
+        count = assignment.counts.get(other.index, {}).get(node, 0)
+        for r, v in other.requests.items():
+            acc[r] = acc.get(r, 0) - v * count
+    capacity = problem.nodes[node].capacity
+    return all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in ptype.requests.items())
+
+
+def greedy(problem: Problem, *, drain: bool = True, order: Iterable[int] | None = None) -> Assignment:
+    """Place pending pods (draining a node for them if needed), then drain whole nodes greedily."""
+    assignment = Assignment.unchanged(problem)
+    loads = _Loads(problem, assignment)
+    protected: set[int] = set()
+    _place_pending(problem, loads, assignment, protected)
+    if drain:
+        for node in list(order) if order is not None else _drain_order(problem, loads):
+            if node in protected or loads.gpu_pods[node] == 0:
+                continue
+            if _drain(problem, loads, assignment.counts, node, protected):
+                protected.add(node)
+    return assignment

@@ -1,0 +1,115 @@
+"""Which bound pods a plan may move, and why not (one documented reason per rule).
+
+The contract (issue [2/7]): a pod is never in a plan when any rule below holds.
+Config may narrow it (namespaces, label selector, priority ceiling) but not loosen
+rules 1-4.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from compactor.model.scheduling import label_selector_matches
+from compactor.model.types import Node, Pdb, Pod
+from compactor.settings import SYSTEM_CRITICAL_PRIORITY, PlannerSettings
+
+EVICT_ANNOTATION = "compactor.io/evict"
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+EXCLUDE_LABEL = "compactor.io/exclude"
+CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+
+
+class Unmovable(str, enum.Enum):
+    """Why a pod stays where it is."""
+
+    NOT_RUNNING = "not Running"
+    TERMINATING = "being deleted"
+    DAEMONSET = "owned by a DaemonSet"
+    MIRROR = "static (mirror) pod"
+    BARE = "no owner: evicting it would lose it"
+    SYSTEM_CRITICAL = "system-critical priority"
+    LOCAL_STORAGE = "uses emptyDir/hostPath storage (annotate compactor.io/evict=true to allow)"
+    OPTED_OUT = "opted out (compactor.io/evict or safe-to-evict = false)"
+    PDB_BLOCKS = "a PodDisruptionBudget allows no disruption"
+    NODE_EXCLUDED = "its node is labelled compactor.io/exclude=true"
+    POD_AFFINITY = "required inter-pod (anti-)affinity, which the planner does not model"
+    TOPOLOGY_SPREAD = "DoNotSchedule topology spread constraint, which the planner does not model"
+    NAMESPACE = "namespace not selected by config"
+    SELECTOR = "labels do not match planner.pod_selector"
+    PRIORITY = "priority above planner.max_priority"
+
+
+def is_system_critical(pod: Pod) -> bool:
+    return pod.priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in CRITICAL_CLASSES
+
+
+def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb]) -> Unmovable | None:
+    """Rules 1-9 of the contract, in order."""
+    if pod.deletion_timestamp:
+        return Unmovable.TERMINATING
+    if pod.phase != "Running":
+        return Unmovable.NOT_RUNNING
+    if any(o.kind == "DaemonSet" for o in pod.owners):
+        return Unmovable.DAEMONSET
+    if MIRROR_ANNOTATION in pod.annotations:
+        return Unmovable.MIRROR
+    if not pod.owners:
+        return Unmovable.BARE
+    if is_system_critical(pod):
+        return Unmovable.SYSTEM_CRITICAL
+    opt = pod.annotations.get(EVICT_ANNOTATION)
+    if opt == "false" or pod.annotations.get(SAFE_TO_EVICT_ANNOTATION) == "false":
+        return Unmovable.OPTED_OUT
+    if pod.local_storage and opt != "true":
+        return Unmovable.LOCAL_STORAGE
+    if any(pdb.disruptions_allowed == 0 for pdb in pdbs):
+        return Unmovable.PDB_BLOCKS
+    if node is not None and node.labels.get(EXCLUDE_LABEL) == "true":
+        return Unmovable.NODE_EXCLUDED
+    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
+        return Unmovable.POD_AFFINITY
+    if pod.has_hard_topology_spread:
+        return Unmovable.TOPOLOGY_SPREAD
+    return None
+
+
+def _config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
+    if settings.namespaces and pod.namespace not in settings.namespaces:
+        return Unmovable.NAMESPACE
+    if pod.namespace in settings.exclude_namespaces:
+        return Unmovable.NAMESPACE
+    if any(pod.labels.get(k) != v for k, v in settings.pod_selector.items()):
+        return Unmovable.SELECTOR
+    if settings.max_priority is not None and pod.priority > settings.max_priority:
+        return Unmovable.PRIORITY
+    return None
+
+
+def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings) -> Unmovable | None:
+    """The first rule that keeps ``pod`` in place, or None when a plan may move it."""
+    return _contract_reason(pod, node, pdbs) or _config_reason(pod, settings)
+
+
+def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb, ...]]:
+    """Pod key -> the PDBs in its namespace whose selector matches it."""
+    by_namespace: dict[str, list[Pdb]] = defaultdict(list)
+    for pdb in pdbs:
+        by_namespace[pdb.namespace].append(pdb)
+    result: dict[str, tuple[Pdb, ...]] = {}
+    for pod in pods:
+        matching = tuple(p for p in by_namespace.get(pod.namespace, ()) if label_selector_matches(p.selector, pod.labels))
+        if matching:
+            result[pod.key] = matching
+    return result
+
+
+def movability(
+    pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings
+) -> dict[str, Unmovable | None]:
+    """Pod key -> None (movable) or the reason it is not, for every bound pod."""
+    bound = [p for p in pods if p.is_bound]
+    covering = pdbs_by_pod(bound, pdbs)
+    return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings) for p in bound}

@@ -1,0 +1,110 @@
+"""The compaction plan: a value computed in memory, serialised as ``compactor/v1alpha1`` ``CompactionPlan``.
+
+The executor reads it back (``load_plan``) and re-validates it against fresh cluster
+state before acting, so the JSON form is validated as strictly as any input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from compactor.errors import InputError
+from compactor.model.types import Snapshot
+
+API_VERSION = "compactor/v1alpha1"
+KIND = "CompactionPlan"
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Metadata(_Doc):
+    id: str
+    created_at: str = Field(alias="createdAt")
+    source: str
+
+
+class Move(_Doc):
+    pod: str  # namespace/name
+    from_node: str = Field(alias="from")
+    to_node: str = Field(alias="to")
+    reason: str = ""
+    uid: str = ""
+    owner: str = ""  # Kind/name of the controller, for waiting on the replacement
+    requests: dict[str, int] = Field(default_factory=dict)
+    gpu: bool = False
+
+
+class Placement(_Doc):
+    pod: str
+    to_node: str = Field(alias="to")
+
+
+class SolverReport(_Doc):
+    status: str
+    wall_seconds: float = Field(alias="wallSeconds")
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    variables: int = 0
+    levels: list[dict[str, Any]] = Field(default_factory=list)
+    note: str = ""
+
+
+class CompactionPlan(_Doc):
+    api_version: Literal["compactor/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    kind: Literal["CompactionPlan"] = KIND
+    metadata: Metadata
+    moves: list[Move] = Field(default_factory=list)
+    placed_pending: list[Placement] = Field(default_factory=list, alias="placedPending")
+    freed_nodes: list[str] = Field(default_factory=list, alias="freedNodes")
+    filled_nodes: list[str] = Field(default_factory=list, alias="filledNodes")
+    freed_gpus: int = Field(0, alias="freedGpus")
+    solver: SolverReport
+    before: dict[str, Any] = Field(default_factory=dict)
+    after: dict[str, Any] = Field(default_factory=dict)
+    explanations: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
+
+
+def load_plan(path: str) -> CompactionPlan:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", source=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", source=path) from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=path) from None
+    try:
+        return CompactionPlan.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        plan_id = raw.get("metadata", {}).get("id", "") if isinstance(raw, dict) else ""
+        raise InputError(err["msg"], source=path, obj=f"CompactionPlan {plan_id}".strip(), field=field) from None
+
+
+def apply_plan(snapshot: Snapshot, plan: CompactionPlan) -> Snapshot:
+    """The snapshot as it would be after the plan: moved pods on their targets, pending pods placed."""
+    moved = {m.pod: m.to_node for m in plan.moves}
+    placed = {p.pod: p.to_node for p in plan.placed_pending}
+    pods = []
+    for pod in snapshot.pods:
+        if pod.key in moved:
+            pods.append(replace(pod, node_name=moved[pod.key]))
+        elif pod.key in placed:
+            pods.append(replace(pod, node_name=placed[pod.key], phase="Running"))
+        else:
+            pods.append(pod)
+    return replace(snapshot, pods=tuple(pods))

@@ -1,0 +1,212 @@
+"""The optimisation instance, built from a snapshot as plain data (no solver imports).
+
+Identical pods are aggregated into *types* (same requests, placement constraints,
+cost and namespace); the model then decides how many pods of each type end on each
+node. Types are interchangeable, so any pairing of a type's surplus sources with
+its deficit targets is a valid set of moves (see ``solution.py``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from compactor.model.resources import Resources, is_gpu_resource
+from compactor.model.types import Node, Pod, Snapshot
+from compactor.planner.eligibility import is_target
+from compactor.planner.movability import Unmovable, movability
+from compactor.settings import PlannerSettings, parse_shape
+
+MOVE_COST_ANNOTATION_DEFAULT = "compactor.io/move-cost"
+MAX_MOVE_COST_ANNOTATION = 10_000.0  # in moves
+
+
+@dataclass(frozen=True)
+class NodeState:
+    index: int
+    node: Node
+    capacity: dict[str, int]  # max(allocatable, load before): an overcommitted node may not get worse
+    fixed: dict[str, int]  # load of pods the plan will not move
+    gpus: int
+    free_gpus_before: float
+    ran_gpu_pods: bool
+    can_empty: bool  # a GPU node all of whose GPU pods may move
+    is_target_pool: bool  # may receive pods (Ready, schedulable, not excluded)
+
+
+@dataclass
+class PodType:
+    index: int
+    requests: Resources
+    representative: Pod
+    cost: int
+    namespace: str
+    uses_gpu: bool
+    pending: bool
+    weight: int = 0  # pending types: priority weight in objective level 1
+    initial: dict[int, list[Pod]] = field(default_factory=dict)  # node index -> movable pods there
+    pending_pods: list[Pod] = field(default_factory=list)
+    targets: tuple[int, ...] = ()  # nodes that may end up holding pods of this type
+    stay_only: frozenset[int] = frozenset()  # current nodes that may keep their pods but receive none (not eligible targets)
+
+    @property
+    def count(self) -> int:
+        return len(self.pending_pods) if self.pending else sum(len(p) for p in self.initial.values())
+
+
+@dataclass
+class Problem:
+    snapshot: Snapshot
+    settings: PlannerSettings
+    nodes: list[NodeState]
+    types: list[PodType]
+    resources: tuple[str, ...]
+    unmovable: dict[str, Unmovable | None]
+    target_shapes: tuple[Resources, ...] = ()
+
+    @property
+    def empty_before_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes if n.gpus and not n.ran_gpu_pods)
+
+
+def move_cost(pod: Pod, settings: PlannerSettings) -> int:
+    """1 move = ``base``; plus priority steps and the pod's own restart-cost annotation (in moves)."""
+    cfg = settings.move_cost
+    cost = cfg.base + cfg.per_priority_step * (max(0, pod.priority) // cfg.priority_step)
+    extra = pod.annotations.get(cfg.annotation)
+    if extra:
+        try:
+            moves = float(extra)
+        except ValueError:
+            moves = 0.0
+        if moves > 0:  # NaN and negatives add nothing
+            # Capped: an absurd annotation ("1e30", "inf") must not overflow the solver's int64 coefficients.
+            cost += round(min(moves, MAX_MOVE_COST_ANNOTATION) * cfg.base)
+    return cost
+
+
+def _type_key(pod: Pod, cost: int, pending: bool) -> tuple[object, ...]:
+    return (pending, pod.requests, pod.tolerations, pod.node_selector, pod.affinity, cost, pod.namespace, pod.priority if pending else 0)
+
+
+def _node_loads(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    loads: dict[str, dict[str, int]] = defaultdict(dict)
+    for pod in snapshot.pods:
+        if pod.is_bound:
+            acc = loads[pod.node_name]
+            for key, value in pod.requests.items():
+                acc[key] = acc.get(key, 0) + value
+    return loads
+
+
+def _free_gpus(node: Node, load: Mapping[str, int]) -> float:
+    return sum(max(0, node.allocatable.get(r, 0) - load.get(r, 0)) * eq for r, eq in node.gpu.gpu_equivalent)
+
+
+def _priority_weights(pods: Sequence[Pod]) -> dict[int, int]:
+    """Higher priority pending pods weigh more: weight = 1 + rank of the priority among pending pods."""
+    return {prio: rank + 1 for rank, prio in enumerate(sorted({p.priority for p in pods}))}
+
+
+def _candidates(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> tuple[set[str], set[str]]:
+    """(freeable GPU nodes, nodes whose movable pods become decision variables)."""
+    gpu_pod_blocked: set[str] = set()
+    for pod in snapshot.pods:
+        if pod.is_bound and pod.uses_gpu and unmovable.get(pod.key) is not None:
+            gpu_pod_blocked.add(pod.node_name)
+    freeable = {n.name for n in snapshot.nodes if n.is_gpu_node and n.name not in gpu_pod_blocked}
+    # Movable pods on every GPU node are variables, with or without pending pods: moving one off
+    # a node that cannot be freed may be what makes room for the pods of a node that can.
+    sources = {n.name for n in snapshot.nodes if n.is_gpu_node}
+    return freeable, sources
+
+
+def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int = 48) -> Problem:
+    nodes_by_name = snapshot.node_by_name()
+    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings)
+    pending = [p for p in snapshot.pending_pods() if p.uses_gpu] if settings.place_pending else []
+    freeable, sources = _candidates(snapshot, unmovable)
+    loads = _node_loads(snapshot)
+
+    types: dict[tuple[object, ...], PodType] = {}
+    fixed: dict[str, dict[str, int]] = {name: dict(load) for name, load in loads.items()}
+    index_of = {node.name: i for i, node in enumerate(snapshot.nodes)}
+
+    def type_for(pod: Pod, is_pending: bool) -> PodType:
+        cost = move_cost(pod, settings)
+        key = _type_key(pod, cost, is_pending)
+        found = types.get(key)
+        if found is None:
+            found = PodType(len(types), pod.requests, pod, cost, pod.namespace, pod.uses_gpu, is_pending)
+            types[key] = found
+        return found
+
+    for pod in snapshot.pods:
+        if not pod.is_bound or pod.node_name not in sources or unmovable.get(pod.key) is not None:
+            continue
+        ptype = type_for(pod, False)
+        ptype.initial.setdefault(index_of[pod.node_name], []).append(pod)
+        acc = fixed[pod.node_name]
+        for key, value in pod.requests.items():
+            acc[key] -= value
+    weights = _priority_weights(pending)
+    for pod in pending:
+        ptype = type_for(pod, True)
+        ptype.pending_pods.append(pod)
+        ptype.weight = weights[pod.priority]
+
+    states = [_node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable) for i, node in enumerate(snapshot.nodes)]
+    type_list = list(types.values())
+    for ptype in type_list:
+        ptype.targets = _targets(ptype, states, max_targets)
+        ptype.stay_only = frozenset(n for n in ptype.initial if not _may_receive(ptype, states[n]))
+    resources = tuple(sorted({r for t in type_list for r in t.requests}))
+    shapes = tuple(parse_shape(s) for s in settings.target_shapes) if settings.mode == "shapes" else ()
+    return Problem(snapshot, settings, states, type_list, resources, unmovable, shapes)
+
+
+def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool) -> NodeState:
+    capacity = {r: max(node.allocatable.get(r, 0), load.get(r, 0)) for r in set(node.allocatable) | set(load)}
+    ran_gpu = any(is_gpu_resource(r) and v > 0 for r, v in load.items())
+    return NodeState(
+        index=index,
+        node=node,
+        capacity=capacity,
+        fixed={k: v for k, v in fixed.items() if v},
+        gpus=node.gpu.physical_gpus,
+        free_gpus_before=_free_gpus(node, load),
+        ran_gpu_pods=ran_gpu,
+        can_empty=freeable or (node.is_gpu_node and not ran_gpu),
+        is_target_pool=node.ready and not node.unschedulable and node.labels.get("compactor.io/exclude") != "true",
+    )
+
+
+def _room_for(ptype: PodType, state: NodeState) -> bool:
+    """Could one pod of this type ever fit, if every movable pod left the node?"""
+    return all(state.fixed.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in ptype.requests.items())
+
+
+def _may_receive(ptype: PodType, state: NodeState) -> bool:
+    """May a pod of this type be moved or placed onto this node (capacity aside)?"""
+    if ptype.uses_gpu and not state.node.is_gpu_node:
+        return False
+    return state.is_target_pool and is_target(ptype.representative, state.node)
+
+
+def _targets(ptype: PodType, states: Sequence[NodeState], max_targets: int) -> tuple[int, ...]:
+    """Nodes this type may end on: its current nodes plus the best eligible ones.
+
+    Preference (best-fit): nodes that will not be freed anyway (they run an
+    unmovable GPU pod), then nodes already running GPU pods with the fewest free
+    GPUs; empty GPU nodes last, since filling them costs free capacity.
+    """
+    current = set(ptype.initial)
+    eligible = [s for s in states if s.index not in current and _may_receive(ptype, s) and _room_for(ptype, s)]
+    if ptype.pending:
+        # A pending pod wants the node that needs the least draining: the most free GPUs.
+        eligible.sort(key=lambda s: (-s.free_gpus_before, s.node.name))
+    else:
+        eligible.sort(key=lambda s: (s.can_empty, not s.ran_gpu_pods, s.free_gpus_before, s.node.name))
+    chosen = sorted(current | {s.index for s in eligible[:max_targets]})
+    return tuple(chosen)

@@ -1,0 +1,160 @@
+"""From per-type counts to concrete moves: which pod, from where, to where, in what order, and why."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from compactor.model.resources import is_gpu_resource
+from compactor.model.types import Pod
+from compactor.planner.greedy import Assignment
+from compactor.planner.problem import PodType, Problem
+
+
+@dataclass
+class ConcreteMove:
+    pod: Pod
+    ptype: PodType
+    source: int
+    target: int
+
+
+@dataclass
+class ConcretePlacement:
+    pod: Pod
+    ptype: PodType
+    target: int
+
+
+def _pair(problem: Problem, ptype: PodType, final: dict[int, int], freed: set[int]) -> list[ConcreteMove]:
+    """Pair the type's surplus nodes with its deficit nodes; any pairing is valid, pods being identical."""
+    surplus = [(n, len(pods) - final.get(n, 0)) for n, pods in ptype.initial.items() if len(pods) > final.get(n, 0)]
+    deficit = [(n, final[n] - len(ptype.initial.get(n, ()))) for n in final if final[n] > len(ptype.initial.get(n, ()))]
+    surplus.sort(key=lambda item: (item[0] not in freed, problem.nodes[item[0]].node.name))
+    deficit.sort(key=lambda item: (problem.nodes[item[0]].free_gpus_before, problem.nodes[item[0]].node.name))
+    targets = [n for n, k in deficit for _ in range(k)]
+    moves: list[ConcreteMove] = []
+    for node, k in surplus:
+        leaving = sorted(ptype.initial[node], key=lambda p: p.name)[:k]
+        for pod in leaving:
+            moves.append(ConcreteMove(pod, ptype, node, targets[len(moves)]))
+    return moves
+
+
+def _loads_after(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> list[dict[str, int]]:
+    loads = [dict(s.fixed) for s in problem.nodes]
+    for ptype in problem.types:
+        for node, pods in ptype.initial.items():
+            _add(loads[node], ptype, len(pods))
+    for move in moves:
+        _add(loads[move.source], move.ptype, -1)
+        _add(loads[move.target], move.ptype, 1)
+    for placement in placements:
+        _add(loads[placement.target], placement.ptype, 1)
+    return loads
+
+
+def _add(acc: dict[str, int], ptype: PodType, count: int) -> None:
+    for r, v in ptype.requests.items():
+        acc[r] = acc.get(r, 0) + v * count
+
+
+def prune_churn(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement], freed: set[int]) -> list[ConcreteMove]:
+    """Drop moves that serve nothing: not a GPU pod leaving a freed node, and the pod could simply stay."""
+    loads = _loads_after(problem, moves, placements)
+    kept: list[ConcreteMove] = []
+    for move in moves:
+        if move.ptype.uses_gpu and move.source in freed:
+            kept.append(move)
+            continue
+        capacity = problem.nodes[move.source].capacity
+        src = loads[move.source]
+        if all(src.get(r, 0) + v <= capacity.get(r, 0) for r, v in move.ptype.requests.items()):
+            before = _headroom(problem, move.source, src) + _headroom(problem, move.target, loads[move.target])
+            _add(src, move.ptype, 1)
+            _add(loads[move.target], move.ptype, -1)
+            if _headroom(problem, move.source, src) + _headroom(problem, move.target, loads[move.target]) < before:
+                # Shape mode: the move makes room for a target shape; undoing it would lose headroom.
+                _add(src, move.ptype, -1)
+                _add(loads[move.target], move.ptype, 1)
+                kept.append(move)
+        else:
+            kept.append(move)
+    return kept
+
+
+def _headroom(problem: Problem, node: int, load: dict[str, int]) -> int:
+    """Shape mode: copies of the target shapes that fit on ``node`` under ``load`` (0 outside shape mode)."""
+    state = problem.nodes[node]
+    if not problem.target_shapes or not state.is_target_pool:
+        return 0
+    total = 0
+    for shape in problem.target_shapes:
+        room = [(state.capacity.get(r, 0) - load.get(r, 0)) // amount for r, amount in shape.items() if amount]
+        total += max(0, min(room)) if room else 0
+    return total
+
+
+def order_moves(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement], freed: set[int]) -> list[ConcreteMove]:
+    """Execution order: freed nodes with the fewest moves first (a partial run still frees nodes),
+    and a move only once its target has room, when some order allows it."""
+    per_source: dict[int, int] = defaultdict(int)
+    for move in moves:
+        per_source[move.source] += 1
+    preferred = sorted(moves, key=lambda m: (m.source not in freed, per_source[m.source], problem.nodes[m.source].node.name, m.pod.name))
+    loads = _loads_after(problem, [], [])
+    ordered: list[ConcreteMove] = []
+    remaining = preferred
+    while remaining:
+        pick = next((m for m in remaining if _fits(problem, loads, m)), remaining[0])
+        remaining = [m for m in remaining if m is not pick]
+        _add(loads[pick.source], pick.ptype, -1)
+        _add(loads[pick.target], pick.ptype, 1)
+        ordered.append(pick)
+    return ordered
+
+
+def _fits(problem: Problem, loads: list[dict[str, int]], move: ConcreteMove) -> bool:
+    capacity = problem.nodes[move.target].capacity
+    acc = loads[move.target]
+    return all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in move.ptype.requests.items())
+
+
+def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
+    moves: list[ConcreteMove] = []
+    placements: list[ConcretePlacement] = []
+    for ptype in problem.types:
+        if ptype.pending:
+            queue = sorted(ptype.pending_pods, key=lambda p: p.name)
+            for node, count in sorted(assignment.placed.get(ptype.index, {}).items()):
+                for _ in range(count):
+                    placements.append(ConcretePlacement(queue.pop(0), ptype, node))
+        else:
+            moves.extend(_pair(problem, ptype, assignment.counts.get(ptype.index, {}), freed))
+    moves = prune_churn(problem, moves, placements, freed)
+    return order_moves(problem, moves, placements, freed), placements
+
+
+def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> tuple[list[int], list[int]]:
+    """(freed, filled): GPU nodes that ran a GPU pod before and none after, and the reverse."""
+    index = {s.node.name: s.index for s in problem.nodes}
+    before = [0] * len(problem.nodes)
+    for pod in problem.snapshot.pods:
+        if pod.is_bound and pod.uses_gpu:
+            before[index[pod.node_name]] += 1
+    after = list(before)
+    for move in moves:
+        if move.ptype.uses_gpu:
+            after[move.source] -= 1
+            after[move.target] += 1
+    for placement in placements:
+        if placement.ptype.uses_gpu:
+            after[placement.target] += 1
+    gpu_nodes = [s for s in problem.nodes if s.gpus]
+    freed = [s.index for s in gpu_nodes if before[s.index] > 0 and after[s.index] == 0]
+    filled = [s.index for s in gpu_nodes if before[s.index] == 0 and after[s.index] > 0]
+    return freed, filled
+
+
+def uses_gpu(requests: dict[str, int]) -> bool:
+    return any(is_gpu_resource(r) for r in requests)

@@ -1,0 +1,158 @@
+"""Configuration: a YAML file plus ``COMPACTOR_*`` environment variables, validated up front.
+
+Environment variables override the file (``COMPACTOR_PLANNER__TIME_LIMIT_SECONDS=5``).
+Unknown keys are errors, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from compactor.errors import ConfigError
+from compactor.model.quantity import to_scheduler_units
+from compactor.model.resources import Resources
+
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+
+
+def parse_shape(text: str) -> Resources:
+    """``nvidia.com/gpu=4,cpu=8,memory=32Gi`` -> a request vector."""
+    amounts: dict[str, int] = {}
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        if not sep or not name:
+            raise ValueError(f"expected resource=quantity, got {part!r}")
+        amounts[name] = to_scheduler_units(name, value)
+    if not amounts:
+        raise ValueError("empty shape")
+    return Resources(amounts)
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricsSettings(_Group):
+    pool_label: str = "nvidia.com/gpu.product"
+    reference_shapes: list[str] = Field(default_factory=list, description="e.g. 'nvidia.com/gpu=4,cpu=8'; empty = from the workload")
+    shape_coverage: float = Field(0.95, gt=0, le=1)
+    max_shapes: int = Field(20, ge=1)
+
+    @field_validator("reference_shapes")
+    @classmethod
+    def _shapes_parse(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_shape(text)
+        return value
+
+    def shapes(self) -> list[Resources]:
+        return [parse_shape(text) for text in self.reference_shapes]
+
+
+class MoveCostSettings(_Group):
+    base: int = Field(100, ge=1, description="cost of any move (the unit)")
+    per_priority_step: int = Field(0, ge=0, description="extra cost per `priority_step` of pod priority")
+    priority_step: int = Field(1000, ge=1)
+    annotation: str = "compactor.io/move-cost"
+    prefer_full_targets: int = Field(1, ge=0, description="discount for targets that were already running GPU pods")
+
+
+class PlannerSettings(_Group):
+    mode: Literal["free-nodes", "shapes"] = "free-nodes"
+    target_shapes: list[str] = Field(default_factory=list, description="shape mode: maximise headroom for these")
+    time_limit_seconds: float = Field(10.0, gt=0)
+    workers: int = Field(2, ge=1)
+    max_moves: int | None = Field(None, ge=0)
+    max_moves_per_node: int | None = Field(None, ge=0)
+    max_moves_per_namespace: int | None = Field(None, ge=0)
+    min_gain_per_move: float = Field(0.0, ge=0, description="net freed GPUs per move the plan must reach")
+    place_pending: bool = True
+    namespaces: list[str] = Field(default_factory=list, description="only pods in these namespaces may move (empty = all)")
+    exclude_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
+    pod_selector: dict[str, str] = Field(default_factory=dict, description="only pods with these labels may move")
+    max_priority: int | None = Field(None, description="pods with priority above this never move")
+    move_cost: MoveCostSettings = Field(default_factory=MoveCostSettings)
+
+    @field_validator("target_shapes")
+    @classmethod
+    def _shapes_parse(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_shape(text)
+        return value
+
+    @model_validator(mode="after")
+    def _shape_mode_needs_shapes(self) -> PlannerSettings:
+        if self.mode == "shapes" and not self.target_shapes:
+            raise ValueError("planner.mode 'shapes' needs planner.target_shapes")
+        if self.max_priority is not None and self.max_priority >= SYSTEM_CRITICAL_PRIORITY:
+            raise ValueError(f"planner.max_priority may not admit system-critical pods (>= {SYSTEM_CRITICAL_PRIORITY})")
+        return self
+
+
+class ExecutorSettings(_Group):
+    after_drain: Literal["uncordon", "keepCordoned", "taint"] = "uncordon"
+    taint_key: str = "compactor.io/reserved"
+    taint_ttl_seconds: int = Field(900, ge=1)
+    max_concurrent_evictions: int = Field(1, ge=1)
+    max_evictions_per_cycle: int = Field(50, ge=1)
+    replacement_timeout_seconds: float = Field(300.0, gt=0)
+    eviction_retry_limit: int = Field(5, ge=0)
+    backoff_seconds: float = Field(2.0, ge=0)
+    backoff_max_seconds: float = Field(60.0, ge=0)
+    poll_seconds: float = Field(2.0, gt=0)
+    server_dry_run: bool = False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="COMPACTOR_", env_nested_delimiter="__", extra="forbid", frozen=True)
+
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    planner: PlannerSettings = Field(default_factory=PlannerSettings)
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment overrides the file (passed as init kwargs).
+        return (env_settings, init_settings)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "config"
+    return f"{where}: {err['msg']}"
+
+
+def load_settings(path: str | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings from an optional YAML file, the environment and CLI overrides; ``ConfigError`` names file and field."""
+    data: dict[str, Any] = {}
+    source = path or "environment"
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+        data = loaded or {}
+    for group, values in (overrides or {}).items():
+        data.setdefault(group, {}).update(values)
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_first_error(exc)}") from None

@@ -1,0 +1,158 @@
+"""Fixtures for the end-to-end suite: an API client, two worker nodes with fake GPUs, a fresh namespace.
+
+Teardown order (the reverse of setup) matters and is always run, also after a failed
+setup: the test namespace goes first (its GPU pods leave the nodes), then the nodes
+lose their fake GPU capacity and labels (and any compactor cordon left behind), then
+the compactor's own namespace, when this suite created it.
+
+These fixtures only run when a test in ``tests/e2e`` runs, which needs ``KUBECONFIG``
+(see ``test_compaction.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.helpers import (
+    CREATED_LABEL,
+    FAKE_GPU_LABEL,
+    FAKE_LABEL_KEYS,
+    FAKE_RESOURCES,
+    MIXED_NODE_FIRST,
+    MIXED_NODE_LABELS,
+    NODES_ENV,
+    STATE_CONFIGMAP,
+    STATE_NAMESPACE,
+    WHOLE_NODE_LABELS,
+    WHOLE_NODE_RESOURCES,
+    GpuNodes,
+    Kube,
+    advertise,
+    advertised,
+    get_or_none,
+    labels,
+    name_of,
+    pick_worker_nodes,
+    raw,
+    release_compactor_marks,
+    set_labels,
+    wait_for,
+    with_retries,
+    withdraw,
+)
+
+
+@pytest.fixture(scope="session")
+def kube() -> Iterator[Kube]:
+    api_client = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"], persist_config=False)  # type: ignore[no-untyped-call]
+    try:
+        yield Kube(api_client, k8s.CoreV1Api(api_client), k8s.AppsV1Api(api_client), k8s.PolicyV1Api(api_client))
+    finally:
+        api_client.close()
+
+
+@pytest.fixture
+def state_namespace(kube: Kube) -> Iterator[str]:
+    """The compactor's namespace (its state ConfigMap lives there); created when missing, then removed again."""
+    leftover = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
+    if leftover is not None:
+        pytest.fail(
+            f"configmap {STATE_NAMESPACE}/{STATE_CONFIGMAP} already exists: a compactor is running in this cluster or an earlier "
+            f"run was interrupted (plan {(leftover.get('data') or {}).get('planId', '?')}). The end-to-end suite needs a cluster "
+            f"where nothing else compacts; delete it (kubectl -n {STATE_NAMESPACE} delete configmap {STATE_CONFIGMAP}) once no "
+            "compactor runs.")
+    created = False
+    if get_or_none(kube.core.read_namespace, STATE_NAMESPACE) is None:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STATE_NAMESPACE, "labels": {CREATED_LABEL: "true"}}}
+        with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {STATE_NAMESPACE}", statuses=(429, 500, 503))
+        created = True
+    try:
+        yield STATE_NAMESPACE
+    finally:
+        if created:
+            try:
+                kube.core.delete_namespace(STATE_NAMESPACE)
+            except ApiException as exc:
+                if exc.status != 404:
+                    warnings.warn(f"could not delete namespace {STATE_NAMESPACE}: {exc.status} {exc.reason}", stacklevel=1)
+
+
+@pytest.fixture
+def gpu_nodes(kube: Kube, state_namespace: str) -> Iterator[GpuNodes]:
+    """Two schedulable workers with fake GPU capacity and GFD-like labels; everything is taken back afterwards."""
+    nodes = raw(kube.core.list_node).get("items") or []
+    override = [n.strip() for n in os.environ.get(NODES_ENV, "").split(",") if n.strip()]
+    chosen = pick_worker_nodes(nodes, 2, override or None)
+    mixed, whole = (name_of(n) for n in chosen)
+    original_labels = {name_of(n): labels(n) for n in chosen}
+    schedulable = {name_of(n) for n in nodes if not (n.get("spec") or {}).get("unschedulable")}
+    touched: list[str] = []
+    try:
+        roles = ((mixed, MIXED_NODE_FIRST, MIXED_NODE_LABELS), (whole, WHOLE_NODE_RESOURCES, WHOLE_NODE_LABELS))
+        for name, resources, node_labels in roles:
+            touched.append(name)
+            set_labels(kube.core, name, {FAKE_GPU_LABEL: "true"})  # first: a crash from here on leaves a recognisable node
+            stale = [r for r in FAKE_RESOURCES if r not in resources]  # e.g. the mixed node's whole GPUs, which come later
+            if stale:
+                withdraw(kube.core, name, stale)  # leftovers of an earlier, interrupted run
+            advertise(kube.core, name, resources)
+            set_labels(kube.core, name, {**dict.fromkeys(FAKE_LABEL_KEYS), **node_labels})
+        for name, resources in ((mixed, MIXED_NODE_FIRST), (whole, WHOLE_NODE_RESOURCES)):
+            wait_for(advertised(kube.core, name, resources), timeout=60, what=f"node {name} to advertise {resources}")
+        yield GpuNodes(mixed=mixed, whole=whole, schedulable_before=schedulable)
+    finally:
+        _restore_nodes(kube, touched, original_labels)
+
+
+def _restore_nodes(kube: Kube, names: list[str], original_labels: dict[str, dict[str, str]]) -> None:
+    problems: list[str] = []
+    for name in names:
+        try:
+            node = get_or_none(kube.core.read_node, name)
+            if node is None:
+                continue
+            if release_compactor_marks(kube.core, node):
+                warnings.warn(f"node {name} still carried compactor marks at teardown; released them", stacklevel=1)
+            withdraw(kube.core, name, FAKE_RESOURCES)
+            before = original_labels.get(name, {})
+            set_labels(kube.core, name, {key: before.get(key) for key in [*FAKE_LABEL_KEYS, FAKE_GPU_LABEL]})
+        except Exception as exc:  # keep cleaning the other node
+            problems.append(f"node {name}: {exc}")
+    if problems:
+        raise AssertionError("cleanup of the fake GPU nodes failed (remove the nvidia.com/* capacity by hand):\n" + "\n".join(problems))
+
+
+@pytest.fixture
+def namespace(kube: Kube, gpu_nodes: GpuNodes) -> Iterator[str]:
+    """A fresh ``compactor-e2e-<random>`` namespace, deleted (and waited for) before the nodes are cleaned up."""
+    name = f"compactor-e2e-{secrets.token_hex(3)}"
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {CREATED_LABEL: "true"}}}
+    with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {name}", statuses=(429, 500, 503))
+    try:
+        yield name
+    finally:
+        _delete_namespace(kube, name)
+
+
+def _delete_namespace(kube: Kube, name: str, timeout: float = 180) -> None:
+    try:
+        kube.core.delete_namespace(name, grace_period_seconds=0)
+    except ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if get_or_none(kube.core.read_namespace, name) is None:
+            return
+        time.sleep(2)
+    warnings.warn(f"namespace {name} still exists {timeout:g}s after its deletion; cleaning the nodes anyway", stacklevel=1)

@@ -1,0 +1,611 @@
+"""A fake cluster that enforces the rules the executor relies on, in simulated time.
+
+``FakeCluster`` implements ``ClusterClient`` over an in-memory store of API-shaped
+dicts (``tests/builders.py``) and plays the parts of the cluster that react to the
+executor: the eviction subresource (PDB checks, 404/429/500), the disruption
+controller (PDB status), ReplicaSet/StatefulSet controllers (replacements), a
+scheduler (cooperative or adversarial) and the kubelet (binding -> Running/Ready).
+Time only moves through ``FakeClock.sleep``/``advance``/``settle``; each step runs
+``tick()``. Tests can inject failures and crashes and check invariants afterwards.
+Nothing here uses real time or unseeded randomness.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TypeVar
+
+from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
+from compactor.errors import ClusterError
+from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import parse_label_selector, parse_node, parse_pod
+from compactor.model.resources import Resources, is_gpu_resource
+from compactor.model.scheduling import label_selector_matches, why_ineligible
+from compactor.model.types import Node
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+SOURCE = "fakecluster"
+SCHEDULER_MODES = ("cooperative", "ignore-cordon", "never", "slow")
+WRITES = ("patch_node", "evict", "create_event", "write_state")
+METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_state", *WRITES)
+CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
+TERMINAL = ("Succeeded", "Failed")
+PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
+PDB_MULTIPLE = "Internal error occurred: This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
+_OUTCOME_STATUS = {
+    EvictionOutcome.EVICTED: 201, EvictionOutcome.GONE: 404, EvictionOutcome.BLOCKED: 429,
+    EvictionOutcome.CONFLICT: 409, EvictionOutcome.ERROR: 500, EvictionOutcome.FORBIDDEN: 403,
+}
+
+SchedulerMode = Literal["cooperative", "ignore-cordon", "never", "slow"]
+Failure = EvictionOutcome | EvictionResult | int | BaseException
+T = TypeVar("T")
+
+
+class Crash(BaseException):
+    """The executor process dying mid-write; a BaseException so ``except Exception`` cannot swallow it."""
+
+    def __init__(self, method: str, when: str) -> None:
+        super().__init__(f"simulated crash {when} {method}")
+        self.method = method
+        self.when = when
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    args: dict[str, Any]
+    time: float  # simulated seconds since EPOCH
+
+
+@dataclass
+class Controller:
+    kind: str  # ReplicaSet | StatefulSet
+    namespace: str
+    name: str
+    replicas: int
+    template: Obj
+    names: list[str] = field(default_factory=list)  # the pod names it started with (StatefulSet identities)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: null deletes a key, objects merge, anything else (lists too) replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _iso(seconds: float) -> str:
+    return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace") or "default", meta["name"]
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _terminating(pod: Obj) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _set_condition(pod: Obj, type_: str, status: bool) -> None:
+    conditions = [c for c in pod.setdefault("status", {}).get("conditions") or [] if c.get("type") != type_]
+    pod["status"]["conditions"] = [*conditions, {"type": type_, "status": "True" if status else "False"}]
+
+
+def _controller_ref(pod: Obj) -> tuple[str, str, str] | None:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") in CONTROLLER_KINDS:
+            return str(ref["kind"]), _key(pod)[0], str(ref["name"])
+    return None
+
+
+def _template(pod: Obj) -> Obj:
+    template = copy.deepcopy(pod)
+    template.pop("status", None)
+    template.setdefault("spec", {}).pop("nodeName", None)
+    for key in ("uid", "deletionTimestamp", "deletionGracePeriodSeconds", "creationTimestamp", "resourceVersion"):
+        template["metadata"].pop(key, None)
+    return template
+
+
+def _scaled(value: int | str, total: int) -> int:
+    """``intstr.GetScaledValueFromIntOrPercent(value, total, roundUp=true)``."""
+    if isinstance(value, str) and value.endswith("%"):
+        return -(-total * int(value[:-1]) // 100)
+    return int(value)
+
+
+def free_gpus(node: Node, used: Resources) -> float:
+    """Free GPU devices on ``node`` in physical-GPU terms (the best-fit key)."""
+    free = node.allocatable - used
+    return sum(v * (node.gpu.equivalent(r) or 1.0) for r, v in free.items() if is_gpu_resource(r))
+
+
+def _outcome_for(status: int) -> EvictionOutcome:
+    by_status = {200: EvictionOutcome.EVICTED, 201: EvictionOutcome.EVICTED, 404: EvictionOutcome.GONE,
+                 409: EvictionOutcome.CONFLICT, 429: EvictionOutcome.BLOCKED}
+    return by_status.get(status, EvictionOutcome.ERROR if status >= 500 else EvictionOutcome.FORBIDDEN)
+
+
+class FakeCluster:
+    """``ClusterClient`` over a simulated cluster. The stores (``nodes``, ``pods``, ``pdbs``) are live; the interface hands out copies."""
+
+    def __init__(
+        self,
+        objects: list[dict[str, Any]],
+        *,
+        scheduler: str = "cooperative",
+        ready_after: float = 5.0,
+        schedule_after: float = 1.0,
+        grace_seconds: float = 1.0,
+    ) -> None:
+        self.time = 0.0
+        self.scheduler = scheduler
+        self.ready_after = ready_after
+        self.schedule_after = schedule_after
+        self.grace_seconds = grace_seconds
+        self.nodes: dict[str, Obj] = {}
+        self.pods: dict[tuple[str, str], Obj] = {}
+        self.pdbs: dict[tuple[str, str], Obj] = {}
+        self.controllers: dict[tuple[str, str, str], Controller] = {}
+        self.state: dict[str, dict[str, str]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.calls: list[Call] = []  # every interface call, reads included
+        self.history: list[Call] = []  # write calls only
+        self.evicted: list[str] = []  # "ns/name" of every granted (non-dry-run) eviction
+        self.violations: list[str] = []
+        self.clock = FakeClock(self)
+        self._lost: list[str] = []
+        self._pending_since: dict[str, float] = {}  # uid -> when it became an unbound Pending pod
+        self._bound_at: dict[str, float] = {}  # uid -> when bound, until the kubelet starts it
+        self._deleting_at: dict[str, float] = {}  # uid -> when deletion was requested
+        self._overrides: dict[tuple[str, str], int] = {}
+        self._granted: dict[tuple[str, str], list[str]] = {}  # healthy pods evicted under a PDB since its last check
+        self._failures: dict[str, deque[Failure]] = {}
+        self._crash: tuple[int, str] | None = None
+        self._writes = 0
+        self._rng = random.Random(0)
+        self._uids = itertools.count(1)
+        for obj in objects:
+            self._load(copy.deepcopy(obj))
+        self._recompute_pdbs()
+
+    @property
+    def scheduler(self) -> str:
+        return self._scheduler
+
+    @scheduler.setter
+    def scheduler(self, mode: str) -> None:
+        if mode not in SCHEDULER_MODES:
+            raise ValueError(f"scheduler must be one of {SCHEDULER_MODES}, not {mode!r}")
+        self._scheduler = mode
+
+    # ---- ClusterClient -------------------------------------------------------------------------------
+
+    def list_nodes(self) -> list[Obj]:
+        return self._call("list_nodes", {}, lambda: [copy.deepcopy(n) for _, n in sorted(self.nodes.items())])
+
+    def get_node(self, name: str) -> Obj | None:
+        return self._call("get_node", {"name": name}, lambda: copy.deepcopy(self.nodes.get(name)))
+
+    def list_pods(self, *, node_name: str | None = None) -> list[Obj]:
+        def run() -> list[Obj]:
+            return [copy.deepcopy(p) for _, p in sorted(self.pods.items())
+                    if node_name is None or p.get("spec", {}).get("nodeName") == node_name]
+        return self._call("list_pods", {"node_name": node_name}, run)
+
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        return self._call("get_pod", {"namespace": namespace, "name": name}, lambda: copy.deepcopy(self.pods.get((namespace, name))))
+
+    def list_pdbs(self) -> list[Obj]:
+        return self._call("list_pdbs", {}, lambda: [copy.deepcopy(p) for _, p in sorted(self.pdbs.items())])
+
+    def patch_node(self, name: str, patch: Obj) -> Obj:
+        """JSON merge patch (RFC 7386) on the node: ``metadata.labels/annotations``, ``spec.unschedulable``, ``spec.taints``."""
+        def run() -> Obj:
+            if name not in self.nodes:
+                raise ClusterError(f'nodes "{name}" not found', status=404)
+            if not isinstance(patch, dict):
+                raise ClusterError("a merge patch on a node must be an object", status=400)
+            self.nodes[name] = merge_patch(self.nodes[name], patch)
+            return copy.deepcopy(self.nodes[name])
+        return self._call("patch_node", {"name": name, "patch": patch}, run)
+
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
+        """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked."""
+        return self._call("evict", {"namespace": namespace, "name": name, "dry_run": dry_run},
+                          lambda: self._evict(namespace, name, dry_run))
+
+    def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
+        def run() -> None:
+            self.events.append({"involved": involved, "reason": reason, "message": message, "type": type_, "time": _iso(self.time)})
+        self._call("create_event", {"involved": involved, "reason": reason, "message": message, "type_": type_}, run)
+
+    def read_state(self, name: str) -> dict[str, str] | None:
+        """The data of the executor's state ConfigMap, or None when absent."""
+        return self._call("read_state", {"name": name}, lambda: copy.deepcopy(self.state.get(name)))
+
+    def write_state(self, name: str, data: dict[str, str] | None) -> None:
+        """Create/replace the state ConfigMap's data; None deletes it."""
+        def run() -> None:
+            if data is None:
+                self.state.pop(name, None)
+            else:
+                self.state[name] = dict(data)
+        self._call("write_state", {"name": name, "data": data}, run)
+
+    # ---- time ----------------------------------------------------------------------------------------
+
+    def advance(self, seconds: float) -> None:
+        """Move simulated time forward, stopping at every due event on the way."""
+        target = self.time + seconds
+        self._run_until(target)
+        self.time = target
+        self.tick()
+
+    def settle(self, seconds: float = 60.0) -> float:
+        """Advance from event to event until nothing more is due (at most ``seconds``); returns the time reached."""
+        self._run_until(self.time + seconds)
+        return self.time
+
+    def tick(self) -> None:
+        """One pass of every controller at the current time."""
+        self._reap()
+        self._reconcile_controllers()
+        self._schedule()
+        self._run_kubelet()
+        self._recompute_pdbs()
+
+    # ---- test hooks ----------------------------------------------------------------------------------
+
+    def fail_next(self, method: str, failure: Failure, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` fail and change nothing.
+
+        ``failure``: an exception to raise; an HTTP status (``evict`` returns the matching outcome,
+        other methods raise ``ClusterError(status=...)``); or, for ``evict``, an outcome or result to return.
+        """
+        if method not in METHODS:
+            raise ValueError(f"{method!r} is not a ClusterClient method")
+        if method != "evict" and isinstance(failure, EvictionOutcome | EvictionResult):
+            raise TypeError(f"{method} cannot return an eviction result; give an HTTP status or an exception")
+        self._failures.setdefault(method, deque()).extend([failure] * times)
+
+    def crash_after(self, n_writes: int, *, when: Literal["before", "after"] = "before") -> None:
+        """Raise ``Crash`` at the n-th write call from now (1 = the next), before or after it takes effect."""
+        if n_writes < 1 or when not in ("before", "after"):
+            raise ValueError("crash_after needs n_writes >= 1 and when 'before' or 'after'")
+        self._crash = (self._writes + n_writes, when)
+
+    def add_pod(self, obj: Obj) -> None:
+        """Create a pod now (bound if it names a node, as a DaemonSet would); a controller owner scales up by one."""
+        self._admit(copy.deepcopy(obj))
+
+    def set_pdb_allowed(self, namespace: str, name: str, value: int | None, *, sticky: bool = True) -> None:
+        """Force ``status.disruptionsAllowed``; sticky values survive recomputes until set to None."""
+        key = (namespace, name)
+        if value is None:
+            self._overrides.pop(key, None)
+            return
+        self.pdbs[key]["status"]["disruptionsAllowed"] = value
+        if sticky:
+            self._overrides[key] = value
+        else:
+            self._overrides.pop(key, None)
+
+    # ---- invariants and views ------------------------------------------------------------------------
+
+    def assert_no_pdb_violation(self) -> None:
+        """Fails when a granted eviction of a healthy pod left its PDB below desiredHealthy."""
+        self._check_budgets()
+        if self.violations:
+            raise AssertionError("PDB violations:\n" + "\n".join(self.violations))
+
+    def lost_pods(self) -> list[str]:
+        """Controllers with fewer live pods than replicas, and evicted pods nobody recreates. Call ``settle()`` first."""
+        lost = [ctl.ref for _, ctl in sorted(self.controllers.items()) if len(self._live(ctl)) < ctl.replicas]
+        return lost + self._lost
+
+    def cordoned_nodes(self) -> list[str]:
+        return sorted(name for name, n in self.nodes.items() if (n.get("spec") or {}).get("unschedulable"))
+
+    def node_gpu_pods(self, name: str) -> list[str]:
+        """``ns/name`` of the non-terminal pods bound to ``name`` that request GPUs (terminating ones still hold them)."""
+        return [f"{ns}/{pod_name}" for (ns, pod_name), p in sorted(self.pods.items())
+                if p.get("spec", {}).get("nodeName") == name and _phase(p) not in TERMINAL and self._requests(p).gpu_part()]
+
+    def pod(self, namespace: str, name: str) -> Obj:
+        """The live stored pod (tests only)."""
+        return self.pods[(namespace, name)]
+
+    # ---- internals -----------------------------------------------------------------------------------
+
+    def _call(self, method: str, args: dict[str, Any], action: Callable[[], T]) -> T:
+        entry = Call(method, copy.deepcopy(args), self.time)
+        self.calls.append(entry)
+        crash = ""
+        if method in WRITES:
+            self.history.append(entry)
+            self._writes += 1
+            if self._crash is not None and self._crash[0] == self._writes:
+                crash, self._crash = self._crash[1], None
+                if crash == "before":
+                    raise Crash(method, crash)
+        queue = self._failures.get(method)
+        try:
+            return self._injected(method, queue.popleft()) if queue else action()
+        finally:
+            if crash == "after":
+                raise Crash(method, crash)
+
+    @staticmethod
+    def _injected(method: str, failure: Failure) -> Any:
+        if isinstance(failure, BaseException):
+            raise failure
+        if isinstance(failure, EvictionResult):
+            return failure
+        if isinstance(failure, EvictionOutcome):
+            return EvictionResult(failure, _OUTCOME_STATUS[failure], "injected")
+        if method == "evict":
+            return EvictionResult(_outcome_for(failure), failure, "injected")
+        raise ClusterError(f"injected failure (HTTP {failure})", status=failure)
+
+    def _load(self, obj: Obj) -> None:
+        kind = obj.get("kind")
+        if kind == "List":
+            for item in obj.get("items") or []:
+                self._load(item)
+        elif kind == "Node":
+            self.nodes[obj["metadata"]["name"]] = obj
+        elif kind == "Pod":
+            self._admit(obj)
+        elif kind == "PodDisruptionBudget":
+            obj["metadata"].setdefault("namespace", "default")
+            obj.setdefault("status", {})
+            self.pdbs[_key(obj)] = obj
+        elif kind == "ConfigMap":
+            self.state[obj["metadata"]["name"]] = dict(obj.get("data") or {})
+
+    def _new_uid(self) -> str:
+        return f"fake-uid-{next(self._uids)}"
+
+    def _admit(self, pod: Obj, *, scale_up: bool = True) -> None:
+        meta = pod["metadata"]
+        meta["namespace"] = meta.get("namespace") or "default"
+        meta["uid"] = meta.get("uid") or self._new_uid()
+        if _key(pod) in self.pods:
+            raise ValueError(f"pod {_key(pod)} already exists")
+        self.pods[_key(pod)] = pod
+        ref = _controller_ref(pod)
+        if ref is not None:
+            ctl = self.controllers.get(ref)
+            if ctl is None:
+                ctl = self.controllers[ref] = Controller(*ref, replicas=0, template=_template(pod))
+            if scale_up and not _terminating(pod):
+                ctl.replicas += 1
+                ctl.names.append(meta["name"])
+        uid = meta["uid"]
+        if _terminating(pod):
+            self._deleting_at[uid] = self.time
+        elif pod.get("spec", {}).get("nodeName"):
+            if _phase(pod) != "Running":
+                self._bound_at[uid] = self.time
+        elif _phase(pod) == "Pending":
+            self._pending_since[uid] = self.time
+
+    def _forget(self, uid: str) -> None:
+        for table in (self._pending_since, self._bound_at, self._deleting_at):
+            table.pop(uid, None)
+
+    @staticmethod
+    def _requests(pod: Obj) -> Resources:
+        return parse_pod(pod, source=SOURCE).requests
+
+    def _live(self, ctl: Controller) -> list[Obj]:
+        return [p for p in self.pods.values() if _controller_ref(p) == (ctl.kind, ctl.namespace, ctl.name) and not _terminating(p)]
+
+    def _selects(self, pdb: Obj, pod: Obj) -> bool:
+        if _key(pdb)[0] != _key(pod)[0]:
+            return False
+        selector = parse_label_selector((pdb.get("spec") or {}).get("selector"), source=SOURCE, obj=_key(pdb)[1], field="spec.selector")
+        return label_selector_matches(selector, pod["metadata"].get("labels") or {})
+
+    # eviction subresource (pkg/registry/core/pod/storage/eviction.go)
+    def _evict(self, namespace: str, name: str, dry_run: bool) -> EvictionResult:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return EvictionResult(EvictionOutcome.GONE, 404, f'pods "{name}" not found')
+        if _terminating(pod):
+            return EvictionResult(EvictionOutcome.EVICTED, 201)
+        budget: tuple[str, str] | None = None
+        if _phase(pod) not in ("Pending", *TERMINAL):  # pending and finished pods are deleted without asking a budget
+            keys = [key for key, pdb in sorted(self.pdbs.items()) if self._selects(pdb, pod)]
+            if len(keys) > 1:
+                return EvictionResult(EvictionOutcome.ERROR, 500, PDB_MULTIPLE)
+            if keys and not self._unhealthy_may_go(self.pdbs[keys[0]], pod):
+                budget = keys[0]
+                if self.pdbs[budget]["status"].get("disruptionsAllowed", 0) <= 0:
+                    return EvictionResult(EvictionOutcome.BLOCKED, 429, PDB_BLOCKED)
+        if dry_run:
+            return EvictionResult(EvictionOutcome.EVICTED, 201)
+        if budget is not None:
+            self.pdbs[budget]["status"]["disruptionsAllowed"] -= 1
+            if _ready(pod):
+                self._granted.setdefault(budget, []).append(f"{namespace}/{name}")
+        if _controller_ref(pod) is None:
+            self._lost.append(f"Pod {namespace}/{name}")
+        pod["metadata"]["deletionTimestamp"] = _iso(self.time + self.grace_seconds)
+        pod["metadata"]["deletionGracePeriodSeconds"] = int(self.grace_seconds)
+        self._deleting_at[pod["metadata"]["uid"]] = self.time
+        self.evicted.append(f"{namespace}/{name}")
+        return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+    @staticmethod
+    def _unhealthy_may_go(pdb: Obj, pod: Obj) -> bool:
+        """unhealthyPodEvictionPolicy: a running but not Ready pod may go without spending the budget."""
+        if _ready(pod):
+            return False
+        if (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+            return True
+        status = pdb["status"]
+        return bool(status.get("currentHealthy", 0) >= status.get("desiredHealthy", 0) > 0)
+
+    # controllers
+    def _schedule_delay(self) -> float | None:
+        return {"never": None, "slow": 10 * self.schedule_after}.get(self.scheduler, self.schedule_after)
+
+    def _next_due(self) -> float | None:
+        due = [t + self.grace_seconds for t in self._deleting_at.values()]
+        due += [t + self.ready_after for t in self._bound_at.values()]
+        delay = self._schedule_delay()
+        if delay is not None:
+            due += [t + delay for t in self._pending_since.values()]
+        return min((d for d in due if d > self.time), default=None)
+
+    def _run_until(self, deadline: float) -> None:
+        self.tick()
+        while (due := self._next_due()) is not None and due <= deadline:
+            self.time = due
+            self.tick()
+
+    def _reap(self) -> None:
+        for key, pod in list(self.pods.items()):
+            uid = pod["metadata"]["uid"]
+            if uid in self._deleting_at and self.time >= self._deleting_at[uid] + self.grace_seconds:
+                del self.pods[key]
+                self._forget(uid)
+
+    def _reconcile_controllers(self) -> None:
+        for _, ctl in sorted(self.controllers.items()):
+            if ctl.kind == "StatefulSet":
+                missing = [n for n in ctl.names if (ctl.namespace, n) not in self.pods]
+            else:
+                missing = [self._replica_name(ctl) for _ in range(ctl.replicas - len(self._live(ctl)))]
+            for name in missing:
+                pod = copy.deepcopy(ctl.template)
+                pod["metadata"].update(name=name, uid=self._new_uid(), creationTimestamp=_iso(self.time))
+                pod["status"] = {"phase": "Pending", "conditions": []}
+                _set_condition(pod, "PodScheduled", False)
+                _set_condition(pod, "Ready", False)
+                self._admit(pod, scale_up=False)
+
+    def _replica_name(self, ctl: Controller) -> str:
+        while True:
+            name = f"{ctl.name}-{''.join(self._rng.choice(_SUFFIX_ALPHABET) for _ in range(5))}"
+            if (ctl.namespace, name) not in self.pods:
+                return name
+
+    def _schedule(self) -> None:
+        delay = self._schedule_delay()
+        pending = sorted((self._pending_since[p["metadata"]["uid"]], key) for key, p in self.pods.items()
+                         if p["metadata"]["uid"] in self._pending_since and not _terminating(p))
+        if delay is None or not pending:
+            return
+        nodes = [parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) for _, raw in sorted(self.nodes.items())]
+        used = {n.name: Resources() for n in nodes}
+        for p in self.pods.values():
+            bound = p.get("spec", {}).get("nodeName")
+            if bound in used and _phase(p) not in TERMINAL:
+                used[bound] = used[bound] + self._requests(p)
+        adversarial = self.scheduler == "ignore-cordon"
+        for since, key in pending:
+            raw = self.pods[key]
+            if self.time < since + delay or raw.get("spec", {}).get("schedulingGates"):
+                continue
+            pod = parse_pod(raw, source=SOURCE)
+            fits = [n for n in nodes if why_ineligible(pod, n, ignore_unschedulable=adversarial) is None
+                    and pod.requests.fits_in(n.allocatable - used[n.name])]
+            if not fits:
+                continue
+            best = min(fits, key=lambda n: (adversarial and not n.unschedulable, free_gpus(n, used[n.name]), n.name))
+            raw["spec"]["nodeName"] = best.name
+            _set_condition(raw, "PodScheduled", True)
+            used[best.name] = used[best.name] + pod.requests
+            del self._pending_since[pod.uid]
+            self._bound_at[pod.uid] = self.time
+
+    def _run_kubelet(self) -> None:
+        for pod in self.pods.values():
+            uid = pod["metadata"]["uid"]
+            if uid in self._bound_at and not _terminating(pod) and self.time >= self._bound_at[uid] + self.ready_after:
+                pod["status"].update(phase="Running", startTime=_iso(self.time))
+                _set_condition(pod, "PodScheduled", True)
+                _set_condition(pod, "Ready", True)
+                del self._bound_at[uid]
+
+    # disruption controller (pkg/controller/disruption)
+    def _pdb_health(self, pdb: Obj) -> tuple[int, int, int]:
+        """(expectedPods, currentHealthy, desiredHealthy)."""
+        selected = [p for p in self.pods.values() if self._selects(pdb, p)]
+        owners = {ref for p in selected if (ref := _controller_ref(p)) in self.controllers}
+        expected = sum(self.controllers[o].replicas for o in owners) + sum(1 for p in selected if _controller_ref(p) is None)
+        healthy = sum(1 for p in selected if _ready(p) and not _terminating(p))
+        spec = pdb.get("spec") or {}
+        if spec.get("minAvailable") is not None:
+            desired = _scaled(spec["minAvailable"], expected)
+        elif spec.get("maxUnavailable") is not None:
+            desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
+        else:
+            desired = 0
+        return expected, healthy, desired
+
+    def _recompute_pdbs(self) -> None:
+        for key, pdb in sorted(self.pdbs.items()):
+            expected, healthy, desired = self._pdb_health(pdb)
+            allowed = healthy - desired if expected > 0 and healthy > desired else 0
+            pdb["status"].update(expectedPods=expected, currentHealthy=healthy, desiredHealthy=desired,
+                                 disruptionsAllowed=self._overrides.get(key, allowed))
+        self._check_budgets()
+
+    def _check_budgets(self) -> None:
+        for key in sorted(self._granted):
+            names = self._granted.pop(key)
+            if key in self.pdbs:
+                _, healthy, desired = self._pdb_health(self.pdbs[key])
+                if healthy < desired:
+                    self.violations.append(f"PodDisruptionBudget {key[0]}/{key[1]} at t={self.time:g}s: currentHealthy {healthy} "
+                                           f"< desiredHealthy {desired} after evicting {', '.join(names)}")
+
+
+class FakeClock:
+    """``Clock`` in the cluster's simulated time: ``sleep`` moves the world forward."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    def now(self) -> datetime:
+        return EPOCH + timedelta(seconds=self.cluster.time)
+
+    def monotonic(self) -> float:
+        return self.cluster.time
+
+    def sleep(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        self.cluster.advance(seconds)

@@ -1,0 +1,381 @@
+"""An independent checker for compaction plans, written apart from the planner.
+
+``check_plan(snapshot, plan, settings)`` returns every way ``plan`` breaks the
+contract of the issue, as readable strings (empty list = the plan is valid). It
+re-derives every rule from the snapshot types on its own: the movability contract,
+target eligibility (readiness, cordon, exclusion, taints, nodeSelector, required
+node affinity), capacity after the whole plan, the freed/filled bookkeeping, the
+"no move serves nothing" rule and the move limits. Nothing from
+``compactor.planner`` is imported except the plan document types, so a bug in the
+planner cannot hide behind the same bug here.
+
+The helpers (``movable_reason``, ``target_reason``, ``capacity_of``, ...) are also
+what the brute-force property test enumerates with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from compactor.model.types import LabelSelector, Node, NodeSelectorTerm, Pdb, Pod, SelectorRequirement, Snapshot, Taint, Toleration
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import PlannerSettings, parse_shape
+
+CRITICAL_PRIORITY = 2_000_000_000
+CRITICAL_CLASSES = ("system-cluster-critical", "system-node-critical")
+EVICT = "compactor.io/evict"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+MIRROR = "kubernetes.io/config.mirror"
+EXCLUDE = "compactor.io/exclude"
+
+Load = dict[str, int]
+
+
+# --------------------------------------------------------------------------- GPU resources
+
+
+def is_gpu_resource(name: str) -> bool:
+    return name in ("nvidia.com/gpu", "nvidia.com/gpu.shared") or name.startswith("nvidia.com/mig-")
+
+
+def is_gpu_pod(pod: Pod) -> bool:
+    return any(is_gpu_resource(r) and v > 0 for r, v in pod.requests.items())
+
+
+def node_gpus(node: Node) -> int:
+    """Physical GPUs of a node (as the snapshot parser derived them)."""
+    return node.gpu.physical_gpus
+
+
+def uses_capacity(pod: Pod) -> bool:
+    """A pod counts against its node while bound and not terminated."""
+    return bool(pod.node_name) and pod.phase not in ("Succeeded", "Failed")
+
+
+def is_pending(pod: Pod) -> bool:
+    return not pod.node_name and pod.phase == "Pending" and not pod.scheduling_gates
+
+
+# --------------------------------------------------------------------------- movability (issue rules 1-9 + config)
+
+
+def _selector_requirement(req: SelectorRequirement, labels: Mapping[str, str]) -> bool:
+    if req.operator == "In":
+        return req.key in labels and labels[req.key] in req.values
+    if req.operator == "NotIn":
+        return req.key not in labels or labels[req.key] not in req.values
+    if req.operator == "Exists":
+        return req.key in labels
+    if req.operator == "DoesNotExist":
+        return req.key not in labels
+    if req.operator in ("Gt", "Lt"):
+        try:
+            have, want = int(labels[req.key]), int(req.values[0])
+        except (KeyError, IndexError, ValueError):
+            return False
+        return have > want if req.operator == "Gt" else have < want
+    return False
+
+
+def pdb_selects(pdb: Pdb, pod: Pod) -> bool:
+    selector: LabelSelector | None = pdb.selector
+    if selector is None or pdb.namespace != pod.namespace:
+        return False
+    return all(pod.labels.get(k) == v for k, v in selector.match_labels) and all(
+        _selector_requirement(r, pod.labels) for r in selector.match_expressions
+    )
+
+
+def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: PlannerSettings) -> str | None:
+    """Why the contract keeps ``pod`` where it is, or None when a plan may move it."""
+    if pod.phase != "Running":
+        return "1: not Running"
+    if pod.deletion_timestamp:
+        return "1: has a deletionTimestamp"
+    if any(o.kind == "DaemonSet" for o in pod.owners):
+        return "2: DaemonSet pod"
+    if MIRROR in pod.annotations:
+        return "2: mirror/static pod"
+    if not pod.owners:
+        return "3: no ownerReferences"
+    if pod.priority >= CRITICAL_PRIORITY or pod.priority_class_name in CRITICAL_CLASSES:
+        return "4: system-critical"
+    if pod.local_storage and pod.annotations.get(EVICT) != "true":
+        return "5: local storage"
+    if pod.annotations.get(EVICT) == "false" or pod.annotations.get(SAFE_TO_EVICT) == "false":
+        return "6: opted out"
+    if any(pdb.disruptions_allowed == 0 and pdb_selects(pdb, pod) for pdb in pdbs):
+        return "7: PDB allows no disruption"
+    if node is not None and node.labels.get(EXCLUDE) == "true":
+        return "8: node excluded"
+    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
+        return "9: required inter-pod (anti-)affinity"
+    if pod.has_hard_topology_spread:
+        return "9: DoNotSchedule topology spread"
+    if settings.namespaces and pod.namespace not in settings.namespaces:
+        return "config: namespace not selected"
+    if pod.namespace in settings.exclude_namespaces:
+        return "config: namespace excluded"
+    if any(pod.labels.get(k) != v for k, v in settings.pod_selector.items()):
+        return "config: pod_selector"
+    if settings.max_priority is not None and pod.priority > settings.max_priority:
+        return "config: max_priority"
+    return None
+
+
+def movable_pods(snapshot: Snapshot, settings: PlannerSettings) -> dict[str, str | None]:
+    """Bound pod key -> None (movable) or the reason it is not."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    return {p.key: movable_reason(p, nodes.get(p.node_name), snapshot.pdbs, settings) for p in snapshot.pods if uses_capacity(p)}
+
+
+# --------------------------------------------------------------------------- where a pod may go
+
+
+def _tolerates(tol: Toleration, taint: Taint) -> bool:
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if not tol.key:
+        return tol.operator == "Exists"
+    if tol.key != taint.key:
+        return False
+    return tol.operator == "Exists" or tol.value == taint.value
+
+
+def _term(term: NodeSelectorTerm, node: Node) -> bool:
+    if not term.match_expressions and not term.match_fields:
+        return False
+    return all(_selector_requirement(r, node.labels) for r in term.match_expressions) and all(
+        _selector_requirement(r, {"metadata.name": node.name}) for r in term.match_fields
+    )
+
+
+def target_reason(pod: Pod, node: Node) -> str | None:
+    """Why ``node`` may not receive ``pod`` (capacity aside), or None."""
+    if not node.ready:
+        return "target not Ready"
+    if node.unschedulable:
+        return "target cordoned"
+    if node.labels.get(EXCLUDE) == "true":
+        return "target excluded"
+    for taint in node.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in pod.tolerations):
+            return f"target taint {taint.key}={taint.value}:{taint.effect} not tolerated"
+    if any(node.labels.get(k) != v for k, v in pod.node_selector):
+        return "target does not match nodeSelector"
+    terms = pod.affinity.required_node_terms
+    if terms is not None and not any(_term(t, node) for t in terms):
+        return "target does not match required node affinity"
+    return None
+
+
+# --------------------------------------------------------------------------- loads and capacity
+
+
+def add(load: Load, requests: Mapping[str, int], sign: int = 1) -> None:
+    for r, v in requests.items():
+        load[r] = load.get(r, 0) + sign * v
+
+
+def loads_before(snapshot: Snapshot) -> dict[str, Load]:
+    loads: dict[str, Load] = {n.name: {} for n in snapshot.nodes}
+    for pod in snapshot.pods:
+        if uses_capacity(pod) and pod.node_name in loads:
+            add(loads[pod.node_name], pod.requests)
+    return loads
+
+
+def capacity_of(node: Node, before: Mapping[str, int]) -> Load:
+    """What a node may hold after the plan: allocatable, or its snapshot load where that is higher."""
+    keys = set(node.allocatable) | set(before)
+    return {r: max(node.allocatable.get(r, 0), before.get(r, 0)) for r in keys}
+
+
+def fits(load: Mapping[str, int], extra: Mapping[str, int], cap: Mapping[str, int]) -> bool:
+    return all(load.get(r, 0) + v <= cap.get(r, 0) for r, v in extra.items() if v > 0)
+
+
+def over(load: Mapping[str, int], cap: Mapping[str, int]) -> list[str]:
+    return sorted(r for r, v in load.items() if v > cap.get(r, 0))
+
+
+def gpu_pod_counts(snapshot: Snapshot, where: Mapping[str, str]) -> Counter[str]:
+    """GPU pods per node, with ``where`` (pod key -> node) overriding the snapshot's binding."""
+    counts: Counter[str] = Counter()
+    for pod in snapshot.pods:
+        node = where.get(pod.key, pod.node_name if uses_capacity(pod) else "")
+        if node and is_gpu_pod(pod):
+            counts[node] += 1
+    return counts
+
+
+def freed_filled(snapshot: Snapshot, where: Mapping[str, str]) -> tuple[set[str], set[str], int]:
+    """(freed nodes, filled nodes, net freed GPUs) when pods end where ``where`` says."""
+    before = gpu_pod_counts(snapshot, {})
+    after = gpu_pod_counts(snapshot, where)
+    gpu_nodes = [n for n in snapshot.nodes if node_gpus(n) > 0]
+    freed = {n.name for n in gpu_nodes if before[n.name] > 0 and after[n.name] == 0}
+    filled = {n.name for n in gpu_nodes if before[n.name] == 0 and after[n.name] > 0}
+    by_name = {n.name: n for n in snapshot.nodes}
+    net = sum(node_gpus(by_name[n]) for n in freed) - sum(node_gpus(by_name[n]) for n in filled)
+    return freed, filled, net
+
+
+def shape_headroom(node: Node, load: Mapping[str, int], cap: Mapping[str, int], shapes: Sequence[Mapping[str, int]]) -> int:
+    """Copies of each shape that fit in the node's free room, summed (0 on nodes that cannot receive pods)."""
+    if not node.ready or node.unschedulable or node.labels.get(EXCLUDE) == "true":
+        return 0
+    total = 0
+    for shape in shapes:
+        room = [(cap.get(r, 0) - load.get(r, 0)) // v for r, v in shape.items() if v > 0]
+        total += max(0, min(room)) if room else 0
+    return total
+
+
+def total_headroom(snapshot: Snapshot, loads: Mapping[str, Load], caps: Mapping[str, Load], shapes: Sequence[Mapping[str, int]]) -> int:
+    return sum(shape_headroom(n, loads[n.name], caps[n.name], shapes) for n in snapshot.nodes)
+
+
+# --------------------------------------------------------------------------- the checker
+
+
+def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettings) -> list[str]:
+    errors: list[str] = []
+    pods = {p.key: p for p in snapshot.pods}
+    nodes = {n.name: n for n in snapshot.nodes}
+    before = loads_before(snapshot)
+    caps = {name: capacity_of(nodes[name], before[name]) for name in nodes}
+    after = {name: dict(load) for name, load in before.items()}
+    where: dict[str, str] = {}
+    seen: Counter[str] = Counter()
+
+    for i, move in enumerate(plan.moves):
+        tag = f"move {i} {move.pod} {move.from_node}->{move.to_node}"
+        seen[move.pod] += 1
+        pod = pods.get(move.pod)
+        if pod is None:
+            errors.append(f"{tag}: no such pod")
+            continue
+        if seen[move.pod] > 1:
+            errors.append(f"{tag}: pod moved more than once")
+            continue
+        if not uses_capacity(pod) or pod.node_name != move.from_node:
+            errors.append(f"{tag}: pod is bound to {pod.node_name or 'no node'}, not {move.from_node}")
+            continue
+        if move.uid and move.uid != pod.uid:
+            errors.append(f"{tag}: uid {move.uid} is not the pod's {pod.uid}")
+        if move.gpu != is_gpu_pod(pod):
+            errors.append(f"{tag}: gpu flag {move.gpu} is wrong")
+        reason = movable_reason(pod, nodes.get(pod.node_name), snapshot.pdbs, settings)
+        if reason:
+            errors.append(f"{tag}: pod may not move ({reason})")
+        target = nodes.get(move.to_node)
+        if target is None:
+            errors.append(f"{tag}: no such target node")
+            continue
+        if move.to_node == move.from_node:
+            errors.append(f"{tag}: moves onto its own node")
+        why = target_reason(pod, target)
+        if why:
+            errors.append(f"{tag}: {why}")
+        add(after[move.from_node], pod.requests, -1)
+        add(after[move.to_node], pod.requests)
+        where[pod.key] = move.to_node
+
+    for i, placement in enumerate(plan.placed_pending):
+        tag = f"placement {i} {placement.pod}->{placement.to_node}"
+        seen[placement.pod] += 1
+        pod = pods.get(placement.pod)
+        if pod is None:
+            errors.append(f"{tag}: no such pod")
+            continue
+        if seen[placement.pod] > 1:
+            errors.append(f"{tag}: pod already moved or placed")
+            continue
+        if not is_pending(pod):
+            errors.append(f"{tag}: pod is not pending (phase {pod.phase}, node {pod.node_name or '-'})")
+            continue
+        if not is_gpu_pod(pod):
+            errors.append(f"{tag}: placed pod requests no GPU")
+        target = nodes.get(placement.to_node)
+        if target is None:
+            errors.append(f"{tag}: no such target node")
+            continue
+        why = target_reason(pod, target)
+        if why:
+            errors.append(f"{tag}: {why}")
+        add(after[placement.to_node], pod.requests)
+        where[pod.key] = placement.to_node
+
+    for name in nodes:
+        exceeded = over(after[name], caps[name])
+        if exceeded:
+            detail = ", ".join(f"{r} {after[name].get(r, 0)} > {caps[name].get(r, 0)}" for r in exceeded)
+            errors.append(f"node {name} over capacity after the plan: {detail}")
+
+    # Freed / filled / freedGpus, recomputed from scratch.
+    freed, filled, net = freed_filled(snapshot, where)
+    if len(set(plan.freed_nodes)) != len(plan.freed_nodes) or set(plan.freed_nodes) != freed:
+        errors.append(f"freedNodes {sorted(plan.freed_nodes)} != recomputed {sorted(freed)}")
+    if len(set(plan.filled_nodes)) != len(plan.filled_nodes) or set(plan.filled_nodes) != filled:
+        errors.append(f"filledNodes {sorted(plan.filled_nodes)} != recomputed {sorted(filled)}")
+    if plan.freed_gpus != net:
+        errors.append(f"freedGpus {plan.freed_gpus} != recomputed {net}")
+
+    # The objective: with nothing placed, moves must buy net freed GPUs (or shape headroom); never a trade.
+    shapes = [parse_shape(s) for s in settings.target_shapes] if settings.mode == "shapes" else []
+    if not plan.placed_pending and plan.moves:
+        if shapes:
+            gain = total_headroom(snapshot, after, caps, shapes) - total_headroom(snapshot, before, caps, shapes)
+            if gain <= 0:
+                errors.append(f"shape mode: {len(plan.moves)} move(s) gain no headroom ({gain})")
+        elif net <= 0:
+            errors.append(f"{len(plan.moves)} move(s) but net freed GPUs is {net}: the plan trades or frees nothing")
+
+    # No move that serves nothing.
+    for i, move in enumerate(plan.moves):
+        pod = pods.get(move.pod)
+        if pod is None or move.from_node not in nodes or move.to_node not in nodes or seen[move.pod] > 1:
+            continue
+        if is_gpu_pod(pod) and move.from_node in freed:
+            continue
+        if not fits(after[move.from_node], pod.requests, caps[move.from_node]):
+            continue
+        if shapes:
+            src, dst = dict(after[move.from_node]), dict(after[move.to_node])
+            now = shape_headroom(nodes[move.from_node], src, caps[move.from_node], shapes) + shape_headroom(
+                nodes[move.to_node], dst, caps[move.to_node], shapes
+            )
+            add(src, pod.requests)
+            add(dst, pod.requests, -1)
+            undone = shape_headroom(nodes[move.from_node], src, caps[move.from_node], shapes) + shape_headroom(
+                nodes[move.to_node], dst, caps[move.to_node], shapes
+            )
+            if undone < now:
+                continue
+        errors.append(f"move {i} {move.pod} {move.from_node}->{move.to_node}: serves nothing (the pod could stay)")
+
+    # Limits.
+    if settings.max_moves is not None and len(plan.moves) > settings.max_moves:
+        errors.append(f"{len(plan.moves)} moves > maxMoves {settings.max_moves}")
+    if settings.max_moves_per_node is not None:
+        per_node = Counter(m.from_node for m in plan.moves)
+        errors.extend(f"{n}: {k} moves > maxMovesPerNode {settings.max_moves_per_node}" for n, k in per_node.items() if k > settings.max_moves_per_node)
+    if settings.max_moves_per_namespace is not None:
+        per_ns: dict[str, int] = defaultdict(int)
+        for m in plan.moves:
+            per_ns[m.pod.split("/", 1)[0]] += 1
+        errors.extend(
+            f"namespace {ns}: {k} moves > maxMovesPerNamespace {settings.max_moves_per_namespace}"
+            for ns, k in per_ns.items()
+            if k > settings.max_moves_per_namespace
+        )
+    if settings.min_gain_per_move > 0 and plan.moves and net < settings.min_gain_per_move * len(plan.moves) - 1e-9:
+        errors.append(f"net freed {net} GPUs over {len(plan.moves)} moves < minGainPerMove {settings.min_gain_per_move}")
+    return errors
+
+
+def assert_valid(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettings) -> None:
+    errors = check_plan(snapshot, plan, settings)
+    assert not errors, "plan violates the contract:\n  " + "\n  ".join(errors)

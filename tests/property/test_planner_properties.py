@@ -1,0 +1,285 @@
+"""Planner properties on random small clusters.
+
+1. Any plan for a random cluster (whole-GPU and MIG nodes, taints, cordons, bare
+   pods, blocking PDBs, local storage, pending pods, random limits and modes)
+   passes the independent checker.
+2. On tiny clusters (<= 4 nodes, <= 6 movable pods) a brute force enumerates every
+   assignment of the movable pods (and pending pods) to nodes that respects
+   eligibility and capacity; the plan places as many pending pods as the best
+   assignment, frees as many net GPUs, and uses the fewest moves among those.
+
+The brute force uses only the checker's re-derived rules (``tests/plancheck``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, note
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from compactor.model.types import Pod, Snapshot
+from compactor.planner.compose import build_plan
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import PlannerSettings
+from tests.builders import cluster, node, pdb, pod
+from tests.plancheck import (
+    capacity_of,
+    check_plan,
+    is_gpu_pod,
+    is_pending,
+    loads_before,
+    movable_pods,
+    node_gpus,
+    target_reason,
+    uses_capacity,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
+MIG_PROFILES = ("1g.5gb", "2g.10gb")
+# PLANNER_PROPERTY_EXAMPLES=1000 for a longer hunt; 30 keeps the suite well under a minute.
+PROPERTY = hsettings(max_examples=int(os.environ.get("PLANNER_PROPERTY_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# ---------------------------------------------------------------------------- random clusters
+
+
+@st.composite
+def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pending: int = 2, tiny: bool = False) -> list[dict[str, Any]]:
+    """Kubernetes objects for a random small GPU cluster."""
+    objects: list[dict[str, Any]] = []
+    free: dict[str, dict[str, int]] = {}
+    nodes = draw(st.integers(2, max_nodes))
+    for i in range(nodes):
+        name = f"n{i}"
+        features: dict[str, Any] = {"cpu": str(draw(st.sampled_from([8, 16, 64])))}
+        if draw(st.integers(0, 9)) < 2:
+            features["unschedulable"] = True
+        elif draw(st.integers(0, 19)) == 0:
+            features["ready"] = False
+        if draw(st.integers(0, 9)) < 2:
+            features["taints"] = [TAINT]
+        if not tiny and draw(st.integers(0, 19)) == 0:
+            features["labels"] = {"compactor.io/exclude": "true"}
+        if draw(st.integers(0, 3)) == 0:
+            small = draw(st.integers(0, 4))
+            double = draw(st.integers(0 if small else 1, 3))
+            mig = {p: k for p, k in zip(MIG_PROFILES, (small, double), strict=True) if k}
+            objects.append(node(name, mig=mig, physical_gpus=1, **features))
+            free[name] = {"nvidia.com/mig-" + p: k for p, k in mig.items()}
+        else:
+            gpus = draw(st.integers(2, 8))
+            objects.append(node(name, gpus=gpus, **features))
+            free[name] = {"nvidia.com/gpu": gpus}
+        free[name]["cpu"] = int(features["cpu"])
+
+    guarded = False
+    wanted, bound = draw(st.integers(2 if tiny else 0, max_bound)), 0
+    for j in range(3 * wanted):
+        if bound == wanted:
+            break
+        where = f"n{draw(st.integers(0, nodes - 1))}"
+        kwargs = _pod_shape(draw, free[where])
+        if kwargs is None:
+            continue
+        overcommit = not tiny and draw(st.integers(0, 19)) == 0
+        cpu = draw(st.sampled_from([1, 1, 1, 2, 4]))  # mostly equal, so pods share a type
+        resource = next(r for r in kwargs["_res"])
+        if free[where][resource] < kwargs["_res"][resource] and not overcommit:
+            continue
+        if free[where]["cpu"] < cpu and not overcommit:
+            continue
+        for r, v in kwargs.pop("_res").items():
+            free[where][r] -= v
+        free[where]["cpu"] -= cpu
+        bound += 1
+        feature = draw(st.sampled_from(["plain"] * 6 + ["bare", "pdb", "local", "daemonset", "evict-true-local"]))
+        extra: dict[str, Any] = {}
+        if feature == "bare":
+            extra["owner"] = None
+        elif feature == "pdb":
+            extra["labels"] = {"app": "guarded"}
+            guarded = True
+        elif feature == "local":
+            extra["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        elif feature == "daemonset":
+            extra["owner"] = "DaemonSet/agent"
+        elif feature == "evict-true-local":
+            extra["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+            extra["annotations"] = {"compactor.io/evict": "true"}
+        if draw(st.integers(0, 3)) == 0:
+            extra["tolerations"] = [TOLERATION]
+        namespace = draw(st.sampled_from(["default"] * 4 + ["team"]))
+        objects.append(pod(f"p{j}", on=where, cpu=str(cpu), namespace=namespace, **kwargs, **extra))
+    if guarded:
+        objects.append(pdb("guard", match={"app": "guarded"}, allowed=0))
+
+    for k in range(draw(st.integers(0, max_pending))):
+        if draw(st.booleans()):
+            shape: dict[str, Any] = {"gpus": draw(st.integers(1, 8))}
+        else:
+            shape = {"mig": draw(st.sampled_from(MIG_PROFILES))}
+        if draw(st.integers(0, 3)) == 0:
+            shape["tolerations"] = [TOLERATION]
+        objects.append(pod(f"wait{k}", owner="Job/wait", cpu=str(draw(st.integers(1, 4))), **shape))
+    return objects
+
+
+def _pod_shape(draw: st.DrawFn, free: dict[str, int]) -> dict[str, Any] | None:
+    """A GPU request the node advertises: 1-4 whole GPUs or one MIG slice."""
+    if "nvidia.com/gpu" in free:
+        gpus = draw(st.integers(1, 4))
+        return {"gpus": gpus, "_res": {"nvidia.com/gpu": gpus}}
+    profiles = [r.removeprefix("nvidia.com/mig-") for r in free if r.startswith("nvidia.com/mig-")]
+    if not profiles:
+        return None
+    profile = draw(st.sampled_from(sorted(profiles)))
+    return {"mig": profile, "_res": {"nvidia.com/mig-" + profile: 1}}
+
+
+@st.composite
+def planner_settings(draw: st.DrawFn) -> PlannerSettings:
+    shapes = draw(st.integers(0, 4)) == 0
+    return PlannerSettings(
+        time_limit_seconds=5,
+        workers=2,
+        mode="shapes" if shapes else "free-nodes",
+        target_shapes=[draw(st.sampled_from(["nvidia.com/gpu=2", "nvidia.com/gpu=4", "nvidia.com/mig-1g.5gb=1"]))] if shapes else [],
+        max_moves=draw(st.sampled_from([None, None, 0, 1, 3])),
+        max_moves_per_node=draw(st.sampled_from([None, None, 1, 2])),
+        max_moves_per_namespace=draw(st.sampled_from([None, None, 1, 2])),
+        min_gain_per_move=draw(st.sampled_from([0.0, 0.0, 0.5, 2.0])),
+        exclude_namespaces=draw(st.sampled_from([["kube-system"], ["team"]])),
+    )
+
+
+def _plan(snapshot: Snapshot, config: PlannerSettings) -> CompactionPlan:
+    plan = build_plan(snapshot, config, source="property", now=NOW)
+    note(plan.to_json())
+    return plan
+
+
+# ---------------------------------------------------------------------------- property 1: every plan is valid
+
+
+@PROPERTY
+@given(objects=clusters(), config=planner_settings())
+def test_every_plan_passes_the_checker(objects: list[dict[str, Any]], config: PlannerSettings) -> None:
+    snapshot = cluster(*objects)
+    plan = _plan(snapshot, config)
+    assert plan.solver.status in ("OPTIMAL", "FEASIBLE")
+    errors = check_plan(snapshot, plan, config)
+    assert not errors, errors
+
+
+# ---------------------------------------------------------------------------- property 2: optimal vs brute force
+
+
+def brute_force(snapshot: Snapshot, config: PlannerSettings) -> tuple[int, int, int]:
+    """(most pending pods placed, best net freed GPUs given that, fewest moves given both)."""
+    nodes = list(snapshot.nodes)
+    names = [n.name for n in nodes]
+    index = {name: i for i, name in enumerate(names)}
+    reasons = movable_pods(snapshot, config)
+    movable = [p for p in snapshot.pods if uses_capacity(p) and reasons[p.key] is None]
+    pending = [p for p in snapshot.pods if is_pending(p) and is_gpu_pod(p)]
+    before = loads_before(snapshot)
+    caps = [capacity_of(n, before[n.name]) for n in nodes]
+    loads = [dict(before[name]) for name in names]
+    for p in movable:
+        for r, v in p.requests.items():
+            loads[index[p.node_name]][r] -= v
+    gpu_before = Counter(index[p.node_name] for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p))
+    gpu_now = Counter(index[p.node_name] for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p) and reasons[p.key] is not None)
+    gpus = [node_gpus(n) for n in nodes]
+
+    def options(p: Pod, current: int | None) -> list[int | None]:
+        others = [i for i, n in enumerate(nodes) if i != current and target_reason(p, n) is None]
+        return [current, *others]
+
+    items: list[tuple[Pod, int | None, list[int | None]]] = [(p, index[p.node_name], options(p, index[p.node_name])) for p in movable]
+    items += [(p, None, options(p, None)) for p in pending]
+    best: list[tuple[int, int, int]] = []
+
+    def fits(p: Pod, i: int) -> bool:
+        load, cap = loads[i], caps[i]
+        return all(load.get(r, 0) + v <= cap.get(r, 0) for r, v in p.requests.items())
+
+    def shift(p: Pod, i: int, sign: int) -> None:
+        for r, v in p.requests.items():
+            loads[i][r] = loads[i].get(r, 0) + sign * v
+        if is_gpu_pod(p):
+            gpu_now[i] += sign
+
+    def leaf(placed: int, moves: int) -> None:
+        net = 0
+        for i, g in enumerate(gpus):
+            if g and gpu_before[i] and not gpu_now[i]:
+                net += g
+            elif g and not gpu_before[i] and gpu_now[i]:
+                net -= g
+        key = (placed, net, -moves)
+        if not best or key > best[0]:
+            best[:] = [key]
+
+    def walk(k: int, placed: int, moves: int) -> None:
+        if k == len(items):
+            leaf(placed, moves)
+            return
+        p, current, choices = items[k]
+        for choice in choices:
+            if choice is None:
+                walk(k + 1, placed, moves)
+                continue
+            if not fits(p, choice):
+                continue
+            shift(p, choice, 1)
+            walk(k + 1, placed + (current is None), moves + (current is not None and choice != current))
+            shift(p, choice, -1)
+
+    walk(0, 0, 0)
+    placed, net, neg_moves = best[0]
+    return placed, net, -neg_moves
+
+
+@PROPERTY
+@given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True))
+def test_plan_matches_brute_force_optimum(objects: list[dict[str, Any]]) -> None:
+    snapshot = cluster(*objects)
+    config = PlannerSettings(time_limit_seconds=5, workers=2)
+    movable = [k for k, why in movable_pods(snapshot, config).items() if why is None]
+    assume(len(movable) <= 6)
+    plan = _plan(snapshot, config)
+    errors = check_plan(snapshot, plan, config)
+    assert not errors, errors
+    assert plan.solver.status == "OPTIMAL"
+    placed, net, moves = brute_force(snapshot, config)
+    note(f"brute force: placed={placed} net={net} moves={moves}")
+    assert len(plan.placed_pending) == placed
+    assert plan.freed_gpus == net
+    assert len(plan.moves) == moves
+
+
+def test_brute_force_sees_what_the_planner_must_do() -> None:
+    """The brute force itself on hand-checked cases."""
+    snapshot = cluster(
+        *[node(f"g{i}", gpus=8) for i in range(3)],
+        pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2),
+        pod("big", gpus=8, owner="Job/big"),
+    )
+    config = PlannerSettings(time_limit_seconds=5, workers=2)
+    # 18 GPUs of demand on 24: big fits once b joins a (1 move); no node can also be freed.
+    assert brute_force(snapshot, config) == (1, 0, 1)
+    # Without the pending pod: c joins a or b and g2 is freed.
+    snapshot = cluster(*[node(f"g{i}", gpus=8) for i in range(3)], pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2))
+    assert brute_force(snapshot, config) == (0, 8, 1)
+    # A cordoned node is no target: c cannot leave, but a can join b.
+    snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8, unschedulable=True), pod("a", on="g0", gpus=4), pod("c", on="g1", gpus=2))
+    assert brute_force(snapshot, config) == (0, 8, 1)
+

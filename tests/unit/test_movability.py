@@ -1,0 +1,350 @@
+"""Which pods may move: every rule of the contract, and config narrowing, each where it binds.
+
+Every scenario is the same two-node cluster: ``keep`` runs an unmovable 6-GPU pod
+(2 GPUs free), ``src`` runs one 2-GPU candidate ``c``. Moving ``c`` to ``keep``
+frees ``src`` (8 GPUs) in one move, so the planner does it unless a rule keeps
+``c`` in place; then the plan is empty and ``src`` is not freed. Each rule has a
+near-miss control that does move, so no test passes for the wrong reason.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from compactor.errors import ConfigError
+from compactor.planner.compose import build_plan
+from compactor.planner.movability import Unmovable, movability
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import PlannerSettings, load_settings
+from compactor.model.types import Snapshot
+from tests.builders import cluster, node, pdb, pod
+from tests.plancheck import assert_valid, movable_reason
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+FAST = {"time_limit_seconds": 5, "workers": 2}
+EMPTY_DIR = [{"name": "scratch", "emptyDir": {}}]
+HOST_PATH = [{"name": "host", "hostPath": {"path": "/var/data"}}]
+AFFINITY_TERM = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+
+
+def settings(**overrides: Any) -> PlannerSettings:
+    return PlannerSettings(**{**FAST, **overrides})
+
+
+def scenario(candidate: dict[str, Any] | None = None, *extra: dict[str, Any], src: dict[str, Any] | None = None,
+             config: PlannerSettings | None = None) -> tuple[Snapshot, CompactionPlan]:
+    cand = {"on": "src", "gpus": 2, **(candidate or {})}
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8, **(src or {})),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod("c", **cand),
+        *extra,
+    )
+    cfg = config or settings()
+    plan = build_plan(snapshot, cfg, source="test", now=NOW)
+    assert_valid(snapshot, plan, cfg)
+    return snapshot, plan
+
+
+def assert_stays(plan: CompactionPlan, reason: Unmovable | None = None) -> None:
+    assert plan.moves == []
+    assert "src" not in plan.freed_nodes
+    assert plan.freed_gpus == 0
+    if reason is not None:
+        assert reason.value in plan.explanations["unmovablePods"]
+
+
+def assert_moves(plan: CompactionPlan, namespace: str = "default") -> None:
+    assert [(m.pod, m.from_node, m.to_node) for m in plan.moves] == [(f"{namespace}/c", "src", "keep")]
+    assert plan.freed_nodes == ["src"]
+    assert plan.freed_gpus == 8
+
+
+def test_baseline_candidate_moves_and_frees_src() -> None:
+    _, plan = scenario()
+    assert_moves(plan)
+    assert plan.solver.status == "OPTIMAL"
+
+
+# ---------------------------------------------------------------- rule 1: not Running, or being deleted
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Unknown"])
+def test_rule1_bound_pod_not_running_stays(phase: str) -> None:
+    _, plan = scenario({"phase": phase})
+    assert_stays(plan, Unmovable.NOT_RUNNING)
+
+
+def test_rule1_pod_with_deletion_timestamp_stays() -> None:
+    _, plan = scenario({"deleting": True})
+    assert_stays(plan, Unmovable.TERMINATING)
+
+
+# ---------------------------------------------------------------- rule 2: DaemonSet, mirror pod
+
+
+def test_rule2_daemonset_pod_stays() -> None:
+    _, plan = scenario({"owner": "DaemonSet/gpu-agent"})
+    assert_stays(plan, Unmovable.DAEMONSET)
+
+
+def test_rule2_mirror_pod_stays() -> None:
+    _, plan = scenario({"owner": "Node/src", "annotations": {"kubernetes.io/config.mirror": "abc123"}})
+    assert_stays(plan, Unmovable.MIRROR)
+
+
+@pytest.mark.parametrize("owner", ["ReplicaSet/app", "StatefulSet/db", "Job/train"])
+def test_rule2_control_other_controllers_move(owner: str) -> None:
+    _, plan = scenario({"owner": owner})
+    assert_moves(plan)
+
+
+# ---------------------------------------------------------------- rule 3: no ownerReferences
+
+
+def test_rule3_bare_pod_stays() -> None:
+    _, plan = scenario({"owner": None})
+    assert_stays(plan, Unmovable.BARE)
+
+
+# ---------------------------------------------------------------- rule 4: system-critical
+
+
+@pytest.mark.parametrize("priority", [2_000_000_000, 2_000_001_000])
+def test_rule4_critical_priority_stays(priority: int) -> None:
+    _, plan = scenario({"priority": priority})
+    assert_stays(plan, Unmovable.SYSTEM_CRITICAL)
+
+
+@pytest.mark.parametrize("klass", ["system-cluster-critical", "system-node-critical"])
+def test_rule4_critical_priority_class_stays(klass: str) -> None:
+    _, plan = scenario({"priority_class": klass})
+    assert_stays(plan, Unmovable.SYSTEM_CRITICAL)
+
+
+def test_rule4_control_just_below_critical_moves() -> None:
+    _, plan = scenario({"priority": 1_999_999_999, "priority_class": "high"})
+    assert_moves(plan)
+
+
+# ---------------------------------------------------------------- rule 5: local storage
+
+
+@pytest.mark.parametrize("volumes", [EMPTY_DIR, HOST_PATH], ids=["emptyDir", "hostPath"])
+def test_rule5_local_storage_stays(volumes: list[dict[str, Any]]) -> None:
+    _, plan = scenario({"volumes": volumes})
+    assert_stays(plan, Unmovable.LOCAL_STORAGE)
+
+
+@pytest.mark.parametrize("volumes", [EMPTY_DIR, HOST_PATH], ids=["emptyDir", "hostPath"])
+def test_rule5_local_storage_annotated_evict_true_moves(volumes: list[dict[str, Any]]) -> None:
+    _, plan = scenario({"volumes": volumes, "annotations": {"compactor.io/evict": "true"}})
+    assert_moves(plan)
+
+
+def test_rule5_control_other_volumes_move() -> None:
+    _, plan = scenario({"volumes": [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]})
+    assert_moves(plan)
+
+
+# ---------------------------------------------------------------- rule 6: opt-out annotations
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{"compactor.io/evict": "false"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+     {"compactor.io/evict": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}],
+    ids=["evict-false", "safe-to-evict-false", "evict-true-but-safe-to-evict-false"],
+)
+def test_rule6_opted_out_stays(annotations: dict[str, str]) -> None:
+    _, plan = scenario({"annotations": annotations})
+    assert_stays(plan, Unmovable.OPTED_OUT)
+
+
+def test_rule6_control_safe_to_evict_true_moves() -> None:
+    _, plan = scenario({"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}})
+    assert_moves(plan)
+
+
+# ---------------------------------------------------------------- rule 7: PDB with disruptionsAllowed == 0
+
+
+def test_rule7_pdb_allowing_no_disruption_stays() -> None:
+    _, plan = scenario({"labels": {"app": "trainer"}}, pdb("trainer", match={"app": "trainer"}, allowed=0))
+    assert_stays(plan, Unmovable.PDB_BLOCKS)
+
+
+def test_rule7_any_blocking_pdb_is_enough() -> None:
+    _, plan = scenario(
+        {"labels": {"app": "trainer", "tier": "gpu"}},
+        pdb("loose", match={"app": "trainer"}, allowed=3),
+        pdb("tight", match={"tier": "gpu"}, allowed=0),
+    )
+    assert_stays(plan, Unmovable.PDB_BLOCKS)
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        pdb("trainer", match={"app": "trainer"}, allowed=1),
+        pdb("other", match={"app": "other"}, allowed=0),
+        pdb("trainer", match={"app": "trainer"}, allowed=0, namespace="elsewhere"),
+    ],
+    ids=["allows-one", "selects-other-pods", "other-namespace"],
+)
+def test_rule7_control_pdb_that_does_not_bind_moves(budget: dict[str, Any]) -> None:
+    _, plan = scenario({"labels": {"app": "trainer"}}, budget)
+    assert_moves(plan)
+
+
+# ---------------------------------------------------------------- rule 8: node excluded
+
+
+def test_rule8_pod_on_excluded_node_stays() -> None:
+    _, plan = scenario(src={"labels": {"compactor.io/exclude": "true"}})
+    assert_stays(plan, Unmovable.NODE_EXCLUDED)
+
+
+def test_rule8_control_exclude_label_not_true_moves() -> None:
+    _, plan = scenario(src={"labels": {"compactor.io/exclude": "false"}})
+    assert_moves(plan)
+
+
+# ---------------------------------------------------------------- rule 9: inter-pod (anti-)affinity, hard spread
+
+
+@pytest.mark.parametrize("kind", ["podAffinity", "podAntiAffinity"])
+def test_rule9_required_inter_pod_affinity_stays(kind: str) -> None:
+    _, plan = scenario({"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [AFFINITY_TERM]}}})
+    assert_stays(plan, Unmovable.POD_AFFINITY)
+
+
+@pytest.mark.parametrize("when", ["DoNotSchedule", None])
+def test_rule9_hard_topology_spread_stays(when: str | None) -> None:
+    constraint: dict[str, Any] = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "app"}}}
+    if when:
+        constraint["whenUnsatisfiable"] = when  # absent defaults to DoNotSchedule
+    _, plan = scenario({"spread": [constraint]})
+    assert_stays(plan, Unmovable.TOPOLOGY_SPREAD)
+
+
+def test_rule9_control_preferred_affinity_and_soft_spread_move() -> None:
+    preferred = [{"weight": 10, "podAffinityTerm": AFFINITY_TERM}]
+    soft = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+             "labelSelector": {"matchLabels": {"app": "app"}}}]
+    affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+    _, plan = scenario({"affinity": affinity, "spread": soft})
+    assert_moves(plan)
+
+
+# ---------------------------------------------------------------- config narrowing
+
+
+def test_config_namespaces_not_selected_stays() -> None:
+    _, plan = scenario({"namespace": "team-a"}, config=settings(namespaces=["team-b"]))
+    assert_stays(plan, Unmovable.NAMESPACE)
+
+
+def test_config_namespaces_selected_moves() -> None:
+    _, plan = scenario({"namespace": "team-a"}, config=settings(namespaces=["team-a", "team-b"]))
+    assert_moves(plan, "team-a")
+
+
+def test_config_exclude_namespaces_defaults_to_kube_system() -> None:
+    assert PlannerSettings().exclude_namespaces == ["kube-system"]
+    _, plan = scenario({"namespace": "kube-system"})
+    assert_stays(plan, Unmovable.NAMESPACE)
+
+
+def test_config_exclude_namespaces_can_be_cleared_and_set() -> None:
+    _, plan = scenario({"namespace": "kube-system"}, config=settings(exclude_namespaces=[]))
+    assert_moves(plan, "kube-system")
+    _, plan = scenario({"namespace": "batch"}, config=settings(exclude_namespaces=["batch"]))
+    assert_stays(plan, Unmovable.NAMESPACE)
+
+
+def test_config_exclusion_wins_over_selection() -> None:
+    _, plan = scenario({"namespace": "batch"}, config=settings(namespaces=["batch"], exclude_namespaces=["batch"]))
+    assert_stays(plan, Unmovable.NAMESPACE)
+
+
+def test_config_pod_selector_mismatch_stays() -> None:
+    _, plan = scenario({"labels": {"app": "x", "compactable": "no"}}, config=settings(pod_selector={"compactable": "yes"}))
+    assert_stays(plan, Unmovable.SELECTOR)
+    _, plan = scenario({"labels": {"app": "x"}}, config=settings(pod_selector={"compactable": "yes"}))
+    assert_stays(plan, Unmovable.SELECTOR)
+
+
+def test_config_pod_selector_match_moves() -> None:
+    _, plan = scenario({"labels": {"app": "x", "compactable": "yes"}}, config=settings(pod_selector={"compactable": "yes"}))
+    assert_moves(plan)
+
+
+def test_config_max_priority_above_stays_equal_moves() -> None:
+    _, plan = scenario({"priority": 1001}, config=settings(max_priority=1000))
+    assert_stays(plan, Unmovable.PRIORITY)
+    _, plan = scenario({"priority": 1000}, config=settings(max_priority=1000))
+    assert_moves(plan)
+
+
+@pytest.mark.parametrize("value", [2_000_000_000, 3_000_000_000])
+def test_config_max_priority_may_not_admit_system_critical(value: int) -> None:
+    with pytest.raises(ConfigError, match="max_priority"):
+        load_settings(overrides={"planner": {"max_priority": value}})
+
+
+def test_config_max_priority_just_below_critical_loads() -> None:
+    loaded = load_settings(overrides={"planner": {"max_priority": 1_999_999_999}})
+    assert loaded.planner.max_priority == 1_999_999_999
+
+
+LOOSEST = {"namespaces": [], "exclude_namespaces": [], "pod_selector": {}, "max_priority": 1_999_999_999}
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reason"),
+    [
+        ({"phase": "Pending"}, Unmovable.NOT_RUNNING),
+        ({"deleting": True}, Unmovable.TERMINATING),
+        ({"owner": "DaemonSet/ds"}, Unmovable.DAEMONSET),
+        ({"owner": "Node/src", "annotations": {"kubernetes.io/config.mirror": "x"}}, Unmovable.MIRROR),
+        ({"owner": None}, Unmovable.BARE),
+        ({"priority_class": "system-node-critical"}, Unmovable.SYSTEM_CRITICAL),
+        ({"priority": 2_000_000_000, "namespace": "kube-system"}, Unmovable.SYSTEM_CRITICAL),
+    ],
+    ids=["not-running", "deleting", "daemonset", "mirror", "bare", "critical-class", "critical-priority-kube-system"],
+)
+def test_config_cannot_loosen_rules_1_to_4(candidate: dict[str, Any], reason: Unmovable) -> None:
+    _, plan = scenario(candidate, config=settings(**LOOSEST))
+    assert_stays(plan, reason)
+
+
+# ---------------------------------------------------------------- planner rules agree with the independent checker
+
+
+def test_movability_reasons_agree_with_checker() -> None:
+    cases = [
+        pod("ok", on="src", gpus=1),
+        pod("pending", on="src", gpus=1, phase="Pending"),
+        pod("ds", on="src", gpus=1, owner="DaemonSet/d"),
+        pod("bare", on="src", gpus=1, owner=None),
+        pod("crit", on="src", gpus=1, priority_class="system-cluster-critical"),
+        pod("local", on="src", gpus=1, volumes=EMPTY_DIR),
+        pod("local-ok", on="src", gpus=1, volumes=EMPTY_DIR, annotations={"compactor.io/evict": "true"}),
+        pod("opt", on="src", gpus=1, annotations={"compactor.io/evict": "false"}),
+        pod("pdb", on="src", gpus=1, labels={"app": "p"}),
+        pod("anti", on="src", gpus=1, affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [AFFINITY_TERM]}}),
+        pod("sys", on="src", gpus=1, namespace="kube-system"),
+        pod("excl", on="x", gpus=1),
+    ]
+    snapshot = cluster(node("src", gpus=8), node("x", gpus=8, labels={"compactor.io/exclude": "true"}), pdb("p", match={"app": "p"}, allowed=0), *cases)
+    cfg = settings()
+    planner = movability(snapshot.pods, snapshot.node_by_name(), snapshot.pdbs, cfg)
+    nodes = snapshot.node_by_name()
+    checker = {p.key: movable_reason(p, nodes.get(p.node_name), snapshot.pdbs, cfg) for p in snapshot.pods}
+    assert {k: v is None for k, v in planner.items()} == {k: v is None for k, v in checker.items()}
+    assert {k for k, v in planner.items() if v is None} == {"default/ok", "default/local-ok"}

@@ -1,0 +1,607 @@
+"""KubeClusterClient against the fake API server, through the official kubernetes client: exact requests, replies, errors.
+
+Ends with the executor running a one-move plan over the wire.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+import compactor.kube.cluster_client as cluster_client_module
+from compactor.actions import annotations as ann
+from compactor.actions.client import EvictionOutcome, ObjectRef
+from compactor.actions.clock import RealClock, SimulatedClock
+from compactor.actions.executor import Executor
+from compactor.errors import ClusterError
+from compactor.kube.cluster_client import KubeClusterClient
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings
+from tests.builders import node, pdb, pod
+from tests.fakeapi import FakeApiServer, RecordedRequest, status_body
+
+STATE = "gpu-compactor-state"
+STATE_PATH = f"/api/v1/namespaces/gpu-compactor/configmaps/{STATE}"
+POD_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+(/.*)?")
+ISO_SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+ISO_MICROS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def _client(fake_api: FakeApiServer, **options: Any) -> KubeClusterClient:
+    return KubeClusterClient(fake_api.api_client(), **options)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc)
+    assert "\n" not in text and "Traceback" not in text, text
+    return text
+
+
+def _writes(fake_api: FakeApiServer) -> list[RecordedRequest]:
+    return [r for r in fake_api.requests if r.method != "GET"]
+
+
+def _no_pod_deletes(fake_api: FakeApiServer) -> None:
+    deletes = [r for r in fake_api.requests if r.method == "DELETE"]
+    assert all(not POD_PATH.fullmatch(r.path) for r in deletes), deletes
+
+
+# ---------------------------------------------------------------- reads
+
+
+def test_list_nodes_is_paginated_raw_json_with_kind(fake_api: FakeApiServer) -> None:
+    fake_api.add(*(node(f"gpu-{i}", gpus=8) for i in range(5)))
+    nodes = _client(fake_api, page_size=2).list_nodes()
+    assert sorted(n["metadata"]["name"] for n in nodes) == [f"gpu-{i}" for i in range(5)]
+    assert all(n["kind"] == "Node" and n["apiVersion"] == "v1" for n in nodes)
+    assert nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] == "8"  # camelCase JSON, not model objects
+    lists = fake_api.requests_to("/api/v1/nodes", "GET")
+    assert [r.param("limit") for r in lists] == ["2", "2", "2"]
+    assert lists[0].param("continue") is None and all(r.param("continue") for r in lists[1:])
+
+
+def test_list_pods_on_a_node_uses_a_field_selector_across_namespaces(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("a", on="gpu-1"), pod("b", on="gpu-1", namespace="ml"), pod("c", on="gpu-2"), pod("pending"))
+    found = _client(fake_api).list_pods(node_name="gpu-1")
+    assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in found) == [("default", "a"), ("ml", "b")]
+    assert all(p["kind"] == "Pod" and p["apiVersion"] == "v1" for p in found)
+    (request,) = fake_api.requests_to("/api/v1/pods", "GET")
+    assert request.param("fieldSelector") == "spec.nodeName=gpu-1" and request.param("limit") == "500"
+
+
+def test_list_all_pods_has_no_field_selector(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("a", on="gpu-1"), pod("b", on="gpu-2", namespace="ml"), pod("pending"))
+    assert len(_client(fake_api, page_size=1).list_pods()) == 3
+    requests = fake_api.requests_to("/api/v1/pods", "GET")
+    assert len(requests) == 3 and all(r.param("fieldSelector") is None for r in requests)
+
+
+def test_list_pdbs_in_all_namespaces_is_policy_v1(fake_api: FakeApiServer) -> None:
+    fake_api.add(pdb("train", match={"app": "train"}, namespace="ml", allowed=0), pdb("web", match={"app": "web"}))
+    pdbs = _client(fake_api).list_pdbs()
+    assert sorted(p["metadata"]["name"] for p in pdbs) == ["train", "web"]
+    assert all(p["kind"] == "PodDisruptionBudget" and p["apiVersion"] == "policy/v1" for p in pdbs)
+    assert {r.path for r in fake_api.requests} == {"/apis/policy/v1/poddisruptionbudgets"}
+
+
+def test_get_node_and_pod_return_raw_objects_or_none_on_404(fake_api: FakeApiServer) -> None:
+    fake_api.add(node("gpu-1", gpus=8), pod("p", on="gpu-1", namespace="ml"))
+    client = _client(fake_api)
+    got = client.get_node("gpu-1")
+    assert got is not None and got["kind"] == "Node" and got["metadata"]["name"] == "gpu-1"
+    assert client.get_node("gone") is None
+    found = client.get_pod("ml", "p")
+    assert found is not None and found["spec"]["nodeName"] == "gpu-1"
+    assert client.get_pod("default", "p") is None
+    assert [(r.method, r.path) for r in fake_api.requests] == [
+        ("GET", "/api/v1/nodes/gpu-1"), ("GET", "/api/v1/nodes/gone"),
+        ("GET", "/api/v1/namespaces/ml/pods/p"), ("GET", "/api/v1/namespaces/default/pods/p"),
+    ]
+
+
+def test_get_node_forbidden_is_one_line_cluster_error(fake_api: FakeApiServer) -> None:
+    message = 'nodes "gpu-1" is forbidden: User "system:serviceaccount:x:y" cannot get resource "nodes"'
+    fake_api.inject("/api/v1/nodes/gpu-1", 403, body=status_body(403, message))
+    with pytest.raises(ClusterError) as info:
+        _client(fake_api).get_node("gpu-1")
+    assert _one_line(info.value) == f"forbidden (403) reading node gpu-1: {message}"
+    assert info.value.status == 403
+
+
+def test_list_failure_is_one_line_cluster_error(fake_api: FakeApiServer) -> None:
+    fake_api.inject("/api/v1/pods", 403)
+    with pytest.raises(ClusterError) as info:
+        _client(fake_api).list_pods(node_name="gpu-1")
+    assert "forbidden (403) listing pods on node gpu-1" in _one_line(info.value) and info.value.status == 403
+
+
+def test_read_timeout_is_one_line(fake_api: FakeApiServer) -> None:
+    fake_api.add(node("gpu-1"))
+    fake_api.inject("/api/v1/nodes/gpu-1", delay=1.0, times=None, passthrough=True)
+    with pytest.raises(ClusterError) as info:
+        _client(fake_api, request_timeout=0.2).get_node("gpu-1")
+    assert _one_line(info.value) == f"cannot reach the Kubernetes API at {fake_api.url} (reading node gpu-1): timed out"
+    assert info.value.status == 0
+
+
+def test_idempotent_reads_are_retried_by_urllib3_after_a_timeout(fake_api: FakeApiServer) -> None:
+    """The kubernetes client's urllib3 pool retries GET (and PUT/DELETE) on read errors; POST/PATCH never (see eviction tests)."""
+    fake_api.add(node("gpu-1"))
+    fake_api.inject("/api/v1/nodes/gpu-1", delay=1.0, passthrough=True)
+    assert _client(fake_api, request_timeout=0.2).get_node("gpu-1") is not None
+    assert len(fake_api.requests_to("/api/v1/nodes/gpu-1")) == 2
+
+
+def test_connection_refused(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api)
+    url = fake_api.url
+    fake_api.stop()
+    with pytest.raises(ClusterError) as info:
+        client.get_node("gpu-1")
+    assert _one_line(info.value) == f"cannot reach the Kubernetes API at {url} (reading node gpu-1): connection refused"
+    result = client.evict("default", "p")
+    assert result.outcome == EvictionOutcome.ERROR and result.status == 0 and result.message.endswith("connection refused")
+
+
+# ---------------------------------------------------------------- patch_node
+
+
+def test_patch_node_is_a_json_merge_patch(fake_api: FakeApiServer) -> None:
+    fake_api.add(node("gpu-1", gpus=8))
+    patch = ann.cordon_patch("plan-1", "2026-01-01T00:00:00Z")
+    patched = _client(fake_api).patch_node("gpu-1", patch)
+    (request,) = fake_api.requests
+    assert (request.method, request.path, request.query) == ("PATCH", "/api/v1/nodes/gpu-1", {})
+    assert request.content_type == "application/merge-patch+json"
+    assert request.json() == patch
+    assert patched["kind"] == "Node" and patched["spec"]["unschedulable"] is True
+    assert patched["metadata"]["annotations"][ann.CORDONED_BY] == "gpu-compactor"
+
+
+def test_merge_patch_null_deletes_keys_and_replaces_lists(fake_api: FakeApiServer) -> None:
+    mine = {"key": "compactor.io/reserved", "value": "x", "effect": "NoSchedule"}
+    theirs = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    fake_api.add(node("gpu-1", gpus=8, unschedulable=True, taints=[theirs, mine]))
+    client = _client(fake_api)
+    client.patch_node("gpu-1", ann.cordon_patch("plan-1", "2026-01-01T00:00:00Z"))
+    current = client.get_node("gpu-1")
+    assert current is not None
+    client.patch_node("gpu-1", ann.uncordon_patch(current, "compactor.io/reserved"))
+    stored = fake_api.get("Node", "gpu-1")
+    assert stored is not None
+    assert "unschedulable" not in stored["spec"]
+    assert not any(key in (stored["metadata"].get("annotations") or {}) for key in ann.OUR_ANNOTATIONS)
+    assert stored["spec"]["taints"] == [theirs]
+    body = fake_api.requests_to("/api/v1/nodes/gpu-1", "PATCH")[-1].json()
+    assert body["spec"]["unschedulable"] is None and body["metadata"]["annotations"][ann.CORDONED_BY] is None
+
+
+def test_the_kubernetes_client_alone_would_send_a_strategic_merge_patch(fake_api: FakeApiServer) -> None:
+    """Why KubeClusterClient forces the content type: CoreV1Api.patch_node picks strategic merge for a dict."""
+    fake_api.add(node("gpu-1"))
+    k8s.CoreV1Api(fake_api.api_client()).patch_node("gpu-1", {"spec": {"unschedulable": True}})
+    assert fake_api.requests[-1].content_type == "application/strategic-merge-patch+json"
+
+
+def test_patch_node_forbidden_is_one_line(fake_api: FakeApiServer) -> None:
+    message = 'nodes "gpu-1" is forbidden: User "system:serviceaccount:gpu-compactor:gpu-compactor" cannot patch resource "nodes"'
+    fake_api.add(node("gpu-1"))
+    fake_api.inject("/api/v1/nodes/gpu-1", 403, method="PATCH", body=status_body(403, message + "\n  at the cluster scope"))
+    with pytest.raises(ClusterError) as info:
+        _client(fake_api).patch_node("gpu-1", {"spec": {"unschedulable": True}})
+    assert _one_line(info.value) == f"forbidden (403) patching node gpu-1: {message} at the cluster scope"
+    assert info.value.status == 403
+    assert "unschedulable" not in fake_api.get("Node", "gpu-1")["spec"]  # type: ignore[index]
+
+
+def test_patch_missing_node_and_server_errors_raise(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api)
+    with pytest.raises(ClusterError) as info:
+        client.patch_node("gone", {"spec": {"unschedulable": True}})
+    assert _one_line(info.value) == 'not found (404) patching node gone: nodes "gone" not found'
+    fake_api.add(node("gpu-1"))
+    fake_api.inject("/api/v1/nodes/gpu-1", 503, method="PATCH")
+    with pytest.raises(ClusterError) as info:
+        client.patch_node("gpu-1", {"spec": {"unschedulable": True}})
+    assert _one_line(info.value).startswith("service unavailable (503) patching node gpu-1") and info.value.status == 503
+
+
+def test_patch_timeout_is_not_retried(fake_api: FakeApiServer) -> None:
+    fake_api.add(node("gpu-1"))
+    fake_api.inject("/api/v1/nodes/gpu-1", method="PATCH", delay=1.0, passthrough=True)
+    with pytest.raises(ClusterError) as info:
+        _client(fake_api, request_timeout=0.2).patch_node("gpu-1", {"spec": {"unschedulable": True}})
+    assert _one_line(info.value).endswith("(patching node gpu-1): timed out")
+    assert len(fake_api.requests_to("/api/v1/nodes/gpu-1", "PATCH")) == 1
+
+
+# ---------------------------------------------------------------- evict
+
+
+def test_evict_posts_a_policy_v1_eviction(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("p", on="gpu-1", namespace="ml"))
+    result = _client(fake_api).evict("ml", "p")
+    assert (result.outcome, result.status, result.message) == (EvictionOutcome.EVICTED, 201, "")
+    (request,) = fake_api.requests
+    assert (request.method, request.path, request.query) == ("POST", "/api/v1/namespaces/ml/pods/p/eviction", {})
+    assert request.content_type == "application/json"
+    body = request.json()
+    assert body["apiVersion"] == "policy/v1" and body["kind"] == "Eviction"
+    assert body["metadata"] == {"name": "p", "namespace": "ml"}
+    assert "dryRun" not in body.get("deleteOptions", {})
+    assert fake_api.get("Pod", "p", "ml") is None  # the fake deletes an evicted pod, as the API server does
+
+
+@pytest.mark.parametrize("dry_run_all", [False, True])
+def test_evict_dry_run_asks_the_server_and_changes_nothing(fake_api: FakeApiServer, dry_run_all: bool) -> None:
+    fake_api.add(pod("p", on="gpu-1"), pdb("pdb", match={"app": "app"}, allowed=1))
+    result = _client(fake_api, dry_run_all=dry_run_all).evict("default", "p", dry_run=not dry_run_all)
+    assert result.outcome == EvictionOutcome.EVICTED
+    (request,) = fake_api.requests
+    assert request.param("dryRun") == "All" and request.json()["deleteOptions"]["dryRun"] == ["All"]
+    assert fake_api.get("Pod", "p") is not None
+    assert fake_api.get("PodDisruptionBudget", "pdb")["status"]["disruptionsAllowed"] == 1  # type: ignore[index]
+
+
+def test_evict_missing_pod_is_gone(fake_api: FakeApiServer) -> None:
+    result = _client(fake_api).evict("default", "nope")
+    assert (result.outcome, result.status) == (EvictionOutcome.GONE, 404) and 'pods "nope" not found' in result.message
+
+
+def test_evict_blocked_by_a_pdb_keeps_the_servers_message(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("p", on="gpu-1", labels={"app": "train"}), pdb("train-budget", match={"app": "train"}, allowed=0))
+    result = _client(fake_api).evict("default", "p")
+    assert (result.outcome, result.status) == (EvictionOutcome.BLOCKED, 429)
+    assert result.message.startswith("Cannot evict pod as it would violate the pod's disruption budget.")
+    assert "The disruption budget train-budget needs" in result.message and "\n" not in result.message
+    assert fake_api.get("Pod", "p") is not None
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (409, EvictionOutcome.CONFLICT),
+        (429, EvictionOutcome.BLOCKED),
+        (500, EvictionOutcome.ERROR),
+        (502, EvictionOutcome.ERROR),
+        (503, EvictionOutcome.ERROR),
+        (504, EvictionOutcome.ERROR),
+        (400, EvictionOutcome.FORBIDDEN),
+        (401, EvictionOutcome.FORBIDDEN),
+        (403, EvictionOutcome.FORBIDDEN),
+        (405, EvictionOutcome.FORBIDDEN),
+        (422, EvictionOutcome.FORBIDDEN),
+    ],
+)
+def test_evict_maps_statuses_without_raising(fake_api: FakeApiServer, status: int, outcome: EvictionOutcome) -> None:
+    fake_api.add(pod("p", on="gpu-1"))
+    fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", status, body=status_body(status, f"answer {status}"))
+    result = _client(fake_api).evict("default", "p")
+    assert (result.outcome, result.status, result.message) == (outcome, status, f"answer {status}")
+    assert fake_api.get("Pod", "p") is not None
+
+
+def test_evict_error_without_a_status_body_still_has_a_message(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("p", on="gpu-1"))
+    fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", 502, body="<html>bad gateway</html>")
+    result = _client(fake_api).evict("default", "p")
+    assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 502) and result.message
+
+
+def test_evict_timeout_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("p", on="gpu-1"))
+    fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", delay=1.0, passthrough=True)
+    started = time.monotonic()
+    result = _client(fake_api, request_timeout=0.2).evict("default", "p")
+    assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 0)
+    assert result.message == f"cannot reach the Kubernetes API at {fake_api.url} (evicting pod default/p): timed out"
+    assert time.monotonic() - started < 0.9
+    assert len(fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")) == 1  # POST is never retried by urllib3
+
+
+def test_evict_dropped_connection_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("p", on="gpu-1"))
+    fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", drop=True)
+    result = _client(fake_api).evict("default", "p")
+    assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 0)
+    assert result.message.endswith("(evicting pod default/p): the connection closed without a reply")
+    assert len(fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")) == 1
+    assert fake_api.get("Pod", "p") is not None
+
+
+def test_no_code_path_deletes_a_pod(fake_api: FakeApiServer) -> None:
+    source = Path(cluster_client_module.__file__).read_text(encoding="utf-8")
+    assert "delete_namespaced_pod" not in source and "delete_collection_namespaced_pod" not in source
+    client = _client(fake_api)
+    with pytest.raises(AssertionError):
+        client._send("DELETE", "/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": "default", "name": "p"}, "deleting")
+    assert fake_api.requests == []
+
+
+# ---------------------------------------------------------------- events
+
+
+def test_node_event_goes_to_default_namespace(fake_api: FakeApiServer) -> None:
+    _client(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="cordoned by gpu-compactor")
+    (request,) = fake_api.requests
+    assert (request.method, request.path, request.query) == ("POST", "/api/v1/namespaces/default/events", {})
+    assert request.content_type == "application/json"
+    body = request.json()
+    assert body["apiVersion"] == "v1" and body["kind"] == "Event"
+    assert re.fullmatch(r"gpu-1\.[0-9a-f]{16}", body["metadata"]["name"]) and body["metadata"]["namespace"] == "default"
+    assert body["involvedObject"] == {"kind": "Node", "name": "gpu-1", "apiVersion": "v1"}
+    assert (body["reason"], body["message"], body["type"]) == ("CompactorCordon", "cordoned by gpu-compactor", "Normal")
+    assert body["source"] == {"component": "gpu-compactor"} and body["reportingComponent"] == "gpu-compactor"
+    assert body["reportingInstance"].startswith("gpu-compactor-") and body["action"] == "CompactorCordon"
+    assert body["count"] == 1
+    assert ISO_SECONDS.fullmatch(body["firstTimestamp"]) and body["firstTimestamp"] == body["lastTimestamp"]
+    assert ISO_MICROS.fullmatch(body["eventTime"])  # MicroTime: the API server insists on the 6 fraction digits
+    (stored,) = fake_api.events("default")
+    assert stored["involvedObject"]["name"] == "gpu-1"
+
+
+def test_pod_event_goes_to_the_pods_namespace(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api)
+    client.create_event(ObjectRef("Pod", "train-0", "ml", "uid-1"), reason="CompactorEvict", message="moved", type_="Warning")
+    client.create_event(ObjectRef("Pod", "train-0", "ml", "uid-1"), reason="CompactorEvict", message="again")
+    events = fake_api.events("ml")
+    assert len(events) == 2 and events[0]["metadata"]["name"] != events[1]["metadata"]["name"]
+    body = fake_api.requests[0].json()
+    assert fake_api.requests[0].path == "/api/v1/namespaces/ml/events"
+    assert body["involvedObject"] == {"kind": "Pod", "name": "train-0", "namespace": "ml", "uid": "uid-1", "apiVersion": "v1"}
+    assert body["type"] == "Warning"
+
+
+def test_event_message_is_cut_to_the_servers_limit(fake_api: FakeApiServer) -> None:
+    _client(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorAbort", message="é" * 2000)
+    message = fake_api.requests[0].json()["message"]
+    assert len(message.encode()) <= 1024 and message.endswith("...")
+
+
+def test_event_failure_raises_cluster_error(fake_api: FakeApiServer) -> None:
+    fake_api.inject("/api/v1/namespaces/default/events", 403, body=status_body(403, "events is forbidden"))
+    with pytest.raises(ClusterError) as info:
+        _client(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="m")
+    assert _one_line(info.value) == "forbidden (403) creating event CompactorCordon for node gpu-1: events is forbidden"
+
+
+# ---------------------------------------------------------------- state ConfigMap
+
+
+def test_state_configmap_round_trip(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api)
+    assert client.read_state(STATE) is None
+    client.write_state(STATE, {"planId": "plan-1", "phase": "cordoning"})
+    assert client.read_state(STATE) == {"planId": "plan-1", "phase": "cordoning"}
+    client.write_state(STATE, {"planId": "plan-1", "done": "[]"})
+    assert client.read_state(STATE) == {"planId": "plan-1", "done": "[]"}  # replaced, not merged
+    stored = fake_api.get("ConfigMap", STATE, "gpu-compactor")
+    assert stored is not None and stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpu-compactor"}
+    client.write_state(STATE, None)
+    assert client.read_state(STATE) is None
+    client.write_state(STATE, None)  # already gone: fine
+    assert [(r.method, r.path) for r in _writes(fake_api)] == [
+        ("PUT", STATE_PATH),  # 404: not there yet
+        ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),
+        ("PUT", STATE_PATH),
+        ("DELETE", STATE_PATH),
+        ("DELETE", STATE_PATH),  # 404
+    ]
+    created = fake_api.requests_to("/api/v1/namespaces/gpu-compactor/configmaps", "POST")[0].json()
+    assert created["kind"] == "ConfigMap" and created["metadata"]["name"] == STATE and created["data"]["phase"] == "cordoning"
+
+
+def test_state_in_another_namespace(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api, namespace="ops")
+    client.write_state("s", {"a": "1"})
+    assert fake_api.get("ConfigMap", "s", "ops") is not None and client.read_state("s") == {"a": "1"}
+
+
+def test_state_create_race_replaces(fake_api: FakeApiServer) -> None:
+    fake_api.add({"kind": "ConfigMap", "metadata": {"name": STATE, "namespace": "gpu-compactor"}, "data": {"old": "1"}})
+    fake_api.inject(STATE_PATH, 404, method="PUT")  # as if it did not exist yet; the POST then finds it (409)
+    _client(fake_api).write_state(STATE, {"new": "2"})
+    assert [r.method for r in _writes(fake_api)] == ["PUT", "POST", "PUT"]
+    assert fake_api.get("ConfigMap", STATE, "gpu-compactor")["data"] == {"new": "2"}  # type: ignore[index]
+
+
+def test_state_errors_are_cluster_errors(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api)
+    fake_api.inject(STATE_PATH, 403, method="GET", body=status_body(403, "configmaps is forbidden"))
+    with pytest.raises(ClusterError) as info:
+        client.read_state(STATE)
+    assert _one_line(info.value) == f"forbidden (403) reading configmap gpu-compactor/{STATE}: configmaps is forbidden"
+    fake_api.inject("/api/v1/namespaces/gpu-compactor/configmaps", 404, method="POST",
+                    body=status_body(404, 'namespaces "gpu-compactor" not found'))
+    with pytest.raises(ClusterError) as info:
+        client.write_state(STATE, {"a": "1"})
+    assert _one_line(info.value) == f'not found (404) creating configmap gpu-compactor/{STATE}: namespaces "gpu-compactor" not found'
+    fake_api.inject(STATE_PATH, 500, method="DELETE")
+    with pytest.raises(ClusterError) as info:
+        client.write_state(STATE, None)
+    assert info.value.status == 500
+
+
+# ---------------------------------------------------------------- dry_run_all
+
+
+def test_dry_run_all_marks_every_write_and_persists_nothing(fake_api: FakeApiServer) -> None:
+    fake_api.add(node("gpu-1", gpus=8), pod("p", on="gpu-1"))
+    client = _client(fake_api, dry_run_all=True)
+    patched = client.patch_node("gpu-1", {"spec": {"unschedulable": True}})
+    assert patched["spec"]["unschedulable"] is True  # the server's answer: what it would have stored
+    assert client.evict("default", "p").outcome == EvictionOutcome.EVICTED
+    client.create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="m")
+    client.write_state(STATE, {"a": "1"})
+    client.write_state(STATE, None)
+    assert client.get_node("gpu-1") is not None and client.read_state(STATE) is None
+    writes = _writes(fake_api)
+    assert [r.method for r in writes] == ["PATCH", "POST", "POST", "PUT", "POST", "DELETE"]
+    assert all(r.param("dryRun") == "All" for r in writes)
+    assert all(r.param("dryRun") is None for r in fake_api.requests if r.method == "GET")
+    assert "unschedulable" not in fake_api.get("Node", "gpu-1")["spec"]  # type: ignore[index]
+    assert fake_api.get("Pod", "p") is not None and fake_api.events() == []
+    assert fake_api.objects("ConfigMap") == []
+
+
+# ---------------------------------------------------------------- the executor over the wire
+
+
+def _plan(pod_uid: str, *, freed: tuple[str, ...] = ("gpu-1",)) -> CompactionPlan:
+    return CompactionPlan.model_validate({
+        "apiVersion": "compactor/v1alpha1",
+        "kind": "CompactionPlan",
+        "metadata": {"id": "plan-wire-1", "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
+        "moves": [{"pod": "ml/train-a", "from": "gpu-1", "to": "gpu-2", "reason": "consolidate", "uid": pod_uid,
+                   "owner": "ReplicaSet/train", "gpu": True}],
+        "freedNodes": list(freed),
+        "filledNodes": ["gpu-2"],
+        "freedGpus": 8,
+        "solver": {"status": "OPTIMAL", "wallSeconds": 0.01},
+    })
+
+
+def _cluster(fake_api: FakeApiServer) -> str:
+    moving = pod("train-a", on="gpu-1", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"})
+    fake_api.add(
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        moving,
+        pod("train-x", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
+        pod("agent", on="gpu-1", namespace="kube-system", owner="DaemonSet/agent"),  # not a GPU pod: may stay
+        pdb("train", match={"app": "train"}, namespace="ml", allowed=1),
+    )
+    return str(moving["metadata"]["uid"])
+
+
+def _replace_on(target: str, *, ready: bool = True) -> Any:
+    """An on_evict hook: the evicted pod goes, its ReplicaSet's replacement appears on ``target``."""
+
+    def hook(server: FakeApiServer, evicted: dict[str, Any]) -> None:
+        meta = evicted["metadata"]
+        server.delete("Pod", meta["name"], meta["namespace"])
+        replacement = pod("train-b", on=target, gpus=1, namespace=meta["namespace"], owner="ReplicaSet/train", labels={"app": "train"})
+        if not ready:
+            replacement["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        server.add(replacement)
+
+    return hook
+
+
+def _assert_in_order(requests: list[RecordedRequest], steps: list[tuple[str, str | re.Pattern[str]]]) -> list[RecordedRequest]:
+    """Each (method, path) step matches a later request than the previous one; returns the matched requests."""
+    matched: list[RecordedRequest] = []
+    position = 0
+    for method, path in steps:
+        for index in range(position, len(requests)):
+            request = requests[index]
+            ok = bool(path.fullmatch(request.path)) if isinstance(path, re.Pattern) else request.path == path
+            if request.method == method and ok:
+                matched.append(request)
+                position = index + 1
+                break
+        else:
+            raise AssertionError(f"no {method} {path} after request #{position}: {requests}")
+    return matched
+
+
+STATE_WRITE = re.compile(r"/api/v1/namespaces/gpu-compactor/configmaps(/gpu-compactor-state)?")
+EVENTS_DEFAULT = "/api/v1/namespaces/default/events"
+
+
+def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
+    uid = _cluster(fake_api)
+    fake_api.on_evict = _replace_on("gpu-2")
+    client = _client(fake_api)
+    report = Executor(client, ExecutorSettings(), SimulatedClock()).execute(_plan(uid))
+
+    assert (report.status, report.moves_done, report.freed_nodes, report.reason) == ("succeeded", 1, ["gpu-1"], "")
+    requests = fake_api.requests
+    state_write, cordon, _, evict, _, uncordon, _, state_delete = _assert_in_order(requests, [
+        ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),  # write-ahead state, before anything changes
+        ("PATCH", "/api/v1/nodes/gpu-1"),
+        ("POST", EVENTS_DEFAULT),
+        ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
+        ("POST", "/api/v1/namespaces/ml/events"),
+        ("PATCH", "/api/v1/nodes/gpu-1"),
+        ("POST", EVENTS_DEFAULT),
+        ("DELETE", STATE_PATH),
+    ])
+    assert state_write.json()["data"]["planId"] == "plan-wire-1"
+    assert cordon.content_type == "application/merge-patch+json"
+    assert cordon.json()["spec"]["unschedulable"] is True
+    assert cordon.json()["metadata"]["annotations"][ann.CORDONED_BY] == "gpu-compactor"
+    assert cordon.json()["metadata"]["annotations"][ann.PLAN_ID] == "plan-wire-1"
+    assert evict.json()["kind"] == "Eviction" and evict.param("dryRun") is None
+    assert uncordon.content_type == "application/merge-patch+json" and uncordon.json()["spec"]["unschedulable"] is None
+    assert _writes(fake_api)[-1] is state_delete
+
+    # the state was written ahead of the cordon, and updated as the run went on
+    state_writes = [r for r in requests if STATE_WRITE.fullmatch(r.path) and r.method in ("PUT", "POST")]
+    assert requests.index(state_writes[0]) < requests.index(cordon)
+    phases = [r.json()["data"]["phase"] for r in state_writes]
+    assert phases[0] == "cordoning" and {"evicting", "finishing"} <= set(phases)
+    assert all(r.param("dryRun") is None for r in _writes(fake_api))
+
+    # the cluster after the run
+    gpu_1 = fake_api.get("Node", "gpu-1")
+    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"]
+    assert not any(key in (gpu_1["metadata"].get("annotations") or {}) for key in ann.OUR_ANNOTATIONS)
+    assert fake_api.get("Pod", "train-a", "ml") is None and fake_api.get("Pod", "train-b", "ml") is not None
+    assert fake_api.objects("ConfigMap") == []
+    reasons = [e["reason"] for e in fake_api.events()]
+    assert reasons.count("CompactorCordon") == 1 and reasons.count("CompactorEvict") == 1 and reasons.count("CompactorUncordon") == 1
+    assert fake_api.get("PodDisruptionBudget", "train", "ml")["status"]["disruptionsAllowed"] == 0  # type: ignore[index]
+    _no_pod_deletes(fake_api)
+    assert [r.path for r in requests if r.method == "DELETE"] == [STATE_PATH]
+
+
+def test_executor_waits_for_the_replacement_in_real_time(fake_api: FakeApiServer) -> None:
+    uid = _cluster(fake_api)
+    fake_api.on_evict = _replace_on("gpu-2", ready=False)
+
+    def become_ready() -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            replacement = fake_api.get("Pod", "train-b", "ml")
+            if replacement is not None:
+                time.sleep(0.2)
+                replacement["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+                fake_api.update(replacement)
+                return
+            time.sleep(0.02)
+
+    helper = threading.Thread(target=become_ready, daemon=True)
+    helper.start()
+    settings = ExecutorSettings(poll_seconds=0.05, replacement_timeout_seconds=10, backoff_seconds=0.05)
+    report = Executor(_client(fake_api), settings, RealClock()).execute(_plan(uid))
+    helper.join(timeout=5)
+    assert report.status == "succeeded", report.reason
+    evicted_at = fake_api.requests_to("/api/v1/namespaces/ml/pods/train-a/eviction")[0].at
+    polls = [r for r in fake_api.requests_to("/api/v1/pods", "GET") if r.at > evicted_at and r.param("fieldSelector") is None]
+    assert len(polls) >= 2  # it polled the pods until the replacement was Ready
+    _no_pod_deletes(fake_api)
+
+
+def test_executor_rolls_back_when_the_eviction_is_refused(fake_api: FakeApiServer) -> None:
+    uid = _cluster(fake_api)
+    fake_api.inject("/api/v1/namespaces/ml/pods/train-a/eviction", 403,
+                    body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'))
+    report = Executor(_client(fake_api), ExecutorSettings(), SimulatedClock()).execute(_plan(uid))
+    assert report.status == "failed" and "refused (403)" in report.reason and "pods/eviction" in report.reason
+    _assert_in_order(fake_api.requests, [
+        ("PATCH", "/api/v1/nodes/gpu-1"),
+        ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
+        ("PATCH", "/api/v1/nodes/gpu-1"),
+        ("DELETE", STATE_PATH),
+    ])
+    gpu_1 = fake_api.get("Node", "gpu-1")
+    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"] and not gpu_1["metadata"].get("annotations")
+    assert fake_api.get("Pod", "train-a", "ml") is not None
+    assert "CompactorAbort" in [e["reason"] for e in fake_api.events()]
+    _no_pod_deletes(fake_api)
