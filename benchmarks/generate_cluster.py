@@ -65,7 +65,7 @@ Filling and placement
 
 Objects are realistic but compact (the fields a snapshot reader uses plus uids,
 timestamps, owner references, conditions) and written without indentation: the
-5,000-node / 50,000-pod cluster is about 45 MB and is generated in a few seconds.
+5,000-node / 50,000-pod cluster is about 57 MB and is generated in a few seconds.
 """
 
 from __future__ import annotations
@@ -106,19 +106,57 @@ K8S_VERSION = "v1.26.15"
 # The trace's 45 most frequent shapes in openb_pod_list_default.csv (93% of its 8,152 pods)
 # and its multi-GPU shapes: (cpu_milli, memory_mib, num_gpu, gpu_milli, count).
 FALLBACK_SHAPES = (
-    (3152, 5600, 1, 810, 1047), (11300, 49152, 1, 1000, 857), (11400, 48128, 1, 1000, 534), (3152, 5600, 1, 1000, 470),
-    (11908, 47104, 1, 470, 388), (12500, 57344, 0, 0, 364), (8000, 30517, 1, 470, 360), (32000, 49152, 0, 0, 284),
-    (18708, 64512, 1, 1000, 255), (11908, 47104, 1, 650, 237), (9810, 41560, 1, 1000, 195), (8000, 30517, 0, 0, 163),
-    (12000, 24576, 1, 1000, 158), (15700, 58368, 1, 1000, 158), (11908, 47104, 1, 1000, 153), (15400, 51200, 0, 0, 120),
-    (4000, 22888, 1, 320, 111), (16000, 32768, 1, 1000, 108), (8000, 16384, 1, 1000, 104), (4000, 24576, 1, 1000, 104),
-    (12000, 16384, 1, 1000, 99), (16500, 51200, 0, 0, 95), (14200, 58368, 1, 1000, 93), (4000, 30517, 1, 230, 84),
-    (24200, 93184, 1, 1000, 84), (4000, 15258, 1, 320, 78), (3152, 5600, 1, 590, 75), (8000, 30517, 1, 320, 72),
-    (4152, 10600, 1, 550, 72), (11400, 77824, 1, 1000, 65), (8000, 32768, 1, 1000, 55), (4000, 15258, 1, 160, 53),
-    (6000, 6144, 1, 460, 51), (11900, 77824, 1, 1000, 51), (4152, 10600, 1, 370, 45), (12000, 15360, 1, 1000, 44),
-    (4000, 30517, 1, 320, 43), (4000, 22888, 1, 230, 26), (4000, 15258, 1, 220, 24), (6000, 22888, 1, 160, 20),
-    (4000, 22888, 1, 110, 9), (4000, 15258, 1, 110, 8), (6000, 22888, 1, 50, 4),
-    (88000, 327680, 8, 1000, 18), (64200, 263168, 8, 1000, 18), (32200, 132096, 4, 1000, 9), (16200, 66560, 2, 1000, 7),
-    (120000, 737280, 8, 1000, 3), (64000, 262144, 8, 1000, 3), (32000, 131072, 4, 1000, 3), (30200, 160768, 2, 1000, 3),
+    (3152, 5600, 1, 810, 1047),
+    (11300, 49152, 1, 1000, 857),
+    (11400, 48128, 1, 1000, 534),
+    (3152, 5600, 1, 1000, 470),
+    (11908, 47104, 1, 470, 388),
+    (12500, 57344, 0, 0, 364),
+    (8000, 30517, 1, 470, 360),
+    (32000, 49152, 0, 0, 284),
+    (18708, 64512, 1, 1000, 255),
+    (11908, 47104, 1, 650, 237),
+    (9810, 41560, 1, 1000, 195),
+    (8000, 30517, 0, 0, 163),
+    (12000, 24576, 1, 1000, 158),
+    (15700, 58368, 1, 1000, 158),
+    (11908, 47104, 1, 1000, 153),
+    (15400, 51200, 0, 0, 120),
+    (4000, 22888, 1, 320, 111),
+    (16000, 32768, 1, 1000, 108),
+    (8000, 16384, 1, 1000, 104),
+    (4000, 24576, 1, 1000, 104),
+    (12000, 16384, 1, 1000, 99),
+    (16500, 51200, 0, 0, 95),
+    (14200, 58368, 1, 1000, 93),
+    (4000, 30517, 1, 230, 84),
+    (24200, 93184, 1, 1000, 84),
+    (4000, 15258, 1, 320, 78),
+    (3152, 5600, 1, 590, 75),
+    (8000, 30517, 1, 320, 72),
+    (4152, 10600, 1, 550, 72),
+    (11400, 77824, 1, 1000, 65),
+    (8000, 32768, 1, 1000, 55),
+    (4000, 15258, 1, 160, 53),
+    (6000, 6144, 1, 460, 51),
+    (11900, 77824, 1, 1000, 51),
+    (4152, 10600, 1, 370, 45),
+    (12000, 15360, 1, 1000, 44),
+    (4000, 30517, 1, 320, 43),
+    (4000, 22888, 1, 230, 26),
+    (4000, 15258, 1, 220, 24),
+    (6000, 22888, 1, 160, 20),
+    (4000, 22888, 1, 110, 9),
+    (4000, 15258, 1, 110, 8),
+    (6000, 22888, 1, 50, 4),
+    (88000, 327680, 8, 1000, 18),
+    (64200, 263168, 8, 1000, 18),
+    (32200, 132096, 4, 1000, 9),
+    (16200, 66560, 2, 1000, 7),
+    (120000, 737280, 8, 1000, 3),
+    (64000, 262144, 8, 1000, 3),
+    (32000, 131072, 4, 1000, 3),
+    (30200, 160768, 2, 1000, 3),
 )
 
 
@@ -236,7 +274,9 @@ def make_node(rng: random.Random, index: int, kind: str, variant: str, gpus: int
             "addresses": [{"type": "InternalIP", "address": _node_ip(index)}, {"type": "Hostname", "address": name}],
             "allocatable": allocatable,
             "capacity": capacity,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": _timestamp(NOW - 86_400 * 3)}],
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": _timestamp(NOW - 86_400 * 3)}
+            ],
             "nodeInfo": _NODE_INFO,
         },
     }
@@ -345,7 +385,9 @@ def draw_deployments(rng: random.Random, shapes: Sequence[Shape], budget: int, d
         for resource, amount in request.items():
             if resource.startswith("nvidia.com/"):
                 demand.ask(resource, amount * replicas)
-        deployments.append(Deployment(_deployment_name(pool, shape, len(deployments)), rng.choice(namespaces), shape, request, pool, replicas))
+        deployments.append(
+            Deployment(_deployment_name(pool, shape, len(deployments)), rng.choice(namespaces), shape, request, pool, replicas)
+        )
         budget -= replicas
     return deployments
 
@@ -486,7 +528,16 @@ def deployment_objects(rng: random.Random, deployment: Deployment, nodes: Sequen
     template_hash = _suffix(rng, 10)
     replica_set = f"{deployment.name}-{template_hash}"
     created = _timestamp(NOW - rng.randrange(3_600, 40 * 86_400))
-    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replica_set, "uid": _uid(rng), "controller": True, "blockOwnerDeletion": True}]
+    owner = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": replica_set,
+            "uid": _uid(rng),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
     labels = {"app": deployment.name, "pod-template-hash": template_hash}
     priority, priority_class = _PRIORITY.get(deployment.shape.qos, (100, "standard"))
     containers = _container(deployment)
@@ -495,18 +546,36 @@ def deployment_objects(rng: random.Random, deployment: Deployment, nodes: Sequen
     for node_index in deployment.placed:
         ready = rng.random() >= 0.01
         healthy += ready
-        spec: dict[str, Any] = {"containers": containers, "nodeName": nodes[node_index].name, "priority": priority, "schedulerName": "default-scheduler"}
+        spec: dict[str, Any] = {
+            "containers": containers,
+            "nodeName": nodes[node_index].name,
+            "priority": priority,
+            "schedulerName": "default-scheduler",
+        }
         if priority_class:
             spec["priorityClassName"] = priority_class
-        objects.append({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"{replica_set}-{_suffix(rng, 5)}", "namespace": deployment.namespace, "uid": _uid(rng),
-                         "creationTimestamp": created, "labels": labels, "ownerReferences": owner},
-            "spec": spec,
-            "status": {"phase": "Running", "conditions": _READY if ready else _NOT_READY, "hostIP": _node_ip(node_index),
-                       "qosClass": "Burstable", "startTime": created},
-        })
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{replica_set}-{_suffix(rng, 5)}",
+                    "namespace": deployment.namespace,
+                    "uid": _uid(rng),
+                    "creationTimestamp": created,
+                    "labels": labels,
+                    "ownerReferences": owner,
+                },
+                "spec": spec,
+                "status": {
+                    "phase": "Running",
+                    "conditions": _READY if ready else _NOT_READY,
+                    "hostIP": _node_ip(node_index),
+                    "qosClass": "Burstable",
+                    "startTime": created,
+                },
+            }
+        )
     if len(deployment.placed) >= 2 and rng.random() < 0.9:
         objects.append(_pdb(rng, deployment, len(deployment.placed), healthy, created))
     return objects
@@ -525,8 +594,13 @@ def _pdb(rng: random.Random, deployment: Deployment, expected: int, healthy: int
         "kind": "PodDisruptionBudget",
         "metadata": {"name": deployment.name, "namespace": deployment.namespace, "uid": _uid(rng), "creationTimestamp": created},
         "spec": spec,
-        "status": {"currentHealthy": healthy, "desiredHealthy": desired, "disruptionsAllowed": max(0, healthy - desired),
-                   "expectedPods": expected, "observedGeneration": 1},
+        "status": {
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "disruptionsAllowed": max(0, healthy - desired),
+            "expectedPods": expected,
+            "observedGeneration": 1,
+        },
     }
 
 
@@ -538,18 +612,31 @@ def daemonset_pod(rng: random.Random, node: NodeState, owners: dict[str, list[di
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"{name}-{_suffix(rng, 5)}", "namespace": namespace, "uid": _uid(rng),
-                     "creationTimestamp": node.raw["metadata"]["creationTimestamp"], "labels": {"app": name}, "ownerReferences": owners[name]},
-        "spec": {"containers": _DS_CONTAINERS[name], "nodeName": node.name, "priority": 2_000_001_000, "priorityClassName": "system-node-critical",
-                 "tolerations": [{"operator": "Exists"}]},
+        "metadata": {
+            "name": f"{name}-{_suffix(rng, 5)}",
+            "namespace": namespace,
+            "uid": _uid(rng),
+            "creationTimestamp": node.raw["metadata"]["creationTimestamp"],
+            "labels": {"app": name},
+            "ownerReferences": owners[name],
+        },
+        "spec": {
+            "containers": _DS_CONTAINERS[name],
+            "nodeName": node.name,
+            "priority": 2_000_001_000,
+            "priorityClassName": "system-node-critical",
+            "tolerations": [{"operator": "Exists"}],
+        },
         "status": {"phase": "Running", "conditions": _READY, "hostIP": _node_ip(node.index), "qosClass": "Burstable"},
     }
 
 
 _DS_CONTAINERS = {
     name: [{"name": name, "image": image, "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]
-    for name, image in (("nvidia-device-plugin-daemonset", "nvcr.io/nvidia/k8s-device-plugin:v0.13.0"),
-                        ("node-exporter", "quay.io/prometheus/node-exporter:v1.7.0"))
+    for name, image in (
+        ("nvidia-device-plugin-daemonset", "nvcr.io/nvidia/k8s-device-plugin:v0.13.0"),
+        ("node-exporter", "quay.io/prometheus/node-exporter:v1.7.0"),
+    )
 }
 
 
@@ -558,25 +645,41 @@ def pending_pods(rng: random.Random, count: int, gpus_per_node: int, nodes: Sequ
     if not gpus_per_node:
         return []
     fits = sum(1 for n in nodes if n.free.get(GPU, 0) >= gpus_per_node and n.free["cpu"] >= 64_000)
-    if fits:
-        print(f"warning: {fits} node(s) could still take a pending {gpus_per_node}-GPU pod", file=sys.stderr)
-    message = f"0/{len(nodes)} nodes are available: {len(nodes) - fits} Insufficient nvidia.com/gpu."
+    # Where a node could still take one (small or lightly filled clusters), the pods are
+    # shown as just created, before the scheduler's first attempt: no PodScheduled condition.
+    message = f"0/{len(nodes)} nodes are available: {len(nodes)} Insufficient nvidia.com/gpu."
+    conditions = [] if fits else [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
     created = _timestamp(NOW - 600)
     out = []
     for i in range(count):
         replica_set = f"llm-train-{i:03d}-{_suffix(rng, 10)}"
-        out.append({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"{replica_set}-{_suffix(rng, 5)}", "namespace": "llm", "uid": _uid(rng), "creationTimestamp": created,
-                         "labels": {"app": f"llm-train-{i:03d}"},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replica_set, "uid": _uid(rng), "controller": True}]},
-            "spec": {"containers": [{"name": "main", "image": "registry.example.com/ml/train:2024.03",
-                                     "resources": {"requests": {"cpu": "64", "memory": "256Gi"}, "limits": {GPU: str(gpus_per_node)}}}],
-                     "schedulerName": "default-scheduler"},
-            "status": {"phase": "Pending", "qosClass": "Burstable",
-                       "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]},
-        })
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{replica_set}-{_suffix(rng, 5)}",
+                    "namespace": "llm",
+                    "uid": _uid(rng),
+                    "creationTimestamp": created,
+                    "labels": {"app": f"llm-train-{i:03d}"},
+                    "ownerReferences": [
+                        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replica_set, "uid": _uid(rng), "controller": True}
+                    ],
+                },
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.example.com/ml/train:2024.03",
+                            "resources": {"requests": {"cpu": "64", "memory": "256Gi"}, "limits": {GPU: str(gpus_per_node)}},
+                        }
+                    ],
+                    "schedulerName": "default-scheduler",
+                },
+                "status": {"phase": "Pending", "qosClass": "Burstable", "conditions": conditions},
+            }
+        )
     return out
 
 
@@ -609,16 +712,29 @@ def generate(
 
 
 def _generate(
-    nodes: int, pods: int, seed: int, gpus_per_node: int, mig_share: float, cpu_share: float, fill: float,
-    pending: int | None, trace: str | Path | None,
+    nodes: int,
+    pods: int,
+    seed: int,
+    gpus_per_node: int,
+    mig_share: float,
+    cpu_share: float,
+    fill: float,
+    pending: int | None,
+    trace: str | Path | None,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     shapes, _ = load_shapes(trace)
-    states = [make_node(rng, i, kind, variant, gpus_per_node) for i, (kind, variant) in enumerate(
-        _node_names(rng, nodes, gpus_per_node, mig_share, cpu_share))]
+    states = [
+        make_node(rng, i, kind, variant, gpus_per_node)
+        for i, (kind, variant) in enumerate(_node_names(rng, nodes, gpus_per_node, mig_share, cpu_share))
+    ]
     pending = min(pods, max(3, min(10, pods // 5000)) if pending is None else pending)
-    ds_owner = {name: [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": _uid(rng), "controller": True, "blockOwnerDeletion": True}]
-                for name in _DS_CONTAINERS}
+    ds_owner = {
+        name: [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": _uid(rng), "controller": True, "blockOwnerDeletion": True}
+        ]
+        for name in _DS_CONTAINERS
+    }
     items: list[dict[str, Any]] = [s.raw for s in states]
     if pods - pending >= 2 * nodes:
         items += [daemonset_pod(rng, s, ds_owner) for s in states]
@@ -675,15 +791,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="output file, - for stdout")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    cluster = generate(args.nodes, args.pods, seed=args.seed, gpus_per_node=args.gpus_per_node, mig_share=args.mig_share,
-                       cpu_share=args.cpu_share, fill=args.fill, pending=args.pending, trace=args.trace)
+    cluster = generate(
+        args.nodes,
+        args.pods,
+        seed=args.seed,
+        gpus_per_node=args.gpus_per_node,
+        mig_share=args.mig_share,
+        cpu_share=args.cpu_share,
+        fill=args.fill,
+        pending=args.pending,
+        trace=args.trace,
+    )
     generated = time.perf_counter() - started
     write(cluster, args.out, indent=args.indent)
     if args.out == "-":
         return
     size = Path(args.out).stat().st_size / 1e6
-    print(f"{args.out}: {summary(cluster)}; {size:.1f} MB; generated in {generated:.2f} s, "
-          f"written in {time.perf_counter() - started - generated:.2f} s", file=sys.stderr)
+    print(
+        f"{args.out}: {summary(cluster)}; {size:.1f} MB; generated in {generated:.2f} s, "
+        f"written in {time.perf_counter() - started - generated:.2f} s",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

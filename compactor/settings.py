@@ -74,6 +74,8 @@ class PlannerSettings(_Group):
     max_moves_per_namespace: int | None = Field(None, ge=0)
     min_gain_per_move: float = Field(0.0, ge=0, description="net freed GPUs per move the plan must reach")
     place_pending: bool = True
+    max_candidate_pods: int = Field(1500, ge=1, description="movable pods the model may move; beyond it, the least-loaded freeable nodes' pods")
+    max_targets_per_type: int = Field(24, ge=1, description="candidate target nodes per group of identical pods")
     namespaces: list[str] = Field(default_factory=list, description="only pods in these namespaces may move (empty = all)")
     exclude_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     pod_selector: dict[str, str] = Field(default_factory=dict, description="only pods with these labels may move")

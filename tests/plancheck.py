@@ -361,7 +361,8 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
         errors.append(f"{len(plan.moves)} moves > maxMoves {settings.max_moves}")
     if settings.max_moves_per_node is not None:
         per_node = Counter(m.from_node for m in plan.moves)
-        errors.extend(f"{n}: {k} moves > maxMovesPerNode {settings.max_moves_per_node}" for n, k in per_node.items() if k > settings.max_moves_per_node)
+        limit = settings.max_moves_per_node
+        errors.extend(f"{n}: {k} moves > maxMovesPerNode {limit}" for n, k in per_node.items() if k > limit)
     if settings.max_moves_per_namespace is not None:
         per_ns: dict[str, int] = defaultdict(int)
         for m in plan.moves:

@@ -269,11 +269,10 @@ def copies_that_fit(items: Sequence[tuple[str, int]], free: Mapping[str, int], p
     return max(best, 0)
 
 
-def _mig_resources(node: Node) -> dict[str, str]:
+def _mig_resources(allocatable: Resources, strategy: str, product: str) -> dict[str, str]:
     """GPU resource -> MIG profile; with the single strategy ``nvidia.com/gpu`` units are MIG instances."""
-    found = {r: profile_from_resource(r) for r in node.allocatable if is_mig_resource(r)}
-    product = node.gpu.product
-    if node.gpu.mig_strategy == "single" and "-MIG-" in product and GPU in node.allocatable:
+    found = {r: profile_from_resource(r) for r in allocatable if is_mig_resource(r)}
+    if strategy == "single" and "-MIG-" in product and GPU in allocatable:
         found[GPU] = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
     return found
 
@@ -301,54 +300,68 @@ def _node_state(node: Node, usage: _Usage) -> _NodeState:
     equivalent = dict(node.gpu.gpu_equivalent)
     by_resource = {r: max(0, free.get(r, 0)) * e for r, e in sorted(equivalent.items())}
     slots = max(0, free[PODS]) if PODS in allocatable else _NO_POD_LIMIT
-    return _NodeState(node, free, equivalent, by_resource, math.fsum(by_resource.values()), slots)
+    return _NodeState(node, free, equivalent, by_resource, sum(by_resource.values()), slots)
 
 
-def _shape_fragments(state: _NodeState, shape: _Shape, copies: int) -> tuple[float, float]:
-    """(hole-filling fragment, FGD fragment) of the node's free GPU capacity for one shape."""
-    free_gpus = state.free_gpus
-    if not shape.gpu_items:
-        return 0.0, free_gpus  # a CPU-only task uses no GPU: all of it is fragment for FGD
-    if copies == 0:
-        return free_gpus, free_gpus
-    per_copy = math.fsum(n * state.equivalent.get(r, 0.0) for r, n in shape.gpu_items)
-    hole = max(0.0, free_gpus - copies * per_copy)
-    # FGD: the shape can use only the devices of the resources it asks for; the rest is R < D.
-    usable_devices = math.fsum(state.free_gpu_by_resource.get(r, 0.0) for r, _ in shape.gpu_items)
-    return hole, max(0.0, free_gpus - usable_devices)
+def _copies_per_shape(state: _NodeState, shapes: Sequence[_Shape]) -> list[int]:
+    free, slots = state.free, state.pod_slots
+    copies = []
+    for shape in shapes:
+        # Most (node, shape) pairs fail on the shape's first (GPU) resource: skip the call for them.
+        if not shape.items or free.get(shape.items[0][0], 0) < shape.items[0][1]:
+            copies.append(0)
+        else:
+            copies.append(copies_that_fit(shape.items, free, slots))
+    return copies
 
 
 def _node_fragments(state: _NodeState, shapes: Sequence[_Shape]) -> tuple[float, float, list[int]]:
-    """Σ_m p_m frag_n(m) for both definitions, and the copies of each shape that fit."""
-    copies = [copies_that_fit(s.items, state.free, state.pod_slots) for s in shapes]
-    if state.free_gpus <= 0:
+    """(Σ_m p'_m frag_n(m), Σ_m p_m F_n(m)) and the copies of each shape that fit; formulas in docs/metrics.md.
+
+    Plain sums are enough here: the shape order is fixed, so the result does not depend on input order.
+    """
+    copies = _copies_per_shape(state, shapes)
+    free_gpus = state.free_gpus
+    if free_gpus <= 0:
         return 0.0, 0.0, copies
-    holes: list[float] = []
-    fgd: list[float] = []
+    hole_sum = fgd_sum = 0.0
     for shape, n in zip(shapes, copies, strict=True):
-        hole, gradient = _shape_fragments(state, shape, n)
-        holes.append(shape.headline_weight * hole)
-        fgd.append(shape.fgd_weight * gradient)
-    return min(state.free_gpus, math.fsum(holes)), min(state.free_gpus, math.fsum(fgd)), copies
+        if not shape.gpu_items:
+            fgd_sum += shape.fgd_weight * free_gpus  # a CPU-only task uses no GPU: FGD counts all of it
+        elif n == 0:
+            hole_sum += shape.headline_weight * free_gpus
+            fgd_sum += shape.fgd_weight * free_gpus
+        else:
+            per_copy = usable_devices = 0.0
+            for resource, amount in shape.gpu_items:
+                per_copy += amount * state.equivalent.get(resource, 0.0)
+                # FGD: only devices of the requested resources can serve the shape; the rest is R < D.
+                usable_devices += state.free_gpu_by_resource.get(resource, 0.0)
+            hole_sum += shape.headline_weight * max(0.0, free_gpus - n * per_copy)
+            fgd_sum += shape.fgd_weight * max(0.0, free_gpus - usable_devices)
+    return min(free_gpus, hole_sum), min(free_gpus, fgd_sum), copies
 
 
-def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]) -> dict[str, float]:
-    """allocatable/allocated GPUs over all GPU resources, and total/idle GPUs over the MIG ones."""
+def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]) -> tuple[float, float, float, float]:
+    """(allocatable, allocated) GPUs over all GPU resources, (total, idle) GPUs over the MIG ones.
+
+    Plain sums in sorted resource order: deterministic per node; only cross-node sums need ``fsum``.
+    """
     allocatable, requested, free = node.allocatable, usage.requested, state.free
-    terms: dict[str, list[float]] = {"allocatable": [], "allocated": [], "mig": [], "mig_idle": []}
+    total = used = mig_total = mig_idle = 0.0
     for resource, eq in sorted(state.equivalent.items()):
-        terms["allocatable"].append(allocatable.get(resource, 0) * eq)
-        terms["allocated"].append(requested.get(resource, 0) * eq)
+        total += allocatable.get(resource, 0) * eq
+        used += requested.get(resource, 0) * eq
         if resource in mig:
-            terms["mig"].append(allocatable.get(resource, 0) * eq)
-            terms["mig_idle"].append(max(0, free.get(resource, 0)) * eq)
-    return {key: math.fsum(values) for key, values in terms.items()}
+            mig_total += allocatable.get(resource, 0) * eq
+            mig_idle += max(0, free.get(resource, 0)) * eq
+    return total, used, mig_total, mig_idle
 
 
 def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float) -> NodeFigures:
     node = state.node
-    mig = _mig_resources(node)
-    sums = _gpu_sums(node, state, usage, mig)
+    mig = _mig_resources(node.allocatable, node.gpu.mig_strategy, node.gpu.product)
+    allocatable_gpus, allocated_gpus, mig_gpus, mig_idle_gpus = _gpu_sums(node, state, usage, mig)
     runs_gpu = usage.gpu_pods > 0
     return NodeFigures(
         name=node.name,
@@ -359,16 +372,16 @@ def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: floa
         allocated=Resources(usage.requested),
         free=Resources(state.free),
         gpus=node.gpu.physical_gpus,
-        allocatable_gpus=sums["allocatable"],
-        allocated_gpus=sums["allocated"],
+        allocatable_gpus=allocatable_gpus,
+        allocated_gpus=allocated_gpus,
         free_gpus=state.free_gpus,
         runs_gpu_pods=runs_gpu,
         whole_free=node.is_gpu_node and not runs_gpu,
         stranded_gpus=state.free_gpus if runs_gpu else 0.0,
         mig_idle={mig[r]: max(0, state.free.get(r, 0)) for r in sorted(mig)},
         mig_total={mig[r]: node.allocatable.get(r, 0) for r in sorted(mig)},
-        mig_idle_gpus=sums["mig_idle"],
-        mig_gpus=sums["mig"],
+        mig_idle_gpus=mig_idle_gpus,
+        mig_gpus=mig_gpus,
         fragmented_gpus=fragmented,
         fgd_fragmented_gpus=fgd,
         pod_count=usage.pods,
@@ -387,6 +400,7 @@ def _rate(part: float, whole: float) -> float | None:
 
 _FLOATS = ("allocatable_gpus", "allocated_gpus", "free_gpus", "stranded_gpus", "fragmented_gpus",
            "fgd_fragmented_gpus", "mig_idle_gpus", "mig_gpus")
+_ALL_FLOATS = (*_FLOATS, "whole_free_gpus", "unavailable_free_gpus")
 _COUNTS = ("gpus", "pod_count", "gpu_pod_count")
 
 
@@ -400,16 +414,13 @@ class _Totals:
     """Running sums over nodes; float figures keep their terms so ``math.fsum`` makes them order-independent."""
 
     counts: Counter[str] = field(default_factory=Counter)
-    floats: dict[str, list[float]] = field(default_factory=dict)
+    floats: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in _ALL_FLOATS})
     vectors: dict[str, dict[str, int]] = field(default_factory=lambda: {"allocatable": {}, "allocated": {}, "free": {}})
     mig_idle: Counter[str] = field(default_factory=Counter)
     mig_total: Counter[str] = field(default_factory=Counter)
 
-    def _term(self, name: str, value: float) -> None:
-        self.floats.setdefault(name, []).append(value)
-
     def add(self, n: NodeFigures) -> None:
-        counts = self.counts
+        counts, floats = self.counts, self.floats
         counts["node_count"] += 1
         counts["gpu_node_count"] += n.gpus > 0
         counts["whole_free_nodes"] += n.whole_free
@@ -417,9 +428,9 @@ class _Totals:
         for name in _COUNTS:
             counts[name] += getattr(n, name)
         for name in _FLOATS:
-            self._term(name, getattr(n, name))
-        self._term("whole_free_gpus", n.free_gpus if n.whole_free else 0.0)
-        self._term("unavailable_free_gpus", 0.0 if n.ready and n.schedulable else n.free_gpus)
+            floats[name].append(getattr(n, name))
+        floats["whole_free_gpus"].append(n.free_gpus if n.whole_free else 0.0)
+        floats["unavailable_free_gpus"].append(0.0 if n.ready and n.schedulable else n.free_gpus)
         _add_into(self.vectors["allocatable"], n.allocatable.as_dict())
         _add_into(self.vectors["allocated"], n.allocated.as_dict())
         _add_into(self.vectors["free"], n.free.as_dict())
@@ -429,14 +440,14 @@ class _Totals:
     def merge(self, other: _Totals) -> None:
         self.counts.update(other.counts)
         for name, terms in other.floats.items():
-            self.floats.setdefault(name, []).extend(terms)
+            self.floats[name].extend(terms)
         for name, vector in other.vectors.items():
             _add_into(self.vectors[name], vector)
         self.mig_idle.update(other.mig_idle)
         self.mig_total.update(other.mig_total)
 
     def finish(self, name: str, *, has_shapes: bool, has_gpu_shapes: bool) -> AggregateFigures:
-        t = {key: math.fsum(self.floats.get(key, ())) for key in (*_FLOATS, "whole_free_gpus", "unavailable_free_gpus")}
+        t = {key: math.fsum(terms) for key, terms in self.floats.items()}
         c = self.counts
         return AggregateFigures(
             name=name,

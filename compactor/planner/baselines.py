@@ -34,7 +34,7 @@ class BaselineResult:
 
 
 def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
-    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
+    problem = build_problem(snapshot, _unbounded(settings), max_targets=len(snapshot.nodes))
     assignment = greedy(problem)
     freed_set = {s.index for s in problem.nodes if s.gpus}
     moves, placements = concretise(problem, assignment, freed_set)
@@ -46,13 +46,18 @@ def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResul
     )
 
 
+def _unbounded(settings: PlannerSettings) -> PlannerSettings:
+    """Baselines see every node and pod: no model-size budget applies to them."""
+    return settings.model_copy(update={"max_candidate_pods": 10**9})
+
+
 def _scored_resources(pod: Pod) -> list[str]:
     return [CPU, MEMORY, *[r for r in pod.requests if is_gpu_resource(r)]]
 
 
 def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scoring: str = "LeastAllocated", threshold: float = 0.5) -> BaselineResult:
     """Evict movable GPU pods from GPU nodes whose GPU utilisation is under ``threshold``, then re-schedule them."""
-    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
+    problem = build_problem(snapshot, _unbounded(settings), max_targets=len(snapshot.nodes))
     loads = [dict(s.fixed) for s in problem.nodes]
     for ptype in problem.types:
         for node, pods in ptype.initial.items():

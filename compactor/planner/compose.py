@@ -84,7 +84,8 @@ def build_plan(
 ) -> CompactionPlan:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock."""
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
-    problem = build_problem(snapshot, settings)
+    # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
+    problem = build_problem(snapshot, settings, max_targets=4 * settings.max_targets_per_type)
     result: SolveResult | None = None
     note = ""
     if not problem.types:
@@ -93,6 +94,7 @@ def build_plan(
         placements: list[ConcretePlacement] = []
     else:
         result = solve(problem)
+        problem = result.problem
         moves, placements = concretise(problem, result.assignment, result.empty_nodes)
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:

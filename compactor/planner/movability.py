@@ -99,8 +99,13 @@ def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb
     for pdb in pdbs:
         by_namespace[pdb.namespace].append(pdb)
     result: dict[str, tuple[Pdb, ...]] = {}
+    seen: dict[tuple[str, frozenset[tuple[str, str]]], tuple[Pdb, ...]] = {}  # replicas share their labels
     for pod in pods:
-        matching = tuple(p for p in by_namespace.get(pod.namespace, ()) if label_selector_matches(p.selector, pod.labels))
+        key = (pod.namespace, frozenset(pod.labels.items()))
+        matching = seen.get(key)
+        if matching is None:
+            matching = tuple(p for p in by_namespace.get(pod.namespace, ()) if label_selector_matches(p.selector, pod.labels))
+            seen[key] = matching
         if matching:
             result[pod.key] = matching
     return result

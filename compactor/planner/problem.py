@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.types import Node, Pod, Snapshot
@@ -48,6 +48,7 @@ class PodType:
     initial: dict[int, list[Pod]] = field(default_factory=dict)  # node index -> movable pods there
     pending_pods: list[Pod] = field(default_factory=list)
     targets: tuple[int, ...] = ()  # nodes that may end up holding pods of this type
+    ranked_targets: tuple[int, ...] = ()  # eligible non-current targets, best first
     stay_only: frozenset[int] = frozenset()  # current nodes that may keep their pods but receive none (not eligible targets)
 
     @property
@@ -109,25 +110,25 @@ def _priority_weights(pods: Sequence[Pod]) -> dict[int, int]:
     return {prio: rank + 1 for rank, prio in enumerate(sorted({p.priority for p in pods}))}
 
 
-def _candidates(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> tuple[set[str], set[str]]:
-    """(freeable GPU nodes, nodes whose movable pods become decision variables)."""
-    gpu_pod_blocked: set[str] = set()
-    for pod in snapshot.pods:
-        if pod.is_bound and pod.uses_gpu and unmovable.get(pod.key) is not None:
-            gpu_pod_blocked.add(pod.node_name)
-    freeable = {n.name for n in snapshot.nodes if n.is_gpu_node and n.name not in gpu_pod_blocked}
-    # Movable pods on every GPU node are variables, with or without pending pods: moving one off
-    # a node that cannot be freed may be what makes room for the pods of a node that can.
-    sources = {n.name for n in snapshot.nodes if n.is_gpu_node}
-    return freeable, sources
+def _gpu_load(node: Node, load: Mapping[str, int]) -> float:
+    return sum(load.get(r, 0) * eq for r, eq in node.gpu.gpu_equivalent)
 
 
-def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int = 48) -> Problem:
+def _freeable(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> set[str]:
+    """GPU nodes all of whose GPU pods may move."""
+    blocked = {p.node_name for p in snapshot.pods if p.is_bound and p.uses_gpu and unmovable.get(p.key) is not None}
+    return {n.name for n in snapshot.nodes if n.is_gpu_node and n.name not in blocked}
+
+
+def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None) -> Problem:
     nodes_by_name = snapshot.node_by_name()
     unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings)
     pending = [p for p in snapshot.pending_pods() if p.uses_gpu] if settings.place_pending else []
-    freeable, sources = _candidates(snapshot, unmovable)
     loads = _node_loads(snapshot)
+    freeable = _freeable(snapshot, unmovable)
+    # Movable pods on every GPU node are variables: moving one off a node that cannot be freed
+    # may be what makes room for the pods of a node that can (``restrict`` narrows this at scale).
+    sources = {n.name for n in snapshot.nodes if n.is_gpu_node}
 
     types: dict[tuple[object, ...], PodType] = {}
     fixed: dict[str, dict[str, int]] = {name: dict(load) for name, load in loads.items()}
@@ -158,9 +159,10 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
 
     states = [_node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable) for i, node in enumerate(snapshot.nodes)]
     type_list = list(types.values())
+    eligibility = _Eligibility(states)
     for ptype in type_list:
-        ptype.targets = _targets(ptype, states, max_targets)
-        ptype.stay_only = frozenset(n for n in ptype.initial if not _may_receive(ptype, states[n]))
+        ptype.targets = _targets(ptype, eligibility, max_targets or settings.max_targets_per_type)
+        ptype.stay_only = frozenset(ptype.initial) - eligibility.receivers(ptype)
     resources = tuple(sorted({r for t in type_list for r in t.requests}))
     shapes = tuple(parse_shape(s) for s in settings.target_shapes) if settings.mode == "shapes" else ()
     return Problem(snapshot, settings, states, type_list, resources, unmovable, shapes)
@@ -187,14 +189,40 @@ def _room_for(ptype: PodType, state: NodeState) -> bool:
     return all(state.fixed.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in ptype.requests.items())
 
 
-def _may_receive(ptype: PodType, state: NodeState) -> bool:
-    """May a pod of this type be moved or placed onto this node (capacity aside)?"""
-    if ptype.uses_gpu and not state.node.is_gpu_node:
-        return False
-    return state.is_target_pool and is_target(ptype.representative, state.node)
+class _Eligibility:
+    """Memoised target rules: many types share one set of placement constraints, and GPU types only
+    ever fit nodes that advertise their GPU resources."""
+
+    def __init__(self, states: Sequence[NodeState]) -> None:
+        self.states = states
+        self.by_resource: dict[str, list[NodeState]] = defaultdict(list)
+        for state in states:
+            for resource, amount in state.capacity.items():
+                if amount > 0 and is_gpu_resource(resource):
+                    self.by_resource[resource].append(state)
+        self.cache: dict[tuple[object, ...], frozenset[int]] = {}
+
+    def candidates(self, ptype: PodType) -> Sequence[NodeState]:
+        gpu = [r for r in ptype.requests if is_gpu_resource(r)]
+        if not gpu:
+            return self.states
+        return min((self.by_resource.get(r, []) for r in gpu), key=len)
+
+    def receivers(self, ptype: PodType) -> frozenset[int]:
+        """Nodes a pod of this type may be moved or placed onto (capacity aside)."""
+        pod = ptype.representative
+        key = (pod.tolerations, pod.node_selector, pod.affinity, ptype.uses_gpu, tuple(sorted(r for r in ptype.requests if is_gpu_resource(r))))
+        found = self.cache.get(key)
+        if found is None:
+            found = frozenset(
+                s.index for s in self.candidates(ptype)
+                if s.is_target_pool and (s.node.is_gpu_node or not ptype.uses_gpu) and is_target(pod, s.node)
+            )
+            self.cache[key] = found
+        return found
 
 
-def _targets(ptype: PodType, states: Sequence[NodeState], max_targets: int) -> tuple[int, ...]:
+def _targets(ptype: PodType, eligibility: _Eligibility, max_targets: int) -> tuple[int, ...]:
     """Nodes this type may end on: its current nodes plus the best eligible ones.
 
     Preference (best-fit): nodes that will not be freed anyway (they run an
@@ -202,11 +230,53 @@ def _targets(ptype: PodType, states: Sequence[NodeState], max_targets: int) -> t
     GPUs; empty GPU nodes last, since filling them costs free capacity.
     """
     current = set(ptype.initial)
-    eligible = [s for s in states if s.index not in current and _may_receive(ptype, s) and _room_for(ptype, s)]
+    receivers = eligibility.receivers(ptype)
+    states = eligibility.states
+    eligible = [states[i] for i in receivers if i not in current and _room_for(ptype, states[i])]
     if ptype.pending:
         # A pending pod wants the node that needs the least draining: the most free GPUs.
         eligible.sort(key=lambda s: (-s.free_gpus_before, s.node.name))
     else:
         eligible.sort(key=lambda s: (s.can_empty, not s.ran_gpu_pods, s.free_gpus_before, s.node.name))
-    chosen = sorted(current | {s.index for s in eligible[:max_targets]})
+    ptype.ranked_targets = tuple(s.index for s in eligible[:max_targets])
+    chosen = sorted(current | set(ptype.ranked_targets))
     return tuple(chosen)
+
+
+def movable_pods(problem: Problem) -> int:
+    return sum(t.count for t in problem.types if not t.pending)
+
+
+def restrict(problem: Problem, sources: set[int], used: dict[int, set[int]] | None = None, max_targets: int | None = None) -> tuple[Problem, dict[int, int]]:
+    """The same instance with only the movable pods on ``sources`` left as variables.
+
+    Pods elsewhere become fixed load; a node left with fixed GPU pods can no longer be
+    freed. Returns the narrowed problem and the old -> new type index map.
+    """
+    fixed = [dict(s.fixed) for s in problem.nodes]
+    types: list[PodType] = []
+    mapping: dict[int, int] = {}
+    for ptype in problem.types:
+        kept = {n: pods for n, pods in ptype.initial.items() if n in sources}
+        for node, pods in ptype.initial.items():
+            if node not in sources:
+                for r, v in ptype.requests.items():
+                    fixed[node][r] = fixed[node].get(r, 0) + v * len(pods)
+        if not ptype.pending and not kept:
+            continue
+        mapping[ptype.index] = len(types)
+        narrowed = replace(ptype, index=len(types), initial=kept)
+        targets = [n for n in ptype.targets if n in kept or n not in ptype.initial]  # dropped sources receive no more
+        if max_targets is not None and not ptype.pending:
+            # Keep the best-ranked targets, plus every node the warm start sends this type to.
+            ranked = [n for n in ptype.ranked_targets if n in targets][:max_targets]
+            targets = sorted(set(ranked) | set(kept) | (used or {}).get(ptype.index, set()))
+        narrowed.targets = tuple(targets)
+        narrowed.stay_only = frozenset(n for n in ptype.stay_only if n in kept)
+        types.append(narrowed)
+    states = [
+        replace(s, fixed={k: v for k, v in fixed[s.index].items() if v},
+                can_empty=s.can_empty and not any(is_gpu_resource(r) and v > 0 for r, v in fixed[s.index].items()))
+        for s in problem.nodes
+    ]
+    return replace(problem, nodes=states, types=types), mapping

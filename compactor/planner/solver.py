@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 from compactor.model.resources import is_gpu_resource
 from compactor.planner import constraints as c
 from compactor.planner.greedy import Assignment, greedy
-from compactor.planner.problem import Problem
+from compactor.planner.problem import Problem, movable_pods, restrict
 from compactor.planner.variables import Variables, make_variables
 
 _STATUS = {
@@ -39,6 +39,7 @@ class LevelResult:
 
 @dataclass
 class SolveResult:
+    problem: Problem
     assignment: Assignment
     empty_nodes: set[int]
     status: str
@@ -60,6 +61,35 @@ def _empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
     return {s.index for s in problem.nodes if s.gpus and s.can_empty and gpu_load[s.index] == 0 and s.index not in fixed_gpu}
 
 
+def within_limits(problem: Problem, assignment: Assignment) -> bool:
+    """Does ``assignment`` respect maxMoves (total, per node, per namespace) and minGainPerMove?"""
+    cfg = problem.settings
+    total = 0
+    per_node: dict[int, int] = {}
+    per_namespace: dict[str, int] = {}
+    for ptype in problem.types:
+        if ptype.pending:
+            continue
+        final = assignment.counts.get(ptype.index, {})
+        for node, pods in ptype.initial.items():
+            out = max(0, len(pods) - final.get(node, 0))
+            total += out
+            per_node[node] = per_node.get(node, 0) + out
+            per_namespace[ptype.namespace] = per_namespace.get(ptype.namespace, 0) + out
+    if cfg.max_moves is not None and total > cfg.max_moves:
+        return False
+    if cfg.max_moves_per_node is not None and any(k > cfg.max_moves_per_node for k in per_node.values()):
+        return False
+    if cfg.max_moves_per_namespace is not None and any(k > cfg.max_moves_per_namespace for k in per_namespace.values()):
+        return False
+    per_move = round(cfg.min_gain_per_move * 100)
+    if per_move > 0:
+        freed = sum(problem.nodes[n].gpus for n in _empty_nodes(problem, assignment))
+        if 100 * (freed - problem.empty_before_gpus) < per_move * total:
+            return False
+    return True
+
+
 def _extract(problem: Problem, v: Variables, solver: cp_model.CpSolver) -> Assignment:
     counts: dict[int, dict[int, int]] = {}
     placed: dict[int, dict[int, int]] = {}
@@ -77,7 +107,7 @@ def _extract(problem: Problem, v: Variables, solver: cp_model.CpSolver) -> Assig
 class _Levels:
     """Runs the levels on one model, carrying the incumbent from level to level."""
 
-    def __init__(self, problem: Problem, deadline: float, workers: int) -> None:
+    def __init__(self, problem: Problem, deadline: float, workers: int, start: Assignment) -> None:
         self.problem = problem
         self.deadline = deadline
         self.workers = workers
@@ -87,9 +117,20 @@ class _Levels:
         for build in c.ALL_CONSTRAINTS:
             build(problem, self.v)
         self.results: list[LevelResult] = []
-        self.best = greedy(problem)
-        self.greedy = self.best
+        self.best = start
+        self.greedy = start
         self.status = "OPTIMAL"
+
+    def greedy_places_all_pending(self) -> bool:
+        """Level 1 needs no search when the warm start already places every pending pod."""
+        placed = sum(sum(per_node.values()) for per_node in self.greedy.placed.values())
+        return placed == sum(t.count for t in self.problem.types if t.pending)
+
+    def fix_pending(self) -> None:
+        expr = c.pending_placed(self.problem, self.v)
+        best = sum(t.weight * t.count for t in self.problem.types if t.pending)
+        self.v.model.add(expr >= best)
+        self.results.append(LevelResult("pending", "OPTIMAL", float(best), float(best), 0.0))
 
     def run(self, name: str, expr: cp_model.LinearExprT, maximize: bool, share: float) -> None:
         model = self.v.model
@@ -116,21 +157,79 @@ class _Levels:
             self.status = "FEASIBLE" if status == cp_model.FEASIBLE or self.results else name_status
 
 
+def _narrow(problem: Problem, start: Assignment) -> tuple[Problem, Assignment]:
+    """At scale, keep as variables only the pods the warm start moved, those on nodes it placed
+    pending pods on, and those on the least GPU-loaded freeable nodes, within the pod budget."""
+    budget = problem.settings.max_candidate_pods
+    if movable_pods(problem) <= budget and all(len(t.ranked_targets) <= problem.settings.max_targets_per_type for t in problem.types):
+        return problem, start
+    sources: set[int] = set()
+    for ptype in problem.types:
+        final = start.counts.get(ptype.index, {})
+        sources.update(n for n, pods in ptype.initial.items() if final.get(n, 0) < len(pods))
+    for per_node in start.placed.values():
+        sources.update(per_node)
+    movable_on: dict[int, int] = {}
+    for ptype in problem.types:
+        for node, pods in ptype.initial.items():
+            movable_on[node] = movable_on.get(node, 0) + len(pods)
+    spent = sum(movable_on.get(n, 0) for n in sources)
+    if movable_pods(problem) <= budget:
+        sources = {n for t in problem.types for n in t.initial}
+    by_load = sorted((s for s in problem.nodes if s.can_empty and s.index not in sources and s.index in movable_on),
+                     key=lambda s: (s.gpus - s.free_gpus_before, s.node.name))
+    for state in by_load:
+        if spent + movable_on[state.index] > budget:
+            break
+        sources.add(state.index)
+        spent += movable_on[state.index]
+    used: dict[int, set[int]] = {t: set(per_node) for t, per_node in start.counts.items()}
+    narrowed, mapping = restrict(problem, sources, used, problem.settings.max_targets_per_type)
+    return narrowed, _translate(problem, start, mapping, sources)
+
+
+def _translate(problem: Problem, start: Assignment, mapping: dict[int, int], sources: set[int]) -> Assignment:
+    counts: dict[int, dict[int, int]] = {}
+    placed: dict[int, dict[int, int]] = {}
+    for ptype in problem.types:
+        new = mapping.get(ptype.index)
+        if new is None:
+            continue
+        if ptype.pending:
+            placed[new] = dict(start.placed.get(ptype.index, {}))
+            continue
+        final = dict(start.counts.get(ptype.index, {}))
+        for node, pods in ptype.initial.items():
+            if node not in sources:
+                final[node] = final.get(node, 0) - len(pods)
+        counts[new] = {n: k for n, k in final.items() if k}
+    return Assignment(counts, placed)
+
+
 def solve(problem: Problem, *, time_limit: float | None = None, workers: int | None = None) -> SolveResult:
+    """Solve, narrowing very large instances around the greedy warm start; the result names the problem it solved."""
     started = time.monotonic()
     limit = time_limit if time_limit is not None else problem.settings.time_limit_seconds
-    levels = _Levels(problem, started + limit, workers or problem.settings.workers)
+    problem, start = _narrow(problem, greedy(problem))
+    if not within_limits(problem, start):
+        # The greedy warm start ignores maxMoves/minGainPerMove; it must not become the incumbent
+        # (returned as is when every level fails) nor fix the pending level to a value the limits forbid.
+        start = Assignment.unchanged(problem)
+    levels = _Levels(problem, started + limit, workers or problem.settings.workers, start)
     plan: list[tuple[str, Callable[[], cp_model.LinearExprT], bool, float]] = []
-    if levels.v.placed:
-        plan.append(("pending", lambda: c.pending_placed(problem, levels.v), True, 0.3))
+    if levels.v.placed and not levels.greedy_places_all_pending():
+        plan.append(("pending", lambda: c.pending_placed(problem, levels.v), True, 0.25))
+    elif levels.v.placed:
+        levels.fix_pending()
     if problem.target_shapes:
-        plan.append(("headroom", lambda: c.headroom_gain(problem, levels.v), True, 0.6))
+        plan.append(("headroom", lambda: c.headroom_gain(problem, levels.v), True, 0.7))
     else:
-        plan.append(("freedGpus", lambda: c.freed_gpus(problem, levels.v), True, 0.6))
+        plan.append(("freedGpus", lambda: c.freed_gpus(problem, levels.v), True, 0.7))
     plan.append(("moveCost", lambda: c.move_cost(problem, levels.v), False, 1.0))
     for name, expr, maximize, share in plan:
         levels.run(name, expr(), maximize, share)
     return SolveResult(
+        problem=problem,
         assignment=levels.best,
         empty_nodes=_empty_nodes(problem, levels.best),
         status=levels.status,

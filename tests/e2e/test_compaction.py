@@ -23,6 +23,8 @@ import yaml
 from tests.e2e.helpers import (
     GPU,
     MIG_1G,
+    MIXED_NODE_FIRST,
+    MIXED_NODE_LATER,
     STATE_CONFIGMAP,
     STATE_NAMESPACE,
     GpuNodes,

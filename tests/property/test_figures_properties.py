@@ -21,7 +21,7 @@ from tests.builders import A100_40, cluster, node, pod
 # Valid A100-40GB mixed layouts (memory slices <= 8 per GPU).
 MIG_LAYOUTS = ({"1g.5gb": 7}, {"3g.20gb": 2}, {"2g.10gb": 3}, {"3g.20gb": 1, "1g.5gb": 3}, {"4g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1})
 MIG_PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb")
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, note
@@ -39,12 +39,16 @@ from tests.plancheck import (
     uses_capacity,
 )
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
 MIG_PROFILES = ("1g.5gb", "2g.10gb")
 # PLANNER_PROPERTY_EXAMPLES=1000 for a longer hunt; 30 keeps the suite well under a minute.
-PROPERTY = hsettings(max_examples=int(os.environ.get("PLANNER_PROPERTY_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = hsettings(
+    max_examples=int(os.environ.get("PLANNER_PROPERTY_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 # ---------------------------------------------------------------------------- random clusters
@@ -277,7 +281,9 @@ def test_brute_force_sees_what_the_planner_must_do() -> None:
     # 18 GPUs of demand on 24: big fits once b joins a (1 move); no node can also be freed.
     assert brute_force(snapshot, config) == (1, 0, 1)
     # Without the pending pod: c joins a or b and g2 is freed.
-    snapshot = cluster(*[node(f"g{i}", gpus=8) for i in range(3)], pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2))
+    snapshot = cluster(
+        *[node(f"g{i}", gpus=8) for i in range(3)], pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2)
+    )
     assert brute_force(snapshot, config) == (0, 8, 1)
     # A cordoned node is no target: c cannot leave, but a can join b.
     snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8, unschedulable=True), pod("a", on="g0", gpus=4), pod("c", on="g1", gpus=2))

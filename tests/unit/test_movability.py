@@ -9,21 +9,21 @@ near-miss control that does move, so no test passes for the wrong reason.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from compactor.errors import ConfigError
+from compactor.model.types import Snapshot
 from compactor.planner.compose import build_plan
 from compactor.planner.movability import Unmovable, movability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, load_settings
-from compactor.model.types import Snapshot
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import assert_valid, movable_reason
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 FAST = {"time_limit_seconds": 5, "workers": 2}
 EMPTY_DIR = [{"name": "scratch", "emptyDir": {}}]
 HOST_PATH = [{"name": "host", "hostPath": {"path": "/var/data"}}]
@@ -147,7 +147,8 @@ def test_rule5_local_storage_annotated_evict_true_moves(volumes: list[dict[str, 
 
 
 def test_rule5_control_other_volumes_move() -> None:
-    _, plan = scenario({"volumes": [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]})
+    volumes = [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]
+    _, plan = scenario({"volumes": volumes})
     assert_moves(plan)
 
 
@@ -341,7 +342,9 @@ def test_movability_reasons_agree_with_checker() -> None:
         pod("sys", on="src", gpus=1, namespace="kube-system"),
         pod("excl", on="x", gpus=1),
     ]
-    snapshot = cluster(node("src", gpus=8), node("x", gpus=8, labels={"compactor.io/exclude": "true"}), pdb("p", match={"app": "p"}, allowed=0), *cases)
+    snapshot = cluster(
+        node("src", gpus=8), node("x", gpus=8, labels={"compactor.io/exclude": "true"}), pdb("p", match={"app": "p"}, allowed=0), *cases
+    )
     cfg = settings()
     planner = movability(snapshot.pods, snapshot.node_by_name(), snapshot.pdbs, cfg)
     nodes = snapshot.node_by_name()

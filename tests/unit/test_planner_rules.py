@@ -7,19 +7,19 @@ number of moves, what is placed), not one exact assignment.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from compactor.model.types import Snapshot
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan, Metadata, Move, Placement, SolverReport
-from compactor.model.types import Snapshot
 from compactor.settings import PlannerSettings, parse_shape
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid, capacity_of, check_plan, loads_before, total_headroom
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 FAST = {"time_limit_seconds": 5, "workers": 2}
 
 
@@ -232,7 +232,7 @@ def test_overcommitted_node_may_be_left_and_swapped_even() -> None:
 
 def test_pending_pod_placed_by_moving_others() -> None:
     """What must move for this Pending pod to run: one of the two half-full nodes is drained into the other."""
-    snapshot, plan = plan_for(
+    _, plan = plan_for(
         node("a", gpus=8), node("b", gpus=8),
         pod("p", on="a", gpus=4), pod("q", on="b", gpus=4),
         pod("big", gpus=8, owner="Job/big"),
@@ -246,7 +246,7 @@ def test_pending_pod_placed_by_moving_others() -> None:
 
 
 def test_pending_pod_placed_while_another_node_is_freed() -> None:
-    snapshot, plan = plan_for(
+    _, plan = plan_for(
         *[node(f"g{i}", gpus=8) for i in range(4)],
         *[pod(f"a{i}", on=f"g{i % 4}", gpus=2) for i in range(6)],
         pod("big", gpus=8, owner="Job/big"),
@@ -466,6 +466,38 @@ def test_min_gain_keeps_the_best_paying_part_of_a_plan() -> None:
     )[1]
     assert plan.freed_nodes == ["a"] and len(plan.moves) == 1
 
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [{"max_moves": 0}, {"max_moves_per_node": 0}, {"max_moves_per_namespace": 0}, {"min_gain_per_move": 1}],
+    ids=["maxMoves", "perNode", "perNamespace", "minGainPerMove"],
+)
+def test_limits_bind_pending_placements_too(limit: dict[str, Any]) -> None:
+    """Regression: when the greedy warm start placed every pending pod by moving others, it fixed the
+    pending level (and stayed the incumbent) even where the limits forbid those moves."""
+    _, plan = plan_for(
+        node("a", gpus=8), node("b", gpus=8),
+        pod("p", on="a", gpus=4), pod("q", on="b", gpus=4),
+        pod("big", gpus=8, owner="Job/big"),
+        config=settings(**limit),
+    )
+    assert plan.placed_pending == []
+    if "min_gain_per_move" in limit:
+        # One move frees a node (8 GPUs per move); placing big would gain nothing.
+        assert plan.freed_gpus == 8 and len(plan.moves) == 1
+    else:
+        assert plan.moves == []
+
+
+def test_max_moves_lets_the_pending_pod_in_when_it_allows_the_move() -> None:
+    _, plan = plan_for(
+        node("a", gpus=8), node("b", gpus=8),
+        pod("p", on="a", gpus=4), pod("q", on="b", gpus=4),
+        pod("big", gpus=8, owner="Job/big"),
+        config=settings(max_moves=1, max_moves_per_node=1, max_moves_per_namespace=1),
+    )
+    assert [p.pod for p in plan.placed_pending] == ["default/big"] and len(plan.moves) == 1
 
 # ======================================================================== shape mode
 

@@ -1,0 +1,18 @@
+# gpu-compactor: `docker build -t gpu-compactor:0.1.0 .`
+# The image runs as an unprivileged user and needs no writable root filesystem (mount /tmp).
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY compactor ./compactor
+RUN pip install --no-cache-dir --root-user-action=ignore --prefix=/install .
+
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=build /install /usr/local
+RUN groupadd --gid 10001 compactor \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin compactor
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["compactor"]
+CMD ["--help"]

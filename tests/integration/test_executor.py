@@ -1,0 +1,662 @@
+"""The executor against the fake cluster, in simulated time: cordon first, evict under PDBs, verify, finish or roll back.
+
+Every scenario is planned by the real planner (``build_plan``) from the same raw objects
+the fake cluster is loaded with, then carried out by ``Executor`` through the
+``ClusterClient`` interface. The fake cluster enforces PDBs on the eviction subresource,
+recreates evicted ReplicaSet pods, schedules them and starts them after a delay, so an
+executor that skips a wait or a check shows up as a PDB violation, a lost pod, a node
+left cordoned or a wrong report.
+
+The helpers at the top (scenarios, ``run``, ``assert_clean``) are shared with
+``test_crash_recovery.py`` and ``test_dry_run.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from compactor.actions import annotations as ann
+from compactor.actions.client import EvictionOutcome, EvictionResult, ObjectRef
+from compactor.actions.executor import Executor, Progress, RunReport
+from compactor.actions.recovery import recover
+from compactor.planner.compose import build_plan
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings, PlannerSettings
+from tests.builders import cluster, node, pdb, pod
+from tests.fakecluster import EPOCH, FakeCluster
+
+Obj = dict[str, Any]
+
+PLAN_ID = "plan-test-1"
+SETTINGS = ExecutorSettings(poll_seconds=1, replacement_timeout_seconds=60, backoff_seconds=1, backoff_max_seconds=8, eviction_retry_limit=3)
+PLANNER = PlannerSettings(time_limit_seconds=5, workers=1)
+
+
+# --------------------------------------------------------------------------- scenarios and helpers
+
+
+def rs(name: str, on: str, app: str, *, gpus: int = 1, kind: str = "ReplicaSet", labels: dict[str, str] | None = None) -> Obj:
+    """A GPU pod of controller ``kind/app`` labelled ``app=<app>`` (plus ``labels``)."""
+    return pod(name, on=on, gpus=gpus, owner=f"{kind}/{app}", labels={"app": app, **(labels or {})})
+
+
+def agents(*nodes: str) -> list[Obj]:
+    """A CPU-only DaemonSet pod per node: never moved, never a reason to abort."""
+    return [pod(f"agent-{n}", on=n, owner="DaemonSet/agent", labels={"app": "agent"}) for n in nodes]
+
+
+def two_freed_nodes(*, shared_pdb: bool = False) -> list[Obj]:
+    """3 GPU nodes; the plan frees gpu-2 and gpu-3 with 4 moves (2 per ReplicaSet) onto gpu-1.
+
+    ``pinned`` is a bare pod (never movable), so gpu-1 is the only target. By default each
+    ReplicaSet has its own PDB; with ``shared_pdb`` one PDB (maxUnavailable 2) selects both.
+    """
+    team = {"team": "ml"} if shared_pdb else {}
+    budgets = ([pdb("ml", match={"team": "ml"}, max_unavailable=2, allowed=2)] if shared_pdb else
+               [pdb("train", match={"app": "train"}, max_unavailable=1), pdb("serve", match={"app": "serve"}, min_available=1)])
+    return [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
+        pod("pinned", on="gpu-1", gpus=4, owner=None),
+        rs("train-a", "gpu-2", "train", labels=team), rs("serve-a", "gpu-2", "serve", labels=team),
+        rs("train-b", "gpu-3", "train", labels=team), rs("serve-b", "gpu-3", "serve", labels=team),
+        *agents("gpu-1", "gpu-2", "gpu-3"),
+        *budgets,
+    ]
+
+
+def one_freed_node() -> list[Obj]:
+    """3 GPU nodes; the plan frees gpu-3 with 3 moves, two of them of one ReplicaSet under a PDB."""
+    return [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=4, owner=None), pod("pin-2", on="gpu-2", gpus=4, owner=None),
+        rs("train-a", "gpu-3", "train"), rs("train-b", "gpu-3", "train"), rs("serve-a", "gpu-3", "serve"),
+        rs("train-c", "gpu-1", "train"), rs("serve-b", "gpu-2", "serve"),
+        *agents("gpu-1", "gpu-2", "gpu-3"),
+        pdb("train", match={"app": "train"}, max_unavailable=1), pdb("serve", match={"app": "serve"}, min_available=1),
+    ]
+
+
+def make_plan(objects: list[Obj], plan_id: str = PLAN_ID) -> CompactionPlan:
+    return build_plan(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=plan_id)
+
+
+def setup(objects: list[Obj] | None = None, **fake: Any) -> tuple[FakeCluster, CompactionPlan]:
+    """A fake cluster and the planner's plan, both from the same objects (so the planned pod uids match)."""
+    objects = objects if objects is not None else two_freed_nodes()
+    return FakeCluster(objects, **fake), make_plan(objects)
+
+
+def run(c: FakeCluster, plan: CompactionPlan, settings: ExecutorSettings = SETTINGS, **options: Any) -> RunReport:
+    return Executor(c, settings, c.clock, **options).execute(plan)
+
+
+def hand_plan(moves: list[tuple[str, str, str, str]], *, freed: list[str], c: FakeCluster, plan_id: str = PLAN_ID,
+              pending: list[tuple[str, str]] = ()) -> CompactionPlan:  # type: ignore[assignment]
+    """A plan written by hand: (pod key, from, to, owner) moves, uids read from the fake cluster."""
+    return CompactionPlan.model_validate({
+        "metadata": {"id": plan_id, "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
+        "moves": [{"pod": key, "from": src, "to": dst, "owner": owner, "reason": "test", "gpu": True,
+                   "uid": c.pod(*key.split("/"))["metadata"]["uid"]} for key, src, dst, owner in moves],
+        "placedPending": [{"pod": key, "to": dst} for key, dst in pending],
+        "freedNodes": freed,
+        "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
+    })
+
+
+def marks(c: FakeCluster, name: str) -> dict[str, str]:
+    """Our annotations on the node (empty when it carries none)."""
+    return {k: v for k, v in ann.annotations(c.nodes[name]).items() if k in ann.OUR_ANNOTATIONS}
+
+
+def events(c: FakeCluster, reason: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in c.events if reason is None or e["reason"] == reason]
+
+
+def involved(event: dict[str, Any]) -> str:
+    ref: ObjectRef = event["involved"]
+    return f"{ref.kind}/{ref.namespace + '/' if ref.namespace else ''}{ref.name}"
+
+
+def writes(c: FakeCluster, method: str) -> list[Any]:
+    return [call for call in c.history if call.method == method]
+
+
+def evict_calls(c: FakeCluster, key: str | None = None) -> list[Any]:
+    return [call for call in writes(c, "evict") if key is None or f"{call.args['namespace']}/{call.args['name']}" == key]
+
+
+def assert_clean(c: FakeCluster, *, still_cordoned: tuple[str, ...] = ()) -> None:
+    """The invariants after any run (and any recovery): settle the world, then nothing of ours is left behind."""
+    c.settle()
+    assert c.cordoned_nodes() == sorted(still_cordoned), "a node was left cordoned"
+    assert {n: marks(c, n) for n in c.nodes if marks(c, n)} == {}, "a node still carries the executor's marks"
+    assert c.state == {}, "the state ConfigMap outlived the run"
+    c.assert_no_pdb_violation()
+    assert c.lost_pods() == []
+    assert all(not call.args.get("dry_run") for call in writes(c, "evict"))
+
+
+def on_progress(predicate: Callable[[Progress], bool], action: Callable[[], None]) -> Callable[[Progress], None]:
+    """A progress callback that runs ``action`` once, the first time ``predicate`` holds: a hook into a running executor."""
+    fired = []
+
+    def callback(progress: Progress) -> None:
+        if not fired and predicate(progress):
+            fired.append(progress)
+            action()
+
+    return callback
+
+
+def intercept_evictions(c: FakeCluster, before: Callable[[str, str], None]) -> None:
+    """Call ``before(namespace, name)`` as each eviction reaches the cluster (to observe or tamper with the world then)."""
+    original = c.evict
+
+    def evict(namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
+        before(namespace, name)
+        return original(namespace, name, dry_run=dry_run)
+
+    c.evict = evict  # type: ignore[method-assign]
+
+
+def in_flight(c: FakeCluster) -> set[str]:
+    """Controllers not whole right now: a pod terminating, or fewer Ready pods than replicas."""
+    broken = set()
+    for (kind, namespace, name), ctl in c.controllers.items():
+        mine = [p for p in c.pods.values() if any(r.get("controller") and r.get("name") == name and r.get("kind") == kind
+                                                     for r in p["metadata"].get("ownerReferences") or [])
+                and (p["metadata"].get("namespace") or "default") == namespace]
+        ready = [p for p in mine if not p["metadata"].get("deletionTimestamp")
+                 and any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions") or [])]
+        if len(ready) < ctl.replicas or len(mine) != len(ready):
+            broken.add(f"{kind}/{name}")
+    return broken
+
+
+def owner_of(c: FakeCluster, namespace: str, name: str) -> str:
+    ref = next(r for r in c.pod(namespace, name)["metadata"]["ownerReferences"] if r.get("controller"))
+    return f"{ref['kind']}/{ref['name']}"
+
+
+# --------------------------------------------------------------------------- the scenarios themselves
+
+
+def test_the_scenarios_plan_what_the_tests_assume() -> None:
+    plan = make_plan(two_freed_nodes())
+    assert sorted(plan.freed_nodes) == ["gpu-2", "gpu-3"] and len(plan.moves) == 4
+    assert sorted(m.pod for m in plan.moves) == ["default/serve-a", "default/serve-b", "default/train-a", "default/train-b"]
+    plan = make_plan(one_freed_node())
+    assert plan.freed_nodes == ["gpu-3"] and len(plan.moves) == 3
+
+
+@pytest.mark.parametrize("scenario", [two_freed_nodes, one_freed_node])
+def test_a_plan_runs_to_the_end(scenario: Callable[[], list[Obj]]) -> None:
+    c, plan = setup(scenario())
+    report = run(c, plan)
+    assert (report.status, report.reason) == ("succeeded", "")
+    assert (report.moves_done, report.moves_total, report.skipped_moves) == (len(plan.moves), len(plan.moves), [])
+    assert sorted(report.freed_nodes) == sorted(plan.freed_nodes) and not report.dry_run
+    for name in plan.freed_nodes:
+        assert c.node_gpu_pods(name) == []
+    assert c.evicted == [m.pod for m in plan.moves]  # in plan order, each exactly once, through the Eviction API
+    assert_clean(c)
+
+
+# --------------------------------------------------------------------------- cordon first
+
+
+def test_every_freed_node_is_cordoned_and_marked_before_the_first_eviction() -> None:
+    c, plan = setup()
+    seen: list[dict[str, Any]] = []
+    intercept_evictions(c, lambda _ns, _name: seen.append({n: (c.nodes[n]["spec"].get("unschedulable"), marks(c, n)) for n in plan.freed_nodes}))
+    assert run(c, plan).status == "succeeded"
+    assert len(seen) == 4
+    for name in plan.freed_nodes:
+        unschedulable, node_marks = seen[0][name]
+        assert unschedulable is True
+        assert node_marks == {ann.CORDONED_BY: "gpu-compactor", ann.PLAN_ID: PLAN_ID, ann.CORDONED_AT: "2026-01-01T00:00:00Z"}
+    first_evict = c.history.index(writes(c, "evict")[0])
+    cordons = [i for i, call in enumerate(c.history) if call.method == "patch_node" and call.args["patch"].get("spec", {}).get("unschedulable")]
+    assert [c.history[i].args["name"] for i in cordons] == plan.freed_nodes and max(cordons) < first_evict
+
+
+def test_the_state_is_written_before_each_cordon() -> None:
+    c, plan = setup()
+    run(c, plan)
+    for name in plan.freed_nodes:
+        cordon = next(i for i, call in enumerate(c.history) if call.method == "patch_node" and call.args["name"] == name)
+        ahead = [call for call in c.history[:cordon] if call.method == "write_state"]
+        assert ahead and name in ahead[-1].args["data"]["cordoned"] and ahead[-1].args["data"]["planId"] == PLAN_ID
+
+
+@pytest.mark.parametrize("abort", [False, True], ids=["succeeded", "rolled-back"])
+def test_a_node_cordoned_before_the_run_is_never_uncordoned(abort: bool) -> None:
+    c, plan = setup()
+    c.nodes["gpu-3"]["spec"]["unschedulable"] = True  # an operator's cordon, no marks of ours
+    if abort:
+        c.fail_next("evict", 403)
+    report = run(c, plan)
+    assert report.status == ("failed" if abort else "succeeded")
+    assert c.nodes["gpu-3"]["spec"]["unschedulable"] is True and marks(c, "gpu-3") == {}
+    assert [call.args["name"] for call in writes(c, "patch_node")] == ["gpu-2", "gpu-2"]  # cordon and uncordon of gpu-2 only
+    assert not any(e["involved"].name == "gpu-3" and e["reason"] in ("CompactorCordon", "CompactorUncordon") for e in c.events)
+    assert_clean(c, still_cordoned=("gpu-3",))
+
+
+# --------------------------------------------------------------------------- eviction API outcomes
+
+
+def test_evictions_go_through_the_eviction_api_only() -> None:
+    c, plan = setup()
+    run(c, plan)
+    assert {call.method for call in c.history} <= {"patch_node", "evict", "create_event", "write_state"}
+    assert [f"{call.args['namespace']}/{call.args['name']}" for call in evict_calls(c)] == [m.pod for m in plan.moves]
+
+
+def test_429_backs_off_and_checks_again() -> None:
+    c, plan = setup()
+    first = plan.moves[0].pod
+    c.fail_next("evict", 429, times=2)
+    report = run(c, plan)
+    assert report.status == "succeeded"
+    times = [call.time for call in evict_calls(c, first)]
+    assert len(times) == 3 and [b - a for a, b in zip(times, times[1:], strict=False)] == [1.0, 2.0]  # backoff 1 s, doubled
+    assert c.evicted.count(first) == 1
+    assert_clean(c)
+
+
+def test_429_that_persists_aborts_after_the_retry_limit() -> None:
+    c, plan = setup()
+    c.fail_next("evict", 429, times=50)
+    report = run(c, plan)
+    assert report.status == "failed" and "failed 4 times" in report.reason and "429" in report.reason
+    assert len(evict_calls(c)) == 1 + SETTINGS.eviction_retry_limit and c.evicted == []
+    assert_clean(c)
+
+
+def test_backoff_is_bounded() -> None:
+    c, plan = setup()
+    c.fail_next("evict", 429, times=5)
+    settings = SETTINGS.model_copy(update={"backoff_seconds": 1, "backoff_max_seconds": 3, "eviction_retry_limit": 5})
+    assert run(c, plan, settings).status == "succeeded"
+    times = [call.time for call in evict_calls(c, plan.moves[0].pod)]
+    assert [b - a for a, b in zip(times, times[1:], strict=False)] == [1.0, 2.0, 3.0, 3.0, 3.0]
+
+
+def test_404_counts_as_evicted() -> None:
+    c, plan = setup()
+    first = plan.moves[0].pod
+    namespace, name = first.split("/")
+
+    def gone_meanwhile(ns: str, pod_name: str) -> None:
+        if (ns, pod_name) == (namespace, name) and (ns, pod_name) in c.pods:
+            del c.pods[(ns, pod_name)]  # deleted by someone else between our read and our eviction: the API answers 404
+
+    intercept_evictions(c, gone_meanwhile)
+    report = run(c, plan)
+    assert report.status == "succeeded" and report.moves_done == 4
+    assert len(evict_calls(c, first)) == 1 and first not in c.evicted  # no retry: 404 is success
+    assert_clean(c)
+
+
+@pytest.mark.parametrize("failure", [409, 500, 503, EvictionResult(EvictionOutcome.ERROR, 0, "timed out")],
+                         ids=["409", "500", "503", "timeout"])
+def test_transient_failures_are_retried(failure: Any) -> None:
+    c, plan = setup()
+    c.fail_next("evict", failure, times=SETTINGS.eviction_retry_limit)
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert len(evict_calls(c, plan.moves[0].pod)) == SETTINGS.eviction_retry_limit + 1
+    assert_clean(c)
+
+
+@pytest.mark.parametrize("failure", [409, 500, EvictionResult(EvictionOutcome.ERROR, 0, "timed out")], ids=["409", "500", "timeout"])
+def test_transient_failures_are_retried_a_bounded_number_of_times(failure: Any) -> None:
+    c, plan = setup()
+    c.fail_next("evict", failure, times=SETTINGS.eviction_retry_limit + 1)
+    report = run(c, plan)
+    assert report.status == "failed" and f"failed {SETTINGS.eviction_retry_limit + 1} times" in report.reason
+    assert len(evict_calls(c)) == SETTINGS.eviction_retry_limit + 1 and c.evicted == []
+    assert_clean(c)
+
+
+@pytest.mark.parametrize("status", [403, 400, 422])
+def test_a_refused_eviction_aborts_the_run_at_once(status: int) -> None:
+    c, plan = setup()
+    c.fail_next("evict", status)
+    report = run(c, plan)
+    assert report.status == "failed" and f"refused ({status})" in report.reason
+    assert len(evict_calls(c)) == 1 and c.evicted == [] and report.moves_done == 0
+    assert_clean(c)
+
+
+# --------------------------------------------------------------------------- one at a time per PDB/owner, bounded overall
+
+
+def test_one_at_a_time_the_owner_is_whole_before_each_eviction() -> None:
+    c, plan = setup()
+    broken_at_eviction: list[set[str]] = []
+    intercept_evictions(c, lambda _ns, _name: broken_at_eviction.append(in_flight(c)))
+    assert run(c, plan).status == "succeeded"
+    assert broken_at_eviction == [set()] * 4  # every controller whole (replacement Ready) before the next eviction
+    evictions = [call.time for call in evict_calls(c)]
+    assert all(b - a >= c.ready_after for a, b in zip(evictions, evictions[1:], strict=False))
+    assert_clean(c)
+
+
+def test_concurrent_evictions_never_two_of_one_owner() -> None:
+    c, plan = setup()
+    seen: list[tuple[str, set[str]]] = []
+    intercept_evictions(c, lambda ns, name: seen.append((owner_of(c, ns, name), in_flight(c))))
+    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2})
+    assert run(c, plan, settings).status == "succeeded"
+    assert len(seen) == 4
+    assert all(owner not in busy for owner, busy in seen)  # never a second pod of an owner still being replaced
+    assert all(len(busy) <= 1 for _, busy in seen)  # at most 2 in flight with this one
+    assert any(busy for _, busy in seen)  # and the width was used: two owners did move at once
+    assert_clean(c)
+
+
+def test_concurrent_evictions_never_two_under_one_pdb() -> None:
+    """Two ReplicaSets under one PDB that would allow 2 disruptions: still one eviction at a time in that PDB."""
+    c, plan = setup(two_freed_nodes(shared_pdb=True))
+    seen: list[set[str]] = []
+    intercept_evictions(c, lambda _ns, _name: seen.append(in_flight(c)))
+    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2})
+    report = run(c, plan, settings)
+    assert report.status == "succeeded", report.reason
+    assert seen == [set()] * 4  # everything the PDB selects was whole at each eviction
+    assert_clean(c)
+
+
+def test_the_per_cycle_cap_bounds_the_evictions() -> None:
+    c, plan = setup()
+    settings = SETTINGS.model_copy(update={"max_evictions_per_cycle": 2, "after_drain": "keepCordoned"})
+    report = run(c, plan, settings)
+    assert len(c.evicted) == 2 and c.evicted == [m.pod for m in plan.moves[:2]]
+    assert report.moves_done == 2 and report.status == "succeeded"
+    # gpu-2 lost both its GPU pods and stays cordoned as asked; gpu-3 was not freed and is uncordoned whatever the mode
+    assert report.freed_nodes == ["gpu-2"] and c.cordoned_nodes() == ["gpu-2"]
+    assert marks(c, "gpu-3") == {} and marks(c, "gpu-2")[ann.AFTER_DRAIN] == "keepCordoned"
+
+
+# --------------------------------------------------------------------------- verify as you go
+
+
+def test_a_replacement_landing_on_a_freed_node_aborts_and_rolls_back() -> None:
+    c, plan = setup(scheduler="ignore-cordon")
+    report = run(c, plan)
+    assert report.status == "failed"
+    assert "landed on gpu-" in report.reason and "a node this plan frees" in report.reason, report.reason
+    assert len(c.evicted) == 1 and report.moves_done == 0  # stopped at the first move
+    c.scheduler = "cooperative"
+    assert_clean(c)
+
+
+def test_a_replacement_stuck_pending_aborts_after_the_timeout() -> None:
+    c, plan = setup(scheduler="never")
+    report = run(c, plan)
+    assert report.status == "failed" and "still Pending after 60s" in report.reason
+    assert len(c.evicted) == 1 and c.clock.monotonic() >= SETTINGS.replacement_timeout_seconds
+    assert c.cordoned_nodes() == [] and c.state == {}
+    c.scheduler = "cooperative"  # the pending replacement gets a node eventually: nothing was lost
+    assert_clean(c)
+
+
+def test_a_slow_scheduler_within_the_timeout_is_waited_for() -> None:
+    c, plan = setup(scheduler="slow")
+    report = run(c, plan)
+    assert report.status == "succeeded" and c.clock.monotonic() >= 4 * (10 * c.schedule_after + c.ready_after)
+    assert_clean(c)
+
+
+def test_a_replacement_that_never_gets_ready_aborts() -> None:
+    c, plan = setup(ready_after=1000)
+    report = run(c, plan)
+    assert report.status == "failed" and "still not Ready after 60s" in report.reason
+    assert_clean(c)
+
+
+def test_a_pdb_forced_to_zero_waits_then_aborts() -> None:
+    c, plan = setup()
+    serve = [m.pod for m in plan.moves if m.owner == "ReplicaSet/serve"]
+    progress = on_progress(lambda p: p.done == 1, lambda: c.set_pdb_allowed("default", "serve", 0))
+    report = run(c, plan, progress=progress)
+    assert report.status == "failed" and "PodDisruptionBudget default/serve allows no disruption" in report.reason
+    assert [call for call in evict_calls(c) if f"default/{call.args['name']}" in serve[1:]] == []  # never even asked
+    started = writes(c, "evict")[-1].time
+    assert c.clock.monotonic() - started >= SETTINGS.replacement_timeout_seconds
+    c.set_pdb_allowed("default", "serve", None)
+    assert_clean(c)
+
+
+def test_a_pdb_at_zero_that_recovers_within_the_wait_lets_the_run_go_on() -> None:
+    c, plan = setup()
+    waits: list[float] = []
+
+    def progress(p: Progress) -> None:
+        if p.done == 0 and not waits and not p.waiting:
+            c.set_pdb_allowed("default", "serve", 0)
+            waits.append(c.time)
+        elif "allows no disruption" in p.waiting and c.time - waits[0] >= 10:
+            c.set_pdb_allowed("default", "serve", None)
+
+    report = run(c, plan, progress=progress)
+    assert report.status == "succeeded" and report.moves_done == 4
+    assert evict_calls(c)[0].time >= 10  # it waited for the budget instead of evicting into a 429
+    assert_clean(c)
+
+
+def test_a_new_gpu_pod_on_a_cordoned_source_aborts() -> None:
+    c, plan = setup()
+    intruder = pod("intruder", on="gpu-3", gpus=1, owner=None, labels={"app": "intruder"})
+    progress = on_progress(lambda p: "replacement" in p.waiting, lambda: c.add_pod(intruder))
+    report = run(c, plan, progress=progress)
+    assert report.status == "failed" and report.reason == "new GPU pod default/intruder appeared on cordoned node gpu-3"
+    assert "default/intruder" not in c.evicted and c.pod("default", "intruder")["spec"]["nodeName"] == "gpu-3"
+    assert_clean(c)
+
+
+def test_a_new_cpu_pod_on_a_cordoned_source_is_no_reason_to_abort() -> None:
+    c, plan = setup()
+    visitor = pod("visitor", on="gpu-3", owner=None, labels={"app": "visitor"})
+    progress = on_progress(lambda p: "replacement" in p.waiting, lambda: c.add_pod(visitor))
+    assert run(c, plan, progress=progress).status == "succeeded"
+    assert_clean(c)
+
+
+def test_a_stale_plan_is_refused_before_anything_changes() -> None:
+    c, plan = setup()
+    c.add_pod(pod("newcomer", on="gpu-2", gpus=1, owner=None, labels={"app": "newcomer"}))
+    report = run(c, plan)
+    assert report.status == "failed" and "plan is stale" in report.reason and "default/newcomer" in report.reason
+    assert writes(c, "patch_node") == [] and writes(c, "evict") == []
+    assert_clean(c)
+
+
+def test_a_node_that_disappeared_makes_the_plan_stale() -> None:
+    c, plan = setup()
+    del c.nodes["gpu-3"]
+    report = run(c, plan)
+    assert report.status == "failed" and report.reason == "plan is stale: node gpu-3 no longer exists"
+    assert writes(c, "patch_node") == [] and writes(c, "evict") == []
+
+
+def test_a_planned_pod_already_gone_is_skipped() -> None:
+    c, plan = setup()
+    gone = plan.moves[0].pod
+    del c.pods[tuple(gone.split("/"))]  # type: ignore[arg-type]
+    report = run(c, plan)
+    assert report.status == "succeeded" and report.skipped_moves == [gone] and report.moves_done == 4
+    assert gone not in [f"{x.args['namespace']}/{x.args['name']}" for x in evict_calls(c)]
+    assert_clean(c)
+
+
+# --------------------------------------------------------------------------- abort and roll back
+
+
+def test_abort_rolls_back_with_an_event_a_log_line_and_a_failed_report(caplog: pytest.LogCaptureFixture) -> None:
+    c, plan = setup()
+    c.nodes["gpu-3"]["spec"]["unschedulable"] = True  # not ours: must stay
+    c.fail_next("evict", 403)
+    with caplog.at_level(logging.ERROR, logger="compactor.executor"):
+        report = run(c, plan)
+    assert report.status == "failed" and "refused (403)" in report.reason
+    (abort,) = events(c, "CompactorAbort")
+    assert abort["type"] == "Warning" and PLAN_ID in abort["message"] and report.reason in abort["message"]
+    (line,) = [r for r in caplog.records if r.name == "compactor.executor" and r.levelno == logging.ERROR]
+    assert line.getMessage() == "aborting plan" and line.reason == report.reason and line.plan == PLAN_ID  # type: ignore[attr-defined]
+    assert [involved(e) for e in events(c, "CompactorUncordon")] == ["Node/gpu-2"]
+    assert c.cordoned_nodes() == ["gpu-3"] and marks(c, "gpu-2") == {}
+    assert_clean(c, still_cordoned=("gpu-3",))
+
+
+def test_rollback_after_some_moves_leaves_the_moved_pods_where_they_are() -> None:
+    c, plan = setup()
+    progress = on_progress(lambda p: p.done == 2, lambda: c.fail_next("evict", 403))
+    report = run(c, plan, progress=progress)
+    assert report.status == "failed" and report.moves_done == 2 and len(c.evicted) == 2
+    assert c.cordoned_nodes() == [] and c.node_gpu_pods("gpu-2") == [] and len(c.node_gpu_pods("gpu-1")) == 3
+    assert_clean(c)
+
+
+def test_an_abort_without_freed_nodes_still_raises_an_event() -> None:
+    objects = two_freed_nodes()
+    c = FakeCluster(objects)
+    plan = hand_plan([("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve")], freed=[], c=c)
+    c.fail_next("evict", 403)
+    report = run(c, plan)
+    assert report.status == "failed"
+    (abort,) = events(c, "CompactorAbort")
+    assert abort["type"] == "Warning" and PLAN_ID in abort["message"]
+    assert_clean(c)
+
+
+def test_rollback_survives_a_failing_uncordon_and_recovery_finishes_it() -> None:
+    c, plan = setup()
+
+    def refuse_and_break_the_next_patch() -> None:  # once cordoned: the eviction is refused, the rollback's first uncordon fails
+        c.fail_next("evict", 403)
+        c.fail_next("patch_node", 500)
+
+    report = run(c, plan, progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_next_patch))
+    assert report.status == "failed"
+    assert c.cordoned_nodes() == ["gpu-2"]  # its uncordon failed; gpu-3's went through
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.released == ["gpu-2"] and recovered.resumed is None
+    assert_clean(c)
+
+
+# --------------------------------------------------------------------------- after a node is freed
+
+
+def test_after_drain_uncordon() -> None:
+    c, plan = setup()
+    run(c, plan)
+    assert [involved(e) for e in events(c, "CompactorUncordon")] == ["Node/gpu-2", "Node/gpu-3"]
+    assert_clean(c)
+
+
+def test_after_drain_keep_cordoned_and_recovery_keeps_it() -> None:
+    c, plan = setup()
+    settings = SETTINGS.model_copy(update={"after_drain": "keepCordoned"})
+    report = run(c, plan, settings)
+    assert report.status == "succeeded" and c.cordoned_nodes() == ["gpu-2", "gpu-3"]
+    for name in ("gpu-2", "gpu-3"):
+        assert marks(c, name)[ann.AFTER_DRAIN] == "keepCordoned" and marks(c, name)[ann.PLAN_ID] == PLAN_ID
+    assert [involved(e) for e in events(c, "CompactorKeepCordoned")] == ["Node/gpu-2", "Node/gpu-3"]
+    assert c.state == {}
+    recovered = recover(c, settings, c.clock)
+    assert recovered.kept == ["gpu-2", "gpu-3"] and not recovered.changed
+    assert c.cordoned_nodes() == ["gpu-2", "gpu-3"]
+
+
+def test_after_drain_taint_reserves_the_node_until_the_ttl_then_recovery_releases_it() -> None:
+    c, plan = setup()
+    foreign = {"key": "dedicated", "value": "ml", "effect": "PreferNoSchedule"}
+    c.nodes["gpu-2"]["spec"]["taints"] = [foreign]
+    settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 300})
+    report = run(c, plan, settings)
+    finished = c.clock.now()
+    assert report.status == "succeeded" and c.cordoned_nodes() == []
+    reserved = {"key": "compactor.io/reserved", "value": "any", "effect": "NoSchedule"}
+    assert c.nodes["gpu-2"]["spec"]["taints"] == [foreign, reserved] and c.nodes["gpu-3"]["spec"]["taints"] == [reserved]
+    from datetime import timedelta
+    until = (finished + timedelta(seconds=300)).isoformat().replace("+00:00", "Z")
+    assert marks(c, "gpu-3")[ann.RESERVED_UNTIL] == until and marks(c, "gpu-3")[ann.AFTER_DRAIN] == "taint"
+    assert len(events(c, "CompactorReserve")) == 2
+
+    early = recover(c, settings, c.clock)
+    assert early.kept == ["gpu-2", "gpu-3"] and early.expired == []
+    c.advance(301)
+    late = recover(c, settings, c.clock)
+    assert late.expired == ["gpu-2", "gpu-3"]
+    assert c.nodes["gpu-2"]["spec"]["taints"] == [foreign] and "taints" not in c.nodes["gpu-3"]["spec"]
+    assert [involved(e) for e in events(c, "CompactorReservationExpired")] == ["Node/gpu-2", "Node/gpu-3"]
+    assert_clean(c)
+
+
+# --------------------------------------------------------------------------- events
+
+
+def test_events_on_each_cordon_eviction_and_uncordon_name_the_plan() -> None:
+    c, plan = setup()
+    run(c, plan)
+    assert [(e["reason"], involved(e)) for e in c.events] == [
+        ("CompactorCordon", "Node/gpu-2"), ("CompactorCordon", "Node/gpu-3"),
+        *[("CompactorEvict", f"Pod/{m.pod}") for m in plan.moves],
+        ("CompactorUncordon", "Node/gpu-2"), ("CompactorUncordon", "Node/gpu-3"),
+    ]
+    assert all(PLAN_ID in e["message"] and e["type"] == "Normal" for e in c.events)
+
+
+def test_events_on_abort_name_the_plan() -> None:
+    c, plan = setup(scheduler="never")
+    run(c, plan)
+    reasons = [(e["reason"], involved(e)) for e in c.events]
+    assert reasons[-3:] == [("CompactorUncordon", "Node/gpu-2"), ("CompactorUncordon", "Node/gpu-3"), ("CompactorAbort", "Node/gpu-2")]
+    assert all(PLAN_ID in e["message"] for e in c.events)
+
+
+def test_a_failing_event_never_fails_the_run() -> None:
+    c, plan = setup()
+    c.fail_next("create_event", 500, times=3)
+    assert run(c, plan).status == "succeeded"
+    assert_clean(c)
+
+
+def test_progress_is_reported() -> None:
+    c, plan = setup()
+    seen: list[Progress] = []
+    run(c, plan, progress=seen.append)
+    assert seen[-1] == Progress(PLAN_ID, 4, 4, "done")
+    assert [p.done for p in seen] == sorted(p.done for p in seen)
+    assert any("replacement" in p.waiting for p in seen)
+
+
+def test_nothing_to_do() -> None:
+    c = FakeCluster(two_freed_nodes())
+    plan = hand_plan([], freed=[], c=c)
+    report = run(c, plan)
+    assert report.status == "nothing-to-do" and c.history == []
+
+
+def test_a_statefulset_pod_is_replaced_under_its_own_name() -> None:
+    objects = [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        pod("pinned", on="gpu-1", gpus=4, owner=None),
+        rs("db-0", "gpu-2", "db", kind="StatefulSet"), rs("db-1", "gpu-2", "db", kind="StatefulSet"),
+        pdb("db", match={"app": "db"}, max_unavailable=1),
+    ]
+    c = FakeCluster(objects)
+    plan = hand_plan([("default/db-0", "gpu-2", "gpu-1", "StatefulSet/db"), ("default/db-1", "gpu-2", "gpu-1", "StatefulSet/db")],
+                     freed=["gpu-2"], c=c)
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert c.pod("default", "db-0")["spec"]["nodeName"] == "gpu-1" and c.pod("default", "db-1")["spec"]["nodeName"] == "gpu-1"
+    assert c.evicted == ["default/db-0", "default/db-1"]
+    assert_clean(c)
