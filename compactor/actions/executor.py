@@ -62,12 +62,22 @@ class _Run:
     cordoned: list[str] = field(default_factory=list)  # nodes this run cordoned (and only those)
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    phase: str = "cordoning"
+    phase: str = "cordoning"  # cordoning | evicting | finishing | rollingBack
+    # evictions sent (write-ahead) whose replacement is not confirmed yet: pod -> {"owner": uid, "siblings": [uid, ...]}
+    inflight: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reason: str = ""  # why a rollback started
+
+    @classmethod
+    def resumed(cls, plan: CompactionPlan, state: dict[str, str]) -> _Run:
+        return cls(plan, set(plan.freed_nodes), cordoned=json.loads(state.get("cordoned", "[]")),
+                   done=json.loads(state.get("done", "[]")), phase=state.get("phase", "cordoning"),
+                   inflight=json.loads(state.get("inflight", "{}")), reason=state.get("reason", ""))
 
     def state(self, at: str) -> dict[str, str]:
         return {
             "planId": self.plan.metadata.id, "phase": self.phase, "updatedAt": at,
-            "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "plan": self.plan.to_json(),
+            "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "inflight": json.dumps(self.inflight),
+            "reason": self.reason, "plan": self.plan.to_json(),
         }
 
 
@@ -91,35 +101,39 @@ class Executor:
 
     def execute(self, plan: CompactionPlan, *, resume: dict[str, str] | None = None) -> RunReport:
         """Run the plan to the end, or abort and roll back. ``resume`` is a state record from recovery."""
-        run = _Run(plan, set(plan.freed_nodes))
-        if resume:
-            run.cordoned = json.loads(resume.get("cordoned", "[]"))
-            run.done = json.loads(resume.get("done", "[]"))
+        run = _Run.resumed(plan, resume) if resume else _Run(plan, set(plan.freed_nodes))
         report = RunReport(plan.metadata.id, "succeeded", len(plan.moves), dry_run=self.dry_run)
         if not plan.moves and not plan.freed_nodes:
             report.status = "nothing-to-do"
             return report
         try:
-            self._validate(run)
-            self._save(run)
-            self._cordon_all(run)
-            run.phase = "evicting"
-            self._save(run)
-            self._evict_all(run)
-            run.phase = "finishing"
-            self._save(run)
+            if run.phase != "finishing":  # interrupted while finishing: every move is done, nodes may already be released
+                run.phase = "cordoning"
+                self._validate(run)
+                self._save(run)
+                self._cordon_all(run)
+                run.phase = "evicting"
+                self._save(run)
+                self._evict_all(run)
+                run.phase = "finishing"
+                self._save(run)
             report.freed_nodes = self._finish(run)
         except (Abort, ClusterError) as exc:
             self._rollback(run, str(exc))
             report.status = "failed"
             report.reason = str(exc)
+        except Exception as exc:  # a bug or an unexpected client failure must not leave nodes cordoned
+            log.exception("unexpected error while executing", extra={"plan": plan.metadata.id})
+            report.status = "failed"
+            report.reason = f"unexpected {type(exc).__name__}: {exc}"
+            self._rollback(run, report.reason)
         report.moves_done = len(run.done)
         report.skipped_moves = run.skipped
         return report
 
     def abandon(self, plan: CompactionPlan, state: dict[str, str], *, reason: str) -> RunReport:
         """Roll back an interrupted run without resuming it."""
-        run = _Run(plan, set(plan.freed_nodes), cordoned=json.loads(state.get("cordoned", "[]")), done=json.loads(state.get("done", "[]")))
+        run = _Run.resumed(plan, state)
         self._rollback(run, reason)
         return RunReport(plan.metadata.id, "failed", len(plan.moves), moves_done=len(run.done), reason=reason, dry_run=self.dry_run)
 
@@ -138,15 +152,22 @@ class Executor:
 
     def _cordon_all(self, run: _Run) -> None:
         for name in run.plan.freed_nodes:
-            if name in run.cordoned:
-                continue
             node = self.client.get_node(name)
             if node is None:
                 raise Abort(f"node {name} disappeared while cordoning")
-            if ann.is_unschedulable(node):
+            if name in run.cordoned:  # resumed: the state says we cordoned it (or were about to)
+                if ann.is_unschedulable(node) and ann.is_ours(node):
+                    continue
+                if ann.is_unschedulable(node):  # only the write-ahead was ours; someone else cordoned it since
+                    run.cordoned.remove(name)
+                    self._save(run)
+                    continue
+                # the write-ahead landed but the patch did not (crash in between): cordon it now
+            elif ann.is_unschedulable(node):
                 continue  # cordoned by someone else before us: never ours to uncordon
-            run.cordoned.append(name)
-            self._save(run)  # write-ahead: recovery may find the node either way
+            else:
+                run.cordoned.append(name)
+                self._save(run)  # write-ahead: recovery may find the node either way
             self.client.patch_node(name, ann.cordon_patch(run.plan.metadata.id, self._stamp()))
             self._event(ObjectRef("Node", name), "CompactorCordon", f"cordoned by gpu-compactor for plan {run.plan.metadata.id}")
 
@@ -158,21 +179,39 @@ class Executor:
             self._evict_batch(run, batch)
 
     def _evict_batch(self, run: _Run, batch: Sequence[Move]) -> None:
-        waits: list[tuple[Move, Obj]] = []
+        waits: list[Move] = []
+        busy: set[str] = set()  # PDBs with an eviction of this batch still being replaced: one at a time per PDB
         for move in batch:
             self._report(run, f"evicting {move.pod} from {move.from_node}")
             pod = self._current_pod(move)
+            if pod is not None and busy & self._pdb_keys(pod):
+                self._await_all(run, waits)  # the PDB is shared with an earlier move of the batch: let that one finish first
+                waits, busy = [], set()
+                pod = self._current_pod(move)
             if pod is None:
+                if move.pod in run.inflight:  # evicted before a restart: its replacement is still to be confirmed
+                    waits.append(move)
+                    continue
                 run.skipped.append(move.pod)
                 self._mark_done(run, move)
                 continue
             self._wait_for_budget(run, move)
-            siblings = self._owner_pod_uids(pod)
+            run.inflight[move.pod] = {"owner": controller_uid(pod), "siblings": sorted(self._owner_pod_uids(pod))}
+            self._save(run)  # write-ahead: after a crash, recovery still waits for this replacement
             self._evict(run, move)
-            waits.append((move, {"pod": pod, "siblings": siblings}))
-        for move, context in waits:
-            self._await_replacement(run, move, context["pod"], context["siblings"])
+            waits.append(move)
+            busy |= self._pdb_keys(pod)
+        self._await_all(run, waits)
+
+    def _await_all(self, run: _Run, waits: Sequence[Move]) -> None:
+        for move in waits:
+            context = run.inflight[move.pod]
+            self._await_replacement(run, move, str(context["owner"]), set(context["siblings"]))
             self._mark_done(run, move)
+
+    def _pdb_keys(self, pod: Obj) -> set[str]:
+        pdbs = pdbs_selecting(self.client.list_pdbs(), pod)
+        return {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" for p in pdbs}
 
     def _current_pod(self, move: Move) -> Obj | None:
         namespace, name = move.pod.split("/", 1)
@@ -234,19 +273,18 @@ class Executor:
             return set()
         return {str(p["metadata"].get("uid")) for p in self.client.list_pods() if controller_uid(p) == owner}
 
-    def _await_replacement(self, run: _Run, move: Move, pod: Obj, siblings: set[str]) -> None:
+    def _await_replacement(self, run: _Run, move: Move, owner: str, siblings: set[str]) -> None:
         """Wait until the owner is whole again: a new Ready pod of the same controller, not on a node being freed."""
-        owner = controller_uid(pod)
         if not owner:
             return  # bare pods are never in a plan; nothing would replace one
         deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
         while True:
-            self._check_sources(run)
             fresh = [p for p in self.client.list_pods() if controller_uid(p) == owner and str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)]
             for replacement in fresh:
                 node = (replacement.get("spec") or {}).get("nodeName")
                 if node and node in run.freed:
                     raise Abort(f"replacement {pod_key(replacement)} for {move.pod} landed on {node}, a node this plan frees")
+            self._check_sources(run)  # after the replacement check: our own replacement is not a stranger
             ready = [p for p in fresh if (p.get("spec") or {}).get("nodeName") and is_ready(p)]
             if ready:
                 return
@@ -257,9 +295,9 @@ class Executor:
             self.clock.sleep(self.settings.poll_seconds)
 
     def _check_sources(self, run: _Run) -> None:
-        """A GPU pod the plan does not move appearing on a cordoned source defeats the plan."""
+        """A GPU pod the plan does not move appearing on a cordoned source (ours or someone else's cordon) defeats the plan."""
         planned = {m.pod for m in run.plan.moves}
-        for name in run.cordoned:
+        for name in run.plan.freed_nodes:
             for pod in gpu_pods_on(self.client, name):
                 if pod_key(pod) not in planned:
                     raise Abort(f"new GPU pod {pod_key(pod)} appeared on cordoned node {name}")
@@ -283,8 +321,8 @@ class Executor:
             return
         mode = self.settings.after_drain if freed else "uncordon"
         node = self.client.get_node(name)
-        if node is None:
-            return
+        if node is None or not ann.is_ours(node):
+            return  # gone, or already released by this run before a restart (or never actually cordoned)
         if mode == "uncordon":
             self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
             self._event(ObjectRef("Node", name), "CompactorUncordon", f"uncordoned after plan {run.plan.metadata.id}")
@@ -308,26 +346,34 @@ class Executor:
 
     def _rollback(self, run: _Run, reason: str) -> None:
         log.error("aborting plan", extra={"plan": run.plan.metadata.id, "reason": reason})
+        run.phase, run.reason = "rollingBack", reason
+        try:
+            self._save(run)  # so that a crash from here on makes recovery finish the rollback, not resume the plan
+        except Exception as exc:  # best effort; the rollback itself matters more
+            log.error("could not record the rollback", extra={"error": str(exc)})
         for name in list(run.cordoned):
             try:
                 node = self.client.get_node(name)
                 if node is not None and ann.is_ours(node):
                     self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
                     self._event(ObjectRef("Node", name), "CompactorUncordon", f"rolled back plan {run.plan.metadata.id}")
-            except ClusterError as exc:  # keep going: recovery retries whatever is left marked
+            except Exception as exc:  # keep going: recovery retries whatever is left marked
                 log.error("rollback failed for node", extra={"node": name, "error": str(exc)})
-        for name in run.plan.freed_nodes:
-            self._event(ObjectRef("Node", name), "CompactorAbort", f"plan {run.plan.metadata.id} aborted: {reason}", type_="Warning")
-            break
+        # one Warning per run, on the first node the plan frees (or, freeing none, the first node it moves a pod from)
+        subject = next(iter(run.plan.freed_nodes), None) or next((m.from_node for m in run.plan.moves), None)
+        if subject:
+            message = f"plan {run.plan.metadata.id} aborted: {reason}"
+            self._event(ObjectRef("Node", subject), "CompactorAbort", message, type_="Warning")
         try:
             self.client.write_state(ann.STATE_CONFIGMAP, None)
-        except ClusterError as exc:
+        except Exception as exc:  # never leave the rollback half done for want of a state write
             log.error("could not clear executor state", extra={"error": str(exc)})
 
     # ----- helpers ----------------------------------------------------------------
 
     def _mark_done(self, run: _Run, move: Move) -> None:
         run.done.append(move.pod)
+        run.inflight.pop(move.pod, None)
         self._save(run)
         self._report(run, f"moved {move.pod}")
 

@@ -50,10 +50,13 @@ def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, 
         active_id = plan.metadata.id
         log.info("found an interrupted plan", extra={"plan": active_id, "phase": state.get("phase")})
         executor = Executor(client, settings, clock)
-        if resume:
-            report.resumed = executor.execute(plan, resume=state)
-        else:
+        if not resume:
             report.resumed = executor.abandon(plan, state, reason="resume disabled")
+        elif state.get("phase") == "rollingBack":  # the run had already decided to abort: finish that, never resume
+            why = state.get("reason") or "unknown reason"
+            report.resumed = executor.abandon(plan, state, reason=f"interrupted while rolling back: {why}")
+        else:
+            report.resumed = executor.execute(plan, resume=state)
     elif state is not None:
         client.write_state(ann.STATE_CONFIGMAP, None)  # unreadable leftovers: nothing to resume
     _release_orphans(client, settings, clock, report, active_plan="")

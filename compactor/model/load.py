@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from compactor.errors import InputError
@@ -24,8 +26,8 @@ def _decode(text: str, source: str) -> list[Any]:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
+            return [orjson.loads(text)]
+        except json.JSONDecodeError as exc:  # orjson's error subclasses it, with line and column
             raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
     try:
         return [doc for doc in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc is not None]
@@ -124,7 +126,27 @@ def build_snapshot(
 
 
 def load_files(paths: Sequence[str], *, pool_label: str = DEFAULT_POOL_LABEL, stdin_text: str | None = None) -> Snapshot:
-    objects: list[dict[str, Any]] = []
-    for path in paths:
-        objects.extend(read_source(path, stdin_text))
-    return build_snapshot(objects, source=", ".join(paths), pool_label=pool_label)
+    with gc_paused():
+        objects: list[dict[str, Any]] = []
+        for path in paths:
+            objects.extend(read_source(path, stdin_text))
+        return build_snapshot(objects, source=", ".join(paths), pool_label=pool_label)
+
+
+class gc_paused:  # noqa: N801 - used as a context manager, reads like one
+    """Pause the cyclic garbage collector while building a snapshot.
+
+    Decoded JSON and snapshot objects hold no reference cycles, yet every container
+    allocation counts towards a collection: on a 50,000-pod snapshot the collector
+    alone costs more than the parsing. The objects are frozen afterwards so later
+    collections skip them too.
+    """
+
+    def __enter__(self) -> None:
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was_enabled:
+            gc.enable()
+        gc.freeze()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from compactor.errors import InputError
@@ -33,6 +34,8 @@ def _str_map(value: Any, *, source: str, obj: str, field: str) -> dict[str, str]
         return {}
     if not isinstance(value, dict):
         raise InputError("expected a map of strings", source=source, obj=obj, field=field)
+    if {type(v) for v in value.values()} <= {str}:
+        return value  # the API's own output: JSON object keys are strings already
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
 
 
@@ -95,7 +98,10 @@ def parse_label_selector(raw: Any, *, source: str, obj: str, field: str) -> Labe
 
 
 def _is_ready(conditions: list[Any]) -> bool:
-    return any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
 
 
 def node_pool(labels: dict[str, str], is_gpu: bool, pool_label: str) -> str:
@@ -143,7 +149,24 @@ def parse_node(raw: dict[str, Any], *, source: str, pool_label: str, warnings: l
     )
 
 
+_TOLERATIONS: dict[str, tuple[Toleration, ...]] = {}
+
+
 def _tolerations(raw: Any, *, source: str, obj: str) -> tuple[Toleration, ...]:
+    """Parsed tolerations; replicas (and every pod's default not-ready/unreachable pair) share them."""
+    if not raw:
+        return ()
+    key = repr(raw)
+    found = _TOLERATIONS.get(key)
+    if found is None:
+        found = _parse_tolerations(raw, source=source, obj=obj)
+        if len(_TOLERATIONS) > 10_000:
+            _TOLERATIONS.clear()
+        _TOLERATIONS[key] = found
+    return found
+
+
+def _parse_tolerations(raw: Any, *, source: str, obj: str) -> tuple[Toleration, ...]:
     out = []
     for i, t in enumerate(_list(raw, source=source, obj=obj, field="spec.tolerations")):
         if not isinstance(t, dict):
@@ -186,8 +209,13 @@ def _affinity(raw: Any, *, source: str, obj: str) -> Affinity:
 def _timestamp(value: Any) -> datetime | None:
     if not value:
         return None
+    return _parse_timestamp(str(value))
+
+
+@lru_cache(maxsize=4096)
+def _parse_timestamp(text: str) -> datetime | None:
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
 

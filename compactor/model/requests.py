@@ -102,8 +102,39 @@ def _pod_level_requests(spec: dict[str, Any], aggregate: dict[str, int], *, sour
     return {name: amount for name, amount in requests.items() if is_pod_level_resource(name)}
 
 
+_MEMO: dict[str, Resources] = {}
+_MEMO_LIMIT = 100_000
+
+
+def _memo_key(spec: dict[str, Any]) -> str | None:
+    """What the request depends on, as text: replicas of one template share it, so each template is computed once."""
+    try:
+        parts = [
+            [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
+            [c.get("resources") for c in spec.get("containers") or ()],
+            spec.get("overhead"),
+            spec.get("resources"),
+        ]
+    except AttributeError:
+        return None  # malformed: let the full path name the field
+    return repr(parts)
+
+
 def effective_requests(spec: dict[str, Any], *, source: str = "", obj: str = "") -> Resources:
     """The pod's effective request vector in scheduler units (``pods`` included as 1)."""
+    key = _memo_key(spec)
+    cached = _MEMO.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    resources = _effective_requests(spec, source=source, obj=obj)
+    if key is not None:
+        if len(_MEMO) >= _MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = resources
+    return resources
+
+
+def _effective_requests(spec: dict[str, Any], *, source: str, obj: str) -> Resources:
     result = aggregate_container_requests(spec, source=source, obj=obj)
     result.update(_pod_level_requests(spec, result, source=source, obj=obj))
     _add_into(result, parse_resource_list(spec.get("overhead"), source=source, obj=obj, field="spec.overhead"))

@@ -85,7 +85,7 @@ def build_plan(
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock."""
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
-    problem = build_problem(snapshot, settings, max_targets=4 * settings.max_targets_per_type)
+    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
     result: SolveResult | None = None
     note = ""
     if not problem.types:

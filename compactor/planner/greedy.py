@@ -5,6 +5,7 @@ Works on per-type counts: ``counts[type][node]`` pods of a type end on a node.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,17 +35,28 @@ class Assignment:
 
 
 class _Loads:
-    """Per-node load under an assignment, with tentative changes that can be rolled back."""
+    """Per-node load under an assignment, and the GPU nodes ordered by free GPUs for best-fit queries."""
 
     def __init__(self, problem: Problem, assignment: Assignment) -> None:
         self.problem = problem
         self.load: list[dict[str, int]] = [dict(s.fixed) for s in problem.nodes]
         self.gpu_pods: list[int] = [0] * len(problem.nodes)
+        self.fixed_gpu = [any(is_gpu_resource(r) and v > 0 for r, v in s.fixed.items()) for s in problem.nodes]
+        self.order: list[tuple[float, str, int]] = []  # (free GPUs, name, node) for GPU nodes, ascending
+        self.key: dict[int, tuple[float, str, int]] = {}
         for ptype in problem.types:
             source = assignment.placed if ptype.pending else assignment.counts
             for node, count in source.get(ptype.index, {}).items():
                 self._add(ptype, node, count)
-        self.fixed_gpu = [any(is_gpu_resource(r) and v > 0 for r, v in s.fixed.items()) for s in problem.nodes]
+        for state in problem.nodes:
+            if state.gpus:
+                self.key[state.index] = (self.free_gpus(state), state.node.name, state.index)
+        self.order = sorted(self.key.values())
+        self.targets: dict[int, frozenset[int]] = {}
+
+    def free_gpus(self, state: NodeState) -> float:
+        acc = self.load[state.index]
+        return sum(max(0, state.capacity.get(r, 0) - acc.get(r, 0)) * eq for r, eq in state.node.gpu.gpu_equivalent)
 
     def _add(self, ptype: PodType, node: int, count: int) -> None:
         acc = self.load[node]
@@ -52,6 +64,12 @@ class _Loads:
             acc[r] = acc.get(r, 0) + v * count
         if ptype.uses_gpu:
             self.gpu_pods[node] += count
+        old = self.key.get(node)
+        if old is not None and self.order:
+            self.order.pop(bisect.bisect_left(self.order, old))
+            new = (self.free_gpus(self.problem.nodes[node]), old[1], node)
+            self.key[node] = new
+            bisect.insort(self.order, new)
 
     def fits(self, ptype: PodType, node: int) -> bool:
         state = self.problem.nodes[node]
@@ -69,26 +87,28 @@ class _Loads:
     def holds_gpu_pods(self, node: int) -> bool:
         return self.gpu_pods[node] > 0 or self.fixed_gpu[node]
 
+    def target_set(self, ptype: PodType) -> frozenset[int]:
+        found = self.targets.get(ptype.index)
+        if found is None:
+            found = frozenset(ptype.targets) - ptype.stay_only
+            self.targets[ptype.index] = found
+        return found
+
 
 def _best_target(loads: _Loads, ptype: PodType, avoid: set[int]) -> int | None:
     """Best fit: among nodes already holding GPU pods, the one with the fewest free GPUs that still fits."""
-    best: tuple[float, str] | None = None
-    chosen: int | None = None
-    for node in ptype.targets:
-        if node in avoid or node in ptype.stay_only or not loads.fits(ptype, node):
-            continue
-        state = loads.problem.nodes[node]
-        if ptype.uses_gpu and not loads.holds_gpu_pods(node):
-            continue  # never fill an empty GPU node to empty another
-        key = (_free_gpus(loads, state), state.node.name)
-        if best is None or key < best:
-            best, chosen = key, node
-    return chosen
+    allowed = loads.target_set(ptype)
+    if not ptype.uses_gpu:
+        fitting = [n for n in allowed if n not in avoid and loads.fits(ptype, n)]
+        return min(fitting, key=lambda n: (loads.free_gpus(loads.problem.nodes[n]), loads.problem.nodes[n].node.name), default=None)
+    for _, _, node in loads.order:  # ascending free GPUs: the first that fits is the best fit
+        if node in allowed and node not in avoid and loads.holds_gpu_pods(node) and loads.fits(ptype, node):
+            return node
+    return None
 
 
 def _free_gpus(loads: _Loads, state: NodeState) -> float:
-    acc = loads.load[state.index]
-    return sum(max(0, state.capacity.get(r, 0) - acc.get(r, 0)) * eq for r, eq in state.node.gpu.gpu_equivalent)
+    return loads.free_gpus(state)
 
 
 def _drain(problem: Problem, loads: _Loads, counts: dict[int, dict[int, int]], node: int, avoid: set[int]) -> bool:

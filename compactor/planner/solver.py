@@ -224,7 +224,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, workers: int | N
     if problem.target_shapes:
         plan.append(("headroom", lambda: c.headroom_gain(problem, levels.v), True, 0.7))
     else:
-        plan.append(("freedGpus", lambda: c.freed_gpus(problem, levels.v), True, 0.7))
+        plan.append(("freedGpus", lambda: c.freed_gpus(problem, levels.v), True, 0.55))
     plan.append(("moveCost", lambda: c.move_cost(problem, levels.v), False, 1.0))
     for name, expr, maximize, share in plan:
         levels.run(name, expr(), maximize, share)

@@ -11,11 +11,13 @@ These fixtures only run when a test in ``tests/e2e`` runs, which needs ``KUBECON
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
@@ -64,7 +66,10 @@ def kube() -> Iterator[Kube]:
 def state_namespace(kube: Kube) -> Iterator[str]:
     """The compactor's namespace (its state ConfigMap lives there); created when missing, then removed again."""
     leftover = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
-    if leftover is not None:
+    if leftover is not None and _left_by_this_suite(leftover):
+        warnings.warn(f"removing {STATE_NAMESPACE}/{STATE_CONFIGMAP} left by an interrupted end-to-end run", stacklevel=1)
+        kube.core.delete_namespaced_config_map(STATE_CONFIGMAP, STATE_NAMESPACE)
+    elif leftover is not None:
         pytest.fail(
             f"configmap {STATE_NAMESPACE}/{STATE_CONFIGMAP} already exists: a compactor is running in this cluster or an earlier "
             f"run was interrupted (plan {(leftover.get('data') or {}).get('planId', '?')}). The end-to-end suite needs a cluster "
@@ -86,6 +91,16 @@ def state_namespace(kube: Kube) -> Iterator[str]:
                     warnings.warn(f"could not delete namespace {STATE_NAMESPACE}: {exc.status} {exc.reason}", stacklevel=1)
 
 
+def _left_by_this_suite(config_map: dict[str, Any]) -> bool:
+    """The state of a plan that moved only pods of this suite's namespaces (all deleted by now)."""
+    try:
+        plan = json.loads((config_map.get("data") or {}).get("plan") or "{}")
+    except ValueError:
+        return False
+    pods = [str(m.get("pod", "")) for m in plan.get("moves") or []]
+    return bool(pods) and all(p.startswith("compactor-e2e-") for p in pods)
+
+
 @pytest.fixture
 def gpu_nodes(kube: Kube, state_namespace: str) -> Iterator[GpuNodes]:
     """Two schedulable workers with fake GPU capacity and GFD-like labels; everything is taken back afterwards."""
@@ -95,12 +110,14 @@ def gpu_nodes(kube: Kube, state_namespace: str) -> Iterator[GpuNodes]:
     mixed, whole = (name_of(n) for n in chosen)
     original_labels = {name_of(n): labels(n) for n in chosen}
     schedulable = {name_of(n) for n in nodes if not (n.get("spec") or {}).get("unschedulable")}
+    run_id = f"e2e-{secrets.token_hex(3)}"
     touched: list[str] = []
     try:
         roles = ((mixed, MIXED_NODE_FIRST, MIXED_NODE_LABELS), (whole, WHOLE_NODE_RESOURCES, WHOLE_NODE_LABELS))
         for name, resources, node_labels in roles:
             touched.append(name)
-            set_labels(kube.core, name, {FAKE_GPU_LABEL: "true"})  # first: a crash from here on leaves a recognisable node
+            release_compactor_marks(kube.core, raw(kube.core.read_node, name))  # left by an interrupted run on our node
+            set_labels(kube.core, name, {FAKE_GPU_LABEL: run_id})  # first: a crash from here on leaves a recognisable node
             stale = [r for r in FAKE_RESOURCES if r not in resources]  # e.g. the mixed node's whole GPUs, which come later
             if stale:
                 withdraw(kube.core, name, stale)  # leftovers of an earlier, interrupted run
@@ -108,7 +125,7 @@ def gpu_nodes(kube: Kube, state_namespace: str) -> Iterator[GpuNodes]:
             set_labels(kube.core, name, {**dict.fromkeys(FAKE_LABEL_KEYS), **node_labels})
         for name, resources in ((mixed, MIXED_NODE_FIRST), (whole, WHOLE_NODE_RESOURCES)):
             wait_for(advertised(kube.core, name, resources), timeout=60, what=f"node {name} to advertise {resources}")
-        yield GpuNodes(mixed=mixed, whole=whole, schedulable_before=schedulable)
+        yield GpuNodes(mixed=mixed, whole=whole, run_id=run_id, schedulable_before=schedulable)
     finally:
         _restore_nodes(kube, touched, original_labels)
 
@@ -124,6 +141,8 @@ def _restore_nodes(kube: Kube, names: list[str], original_labels: dict[str, dict
                 warnings.warn(f"node {name} still carried compactor marks at teardown; released them", stacklevel=1)
             withdraw(kube.core, name, FAKE_RESOURCES)
             before = original_labels.get(name, {})
+            if FAKE_GPU_LABEL in before:  # the node was left over by an interrupted run: its GPU labels were ours too
+                before = {}
             set_labels(kube.core, name, {key: before.get(key) for key in [*FAKE_LABEL_KEYS, FAKE_GPU_LABEL]})
         except Exception as exc:  # keep cleaning the other node
             problems.append(f"node {name}: {exc}")
@@ -134,7 +153,7 @@ def _restore_nodes(kube: Kube, names: list[str], original_labels: dict[str, dict
 @pytest.fixture
 def namespace(kube: Kube, gpu_nodes: GpuNodes) -> Iterator[str]:
     """A fresh ``compactor-e2e-<random>`` namespace, deleted (and waited for) before the nodes are cleaned up."""
-    name = f"compactor-e2e-{secrets.token_hex(3)}"
+    name = f"compactor-{gpu_nodes.run_id}"
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {CREATED_LABEL: "true"}}}
     with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {name}", statuses=(429, 500, 503))
     try:

@@ -34,7 +34,8 @@ MIG_1G = "nvidia.com/mig-1g.10gb"
 PRODUCT = "NVIDIA-A100-SXM4-80GB"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 
-# Our own mark on the nodes we gave fake GPUs: lets a later run recognise (and clean up) leftovers of a crashed one.
+# Our own mark on the nodes we gave fake GPUs, valued with the run's id: the workload's nodeSelector (so no other
+# GPU node in the cluster takes its pods), and how a later run recognises (and cleans up) leftovers of a crashed one.
 FAKE_GPU_LABEL = "gpu-compactor-e2e/fake-gpus"
 CREATED_LABEL = "gpu-compactor-e2e/created"  # on the namespaces the suite creates
 # Where the executor keeps its state ConfigMap (compactor/kube/cluster_client.py DEFAULT_NAMESPACE, annotations.STATE_CONFIGMAP).
@@ -63,7 +64,6 @@ FAKE_RESOURCES = sorted({*MIXED_NODE_FIRST, *MIXED_NODE_LATER, *WHOLE_NODE_RESOU
 def _gfd_labels(gpus: int, mig: int) -> dict[str, str]:
     """The GPU Feature Discovery labels the compactor reads (docs: shared notes nvidia-mig.md 3.5-3.6)."""
     found = {
-        FAKE_GPU_LABEL: "true",
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.product": PRODUCT,
         "nvidia.com/gpu.count": str(gpus),
@@ -99,6 +99,7 @@ class GpuNodes:
 
     mixed: str
     whole: str
+    run_id: str  # the value of FAKE_GPU_LABEL on both nodes: the workload's nodeSelector
     schedulable_before: set[str] = field(default_factory=set)  # every node that was schedulable when the test began
 
     @property
@@ -198,22 +199,28 @@ def gpu_capacity(node: Obj) -> dict[str, str]:
 
 
 def why_not_candidate(node: Obj) -> str:
-    """Why the suite will not give this node fake GPUs ('' = it may)."""
+    """Why the suite will not give this node fake GPUs ('' = it may).
+
+    A node carrying ``FAKE_GPU_LABEL`` is a leftover of an interrupted run of this suite: its
+    GPU resources and any compactor cordon on it are ours, and are taken back in setup.
+    """
     node_labels = labels(node)
+    ours = FAKE_GPU_LABEL in node_labels
+    marks = compactor_marks(node)
     if "node-role.kubernetes.io/control-plane" in node_labels or "node-role.kubernetes.io/master" in node_labels:
         return "control-plane node"
     if not is_ready_node(node):
         return "not Ready"
-    if (node.get("spec") or {}).get("unschedulable"):
+    if (node.get("spec") or {}).get("unschedulable") and not (ours and marks.get("compactor.io/cordoned-by")):
         return "cordoned"
-    taints = blocking_taints(node)
+    taints = [t for t in blocking_taints(node) if not (ours and t.startswith(f"{COMPACTOR_TAINT_KEY}="))]
     if taints:
         return f"tainted {', '.join(taints)}"
     if node_labels.get("compactor.io/exclude") == "true":
         return "labelled compactor.io/exclude=true"
-    if compactor_marks(node):
-        return f"carries compactor marks {sorted(compactor_marks(node))} (a real compactor is acting on it)"
-    if gpu_capacity(node) and node_labels.get(FAKE_GPU_LABEL) != "true":
+    if marks and not ours:
+        return f"carries compactor marks {sorted(marks)} (a real compactor is acting on it)"
+    if gpu_capacity(node) and not ours:
         return f"already advertises GPU resources {gpu_capacity(node)} (a real GPU node: never overwritten)"
     return ""
 
@@ -301,18 +308,21 @@ def release_compactor_marks(core: Any, node: Obj) -> bool:
     kept = [t for t in taints if t.get("key") != COMPACTOR_TAINT_KEY]
     if len(kept) != len(taints):
         body.setdefault("spec", {})["taints"] = kept
-    with_retries(lambda: core.patch_node(name, body), what=f"releasing compactor marks on node {name}")
+    with_retries(lambda: core.patch_node(name, body, _content_type="application/merge-patch+json"),
+                 what=f"releasing compactor marks on node {name}")
     return True
 
 
 # --------------------------------------------------------------------------- workloads
 
 
-def deployment(name: str, *, replicas: int, resource: str, app_label: str, extra_labels: Mapping[str, str]) -> Obj:
-    """Pause pods asking for one ``resource`` each, spread over nodes by *preferred* anti-affinity.
+def deployment(name: str, *, replicas: int, resource: str, app_label: str, extra_labels: Mapping[str, str],
+               node_selector: Mapping[str, str]) -> Obj:
+    """Pause pods asking for one ``resource`` each, kept to the test's nodes, spread by *preferred* anti-affinity.
 
     Preferred only: the planner does not move pods with required inter-pod (anti-)affinity,
-    and the replacement must be allowed to land next to its sibling.
+    and the replacement must be allowed to land next to its sibling. The nodeSelector is
+    a scheduling predicate the planner honours; both test nodes match it.
     """
     pod_labels = {"app": app_label, **extra_labels}
     return {
@@ -327,6 +337,7 @@ def deployment(name: str, *, replicas: int, resource: str, app_label: str, extra
                 "spec": {
                     "terminationGracePeriodSeconds": 1,
                     "automountServiceAccountToken": False,
+                    "nodeSelector": dict(node_selector),
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                         "weight": 100,
                         "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": app_label}}},

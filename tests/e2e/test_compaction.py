@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.e2e.helpers import (
+    FAKE_GPU_LABEL,
     GPU,
     MIG_1G,
     MIXED_NODE_FIRST,
@@ -80,9 +81,10 @@ def _pods(kube: Kube, namespace: str) -> list[dict[str, Any]]:
     return raw(kube.core.list_namespaced_pod, namespace).get("items") or []
 
 
-def _create_workload(kube: Kube, namespace: str, name: str, resource: str, replicas: int) -> None:
+def _create_workload(kube: Kube, namespace: str, nodes: GpuNodes, name: str, resource: str, replicas: int) -> None:
     pdb = pod_disruption_budget(name, app_label=name)
-    deploy = deployment(name, replicas=replicas, resource=resource, app_label=name, extra_labels={"gpu-compactor-e2e/workload": "true"})
+    deploy = deployment(name, replicas=replicas, resource=resource, app_label=name, extra_labels={"gpu-compactor-e2e/workload": "true"},
+                        node_selector={FAKE_GPU_LABEL: nodes.run_id})
     with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, pdb), what=f"creating PDB {name}",
                  statuses=(429, 500, 503))
     with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what=f"creating Deployment {name}",
@@ -119,12 +121,12 @@ def _workload_settled(kube: Kube, namespace: str, names: list[str]) -> Callable[
     return check
 
 
-def _gpu_pods_by_node(kube: Kube, namespace: str, include_terminating: bool = True) -> dict[str, list[str]]:
+def _gpu_pods_by_node(kube: Kube, namespace: str) -> dict[str, list[str]]:
+    """Node -> the namespace's GPU pods bound there and not finished (terminating ones included: they still hold the GPU)."""
     placed: dict[str, list[str]] = {}
     for pod in _pods(kube, namespace):
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and pod_requests_gpu(pod) and (include_terminating or not is_terminating(pod)) \
-                and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if node and pod_requests_gpu(pod) and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             placed.setdefault(node, []).append(name_of(pod))
     return placed
 
@@ -133,7 +135,7 @@ def test_run_once_frees_a_node_without_violating_any_pdb(kube: Kube, gpu_nodes: 
     # 1. A fragmented workload. The mixed node advertises only MIG slices so far, so the MIG pods can run only
     #    there and the whole-GPU pods only on the whole node; then the mixed node's 4 whole GPUs come online.
     for name, (resource, replicas) in WORKLOADS.items():
-        _create_workload(kube, namespace, name, resource, replicas)
+        _create_workload(kube, namespace, gpu_nodes, name, resource, replicas)
     wait_for(_workload_settled(kube, namespace, list(WORKLOADS)), timeout=READY_TIMEOUT, interval=2,
              what="every Deployment Ready and every PDB allowing one disruption")
     placement = _gpu_pods_by_node(kube, namespace)

@@ -660,3 +660,22 @@ def test_a_statefulset_pod_is_replaced_under_its_own_name() -> None:
     assert c.pod("default", "db-0")["spec"]["nodeName"] == "gpu-1" and c.pod("default", "db-1")["spec"]["nodeName"] == "gpu-1"
     assert c.evicted == ["default/db-0", "default/db-1"]
     assert_clean(c)
+
+
+def test_a_new_gpu_pod_on_a_source_cordoned_by_someone_else_aborts_too() -> None:
+    c, plan = setup()
+    c.nodes["gpu-3"]["spec"]["unschedulable"] = True  # the operator's cordon: not ours, but still a node the plan frees
+    intruder = pod("intruder", on="gpu-3", gpus=1, owner=None, labels={"app": "intruder"})
+    progress = on_progress(lambda p: "replacement" in p.waiting, lambda: c.add_pod(intruder))
+    report = run(c, plan, progress=progress)
+    assert report.status == "failed" and report.reason == "new GPU pod default/intruder appeared on cordoned node gpu-3"
+    assert_clean(c, still_cordoned=("gpu-3",))
+
+
+def test_an_unexpected_error_rolls_back_instead_of_escaping() -> None:
+    c, plan = setup()
+    progress = on_progress(lambda p: "replacement" in p.waiting, lambda: c.fail_next("list_pods", RuntimeError("connection reset by peer")))
+    report = run(c, plan, progress=progress)
+    assert report.status == "failed" and "connection reset by peer" in report.reason and "RuntimeError" in report.reason
+    assert len(events(c, "CompactorAbort")) == 1
+    assert_clean(c)

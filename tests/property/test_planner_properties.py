@@ -56,7 +56,7 @@ PROPERTY = hsettings(
 
 @st.composite
 def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pending: int = 2, tiny: bool = False) -> list[dict[str, Any]]:
-    """Kubernetes objects for a random small GPU cluster."""
+    """Kubernetes objects for a random small GPU cluster (sometimes with a CPU-only node and CPU-only pods)."""
     objects: list[dict[str, Any]] = []
     free: dict[str, dict[str, int]] = {}
     nodes = draw(st.integers(2, max_nodes))
@@ -82,20 +82,25 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
             objects.append(node(name, gpus=gpus, **features))
             free[name] = {"nvidia.com/gpu": gpus}
         free[name]["cpu"] = int(features["cpu"])
+    names = [f"n{i}" for i in range(nodes)]
+    if draw(st.integers(0, 3)) == 0:
+        cpu_node = str(draw(st.sampled_from([4, 8])))
+        objects.append(node("cpu0", cpu=cpu_node))
+        free["cpu0"] = {"cpu": int(cpu_node)}
+        names.append("cpu0")
 
     guarded = False
     wanted, bound = draw(st.integers(2 if tiny else 0, max_bound)), 0
     for j in range(3 * wanted):
         if bound == wanted:
             break
-        where = f"n{draw(st.integers(0, nodes - 1))}"
+        where = draw(st.sampled_from(names))
         kwargs = _pod_shape(draw, free[where])
         if kwargs is None:
             continue
         overcommit = not tiny and draw(st.integers(0, 19)) == 0
         cpu = draw(st.sampled_from([1, 1, 1, 2, 4]))  # mostly equal, so pods share a type
-        resource = next(r for r in kwargs["_res"])
-        if free[where][resource] < kwargs["_res"][resource] and not overcommit:
+        if any(free[where][r] < v for r, v in kwargs["_res"].items()) and not overcommit:
             continue
         if free[where]["cpu"] < cpu and not overcommit:
             continue
@@ -131,12 +136,16 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
             shape = {"mig": draw(st.sampled_from(MIG_PROFILES))}
         if draw(st.integers(0, 3)) == 0:
             shape["tolerations"] = [TOLERATION]
+        if not tiny:  # the brute force counts placed pods; priorities only vary where no optimum is compared
+            shape["priority"] = draw(st.sampled_from([0, 100]))
         objects.append(pod(f"wait{k}", owner="Job/wait", cpu=str(draw(st.integers(1, 4))), **shape))
     return objects
 
 
 def _pod_shape(draw: st.DrawFn, free: dict[str, int]) -> dict[str, Any] | None:
-    """A GPU request the node advertises: 1-4 whole GPUs or one MIG slice."""
+    """A GPU request the node advertises (1-4 whole GPUs or one MIG slice), or now and then no GPU at all."""
+    if draw(st.integers(0, 7)) == 0:
+        return {"_res": {}}
     if "nvidia.com/gpu" in free:
         gpus = draw(st.integers(1, 4))
         return {"gpus": gpus, "_res": {"nvidia.com/gpu": gpus}}
@@ -160,6 +169,7 @@ def planner_settings(draw: st.DrawFn) -> PlannerSettings:
         max_moves_per_namespace=draw(st.sampled_from([None, None, 1, 2])),
         min_gain_per_move=draw(st.sampled_from([0.0, 0.0, 0.5, 2.0])),
         exclude_namespaces=draw(st.sampled_from([["kube-system"], ["team"]])),
+        namespaces=draw(st.sampled_from([[], [], ["default"]])),
     )
 
 

@@ -1,0 +1,108 @@
+"""Planner benchmark: CP-SAT plan vs. greedy drain and descheduler HighNodeUtilization.
+
+    python benchmarks/bench_planner.py                 # 400 x 8 GPUs / 3,000 pods and 1,000 x 8 / 8,000 pods
+    python benchmarks/bench_planner.py --sizes 400:3000 --time-limit 10
+
+Each size is generated (benchmarks/generate_cluster.py, seed 0), then planned in a
+fresh subprocess so peak RSS is the planner's own. Prints, per size: net freed GPUs,
+moves, solver gap and wall time for the planner, and the same figures for the
+baselines (compactor/planner/baselines.py). A script that prints figures, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+
+def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]:
+    """Runs in the child process: load, plan, baselines; returns the figures."""
+    from datetime import UTC, datetime
+
+    from compactor.model.load import load_files
+    from compactor.planner.baselines import greedy_drain, high_node_utilization
+    from compactor.planner.compose import build_plan
+    from compactor.settings import PlannerSettings
+
+    snap = load_files([snapshot])
+    settings = PlannerSettings(time_limit_seconds=time_limit, workers=workers)
+    started = time.monotonic()
+    plan = build_plan(snap, settings, source=snapshot, now=datetime.now(UTC))
+    plan_seconds = time.monotonic() - started
+    rows: list[dict[str, object]] = [{
+        "name": "gpu-compactor (CP-SAT)", "freedGpus": plan.freed_gpus, "moves": len(plan.moves),
+        "freedNodes": len(plan.freed_nodes), "filledNodes": len(plan.filled_nodes), "seconds": round(plan_seconds, 2),
+        "solverSeconds": plan.solver.wall_seconds, "gap": plan.solver.gap, "status": plan.solver.status,
+        "pendingPlaced": len(plan.placed_pending),
+    }]
+    for name, run in (
+        ("greedy drain", lambda: greedy_drain(snap, settings)),
+        ("HighNodeUtilization/LeastAllocated", lambda: high_node_utilization(snap, settings, scoring="LeastAllocated")),
+        ("HighNodeUtilization/MostAllocated", lambda: high_node_utilization(snap, settings, scoring="MostAllocated")),
+    ):
+        started = time.monotonic()
+        result = run()
+        rows.append({"name": name, "freedGpus": result.freed_gpus, "moves": result.moves, "freedNodes": len(result.freed_nodes),
+                     "filledNodes": len(result.filled_nodes), "seconds": round(time.monotonic() - started, 2), "gap": None,
+                     "pendingPlaced": result.pending_placed})
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"nodes": len(snap.nodes), "pods": len(snap.pods), "rows": rows, "peakRssMiB": round(rss)}
+
+
+def run_size(nodes: int, pods: int, time_limit: float, workers: int) -> dict[str, object]:
+    from generate_cluster import generate, write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"cluster-{nodes}.json"
+        write(generate(nodes, pods, seed=0), path)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(path), "--time-limit", str(time_limit), "--workers", str(workers)],
+            check=True, capture_output=True, text=True,
+        )
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def print_size(result: dict[str, object], time_limit: float) -> None:
+    rows = result["rows"]
+    assert isinstance(rows, list)
+    print(f"\n{result['nodes']} nodes / {result['pods']} pods (time limit {time_limit:g}s, peak RSS {result['peakRssMiB']} MiB)")
+    print(f"  {'planner':<38} {'freed GPUs':>10} {'nodes':>6} {'moves':>6} {'GPUs/move':>9} {'gap':>6} {'time s':>7}")
+    for row in rows:
+        gap = "-" if row["gap"] is None else f"{row['gap']:.1%}"
+        per_move = row["freedGpus"] / row["moves"] if row["moves"] else 0.0
+        print(f"  {row['name']:<38} {row['freedGpus']:>10} {row['freedNodes']:>6} {row['moves']:>6} {per_move:>9.2f} {gap:>6} {row['seconds']:>7}")
+    ours, greedy = rows[0], rows[1]
+    verdict = "yes" if ours["freedGpus"] >= greedy["freedGpus"] else "NO"
+    fewer = "yes" if ours["moves"] <= greedy["moves"] else "no"
+    print(f"  frees at least as many GPUs as greedy drain: {verdict}; with no more moves: {fewer}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="400:3000,1000:8000", help="comma-separated NODES:PODS")
+    parser.add_argument("--time-limit", type=float, default=None, help="solver time limit (default 10 s for <= 400 nodes, else 30 s)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child, args.time_limit or 10.0, args.workers)))
+        return
+    for size in args.sizes.split(","):
+        nodes, pods = (int(x) for x in size.split(":"))
+        limit = args.time_limit or (10.0 if nodes <= 400 else 30.0)
+        print_size(run_size(nodes, pods, limit, args.workers), limit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Crash safety: kill the executor at every write it makes, then recover, and check nothing was left broken.
+
+For each scenario the executor's writes (state ConfigMap, node patches, evictions,
+events) are counted on an undisturbed run; then, for every k = 1..N and both sides of
+the write, a fresh cluster crashes at the k-th write (``Crash`` is a BaseException, as a
+killed process would be: no ``except`` in the executor sees it). ``recover`` then runs
+with a fresh executor, the world settles, and the invariants must hold:
+
+* no node cordoned or marked by the executor, no state ConfigMap (no active plan left);
+* no PDB ever violated, no pod lost;
+* the recovered run reports succeeded or failed, never an exception;
+* every eviction (before or after the crash) happened with all the plan's nodes cordoned
+  and every controller whole (one eviction at a time);
+* a plan the executor had decided to abort is rolled back by recovery, never resumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytest
+
+from compactor.actions import annotations as ann
+from compactor.actions.recovery import recover
+from compactor.planner.plan import CompactionPlan
+from tests.fakecluster import Crash, FakeCluster
+from tests.integration.test_executor import (
+    SETTINGS,
+    assert_clean,
+    in_flight,
+    intercept_evictions,
+    make_plan,
+    one_freed_node,
+    run,
+    two_freed_nodes,
+)
+
+Obj = dict[str, Any]
+When = Literal["before", "after"]
+
+
+@dataclass
+class Scenario:
+    """A scenario: objects, how to build its fake cluster, and what to do to it before the run."""
+
+    objects: Callable[[], list[Obj]]
+    scheduler: str = "cooperative"
+    prepare: Callable[[FakeCluster], None] = lambda _c: None
+    outcome: str = "succeeded"  # of the undisturbed run
+
+
+def refuse(pod_name: str) -> Callable[[FakeCluster], None]:
+    """Every eviction of ``pod_name`` is refused with 403 (say, an admission webhook): the run aborts there, every time."""
+
+    def prepare(c: FakeCluster) -> None:
+        def before(_namespace: str, name: str) -> None:
+            if name == pod_name:
+                c.fail_next("evict", 403)
+
+        intercept_evictions(c, before)
+
+    return prepare
+
+
+SCENARIOS = {
+    "two-freed": Scenario(two_freed_nodes),
+    "one-freed": Scenario(one_freed_node),
+    # aborts after one move (the 2nd eviction is refused) and rolls back: crashes land in the rollback too
+    "refused-2nd": Scenario(two_freed_nodes, prepare=refuse("train-a"), outcome="failed"),
+    # aborts on the first replacement (stays Pending past the timeout) and rolls back
+    "stuck-pending": Scenario(one_freed_node, scheduler="never", outcome="failed"),
+}
+
+
+@dataclass
+class World:
+    cluster: FakeCluster
+    plan: CompactionPlan
+    at_eviction: list[dict[str, Any]] = field(default_factory=list)
+
+
+def world(name: str) -> World:
+    scenario = SCENARIOS[name]
+    objects = scenario.objects()
+    w = World(FakeCluster(objects, scheduler=scenario.scheduler), make_plan(objects))
+    scenario.prepare(w.cluster)
+    c = w.cluster
+    intercept_evictions(c, lambda ns, pod_name: w.at_eviction.append({
+        "pod": f"{ns}/{pod_name}", "uncordoned": [n for n in w.plan.freed_nodes if not c.nodes[n]["spec"].get("unschedulable")],
+        "in_flight": in_flight(c),
+    }))
+    return w
+
+
+def baseline(name: str) -> list[str]:
+    """The write methods of an undisturbed run, in order."""
+    w = world(name)
+    report = run(w.cluster, w.plan)
+    assert report.status == SCENARIOS[name].outcome, report.reason
+    return [call.method for call in w.cluster.history]
+
+
+BASELINES = {name: baseline(name) for name in SCENARIOS}
+CASES = [pytest.param(name, k, when, id=f"{name}-{k}-{when}-{method}")
+         for name, methods in BASELINES.items() for k, method in enumerate(methods, 1) for when in ("before", "after")]
+
+
+def first_rollback_write(name: str) -> int:
+    """1-based index of the first write of the rollback in an undisturbed run of an aborting scenario."""
+    w = world(name)
+    run(w.cluster, w.plan)
+    return next(i for i, call in enumerate(w.cluster.history, 1)
+                if call.method == "write_state" and call.args["data"] and call.args["data"].get("phase") == "rollingBack"
+                or call.method == "patch_node" and call.args["patch"]["spec"].get("unschedulable", True) is None)
+
+
+def crash_at(name: str, k: int, when: When) -> World:
+    w = world(name)
+    w.cluster.crash_after(k, when=when)
+    with pytest.raises(Crash) as crashed:
+        run(w.cluster, w.plan)
+    assert crashed.value.method == BASELINES[name][k - 1] and crashed.value.when == when
+    return w
+
+
+def check_invariants(w: World) -> None:
+    c = w.cluster
+    c.scheduler = "cooperative"  # a scheduler that never binds would keep replacements Pending: not lost, just waiting
+    assert_clean(c)
+    for eviction in w.at_eviction:
+        assert eviction["uncordoned"] == [], f"evicted {eviction['pod']} while {eviction['uncordoned']} was schedulable"
+        assert eviction["in_flight"] == set(), f"evicted {eviction['pod']} while {eviction['in_flight']} was not whole"
+    assert len(c.evicted) == len(set(c.evicted)), "a pod was evicted twice"
+
+
+def check_outcome(w: World, status: str) -> None:
+    """A succeeded run freed its nodes; a failed one moved at most what it reported."""
+    if status == "succeeded":
+        for name in w.plan.freed_nodes:
+            assert w.cluster.node_gpu_pods(name) == []
+
+
+@pytest.mark.parametrize(("name", "k", "when"), CASES)
+def test_crash_at_every_write_then_recover(name: str, k: int, when: When) -> None:
+    w = crash_at(name, k, when)
+    evicted_before_recovery = len(w.cluster.evicted)
+    recovered = recover(w.cluster, SETTINGS, w.cluster.clock)
+    if recovered.resumed is not None:
+        assert recovered.resumed.status in ("succeeded", "failed")
+        check_outcome(w, recovered.resumed.status)
+    if SCENARIOS[name].outcome == "failed" and k >= first_rollback_write(name):
+        # the crash hit the rollback: recovery finishes rolling back, it does not start the aborted plan again
+        assert len(w.cluster.evicted) == evicted_before_recovery
+        assert recovered.resumed is None or recovered.resumed.status == "failed"
+    check_invariants(w)
+
+
+def test_every_write_of_every_scenario_is_covered() -> None:
+    for name, methods in BASELINES.items():
+        assert {"write_state", "patch_node", "evict", "create_event"} <= set(methods), name
+        w = world(name)
+        w.cluster.crash_after(len(methods) + 1)
+        run(w.cluster, w.plan)  # one more than the baseline: never fires, the run is deterministic
+        assert [call.method for call in w.cluster.history] == methods
+
+
+def test_the_aborting_scenarios_do_abort_and_roll_back() -> None:
+    for name in ("refused-2nd", "stuck-pending"):
+        w = world(name)
+        report = run(w.cluster, w.plan)
+        assert report.status == "failed", name
+        assert first_rollback_write(name) < len(BASELINES[name])
+        check_invariants(w)
+
+
+@pytest.mark.parametrize("k", range(1, len(BASELINES["one-freed"]) + 1))
+def test_a_second_crash_during_recovery_is_recovered_too(k: int) -> None:
+    w = crash_at("one-freed", k, "after")
+    for j in (1, 2):  # recovery itself dies at its first write, then at its second
+        w.cluster.crash_after(j, when="after")
+        try:
+            recover(w.cluster, SETTINGS, w.cluster.clock)
+        except Crash:
+            pass
+    recovered = recover(w.cluster, SETTINGS, w.cluster.clock)
+    if recovered.resumed is not None:
+        assert recovered.resumed.status in ("succeeded", "failed")
+    check_invariants(w)
+
+
+def test_a_crash_between_the_write_ahead_and_the_cordon_still_cordons_on_resume() -> None:
+    """The state lists gpu-2 as cordoned before the patch is sent; the crash leaves it schedulable."""
+    methods = BASELINES["two-freed"]
+    k = methods.index("patch_node") + 1
+    w = crash_at("two-freed", k, "before")
+    assert w.cluster.cordoned_nodes() == [] and "gpu-2" in w.cluster.state[ann.STATE_CONFIGMAP]["cordoned"]
+    recovered = recover(w.cluster, SETTINGS, w.cluster.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "succeeded"
+    assert w.at_eviction and all(e["uncordoned"] == [] for e in w.at_eviction)
+    check_invariants(w)
+
+
+def test_a_crash_mid_eviction_waits_for_that_replacement_before_the_next() -> None:
+    """Crash right after the first eviction: the resumed run must not evict again until that owner is whole."""
+    methods = BASELINES["one-freed"]
+    k = methods.index("evict") + 1
+    w = crash_at("one-freed", k, "after")
+    assert len(w.cluster.evicted) == 1
+    recovered = recover(w.cluster, SETTINGS, w.cluster.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "succeeded"
+    check_invariants(w)
+
+
+def test_without_resume_recovery_rolls_back() -> None:
+    methods = BASELINES["two-freed"]
+    k = methods.index("evict") + 1
+    w = crash_at("two-freed", k, "after")
+    recovered = recover(w.cluster, SETTINGS, w.cluster.clock, resume=False)
+    assert recovered.resumed is not None and recovered.resumed.status == "failed" and recovered.resumed.reason == "resume disabled"
+    assert len(w.cluster.evicted) == 1
+    check_invariants(w)
+
+
+def test_orphan_marks_without_a_plan_are_released() -> None:
+    w = world("two-freed")
+    c = w.cluster
+    c.patch_node("gpu-2", ann.cordon_patch("plan-gone", "2026-01-01T00:00:00Z"))
+    c.nodes["gpu-3"]["spec"]["unschedulable"] = True  # an operator's cordon: not ours, not touched
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.released == ["gpu-2"] and recovered.resumed is None
+    assert [(e["reason"], e["involved"].name) for e in c.events] == [("CompactorUncordon", "gpu-2")]
+    assert "plan-gone" in c.events[0]["message"]
+    assert_clean(c, still_cordoned=("gpu-3",))
+
+
+def test_unreadable_state_is_dropped() -> None:
+    w = world("two-freed")
+    c = w.cluster
+    c.write_state(ann.STATE_CONFIGMAP, {"phase": "evicting"})  # no plan in it
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is None and c.state == {}
