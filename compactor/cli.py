@@ -51,6 +51,7 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
         kubeconfig=args.kubeconfig,
         context=args.context,
         live=bool(args.kubeconfig or args.context or args.in_cluster),
+        in_cluster=bool(args.in_cluster),
     )
 
 

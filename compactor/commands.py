@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from compactor.errors import CompactorError
+
+if TYPE_CHECKING:
+    from compactor.actions.client import ClusterClient
+    from compactor.actions.clock import Clock
+    from compactor.actions.executor import Progress, RunReport
+    from compactor.planner.plan import CompactionPlan
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -58,10 +65,7 @@ class _TerminalProgress:
         self.tty = sys.stderr.isatty()
         self.last = ""
 
-    def __call__(self, progress: object) -> None:
-        from compactor.actions.executor import Progress
-
-        assert isinstance(progress, Progress)
+    def __call__(self, progress: Progress) -> None:
         wait = f" | waiting: {progress.waiting}" if progress.waiting else ""
         line = f"[{progress.done}/{progress.total}] {progress.current}{wait}"
         if line == self.last:
@@ -76,24 +80,23 @@ class _TerminalProgress:
         sys.stderr.flush()
 
 
-def _executor_for(args: argparse.Namespace, plan: object, objects_source: object) -> tuple[object, object, bool]:
+def _executor_for(args: argparse.Namespace, plan: CompactionPlan) -> tuple[ClusterClient, Clock, bool]:
     """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays."""
     from compactor.actions.clock import RealClock, SimulatedClock
     from compactor.actions.dryrun import RecordingClient
-    from compactor.planner.plan import CompactionPlan
 
-    assert isinstance(plan, CompactionPlan)
     live = bool(args.kubeconfig or args.context or args.in_cluster)
     if args.dry_run or not live:
         if not args.dry_run:
             raise CompactorError("a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)")
-        objects = _raw_objects(args)
         admission = _kube_client(args, dry_run=True) if (live and args.server_dry_run) else None
-        return RecordingClient(objects, plan, admission=admission), SimulatedClock(), True
+        return RecordingClient(_raw_objects(args), plan, admission=admission), SimulatedClock(), True
+    if args.server_dry_run:
+        raise CompactorError("--server-dry-run goes with --dry-run")
     return _kube_client(args, dry_run=False), RealClock(), False
 
 
-def _raw_objects(args: argparse.Namespace) -> list[dict[str, object]]:
+def _raw_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     from compactor.model.load import read_source
     from compactor.sources import example_path
 
@@ -104,23 +107,24 @@ def _raw_objects(args: argparse.Namespace) -> list[dict[str, object]]:
     from compactor.kube.client import load_api_client
     from compactor.kube.read import read_cluster
 
-    return read_cluster(load_api_client(args.kubeconfig, args.context))
+    return read_cluster(load_api_client(args.kubeconfig, args.context, in_cluster=args.in_cluster))
 
 
-def _kube_client(args: argparse.Namespace, *, dry_run: bool) -> object:
+def _kube_client(args: argparse.Namespace, *, dry_run: bool) -> ClusterClient:
+    from compactor.cli import settings_from_args
     from compactor.kube.client import load_api_client
     from compactor.kube.cluster_client import KubeClusterClient
 
-    return KubeClusterClient(load_api_client(args.kubeconfig, args.context), dry_run_all=dry_run)
+    namespace = settings_from_args(args).executor.state_namespace
+    api = load_api_client(args.kubeconfig, args.context, in_cluster=args.in_cluster)
+    return KubeClusterClient(api, dry_run_all=dry_run, namespace=namespace)
 
 
-def _print_run(report: object, client: object, fmt: str) -> int:
+def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
     import json
 
     from compactor.actions.dryrun import RecordingClient
-    from compactor.actions.executor import RunReport
 
-    assert isinstance(report, RunReport)
     if fmt == "json":
         payload = report.to_dict()
         if isinstance(client, RecordingClient):
@@ -148,10 +152,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     plan = load_plan(args.plan)
-    client, clock, dry_run = _executor_for(args, plan, None)
+    client, clock, dry_run = _executor_for(args, plan)
     if not dry_run:
-        recover(client, settings.executor, clock)  # type: ignore[arg-type]
-    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())  # type: ignore[arg-type]
+        recover(client, settings.executor, clock)
+    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
     return _print_run(executor.execute(plan), client, args.output)
 
 
@@ -169,14 +173,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     snapshot = source.load(pool_label=settings.metrics.pool_label)
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
     plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
-    client, clock, dry_run = _executor_for(args, plan, None)
+    client, clock, dry_run = _executor_for(args, plan)
     if not dry_run:
-        recovered = recover(client, settings.executor, clock)  # type: ignore[arg-type]
+        recovered = recover(client, settings.executor, clock)
         if recovered.changed:
             snapshot = source.load(pool_label=settings.metrics.pool_label)
             plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
     sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
-    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())  # type: ignore[arg-type]
+    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
     return _print_run(executor.execute(plan), client, args.output)
 
 
@@ -191,7 +195,8 @@ def register_executor_commands(commands: argparse._SubParsersAction[argparse.Arg
         _add_source_options(parser)
         _add_common_options(parser)
         parser.add_argument("--dry-run", action="store_true", help="change nothing; print the calls a real run would make")
-        parser.add_argument("--server-dry-run", action="store_true", help="with --dry-run on a live cluster: ask the API server (dryRun=All) whether each eviction would be admitted")
+        parser.add_argument("--server-dry-run", action="store_true",
+                            help="with --dry-run on a live cluster: ask the API server (dryRun=All) whether each eviction would be admitted")
         parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
     run.add_argument("--shape", action="append", metavar="RES=QTY,...", help=argparse.SUPPRESS)
     apply.set_defaults(handler=cmd_apply)

@@ -61,7 +61,7 @@ class MoveCostSettings(_Group):
     per_priority_step: int = Field(0, ge=0, description="extra cost per `priority_step` of pod priority")
     priority_step: int = Field(1000, ge=1)
     annotation: str = "compactor.io/move-cost"
-    prefer_full_targets: int = Field(1, ge=0, description="discount for targets that were already running GPU pods")
+    prefer_full_targets: int = Field(0, ge=0, description="cost per spare GPU on a receiving node; >0 may trade extra moves for fuller targets")
 
 
 class PlannerSettings(_Group):
@@ -110,14 +110,16 @@ class ExecutorSettings(_Group):
     backoff_max_seconds: float = Field(60.0, ge=0)
     poll_seconds: float = Field(2.0, gt=0)
     server_dry_run: bool = False
+    state_namespace: str = Field("gpu-compactor", min_length=1, description="namespace of the executor's state ConfigMap (must exist)")
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COMPACTOR_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
-    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
-    planner: PlannerSettings = Field(default_factory=PlannerSettings)
-    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    # Frozen groups, so one shared default instance is safe.
+    metrics: MetricsSettings = MetricsSettings()
+    planner: PlannerSettings = PlannerSettings()
+    executor: ExecutorSettings = ExecutorSettings()
 
     @classmethod
     def settings_customise_sources(

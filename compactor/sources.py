@@ -23,13 +23,14 @@ class SnapshotSource:
     kubeconfig: str | None = None
     context: str | None = None
     live: bool = False
+    in_cluster: bool = False
 
     def describe(self) -> str:
         if self.example:
             return "example cluster"
         if self.files:
             return ", ".join(self.files)
-        return f"cluster {self.context or 'current context'}"
+        return "cluster (in-cluster)" if self.in_cluster else f"cluster {self.context or 'current context'}"
 
     def load(self, *, pool_label: str) -> Snapshot:
         if self.example:
@@ -40,7 +41,7 @@ class SnapshotSource:
         if self.live:
             from compactor.kube.snapshot import snapshot_from_cluster  # the live path needs the API client
 
-            return snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label)
+            return snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label, in_cluster=self.in_cluster)
         raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
 
 

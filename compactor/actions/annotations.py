@@ -16,12 +16,12 @@ STATE_CONFIGMAP = "gpu-compactor-state"
 OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR)
 
 
-def annotations(node: dict[str, Any]) -> dict[str, str]:
+def node_annotations(node: dict[str, Any]) -> dict[str, str]:
     return dict((node.get("metadata") or {}).get("annotations") or {})
 
 
 def is_ours(node: dict[str, Any]) -> bool:
-    return annotations(node).get(CORDONED_BY) == IDENTITY
+    return node_annotations(node).get(CORDONED_BY) == IDENTITY
 
 
 def is_unschedulable(node: dict[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 Obj = dict[str, Any]
 
 
-class EvictionOutcome(str, enum.Enum):
+class EvictionOutcome(enum.StrEnum):
     EVICTED = "evicted"  # 201: the pod is being deleted gracefully
     GONE = "gone"  # 404: already gone, as good as evicted
     BLOCKED = "blocked"  # 429: a PodDisruptionBudget does not allow it now

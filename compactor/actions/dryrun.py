@@ -96,7 +96,8 @@ class RecordingClient:
         self.pods[pod_key(clone)] = clone
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
-        self.calls.append(RecordedCall("create_event", {"involved": f"{involved.kind}/{involved.namespace}/{involved.name}", "reason": reason, "message": message, "type": type_}))
+        ref = f"{involved.kind}/{involved.namespace}/{involved.name}"
+        self.calls.append(RecordedCall("create_event", {"involved": ref, "reason": reason, "message": message, "type": type_}))
 
     def read_state(self, name: str) -> dict[str, str] | None:
         state = self.states.get(name)

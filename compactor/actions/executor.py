@@ -377,6 +377,17 @@ class Executor:
         self._save(run)
         self._report(run, f"moved {move.pod}")
 
+    def _save_first(self, run: _Run) -> None:
+        try:
+            self._save(run)
+        except ClusterError as exc:
+            if exc.status == 404:
+                raise Abort(
+                    f"cannot record the run's state ({exc}); create the state namespace "
+                    f"(kubectl create namespace {self.settings.state_namespace}) or set executor.state_namespace"
+                ) from None
+            raise
+
     def _save(self, run: _Run) -> None:
         self.client.write_state(ann.STATE_CONFIGMAP, run.state(self._stamp()))
 

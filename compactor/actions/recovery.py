@@ -69,7 +69,7 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
         if not ann.is_ours(node):
             continue
         name = node["metadata"]["name"]
-        marks = ann.annotations(node)
+        marks = ann.node_annotations(node)
         if active_plan and marks.get(ann.PLAN_ID) == active_plan:
             continue
         mode = marks.get(ann.AFTER_DRAIN)

@@ -133,7 +133,7 @@ def load_files(paths: Sequence[str], *, pool_label: str = DEFAULT_POOL_LABEL, st
         return build_snapshot(objects, source=", ".join(paths), pool_label=pool_label)
 
 
-class gc_paused:  # noqa: N801 - used as a context manager, reads like one
+class gc_paused:
     """Pause the cyclic garbage collector while building a snapshot.
 
     Decoded JSON and snapshot objects hold no reference cycles, yet every container

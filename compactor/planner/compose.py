@@ -22,7 +22,7 @@ def _finite(value: float) -> float | None:
 
 def solver_report(problem: Problem, result: SolveResult | None, note: str = "") -> SolverReport:
     if result is None:
-        return SolverReport(status="OPTIMAL", wallSeconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
+        return SolverReport(status="OPTIMAL", wall_seconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
     main = next((lv for lv in result.levels if lv.name in ("freedGpus", "headroom")), None)
     objective = bound = gap = None
     if main is not None and math.isfinite(main.objective):
@@ -36,7 +36,7 @@ def solver_report(problem: Problem, result: SolveResult | None, note: str = "") 
         for lv in result.levels
     ]
     return SolverReport(
-        status=result.status, wallSeconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
+        status=result.status, wall_seconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
         variables=result.variables, levels=levels, note=note,
     )
 
@@ -65,7 +65,7 @@ def _moves(problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], pla
     pending_targets = {p.target: p.pod.key for p in placements}
     return [
         Move(
-            pod=m.pod.key, **{"from": problem.nodes[m.source].node.name, "to": problem.nodes[m.target].node.name},
+            pod=m.pod.key, from_node=problem.nodes[m.source].node.name, to_node=problem.nodes[m.target].node.name,
             reason=_move_reason(problem, m, freed, pending_targets), uid=m.pod.uid, owner=_owner(m),
             requests={k: v for k, v in m.pod.requests.items() if k != "pods"}, gpu=m.ptype.uses_gpu,
         )
@@ -100,12 +100,12 @@ def build_plan(
     if result is not None and not moves and not placements:
         note = "no move frees GPU capacity or places a pending pod"
     plan = CompactionPlan(
-        metadata=Metadata(id=plan_id or f"plan-{uuid.uuid4().hex[:12]}", createdAt=now.isoformat().replace("+00:00", "Z"), source=source),
+        metadata=Metadata(id=plan_id or f"plan-{uuid.uuid4().hex[:12]}", created_at=now.isoformat().replace("+00:00", "Z"), source=source),
         moves=_moves(problem, moves, set(freed), placements),
-        placedPending=[Placement(pod=p.pod.key, to=problem.nodes[p.target].node.name) for p in placements],
-        freedNodes=[problem.nodes[i].node.name for i in freed],
-        filledNodes=[problem.nodes[i].node.name for i in filled],
-        freedGpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
+        placed_pending=[Placement(pod=p.pod.key, to_node=problem.nodes[p.target].node.name) for p in placements],
+        freed_nodes=[problem.nodes[i].node.name for i in freed],
+        filled_nodes=[problem.nodes[i].node.name for i in filled],
+        freed_gpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
         solver=solver_report(problem, result, note),
         before=figures_to_dict(compute_figures(snapshot, shapes)),
     )

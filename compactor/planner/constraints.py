@@ -17,7 +17,7 @@ from compactor.planner.variables import Variables
 LinearTerms = list[tuple[cp_model.IntVar, int]]
 
 
-def _weighted(terms: LinearTerms) -> cp_model.LinearExprT:
+def _weighted(terms: LinearTerms) -> cp_model.LinearExpr:
     return cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
 
 

@@ -53,6 +53,14 @@ class _Loads:
                 self.key[state.index] = (self.free_gpus(state), state.node.name, state.index)
         self.order = sorted(self.key.values())
         self.targets: dict[int, frozenset[int]] = {}
+        self.min_equivalent: dict[str, float] = {}
+        for state in problem.nodes:
+            for resource, eq in state.node.gpu.gpu_equivalent:
+                self.min_equivalent[resource] = min(eq, self.min_equivalent.get(resource, eq))
+
+    def needs_at_least(self, ptype: PodType) -> float:
+        """A lower bound on the free GPUs a node needs to take one pod of this type."""
+        return sum(v * self.min_equivalent.get(r, 0.0) for r, v in ptype.requests.items() if is_gpu_resource(r))
 
     def free_gpus(self, state: NodeState) -> float:
         acc = self.load[state.index]
@@ -101,7 +109,8 @@ def _best_target(loads: _Loads, ptype: PodType, avoid: set[int]) -> int | None:
     if not ptype.uses_gpu:
         fitting = [n for n in allowed if n not in avoid and loads.fits(ptype, n)]
         return min(fitting, key=lambda n: (loads.free_gpus(loads.problem.nodes[n]), loads.problem.nodes[n].node.name), default=None)
-    for _, _, node in loads.order:  # ascending free GPUs: the first that fits is the best fit
+    start = bisect.bisect_left(loads.order, (loads.needs_at_least(ptype) - 1e-9,))
+    for _, _, node in loads.order[start:]:  # ascending free GPUs: the first that fits is the best fit
         if node in allowed and node not in avoid and loads.holds_gpu_pods(node) and loads.fits(ptype, node):
             return node
     return None

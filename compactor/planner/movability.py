@@ -22,7 +22,7 @@ EXCLUDE_LABEL = "compactor.io/exclude"
 CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
-class Unmovable(str, enum.Enum):
+class Unmovable(enum.StrEnum):
     """Why a pod stays where it is."""
 
     NOT_RUNNING = "not Running"

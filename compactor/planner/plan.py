@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from compactor.errors import InputError
 from compactor.model.types import Snapshot
 
-API_VERSION = "compactor/v1alpha1"
-KIND = "CompactionPlan"
+API_VERSION: Literal["compactor/v1alpha1"] = "compactor/v1alpha1"
+KIND: Literal["CompactionPlan"] = "CompactionPlan"
 
 
 class _Doc(BaseModel):

@@ -120,6 +120,7 @@ class _Levels:
         self.best = start
         self.greedy = start
         self.status = "OPTIMAL"
+        self.fixed: list[tuple[str, int]] = []  # (level, value) every later solution must keep
 
     def greedy_places_all_pending(self) -> bool:
         """Level 1 needs no search when the warm start already places every pending pod."""
@@ -130,10 +131,31 @@ class _Levels:
         expr = c.pending_placed(self.problem, self.v)
         best = sum(t.weight * t.count for t in self.problem.types if t.pending)
         self.v.model.add(expr >= best)
+        self.fixed.append(("pending", best))
         self.results.append(LevelResult("pending", "OPTIMAL", float(best), float(best), 0.0))
+
+    def value(self, name: str, assignment: Assignment) -> int:
+        """A level's objective for an assignment, computed in Python (to carry the incumbent's value forward)."""
+        problem = self.problem
+        if name == "pending":
+            return sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
+        if name == "freedGpus":
+            return sum(problem.nodes[n].gpus for n in _empty_nodes(problem, assignment) if n in self.v.empty)
+        if name == "moveCost":
+            return sum(
+                t.cost * max(0, len(pods) - assignment.counts.get(t.index, {}).get(n, 0))
+                for t in problem.types if not t.pending for n, pods in t.initial.items()
+            )
+        return _headroom(problem, assignment)
+
+    def _satisfies(self, assignment: Assignment) -> bool:
+        return all(self.value(name, assignment) >= value for name, value in self.fixed)
 
     def run(self, name: str, expr: cp_model.LinearExprT, maximize: bool, share: float) -> None:
         model = self.v.model
+        if not maximize and self.greedy is not self.best and self._satisfies(self.greedy) \
+                and self.value(name, self.greedy) < self.value(name, self.best):
+            self.best = self.greedy  # the warm start is cheaper and still meets every level fixed so far
         self.v.hint(self.problem, self.best, _empty_nodes(self.problem, self.best))
         model.maximize(expr) if maximize else model.minimize(expr)
         solver = cp_model.CpSolver()
@@ -148,13 +170,34 @@ class _Levels:
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             self.best = _extract(self.problem, self.v, solver)
             value = round(solver.objective_value)
-            model.add(expr >= value) if maximize else model.add(expr <= value)
             self.results.append(LevelResult(name, name_status, solver.objective_value, solver.best_objective_bound, took))
         else:
-            # Keep the incumbent (always feasible: the greedy plan or an earlier level's).
-            self.results.append(LevelResult(name, name_status, float("nan"), float("nan"), took))
+            # No solution in time: keep the incumbent (always feasible) and its value.
+            value = self.value(name, self.best)
+            self.results.append(LevelResult(name, name_status, float(value), float("nan"), took))
+        # Later levels may not give back what this one reached.
+        model.add(expr >= value) if maximize else model.add(expr <= value)
+        if maximize:
+            self.fixed.append((name, value))
         if status != cp_model.OPTIMAL:
-            self.status = "FEASIBLE" if status == cp_model.FEASIBLE or self.results else name_status
+            self.status = "FEASIBLE"
+
+
+def _headroom(problem: Problem, assignment: Assignment) -> int:
+    """Shape mode: copies of each target shape that fit after the assignment, summed over receiving nodes."""
+    loads = [dict(s.fixed) for s in problem.nodes]
+    for ptype in problem.types:
+        source = assignment.placed if ptype.pending else assignment.counts
+        for node, count in source.get(ptype.index, {}).items():
+            for r, v in ptype.requests.items():
+                loads[node][r] = loads[node].get(r, 0) + v * count
+    total = 0
+    for shape in problem.target_shapes:
+        for state in problem.nodes:
+            if state.is_target_pool:
+                room = [(state.capacity.get(r, 0) - loads[state.index].get(r, 0)) // v for r, v in shape.items() if v]
+                total += max(0, min(room)) if room else 0
+    return total
 
 
 def _narrow(problem: Problem, start: Assignment) -> tuple[Problem, Assignment]:

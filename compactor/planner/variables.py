@@ -20,7 +20,7 @@ class Variables:
     headroom: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
 
     def hint(self, problem: Problem, assignment: Assignment, empty_nodes: set[int]) -> None:
-        self.model.clear_hints()
+        self.model.clear_hints()  # type: ignore[no-untyped-call]
         for (t, n), var in self.final.items():
             self.model.add_hint(var, assignment.counts.get(t, {}).get(n, 0))
         for (t, n), var in self.placed.items():

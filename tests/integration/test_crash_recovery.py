@@ -25,6 +25,7 @@ import pytest
 from compactor.actions import annotations as ann
 from compactor.actions.recovery import recover
 from compactor.planner.plan import CompactionPlan
+from tests.builders import pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.integration.test_executor import (
     SETTINGS,
@@ -150,10 +151,11 @@ def test_crash_at_every_write_then_recover(name: str, k: int, when: When) -> Non
     if recovered.resumed is not None:
         assert recovered.resumed.status in ("succeeded", "failed")
         check_outcome(w, recovered.resumed.status)
-    if SCENARIOS[name].outcome == "failed" and k >= first_rollback_write(name):
+    rollback = first_rollback_write(name) if SCENARIOS[name].outcome == "failed" else None
+    if rollback is not None and (k > rollback or (k == rollback and when == "after")):
         # the crash hit the rollback: recovery finishes rolling back, it does not start the aborted plan again
         assert len(w.cluster.evicted) == evicted_before_recovery
-        assert recovered.resumed is None or recovered.resumed.status == "failed"
+        assert recovered.resumed is None or recovered.resumed.reason.startswith("interrupted while rolling back: ")
     check_invariants(w)
 
 
@@ -241,3 +243,68 @@ def test_unreadable_state_is_dropped() -> None:
     c.write_state(ann.STATE_CONFIGMAP, {"phase": "evicting"})  # no plan in it
     recovered = recover(c, SETTINGS, c.clock)
     assert recovered.resumed is None and c.state == {}
+
+
+def test_a_crash_in_the_rollback_is_finished_by_recovery_not_resumed() -> None:
+    name = "stuck-pending"
+    k = first_rollback_write(name) + 1  # the rollback's state is written; crash as the first node is uncordoned
+    w = crash_at(name, k, "before")
+    state = w.cluster.state[ann.STATE_CONFIGMAP]
+    assert state["phase"] == "rollingBack" and "still Pending" in state["reason"]
+    assert w.cluster.cordoned_nodes() == ["gpu-3"]
+    recovered = recover(w.cluster, SETTINGS, w.cluster.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "failed"
+    assert recovered.resumed.reason.startswith("interrupted while rolling back: replacement for default/")
+    assert len(w.cluster.evicted) == 1  # the one eviction before the abort, none after
+    check_invariants(w)
+
+
+def test_a_crash_while_finishing_does_not_undo_a_completed_plan() -> None:
+    """Crash after gpu-2 was released; a GPU pod lands on it meanwhile. Recovery finishes gpu-3 and reports success."""
+    methods = BASELINES["two-freed"]
+    first_uncordon = len(methods) - 4  # ... patch gpu-2, event, patch gpu-3, event, clear state
+    assert methods[first_uncordon - 1] == "patch_node"
+    w = crash_at("two-freed", first_uncordon, "after")
+    c = w.cluster
+    assert c.cordoned_nodes() == ["gpu-3"] and c.state[ann.STATE_CONFIGMAP]["phase"] == "finishing"
+    c.add_pod(pod("newcomer", on="gpu-2", gpus=1, owner="ReplicaSet/newcomer", labels={"app": "newcomer"}))
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed.reason
+    assert recovered.resumed.freed_nodes == ["gpu-3"]  # gpu-2 has been given back (and used) already
+    assert [e["reason"] for e in c.events].count("CompactorAbort") == 0
+    # gpu-2 was released before the crash (its event died with the process): neither cordoned again nor patched again
+    assert [call.args["name"] for call in c.history[first_uncordon - 1:] if call.method == "patch_node"] == ["gpu-2", "gpu-3"]
+    assert [e["involved"].name for e in c.events if e["reason"] in ("CompactorUncordon", "CompactorCordon")][-1:] == ["gpu-3"]
+    check_invariants(w)
+
+
+@pytest.mark.parametrize("mode", ["keepCordoned", "taint"])
+def test_crashes_with_after_drain_modes_leave_only_deliberate_marks(mode: str) -> None:
+    """With keepCordoned/taint, a finished plan deliberately leaves marks; no crash may leave any other kind."""
+    settings = SETTINGS.model_copy(update={"after_drain": mode})
+    w = world("one-freed")
+    assert run(w.cluster, w.plan, settings).status == "succeeded"
+    methods = [call.method for call in w.cluster.history]
+    for k in range(1, len(methods) + 1):
+        for when in ("before", "after"):
+            w = world("one-freed")
+            c = w.cluster
+            c.crash_after(k, when=when)  # type: ignore[arg-type]
+            with pytest.raises(Crash):
+                run(c, w.plan, settings)
+            recovered = recover(c, settings, c.clock)
+            status = recovered.resumed.status if recovered.resumed is not None else "crashed-after-the-end"
+            assert status in ("succeeded", "failed", "crashed-after-the-end"), (k, when)
+            c.settle()
+            assert c.state == {} and c.lost_pods() == [], (k, when)
+            c.assert_no_pdb_violation()
+            for node_name, node_obj in c.nodes.items():
+                if ann.is_ours(node_obj):  # only a finished plan's deliberate after-drain marks may remain
+                    assert ann.node_annotations(node_obj).get(ann.AFTER_DRAIN) == mode, (k, when, node_name)
+                    assert node_name in w.plan.freed_nodes and c.node_gpu_pods(node_name) == []
+                    assert bool(node_obj["spec"].get("unschedulable")) is (mode == "keepCordoned"), (k, when)
+                else:
+                    assert not node_obj["spec"].get("unschedulable"), (k, when, node_name)
+                    assert not node_obj["spec"].get("taints"), (k, when, node_name)
+            again = recover(c, settings, c.clock)  # a later restart keeps them, and changes nothing
+            assert not again.changed and sorted(again.kept) == sorted(n for n, o in c.nodes.items() if ann.is_ours(o))

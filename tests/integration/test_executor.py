@@ -109,7 +109,7 @@ def hand_plan(moves: list[tuple[str, str, str, str]], *, freed: list[str], c: Fa
 
 def marks(c: FakeCluster, name: str) -> dict[str, str]:
     """Our annotations on the node (empty when it carries none)."""
-    return {k: v for k, v in ann.annotations(c.nodes[name]).items() if k in ann.OUR_ANNOTATIONS}
+    return {k: v for k, v in ann.node_annotations(c.nodes[name]).items() if k in ann.OUR_ANNOTATIONS}
 
 
 def events(c: FakeCluster, reason: str | None = None) -> list[dict[str, Any]]:

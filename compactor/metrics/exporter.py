@@ -1,0 +1,142 @@
+"""Prometheus metrics of the controller: the last computed figures and the outcome of every run.
+
+The only module that imports ``prometheus_client``. ``Exporter`` is a custom collector:
+each scrape yields the series of the *last* ``Figures`` it was given, so a pool or
+node that disappeared from the cluster disappears from ``/metrics`` with the next
+cycle instead of lingering as a stale series. Counters (runs, evictions, cycle
+errors) live across cycles. The registry is injected, so tests (and several
+controllers in one process) never share the global one.
+
+Metric names are what ``manifests/monitoring/prometheusrule.yaml`` alerts on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from compactor.metrics.fragmentation import AggregateFigures, Figures
+
+PREFIX = "gpu_compactor_"
+RUN_STATUSES = ("succeeded", "failed", "nothing-to-do")
+
+
+class Exporter(Collector):
+    """Collector over the last figures and the counters of the controller; thread-safe.
+
+    Registers itself in ``registry`` (a fresh ``CollectorRegistry`` when none is given).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
+        self._lock = threading.Lock()
+        self._figures: Figures | None = None
+        self._cordoned: int | None = None
+        self._runs: dict[str, int] = dict.fromkeys(RUN_STATUSES, 0)
+        self._evictions = 0
+        self._cycle_errors = 0
+        self._last_cycle: float | None = None
+        self._leader = False
+        self.registry.register(self)
+
+    # ----- updates (from the controller loop) ------------------------------------------
+
+    def set_figures(self, figures: Figures, *, cordoned_nodes: int | None = None) -> None:
+        """Replace the figures every per-pool series comes from (pools absent here vanish from /metrics)."""
+        with self._lock:
+            self._figures = figures
+            if cordoned_nodes is not None:
+                self._cordoned = cordoned_nodes
+
+    def record_run(self, status: str, *, evictions: int = 0) -> None:
+        """One executor run ended with ``status`` (succeeded | failed | nothing-to-do) after ``evictions`` evictions."""
+        if evictions < 0:
+            raise ValueError(f"evictions must be >= 0, got {evictions}")
+        with self._lock:
+            self._runs[status] = self._runs.get(status, 0) + 1
+            self._evictions += evictions
+
+    def record_cycle(self, timestamp: float) -> None:
+        """A cycle completed (figures computed, and the run if any ended) at ``timestamp`` (Unix seconds)."""
+        with self._lock:
+            self._last_cycle = timestamp
+
+    def record_cycle_error(self) -> None:
+        """A cycle stopped on an error before it completed (cluster unreachable, bad config, ...)."""
+        with self._lock:
+            self._cycle_errors += 1
+
+    def set_leader(self, leader: bool) -> None:
+        with self._lock:
+            self._leader = leader
+
+    @property
+    def has_figures(self) -> bool:
+        with self._lock:
+            return self._figures is not None
+
+    # ----- exposition --------------------------------------------------------------------
+
+    def render(self) -> tuple[bytes, str]:
+        """(body, content type) of the registry in the Prometheus text format, for ``/metrics``."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            figures, cordoned, leader = self._figures, self._cordoned, self._leader
+            runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
+        if figures is not None:
+            yield from _figure_metrics(figures)
+        if cordoned is not None:
+            yield GaugeMetricFamily(PREFIX + "cordoned_nodes", "Nodes carrying gpu-compactor's cordon mark (compactor.io/cordoned-by).",
+                                    value=cordoned)
+        runs_family = CounterMetricFamily(PREFIX + "runs", "Compaction runs by outcome.", labels=["status"])
+        for status in sorted(runs):
+            runs_family.add_metric([status], runs[status])
+        yield runs_family
+        yield CounterMetricFamily(PREFIX + "evictions", "Pods evicted by gpu-compactor (real runs only).", value=evictions)
+        yield CounterMetricFamily(PREFIX + "cycle_errors", "Cycles that stopped on an error before completing.", value=errors)
+        if last is not None:
+            yield GaugeMetricFamily(PREFIX + "last_cycle_timestamp_seconds", "Unix time the last cycle completed.", value=last)
+        yield GaugeMetricFamily(PREFIX + "leader", "1 when this replica holds the leader lease (runs cycles), else 0.",
+                                value=1 if leader else 0)
+
+
+def _pool_gauge(name: str, doc: str, pools: tuple[AggregateFigures, ...], attr: str) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(PREFIX + name, doc, labels=["pool"])
+    for pool in pools:
+        value = getattr(pool, attr)
+        if value is not None:  # undefined rates (no free GPU, no shape) have no series rather than a made-up 0
+            family.add_metric([pool.name], float(value))
+    return family
+
+
+def _figure_metrics(figures: Figures) -> Iterator[Metric]:
+    pools = figures.pools
+    yield _pool_gauge("fragmentation_rate", "Share (0-1) of the pool's free GPU capacity that cannot host the reference shapes.",
+                      pools, "fragmentation_rate")
+    cluster = GaugeMetricFamily(PREFIX + "cluster_fragmentation_rate",
+                                "Share (0-1) of the cluster's free GPU capacity that cannot host the reference shapes.")
+    if figures.cluster.fragmentation_rate is not None:
+        cluster.add_metric([], figures.cluster.fragmentation_rate)
+    yield cluster
+    yield _pool_gauge("fgd_fragmentation_rate", "FGD fragmentation rate (0-1) of the pool, over all reference shapes.",
+                      pools, "fgd_fragmentation_rate")
+    yield _pool_gauge("free_gpus", "Free GPU capacity of the pool, in physical-GPU equivalents.", pools, "free_gpus")
+    yield _pool_gauge("whole_free_nodes", "GPU nodes of the pool with every GPU free.", pools, "whole_free_nodes")
+    yield _pool_gauge("stranded_gpus", "Free GPUs of the pool stranded by a lack of CPU, memory or pods on their node.",
+                      pools, "stranded_gpus")
+    mig = GaugeMetricFamily(PREFIX + "mig_idle_instances", "Idle MIG instances of the pool, per profile.", labels=["pool", "profile"])
+    for pool in pools:
+        for profile, count in sorted(pool.mig_idle.items()):
+            mig.add_metric([pool.name, profile], count)
+    yield mig
+    yield _pool_gauge("mig_idle_rate", "Share (0-1) of the pool's MIG capacity that is idle.", pools, "mig_idle_rate")
+    yield GaugeMetricFamily(PREFIX + "blocked_pending_pods",
+                            "Pending GPU pods that fit the free GPU capacity in total but no single eligible node.",
+                            value=len(figures.blocked_pending))

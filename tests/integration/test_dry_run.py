@@ -1,0 +1,190 @@
+"""Dry run and real run side by side: one executor, one plan, two clients, the same intended calls.
+
+The real run goes to the fake cluster (``FakeCluster``, which evicts, reschedules and
+starts pods in simulated time); the dry run goes to ``RecordingClient`` over a copy of
+the same raw objects (in ``SimulatedClock`` time, where replacements appear at once).
+Both must make the same sequence of writes (cordon/uncordon patches, evictions, events,
+state writes), and the dry run must leave the objects it was given untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from compactor.actions import annotations as ann
+from compactor.actions.clock import SimulatedClock
+from compactor.actions.dryrun import RecordedCall, RecordingClient
+from compactor.actions.executor import Executor, RunReport
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings
+from tests.fakecluster import EPOCH, Call, FakeCluster
+from tests.integration.test_executor import SETTINGS, make_plan, one_freed_node, two_freed_nodes
+
+Obj = dict[str, Any]
+Step = tuple[Any, ...]
+
+
+def _normal_message(message: str) -> str:
+    return re.sub(r"until \d{4}-\d\d-\d\dT[\d:.]+Z", "until <now+ttl>", message)
+
+
+def _normal_patch(patch: Obj) -> Obj:
+    """The patch with the reservation deadline blanked: it is 'now + TTL', and real time passed waiting for pods."""
+    patch = copy.deepcopy(patch)
+    annotations = (patch.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(ann.RESERVED_UNTIL):
+        annotations[ann.RESERVED_UNTIL] = "<now+ttl>"
+    return patch
+
+
+def real_steps(history: list[Call]) -> list[Step]:
+    steps: list[Step] = []
+    for call in history:
+        a = call.args
+        if call.method == "patch_node":
+            steps.append(("patch_node", a["name"], _normal_patch(a["patch"])))
+        elif call.method == "evict":
+            assert a["dry_run"] is False
+            steps.append(("evict", f"{a['namespace']}/{a['name']}"))
+        elif call.method == "create_event":
+            ref = a["involved"]
+            steps.append(("event", f"{ref.kind}/{ref.namespace}/{ref.name}", a["reason"], _normal_message(a["message"]), a["type_"]))
+        elif call.method == "write_state":
+            steps.append(("write_state", a["name"], a["data"] is None))
+    return steps
+
+
+def dry_steps(calls: list[RecordedCall]) -> list[Step]:
+    steps: list[Step] = []
+    for call in calls:
+        a = call.args
+        if call.method == "patch_node":
+            steps.append(("patch_node", a["name"], _normal_patch(a["patch"])))
+        elif call.method == "evict":
+            steps.append(("evict", f"{a['namespace']}/{a['name']}"))
+        elif call.method == "create_event":
+            steps.append(("event", a["involved"], a["reason"], _normal_message(a["message"]), a["type"]))
+        elif call.method == "write_state":
+            steps.append(("write_state", a["name"], a["cleared"]))
+    return steps
+
+
+def side_by_side(objects: list[Obj], plan: CompactionPlan, settings: ExecutorSettings = SETTINGS, *,
+                 real_world: Callable[[FakeCluster], None] = lambda _c: None) -> tuple[RunReport, FakeCluster, RunReport, RecordingClient]:
+    fake = FakeCluster(objects)
+    real_world(fake)
+    real = Executor(fake, settings, fake.clock).execute(plan)
+    recording = RecordingClient(objects, plan)
+    dry = Executor(recording, settings, SimulatedClock(EPOCH), dry_run=True).execute(plan)
+    return real, fake, dry, recording
+
+
+def without_pod(objects: list[Obj], name: str) -> list[Obj]:
+    return [o for o in objects if not (o["kind"] == "Pod" and o["metadata"]["name"] == name)]
+
+
+def with_budget(objects: list[Obj], name: str, allowed: int) -> list[Obj]:
+    objects = copy.deepcopy(objects)
+    for o in objects:
+        if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"] == name:
+            o["status"]["disruptionsAllowed"] = allowed
+    return objects
+
+
+@pytest.mark.parametrize("after_drain", ["uncordon", "keepCordoned", "taint"])
+@pytest.mark.parametrize("scenario", [two_freed_nodes, one_freed_node])
+def test_real_and_dry_runs_make_the_same_calls(scenario: Callable[[], list[Obj]], after_drain: str) -> None:
+    objects = scenario()
+    plan = make_plan(objects)
+    settings = SETTINGS.model_copy(update={"after_drain": after_drain})
+    real, fake, dry, recording = side_by_side(objects, plan, settings)
+    assert real.status == dry.status == "succeeded"
+    assert (dry.moves_done, dry.freed_nodes, dry.dry_run, real.dry_run) == (real.moves_done, real.freed_nodes, True, False)
+    steps = real_steps(fake.history)
+    assert dry_steps(recording.calls) == steps
+    # and the sequence is the whole story: cordons, then one eviction per move, then the after-drain patches
+    evictions = [s[1] for s in steps if s[0] == "evict"]
+    assert evictions == [m.pod for m in plan.moves]
+    assert [s[1] for s in steps if s[0] == "patch_node"] == plan.freed_nodes * 2
+
+
+def test_an_aborting_plan_makes_the_same_calls_in_both() -> None:
+    """The serve PDB allows no disruption in both worlds: both wait the timeout out, abort and roll back alike."""
+    objects = two_freed_nodes()
+    plan = make_plan(objects)
+    real, fake, dry, recording = side_by_side(with_budget(objects, "serve", 0), plan,
+                                              real_world=lambda c: c.set_pdb_allowed("default", "serve", 0))
+    assert real.status == dry.status == "failed" and real.reason == dry.reason
+    assert "PodDisruptionBudget default/serve allows no disruption" in real.reason
+    steps = real_steps(fake.history)
+    assert dry_steps(recording.calls) == steps
+    assert ("event", "Node//gpu-2", "CompactorAbort", f"plan {plan.metadata.id} aborted: {real.reason}", "Warning") in steps
+    assert [s for s in steps if s[0] == "evict"] == []
+
+
+def test_a_skipped_move_is_skipped_in_both() -> None:
+    objects = two_freed_nodes()
+    plan = make_plan(objects)
+    real, fake, dry, recording = side_by_side(without_pod(objects, "train-a"), plan)  # gone since the plan was made
+    assert real.status == dry.status == "succeeded"
+    assert real.skipped_moves == dry.skipped_moves == ["default/train-a"]
+    assert dry_steps(recording.calls) == real_steps(fake.history)
+    assert "default/train-a" not in [s[1] for s in real_steps(fake.history) if s[0] == "evict"]
+
+
+def test_the_dry_run_changes_nothing_it_was_given() -> None:
+    objects = two_freed_nodes()
+    plan = make_plan(objects)
+    given = copy.deepcopy(objects)
+    plan_before = plan.model_dump()
+    recording = RecordingClient(objects, plan)
+    report = Executor(recording, SETTINGS.model_copy(update={"after_drain": "keepCordoned"}), SimulatedClock(EPOCH),
+                      dry_run=True).execute(plan)
+    assert report.status == "succeeded" and report.dry_run
+    assert objects == given and plan.model_dump() == plan_before
+    # ... while its own copy did change, so the comparison above is not vacuous
+    assert recording.nodes["gpu-2"]["spec"]["unschedulable"] is True
+    assert "default/serve-a" not in recording.pods
+    assert {p["spec"]["nodeName"] for p in recording.pods.values() if "-dryrun-" in p["metadata"]["name"]} == {"gpu-1"}
+
+
+def test_intended_changes_list_every_write_but_the_state() -> None:
+    objects = one_freed_node()
+    plan = make_plan(objects)
+    recording = RecordingClient(objects, plan)
+    Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
+    lines = recording.intended_changes()
+    assert len(lines) == len([c for c in recording.calls if c.method != "write_state"])
+    assert [line for line in lines if line.startswith("evict ")] == [f"evict {m.pod}" for m in plan.moves]
+    assert lines[0].startswith("patch node gpu-3: ") and "'unschedulable': True" in lines[0]
+    assert lines[1] == f"event CompactorCordon on Node//gpu-3: cordoned by gpu-compactor for plan {plan.metadata.id}"
+
+
+def test_server_side_admission_answers_for_real_and_changes_nothing() -> None:
+    objects = two_freed_nodes()
+    plan = make_plan(objects)
+    api = FakeCluster(objects)  # stands in for the live API server, asked with dryRun=All
+    before = copy.deepcopy((api.nodes, api.pods, api.pdbs))
+    recording = RecordingClient(objects, plan, admission=api)
+    report = Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
+    assert report.status == "succeeded"
+    assert [(c.method, c.args["dry_run"]) for c in api.history] == [("evict", True)] * 4
+    assert (api.nodes, api.pods, api.pdbs) == before and api.evicted == [] and api.state == {}
+
+
+def test_server_side_admission_refusing_makes_the_dry_run_fail_like_the_real_one() -> None:
+    objects = two_freed_nodes()
+    plan = make_plan(objects)
+    api = FakeCluster(objects)
+    api.set_pdb_allowed("default", "serve", 0)  # the snapshot says 1, the live budget says 0
+    recording = RecordingClient(objects, plan, admission=api)
+    report = Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
+    assert report.status == "failed" and "429" in report.reason and plan.moves[0].pod in report.reason
+    assert [(c.method, c.args["dry_run"]) for c in api.history] == [("evict", True)] * (1 + SETTINGS.eviction_retry_limit)
+    assert api.evicted == [] and api.state == {} and api.cordoned_nodes() == []
+    assert recording.nodes["gpu-2"]["spec"].get("unschedulable") is None  # rolled back in the dry world too
