@@ -56,6 +56,7 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
     plan.set_defaults(handler=cmd_plan)
     register_executor_commands(commands)
+    __import__("compactor.controller", fromlist=["register"]).register(commands)  # compactor controller
 
 
 class _TerminalProgress:

@@ -217,7 +217,9 @@ def test_a_pod_without_namespace_lands_in_default_and_a_node_keeps_its_resources
 
 def test_malformed_json_names_the_file_and_position(tmp_path: Path) -> None:
     error = load_error(tmp_path, "bad.json", '{"kind": "List",\n "items": [,]}')
-    assert str(error).endswith("malformed JSON at line 2 column 12: Expecting value")
+    message = str(error)
+    assert "bad.json: malformed JSON at line 2 column 12: " in message
+    assert "\n" not in message
 
 
 def test_malformed_yaml_names_the_file_and_position(tmp_path: Path) -> None:

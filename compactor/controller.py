@@ -1,0 +1,468 @@
+"""``compactor controller``: compaction cycles on a schedule, /metrics and /healthz on one HTTP port.
+
+Every replica computes the fragmentation figures each cycle and exports them; only
+the holder of the Lease ``gpu-compactor-leader`` (``compactor.kube.lease``) also
+recovers, plans and executes. One cycle (``run_cycle``) is the same sequence as
+``compactor run --once``: recover -> snapshot -> figures -> plan -> execute.
+
+Shutdown (SIGTERM/SIGINT): the scheduler stops taking new cycles; a cycle in progress
+finishes the API call it is making and stops at its next wait (``Interrupted``), leaving
+the executor's state ConfigMap in place, so recovery resumes or rolls the run back on the
+next start (or on the next leader). The Lease is released so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from compactor.actions import annotations as ann
+from compactor.actions.client import ClusterClient
+from compactor.actions.clock import Clock, RealClock
+from compactor.errors import CompactorError
+from compactor.metrics.exporter import Exporter
+from compactor.model.types import Snapshot
+from compactor.settings import Settings
+
+if TYPE_CHECKING:
+    from compactor.actions.executor import Progress, RunReport
+    from compactor.actions.recovery import RecoveryReport
+    from compactor.kube.lease import LeaderElector
+    from compactor.metrics.fragmentation import Figures
+
+log = logging.getLogger("compactor.controller")
+
+DEFAULT_INTERVAL = 600.0
+DEFAULT_LISTEN = ":8080"
+
+
+class Interrupted(BaseException):  # a BaseException on purpose: the executor's `except Exception` must not roll back
+    """The controller is stopping (or lost leadership): leave the run where it is for recovery."""
+
+
+class StoppableClock:
+    """A ``Clock`` whose ``sleep`` raises ``Interrupted`` once ``event`` is set: the executor's waits are its stop points."""
+
+    def __init__(self, inner: Clock, event: threading.Event) -> None:
+        self.inner = inner
+        self.event = event
+
+    def now(self) -> datetime:
+        return self.inner.now()
+
+    def monotonic(self) -> float:
+        return self.inner.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if self.event.is_set():
+            raise Interrupted("stopping")
+        if isinstance(self.inner, RealClock):
+            if self.event.wait(max(0.0, seconds)):
+                raise Interrupted("stopping")
+            return
+        self.inner.sleep(seconds)
+        if self.event.is_set():
+            raise Interrupted("stopping")
+
+
+# --------------------------------------------------------------------------- one cycle
+
+
+@dataclass
+class CycleReport:
+    started: datetime
+    figures: Figures | None = None
+    cordoned_nodes: int = 0
+    recovery: RecoveryReport | None = None
+    plan_id: str = ""
+    planned_moves: int = 0
+    planned_freed: list[str] = field(default_factory=list)
+    run: RunReport | None = None
+
+    def summary(self) -> dict[str, Any]:
+        cluster = self.figures.cluster if self.figures else None
+        return {
+            "fragmentationRate": None if cluster is None or cluster.fragmentation_rate is None else round(cluster.fragmentation_rate, 4),
+            "freeGpus": None if cluster is None else round(cluster.free_gpus, 2),
+            "plan": self.plan_id, "plannedMoves": self.planned_moves,
+            "status": self.run.status if self.run else "", "freedNodes": ",".join(self.run.freed_nodes) if self.run else "",
+        }
+
+
+def _cordoned(snapshot: Snapshot) -> int:
+    return sum(1 for node in snapshot.nodes if ann.CORDONED_BY in node.annotations)
+
+
+def _evictions(report: RunReport) -> int:
+    return 0 if report.dry_run else max(0, report.moves_done - len(report.skipped_moves))
+
+
+def _figures(snapshot: Snapshot, settings: Settings) -> Figures:
+    from compactor.metrics.fragmentation import compute_figures, reference_shapes
+
+    shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
+                              coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
+    return compute_figures(snapshot, shapes)
+
+
+def run_cycle(
+    load_snapshot: Callable[[], Snapshot],
+    client: ClusterClient,
+    settings: Settings,
+    clock: Clock,
+    exporter: Exporter,
+    *,
+    execute: bool,
+    dry_run: bool = False,
+    progress: Callable[[Progress], None] | None = None,
+) -> CycleReport:
+    """One cycle; the exporter sees the figures and the run's outcome. Raises ``CompactorError`` when the cluster cannot be read.
+
+    ``execute=False``: figures only (report-only mode, or a replica that is not the leader).
+    ``execute=True``: recover an interrupted run, plan, and carry the plan out through ``client``.
+    ``dry_run``: no recovery; the plan runs against a ``RecordingClient`` over what ``client``
+    reads, so nothing is changed (the outcome still counts in ``runs_total``, never in evictions).
+    """
+    from compactor.actions.executor import Executor
+    from compactor.actions.recovery import recover
+    from compactor.planner.compose import build_plan
+
+    report = CycleReport(started=clock.now())
+    if execute and not dry_run:
+        report.recovery = recover(client, settings.executor, clock)
+        if report.recovery.resumed is not None:
+            resumed = report.recovery.resumed
+            exporter.record_run(resumed.status, evictions=_evictions(resumed))
+    snapshot = load_snapshot()
+    figures = _figures(snapshot, settings)
+    exporter.set_figures(figures, cordoned_nodes=_cordoned(snapshot))
+    report.figures, report.cordoned_nodes = figures, _cordoned(snapshot)
+    if execute:
+        plan = build_plan(snapshot, settings.planner, source=snapshot.source, now=clock.now(), shapes=figures.shapes)
+        report.plan_id, report.planned_moves, report.planned_freed = plan.metadata.id, len(plan.moves), list(plan.freed_nodes)
+        if dry_run:
+            from compactor.actions.clock import SimulatedClock
+            from compactor.actions.dryrun import RecordingClient
+
+            objects = [*client.list_nodes(), *client.list_pods(), *client.list_pdbs()]
+            run = Executor(RecordingClient(objects, plan), settings.executor, SimulatedClock(clock.now()), dry_run=True,
+                           progress=progress).execute(plan)
+        else:
+            run = Executor(client, settings.executor, clock, progress=progress).execute(plan)
+        report.run = run
+        exporter.record_run(run.status, evictions=_evictions(run))
+        if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
+            snapshot = load_snapshot()  # the figures after the run, not the ones it started from
+            report.figures, report.cordoned_nodes = _figures(snapshot, settings), _cordoned(snapshot)
+            exporter.set_figures(report.figures, cordoned_nodes=report.cordoned_nodes)
+    exporter.record_cycle(clock.now().timestamp())
+    return report
+
+
+# --------------------------------------------------------------------------- HTTP: /metrics, /healthz, /readyz
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``:8080`` (all interfaces), ``127.0.0.1:0``, ``[::1]:8080`` -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise CompactorError(f"--listen {text!r}: expected [HOST]:PORT")
+    try:
+        number = int(port)
+    except ValueError:
+        raise CompactorError(f"--listen {text!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise CompactorError(f"--listen {text!r}: port out of range")
+    return host.strip("[]"), number
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _Http6Server(_HttpServer):
+    address_family = socket.AF_INET6
+
+
+class HttpServer:
+    """stdlib HTTP server in a thread: ``/metrics`` (the exporter), ``/healthz`` and ``/readyz`` (the callables)."""
+
+    def __init__(self, host: str, port: int, exporter: Exporter, *, healthy: Callable[[], bool], ready: Callable[[], bool]) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body, content_type = outer.exporter.render()
+                    self._reply(200, body, content_type)
+                elif path in ("/healthz", "/readyz"):
+                    ok = (outer.healthy if path == "/healthz" else outer.ready)()
+                    self._reply(200 if ok else 503, b"ok\n" if ok else b"not ok\n", "text/plain; charset=utf-8")
+                else:
+                    self._reply(404, b"not found\n", "text/plain; charset=utf-8")
+
+            def _reply(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("http: " + format, *args)
+
+        self.exporter = exporter
+        self.healthy = healthy
+        self.ready = ready
+        server_class = _Http6Server if ":" in host else _HttpServer
+        try:
+            self._httpd = server_class((host, port), Handler)
+        except OSError as exc:
+            raise CompactorError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="compactor-http", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    interval: float = DEFAULT_INTERVAL
+    listen: str = DEFAULT_LISTEN
+    dry_run: bool = False
+    report_only: bool = False
+
+
+class Controller:
+    """The scheduler (cycle job, lease job) and the HTTP server; ``elector=None`` = always leader (--no-leader-election)."""
+
+    def __init__(
+        self,
+        *,
+        load_snapshot: Callable[[], Snapshot],
+        client: ClusterClient,
+        settings: Settings,
+        exporter: Exporter,
+        options: ControllerOptions,
+        elector: LeaderElector | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if options.interval <= 0:
+            raise CompactorError(f"--interval must be > 0, got {options.interval:g}")
+        self.load_snapshot = load_snapshot
+        self.client = client
+        self.settings = settings
+        self.exporter = exporter
+        self.options = options
+        self.elector = elector
+        self.clock: Clock = clock or RealClock()
+        self._stopping = threading.Event()
+        self._interrupt = threading.Event()  # set on stop or lost leadership: the running cycle stops at its next wait
+        self._cycle_running = threading.Event()
+        self._scheduler: Any = None
+        host, port = parse_listen(options.listen)
+        self.server = HttpServer(host, port, exporter, healthy=self.healthy, ready=self.ready)
+        self.cycles = 0  # completed cycles (for tests and logs)
+        exporter.set_leader(elector is None)
+
+    # ----- probes
+
+    def healthy(self) -> bool:
+        return self._scheduler is not None and bool(self._scheduler.running) and not self._stopping.is_set()
+
+    def ready(self) -> bool:
+        return self.healthy() and self.exporter.has_figures
+
+    # ----- jobs
+
+    def _lead(self) -> bool:
+        """One election round (lease job and every cycle); errors keep leadership until the renew deadline."""
+        if self.elector is None:
+            return True
+        try:
+            held = self.elector.try_acquire_or_renew(datetime.now(UTC))
+        except CompactorError as exc:
+            log.warning("leader election: %s", exc)
+            held = self.elector.is_leader
+        self.exporter.set_leader(held)
+        if not held and self._cycle_running.is_set():
+            log.warning("lost leadership during a cycle: stopping it at its next wait")
+            self._interrupt.set()
+        return held
+
+    def tick(self) -> CycleReport | None:
+        """One scheduled cycle: figures always, recovery/plan/execute only as leader (and not --report-only)."""
+        if self._stopping.is_set():
+            return None
+        leader = self._lead()
+        execute = leader and not self.options.report_only
+        self._interrupt.clear()
+        if self._stopping.is_set():
+            self._interrupt.set()
+        self._cycle_running.set()
+        try:
+            report = run_cycle(self.load_snapshot, self.client, self.settings, StoppableClock(self.clock, self._interrupt),
+                               self.exporter, execute=execute, dry_run=self.options.dry_run, progress=_log_progress)
+        except Interrupted:
+            log.warning("cycle interrupted; the executor's recovery resumes or rolls back the run on the next cycle or start")
+            return None
+        except CompactorError as exc:
+            self.exporter.record_cycle_error()
+            log.error("cycle failed: %s", exc)
+            return None
+        except Exception:  # a bug: keep the loop alive, the next cycle recovers
+            self.exporter.record_cycle_error()
+            log.exception("cycle failed unexpectedly")
+            return None
+        finally:
+            self._cycle_running.clear()
+        self.cycles += 1
+        log.info("cycle done", extra={"leader": leader, "executed": execute, **report.summary()})
+        return report
+
+    # ----- lifecycle
+
+    def start(self) -> None:
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        scheduler = BackgroundScheduler(timezone=UTC)
+        now = datetime.now(UTC)
+        scheduler.add_job(self.tick, "interval", seconds=self.options.interval, id="cycle", name="compaction cycle",
+                          max_instances=1, coalesce=True, next_run_time=now, misfire_grace_time=None)
+        if self.elector is not None:
+            every = max(1.0, self.elector.lease_seconds / 3)
+            scheduler.add_job(self._lead, "interval", seconds=every, id="lease", name="leader lease",
+                              max_instances=1, coalesce=True, next_run_time=now)
+        self.server.start()
+        scheduler.start()
+        self._scheduler = scheduler
+        log.info("controller started", extra={"listen": f"{self.options.listen} (port {self.server.port})",
+                                              "interval": self.options.interval, "dryRun": self.options.dry_run,
+                                              "reportOnly": self.options.report_only,
+                                              "identity": self.elector.identity if self.elector else "(no leader election)"})
+
+    def request_stop(self) -> None:
+        """Ask the loop to stop (signal-handler safe: only sets events)."""
+        self._stopping.set()
+        self._interrupt.set()
+
+    def stop(self) -> None:
+        """Stop taking cycles, let a running one reach its stop point, release the Lease, close the server."""
+        self.request_stop()
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=True)
+        if self.elector is not None:
+            try:
+                self.elector.release(datetime.now(UTC))
+            except CompactorError as exc:
+                log.warning("could not release the lease: %s", exc)
+        self.exporter.set_leader(False)
+        self.server.stop()
+        log.info("controller stopped")
+
+    def run_forever(self) -> int:
+        """Run until SIGTERM/SIGINT (main thread only)."""
+
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            log.info("received %s: stopping", signal.Signals(signum).name)
+            self.request_stop()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            while not self._stopping.wait(1.0):
+                pass
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 0
+
+
+def _log_progress(progress: Progress) -> None:
+    log.debug("executor: [%d/%d] %s%s", progress.done, progress.total, progress.current,
+              f" (waiting: {progress.waiting})" if progress.waiting else "")
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def identity() -> str:
+    """The leader-election identity: the pod's name (``POD_NAME``), else host name plus a random suffix."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    from compactor.cli import settings_from_args
+    from compactor.kube.client import connect
+    from compactor.kube.cluster_client import KubeClusterClient
+    from compactor.kube.lease import LeaderElector
+    from compactor.kube.read import read_cluster
+    from compactor.model.load import build_snapshot
+
+    if args.interval <= 0:
+        raise CompactorError(f"--interval must be > 0, got {args.interval:g}")
+    parse_listen(args.listen)
+    settings = settings_from_args(args)
+    connection = connect(args.kubeconfig, args.context, in_cluster=args.in_cluster)
+    namespace = settings.executor.state_namespace
+    client = KubeClusterClient(connection.api_client, namespace=namespace)
+
+    def load_snapshot() -> Snapshot:
+        objects = read_cluster(connection.api_client)
+        return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
+
+    elector = None if args.no_leader_election else LeaderElector(connection.api_client, namespace, identity())
+    controller = Controller(load_snapshot=load_snapshot, client=client, settings=settings, exporter=Exporter(),
+                            options=ControllerOptions(interval=args.interval, listen=args.listen, dry_run=args.dry_run,
+                                                      report_only=args.report_only),
+                            elector=elector)
+    try:
+        return controller.run_forever()
+    finally:
+        client.close()
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from compactor.cli import _add_common_options
+
+    parser = commands.add_parser("controller", help="run compaction cycles on a schedule; serve /metrics and /healthz")
+    group = parser.add_argument_group("cluster")
+    group.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig of the cluster (default: in a pod the service account, else ~/.kube/config)")
+    group.add_argument("--context", metavar="NAME", help="kubeconfig context")
+    group.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    _add_common_options(parser)
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, metavar="SECONDS",
+                        help=f"seconds between cycles (default {DEFAULT_INTERVAL:g}; the first runs at start)")
+    parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="[HOST]:PORT", help=f"/metrics, /healthz, /readyz (default {DEFAULT_LISTEN})")
+    parser.add_argument("--dry-run", action="store_true", help="plan and simulate each run; change nothing")
+    parser.add_argument("--no-leader-election", action="store_true", help="act without the Lease (one replica only!)")
+    parser.add_argument("--report-only", action="store_true", help="export the figures; never recover, plan or execute")
+    parser.set_defaults(handler=cmd_controller)

@@ -1,0 +1,251 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics.
+
+One replica of the controller holds the Lease ``gpu-compactor-leader`` and runs the
+compaction cycles; the others only export figures. ``try_acquire_or_renew`` is one
+round of client-go's ``tryAcquireOrRenew``:
+
+* no Lease yet: create it with us as the holder (a 409 AlreadyExists means another
+  replica was faster: we are not the leader);
+* held by someone else whose ``renewTime + leaseDurationSeconds`` is still ahead: not ours;
+* otherwise (ours, expired, or released) write it back with us as the holder. The PUT
+  carries the ``resourceVersion`` we read, so a concurrent writer makes it fail with
+  409 Conflict: we lost the race.
+
+Requests carry raw JSON through ``ApiClient.call_api`` (as ``cluster_client.py`` does),
+so the MicroTime fields keep their microseconds. API failures raise a one-line
+``ClusterError``; the caller decides how long a leader may go without renewing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
+
+from compactor.errors import ClusterError
+from compactor.kube.read import _status_message, _transport_reason
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "gpu-compactor-leader"
+DEFAULT_LEASE_SECONDS = 30
+_COLLECTION = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+_OBJECT = _COLLECTION + "/{name}"
+_JSON = "application/json"
+
+
+def format_micro_time(when: datetime) -> str:
+    """A metav1.MicroTime: ``2026-01-01T00:00:00.000000Z``."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The leader-election fields of a Lease as last read or written."""
+
+    holder: str
+    lease_seconds: int
+    acquire_time: datetime | None
+    renew_time: datetime | None
+    transitions: int
+    resource_version: str
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any], default_seconds: int) -> LeaseRecord:
+        spec = obj.get("spec") or {}
+        seconds = spec.get("leaseDurationSeconds")
+        return cls(
+            holder=str(spec.get("holderIdentity") or ""),
+            lease_seconds=seconds if isinstance(seconds, int) and seconds > 0 else default_seconds,
+            acquire_time=parse_time(spec.get("acquireTime")),
+            renew_time=parse_time(spec.get("renewTime")),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
+        )
+
+    def expired(self, now: datetime) -> bool:
+        return self.renew_time is None or self.renew_time + timedelta(seconds=self.lease_seconds) <= now
+
+
+class LeaderElector:
+    """Acquire and renew the Lease ``name`` in ``namespace`` as ``identity``.
+
+    ``is_leader`` is the outcome of the last round; after a failed round (``ClusterError``) a leader
+    stays leader until ``renew_deadline`` seconds (default 2/3 of the lease) have passed since its
+    last successful renewal, as client-go's ``RenewDeadline``.
+    """
+
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient,
+        namespace: str,
+        identity: str,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        *,
+        name: str = LEASE_NAME,
+        request_timeout: float = 10.0,
+        renew_deadline: float | None = None,
+    ) -> None:
+        if lease_seconds < 1:
+            raise ValueError(f"lease_seconds must be >= 1, got {lease_seconds}")
+        if not identity:
+            raise ValueError("the leader-election identity must not be empty")
+        self.api_client = api_client
+        self.namespace = namespace
+        self.identity = identity
+        self.lease_seconds = lease_seconds
+        self.name = name
+        self.request_timeout = request_timeout
+        # client-go's RenewDeadline: how long a leader keeps leading while its renewals fail (API unreachable)
+        self.renew_deadline = renew_deadline if renew_deadline is not None else lease_seconds * 2 / 3
+        self.observed: LeaseRecord | None = None
+        self.is_leader = False
+        self.last_renewed: datetime | None = None  # when we last acquired or renewed successfully
+        self._lock = threading.Lock()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def try_acquire_or_renew(self, now: datetime) -> bool:
+        """One election round at ``now``; True when we hold the Lease afterwards. Raises ``ClusterError`` on API failures."""
+        with self._lock:
+            try:
+                held = self._round(now)
+            except ClusterError:
+                still = self.is_leader and self.last_renewed is not None and (now - self.last_renewed).total_seconds() < self.renew_deadline
+                if self.is_leader and not still:
+                    log.warning("leadership lost: could not renew the lease in time", extra={"lease": self.ref, "identity": self.identity})
+                self.is_leader = still
+                raise
+            if held != self.is_leader:
+                log.info("leadership %s", "acquired" if held else "lost",
+                         extra={"lease": self.ref, "identity": self.identity, "holder": self.observed.holder if self.observed else ""})
+            self.is_leader = held
+            if held:
+                self.last_renewed = now
+            return held
+
+    def release(self, now: datetime) -> bool:
+        """Give the Lease up (client-go's ReleaseOnCancel) so a standby takes over at once; True when released."""
+        with self._lock:
+            was_leader, self.is_leader = self.is_leader, False
+            if not was_leader or self.observed is None or self.observed.holder != self.identity:
+                return False
+            body = self._body(holder="", acquire=now, renew=now, transitions=self.observed.transitions,
+                              resource_version=self.observed.resource_version, seconds=1)
+            status, reply = self._send("PUT", _OBJECT, body)
+            if status == 409:
+                return False
+            if not 200 <= status <= 299:
+                raise self._error("releasing", status, reply)
+            self.observed = LeaseRecord.from_object(reply, self.lease_seconds) if isinstance(reply, dict) else None
+            log.info("leadership released", extra={"lease": self.ref, "identity": self.identity})
+            return True
+
+    # ----- one round ---------------------------------------------------------------------
+
+    def _round(self, now: datetime) -> bool:
+        status, reply = self._send("GET", _OBJECT)
+        if status == 404:
+            body = self._body(holder=self.identity, acquire=now, renew=now, transitions=0)
+            status, reply = self._send("POST", _COLLECTION, body)
+            if status == 409:  # AlreadyExists: another replica created it first
+                self.observed = None
+                return False
+            if not 200 <= status <= 299:
+                raise self._error("creating", status, reply)
+            self.observed = self._record(reply)
+            return True
+        if not 200 <= status <= 299:
+            raise self._error("reading", status, reply)
+        current = self._record(reply)
+        self.observed = current
+        if current.holder and current.holder != self.identity and not current.expired(now):
+            return False
+        ours = current.holder == self.identity
+        acquire = current.acquire_time if ours and current.acquire_time else now
+        transitions = current.transitions if ours else current.transitions + 1
+        body = self._body(holder=self.identity, acquire=acquire, renew=now, transitions=transitions,
+                          resource_version=current.resource_version)
+        status, reply = self._send("PUT", _OBJECT, body)
+        if status == 409:  # the Lease changed since we read it: someone else renewed or took it
+            return False
+        if not 200 <= status <= 299:
+            raise self._error("updating", status, reply)
+        self.observed = self._record(reply)
+        return True
+
+    def _record(self, reply: Any) -> LeaseRecord:
+        if not isinstance(reply, dict):
+            raise ClusterError(f"lease {self.ref}: the API replied with something other than a Lease object")
+        return LeaseRecord.from_object(reply, self.lease_seconds)
+
+    def _body(self, *, holder: str, acquire: datetime, renew: datetime, transitions: int, resource_version: str = "",
+              seconds: int | None = None) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": seconds or self.lease_seconds,
+                "acquireTime": format_micro_time(acquire),
+                "renewTime": format_micro_time(renew),
+                "leaseTransitions": transitions,
+            },
+        }
+
+    # ----- plumbing ----------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """(HTTP status, decoded JSON body or None); ClusterError only when no reply came."""
+        headers: dict[str, Any] = {"Accept": _JSON}
+        if body is not None:
+            headers["Content-Type"] = _JSON
+        host = str(self.api_client.configuration.host)
+        try:
+            request = self.api_client.param_serialize(
+                method=method, resource_path=path, path_params={"namespace": self.namespace, "name": self.name},
+                query_params=[], header_params=headers, body=body, auth_settings=["BearerToken"],
+            )
+            response = self.api_client.call_api(*request, _request_timeout=self.request_timeout)
+            try:
+                raw = response.read()  # type: ignore[no-untyped-call]
+            finally:
+                response.response.release_conn()
+        except ApiException as exc:
+            raise ClusterError(f"cannot talk to the Kubernetes API at {host} (lease {self.ref}): {_status_message(exc) or 'no reply'}") from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise ClusterError(f"cannot reach the Kubernetes API at {host} (lease {self.ref}): {_transport_reason(exc)}") from None
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw or "")
+        try:
+            decoded: Any = json.loads(text) if text.strip() else None
+        except ValueError:
+            decoded = None
+        return int(response.status), decoded
+
+    def _error(self, verb: str, status: int, reply: Any) -> ClusterError:
+        message = reply.get("message") if isinstance(reply, dict) else None
+        detail = " ".join(str(message).split()) if message else f"HTTP {status}"
+        return ClusterError(f"{verb} lease {self.ref}: HTTP {status}: {detail}", status=status)

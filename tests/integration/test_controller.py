@@ -1,0 +1,266 @@
+"""The controller: one cycle against the fake cluster, the HTTP endpoints, leadership, shutdown, the command line.
+
+``run_cycle`` reads its snapshot from the fake cluster's own objects (``build_snapshot`` over
+its lists), so the planner's pod uids match what the executor finds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from compactor.cli import build_parser, main
+from compactor.controller import Controller, ControllerOptions, Interrupted, StoppableClock, parse_listen, run_cycle
+from compactor.errors import CompactorError
+from compactor.metrics.exporter import Exporter
+from compactor.model.load import build_snapshot
+from compactor.model.types import Snapshot
+from compactor.kube.lease import LeaderElector
+from compactor.settings import Settings
+from tests.builders import A100_40
+from tests.fakeapi import FakeApiServer
+from tests.fakecluster import EPOCH, FakeCluster
+from tests.integration.test_executor import PLANNER, SETTINGS, assert_clean, intercept_evictions, one_freed_node
+from tests.wire.test_lease import NS, LeaseStore
+
+SETTINGS_ALL = Settings(planner=PLANNER, executor=SETTINGS)
+
+
+def loader(c: FakeCluster) -> Any:
+    def load() -> Snapshot:
+        return build_snapshot([*c.list_nodes(), *c.list_pods(), *c.list_pdbs()], source="fakecluster")
+    return load
+
+
+def sample(exporter: Exporter, name: str, **labels: str) -> float | None:
+    return exporter.registry.get_sample_value(name, labels)
+
+
+def gpu_pods_on(c: FakeCluster, name: str) -> list[str]:
+    return [k for k, p in c.pods.items() if p["spec"].get("nodeName") == name and "nvidia.com/gpu" in str(p["spec"])]
+
+
+# --------------------------------------------------------------------------- run_cycle
+
+
+def test_a_cycle_frees_a_node_and_exports_the_outcome() -> None:
+    c = FakeCluster(one_freed_node())
+    exporter = Exporter(CollectorRegistry())
+    report = run_cycle(loader(c), c, SETTINGS_ALL, c.clock, exporter, execute=True)
+
+    assert report.run is not None and (report.run.status, report.run.freed_nodes) == ("succeeded", ["gpu-3"])
+    assert report.planned_moves == 3
+    assert gpu_pods_on(c, "gpu-3") == []
+    assert_clean(c)
+    assert sample(exporter, "gpu_compactor_runs_total", status="succeeded") == 1
+    assert sample(exporter, "gpu_compactor_runs_total", status="failed") == 0
+    assert sample(exporter, "gpu_compactor_evictions_total") == 3
+    # the figures are those after the run: gpu-3 is whole free now, and nothing is left cordoned
+    assert sample(exporter, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
+    assert sample(exporter, "gpu_compactor_cordoned_nodes") == 0
+    assert sample(exporter, "gpu_compactor_last_cycle_timestamp_seconds") == pytest.approx(c.clock.now().timestamp())
+
+
+def test_a_cycle_without_execute_only_reports() -> None:
+    c = FakeCluster(one_freed_node())
+    exporter = Exporter(CollectorRegistry())
+    report = run_cycle(loader(c), c, SETTINGS_ALL, c.clock, exporter, execute=False)
+    assert report.run is None and report.figures is not None
+    assert c.history == []  # not one write
+    assert sample(exporter, "gpu_compactor_whole_free_nodes", pool=A100_40) == 0
+    assert sample(exporter, "gpu_compactor_runs_total", status="succeeded") == 0
+
+
+def test_a_dry_run_cycle_changes_nothing_and_counts_no_eviction() -> None:
+    c = FakeCluster(one_freed_node())
+    exporter = Exporter(CollectorRegistry())
+    report = run_cycle(loader(c), c, SETTINGS_ALL, c.clock, exporter, execute=True, dry_run=True)
+    assert report.run is not None and report.run.dry_run and report.run.status == "succeeded"
+    assert c.history == []
+    assert sample(exporter, "gpu_compactor_runs_total", status="succeeded") == 1
+    assert sample(exporter, "gpu_compactor_evictions_total") == 0
+
+
+def test_an_interrupted_cycle_leaves_its_state_and_the_next_cycle_recovers_it() -> None:
+    c = FakeCluster(one_freed_node())
+    exporter = Exporter(CollectorRegistry())
+    stop = threading.Event()
+    sent: list[str] = []
+
+    def first_eviction(namespace: str, name: str) -> None:  # SIGTERM arrives as the first eviction is sent
+        if not sent:
+            stop.set()
+        sent.append(f"{namespace}/{name}")
+
+    intercept_evictions(c, first_eviction)
+    with pytest.raises(Interrupted):
+        run_cycle(loader(c), c, SETTINGS_ALL, StoppableClock(c.clock, stop), exporter, execute=True)
+    assert c.state, "the run's state must stay for recovery"
+    assert c.cordoned_nodes() == ["gpu-3"]
+    assert len(c.evicted) == 1  # the step in progress finished, nothing after it
+
+    stop.clear()
+    c.advance(30)
+    report = run_cycle(loader(c), c, SETTINGS_ALL, StoppableClock(c.clock, stop), exporter, execute=True)
+    assert report.recovery is not None and report.recovery.resumed is not None
+    assert report.recovery.resumed.status == "succeeded"
+    assert gpu_pods_on(c, "gpu-3") == []
+    assert_clean(c)
+
+
+# --------------------------------------------------------------------------- the loop and its HTTP server
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def wait_for(predicate: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def make_controller(c: FakeCluster, **options: Any) -> Controller:
+    return Controller(load_snapshot=loader(c), client=c, settings=SETTINGS_ALL, exporter=Exporter(CollectorRegistry()),
+                      options=ControllerOptions(interval=3600, listen="127.0.0.1:0", **options), clock=c.clock)
+
+
+def test_the_loop_runs_a_cycle_and_serves_metrics_and_health_over_http() -> None:
+    c = FakeCluster(one_freed_node())
+    controller = make_controller(c)
+    port = controller.server.port
+    assert port != 0
+    assert not controller.healthy()
+    controller.start()
+    try:
+        wait_for(lambda: controller.cycles >= 1)
+        status, body = http_get(port, "/metrics")
+        assert status == 200
+        assert 'gpu_compactor_runs_total{status="succeeded"} 1.0' in body
+        assert f'gpu_compactor_whole_free_nodes{{pool="{A100_40}"}} 1.0' in body
+        assert "gpu_compactor_leader 1.0" in body  # no leader election: always acts
+        assert http_get(port, "/healthz") == (200, "ok\n")
+        assert http_get(port, "/readyz") == (200, "ok\n")
+        assert http_get(port, "/nope")[0] == 404
+    finally:
+        controller.stop()
+    assert not controller.healthy()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    assert not [t for t in threading.enumerate() if t.name == "compactor-http"]
+
+
+def test_report_only_exports_figures_and_never_writes() -> None:
+    c = FakeCluster(one_freed_node())
+    controller = make_controller(c, report_only=True)
+    report = controller.tick()
+    assert report is not None and report.run is None and report.figures is not None
+    assert c.history == []
+    controller.server.stop()
+
+
+def test_a_cycle_error_is_counted_and_the_loop_survives() -> None:
+    c = FakeCluster(one_freed_node())
+    c.fail_next("list_nodes", 503)
+    controller = make_controller(c, report_only=True)
+    assert controller.tick() is None
+    assert sample(controller.exporter, "gpu_compactor_cycle_errors_total") == 1
+    assert controller.tick() is not None
+    controller.server.stop()
+
+
+def test_only_the_leader_executes(fake_api: FakeApiServer) -> None:
+    LeaseStore(fake_api)
+    other = LeaderElector(fake_api.api_client(), NS, "pod-other")
+    from datetime import UTC, datetime
+
+    assert other.try_acquire_or_renew(datetime.now(UTC))  # a fresh lease held by another replica
+    c = FakeCluster(one_freed_node())
+    ours = LeaderElector(fake_api.api_client(), NS, "pod-ours")
+    controller = Controller(load_snapshot=loader(c), client=c, settings=SETTINGS_ALL, exporter=Exporter(CollectorRegistry()),
+                            options=ControllerOptions(interval=3600, listen="127.0.0.1:0"), elector=ours, clock=c.clock)
+    try:
+        report = controller.tick()
+        assert report is not None and report.run is None and report.figures is not None  # figures, no run
+        assert c.history == []
+        assert sample(controller.exporter, "gpu_compactor_leader") == 0
+        assert other.release(datetime.now(UTC))
+        report = controller.tick()
+        assert report is not None and report.run is not None and report.run.status == "succeeded"
+        assert sample(controller.exporter, "gpu_compactor_leader") == 1
+    finally:
+        controller.server.stop()
+
+
+def test_sigterm_stops_the_loop_cleanly() -> None:
+    c = FakeCluster(one_freed_node())
+    controller = make_controller(c, report_only=True)
+
+    def terminate_after_first_cycle() -> None:
+        wait_for(lambda: controller.cycles >= 1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    killer = threading.Thread(target=terminate_after_first_cycle, daemon=True)
+    before = signal.getsignal(signal.SIGTERM)
+    killer.start()
+    assert controller.run_forever() == 0
+    killer.join(timeout=5)
+    assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
+    assert not controller.healthy()
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_controller_help_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["controller", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--interval", "--listen", "--dry-run", "--no-leader-election", "--report-only", "--in-cluster", "--config"):
+        assert flag in out
+
+
+def test_controller_arguments_and_defaults() -> None:
+    args = build_parser().parse_args(["controller", "--in-cluster", "--config", "x.yaml", "--log-format", "json"])
+    assert (args.command, args.in_cluster, args.config, args.interval, args.listen) == ("controller", True, "x.yaml", 600.0, ":8080")
+    assert (args.dry_run, args.no_leader_election, args.report_only) == (False, False, False)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["controller", "--interval", "0"], "--interval must be > 0"),
+    (["controller", "--listen", "8080"], "expected [HOST]:PORT"),
+    (["controller", "--listen", ":http"], "is not a number"),
+])
+def test_bad_controller_options_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_parse_listen() -> None:
+    assert parse_listen(":8080") == ("", 8080)
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_listen("[::1]:9090") == ("::1", 9090)
+    with pytest.raises(CompactorError):
+        parse_listen(":70000")
+
+
+def test_the_fake_clock_starts_at_the_epoch() -> None:  # the timestamps above assume it
+    assert FakeCluster([]).clock.now() == EPOCH + timedelta(0)

@@ -1,0 +1,131 @@
+"""The Prometheus exporter: values of every series from the figures of a small cluster, no stale series, counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from compactor.metrics.exporter import Exporter
+from compactor.metrics.fragmentation import compute_figures
+from tests.builders import A100_40, H100_80, cluster, node, pod
+
+Obj = dict[str, Any]
+
+
+def small_cluster(*, with_h100: bool = True) -> list[Obj]:
+    """A100 pool: a-1 half used (2 pods of 2 GPUs), a-2 whole free, MIG node m-1 (one of two 3g.20gb instances idle);
+    H100 pool (unless ``with_h100`` is False): h-1 with 1 of 8 GPUs used."""
+    objects = [
+        node("a-1", gpus=8, product=A100_40), node("a-2", gpus=8, product=A100_40),
+        node("m-1", mig={"3g.20gb": 2}, product=A100_40),
+        pod("train-0", on="a-1", gpus=2), pod("train-1", on="a-1", gpus=2),
+        pod("infer-0", on="m-1", mig="3g.20gb", cpu="4", memory="16Gi"),
+    ]
+    if with_h100:
+        objects += [node("h-1", gpus=8, product=H100_80), pod("big-0", on="h-1", gpus=1)]
+    return objects
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_the_pool_series_carry_the_figures_of_each_pool() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    snapshot = cluster(*small_cluster())
+    figures = compute_figures(snapshot)
+    exporter.set_figures(figures, cordoned_nodes=1)
+
+    pools = {p.name: p for p in figures.pools}
+    assert set(pools) == {A100_40, H100_80}
+    for name, pool in pools.items():
+        assert value(registry, "gpu_compactor_free_gpus", pool=name) == pytest.approx(pool.free_gpus)
+        assert value(registry, "gpu_compactor_whole_free_nodes", pool=name) == pool.whole_free_nodes
+        assert value(registry, "gpu_compactor_stranded_gpus", pool=name) == pytest.approx(pool.stranded_gpus)
+        assert value(registry, "gpu_compactor_fragmentation_rate", pool=name) == pytest.approx(pool.fragmentation_rate)
+        assert value(registry, "gpu_compactor_fgd_fragmentation_rate", pool=name) == pytest.approx(pool.fgd_fragmentation_rate)
+    # concrete numbers: A100 pool = 4 free on a-1, 8 on a-2, half a GPU of MIG on m-1; H100 = 7 free
+    assert value(registry, "gpu_compactor_free_gpus", pool=A100_40) == pytest.approx(12.5)
+    assert value(registry, "gpu_compactor_free_gpus", pool=H100_80) == pytest.approx(7.0)
+    assert value(registry, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
+    assert value(registry, "gpu_compactor_whole_free_nodes", pool=H100_80) == 0
+    assert value(registry, "gpu_compactor_mig_idle_instances", pool=A100_40, profile="3g.20gb") == 1
+    assert value(registry, "gpu_compactor_mig_idle_rate", pool=A100_40) == pytest.approx(0.5)
+    assert value(registry, "gpu_compactor_mig_idle_rate", pool=H100_80) is None  # no MIG: undefined, no series
+    assert value(registry, "gpu_compactor_cluster_fragmentation_rate") == pytest.approx(figures.cluster.fragmentation_rate)
+    assert value(registry, "gpu_compactor_blocked_pending_pods") == 0
+    assert value(registry, "gpu_compactor_cordoned_nodes") == 1
+
+
+def test_blocked_pending_pods_counts_the_pods_fragmentation_keeps_pending() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    # 4 + 4 GPUs free, on two nodes: an 8-GPU pod fits the total but no node
+    snapshot = cluster(node("a-1", gpus=8), node("a-2", gpus=8), pod("x", on="a-1", gpus=4), pod("y", on="a-2", gpus=4),
+                       pod("wants-8", gpus=8))
+    figures = compute_figures(snapshot)
+    assert len(figures.blocked_pending) == 1
+    exporter.set_figures(figures)
+    assert value(registry, "gpu_compactor_blocked_pending_pods") == 1
+    assert value(registry, "gpu_compactor_cordoned_nodes") is None  # never measured: no series
+
+
+def test_a_pool_that_disappears_leaves_no_stale_series() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    exporter.set_figures(compute_figures(cluster(*small_cluster())))
+    assert value(registry, "gpu_compactor_free_gpus", pool=H100_80) == pytest.approx(7.0)
+    exporter.set_figures(compute_figures(cluster(*small_cluster(with_h100=False))))
+    assert value(registry, "gpu_compactor_free_gpus", pool=H100_80) is None
+    assert value(registry, "gpu_compactor_fragmentation_rate", pool=H100_80) is None
+    assert value(registry, "gpu_compactor_free_gpus", pool=A100_40) == pytest.approx(12.5)
+    exposed = exporter.render()[0].decode()
+    assert H100_80 not in exposed
+
+
+def test_counters_start_at_zero_for_every_status_and_accumulate() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    for status in ("succeeded", "failed", "nothing-to-do"):
+        assert value(registry, "gpu_compactor_runs_total", status=status) == 0
+    assert value(registry, "gpu_compactor_evictions_total") == 0
+    assert value(registry, "gpu_compactor_leader") == 0
+    assert value(registry, "gpu_compactor_last_cycle_timestamp_seconds") is None
+    exporter.record_run("succeeded", evictions=3)
+    exporter.record_run("failed", evictions=1)
+    exporter.record_run("succeeded")
+    exporter.record_cycle(1_767_225_600.0)
+    exporter.set_leader(True)
+    assert value(registry, "gpu_compactor_runs_total", status="succeeded") == 2
+    assert value(registry, "gpu_compactor_runs_total", status="failed") == 1
+    assert value(registry, "gpu_compactor_runs_total", status="nothing-to-do") == 0
+    assert value(registry, "gpu_compactor_evictions_total") == 4
+    assert value(registry, "gpu_compactor_last_cycle_timestamp_seconds") == 1_767_225_600.0
+    assert value(registry, "gpu_compactor_leader") == 1
+    with pytest.raises(ValueError):
+        exporter.record_run("succeeded", evictions=-1)
+
+
+def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    exporter.set_figures(compute_figures(cluster(*small_cluster())), cordoned_nodes=0)
+    body, content_type = exporter.render()
+    assert content_type.startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+    for name in ("gpu_compactor_fragmentation_rate", "gpu_compactor_blocked_pending_pods", "gpu_compactor_cordoned_nodes",
+                 "gpu_compactor_runs", "gpu_compactor_leader", "gpu_compactor_mig_idle_instances"):
+        assert name in families, name
+    assert families["gpu_compactor_runs"].type == "counter"
+    assert "gpu_compactor_runs_total{status=\"failed\"} 0.0" in body.decode()
+
+
+def test_two_exporters_with_their_own_registries_do_not_interfere() -> None:
+    first, second = Exporter(), Exporter()
+    first.record_run("failed")
+    assert first.registry.get_sample_value("gpu_compactor_runs_total", {"status": "failed"}) == 1
+    assert second.registry.get_sample_value("gpu_compactor_runs_total", {"status": "failed"}) == 0

@@ -1,0 +1,191 @@
+"""LeaderElector against the fake API server over real HTTP: create, renew, take over after expiry, lose on 409.
+
+The fake API server does not serve coordination.k8s.io, so this file adds a Lease
+endpoint with ``fake_api.route``: GET, POST (409 AlreadyExists) and PUT with the
+real server's optimistic concurrency (a stale ``metadata.resourceVersion`` is a 409).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from compactor.errors import ClusterError
+from compactor.kube.lease import LEASE_NAME, LeaderElector, parse_time
+from tests.fakeapi import FakeApiServer
+from tests.fakeapi.server import RecordedRequest, Reply, status_body
+
+NS = "gpu-compactor"
+LEASES = r"/apis/coordination\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/leases"
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE_NAME}"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class LeaseStore:
+    """The Lease part of an API server: enough of create/get/replace to test leader election."""
+
+    def __init__(self, api: FakeApiServer) -> None:
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        self._rv = itertools.count(100)
+        self.before_put: Callable[[], None] | None = None  # runs as a PUT arrives, before it is checked
+        api.route("GET", LEASES + r"/(?P<name>[^/]+)", self.get)
+        api.route("PUT", LEASES + r"/(?P<name>[^/]+)", self.put)
+        api.route("POST", LEASES, self.post)
+
+    def get(self, _api: FakeApiServer, _request: RecordedRequest, match: re.Match[str]) -> Reply:
+        lease = self.leases.get((match["ns"], match["name"]))
+        if lease is None:
+            return Reply(404, status_body(404, f'leases.coordination.k8s.io "{match["name"]}" not found'))
+        return Reply(200, copy.deepcopy(lease))
+
+    def post(self, _api: FakeApiServer, request: RecordedRequest, match: re.Match[str]) -> Reply:
+        body = request.json()
+        key = (match["ns"], body["metadata"]["name"])
+        if key in self.leases:
+            return Reply(409, status_body(409, f'leases.coordination.k8s.io "{key[1]}" already exists', reason="AlreadyExists"))
+        return self._store(key, body, 201)
+
+    def put(self, _api: FakeApiServer, request: RecordedRequest, match: re.Match[str]) -> Reply:
+        body = request.json()
+        key = (match["ns"], match["name"])
+        if self.before_put is not None:
+            self.before_put()
+        current = self.leases.get(key)
+        if current is None:
+            return Reply(404, status_body(404, "not found"))
+        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            return Reply(409, status_body(409, f'Operation cannot be fulfilled on leases.coordination.k8s.io "{key[1]}": '
+                                               "the object has been modified; please apply your changes to the latest version and try again"))
+        return self._store(key, body, 200)
+
+    def _store(self, key: tuple[str, str], body: dict[str, Any], status: int) -> Reply:
+        stored = copy.deepcopy(body)
+        stored["metadata"]["namespace"] = key[0]
+        stored["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.leases[key] = stored
+        return Reply(status, copy.deepcopy(stored))
+
+    def spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self.leases[(NS, LEASE_NAME)]["spec"]
+        return spec
+
+    def bump(self) -> None:
+        """Someone else wrote the Lease (a new resourceVersion) without changing its holder."""
+        self.leases[(NS, LEASE_NAME)]["metadata"]["resourceVersion"] = str(next(self._rv))
+
+
+@pytest.fixture
+def store(fake_api: FakeApiServer) -> LeaseStore:
+    return LeaseStore(fake_api)
+
+
+def elector(fake_api: FakeApiServer, identity: str, **options: Any) -> LeaderElector:
+    return LeaderElector(fake_api.api_client(), NS, identity, **options)
+
+
+def test_the_first_candidate_creates_the_lease_and_leads(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a = elector(fake_api, "pod-a")
+    assert a.try_acquire_or_renew(T0) is True
+    assert a.is_leader
+    spec = store.spec()
+    assert spec["holderIdentity"] == "pod-a"
+    assert spec["leaseDurationSeconds"] == 30
+    assert spec["leaseTransitions"] == 0
+    assert spec["acquireTime"] == spec["renewTime"] == "2026-01-01T00:00:00.000000Z"  # MicroTime, microseconds kept
+    posts = fake_api.requests_to(re.compile(LEASES), "POST")
+    assert len(posts) == 1 and posts[0].content_type == "application/json"
+    assert posts[0].json()["kind"] == "Lease" and posts[0].json()["apiVersion"] == "coordination.k8s.io/v1"
+
+
+def test_the_holder_renews_keeping_its_acquire_time(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a = elector(fake_api, "pod-a")
+    assert a.try_acquire_or_renew(T0)
+    assert a.try_acquire_or_renew(T0 + timedelta(seconds=10, microseconds=250))
+    spec = store.spec()
+    assert parse_time(spec["renewTime"]) == T0 + timedelta(seconds=10, microseconds=250)
+    assert parse_time(spec["acquireTime"]) == T0
+    assert spec["leaseTransitions"] == 0
+    put = fake_api.requests_to(LEASE_PATH, "PUT")[-1]
+    assert put.json()["metadata"]["resourceVersion"] == "100"  # optimistic concurrency: the version it read
+
+
+def test_another_candidate_waits_while_the_lease_is_fresh(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a, b = elector(fake_api, "pod-a"), elector(fake_api, "pod-b")
+    assert a.try_acquire_or_renew(T0)
+    assert b.try_acquire_or_renew(T0) is False  # creating raced: the GET finds a fresh lease
+    assert b.try_acquire_or_renew(T0 + timedelta(seconds=29)) is False
+    assert store.spec()["holderIdentity"] == "pod-a"
+    assert not fake_api.requests_to(LEASE_PATH, "PUT")  # b never wrote
+
+
+def test_a_candidate_takes_over_once_the_lease_expired(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a, b = elector(fake_api, "pod-a"), elector(fake_api, "pod-b")
+    assert a.try_acquire_or_renew(T0)
+    later = T0 + timedelta(seconds=30)
+    assert b.try_acquire_or_renew(later) is True
+    spec = store.spec()
+    assert spec["holderIdentity"] == "pod-b"
+    assert parse_time(spec["acquireTime"]) == later
+    assert spec["leaseTransitions"] == 1
+    # the old holder learns it lost on its next round: the lease is b's and fresh
+    assert a.try_acquire_or_renew(later + timedelta(seconds=1)) is False
+    assert not a.is_leader
+
+
+def test_a_released_lease_is_taken_at_once(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a, b = elector(fake_api, "pod-a"), elector(fake_api, "pod-b")
+    assert a.try_acquire_or_renew(T0)
+    assert a.release(T0 + timedelta(seconds=1)) is True
+    assert store.spec()["holderIdentity"] == ""
+    assert b.try_acquire_or_renew(T0 + timedelta(seconds=2)) is True
+
+
+def test_a_conflicting_write_means_the_round_is_lost(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a = elector(fake_api, "pod-a")
+    assert a.try_acquire_or_renew(T0)
+
+    store.before_put = store.bump  # another replica writes between our GET and our PUT
+    assert a.try_acquire_or_renew(T0 + timedelta(seconds=5)) is False
+    assert not a.is_leader
+    assert fake_api.reply_to(fake_api.requests_to(LEASE_PATH, "PUT")[-1]).status == 409  # type: ignore[union-attr]
+
+
+def test_a_create_race_lost_on_409_already_exists(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    fake_api.inject(re.compile(LEASES), 409, method="POST", body=status_body(409, "already exists", reason="AlreadyExists"))
+    a = elector(fake_api, "pod-a")
+    assert a.try_acquire_or_renew(T0) is False
+
+
+def test_api_failures_are_one_line_cluster_errors_and_leadership_survives_until_the_renew_deadline(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
+    a = elector(fake_api, "pod-a")
+    assert a.try_acquire_or_renew(T0)
+    fake_api.inject(LEASE_PATH, 403, method="GET", times=2, body=status_body(403, 'leases.coordination.k8s.io "x" is forbidden:\nno'))
+    with pytest.raises(ClusterError) as caught:
+        a.try_acquire_or_renew(T0 + timedelta(seconds=10))
+    assert "\n" not in str(caught.value) and "403" in str(caught.value) and caught.value.status == 403
+    assert a.is_leader  # 10 s < renew deadline (20 s)
+    with pytest.raises(ClusterError):
+        a.try_acquire_or_renew(T0 + timedelta(seconds=21))
+    assert not a.is_leader
+
+
+def test_an_unreachable_api_is_a_cluster_error(fake_api: FakeApiServer) -> None:
+    a = LeaderElector(fake_api.api_client(retries=False), NS, "pod-a", request_timeout=2)
+    fake_api.inject(LEASE_PATH, drop=True)
+    with pytest.raises(ClusterError, match="lease gpu-compactor/gpu-compactor-leader"):
+        a.try_acquire_or_renew(T0)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError):
+        LeaderElector(object(), NS, "", 30)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        LeaderElector(object(), NS, "x", 0)  # type: ignore[arg-type]
