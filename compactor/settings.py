@@ -35,6 +35,13 @@ def parse_shape(text: str) -> Resources:
     return Resources(amounts)
 
 
+def _check_shapes(value: list[str]) -> list[str]:
+    """Every shape string parses (the error names the bad entry)."""
+    for text in value:
+        parse_shape(text)
+    return value
+
+
 class _Group(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,12 +52,7 @@ class MetricsSettings(_Group):
     shape_coverage: float = Field(0.95, gt=0, le=1)
     max_shapes: int = Field(20, ge=1)
 
-    @field_validator("reference_shapes")
-    @classmethod
-    def _shapes_parse(cls, value: list[str]) -> list[str]:
-        for text in value:
-            parse_shape(text)
-        return value
+    _shapes_parse = field_validator("reference_shapes")(_check_shapes)
 
     def shapes(self) -> list[Resources]:
         return [parse_shape(text) for text in self.reference_shapes]
@@ -82,12 +84,7 @@ class PlannerSettings(_Group):
     max_priority: int | None = Field(None, description="pods with priority above this never move")
     move_cost: MoveCostSettings = Field(default_factory=MoveCostSettings)
 
-    @field_validator("target_shapes")
-    @classmethod
-    def _shapes_parse(cls, value: list[str]) -> list[str]:
-        for text in value:
-            parse_shape(text)
-        return value
+    _shapes_parse = field_validator("target_shapes")(_check_shapes)
 
     @model_validator(mode="after")
     def _shape_mode_needs_shapes(self) -> PlannerSettings:

@@ -220,13 +220,19 @@ def _parse_timestamp(text: str) -> datetime | None:
         return None
 
 
-def parse_pod(raw: dict[str, Any], *, source: str) -> Pod:
+def _named_sections(raw: dict[str, Any], *, source: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(object name, metadata, spec, status) of a namespaced object that must have a name."""
     obj = object_name(raw)
     meta = _section(raw, "metadata", source=source, obj=obj)
     spec = _section(raw, "spec", source=source, obj=obj)
     status = _section(raw, "status", source=source, obj=obj)
     if not meta.get("name"):
         raise InputError("missing", source=source, obj=obj, field="metadata.name")
+    return obj, meta, spec, status
+
+
+def parse_pod(raw: dict[str, Any], *, source: str) -> Pod:
+    obj, meta, spec, status = _named_sections(raw, source=source)
     if not isinstance(spec.get("containers"), list):
         raise InputError("missing (a Pod needs containers)", source=source, obj=obj, field="spec.containers")
     owners = tuple(
@@ -274,12 +280,7 @@ def _int_field(value: Any, *, source: str, obj: str, field: str) -> int:
 
 
 def parse_pdb(raw: dict[str, Any], *, source: str) -> Pdb:
-    obj = object_name(raw)
-    meta = _section(raw, "metadata", source=source, obj=obj)
-    spec = _section(raw, "spec", source=source, obj=obj)
-    status = _section(raw, "status", source=source, obj=obj)
-    if not meta.get("name"):
-        raise InputError("missing", source=source, obj=obj, field="metadata.name")
+    obj, meta, spec, status = _named_sections(raw, source=source)
     return Pdb(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta["name"]),

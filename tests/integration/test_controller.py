@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,14 +21,14 @@ from prometheus_client import CollectorRegistry
 from compactor.cli import build_parser, main
 from compactor.controller import Controller, ControllerOptions, Interrupted, StoppableClock, parse_listen, run_cycle
 from compactor.errors import CompactorError
+from compactor.kube.lease import LeaderElector
 from compactor.metrics.exporter import Exporter
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
-from compactor.kube.lease import LeaderElector
 from compactor.settings import Settings
 from tests.builders import A100_40
 from tests.fakeapi import FakeApiServer
-from tests.fakecluster import EPOCH, FakeCluster
+from tests.fakecluster import FakeCluster
 from tests.integration.test_executor import PLANNER, SETTINGS, assert_clean, intercept_evictions, one_freed_node
 from tests.wire.test_lease import NS, LeaseStore
 
@@ -188,8 +188,6 @@ def test_a_cycle_error_is_counted_and_the_loop_survives() -> None:
 def test_only_the_leader_executes(fake_api: FakeApiServer) -> None:
     LeaseStore(fake_api)
     other = LeaderElector(fake_api.api_client(), NS, "pod-other")
-    from datetime import UTC, datetime
-
     assert other.try_acquire_or_renew(datetime.now(UTC))  # a fresh lease held by another replica
     c = FakeCluster(one_freed_node())
     ours = LeaderElector(fake_api.api_client(), NS, "pod-ours")
@@ -260,7 +258,3 @@ def test_parse_listen() -> None:
     assert parse_listen("[::1]:9090") == ("::1", 9090)
     with pytest.raises(CompactorError):
         parse_listen(":70000")
-
-
-def test_the_fake_clock_starts_at_the_epoch() -> None:  # the timestamps above assume it
-    assert FakeCluster([]).clock.now() == EPOCH + timedelta(0)
