@@ -16,6 +16,8 @@ with a fresh executor, the world settles, and the invariants must hold:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -108,13 +110,14 @@ CASES = [pytest.param(name, k, when, id=f"{name}-{k}-{when}-{method}")
          for name, methods in BASELINES.items() for k, method in enumerate(methods, 1) for when in ("before", "after")]
 
 
+@functools.cache
 def first_rollback_write(name: str) -> int:
     """1-based index of the first write of the rollback in an undisturbed run of an aborting scenario."""
     w = world(name)
     run(w.cluster, w.plan)
     return next(i for i, call in enumerate(w.cluster.history, 1)
-                if call.method == "write_state" and call.args["data"] and call.args["data"].get("phase") == "rollingBack"
-                or call.method == "patch_node" and call.args["patch"]["spec"].get("unschedulable", True) is None)
+                if (call.method == "write_state" and call.args["data"] and call.args["data"].get("phase") == "rollingBack")
+                or (call.method == "patch_node" and call.args["patch"]["spec"].get("unschedulable", True) is None))
 
 
 def crash_at(name: str, k: int, when: When) -> World:
@@ -182,10 +185,8 @@ def test_a_second_crash_during_recovery_is_recovered_too(k: int) -> None:
     w = crash_at("one-freed", k, "after")
     for j in (1, 2):  # recovery itself dies at its first write, then at its second
         w.cluster.crash_after(j, when="after")
-        try:
+        with contextlib.suppress(Crash):
             recover(w.cluster, SETTINGS, w.cluster.clock)
-        except Crash:
-            pass
     recovered = recover(w.cluster, SETTINGS, w.cluster.clock)
     if recovered.resumed is not None:
         assert recovered.resumed.status in ("succeeded", "failed")
@@ -269,7 +270,8 @@ def test_a_crash_while_finishing_does_not_undo_a_completed_plan() -> None:
     assert c.cordoned_nodes() == ["gpu-3"] and c.state[ann.STATE_CONFIGMAP]["phase"] == "finishing"
     c.add_pod(pod("newcomer", on="gpu-2", gpus=1, owner="ReplicaSet/newcomer", labels={"app": "newcomer"}))
     recovered = recover(c, SETTINGS, c.clock)
-    assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed.reason
+    assert recovered.resumed is not None
+    assert recovered.resumed.status == "succeeded", recovered.resumed.reason
     assert recovered.resumed.freed_nodes == ["gpu-3"]  # gpu-2 has been given back (and used) already
     assert [e["reason"] for e in c.events].count("CompactorAbort") == 0
     # gpu-2 was released before the crash (its event died with the process): neither cordoned again nor patched again
@@ -278,33 +280,38 @@ def test_a_crash_while_finishing_does_not_undo_a_completed_plan() -> None:
     check_invariants(w)
 
 
-@pytest.mark.parametrize("mode", ["keepCordoned", "taint"])
-def test_crashes_with_after_drain_modes_leave_only_deliberate_marks(mode: str) -> None:
+def _after_drain_writes(mode: str) -> list[str]:
+    w = world("one-freed")
+    assert run(w.cluster, w.plan, SETTINGS.model_copy(update={"after_drain": mode})).status == "succeeded"
+    return [call.method for call in w.cluster.history]
+
+
+AFTER_DRAIN_CASES = [pytest.param(mode, k, when, id=f"{mode}-{k}-{when}-{method}")
+                     for mode in ("keepCordoned", "taint") for k, method in enumerate(_after_drain_writes(mode), 1)
+                     for when in ("before", "after")]
+
+
+@pytest.mark.parametrize(("mode", "k", "when"), AFTER_DRAIN_CASES)
+def test_crashes_with_after_drain_modes_leave_only_deliberate_marks(mode: str, k: int, when: When) -> None:
     """With keepCordoned/taint, a finished plan deliberately leaves marks; no crash may leave any other kind."""
     settings = SETTINGS.model_copy(update={"after_drain": mode})
     w = world("one-freed")
-    assert run(w.cluster, w.plan, settings).status == "succeeded"
-    methods = [call.method for call in w.cluster.history]
-    for k in range(1, len(methods) + 1):
-        for when in ("before", "after"):
-            w = world("one-freed")
-            c = w.cluster
-            c.crash_after(k, when=when)  # type: ignore[arg-type]
-            with pytest.raises(Crash):
-                run(c, w.plan, settings)
-            recovered = recover(c, settings, c.clock)
-            status = recovered.resumed.status if recovered.resumed is not None else "crashed-after-the-end"
-            assert status in ("succeeded", "failed", "crashed-after-the-end"), (k, when)
-            c.settle()
-            assert c.state == {} and c.lost_pods() == [], (k, when)
-            c.assert_no_pdb_violation()
-            for node_name, node_obj in c.nodes.items():
-                if ann.is_ours(node_obj):  # only a finished plan's deliberate after-drain marks may remain
-                    assert ann.node_annotations(node_obj).get(ann.AFTER_DRAIN) == mode, (k, when, node_name)
-                    assert node_name in w.plan.freed_nodes and c.node_gpu_pods(node_name) == []
-                    assert bool(node_obj["spec"].get("unschedulable")) is (mode == "keepCordoned"), (k, when)
-                else:
-                    assert not node_obj["spec"].get("unschedulable"), (k, when, node_name)
-                    assert not node_obj["spec"].get("taints"), (k, when, node_name)
-            again = recover(c, settings, c.clock)  # a later restart keeps them, and changes nothing
-            assert not again.changed and sorted(again.kept) == sorted(n for n, o in c.nodes.items() if ann.is_ours(o))
+    c = w.cluster
+    c.crash_after(k, when=when)
+    with pytest.raises(Crash):
+        run(c, w.plan, settings)
+    recovered = recover(c, settings, c.clock)
+    assert recovered.resumed is None or recovered.resumed.status in ("succeeded", "failed")
+    c.settle()
+    assert c.state == {} and c.lost_pods() == []
+    c.assert_no_pdb_violation()
+    for node_name, node_obj in c.nodes.items():
+        if ann.is_ours(node_obj):  # only a finished plan's deliberate after-drain marks may remain
+            assert ann.node_annotations(node_obj).get(ann.AFTER_DRAIN) == mode, node_name
+            assert node_name in w.plan.freed_nodes and c.node_gpu_pods(node_name) == []
+            assert bool(node_obj["spec"].get("unschedulable")) is (mode == "keepCordoned")
+        else:
+            assert not node_obj["spec"].get("unschedulable"), node_name
+            assert not node_obj["spec"].get("taints"), node_name
+    again = recover(c, settings, c.clock)  # a later restart keeps them, and changes nothing
+    assert not again.changed and sorted(again.kept) == sorted(n for n, o in c.nodes.items() if ann.is_ours(o))

@@ -13,8 +13,10 @@ The helpers at the top (scenarios, ``run``, ``assert_clean``) are shared with
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -95,7 +97,7 @@ def run(c: FakeCluster, plan: CompactionPlan, settings: ExecutorSettings = SETTI
 
 
 def hand_plan(moves: list[tuple[str, str, str, str]], *, freed: list[str], c: FakeCluster, plan_id: str = PLAN_ID,
-              pending: list[tuple[str, str]] = ()) -> CompactionPlan:  # type: ignore[assignment]
+              pending: Sequence[tuple[str, str]] = ()) -> CompactionPlan:
     """A plan written by hand: (pod key, from, to, owner) moves, uids read from the fake cluster."""
     return CompactionPlan.model_validate({
         "metadata": {"id": plan_id, "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
@@ -142,7 +144,7 @@ def assert_clean(c: FakeCluster, *, still_cordoned: tuple[str, ...] = ()) -> Non
 
 def on_progress(predicate: Callable[[Progress], bool], action: Callable[[], None]) -> Callable[[Progress], None]:
     """A progress callback that runs ``action`` once, the first time ``predicate`` holds: a hook into a running executor."""
-    fired = []
+    fired: list[Progress] = []
 
     def callback(progress: Progress) -> None:
         if not fired and predicate(progress):
@@ -264,7 +266,7 @@ def test_429_backs_off_and_checks_again() -> None:
     report = run(c, plan)
     assert report.status == "succeeded"
     times = [call.time for call in evict_calls(c, first)]
-    assert len(times) == 3 and [b - a for a, b in zip(times, times[1:], strict=False)] == [1.0, 2.0]  # backoff 1 s, doubled
+    assert len(times) == 3 and [b - a for a, b in itertools.pairwise(times)] == [1.0, 2.0]  # backoff 1 s, doubled
     assert c.evicted.count(first) == 1
     assert_clean(c)
 
@@ -284,7 +286,7 @@ def test_backoff_is_bounded() -> None:
     settings = SETTINGS.model_copy(update={"backoff_seconds": 1, "backoff_max_seconds": 3, "eviction_retry_limit": 5})
     assert run(c, plan, settings).status == "succeeded"
     times = [call.time for call in evict_calls(c, plan.moves[0].pod)]
-    assert [b - a for a, b in zip(times, times[1:], strict=False)] == [1.0, 2.0, 3.0, 3.0, 3.0]
+    assert [b - a for a, b in itertools.pairwise(times)] == [1.0, 2.0, 3.0, 3.0, 3.0]
 
 
 def test_404_counts_as_evicted() -> None:
@@ -344,7 +346,7 @@ def test_one_at_a_time_the_owner_is_whole_before_each_eviction() -> None:
     assert run(c, plan).status == "succeeded"
     assert broken_at_eviction == [set()] * 4  # every controller whole (replacement Ready) before the next eviction
     evictions = [call.time for call in evict_calls(c)]
-    assert all(b - a >= c.ready_after for a, b in zip(evictions, evictions[1:], strict=False))
+    assert all(b - a >= c.ready_after for a, b in itertools.pairwise(evictions))
     assert_clean(c)
 
 
@@ -585,7 +587,6 @@ def test_after_drain_taint_reserves_the_node_until_the_ttl_then_recovery_release
     assert report.status == "succeeded" and c.cordoned_nodes() == []
     reserved = {"key": "compactor.io/reserved", "value": "any", "effect": "NoSchedule"}
     assert c.nodes["gpu-2"]["spec"]["taints"] == [foreign, reserved] and c.nodes["gpu-3"]["spec"]["taints"] == [reserved]
-    from datetime import timedelta
     until = (finished + timedelta(seconds=300)).isoformat().replace("+00:00", "Z")
     assert marks(c, "gpu-3")[ann.RESERVED_UNTIL] == until and marks(c, "gpu-3")[ann.AFTER_DRAIN] == "taint"
     assert len(events(c, "CompactorReserve")) == 2
