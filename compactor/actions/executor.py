@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -337,7 +338,7 @@ class Executor:
         placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
         until = self._stamp(offset=self.settings.taint_ttl_seconds)
         taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != self.settings.taint_key]
-        taints.append({"key": self.settings.taint_key, "value": placed.replace("/", ".") or "any", "effect": "NoSchedule"})
+        taints.append({"key": self.settings.taint_key, "value": _taint_value(placed), "effect": "NoSchedule"})
         self.client.patch_node(name, {
             "metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
             "spec": {"unschedulable": None, "taints": taints},
@@ -404,6 +405,15 @@ class Executor:
 
     def _report(self, run: _Run, current: str, waiting: str = "") -> None:
         self.progress(Progress(run.plan.metadata.id, len(run.done), len(run.plan.moves), current, waiting))
+
+
+def _taint_value(pod: str) -> str:
+    """The pod's ``namespace.name`` as a valid taint value (a label value: at most 63 characters, alphanumeric at both ends).
+
+    The full key is in the ``reserved-for`` annotation; a long one is cut here, or the API would refuse the whole patch.
+    """
+    value = re.sub(r"[^A-Za-z0-9_.-]", ".", pod.replace("/", "."))[:63].strip("-_.")
+    return value or "any"
 
 
 def _batches(moves: Sequence[Move], width: int) -> list[list[Move]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -680,3 +681,22 @@ def test_an_unexpected_error_rolls_back_instead_of_escaping() -> None:
     assert report.status == "failed" and "connection reset by peer" in report.reason and "RuntimeError" in report.reason
     assert len(events(c, "CompactorAbort")) == 1
     assert_clean(c)
+
+
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")  # what the API server accepts as a taint value
+
+
+@pytest.mark.parametrize(("pending", "value"), [
+    ("default/big-job", "default.big-job"),
+    ("research-team-gpu-workloads/" + "llm-finetune-" + "x" * 40 + "-7", "research-team-gpu-workloads.llm-finetune-" + "x" * 22),
+    ("team-a/" + "job-" + "y" * 53 + "-.-z", "team-a.job-" + "y" * 52),
+])
+def test_the_reservation_taint_value_is_one_the_api_server_accepts(pending: str, value: str) -> None:
+    c = FakeCluster(two_freed_nodes())
+    plan = hand_plan([("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"), ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train")],
+                     freed=["gpu-2"], pending=[(pending, "gpu-2")], c=c)
+    report = run(c, plan, SETTINGS.model_copy(update={"after_drain": "taint"}))
+    assert report.status == "succeeded", report.reason
+    (taint,) = c.nodes["gpu-2"]["spec"]["taints"]
+    assert len(taint["value"]) <= 63 and LABEL_VALUE.fullmatch(taint["value"]) and taint["value"] == value
+    assert marks(c, "gpu-2")[ann.RESERVED_FOR] == pending  # the full name is kept where length does not matter

@@ -1,0 +1,109 @@
+"""The ``compactor`` command as a user runs it: a subprocess, real exit codes, real output.
+
+Covers the README's first command (``plan --example``), ``report``, a dry-run ``apply`` of a
+written plan, and bad input: one line on stderr naming file/object/field, exit 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from compactor.model.load import load_files
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import PlannerSettings
+from compactor.sources import example_path
+from tests.plancheck import check_plan
+
+
+def compactor(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "compactor.cli", *args], capture_output=True, text=True, input=stdin, timeout=240)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_the_readme_main_job_plans_the_example_and_the_plan_is_valid() -> None:
+    result = compactor("plan", "--example", "--output", "json", "--time-limit", "5")
+    assert result.returncode == 0, result.stderr
+    plan = CompactionPlan.model_validate(json.loads(result.stdout))
+    assert plan.freed_gpus >= 8
+    assert [p.pod for p in plan.placed_pending] == ["llm/llama-70b-0"]
+    assert check_plan(load_files([example_path()]), plan, PlannerSettings()) == []
+
+
+def test_the_text_plan_explains_each_move_and_shows_before_and_after() -> None:
+    result = compactor("plan", "--example", "--time-limit", "5")
+    assert result.returncode == 0, result.stderr
+    assert "Moves, in execution order:" in result.stdout
+    assert result.stdout.count("why: ") >= 1
+    assert "before" in result.stdout and "after" in result.stdout
+
+
+def test_report_on_the_example_names_the_blocked_pending_pod() -> None:
+    result = compactor("report", "--example")
+    assert result.returncode == 0, result.stderr
+    assert "Fragmentation rate" in result.stdout
+    assert "llm/llama-70b-0" in result.stdout
+
+
+def test_report_reads_a_snapshot_from_stdin_as_json() -> None:
+    snapshot = Path(example_path()).read_text(encoding="utf-8")
+    result = compactor("report", "--snapshot", "-", "--output", "json", stdin=snapshot)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["kind"] == "FragmentationReport"
+    assert document["figures"]["cluster"]["nodeCount"] == 10
+
+
+def test_a_missing_snapshot_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    assert_one_line_error(compactor("report", "--snapshot", str(missing)), str(missing), "no such file")
+
+
+def test_a_bad_quantity_names_file_object_and_field(tmp_path: Path) -> None:
+    raw = json.loads(Path(example_path()).read_text(encoding="utf-8"))
+    node = next(item for item in raw["items"] if item["kind"] == "Node")
+    node["status"]["allocatable"]["cpu"] = "12x"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(raw), encoding="utf-8")
+    name = node["metadata"]["name"]
+    assert_one_line_error(compactor("plan", "--snapshot", str(bad)), str(bad), f"Node {name}", "status.allocatable.cpu")
+
+
+def test_a_contradictory_config_is_one_line_naming_the_field(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("planner:\n  max_moves: -1\n", encoding="utf-8")
+    assert_one_line_error(compactor("plan", "--example", "--config", str(config)), "planner.max_moves")
+
+
+def test_a_written_plan_applies_in_a_dry_run_without_touching_the_snapshot(tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.json"
+    written = compactor("plan", "--example", "--write", str(plan_file), "--time-limit", "5")
+    assert written.returncode == 0, written.stderr
+    before = Path(example_path()).read_bytes()
+    result = compactor("apply", "--plan", str(plan_file), "--example", "--dry-run", "--output", "json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    plan = json.loads(plan_file.read_text(encoding="utf-8"))
+    assert report["status"] == "succeeded"
+    assert report["dryRun"] is True
+    assert report["movesDone"] == len(plan["moves"])
+    assert sorted(report["freedNodes"]) == sorted(plan["freedNodes"])
+    evictions = [line for line in report["intendedChanges"] if line.startswith("evict ")]
+    assert len(evictions) == len(plan["moves"])
+    assert Path(example_path()).read_bytes() == before
+
+
+def test_apply_refuses_to_change_a_snapshot_without_dry_run(tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.json"
+    assert compactor("plan", "--example", "--write", str(plan_file), "--time-limit", "5").returncode == 0
+    assert_one_line_error(compactor("apply", "--plan", str(plan_file), "--example"), "--dry-run")
