@@ -233,7 +233,8 @@ class Executor:
             if not blocking:
                 return
             if self.clock.monotonic() >= deadline:
-                raise Abort(f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {self.settings.replacement_timeout_seconds:g}s")
+                waited = self.settings.replacement_timeout_seconds
+                raise Abort(f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {waited:g}s")
             self._report(run, f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
             self.clock.sleep(self.settings.poll_seconds)
             self._check_sources(run)
@@ -280,7 +281,10 @@ class Executor:
             return  # bare pods are never in a plan; nothing would replace one
         deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
         while True:
-            fresh = [p for p in self.client.list_pods() if controller_uid(p) == owner and str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)]
+            fresh = [
+                p for p in self.client.list_pods()
+                if controller_uid(p) == owner and str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)
+            ]
             for replacement in fresh:
                 node = (replacement.get("spec") or {}).get("nodeName")
                 if node and node in run.freed:

@@ -16,6 +16,7 @@ from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, ObjectRef
 from compactor.actions.clock import Clock
 from compactor.actions.executor import Executor, RunReport
+from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 
@@ -86,5 +87,9 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
         else:
             report.released.append(name)
             reason = "CompactorUncordon"
-        client.patch_node(name, ann.uncordon_patch(node, settings.taint_key))
-        client.create_event(ObjectRef("Node", name), reason=reason, message=f"released by gpu-compactor (plan {marks.get(ann.PLAN_ID, '?')} no longer active)")
+        try:
+            client.patch_node(name, ann.uncordon_patch(node, settings.taint_key))
+            message = f"released by gpu-compactor (plan {marks.get(ann.PLAN_ID, '?')} no longer active)"
+            client.create_event(ObjectRef("Node", name), reason=reason, message=message)
+        except ClusterError as exc:  # keep releasing the others; the marks stay, so the next recovery retries this one
+            log.error("could not release node", extra={"node": name, "error": str(exc)})
