@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
@@ -249,16 +249,9 @@ def _translate(problem: Problem, start: Assignment, mapping: dict[int, int], sou
     return Assignment(counts, placed)
 
 
-def solve(problem: Problem, *, time_limit: float | None = None, workers: int | None = None) -> SolveResult:
-    """Solve, narrowing very large instances around the greedy warm start; the result names the problem it solved."""
-    started = time.monotonic()
-    limit = time_limit if time_limit is not None else problem.settings.time_limit_seconds
-    problem, start = _narrow(problem, greedy(problem))
-    if not within_limits(problem, start):
-        # The greedy warm start ignores maxMoves/minGainPerMove; it must not become the incumbent
-        # (returned as is when every level fails) nor fix the pending level to a value the limits forbid.
-        start = Assignment.unchanged(problem)
-    levels = _Levels(problem, started + limit, workers or problem.settings.workers, start)
+def _solve_levels(problem: Problem, start: Assignment, deadline: float, workers: int) -> tuple[_Levels, int]:
+    """Run the lexicographic levels on one (sub)problem; returns the levels and the model size."""
+    levels = _Levels(problem, deadline, workers, start)
     plan: list[tuple[str, Callable[[], cp_model.LinearExprT], bool, float]] = []
     if levels.v.placed and not levels.greedy_places_all_pending():
         plan.append(("pending", lambda: c.pending_placed(problem, levels.v), True, 0.25))
@@ -271,13 +264,96 @@ def solve(problem: Problem, *, time_limit: float | None = None, workers: int | N
     plan.append(("moveCost", lambda: c.move_cost(problem, levels.v), False, 1.0))
     for name, expr, maximize, share in plan:
         levels.run(name, expr(), maximize, share)
-    return SolveResult(
-        problem=problem,
-        assignment=levels.best,
-        empty_nodes=_empty_nodes(problem, levels.best),
-        status=levels.status,
-        levels=levels.results,
-        wall_seconds=time.monotonic() - started,
-        variables=len(levels.v.model.proto.variables),
-        greedy_assignment=levels.greedy,
-    )
+    return levels, len(levels.v.model.proto.variables)
+
+
+def _components(problem: Problem) -> list[list[int]]:
+    """Groups of types that share no node (e.g. MIG pools and whole-GPU pools), largest first."""
+    parent = list(range(len(problem.nodes)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for ptype in problem.types:
+        nodes = list(ptype.targets) + list(ptype.initial)
+        for other in nodes[1:]:
+            parent[find(other)] = find(nodes[0])
+    groups: dict[int, list[int]] = {}
+    for ptype in problem.types:
+        nodes = list(ptype.targets) + list(ptype.initial)
+        root = find(nodes[0]) if nodes else -1 - ptype.index
+        groups.setdefault(root, []).append(ptype.index)
+    return sorted(groups.values(), key=lambda g: -sum(len(problem.types[t].targets) for t in g))
+
+
+def _decomposable(problem: Problem) -> bool:
+    """Limits and shape headroom tie every node together; without them components are independent."""
+    cfg = problem.settings
+    return not problem.target_shapes and cfg.max_moves is None and cfg.max_moves_per_namespace is None and cfg.min_gain_per_move <= 0
+
+
+def _part(problem: Problem, type_ids: list[int]) -> tuple[Problem, dict[int, int]]:
+    """The subproblem over some types; only their nodes may count as freed."""
+    nodes = {n for t in type_ids for n in (*problem.types[t].targets, *problem.types[t].initial)}
+    mapping = {old: new for new, old in enumerate(type_ids)}
+    types = [replace(problem.types[old], index=new) for old, new in mapping.items()]
+    states = [s if s.index in nodes else replace(s, can_empty=False) for s in problem.nodes]
+    return replace(problem, nodes=states, types=types), mapping
+
+
+def _merge_levels(parts: list[list[LevelResult]], offset: dict[str, float]) -> list[LevelResult]:
+    merged: dict[str, LevelResult] = {}
+    for results in parts:
+        for lv in results:
+            acc = merged.get(lv.name)
+            if acc is None:
+                merged[lv.name] = LevelResult(lv.name, lv.status, lv.objective + offset.get(lv.name, 0.0),
+                                              lv.bound + offset.get(lv.name, 0.0), lv.seconds)
+                continue
+            status = acc.status if acc.status == lv.status == "OPTIMAL" or acc.status != "OPTIMAL" else lv.status
+            merged[lv.name] = LevelResult(lv.name, status, acc.objective + lv.objective, acc.bound + lv.bound, acc.seconds + lv.seconds)
+    return list(merged.values())
+
+
+def solve(problem: Problem, *, time_limit: float | None = None, workers: int | None = None) -> SolveResult:
+    """Solve, narrowing very large instances around the greedy warm start and solving independent
+    components (node pools that share no pod) one by one; the result names the problem it solved."""
+    started = time.monotonic()
+    limit = time_limit if time_limit is not None else problem.settings.time_limit_seconds
+    deadline = started + limit
+    workers = workers or problem.settings.workers
+    problem, start = _narrow(problem, greedy(problem))
+    if not within_limits(problem, start):
+        # The greedy warm start ignores maxMoves/minGainPerMove; it must not become the incumbent
+        # (returned as is when every level fails) nor fix the pending level to a value the limits forbid.
+        start = Assignment.unchanged(problem)
+    groups = _components(problem) if _decomposable(problem) else [[t.index for t in problem.types]]
+    if len(groups) <= 1:
+        levels, size = _solve_levels(problem, start, deadline, workers)
+        return SolveResult(problem=problem, assignment=levels.best, empty_nodes=_empty_nodes(problem, levels.best),
+                           status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
+                           variables=size, greedy_assignment=start)
+    weights = [sum(len(problem.types[t].targets) for t in group) for group in groups]
+    assignment = Assignment()
+    all_levels: list[list[LevelResult]] = []
+    status, variables, touched = "OPTIMAL", 0, set()
+    for i, group in enumerate(groups):
+        part, mapping = _part(problem, group)
+        touched |= {n for t in group for n in (*problem.types[t].targets, *problem.types[t].initial)}
+        share = weights[i] / max(1, sum(weights[i:]))
+        back = {new: old for old, new in mapping.items()}
+        part_start = Assignment({mapping[t]: per for t, per in start.counts.items() if t in mapping},
+                                {mapping[t]: per for t, per in start.placed.items() if t in mapping})
+        levels, size = _solve_levels(part, part_start, time.monotonic() + max(0.05, deadline - time.monotonic()) * share, workers)
+        assignment.counts.update({back[t]: per for t, per in levels.best.counts.items()})
+        assignment.placed.update({back[t]: per for t, per in levels.best.placed.items()})
+        all_levels.append(levels.results)
+        status = status if levels.status == "OPTIMAL" else "FEASIBLE"
+        variables += size
+    untouched_free = sum(s.gpus for s in problem.nodes if s.gpus and s.can_empty and not s.ran_gpu_pods and s.index not in touched)
+    return SolveResult(problem=problem, assignment=assignment, empty_nodes=_empty_nodes(problem, assignment), status=status,
+                       levels=_merge_levels(all_levels, {"freedGpus": float(untouched_free)}), wall_seconds=time.monotonic() - started,
+                       variables=variables, greedy_assignment=start)
