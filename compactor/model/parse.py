@@ -7,6 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from compactor.errors import InputError
+from compactor.model.fields import as_object
 from compactor.model.gpu import derive_gpu_info
 from compactor.model.quantity import parse_resource_list
 from compactor.model.requests import effective_requests
@@ -49,12 +50,7 @@ def _list(value: Any, *, source: str, obj: str, field: str) -> list[Any]:
 
 def _section(raw: dict[str, Any], key: str, *, source: str, obj: str) -> dict[str, Any]:
     """``metadata``/``spec``/``status``: an object, or absent."""
-    value = raw.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"expected an object, got {type(value).__name__}", source=source, obj=obj, field=key)
-    return value
+    return as_object(raw.get(key), source=source, obj=obj, field=key)
 
 
 def _dicts(value: Any, *, source: str, obj: str, field: str, what: str) -> list[dict[str, Any]]:
@@ -176,23 +172,15 @@ def _parse_tolerations(raw: Any, *, source: str, obj: str) -> tuple[Toleration, 
     return tuple(out)
 
 
-def _object(value: Any, *, source: str, obj: str, field: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"expected an object, got {type(value).__name__}", source=source, obj=obj, field=field)
-    return value
-
-
 def _affinity(raw: Any, *, source: str, obj: str) -> Affinity:
     if not raw:
         return Affinity()
-    raw = _object(raw, source=source, obj=obj, field="spec.affinity")
+    raw = as_object(raw, source=source, obj=obj, field="spec.affinity")
     required = "requiredDuringSchedulingIgnoredDuringExecution"
-    node_aff = _object(raw.get("nodeAffinity"), source=source, obj=obj, field="spec.affinity.nodeAffinity").get(required)
+    node_aff = as_object(raw.get("nodeAffinity"), source=source, obj=obj, field="spec.affinity.nodeAffinity").get(required)
     terms: tuple[NodeSelectorTerm, ...] | None = None
     if node_aff is not None:
-        node_aff = _object(node_aff, source=source, obj=obj, field=f"spec.affinity.nodeAffinity.{required}")
+        node_aff = as_object(node_aff, source=source, obj=obj, field=f"spec.affinity.nodeAffinity.{required}")
         field = f"spec.affinity.nodeAffinity.{required}.nodeSelectorTerms"
         terms = tuple(
             NodeSelectorTerm(
@@ -201,8 +189,8 @@ def _affinity(raw: Any, *, source: str, obj: str) -> Affinity:
             )
             for i, t in enumerate(_dicts(node_aff.get("nodeSelectorTerms"), source=source, obj=obj, field=field, what="a term"))
         )
-    pod_aff = _object(raw.get("podAffinity"), source=source, obj=obj, field="spec.affinity.podAffinity").get(required)
-    anti = _object(raw.get("podAntiAffinity"), source=source, obj=obj, field="spec.affinity.podAntiAffinity").get(required)
+    pod_aff = as_object(raw.get("podAffinity"), source=source, obj=obj, field="spec.affinity.podAffinity").get(required)
+    anti = as_object(raw.get("podAntiAffinity"), source=source, obj=obj, field="spec.affinity.podAntiAffinity").get(required)
     return Affinity(terms, bool(pod_aff), bool(anti))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from compactor.errors import InputError
+from compactor.model.fields import as_object
 from compactor.model.quantity import parse_resource_list
 from compactor.model.resources import Resources, elementwise_max
 
@@ -29,14 +30,6 @@ def is_pod_level_resource(name: str) -> bool:
     return name in _POD_LEVEL_RESOURCES or name.startswith(_HUGEPAGES_PREFIX)
 
 
-def _mapping(value: Any, *, source: str, obj: str, field: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"expected an object, got {type(value).__name__}", source=source, obj=obj, field=field)
-    return value
-
-
 def _requests_and_limits(resources: dict[str, Any], *, source: str, obj: str, field: str) -> tuple[dict[str, int], dict[str, int]]:
     requests = parse_resource_list(resources.get("requests"), source=source, obj=obj, field=f"{field}.requests")
     limits = parse_resource_list(resources.get("limits"), source=source, obj=obj, field=f"{field}.limits")
@@ -46,7 +39,7 @@ def _requests_and_limits(resources: dict[str, Any], *, source: str, obj: str, fi
 def container_requests(container: Any, *, source: str, obj: str, field: str) -> dict[str, int]:
     if not isinstance(container, dict):
         raise InputError(f"expected a container object, got {type(container).__name__}", source=source, obj=obj, field=field)
-    resources = _mapping(container.get("resources"), source=source, obj=obj, field=f"{field}.resources")
+    resources = as_object(container.get("resources"), source=source, obj=obj, field=f"{field}.resources")
     requests, limits = _requests_and_limits(resources, source=source, obj=obj, field=f"{field}.resources")
     for name, amount in limits.items():
         requests.setdefault(name, amount)
@@ -90,7 +83,7 @@ def aggregate_container_requests(spec: dict[str, Any], *, source: str = "", obj:
 
 def _pod_level_requests(spec: dict[str, Any], aggregate: dict[str, int], *, source: str, obj: str) -> dict[str, int]:
     """Pod-level requests after API defaulting (``defaultPodRequests``), supported resources only."""
-    resources = _mapping(spec.get("resources"), source=source, obj=obj, field="spec.resources")
+    resources = as_object(spec.get("resources"), source=source, obj=obj, field="spec.resources")
     requests, limits = _requests_and_limits(resources, source=source, obj=obj, field="spec.resources")
     if limits:
         for name, amount in limits.items():
