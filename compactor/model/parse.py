@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from compactor.errors import InputError
-from compactor.model.fields import as_object
+from compactor.model.fields import as_object, fast_key
 from compactor.model.gpu import derive_gpu_info
 from compactor.model.quantity import parse_resource_list
 from compactor.model.requests import effective_requests
@@ -145,14 +145,14 @@ def parse_node(raw: dict[str, Any], *, source: str, pool_label: str, warnings: l
     )
 
 
-_TOLERATIONS: dict[str, tuple[Toleration, ...]] = {}
+_TOLERATIONS: dict[bytes | str, tuple[Toleration, ...]] = {}
 
 
 def _tolerations(raw: Any, *, source: str, obj: str) -> tuple[Toleration, ...]:
     """Parsed tolerations; replicas (and every pod's default not-ready/unreachable pair) share them."""
     if not raw:
         return ()
-    key = repr(raw)
+    key = fast_key(raw)
     found = _TOLERATIONS.get(key)
     if found is None:
         found = _parse_tolerations(raw, source=source, obj=obj)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from compactor.errors import InputError
-from compactor.model.fields import as_object
+from compactor.model.fields import as_object, fast_key
 from compactor.model.quantity import parse_resource_list
 from compactor.model.resources import Resources, elementwise_max
 
@@ -95,11 +95,11 @@ def _pod_level_requests(spec: dict[str, Any], aggregate: dict[str, int], *, sour
     return {name: amount for name, amount in requests.items() if is_pod_level_resource(name)}
 
 
-_MEMO: dict[str, Resources] = {}
+_MEMO: dict[bytes | str, Resources] = {}
 _MEMO_LIMIT = 100_000
 
 
-def _memo_key(spec: dict[str, Any]) -> str | None:
+def _memo_key(spec: dict[str, Any]) -> bytes | str | None:
     """What the request depends on, as text: replicas of one template share it, so each template is computed once."""
     try:
         parts = [
@@ -110,7 +110,7 @@ def _memo_key(spec: dict[str, Any]) -> str | None:
         ]
     except AttributeError:
         return None  # malformed: let the full path name the field
-    return repr(parts)
+    return fast_key(parts)
 
 
 def effective_requests(spec: dict[str, Any], *, source: str = "", obj: str = "") -> Resources:
