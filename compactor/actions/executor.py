@@ -111,7 +111,7 @@ class Executor:
             if run.phase != "finishing":  # interrupted while finishing: every move is done, nodes may already be released
                 run.phase = "cordoning"
                 self._validate(run)
-                self._save(run)
+                self._save_first(run)
                 self._cordon_all(run)
                 run.phase = "evicting"
                 self._save(run)

@@ -116,10 +116,6 @@ def _best_target(loads: _Loads, ptype: PodType, avoid: set[int]) -> int | None:
     return None
 
 
-def _free_gpus(loads: _Loads, state: NodeState) -> float:
-    return loads.free_gpus(state)
-
-
 def _drain(problem: Problem, loads: _Loads, counts: dict[int, dict[int, int]], node: int, avoid: set[int]) -> bool:
     """Move every movable GPU pod off ``node``; on failure undo and return False."""
     done: list[tuple[PodType, int]] = []
@@ -156,7 +152,7 @@ def _place_pending(problem: Problem, loads: _Loads, assignment: Assignment, drai
 def _pending_target(problem: Problem, loads: _Loads, assignment: Assignment, ptype: PodType, drained: set[int]) -> int | None:
     fitting = [n for n in ptype.targets if loads.fits(ptype, n)]
     if fitting:
-        return min(fitting, key=lambda n: (_free_gpus(loads, problem.nodes[n]), problem.nodes[n].node.name))
+        return min(fitting, key=lambda n: (loads.free_gpus(problem.nodes[n]), problem.nodes[n].node.name))
     for node in sorted(ptype.targets, key=lambda n: (loads.gpu_pods[n], problem.nodes[n].node.name)):
         if not problem.nodes[node].can_empty or node in drained:
             continue

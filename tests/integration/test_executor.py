@@ -700,3 +700,13 @@ def test_the_reservation_taint_value_is_one_the_api_server_accepts(pending: str,
     (taint,) = c.nodes["gpu-2"]["spec"]["taints"]
     assert len(taint["value"]) <= 63 and LABEL_VALUE.fullmatch(taint["value"]) and taint["value"] == value
     assert marks(c, "gpu-2")[ann.RESERVED_FOR] == pending  # the full name is kept where length does not matter
+
+
+def test_a_missing_state_namespace_fails_the_run_before_any_change_with_a_hint() -> None:
+    c, plan = setup()
+    c.fail_next("write_state", 404)
+    report = run(c, plan)
+    assert report.status == "failed"
+    assert "create the state namespace" in report.reason and "executor.state_namespace" in report.reason
+    assert writes(c, "patch_node") == [] and evict_calls(c) == []
+    assert_clean(c)
