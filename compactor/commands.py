@@ -142,7 +142,7 @@ def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
             sys.stdout.write(f"reason: {report.reason}\n")
         if isinstance(client, RecordingClient):
             sys.stdout.write("intended changes:\n" + "".join(f"  {line}\n" for line in client.intended_changes()))
-    return 0 if report.status in ("succeeded", "nothing-to-do") else 1
+    return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
 
 
 def cmd_apply(args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ class Progress:
 @dataclass
 class RunReport:
     plan_id: str
-    status: str  # succeeded | failed | nothing-to-do
+    status: str  # succeeded | partial (per-cycle cap reached) | failed | nothing-to-do
     moves_total: int
     moves_done: int = 0
     freed_nodes: list[str] = field(default_factory=list)
@@ -67,6 +67,7 @@ class _Run:
     # evictions sent (write-ahead) whose replacement is not confirmed yet: pod -> {"owner": uid, "siblings": [uid, ...]}
     inflight: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: str = ""  # why a rollback started
+    capped: bool = False  # max_evictions_per_cycle left moves for a later run
 
     @classmethod
     def resumed(cls, plan: CompactionPlan, state: dict[str, str]) -> _Run:
@@ -119,6 +120,9 @@ class Executor:
                 run.phase = "finishing"
                 self._save(run)
             report.freed_nodes = self._finish(run)
+            if run.capped:
+                report.status = "partial"
+                report.reason = f"max_evictions_per_cycle ({self.settings.max_evictions_per_cycle}) reached; the rest waits for the next run"
         except (Abort, ClusterError) as exc:
             self._rollback(run, str(exc))
             report.status = "failed"
@@ -176,6 +180,7 @@ class Executor:
         pending = [m for m in run.plan.moves if m.pod not in run.done][: self.settings.max_evictions_per_cycle]
         if len(pending) < len([m for m in run.plan.moves if m.pod not in run.done]):
             log.info("per-cycle eviction cap reached", extra={"cap": self.settings.max_evictions_per_cycle})
+            run.capped = True
         for batch in _batches(pending, self.settings.max_concurrent_evictions):
             self._evict_batch(run, batch)
 

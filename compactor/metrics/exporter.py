@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from compactor.metrics.fragmentation import AggregateFigures, Figures
 
 PREFIX = "gpu_compactor_"
-RUN_STATUSES = ("succeeded", "failed", "nothing-to-do")
+RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do")
 
 
 class Exporter(Collector):
@@ -54,7 +54,7 @@ class Exporter(Collector):
                 self._cordoned = cordoned_nodes
 
     def record_run(self, status: str, *, evictions: int = 0) -> None:
-        """One executor run ended with ``status`` (succeeded | failed | nothing-to-do) after ``evictions`` evictions."""
+        """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do) after ``evictions`` evictions."""
         if evictions < 0:
             raise ValueError(f"evictions must be >= 0, got {evictions}")
         with self._lock:

@@ -381,7 +381,8 @@ def test_the_per_cycle_cap_bounds_the_evictions() -> None:
     settings = SETTINGS.model_copy(update={"max_evictions_per_cycle": 2, "after_drain": "keepCordoned"})
     report = run(c, plan, settings)
     assert len(c.evicted) == 2 and c.evicted == [m.pod for m in plan.moves[:2]]
-    assert report.moves_done == 2 and report.status == "succeeded"
+    assert report.moves_done == 2 and report.status == "partial"
+    assert "max_evictions_per_cycle" in report.reason
     # gpu-2 lost both its GPU pods and stays cordoned as asked; gpu-3 was not freed and is uncordoned whatever the mode
     assert report.freed_nodes == ["gpu-2"] and c.cordoned_nodes() == ["gpu-2"]
     assert marks(c, "gpu-3") == {} and marks(c, "gpu-2")[ann.AFTER_DRAIN] == "keepCordoned"
