@@ -59,12 +59,12 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
     return {"nodes": len(snap.nodes), "pods": len(snap.pods), "rows": rows, "peakRssMiB": round(rss)}
 
 
-def run_size(nodes: int, pods: int, time_limit: float, workers: int) -> dict[str, object]:
+def run_size(nodes: int, pods: int, time_limit: float, workers: int, fill: float = 0.75) -> dict[str, object]:
     from generate_cluster import generate, write
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"cluster-{nodes}.json"
-        write(generate(nodes, pods, seed=0), path)
+        write(generate(nodes, pods, seed=0, fill=fill), path)
         out = subprocess.run(
             [sys.executable, __file__, "--child", str(path), "--time-limit", str(time_limit), "--workers", str(workers)],
             check=True, capture_output=True, text=True,
@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="400:3000,1000:8000", help="comma-separated NODES:PODS")
     parser.add_argument("--time-limit", type=float, default=None, help="solver time limit (default 10 s for <= 400 nodes, else 25 s)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--fill", type=float, default=0.75, help="share of each GPU pool's capacity the generated workload asks for")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -101,7 +102,7 @@ def main() -> None:
     for size in args.sizes.split(","):
         nodes, pods = (int(x) for x in size.split(":"))
         limit = args.time_limit or (10.0 if nodes <= 400 else 25.0)  # 25 s of solving leaves room for load and figures in 30 s
-        print_size(run_size(nodes, pods, limit, args.workers), limit)
+        print_size(run_size(nodes, pods, limit, args.workers, args.fill), limit)
 
 
 if __name__ == "__main__":
