@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from compactor import __version__
 from compactor.errors import CompactorError
@@ -104,15 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _register_extra_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Commands implemented in their own modules (planner, executor, controller)."""
-    registrars: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
-    try:
-        from compactor.commands import register_all
-    except ImportError:
-        return
-    registrars.append(register_all)
-    for register in registrars:
-        register(commands)
+    """Commands implemented in their own module (plan, apply, run, controller)."""
+    from compactor.commands import register_all
+
+    register_all(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,7 +56,9 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
     plan.set_defaults(handler=cmd_plan)
     register_executor_commands(commands)
-    __import__("compactor.controller", fromlist=["register"]).register(commands)  # compactor controller
+    from compactor.controller import register as register_controller
+
+    register_controller(commands)
 
 
 class _TerminalProgress:
