@@ -53,7 +53,7 @@ def _move_reason(problem: Problem, move: ConcreteMove, freed: set[int], pending_
     else:
         why = f"makes room on {source.node.name}"
     where = "already runs GPU pods" if target.ran_gpu_pods else "has room"
-    return f"{why}; {target.node.name} {where} ({target.free_gpus_before:g} GPUs free before)"
+    return f"{why}; {target.node.name} {where}, {round(target.free_gpus_before, 2):g} GPUs free before"
 
 
 def _owner(move: ConcreteMove) -> str:

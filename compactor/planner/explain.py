@@ -54,9 +54,15 @@ def render_text(plan: CompactionPlan) -> str:
     if plan.moves:
         out += ["", "Moves, in execution order:"]
         width = max(len(m.pod) for m in plan.moves)
+        previous = ""
         for i, move in enumerate(plan.moves, 1):
-            out.append(f"  {i:>3}. {move.pod:<{width}}  {move.from_node} -> {move.to_node}")
-            out.append(f"       why: {move.reason}")
+            why, _, where = move.reason.partition("; ")
+            if why != previous:  # consecutive moves off one node share their reason
+                out.append(f"  why: {why}")
+                previous = why
+            where = where.removeprefix(f"{move.to_node} ")
+            target = f"  ({where})" if where else ""
+            out.append(f"  {i:>4}. {move.pod:<{width}}  {move.from_node} -> {move.to_node}{target}")
     if plan.placed_pending:
         out += ["", "Pending pods that fit after the plan:"]
         out += [f"  {p.pod} -> {p.to_node}" for p in plan.placed_pending]
@@ -70,7 +76,7 @@ def render_text(plan: CompactionPlan) -> str:
 
 
 def render_markdown(plan: CompactionPlan) -> str:
-    out = ["# " + _headline(plan)[0], "", *[line.strip() for line in _headline(plan)[1:]], ""]
+    out = ["# " + _headline(plan)[0], "", *[f"- {line.strip()}" for line in _headline(plan)[1:]], ""]
     if plan.moves:
         out += ["## Moves (execution order)", "", "| # | pod | from | to | why |", "|---|---|---|---|---|"]
         out += [f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.reason} |" for i, m in enumerate(plan.moves, 1)]
