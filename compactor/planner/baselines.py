@@ -18,7 +18,7 @@ from compactor.model.resources import CPU, MEMORY, is_gpu_resource
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.eligibility import is_target
 from compactor.planner.greedy import greedy
-from compactor.planner.problem import Problem, build_problem
+from compactor.planner.problem import Problem, build_problem, gpu_pod_counts
 from compactor.planner.solution import concretise, gpu_nodes_changed
 from compactor.settings import PlannerSettings
 
@@ -76,7 +76,7 @@ def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scor
                     for r, v in ptype.requests.items():
                         loads[state.index][r] -= v
     moves = 0
-    after_gpu_pods = _gpu_pod_counts(problem.snapshot)
+    after_gpu_pods = gpu_pod_counts(problem.snapshot)
     for pod, source, requests in evicted:
         target = _schedule(problem, loads, pod, requests, scoring)
         target = source if target is None else target
@@ -86,7 +86,7 @@ def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scor
             moves += 1
             after_gpu_pods[source] -= 1
             after_gpu_pods[target] += 1
-    before_pods = _gpu_pod_counts(problem.snapshot)
+    before_pods = gpu_pod_counts(problem.snapshot)
     freed = [s for s in problem.nodes if s.gpus and before_pods[s.index] > 0 and after_gpu_pods[s.index] == 0]
     filled = [s for s in problem.nodes if s.gpus and before_pods[s.index] == 0 and after_gpu_pods[s.index] > 0]
     return BaselineResult(
@@ -94,16 +94,6 @@ def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scor
         tuple(s.node.name for s in freed), tuple(s.node.name for s in filled),
         sum(s.gpus for s in freed) - sum(s.gpus for s in filled),
     )
-
-
-def _gpu_pod_counts(snapshot: Snapshot) -> list[int]:
-    nodes = snapshot.node_by_name()
-    index = {name: i for i, name in enumerate(nodes)}
-    counts = [0] * len(nodes)
-    for pod in snapshot.pods:
-        if pod.is_bound and pod.uses_gpu:
-            counts[index[pod.node_name]] += 1
-    return counts
 
 
 def _schedule(problem: Problem, loads: list[dict[str, int]], pod: Pod, requests: dict[str, int], scoring: str) -> int | None:

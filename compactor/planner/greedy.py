@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from compactor.model.resources import is_gpu_resource
-from compactor.planner.problem import NodeState, PodType, Problem
+from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_load
 
 
 @dataclass
@@ -41,7 +41,7 @@ class _Loads:
         self.problem = problem
         self.load: list[dict[str, int]] = [dict(s.fixed) for s in problem.nodes]
         self.gpu_pods: list[int] = [0] * len(problem.nodes)
-        self.fixed_gpu = [any(is_gpu_resource(r) and v > 0 for r, v in s.fixed.items()) for s in problem.nodes]
+        self.fixed_gpu = [holds_gpu_load(s.fixed) for s in problem.nodes]
         self.order: list[tuple[float, str, int]] = []  # (free GPUs, name, node) for GPU nodes, ascending
         self.key: dict[int, tuple[float, str, int]] = {}
         for ptype in problem.types:

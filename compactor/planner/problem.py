@@ -105,13 +105,24 @@ def _free_gpus(node: Node, load: Mapping[str, int]) -> float:
     return sum(max(0, node.allocatable.get(r, 0) - load.get(r, 0)) * eq for r, eq in node.gpu.gpu_equivalent)
 
 
+def holds_gpu_load(load: Mapping[str, int]) -> bool:
+    """Does this load include any GPU resource?"""
+    return any(is_gpu_resource(r) and v > 0 for r, v in load.items())
+
+
+def gpu_pod_counts(snapshot: Snapshot) -> list[int]:
+    """Bound GPU pods per node, in the snapshot's node order."""
+    index = {node.name: i for i, node in enumerate(snapshot.nodes)}
+    counts = [0] * len(snapshot.nodes)
+    for pod in snapshot.pods:
+        if pod.is_bound and pod.uses_gpu:
+            counts[index[pod.node_name]] += 1
+    return counts
+
+
 def _priority_weights(pods: Sequence[Pod]) -> dict[int, int]:
     """Higher priority pending pods weigh more: weight = 1 + rank of the priority among pending pods."""
     return {prio: rank + 1 for rank, prio in enumerate(sorted({p.priority for p in pods}))}
-
-
-def _gpu_load(node: Node, load: Mapping[str, int]) -> float:
-    return sum(load.get(r, 0) * eq for r, eq in node.gpu.gpu_equivalent)
 
 
 def _freeable(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> set[str]:
@@ -170,7 +181,7 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
 
 def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool) -> NodeState:
     capacity = {r: max(node.allocatable.get(r, 0), load.get(r, 0)) for r in set(node.allocatable) | set(load)}
-    ran_gpu = any(is_gpu_resource(r) and v > 0 for r, v in load.items())
+    ran_gpu = holds_gpu_load(load)
     return NodeState(
         index=index,
         node=node,
@@ -276,7 +287,7 @@ def restrict(problem: Problem, sources: set[int], used: dict[int, set[int]] | No
         types.append(narrowed)
     states = [
         replace(s, fixed={k: v for k, v in fixed[s.index].items() if v},
-                can_empty=s.can_empty and not any(is_gpu_resource(r) and v > 0 for r, v in fixed[s.index].items()))
+                can_empty=s.can_empty and not holds_gpu_load(fixed[s.index]))
         for s in problem.nodes
     ]
     return replace(problem, nodes=states, types=types), mapping

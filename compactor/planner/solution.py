@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod
 from compactor.planner.greedy import Assignment
-from compactor.planner.problem import PodType, Problem
+from compactor.planner.problem import PodType, Problem, gpu_pod_counts
 
 
 @dataclass
@@ -137,11 +137,7 @@ def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tup
 
 def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> tuple[list[int], list[int]]:
     """(freed, filled): GPU nodes that ran a GPU pod before and none after, and the reverse."""
-    index = {s.node.name: s.index for s in problem.nodes}
-    before = [0] * len(problem.nodes)
-    for pod in problem.snapshot.pods:
-        if pod.is_bound and pod.uses_gpu:
-            before[index[pod.node_name]] += 1
+    before = gpu_pod_counts(problem.snapshot)
     after = list(before)
     for move in moves:
         if move.ptype.uses_gpu:

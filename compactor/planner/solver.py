@@ -13,10 +13,9 @@ from dataclasses import dataclass, field, replace
 
 from ortools.sat.python import cp_model
 
-from compactor.model.resources import is_gpu_resource
 from compactor.planner import constraints as c
 from compactor.planner.greedy import Assignment, greedy
-from compactor.planner.problem import Problem, movable_pods, restrict
+from compactor.planner.problem import Problem, holds_gpu_load, movable_pods, restrict
 from compactor.planner.variables import Variables, make_variables
 
 _STATUS = {
@@ -57,7 +56,7 @@ def _empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
         source = assignment.placed if ptype.pending else assignment.counts
         for node, count in source.get(ptype.index, {}).items():
             gpu_load[node] += count
-    fixed_gpu = {s.index for s in problem.nodes if any(is_gpu_resource(r) and v for r, v in s.fixed.items())}
+    fixed_gpu = {s.index for s in problem.nodes if holds_gpu_load(s.fixed)}
     return {s.index for s in problem.nodes if s.gpus and s.can_empty and gpu_load[s.index] == 0 and s.index not in fixed_gpu}
 
 
