@@ -47,8 +47,29 @@ def _gpus_for_instances(model: GpuModel, instances: list[tuple[MigProfile, float
     return max(memory, compute, per_profile)
 
 
+_NVIDIA_PREFIX = "nvidia.com/"
+_MEMO: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]], tuple[GpuInfo, tuple[str, ...]]] = {}
+_MEMO_LIMIT = 10_000
+
+
 def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[GpuInfo, list[str]]:
-    """The node's GPU picture, and warnings (unknown MIG profiles, inconsistent labels)."""
+    """The node's GPU picture, and warnings (unknown MIG profiles, inconsistent labels).
+
+    Nodes of one pool share it: only ``nvidia.com/`` labels and allocatable count,
+    so the picture is computed once per distinct combination.
+    """
+    key = (tuple(sorted(item for item in labels.items() if item[0].startswith(_NVIDIA_PREFIX))), tuple(sorted(allocatable.items())))
+    found = _MEMO.get(key)
+    if found is None:
+        info, warnings = _derive_gpu_info(labels, allocatable)
+        found = info, tuple(warnings)
+        if len(_MEMO) >= _MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = found
+    return found[0], list(found[1])
+
+
+def _derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[GpuInfo, list[str]]:
     warnings: list[str] = []
     product = labels.get(PRODUCT_LABEL, "")
     strategy = labels.get(MIG_STRATEGY_LABEL, "none")

@@ -9,25 +9,34 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 import yaml
 
 from compactor.errors import InputError
-from compactor.model.parse import object_name, parse_config_map, parse_node, parse_pdb, parse_pod
+from compactor.model.parse import RawObject, object_name, parse_config_map, parse_node, parse_pdb, parse_pod
+from compactor.model.schema import KubeList, KubeObject
 from compactor.model.types import ConfigMap, Node, Pdb, Pod, Snapshot
 
 DEFAULT_POOL_LABEL = "nvidia.com/gpu.product"
 _LIST_KINDS = {"List", "NodeList", "PodList", "PodDisruptionBudgetList", "ConfigMapList"}
-_KNOWN_KINDS = {"Node", "Pod", "PodDisruptionBudget", "ConfigMap"}
+_LIST_DECODER = msgspec.json.Decoder(KubeList)
+
+
+def _looks_like_json(text: str | bytes) -> bool:
+    first = text.lstrip()[:1]
+    return first in ("{", "[") if isinstance(text, str) else first in (b"{", b"[")
 
 
 def _decode(text: str, source: str) -> list[Any]:
     """Parse JSON, or YAML (one or more documents)."""
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
+    if _looks_like_json(text):
         try:
-            return [orjson.loads(text)]
-        except json.JSONDecodeError as exc:  # orjson's error subclasses it, with line and column
+            return [msgspec.json.decode(text)]
+        except msgspec.DecodeError:
+            pass  # the standard library says where: line and column
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as exc:
             raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
     try:
         return [doc for doc in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc is not None]
@@ -36,6 +45,30 @@ def _decode(text: str, source: str) -> list[Any]:
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"malformed YAML{where}: {problem}", source=source) from None
+
+
+def _decode_typed(content: str | bytes) -> list[KubeObject] | None:
+    """The common case in one typed pass: a JSON List (or one object) that fits the schema.
+
+    ``None`` when it does not (bad input, a nested List, an unknown kind whose
+    fields clash with the schema): the caller then goes object by object, which
+    skips unknown kinds and names the object and field at fault.
+    """
+    try:
+        document = _LIST_DECODER.decode(content)
+    except msgspec.MsgspecError:
+        return None
+    if document.items is None:
+        return [] if document.kind in _LIST_KINDS else [document]
+    if document.kind is not None and document.kind not in _LIST_KINDS:
+        return None
+    item_kind = (document.kind or "List").removesuffix("List")
+    for item in document.items:
+        if item.kind is None and item_kind:
+            item.kind = item_kind
+        elif item.kind in _LIST_KINDS:
+            return None
+    return document.items
 
 
 def _flatten(documents: Iterable[Any], source: str, where: str = "") -> Iterable[dict[str, Any]]:
@@ -59,47 +92,78 @@ def _flatten(documents: Iterable[Any], source: str, where: str = "") -> Iterable
         yield doc
 
 
-def read_source(path: str, stdin_text: str | None = None) -> list[dict[str, Any]]:
-    """Raw objects from one file (``-`` = standard input)."""
+def _read(path: str, stdin_text: str | None) -> tuple[str | bytes, str]:
+    """(content, source name) of a file, or of standard input for ``-``."""
     if path == "-":
-        text = stdin_text if stdin_text is not None else sys.stdin.read()
-        source = "<stdin>"
-    else:
-        source = path
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError("no such file", source=path) from None
-        except IsADirectoryError:
-            raise InputError("is a directory, expected a file", source=path) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read: {exc}", source=path) from None
-    return [dict(obj, __source__=source) for obj in _flatten(_decode(text, source), source)]
+        return (stdin_text if stdin_text is not None else sys.stdin.read()), "<stdin>"
+    try:
+        return Path(path).read_bytes(), path
+    except FileNotFoundError:
+        raise InputError("no such file", source=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a file", source=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", source=path) from None
+
+
+def _as_text(content: str | bytes, source: str) -> str:
+    if isinstance(content, str):
+        return content
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read: {exc}", source=source) from None
+
+
+def read_source(path: str, stdin_text: str | None = None) -> list[dict[str, Any]]:
+    """Raw objects (dicts, tagged with ``__source__``) from one file (``-`` = standard input)."""
+    content, source = _read(path, stdin_text)
+    return [dict(obj, __source__=source) for obj in _flatten(_decode(_as_text(content, source), source), source)]
+
+
+def _read_objects(path: str, stdin_text: str | None) -> tuple[str, Sequence[RawObject]]:
+    """(source name, objects) of one file: typed in one pass when it can be, else as dicts."""
+    content, source = _read(path, stdin_text)
+    typed = _decode_typed(content) if _looks_like_json(content) else None
+    if typed is not None:
+        return source, typed
+    return source, list(_flatten(_decode(_as_text(content, source), source), source))
 
 
 def build_snapshot(
-    objects: Sequence[dict[str, Any]],
+    objects: Iterable[RawObject],
     *,
     source: str,
     pool_label: str = DEFAULT_POOL_LABEL,
 ) -> Snapshot:
-    """Objects (each optionally tagged with ``__source__``) -> an immutable snapshot with warnings."""
+    """Objects (dicts, each optionally tagged with ``__source__``, or decoded) -> an immutable snapshot with warnings."""
+    return _assemble(((_origin(raw, source), raw) for raw in objects), source=source, pool_label=pool_label)
+
+
+def _origin(raw: RawObject, default: str) -> str:
+    return str(raw.get("__source__", default)) if isinstance(raw, dict) else default
+
+
+def _kind(raw: RawObject) -> Any:
+    return raw.kind if isinstance(raw, KubeObject) else raw.get("kind")
+
+
+def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_label: str) -> Snapshot:
     warnings: list[str] = []
     nodes: dict[str, Node] = {}
     pods: list[Pod] = []
     pdbs: list[Pdb] = []
     config_maps: list[ConfigMap] = []
     skipped: dict[str, int] = {}
-    for raw in objects:
-        origin = str(raw.get("__source__", source))
-        kind = raw.get("kind")
-        if kind == "Node":
+    for origin, raw in objects:
+        kind = _kind(raw)
+        if kind == "Pod":
+            pods.append(parse_pod(raw, source=origin))
+        elif kind == "Node":
             node = parse_node(raw, source=origin, pool_label=pool_label, warnings=warnings)
             if node.name in nodes:
                 raise InputError("duplicate node name", source=origin, obj=object_name(raw), field="metadata.name")
             nodes[node.name] = node
-        elif kind == "Pod":
-            pods.append(parse_pod(raw, source=origin))
         elif kind == "PodDisruptionBudget":
             pdbs.append(parse_pdb(raw, source=origin))
         elif kind == "ConfigMap":
@@ -127,10 +191,9 @@ def build_snapshot(
 
 def load_files(paths: Sequence[str], *, pool_label: str = DEFAULT_POOL_LABEL, stdin_text: str | None = None) -> Snapshot:
     with gc_paused():
-        objects: list[dict[str, Any]] = []
-        for path in paths:
-            objects.extend(read_source(path, stdin_text))
-        return build_snapshot(objects, source=", ".join(paths), pool_label=pool_label)
+        batches = [_read_objects(path, stdin_text) for path in paths]
+        pairs = ((origin, raw) for origin, objects in batches for raw in objects)
+        return _assemble(pairs, source=", ".join(paths), pool_label=pool_label)
 
 
 class gc_paused:

@@ -65,6 +65,17 @@ def _ceil(value: Decimal) -> int:
 
 def to_scheduler_units(resource: str, value: object) -> int:
     """Integer amount in scheduler units (millicores for CPU, units otherwise), rounded up."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return _scheduler_units_cached(resource, value)
+    return _scheduler_units(resource, value)
+
+
+@lru_cache(maxsize=65536, typed=True)  # typed: 1, 1.0 and "1" are different inputs (and True is no quantity)
+def _scheduler_units_cached(resource: str, value: str | int | float) -> int:
+    return _scheduler_units(resource, value)
+
+
+def _scheduler_units(resource: str, value: object) -> int:
     amount = parse_quantity(value)
     if amount < 0:
         raise ValueError(f"negative quantity {value!r}")

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactor.errors import InputError
-from compactor.model.fields import as_object, fast_key
+import msgspec
+
 from compactor.model.quantity import parse_resource_list
 from compactor.model.resources import Resources, elementwise_max
+from compactor.model.schema import Container, ObjectSpec, ResourceRequirements, convert_section
 
 _POD_LEVEL_RESOURCES = ("cpu", "memory")
 _HUGEPAGES_PREFIX = "hugepages-"
@@ -30,29 +31,19 @@ def is_pod_level_resource(name: str) -> bool:
     return name in _POD_LEVEL_RESOURCES or name.startswith(_HUGEPAGES_PREFIX)
 
 
-def _requests_and_limits(resources: dict[str, Any], *, source: str, obj: str, field: str) -> tuple[dict[str, int], dict[str, int]]:
-    requests = parse_resource_list(resources.get("requests"), source=source, obj=obj, field=f"{field}.requests")
-    limits = parse_resource_list(resources.get("limits"), source=source, obj=obj, field=f"{field}.limits")
+def _requests_and_limits(resources: ResourceRequirements | None, *, source: str, obj: str, field: str) -> tuple[dict[str, int], dict[str, int]]:
+    if resources is None:
+        return {}, {}
+    requests = parse_resource_list(resources.requests, source=source, obj=obj, field=f"{field}.requests")
+    limits = parse_resource_list(resources.limits, source=source, obj=obj, field=f"{field}.limits")
     return requests, limits
 
 
-def container_requests(container: Any, *, source: str, obj: str, field: str) -> dict[str, int]:
-    if not isinstance(container, dict):
-        raise InputError(f"expected a container object, got {type(container).__name__}", source=source, obj=obj, field=field)
-    resources = as_object(container.get("resources"), source=source, obj=obj, field=f"{field}.resources")
-    requests, limits = _requests_and_limits(resources, source=source, obj=obj, field=f"{field}.resources")
+def container_requests(container: Container, *, source: str, obj: str, field: str) -> dict[str, int]:
+    requests, limits = _requests_and_limits(container.resources, source=source, obj=obj, field=f"{field}.resources")
     for name, amount in limits.items():
         requests.setdefault(name, amount)
     return requests
-
-
-def _containers(spec: dict[str, Any], key: str, *, source: str, obj: str) -> list[Any]:
-    value = spec.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"expected a list, got {type(value).__name__}", source=source, obj=obj, field=f"spec.{key}")
-    return value
 
 
 def _add_into(acc: dict[str, int], extra: dict[str, int]) -> None:
@@ -60,17 +51,17 @@ def _add_into(acc: dict[str, int], extra: dict[str, int]) -> None:
         acc[key] = acc.get(key, 0) + value
 
 
-def aggregate_container_requests(spec: dict[str, Any], *, source: str = "", obj: str = "") -> dict[str, int]:
+def aggregate_container_requests(spec: ObjectSpec, *, source: str = "", obj: str = "") -> dict[str, int]:
     """``AggregateContainerRequests``: app containers, sidecars and init containers, without pod-level values or overhead."""
     total: dict[str, int] = {}
-    for i, container in enumerate(_containers(spec, "containers", source=source, obj=obj)):
+    for i, container in enumerate(spec.containers or ()):
         _add_into(total, container_requests(container, source=source, obj=obj, field=f"spec.containers[{i}]"))
 
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for i, container in enumerate(_containers(spec, "initContainers", source=source, obj=obj)):
+    for i, container in enumerate(spec.init_containers or ()):
         reqs = container_requests(container, source=source, obj=obj, field=f"spec.initContainers[{i}]")
-        if container.get("restartPolicy") == "Always":
+        if container.restart_policy == "Always":
             _add_into(total, reqs)
             _add_into(sidecars, reqs)
             during = dict(sidecars)
@@ -81,10 +72,9 @@ def aggregate_container_requests(spec: dict[str, Any], *, source: str = "", obj:
     return elementwise_max(total, init_peak)
 
 
-def _pod_level_requests(spec: dict[str, Any], aggregate: dict[str, int], *, source: str, obj: str) -> dict[str, int]:
+def _pod_level_requests(spec: ObjectSpec, aggregate: dict[str, int], *, source: str, obj: str) -> dict[str, int]:
     """Pod-level requests after API defaulting (``defaultPodRequests``), supported resources only."""
-    resources = as_object(spec.get("resources"), source=source, obj=obj, field="spec.resources")
-    requests, limits = _requests_and_limits(resources, source=source, obj=obj, field="spec.resources")
+    requests, limits = _requests_and_limits(spec.resources, source=source, obj=obj, field="spec.resources")
     if limits:
         for name, amount in limits.items():
             # cpu and memory requested by containers default to their aggregate, which is
@@ -95,41 +85,34 @@ def _pod_level_requests(spec: dict[str, Any], aggregate: dict[str, int], *, sour
     return {name: amount for name, amount in requests.items() if is_pod_level_resource(name)}
 
 
-_MEMO: dict[bytes | str, Resources] = {}
+_MEMO: dict[bytes, Resources] = {}
 _MEMO_LIMIT = 100_000
+_encode = msgspec.json.Encoder().encode
 
 
-def _memo_key(spec: dict[str, Any]) -> bytes | str | None:
-    """What the request depends on, as text: replicas of one template share it, so each template is computed once."""
-    try:
-        parts = [
-            [(c.get("resources"), c.get("restartPolicy")) for c in spec.get("initContainers") or ()],
-            [c.get("resources") for c in spec.get("containers") or ()],
-            spec.get("overhead"),
-            spec.get("resources"),
-        ]
-    except AttributeError:
-        return None  # malformed: let the full path name the field
-    return fast_key(parts)
+def effective_requests(spec: ObjectSpec | dict[str, Any] | None, *, source: str = "", obj: str = "") -> Resources:
+    """The pod's effective request vector in scheduler units (``pods`` included as 1).
 
-
-def effective_requests(spec: dict[str, Any], *, source: str = "", obj: str = "") -> Resources:
-    """The pod's effective request vector in scheduler units (``pods`` included as 1)."""
-    key = _memo_key(spec)
-    cached = _MEMO.get(key) if key is not None else None
+    ``spec`` is a decoded ``ObjectSpec`` or a raw ``spec`` dict. Replicas of one
+    template share the result: the memo key is the encoded part of the spec the
+    request depends on (container names and images are not part of the schema).
+    """
+    if not isinstance(spec, ObjectSpec):
+        spec = convert_section(spec or {}, ObjectSpec, source=source, obj=obj, field="spec")
+    key = _encode((spec.init_containers, spec.containers, spec.overhead, spec.resources))
+    cached = _MEMO.get(key)
     if cached is not None:
         return cached
     resources = _effective_requests(spec, source=source, obj=obj)
-    if key is not None:
-        if len(_MEMO) >= _MEMO_LIMIT:
-            _MEMO.clear()
-        _MEMO[key] = resources
+    if len(_MEMO) >= _MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[key] = resources
     return resources
 
 
-def _effective_requests(spec: dict[str, Any], *, source: str, obj: str) -> Resources:
+def _effective_requests(spec: ObjectSpec, *, source: str, obj: str) -> Resources:
     result = aggregate_container_requests(spec, source=source, obj=obj)
     result.update(_pod_level_requests(spec, result, source=source, obj=obj))
-    _add_into(result, parse_resource_list(spec.get("overhead"), source=source, obj=obj, field="spec.overhead"))
+    _add_into(result, parse_resource_list(spec.overhead, source=source, obj=obj, field="spec.overhead"))
     result["pods"] = 1
     return Resources(result)

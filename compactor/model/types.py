@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from compactor.model.resources import EMPTY, Resources
 
 
@@ -120,16 +122,23 @@ class Affinity:
     has_required_pod_anti_affinity: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Pod:
+class Pod(msgspec.Struct, frozen=True, gc=False):
+    """A pod as the model sees it.
+
+    A msgspec ``Struct`` rather than a dataclass like its neighbours: a snapshot builds
+    one per pod (50,000+), and a Struct is constructed in C, several times faster than
+    a frozen dataclass. Frozen and compared field by field, like them; not hashable
+    (labels are a dict), which no caller needs.
+    """
+
     namespace: str
     name: str
     uid: str = ""
     node_name: str = ""
     phase: str = "Pending"
     requests: Resources = EMPTY
-    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-    annotations: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
     owners: tuple[OwnerRef, ...] = ()
     priority: int = 0
     priority_class_name: str = ""

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compactor.errors import InputError
@@ -102,9 +103,9 @@ def apply_plan(snapshot: Snapshot, plan: CompactionPlan) -> Snapshot:
     pods = []
     for pod in snapshot.pods:
         if pod.key in moved:
-            pods.append(replace(pod, node_name=moved[pod.key]))
+            pods.append(msgspec.structs.replace(pod, node_name=moved[pod.key]))
         elif pod.key in placed:
-            pods.append(replace(pod, node_name=placed[pod.key], phase="Running"))
+            pods.append(msgspec.structs.replace(pod, node_name=placed[pod.key], phase="Running"))
         else:
             pods.append(pod)
     return replace(snapshot, pods=tuple(pods))
