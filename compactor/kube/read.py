@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
@@ -160,8 +161,8 @@ def _fetch_page(listing: _Listing, *, limit: int, token: str | None, request_tim
     finally:
         response.release_conn()
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
         raise ClusterError(f"listing {listing.what}: the API replied with invalid JSON ({exc})", status=int(response.status)) from None
     if not isinstance(body, dict):
         raise ClusterError(f"listing {listing.what}: the API replied with a JSON {type(body).__name__}, expected a List",

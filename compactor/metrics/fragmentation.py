@@ -237,22 +237,33 @@ def _prepare(shapes: Sequence[ReferenceShape]) -> tuple[_Shape, ...]:
 
 
 def _usage_by_node(snapshot: Snapshot) -> dict[str, _Usage]:
-    """Sum bound pods' requests per node in one pass over the pods, into plain dicts."""
+    """Sum bound pods' requests per node into plain dicts.
+
+    Replicas share one ``Resources`` object (the parser memoises requests per
+    template), so pods are first counted per (node, request vector) and each
+    distinct vector is added once, times its count.
+    """
     usage = {n.name: _Usage() for n in snapshot.nodes}
-    gpu_names: dict[str, bool] = {}  # is_gpu_resource, memoised: a handful of names, 50k pods
+    counts: dict[tuple[str, int], int] = {}
+    vectors: dict[int, Resources] = {}
     for pod in snapshot.pods:
-        if not pod.node_name or pod.phase in _TERMINATED or (entry := usage.get(pod.node_name)) is None:
+        if not pod.node_name or pod.phase in _TERMINATED:
+            continue
+        requests = pod.requests
+        key = (pod.node_name, id(requests))
+        counts[key] = counts.get(key, 0) + 1
+        vectors[id(requests)] = requests
+    amounts = {ident: tuple(vector.as_dict().items()) for ident, vector in vectors.items()}
+    uses_gpu = {ident: any(is_gpu_resource(r) for r in vector) for ident, vector in vectors.items()}
+    for (node_name, ident), count in counts.items():
+        entry = usage.get(node_name)
+        if entry is None:
             continue
         requested = entry.requested
-        uses_gpu = False
-        for resource, amount in pod.requests.as_dict().items():
-            requested[resource] = requested.get(resource, 0) + amount
-            is_gpu = gpu_names.get(resource)
-            if is_gpu is None:
-                is_gpu = gpu_names[resource] = is_gpu_resource(resource)
-            uses_gpu = uses_gpu or is_gpu
-        entry.pods += 1
-        entry.gpu_pods += uses_gpu
+        for resource, amount in amounts[ident]:
+            requested[resource] = requested.get(resource, 0) + amount * count
+        entry.pods += count
+        entry.gpu_pods += count if uses_gpu[ident] else 0
     return usage
 
 

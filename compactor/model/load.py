@@ -144,10 +144,6 @@ def _origin(raw: RawObject, default: str) -> str:
     return str(raw.get("__source__", default)) if isinstance(raw, dict) else default
 
 
-def _kind(raw: RawObject) -> Any:
-    return raw.kind if isinstance(raw, KubeObject) else raw.get("kind")
-
-
 def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_label: str) -> Snapshot:
     warnings: list[str] = []
     nodes: dict[str, Node] = {}
@@ -156,7 +152,7 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
     config_maps: list[ConfigMap] = []
     skipped: dict[str, int] = {}
     for origin, raw in objects:
-        kind = _kind(raw)
+        kind = raw.kind if isinstance(raw, KubeObject) else raw.get("kind")
         if kind == "Pod":
             pods.append(parse_pod(raw, source=origin))
         elif kind == "Node":
@@ -173,14 +169,14 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
             skipped[label] = skipped.get(label, 0) + 1
     warnings.extend(f"{label}: skipped {n} object(s) of a kind the model does not use" for label, n in sorted(skipped.items()))
 
-    orphans = [p for p in pods if p.is_bound and p.node_name not in nodes]
+    orphans = [p for p in pods if p.node_name and p.node_name not in nodes and p.is_bound]
     if orphans:
         sample = ", ".join(f"{p.key} -> {p.node_name}" for p in orphans[:3]) + (", ..." if len(orphans) > 3 else "")
         warnings.append(f"{len(orphans)} pod(s) bound to nodes not in the snapshot, not counted ({sample})")
     orphan_ids = {id(p) for p in orphans}
     return Snapshot(
         nodes=tuple(nodes.values()),
-        pods=tuple(p for p in pods if id(p) not in orphan_ids),
+        pods=tuple(p for p in pods if id(p) not in orphan_ids) if orphans else tuple(pods),
         pdbs=tuple(pdbs),
         config_maps=tuple(config_maps),
         source=source,

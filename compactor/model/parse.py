@@ -151,9 +151,12 @@ class _Shared:
 _SHARED = _Shared()
 
 
+_NO_AFFINITY = Affinity()
+
+
 def _affinity(raw: schema.Affinity | None) -> Affinity:
     if raw is None:
-        return Affinity()
+        return _NO_AFFINITY
     node_affinity = raw.node_affinity.required_during_scheduling_ignored_during_execution if raw.node_affinity else None
     terms = None
     if node_affinity is not None:
@@ -189,7 +192,7 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
         raise InputError("missing", source=source, obj=object_name(kube), field="metadata.name")
     return Pod(
         namespace=meta.namespace or "default",
-        name=str(meta.name),
+        name=meta.name,
         uid=meta.uid or "",
         node_name=spec.node_name or "",
         phase=status.phase or "Pending",
@@ -205,7 +208,7 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
         has_hard_topology_spread=_hard_topology_spread(spec) if spec.topology_spread_constraints else False,
         local_storage=_local_storage(spec) if spec.volumes else False,
         deletion_timestamp=meta.deletion_timestamp.isoformat() if meta.deletion_timestamp else "",
-        scheduling_gates=tuple(g.name or "" for g in spec.scheduling_gates or ()),
+        scheduling_gates=tuple(g.name or "" for g in spec.scheduling_gates) if spec.scheduling_gates else (),
         ready=_is_ready(status.conditions),
         created=meta.creation_timestamp,
     )

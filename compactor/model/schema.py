@@ -34,11 +34,11 @@ class _Api(msgspec.Struct, rename="camel", gc=False):
     """API field names; no reference cycles, so the cyclic collector need not track these."""
 
 
-class _Frozen(_Api, frozen=True):
+class _Frozen(msgspec.Struct, rename="camel", gc=False, frozen=True):
     """Hashable leaves: replicas of one template share their parsed form through a memo keyed by these."""
 
 
-class OwnerReference(_Frozen):
+class OwnerReference(_Frozen, frozen=True):
     kind: str | None = None
     name: str | None = None
     uid: str | None = None
@@ -66,7 +66,7 @@ class Container(_Api):
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
 
 
-class Toleration(_Frozen):
+class Toleration(_Frozen, frozen=True):
     key: str | None = None
     operator: str | None = None
     value: str | None = None
