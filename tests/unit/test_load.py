@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from compactor.errors import InputError
+from compactor.model.load import _decode_typed as decode_typed
 from compactor.model.load import build_snapshot, load_files, read_source
 from compactor.model.types import Pod
 from tests.builders import as_list, cluster, node, pdb, pod
@@ -351,3 +352,118 @@ def test_an_error_message_stays_on_one_line_even_when_a_name_has_a_line_break() 
 def test_loaded_requests_match_what_the_builders_asked_for() -> None:
     snap = cluster(node("n1"), pod("p", on="n1", cpu="500m", memory="2Gi", gpus=1))
     assert snap.pods[0].requests == {"cpu": 500, "memory": 2 * GI, "nvidia.com/gpu": 1, "pods": 1}
+
+
+# --- one schema, two decoders ----------------------------------------------------------------------------------
+# A JSON List is decoded straight into the schema in one pass; YAML, the live API and
+# anything the one pass cannot take go object by object from dicts. Both must agree.
+
+
+def rich_cluster() -> list[dict[str, Any]]:
+    sidecar = pod("serve-0", on="gpu-1", gpus=1, namespace="ml", priority=100, priority_class="high",
+                  tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                  node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+                  affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                      {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", "b"]}]}]}},
+                      "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]}},
+                  volumes=[{"name": "cache", "emptyDir": {}}], spread=[{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}],
+                  deleting=True)
+    sidecar["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}},
+                                         {"name": "warmup", "resources": {"limits": {"memory": "8Gi"}}}]
+    sidecar["spec"]["overhead"] = {"cpu": "100m"}
+    sidecar["spec"]["schedulingGates"] = []
+    return [
+        node("gpu-1", gpus=8, taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]),
+        node("mig-1", mig={"3g.20gb": 2, "1g.5gb": 2}),
+        node("cpu-1", unschedulable=True, ready=False),
+        sidecar,
+        pod("train-0", on="mig-1", mig="3g.20gb", namespace="ml"),
+        pod("waiting", gpus=8, phase="Pending"),
+        pdb("serve", match={"app": "app"}, namespace="ml", min_available="50%"),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig-parted", "namespace": "gpu-operator"}, "data": {"config.yaml": "x"}},
+    ]
+
+
+def test_the_one_pass_json_decoder_and_the_dict_path_build_the_same_snapshot(tmp_path: Path) -> None:
+    objects = rich_cluster()
+    assert decode_typed(json.dumps(as_list(*objects))) is not None  # the fast path is taken, not silently skipped
+    typed = load_files([write(tmp_path, "snap.json", json.dumps(as_list(*objects)))])
+    from_yaml = load_files([write(tmp_path, "snap.yaml", yaml.safe_dump(as_list(*objects)))])
+    from_dicts = build_snapshot(objects, source="dicts")
+    for other in (from_yaml, from_dicts):
+        assert typed.pods == other.pods
+        assert typed.nodes == other.nodes
+        assert [n.labels for n in typed.nodes] == [n.labels for n in other.nodes]
+        assert typed.pdbs == other.pdbs
+        assert typed.config_maps == other.config_maps
+    serve = next(p for p in typed.pods if p.name == "serve-0")
+    assert serve.requests == {"cpu": 1350, "memory": 8 * GI, "nvidia.com/gpu": 1, "pods": 1}
+    assert (serve.local_storage, serve.has_hard_topology_spread, serve.affinity.has_required_pod_anti_affinity) == (True, True, True)
+    assert serve.deletion_timestamp and serve.created is not None and serve.created.tzinfo is not None
+
+
+def test_an_unknown_kind_whose_fields_clash_with_the_schema_is_still_only_skipped(tmp_path: Path) -> None:
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+              "spec": {"priority": "very high", "containers": "none"}, "status": {"phase": {"nested": True}}}
+    path = write(tmp_path, "snap.json", json.dumps(as_list(*small_cluster(), widget)))
+    snap = load_files([path])
+    assert summary(snap) == EXPECTED
+    assert snap.warnings == (f"{path}: Widget: skipped 1 object(s) of a kind the model does not use",)
+
+
+def test_a_list_nested_in_a_list_loads_its_items(tmp_path: Path) -> None:
+    inner = as_list(node("gpu-2", gpus=4))
+    snap = load_files([write(tmp_path, "snap.json", json.dumps(as_list(node("gpu-1", gpus=8), inner)))])
+    assert sorted(n.name for n in snap.nodes) == ["gpu-1", "gpu-2"]
+
+
+def test_a_single_object_file_loads(tmp_path: Path) -> None:
+    """``kubectl get node gpu-1 -o json`` prints the object itself, not a List."""
+    snap = load_files([write(tmp_path, "node.json", json.dumps(node("gpu-1", gpus=8)))])
+    assert [(n.name, n.gpu.physical_gpus) for n in snap.nodes] == [("gpu-1", 8)]
+
+
+def test_explicit_nulls_read_as_absent_fields_as_the_api_server_decodes_them(tmp_path: Path) -> None:
+    raw = pod("p", on="n1", tolerations=[{"key": None, "operator": "Exists", "value": None, "effect": None}])
+    raw["metadata"].update(labels=None, annotations=None, ownerReferences=None)
+    raw["spec"].update(nodeSelector=None, affinity=None, volumes=None, initContainers=None, priority=None, schedulingGates=None)
+    raw["spec"]["containers"][0]["resources"]["limits"] = None
+    loaded = load_files([write(tmp_path, "snap.json", json.dumps(as_list(node("n1"), raw)))]).pods[0]
+    assert (loaded.labels, loaded.owners, loaded.priority, loaded.node_selector) == ({}, (), 0, ())
+    assert [(t.key, t.operator, t.effect) for t in loaded.tolerations] == [("", "Exists", "")]
+    assert loaded.requests == {"cpu": 1000, "memory": GI, "pods": 1}
+
+
+@pytest.mark.parametrize("name", ["snap.json", "snap.yaml"])
+def test_label_values_must_be_strings_as_the_api_requires(tmp_path: Path, name: str) -> None:
+    raw = node("gpu-1", gpus=8, labels={"nvidia.com/gpu.count": 8})  # type: ignore[dict-item]
+    text = json.dumps(as_list(raw)) if name.endswith(".json") else yaml.safe_dump(as_list(raw))
+    error = load_error(tmp_path, name, text)
+    assert (error.obj, error.field, error.message) == ("Node gpu-1", "metadata.labels", "expected str, got int")
+
+
+def test_a_bad_field_deep_in_a_json_list_is_named_by_object_and_path(tmp_path: Path) -> None:
+    bad = pod("train-3", namespace="ml", on="gpu-1")
+    bad["spec"]["nodeName"] = 3
+    error = load_error(tmp_path, "snap.json", json.dumps(as_list(node("gpu-1"), *[pod(f"ok-{i}", on="gpu-1") for i in range(5)], bad)))
+    assert str(error) == f"{tmp_path / 'snap.json'}: Pod ml/train-3: spec.nodeName: expected str, got int"
+
+
+def test_a_negative_pdb_status_count_is_rejected(tmp_path: Path) -> None:
+    raw = pdb("serve", match={"app": "a"})
+    raw["status"]["disruptionsAllowed"] = -1
+    error = load_error(tmp_path, "snap.json", json.dumps(as_list(raw)))
+    assert (error.obj, error.field) == ("PodDisruptionBudget default/serve", "status.disruptionsAllowed")
+    assert error.message == "expected int >= 0"
+
+
+def test_loaded_pods_are_immutable() -> None:
+    loaded = loaded_pod(pod("p", on="n1"))
+    with pytest.raises(AttributeError):
+        loaded.node_name = "elsewhere"  # type: ignore[misc]
+
+
+def test_nodes_sharing_a_gpu_picture_each_get_their_own_warning() -> None:
+    snap = cluster(node("a", mig={"9g.99gb": 1}), node("b", mig={"9g.99gb": 1}))
+    assert snap.nodes[0].gpu == snap.nodes[1].gpu
+    assert sorted(w.split(":")[1].strip() for w in snap.warnings if "unknown MIG profile" in w) == ["Node a", "Node b"]

@@ -101,6 +101,7 @@ def test_yaml_scalars_parse_as_the_api_server_would_receive_them(document: str, 
 
 
 def test_yaml_booleans_and_nulls_are_not_quantities() -> None:
+    assert parse_resource_list({"nvidia.com/gpu": 1}) == {"nvidia.com/gpu": 1}  # memoised: True == 1 must not hit this entry
     with pytest.raises(InputError, match="invalid quantity True"):
         parse_resource_list(yaml.safe_load("nvidia.com/gpu: yes"))
     with pytest.raises(InputError, match="invalid quantity None"):
@@ -181,3 +182,11 @@ def test_a_resource_list_that_is_not_a_map_is_an_input_error() -> None:
 def test_amounts_are_formatted_back_in_kubernetes_notation(resource: str, amount: int, text: str) -> None:
     assert format_amount(resource, amount) == text
     assert to_scheduler_units(resource, text) == amount
+
+
+def test_memoised_units_keep_number_and_text_forms_apart() -> None:
+    assert to_scheduler_units("cpu", 0.5) == 500
+    assert to_scheduler_units("cpu", "0.5") == 500
+    assert to_scheduler_units("cpu", 1) == 1000
+    with pytest.raises(ValueError, match="invalid quantity"):
+        to_scheduler_units("cpu", ["1"])  # unhashable: checked, not memoised
