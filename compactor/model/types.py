@@ -127,8 +127,8 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
 
     A msgspec ``Struct`` rather than a dataclass like its neighbours: a snapshot builds
     one per pod (50,000+), and a Struct is constructed in C, several times faster than
-    a frozen dataclass. Frozen and compared field by field, like them; not hashable
-    (labels are a dict), which no caller needs.
+    a frozen dataclass. Frozen and compared field by field, like them; hashed by
+    identity fields only (labels are a dict), which equal pods share.
     """
 
     namespace: str
@@ -151,6 +151,9 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     scheduling_gates: tuple[str, ...] = ()
     ready: bool = False
     created: datetime | None = None
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name, self.uid, self.node_name))
 
     @property
     def key(self) -> str:

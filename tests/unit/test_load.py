@@ -457,10 +457,11 @@ def test_a_negative_pdb_status_count_is_rejected(tmp_path: Path) -> None:
     assert error.message == "expected int >= 0"
 
 
-def test_loaded_pods_are_immutable() -> None:
-    loaded = loaded_pod(pod("p", on="n1"))
+def test_loaded_pods_are_immutable_and_hashable() -> None:
+    snap = cluster(node("n1"), pod("p", on="n1"), pod("q", on="n1"))
     with pytest.raises(AttributeError):
-        loaded.node_name = "elsewhere"  # type: ignore[misc]
+        snap.pods[0].node_name = "elsewhere"  # type: ignore[misc]
+    assert len({*snap.pods, *cluster(node("n1"), pod("p", on="n1")).pods}) == 3  # same name, new uid: another pod
 
 
 def test_nodes_sharing_a_gpu_picture_each_get_their_own_warning() -> None:
