@@ -425,7 +425,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from compactor.kube.cluster_client import KubeClusterClient
     from compactor.kube.lease import LeaderElector
     from compactor.kube.read import read_cluster
-    from compactor.model.load import build_snapshot
+    from compactor.model.load import build_snapshot, gc_paused
 
     if args.interval <= 0:
         raise CompactorError(f"--interval must be > 0, got {args.interval:g}")
@@ -437,7 +437,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
     def load_snapshot() -> Snapshot:
         objects = read_cluster(connection.api_client)
-        return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
+        with gc_paused():
+            return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
 
     elector = None if args.no_leader_election else LeaderElector(connection.api_client, namespace, identity())
     controller = Controller(load_snapshot=load_snapshot, client=client, settings=settings, exporter=Exporter(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compactor.kube.client import connect
 from compactor.kube.read import DEFAULT_PAGE_SIZE, read_cluster
-from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
+from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot, gc_paused
 from compactor.model.types import Snapshot
 
 
@@ -28,4 +28,5 @@ def snapshot_from_cluster(
         objects = read_cluster(connection.api_client, page_size=page_size, include_config_maps=include_config_maps)
     finally:
         connection.api_client.close()  # type: ignore[no-untyped-call]
-    return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=pool_label)
+    with gc_paused():
+        return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=pool_label)

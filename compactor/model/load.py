@@ -199,13 +199,24 @@ class gc_paused:
     allocation counts towards a collection: on a 50,000-pod snapshot the collector
     alone costs more than the parsing. The objects are frozen afterwards so later
     collections skip them too.
+
+    A long-running process (the controller) builds a snapshot every cycle: what an
+    earlier build froze is unfrozen and collected first, so cyclic garbage that
+    happened to be alive at an earlier freeze is not kept for ever.
     """
+
+    froze_before = False
 
     def __enter__(self) -> None:
         self.was_enabled = gc.isenabled()
+        if gc_paused.froze_before:
+            gc.unfreeze()
+            if self.was_enabled:
+                gc.collect()
         gc.disable()
 
     def __exit__(self, *exc: object) -> None:
         if self.was_enabled:
             gc.enable()
         gc.freeze()
+        gc_paused.froze_before = True
