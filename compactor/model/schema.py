@@ -10,7 +10,7 @@ fields do not collide, and a single type lets a whole ``List`` decode in one pas
 without knowing each item's kind first. Kind-specific rules (a Pod needs
 containers, a Node needs allocatable) are checked by the converter.
 
-Every scalar is ``X | None``: the API server decodes an explicit ``null`` as the
+Every field is ``X | None``: the API server decodes an explicit ``null`` as the
 field's zero value, and so does the model. Resource lists stay ``dict[str, Any]``
 so that ``compactor.model.quantity`` checks each quantity and names its key.
 Names are the API's JSON names (``rename="camel"``), so a validation error's path
