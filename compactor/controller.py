@@ -436,7 +436,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     client = KubeClusterClient(connection.api_client, namespace=namespace)
 
     def load_snapshot() -> Snapshot:
-        objects = read_cluster(connection.api_client)
+        objects = read_cluster(connection.api_client, decoded=True)
         with gc_paused():
             return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
 

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import msgspec
 import urllib3
@@ -21,6 +21,8 @@ from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
 from compactor.errors import ClusterError
+from compactor.model.parse import RawObject
+from compactor.model.schema import KubeObject
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,20 @@ class _Listing:
     field_selector: str | None = None
 
 
+@overload
+def read_cluster(
+    api_client: k8s_client.ApiClient, *, page_size: int = ..., namespaces: Sequence[str] | None = ..., include_config_maps: bool | str = ...,
+    config_map_selector: str | None = ..., request_timeout: float | None = ..., decoded: Literal[False] = ...,
+) -> list[dict[str, Any]]: ...
+
+
+@overload
+def read_cluster(
+    api_client: k8s_client.ApiClient, *, page_size: int = ..., namespaces: Sequence[str] | None = ..., include_config_maps: bool | str = ...,
+    config_map_selector: str | None = ..., request_timeout: float | None = ..., decoded: Literal[True],
+) -> list[RawObject]: ...
+
+
 def read_cluster(
     api_client: k8s_client.ApiClient,
     *,
@@ -50,13 +66,20 @@ def read_cluster(
     include_config_maps: bool | str = False,
     config_map_selector: str | None = None,
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
-) -> list[dict[str, Any]]:
+    decoded: bool = False,
+) -> list[dict[str, Any]] | list[RawObject]:
     """All nodes, pods and PDBs (and ConfigMaps when asked) as raw ``kubectl get -o json`` items.
 
     ``namespaces``: read pods and PDBs (and ConfigMaps) only there; None = all namespaces.
     ``include_config_maps``: False = none; True = all (in ``namespaces``); ``"NS"`` = those in
     namespace NS; ``"NS/NAME"`` = that one ConfigMap (absent = none). ``config_map_selector``
     is a label selector further restricting them (e.g. ``app=nvidia-mig-manager``).
+
+    ``decoded``: items come decoded straight into the snapshot schema
+    (``compactor.model.schema``), for ``build_snapshot``: only the fields the model
+    reads are kept, so the pods of a 10,000-node cluster (``managedFields``, env,
+    probes, ...) never sit in memory as dicts. A page that does not fit the schema
+    comes as dicts, which ``build_snapshot`` then rejects naming the object and field.
 
     Raises ``ClusterError`` (one line) when the API is unreachable, refuses the credentials
     or the permission, or replies with something that is not a list.
@@ -81,9 +104,9 @@ def read_cluster(
     listings.extend(_config_map_listings(core, include_config_maps, namespaces, config_map_selector))
 
     host = str(api_client.configuration.host)
-    objects: list[dict[str, Any]] = []
+    objects: list[Any] = []
     for listing in listings:
-        objects.extend(_list_all(listing, page_size=page_size, host=host, request_timeout=request_timeout))
+        objects.extend(_list_all(listing, page_size=page_size, host=host, request_timeout=request_timeout, decoded=decoded))
     return objects
 
 
@@ -106,29 +129,38 @@ def _config_map_listings(
                      label_selector=selector, field_selector=f"metadata.name={name}" if name else None)]
 
 
-def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: float | None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _Page:
+    items: list[Any]  # raw dicts, or schema objects when decoded
+    token: str | None
+
+
+class _ListMeta(msgspec.Struct):
+    continue_: str | None = msgspec.field(default=None, name="continue")
+
+
+class _DecodedPage(msgspec.Struct):
+    items: list[KubeObject] | None = None
+    metadata: _ListMeta | None = None
+
+
+_PAGE_DECODER = msgspec.json.Decoder(_DecodedPage)
+
+
+def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: float | None, decoded: bool = False) -> list[Any]:
     """Every item of one list, page by page; restarts once from scratch when a continue token expires (410)."""
     restarted = False
     while True:
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []
         token: str | None = None
         seen_tokens: set[str] = set()
         pages = 0
         try:
             while True:
-                body = _fetch_page(listing, limit=page_size, token=token, request_timeout=request_timeout)
+                page = _fetch_page(listing, limit=page_size, token=token, request_timeout=request_timeout, host=host, decoded=decoded)
                 pages += 1
-                page_items = body.get("items") or []
-                if not isinstance(page_items, list):
-                    raise ClusterError(f"{host}: listing {listing.what}: reply has no items list")
-                for item in page_items:
-                    if not isinstance(item, dict):
-                        raise ClusterError(f"{host}: listing {listing.what}: reply holds a non-object item")
-                    item.setdefault("kind", listing.kind)
-                    item.setdefault("apiVersion", listing.api_version)
-                    items.append(item)
-                metadata = body.get("metadata") or {}
-                token = (str(metadata.get("continue") or "") or None) if isinstance(metadata, dict) else None
+                items.extend(page.items)
+                token = page.token
                 if token is None:
                     log.debug("listed %d %s in %d page(s)", len(items), listing.what, pages)
                     return items
@@ -145,7 +177,7 @@ def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: 
             raise ClusterError(f"cannot reach the Kubernetes API at {host} (listing {listing.what}): {_transport_reason(exc)}") from None
 
 
-def _fetch_page(listing: _Listing, *, limit: int, token: str | None, request_timeout: float | None) -> dict[str, Any]:
+def _fetch_page(listing: _Listing, *, limit: int, token: str | None, request_timeout: float | None, host: str, decoded: bool) -> _Page:
     kwargs: dict[str, Any] = {"limit": limit, "_preload_content": False}
     if token is not None:
         kwargs["_continue"] = token
@@ -160,14 +192,44 @@ def _fetch_page(listing: _Listing, *, limit: int, token: str | None, request_tim
         raw = response.data
     finally:
         response.release_conn()
+    if decoded:
+        page = _decoded_page(raw, listing)
+        if page is not None:
+            return page
+    return _raw_page(raw, listing, host=host, status=int(response.status))
+
+
+def _decoded_page(raw: bytes, listing: _Listing) -> _Page | None:
+    """The page straight in the snapshot schema, or None when it does not fit (the dict path then names what is wrong)."""
+    try:
+        page = _PAGE_DECODER.decode(raw)
+    except msgspec.MsgspecError:
+        return None
+    items = page.items or []
+    for item in items:
+        if item.kind is None:
+            item.kind = listing.kind
+    return _Page(items, (page.metadata.continue_ or None) if page.metadata else None)
+
+
+def _raw_page(raw: bytes, listing: _Listing, *, host: str, status: int) -> _Page:
     try:
         body = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise ClusterError(f"listing {listing.what}: the API replied with invalid JSON ({exc})", status=int(response.status)) from None
+        raise ClusterError(f"listing {listing.what}: the API replied with invalid JSON ({exc})", status=status) from None
     if not isinstance(body, dict):
-        raise ClusterError(f"listing {listing.what}: the API replied with a JSON {type(body).__name__}, expected a List",
-                           status=int(response.status))
-    return body
+        raise ClusterError(f"listing {listing.what}: the API replied with a JSON {type(body).__name__}, expected a List", status=status)
+    items = body.get("items") or []
+    if not isinstance(items, list):
+        raise ClusterError(f"{host}: listing {listing.what}: reply has no items list")
+    for item in items:
+        if not isinstance(item, dict):
+            raise ClusterError(f"{host}: listing {listing.what}: reply holds a non-object item")
+        item.setdefault("kind", listing.kind)
+        item.setdefault("apiVersion", listing.api_version)
+    metadata = body.get("metadata") or {}
+    token = (str(metadata.get("continue") or "") or None) if isinstance(metadata, dict) else None
+    return _Page(items, token)
 
 
 def _api_error(exc: ApiException, what: str, host: str, *, restarted: bool) -> ClusterError:

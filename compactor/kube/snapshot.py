@@ -25,7 +25,7 @@ def snapshot_from_cluster(
     """
     connection = connect(kubeconfig, context, in_cluster=in_cluster)
     try:
-        objects = read_cluster(connection.api_client, page_size=page_size, include_config_maps=include_config_maps)
+        objects = read_cluster(connection.api_client, page_size=page_size, include_config_maps=include_config_maps, decoded=True)
     finally:
         connection.api_client.close()  # type: ignore[no-untyped-call]
     with gc_paused():

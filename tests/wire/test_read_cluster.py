@@ -16,6 +16,7 @@ from compactor.kube.client import IN_CLUSTER, USER_AGENT, connect, load_api_clie
 from compactor.kube.read import read_cluster
 from compactor.kube.snapshot import snapshot_from_cluster
 from compactor.model.load import build_snapshot
+from compactor.model.schema import KubeObject
 from compactor.model.types import Snapshot
 from tests.builders import A100_80, node, pdb, pod
 from tests.fakeapi import FakeApiServer
@@ -135,6 +136,28 @@ def test_result_equals_build_snapshot_over_the_same_dicts(fake_api: FakeApiServe
     assert {n.name: n.pool for n in live.nodes} == {n.name: n.pool for n in offline.nodes}
     assert {p.key: p.labels for p in live.pods} == {p.key: p.labels for p in offline.pods}
     assert live.config_maps == ()
+
+
+def test_decoded_lists_build_the_same_snapshot_as_the_dicts(fake_api: FakeApiServer, fake_api_client: Any) -> None:
+    objects = _small_cluster()
+    fake_api.add(*objects)
+    decoded = read_cluster(fake_api_client, page_size=2, decoded=True)
+    assert all(isinstance(o, KubeObject) for o in decoded)  # every page fitted the schema: no dict fallback
+    assert sorted(str(o.kind) for o in decoded) == sorted(o["kind"] for o in objects)  # list items carry no kind: filled in
+    live = build_snapshot(decoded, source="live")
+    assert _by_name(live) == _by_name(build_snapshot(objects, source="file"))
+    assert {p.key: p.labels for p in live.pods} == {p.key: p.labels for p in build_snapshot(objects, source="file").pods}
+
+
+def test_a_page_that_does_not_fit_the_schema_is_named_field_by_field(fake_api: FakeApiServer, fake_api_client: Any) -> None:
+    bad = pod("train-9", on="gpu-1", namespace="ml")
+    bad["spec"]["priority"] = "urgent"
+    fake_api.add(node("gpu-1", gpus=8), pod("ok", on="gpu-1"), bad)
+    objects = read_cluster(fake_api_client, decoded=True)
+    assert any(isinstance(o, dict) for o in objects)  # that page came back as dicts
+    with pytest.raises(InputError) as info:
+        build_snapshot(objects, source="cluster lab")
+    assert _one_line(info.value) == "cluster lab: Pod ml/train-9: spec.priority: expected int, got str"
 
 
 def test_snapshot_from_cluster_through_a_kubeconfig(fake_api: FakeApiServer, tmp_path: Path) -> None:
