@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 
 from compactor.model.catalog import GpuModel, MigProfile, profile_from_resource, resolve_profiles
 from compactor.model.resources import GPU, GPU_SHARED, is_mig_resource
@@ -48,8 +49,6 @@ def _gpus_for_instances(model: GpuModel, instances: list[tuple[MigProfile, float
 
 
 _NVIDIA_PREFIX = "nvidia.com/"
-_MEMO: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]], tuple[GpuInfo, tuple[str, ...]]] = {}
-_MEMO_LIMIT = 10_000
 
 
 def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[GpuInfo, list[str]]:
@@ -58,15 +57,15 @@ def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -
     Nodes of one pool share it: only ``nvidia.com/`` labels and allocatable count,
     so the picture is computed once per distinct combination.
     """
-    key = (tuple(sorted(item for item in labels.items() if item[0].startswith(_NVIDIA_PREFIX))), tuple(sorted(allocatable.items())))
-    found = _MEMO.get(key)
-    if found is None:
-        info, warnings = _derive_gpu_info(labels, allocatable)
-        found = info, tuple(warnings)
-        if len(_MEMO) >= _MEMO_LIMIT:
-            _MEMO.clear()
-        _MEMO[key] = found
-    return found[0], list(found[1])
+    gpu_labels = tuple(sorted(item for item in labels.items() if item[0].startswith(_NVIDIA_PREFIX)))
+    info, warnings = _shared_gpu_info(gpu_labels, tuple(sorted(allocatable.items())))
+    return info, list(warnings)
+
+
+@lru_cache(maxsize=10_000)
+def _shared_gpu_info(labels: tuple[tuple[str, str], ...], allocatable: tuple[tuple[str, int], ...]) -> tuple[GpuInfo, tuple[str, ...]]:
+    info, warnings = _derive_gpu_info(dict(labels), dict(allocatable))
+    return info, tuple(warnings)
 
 
 def _derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -> tuple[GpuInfo, list[str]]:

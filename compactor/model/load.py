@@ -115,19 +115,21 @@ def _as_text(content: str | bytes, source: str) -> str:
         raise InputError(f"cannot read: {exc}", source=source) from None
 
 
+def _dicts(content: str | bytes, source: str) -> list[dict[str, Any]]:
+    return list(_flatten(_decode(_as_text(content, source), source), source))
+
+
 def read_source(path: str, stdin_text: str | None = None) -> list[dict[str, Any]]:
     """Raw objects (dicts, tagged with ``__source__``) from one file (``-`` = standard input)."""
     content, source = _read(path, stdin_text)
-    return [dict(obj, __source__=source) for obj in _flatten(_decode(_as_text(content, source), source), source)]
+    return [dict(obj, __source__=source) for obj in _dicts(content, source)]
 
 
 def _read_objects(path: str, stdin_text: str | None) -> tuple[str, Sequence[RawObject]]:
     """(source name, objects) of one file: typed in one pass when it can be, else as dicts."""
     content, source = _read(path, stdin_text)
     typed = _decode_typed(content) if _looks_like_json(content) else None
-    if typed is not None:
-        return source, typed
-    return source, list(_flatten(_decode(_as_text(content, source), source), source))
+    return source, typed if typed is not None else _dicts(content, source)
 
 
 def build_snapshot(

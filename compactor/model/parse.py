@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from compactor.errors import InputError
@@ -117,38 +118,15 @@ def parse_node(raw: RawObject, *, source: str, pool_label: str, warnings: list[s
     )
 
 
-class _Shared:
-    """Parsed parts that replicas of one template share, keyed by their (hashable) schema form."""
-
-    limit = 10_000
-
-    def __init__(self) -> None:
-        self.tolerations: dict[tuple[schema.Toleration, ...], tuple[Toleration, ...]] = {}
-        self.owners: dict[tuple[schema.OwnerReference, ...], tuple[OwnerRef, ...]] = {}
-
-    def tolerations_of(self, raw: list[schema.Toleration] | None) -> tuple[Toleration, ...]:
-        key = tuple(raw or ())
-        found = self.tolerations.get(key)
-        if found is None:
-            found = tuple(Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "") for t in key)
-            self._store(self.tolerations, key, found)
-        return found
-
-    def owners_of(self, raw: list[schema.OwnerReference] | None) -> tuple[OwnerRef, ...]:
-        key = tuple(raw or ())
-        found = self.owners.get(key)
-        if found is None:
-            found = tuple(OwnerRef(o.kind or "", o.name or "", o.uid or "", o.controller is True) for o in key)
-            self._store(self.owners, key, found)
-        return found
-
-    def _store(self, memo: dict[Any, Any], key: Any, value: Any) -> None:
-        if len(memo) >= self.limit:
-            memo.clear()
-        memo[key] = value
+@lru_cache(maxsize=10_000)
+def _tolerations(raw: tuple[schema.Toleration, ...]) -> tuple[Toleration, ...]:
+    """Replicas of one template (and most pods' default not-ready/unreachable pair) share their tolerations."""
+    return tuple(Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "") for t in raw)
 
 
-_SHARED = _Shared()
+@lru_cache(maxsize=10_000)
+def _owners(raw: tuple[schema.OwnerReference, ...]) -> tuple[OwnerRef, ...]:
+    return tuple(OwnerRef(o.kind or "", o.name or "", o.uid or "", o.controller is True) for o in raw)
 
 
 _NO_AFFINITY = Affinity()
@@ -199,10 +177,10 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
         requests=_pod_requests(kube, spec, source=source),
         labels=meta.labels or {},
         annotations=meta.annotations or {},
-        owners=_SHARED.owners_of(meta.owner_references),
+        owners=_owners(tuple(meta.owner_references)) if meta.owner_references else (),
         priority=spec.priority or 0,
         priority_class_name=spec.priority_class_name or "",
-        tolerations=_SHARED.tolerations_of(spec.tolerations),
+        tolerations=_tolerations(tuple(spec.tolerations)) if spec.tolerations else (),
         node_selector=tuple(sorted(spec.node_selector.items())) if spec.node_selector else (),
         affinity=_affinity(spec.affinity),
         has_hard_topology_spread=_hard_topology_spread(spec) if spec.topology_spread_constraints else False,
