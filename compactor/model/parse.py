@@ -83,18 +83,18 @@ def node_pool(labels: dict[str, str], is_gpu: bool, pool_label: str) -> str:
 _NO_META, _NO_SPEC, _NO_STATUS = schema.ObjectMeta(), schema.ObjectSpec(), schema.ObjectStatus()
 
 
-def _named(raw: RawObject, *, source: str) -> tuple[schema.KubeObject, str, schema.ObjectMeta, schema.ObjectSpec, schema.ObjectStatus]:
-    """(object, its name for errors, metadata, spec, status) of an object that must have a name."""
+def _sections(raw: RawObject, *, source: str) -> tuple[schema.KubeObject, schema.ObjectMeta, schema.ObjectSpec, schema.ObjectStatus]:
+    """(object, metadata, spec, status) of an object that must have a name."""
     kube = as_kube_object(raw, source=source)
-    obj = object_name(kube)
     meta = kube.metadata or _NO_META
     if not meta.name:
-        raise InputError("missing", source=source, obj=obj, field="metadata.name")
-    return kube, obj, meta, kube.spec or _NO_SPEC, kube.status or _NO_STATUS
+        raise InputError("missing", source=source, obj=object_name(kube), field="metadata.name")
+    return kube, meta, kube.spec or _NO_SPEC, kube.status or _NO_STATUS
 
 
 def parse_node(raw: RawObject, *, source: str, pool_label: str, warnings: list[str]) -> Node:
-    _, obj, meta, spec, status = _named(raw, source=source)
+    kube, meta, spec, status = _sections(raw, source=source)
+    obj = object_name(kube)
     if status.allocatable is None:
         raise InputError("missing (a Node must report what it can allocate)", source=source, obj=obj, field="status.allocatable")
     labels = meta.labels or {}
@@ -164,13 +164,10 @@ def _pod_requests(kube: schema.KubeObject, spec: schema.ObjectSpec, *, source: s
 
 
 def parse_pod(raw: RawObject, *, source: str) -> Pod:
-    kube = as_kube_object(raw, source=source)
-    meta, spec, status = kube.metadata or _NO_META, kube.spec or _NO_SPEC, kube.status or _NO_STATUS
-    if not meta.name:
-        raise InputError("missing", source=source, obj=object_name(kube), field="metadata.name")
+    kube, meta, spec, status = _sections(raw, source=source)
     return Pod(
         namespace=meta.namespace or "default",
-        name=meta.name,
+        name=str(meta.name),
         uid=meta.uid or "",
         node_name=spec.node_name or "",
         phase=status.phase or "Pending",
@@ -193,7 +190,7 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
 
 
 def parse_pdb(raw: RawObject, *, source: str) -> Pdb:
-    _, _, meta, spec, status = _named(raw, source=source)
+    _, meta, spec, status = _sections(raw, source=source)
     return Pdb(
         namespace=meta.namespace or "default",
         name=str(meta.name),
