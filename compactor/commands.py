@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from compactor.actions.client import ClusterClient
     from compactor.actions.clock import Clock
     from compactor.actions.executor import Progress, RunReport
+    from compactor.actions.outcome import Outcome
     from compactor.planner.plan import CompactionPlan
 
 
@@ -142,9 +143,23 @@ def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
             sys.stdout.write(f"skipped (pod already gone or moved): {', '.join(report.skipped_moves)}\n")
         if report.reason:
             sys.stdout.write(f"reason: {report.reason}\n")
+        if report.outcome is not None:
+            sys.stdout.write(_outcome_text(report.outcome))
         if isinstance(client, RecordingClient):
             sys.stdout.write("intended changes:\n" + "".join(f"  {line}\n" for line in client.intended_changes()))
     return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
+
+
+def _outcome_text(outcome: Outcome) -> str:
+    lines = [
+        f"measured: {outcome.freed_gpus:+d} whole-free GPUs (plan: {outcome.planned_freed_gpus:+d}); "
+        f"nodes freed: {', '.join(outcome.freed_nodes) or 'none'}"
+        + (f"; nodes taken: {', '.join(outcome.taken_nodes)}" if outcome.taken_nodes else ""),
+        f"pending pods placed as planned: {outcome.pending_placed}/{outcome.pending_planned}; evictions: {outcome.evictions}; "
+        f"replacements Ready: {outcome.replacements_ready}; nodes held for steering: {outcome.held_node_seconds:.1f} node-seconds",
+        *(f"note: {note}" for note in outcome.notes),
+    ]
+    return "".join(f"{line}\n" for line in lines)
 
 
 def cmd_apply(args: argparse.Namespace) -> int:

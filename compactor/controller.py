@@ -104,6 +104,13 @@ def _cordoned(snapshot: Snapshot) -> int:
     return sum(1 for node in snapshot.nodes if ann.CORDONED_BY in node.annotations)
 
 
+def _gained(report: RunReport) -> tuple[int, int] | None:
+    """(measured, planned) whole-free GPUs of a real run; dry runs measure a world that only pretends to change."""
+    if report.dry_run or report.outcome is None:
+        return None
+    return report.outcome.freed_gpus, report.outcome.planned_freed_gpus
+
+
 def _evictions(report: RunReport) -> int:
     return 0 if report.dry_run else max(0, report.moves_done - len(report.skipped_moves))
 
@@ -143,7 +150,7 @@ def run_cycle(
         report.recovery = recover(client, settings.executor, clock)
         if report.recovery.resumed is not None:
             resumed = report.recovery.resumed
-            exporter.record_run(resumed.status, evictions=_evictions(resumed))
+            exporter.record_run(resumed.status, evictions=_evictions(resumed), gained=_gained(resumed))
     snapshot = load_snapshot()
     figures = _figures(snapshot, settings)
     exporter.set_figures(figures, cordoned_nodes=_cordoned(snapshot))
@@ -161,7 +168,7 @@ def run_cycle(
         else:
             run = Executor(client, settings.executor, clock, progress=progress).execute(plan)
         report.run = run
-        exporter.record_run(run.status, evictions=_evictions(run))
+        exporter.record_run(run.status, evictions=_evictions(run), gained=_gained(run))
         if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
             snapshot = load_snapshot()  # the figures after the run, not the ones it started from
             report.figures, report.cordoned_nodes = _figures(snapshot, settings), _cordoned(snapshot)

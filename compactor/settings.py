@@ -106,6 +106,10 @@ class ExecutorSettings(_Group):
     backoff_seconds: float = Field(2.0, ge=0)
     backoff_max_seconds: float = Field(60.0, ge=0)
     poll_seconds: float = Field(2.0, gt=0)
+    steer_replacements: bool = Field(True, description="hold (cordon for a moment) the other nodes that could take a replacement, "
+                                                        "so kube-scheduler binds it on the planned node")
+    steer_timeout_seconds: float = Field(60.0, gt=0, description="longest a hold may last waiting for the bind; then the run rolls back")
+    bind_poll_seconds: float = Field(0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind")
     server_dry_run: bool = False
     state_namespace: str = Field("gpu-compactor", min_length=1, description="namespace of the executor's state ConfigMap (must exist)")
 

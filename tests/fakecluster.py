@@ -4,7 +4,7 @@
 dicts (``tests/builders.py``) and plays the parts of the cluster that react to the
 executor: the eviction subresource (PDB checks, 404/429/500), the disruption
 controller (PDB status), ReplicaSet/StatefulSet controllers (replacements), a
-scheduler (cooperative or adversarial) and the kubelet (binding -> Running/Ready).
+scheduler (cooperative best-fit, spreading like the default profile, or adversarial) and the kubelet (binding -> Running/Ready).
 Time only moves through ``FakeClock.sleep``/``advance``/``settle``; each step runs
 ``tick()``. Tests can inject failures and crashes and check invariants afterwards.
 Nothing here uses real time or unseeded randomness.
@@ -31,7 +31,7 @@ from compactor.model.types import Node
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 SOURCE = "fakecluster"
-SCHEDULER_MODES = ("cooperative", "ignore-cordon", "never", "slow")
+SCHEDULER_MODES = ("cooperative", "spread", "ignore-cordon", "never", "slow")
 WRITES = ("patch_node", "evict", "create_event", "write_state")
 METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_state", *WRITES)
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
@@ -44,7 +44,7 @@ _OUTCOME_STATUS = {
     EvictionOutcome.CONFLICT: 409, EvictionOutcome.ERROR: 500, EvictionOutcome.FORBIDDEN: 403,
 }
 
-SchedulerMode = Literal["cooperative", "ignore-cordon", "never", "slow"]
+SchedulerMode = Literal["cooperative", "spread", "ignore-cordon", "never", "slow"]
 Failure = EvictionOutcome | EvictionResult | int | BaseException
 T = TypeVar("T")
 
@@ -534,6 +534,7 @@ class FakeCluster:
             if bound in used and _phase(p) not in TERMINAL:
                 used[bound] = used[bound] + self._requests(p)
         adversarial = self.scheduler == "ignore-cordon"
+        spread = self.scheduler == "spread"  # the default profile's LeastAllocated: the emptiest feasible node wins
         for since, key in pending:
             raw = self.pods[key]
             if self.time < since + delay or raw.get("spec", {}).get("schedulingGates"):
@@ -543,7 +544,11 @@ class FakeCluster:
                     and pod.requests.fits_in(n.allocatable - used[n.name])]
             if not fits:
                 continue
-            best = min(fits, key=lambda n: (adversarial and not n.unschedulable, free_gpus(n, used[n.name]), n.name))
+            def rank(n: Node) -> tuple[bool, float, str]:
+                free = free_gpus(n, used[n.name])
+                return adversarial and not n.unschedulable, -free if spread else free, n.name
+
+            best = min(fits, key=rank)
             raw["spec"]["nodeName"] = best.name
             _set_condition(raw, "PodScheduled", True)
             used[best.name] = used[best.name] + pod.requests

@@ -10,10 +10,11 @@ CORDONED_AT = "compactor.io/cordoned-at"
 AFTER_DRAIN = "compactor.io/after-drain"
 RESERVED_UNTIL = "compactor.io/reserved-until"
 RESERVED_FOR = "compactor.io/reserved-for"
+HELD_FOR = "compactor.io/held-for"  # a node cordoned for a moment so that this pod binds only on its planned node
 IDENTITY = "gpu-compactor"
 STATE_CONFIGMAP = "gpu-compactor-state"
 
-OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR)
+OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR)
 
 
 def node_annotations(node: dict[str, Any]) -> dict[str, str]:
@@ -34,6 +35,19 @@ def cordon_patch(plan_id: str, at: str) -> dict[str, Any]:
         "metadata": {"annotations": {CORDONED_BY: IDENTITY, PLAN_ID: plan_id, CORDONED_AT: at}},
         "spec": {"unschedulable": True},
     }
+
+
+def hold_patch(plan_id: str, at: str, pod: str, resource_version: str) -> dict[str, Any]:
+    """Cordon for a moment while ``pod`` binds elsewhere; only if the node is unchanged since it was read as schedulable."""
+    patch = cordon_patch(plan_id, at)
+    patch["metadata"]["annotations"][HELD_FOR] = pod
+    if resource_version:
+        patch["metadata"]["resourceVersion"] = resource_version
+    return patch
+
+
+def is_held(node: dict[str, Any]) -> bool:
+    return is_ours(node) and bool(node_annotations(node).get(HELD_FOR))
 
 
 def uncordon_patch(node: dict[str, Any], taint_key: str) -> dict[str, Any]:

@@ -44,6 +44,7 @@ class RecordingClient:
         self.pods = {pod_key(o): copy.deepcopy(o) for o in objects if o.get("kind") == "Pod"}
         self.pdbs = [copy.deepcopy(o) for o in objects if o.get("kind") == "PodDisruptionBudget"]
         self.targets = {m.pod: m.to_node for m in plan.moves} if plan else {}
+        self.placements = {p.pod: p.to_node for p in plan.placed_pending} if plan else {}
         self.admission = admission
         self.calls: list[RecordedCall] = []
         self.states: dict[str, dict[str, str]] = {}
@@ -68,7 +69,18 @@ class RecordingClient:
     # writes (recorded)
     def patch_node(self, name: str, patch: Obj) -> Obj:
         self.calls.append(RecordedCall("patch_node", {"name": name, "patch": copy.deepcopy(patch)}))
-        return copy.deepcopy(_merge(self.nodes[name], patch))
+        node = _merge(self.nodes[name], patch)
+        if not (node.get("spec") or {}).get("unschedulable"):
+            self._bind_pending(name)
+        return copy.deepcopy(node)
+
+    def _bind_pending(self, node: str) -> None:
+        """The scheduler's part in a dry run: a pending pod the plan places here binds once the node is schedulable."""
+        for key, target in self.placements.items():
+            pod = self.pods.get(key)
+            if target == node and pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+                pod.setdefault("spec", {})["nodeName"] = node
+                pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
 
     def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
         self.calls.append(RecordedCall("evict", {"namespace": namespace, "name": name}))

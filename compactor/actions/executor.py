@@ -17,9 +17,11 @@ from typing import Any
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj, ObjectRef
 from compactor.actions.clock import Clock
-from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_terminating, pdbs_selecting, pod_key
+from compactor.actions.outcome import Outcome, compare, whole_free_gpu_nodes
+from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_terminating, pdbs_selecting, pod_key, requests_gpu
+from compactor.actions.steering import rivals, room_on
 from compactor.errors import ClusterError
-from compactor.planner.plan import CompactionPlan, Move
+from compactor.planner.plan import CompactionPlan, Move, Placement
 from compactor.settings import ExecutorSettings
 
 log = logging.getLogger("compactor.executor")
@@ -48,11 +50,13 @@ class RunReport:
     skipped_moves: list[str] = field(default_factory=list)
     reason: str = ""
     dry_run: bool = False
+    outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "planId": self.plan_id, "status": self.status, "movesTotal": self.moves_total, "movesDone": self.moves_done,
             "freedNodes": self.freed_nodes, "skippedMoves": self.skipped_moves, "reason": self.reason, "dryRun": self.dry_run,
+            "outcome": self.outcome.to_dict() if self.outcome else None,
         }
 
 
@@ -68,19 +72,35 @@ class _Run:
     inflight: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: str = ""  # why a rollback started
     capped: bool = False  # max_evictions_per_cycle left moves for a later run
+    held: list[str] = field(default_factory=list)  # nodes cordoned for a moment so that a pod binds on its planned node
+    held_since: float = 0.0
+    held_seconds: float = 0.0  # node-seconds of holds so far
+    free_before: dict[str, int] = field(default_factory=dict)  # whole-free GPU nodes when the run began
+    evictions: int = 0
+    notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
 
     @classmethod
     def resumed(cls, plan: CompactionPlan, state: dict[str, str]) -> _Run:
         return cls(plan, set(plan.freed_nodes), cordoned=json.loads(state.get("cordoned", "[]")),
                    done=json.loads(state.get("done", "[]")), phase=state.get("phase", "cordoning"),
-                   inflight=json.loads(state.get("inflight", "{}")), reason=state.get("reason", ""))
+                   inflight=json.loads(state.get("inflight", "{}")), reason=state.get("reason", ""),
+                   held=json.loads(state.get("held", "[]")), free_before=json.loads(state.get("freeBefore", "{}")),
+                   evictions=int(state.get("evictions", "0") or 0))
 
     def state(self, at: str) -> dict[str, str]:
         return {
             "planId": self.plan.metadata.id, "phase": self.phase, "updatedAt": at,
             "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "inflight": json.dumps(self.inflight),
+            "held": json.dumps(self.held), "freeBefore": json.dumps(self.free_before), "evictions": str(self.evictions),
             "reason": self.reason, "plan": self.plan.to_json(),
         }
+
+    @property
+    def fences(self) -> list[str]:
+        """Nodes drained for a pending pod (and not freed): kept from replacements until the pending pod binds there."""
+        sources = {m.from_node for m in self.plan.moves}
+        targets = {m.to_node for m in self.plan.moves}
+        return sorted({p.to_node for p in self.plan.placed_pending} & sources - self.freed - targets)
 
 
 class Executor:
@@ -109,6 +129,8 @@ class Executor:
             report.status = "nothing-to-do"
             return report
         try:
+            if not resume:
+                run.free_before = whole_free_gpu_nodes(self.client.list_nodes(), self.client.list_pods())
             if run.phase != "finishing":  # interrupted while finishing: every move is done, nodes may already be released
                 run.phase = "cordoning"
                 self._validate(run)
@@ -134,7 +156,34 @@ class Executor:
             self._rollback(run, report.reason)
         report.moves_done = len(run.done)
         report.skipped_moves = run.skipped
+        self._judge(run, report)
         return report
+
+    def _judge(self, run: _Run, report: RunReport) -> None:
+        """Measure what the cluster shows now; a run that did not get the planned result is not ``succeeded``."""
+        try:
+            report.outcome = self._measure(run)
+        except ClusterError as exc:
+            report.reason = "; ".join(filter(None, [report.reason, f"outcome not measured: {exc}"]))
+            if report.status == "succeeded":
+                report.status = "partial"
+            return
+        if report.status == "succeeded" and not report.outcome.as_planned:
+            report.status = "partial"
+            report.reason = "; ".join([report.outcome.summary(), *run.notes])
+        log.info("run outcome", extra={"plan": run.plan.metadata.id, "status": report.status, **report.outcome.to_dict()})
+
+    def _measure(self, run: _Run) -> Outcome:
+        nodes, pods = self.client.list_nodes(), self.client.list_pods()
+        outcome = compare(run.free_before, whole_free_gpu_nodes(nodes, pods), planned=run.plan.freed_gpus)
+        bound = {pod_key(p): (p.get("spec") or {}).get("nodeName") for p in pods if not is_terminating(p)}
+        outcome.pending_planned = len(run.plan.placed_pending)
+        outcome.pending_placed = sum(1 for p in run.plan.placed_pending if bound.get(p.pod) == p.to_node)
+        outcome.evictions = run.evictions
+        outcome.replacements_ready = sum(1 for m in run.plan.moves if m.pod in run.done and m.pod not in run.skipped)
+        outcome.held_node_seconds = run.held_seconds
+        outcome.notes = list(run.notes)
+        return outcome
 
     def abandon(self, plan: CompactionPlan, state: dict[str, str], *, reason: str) -> RunReport:
         """Roll back an interrupted run without resuming it."""
@@ -156,7 +205,7 @@ class Executor:
                 raise Abort(f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}")
 
     def _cordon_all(self, run: _Run) -> None:
-        for name in run.plan.freed_nodes:
+        for name in [*run.plan.freed_nodes, *run.fences]:
             node = self.client.get_node(name)
             if node is None:
                 raise Abort(f"node {name} disappeared while cordoning")
@@ -181,7 +230,8 @@ class Executor:
         if len(pending) < len([m for m in run.plan.moves if m.pod not in run.done]):
             log.info("per-cycle eviction cap reached", extra={"cap": self.settings.max_evictions_per_cycle})
             run.capped = True
-        for batch in _batches(pending, self.settings.max_concurrent_evictions):
+        width = 1 if self.settings.steer_replacements else self.settings.max_concurrent_evictions  # holds steer one pod at a time
+        for batch in _batches(pending, width):
             self._evict_batch(run, batch)
 
     def _evict_batch(self, run: _Run, batch: Sequence[Move]) -> None:
@@ -202,6 +252,8 @@ class Executor:
                 self._mark_done(run, move)
                 continue
             self._wait_for_budget(run, move)
+            if self.settings.steer_replacements:
+                self._hold_rivals(run, pod, target=move.to_node, why=move.pod)
             run.inflight[move.pod] = {"owner": controller_uid(pod), "siblings": sorted(self._owner_pod_uids(pod))}
             self._save(run)  # write-ahead: after a crash, recovery still waits for this replacement
             self._evict(run, move)
@@ -259,6 +311,7 @@ class Executor:
         while True:
             result = self.client.evict(namespace, name, dry_run=False)
             if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
+                run.evictions += result.outcome == EvictionOutcome.EVICTED
                 self._event(ObjectRef("Pod", name, namespace), "CompactorEvict",
                             f"evicted from {move.from_node} by plan {run.plan.metadata.id}: {move.reason}")
                 log.info("evicted", extra={"pod": move.pod, "node": move.from_node, "plan": run.plan.metadata.id})
@@ -290,19 +343,81 @@ class Executor:
                 p for p in self.client.list_pods()
                 if controller_uid(p) == owner and str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)
             ]
-            for replacement in fresh:
-                node = (replacement.get("spec") or {}).get("nodeName")
-                if node and node in run.freed:
-                    raise Abort(f"replacement {pod_key(replacement)} for {move.pod} landed on {node}, a node this plan frees")
+            landed = [(pod_key(p), (p.get("spec") or {}).get("nodeName")) for p in fresh if (p.get("spec") or {}).get("nodeName")]
+            for replacement, node in landed:
+                self._check_landing(run, move, replacement, str(node))
+            if landed:
+                self._release_holds(run)
             self._check_sources(run)  # after the replacement check: our own replacement is not a stranger
             ready = [p for p in fresh if (p.get("spec") or {}).get("nodeName") and is_ready(p)]
             if ready:
                 return
+            self._check_hold_age(run, f"the replacement of {move.pod}")
             if self.clock.monotonic() >= deadline:
-                state = "Pending" if not any((p.get("spec") or {}).get("nodeName") for p in fresh) else "not Ready"
+                state = "Pending" if not landed else "not Ready"
                 raise Abort(f"replacement for {move.pod} still {state} after {self.settings.replacement_timeout_seconds:g}s")
             self._report(run, f"moved {move.pod}", waiting=f"replacement of {move.pod} ({len(fresh)} new, none Ready yet)")
-            self.clock.sleep(self.settings.poll_seconds)
+            self.clock.sleep(self.settings.bind_poll_seconds if run.held else self.settings.poll_seconds)
+
+    def _check_landing(self, run: _Run, move: Move, replacement: str, node: str) -> None:
+        """Where a replacement was bound decides whether the plan still holds; a wrong landing stops the run."""
+        if node in run.freed:
+            raise Abort(f"replacement {replacement} for {move.pod} landed on {node}, a node this plan frees; stopped and rolled back")
+        if self.settings.steer_replacements and node != move.to_node:
+            raise Abort(f"replacement {replacement} for {move.pod} was bound to {node}, not the planned {move.to_node}; "
+                        f"stopped after {len(run.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)")
+
+    # ----- steering -----------------------------------------------------------------
+
+    def _hold_rivals(self, run: _Run, pod: Obj, *, target: str, why: str) -> None:
+        """Cordon, for a moment, every other schedulable node that could take ``pod``: only ``target`` stays feasible."""
+        nodes, pods = self.client.list_nodes(), self.client.list_pods()
+        room = room_on(nodes, pods, pod, target=target)
+        if not room.fits:
+            lacking = ", ".join(f"{r} {v}" for r, v in sorted(room.short.items())) or "the node is gone"
+            raise Abort(f"plan is stale: {target} has no room for {why} now (short of {lacking})")
+        names = rivals(nodes, pods, pod, target=target)
+        if not names:
+            return
+        versions = {n["metadata"]["name"]: str(n["metadata"].get("resourceVersion") or "") for n in nodes}
+        run.held = sorted({*run.held, *names})
+        run.held_since = self.clock.monotonic()
+        self._save(run)  # write-ahead: recovery releases whatever it finds held
+        stamp = self._stamp()
+        for name in names:
+            try:
+                self.client.patch_node(name, ann.hold_patch(run.plan.metadata.id, stamp, why, versions.get(name, "")))
+            except ClusterError as exc:
+                if exc.status != 409:
+                    raise
+                self._hold_again(run, name, stamp, why)
+        log.info("holding nodes", extra={"pod": why, "target": target, "held": len(names)})
+
+    def _hold_again(self, run: _Run, name: str, stamp: str, why: str) -> None:
+        """The node changed since it was read (409): hold it unless someone else cordoned it meanwhile."""
+        node = self.client.get_node(name)
+        if node is None or ann.is_unschedulable(node):
+            run.held.remove(name)
+            return
+        self.client.patch_node(name, ann.hold_patch(run.plan.metadata.id, stamp, why, str(node["metadata"].get("resourceVersion") or "")))
+
+    def _release_holds(self, run: _Run) -> None:
+        if not run.held:
+            return
+        current = {n["metadata"]["name"]: n for n in self.client.list_nodes()}
+        for name in run.held:
+            node = current.get(name)
+            if node is not None and ann.is_held(node):
+                self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
+        run.held_seconds += len(run.held) * max(0.0, self.clock.monotonic() - run.held_since)
+        run.held = []
+        self._save(run)
+
+    def _check_hold_age(self, run: _Run, what: str) -> None:
+        held_for = self.clock.monotonic() - run.held_since
+        if run.held and held_for >= self.settings.steer_timeout_seconds:
+            raise Abort(f"{what} was not bound within steer_timeout_seconds ({self.settings.steer_timeout_seconds:g}s) "
+                        f"while {len(run.held)} node(s) were held; stopped and rolled back")
 
     def _check_sources(self, run: _Run) -> None:
         """A GPU pod the plan does not move appearing on a cordoned source (ours or someone else's cordon) defeats the plan."""
@@ -313,6 +428,12 @@ class Executor:
                     raise Abort(f"new GPU pod {pod_key(pod)} appeared on cordoned node {name}")
 
     def _finish(self, run: _Run) -> list[str]:
+        self._release_holds(run)  # resumed after a crash between a bind and its release
+        for placement in run.plan.placed_pending:
+            self._place_pending(run, placement)
+        for name in run.fences:  # a pending pod that was not placed leaves its fence behind
+            self._release_fence(run, name)
+        self._await_drained(run)
         freed = []
         for name in run.plan.freed_nodes:
             leftovers = [pod_key(p) for p in gpu_pods_on(self.client, name)]
@@ -325,6 +446,49 @@ class Executor:
         self.client.write_state(ann.STATE_CONFIGMAP, None)
         self._report(run, "done")
         return freed
+
+    def _place_pending(self, run: _Run, placement: Placement) -> None:
+        """Open the fence around the node drained for a pending pod and steer the pod there, as for a replacement."""
+        namespace, name = placement.pod.split("/", 1)
+        pod = self.client.get_pod(namespace, name)
+        if pod is None or is_terminating(pod):
+            run.notes.append(f"pending pod {placement.pod} is gone")
+            return
+        if not (pod.get("spec") or {}).get("nodeName") and self.settings.steer_replacements:
+            self._hold_rivals(run, pod, target=placement.to_node, why=placement.pod)
+        self._release_fence(run, placement.to_node)
+        deadline = self.clock.monotonic() + self.settings.steer_timeout_seconds
+        while not (node := (pod.get("spec") or {}).get("nodeName")) and self.clock.monotonic() < deadline:
+            self._report(run, f"placing pending {placement.pod}", waiting=f"bind on {placement.to_node}")
+            self.clock.sleep(self.settings.bind_poll_seconds)
+            pod = self.client.get_pod(namespace, name) or {}
+        self._release_holds(run)
+        if not node:
+            run.notes.append(f"pending pod {placement.pod} not bound within {self.settings.steer_timeout_seconds:g}s")
+        elif node != placement.to_node:
+            run.notes.append(f"pending pod {placement.pod} was bound to {node}, not the planned {placement.to_node}")
+
+    def _release_fence(self, run: _Run, name: str) -> None:
+        if name not in run.cordoned:
+            return
+        node = self.client.get_node(name)
+        if node is not None and ann.is_ours(node):
+            self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
+            self._event(ObjectRef("Node", name), "CompactorUncordon", f"opened for the pending pod of plan {run.plan.metadata.id}")
+        run.cordoned.remove(name)
+        self._save(run)
+
+    def _await_drained(self, run: _Run) -> None:
+        """A node is freed once its GPU pods are deleted, not merely terminating; wait for that, within the replacement timeout."""
+        deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
+        while self.clock.monotonic() < deadline:
+            holding = [n for n in run.plan.freed_nodes
+                       if any(requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                              for p in self.client.list_pods(node_name=n))]
+            if not holding:
+                return
+            self._report(run, "finishing", waiting=f"evicted pods to terminate on {', '.join(holding[:3])}")
+            self.clock.sleep(self.settings.poll_seconds)
 
     def _after_drain(self, run: _Run, name: str, *, freed: bool) -> None:
         if name not in run.cordoned:
@@ -361,7 +525,7 @@ class Executor:
             self._save(run)  # so that a crash from here on makes recovery finish the rollback, not resume the plan
         except Exception as exc:  # best effort; the rollback itself matters more
             log.error("could not record the rollback", extra={"error": str(exc)})
-        for name in list(run.cordoned):
+        for name in dict.fromkeys([*run.cordoned, *run.held]):
             try:
                 node = self.client.get_node(name)
                 if node is not None and ann.is_ours(node):

@@ -42,6 +42,7 @@ class Exporter(Collector):
         self._cycle_errors = 0
         self._last_cycle: float | None = None
         self._leader = False
+        self._gained: tuple[int, int] | None = None
         self.registry.register(self)
 
     # ----- updates (from the controller loop) ------------------------------------------
@@ -53,13 +54,18 @@ class Exporter(Collector):
             if cordoned_nodes is not None:
                 self._cordoned = cordoned_nodes
 
-    def record_run(self, status: str, *, evictions: int = 0) -> None:
-        """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do) after ``evictions`` evictions."""
+    def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None) -> None:
+        """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do) after ``evictions`` evictions.
+
+        ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured.
+        """
         if evictions < 0:
             raise ValueError(f"evictions must be >= 0, got {evictions}")
         with self._lock:
             self._runs[status] = self._runs.get(status, 0) + 1
             self._evictions += evictions
+            if gained is not None:
+                self._gained = gained
 
     def record_cycle(self, timestamp: float) -> None:
         """A cycle completed (figures computed, and the run if any ended) at ``timestamp`` (Unix seconds)."""
@@ -90,6 +96,7 @@ class Exporter(Collector):
         with self._lock:
             figures, cordoned, leader = self._figures, self._cordoned, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
+            gained = self._gained
         if figures is not None:
             yield from _figure_metrics(figures)
         if cordoned is not None:
@@ -101,6 +108,11 @@ class Exporter(Collector):
         yield runs_family
         yield CounterMetricFamily(PREFIX + "evictions", "Pods evicted by gpu-compactor (real runs only).", value=evictions)
         yield CounterMetricFamily(PREFIX + "cycle_errors", "Cycles that stopped on an error before completing.", value=errors)
+        if gained is not None:
+            yield GaugeMetricFamily(PREFIX + "last_run_freed_gpus", "Net whole-free GPUs the last run gained, measured on the cluster "
+                                    "after it (physical GPUs of GPU nodes running no GPU pod).", value=gained[0])
+            yield GaugeMetricFamily(PREFIX + "last_run_planned_freed_gpus", "Net whole-free GPUs the last run's plan promised (freedGpus).",
+                                    value=gained[1])
         if last is not None:
             yield GaugeMetricFamily(PREFIX + "last_cycle_timestamp_seconds", "Unix time the last cycle completed.", value=last)
         yield GaugeMetricFamily(PREFIX + "leader", "1 when this replica holds the leader lease (runs cycles), else 0.",

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from compactor.actions.annotations import HELD_FOR
 from compactor.cli import build_parser, main
 from compactor.controller import Controller, ControllerOptions, Interrupted, StoppableClock, parse_listen, run_cycle
 from compactor.errors import CompactorError
@@ -64,6 +65,7 @@ def test_a_cycle_frees_a_node_and_exports_the_outcome() -> None:
     assert sample(exporter, "gpu_compactor_runs_total", status="succeeded") == 1
     assert sample(exporter, "gpu_compactor_runs_total", status="failed") == 0
     assert sample(exporter, "gpu_compactor_evictions_total") == 3
+    assert sample(exporter, "gpu_compactor_last_run_freed_gpus") == sample(exporter, "gpu_compactor_last_run_planned_freed_gpus") == 8
     # the figures are those after the run: gpu-3 is whole free now, and nothing is left cordoned
     assert sample(exporter, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
     assert sample(exporter, "gpu_compactor_cordoned_nodes") == 0
@@ -105,7 +107,9 @@ def test_an_interrupted_cycle_leaves_its_state_and_the_next_cycle_recovers_it() 
     with pytest.raises(Interrupted):
         run_cycle(loader(c), c, SETTINGS_ALL, StoppableClock(c.clock, stop), exporter, execute=True)
     assert c.state, "the run's state must stay for recovery"
-    assert c.cordoned_nodes() == ["gpu-3"]
+    held = [n for n in c.cordoned_nodes() if c.nodes[n]["metadata"]["annotations"].get(HELD_FOR) == sent[0]]
+    assert held, "while the replacement binds, the other nodes that could take it are held"
+    assert [n for n in c.cordoned_nodes() if n not in held] == ["gpu-3"]
     assert len(c.evicted) == 1  # the step in progress finished, nothing after it
 
     stop.clear()

@@ -261,11 +261,10 @@ def test_a_crash_in_the_rollback_is_finished_by_recovery_not_resumed() -> None:
     k = first_rollback_write(name) + 1  # the rollback's state is written; crash as the first node is uncordoned
     w = crash_at(name, k, "before")
     state = w.cluster.state[ann.STATE_CONFIGMAP]
-    assert state["phase"] == "rollingBack" and "still Pending" in state["reason"]
-    assert w.cluster.cordoned_nodes() == ["gpu-3"]
+    assert state["phase"] == "rollingBack" and "not bound within steer_timeout_seconds" in state["reason"]
     recovered = recover(w.cluster, SETTINGS, w.cluster.clock)
     assert recovered.resumed is not None and recovered.resumed.status == "failed"
-    assert recovered.resumed.reason.startswith("interrupted while rolling back: replacement for default/")
+    assert recovered.resumed.reason.startswith("interrupted while rolling back: the replacement of default/")
     assert len(w.cluster.evicted) == 1  # the one eviction before the abort, none after
     check_invariants(w)
 
@@ -281,7 +280,9 @@ def test_a_crash_while_finishing_does_not_undo_a_completed_plan() -> None:
     c.add_pod(pod("newcomer", on="gpu-2", gpus=1, owner="ReplicaSet/newcomer", labels={"app": "newcomer"}))
     recovered = recover(c, SETTINGS, c.clock)
     assert recovered.resumed is not None
-    assert recovered.resumed.status == "succeeded", recovered.resumed.reason
+    # honest about the result: gpu-2 was freed, then taken by the newcomer, so the cluster gained 8 GPUs, not 16
+    assert recovered.resumed.status == "partial", recovered.resumed.reason
+    assert recovered.resumed.reason.startswith("cluster gained 8 whole-free GPU(s) (plan: 16)")
     assert recovered.resumed.freed_nodes == ["gpu-3"]  # gpu-2 has been given back (and used) already
     assert [e["reason"] for e in c.events].count("CompactorAbort") == 0
     # gpu-2 was released before the crash (its event died with the process): neither cordoned again nor patched again

@@ -34,11 +34,13 @@ def _normal_message(message: str) -> str:
 
 
 def _normal_patch(patch: Obj) -> Obj:
-    """The patch with the reservation deadline blanked: it is 'now + TTL', and real time passed waiting for pods."""
+    """The patch with times blanked (the reservation deadline, a hold's cordon time): real time passed waiting for pods."""
     patch = copy.deepcopy(patch)
     annotations = (patch.get("metadata") or {}).get("annotations") or {}
     if annotations.get(ann.RESERVED_UNTIL):
         annotations[ann.RESERVED_UNTIL] = "<now+ttl>"
+    if annotations.get(ann.HELD_FOR):
+        annotations[ann.CORDONED_AT] = "<now>"
     return patch
 
 
@@ -110,7 +112,13 @@ def test_real_and_dry_runs_make_the_same_calls(scenario: Callable[[], list[Obj]]
     # and the sequence is the whole story: cordons, then one eviction per move, then the after-drain patches
     evictions = [s[1] for s in steps if s[0] == "evict"]
     assert evictions == [m.pod for m in plan.moves]
-    assert [s[1] for s in steps if s[0] == "patch_node"] == plan.freed_nodes * 2
+    patches = [(s[1], s[2]) for s in steps if s[0] == "patch_node"]
+    assert [name for name, _ in patches if name in plan.freed_nodes] == plan.freed_nodes * 2
+    holds = [name for name, patch in patches if patch["metadata"]["annotations"].get(ann.HELD_FOR)]
+    releases = [name for name, patch in patches if name not in plan.freed_nodes and not patch["metadata"]["annotations"].get(ann.HELD_FOR)]
+    assert sorted(holds) == sorted(releases)  # every node held while a replacement bound was released again
+    if scenario is one_freed_node:  # gpu-1 and gpu-2 can both take gpu-3's pods: the one not planned is held
+        assert holds
 
 
 def test_an_aborting_plan_makes_the_same_calls_in_both() -> None:

@@ -110,6 +110,18 @@ def test_counters_start_at_zero_for_every_status_and_accumulate() -> None:
         exporter.record_run("succeeded", evictions=-1)
 
 
+def test_the_last_measured_gain_is_exported_beside_the_planned_one() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    exporter.record_run("succeeded", evictions=2)
+    assert value(registry, "gpu_compactor_last_run_freed_gpus") is None  # never measured: no series rather than a made-up 0
+    exporter.record_run("partial", evictions=17, gained=(64, 72))
+    assert value(registry, "gpu_compactor_last_run_freed_gpus") == 64
+    assert value(registry, "gpu_compactor_last_run_planned_freed_gpus") == 72
+    exporter.record_run("failed")  # a run without a measurement keeps the last one
+    assert value(registry, "gpu_compactor_last_run_freed_gpus") == 64
+
+
 def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)

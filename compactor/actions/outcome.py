@@ -1,0 +1,75 @@
+"""What a run really did, measured from the live cluster with the plan's own definitions.
+
+``freedGpus`` in a plan is the physical GPUs of the GPU nodes that run a GPU pod
+before and none after, minus those of nodes that run none before and some after.
+Measured on the cluster, that is the change in *whole-free GPUs*: the physical GPUs
+of GPU nodes with no bound, unfinished GPU pod (a terminating pod still holds its
+node). The run compares the two and says ``succeeded`` only when they agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from compactor.actions.client import Obj
+from compactor.actions.steering import SOURCE
+from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import parse_node, parse_pod
+
+
+def whole_free_gpu_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> dict[str, int]:
+    """GPU node -> its physical GPUs, for every GPU node that runs no GPU pod."""
+    busy = set()
+    for raw in pods:
+        pod = parse_pod(raw, source=SOURCE)
+        if pod.is_bound and pod.uses_gpu:
+            busy.add(pod.node_name)
+    found = {}
+    for raw in nodes:
+        node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
+        if node.is_gpu_node and node.name not in busy:
+            found[node.name] = node.gpu.physical_gpus
+    return found
+
+
+@dataclass
+class Outcome:
+    """The run's result as the cluster shows it, beside what the plan promised."""
+
+    planned_freed_gpus: int
+    freed_gpus: int  # net whole-free GPUs gained, measured
+    freed_nodes: list[str] = field(default_factory=list)  # GPU nodes whole-free after the run and not before
+    taken_nodes: list[str] = field(default_factory=list)  # whole-free before, running GPU pods after
+    pending_planned: int = 0
+    pending_placed: int = 0  # placed pending pods bound on their planned node
+    evictions: int = 0
+    replacements_ready: int = 0
+    held_node_seconds: float = 0.0  # nodes held for steering x seconds held
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def as_planned(self) -> bool:
+        return self.freed_gpus == self.planned_freed_gpus and self.pending_placed == self.pending_planned
+
+    def summary(self) -> str:
+        return (f"cluster gained {self.freed_gpus} whole-free GPU(s) (plan: {self.planned_freed_gpus}); "
+                f"{self.pending_placed}/{self.pending_planned} pending pod(s) placed as planned")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "plannedFreedGpus": self.planned_freed_gpus, "freedGpus": self.freed_gpus, "freedNodes": self.freed_nodes,
+            "takenNodes": self.taken_nodes, "pendingPlanned": self.pending_planned, "pendingPlaced": self.pending_placed,
+            "evictions": self.evictions, "replacementsReady": self.replacements_ready,
+            "heldNodeSeconds": round(self.held_node_seconds, 1), "notes": self.notes,
+        }
+
+
+def compare(before: Mapping[str, int], after: Mapping[str, int], *, planned: int) -> Outcome:
+    return Outcome(
+        planned_freed_gpus=planned,
+        freed_gpus=sum(after.values()) - sum(before.values()),
+        freed_nodes=sorted(set(after) - set(before)),
+        taken_nodes=sorted(set(before) - set(after)),
+    )

@@ -1,0 +1,81 @@
+"""Which nodes to hold (cordon for a moment) so that kube-scheduler can bind a pod only where the plan says.
+
+The stock scheduler, with the default profile, sends a replacement to the emptiest
+feasible node, not to the planned one. The executor therefore cordons, for the few
+seconds between an eviction and the replacement's binding, every *other*
+schedulable node that could take the replacement; the planned node is then the only
+feasible one (see docs/executor.md, "Steering").
+
+Deciding which nodes could take the pod is pure: live objects in, node names out.
+The test is deliberately generous, so the set errs towards holding too many nodes,
+never too few:
+
+* resources, taints, ``nodeSelector`` and required node affinity are checked as the
+  scheduler's filters do (``why_ineligible``); a node that fails one of them can never
+  take the pod and needs no hold;
+* pod (anti-)affinity and topology spread are *not* used to rule a node out;
+* terminating pods are counted as already gone, and so is the pod being moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from compactor.actions.client import Obj
+from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import parse_node, parse_pod
+from compactor.model.resources import Resources
+from compactor.model.scheduling import why_ineligible
+from compactor.model.types import Node, Pod
+
+SOURCE = "live cluster"
+
+
+@dataclass(frozen=True)
+class Room:
+    """Whether ``pod`` fits ``node`` right now, and if not, what it lacks (for the log and the abort message)."""
+
+    node: str
+    fits: bool
+    short: dict[str, int]
+
+
+def _usage(pods: Iterable[Obj], *, leaving_uid: str) -> dict[str, Resources]:
+    """Requests per node of the bound pods that hold capacity and stay: not finished, not terminating, not the mover."""
+    used: dict[str, Resources] = {}
+    for raw in pods:
+        pod = parse_pod(raw, source=SOURCE)
+        if not pod.is_bound or pod.deletion_timestamp or (leaving_uid and pod.uid == leaving_uid):
+            continue
+        used[pod.node_name] = used.get(pod.node_name, Resources()) + pod.requests
+    return used
+
+
+def _nodes(raw_nodes: Iterable[Obj]) -> list[Node]:
+    return [parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) for raw in raw_nodes]
+
+
+def _free(node: Node, used: dict[str, Resources]) -> Resources:
+    return node.allocatable - used.get(node.name, Resources())
+
+
+def rivals(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> list[str]:
+    """Schedulable nodes other than ``target`` where ``mover`` (or a replacement made from the same template) could bind now."""
+    pod = parse_pod(mover, source=SOURCE)
+    used = _usage(raw_pods, leaving_uid=pod.uid)
+    return sorted(
+        node.name for node in _nodes(raw_nodes)
+        if node.name != target and why_ineligible(pod, node) is None and pod.requests.fits_in(_free(node, used))
+    )
+
+
+def room_on(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Room:
+    """Whether ``target`` has room for ``mover`` once terminating pods (and the mover itself) are gone; rules other than resources aside."""
+    pod: Pod = parse_pod(mover, source=SOURCE)
+    node = next((n for n in _nodes(raw_nodes) if n.name == target), None)
+    if node is None:
+        return Room(target, False, {})
+    free = _free(node, _usage(raw_pods, leaving_uid=pod.uid))
+    short = {r: v - free.get(r, 0) for r, v in pod.requests.items() if v > free.get(r, 0)}
+    return Room(target, not short, short)

@@ -1,0 +1,127 @@
+"""Steering: with a scheduler that spreads (the default profile), every replacement still lands where the plan says.
+
+The fake scheduler's ``spread`` mode binds a pod to the feasible node with the most free
+GPUs, as LeastAllocated does; the real control plane shows the same in ``tests/e2e``.
+"""
+
+from __future__ import annotations
+
+from compactor.actions import annotations as ann
+from compactor.actions.executor import Progress
+from tests.builders import node, pod
+from tests.fakecluster import FakeCluster
+from tests.integration.test_executor import SETTINGS, Obj, agents, assert_clean, make_plan, marks, rs, run
+from tests.integration.test_executor import pdb as budget
+
+UNSTEERED = SETTINGS.model_copy(update={"steer_replacements": False})
+
+
+def spare_node_beside_a_freeable_one() -> list[Obj]:
+    """gpu-3's two pods fit gpu-1's 4 free GPUs; gpu-4 is GPU-free, so a spreading scheduler prefers it."""
+    return [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8), node("gpu-4", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=4, owner=None), pod("pin-2", on="gpu-2", gpus=6, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2), rs("serve-b", "gpu-3", "serve", gpus=2),
+        *agents("gpu-1", "gpu-2", "gpu-3", "gpu-4"),
+        budget("serve", match={"app": "serve"}, max_unavailable=1),
+    ]
+
+
+def node_drained_for_a_pending_pod() -> list[Obj]:
+    """An 8-GPU pod waits; gpu-3 runs two 2-GPU pods that fit the 2 free GPUs on each of gpu-1 and gpu-2."""
+    return [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None), pod("pin-2", on="gpu-2", gpus=6, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2), rs("train-a", "gpu-3", "train", gpus=2),
+        pod("big", gpus=8, owner=None),
+        *agents("gpu-1", "gpu-2", "gpu-3"),
+        budget("serve", match={"app": "serve"}, max_unavailable=1), budget("train", match={"app": "train"}, max_unavailable=1),
+    ]
+
+
+def gpu_nodes_of(c: FakeCluster, app: str) -> list[str]:
+    return sorted(p["spec"]["nodeName"] for p in c.pods.values() if (p["metadata"].get("labels") or {}).get("app") == app)
+
+
+def test_a_spreading_scheduler_is_steered_to_the_planned_node() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    assert plan.freed_nodes == ["gpu-3"] and {m.to_node for m in plan.moves} == {"gpu-1"} and plan.freed_gpus == 8
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]
+    assert report.outcome is not None and report.outcome.freed_gpus == 8 and report.outcome.freed_nodes == ["gpu-3"]
+    assert report.outcome.evictions == 2 and report.outcome.replacements_ready == 2
+    assert report.outcome.held_node_seconds > 0
+    assert_clean(c)
+
+
+def test_without_steering_the_run_reports_the_real_gain_not_the_planned_one() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    report = run(c, plan, UNSTEERED)
+    assert gpu_nodes_of(c, "serve") == ["gpu-4", "gpu-4"]  # the emptiest node took both replacements
+    assert report.status == "partial"
+    assert report.reason == "cluster gained 0 whole-free GPU(s) (plan: 8); 0/0 pending pod(s) placed as planned"
+    assert report.outcome is not None and report.outcome.taken_nodes == ["gpu-4"] and report.outcome.freed_nodes == ["gpu-3"]
+    assert_clean(c)
+
+
+def test_only_nodes_that_could_take_the_replacement_are_held_and_only_while_it_binds() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    seen: list[tuple[str, list[str]]] = []
+
+    def watch(progress: Progress) -> None:
+        held = sorted(n for n in c.nodes if marks(c, n).get(ann.HELD_FOR))
+        seen.append((progress.waiting, held))
+
+    assert run(c, plan, progress=watch).status == "succeeded"
+    holds = {tuple(held) for _, held in seen if held}
+    assert holds == {("gpu-2", "gpu-4")}  # gpu-1 is the target; gpu-3 is cordoned as the node being freed
+    held_at: dict[str, float] = {}
+    durations = []
+    for call in c.history:
+        if call.method != "patch_node":
+            continue
+        if call.args["patch"]["metadata"]["annotations"].get(ann.HELD_FOR):
+            held_at[call.args["name"]] = call.time
+        elif call.args["name"] in held_at:
+            durations.append(call.time - held_at.pop(call.args["name"]))
+    assert len(durations) == 4 and not held_at  # two nodes held per move, each released once
+    assert all(d < c.ready_after for d in durations)  # released at the bind, not when the replacement is Ready
+    assert_clean(c)
+
+
+def test_a_node_drained_for_a_pending_pod_is_fenced_until_the_pending_pod_binds_there() -> None:
+    objects = node_drained_for_a_pending_pod()
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    assert [(p.pod, p.to_node) for p in plan.placed_pending] == [("default/big", "gpu-3")] and plan.freed_nodes == []
+    fenced: list[bool] = []
+    report = run(c, plan, progress=lambda p: fenced.append(bool(c.nodes["gpu-3"]["spec"].get("unschedulable"))))
+    assert report.status == "succeeded", report.reason
+    assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
+    assert sorted(gpu_nodes_of(c, "serve") + gpu_nodes_of(c, "train")) == ["gpu-1", "gpu-2"]
+    assert fenced[0] and any(fenced)  # cordoned from the start, so no replacement went back to gpu-3
+    assert report.outcome is not None and (report.outcome.pending_placed, report.outcome.pending_planned) == (1, 1)
+    assert_clean(c)
+
+
+def test_a_replacement_bound_off_plan_stops_the_run_and_rolls_back() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = FakeCluster(objects, scheduler="ignore-cordon"), make_plan(objects)  # binds to cordoned nodes first
+    report = run(c, plan)
+    assert report.status == "failed"
+    assert "not the planned gpu-1; stopped after 0/2 moves and rolled back" in report.reason
+    assert c.evicted == ["default/serve-a"]  # nothing evicted after the wrong landing
+    assert_clean(c)
+
+
+def test_a_target_without_room_is_caught_before_the_eviction() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    c.add_pod(pod("newcomer", on="gpu-1", gpus=4, owner=None))  # takes gpu-1's room after the plan was made
+    report = run(c, plan)
+    assert report.status == "failed" and report.reason.startswith("plan is stale: gpu-1 has no room for default/serve-a now")
+    assert c.evicted == []
+    assert_clean(c)
