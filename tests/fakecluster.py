@@ -17,7 +17,7 @@ import itertools
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
@@ -36,6 +36,7 @@ WRITES = ("patch_node", "evict", "create_event", "write_state")
 METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_state", *WRITES)
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
 TERMINAL = ("Succeeded", "Failed")
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
 PDB_MULTIPLE = "Internal error occurred: This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
@@ -165,12 +166,14 @@ class FakeCluster:
         ready_after: float = 5.0,
         schedule_after: float = 1.0,
         grace_seconds: float = 1.0,
+        taint_lag: float = 0.5,
     ) -> None:
         self.time = 0.0
         self.scheduler = scheduler
         self.ready_after = ready_after
         self.schedule_after = schedule_after
         self.grace_seconds = grace_seconds
+        self.taint_lag = taint_lag
         self.nodes: dict[str, Obj] = {}
         self.pods: dict[tuple[str, str], Obj] = {}
         self.pdbs: dict[tuple[str, str], Obj] = {}
@@ -186,6 +189,7 @@ class FakeCluster:
         self._pending_since: dict[str, float] = {}  # uid -> when it became an unbound Pending pod
         self._bound_at: dict[str, float] = {}  # uid -> when bound, until the kubelet starts it
         self._deleting_at: dict[str, float] = {}  # uid -> when deletion was requested
+        self._flipped_at: dict[str, float] = {}  # node -> when spec.unschedulable last changed (the taint follows later)
         self._overrides: dict[tuple[str, str], int] = {}
         self._granted: dict[tuple[str, str], list[str]] = {}  # healthy pods evicted under a PDB since its last check
         self._failures: dict[str, deque[Failure]] = {}
@@ -234,7 +238,10 @@ class FakeCluster:
                 raise ClusterError(f'nodes "{name}" not found', status=404)
             if not isinstance(patch, dict):
                 raise ClusterError("a merge patch on a node must be an object", status=400)
+            was = bool(self.nodes[name].get("spec", {}).get("unschedulable"))
             self.nodes[name] = merge_patch(self.nodes[name], patch)
+            if bool(self.nodes[name].get("spec", {}).get("unschedulable")) != was:
+                self._flipped_at[name] = self.time
             return copy.deepcopy(self.nodes[name])
         return self._call("patch_node", {"name": name, "patch": patch}, run)
 
@@ -278,6 +285,7 @@ class FakeCluster:
     def tick(self) -> None:
         """One pass of every controller at the current time."""
         self._reap()
+        self._follow_cordons()
         self._reconcile_controllers()
         self._schedule()
         self._run_kubelet()
@@ -482,6 +490,7 @@ class FakeCluster:
 
     def _next_due(self) -> float | None:
         due = [t + self.grace_seconds for t in self._deleting_at.values()]
+        due += [t + self.taint_lag for t in self._flipped_at.values()]
         due += [t + self.ready_after for t in self._bound_at.values()]
         delay = self._schedule_delay()
         if delay is not None:
@@ -500,6 +509,23 @@ class FakeCluster:
             if uid in self._deleting_at and self.time >= self._deleting_at[uid] + self.grace_seconds:
                 del self.pods[key]
                 self._forget(uid)
+
+    def _follow_cordons(self) -> None:
+        """The node lifecycle controller: ``node.kubernetes.io/unschedulable:NoSchedule`` follows a cordon, ``taint_lag`` later."""
+        for name, since in list(self._flipped_at.items()):
+            if self.time < since + self.taint_lag:
+                continue
+            node = self.nodes.get(name)
+            del self._flipped_at[name]
+            if node is None:
+                continue
+            spec = node.setdefault("spec", {})
+            taints = [t for t in spec.get("taints") or [] if t.get("key") != UNSCHEDULABLE_TAINT]
+            if spec.get("unschedulable"):
+                taints.append({"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"})
+            spec["taints"] = taints or None
+            if not taints:
+                del spec["taints"]
 
     def _reconcile_controllers(self) -> None:
         for _, ctl in sorted(self.controllers.items()):
@@ -535,12 +561,13 @@ class FakeCluster:
                 used[bound] = used[bound] + self._requests(p)
         adversarial = self.scheduler == "ignore-cordon"
         spread = self.scheduler == "spread"  # the default profile's LeastAllocated: the emptiest feasible node wins
+        candidates = [replace(n, taints=tuple(t for t in n.taints if t.key != UNSCHEDULABLE_TAINT)) for n in nodes] if adversarial else nodes
         for since, key in pending:
             raw = self.pods[key]
             if self.time < since + delay or raw.get("spec", {}).get("schedulingGates"):
                 continue
             pod = parse_pod(raw, source=SOURCE)
-            fits = [n for n in nodes if why_ineligible(pod, n, ignore_unschedulable=adversarial) is None
+            fits = [n for n in candidates if why_ineligible(pod, n, ignore_unschedulable=adversarial) is None
                     and pod.requests.fits_in(n.allocatable - used[n.name])]
             if not fits:
                 continue

@@ -17,6 +17,14 @@ STATE_CONFIGMAP = "gpu-compactor-state"
 OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR)
 
 
+CORDON_TAINT = "node.kubernetes.io/unschedulable"  # added and removed by the node lifecycle controller
+
+
+def without_taints(taints: list[dict[str, Any]], taint_key: str) -> list[dict[str, Any]]:
+    """The taints an uncordon keeps: all but our reservation and the cordon's own taint."""
+    return [t for t in taints if t.get("key") not in (taint_key, CORDON_TAINT)]
+
+
 def node_annotations(node: dict[str, Any]) -> dict[str, str]:
     return dict((node.get("metadata") or {}).get("annotations") or {})
 
@@ -51,10 +59,15 @@ def is_held(node: dict[str, Any]) -> bool:
 
 
 def uncordon_patch(node: dict[str, Any], taint_key: str) -> dict[str, Any]:
-    """Uncordon, drop our marks and our reservation taint (other taints stay)."""
+    """Uncordon, drop our marks and our reservation taint (other taints stay).
+
+    The node lifecycle controller's ``node.kubernetes.io/unschedulable`` taint reflects the cordon
+    being lifted here; it is dropped with it, never written back from the read (the controller
+    would remove it again, a moment later).
+    """
     patch: dict[str, Any] = {"metadata": {"annotations": dict.fromkeys(OUR_ANNOTATIONS)}, "spec": {"unschedulable": None}}
     taints = (node.get("spec") or {}).get("taints") or []
-    kept = [t for t in taints if t.get("key") != taint_key]
+    kept = without_taints(taints, taint_key)
     if len(kept) != len(taints):
         patch["spec"]["taints"] = kept or None
     return patch

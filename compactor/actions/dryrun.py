@@ -15,6 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactor.actions.annotations import CORDON_TAINT
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.actions.pods import pod_key
 from compactor.planner.plan import CompactionPlan
@@ -70,8 +71,15 @@ class RecordingClient:
     def patch_node(self, name: str, patch: Obj) -> Obj:
         self.calls.append(RecordedCall("patch_node", {"name": name, "patch": copy.deepcopy(patch)}))
         node = _merge(self.nodes[name], patch)
-        if not (node.get("spec") or {}).get("unschedulable"):
+        spec = node.setdefault("spec", {})
+        taints = [t for t in spec.get("taints") or [] if t.get("key") != CORDON_TAINT]
+        if spec.get("unschedulable"):  # the node lifecycle controller's part: the cordon's taint follows it
+            taints.append({"key": CORDON_TAINT, "effect": "NoSchedule"})
+        else:
             self._bind_pending(name)
+        spec["taints"] = taints or None
+        if not taints:
+            del spec["taints"]
         return copy.deepcopy(node)
 
     def _bind_pending(self, node: str) -> None:

@@ -510,7 +510,7 @@ class Executor:
         """Uncordon behind a NoSchedule taint that only the pending pod it was freed for tolerates."""
         placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
         until = self._stamp(offset=self.settings.taint_ttl_seconds)
-        taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != self.settings.taint_key]
+        taints = ann.without_taints((node.get("spec") or {}).get("taints") or [], self.settings.taint_key)
         taints.append({"key": self.settings.taint_key, "value": _taint_value(placed), "effect": "NoSchedule"})
         self.client.patch_node(name, {
             "metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},

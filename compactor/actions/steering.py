@@ -14,13 +14,18 @@ never too few:
   scheduler's filters do (``why_ineligible``); a node that fails one of them can never
   take the pod and needs no hold;
 * pod (anti-)affinity and topology spread are *not* used to rule a node out;
-* terminating pods are counted as already gone, and so is the pod being moved.
+* terminating pods are counted as already gone, and so is the pod being moved;
+* the node lifecycle controller's own taints (``node.kubernetes.io/*``) and readiness are
+  ignored: they follow ``spec.unschedulable`` and the node's conditions with a delay, so
+  a node uncordoned a moment ago still carries ``node.kubernetes.io/unschedulable`` and
+  becomes feasible the instant the controller removes it (seen on kube-controller-manager
+  v1.36: a replacement bound to such a node, which an earlier version left unheld).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compactor.actions.client import Obj
 from compactor.model.load import DEFAULT_POOL_LABEL
@@ -30,6 +35,7 @@ from compactor.model.scheduling import why_ineligible
 from compactor.model.types import Node, Pod
 
 SOURCE = "live cluster"
+CONTROLLER_TAINT_PREFIX = "node.kubernetes.io/"  # taints the node lifecycle controller adds and removes
 
 
 @dataclass(frozen=True)
@@ -41,12 +47,12 @@ class Room:
     short: dict[str, int]
 
 
-def _usage(pods: Iterable[Obj], *, leaving_uid: str) -> dict[str, Resources]:
+def _usage(pods: Iterable[Obj], *, leaving: Pod) -> dict[str, Resources]:
     """Requests per node of the bound pods that hold capacity and stay: not finished, not terminating, not the mover."""
     used: dict[str, Resources] = {}
     for raw in pods:
         pod = parse_pod(raw, source=SOURCE)
-        if not pod.is_bound or pod.deletion_timestamp or (leaving_uid and pod.uid == leaving_uid):
+        if not pod.is_bound or pod.deletion_timestamp or pod.key == leaving.key:
             continue
         used[pod.node_name] = used.get(pod.node_name, Resources()) + pod.requests
     return used
@@ -56,6 +62,12 @@ def _nodes(raw_nodes: Iterable[Obj]) -> list[Node]:
     return [parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) for raw in raw_nodes]
 
 
+def _as_soon_to_be(node: Node) -> Node:
+    """The node as the scheduler may see it a moment from now: controller taints gone, Ready (cordons stay)."""
+    taints = tuple(t for t in node.taints if not t.key.startswith(CONTROLLER_TAINT_PREFIX))
+    return replace(node, taints=taints, ready=True)
+
+
 def _free(node: Node, used: dict[str, Resources]) -> Resources:
     return node.allocatable - used.get(node.name, Resources())
 
@@ -63,19 +75,19 @@ def _free(node: Node, used: dict[str, Resources]) -> Resources:
 def rivals(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> list[str]:
     """Schedulable nodes other than ``target`` where ``mover`` (or a replacement made from the same template) could bind now."""
     pod = parse_pod(mover, source=SOURCE)
-    used = _usage(raw_pods, leaving_uid=pod.uid)
+    used = _usage(raw_pods, leaving=pod)
     return sorted(
-        node.name for node in _nodes(raw_nodes)
+        node.name for node in map(_as_soon_to_be, _nodes(raw_nodes))
         if node.name != target and why_ineligible(pod, node) is None and pod.requests.fits_in(_free(node, used))
     )
 
 
 def room_on(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Room:
     """Whether ``target`` has room for ``mover`` once terminating pods (and the mover itself) are gone; rules other than resources aside."""
-    pod: Pod = parse_pod(mover, source=SOURCE)
+    pod = parse_pod(mover, source=SOURCE)
     node = next((n for n in _nodes(raw_nodes) if n.name == target), None)
     if node is None:
         return Room(target, False, {})
-    free = _free(node, _usage(raw_pods, leaving_uid=pod.uid))
+    free = _free(node, _usage(raw_pods, leaving=pod))
     short = {r: v - free.get(r, 0) for r, v in pod.requests.items() if v > free.get(r, 0)}
     return Room(target, not short, short)
