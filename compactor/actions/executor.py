@@ -131,6 +131,7 @@ class Executor:
         try:
             if not resume:
                 run.free_before = whole_free_gpu_nodes(self.client.list_nodes(), self.client.list_pods())
+            run.held_since = self.clock.monotonic()  # holds found in a resumed state get a full steer_timeout from now
             if run.phase != "finishing":  # interrupted while finishing: every move is done, nodes may already be released
                 run.phase = "cordoning"
                 self._validate(run)
@@ -336,6 +337,7 @@ class Executor:
     def _await_replacement(self, run: _Run, move: Move, owner: str, siblings: set[str]) -> None:
         """Wait until the owner is whole again: a new Ready pod of the same controller, not on a node being freed."""
         if not owner:
+            self._release_holds(run)
             return  # bare pods are never in a plan; nothing would replace one
         deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
         while True:
@@ -455,7 +457,10 @@ class Executor:
             run.notes.append(f"pending pod {placement.pod} is gone")
             return
         if not (pod.get("spec") or {}).get("nodeName") and self.settings.steer_replacements:
-            self._hold_rivals(run, pod, target=placement.to_node, why=placement.pod)
+            try:
+                self._hold_rivals(run, pod, target=placement.to_node, why=placement.pod)
+            except Abort as exc:  # every move is done by now: say why the pending pod may not land, and go on
+                run.notes.append(str(exc))
         self._release_fence(run, placement.to_node)
         deadline = self.clock.monotonic() + self.settings.steer_timeout_seconds
         while not (node := (pod.get("spec") or {}).get("nodeName")) and self.clock.monotonic() < deadline:

@@ -6,10 +6,13 @@ GPUs, as LeastAllocated does; the real control plane shows the same in ``tests/e
 
 from __future__ import annotations
 
+import pytest
+
 from compactor.actions import annotations as ann
 from compactor.actions.executor import Progress
+from compactor.actions.recovery import recover
 from tests.builders import node, pod
-from tests.fakecluster import FakeCluster
+from tests.fakecluster import Crash, FakeCluster
 from tests.integration.test_executor import SETTINGS, Obj, agents, assert_clean, make_plan, marks, rs, run
 from tests.integration.test_executor import pdb as budget
 
@@ -124,4 +127,25 @@ def test_a_target_without_room_is_caught_before_the_eviction() -> None:
     report = run(c, plan)
     assert report.status == "failed" and report.reason.startswith("plan is stale: gpu-1 has no room for default/serve-a now")
     assert c.evicted == []
+    assert_clean(c)
+
+
+def test_a_crash_while_nodes_are_held_resumes_the_wait_and_then_releases_them() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    baseline = FakeCluster(objects, scheduler="spread")
+    plan = make_plan(objects)
+    run(baseline, plan)
+    first_eviction = next(i for i, call in enumerate(baseline.history, 1) if call.method == "evict")
+
+    c = FakeCluster(objects, scheduler="spread")
+    c.crash_after(first_eviction, when="after")
+    with pytest.raises(Crash):
+        run(c, plan)
+    assert sorted(n for n in c.nodes if marks(c, n).get(ann.HELD_FOR)) == ["gpu-2", "gpu-4"]
+    c.scheduler = "never"  # the controller is down for longer than a hold may last; nothing binds meanwhile
+    c.advance(3 * SETTINGS.steer_timeout_seconds)
+    c.scheduler = "spread"
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed.reason
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]
     assert_clean(c)
