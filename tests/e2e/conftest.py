@@ -1,9 +1,13 @@
-"""Fixtures for the end-to-end suite: an API client, two worker nodes with fake GPUs, a fresh namespace.
+"""Fixtures for the end-to-end suite: an API client, two worker nodes with fake GPUs, a fleet of fake GPU nodes, fresh namespaces.
 
 Teardown order (the reverse of setup) matters and is always run, also after a failed
 setup: the test namespace goes first (its GPU pods leave the nodes), then the nodes
 lose their fake GPU capacity and labels (and any compactor cordon left behind), then
 the compactor's own namespace, when this suite created it.
+
+On a cluster without two usable workers (realk8s: a control plane only), ``gpu_nodes``
+first creates two plain ones with realk8s's fake kubelets (``fake_kubelet.py``), as
+``gpu_fleet`` creates its 16 GPU nodes; both delete exactly those nodes at the end.
 
 These fixtures only run when a test in ``tests/e2e`` runs, which needs ``KUBECONFIG``
 (see ``test_compaction.py``).
@@ -16,7 +20,9 @@ import os
 import secrets
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +30,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from tests.e2e.fake_kubelet import NodeSet, fake_kubelet_script, fake_nodes
+from tests.e2e.fragmentation import FLEET_LABEL, H100_LABELS, Fleet
 from tests.e2e.helpers import (
     CREATED_LABEL,
     FAKE_GPU_LABEL,
@@ -48,9 +56,13 @@ from tests.e2e.helpers import (
     release_compactor_marks,
     set_labels,
     wait_for,
+    why_not_candidate,
     with_retries,
     withdraw,
 )
+
+FLEET_NODES = 16
+FLEET_GPUS_PER_NODE = 8
 
 
 @pytest.fixture(scope="session")
@@ -76,6 +88,7 @@ def state_namespace(kube: Kube) -> Iterator[str]:
             f"where nothing else compacts; delete it (kubectl -n {STATE_NAMESPACE} delete configmap {STATE_CONFIGMAP}) once no "
             "compactor runs.")
     created = False
+    wait_for(_not_terminating(kube, STATE_NAMESPACE), timeout=120, interval=1, what=f"namespace {STATE_NAMESPACE}, deleted by the previous test, to go")
     if get_or_none(kube.core.read_namespace, STATE_NAMESPACE) is None:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STATE_NAMESPACE, "labels": {CREATED_LABEL: "true"}}}
         with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {STATE_NAMESPACE}", statuses=(429, 500, 503))
@@ -91,6 +104,14 @@ def state_namespace(kube: Kube) -> Iterator[str]:
                     warnings.warn(f"could not delete namespace {STATE_NAMESPACE}: {exc.status} {exc.reason}", stacklevel=1)
 
 
+def _not_terminating(kube: Kube, name: str) -> Callable[[], tuple[bool, str]]:
+    def check() -> tuple[bool, str]:
+        found = get_or_none(kube.core.read_namespace, name)
+        return found is None or not (found.get("metadata") or {}).get("deletionTimestamp"), f"namespace {name}: {(found or {}).get('status')}"
+
+    return check
+
+
 def _left_by_this_suite(config_map: dict[str, Any]) -> bool:
     """The state of a plan that moved only pods of this suite's namespaces (all deleted by now)."""
     try:
@@ -102,15 +123,33 @@ def _left_by_this_suite(config_map: dict[str, Any]) -> bool:
 
 
 @pytest.fixture
-def gpu_nodes(kube: Kube, state_namespace: str) -> Iterator[GpuNodes]:
+def gpu_nodes(kube: Kube, state_namespace: str, tmp_path: Path) -> Iterator[GpuNodes]:
     """Two schedulable workers with fake GPU capacity and GFD-like labels; everything is taken back afterwards."""
-    nodes = raw(kube.core.list_node).get("items") or []
+    run_id = f"e2e-{secrets.token_hex(3)}"
     override = [n.strip() for n in os.environ.get(NODES_ENV, "").split(",") if n.strip()]
-    chosen = pick_worker_nodes(nodes, 2, override or None)
+    with ExitStack() as fake_workers:
+        nodes = raw(kube.core.list_node).get("items") or []
+        if not override and sum(not why_not_candidate(n) for n in nodes) < 2:
+            fake_workers.enter_context(_fake_workers(kube, run_id, tmp_path, nodes))
+            nodes = raw(kube.core.list_node).get("items") or []
+        yield from _gpu_nodes_on(kube, pick_worker_nodes(nodes, 2, override or None), nodes, run_id)
+
+
+def _fake_workers(kube: Kube, run_id: str, tmp_path: Path, nodes: list[dict[str, Any]]) -> AbstractContextManager[list[str]]:
+    """Two plain fake nodes (no GPU resources) for a cluster without two usable workers (realk8s), deleted afterwards."""
+    try:
+        fake_kubelet_script()
+    except AssertionError as exc:
+        detail = "; ".join(f"{name_of(n)}: {why_not_candidate(n) or 'usable'}" for n in nodes) or "no nodes"
+        raise AssertionError(f"the cluster has no two usable workers ({detail}), and {exc}") from None
+    workers = NodeSet(prefix=f"{run_id}-worker-", count=2, gpus=0, cpu="8", memory="32Gi")
+    return fake_nodes(kube.core, k8s.CoordinationV1Api(kube.api_client), workers, tmp_path / "fake-workers.log")
+
+
+def _gpu_nodes_on(kube: Kube, chosen: list[dict[str, Any]], nodes: list[dict[str, Any]], run_id: str) -> Iterator[GpuNodes]:
     mixed, whole = (name_of(n) for n in chosen)
     original_labels = {name_of(n): labels(n) for n in chosen}
     schedulable = {name_of(n) for n in nodes if not (n.get("spec") or {}).get("unschedulable")}
-    run_id = f"e2e-{secrets.token_hex(3)}"
     touched: list[str] = []
     try:
         roles = ((mixed, MIXED_NODE_FIRST, MIXED_NODE_LABELS), (whole, WHOLE_NODE_RESOURCES, WHOLE_NODE_LABELS))
@@ -162,13 +201,41 @@ def namespace(kube: Kube, gpu_nodes: GpuNodes) -> Iterator[str]:
         _delete_namespace(kube, name)
 
 
-def _delete_namespace(kube: Kube, name: str, timeout: float = 180) -> None:
+@pytest.fixture
+def gpu_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
+    """16 fake H100 nodes (8 GPUs, 64 CPUs, 512Gi each) of this test alone, labelled for its nodeSelector; deleted afterwards."""
+    run_id = f"e2e-{secrets.token_hex(3)}"
+    nodes = NodeSet(prefix=f"{run_id}-gpu-", count=FLEET_NODES, gpus=FLEET_GPUS_PER_NODE, cpu="64", memory="512Gi",
+                    labels={**H100_LABELS, FLEET_LABEL: run_id})
+    with fake_nodes(kube.core, k8s.CoordinationV1Api(kube.api_client), nodes, tmp_path / "fake-gpu-nodes.log") as names:
+        yield Fleet(run_id=run_id, names=names, gpus_per_node=FLEET_GPUS_PER_NODE)
+
+
+@pytest.fixture
+def fleet_namespace(kube: Kube, gpu_fleet: Fleet) -> Iterator[str]:
+    """A fresh ``compactor-e2e-<random>`` namespace, deleted (its pods forcibly, then waited for) before the fleet goes."""
+    name = f"compactor-{gpu_fleet.run_id}"
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {CREATED_LABEL: "true"}}}
+    with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {name}", statuses=(429, 500, 503))
+    try:
+        yield name
+    finally:
+        _delete_namespace(kube, name, force_pods=True)
+
+
+def _delete_namespace(kube: Kube, name: str, timeout: float = 180, *, force_pods: bool = False) -> None:
     try:
         kube.core.delete_namespace(name, grace_period_seconds=0)
     except ApiException as exc:
         if exc.status == 404:
             return
         raise
+    if force_pods:  # no kubelet needed to finish them (a fake one may be gone already)
+        try:
+            kube.core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if get_or_none(kube.core.read_namespace, name) is None:

@@ -317,14 +317,35 @@ def release_compactor_marks(core: Any, node: Obj) -> bool:
 
 
 def deployment(name: str, *, replicas: int, resource: str, app_label: str, extra_labels: Mapping[str, str],
-               node_selector: Mapping[str, str]) -> Obj:
-    """Pause pods asking for one ``resource`` each, kept to the test's nodes, spread by *preferred* anti-affinity.
+               node_selector: Mapping[str, str], amount: int = 1, cpu: str = "5m", memory: str = "8Mi", memory_limit: str = "32Mi",
+               spread: bool = True) -> Obj:
+    """Pause pods asking for ``amount`` of one ``resource`` each, kept to the test's nodes, by default spread by *preferred* anti-affinity.
 
     Preferred only: the planner does not move pods with required inter-pod (anti-)affinity,
     and the replacement must be allowed to land next to its sibling. The nodeSelector is
-    a scheduling predicate the planner honours; both test nodes match it.
+    a scheduling predicate the planner honours; every test node matches it. ``spread=False``
+    leaves placement to the scheduler profile alone.
     """
     pod_labels = {"app": app_label, **extra_labels}
+    spec: Obj = {
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+        "nodeSelector": dict(node_selector),
+        "containers": [{
+            "name": "pause",
+            "image": PAUSE_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "resources": {
+                "requests": {"cpu": cpu, "memory": memory, resource: str(amount)},
+                "limits": {"memory": memory_limit, resource: str(amount)},
+            },
+        }],
+    }
+    if spread:
+        spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": app_label}}},
+        }]}}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -332,27 +353,7 @@ def deployment(name: str, *, replicas: int, resource: str, app_label: str, extra
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": app_label}},
-            "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "automountServiceAccountToken": False,
-                    "nodeSelector": dict(node_selector),
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                        "weight": 100,
-                        "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": app_label}}},
-                    }]}},
-                    "containers": [{
-                        "name": "pause",
-                        "image": PAUSE_IMAGE,
-                        "imagePullPolicy": "IfNotPresent",
-                        "resources": {
-                            "requests": {"cpu": "5m", "memory": "8Mi", resource: "1"},
-                            "limits": {"memory": "32Mi", resource: "1"},
-                        },
-                    }],
-                },
-            },
+            "template": {"metadata": {"labels": pod_labels}, "spec": spec},
         },
     }
 

@@ -1,0 +1,282 @@
+"""End to end on a real control plane: does ``compactor run --once`` leave the cluster where ``compactor plan`` says?
+
+Each test gets 16 fake H100 nodes (8 GPUs each, realk8s's ``fake_nodes.py``), and the
+real scheduler fragments them (``fragmentation.py``): Deployments fill about 80% of the
+GPUs, then some are scaled down to about half. One state also waits with an 8-GPU pod
+that no node can take. Then, restricted to the test's namespace:
+
+1. ``compactor plan --output json``: the promise (``freedGpus``, ``moves``, ``placedPending``);
+2. the whole-free GPUs are measured on the live cluster;
+3. ``compactor run --once`` runs while ``RunWatcher`` watches (not samples) the PDBs, the
+   pods and the nodes; then the test waits until every Deployment is whole again.
+
+The checks, all from the live cluster and the watch streams: the net whole-free GPUs
+gained equal the plan's ``freedGpus``; the pending pods placed equal the plan's, each on
+the node named by the plan the run carried out (``compactor run`` plans afresh and may
+pick another of several equally good plans; ``RunWatcher`` reads it from the executor's
+state); the pods evicted equal the planned moves; no PDB ever dropped below its
+desired healthy count; no node is left cordoned, tainted or annotated ``compactor.io/*``;
+every Deployment is whole; the run reports ``succeeded``. Every check is evaluated and
+all failures are reported together.
+
+Each state prints one JSON line (``pytest -s``), also appended to ``$GPU_COMPACTOR_E2E_RESULTS``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e import fragmentation as frag
+from tests.e2e.fragmentation import Fleet, StartingState
+from tests.e2e.helpers import (
+    COMPACTOR_ANNOTATION_PREFIX,
+    STATE_CONFIGMAP,
+    STATE_NAMESPACE,
+    CompactorRun,
+    Kube,
+    Obj,
+    compactor_marks,
+    describe_pods,
+    get_or_none,
+    is_running_ready,
+    kubeconfig_args,
+    name_of,
+    raw,
+    run_compactor,
+    wait_for,
+)
+from tests.e2e.watchers import Observed, RunWatcher
+
+pytestmark = [
+    pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
+                       reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')"),
+    pytest.mark.e2e,
+    pytest.mark.timeout(900),
+]
+
+PROFILE_ENV = "GPU_COMPACTOR_E2E_PROFILE"  # the scheduler profile of the cluster, for the results line only
+RESULTS_ENV = "GPU_COMPACTOR_E2E_RESULTS"  # a file each state appends its results line to
+PLAN_TIMEOUT = 180
+RUN_TIMEOUT = 600
+WHOLE_TIMEOUT = 60
+
+STATES = [
+    StartingState(seed=7),
+    StartingState(seed=19),
+    StartingState(seed=42),
+    StartingState(seed=5, fill=1.0, pending_gpus=8),  # every GPU taken first, so no node stays whole-free under any profile
+]
+
+
+def compactor_config(namespace: str) -> dict[str, Any]:
+    """Only the test's pods may move; short polls and timeouts, so a run that goes wrong ends within the test's budget."""
+    return {
+        "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "workers": 2},
+        "executor": {"after_drain": "uncordon", "poll_seconds": 0.5, "replacement_timeout_seconds": 120,
+                     "backoff_seconds": 1, "backoff_max_seconds": 5},
+    }
+
+
+@pytest.mark.parametrize("state", STATES, ids=lambda s: s.label)
+def test_run_once_ends_where_the_plan_says(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
+                                           state_namespace: str, tmp_path: Path) -> None:
+    clock = Stopwatch()
+    frag.build(kube, fleet_namespace, gpu_fleet, state)
+    waiting = pending_pods(kube, fleet_namespace)
+    assert len(waiting) == (1 if state.pending_gpus else 0), f"pending pods before planning: {waiting}"
+    config = tmp_path / "compactor.yaml"
+    config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
+    clock.lap("setup")
+
+    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=PLAN_TIMEOUT)
+    assert planned.returncode == 0, planned.describe()
+    plan = planned.json()
+    assert plan.get("moves"), f"the starting state {state.label} gave the planner nothing to do, so it tests nothing:\n{planned.describe()}"
+    clock.lap("plan")
+
+    before = frag.whole_free_gpus(kube, gpu_fleet)
+    with RunWatcher(kube, fleet_namespace) as watcher:
+        ran = run_compactor("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+        clock.lap("run")
+        whole = settle(kube, fleet_namespace)
+    observed = watcher.observed
+    after = frag.whole_free_gpus(kube, gpu_fleet)
+    clock.lap("settle")
+
+    outcome = Outcome(state, plan, ran, observed, before, after, placed_now(kube, fleet_namespace, waiting), clock)
+    publish(outcome.results_line())
+    failures = [f"- {what}: {detail}" for what, ok, detail in outcome.checks(kube, gpu_fleet, whole) if not ok]
+    assert not failures, (f"{state.label}: the cluster did not end where the plan said:\n" + "\n".join(failures)
+                          + f"\n\n{ran.describe()}\n\npods now:\n{describe_pods(frag.pods(kube, fleet_namespace))}")
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self.started = self.last = time.monotonic()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(now - self.last, 1)
+        self.last = now
+
+    @property
+    def total(self) -> float:
+        return round(time.monotonic() - self.started, 1)
+
+
+def pending_pods(kube: Kube, namespace: str) -> list[str]:
+    return sorted(name_of(p) for p in frag.pods(kube, namespace) if not frag.node_of(p))
+
+
+def placed_now(kube: Kube, namespace: str, waiting: list[str]) -> dict[str, str]:
+    """Pod that was pending before the run -> the node it runs on now, Ready ("" when still unbound or not Ready)."""
+    now = {name_of(p): p for p in frag.pods(kube, namespace)}
+    return {name: frag.node_of(now[name]) if name in now and is_running_ready(now[name]) else "" for name in waiting}
+
+
+def settle(kube: Kube, namespace: str) -> tuple[bool, str]:
+    """Wait until every Deployment is whole and Ready again, with no terminating pod; (done, what was seen last)."""
+    try:
+        return True, wait_for(frag.whole_again(kube, namespace), timeout=WHOLE_TIMEOUT, interval=1, what="every Deployment whole")
+    except AssertionError as exc:
+        return False, str(exc)
+
+
+def leftovers(kube: Kube, fleet: Fleet, observed: Observed) -> list[str]:
+    """Nodes still cordoned (seen by the watch, or a fleet node now), tainted or annotated ``compactor.io/*``."""
+    found = [f"{node} still cordoned" for node in observed.still_cordoned]
+    for node in raw(kube.core.list_node).get("items") or []:
+        name = name_of(node)
+        spec = node.get("spec") or {}
+        taints = [t for t in spec.get("taints") or [] if str(t.get("key", "")).startswith(COMPACTOR_ANNOTATION_PREFIX)]
+        if spec.get("unschedulable") and name in fleet.names and name not in observed.still_cordoned:
+            found.append(f"{name} cordoned")
+        if taints:
+            found.append(f"{name} tainted {taints}")
+        if compactor_marks(node):
+            found.append(f"{name} annotated {compactor_marks(node)}")
+    state = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
+    if state is not None:
+        found.append(f"executor state {STATE_NAMESPACE}/{STATE_CONFIGMAP} still there (plan {(state.get('data') or {}).get('planId')})")
+    return found
+
+
+class Outcome:
+    """What the plan promised beside what the cluster and the watch streams show."""
+
+    def __init__(self, state: StartingState, plan: Obj, ran: CompactorRun, observed: Observed, before: dict[str, int],
+                 after: dict[str, int], placed: dict[str, str], clock: Stopwatch) -> None:
+        self.state, self.plan, self.ran, self.observed = state, plan, ran, observed
+        self.before, self.after, self.placed, self.clock = before, after, placed, clock
+        try:
+            self.report: Obj = ran.json()
+        except AssertionError:
+            self.report = {"status": f"no JSON report (exit code {ran.returncode})"}
+
+    @property
+    def moves(self) -> list[Obj]:
+        return list(self.plan.get("moves") or [])
+
+    @property
+    def placements(self) -> list[Obj]:
+        return list(self.plan.get("placedPending") or [])
+
+    @property
+    def executed(self) -> Obj:
+        """The plan the run carried out (it plans afresh; seen in the executor's state), else ``compactor plan``'s."""
+        return self.observed.run_plan or self.plan
+
+    @property
+    def gain(self) -> int:
+        return sum(self.after.values()) - sum(self.before.values())
+
+    def run_plan(self) -> str:
+        """The run's own plan, summarised."""
+        if not self.observed.run_plan:
+            return "the run's plan was not seen in the executor's state"
+        run_plan = self.observed.run_plan
+        return (f"the run carried out plan {(run_plan.get('metadata') or {}).get('id')}: freedGpus {run_plan.get('freedGpus')}, "
+                f"{len(run_plan.get('moves') or [])} moves, frees {sorted(run_plan.get('freedNodes') or [])}, "
+                f"places {[(p.get('pod'), p.get('to')) for p in run_plan.get('placedPending') or []]}")
+
+    def replacements_on_plan(self) -> tuple[int, int]:
+        """(moves of the executed plan whose owner got a new pod on the planned node, its moves): where the scheduler put them."""
+        moves = self.executed.get("moves") or []
+        wanted = Counter((str(m.get("owner", "")).split("/")[-1], str(m.get("to", ""))) for m in moves)
+        landed = Counter((self.observed.owners.get(pod, ""), node) for pod, node in self.observed.created.items())
+        return sum((wanted & landed).values()), len(moves)
+
+    def results_line(self) -> dict[str, Any]:
+        on_plan, planned = self.replacements_on_plan()
+        return {
+            "profile": os.environ.get(PROFILE_ENV, "default"),
+            "state": self.state.label,
+            "seed": self.state.seed,
+            "planFreedGpus": self.plan.get("freedGpus"),
+            "planMoves": len(self.moves),
+            "planFreedNodes": len(self.plan.get("freedNodes") or []),
+            "planPlacedPending": len(self.placements),
+            "runPlanFreedGpus": self.observed.run_plan.get("freedGpus"),
+            "runPlanMoves": len(self.observed.run_plan.get("moves") or []),
+            "measuredGain": self.gain,
+            "wholeFreeBefore": sum(self.before.values()),
+            "wholeFreeAfter": sum(self.after.values()),
+            "placedPending": sum(1 for node in self.placed.values() if node),
+            "evictions": len(self.observed.evicted),
+            "replacementsOnPlannedNode": f"{on_plan}/{planned}",  # against the moves of the plan the run carried out
+            "cordonSeconds": self.observed.total_cordon_seconds,
+            "cordonedNodes": len(self.observed.cordon_seconds),
+            "pdbViolations": len(self.observed.pdb_violations),
+            "runStatus": self.report.get("status"),
+            "runReason": self.report.get("reason", ""),
+            "seconds": dict(self.clock.laps),
+            "wallSeconds": self.clock.total,
+        }
+
+    def checks(self, kube: Kube, fleet: Fleet, whole: tuple[bool, str]) -> list[tuple[str, bool, str]]:
+        """(what, held, detail) for every promise; all are evaluated, whatever fails first."""
+        expected_free = (set(self.before) - set(self.executed.get("filledNodes") or [])) | set(self.executed.get("freedNodes") or [])
+        planned_nodes = {str(p.get("pod", "")).split("/")[-1]: str(p.get("to", "")) for p in self.executed.get("placedPending") or []}
+        placed = {pod: node for pod, node in self.placed.items() if node}
+        watch_trouble = self.observed.errors + self.observed.gaps
+        left = leftovers(kube, fleet, self.observed)
+        return [
+            ("the run reports succeeded", self.report.get("status") == "succeeded", f"report {self.report}; {self.run_plan()}"),
+            ("net whole-free GPUs gained == plan freedGpus", self.gain == self.plan.get("freedGpus"),
+             f"gained {self.gain} ({sum(self.before.values())} -> {sum(self.after.values())}), plan says {self.plan.get('freedGpus')}; "
+             f"whole-free in the executed plan's picture but busy now: {sorted(expected_free - set(self.after))}; whole-free now but "
+             f"not in that picture: {sorted(set(self.after) - expected_free)}; {self.run_plan()}"),
+            ("pending pods placed == plan placedPending", len(placed) == len(self.placements),
+             f"placed {placed} of the pending {sorted(self.placed)}; `compactor plan` places {len(self.placements)}; {self.run_plan()}"),
+            ("each placed pending pod runs on the node the executed plan says", all(placed.get(pod) == node for pod, node in planned_nodes.items()),
+             f"planned {planned_nodes}, running on {placed}; {self.run_plan()}"),
+            ("evictions == planned moves", len(self.observed.evicted) == len(self.moves),
+             f"{len(self.observed.evicted)} pods evicted {sorted(self.observed.evicted.items())}; {len(self.moves)} planned moves; "
+             f"{self.run_plan()}"),
+            ("no PDB below its desired healthy count (watched)", not self.observed.pdb_violations and not watch_trouble
+             and self.observed.pdb_events > 0,
+             f"violations {self.observed.pdb_violations[:10]}; watch errors/gaps {watch_trouble[:10]}; {self.observed.pdb_events} PDB events"),
+            ("no node left cordoned, tainted or annotated compactor.io/*", not left, "; ".join(left)),
+            ("every Deployment whole and Ready again", whole[0], whole[1][-3000:]),
+        ]
+
+
+def publish(line: dict[str, Any]) -> None:
+    text = json.dumps(line, sort_keys=False)
+    print(f"\nE2E-RESULT {text}")
+    target = os.environ.get(RESULTS_ENV)
+    if target:
+        with Path(target).open("a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
