@@ -21,7 +21,7 @@ import secrets
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -189,16 +189,21 @@ def _restore_nodes(kube: Kube, names: list[str], original_labels: dict[str, dict
         raise AssertionError("cleanup of the fake GPU nodes failed (remove the nvidia.com/* capacity by hand):\n" + "\n".join(problems))
 
 
-@pytest.fixture
-def namespace(kube: Kube, gpu_nodes: GpuNodes) -> Iterator[str]:
-    """A fresh ``compactor-e2e-<random>`` namespace, deleted (and waited for) before the nodes are cleaned up."""
-    name = f"compactor-{gpu_nodes.run_id}"
+@contextmanager
+def _fresh_namespace(kube: Kube, name: str, *, force_pods: bool = False) -> Iterator[str]:
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {CREATED_LABEL: "true"}}}
     with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {name}", statuses=(429, 500, 503))
     try:
         yield name
     finally:
-        _delete_namespace(kube, name)
+        _delete_namespace(kube, name, force_pods=force_pods)
+
+
+@pytest.fixture
+def namespace(kube: Kube, gpu_nodes: GpuNodes) -> Iterator[str]:
+    """A fresh ``compactor-e2e-<random>`` namespace, deleted (and waited for) before the nodes are cleaned up."""
+    with _fresh_namespace(kube, f"compactor-{gpu_nodes.run_id}") as name:
+        yield name
 
 
 @pytest.fixture
@@ -214,13 +219,8 @@ def gpu_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
 @pytest.fixture
 def fleet_namespace(kube: Kube, gpu_fleet: Fleet) -> Iterator[str]:
     """A fresh ``compactor-e2e-<random>`` namespace, deleted (its pods forcibly, then waited for) before the fleet goes."""
-    name = f"compactor-{gpu_fleet.run_id}"
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {CREATED_LABEL: "true"}}}
-    with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {name}", statuses=(429, 500, 503))
-    try:
+    with _fresh_namespace(kube, f"compactor-{gpu_fleet.run_id}", force_pods=True) as name:
         yield name
-    finally:
-        _delete_namespace(kube, name, force_pods=True)
 
 
 def _delete_namespace(kube: Kube, name: str, timeout: float = 180, *, force_pods: bool = False) -> None:
