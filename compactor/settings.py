@@ -82,6 +82,10 @@ class PlannerSettings(_Group):
     exclude_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     pod_selector: dict[str, str] = Field(default_factory=dict, description="only pods with these labels may move")
     max_priority: int | None = Field(None, description="pods with priority above this never move")
+    recreating_controllers: list[str] = Field(
+        default_factory=lambda: ["ReplicaSet", "StatefulSet"],
+        description="controller kinds that recreate an evicted pod; other owners' pods (Job, CronJob, ...) move only with "
+                    "compactor.io/evict=true")
     move_cost: MoveCostSettings = Field(default_factory=MoveCostSettings)
 
     _shapes_parse = field_validator("target_shapes")(_check_shapes)

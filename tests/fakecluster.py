@@ -37,6 +37,7 @@ METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
 TERMINAL = ("Succeeded", "Failed")
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+CONFIGMAP_LIMIT = 1024 * 1024  # validation.MaxConfigMapSize: keys plus values
 PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
 PDB_MULTIPLE = "Internal error occurred: This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
@@ -245,10 +246,10 @@ class FakeCluster:
             return copy.deepcopy(self.nodes[name])
         return self._call("patch_node", {"name": name, "patch": patch}, run)
 
-    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
+    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked."""
-        return self._call("evict", {"namespace": namespace, "name": name, "dry_run": dry_run},
-                          lambda: self._evict(namespace, name, dry_run))
+        return self._call("evict", {"namespace": namespace, "name": name, "dry_run": dry_run, "uid": uid},
+                          lambda: self._evict(namespace, name, dry_run, uid))
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
         def run() -> None:
@@ -260,8 +261,10 @@ class FakeCluster:
         return self._call("read_state", {"name": name}, lambda: copy.deepcopy(self.state.get(name)))
 
     def write_state(self, name: str, data: dict[str, str] | None) -> None:
-        """Create/replace the state ConfigMap's data; None deletes it."""
+        """Create/replace the state ConfigMap's data; None deletes it. Like the API server, refuses more than 1 MiB of data."""
         def run() -> None:
+            if data is not None and sum(len(k) + len(v.encode()) for k, v in data.items()) > CONFIGMAP_LIMIT:
+                raise ClusterError(f'ConfigMap "{name}" is invalid: []: Too long: must have at most {CONFIGMAP_LIMIT} bytes', status=422)
             if data is None:
                 self.state.pop(name, None)
             else:
@@ -445,10 +448,13 @@ class FakeCluster:
         return label_selector_matches(selector, pod["metadata"].get("labels") or {})
 
     # eviction subresource (pkg/registry/core/pod/storage/eviction.go)
-    def _evict(self, namespace: str, name: str, dry_run: bool) -> EvictionResult:
+    def _evict(self, namespace: str, name: str, dry_run: bool, uid: str = "") -> EvictionResult:
         pod = self.pods.get((namespace, name))
         if pod is None:
             return EvictionResult(EvictionOutcome.GONE, 404, f'pods "{name}" not found')
+        if uid and pod["metadata"].get("uid") != uid:  # deleteOptions.preconditions.uid
+            return EvictionResult(EvictionOutcome.CONFLICT, 409, f"Precondition failed: UID in precondition: {uid}, "
+                                                                f"UID in object meta: {pod['metadata'].get('uid')}")
         if _terminating(pod):
             return EvictionResult(EvictionOutcome.EVICTED, 201)
         budget: tuple[str, str] | None = None

@@ -99,13 +99,21 @@ def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: P
         return "2: mirror/static pod"
     if not pod.owners:
         return "3: no ownerReferences"
+    controllers = [o for o in pod.owners if o.controller]
+    if not controllers:
+        return "3: no controller owner"
+    if controllers[0].kind not in settings.recreating_controllers and pod.annotations.get(EVICT) != "true":
+        return "3: its controller does not recreate it"
     if pod.priority >= CRITICAL_PRIORITY or pod.priority_class_name in CRITICAL_CLASSES:
         return "4: system-critical"
     if pod.local_storage and pod.annotations.get(EVICT) != "true":
         return "5: local storage"
     if pod.annotations.get(EVICT) == "false" or pod.annotations.get(SAFE_TO_EVICT) == "false":
         return "6: opted out"
-    if any(pdb.disruptions_allowed == 0 and pdb_selects(pdb, pod) for pdb in pdbs):
+    covering = [pdb for pdb in pdbs if pdb_selects(pdb, pod)]
+    if len(covering) > 1:
+        return "7: more than one PDB (the Eviction API refuses it)"
+    if any(pdb.disruptions_allowed == 0 for pdb in covering):
         return "7: PDB allows no disruption"
     if node is not None and node.labels.get(EXCLUDE) == "true":
         return "8: node excluded"

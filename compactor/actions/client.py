@@ -57,8 +57,12 @@ class ClusterClient(Protocol):
         """JSON merge patch (RFC 7386) on the node: ``metadata.labels/annotations``, ``spec.unschedulable``, ``spec.taints``."""
         ...
 
-    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
-        """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked."""
+    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+        """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked.
+
+        ``uid``: evict only that pod (``deleteOptions.preconditions.uid``); a pod recreated under the same
+        name (StatefulSet) answers 409 instead of being evicted by mistake.
+        """
         ...
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None: ...

@@ -90,16 +90,19 @@ class RecordingClient:
                 pod.setdefault("spec", {})["nodeName"] = node
                 pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
 
-    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> EvictionResult:
+    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         self.calls.append(RecordedCall("evict", {"namespace": namespace, "name": name}))
         key = f"{namespace}/{name}"
         if self.admission is not None:
-            answer = self.admission.evict(namespace, name, dry_run=True)
+            answer = self.admission.evict(namespace, name, uid=uid, dry_run=True)
             if answer.outcome not in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
                 return answer
-        pod = self.pods.pop(key, None)
+        pod = self.pods.get(key)
         if pod is None:
             return EvictionResult(EvictionOutcome.GONE, 404, "not found")
+        if uid and (pod.get("metadata") or {}).get("uid") != uid:
+            return EvictionResult(EvictionOutcome.CONFLICT, 409, f"Precondition failed: UID in precondition: {uid}")
+        del self.pods[key]
         self._replace(pod, self.targets.get(key))
         return EvictionResult(EvictionOutcome.EVICTED, 201)
 

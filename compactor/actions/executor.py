@@ -25,6 +25,10 @@ from compactor.planner.plan import CompactionPlan, Move, Placement
 from compactor.settings import ExecutorSettings
 
 log = logging.getLogger("compactor.executor")
+# The plan as recovery needs it: moves, nodes, placements. The figures before/after grow with the cluster
+# (per node) and would push the state ConfigMap past the API server's 1 MiB limit at a few hundred nodes.
+_FIGURES_DROPPED: dict[str, Any] = {"before": {}, "after": {}, "explanations": {}}
+MULTIPLE_PDBS = "more than one PodDisruptionBudget"  # the Eviction API's 500 for such a pod (eviction.go)
 
 
 class Abort(Exception):
@@ -92,7 +96,7 @@ class _Run:
             "planId": self.plan.metadata.id, "phase": self.phase, "updatedAt": at,
             "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "inflight": json.dumps(self.inflight),
             "held": json.dumps(self.held), "freeBefore": json.dumps(self.free_before), "evictions": str(self.evictions),
-            "reason": self.reason, "plan": self.plan.to_json(),
+            "reason": self.reason, "plan": self.plan.model_copy(update=_FIGURES_DROPPED).to_json(),
         }
 
     @property
@@ -252,6 +256,8 @@ class Executor:
                 run.skipped.append(move.pod)
                 self._mark_done(run, move)
                 continue
+            if not controller_uid(pod):
+                raise Abort(f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)")
             self._wait_for_budget(run, move)
             if self.settings.steer_replacements:
                 self._hold_rivals(run, pod, target=move.to_node, why=move.pod)
@@ -310,14 +316,14 @@ class Executor:
         delay = self.settings.backoff_seconds
         attempts = 0
         while True:
-            result = self.client.evict(namespace, name, dry_run=False)
+            result = self.client.evict(namespace, name, uid=move.uid, dry_run=False)
             if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
                 run.evictions += result.outcome == EvictionOutcome.EVICTED
                 self._event(ObjectRef("Pod", name, namespace), "CompactorEvict",
                             f"evicted from {move.from_node} by plan {run.plan.metadata.id}: {move.reason}")
                 log.info("evicted", extra={"pod": move.pod, "node": move.from_node, "plan": run.plan.metadata.id})
                 return
-            if result.outcome == EvictionOutcome.FORBIDDEN:
+            if result.outcome == EvictionOutcome.FORBIDDEN or MULTIPLE_PDBS in result.message:  # no retry changes these
                 raise Abort(f"eviction of {move.pod} refused ({result.status}): {result.message}")
             attempts += 1
             if attempts > self.settings.eviction_retry_limit:

@@ -30,6 +30,9 @@ class Unmovable(enum.StrEnum):
     DAEMONSET = "owned by a DaemonSet"
     MIRROR = "static (mirror) pod"
     BARE = "no owner: evicting it would lose it"
+    NO_CONTROLLER = "no controller owner: nothing would recreate it"
+    NOT_RECREATED = "its controller does not recreate evicted pods (annotate compactor.io/evict=true to allow)"
+    MULTIPLE_PDBS = "covered by more than one PodDisruptionBudget: the Eviction API refuses such pods"
     SYSTEM_CRITICAL = "system-critical priority"
     LOCAL_STORAGE = "uses emptyDir/hostPath storage (annotate compactor.io/evict=true to allow)"
     OPTED_OUT = "opted out (compactor.io/evict or safe-to-evict = false)"
@@ -46,7 +49,17 @@ def is_system_critical(pod: Pod) -> bool:
     return pod.priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in CRITICAL_CLASSES
 
 
-def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb]) -> Unmovable | None:
+def _ownership_reason(pod: Pod, recreating: Sequence[str]) -> Unmovable | None:
+    """Only a controller that recreates the pod makes an eviction a move; anything else would lose work."""
+    controller = next((o for o in pod.owners if o.controller), None)
+    if controller is None:
+        return Unmovable.NO_CONTROLLER
+    if controller.kind not in recreating and pod.annotations.get(EVICT_ANNOTATION) != "true":
+        return Unmovable.NOT_RECREATED
+    return None
+
+
+def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreating: Sequence[str]) -> Unmovable | None:
     """Rules 1-9 of the contract, in order."""
     if pod.deletion_timestamp:
         return Unmovable.TERMINATING
@@ -58,6 +71,8 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb]) -> Unmova
         return Unmovable.MIRROR
     if not pod.owners:
         return Unmovable.BARE
+    if (ownership := _ownership_reason(pod, recreating)) is not None:
+        return ownership
     if is_system_critical(pod):
         return Unmovable.SYSTEM_CRITICAL
     opt = pod.annotations.get(EVICT_ANNOTATION)
@@ -65,6 +80,8 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb]) -> Unmova
         return Unmovable.OPTED_OUT
     if pod.local_storage and opt != "true":
         return Unmovable.LOCAL_STORAGE
+    if len(pdbs) > 1:
+        return Unmovable.MULTIPLE_PDBS
     if any(pdb.disruptions_allowed == 0 for pdb in pdbs):
         return Unmovable.PDB_BLOCKS
     if node is not None and node.labels.get(EXCLUDE_LABEL) == "true":
@@ -90,7 +107,7 @@ def _config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
 
 def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it."""
-    return _contract_reason(pod, node, pdbs) or _config_reason(pod, settings)
+    return _contract_reason(pod, node, pdbs, settings.recreating_controllers) or _config_reason(pod, settings)
 
 
 def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb, ...]]:

@@ -97,10 +97,45 @@ def test_rule2_mirror_pod_stays() -> None:
     assert_stays(plan, Unmovable.MIRROR)
 
 
-@pytest.mark.parametrize("owner", ["ReplicaSet/app", "StatefulSet/db", "Job/train"])
-def test_rule2_control_other_controllers_move(owner: str) -> None:
+@pytest.mark.parametrize("owner", ["ReplicaSet/app", "StatefulSet/db"])
+def test_rule2_control_recreating_controllers_move(owner: str) -> None:
     _, plan = scenario({"owner": owner})
     assert_moves(plan)
+
+
+# ---------------------------------------------------------------- rule 3b: only a controller that recreates the pod
+
+
+@pytest.mark.parametrize("owner", ["Job/train", "MPIJob/allreduce"])
+def test_rule3_pods_whose_controller_does_not_recreate_them_stay(owner: str) -> None:
+    _, plan = scenario({"owner": owner})
+    assert_stays(plan, Unmovable.NOT_RECREATED)
+
+
+def test_rule3_control_a_job_pod_moves_when_annotated() -> None:
+    _, plan = scenario({"owner": "Job/train", "annotations": {"compactor.io/evict": "true"}})
+    assert_moves(plan)
+
+
+def test_rule3_control_an_operator_kind_listed_in_config_moves() -> None:
+    config = settings(recreating_controllers=["ReplicaSet", "StatefulSet", "InferenceService"])
+    _, plan = scenario({"owner": "InferenceService/llm"}, config=config)
+    assert_moves(plan)
+
+
+def test_rule3_an_owner_that_is_not_a_controller_keeps_the_pod() -> None:
+    candidate = pod("c", on="src", gpus=2)
+    for ref in candidate["metadata"]["ownerReferences"]:
+        ref["controller"] = False  # e.g. an object that only garbage-collects the pod
+    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None), candidate)
+    plan = build_plan(snapshot, settings(), source="test", now=NOW)
+    assert_stays(plan, Unmovable.NO_CONTROLLER)
+
+
+def test_rule7_a_pod_covered_by_two_budgets_stays() -> None:
+    budgets = (pdb("a", match={"app": "app"}, max_unavailable=1, allowed=1), pdb("b", match={"app": "app"}, max_unavailable=1, allowed=1))
+    _, plan = scenario({"labels": {"app": "app"}}, *budgets)
+    assert_stays(plan, Unmovable.MULTIPLE_PDBS)
 
 
 # ---------------------------------------------------------------- rule 3: no ownerReferences
@@ -179,13 +214,13 @@ def test_rule7_pdb_allowing_no_disruption_stays() -> None:
     assert_stays(plan, Unmovable.PDB_BLOCKS)
 
 
-def test_rule7_any_blocking_pdb_is_enough() -> None:
+def test_rule7_two_budgets_keep_the_pod_even_when_one_is_loose() -> None:
     _, plan = scenario(
         {"labels": {"app": "trainer", "tier": "gpu"}},
         pdb("loose", match={"app": "trainer"}, allowed=3),
         pdb("tight", match={"tier": "gpu"}, allowed=0),
     )
-    assert_stays(plan, Unmovable.PDB_BLOCKS)
+    assert_stays(plan, Unmovable.MULTIPLE_PDBS)
 
 
 @pytest.mark.parametrize(

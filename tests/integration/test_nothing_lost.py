@@ -1,0 +1,86 @@
+"""Lose nothing: evict only the pod that was planned, only when something recreates it, and keep the state small enough to write."""
+
+from __future__ import annotations
+
+import json
+
+from compactor.actions import annotations as ann
+from compactor.actions.executor import Executor
+from compactor.planner.plan import CompactionPlan
+from tests.builders import pdb
+from tests.fakecluster import FakeCluster
+from tests.integration.test_executor import (
+    SETTINGS,
+    assert_clean,
+    evict_calls,
+    hand_plan,
+    intercept_evictions,
+    run,
+    setup,
+    two_freed_nodes,
+)
+
+TWO_MOVES = [("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train"), ("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve")]
+
+
+def test_a_pod_recreated_under_the_same_name_is_never_evicted_in_its_place() -> None:
+    c, _ = setup()
+    plan = hand_plan(TWO_MOVES, freed=["gpu-2"], c=c)
+    stored = c.pod("default", "train-a")
+
+    def recreate(namespace: str, name: str) -> None:  # between the executor's last read and its eviction
+        if name == "train-a":
+            stored["metadata"]["uid"] = "recreated-uid"
+
+    intercept_evictions(c, recreate)
+    run(c, plan)
+    sent = [call.args for call in evict_calls(c) if call.args["name"] == "train-a"]
+    assert sent and all(args["uid"] == plan.moves[0].uid for args in sent)  # every attempt names the planned pod
+    assert "default/train-a" not in c.evicted  # the newcomer with the same name stays
+    assert_clean(c)
+
+
+def test_a_pod_that_lost_its_controller_since_planning_is_not_evicted() -> None:
+    c, _ = setup()
+    plan = hand_plan(TWO_MOVES, freed=["gpu-2"], c=c)
+    for ref in c.pod("default", "train-a")["metadata"]["ownerReferences"]:
+        ref["controller"] = False  # orphaned (e.g. kubectl delete rs --cascade=orphan, then adopted by nobody)
+    report = run(c, plan)
+    assert report.status == "failed" and report.reason.startswith("default/train-a has no controller owner")
+    assert c.evicted == []
+    assert_clean(c)
+
+
+def test_a_second_budget_appearing_after_planning_stops_the_run_at_the_first_answer() -> None:
+    c = FakeCluster(two_freed_nodes())
+    plan = hand_plan(TWO_MOVES, freed=["gpu-2"], c=c)
+    c.pdbs[("default", "train-too")] = pdb("train-too", match={"app": "train"}, max_unavailable=1)
+    c.tick()
+    report = run(c, plan)
+    assert report.status == "failed" and "more than one PodDisruptionBudget" in report.reason
+    assert len(evict_calls(c)) == 1  # a 500 that no retry can change is not retried
+    assert c.evicted == []
+    assert_clean(c)
+
+
+def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
+    c, plan = setup()
+    per_node = {f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)}
+    heavy = plan.model_copy(update={"before": {"nodes": per_node}, "after": {"nodes": per_node}})
+    assert len(heavy.to_json()) > 1024 * 1024  # as a whole, the plan would not fit in a ConfigMap
+    states: list[dict[str, str]] = []
+    original = c.write_state
+
+    def record(name: str, data: dict[str, str] | None) -> None:
+        if data is not None:
+            states.append(dict(data))
+        original(name, data)
+
+    c.write_state = record  # type: ignore[method-assign]
+    report = Executor(c, SETTINGS, c.clock).execute(heavy)
+    assert report.status == "succeeded", report.reason
+    largest = max(sum(len(k) + len(v) for k, v in s.items()) for s in states)
+    assert largest < 256 * 1024
+    kept = CompactionPlan.model_validate(json.loads(states[-1]["plan"]))
+    assert (kept.moves, kept.freed_nodes, kept.placed_pending) == (heavy.moves, heavy.freed_nodes, heavy.placed_pending)
+    assert ann.STATE_CONFIGMAP not in c.state
