@@ -220,11 +220,11 @@ class FakeCluster:
     def get_node(self, name: str) -> Obj | None:
         return self._call("get_node", {"name": name}, lambda: copy.deepcopy(self.nodes.get(name)))
 
-    def list_pods(self, *, node_name: str | None = None) -> list[Obj]:
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
         def run() -> list[Obj]:
-            return [copy.deepcopy(p) for _, p in sorted(self.pods.items())
-                    if node_name is None or p.get("spec", {}).get("nodeName") == node_name]
-        return self._call("list_pods", {"node_name": node_name}, run)
+            return [copy.deepcopy(p) for (ns, _), p in sorted(self.pods.items())
+                    if (node_name is None or p.get("spec", {}).get("nodeName") == node_name) and namespace in (None, ns)]
+        return self._call("list_pods", {"node_name": node_name, "namespace": namespace}, run)
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return self._call("get_pod", {"namespace": namespace, "name": name}, lambda: copy.deepcopy(self.pods.get((namespace, name))))

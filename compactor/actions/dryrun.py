@@ -58,8 +58,10 @@ class RecordingClient:
     def get_node(self, name: str) -> Obj | None:
         return copy.deepcopy(self.nodes.get(name))
 
-    def list_pods(self, *, node_name: str | None = None) -> list[Obj]:
-        return copy.deepcopy([p for p in self.pods.values() if node_name is None or (p.get("spec") or {}).get("nodeName") == node_name])
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
+        return copy.deepcopy([p for p in self.pods.values()
+                              if (node_name is None or (p.get("spec") or {}).get("nodeName") == node_name)
+                              and (namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace)])
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return copy.deepcopy(self.pods.get(f"{namespace}/{name}"))

@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj, ObjectRef
@@ -28,6 +28,8 @@ log = logging.getLogger("compactor.executor")
 # The plan as recovery needs it: moves, nodes, placements. The figures before/after grow with the cluster
 # (per node) and would push the state ConfigMap past the API server's 1 MiB limit at a few hundred nodes.
 _FIGURES_DROPPED: dict[str, Any] = {"before": {}, "after": {}, "explanations": {}}
+TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})  # no reply, throttled, or a server-side hiccup
+T = TypeVar("T")
 MULTIPLE_PDBS = "more than one PodDisruptionBudget"  # the Eviction API's 500 for such a pod (eviction.go)
 
 
@@ -338,7 +340,8 @@ class Executor:
         owner = controller_uid(pod)
         if not owner:
             return set()
-        return {str(p["metadata"].get("uid")) for p in self.client.list_pods() if controller_uid(p) == owner}
+        namespace = (pod.get("metadata") or {}).get("namespace", "default")
+        return {str(p["metadata"].get("uid")) for p in self.client.list_pods(namespace=namespace) if controller_uid(p) == owner}
 
     def _await_replacement(self, run: _Run, move: Move, owner: str, siblings: set[str]) -> None:
         """Wait until the owner is whole again: a new Ready pod of the same controller, not on a node being freed."""
@@ -348,7 +351,7 @@ class Executor:
         deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
         while True:
             fresh = [
-                p for p in self.client.list_pods()
+                p for p in self._read(lambda: self.client.list_pods(namespace=move.pod.split("/", 1)[0]))
                 if controller_uid(p) == owner and str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)
             ]
             landed = [(pod_key(p), (p.get("spec") or {}).get("nodeName")) for p in fresh if (p.get("spec") or {}).get("nodeName")]
@@ -356,7 +359,7 @@ class Executor:
                 self._check_landing(run, move, replacement, str(node))
             if landed:
                 self._release_holds(run)
-            self._check_sources(run)  # after the replacement check: our own replacement is not a stranger
+            self._read(lambda: self._check_sources(run))  # after the replacement check: our own replacement is not a stranger
             ready = [p for p in fresh if (p.get("spec") or {}).get("nodeName") and is_ready(p)]
             if ready:
                 return
@@ -366,6 +369,20 @@ class Executor:
                 raise Abort(f"replacement for {move.pod} still {state} after {self.settings.replacement_timeout_seconds:g}s")
             self._report(run, f"moved {move.pod}", waiting=f"replacement of {move.pod} ({len(fresh)} new, none Ready yet)")
             self.clock.sleep(self.settings.bind_poll_seconds if run.held else self.settings.poll_seconds)
+
+    def _read(self, call: Callable[[], T]) -> T:
+        """A read while waiting: a transient failure (no reply, 429, 5xx) is retried with backoff, not a rollback."""
+        delay = self.settings.backoff_seconds
+        for attempt in range(self.settings.eviction_retry_limit + 1):
+            try:
+                return call()
+            except ClusterError as exc:
+                if exc.status not in TRANSIENT or attempt == self.settings.eviction_retry_limit:
+                    raise
+                log.warning("read failed; retrying", extra={"error": str(exc), "retryIn": delay})
+                self.clock.sleep(delay)
+                delay = min(self.settings.backoff_max_seconds, max(delay * 2, 0.1))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _check_landing(self, run: _Run, move: Move, replacement: str, node: str) -> None:
         """Where a replacement was bound decides whether the plan still holds; a wrong landing stops the run."""

@@ -139,11 +139,14 @@ class KubeClusterClient:
     def list_nodes(self) -> list[Obj]:
         return self._list(_Listing(self._core.list_node, (), "Node", "v1", "nodes"))
 
-    def list_pods(self, *, node_name: str | None = None) -> list[Obj]:
-        if node_name is None:
-            return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"))
-        return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", f"pods on node {node_name}",
-                                   field_selector=f"spec.nodeName={node_name}"))
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
+        field_selector = f"spec.nodeName={node_name}" if node_name else None
+        where = f" on node {node_name}" if node_name else ""
+        if namespace:
+            return self._list(_Listing(self._core.list_namespaced_pod, (namespace,), "Pod", "v1", f"pods in namespace {namespace}{where}",
+                                       field_selector=field_selector))
+        return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", f"pods{where or ' in all namespaces'}",
+                                   field_selector=field_selector))
 
     def list_pdbs(self) -> list[Obj]:
         return self._list(_Listing(self._policy.list_pod_disruption_budget_for_all_namespaces, (), "PodDisruptionBudget",

@@ -15,6 +15,7 @@ from tests.integration.test_executor import (
     evict_calls,
     hand_plan,
     intercept_evictions,
+    on_progress,
     run,
     setup,
     two_freed_nodes,
@@ -84,3 +85,19 @@ def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
     kept = CompactionPlan.model_validate(json.loads(states[-1]["plan"]))
     assert (kept.moves, kept.freed_nodes, kept.placed_pending) == (heavy.moves, heavy.freed_nodes, heavy.placed_pending)
     assert ann.STATE_CONFIGMAP not in c.state
+
+
+def test_a_transient_read_error_while_waiting_is_retried_not_rolled_back() -> None:
+    c, plan = setup()
+    flaky = on_progress(lambda p: "replacement" in p.waiting, lambda: c.fail_next("list_pods", 503, times=2))
+    report = run(c, plan, progress=flaky)
+    assert report.status == "succeeded", report.reason
+    assert_clean(c)
+
+
+def test_a_permanent_read_error_while_waiting_still_rolls_back() -> None:
+    c, plan = setup()
+    forbidden = on_progress(lambda p: "replacement" in p.waiting, lambda: c.fail_next("list_pods", 403))
+    report = run(c, plan, progress=forbidden)
+    assert report.status == "failed" and "HTTP 403" in report.reason
+    assert_clean(c)
