@@ -198,6 +198,7 @@ class FakeCluster:
         self._writes = 0
         self._rng = random.Random(0)
         self._uids = itertools.count(1)
+        self._versions = itertools.count(1)
         for obj in objects:
             self._load(copy.deepcopy(obj))
         self._recompute_pdbs()
@@ -239,8 +240,13 @@ class FakeCluster:
                 raise ClusterError(f'nodes "{name}" not found', status=404)
             if not isinstance(patch, dict):
                 raise ClusterError("a merge patch on a node must be an object", status=400)
+            expected = (patch.get("metadata") or {}).get("resourceVersion")
+            if expected is not None and expected != self.nodes[name]["metadata"].get("resourceVersion"):
+                raise ClusterError(f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
+                                   "please apply your changes to the latest version and try again", status=409)
             was = bool(self.nodes[name].get("spec", {}).get("unschedulable"))
             self.nodes[name] = merge_patch(self.nodes[name], patch)
+            self.touch_node(name)
             if bool(self.nodes[name].get("spec", {}).get("unschedulable")) != was:
                 self._flipped_at[name] = self.time
             return copy.deepcopy(self.nodes[name])
@@ -313,6 +319,10 @@ class FakeCluster:
         if n_writes < 1 or when not in ("before", "after"):
             raise ValueError("crash_after needs n_writes >= 1 and when 'before' or 'after'")
         self._crash = (self._writes + n_writes, when)
+
+    def touch_node(self, name: str) -> None:
+        """A new resourceVersion for the node, as every write to it gets (tests call it after editing ``nodes`` directly)."""
+        self.nodes[name].setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
 
     def add_pod(self, obj: Obj) -> None:
         """Create a pod now (bound if it names a node, as a DaemonSet would); a controller owner scales up by one."""
@@ -394,6 +404,7 @@ class FakeCluster:
                 self._load(item)
         elif kind == "Node":
             self.nodes[obj["metadata"]["name"]] = obj
+            self.touch_node(obj["metadata"]["name"])
         elif kind == "Pod":
             self._admit(obj)
         elif kind == "PodDisruptionBudget":
@@ -532,6 +543,7 @@ class FakeCluster:
             spec["taints"] = taints or None
             if not taints:
                 del spec["taints"]
+            self.touch_node(name)
 
     def _reconcile_controllers(self) -> None:
         for _, ctl in sorted(self.controllers.items()):

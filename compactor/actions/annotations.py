@@ -45,12 +45,10 @@ def cordon_patch(plan_id: str, at: str) -> dict[str, Any]:
     }
 
 
-def hold_patch(plan_id: str, at: str, pod: str, resource_version: str) -> dict[str, Any]:
-    """Cordon for a moment while ``pod`` binds elsewhere; only if the node is unchanged since it was read as schedulable."""
+def hold_patch(plan_id: str, at: str, pod: str) -> dict[str, Any]:
+    """Cordon for a moment while ``pod`` binds elsewhere."""
     patch = cordon_patch(plan_id, at)
     patch["metadata"]["annotations"][HELD_FOR] = pod
-    if resource_version:
-        patch["metadata"]["resourceVersion"] = resource_version
     return patch
 
 

@@ -18,6 +18,7 @@ from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj, ObjectRef
 from compactor.actions.clock import Clock
 from compactor.actions.outcome import Outcome, compare, whole_free_gpu_nodes
+from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_terminating, pdbs_selecting, pod_key, requests_gpu
 from compactor.actions.steering import rivals, room_on
 from compactor.errors import ClusterError
@@ -229,8 +230,15 @@ class Executor:
             else:
                 run.cordoned.append(name)
                 self._save(run)  # write-ahead: recovery may find the node either way
-            self.client.patch_node(name, ann.cordon_patch(run.plan.metadata.id, self._stamp()))
+            if patch_fresh(self.client, name, self._cordon_unless_taken(run), node=node) is None:
+                run.cordoned.remove(name)  # someone else cordoned it meanwhile: theirs, never ours to uncordon
+                self._save(run)
+                continue
             self._event(ObjectRef("Node", name), "CompactorCordon", f"cordoned by gpu-compactor for plan {run.plan.metadata.id}")
+
+    def _cordon_unless_taken(self, run: _Run) -> Callable[[Obj], Obj | None]:
+        cordon = ann.cordon_patch(run.plan.metadata.id, self._stamp())
+        return lambda node: None if ann.is_unschedulable(node) and not ann.is_ours(node) else cordon
 
     def _evict_all(self, run: _Run) -> None:
         pending = [m for m in run.plan.moves if m.pod not in run.done][: self.settings.max_evictions_per_cycle]
@@ -404,36 +412,22 @@ class Executor:
         names = rivals(nodes, pods, pod, target=target)
         if not names:
             return
-        versions = {n["metadata"]["name"]: str(n["metadata"].get("resourceVersion") or "") for n in nodes}
+        read = {n["metadata"]["name"]: n for n in nodes}
         run.held = sorted({*run.held, *names})
         run.held_since = self.clock.monotonic()
         self._save(run)  # write-ahead: recovery releases whatever it finds held
-        stamp = self._stamp()
+        hold = ann.hold_patch(run.plan.metadata.id, self._stamp(), why)
         for name in names:
-            try:
-                self.client.patch_node(name, ann.hold_patch(run.plan.metadata.id, stamp, why, versions.get(name, "")))
-            except ClusterError as exc:
-                if exc.status != 409:
-                    raise
-                self._hold_again(run, name, stamp, why)
+            if patch_fresh(self.client, name, lambda n: None if ann.is_unschedulable(n) else hold, node=read.get(name)) is None:
+                run.held.remove(name)  # cordoned by someone else meanwhile (or gone): not ours to hold or release
         log.info("holding nodes", extra={"pod": why, "target": target, "held": len(names)})
-
-    def _hold_again(self, run: _Run, name: str, stamp: str, why: str) -> None:
-        """The node changed since it was read (409): hold it unless someone else cordoned it meanwhile."""
-        node = self.client.get_node(name)
-        if node is None or ann.is_unschedulable(node):
-            run.held.remove(name)
-            return
-        self.client.patch_node(name, ann.hold_patch(run.plan.metadata.id, stamp, why, str(node["metadata"].get("resourceVersion") or "")))
 
     def _release_holds(self, run: _Run) -> None:
         if not run.held:
             return
-        current = {n["metadata"]["name"]: n for n in self.client.list_nodes()}
+        current = {n["metadata"]["name"]: n for n in self._read(self.client.list_nodes)}
         for name in run.held:
-            node = current.get(name)
-            if node is not None and ann.is_held(node):
-                self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
+            self._uncordon(name, ann.is_held, node=current.get(name))
         run.held_seconds += len(run.held) * max(0.0, self.clock.monotonic() - run.held_since)
         run.held = []
         self._save(run)
@@ -499,9 +493,7 @@ class Executor:
     def _release_fence(self, run: _Run, name: str) -> None:
         if name not in run.cordoned:
             return
-        node = self.client.get_node(name)
-        if node is not None and ann.is_ours(node):
-            self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
+        if self._uncordon(name):
             self._event(ObjectRef("Node", name), "CompactorUncordon", f"opened for the pending pod of plan {run.plan.metadata.id}")
         run.cordoned.remove(name)
         self._save(run)
@@ -522,28 +514,37 @@ class Executor:
         if name not in run.cordoned:
             return
         mode = self.settings.after_drain if freed else "uncordon"
-        node = self.client.get_node(name)
-        if node is None or not ann.is_ours(node):
-            return  # gone, or already released by this run before a restart (or never actually cordoned)
+        # a node gone, or already released by this run before a restart (or never actually cordoned), is left alone
         if mode == "uncordon":
-            self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
-            self._event(ObjectRef("Node", name), "CompactorUncordon", f"uncordoned after plan {run.plan.metadata.id}")
+            if self._uncordon(name):
+                self._event(ObjectRef("Node", name), "CompactorUncordon", f"uncordoned after plan {run.plan.metadata.id}")
         elif mode == "keepCordoned":
-            self.client.patch_node(name, {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned"}}})
-            self._event(ObjectRef("Node", name), "CompactorKeepCordoned", f"freed by plan {run.plan.metadata.id}; kept cordoned")
+            keep = {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned"}}}
+            if patch_fresh(self.client, name, lambda n: keep if ann.is_ours(n) else None):
+                self._event(ObjectRef("Node", name), "CompactorKeepCordoned", f"freed by plan {run.plan.metadata.id}; kept cordoned")
         else:
-            self._reserve(run, name, node)
+            self._reserve(run, name)
 
-    def _reserve(self, run: _Run, name: str, node: Obj) -> None:
+    def _uncordon(self, name: str, mine: Callable[[Obj], bool] = ann.is_ours, *, node: Obj | None = None) -> bool:
+        """Uncordon and unmark ``name`` if, as read fresh, it still carries our marks (``mine``); True when patched."""
+        key = self.settings.taint_key
+        return patch_fresh(self.client, name, lambda n: ann.uncordon_patch(n, key) if mine(n) else None, node=node) is not None
+
+    def _reserve(self, run: _Run, name: str) -> None:
         """Uncordon behind a NoSchedule taint that only the pending pod it was freed for tolerates."""
         placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
         until = self._stamp(offset=self.settings.taint_ttl_seconds)
-        taints = ann.without_taints((node.get("spec") or {}).get("taints") or [], self.settings.taint_key)
-        taints.append({"key": self.settings.taint_key, "value": _taint_value(placed), "effect": "NoSchedule"})
-        self.client.patch_node(name, {
-            "metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
-            "spec": {"unschedulable": None, "taints": taints},
-        })
+        reservation = {"key": self.settings.taint_key, "value": _taint_value(placed), "effect": "NoSchedule"}
+
+        def build(node: Obj) -> Obj | None:
+            if not ann.is_ours(node):
+                return None
+            taints = [*ann.without_taints((node.get("spec") or {}).get("taints") or [], self.settings.taint_key), reservation]
+            return {"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
+                    "spec": {"unschedulable": None, "taints": taints}}
+
+        if patch_fresh(self.client, name, build) is None:
+            return
         self._event(ObjectRef("Node", name), "CompactorReserve", f"reserved for {placed or 'pending pods'} until {until} (plan {run.plan.metadata.id})")
 
     def _rollback(self, run: _Run, reason: str) -> None:
@@ -555,9 +556,7 @@ class Executor:
             log.error("could not record the rollback", extra={"error": str(exc)})
         for name in dict.fromkeys([*run.cordoned, *run.held]):
             try:
-                node = self.client.get_node(name)
-                if node is not None and ann.is_ours(node):
-                    self.client.patch_node(name, ann.uncordon_patch(node, self.settings.taint_key))
+                if self._uncordon(name):
                     self._event(ObjectRef("Node", name), "CompactorUncordon", f"rolled back plan {run.plan.metadata.id}")
             except Exception as exc:  # keep going: recovery retries whatever is left marked
                 log.error("rollback failed for node", extra={"node": name, "error": str(exc)})

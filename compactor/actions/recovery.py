@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, ObjectRef
 from compactor.actions.clock import Clock
 from compactor.actions.executor import Executor, RunReport
+from compactor.actions.patching import patch_fresh
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
@@ -66,6 +68,10 @@ def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, 
 
 def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport, active_plan: str) -> None:
     now = clock.now()
+
+    def release(node: dict[str, Any]) -> dict[str, Any] | None:
+        return ann.uncordon_patch(node, settings.taint_key) if ann.is_ours(node) else None
+
     for node in client.list_nodes():
         if not ann.is_ours(node):
             continue
@@ -88,7 +94,8 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
             report.released.append(name)
             reason = "CompactorUncordon"
         try:
-            client.patch_node(name, ann.uncordon_patch(node, settings.taint_key))
+            if patch_fresh(client, name, release, node=node) is None:
+                continue  # released meanwhile (or gone)
             message = f"released by gpu-compactor (plan {marks.get(ann.PLAN_ID, '?')} no longer active)"
             client.create_event(ObjectRef("Node", name), reason=reason, message=message)
         except ClusterError as exc:  # keep releasing the others; the marks stay, so the next recovery retries this one

@@ -1,0 +1,53 @@
+"""Never race: every node patch is built from a fresh read and sent with its resourceVersion, so changes made meanwhile survive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compactor.actions import annotations as ann
+from tests.fakecluster import FakeCluster, Obj
+from tests.integration.test_executor import SETTINGS, assert_clean, make_plan, run, setup
+from tests.integration.test_steering import spare_node_beside_a_freeable_one
+
+AUTOSCALER_TAINT = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1767225600", "effect": "NoSchedule"}
+
+
+def before_first_patch(c: FakeCluster, wanted: Callable[[str, Obj], bool], meanwhile: Callable[[str], None]) -> list[str]:
+    """Run ``meanwhile(node)`` just before the first node patch that ``wanted`` picks reaches the cluster; the nodes it ran on."""
+    original = c.patch_node
+    fired: list[str] = []
+
+    def patch_node(name: str, patch: Obj) -> Obj:
+        if not fired and wanted(name, patch):
+            fired.append(name)
+            meanwhile(name)
+            c.touch_node(name)
+        return original(name, patch)
+
+    c.patch_node = patch_node  # type: ignore[method-assign]
+    return fired
+
+
+def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> None:
+    c, plan = setup()
+    settings = SETTINGS.model_copy(update={"after_drain": "taint"})
+    releasing = before_first_patch(c, lambda _n, p: ann.AFTER_DRAIN in p["metadata"].get("annotations", {}),
+                                   lambda n: c.nodes[n]["spec"].setdefault("taints", []).append(dict(AUTOSCALER_TAINT)))
+    report = run(c, plan, settings)
+    assert report.status == "succeeded", report.reason
+    (node,) = releasing
+    keys = [t["key"] for t in c.nodes[node]["spec"]["taints"]]
+    assert keys == ["ToBeDeletedByClusterAutoscaler", settings.taint_key]  # the autoscaler's taint is kept beside ours
+    assert not c.nodes[node]["spec"].get("unschedulable")
+
+
+def test_a_node_an_operator_cordons_while_it_is_being_held_stays_the_operators() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    taken = before_first_patch(c, lambda _n, p: bool(p["metadata"].get("annotations", {}).get(ann.HELD_FOR)),
+                               lambda n: c.nodes[n]["spec"].update(unschedulable=True))
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    (node,) = taken
+    assert c.nodes[node]["spec"]["unschedulable"] and not ann.is_ours(c.nodes[node])  # never marked, never uncordoned by us
+    assert_clean(c, still_cordoned=(node,))
