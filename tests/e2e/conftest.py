@@ -6,8 +6,9 @@ lose their fake GPU capacity and labels (and any compactor cordon left behind), 
 the compactor's own namespace, when this suite created it.
 
 On a cluster without two usable workers (realk8s: a control plane only), ``gpu_nodes``
-first creates two plain ones with realk8s's fake kubelets (``fake_kubelet.py``), as
-``gpu_fleet`` creates its 16 GPU nodes; both delete exactly those nodes at the end.
+first creates two plain ones served by this suite's in-process fake kubelets
+(``kubelets.py``), as ``gpu_fleet`` creates its 16 GPU nodes on any cluster (on kind, extra
+Node objects beside the real workers); both delete exactly those nodes at the end.
 
 These fixtures only run when a test in ``tests/e2e`` runs, which needs ``KUBECONFIG``
 (see ``test_compaction.py``).
@@ -30,7 +31,6 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.fake_kubelet import NodeSet, fake_kubelet_script, fake_nodes
 from tests.e2e.fragmentation import FLEET_LABEL, H100_LABELS, Fleet
 from tests.e2e.helpers import (
     CREATED_LABEL,
@@ -60,6 +60,7 @@ from tests.e2e.helpers import (
     with_retries,
     withdraw,
 )
+from tests.e2e.kubelets import NodeSet, fake_nodes
 
 FLEET_NODES = 16
 FLEET_GPUS_PER_NODE = 8
@@ -130,20 +131,15 @@ def gpu_nodes(kube: Kube, state_namespace: str, tmp_path: Path) -> Iterator[GpuN
     with ExitStack() as fake_workers:
         nodes = raw(kube.core.list_node).get("items") or []
         if not override and sum(not why_not_candidate(n) for n in nodes) < 2:
-            fake_workers.enter_context(_fake_workers(kube, run_id, tmp_path, nodes))
+            fake_workers.enter_context(_fake_workers(kube, run_id, tmp_path))
             nodes = raw(kube.core.list_node).get("items") or []
         yield from _gpu_nodes_on(kube, pick_worker_nodes(nodes, 2, override or None), nodes, run_id)
 
 
-def _fake_workers(kube: Kube, run_id: str, tmp_path: Path, nodes: list[dict[str, Any]]) -> AbstractContextManager[list[str]]:
+def _fake_workers(kube: Kube, run_id: str, tmp_path: Path) -> AbstractContextManager[list[str]]:
     """Two plain fake nodes (no GPU resources) for a cluster without two usable workers (realk8s), deleted afterwards."""
-    try:
-        fake_kubelet_script()
-    except AssertionError as exc:
-        detail = "; ".join(f"{name_of(n)}: {why_not_candidate(n) or 'usable'}" for n in nodes) or "no nodes"
-        raise AssertionError(f"the cluster has no two usable workers ({detail}), and {exc}") from None
     workers = NodeSet(prefix=f"{run_id}-worker-", count=2, gpus=0, cpu="8", memory="32Gi")
-    return fake_nodes(kube.core, k8s.CoordinationV1Api(kube.api_client), workers, tmp_path / "fake-workers.log")
+    return fake_nodes(kube.api_client, workers, tmp_path / "fake-workers.log")
 
 
 def _gpu_nodes_on(kube: Kube, chosen: list[dict[str, Any]], nodes: list[dict[str, Any]], run_id: str) -> Iterator[GpuNodes]:
@@ -212,7 +208,7 @@ def gpu_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
     run_id = f"e2e-{secrets.token_hex(3)}"
     nodes = NodeSet(prefix=f"{run_id}-gpu-", count=FLEET_NODES, gpus=FLEET_GPUS_PER_NODE, cpu="64", memory="512Gi",
                     labels={**H100_LABELS, FLEET_LABEL: run_id})
-    with fake_nodes(kube.core, k8s.CoordinationV1Api(kube.api_client), nodes, tmp_path / "fake-gpu-nodes.log") as names:
+    with fake_nodes(kube.api_client, nodes, tmp_path / "fake-gpu-nodes.log") as names:
         yield Fleet(run_id=run_id, names=names, gpus_per_node=FLEET_GPUS_PER_NODE)
 
 

@@ -1,6 +1,6 @@
 """End to end on a real control plane: does ``compactor run --once`` leave the cluster where ``compactor plan`` says?
 
-Each test gets 16 fake H100 nodes (8 GPUs each, realk8s's ``fake_nodes.py``), and the
+Each test gets 16 fake H100 nodes (8 GPUs each, served by the in-process fake kubelet in ``kubelets.py``), and the
 real scheduler fragments them (``fragmentation.py``): Deployments fill about 80% of the
 GPUs, then some are scaled down to about half. One state also waits with an 8-GPU pod
 that no node can take. Then, restricted to the test's namespace:
