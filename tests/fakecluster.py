@@ -485,8 +485,9 @@ class FakeCluster:
                 self._granted.setdefault(budget, []).append(f"{namespace}/{name}")
         if _controller_ref(pod) is None:
             self._lost.append(f"Pod {namespace}/{name}")
-        pod["metadata"]["deletionTimestamp"] = _iso(self.time + self.grace_seconds)
-        pod["metadata"]["deletionGracePeriodSeconds"] = int(self.grace_seconds)
+        grace = self._grace(pod)
+        pod["metadata"]["deletionTimestamp"] = _iso(self.time + grace)
+        pod["metadata"]["deletionGracePeriodSeconds"] = int(grace)
         self._deleting_at[pod["metadata"]["uid"]] = self.time
         self.evicted.append(f"{namespace}/{name}")
         return EvictionResult(EvictionOutcome.EVICTED, 201)
@@ -506,7 +507,7 @@ class FakeCluster:
         return {"never": None, "slow": 10 * self.schedule_after}.get(self.scheduler, self.schedule_after)
 
     def _next_due(self) -> float | None:
-        due = [t + self.grace_seconds for t in self._deleting_at.values()]
+        due = [t + self._grace_of(uid) for uid, t in self._deleting_at.items()]
         due += [t + self.taint_lag for t in self._flipped_at.values()]
         due += [t + self.ready_after for t in self._bound_at.values()]
         delay = self._schedule_delay()
@@ -520,10 +521,19 @@ class FakeCluster:
             self.time = due
             self.tick()
 
+    def _grace(self, pod: Obj) -> float:
+        """The kubelet's stop time: the pod's ``terminationGracePeriodSeconds`` when it sets one, else ``grace_seconds``."""
+        value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return float(value) if value is not None else self.grace_seconds
+
+    def _grace_of(self, uid: str) -> float:
+        pod = next((p for p in self.pods.values() if p["metadata"]["uid"] == uid), None)
+        return self._grace(pod) if pod is not None else self.grace_seconds
+
     def _reap(self) -> None:
         for key, pod in list(self.pods.items()):
             uid = pod["metadata"]["uid"]
-            if uid in self._deleting_at and self.time >= self._deleting_at[uid] + self.grace_seconds:
+            if uid in self._deleting_at and self.time >= self._deleting_at[uid] + self._grace(pod):
                 del self.pods[key]
                 self._forget(uid)
 

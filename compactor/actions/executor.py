@@ -12,6 +12,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from compactor.actions import annotations as ann
@@ -271,7 +272,8 @@ class Executor:
             self._wait_for_budget(run, move)
             if self.settings.steer_replacements:
                 self._hold_rivals(run, pod, target=move.to_node, why=move.pod)
-            run.inflight[move.pod] = {"owner": controller_uid(pod), "siblings": sorted(self._owner_pod_uids(pod))}
+            run.inflight[move.pod] = {"owner": controller_uid(pod), "siblings": sorted(self._owner_pod_uids(pod)),
+                                      "grace": _grace_seconds(pod)}
             self._save(run)  # write-ahead: after a crash, recovery still waits for this replacement
             self._evict(run, move)
             waits.append(move)
@@ -281,7 +283,7 @@ class Executor:
     def _await_all(self, run: _Run, waits: Sequence[Move]) -> None:
         for move in waits:
             context = run.inflight[move.pod]
-            self._await_replacement(run, move, str(context["owner"]), set(context["siblings"]))
+            self._await_replacement(run, move, str(context["owner"]), set(context["siblings"]), float(context.get("grace", 0)))
             self._mark_done(run, move)
 
     def _pdb_keys(self, pod: Obj) -> set[str]:
@@ -351,12 +353,12 @@ class Executor:
         namespace = (pod.get("metadata") or {}).get("namespace", "default")
         return {str(p["metadata"].get("uid")) for p in self.client.list_pods(namespace=namespace) if controller_uid(p) == owner}
 
-    def _await_replacement(self, run: _Run, move: Move, owner: str, siblings: set[str]) -> None:
+    def _await_replacement(self, run: _Run, move: Move, owner: str, siblings: set[str], grace: float = 0.0) -> None:
         """Wait until the owner is whole again: a new Ready pod of the same controller, not on a node being freed."""
         if not owner:
             self._release_holds(run)
             return  # bare pods are never in a plan; nothing would replace one
-        deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
+        deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds + grace  # a StatefulSet waits for the old pod
         while True:
             fresh = [
                 p for p in self._read(lambda: self.client.list_pods(namespace=move.pod.split("/", 1)[0]))
@@ -499,16 +501,25 @@ class Executor:
         self._save(run)
 
     def _await_drained(self, run: _Run) -> None:
-        """A node is freed once its GPU pods are deleted, not merely terminating; wait for that, within the replacement timeout."""
-        deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds
-        while self.clock.monotonic() < deadline:
-            holding = [n for n in run.plan.freed_nodes
-                       if any(requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                              for p in self.client.list_pods(node_name=n))]
+        """A node is freed once its GPU pods are deleted, not merely terminating; wait for that (their grace period included)."""
+        deadline: float | None = None
+        while True:
+            staying = {n: self._read(partial(self._gpu_pods_holding, n)) for n in run.plan.freed_nodes}
+            holding = [n for n, pods in staying.items() if pods]
             if not holding:
                 return
+            if deadline is None:
+                grace = max(_grace_seconds(p) for pods in staying.values() for p in pods)
+                deadline = self.clock.monotonic() + self.settings.replacement_timeout_seconds + grace
+            if self.clock.monotonic() >= deadline:
+                return  # _finish reports these nodes as not freed
             self._report(run, "finishing", waiting=f"evicted pods to terminate on {', '.join(holding[:3])}")
             self.clock.sleep(self.settings.poll_seconds)
+
+    def _gpu_pods_holding(self, node: str) -> list[Obj]:
+        """GPU pods still on ``node``, terminating ones included: they hold the node until deleted."""
+        return [p for p in self.client.list_pods(node_name=node)
+                if requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
 
     def _after_drain(self, run: _Run, name: str, *, freed: bool) -> None:
         if name not in run.cordoned:
@@ -605,6 +616,12 @@ class Executor:
 
     def _report(self, run: _Run, current: str, waiting: str = "") -> None:
         self.progress(Progress(run.plan.metadata.id, len(run.done), len(run.plan.moves), current, waiting))
+
+
+def _grace_seconds(pod: Obj) -> float:
+    """How long the evicted pod may take to stop: ``terminationGracePeriodSeconds``, 30 when unset (the API default)."""
+    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return float(value) if isinstance(value, int | float) and value >= 0 else 30.0
 
 
 def _taint_value(pod: str) -> str:

@@ -8,10 +8,13 @@ when it still validates against the cluster, otherwise it is rolled back.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from pydantic import ValidationError
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, ObjectRef
@@ -31,10 +34,11 @@ class RecoveryReport:
     released: list[str] = field(default_factory=list)  # orphan cordons undone
     expired: list[str] = field(default_factory=list)  # reservation taints past their TTL removed
     kept: list[str] = field(default_factory=list)  # nodes deliberately left cordoned/reserved
+    discarded: str = ""  # why an unreadable state was dropped (its nodes are then released by their marks)
 
     @property
     def changed(self) -> bool:
-        return bool(self.resumed or self.released or self.expired)
+        return bool(self.resumed or self.released or self.expired or self.discarded)
 
 
 def _parse_time(value: str) -> datetime | None:
@@ -48,8 +52,12 @@ def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, 
     report = RecoveryReport()
     state = client.read_state(ann.STATE_CONFIGMAP)
     active_id = ""
-    if state and state.get("plan"):
-        plan = CompactionPlan.model_validate_json(state["plan"])
+    plan, unreadable = _readable(state)
+    if unreadable:  # from another version, or damaged: never wedge; the node marks say what to undo
+        log.warning("discarding an unreadable executor state", extra={"reason": unreadable})
+        client.write_state(ann.STATE_CONFIGMAP, None)
+        report.discarded = unreadable
+    elif state and plan is not None:
         active_id = plan.metadata.id
         log.info("found an interrupted plan", extra={"plan": active_id, "phase": state.get("phase")})
         executor = Executor(client, settings, clock)
@@ -61,9 +69,28 @@ def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, 
         else:
             report.resumed = executor.execute(plan, resume=state)
     elif state is not None:
-        client.write_state(ann.STATE_CONFIGMAP, None)  # unreadable leftovers: nothing to resume
+        client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume
     _release_orphans(client, settings, clock, report, active_plan="")
     return report
+
+
+_STATE_LISTS = ("cordoned", "done", "held")
+
+
+def _readable(state: dict[str, str] | None) -> tuple[CompactionPlan | None, str]:
+    """(the plan of a state this version can resume, "") or (None, why it cannot); (None, "") when there is no plan."""
+    if not state or not state.get("plan"):
+        return None, ""
+    try:
+        plan = CompactionPlan.model_validate_json(state["plan"])
+        lists = [json.loads(state.get(key) or "[]") for key in _STATE_LISTS]
+        maps = [json.loads(state.get(key) or "{}") for key in ("inflight", "freeBefore")]
+        int(state.get("evictions") or 0)
+    except (ValueError, ValidationError) as exc:
+        return None, f"state ConfigMap {ann.STATE_CONFIGMAP} is unreadable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+    if not all(isinstance(v, list) for v in lists) or not all(isinstance(v, dict) for v in maps):
+        return None, f"state ConfigMap {ann.STATE_CONFIGMAP} has fields of the wrong type"
+    return plan, ""
 
 
 def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport, active_plan: str) -> None:
@@ -97,6 +124,10 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
             if patch_fresh(client, name, release, node=node) is None:
                 continue  # released meanwhile (or gone)
             message = f"released by gpu-compactor (plan {marks.get(ann.PLAN_ID, '?')} no longer active)"
-            client.create_event(ObjectRef("Node", name), reason=reason, message=message)
+            if report.discarded:  # said on every node it touches: the run that marked them cannot be resumed
+                client.create_event(ObjectRef("Node", name), reason="CompactorStateDiscarded", type_="Warning",
+                                    message=f"{message}; {report.discarded}; rolled back by its node marks")
+            else:
+                client.create_event(ObjectRef("Node", name), reason=reason, message=message)
         except ClusterError as exc:  # keep releasing the others; the marks stay, so the next recovery retries this one
             log.error("could not release node", extra={"node": name, "error": str(exc)})

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from compactor.actions import annotations as ann
 from compactor.actions.executor import Executor
+from compactor.actions.recovery import recover
 from compactor.planner.plan import CompactionPlan
-from tests.builders import pdb
-from tests.fakecluster import FakeCluster
+from tests.builders import node, pdb, pod
+from tests.fakecluster import Crash, FakeCluster
 from tests.integration.test_executor import (
     SETTINGS,
     assert_clean,
@@ -16,6 +19,7 @@ from tests.integration.test_executor import (
     hand_plan,
     intercept_evictions,
     on_progress,
+    rs,
     run,
     setup,
     two_freed_nodes,
@@ -100,4 +104,43 @@ def test_a_permanent_read_error_while_waiting_still_rolls_back() -> None:
     forbidden = on_progress(lambda p: "replacement" in p.waiting, lambda: c.fail_next("list_pods", 403))
     report = run(c, plan, progress=forbidden)
     assert report.status == "failed" and "HTTP 403" in report.reason
+    assert_clean(c)
+
+
+@pytest.mark.parametrize("damage", [
+    {"plan": "{not json"},
+    {"plan": '{"apiVersion": "compactor/v0", "kind": "CompactionPlan"}'},  # another version's plan
+    {"cordoned": '{"gpu-2": true}'},  # a list field that is not a list
+])
+def test_an_unreadable_state_rolls_back_by_the_node_marks_and_says_so(damage: dict[str, str]) -> None:
+    c, plan = setup()
+    c.crash_after(4, when="after")  # state written, gpu-2 cordoned, state written again: a run interrupted early
+    with pytest.raises(Crash):
+        run(c, plan)
+    assert c.cordoned_nodes()
+    c.state[ann.STATE_CONFIGMAP] = {**c.state[ann.STATE_CONFIGMAP], **damage}
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is None and recovered.discarded.startswith("state ConfigMap gpu-compactor-state")
+    warnings = [e for e in c.events if e["reason"] == "CompactorStateDiscarded"]
+    assert warnings and all(e["type"] == "Warning" for e in warnings)
+    assert_clean(c)
+
+
+def test_a_long_grace_period_is_waited_out_not_taken_for_a_stuck_replacement() -> None:
+    objects = [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        pod("pinned", on="gpu-1", gpus=4, owner=None),
+        rs("db-0", "gpu-2", "db", kind="StatefulSet"), rs("db-1", "gpu-2", "db", kind="StatefulSet"),
+        pdb("db", match={"app": "db"}, max_unavailable=1),
+    ]
+    for obj in objects:
+        if obj["kind"] == "Pod" and obj["metadata"]["name"].startswith("db-"):
+            obj["spec"]["terminationGracePeriodSeconds"] = 200  # a model server that drains its requests
+    c = FakeCluster(objects)
+    plan = hand_plan([("default/db-0", "gpu-2", "gpu-1", "StatefulSet/db"), ("default/db-1", "gpu-2", "gpu-1", "StatefulSet/db")],
+                     freed=["gpu-2"], c=c)
+    report = run(c, plan, SETTINGS)  # replacement_timeout_seconds 60 < 200: a StatefulSet recreates only once the pod is gone
+    assert report.status == "succeeded", report.reason
+    assert report.outcome is not None and report.outcome.freed_nodes == ["gpu-2"]
+    assert c.clock.monotonic() >= 400  # both pods took their full grace period
     assert_clean(c)
