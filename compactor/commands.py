@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +164,23 @@ def _outcome_text(outcome: Outcome) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
+@contextmanager
+def _exclusive(client: ClusterClient, namespace: str, dry_run: bool) -> Iterator[ClusterClient]:
+    """Act only while holding the Lease the controller uses too: one actor at a time, every write fenced on it."""
+    from compactor.actions.fencing import FencedClient
+    from compactor.controller import identity
+    from compactor.kube.cluster_client import KubeClusterClient
+    from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once
+
+    if dry_run or not isinstance(client, KubeClusterClient):
+        yield client
+        return
+    elector = LeaderElector(client.api_client, namespace, identity())
+    acquire_once(elector)
+    with LeaseKeeper(elector):
+        yield FencedClient(client, elector.holds, elector.ref)
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
@@ -170,11 +189,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     plan = load_plan(args.plan)
-    client, clock, dry_run = _executor_for(args, plan)
-    if not dry_run:
-        recover(client, settings.executor, clock)
-    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
-    return _print_run(executor.execute(plan), client, args.output)
+    live, clock, dry_run = _executor_for(args, plan)
+    with _exclusive(live, settings.executor.state_namespace, dry_run) as client:
+        if not dry_run:
+            recover(client, settings.executor, clock)
+        executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
+        return _print_run(executor.execute(plan), client, args.output)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -191,15 +211,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     snapshot = source.load(pool_label=settings.metrics.pool_label)
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
     plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
-    client, clock, dry_run = _executor_for(args, plan)
-    if not dry_run:
-        recovered = recover(client, settings.executor, clock)
-        if recovered.changed:
-            snapshot = source.load(pool_label=settings.metrics.pool_label)
-            plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
-    sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
-    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
-    return _print_run(executor.execute(plan), client, args.output)
+    live, clock, dry_run = _executor_for(args, plan)
+    with _exclusive(live, settings.executor.state_namespace, dry_run) as client:
+        if not dry_run:
+            recovered = recover(client, settings.executor, clock)
+            if recovered.changed:
+                snapshot = source.load(pool_label=settings.metrics.pool_label)
+                plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+        sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
+        executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
+        return _print_run(executor.execute(plan), client, args.output)
 
 
 def register_executor_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

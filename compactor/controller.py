@@ -427,6 +427,7 @@ def identity() -> str:
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
+    from compactor.actions.fencing import FencedClient
     from compactor.cli import settings_from_args
     from compactor.kube.client import connect
     from compactor.kube.cluster_client import KubeClusterClient
@@ -448,7 +449,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
             return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
 
     elector = None if args.no_leader_election else LeaderElector(connection.api_client, namespace, identity())
-    controller = Controller(load_snapshot=load_snapshot, client=client, settings=settings, exporter=Exporter(),
+    acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)  # writes only while leading
+    controller = Controller(load_snapshot=load_snapshot, client=acting, settings=settings, exporter=Exporter(),
                             options=ControllerOptions(interval=args.interval, listen=args.listen, dry_run=args.dry_run,
                                                       report_only=args.report_only),
                             elector=elector)

@@ -21,15 +21,17 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
-from compactor.errors import ClusterError
+from compactor.errors import ClusterError, CompactorError
 from compactor.kube.read import _status_message, _transport_reason
 
 log = logging.getLogger(__name__)
@@ -80,8 +82,10 @@ class LeaseRecord:
             resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
         )
 
-    def expired(self, now: datetime) -> bool:
-        return self.renew_time is None or self.renew_time + timedelta(seconds=self.lease_seconds) <= now
+    @property
+    def key(self) -> tuple[str, int, str, str, int]:
+        """What client-go compares to notice a change: the record, not the clock of whoever wrote it."""
+        return self.holder, self.lease_seconds, str(self.acquire_time), str(self.renew_time), self.transitions
 
 
 class LeaderElector:
@@ -90,6 +94,11 @@ class LeaderElector:
     ``is_leader`` is the outcome of the last round; after a failed round (``ClusterError``) a leader
     stays leader until ``renew_deadline`` seconds (default 2/3 of the lease) have passed since its
     last successful renewal, as client-go's ``RenewDeadline``.
+
+    Expiry is judged as client-go does, never by comparing the holder's ``renewTime`` with the
+    local wall clock (clocks differ between machines): a Lease held by someone else counts as
+    expired once its record has not changed for ``leaseDurationSeconds`` of *local monotonic*
+    time since this elector last saw it change. ``holds()`` is what every write is fenced on.
     """
 
     def __init__(
@@ -102,6 +111,7 @@ class LeaderElector:
         name: str = LEASE_NAME,
         request_timeout: float = 10.0,
         renew_deadline: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if lease_seconds < 1:
             raise ValueError(f"lease_seconds must be >= 1, got {lease_seconds}")
@@ -117,7 +127,10 @@ class LeaderElector:
         self.renew_deadline = renew_deadline if renew_deadline is not None else lease_seconds * 2 / 3
         self.observed: LeaseRecord | None = None
         self.is_leader = False
-        self.last_renewed: datetime | None = None  # when we last acquired or renewed successfully
+        self.monotonic = monotonic
+        self.renewed_at: float | None = None  # monotonic time of our last successful acquire or renewal
+        self.observed_at = 0.0  # monotonic time we last saw the record change
+        self.changes_seen = 0  # how often we saw it change: more than once means its holder is alive
         self._lock = threading.Lock()
 
     @property
@@ -130,7 +143,7 @@ class LeaderElector:
             try:
                 held = self._round(now)
             except ClusterError:
-                still = self.is_leader and self.last_renewed is not None and (now - self.last_renewed).total_seconds() < self.renew_deadline
+                still = self._within_renew_deadline()
                 if self.is_leader and not still:
                     log.warning("leadership lost: could not renew the lease in time", extra={"lease": self.ref, "identity": self.identity})
                 self.is_leader = still
@@ -140,8 +153,17 @@ class LeaderElector:
                          extra={"lease": self.ref, "identity": self.identity, "holder": self.observed.holder if self.observed else ""})
             self.is_leader = held
             if held:
-                self.last_renewed = now
+                self.renewed_at = self.monotonic()
             return held
+
+    def holds(self) -> bool:
+        """True while we lead and renewed within ``renew_deadline``: checked before every write, so a replica
+        that lost the Lease (or cannot renew it) stops before its next cordon or eviction."""
+        with self._lock:
+            return self._within_renew_deadline()
+
+    def _within_renew_deadline(self) -> bool:
+        return self.is_leader and self.renewed_at is not None and self.monotonic() - self.renewed_at < self.renew_deadline
 
     def release(self, now: datetime) -> bool:
         """Give the Lease up (client-go's ReleaseOnCancel) so a standby takes over at once; True when released."""
@@ -172,13 +194,13 @@ class LeaderElector:
                 return False
             if not 200 <= status <= 299:
                 raise self._error("creating", status, reply)
-            self.observed = self._record(reply)
+            self._observe(self._record(reply))
             return True
         if not 200 <= status <= 299:
             raise self._error("reading", status, reply)
         current = self._record(reply)
-        self.observed = current
-        if current.holder and current.holder != self.identity and not current.expired(now):
+        self._observe(current)
+        if current.holder and current.holder != self.identity and not self._expired(current):
             return False
         ours = current.holder == self.identity
         acquire = current.acquire_time if ours and current.acquire_time else now
@@ -190,8 +212,17 @@ class LeaderElector:
             return False
         if not 200 <= status <= 299:
             raise self._error("updating", status, reply)
-        self.observed = self._record(reply)
+        self._observe(self._record(reply))
         return True
+
+    def _observe(self, record: LeaseRecord) -> None:
+        if self.observed is None or record.key != self.observed.key:
+            self.observed_at = self.monotonic()
+            self.changes_seen += 1
+        self.observed = record
+
+    def _expired(self, record: LeaseRecord) -> bool:
+        return self.monotonic() - self.observed_at >= record.lease_seconds
 
     def _record(self, reply: Any) -> LeaseRecord:
         if not isinstance(reply, dict):
@@ -249,3 +280,52 @@ class LeaderElector:
         message = reply.get("message") if isinstance(reply, dict) else None
         detail = " ".join(str(message).split()) if message else f"HTTP {status}"
         return ClusterError(f"{verb} lease {self.ref}: HTTP {status}: {detail}", status=status)
+
+
+class HeldElsewhere(CompactorError):
+    """A one-shot command found the Lease held by a live gpu-compactor."""
+
+
+def acquire_once(elector: LeaderElector, *, sleep: Callable[[float], None] = time.sleep, poll: float = 1.0) -> None:
+    """Take the Lease for a one-shot command (``apply``, ``run --once``), or raise ``HeldElsewhere``.
+
+    Free, released or ours: taken at once. Held by someone else: watched until its record
+    changes (its holder is alive: refuse now, never queue behind it) or stays unchanged for a
+    whole lease duration of local monotonic time (its holder is gone: take it over).
+    """
+    while True:
+        if elector.try_acquire_or_renew(datetime.now(UTC)):
+            return
+        seen = elector.observed
+        if seen is not None and seen.holder and elector.changes_seen > 1:
+            raise HeldElsewhere(f"another gpu-compactor is acting: Lease {elector.ref} is held by {seen.holder} and renewed; "
+                                "nothing was changed (run again once it is done)")
+        sleep(poll)
+
+
+class LeaseKeeper:
+    """Renews the Lease in the background every third of its duration while a one-shot command acts."""
+
+    def __init__(self, elector: LeaderElector) -> None:
+        self.elector = elector
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.elector.request_timeout + 1)
+        try:
+            self.elector.release(datetime.now(UTC))
+        except ClusterError as exc:  # it expires by itself; the next actor waits one lease duration at most
+            log.warning("could not release the lease", extra={"lease": self.elector.ref, "error": str(exc)})
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.elector.lease_seconds / 3):
+            try:
+                self.elector.try_acquire_or_renew(datetime.now(UTC))
+            except ClusterError as exc:
+                log.warning("lease renewal failed", extra={"lease": self.elector.ref, "error": str(exc)})

@@ -16,10 +16,14 @@ from typing import Any
 
 import pytest
 
+from compactor.actions.client import ObjectRef
+from compactor.actions.fencing import FencedClient, LeadershipLost
 from compactor.errors import ClusterError
-from compactor.kube.lease import LEASE_NAME, LeaderElector, parse_time
+from compactor.kube.lease import LEASE_NAME, HeldElsewhere, LeaderElector, acquire_once, parse_time
+from tests.builders import node, pod
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.server import RecordedRequest, Reply, status_body
+from tests.fakecluster import FakeCluster
 
 NS = "gpu-compactor"
 LEASES = r"/apis/coordination\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/leases"
@@ -124,18 +128,47 @@ def test_another_candidate_waits_while_the_lease_is_fresh(fake_api: FakeApiServe
     assert not fake_api.requests_to(LEASE_PATH, "PUT")  # b never wrote
 
 
-def test_a_candidate_takes_over_once_the_lease_expired(fake_api: FakeApiServer, store: LeaseStore) -> None:
-    a, b = elector(fake_api, "pod-a"), elector(fake_api, "pod-b")
+class Ticker:
+    """One process's monotonic clock, moved by hand; each elector gets its own, so no test shares a clock between them."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_candidate_takes_over_only_after_a_lease_duration_of_its_own_time_without_a_change(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
+    a_time, b_time = Ticker(), Ticker()
+    a, b = elector(fake_api, "pod-a", monotonic=a_time), elector(fake_api, "pod-b", monotonic=b_time)
     assert a.try_acquire_or_renew(T0)
-    later = T0 + timedelta(seconds=30)
-    assert b.try_acquire_or_renew(later) is True
+    skewed = T0 + timedelta(hours=1)  # b's wall clock is an hour ahead: by timestamps the lease looks long expired
+    assert b.try_acquire_or_renew(skewed) is False  # first sight of the record starts b's own count
+    b_time.t += 29
+    assert b.try_acquire_or_renew(skewed + timedelta(seconds=29)) is False
+    b_time.t += 1  # 30 s of b's monotonic time with no change: the holder is gone
+    assert b.try_acquire_or_renew(skewed + timedelta(seconds=30)) is True
     spec = store.spec()
-    assert spec["holderIdentity"] == "pod-b"
-    assert parse_time(spec["acquireTime"]) == later
-    assert spec["leaseTransitions"] == 1
+    assert spec["holderIdentity"] == "pod-b" and spec["leaseTransitions"] == 1
     # the old holder learns it lost on its next round: the lease is b's and fresh
-    assert a.try_acquire_or_renew(later + timedelta(seconds=1)) is False
-    assert not a.is_leader
+    assert a.try_acquire_or_renew(T0 + timedelta(seconds=31)) is False
+    assert not a.is_leader and not a.holds()
+
+
+def test_a_holder_that_keeps_renewing_is_never_taken_over_whatever_the_clocks_say(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a_time, b_time = Ticker(), Ticker()
+    a, b = elector(fake_api, "pod-a", monotonic=a_time), elector(fake_api, "pod-b", monotonic=b_time)
+    behind = T0 - timedelta(hours=2)  # a's wall clock lags: every renewTime it writes looks two hours old to b
+    assert a.try_acquire_or_renew(behind)
+    for step in range(1, 10):
+        b_time.t += 10
+        assert b.try_acquire_or_renew(T0 + timedelta(seconds=10 * step)) is False
+        a_time.t += 10
+        assert a.try_acquire_or_renew(behind + timedelta(seconds=10 * step))
+    assert store.spec()["holderIdentity"] == "pod-a"
+    assert b.changes_seen > 1  # b saw the holder alive
 
 
 def test_a_released_lease_is_taken_at_once(fake_api: FakeApiServer, store: LeaseStore) -> None:
@@ -165,15 +198,19 @@ def test_a_create_race_lost_on_409_already_exists(fake_api: FakeApiServer, store
 def test_api_failures_are_one_line_cluster_errors_and_leadership_survives_until_the_renew_deadline(
     fake_api: FakeApiServer, store: LeaseStore
 ) -> None:
-    a = elector(fake_api, "pod-a")
+    a_time = Ticker()
+    a = elector(fake_api, "pod-a", monotonic=a_time)
     assert a.try_acquire_or_renew(T0)
     fake_api.inject(LEASE_PATH, 403, method="GET", times=2, body=status_body(403, 'leases.coordination.k8s.io "x" is forbidden:\nno'))
+    a_time.t += 10
     with pytest.raises(ClusterError) as caught:
-        a.try_acquire_or_renew(T0 + timedelta(seconds=10))
+        a.try_acquire_or_renew(T0 + timedelta(days=1))  # a wall-clock jump changes nothing: only monotonic time counts
     assert "\n" not in str(caught.value) and "403" in str(caught.value) and caught.value.status == 403
-    assert a.is_leader  # 10 s < renew deadline (20 s)
+    assert a.is_leader and a.holds()  # 10 s < renew deadline (20 s)
+    a_time.t += 11
+    assert not a.holds()  # writes stop as soon as the renew deadline passes, before the next round
     with pytest.raises(ClusterError):
-        a.try_acquire_or_renew(T0 + timedelta(seconds=21))
+        a.try_acquire_or_renew(T0)
     assert not a.is_leader
 
 
@@ -189,3 +226,47 @@ def test_bad_arguments_are_refused() -> None:
         LeaderElector(object(), NS, "", 30)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         LeaderElector(object(), NS, "x", 0)  # type: ignore[arg-type]
+
+
+def test_a_one_shot_command_refuses_at_once_when_the_holder_is_alive(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a_time, b_time = Ticker(), Ticker()
+    a, b = elector(fake_api, "controller", monotonic=a_time), elector(fake_api, "run-once", monotonic=b_time)
+    assert a.try_acquire_or_renew(T0)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # meanwhile the controller renews, as its lease job does
+        slept.append(seconds)
+        b_time.t += seconds
+        a_time.t += seconds
+        a.try_acquire_or_renew(T0 + timedelta(seconds=len(slept)))
+
+    with pytest.raises(HeldElsewhere, match="held by controller and renewed; nothing was changed"):
+        acquire_once(b, sleep=sleep)
+    assert len(slept) == 1 and store.spec()["holderIdentity"] == "controller"
+
+
+def test_a_one_shot_command_takes_over_a_lease_its_holder_abandoned(fake_api: FakeApiServer, store: LeaseStore) -> None:
+    a, b_time = elector(fake_api, "crashed-run"), Ticker()
+    b = elector(fake_api, "run-once", monotonic=b_time)
+    assert a.try_acquire_or_renew(T0)  # and then the process died without releasing it
+
+    def sleep(seconds: float) -> None:
+        b_time.t += seconds
+
+    acquire_once(b, sleep=sleep)
+    assert store.spec()["holderIdentity"] == "run-once" and b_time.t - 1000.0 >= 30
+
+
+def test_writes_are_fenced_on_the_lease_and_reads_are_not() -> None:
+    cluster = FakeCluster([node("gpu-1", gpus=8), pod("p", on="gpu-1", gpus=1)])
+    leading = [True]
+    fenced = FencedClient(cluster, lambda: leading[0], "gpu-compactor/gpu-compactor-leader")
+    fenced.patch_node("gpu-1", {"metadata": {"labels": {"a": "b"}}})
+    leading[0] = False
+    assert fenced.get_node("gpu-1") is not None and fenced.list_pods(namespace="default")
+    for write in (lambda: fenced.patch_node("gpu-1", {"spec": {"unschedulable": True}}), lambda: fenced.evict("default", "p"),
+                  lambda: fenced.write_state("s", {"k": "v"}),
+                  lambda: fenced.create_event(ObjectRef("Node", "gpu-1"), reason="R", message="m")):
+        with pytest.raises(LeadershipLost, match="no longer holds the Lease gpu-compactor/gpu-compactor-leader"):
+            write()
+    assert not cluster.nodes["gpu-1"]["spec"].get("unschedulable") and cluster.evicted == [] and cluster.state == {}
