@@ -86,8 +86,8 @@ class _TerminalProgress:
         sys.stderr.flush()
 
 
-def _executor_for(args: argparse.Namespace, plan: CompactionPlan) -> tuple[ClusterClient, Clock, bool]:
-    """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays."""
+def _executor_for(args: argparse.Namespace, plan: CompactionPlan | None) -> tuple[ClusterClient, Clock, bool]:
+    """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
     from compactor.actions.clock import RealClock, SimulatedClock
     from compactor.actions.dryrun import RecordingClient
 
@@ -208,16 +208,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CompactorError("compactor run needs --once (the periodic loop is `compactor controller`)")
     settings = settings_from_args(args)
     source = source_from_args(args)
-    snapshot = source.load(pool_label=settings.metrics.pool_label)
-    shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
-    plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+
+    def plan_now() -> CompactionPlan:
+        snapshot = source.load(pool_label=settings.metrics.pool_label)
+        shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
+        return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+
+    plan = plan_now() if args.dry_run else None
     live, clock, dry_run = _executor_for(args, plan)
     with _exclusive(live, settings.executor.state_namespace, dry_run) as client:
-        if not dry_run:
-            recovered = recover(client, settings.executor, clock)
-            if recovered.changed:
-                snapshot = source.load(pool_label=settings.metrics.pool_label)
-                plan = build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+        if plan is None:  # a real run plans only once it holds the Lease and has recovered: on the state it alone changes
+            recover(client, settings.executor, clock)
+            plan = plan_now()
         sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
         executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
         return _print_run(executor.execute(plan), client, args.output)

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import urllib3
@@ -289,17 +289,23 @@ class HeldElsewhere(CompactorError):
 def acquire_once(elector: LeaderElector, *, sleep: Callable[[float], None] = time.sleep, poll: float = 1.0) -> None:
     """Take the Lease for a one-shot command (``apply``, ``run --once``), or raise ``HeldElsewhere``.
 
-    Free, released or ours: taken at once. Held by someone else: watched until its record
-    changes (its holder is alive: refuse now, never queue behind it) or stays unchanged for a
-    whole lease duration of local monotonic time (its holder is gone: take it over).
+    Free, released or ours: taken at once. Held by someone else: refused at once when its own
+    ``renewTime`` says it is fresh (refusing needs no trust in clocks: it changes nothing), or
+    when its record changes while we watch (its holder is alive); never queued behind. Taken
+    over only once the record stayed unchanged for a whole lease duration of local monotonic
+    time (its holder is gone), the same test the controller's replicas use.
     """
     while True:
-        if elector.try_acquire_or_renew(datetime.now(UTC)):
+        now = datetime.now(UTC)
+        if elector.try_acquire_or_renew(now):
             return
         seen = elector.observed
-        if seen is not None and seen.holder and elector.changes_seen > 1:
-            raise HeldElsewhere(f"another gpu-compactor is acting: Lease {elector.ref} is held by {seen.holder} and renewed; "
-                                "nothing was changed (run again once it is done)")
+        if seen is not None and seen.holder:
+            fresh = seen.renew_time is not None and now < seen.renew_time + timedelta(seconds=seen.lease_seconds)
+            if fresh or elector.changes_seen > 1:
+                renewed = f", renewed at {format_micro_time(seen.renew_time)}" if seen.renew_time else ""
+                raise HeldElsewhere(f"another gpu-compactor is acting: Lease {elector.ref} is held by {seen.holder}{renewed}; "
+                                    "nothing was changed (run again once it is done, or after its lease expires)")
         sleep(poll)
 
 

@@ -28,11 +28,13 @@ import json
 import os
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 
 from tests.e2e import fragmentation as frag
 from tests.e2e.fragmentation import Fleet, StartingState
@@ -280,3 +282,32 @@ def publish(line: dict[str, Any]) -> None:
     if target:
         with Path(target).open("a", encoding="utf-8") as fh:
             fh.write(text + "\n")
+
+
+def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, state_namespace: str,
+                                                   tmp_path: Path) -> None:
+    frag.build(kube, fleet_namespace, gpu_fleet, StartingState(seed=19))
+    config = tmp_path / "compactor.yaml"
+    config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
+    before = frag.whole_free_gpus(kube, gpu_fleet)
+    command = ("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json")
+    with RunWatcher(kube, fleet_namespace) as watcher, ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda _: run_compactor(*command, timeout=RUN_TIMEOUT), range(2)))
+        whole = settle(kube, fleet_namespace)
+    acted = [r for r in runs if r.returncode == 0]
+    refused = [r for r in runs if r.returncode != 0]
+    described = "\n\n".join(r.describe() for r in runs)
+    assert len(acted) == 1 and len(refused) == 1, described
+    assert refused[0].returncode == 2 and "another gpu-compactor is acting" in refused[0].stderr, described
+    report = acted[0].json()
+    assert report["status"] == "succeeded" and report["movesTotal"] > 0, described
+    observed = watcher.observed
+    assert len(observed.evicted) == report["movesTotal"], f"evicted {sorted(observed.evicted)}\n{described}"  # nobody evicted twice
+    gain = sum(frag.whole_free_gpus(kube, gpu_fleet).values()) - sum(before.values())
+    assert gain == report["outcome"]["plannedFreedGpus"] == report["outcome"]["freedGpus"], described
+    assert not observed.pdb_violations and not observed.errors and not observed.gaps, observed.pdb_violations[:5]
+    assert whole[0], whole[1][-2000:]
+    assert not leftovers(kube, gpu_fleet, observed)
+    leases = k8s.CoordinationV1Api(kube.api_client)
+    lease = get_or_none(leases.read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE)
+    assert lease is None or not (lease.get("spec") or {}).get("holderIdentity"), f"the lease was not released: {lease}"

@@ -240,7 +240,7 @@ def test_a_one_shot_command_refuses_at_once_when_the_holder_is_alive(fake_api: F
         a_time.t += seconds
         a.try_acquire_or_renew(T0 + timedelta(seconds=len(slept)))
 
-    with pytest.raises(HeldElsewhere, match="held by controller and renewed; nothing was changed"):
+    with pytest.raises(HeldElsewhere, match=re.escape("held by controller, renewed at 2026-01-01T00:00:01.000000Z; nothing was changed")):
         acquire_once(b, sleep=sleep)
     assert len(slept) == 1 and store.spec()["holderIdentity"] == "controller"
 
@@ -270,3 +270,17 @@ def test_writes_are_fenced_on_the_lease_and_reads_are_not() -> None:
         with pytest.raises(LeadershipLost, match="no longer holds the Lease gpu-compactor/gpu-compactor-leader"):
             write()
     assert not cluster.nodes["gpu-1"]["spec"].get("unschedulable") and cluster.evicted == [] and cluster.state == {}
+
+
+def test_a_one_shot_command_refuses_without_waiting_when_the_lease_is_fresh_by_its_own_timestamps(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
+    a, b = elector(fake_api, "run-once-a"), elector(fake_api, "run-once-b")
+    assert a.try_acquire_or_renew(datetime.now(UTC))  # two `run --once` started together: a was first
+
+    def sleep(_seconds: float) -> None:
+        raise AssertionError("a fresh lease is refused at once, without waiting")
+
+    with pytest.raises(HeldElsewhere, match="held by run-once-a, renewed at"):
+        acquire_once(b, sleep=sleep)
+    assert store.spec()["holderIdentity"] == "run-once-a"
