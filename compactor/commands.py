@@ -165,6 +165,26 @@ def _outcome_text(outcome: Outcome) -> str:
 
 
 @contextmanager
+def _stoppable(clock: Clock, dry_run: bool) -> Iterator[Clock]:
+    """SIGTERM/SIGINT stop a real run at its next wait (a safe point): the state stays, the next run recovers it."""
+    import signal
+    import threading
+
+    from compactor.actions.clock import StoppableClock
+
+    if dry_run or threading.current_thread() is not threading.main_thread():
+        yield clock
+        return
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda _signum, _frame: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield StoppableClock(clock, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
 def _exclusive(client: ClusterClient, namespace: str, dry_run: bool) -> Iterator[ClusterClient]:
     """Act only while holding the Lease the controller uses too: one actor at a time, every write fenced on it."""
     from compactor.actions.fencing import FencedClient
@@ -181,7 +201,17 @@ def _exclusive(client: ClusterClient, namespace: str, dry_run: bool) -> Iterator
         yield FencedClient(client, elector.holds, elector.ref)
 
 
+EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
+
+
+def _stopped(plan_id: str) -> int:
+    sys.stderr.write(f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
+                     "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery\n")
+    return EXIT_STOPPED
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
+    from compactor.actions.clock import Interrupted
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
     from compactor.cli import settings_from_args
@@ -189,15 +219,19 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     plan = load_plan(args.plan)
-    live, clock, dry_run = _executor_for(args, plan)
-    with _exclusive(live, settings.executor.state_namespace, dry_run) as client:
-        if not dry_run:
-            recover(client, settings.executor, clock)
-        executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
-        return _print_run(executor.execute(plan), client, args.output)
+    live, real_clock, dry_run = _executor_for(args, plan)
+    with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
+        try:
+            if not dry_run:
+                recover(client, settings.executor, clock)
+            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
+            return _print_run(executor.execute(plan), client, args.output)
+        except Interrupted:
+            return _stopped(plan.metadata.id)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from compactor.actions.clock import Interrupted
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
     from compactor.cli import settings_from_args, source_from_args
@@ -215,14 +249,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
 
     plan = plan_now() if args.dry_run else None
-    live, clock, dry_run = _executor_for(args, plan)
-    with _exclusive(live, settings.executor.state_namespace, dry_run) as client:
-        if plan is None:  # a real run plans only once it holds the Lease and has recovered: on the state it alone changes
-            recover(client, settings.executor, clock)
-            plan = plan_now()
-        sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
-        executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
-        return _print_run(executor.execute(plan), client, args.output)
+    live, real_clock, dry_run = _executor_for(args, plan)
+    with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
+        try:
+            if plan is None:  # a real run plans only once it holds the Lease and has recovered: on the state it alone changes
+                recover(client, settings.executor, clock)
+                plan = plan_now()
+            sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
+            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
+            return _print_run(executor.execute(plan), client, args.output)
+        except Interrupted:
+            return _stopped(plan.metadata.id if plan else "")
 
 
 def register_executor_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, RealClock
+from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableClock
 from compactor.errors import CompactorError
 from compactor.metrics.exporter import Exporter
 from compactor.model.types import Snapshot
@@ -45,35 +45,6 @@ log = logging.getLogger("compactor.controller")
 
 DEFAULT_INTERVAL = 600.0
 DEFAULT_LISTEN = ":8080"
-
-
-class Interrupted(BaseException):  # a BaseException on purpose: the executor's `except Exception` must not roll back
-    """The controller is stopping (or lost leadership): leave the run where it is for recovery."""
-
-
-class StoppableClock:
-    """A ``Clock`` whose ``sleep`` raises ``Interrupted`` once ``event`` is set: the executor's waits are its stop points."""
-
-    def __init__(self, inner: Clock, event: threading.Event) -> None:
-        self.inner = inner
-        self.event = event
-
-    def now(self) -> datetime:
-        return self.inner.now()
-
-    def monotonic(self) -> float:
-        return self.inner.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        if self.event.is_set():
-            raise Interrupted("stopping")
-        if isinstance(self.inner, RealClock):
-            if self.event.wait(max(0.0, seconds)):
-                raise Interrupted("stopping")
-            return
-        self.inner.sleep(seconds)
-        if self.event.is_set():
-            raise Interrupted("stopping")
 
 
 # --------------------------------------------------------------------------- one cycle

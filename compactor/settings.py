@@ -114,8 +114,24 @@ class ExecutorSettings(_Group):
                                                         "so kube-scheduler binds it on the planned node")
     steer_timeout_seconds: float = Field(60.0, gt=0, description="longest a hold may last waiting for the bind; then the run rolls back")
     bind_poll_seconds: float = Field(0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind")
+    max_run_seconds: float | None = Field(None, gt=0, description="start no eviction after this long; the rest waits for the next run "
+                                                                  "(a CronJob's activeDeadlineSeconds must cover worst_case_run_seconds)")
     server_dry_run: bool = False
     state_namespace: str = Field("gpu-compactor", min_length=1, description="namespace of the executor's state ConfigMap (must exist)")
+
+
+def worst_case_run_seconds(settings: Settings, *, pending_pods: int = 1, grace_seconds: float = 30.0) -> float:
+    """An upper bound on one ``run --once`` under ``settings``: planning, every eviction the run may start, finishing.
+
+    ``grace_seconds``: the longest ``terminationGracePeriodSeconds`` among movable pods (30 is the API default).
+    """
+    ex, planner = settings.executor, settings.planner
+    per_move = ex.eviction_retry_limit * ex.backoff_max_seconds + ex.replacement_timeout_seconds + grace_seconds + ex.steer_timeout_seconds
+    moves = min(ex.max_evictions_per_cycle, planner.max_moves if planner.max_moves is not None else ex.max_evictions_per_cycle)
+    evicting = moves * per_move if ex.max_run_seconds is None else min(moves * per_move, ex.max_run_seconds + per_move)
+    planning = 3 * planner.time_limit_seconds + 120  # solver levels, reading the cluster, recovery
+    finishing = pending_pods * ex.steer_timeout_seconds + ex.replacement_timeout_seconds + grace_seconds
+    return planning + evicting + finishing
 
 
 class Settings(BaseSettings):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -43,3 +44,32 @@ class SimulatedClock:
 
     def sleep(self, seconds: float) -> None:
         self._elapsed += max(0.0, seconds)
+
+
+class Interrupted(BaseException):  # a BaseException on purpose: the executor's `except Exception` must not roll back
+    """The controller is stopping (or lost leadership): leave the run where it is for recovery."""
+
+
+class StoppableClock:
+    """A ``Clock`` whose ``sleep`` raises ``Interrupted`` once ``event`` is set: the executor's waits are its stop points."""
+
+    def __init__(self, inner: Clock, event: threading.Event) -> None:
+        self.inner = inner
+        self.event = event
+
+    def now(self) -> datetime:
+        return self.inner.now()
+
+    def monotonic(self) -> float:
+        return self.inner.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if self.event.is_set():
+            raise Interrupted("stopping")
+        if isinstance(self.inner, RealClock):
+            if self.event.wait(max(0.0, seconds)):
+                raise Interrupted("stopping")
+            return
+        self.inner.sleep(seconds)
+        if self.event.is_set():
+            raise Interrupted("stopping")

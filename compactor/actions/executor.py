@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj, ObjectRef
-from compactor.actions.clock import Clock
+from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.outcome import Outcome, compare, whole_free_gpu_nodes
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_terminating, pdbs_selecting, pod_key, requests_gpu
@@ -79,13 +79,14 @@ class _Run:
     # evictions sent (write-ahead) whose replacement is not confirmed yet: pod -> {"owner": uid, "siblings": [uid, ...]}
     inflight: dict[str, dict[str, Any]] = field(default_factory=dict)
     reason: str = ""  # why a rollback started
-    capped: bool = False  # max_evictions_per_cycle left moves for a later run
+    capped: str = ""  # which limit (max_evictions_per_cycle, max_run_seconds) left moves for a later run
     held: list[str] = field(default_factory=list)  # nodes cordoned for a moment so that a pod binds on its planned node
     held_since: float = 0.0
     held_seconds: float = 0.0  # node-seconds of holds so far
     free_before: dict[str, int] = field(default_factory=dict)  # whole-free GPU nodes when the run began
     evictions: int = 0
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
+    started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
 
     @classmethod
     def resumed(cls, plan: CompactionPlan, state: dict[str, str]) -> _Run:
@@ -137,6 +138,7 @@ class Executor:
             report.status = "nothing-to-do"
             return report
         try:
+            run.started = self.clock.monotonic()
             if not resume:
                 run.free_before = whole_free_gpu_nodes(self.client.list_nodes(), self.client.list_pods())
             run.held_since = self.clock.monotonic()  # holds found in a resumed state get a full steer_timeout from now
@@ -153,7 +155,10 @@ class Executor:
             report.freed_nodes = self._finish(run)
             if run.capped:
                 report.status = "partial"
-                report.reason = f"max_evictions_per_cycle ({self.settings.max_evictions_per_cycle}) reached; the rest waits for the next run"
+                report.reason = f"{run.capped} reached; the rest waits for the next run"
+        except Interrupted:  # stopping (SIGTERM, lost lease): the state stays for recovery, but holds are only for a moment
+            self._release_holds_quietly(run)
+            raise
         except (Abort, ClusterError) as exc:
             self._rollback(run, str(exc))
             report.status = "failed"
@@ -245,9 +250,14 @@ class Executor:
         pending = [m for m in run.plan.moves if m.pod not in run.done][: self.settings.max_evictions_per_cycle]
         if len(pending) < len([m for m in run.plan.moves if m.pod not in run.done]):
             log.info("per-cycle eviction cap reached", extra={"cap": self.settings.max_evictions_per_cycle})
-            run.capped = True
+            run.capped = f"max_evictions_per_cycle ({self.settings.max_evictions_per_cycle})"
         width = 1 if self.settings.steer_replacements else self.settings.max_concurrent_evictions  # holds steer one pod at a time
+        budget = self.settings.max_run_seconds
         for batch in _batches(pending, width):
+            if budget is not None and self.clock.monotonic() - run.started >= budget:
+                log.info("run time budget reached", extra={"maxRunSeconds": budget})
+                run.capped = f"max_run_seconds ({budget:g})"
+                break
             self._evict_batch(run, batch)
 
     def _evict_batch(self, run: _Run, batch: Sequence[Move]) -> None:
@@ -433,6 +443,12 @@ class Executor:
         run.held_seconds += len(run.held) * max(0.0, self.clock.monotonic() - run.held_since)
         run.held = []
         self._save(run)
+
+    def _release_holds_quietly(self, run: _Run) -> None:
+        try:
+            self._release_holds(run)
+        except Exception as exc:  # recovery releases them from the state and the marks
+            log.error("could not release held nodes while stopping", extra={"nodes": run.held, "error": str(exc)})
 
     def _check_hold_age(self, run: _Run, what: str) -> None:
         held_for = self.clock.monotonic() - run.held_since

@@ -144,3 +144,11 @@ def test_a_long_grace_period_is_waited_out_not_taken_for_a_stuck_replacement() -
     assert report.outcome is not None and report.outcome.freed_nodes == ["gpu-2"]
     assert c.clock.monotonic() >= 400  # both pods took their full grace period
     assert_clean(c)
+
+
+def test_a_run_past_its_time_budget_starts_no_further_eviction() -> None:
+    c, plan = setup()
+    report = run(c, plan, SETTINGS.model_copy(update={"max_run_seconds": 1}))  # each move takes longer than that
+    assert report.status == "partial" and report.reason.startswith("max_run_seconds (1) reached; the rest waits for the next run")
+    assert len(c.evicted) == 1 and report.moves_done == 1
+    assert_clean(c)

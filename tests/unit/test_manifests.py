@@ -18,7 +18,8 @@ import yaml
 from pydantic import BaseModel
 
 from compactor.cli import build_parser
-from compactor.settings import Settings, load_settings
+from compactor.kube.cluster_client import DEFAULT_TIMEOUT
+from compactor.settings import Settings, load_settings, worst_case_run_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -189,6 +190,20 @@ def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(tmp
     path.write_text(config_map["data"]["compactor.yaml"], encoding="utf-8")
     settings = load_settings(str(path))
     assert {"kube-system", NAMESPACE} <= set(settings.planner.exclude_namespaces)
+
+
+def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _clear_compactor_env(monkeypatch)
+    config_map = _one("ConfigMap", "gpu-compactor-config")
+    path = tmp_path / "compactor.yaml"
+    path.write_text(config_map["data"]["compactor.yaml"], encoding="utf-8")
+    settings = load_settings(str(path))
+    job = _one("CronJob")["spec"]["jobTemplate"]["spec"]
+    assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 990 s could run for hours
+    assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
+    assert worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]  # the bound does bind: defaults would not fit
+    # SIGTERM stops at the next wait; an API call in flight may take its whole timeout first
+    assert _pod_spec(_one("CronJob"))["terminationGracePeriodSeconds"] >= DEFAULT_TIMEOUT + 10
 
 
 def test_the_metrics_service_selects_the_controller_pods() -> None:
