@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from compactor.actions.clock import Clock
     from compactor.actions.executor import Progress, RunReport
     from compactor.actions.outcome import Outcome
+    from compactor.actions.recovery import RecoveryReport
     from compactor.planner.plan import CompactionPlan
 
 
@@ -201,6 +202,18 @@ def _exclusive(client: ClusterClient, namespace: str, dry_run: bool) -> Iterator
         yield FencedClient(client, elector.holds, elector.ref)
 
 
+def _say_recovered(recovered: RecoveryReport) -> None:
+    """What recovery did before this run, on stderr: an interrupted plan's end, nodes released or kept."""
+    if recovered.resumed is not None:
+        resumed = recovered.resumed
+        outcome = f"; {resumed.outcome.summary()}" if resumed.outcome else ""
+        sys.stderr.write(f"recovered plan {resumed.plan_id}: {resumed.status}{outcome}{f' ({resumed.reason})' if resumed.reason else ''}\n")
+    if recovered.discarded:
+        sys.stderr.write(f"recovery discarded the executor state: {recovered.discarded}\n")
+    if recovered.released or recovered.expired:
+        sys.stderr.write(f"recovery released node(s): {', '.join([*recovered.released, *recovered.expired])}\n")
+
+
 EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
 
 
@@ -223,7 +236,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
         try:
             if not dry_run:
-                recover(client, settings.executor, clock)
+                _say_recovered(recover(client, settings.executor, clock))
             executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
             return _print_run(executor.execute(plan), client, args.output)
         except Interrupted:
@@ -253,7 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
         try:
             if plan is None:  # a real run plans only once it holds the Lease and has recovered: on the state it alone changes
-                recover(client, settings.executor, clock)
+                _say_recovered(recover(client, settings.executor, clock))
                 plan = plan_now()
             sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
             executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())

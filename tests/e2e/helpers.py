@@ -455,12 +455,23 @@ def kubeconfig_args() -> list[str]:
     return ["--context", str(current["name"])]
 
 
-def run_compactor(*args: str, timeout: float) -> CompactorRun:
-    """``python -m compactor.cli ARGS`` with the environment's ``COMPACTOR_*`` settings removed (the config file rules)."""
-    command = [sys.executable, "-m", "compactor.cli", *args]
+def _compactor(*args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of ``python -m compactor.cli ARGS``, ``COMPACTOR_*`` settings removed (the config file rules)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTOR_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
+    return [sys.executable, "-m", "compactor.cli", *args], env
+
+
+def start_compactor(*args: str) -> subprocess.Popen[str]:
+    """The compactor as a background process (to signal it), its output captured."""
+    command, env = _compactor(*args)
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_compactor(*args: str, timeout: float) -> CompactorRun:
+    """``python -m compactor.cli ARGS`` to its end."""
+    command, env = _compactor(*args)
     started = time.monotonic()
     try:
         done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)

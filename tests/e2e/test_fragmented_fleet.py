@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -53,9 +54,12 @@ from tests.e2e.helpers import (
     name_of,
     raw,
     run_compactor,
+    start_compactor,
     wait_for,
 )
 from tests.e2e.watchers import Observed, RunWatcher
+
+EXIT_STOPPED = 143  # compactor.commands.EXIT_STOPPED: 128 + SIGTERM
 
 pytestmark = [
     pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
@@ -311,3 +315,40 @@ def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet
     leases = k8s.CoordinationV1Api(kube.api_client)
     lease = get_or_none(leases.read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE)
     assert lease is None or not (lease.get("spec") or {}).get("holderIdentity"), f"the lease was not released: {lease}"
+
+
+def test_sigterm_stops_a_run_at_a_safe_point_and_the_next_run_finishes_it(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
+                                                                          state_namespace: str, tmp_path: Path) -> None:
+    frag.build(kube, fleet_namespace, gpu_fleet, StartingState(seed=42))
+    config = tmp_path / "compactor.yaml"
+    config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
+    before = frag.whole_free_gpus(kube, gpu_fleet)
+    command = ("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json")
+    with RunWatcher(kube, fleet_namespace) as watcher:
+        first = start_compactor(*command)
+        wait_for(lambda: (bool(watcher.observed.evicted), "no eviction yet"), timeout=120, interval=0.2, what="the first eviction")
+        stopped_at = time.monotonic()
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=60)
+        stop_seconds = time.monotonic() - stopped_at
+        assert first.returncode == EXIT_STOPPED and "stopped at a safe point" in err, f"exit {first.returncode}\n{out}\n{err}"
+        assert stop_seconds < 35, f"took {stop_seconds:.1f}s to stop"  # the CronJob's grace period is 60 s
+        interrupted = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
+        assert interrupted is not None, "the interrupted run must leave its state for recovery"
+        held = [name_of(n) for n in raw(kube.core.list_node).get("items") or [] if "compactor.io/held-for" in compactor_marks(n)]
+        assert not held, f"nodes still held after the stop: {held}"
+        lease = get_or_none(k8s.CoordinationV1Api(kube.api_client).read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE)
+        assert lease is not None and not (lease.get("spec") or {}).get("holderIdentity"), f"the lease was not released: {lease}"
+
+        second = run_compactor(*command, timeout=RUN_TIMEOUT)
+        whole = settle(kube, fleet_namespace)
+    assert second.returncode == 0, second.describe()
+    resumed = next((line for line in second.stderr.splitlines() if line.startswith("recovered plan ")), "")
+    assert ": succeeded; cluster gained" in resumed, second.describe()
+    observed = watcher.observed
+    assert not observed.pdb_violations and not observed.errors and not observed.gaps, observed.pdb_violations[:5]
+    assert whole[0], whole[1][-2000:]
+    assert not leftovers(kube, gpu_fleet, observed)
+    gained = sum(frag.whole_free_gpus(kube, gpu_fleet).values()) - sum(before.values())
+    planned = int((observed.run_plan or {}).get("freedGpus") or 0)
+    assert gained >= planned > 0, f"gained {gained}, the interrupted plan promised {planned}\n{second.describe()}"
