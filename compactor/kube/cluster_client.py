@@ -120,6 +120,7 @@ class KubeClusterClient:
         self._core = k8s_client.CoreV1Api(api_client)
         self._policy = k8s_client.PolicyV1Api(api_client)
         self._instance = _reporting_instance()
+        self._state_versions: dict[str, str] = {}  # state ConfigMap -> resourceVersion last read or written here
 
     def close(self) -> None:
         self.api_client.close()  # type: ignore[no-untyped-call]
@@ -242,21 +243,33 @@ class KubeClusterClient:
         config_map = self._get("/api/v1/namespaces/{namespace}/configmaps/{name}", {"namespace": self.namespace, "name": name},
                                "ConfigMap", what)
         if config_map is None:
+            self._state_versions.pop(name, None)
             return None
+        self._state_versions[name] = str((config_map.get("metadata") or {}).get("resourceVersion") or "")
         data = config_map.get("data") or {}
         if not isinstance(data, dict):
             raise ClusterError(f"{what}: data is a JSON {type(data).__name__}, expected an object")
         return {str(k): "" if v is None else str(v) for k, v in data.items()}
 
     def write_state(self, name: str, data: dict[str, str] | None) -> None:
-        """Replace the ConfigMap (PUT), creating it when absent; ``None`` deletes it (absent is fine)."""
+        """Compare-and-swap the state ConfigMap: PUT/DELETE with the resourceVersion this process last read or wrote,
+        POST when it saw none. A 409 means another writer changed it meanwhile: raised, never overwritten."""
         params = {"namespace": self.namespace, "name": name}
         ref = f"{self.namespace}/{name}"
+        known = self._state_versions.get(name)
         if data is None:
             what = f"deleting configmap {ref}"
-            reply = self._send("DELETE", "/api/v1/namespaces/{namespace}/configmaps/{name}", params, what, query=self._dry_run_query())
+            options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+            if known:
+                options["preconditions"] = {"resourceVersion": known}
+            reply = self._send("DELETE", "/api/v1/namespaces/{namespace}/configmaps/{name}", params, what, body=options,
+                               query=self._dry_run_query())
+            if reply.status == 409:
+                raise _changed_meanwhile(what, reply)
             if not reply.ok and reply.status != 404:
                 raise self._error(reply, what)
+            if not self.dry_run_all:
+                self._state_versions.pop(name, None)
             return
         body: Obj = {
             "apiVersion": "v1",
@@ -264,22 +277,21 @@ class KubeClusterClient:
             "metadata": {"name": name, "namespace": self.namespace, "labels": dict(MANAGED_BY)},
             "data": {str(k): str(v) for k, v in data.items()},
         }
-        for _ in range(2):
+        if known:
+            body["metadata"]["resourceVersion"] = known
             what = f"writing configmap {ref}"
             reply = self._send("PUT", "/api/v1/namespaces/{namespace}/configmaps/{name}", params, what, body=body,
                                query=self._dry_run_query())
-            if reply.ok:
-                return
-            if reply.status != 404:
-                raise self._error(reply, what)
+        else:
             what = f"creating configmap {ref}"
             reply = self._send("POST", "/api/v1/namespaces/{namespace}/configmaps", {"namespace": self.namespace}, what, body=body,
                                query=self._dry_run_query())
-            if reply.ok:
-                return
-            if reply.status != 409:  # 409 AlreadyExists: created meanwhile; replace it
-                raise self._error(reply, what)
-        raise self._error(reply, what)
+        if not reply.ok:
+            if reply.status == 409 or (known and reply.status == 404):  # a POST's 404 is a missing namespace, not a race
+                raise _changed_meanwhile(what, reply)
+            raise self._error(reply, what)
+        if not self.dry_run_all:
+            self._state_versions[name] = str(((reply.body or {}).get("metadata") or {}).get("resourceVersion") or "")
 
     # ----- plumbing -----------------------------------------------------------------
 
@@ -378,6 +390,11 @@ def _truncate_bytes(text: str, limit: int) -> str:
     if len(encoded) <= limit:
         return text
     return encoded[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+def _changed_meanwhile(what: str, reply: _Reply) -> ClusterError:
+    return ClusterError(f"{what}: changed by another writer since this process last saw it ({reply.message()}); "
+                        "another gpu-compactor may be acting", status=409)
 
 
 def _reporting_instance() -> str:

@@ -386,15 +386,17 @@ def test_state_configmap_round_trip(fake_api: FakeApiServer) -> None:
     client.write_state(STATE, None)
     assert client.read_state(STATE) is None
     client.write_state(STATE, None)  # already gone: fine
-    assert [(r.method, r.path) for r in _writes(fake_api)] == [
-        ("PUT", STATE_PATH),  # 404: not there yet
-        ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),
+    writes = _writes(fake_api)
+    assert [(r.method, r.path) for r in writes] == [
+        ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),  # read as absent: created
         ("PUT", STATE_PATH),
         ("DELETE", STATE_PATH),
         ("DELETE", STATE_PATH),  # 404
     ]
-    created = fake_api.requests_to("/api/v1/namespaces/gpu-compactor/configmaps", "POST")[0].json()
+    created = writes[0].json()
     assert created["kind"] == "ConfigMap" and created["metadata"]["name"] == STATE and created["data"]["phase"] == "cordoning"
+    # compare-and-swap: each replace and the delete name the version this client last read
+    assert writes[1].json()["metadata"]["resourceVersion"] and writes[2].json()["preconditions"]["resourceVersion"]
 
 
 def test_state_in_another_namespace(fake_api: FakeApiServer) -> None:
@@ -403,12 +405,22 @@ def test_state_in_another_namespace(fake_api: FakeApiServer) -> None:
     assert fake_api.get("ConfigMap", "s", "ops") is not None and client.read_state("s") == {"a": "1"}
 
 
-def test_state_create_race_replaces(fake_api: FakeApiServer) -> None:
-    fake_api.add({"kind": "ConfigMap", "metadata": {"name": STATE, "namespace": "gpu-compactor"}, "data": {"old": "1"}})
-    fake_api.inject(STATE_PATH, 404, method="PUT")  # as if it did not exist yet; the POST then finds it (409)
-    _client(fake_api).write_state(STATE, {"new": "2"})
-    assert [r.method for r in _writes(fake_api)] == ["PUT", "POST", "PUT"]
-    assert fake_api.get("ConfigMap", STATE, "gpu-compactor")["data"] == {"new": "2"}  # type: ignore[index]
+def test_a_state_written_by_someone_else_meanwhile_is_a_conflict_never_overwritten(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api)
+    assert client.read_state(STATE) is None
+    fake_api.add({"kind": "ConfigMap", "metadata": {"name": STATE, "namespace": "gpu-compactor"}, "data": {"theirs": "1"}})
+    with pytest.raises(ClusterError, match="changed by another writer") as info:
+        client.write_state(STATE, {"mine": "2"})  # it was absent when read: create, and find it there (409)
+    assert info.value.status == 409
+    assert client.read_state(STATE) == {"theirs": "1"}
+    other = _client(fake_api)
+    other.read_state(STATE)
+    other.write_state(STATE, {"theirs": "2"})  # another writer replaces it after our read
+    with pytest.raises(ClusterError, match="changed by another writer"):
+        client.write_state(STATE, {"mine": "3"})
+    with pytest.raises(ClusterError, match="changed by another writer"):
+        client.write_state(STATE, None)  # nor deleted from under it
+    assert fake_api.get("ConfigMap", STATE, "gpu-compactor")["data"] == {"theirs": "2"}  # type: ignore[index]
 
 
 def test_state_errors_are_cluster_errors(fake_api: FakeApiServer) -> None:
@@ -442,7 +454,7 @@ def test_dry_run_all_marks_every_write_and_persists_nothing(fake_api: FakeApiSer
     client.write_state(STATE, None)
     assert client.get_node("gpu-1") is not None and client.read_state(STATE) is None
     writes = _writes(fake_api)
-    assert [r.method for r in writes] == ["PATCH", "POST", "POST", "PUT", "POST", "DELETE"]
+    assert [r.method for r in writes] == ["PATCH", "POST", "POST", "POST", "DELETE"]
     assert all(r.param("dryRun") == "All" for r in writes)
     assert all(r.param("dryRun") is None for r in fake_api.requests if r.method == "GET")
     assert "unschedulable" not in fake_api.get("Node", "gpu-1")["spec"]  # type: ignore[index]
