@@ -230,8 +230,9 @@ class FakeCluster:
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return self._call("get_pod", {"namespace": namespace, "name": name}, lambda: copy.deepcopy(self.pods.get((namespace, name))))
 
-    def list_pdbs(self) -> list[Obj]:
-        return self._call("list_pdbs", {}, lambda: [copy.deepcopy(p) for _, p in sorted(self.pdbs.items())])
+    def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
+        return self._call("list_pdbs", {"namespace": namespace},
+                          lambda: [copy.deepcopy(p) for (ns, _), p in sorted(self.pdbs.items()) if namespace in (None, ns)])
 
     def patch_node(self, name: str, patch: Obj) -> Obj:
         """JSON merge patch (RFC 7386) on the node: ``metadata.labels/annotations``, ``spec.unschedulable``, ``spec.taints``."""

@@ -53,7 +53,9 @@ class ClusterClient(Protocol):
 
     def get_pod(self, namespace: str, name: str) -> Obj | None: ...
 
-    def list_pdbs(self) -> list[Obj]: ...
+    def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
+        """PodDisruptionBudgets, all of them or those of ``namespace`` (a PDB only selects pods of its own namespace)."""
+        ...
 
     def patch_node(self, name: str, patch: Obj) -> Obj:
         """JSON merge patch (RFC 7386) on the node: ``metadata.labels/annotations``, ``spec.unschedulable``, ``spec.taints``."""

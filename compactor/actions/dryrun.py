@@ -66,8 +66,8 @@ class RecordingClient:
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return copy.deepcopy(self.pods.get(f"{namespace}/{name}"))
 
-    def list_pdbs(self) -> list[Obj]:
-        return copy.deepcopy(self.pdbs)
+    def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
+        return copy.deepcopy([p for p in self.pdbs if namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace])
 
     # writes (recorded)
     def patch_node(self, name: str, patch: Obj) -> Obj:

@@ -297,7 +297,7 @@ class Executor:
             self._mark_done(run, move)
 
     def _pdb_keys(self, pod: Obj) -> set[str]:
-        pdbs = pdbs_selecting(self.client.list_pdbs(), pod)
+        pdbs = pdbs_selecting(self.client.list_pdbs(namespace=(pod.get("metadata") or {}).get("namespace", "default")), pod)
         return {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" for p in pdbs}
 
     def _current_pod(self, move: Move) -> Obj | None:
@@ -330,7 +330,7 @@ class Executor:
         pod = self.client.get_pod(namespace, name)
         if pod is None:
             return []
-        return [f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pdbs_selecting(self.client.list_pdbs(), pod)
+        return [f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pdbs_selecting(self.client.list_pdbs(namespace=namespace), pod)
                 if int((p.get("status") or {}).get("disruptionsAllowed") or 0) <= 0]
 
     def _evict(self, run: _Run, move: Move) -> None:

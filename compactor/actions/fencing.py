@@ -41,8 +41,8 @@ class FencedClient:
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return self.inner.get_pod(namespace, name)
 
-    def list_pdbs(self) -> list[Obj]:
-        return self.inner.list_pdbs()
+    def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
+        return self.inner.list_pdbs(namespace=namespace)
 
     def read_state(self, name: str) -> dict[str, str] | None:
         return self.inner.read_state(name)

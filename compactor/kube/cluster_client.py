@@ -149,7 +149,10 @@ class KubeClusterClient:
         return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", f"pods{where or ' in all namespaces'}",
                                    field_selector=field_selector))
 
-    def list_pdbs(self) -> list[Obj]:
+    def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
+        if namespace:
+            return self._list(_Listing(self._policy.list_namespaced_pod_disruption_budget, (namespace,), "PodDisruptionBudget",
+                                       "policy/v1", f"poddisruptionbudgets in namespace {namespace}"))
         return self._list(_Listing(self._policy.list_pod_disruption_budget_for_all_namespaces, (), "PodDisruptionBudget",
                                    "policy/v1", "poddisruptionbudgets in all namespaces"))
 
