@@ -7,12 +7,15 @@ ConfigMap *before* it is made, so ``recovery.py`` can resume or undo after a cra
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 import json
 import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, TypeVar
 
 from compactor.actions import annotations as ann
@@ -32,6 +35,8 @@ log = logging.getLogger("compactor.executor")
 _FIGURES_DROPPED: dict[str, Any] = {"before": {}, "after": {}, "explanations": {}}
 TRANSIENT = frozenset({0, 429, 500, 502, 503, 504})  # no reply, throttled, or a server-side hiccup
 T = TypeVar("T")
+_PLAIN_PLAN_LIMIT = 32 * 1024
+_GZIP_PREFIX = "gzip+base64:"
 MULTIPLE_PDBS = "more than one PodDisruptionBudget"  # the Eviction API's 500 for such a pod (eviction.go)
 
 
@@ -88,6 +93,11 @@ class _Run:
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
 
+    @cached_property
+    def plan_record(self) -> str:
+        """The plan as the state stores it, encoded once per run (every save writes it)."""
+        return encode_plan(self.plan)
+
     @classmethod
     def resumed(cls, plan: CompactionPlan, state: dict[str, str]) -> _Run:
         return cls(plan, set(plan.freed_nodes), cordoned=json.loads(state.get("cordoned", "[]")),
@@ -101,7 +111,7 @@ class _Run:
             "planId": self.plan.metadata.id, "phase": self.phase, "updatedAt": at,
             "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "inflight": json.dumps(self.inflight),
             "held": json.dumps(self.held), "freeBefore": json.dumps(self.free_before), "evictions": str(self.evictions),
-            "reason": self.reason, "plan": self.plan.model_copy(update=_FIGURES_DROPPED).to_json(),
+            "reason": self.reason, "plan": self.plan_record,
         }
 
     @property
@@ -632,6 +642,27 @@ class Executor:
 
     def _report(self, run: _Run, current: str, waiting: str = "") -> None:
         self.progress(Progress(run.plan.metadata.id, len(run.done), len(run.plan.moves), current, waiting))
+
+
+def encode_plan(plan: CompactionPlan) -> str:
+    """The plan as recovery needs it: no figures, no move explanations or request vectors (they grow with the cluster),
+    compact JSON, gzipped and base64-encoded past 32 KiB, so a 2,000-move plan still fits well inside a ConfigMap."""
+    moves = [m.model_copy(update={"reason": "", "requests": {}}) for m in plan.moves]
+    slim = plan.model_copy(update={**_FIGURES_DROPPED, "moves": moves})
+    text = json.dumps(slim.model_dump(by_alias=True, mode="json"), separators=(",", ":"))
+    if len(text) <= _PLAIN_PLAN_LIMIT:
+        return text
+    return _GZIP_PREFIX + base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
+
+
+def decode_plan(text: str) -> CompactionPlan:
+    """The plan of a state record (plain or gzipped JSON); ``ValueError``/``ValidationError`` when it is not one."""
+    if text.startswith(_GZIP_PREFIX):
+        try:
+            text = gzip.decompress(base64.b64decode(text[len(_GZIP_PREFIX):], validate=True)).decode()
+        except (OSError, EOFError, binascii.Error) as exc:
+            raise ValueError(f"the gzipped plan is damaged: {exc}") from None
+    return CompactionPlan.model_validate_json(text)
 
 
 def _grace_seconds(pod: Obj) -> float:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, ObjectRef
 from compactor.actions.clock import Clock
-from compactor.actions.executor import Executor, RunReport
+from compactor.actions.executor import Executor, RunReport, decode_plan
 from compactor.actions.patching import patch_fresh
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
@@ -82,7 +82,7 @@ def _readable(state: dict[str, str] | None) -> tuple[CompactionPlan | None, str]
     if not state or not state.get("plan"):
         return None, ""
     try:
-        plan = CompactionPlan.model_validate_json(state["plan"])
+        plan = decode_plan(state["plan"])
         lists = [json.loads(state.get(key) or "[]") for key in _STATE_LISTS]
         maps = [json.loads(state.get(key) or "{}") for key in ("inflight", "freeBefore")]
         int(state.get("evictions") or 0)

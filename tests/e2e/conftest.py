@@ -16,7 +16,6 @@ These fixtures only run when a test in ``tests/e2e`` runs, which needs ``KUBECON
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -31,6 +30,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from compactor.actions.executor import decode_plan
 from tests.e2e.fragmentation import FLEET_LABEL, H100_LABELS, Fleet
 from tests.e2e.helpers import (
     CREATED_LABEL,
@@ -116,7 +116,7 @@ def _not_terminating(kube: Kube, name: str) -> Callable[[], tuple[bool, str]]:
 def _left_by_this_suite(config_map: dict[str, Any]) -> bool:
     """The state of a plan that moved only pods of this suite's namespaces (all deleted by now)."""
     try:
-        plan = json.loads((config_map.get("data") or {}).get("plan") or "{}")
+        plan = decode_plan((config_map.get("data") or {}).get("plan") or "").model_dump(by_alias=True, mode="json")
     except ValueError:
         return False
     pods = [str(m.get("pod", "")) for m in plan.get("moves") or []]

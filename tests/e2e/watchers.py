@@ -19,7 +19,6 @@ or error as a failure, so a blind watcher can never pass a check vacuously.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from typing import Any
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
+from compactor.actions.executor import decode_plan
 from tests.e2e.helpers import STATE_CONFIGMAP, STATE_NAMESPACE, Obj, name_of, raw
 
 WATCH_SECONDS = 30  # server-side timeout of one watch request; the stream is resumed from the last resourceVersion
@@ -192,9 +192,9 @@ class RunWatcher:
         text = (config_map.get("data") or {}).get("plan")
         if kind != "DELETED" and text:
             try:
-                self.observed.run_plan = json.loads(text)
-            except ValueError as exc:
-                self.observed.errors.append(f"executor state: the plan is no JSON: {exc}")
+                self.observed.run_plan = decode_plan(text).model_dump(by_alias=True, mode="json")
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError too
+                self.observed.errors.append(f"executor state: the plan does not decode: {exc}")
 
     def _on_node(self, kind: str, node: Obj) -> None:
         name = name_of(node)

@@ -475,6 +475,20 @@ def json_patch(doc: Any, operations: Any) -> Any:
 # --------------------------------------------------------------------------- the server
 
 
+CONFIGMAP_LIMIT = 1024 * 1024  # k8s.io/api/core/v1 MaxConfigMapSize, checked by ValidateConfigMap
+
+
+def _check_size(rt: ResourceType, body: JSON) -> None:
+    """The API server refuses a ConfigMap whose data and binaryData (keys and values) exceed 1 MiB."""
+    if rt.kind != "ConfigMap":
+        return
+    total = sum(len(str(k)) + len(str(v).encode()) for part in ("data", "binaryData") for k, v in (body.get(part) or {}).items())
+    if total > CONFIGMAP_LIMIT:
+        name = (body.get("metadata") or {}).get("name", "")
+        raise ApiError(422, f'ConfigMap "{name}" is invalid: []: Too long: must have at most {CONFIGMAP_LIMIT} bytes',
+                       details={"name": name, "kind": "configmaps"})
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -882,6 +896,7 @@ class FakeApiServer:
             raise ApiError(409, f'{what} "{meta["name"]}" already exists', reason="AlreadyExists",
                            details={"name": meta["name"], "kind": rt.plural})
         body["kind"], body["apiVersion"] = rt.kind, rt.api_version
+        _check_size(rt, body)
         meta["uid"] = f"fake-uid-{next(self._uid)}"
         meta.setdefault("creationTimestamp", _now())
         if request.param("dryRun") != "All":
@@ -947,6 +962,7 @@ class FakeApiServer:
         meta["uid"] = current["metadata"].get("uid")
         meta["creationTimestamp"] = current["metadata"].get("creationTimestamp")
         body["kind"], body["apiVersion"] = rt.kind, rt.api_version
+        _check_size(rt, body)
         if request.param("dryRun") != "All":
             meta["resourceVersion"] = self._next_rv()
             self._store[rt.key][(ns, name)] = copy.deepcopy(body)

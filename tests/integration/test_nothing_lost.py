@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.executor import Executor
+from compactor.actions.executor import Executor, decode_plan
 from compactor.actions.recovery import recover
-from compactor.planner.plan import CompactionPlan
+from compactor.planner.plan import Move
 from tests.builders import node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.integration.test_executor import (
@@ -68,10 +66,20 @@ def test_a_second_budget_appearing_after_planning_stops_the_run_at_the_first_ans
     assert_clean(c)
 
 
+def synthetic_moves(count: int) -> list[Move]:
+    """Moves of pods that are not in the cluster (the executor skips them as gone), with realistic name lengths."""
+    return [Move.model_validate({"pod": f"inference-team-{i % 40}/llm-server-7b-{i:05d}-6d9f8c7b5-x2k4q", "from": f"gpu-{i % 5000:05d}",
+                                 "to": f"gpu-{(i * 7) % 5000:05d}", "uid": f"0c6f4a52-1b7e-4d2a-9a3f-{i:012d}",
+                                 "owner": f"ReplicaSet/llm-server-7b-{i:05d}-6d9f8c7b5", "gpu": True,
+                                 "reason": f"frees gpu-{i % 5000:05d} (8 GPUs); gpu-{(i * 7) % 5000:05d} already runs GPU pods, 2 GPUs free before",
+                                 "requests": {"cpu": 8000, "memory": 68719476736, "nvidia.com/gpu": 2}}) for i in range(count)]
+
+
 def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
     c, plan = setup()
     per_node = {f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)}
-    heavy = plan.model_copy(update={"before": {"nodes": per_node}, "after": {"nodes": per_node}})
+    heavy = plan.model_copy(update={"before": {"nodes": per_node}, "after": {"nodes": per_node},
+                                    "moves": plan.moves + synthetic_moves(2000)})  # a 5,000-node cluster's worth
     assert len(heavy.to_json()) > 1024 * 1024  # as a whole, the plan would not fit in a ConfigMap
     states: list[dict[str, str]] = []
     original = c.write_state
@@ -82,12 +90,14 @@ def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
         original(name, data)
 
     c.write_state = record  # type: ignore[method-assign]
-    report = Executor(c, SETTINGS, c.clock).execute(heavy)
+    report = Executor(c, SETTINGS.model_copy(update={"max_evictions_per_cycle": 5000}), c.clock).execute(heavy)
     assert report.status == "succeeded", report.reason
     largest = max(sum(len(k) + len(v) for k, v in s.items()) for s in states)
     assert largest < 256 * 1024
-    kept = CompactionPlan.model_validate(json.loads(states[-1]["plan"]))
-    assert (kept.moves, kept.freed_nodes, kept.placed_pending) == (heavy.moves, heavy.freed_nodes, heavy.placed_pending)
+    kept = decode_plan(states[-1]["plan"])
+    assert [(m.pod, m.from_node, m.to_node, m.uid, m.owner) for m in kept.moves] == [
+        (m.pod, m.from_node, m.to_node, m.uid, m.owner) for m in heavy.moves]
+    assert (kept.freed_nodes, kept.placed_pending, kept.freed_gpus) == (heavy.freed_nodes, heavy.placed_pending, heavy.freed_gpus)
     assert ann.STATE_CONFIGMAP not in c.state
 
 

@@ -617,3 +617,12 @@ def test_executor_rolls_back_when_the_eviction_is_refused(fake_api: FakeApiServe
     assert fake_api.get("Pod", "train-a", "ml") is not None
     assert "CompactorAbort" in [e["reason"] for e in fake_api.events()]
     _no_pod_deletes(fake_api)
+
+
+def test_a_state_over_the_api_servers_1_mib_limit_is_refused_by_the_fake_api_as_by_the_real_one(fake_api: FakeApiServer) -> None:
+    client = _client(fake_api)
+    client.read_state(STATE)
+    with pytest.raises(ClusterError) as info:
+        client.write_state(STATE, {"plan": "x" * (1024 * 1024)})
+    assert info.value.status == 422 and "must have at most 1048576 bytes" in str(info.value)
+    client.write_state(STATE, {"plan": "x" * 200_000})  # what the executor writes stays far below it

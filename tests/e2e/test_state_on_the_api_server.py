@@ -1,0 +1,49 @@
+"""The executor's state for a plan of a 5,000-node cluster: the real API server stores it, and it stays under 256 KiB.
+
+The whole plan of such a cluster (2,000 moves, per-node figures before and after) is over 2 MB
+of JSON, past the API server's 1 MiB ConfigMap limit; what the executor keeps for recovery
+must be written, read back and decoded to the same moves.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from kubernetes import config as k8s_config
+
+from compactor.actions import annotations as ann
+from compactor.actions.executor import _Run, decode_plan
+from compactor.kube.cluster_client import KubeClusterClient
+from tests.e2e.helpers import STATE_NAMESPACE
+from tests.integration.test_executor import make_plan, two_freed_nodes
+from tests.integration.test_nothing_lost import synthetic_moves
+
+pytestmark = [
+    pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
+                       reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')"),
+    pytest.mark.e2e,
+    pytest.mark.timeout(300),
+]
+
+
+def test_a_5000_node_plans_state_is_written_read_back_and_small(state_namespace: str) -> None:
+    plan = make_plan(two_freed_nodes())
+    per_node = {f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)}
+    heavy = plan.model_copy(update={"before": {"nodes": per_node}, "after": {"nodes": per_node}, "moves": plan.moves + synthetic_moves(2000)})
+    assert len(heavy.to_json()) > 2 * 1024 * 1024
+    run = _Run(heavy, set(heavy.freed_nodes), done=[m.pod for m in heavy.moves])  # the largest it gets: every move done
+    record = run.state("2026-01-01T00:00:00Z")
+    api_client = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"], persist_config=False)  # type: ignore[no-untyped-call]
+    with KubeClusterClient(api_client, namespace=state_namespace) as client:
+        assert client.read_state(ann.STATE_CONFIGMAP) is None
+        client.write_state(ann.STATE_CONFIGMAP, record)
+        try:
+            stored = client.read_state(ann.STATE_CONFIGMAP)
+            assert stored == record
+            assert sum(len(k) + len(v.encode()) for k, v in stored.items()) < 256 * 1024
+            kept = decode_plan(stored["plan"])
+            assert [(m.pod, m.to_node, m.uid) for m in kept.moves] == [(m.pod, m.to_node, m.uid) for m in heavy.moves]
+        finally:
+            client.write_state(ann.STATE_CONFIGMAP, None)
+    assert state_namespace == STATE_NAMESPACE
