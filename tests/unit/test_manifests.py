@@ -183,21 +183,22 @@ def test_pods_run_as_non_root_on_a_read_only_root_filesystem(kind: str) -> None:
     assert volumes["config"]["configMap"]["name"] == "gpu-compactor-config"
 
 
-def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _mounted_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The settings every gpu-compactor pod loads from the ConfigMap in manifests/."""
     _clear_compactor_env(monkeypatch)
     config_map = _one("ConfigMap", "gpu-compactor-config")
     path = tmp_path / "compactor.yaml"
     path.write_text(config_map["data"]["compactor.yaml"], encoding="utf-8")
-    settings = load_settings(str(path))
+    return load_settings(str(path))
+
+
+def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _mounted_settings(tmp_path, monkeypatch)
     assert {"kube-system", NAMESPACE} <= set(settings.planner.exclude_namespaces)
 
 
 def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _clear_compactor_env(monkeypatch)
-    config_map = _one("ConfigMap", "gpu-compactor-config")
-    path = tmp_path / "compactor.yaml"
-    path.write_text(config_map["data"]["compactor.yaml"], encoding="utf-8")
-    settings = load_settings(str(path))
+    settings = _mounted_settings(tmp_path, monkeypatch)
     job = _one("CronJob")["spec"]["jobTemplate"]["spec"]
     assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 990 s could run for hours
     assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
