@@ -24,7 +24,7 @@ from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.outcome import Outcome, compare, whole_free_gpu_nodes
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_terminating, pdbs_selecting, pod_key, requests_gpu
-from compactor.actions.steering import rivals, room_on
+from compactor.actions.steering import plan_hold
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan, Move, Placement
 from compactor.settings import ExecutorSettings
@@ -427,20 +427,20 @@ class Executor:
     def _hold_rivals(self, run: _Run, pod: Obj, *, target: str, why: str) -> None:
         """Cordon, for a moment, every other schedulable node that could take ``pod``: only ``target`` stays feasible."""
         nodes, pods = self.client.list_nodes(), self.client.list_pods()
-        room = room_on(nodes, pods, pod, target=target)
-        if not room.fits:
-            lacking = ", ".join(f"{r} {v}" for r, v in sorted(room.short.items())) or "the node is gone"
+        hold = plan_hold(nodes, pods, pod, target=target)
+        if not hold.room.fits:
+            lacking = ", ".join(f"{r} {v}" for r, v in sorted(hold.room.short.items())) or "the node is gone"
             raise Abort(f"plan is stale: {target} has no room for {why} now (short of {lacking})")
-        names = rivals(nodes, pods, pod, target=target)
+        names = hold.rivals
         if not names:
             return
         read = {n["metadata"]["name"]: n for n in nodes}
         run.held = sorted({*run.held, *names})
         run.held_since = self.clock.monotonic()
         self._save(run)  # write-ahead: recovery releases whatever it finds held
-        hold = ann.hold_patch(run.plan.metadata.id, self._stamp(), why)
+        patch = ann.hold_patch(run.plan.metadata.id, self._stamp(), why)
         for name in names:
-            if patch_fresh(self.client, name, lambda n: None if ann.is_unschedulable(n) else hold, node=read.get(name)) is None:
+            if patch_fresh(self.client, name, lambda n: None if ann.is_unschedulable(n) else patch, node=read.get(name)) is None:
                 run.held.remove(name)  # cordoned by someone else meanwhile (or gone): not ours to hold or release
         log.info("holding nodes", extra={"pod": why, "target": target, "held": len(names)})
 

@@ -72,22 +72,37 @@ def _free(node: Node, used: dict[str, Resources]) -> Resources:
     return node.allocatable - used.get(node.name, Resources())
 
 
-def rivals(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> list[str]:
-    """Schedulable nodes other than ``target`` where ``mover`` (or a replacement made from the same template) could bind now."""
+@dataclass(frozen=True)
+class Hold:
+    """What steering ``mover`` onto ``target`` takes: room on the target, and the other nodes to hold meanwhile."""
+
+    room: Room
+    rivals: list[str]
+
+
+def plan_hold(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Hold:
+    """One pass over the live nodes and pods: ``target``'s room for ``mover`` once terminating pods (and the mover itself)
+    are gone (rules other than resources aside), and the schedulable nodes other than ``target`` where ``mover``, or a
+    replacement made from the same template, could bind now."""
     pod = parse_pod(mover, source=SOURCE)
     used = _usage(raw_pods, leaving=pod)
-    return sorted(
-        node.name for node in map(_as_soon_to_be, _nodes(raw_nodes))
+    nodes = _nodes(raw_nodes)
+    found = next((n for n in nodes if n.name == target), None)
+    free = _free(found, used) if found is not None else Resources()
+    short = {r: v - free.get(r, 0) for r, v in pod.requests.items() if v > free.get(r, 0)}
+    room = Room(target, found is not None and not short, short if found is not None else {})
+    others = sorted(
+        node.name for node in map(_as_soon_to_be, nodes)
         if node.name != target and why_ineligible(pod, node) is None and pod.requests.fits_in(_free(node, used))
     )
+    return Hold(room, others)
+
+
+def rivals(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> list[str]:
+    """The nodes to hold while ``mover`` binds on ``target`` (see ``plan_hold``)."""
+    return plan_hold(raw_nodes, raw_pods, mover, target=target).rivals
 
 
 def room_on(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Room:
-    """Whether ``target`` has room for ``mover`` once terminating pods (and the mover itself) are gone; rules other than resources aside."""
-    pod = parse_pod(mover, source=SOURCE)
-    node = next((n for n in _nodes(raw_nodes) if n.name == target), None)
-    if node is None:
-        return Room(target, False, {})
-    free = _free(node, _usage(raw_pods, leaving=pod))
-    short = {r: v - free.get(r, 0) for r, v in pod.requests.items() if v > free.get(r, 0)}
-    return Room(target, not short, short)
+    """Whether ``target`` has room for ``mover`` now (see ``plan_hold``)."""
+    return plan_hold(raw_nodes, raw_pods, mover, target=target).room
