@@ -168,21 +168,16 @@ def _outcome_text(outcome: Outcome) -> str:
 @contextmanager
 def _stoppable(clock: Clock, dry_run: bool) -> Iterator[Clock]:
     """SIGTERM/SIGINT stop a real run at its next wait (a safe point): the state stays, the next run recovers it."""
-    import signal
     import threading
 
-    from compactor.actions.clock import StoppableClock
+    from compactor.actions.clock import StoppableClock, on_stop_signals
 
     if dry_run or threading.current_thread() is not threading.main_thread():
         yield clock
         return
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda _signum, _frame: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with on_stop_signals(stop.set):
         yield StoppableClock(clock, stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import threading
 import uuid
@@ -24,12 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableClock
+from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableClock, on_stop_signals
 from compactor.errors import CompactorError
 from compactor.metrics.exporter import Exporter
 from compactor.model.types import Snapshot
@@ -367,20 +365,13 @@ class Controller:
 
     def run_forever(self) -> int:
         """Run until SIGTERM/SIGINT (main thread only)."""
-
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            log.info("received %s: stopping", signal.Signals(signum).name)
-            self.request_stop()
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            self.start()
-            while not self._stopping.wait(1.0):
-                pass
-        finally:
-            self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with on_stop_signals(self.request_stop):
+            try:
+                self.start()
+                while not self._stopping.wait(1.0):
+                    pass
+            finally:
+                self.stop()
         return 0
 
 

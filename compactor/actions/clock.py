@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Protocol
+
+log = logging.getLogger("compactor.clock")
 
 
 class Clock(Protocol):
@@ -73,3 +80,19 @@ class StoppableClock:
         self.inner.sleep(seconds)
         if self.event.is_set():
             raise Interrupted("stopping")
+
+
+@contextmanager
+def on_stop_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """Call ``stop`` on SIGTERM or SIGINT while inside (main thread only), then put the previous handlers back."""
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
