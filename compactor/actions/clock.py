@@ -54,7 +54,7 @@ class SimulatedClock:
 
 
 class Interrupted(BaseException):  # a BaseException on purpose: the executor's `except Exception` must not roll back
-    """The controller is stopping (or lost leadership): leave the run where it is for recovery."""
+    """The process is stopping (SIGTERM, or the controller lost leadership): leave the run where it is for recovery."""
 
 
 class StoppableClock:
