@@ -670,3 +670,6 @@ class FakeClock:
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
         self.cluster.advance(seconds)
+
+    def checkpoint(self) -> None:
+        return None

@@ -22,6 +22,9 @@ class Clock(Protocol):
 
     def sleep(self, seconds: float) -> None: ...
 
+    def checkpoint(self) -> None:
+        """A safe point that does not wait (before an eviction): raise ``Interrupted`` if the process is stopping."""
+
 
 class RealClock:
     def now(self) -> datetime:
@@ -32,6 +35,9 @@ class RealClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def checkpoint(self) -> None:
+        return None
 
 
 class SimulatedClock:
@@ -52,13 +58,16 @@ class SimulatedClock:
     def sleep(self, seconds: float) -> None:
         self._elapsed += max(0.0, seconds)
 
+    def checkpoint(self) -> None:
+        return None
+
 
 class Interrupted(BaseException):  # a BaseException on purpose: the executor's `except Exception` must not roll back
     """The process is stopping (SIGTERM, or the controller lost leadership): leave the run where it is for recovery."""
 
 
 class StoppableClock:
-    """A ``Clock`` whose ``sleep`` raises ``Interrupted`` once ``event`` is set: the executor's waits are its stop points."""
+    """A ``Clock`` whose waits and checkpoints raise ``Interrupted`` once ``event`` is set: the executor's stop points."""
 
     def __init__(self, inner: Clock, event: threading.Event) -> None:
         self.inner = inner
@@ -70,9 +79,12 @@ class StoppableClock:
     def monotonic(self) -> float:
         return self.inner.monotonic()
 
-    def sleep(self, seconds: float) -> None:
+    def checkpoint(self) -> None:
         if self.event.is_set():
             raise Interrupted("stopping")
+
+    def sleep(self, seconds: float) -> None:
+        self.checkpoint()
         if isinstance(self.inner, RealClock):
             if self.event.wait(max(0.0, seconds)):
                 raise Interrupted("stopping")

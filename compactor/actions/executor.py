@@ -290,6 +290,7 @@ class Executor:
             if not controller_uid(pod):
                 raise Abort(f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)")
             self._wait_for_budget(run, move)
+            self.clock.checkpoint()  # a stop received since the last wait takes effect before the next eviction, not after it
             if self.settings.steer_replacements:
                 self._hold_rivals(run, pod, target=move.to_node, why=move.pod)
             run.inflight[move.pod] = {"owner": controller_uid(pod), "siblings": sorted(self._owner_pod_uids(pod)),

@@ -18,7 +18,9 @@ What it serves (JSON only):
   PUT body is a precondition (409 Conflict when stale);
 * ``POST`` create in a namespace (events in ``v1`` and ``events.k8s.io/v1``, anything else);
 * ``POST .../pods/{name}/eviction`` with the policy/v1 Eviction semantics of the real
-  server (PDB check with 429, decrement of ``disruptionsAllowed``, ``dryRun=All``).
+  server (PDB check with 429, decrement of ``disruptionsAllowed``, ``dryRun=All``); with a
+  ``DisruptionController`` attached, PDB status is recomputed after every write as
+  kube-controller-manager does (see ``disruption.py``).
 
 Every request is recorded (``requests``) before it is answered; ``inject`` makes
 the next N matching requests fail (any status, a delay for client timeouts, or a
@@ -41,6 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fakeapi.disruption import DisruptionController
 
 JSON = dict[str, Any]
 
@@ -521,8 +525,10 @@ class _Server(ThreadingHTTPServer):
 class FakeApiServer:
     """In-memory Kubernetes API on 127.0.0.1. Use as a context manager or ``start()``/``stop()``."""
 
-    def __init__(self, *, token: str | None = None) -> None:
+    def __init__(self, *, token: str | None = None, disruption_controller: DisruptionController | None = None) -> None:
         self.token = token  # when set, requests without "Authorization: Bearer <token>" get 401
+        # kube-controller-manager's disruption controller: recomputes PDB status after every write (None: status as written)
+        self.disruption_controller = disruption_controller
         self.on_evict: Callable[[FakeApiServer, JSON], None] | None = None  # default: delete the pod
         self.lock = threading.RLock()
         self._store: dict[str, dict[tuple[str, str], JSON]] = {rt.key: {} for rt in RESOURCE_TYPES}
@@ -645,6 +651,11 @@ class FakeApiServer:
                 meta.setdefault("creationTimestamp", _now())
                 meta["resourceVersion"] = self._next_rv()
                 self._store[rt.key][(meta.get("namespace", ""), meta["name"])] = stored
+            self._controllers_sync()
+
+    def _controllers_sync(self) -> None:
+        if self.disruption_controller is not None:
+            self.disruption_controller.sync(self._store, selector_matches, self._next_rv)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
         rt = resource_type(kind)
@@ -668,6 +679,7 @@ class FakeApiServer:
             removed = self._store[rt.key].pop((namespace or ("default" if rt.namespaced else ""), name), None)
             if removed is not None:
                 self._next_rv()
+                self._controllers_sync()
             return removed is not None
 
     def update(self, obj: JSON) -> None:
@@ -751,7 +763,10 @@ class FakeApiServer:
                     if reply is not None:
                         return reply
             with self.lock:
-                return self._builtin(request)
+                reply = self._builtin(request)
+                if request.method not in ("GET", "HEAD"):
+                    self._controllers_sync()
+                return reply
         except ApiError as exc:
             return exc.reply
         except Exception as exc:  # a bug in the fake (or a test's route): answer 500 and keep it for the test to see

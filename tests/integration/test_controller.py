@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from compactor.actions.annotations import HELD_FOR
+from compactor.actions.executor import Executor
 from compactor.cli import build_parser, main
 from compactor.controller import Controller, ControllerOptions, Interrupted, StoppableClock, parse_listen, run_cycle
 from compactor.errors import CompactorError
@@ -30,7 +31,7 @@ from compactor.settings import Settings
 from tests.builders import A100_40
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
-from tests.integration.test_executor import PLANNER, SETTINGS, assert_clean, intercept_evictions, one_freed_node
+from tests.integration.test_executor import PLANNER, SETTINGS, assert_clean, intercept_evictions, make_plan, one_freed_node
 from tests.wire.test_lease import NS, LeaseStore
 
 SETTINGS_ALL = Settings(planner=PLANNER, executor=SETTINGS)
@@ -120,6 +121,20 @@ def test_an_interrupted_cycle_leaves_its_state_and_the_next_cycle_recovers_it() 
     assert report.recovery.resumed.status == "succeeded"
     assert gpu_pods_on(c, "gpu-3") == []
     assert_clean(c)
+
+
+def test_a_stop_between_moves_is_honoured_before_the_next_eviction_even_without_a_wait() -> None:
+    # on a fast cluster the replacement is Ready at the first look: no wait comes between two evictions, yet a
+    # SIGTERM received meanwhile must stop the run before it evicts again (CI once saw a run finish after SIGTERM)
+    objects = one_freed_node()
+    c = FakeCluster(objects)
+    stop = threading.Event()
+    executor = Executor(c, SETTINGS_ALL.executor, StoppableClock(c.clock, stop),
+                        progress=lambda p: stop.set() if p.done == 1 else None)
+    with pytest.raises(Interrupted):
+        executor.execute(make_plan(objects))
+    assert len(c.evicted) == 1
+    assert c.state, "the run's state must stay for recovery"
 
 
 # --------------------------------------------------------------------------- the loop and its HTTP server

@@ -24,7 +24,7 @@ from compactor.kube.cluster_client import KubeClusterClient
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 from tests.builders import node, pdb, pod
-from tests.fakeapi import FakeApiServer, RecordedRequest, status_body
+from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest, status_body
 
 STATE = "gpu-compactor-state"
 STATE_PATH = f"/api/v1/namespaces/gpu-compactor/configmaps/{STATE}"
@@ -480,13 +480,16 @@ def _plan(pod_uid: str, *, freed: tuple[str, ...] = ("gpu-1",)) -> CompactionPla
 
 
 def _cluster(fake_api: FakeApiServer) -> str:
+    fake_api.disruption_controller = DisruptionController()  # budgets recomputed as kube-controller-manager does
     moving = pod("train-a", on="gpu-1", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"})
     fake_api.add(
         node("gpu-1", gpus=8), node("gpu-2", gpus=8),
         moving,
         pod("train-x", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
         pod("agent", on="gpu-1", namespace="kube-system", owner="DaemonSet/agent"),  # not a GPU pod: may stay
-        pdb("train", match={"app": "train"}, namespace="ml", allowed=1),
+        pdb("train", match={"app": "train"}, namespace="ml", max_unavailable=1),
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "train", "namespace": "ml", "uid": "ReplicaSet-train"},
+         "spec": {"replicas": 2}},
     )
     return str(moving["metadata"]["uid"])
 
@@ -568,7 +571,8 @@ def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
     assert fake_api.objects("ConfigMap") == []
     reasons = [e["reason"] for e in fake_api.events()]
     assert reasons.count("CompactorCordon") == 1 and reasons.count("CompactorEvict") == 1 and reasons.count("CompactorUncordon") == 1
-    assert fake_api.get("PodDisruptionBudget", "train", "ml")["status"]["disruptionsAllowed"] == 0  # type: ignore[index]
+    # the eviction spent the budget; the disruption controller gave it back once the replacement was Ready
+    assert fake_api.get("PodDisruptionBudget", "train", "ml")["status"]["disruptionsAllowed"] == 1  # type: ignore[index]
     _no_pod_deletes(fake_api)
     assert [r.path for r in requests if r.method == "DELETE"] == [STATE_PATH]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import urllib3
@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from tests.builders import node, pdb, pod
-from tests.fakeapi import FakeApiServer, Reply
+from tests.fakeapi import DisruptionController, FakeApiServer, Reply
 
 
 def _core(fake: FakeApiServer, **config: object) -> k8s.CoreV1Api:
@@ -405,3 +405,85 @@ def test_unknown_paths_are_404_status(fake_api: FakeApiServer) -> None:
     response.read()
     assert response.status == 404
     assert json.loads(response.data)["reason"] == "NotFound"
+
+
+# ---------------------------------------------------------------- the disruption controller (kube-controller-manager's)
+
+
+def _owner(kind: str, name: str, replicas: int, *, namespace: str = "default", parent: str | None = None) -> dict[str, object]:
+    meta: dict[str, object] = {"name": name, "namespace": namespace, "uid": f"{kind}-{name}"}
+    if parent:
+        parent_kind, parent_name = parent.split("/")
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": parent_kind, "name": parent_name,
+                                    "uid": f"{parent_kind}-{parent_name}", "controller": True}]
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": {"replicas": replicas}}
+
+
+def _budget(fake: FakeApiServer, name: str) -> dict[str, object]:
+    found = fake.get("PodDisruptionBudget", name)
+    assert found is not None
+    return dict(found["status"])
+
+
+def _kcm(now: list[datetime] | None = None) -> FakeApiServer:
+    clock = now or [datetime.now(UTC)]
+    return FakeApiServer(disruption_controller=DisruptionController(now=lambda: clock[0]))
+
+
+def test_the_budget_an_eviction_spends_comes_back_when_the_replacement_is_ready() -> None:
+    with _kcm() as fake:
+        fake.add(_owner("ReplicaSet", "web", 2), pod("a", on="n1", owner="ReplicaSet/web"), pod("b", on="n1", owner="ReplicaSet/web"),
+                 pdb("web", match={"app": "web"}, allowed=0, max_unavailable=1))
+        assert _budget(fake, "web")["disruptionsAllowed"] == 1  # recomputed from the pods, not the status it was created with
+        _core(fake).create_namespaced_pod_eviction("a", "default", _eviction("a"))
+        spent = _budget(fake, "web")
+        assert (spent["disruptionsAllowed"], spent["currentHealthy"], spent["expectedPods"]) == (0, 1, 2)
+        replacement = pod("c", on="n2", owner="ReplicaSet/web")
+        replacement["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        fake.add(replacement)
+        assert _budget(fake, "web")["disruptionsAllowed"] == 0  # not Ready yet: still spent
+        replacement["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        fake.update(replacement)
+        assert _budget(fake, "web")["disruptionsAllowed"] == 1
+        assert not fake.errors
+
+
+def test_an_evicted_pod_not_yet_deleted_stays_disrupted_for_two_minutes() -> None:
+    now = [datetime.now(UTC)]  # the API server stamps disruptedPods with its wall clock
+    with _kcm(now) as fake:
+        fake.on_evict = lambda _server, _pod: None  # the kubelet has not acted yet: the pod is still there, Ready
+        fake.add(_owner("ReplicaSet", "web", 2), pod("a", on="n1", owner="ReplicaSet/web"), pod("b", on="n1", owner="ReplicaSet/web"),
+                 pdb("web", match={"app": "web"}, max_unavailable=1))
+        _core(fake).create_namespaced_pod_eviction("a", "default", _eviction("a"))
+        status = _budget(fake, "web")
+        assert status["disruptionsAllowed"] == 0 and "a" in status["disruptedPods"]  # type: ignore[operator]
+        with pytest.raises(ApiException) as info:  # the budget holds until the controller sees the pod go
+            _core(fake).create_namespaced_pod_eviction("b", "default", _eviction("b"))
+        assert info.value.status == 429
+        now[0] += timedelta(minutes=3)
+        fake.update(fake.get("Pod", "b"))  # type: ignore[arg-type]  # any write: the controller resyncs
+        status = _budget(fake, "web")
+        assert status["disruptionsAllowed"] == 1 and "disruptedPods" not in status  # DeletionTimeout passed
+
+
+def test_expected_pods_follow_the_rules_of_each_budget_form() -> None:
+    with _kcm() as fake:
+        fake.add(
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "uid": "Deployment-api"}, "spec": {"replicas": 4}},
+            _owner("ReplicaSet", "api-1", 3, parent="Deployment/api"),
+            *(pod(f"api-{i}", on="n1", owner="ReplicaSet/api-1", labels={"app": "api"}) for i in range(3)),
+            pdb("pct", match={"app": "api"}, min_available="50%"),  # the Deployment's 4 replicas, not the ReplicaSet's 3
+            pdb("count", match={"app": "api"}, min_available=2, namespace="default"),
+        )
+        pct, count = _budget(fake, "pct"), _budget(fake, "count")
+        assert (pct["expectedPods"], pct["desiredHealthy"], pct["disruptionsAllowed"]) == (4, 2, 1)
+        assert (count["expectedPods"], count["desiredHealthy"], count["disruptionsAllowed"]) == (3, 2, 1)
+
+
+def test_a_budget_over_pods_whose_controller_is_missing_allows_nothing() -> None:
+    with _kcm() as fake:
+        fake.add(pod("a", on="n1", owner="ReplicaSet/gone"), pod("b", on="n1", owner="ReplicaSet/gone"),
+                 pdb("gone", match={"app": "gone"}, allowed=5, max_unavailable=1))
+        status = _budget(fake, "gone")
+        assert status["disruptionsAllowed"] == 0
+        assert status["conditions"][0]["reason"] == "SyncFailed"  # type: ignore[index]
