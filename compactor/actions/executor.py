@@ -21,9 +21,10 @@ from typing import Any, TypeVar
 from compactor.actions import annotations as ann
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj, ObjectRef
 from compactor.actions.clock import Clock, Interrupted
-from compactor.actions.outcome import Outcome, compare, whole_free_gpu_nodes
+from compactor.actions.outcome import Outcome, compare, physical_gpus, whole_free_gpu_nodes
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_terminating, pdbs_selecting, pod_key, requests_gpu
+from compactor.actions.scope import within_cap
 from compactor.actions.steering import plan_hold
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan, Move, Placement
@@ -115,6 +116,11 @@ class _Run:
         }
 
     @property
+    def unfinished_sources(self) -> set[str]:
+        """Nodes with a planned move not done (the run stopped at a budget before them): not drained, not to wait for."""
+        return {m.from_node for m in self.plan.moves if m.pod not in self.done}
+
+    @property
     def fences(self) -> list[str]:
         """Nodes drained for a pending pod (and not freed): kept from replacements until the pending pod binds there."""
         sources = {m.from_node for m in self.plan.moves}
@@ -142,15 +148,20 @@ class Executor:
 
     def execute(self, plan: CompactionPlan, *, resume: dict[str, str] | None = None) -> RunReport:
         """Run the plan to the end, or abort and roll back. ``resume`` is a state record from recovery."""
-        run = _Run.resumed(plan, resume) if resume else _Run(plan, set(plan.freed_nodes))
         report = RunReport(plan.metadata.id, "succeeded", len(plan.moves), dry_run=self.dry_run)
         if not plan.moves and not plan.freed_nodes:
             report.status = "nothing-to-do"
             return report
+        run = _Run.resumed(plan, resume) if resume else _Run(plan, set(plan.freed_nodes))
         try:
             run.started = self.clock.monotonic()
             if not resume:
-                run.free_before = whole_free_gpu_nodes(self.client.list_nodes(), self.client.list_pods())
+                nodes = self.client.list_nodes()
+                run.free_before = whole_free_gpu_nodes(nodes, self.client.list_pods())
+                run = self._scoped(run, physical_gpus(nodes))
+                if not run.plan.moves:
+                    report.status, report.reason = "failed", run.reason
+                    return report
             run.held_since = self.clock.monotonic()  # holds found in a resumed state get a full steer_timeout from now
             if run.phase != "finishing":  # interrupted while finishing: every move is done, nodes may already be released
                 run.phase = "cordoning"
@@ -256,11 +267,22 @@ class Executor:
         cordon = ann.cordon_patch(run.plan.metadata.id, self._stamp())
         return lambda node: None if ann.is_unschedulable(node) and not ann.is_ours(node) else cordon
 
+    def _scoped(self, run: _Run, gpus: dict[str, int]) -> _Run:
+        """A plan longer than max_evictions_per_cycle: this run takes whole nodes up to the cap, and only those."""
+        cap = self.settings.max_evictions_per_cycle
+        if len(run.plan.moves) <= cap:
+            return run
+        scoped = _Run(within_cap(run.plan, cap, gpus), set(), free_before=run.free_before)
+        scoped.freed = set(scoped.plan.freed_nodes)
+        scoped.capped = f"max_evictions_per_cycle ({cap})"
+        log.info("per-cycle eviction cap: this run takes whole nodes up to it",
+                 extra={"cap": cap, "moves": len(scoped.plan.moves), "of": len(run.plan.moves), "nodes": len(scoped.plan.freed_nodes)})
+        if not scoped.plan.moves:
+            scoped.reason = f"every node of the plan needs more evictions than max_evictions_per_cycle ({cap}); nothing done"
+        return scoped
+
     def _evict_all(self, run: _Run) -> None:
-        pending = [m for m in run.plan.moves if m.pod not in run.done][: self.settings.max_evictions_per_cycle]
-        if len(pending) < len([m for m in run.plan.moves if m.pod not in run.done]):
-            log.info("per-cycle eviction cap reached", extra={"cap": self.settings.max_evictions_per_cycle})
-            run.capped = f"max_evictions_per_cycle ({self.settings.max_evictions_per_cycle})"
+        pending = [m for m in run.plan.moves if m.pod not in run.done]
         width = 1 if self.settings.steer_replacements else self.settings.max_concurrent_evictions  # holds steer one pod at a time
         budget = self.settings.max_run_seconds
         for batch in _batches(pending, width):
@@ -477,13 +499,20 @@ class Executor:
 
     def _finish(self, run: _Run) -> list[str]:
         self._release_holds(run)  # resumed after a crash between a bind and its release
+        unfinished = run.unfinished_sources
         for placement in run.plan.placed_pending:
+            if placement.to_node in unfinished:
+                run.notes.append(f"pending pod {placement.pod} not placed: {placement.to_node} was not drained in this run")
+                continue
             self._place_pending(run, placement)
         for name in run.fences:  # a pending pod that was not placed leaves its fence behind
             self._release_fence(run, name)
-        self._await_drained(run)
+        self._await_drained(run, [n for n in run.plan.freed_nodes if n not in unfinished])
         freed = []
         for name in run.plan.freed_nodes:
+            if name in unfinished:  # the run stopped at its time budget before this node's moves: released as it was
+                self._after_drain(run, name, freed=False)
+                continue
             leftovers = [pod_key(p) for p in gpu_pods_on(self.client, name)]
             if leftovers:
                 log.warning("node not freed", extra={"node": name, "pods": leftovers[:5]})
@@ -527,11 +556,11 @@ class Executor:
         run.cordoned.remove(name)
         self._save(run)
 
-    def _await_drained(self, run: _Run) -> None:
+    def _await_drained(self, run: _Run, nodes: list[str]) -> None:
         """A node is freed once its GPU pods are deleted, not merely terminating; wait for that (their grace period included)."""
         deadline: float | None = None
         while True:
-            staying = {n: self._read(partial(self._gpu_pods_holding, n)) for n in run.plan.freed_nodes}
+            staying = {n: self._read(partial(self._gpu_pods_holding, n)) for n in nodes}
             holding = [n for n, pods in staying.items() if pods]
             if not holding:
                 return

@@ -19,6 +19,16 @@ from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 
 
+def physical_gpus(nodes: Iterable[Obj]) -> dict[str, int]:
+    """GPU node -> its physical GPUs (whole or MIG-partitioned)."""
+    found = {}
+    for raw in nodes:
+        node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
+        if node.is_gpu_node:
+            found[node.name] = node.gpu.physical_gpus
+    return found
+
+
 def whole_free_gpu_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> dict[str, int]:
     """GPU node -> its physical GPUs, for every GPU node that runs no GPU pod."""
     busy = set()
@@ -26,12 +36,7 @@ def whole_free_gpu_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> dict[str,
         pod = parse_pod(raw, source=SOURCE)
         if pod.is_bound and pod.uses_gpu:
             busy.add(pod.node_name)
-    found = {}
-    for raw in nodes:
-        node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
-        if node.is_gpu_node and node.name not in busy:
-            found[node.name] = node.gpu.physical_gpus
-    return found
+    return {name: gpus for name, gpus in physical_gpus(nodes).items() if name not in busy}
 
 
 @dataclass

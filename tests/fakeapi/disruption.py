@@ -59,14 +59,20 @@ class DisruptionController:
         self.now = now
 
     def sync(self, store: dict[str, dict[tuple[str, str], JSON]], matches: Callable[[JSON | None, dict[str, str]], bool],
-             next_rv: Callable[[], str]) -> None:
+             next_rv: Callable[[], str], namespaces: Iterable[str] | None = None) -> None:
+        """Recompute the budgets of ``namespaces`` (all when None): those where a write happened."""
+        wanted = None if namespaces is None else set(namespaces)
         pods_by_namespace: dict[str, list[JSON]] = {}
         for (namespace, _), pod in store["pods"].items():
-            pods_by_namespace.setdefault(namespace, []).append(pod)
+            if wanted is None or namespace in wanted:
+                pods_by_namespace.setdefault(namespace, []).append(pod)
+        indexes = {namespace: _LabelIndex(pods) for namespace, pods in pods_by_namespace.items()}
         for (namespace, _), budget in sorted(store["policy/poddisruptionbudgets"].items()):
+            if wanted is not None and namespace not in wanted:
+                continue
             selector = (budget.get("spec") or {}).get("selector")
-            pods = [p for p in pods_by_namespace.get(namespace, [])
-                    if selector and matches(selector, (p.get("metadata") or {}).get("labels") or {})]
+            index = indexes.get(namespace)
+            pods = index.select(selector, matches) if index is not None and selector else []
             try:
                 status = self._status(budget, pods, lambda ref, ns=namespace: self._scale(store, ns, ref))
             except SyncFailed as failure:
@@ -122,6 +128,25 @@ class DisruptionController:
         if ref.get("kind") == "ReplicaSet" and parent is not None and parent.get("kind") == "Deployment":
             return DisruptionController._scale(store, namespace, parent)
         return str(owner["metadata"].get("uid") or ref.get("name")), int((owner.get("spec") or {}).get("replicas", 1))
+
+
+class _LabelIndex:
+    """A namespace's pods by label, so a ``matchLabels`` selector costs a set intersection, not a scan."""
+
+    def __init__(self, pods: list[JSON]) -> None:
+        self.pods = pods
+        self.by_label: dict[tuple[str, str], list[int]] = {}
+        for i, pod in enumerate(pods):
+            for item in ((pod.get("metadata") or {}).get("labels") or {}).items():
+                self.by_label.setdefault(item, []).append(i)
+
+    def select(self, selector: JSON, matches: Callable[[JSON | None, dict[str, str]], bool]) -> list[JSON]:
+        match_labels = selector.get("matchLabels") or {}
+        if not match_labels:
+            return [p for p in self.pods if matches(selector, (p.get("metadata") or {}).get("labels") or {})]
+        candidates = set.intersection(*(set(self.by_label.get(item, ())) for item in match_labels.items()))
+        return [self.pods[i] for i in sorted(candidates)
+                if matches(selector, (self.pods[i].get("metadata") or {}).get("labels") or {})]
 
 
 def _controllers_scale(pods: list[JSON], scale: Callable[[JSON], tuple[str, int]]) -> int:

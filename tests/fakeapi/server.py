@@ -493,6 +493,11 @@ def _check_size(rt: ResourceType, body: JSON) -> None:
                        details={"name": name, "kind": "configmaps"})
 
 
+def _namespace_of(path: str) -> str:
+    parts = path.strip("/").split("/")
+    return unquote(parts[parts.index("namespaces") + 1]) if "namespaces" in parts[:-1] else ""
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -631,6 +636,7 @@ class FakeApiServer:
 
     def add(self, *objects: JSON) -> None:
         """Store objects (or ``List``s of them) as given, filling namespace/uid/resourceVersion/creationTimestamp."""
+        touched: set[str] = set()
         with self.lock:
             for obj in objects:
                 if "items" in obj and str(obj.get("kind", "List")).endswith("List"):
@@ -651,11 +657,13 @@ class FakeApiServer:
                 meta.setdefault("creationTimestamp", _now())
                 meta["resourceVersion"] = self._next_rv()
                 self._store[rt.key][(meta.get("namespace", ""), meta["name"])] = stored
-            self._controllers_sync()
+                touched.add(meta.get("namespace", ""))
+            self._controllers_sync(touched)
 
-    def _controllers_sync(self) -> None:
-        if self.disruption_controller is not None:
-            self.disruption_controller.sync(self._store, selector_matches, self._next_rv)
+    def _controllers_sync(self, namespaces: set[str]) -> None:
+        """What kube-controller-manager would do after writes in ``namespaces`` (cluster-scoped writes: ``""``)."""
+        if self.disruption_controller is not None and namespaces - {""}:
+            self.disruption_controller.sync(self._store, selector_matches, self._next_rv, namespaces - {""})
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> JSON | None:
         rt = resource_type(kind)
@@ -679,7 +687,7 @@ class FakeApiServer:
             removed = self._store[rt.key].pop((namespace or ("default" if rt.namespaced else ""), name), None)
             if removed is not None:
                 self._next_rv()
-                self._controllers_sync()
+                self._controllers_sync({namespace or ("default" if rt.namespaced else "")})
             return removed is not None
 
     def update(self, obj: JSON) -> None:
@@ -765,7 +773,7 @@ class FakeApiServer:
             with self.lock:
                 reply = self._builtin(request)
                 if request.method not in ("GET", "HEAD"):
-                    self._controllers_sync()
+                    self._controllers_sync({_namespace_of(request.path)})
                 return reply
         except ApiError as exc:
             return exc.reply

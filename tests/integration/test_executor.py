@@ -389,6 +389,27 @@ def test_the_per_cycle_cap_bounds_the_evictions() -> None:
     assert marks(c, "gpu-3") == {} and marks(c, "gpu-2")[ann.AFTER_DRAIN] == "keepCordoned"
 
 
+def test_a_cap_that_cuts_a_node_in_half_leaves_that_node_untouched_and_the_run_does_not_wait_for_it() -> None:
+    c, plan = setup()
+    assert [m.from_node for m in plan.moves] == ["gpu-2", "gpu-2", "gpu-3", "gpu-3"]
+    report = run(c, plan, SETTINGS.model_copy(update={"max_evictions_per_cycle": 3}))
+    assert c.evicted == [m.pod for m in plan.moves[:2]]  # gpu-2 whole; gpu-3's first move alone would free nothing
+    assert report.status == "partial" and "max_evictions_per_cycle (3)" in report.reason
+    drain_cordons = [call for call in c.history if call.method == "patch_node" and call.args["name"] == "gpu-3"
+                     and call.args["patch"].get("spec", {}).get("unschedulable") and not call.args["patch"]["metadata"]["annotations"].get(ann.HELD_FOR)]
+    assert drain_cordons == []  # held for a moment while gpu-2's pods bound on gpu-1, never cordoned to be drained
+    assert report.outcome is not None and (report.outcome.planned_freed_gpus, report.outcome.freed_gpus) == (8, 8)
+    assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds  # no wait for a node this run never drained
+    assert_clean(c)
+
+
+def test_a_cap_smaller_than_every_node_does_nothing_and_says_why() -> None:
+    c, plan = setup()
+    report = run(c, plan, SETTINGS.model_copy(update={"max_evictions_per_cycle": 1}))
+    assert report.status == "failed" and "needs more evictions than max_evictions_per_cycle (1)" in report.reason
+    assert c.evicted == [] and c.history == []
+
+
 # --------------------------------------------------------------------------- verify as you go
 
 

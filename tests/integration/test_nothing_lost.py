@@ -161,4 +161,6 @@ def test_a_run_past_its_time_budget_starts_no_further_eviction() -> None:
     report = run(c, plan, SETTINGS.model_copy(update={"max_run_seconds": 1}))  # each move takes longer than that
     assert report.status == "partial" and report.reason.startswith("max_run_seconds (1) reached; the rest waits for the next run")
     assert len(c.evicted) == 1 and report.moves_done == 1
+    # the nodes whose moves did not start are released at once, not waited for until replacement_timeout_seconds
+    assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds
     assert_clean(c)

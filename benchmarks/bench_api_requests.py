@@ -1,0 +1,232 @@
+"""API requests per move: a large snapshot replayed into the fake API server, one real executor run.
+
+    python benchmarks/bench_api_requests.py                          # 5,000 nodes / 50,000 pods, 10 moves
+    python benchmarks/bench_api_requests.py --plan /tmp/p5k.json     # reuse a plan (planning 5,000 nodes takes ~90 s)
+    python benchmarks/bench_api_requests.py --no-steer               # the same without holds, for comparison
+
+The cluster comes from ``generate_cluster.py`` (or ``--snapshot``) and goes into
+``tests/fakeapi``'s ``FakeApiServer`` with its disruption controller (PDB status recomputed
+after every write, as kube-controller-manager does) plus one ReplicaSet object per pod owner.
+The plan comes from the real planner, without its pending-pod placements (moves only: a
+placement's wait depends on how many other pending pods race for the node it opens). The
+executor then runs whole nodes' moves up to ``--moves``
+through ``KubeClusterClient`` over HTTP, exactly as ``compactor apply`` would.
+
+What stands in for the rest of the control plane: an eviction deletes the pod at once (grace
+0) and its ReplicaSet's replacement appears Pending; a scheduler thread binds each Pending pod
+to the schedulable, untainted node with the most free GPUs that fits its GPU/MIG requests
+(the default profile's LeastAllocated), and marks it Running and Ready. CPU and memory are
+not checked by that scheduler.
+
+Printed: requests per move, by verb and path kind (cluster-wide lists, namespace lists,
+node patches, evictions, state writes, events), bytes received per move, nodes held per move,
+and wall time. A benchmark, not a test: it prints figures and checks nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import json
+import logging
+import re
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.generate_cluster import generate  # noqa: E402
+from compactor.actions.clock import RealClock  # noqa: E402
+from compactor.actions.executor import Executor  # noqa: E402
+from compactor.kube.cluster_client import KubeClusterClient  # noqa: E402
+from compactor.model.load import build_snapshot  # noqa: E402
+from compactor.model.requests import effective_requests  # noqa: E402
+from compactor.planner.compose import build_plan  # noqa: E402
+from compactor.planner.plan import CompactionPlan  # noqa: E402
+from compactor.settings import ExecutorSettings, PlannerSettings  # noqa: E402
+from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest  # noqa: E402
+
+JSON = dict[str, Any]
+ACCELERATOR = re.compile(r"^nvidia\.com/(gpu|mig-.+)$")
+
+
+def replica_sets(pods: list[JSON]) -> list[JSON]:
+    """One ReplicaSet per controller the pods name, scaled to its pods: the disruption controller reads their scale."""
+    owners: dict[tuple[str, str], JSON] = {}
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    for pod in pods:
+        for ref in pod["metadata"].get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("kind") == "ReplicaSet":
+                key = (pod["metadata"]["namespace"], ref["name"])
+                counts[key] += 1
+                owners[key] = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                               "metadata": {"name": ref["name"], "namespace": key[0], "uid": ref["uid"]}, "spec": {}}
+    return [{**rs, "spec": {"replicas": counts[key]}} for key, rs in owners.items()]
+
+
+def accelerators(requests: dict[str, int]) -> dict[str, int]:
+    return {r: v for r, v in requests.items() if ACCELERATOR.match(r) and v > 0}
+
+
+def tolerated(taint: JSON, tolerations: list[JSON]) -> bool:
+    """The scheduler's TaintToleration filter for one NoSchedule/NoExecute taint (PreferNoSchedule never filters)."""
+    if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+        return True
+    return any((not t.get("key") and t.get("operator") == "Exists" or t.get("key") == taint.get("key"))
+               and t.get("effect") in (None, "", taint.get("effect"))
+               and (t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""))
+               for t in tolerations)
+
+
+class Scheduler:
+    """Binds Pending pods like the default profile would for accelerators: feasible nodes, most free GPUs first."""
+
+    def __init__(self, api: FakeApiServer) -> None:
+        self.api = api
+        self.free: dict[str, dict[str, int]] = {}
+        for node in api.objects("Node"):
+            allocatable = {r: int(v) for r, v in (node["status"].get("allocatable") or {}).items() if ACCELERATOR.match(r)}
+            self.free[node["metadata"]["name"]] = allocatable
+        for pod in api.objects("Pod"):
+            node_name = pod["spec"].get("nodeName")
+            if node_name in self.free and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+                self._take(node_name, pod, -1)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _take(self, node: str, pod: JSON, sign: int) -> None:
+        for resource, value in accelerators(dict(effective_requests(pod["spec"]))).items():
+            self.free[node][resource] = self.free[node].get(resource, 0) + sign * value
+
+    def on_evict(self, server: FakeApiServer, evicted: JSON) -> None:
+        meta = evicted["metadata"]
+        server.delete("Pod", meta["name"], meta["namespace"])
+        if evicted["spec"].get("nodeName") in self.free:
+            self._take(evicted["spec"]["nodeName"], evicted, +1)
+        owner = (meta.get("ownerReferences") or [{}])[0]
+        replacement = {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": f"{owner.get('name', 'pod')}-{uuid.uuid4().hex[:5]}", "namespace": meta["namespace"],
+                                    "uid": str(uuid.uuid4()), "labels": meta.get("labels") or {},
+                                    "ownerReferences": meta.get("ownerReferences") or []},
+                       "spec": {k: v for k, v in evicted["spec"].items() if k != "nodeName"},
+                       "status": {"phase": "Pending"}}
+        server.add(replacement)
+
+    def _loop(self) -> None:
+        store = self.api._store  # read in place under the server's lock: copying 50,000 pods per pass would stall the API
+        while not self.stop.wait(0.05):
+            with self.api.lock:
+                waiting = [pod for pod in store["pods"].values()
+                           if pod["status"].get("phase") == "Pending" and not pod["spec"].get("nodeName")]
+                if waiting:
+                    nodes = [n for n in store["nodes"].values() if not n["spec"].get("unschedulable")]
+                    for pod in waiting:
+                        tolerations = pod["spec"].get("tolerations") or []
+                        self._bind(pod, {n["metadata"]["name"] for n in nodes
+                                         if all(tolerated(t, tolerations) for t in n["spec"].get("taints") or [])})
+
+    def _bind(self, pod: JSON, schedulable: set[str]) -> None:
+        wanted = accelerators(dict(effective_requests(pod["spec"])))
+        feasible = [name for name in schedulable if all(self.free[name].get(r, 0) >= v for r, v in wanted.items())]
+        if not feasible:
+            return
+        target = max(feasible, key=lambda name: (sum(self.free[name].values()), name))
+        self._take(target, pod, -1)
+        pod["spec"]["nodeName"] = target
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        self.api.update(copy.deepcopy(pod))
+
+
+def kind_of(request: RecordedRequest) -> str:
+    path = request.path
+    if request.method == "GET":
+        scope = "namespace" if "/namespaces/" in path else "cluster"
+        resource = path.rstrip("/").split("/")[-1]
+        if re.search(r"/(nodes|pods|poddisruptionbudgets|configmaps|leases)/[^/]+$", path):
+            return f"GET one {path.split('/')[-2]}"
+        selector = " (selector)" if request.param("labelSelector") or request.param("fieldSelector") else ""
+        return f"GET {scope} list {resource}{selector}"
+    if path.endswith("/eviction"):
+        return "POST eviction"
+    if "/events" in path:
+        return f"{request.method} event"
+    if "/configmaps" in path:
+        return f"{request.method} state"
+    if "/nodes/" in path:
+        return f"{request.method} node"
+    return f"{request.method} {path}"
+
+
+def load_cluster(args: argparse.Namespace) -> list[JSON]:
+    if args.snapshot:
+        return list(json.loads(Path(args.snapshot).read_text())["items"])
+    return list(generate(args.nodes, args.pods, seed=args.seed)["items"])
+
+
+def make_plan(items: list[JSON], args: argparse.Namespace) -> CompactionPlan:
+    if args.plan:
+        return CompactionPlan.model_validate_json(Path(args.plan).read_text())
+    snapshot = build_snapshot(items, source="bench")
+    from datetime import UTC, datetime
+
+    plan = build_plan(snapshot, PlannerSettings(time_limit_seconds=args.time_limit), source="bench", now=datetime.now(UTC))
+    if args.write_plan:
+        Path(args.write_plan).write_text(plan.model_dump_json(by_alias=True))
+    return plan
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=50000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--snapshot", help="a kubectl List JSON instead of generating one")
+    parser.add_argument("--plan", help="a plan JSON (compactor plan --write) instead of planning here")
+    parser.add_argument("--write-plan", help="write the plan made here to this file")
+    parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--moves", type=int, default=10, help="moves to execute (max_evictions_per_cycle)")
+    parser.add_argument("--no-steer", action="store_true", help="steer_replacements off")
+    parser.add_argument("-v", "--verbose", action="store_true", help="the executor's log on stderr")
+    args = parser.parse_args()
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(relativeCreated)8.0f ms %(name)s: %(message)s")
+
+    items = load_cluster(args)
+    started = time.monotonic()
+    # pending pods left out: their placement waits on other pending pods racing for the same node (see the closing note)
+    plan = make_plan(items, args).model_copy(update={"placed_pending": []})
+    print(f"plan: {len(plan.moves)} moves, frees {plan.freed_gpus} GPUs ({time.monotonic() - started:.0f} s)")
+    pods = [i for i in items if i["kind"] == "Pod"]
+    with FakeApiServer(disruption_controller=DisruptionController()) as api:
+        api.add(*items, *replica_sets(pods))
+        scheduler = Scheduler(api)
+        api.on_evict = scheduler.on_evict
+        scheduler.thread.start()
+        settings = ExecutorSettings(max_evictions_per_cycle=args.moves, steer_replacements=not args.no_steer,
+                                    poll_seconds=0.2, backoff_seconds=0.2, replacement_timeout_seconds=120, steer_timeout_seconds=120)
+        api.clear_requests()
+        client = KubeClusterClient(api.api_client(), namespace="gpu-compactor")
+        run_started = time.monotonic()
+        report = Executor(client, settings, RealClock()).execute(plan)
+        wall = time.monotonic() - run_started
+        scheduler.stop.set()
+        requests = api.requests
+        received = sum(len(json.dumps(reply.body)) for r in requests if (reply := api.reply_to(r)) is not None and reply.body)
+    done = max(1, report.moves_done)
+    print(f"run: {report.status} ({report.reason or 'ok'}), {report.moves_done} moves in {wall:.1f} s ({wall / done:.1f} s per move)")
+    for note in report.outcome.notes if report.outcome else []:
+        print(f"note: {note}")
+    print(f"nodes: {args.nodes if not args.snapshot else '?'}; steering: {'off' if args.no_steer else 'on'}")
+    print(f"requests: {len(requests)} in all, {len(requests) / done:.1f} per move; received {received / done / 1e6:.1f} MB per move")
+    for kind, count in sorted(collections.Counter(kind_of(r) for r in requests).items(), key=lambda kv: -kv[1]):
+        print(f"  {count / done:9.1f} per move  {kind}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
