@@ -40,16 +40,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.generate_cluster import generate  # noqa: E402
-from compactor.actions.clock import RealClock  # noqa: E402
-from compactor.actions.executor import Executor  # noqa: E402
-from compactor.kube.cluster_client import KubeClusterClient  # noqa: E402
-from compactor.model.load import build_snapshot  # noqa: E402
-from compactor.model.requests import effective_requests  # noqa: E402
-from compactor.planner.compose import build_plan  # noqa: E402
-from compactor.planner.plan import CompactionPlan  # noqa: E402
-from compactor.settings import ExecutorSettings, PlannerSettings  # noqa: E402
-from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest  # noqa: E402
+from benchmarks.generate_cluster import generate
+from compactor.actions.clock import RealClock
+from compactor.actions.executor import Executor
+from compactor.kube.cluster_client import KubeClusterClient
+from compactor.model.load import build_snapshot
+from compactor.model.requests import effective_requests
+from compactor.planner.compose import build_plan
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings, PlannerSettings
+from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest
 
 JSON = dict[str, Any]
 ACCELERATOR = re.compile(r"^nvidia\.com/(gpu|mig-.+)$")
@@ -77,7 +77,7 @@ def tolerated(taint: JSON, tolerations: list[JSON]) -> bool:
     """The scheduler's TaintToleration filter for one NoSchedule/NoExecute taint (PreferNoSchedule never filters)."""
     if taint.get("effect") not in ("NoSchedule", "NoExecute"):
         return True
-    return any((not t.get("key") and t.get("operator") == "Exists" or t.get("key") == taint.get("key"))
+    return any(((not t.get("key") and t.get("operator") == "Exists") or t.get("key") == taint.get("key"))
                and t.get("effect") in (None, "", taint.get("effect"))
                and (t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""))
                for t in tolerations)
