@@ -44,8 +44,11 @@ from benchmarks.generate_cluster import generate
 from compactor.actions.clock import RealClock
 from compactor.actions.executor import Executor
 from compactor.kube.cluster_client import KubeClusterClient
-from compactor.model.load import build_snapshot
-from compactor.model.requests import effective_requests
+from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
+from compactor.model.parse import parse_node, parse_pod
+from compactor.model.resources import Resources
+from compactor.model.scheduling import why_ineligible
+from compactor.model.types import Node
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
@@ -69,45 +72,28 @@ def replica_sets(pods: list[JSON]) -> list[JSON]:
     return [{**rs, "spec": {"replicas": counts[key]}} for key, rs in owners.items()]
 
 
-def accelerators(requests: dict[str, int]) -> dict[str, int]:
-    return {r: v for r, v in requests.items() if ACCELERATOR.match(r) and v > 0}
-
-
-def tolerated(taint: JSON, tolerations: list[JSON]) -> bool:
-    """The scheduler's TaintToleration filter for one NoSchedule/NoExecute taint (PreferNoSchedule never filters)."""
-    if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-        return True
-    return any(((not t.get("key") and t.get("operator") == "Exists") or t.get("key") == taint.get("key"))
-               and t.get("effect") in (None, "", taint.get("effect"))
-               and (t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""))
-               for t in tolerations)
-
-
 class Scheduler:
-    """Binds Pending pods like the default profile would for accelerators: feasible nodes, most free GPUs first."""
+    """Binds Pending pods as the default profile would: the model's filters (resources, taints, selectors, required
+    affinity), then the node with the most free GPUs (LeastAllocated on accelerators)."""
 
     def __init__(self, api: FakeApiServer) -> None:
         self.api = api
-        self.free: dict[str, dict[str, int]] = {}
-        for node in api.objects("Node"):
-            allocatable = {r: int(v) for r, v in (node["status"].get("allocatable") or {}).items() if ACCELERATOR.match(r)}
-            self.free[node["metadata"]["name"]] = allocatable
-        for pod in api.objects("Pod"):
-            node_name = pod["spec"].get("nodeName")
-            if node_name in self.free and pod["status"].get("phase") not in ("Succeeded", "Failed"):
-                self._take(node_name, pod, -1)
+        self.nodes = {n["metadata"]["name"]: parse_node(n, source="bench", pool_label=DEFAULT_POOL_LABEL, warnings=[])
+                      for n in api.objects("Node")}
+        self.free: dict[str, Resources] = {name: node.allocatable for name, node in self.nodes.items()}
+        for raw in api.objects("Pod"):
+            pod = parse_pod(raw, source="bench")
+            if pod.is_bound and pod.node_name in self.free and pod.phase not in ("Succeeded", "Failed"):
+                self.free[pod.node_name] = self.free[pod.node_name] - pod.requests
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _take(self, node: str, pod: JSON, sign: int) -> None:
-        for resource, value in accelerators(dict(effective_requests(pod["spec"]))).items():
-            self.free[node][resource] = self.free[node].get(resource, 0) + sign * value
 
     def on_evict(self, server: FakeApiServer, evicted: JSON) -> None:
         meta = evicted["metadata"]
         server.delete("Pod", meta["name"], meta["namespace"])
-        if evicted["spec"].get("nodeName") in self.free:
-            self._take(evicted["spec"]["nodeName"], evicted, +1)
+        node = evicted["spec"].get("nodeName")
+        if node in self.free:
+            self.free[node] = self.free[node] + parse_pod(evicted, source="bench").requests
         owner = (meta.get("ownerReferences") or [{}])[0]
         replacement = {"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": f"{owner.get('name', 'pod')}-{uuid.uuid4().hex[:5]}", "namespace": meta["namespace"],
@@ -124,22 +110,22 @@ class Scheduler:
                 waiting = [pod for pod in store["pods"].values()
                            if pod["status"].get("phase") == "Pending" and not pod["spec"].get("nodeName")]
                 if waiting:
-                    nodes = [n for n in store["nodes"].values() if not n["spec"].get("unschedulable")]
-                    for pod in waiting:
-                        tolerations = pod["spec"].get("tolerations") or []
-                        self._bind(pod, {n["metadata"]["name"] for n in nodes
-                                         if all(tolerated(t, tolerations) for t in n["spec"].get("taints") or [])})
+                    current = {name: parse_node(store["nodes"][("", name)], source="bench", pool_label=DEFAULT_POOL_LABEL, warnings=[])
+                               for name in self.nodes if ("", name) in store["nodes"]}
+                    for raw in waiting:
+                        self._bind(raw, current)
 
-    def _bind(self, pod: JSON, schedulable: set[str]) -> None:
-        wanted = accelerators(dict(effective_requests(pod["spec"])))
-        feasible = [name for name in schedulable if all(self.free[name].get(r, 0) >= v for r, v in wanted.items())]
+    def _bind(self, raw: JSON, nodes: dict[str, Node]) -> None:
+        pod = parse_pod(raw, source="bench")
+        feasible = [name for name, node in nodes.items()
+                    if why_ineligible(pod, node) is None and pod.requests.fits_in(self.free[name])]
         if not feasible:
             return
-        target = max(feasible, key=lambda name: (sum(self.free[name].values()), name))
-        self._take(target, pod, -1)
-        pod["spec"]["nodeName"] = target
-        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-        self.api.update(copy.deepcopy(pod))
+        target = max(feasible, key=lambda name: (sum(v for r, v in self.free[name].items() if ACCELERATOR.match(r)), name))
+        self.free[target] = self.free[target] - pod.requests
+        raw["spec"]["nodeName"] = target
+        raw["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        self.api.update(copy.deepcopy(raw))
 
 
 def kind_of(request: RecordedRequest) -> str:
