@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from compactor.actions.outcome import Outcome
     from compactor.actions.recovery import RecoveryReport
     from compactor.planner.plan import CompactionPlan
+    from compactor.settings import Settings
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -218,30 +219,41 @@ def _stopped(plan_id: str) -> int:
     return EXIT_STOPPED
 
 
-def cmd_apply(args: argparse.Namespace) -> int:
+def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: CompactionPlan | None,
+                         make_plan: Callable[[], CompactionPlan] | None = None) -> int:
+    """Under the Lease and the stop signals: recover (real runs), plan if not given, execute, print.
+
+    A real ``run --once`` plans only once it holds the Lease and has recovered: on the state it alone changes."""
     from compactor.actions.clock import Interrupted
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
-    from compactor.cli import settings_from_args
-    from compactor.planner.plan import load_plan
 
-    settings = settings_from_args(args)
-    plan = load_plan(args.plan)
     live, real_clock, dry_run = _executor_for(args, plan)
     with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
         try:
             if not dry_run:
                 _say_recovered(recover(client, settings.executor, clock))
+            if plan is None:
+                if make_plan is None:
+                    raise CompactorError("no plan to carry out")
+                plan = make_plan()
+            if make_plan is not None:  # `run` made the plan itself: say what it is about to do
+                sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
             executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
             return _print_run(executor.execute(plan), client, args.output)
         except Interrupted:
-            return _stopped(plan.metadata.id)
+            return _stopped(plan.metadata.id if plan else "")
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from compactor.cli import settings_from_args
+    from compactor.planner.plan import load_plan
+
+    settings = settings_from_args(args)
+    return _recover_and_execute(args, settings, load_plan(args.plan))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from compactor.actions.clock import Interrupted
-    from compactor.actions.executor import Executor
-    from compactor.actions.recovery import recover
     from compactor.cli import settings_from_args, source_from_args
     from compactor.metrics.fragmentation import reference_shapes
     from compactor.planner.compose import build_plan
@@ -256,18 +268,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
         return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
 
-    plan = plan_now() if args.dry_run else None
-    live, real_clock, dry_run = _executor_for(args, plan)
-    with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
-        try:
-            if plan is None:  # a real run plans only once it holds the Lease and has recovered: on the state it alone changes
-                _say_recovered(recover(client, settings.executor, clock))
-                plan = plan_now()
-            sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
-            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
-            return _print_run(executor.execute(plan), client, args.output)
-        except Interrupted:
-            return _stopped(plan.metadata.id if plan else "")
+    return _recover_and_execute(args, settings, plan_now() if args.dry_run else None, plan_now)
 
 
 def register_executor_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
