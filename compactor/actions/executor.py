@@ -158,9 +158,10 @@ class Executor:
             if not resume:
                 nodes = self.client.list_nodes()
                 run.free_before = whole_free_gpu_nodes(nodes, self.client.list_pods())
-                run = self._scoped(run, physical_gpus(nodes))
+                run = self._scoped(run, nodes)
                 if not run.plan.moves:
-                    report.status, report.reason = "failed", run.reason
+                    report.status = "failed"
+                    report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
                     return report
             run.held_since = self.clock.monotonic()  # holds found in a resumed state get a full steer_timeout from now
             if run.phase != "finishing":  # interrupted while finishing: every move is done, nodes may already be released
@@ -267,19 +268,15 @@ class Executor:
         cordon = ann.cordon_patch(run.plan.metadata.id, self._stamp())
         return lambda node: None if ann.is_unschedulable(node) and not ann.is_ours(node) else cordon
 
-    def _scoped(self, run: _Run, gpus: dict[str, int]) -> _Run:
+    def _scoped(self, run: _Run, nodes: list[Obj]) -> _Run:
         """A plan longer than max_evictions_per_cycle: this run takes whole nodes up to the cap, and only those."""
         cap = self.settings.max_evictions_per_cycle
         if len(run.plan.moves) <= cap:
             return run
-        scoped = _Run(within_cap(run.plan, cap, gpus), set(), free_before=run.free_before)
-        scoped.freed = set(scoped.plan.freed_nodes)
-        scoped.capped = f"max_evictions_per_cycle ({cap})"
+        plan = within_cap(run.plan, cap, physical_gpus(nodes))
         log.info("per-cycle eviction cap: this run takes whole nodes up to it",
-                 extra={"cap": cap, "moves": len(scoped.plan.moves), "of": len(run.plan.moves), "nodes": len(scoped.plan.freed_nodes)})
-        if not scoped.plan.moves:
-            scoped.reason = f"every node of the plan needs more evictions than max_evictions_per_cycle ({cap}); nothing done"
-        return scoped
+                 extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)})
+        return _Run(plan, set(plan.freed_nodes), free_before=run.free_before, capped=f"max_evictions_per_cycle ({cap})")
 
     def _evict_all(self, run: _Run) -> None:
         pending = [m for m in run.plan.moves if m.pod not in run.done]

@@ -9,26 +9,21 @@ cordoned) for a later run, which re-plans from live state anyway.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from compactor.planner.plan import CompactionPlan
 
 
-def sources_in_order(plan: CompactionPlan) -> list[str]:
-    return list(dict.fromkeys(m.from_node for m in plan.moves))
-
-
 def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> CompactionPlan:
     """The whole source nodes of ``plan``, in order, whose moves add up to at most ``cap``; ``gpus``: node -> physical GPUs."""
-    per_node: dict[str, int] = {}
-    for move in plan.moves:
-        per_node[move.from_node] = per_node.get(move.from_node, 0) + 1
+    per_node = Counter(m.from_node for m in plan.moves)  # insertion order: the plan's order of source nodes
     taken: set[str] = set()
     budget = cap
-    for node in sources_in_order(plan):
-        if per_node[node] <= budget:
+    for node, moves_from_node in per_node.items():
+        if moves_from_node <= budget:
             taken.add(node)
-            budget -= per_node[node]
+            budget -= moves_from_node
     moves = [m for m in plan.moves if m.from_node in taken]
     placed = [p for p in plan.placed_pending if p.to_node in taken or p.to_node not in per_node]
     targets = {m.to_node for m in moves} | {p.to_node for p in placed}

@@ -14,7 +14,9 @@ The rules follow pkg/controller/disruption/disruption.go (v1.36):
   found makes the sync fail, and the fail-safe writes ``disruptionsAllowed: 0``;
 * an integer ``minAvailable``: ``expectedPods`` is the number of selected pods;
 * percentages round up; ``currentHealthy`` counts Ready pods that are neither being deleted nor
-  listed in ``disruptedPods`` (an entry lasts until the pod is gone or terminating, or 2 minutes);
+  listed in ``disruptedPods`` (an entry lasts until the pod is gone or terminating, or 2 minutes;
+  here the 2 minutes are checked at the next write in the namespace, where the real controller
+  re-queues the budget for that moment);
 * ``disruptionsAllowed = currentHealthy - desiredHealthy``, 0 when negative or when no pod is expected.
 """
 

@@ -683,11 +683,12 @@ class FakeApiServer:
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
         rt = resource_type(kind)
+        namespace = namespace or ("default" if rt.namespaced else "")
         with self.lock:
-            removed = self._store[rt.key].pop((namespace or ("default" if rt.namespaced else ""), name), None)
+            removed = self._store[rt.key].pop((namespace, name), None)
             if removed is not None:
                 self._next_rv()
-                self._controllers_sync({namespace or ("default" if rt.namespaced else "")})
+                self._controllers_sync({namespace})
             return removed is not None
 
     def update(self, obj: JSON) -> None:
