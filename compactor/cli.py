@@ -26,7 +26,7 @@ log = logging.getLogger("compactor")
 
 def _add_source_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("input (one of)")
-    group.add_argument("--snapshot", nargs="+", metavar="FILE", help="kubectl get nodes,pods,pdb -A -o json|yaml output ('-' = stdin)")
+    group.add_argument("--snapshot", nargs="+", metavar="FILE", help="kubectl get nodes,pods,pdb,pv,pvc -A -o json|yaml output ('-' = stdin)")
     group.add_argument("--example", action="store_true", help="the bundled example cluster (no Kubernetes needed)")
     group.add_argument("--kubeconfig", metavar="PATH", help="read the live cluster through this kubeconfig")
     group.add_argument("--context", metavar="NAME", help="kubeconfig context of the live cluster")

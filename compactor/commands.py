@@ -28,7 +28,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from compactor.planner.explain import render_plan
 
     settings = settings_from_args(args)
-    overrides = {k: v for k, v in (("time_limit_seconds", args.time_limit), ("max_moves", args.max_moves)) if v is not None}
+    overrides = {k: v for k, v in (("time_limit_seconds", args.time_limit), ("max_moves", args.max_moves), ("objective", args.objective))
+                 if v is not None}
+    if args.max_moves is not None and args.objective is None:
+        overrides["objective"] = "max-free"  # the freest point within the cap
     planner = settings.planner.model_copy(update=overrides) if overrides else settings.planner
     if args.max_moves is not None and args.max_moves < 0:
         raise CompactorError(f"--max-moves must be >= 0, got {args.max_moves}")
@@ -56,7 +59,10 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     plan.add_argument("--output", "-o", choices=("text", "json", "markdown"), default="text")
     plan.add_argument("--write", metavar="FILE", help="also write the plan as JSON to FILE (for compactor apply)")
     plan.add_argument("--time-limit", type=float, metavar="SECONDS", help="solver time limit (default from config: 10)")
-    plan.add_argument("--max-moves", type=int, metavar="N", help="at most N moves")
+    plan.add_argument("--max-moves", type=int, metavar="N", help="at most N moves: the point of the curve freeing the most within N "
+                                                               "(unless --objective says otherwise)")
+    plan.add_argument("--objective", choices=("pending-only", "balanced", "max-free"),
+                      help="which point of the trade-off curve to plan (default from config: balanced)")
     plan.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape for the figures")
     plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
     plan.set_defaults(handler=cmd_plan)

@@ -87,6 +87,15 @@ class PlannerSettings(_Group):
         description="controller kinds that recreate an evicted pod; other owners' pods (Job, CronJob, ...) move only with "
                     "compactor.io/evict=true")
     move_cost: MoveCostSettings = Field(default_factory=MoveCostSettings)
+    cross_pool_moves: bool = Field(False, description="let a GPU pod move to another pool (GPU product); off: it stays in its own")
+    scheduler_names: list[str] = Field(default_factory=lambda: ["default-scheduler"],
+                                       description="schedulerNames whose pods the plan may move or place (their scheduler honours cordons "
+                                                   "and the filters the planner models)")
+    objective: Literal["pending-only", "balanced", "max-free"] = Field(
+        "balanced", description="which point of the trade-off curve to execute: place pending pods only; free nodes while each costs at "
+                                "most balanced_moves_per_gpu; or free the most")
+    balanced_moves_per_gpu: float = Field(0.5, ge=0, description="balanced: free one more node only while it costs at most this many "
+                                                                 "moves (move cost / move_cost.base) per GPU it frees")
 
     _shapes_parse = field_validator("target_shapes")(_check_shapes)
 

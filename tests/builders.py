@@ -97,10 +97,14 @@ def pod(
     extra_requests: dict[str, str] | None = None,
     deleting: bool = False,
     spread: list[dict[str, Any]] | None = None,
+    host_ports: list[int] | None = None,
+    scheduler: str | None = None,
+    anti_affinity: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A Pod with one container; bound to ``on`` (Running) or Pending when ``on`` is None.
 
-    ``spread`` is ``spec.topologySpreadConstraints`` as given.
+    ``spread`` is ``spec.topologySpreadConstraints`` as given; ``anti_affinity`` the required pod anti-affinity terms;
+    ``host_ports`` TCP ports the container binds on the host.
     """
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {}
@@ -123,12 +127,17 @@ def pod(
         meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "uid": f"{kind}-{owner_name}", "controller": True}]
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "example", "resources": {"requests": requests, "limits": limits}}]}
+    container: dict[str, Any] = {"name": "main", "image": "example", "resources": {"requests": requests, "limits": limits}}
+    if host_ports:
+        container["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"} for port in host_ports]
+    spec: dict[str, Any] = {"containers": [container]}
+    if anti_affinity is not None:
+        affinity = {**(affinity or {}), "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": anti_affinity}}
     if on:
         spec["nodeName"] = on
     for key, value in (("priority", priority), ("priorityClassName", priority_class), ("tolerations", tolerations),
                        ("nodeSelector", node_selector), ("affinity", affinity), ("volumes", volumes),
-                       ("topologySpreadConstraints", spread)):
+                       ("topologySpreadConstraints", spread), ("schedulerName", scheduler)):
         if value is not None:
             spec[key] = value
     running = phase or ("Running" if on else "Pending")
@@ -162,6 +171,34 @@ def pdb(
         "spec": spec,
         "status": {"disruptionsAllowed": allowed, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0},
     }
+
+
+def pv(name: str, *, on_nodes: list[str] | None = None, zone: str | None = None) -> dict[str, Any]:
+    """A PersistentVolume; ``on_nodes`` (a local disk) or ``zone`` (zonal storage) set its node affinity."""
+    spec: dict[str, Any] = {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"]}
+    requirement = None
+    if on_nodes is not None:
+        requirement = {"key": "kubernetes.io/hostname", "operator": "In", "values": on_nodes}
+    elif zone is not None:
+        requirement = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}
+    if requirement is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "uid": f"pv-{next(_uid)}"}, "spec": spec,
+            "status": {"phase": "Bound"}}
+
+
+def pvc(name: str, *, volume: str | None = None, namespace: str = "default") -> dict[str, Any]:
+    """A PersistentVolumeClaim, bound to ``volume`` when given."""
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}
+    if volume:
+        spec["volumeName"] = volume
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace, "uid": f"pvc-{next(_uid)}"},
+            "spec": spec, "status": {"phase": "Bound" if volume else "Pending"}}
+
+
+def claim_volume(claim: str) -> list[dict[str, Any]]:
+    """``spec.volumes`` mounting one PersistentVolumeClaim."""
+    return [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
 
 
 def cluster(*objects: dict[str, Any], pool_label: str = DEFAULT_POOL_LABEL) -> Snapshot:

@@ -18,7 +18,18 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from compactor.model.types import LabelSelector, Node, NodeSelectorTerm, Pdb, Pod, SelectorRequirement, Snapshot, Taint, Toleration
+from compactor.model.types import (
+    LabelSelector,
+    Node,
+    NodeSelectorTerm,
+    Pdb,
+    Pod,
+    PodAffinityTerm,
+    SelectorRequirement,
+    Snapshot,
+    Taint,
+    Toleration,
+)
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, parse_shape
 
@@ -44,8 +55,11 @@ def is_gpu_pod(pod: Pod) -> bool:
 
 
 def node_gpus(node: Node) -> int:
-    """Physical GPUs of a node (as the snapshot parser derived them)."""
-    return node.gpu.physical_gpus
+    """What freeing a node counts: nothing unless Ready and schedulable, then the physical GPUs its allocatable
+    offers (as the parser derived them), never more than GFD's gpu.count label says."""
+    if not node.ready or node.unschedulable:
+        return 0
+    return min(node.gpu.physical_gpus, node.gpu.allocatable_gpus)
 
 
 def uses_capacity(pod: Pod) -> bool:
@@ -121,6 +135,10 @@ def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: P
         return "9: required inter-pod (anti-)affinity"
     if pod.has_hard_topology_spread:
         return "9: DoNotSchedule topology spread"
+    if pod.resource_claims:
+        return "9: DRA resource claims"
+    if pod.scheduler_name not in settings.scheduler_names:
+        return "config: another scheduler"
     if settings.namespaces and pod.namespace not in settings.namespaces:
         return "config: namespace not selected"
     if pod.namespace in settings.exclude_namespaces:
@@ -132,10 +150,50 @@ def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: P
     return None
 
 
+def volume_terms(pod: Pod, snapshot: Snapshot) -> list[tuple[NodeSelectorTerm, ...]] | None:
+    """The node terms of every PersistentVolume the pod's claims are bound to; None when any is unknown."""
+    if pod.ephemeral_volumes:
+        return None
+    claims = {(c.namespace, c.name): c for c in snapshot.claims}
+    volumes = {v.name: v for v in snapshot.volumes}
+    found = []
+    for name in pod.claims:
+        claim = claims.get((pod.namespace, name))
+        volume = volumes.get(claim.volume_name) if claim is not None else None
+        if volume is None:
+            return None
+        if volume.node_terms is not None:
+            found.append(volume.node_terms)
+    return found
+
+
 def movable_pods(snapshot: Snapshot, settings: PlannerSettings) -> dict[str, str | None]:
     """Bound pod key -> None (movable) or the reason it is not."""
     nodes = {n.name: n for n in snapshot.nodes}
-    return {p.key: movable_reason(p, nodes.get(p.node_name), snapshot.pdbs, settings) for p in snapshot.pods if uses_capacity(p)}
+    reasons = {p.key: movable_reason(p, nodes.get(p.node_name), snapshot.pdbs, settings) for p in snapshot.pods if uses_capacity(p)}
+    for p in snapshot.pods:
+        if uses_capacity(p) and reasons[p.key] is None and volume_terms(p, snapshot) is None:
+            reasons[p.key] = "volumes: placement unknown"
+    return reasons
+
+
+def placeable_reason(pod: Pod, snapshot: Snapshot, settings: PlannerSettings) -> str | None:
+    """Why a pending GPU pod may not be placed by a plan: a constraint the planner does not model, or out of scope."""
+    if pod.scheduler_name not in settings.scheduler_names:
+        return "another scheduler"
+    if pod.namespace in settings.exclude_namespaces or (settings.namespaces and pod.namespace not in settings.namespaces):
+        return "namespace out of scope"
+    if pod.nominated_node:
+        return "nominated (preemption under way)"
+    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
+        return "own required pod (anti-)affinity"
+    if pod.has_hard_topology_spread:
+        return "DoNotSchedule spread"
+    if pod.resource_claims:
+        return "DRA resource claims"
+    if volume_terms(pod, snapshot) is None:
+        return "volumes unknown"
+    return None
 
 
 # --------------------------------------------------------------------------- where a pod may go
@@ -159,8 +217,59 @@ def _term(term: NodeSelectorTerm, node: Node) -> bool:
     )
 
 
-def target_reason(pod: Pod, node: Node) -> str | None:
-    """Why ``node`` may not receive ``pod`` (capacity aside), or None."""
+def _first_toleration(pod: Pod, taint: Taint) -> Toleration | None:
+    return next((t for t in pod.tolerations if _tolerates(t, taint)), None)
+
+
+def _term_selects(term: PodAffinityTerm, holder: Pod, pod: Pod) -> bool:
+    """Does a holder's anti-affinity term select ``pod`` (namespace and labels)?"""
+    if term.namespace_selector is None and pod.namespace not in (term.namespaces or (holder.namespace,)):
+        return False
+    if term.selector is None:
+        return False
+    requirements = list(term.selector.match_expressions)
+    requirements += [SelectorRequirement(k, "In", (holder.labels[k],)) for k in term.match_label_keys if k in holder.labels]
+    requirements += [SelectorRequirement(k, "NotIn", (holder.labels[k],)) for k in term.mismatch_label_keys if k in holder.labels]
+    return all(pod.labels.get(k) == v for k, v in term.selector.match_labels) and all(_selector_requirement(r, pod.labels) for r in requirements)
+
+
+def anti_affinity_reason(pod: Pod, node: Node, snapshot: Snapshot) -> str | None:
+    """An existing pod's required anti-affinity term that selects ``pod`` and covers ``node``'s topology domain."""
+    nodes = {n.name: n for n in snapshot.nodes}
+    for holder in snapshot.pods:
+        if not uses_capacity(holder) or holder.node_name not in nodes:
+            continue
+        for term in holder.affinity.anti_affinity_terms:
+            where = nodes[holder.node_name].labels
+            if term.topology_key in where and node.labels.get(term.topology_key) == where[term.topology_key] and _term_selects(term, holder, pod):
+                return f"target in the {term.topology_key} domain {holder.key}'s anti-affinity closes"
+    return None
+
+
+def target_reason(pod: Pod, node: Node, snapshot: Snapshot | None = None, settings: PlannerSettings | None = None) -> str | None:
+    """Why ``node`` may not receive ``pod`` (capacity and host ports aside), or None.
+
+    With ``snapshot`` and ``settings``, also the rules of issue [7]: anti-affinity of existing pods, PersistentVolume
+    node affinity, NoExecute taints tolerated only for a while, and pools.
+    """
+    why = _node_side_reason(pod, node)
+    if why or snapshot is None or settings is None:
+        return why
+    for taint in node.taints:
+        first = _first_toleration(pod, taint) if taint.effect == "NoExecute" else None
+        if first is not None and first.seconds is not None:
+            return f"target taint {taint.key}:NoExecute tolerated only {first.seconds}s"
+    if pod.node_name and is_gpu_pod(pod) and not settings.cross_pool_moves:
+        source = next((n for n in snapshot.nodes if n.name == pod.node_name), None)
+        if source is not None and source.pool != node.pool:
+            return f"target pool {node.pool} is not the pod's pool {source.pool}"
+    terms = volume_terms(pod, snapshot)
+    if terms is None or not all(any(_term(t, node) for t in ts) for ts in terms):
+        return "target outside its PersistentVolume's node affinity"
+    return anti_affinity_reason(pod, node, snapshot)
+
+
+def _node_side_reason(pod: Pod, node: Node) -> str | None:
     if not node.ready:
         return "target not Ready"
     if node.unschedulable:
@@ -186,18 +295,31 @@ def add(load: Load, requests: Mapping[str, int], sign: int = 1) -> None:
         load[r] = load.get(r, 0) + sign * v
 
 
+def demand(pod: Pod) -> Load:
+    """What a pod takes from its node: its requests, and each host port it binds (one per node, NodePorts)."""
+    load = dict(pod.requests)
+    for protocol, port in pod.host_ports:
+        load[f"port:{protocol}/{port}"] = 1
+    return load
+
+
 def loads_before(snapshot: Snapshot) -> dict[str, Load]:
     loads: dict[str, Load] = {n.name: {} for n in snapshot.nodes}
     for pod in snapshot.pods:
         if uses_capacity(pod) and pod.node_name in loads:
-            add(loads[pod.node_name], pod.requests)
+            add(loads[pod.node_name], demand(pod))
     return loads
 
 
-def capacity_of(node: Node, before: Mapping[str, int]) -> Load:
-    """What a node may hold after the plan: allocatable, or its snapshot load where that is higher."""
+def capacity_of(node: Node, before: Mapping[str, int], snapshot: Snapshot | None = None) -> Load:
+    """What a node may hold after the plan: allocatable, or its snapshot load where that is higher; each host port once."""
     keys = set(node.allocatable) | set(before)
-    return {r: max(node.allocatable.get(r, 0), before.get(r, 0)) for r in keys}
+    cap = {r: max(node.allocatable.get(r, 0), before.get(r, 0)) for r in keys}
+    for pod in snapshot.pods if snapshot is not None else ():
+        for protocol, port in pod.host_ports:
+            key = f"port:{protocol}/{port}"
+            cap[key] = max(1, before.get(key, 0))
+    return cap
 
 
 def fits(load: Mapping[str, int], extra: Mapping[str, int], cap: Mapping[str, int]) -> bool:
@@ -253,7 +375,8 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
     pods = {p.key: p for p in snapshot.pods}
     nodes = {n.name: n for n in snapshot.nodes}
     before = loads_before(snapshot)
-    caps = {name: capacity_of(nodes[name], before[name]) for name in nodes}
+    caps = {name: capacity_of(nodes[name], before[name], snapshot) for name in nodes}
+    movable = movable_pods(snapshot, settings)
     after = {name: dict(load) for name, load in before.items()}
     where: dict[str, str] = {}
     seen: Counter[str] = Counter()
@@ -275,7 +398,7 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
             errors.append(f"{tag}: uid {move.uid} is not the pod's {pod.uid}")
         if move.gpu != is_gpu_pod(pod):
             errors.append(f"{tag}: gpu flag {move.gpu} is wrong")
-        reason = movable_reason(pod, nodes.get(pod.node_name), snapshot.pdbs, settings)
+        reason = movable[pod.key]
         if reason:
             errors.append(f"{tag}: pod may not move ({reason})")
         target = nodes.get(move.to_node)
@@ -284,11 +407,11 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
             continue
         if move.to_node == move.from_node:
             errors.append(f"{tag}: moves onto its own node")
-        why = target_reason(pod, target)
+        why = target_reason(pod, target, snapshot, settings)
         if why:
             errors.append(f"{tag}: {why}")
-        add(after[move.from_node], pod.requests, -1)
-        add(after[move.to_node], pod.requests)
+        add(after[move.from_node], demand(pod), -1)
+        add(after[move.to_node], demand(pod))
         where[pod.key] = move.to_node
 
     for i, placement in enumerate(plan.placed_pending):
@@ -306,14 +429,17 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
             continue
         if not is_gpu_pod(pod):
             errors.append(f"{tag}: placed pod requests no GPU")
+        unmodelled = placeable_reason(pod, snapshot, settings)
+        if unmodelled:
+            errors.append(f"{tag}: placed a pod the plan may not place ({unmodelled})")
         target = nodes.get(placement.to_node)
         if target is None:
             errors.append(f"{tag}: no such target node")
             continue
-        why = target_reason(pod, target)
+        why = target_reason(pod, target, snapshot, settings)
         if why:
             errors.append(f"{tag}: {why}")
-        add(after[placement.to_node], pod.requests)
+        add(after[placement.to_node], demand(pod))
         where[pod.key] = placement.to_node
 
     for name in nodes:
@@ -348,15 +474,15 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
             continue
         if is_gpu_pod(pod) and move.from_node in freed:
             continue
-        if not fits(after[move.from_node], pod.requests, caps[move.from_node]):
+        if not fits(after[move.from_node], demand(pod), caps[move.from_node]):
             continue
         if shapes:
             src, dst = dict(after[move.from_node]), dict(after[move.to_node])
             now = shape_headroom(nodes[move.from_node], src, caps[move.from_node], shapes) + shape_headroom(
                 nodes[move.to_node], dst, caps[move.to_node], shapes
             )
-            add(src, pod.requests)
-            add(dst, pod.requests, -1)
+            add(src, demand(pod))
+            add(dst, demand(pod), -1)
             undone = shape_headroom(nodes[move.from_node], src, caps[move.from_node], shapes) + shape_headroom(
                 nodes[move.to_node], dst, caps[move.to_node], shapes
             )

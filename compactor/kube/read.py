@@ -68,7 +68,7 @@ def read_cluster(
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
     decoded: bool = False,
 ) -> list[dict[str, Any]] | list[RawObject]:
-    """All nodes, pods and PDBs (and ConfigMaps when asked) as raw ``kubectl get -o json`` items.
+    """All nodes, pods, PDBs, PersistentVolumes and claims (and ConfigMaps when asked) as raw ``kubectl get -o json`` items.
 
     ``namespaces``: read pods and PDBs (and ConfigMaps) only there; None = all namespaces.
     ``include_config_maps``: False = none; True = all (in ``namespaces``); ``"NS"`` = those in
@@ -90,17 +90,23 @@ def read_cluster(
         raise TypeError("namespaces must be a sequence of namespace names, not a string")
     core = k8s_client.CoreV1Api(api_client)
     policy = k8s_client.PolicyV1Api(api_client)
-    listings = [_Listing(core.list_node, (), "Node", "v1", "nodes")]
+    listings = [_Listing(core.list_node, (), "Node", "v1", "nodes"),
+                _Listing(core.list_persistent_volume, (), "PersistentVolume", "v1", "persistentvolumes")]
     if namespaces is None:
         listings.append(_Listing(core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"))
         listings.append(_Listing(policy.list_pod_disruption_budget_for_all_namespaces, (), "PodDisruptionBudget", "policy/v1",
                                  "poddisruptionbudgets in all namespaces"))
+        listings.append(_Listing(core.list_persistent_volume_claim_for_all_namespaces, (), "PersistentVolumeClaim", "v1",
+                                 "persistentvolumeclaims in all namespaces"))
     else:
         for ns in namespaces:
             listings.append(_Listing(core.list_namespaced_pod, (ns,), "Pod", "v1", f"pods in namespace {ns}"))
         for ns in namespaces:
             listings.append(_Listing(policy.list_namespaced_pod_disruption_budget, (ns,), "PodDisruptionBudget", "policy/v1",
                                      f"poddisruptionbudgets in namespace {ns}"))
+        for ns in namespaces:
+            listings.append(_Listing(core.list_namespaced_persistent_volume_claim, (ns,), "PersistentVolumeClaim", "v1",
+                                     f"persistentvolumeclaims in namespace {ns}"))
     listings.extend(_config_map_listings(core, include_config_maps, namespaces, config_map_selector))
 
     host = str(api_client.configuration.host)

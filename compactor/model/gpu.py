@@ -115,7 +115,7 @@ def _derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) 
         equivalents[GPU_SHARED] = 1.0 / replicas
         physical_whole += shared / replicas
 
-    physical = math.ceil(physical_whole + mig_physical - 1e-9)
+    physical = allocatable_physical = math.ceil(physical_whole + mig_physical - 1e-9)
     labelled = _int_label(labels, COUNT_LABEL)
     if labelled is not None and strategy != "single" and labelled > physical:
         # GFD counts physical GPUs; allocatable may be lower while the device plugin restarts.
@@ -124,6 +124,7 @@ def _derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) 
     info = GpuInfo(
         product=product,
         physical_gpus=physical if (equivalents or labelled) else 0,
+        allocatable_gpus=allocatable_physical if equivalents else 0,
         mig_strategy=strategy,
         mig_config=labels.get(MIG_CONFIG_LABEL, ""),
         mig_config_state=labels.get(MIG_CONFIG_STATE_LABEL, ""),

@@ -13,12 +13,22 @@ import msgspec
 import yaml
 
 from compactor.errors import InputError
-from compactor.model.parse import RawObject, object_name, parse_config_map, parse_node, parse_pdb, parse_pod
+from compactor.model.parse import (
+    RawObject,
+    object_name,
+    parse_claim,
+    parse_config_map,
+    parse_node,
+    parse_pdb,
+    parse_persistent_volume,
+    parse_pod,
+)
 from compactor.model.schema import KubeList, KubeObject
-from compactor.model.types import ConfigMap, Node, Pdb, Pod, Snapshot
+from compactor.model.types import Claim, ConfigMap, Node, Pdb, PersistentVolume, Pod, Snapshot
 
 DEFAULT_POOL_LABEL = "nvidia.com/gpu.product"
-_LIST_KINDS = {"List", "NodeList", "PodList", "PodDisruptionBudgetList", "ConfigMapList"}
+_LIST_KINDS = {"List", "NodeList", "PodList", "PodDisruptionBudgetList", "ConfigMapList", "PersistentVolumeList",
+               "PersistentVolumeClaimList"}
 _LIST_DECODER = msgspec.json.Decoder(KubeList)
 
 
@@ -152,6 +162,8 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
     pods: list[Pod] = []
     pdbs: list[Pdb] = []
     config_maps: list[ConfigMap] = []
+    volumes: list[PersistentVolume] = []
+    claims: list[Claim] = []
     skipped: dict[str, int] = {}
     for origin, raw in objects:
         kind = raw.kind if isinstance(raw, KubeObject) else raw.get("kind")
@@ -166,6 +178,10 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
             pdbs.append(parse_pdb(raw, source=origin))
         elif kind == "ConfigMap":
             config_maps.append(parse_config_map(raw, source=origin))
+        elif kind == "PersistentVolume":
+            volumes.append(parse_persistent_volume(raw, source=origin))
+        elif kind == "PersistentVolumeClaim":
+            claims.append(parse_claim(raw, source=origin))
         else:
             label = f"{origin}: {kind or 'object without kind'}"
             skipped[label] = skipped.get(label, 0) + 1
@@ -181,6 +197,8 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
         pods=tuple(p for p in pods if id(p) not in orphan_ids) if orphans else tuple(pods),
         pdbs=tuple(pdbs),
         config_maps=tuple(config_maps),
+        volumes=tuple(volumes),
+        claims=tuple(claims),
         source=source,
         warnings=tuple(warnings),
         extra={"orphan_pods": len(orphans)},

@@ -13,13 +13,16 @@ from compactor.model.requests import effective_requests
 from compactor.model.resources import Resources
 from compactor.model.types import (
     Affinity,
+    Claim,
     ConfigMap,
     LabelSelector,
     Node,
     NodeSelectorTerm,
     OwnerRef,
     Pdb,
+    PersistentVolume,
     Pod,
+    PodAffinityTerm,
     SelectorRequirement,
     Taint,
     Toleration,
@@ -121,7 +124,7 @@ def parse_node(raw: RawObject, *, source: str, pool_label: str, warnings: list[s
 @lru_cache(maxsize=10_000)
 def _tolerations(raw: tuple[schema.Toleration, ...]) -> tuple[Toleration, ...]:
     """Replicas of one template (and most pods' default not-ready/unreachable pair) share their tolerations."""
-    return tuple(Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "") for t in raw)
+    return tuple(Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "", t.toleration_seconds) for t in raw)
 
 
 @lru_cache(maxsize=10_000)
@@ -132,18 +135,31 @@ def _owners(raw: tuple[schema.OwnerReference, ...]) -> tuple[OwnerRef, ...]:
 _NO_AFFINITY = Affinity()
 
 
+def node_selector_terms(raw: schema.NodeSelector | None) -> tuple[NodeSelectorTerm, ...] | None:
+    """A required ``NodeSelector`` (node affinity, a PersistentVolume's node affinity); None = no requirement."""
+    if raw is None:
+        return None
+    return tuple(NodeSelectorTerm(_requirements(t.match_expressions), _requirements(t.match_fields)) for t in raw.node_selector_terms or ())
+
+
+def _pod_affinity_term(raw: schema.PodAffinityTerm) -> PodAffinityTerm:
+    return PodAffinityTerm(
+        selector=label_selector(raw.label_selector),
+        topology_key=raw.topology_key or "",
+        namespaces=tuple(raw.namespaces or ()),
+        namespace_selector=label_selector(raw.namespace_selector),
+        match_label_keys=tuple(raw.match_label_keys or ()),
+        mismatch_label_keys=tuple(raw.mismatch_label_keys or ()),
+    )
+
+
 def _affinity(raw: schema.Affinity | None) -> Affinity:
     if raw is None:
         return _NO_AFFINITY
-    node_affinity = raw.node_affinity.required_during_scheduling_ignored_during_execution if raw.node_affinity else None
-    terms = None
-    if node_affinity is not None:
-        terms = tuple(
-            NodeSelectorTerm(_requirements(t.match_expressions), _requirements(t.match_fields)) for t in node_affinity.node_selector_terms or ()
-        )
+    terms = node_selector_terms(raw.node_affinity.required_during_scheduling_ignored_during_execution if raw.node_affinity else None)
     pod_affinity = raw.pod_affinity.required_during_scheduling_ignored_during_execution if raw.pod_affinity else None
     anti = raw.pod_anti_affinity.required_during_scheduling_ignored_during_execution if raw.pod_anti_affinity else None
-    return Affinity(terms, bool(pod_affinity), bool(anti))
+    return Affinity(terms, bool(pod_affinity), tuple(_pod_affinity_term(t) for t in anti or ()))
 
 
 def _hard_topology_spread(spec: schema.ObjectSpec) -> bool:
@@ -152,6 +168,16 @@ def _hard_topology_spread(spec: schema.ObjectSpec) -> bool:
 
 def _local_storage(spec: schema.ObjectSpec) -> bool:
     return any(v.empty_dir is not None or v.host_path is not None for v in spec.volumes or ())
+
+
+def _claims(spec: schema.ObjectSpec) -> tuple[str, ...]:
+    return tuple(v.persistent_volume_claim.claim_name or "" for v in spec.volumes or () if v.persistent_volume_claim is not None)
+
+
+def _host_ports(spec: schema.ObjectSpec) -> tuple[tuple[str, int], ...]:
+    """(protocol, hostPort) of every container port bound on the host; sidecars (restartable init containers) count too."""
+    containers = [*(spec.containers or ()), *(c for c in spec.init_containers or () if c.restart_policy == "Always")]
+    return tuple(sorted({(p.protocol or "TCP", p.host_port) for c in containers for p in c.ports or () if p.host_port and p.host_port > 0}))
 
 
 def _pod_requests(kube: schema.KubeObject, spec: schema.ObjectSpec, *, source: str) -> Resources:
@@ -182,6 +208,12 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
         affinity=_affinity(spec.affinity),
         has_hard_topology_spread=_hard_topology_spread(spec) if spec.topology_spread_constraints else False,
         local_storage=_local_storage(spec) if spec.volumes else False,
+        claims=_claims(spec) if spec.volumes else (),
+        ephemeral_volumes=any(v.ephemeral is not None for v in spec.volumes) if spec.volumes else False,
+        host_ports=_host_ports(spec),
+        scheduler_name=spec.scheduler_name or "default-scheduler",
+        resource_claims=bool(spec.resource_claims),
+        nominated_node=status.nominated_node_name or "",
         deletion_timestamp=meta.deletion_timestamp.isoformat() if meta.deletion_timestamp else "",
         scheduling_gates=tuple(g.name or "" for g in spec.scheduling_gates) if spec.scheduling_gates else (),
         ready=_is_ready(status.conditions),
@@ -202,6 +234,16 @@ def parse_pdb(raw: RawObject, *, source: str) -> Pdb:
         desired_healthy=status.desired_healthy or 0,
         expected_pods=status.expected_pods or 0,
     )
+
+
+def parse_persistent_volume(raw: RawObject, *, source: str) -> PersistentVolume:
+    _, meta, spec, _ = _sections(raw, source=source)
+    return PersistentVolume(name=str(meta.name), node_terms=node_selector_terms(spec.node_affinity.required if spec.node_affinity else None))
+
+
+def parse_claim(raw: RawObject, *, source: str) -> Claim:
+    _, meta, spec, _ = _sections(raw, source=source)
+    return Claim(namespace=meta.namespace or "default", name=str(meta.name), volume_name=spec.volume_name or "")
 
 
 def parse_config_map(raw: RawObject, *, source: str) -> ConfigMap:

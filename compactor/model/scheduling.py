@@ -59,6 +59,21 @@ def untolerated_taint(tolerations: tuple[Toleration, ...], taints: tuple[Taint, 
     return None
 
 
+def evicting_taint(tolerations: tuple[Toleration, ...], taints: tuple[Taint, ...]) -> Taint | None:
+    """A NoExecute taint the pod tolerates only for ``tolerationSeconds``: the taint manager would evict it again.
+
+    As ``GetMatchingTolerations`` in the taint manager: each NoExecute taint is matched
+    by the first toleration that tolerates it, and any of those with seconds bounds the stay.
+    """
+    for taint in taints:
+        if taint.effect != "NoExecute":
+            continue
+        first = next((t for t in tolerations if tolerates(t, taint)), None)
+        if first is not None and first.seconds is not None:
+            return taint
+    return None
+
+
 _INT64 = re.compile(r"[+-]?[0-9]+")
 # apimachinery/pkg/util/validation: IsValidLabelValue and IsQualifiedName.
 _LABEL_NAME = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)"

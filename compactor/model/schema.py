@@ -5,7 +5,8 @@
 and dicts from YAML or the live API are converted into the same structs, so both
 inputs go through one validation and one converter (``compactor.model.parse``).
 
-One ``KubeObject`` covers Nodes, Pods, PodDisruptionBudgets and ConfigMaps: their
+One ``KubeObject`` covers Nodes, Pods, PodDisruptionBudgets, ConfigMaps,
+PersistentVolumes and PersistentVolumeClaims: their
 fields do not collide, and a single type lets a whole ``List`` decode in one pass
 without knowing each item's kind first. Kind-specific rules (a Pod needs
 containers, a Node needs allocatable) are checked by the converter.
@@ -61,9 +62,15 @@ class ResourceRequirements(_Api):
     limits: ResourceList | None = None
 
 
+class ContainerPort(_Api):
+    host_port: int | None = None
+    protocol: str | None = None
+
+
 class Container(_Api):
     resources: ResourceRequirements | None = None
     restart_policy: str | None = None  # "Always" on an init container makes it a sidecar
+    ports: list[ContainerPort] | None = None
 
 
 class Toleration(_Frozen, frozen=True):
@@ -71,6 +78,7 @@ class Toleration(_Frozen, frozen=True):
     operator: str | None = None
     value: str | None = None
     effect: str | None = None
+    toleration_seconds: int | None = None
 
 
 class SelectorRequirement(_Api):
@@ -94,10 +102,24 @@ class NodeAffinity(_Api):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
-class PodAffinity(_Api):
-    """Pod (anti-)affinity: only whether a hard term exists matters to the model."""
+class LabelSelector(_Api):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[SelectorRequirement] | None = None
 
-    required_during_scheduling_ignored_during_execution: list[dict[str, Any]] | None = None
+
+class PodAffinityTerm(_Api):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] | None = None
+    namespace_selector: LabelSelector | None = None
+    topology_key: str | None = None
+    match_label_keys: list[str] | None = None
+    mismatch_label_keys: list[str] | None = None
+
+
+class PodAffinity(_Api):
+    """Pod (anti-)affinity: the hard terms (an existing pod's anti-affinity terms filter where others may go)."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
 
 
 class Affinity(_Api):
@@ -110,9 +132,16 @@ class TopologySpreadConstraint(_Api):
     when_unsatisfiable: str | None = None
 
 
+class ClaimSource(_Api):
+    claim_name: str | None = None
+
+
 class Volume(_Api):
+    name: str | None = None
     empty_dir: dict[str, Any] | None = None
     host_path: dict[str, Any] | None = None
+    persistent_volume_claim: ClaimSource | None = None
+    ephemeral: dict[str, Any] | None = None
 
 
 class SchedulingGate(_Api):
@@ -125,9 +154,13 @@ class Taint(_Api):
     effect: str | None = None
 
 
-class LabelSelector(_Api):
-    match_labels: dict[str, str] | None = None
-    match_expressions: list[SelectorRequirement] | None = None
+class VolumeNodeAffinity(_Api):
+    required: NodeSelector | None = None
+
+
+class ObjectReference(_Api):
+    namespace: str | None = None
+    name: str | None = None
 
 
 class ObjectSpec(_Api):
@@ -147,6 +180,8 @@ class ObjectSpec(_Api):
     topology_spread_constraints: list[TopologySpreadConstraint] | None = None
     volumes: list[Volume] | None = None
     scheduling_gates: list[SchedulingGate] | None = None
+    scheduler_name: str | None = None
+    resource_claims: list[dict[str, Any]] | None = None  # dynamic resource allocation
     # Node
     taints: list[Taint] | None = None
     unschedulable: bool | None = None
@@ -154,6 +189,11 @@ class ObjectSpec(_Api):
     selector: LabelSelector | None = None
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
+    # PersistentVolume
+    node_affinity: VolumeNodeAffinity | None = None
+    claim_ref: ObjectReference | None = None
+    # PersistentVolumeClaim
+    volume_name: str | None = None
 
 
 class Condition(_Api):
@@ -172,6 +212,7 @@ class ObjectStatus(_Api):
     current_healthy: NonNegative | None = None
     desired_healthy: NonNegative | None = None
     expected_pods: NonNegative | None = None
+    nominated_node_name: str | None = None
 
 
 class KubeObject(_Api):

@@ -36,6 +36,7 @@ class Toleration:
     operator: str = "Equal"  # "Equal" | "Exists"
     value: str = ""
     effect: str = ""  # "" matches every effect
+    seconds: int | None = None  # tolerationSeconds: a NoExecute taint is tolerated only this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ class GpuInfo:
 
     product: str = ""
     physical_gpus: int = 0
+    allocatable_gpus: int = 0  # the physical GPUs allocatable offers now (GFD's gpu.count may say more)
     mig_strategy: str = "none"  # none | single | mixed
     mig_config: str = ""
     mig_config_state: str = ""
@@ -112,6 +114,25 @@ class Node:
     def is_gpu_node(self) -> bool:
         return self.gpu.physical_gpus > 0
 
+    @property
+    def countable_gpus(self) -> int:
+        """The GPUs freeing this node is worth: none unless Ready and schedulable, then what allocatable offers."""
+        if not self.ready or self.unschedulable:
+            return 0
+        return min(self.gpu.physical_gpus, self.gpu.allocatable_gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """One required pod (anti-)affinity term, as kube-scheduler's InterPodAffinity reads it."""
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()  # empty and no namespace selector: the pod's own namespace
+    namespace_selector: LabelSelector | None = None  # namespace labels are not in snapshots: see anti_affinity.py
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True, slots=True)
 class Affinity:
@@ -119,7 +140,11 @@ class Affinity:
 
     required_node_terms: tuple[NodeSelectorTerm, ...] | None = None  # None = no requirement
     has_required_pod_affinity: bool = False
-    has_required_pod_anti_affinity: bool = False
+    anti_affinity_terms: tuple[PodAffinityTerm, ...] = ()
+
+    @property
+    def has_required_pod_anti_affinity(self) -> bool:
+        return bool(self.anti_affinity_terms)
 
 
 class Pod(msgspec.Struct, frozen=True, gc=False):
@@ -147,6 +172,12 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     affinity: Affinity = Affinity()
     has_hard_topology_spread: bool = False
     local_storage: bool = False  # emptyDir or hostPath volume
+    claims: tuple[str, ...] = ()  # PersistentVolumeClaim names (in the pod's namespace)
+    ephemeral_volumes: bool = False  # generic ephemeral volumes: each new pod gets a new claim
+    host_ports: tuple[tuple[str, int], ...] = ()  # (protocol, hostPort)
+    scheduler_name: str = "default-scheduler"
+    resource_claims: bool = False  # dynamic resource allocation (DRA)
+    nominated_node: str = ""  # status.nominatedNodeName: a preemption is under way for it
     deletion_timestamp: str = ""
     scheduling_gates: tuple[str, ...] = ()
     ready: bool = False
@@ -199,6 +230,25 @@ class Pdb:
 
 
 @dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    node_terms: tuple[NodeSelectorTerm, ...] | None = None  # spec.nodeAffinity.required; None = attachable anywhere
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A PersistentVolumeClaim: bound when ``volume_name`` names its PersistentVolume."""
+
+    namespace: str
+    name: str
+    volume_name: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigMap:
     namespace: str
     name: str
@@ -213,6 +263,8 @@ class Snapshot:
     pods: tuple[Pod, ...]
     pdbs: tuple[Pdb, ...] = ()
     config_maps: tuple[ConfigMap, ...] = ()
+    volumes: tuple[PersistentVolume, ...] = ()
+    claims: tuple[Claim, ...] = ()
     source: str = ""
     warnings: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from compactor.model.resources import CPU, MEMORY, is_gpu_resource
 from compactor.model.types import Pod, Snapshot
-from compactor.planner.eligibility import is_target
+from compactor.planner.eligibility import TargetRules
 from compactor.planner.greedy import greedy
 from compactor.planner.problem import Problem, build_problem, gpu_pod_counts
 from compactor.planner.solution import concretise, gpu_nodes_changed
@@ -104,7 +104,7 @@ def _schedule(problem: Problem, loads: list[dict[str, int]], pod: Pod, requests:
         load = loads[state.index]
         if not state.is_target_pool or not all(load.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in requests.items()):
             continue
-        if not is_target(pod, state.node):
+        if (problem.rules or TargetRules(problem.snapshot)).why_not(pod, state.node) is not None:
             continue
         fractions = []
         for r in _scored_resources(pod):

@@ -9,10 +9,22 @@ from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
 from compactor.model.types import Snapshot
-from compactor.planner.plan import CompactionPlan, Metadata, Move, Placement, SolverReport, apply_plan
+from compactor.planner.frontier import Point, choose, frontier
+from compactor.planner.greedy import Assignment
+from compactor.planner.pending import left_pending
+from compactor.planner.plan import (
+    CompactionPlan,
+    FrontierPoint,
+    Metadata,
+    Move,
+    PendingNote,
+    Placement,
+    SolverReport,
+    apply_plan,
+)
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
-from compactor.planner.solver import SolveResult, solve
+from compactor.planner.solver import SolveResult, empty_nodes, solve
 from compactor.settings import PlannerSettings
 
 
@@ -85,17 +97,26 @@ def build_plan(
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock."""
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
-    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
+    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
     result: SolveResult | None = None
     note = ""
+    points: list[Point] = []
+    chosen: Point | None = None
     if not problem.types:
         note = "nothing to plan: no pod may move and no GPU pod is pending"
         moves: list[ConcreteMove] = []
         placements: list[ConcretePlacement] = []
+        if settings.mode == "free-nodes":
+            chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment())
+            points = [chosen]
     else:
         result = solve(problem)
         problem = result.problem
-        moves, placements = concretise(problem, result.assignment, result.empty_nodes)
+        assignment = result.assignment
+        if settings.mode == "free-nodes":
+            points, chosen = _curve(problem, result, settings)
+            assignment = chosen.assignment
+        moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:
         note = "no move frees GPU capacity or places a pending pod"
@@ -106,11 +127,28 @@ def build_plan(
         freed_nodes=[problem.nodes[i].node.name for i in freed],
         filled_nodes=[problem.nodes[i].node.name for i in filled],
         freed_gpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
+        objective=settings.objective if settings.mode == "free-nodes" else "shapes",
+        frontier=[_frontier_point(p, p is chosen, settings.move_cost.base) for p in points],
+        pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         solver=solver_report(problem, result, note),
         before=figures_to_dict(compute_figures(snapshot, shapes)),
     )
     after = figures_to_dict(compute_figures(apply_plan(snapshot, plan), shapes))
     return plan.model_copy(update={"after": after, "explanations": _explanations(problem)})
+
+
+def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings) -> tuple[list[Point], Point]:
+    """The trade-off curve (within as long again as the max-free solve took, at most half the time limit) and the point to run."""
+    budget = max(0.2, min(result.wall_seconds, settings.time_limit_seconds / 2))
+    points = frontier(problem, result, budget=budget, workers=settings.workers)
+    if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
+        return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
+    return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
+
+
+def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:
+    return FrontierPoint(freed_nodes=point.freed_nodes, freed_gpus=point.freed_gpus, moves=point.moves, cost=round(point.cost / base, 2),
+                         status=point.status, bound=round(point.bound / base, 2), chosen=chosen)
 
 
 def _explanations(problem: Problem) -> dict[str, object]:

@@ -47,8 +47,83 @@ def _headline(plan: CompactionPlan) -> list[str]:
     return lines
 
 
+_OBJECTIVES = {
+    "pending-only": "place pending pods, free nothing more",
+    "balanced": "free one more node while it costs few moves per GPU (planner.balanced_moves_per_gpu)",
+    "max-free": "free the most",
+}
+_MAX_CURVE_ROWS = 15
+
+
+def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(mark, point, moves, more moves, cost, freed GPUs, status) per point of the trade-off curve."""
+    rows = []
+    previous = None
+    for point in plan.frontier:
+        first = "place pending pods" if point.moves else "no move"
+        label = first if previous is None else f"{point.freed_nodes} node(s) freed"
+        more = "" if previous is None else f"+{point.moves - previous.moves}"
+        status = point.status if point.status == "OPTIMAL" else f"{point.status} (bound {point.bound:g})"
+        rows.append(("*" if point.chosen else "", label, str(point.moves), more, f"{point.cost:g}", str(point.freed_gpus), status))
+        previous = point
+    return rows
+
+
+def _shown(count: int, chosen: int) -> list[int | None]:
+    """Row indices to print (None = a gap): all of a short curve; the ends and the chosen point's neighbourhood of a long one."""
+    if count <= _MAX_CURVE_ROWS:
+        return list(range(count))
+    keep = sorted({*range(4), *range(max(0, chosen - 2), min(count, chosen + 3)), *range(count - 3, count)})
+    shown: list[int | None] = []
+    for i in keep:
+        if shown and shown[-1] is not None and i != shown[-1] + 1:
+            shown.append(None)
+        shown.append(i)
+    return shown
+
+
+def _curve_text(plan: CompactionPlan) -> list[str]:
+    if not plan.frontier:
+        return []
+    rows = _curve_rows(plan)
+    chosen = next((i for i, p in enumerate(plan.frontier) if p.chosen), 0)
+    out = ["", f"Trade-off curve (objective {plan.objective}: {_OBJECTIVES.get(plan.objective, plan.objective)}; * = this plan):",
+           f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs':>10}  status"]
+    for i in _shown(len(rows), chosen):
+        if i is None:
+            out.append("    ...")
+            continue
+        mark, label, moves, more, cost, gpus, status = rows[i]
+        out.append(f"  {mark:1} {label:<22} {moves:>6} {more:>6} {cost:>7} {gpus:>10}  {status}")
+    return out
+
+
+def _curve_markdown(plan: CompactionPlan) -> list[str]:
+    if not plan.frontier:
+        return []
+    out = [f"## Trade-off curve (objective {plan.objective})", "",
+           _OBJECTIVES.get(plan.objective, plan.objective) + "; **bold** = this plan.", "",
+           "| point | moves | more | cost | freed GPUs | status |", "|---|---:|---:|---:|---:|---|"]
+    for mark, *cells in _curve_rows(plan):
+        out.append("| " + " | ".join(f"**{c}**" if mark and c else c for c in cells) + " |")
+    return [*out, ""]
+
+
+def _pending_text(plan: CompactionPlan) -> list[str]:
+    if not plan.pending_not_placed:
+        return []
+    return ["", "Pods left pending, and why:", *[f"  {p.pod}: {p.reason}" for p in plan.pending_not_placed]]
+
+
+def _pending_markdown(plan: CompactionPlan) -> list[str]:
+    if not plan.pending_not_placed:
+        return []
+    return ["## Pods left pending", "", "| pod | why |", "|---|---|", *[f"| `{p.pod}` | {p.reason} |" for p in plan.pending_not_placed], ""]
+
+
 def render_text(plan: CompactionPlan) -> str:
     out = _headline(plan)
+    out += _curve_text(plan)
     if plan.freed_nodes:
         out += ["", "Nodes freed: " + ", ".join(plan.freed_nodes)]
     if plan.moves:
@@ -66,6 +141,7 @@ def render_text(plan: CompactionPlan) -> str:
     if plan.placed_pending:
         out += ["", "Pending pods that fit after the plan:"]
         out += [f"  {p.pod} -> {p.to_node}" for p in plan.placed_pending]
+    out += _pending_text(plan)
     out += ["", f"  {'figure':<24} {'before':>10} {'after':>10}"]
     out += [f"  {label:<24} {b:>10} {a:>10}" for label, b, a in _figure_rows(plan)]
     unmovable = plan.explanations.get("unmovablePods") or {}
@@ -77,6 +153,7 @@ def render_text(plan: CompactionPlan) -> str:
 
 def render_markdown(plan: CompactionPlan) -> str:
     out = ["# " + _headline(plan)[0], "", *[f"- {line.strip()}" for line in _headline(plan)[1:]], ""]
+    out += _curve_markdown(plan)
     if plan.moves:
         out += ["## Moves (execution order)", "", "| # | pod | from | to | why |", "|---|---|---|---|---|"]
         out += [f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.reason} |" for i, m in enumerate(plan.moves, 1)]
@@ -85,6 +162,7 @@ def render_markdown(plan: CompactionPlan) -> str:
         out += ["## Pending pods that fit after the plan", "", "| pod | node |", "|---|---|"]
         out += [f"| `{p.pod}` | {p.to_node} |" for p in plan.placed_pending]
         out.append("")
+    out += _pending_markdown(plan)
     out += ["## Before and after", "", "| figure | before | after |", "|---|---:|---:|"]
     out += [f"| {label} | {b} | {a} |" for label, b, a in _figure_rows(plan)]
     unmovable = plan.explanations.get("unmovablePods") or {}

@@ -6,7 +6,7 @@ Works on per-type counts: ``counts[type][node]`` pods of a type end on a node.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from compactor.model.resources import is_gpu_resource
@@ -23,6 +23,18 @@ class Assignment:
     @classmethod
     def unchanged(cls, problem: Problem) -> Assignment:
         return cls(counts={t.index: {n: len(p) for n, p in t.initial.items()} for t in problem.types if not t.pending})
+
+    def copy(self) -> Assignment:
+        return Assignment({t: dict(c) for t, c in self.counts.items()}, {t: dict(c) for t, c in self.placed.items()})
+
+    def cost(self, problem: Problem) -> int:
+        """Total move cost: each pod leaving its node costs its type's cost."""
+        total = 0
+        for ptype in problem.types:
+            if not ptype.pending:
+                final = self.counts.get(ptype.index, {})
+                total += ptype.cost * sum(max(0, len(pods) - final.get(n, 0)) for n, pods in ptype.initial.items())
+        return total
 
     def moves(self, problem: Problem) -> int:
         total = 0
@@ -172,6 +184,19 @@ def _fits_once_drained(problem: Problem, loads: _Loads, assignment: Assignment, 
             acc[r] = acc.get(r, 0) - v * count
     capacity = problem.nodes[node].capacity
     return all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in ptype.requests.items())
+
+
+def drain_steps(problem: Problem, start: Assignment, order: Iterable[int]) -> Iterator[Assignment]:
+    """From ``start``, drain the nodes of ``order`` one at a time (best fit); yields the assignment after each node drained."""
+    assignment = start.copy()
+    loads = _Loads(problem, assignment)
+    protected = {n for per_node in assignment.placed.values() for n in per_node}
+    for node in order:
+        if node in protected or loads.gpu_pods[node] == 0:
+            continue
+        if _drain(problem, loads, assignment.counts, node, protected):
+            protected.add(node)
+            yield assignment.copy()
 
 
 def greedy(problem: Problem, *, drain: bool = True, order: Iterable[int] | None = None) -> Assignment:

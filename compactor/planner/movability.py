@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from compactor.model.scheduling import label_selector_matches
 from compactor.model.types import Node, Pdb, Pod
+from compactor.model.volumes import VolumeIndex
 from compactor.settings import SYSTEM_CRITICAL_PRIORITY, PlannerSettings
 
 EVICT_ANNOTATION = "compactor.io/evict"
@@ -40,6 +41,9 @@ class Unmovable(enum.StrEnum):
     NODE_EXCLUDED = "its node is labelled compactor.io/exclude=true"
     POD_AFFINITY = "required inter-pod (anti-)affinity, which the planner does not model"
     TOPOLOGY_SPREAD = "DoNotSchedule topology spread constraint, which the planner does not model"
+    VOLUMES = "where its persistent volumes may attach is unknown (claim or volume not in the snapshot, unbound, or ephemeral)"
+    SCHEDULER = "its schedulerName is not in planner.scheduler_names: where its replacement lands is not predicted"
+    RESOURCE_CLAIMS = "uses dynamic resource allocation (resourceClaims), which the planner does not model"
     NAMESPACE = "namespace not selected by config"
     SELECTOR = "labels do not match planner.pod_selector"
     PRIORITY = "priority above planner.max_priority"
@@ -90,10 +94,14 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreatin
         return Unmovable.POD_AFFINITY
     if pod.has_hard_topology_spread:
         return Unmovable.TOPOLOGY_SPREAD
+    if pod.resource_claims:
+        return Unmovable.RESOURCE_CLAIMS
     return None
 
 
 def _config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
+    if pod.scheduler_name not in settings.scheduler_names:
+        return Unmovable.SCHEDULER
     if settings.namespaces and pod.namespace not in settings.namespaces:
         return Unmovable.NAMESPACE
     if pod.namespace in settings.exclude_namespaces:
@@ -105,9 +113,35 @@ def _config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
     return None
 
 
-def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings) -> Unmovable | None:
+def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings,
+                  volumes: VolumeIndex | None = None) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it."""
-    return _contract_reason(pod, node, pdbs, settings.recreating_controllers) or _config_reason(pod, settings)
+    reason = _contract_reason(pod, node, pdbs, settings.recreating_controllers) or _config_reason(pod, settings)
+    if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
+        return Unmovable.VOLUMES
+    return reason
+
+
+def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex) -> str | None:
+    """Why the plan will not place this pending GPU pod: a constraint the model does not check, or config scope."""
+    if pod.scheduler_name not in settings.scheduler_names:
+        return f"scheduled by {pod.scheduler_name!r}, not a scheduler the planner predicts (planner.scheduler_names)"
+    if (settings.namespaces and pod.namespace not in settings.namespaces) or pod.namespace in settings.exclude_namespaces:
+        return f"namespace {pod.namespace} is outside the planner's scope (planner.namespaces / exclude_namespaces)"
+    if pod.nominated_node:
+        return f"kube-scheduler is preempting for it (nominated to {pod.nominated_node})"
+    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
+        return Unmovable.POD_AFFINITY.value
+    if pod.has_hard_topology_spread:
+        return Unmovable.TOPOLOGY_SPREAD.value
+    if pod.resource_claims:
+        return Unmovable.RESOURCE_CLAIMS.value
+    if pod.claims or pod.ephemeral_volumes:
+        unknown = volumes.placement(pod).unknown
+        if unknown:
+            return unknown
+    return None
+
 
 
 def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb, ...]]:
@@ -129,9 +163,9 @@ def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb
 
 
 def movability(
-    pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings
+    pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings, volumes: VolumeIndex | None = None
 ) -> dict[str, Unmovable | None]:
     """Pod key -> None (movable) or the reason it is not, for every bound pod."""
     bound = [p for p in pods if p.is_bound]
     covering = pdbs_by_pod(bound, pdbs)
-    return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings) for p in bound}
+    return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings, volumes) for p in bound}

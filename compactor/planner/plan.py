@@ -58,6 +58,23 @@ class SolverReport(_Doc):
     note: str = ""
 
 
+class FrontierPoint(_Doc):
+    """One point of the trade-off curve: the cheapest plan found that frees this many nodes."""
+
+    freed_nodes: int = Field(alias="freedNodes")
+    freed_gpus: int = Field(alias="freedGpus")
+    moves: int
+    cost: float  # in moves: total move cost / move_cost.base
+    status: str  # OPTIMAL: no plan freeing as many nodes costs less; FEASIBLE: ``bound`` is the best proven
+    bound: float
+    chosen: bool = False
+
+
+class PendingNote(_Doc):
+    pod: str
+    reason: str
+
+
 class CompactionPlan(_Doc):
     api_version: Literal["compactor/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
     kind: Literal["CompactionPlan"] = KIND
@@ -67,6 +84,9 @@ class CompactionPlan(_Doc):
     freed_nodes: list[str] = Field(default_factory=list, alias="freedNodes")
     filled_nodes: list[str] = Field(default_factory=list, alias="filledNodes")
     freed_gpus: int = Field(0, alias="freedGpus")
+    objective: str = ""
+    frontier: list[FrontierPoint] = Field(default_factory=list)
+    pending_not_placed: list[PendingNote] = Field(default_factory=list, alias="pendingNotPlaced")
     solver: SolverReport
     before: dict[str, Any] = Field(default_factory=dict)
     after: dict[str, Any] = Field(default_factory=dict)

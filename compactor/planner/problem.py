@@ -14,12 +14,22 @@ from dataclasses import dataclass, field, replace
 
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.types import Node, Pod, Snapshot
-from compactor.planner.eligibility import is_target
-from compactor.planner.movability import Unmovable, movability
+from compactor.planner.eligibility import TargetRules
+from compactor.planner.movability import Unmovable, movability, why_not_placeable
 from compactor.settings import PlannerSettings, parse_shape
 
 MOVE_COST_ANNOTATION_DEFAULT = "compactor.io/move-cost"
 MAX_MOVE_COST_ANNOTATION = 10_000.0  # in moves
+# A host port is capacity 1 on every node (kube-scheduler's NodePorts filter), modelled as a resource.
+# The host IP is ignored: two pods on one port conflict even on different IPs, which can only make the plan stricter.
+HOST_PORT_PREFIX = "hostport.compactor.io/"
+
+
+def port_requests(pod: Pod) -> Resources:
+    """The pod's requests with one unit of each host port it binds."""
+    if not pod.host_ports:
+        return pod.requests
+    return pod.requests + {f"{HOST_PORT_PREFIX}{protocol}-{port}": 1 for protocol, port in pod.host_ports}
 
 
 @dataclass(frozen=True)
@@ -28,7 +38,7 @@ class NodeState:
     node: Node
     capacity: dict[str, int]  # max(allocatable, load before): an overcommitted node may not get worse
     fixed: dict[str, int]  # load of pods the plan will not move
-    gpus: int
+    gpus: int  # what freeing the node counts: Ready, schedulable, allocatable GPUs (Node.countable_gpus)
     free_gpus_before: float
     ran_gpu_pods: bool
     can_empty: bool  # a GPU node all of whose GPU pods may move
@@ -65,6 +75,8 @@ class Problem:
     resources: tuple[str, ...]
     unmovable: dict[str, Unmovable | None]
     target_shapes: tuple[Resources, ...] = ()
+    not_placeable: dict[str, str] = field(default_factory=dict)  # pending GPU pod -> why the plan leaves it alone
+    rules: TargetRules | None = None
 
     @property
     def empty_before_gpus(self) -> int:
@@ -87,8 +99,9 @@ def move_cost(pod: Pod, settings: PlannerSettings) -> int:
     return cost
 
 
-def _type_key(pod: Pod, cost: int, pending: bool) -> tuple[object, ...]:
-    return (pending, pod.requests, pod.tolerations, pod.node_selector, pod.affinity, cost, pod.namespace, pod.priority if pending else 0)
+def _type_key(pod: Pod, cost: int, pending: bool, rules: TargetRules) -> tuple[object, ...]:
+    return (pending, port_requests(pod), pod.tolerations, pod.node_selector, pod.affinity, cost, pod.namespace,
+            pod.priority if pending else 0, rules.signature(pod))
 
 
 def _node_loads(snapshot: Snapshot) -> dict[str, dict[str, int]]:
@@ -96,7 +109,7 @@ def _node_loads(snapshot: Snapshot) -> dict[str, dict[str, int]]:
     for pod in snapshot.pods:
         if pod.is_bound:
             acc = loads[pod.node_name]
-            for key, value in pod.requests.items():
+            for key, value in port_requests(pod).items():
                 acc[key] = acc.get(key, 0) + value
     return loads
 
@@ -131,10 +144,28 @@ def _freeable(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> 
     return {n.name for n in snapshot.nodes if n.is_gpu_node and n.name not in blocked}
 
 
+def _placeable(snapshot: Snapshot, settings: PlannerSettings, rules: TargetRules) -> tuple[list[Pod], dict[str, str]]:
+    """Pending GPU pods the plan may place (every constraint of theirs is modelled), and why not for the others."""
+    if not settings.place_pending:
+        return [], {}
+    placeable: list[Pod] = []
+    excluded: dict[str, str] = {}
+    for pod in snapshot.pending_pods():
+        if not pod.uses_gpu:
+            continue
+        why = why_not_placeable(pod, settings, rules.volumes)
+        if why is None:
+            placeable.append(pod)
+        else:
+            excluded[pod.key] = why
+    return placeable, excluded
+
+
 def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None) -> Problem:
     nodes_by_name = snapshot.node_by_name()
-    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings)
-    pending = [p for p in snapshot.pending_pods() if p.uses_gpu] if settings.place_pending else []
+    rules = TargetRules(snapshot, cross_pool=settings.cross_pool_moves)
+    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes)
+    pending, not_placeable = _placeable(snapshot, settings, rules)
     loads = _node_loads(snapshot)
     freeable = _freeable(snapshot, unmovable)
     # Movable pods on every GPU node are variables: moving one off a node that cannot be freed
@@ -147,10 +178,10 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
 
     def type_for(pod: Pod, is_pending: bool) -> PodType:
         cost = move_cost(pod, settings)
-        key = _type_key(pod, cost, is_pending)
+        key = _type_key(pod, cost, is_pending, rules)
         found = types.get(key)
         if found is None:
-            found = PodType(len(types), pod.requests, pod, cost, pod.namespace, pod.uses_gpu, is_pending)
+            found = PodType(len(types), port_requests(pod), pod, cost, pod.namespace, pod.uses_gpu, is_pending)
             types[key] = found
         return found
 
@@ -160,7 +191,7 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
         ptype = type_for(pod, False)
         ptype.initial.setdefault(index_of[pod.node_name], []).append(pod)
         acc = fixed[pod.node_name]
-        for key, value in pod.requests.items():
+        for key, value in ptype.requests.items():
             acc[key] -= value
     weights = _priority_weights(pending)
     for pod in pending:
@@ -168,26 +199,30 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
         ptype.pending_pods.append(pod)
         ptype.weight = weights[pod.priority]
 
-    states = [_node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable) for i, node in enumerate(snapshot.nodes)]
     type_list = list(types.values())
-    eligibility = _Eligibility(states)
+    ports = {r for t in type_list for r in t.requests if r.startswith(HOST_PORT_PREFIX)}
+    states = [_node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable, ports)
+              for i, node in enumerate(snapshot.nodes)]
+    eligibility = _Eligibility(states, rules)
     for ptype in type_list:
         ptype.targets = _targets(ptype, eligibility, max_targets or settings.max_targets_per_type)
         ptype.stay_only = frozenset(ptype.initial) - eligibility.receivers(ptype)
     resources = tuple(sorted({r for t in type_list for r in t.requests}))
     shapes = tuple(parse_shape(s) for s in settings.target_shapes) if settings.mode == "shapes" else ()
-    return Problem(snapshot, settings, states, type_list, resources, unmovable, shapes)
+    return Problem(snapshot, settings, states, type_list, resources, unmovable, shapes, not_placeable, rules)
 
 
-def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool) -> NodeState:
+def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool, ports: set[str]) -> NodeState:
     capacity = {r: max(node.allocatable.get(r, 0), load.get(r, 0)) for r in set(node.allocatable) | set(load)}
+    for port in ports:
+        capacity[port] = max(1, load.get(port, 0))
     ran_gpu = holds_gpu_load(load)
     return NodeState(
         index=index,
         node=node,
         capacity=capacity,
         fixed={k: v for k, v in fixed.items() if v},
-        gpus=node.gpu.physical_gpus,
+        gpus=node.countable_gpus,
         free_gpus_before=_free_gpus(node, load),
         ran_gpu_pods=ran_gpu,
         can_empty=freeable or (node.is_gpu_node and not ran_gpu),
@@ -204,8 +239,9 @@ class _Eligibility:
     """Memoised target rules: many types share one set of placement constraints, and GPU types only
     ever fit nodes that advertise their GPU resources."""
 
-    def __init__(self, states: Sequence[NodeState]) -> None:
+    def __init__(self, states: Sequence[NodeState], rules: TargetRules) -> None:
         self.states = states
+        self.rules = rules
         self.by_resource: dict[str, list[NodeState]] = defaultdict(list)
         for state in states:
             for resource, amount in state.capacity.items():
@@ -222,12 +258,13 @@ class _Eligibility:
     def receivers(self, ptype: PodType) -> frozenset[int]:
         """Nodes a pod of this type may be moved or placed onto (capacity aside)."""
         pod = ptype.representative
-        key = (pod.tolerations, pod.node_selector, pod.affinity, ptype.uses_gpu, tuple(sorted(r for r in ptype.requests if is_gpu_resource(r))))
+        key = (pod.tolerations, pod.node_selector, pod.affinity, ptype.uses_gpu, tuple(sorted(r for r in ptype.requests if is_gpu_resource(r))),
+               self.rules.signature(pod))
         found = self.cache.get(key)
         if found is None:
             found = frozenset(
                 s.index for s in self.candidates(ptype)
-                if s.is_target_pool and (s.node.is_gpu_node or not ptype.uses_gpu) and is_target(pod, s.node)
+                if s.is_target_pool and (s.node.is_gpu_node or not ptype.uses_gpu) and self.rules.why_not(pod, s.node) is None
             )
             self.cache[key] = found
         return found

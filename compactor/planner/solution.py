@@ -121,6 +121,13 @@ def _fits(problem: Problem, loads: list[dict[str, int]], move: ConcreteMove) -> 
 
 
 def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
+    """The assignment's moves (churn pruned) in execution order, and its placements."""
+    moves, placements = pairs(problem, assignment, freed)
+    return order_moves(problem, moves, placements, freed), placements
+
+
+def pairs(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
+    """The assignment as concrete moves (churn pruned, in no particular order) and placements."""
     moves: list[ConcreteMove] = []
     placements: list[ConcretePlacement] = []
     for ptype in problem.types:
@@ -131,8 +138,7 @@ def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tup
                     placements.append(ConcretePlacement(queue.pop(0), ptype, node))
         else:
             moves.extend(_pair(problem, ptype, assignment.counts.get(ptype.index, {}), freed))
-    moves = prune_churn(problem, moves, placements, freed)
-    return order_moves(problem, moves, placements, freed), placements
+    return prune_churn(problem, moves, placements, freed), placements
 
 
 def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> tuple[list[int], list[int]]:

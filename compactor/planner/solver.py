@@ -48,7 +48,7 @@ class SolveResult:
     greedy_assignment: Assignment | None = None
 
 
-def _empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
+def empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
     gpu_load = [0] * len(problem.nodes)
     for ptype in problem.types:
         if not ptype.uses_gpu:
@@ -83,13 +83,13 @@ def within_limits(problem: Problem, assignment: Assignment) -> bool:
         return False
     per_move = round(cfg.min_gain_per_move * 100)
     if per_move > 0:
-        freed = sum(problem.nodes[n].gpus for n in _empty_nodes(problem, assignment))
+        freed = sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
         if 100 * (freed - problem.empty_before_gpus) < per_move * total:
             return False
     return True
 
 
-def _extract(problem: Problem, v: Variables, solver: cp_model.CpSolver) -> Assignment:
+def extract(problem: Problem, v: Variables, solver: cp_model.CpSolver) -> Assignment:
     counts: dict[int, dict[int, int]] = {}
     placed: dict[int, dict[int, int]] = {}
     for (t, n), var in v.final.items():
@@ -139,7 +139,7 @@ class _Levels:
         if name == "pending":
             return sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
         if name == "freedGpus":
-            return sum(problem.nodes[n].gpus for n in _empty_nodes(problem, assignment) if n in self.v.empty)
+            return sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment) if n in self.v.empty)
         if name == "moveCost":
             return sum(
                 t.cost * max(0, len(pods) - assignment.counts.get(t.index, {}).get(n, 0))
@@ -155,7 +155,7 @@ class _Levels:
         if not maximize and self.greedy is not self.best and self._satisfies(self.greedy) \
                 and self.value(name, self.greedy) < self.value(name, self.best):
             self.best = self.greedy  # the warm start is cheaper and still meets every level fixed so far
-        self.v.hint(self.problem, self.best, _empty_nodes(self.problem, self.best))
+        self.v.hint(self.problem, self.best, empty_nodes(self.problem, self.best))
         model.maximize(expr) if maximize else model.minimize(expr)
         solver = cp_model.CpSolver()
         remaining = max(0.05, self.deadline - time.monotonic())
@@ -167,7 +167,7 @@ class _Levels:
         took = time.monotonic() - started
         name_status = _STATUS.get(status, "UNKNOWN")
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            self.best = _extract(self.problem, self.v, solver)
+            self.best = extract(self.problem, self.v, solver)
             value = round(solver.objective_value)
             self.results.append(LevelResult(name, name_status, solver.objective_value, solver.best_objective_bound, took))
         else:
@@ -332,7 +332,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, workers: int | N
     groups = _components(problem) if _decomposable(problem) else [[t.index for t in problem.types]]
     if len(groups) <= 1:
         levels, size = _solve_levels(problem, start, deadline, workers)
-        return SolveResult(problem=problem, assignment=levels.best, empty_nodes=_empty_nodes(problem, levels.best),
+        return SolveResult(problem=problem, assignment=levels.best, empty_nodes=empty_nodes(problem, levels.best),
                            status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
                            variables=size, greedy_assignment=start)
     weights = [sum(len(problem.types[t].targets) for t in group) for group in groups]
@@ -353,6 +353,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, workers: int | N
         status = status if levels.status == "OPTIMAL" else "FEASIBLE"
         variables += size
     untouched_free = sum(s.gpus for s in problem.nodes if s.gpus and s.can_empty and not s.ran_gpu_pods and s.index not in touched)
-    return SolveResult(problem=problem, assignment=assignment, empty_nodes=_empty_nodes(problem, assignment), status=status,
+    return SolveResult(problem=problem, assignment=assignment, empty_nodes=empty_nodes(problem, assignment), status=status,
                        levels=_merge_levels(all_levels, {"freedGpus": float(untouched_free)}), wall_seconds=time.monotonic() - started,
                        variables=variables, greedy_assignment=start)

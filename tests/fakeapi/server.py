@@ -85,6 +85,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "pods", "Pod", True, _POD_FIELDS),
     ResourceType("", "v1", "configmaps", "ConfigMap", True),
     ResourceType("", "v1", "namespaces", "Namespace", False, frozenset({"status.phase"})),
+    ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),
     ResourceType("", "v1", "events", "Event", True, None),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, None),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),

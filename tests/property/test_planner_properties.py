@@ -26,15 +26,17 @@ from compactor.model.types import Pod, Snapshot
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
-from tests.builders import cluster, node, pdb, pod
+from tests.builders import A100_40, H100_80, claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import (
     capacity_of,
     check_plan,
+    demand,
     is_gpu_pod,
     is_pending,
     loads_before,
     movable_pods,
     node_gpus,
+    placeable_reason,
     target_reason,
     uses_capacity,
 )
@@ -42,6 +44,11 @@ from tests.plancheck import (
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
+DRAINING = {"key": "draining", "value": "", "effect": "NoExecute"}
+TOLERATE_DRAINING = ({"key": "draining", "operator": "Exists", "effect": "NoExecute"},
+                     {"key": "draining", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60})
+KEEP_WEB_OUT = ({"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"},
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"})
 MIG_PROFILES = ("1g.5gb", "2g.10gb")
 # PLANNER_PROPERTY_EXAMPLES=1000 for a longer hunt; 30 keeps the suite well under a minute.
 PROPERTY = hsettings(
@@ -67,10 +74,14 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
             features["unschedulable"] = True
         elif draw(st.integers(0, 19)) == 0:
             features["ready"] = False
-        if draw(st.integers(0, 9)) < 2:
+        taint = draw(st.integers(0, 9))
+        if taint < 2:
             features["taints"] = [TAINT]
+        elif taint == 2:
+            features["taints"] = [DRAINING]
+        features["labels"] = {"zone": f"z{i % 2}"}
         if not tiny and draw(st.integers(0, 19)) == 0:
-            features["labels"] = {"compactor.io/exclude": "true"}
+            features["labels"]["compactor.io/exclude"] = "true"
         if draw(st.integers(0, 3)) == 0:
             small = draw(st.integers(0, 4))
             double = draw(st.integers(0 if small else 1, 3))
@@ -79,7 +90,9 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
             free[name] = {"nvidia.com/mig-" + p: k for p, k in mig.items()}
         else:
             gpus = draw(st.integers(2, 8))
-            objects.append(node(name, gpus=gpus, **features))
+            label = gpus + draw(st.sampled_from([0, 0, 0, 0, 2]))  # now and then GFD counts GPUs allocatable lacks
+            product = draw(st.sampled_from([A100_40, A100_40, H100_80]))  # two pools
+            objects.append(node(name, gpus=gpus, physical_gpus=label, product=product, **features))
             free[name] = {"nvidia.com/gpu": gpus}
         free[name]["cpu"] = int(features["cpu"])
     names = [f"n{i}" for i in range(nodes)]
@@ -108,9 +121,24 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
             free[where][r] -= v
         free[where]["cpu"] -= cpu
         bound += 1
-        feature = draw(st.sampled_from(["plain"] * 6 + ["bare", "pdb", "local", "daemonset", "evict-true-local"]))
+        namespace = draw(st.sampled_from(["default"] * 4 + ["team"]))
+        feature = draw(st.sampled_from(["plain"] * 6 + ["bare", "pdb", "local", "daemonset", "evict-true-local", "web", "anti", "port",
+                                                        "pvc-zonal", "pvc-local", "pvc-unknown"]))
         extra: dict[str, Any] = {}
-        if feature == "bare":
+        if feature == "web":
+            extra["labels"] = {"app": "web"}
+        elif feature == "anti":
+            extra["anti_affinity"] = [draw(st.sampled_from(KEEP_WEB_OUT))]
+        elif feature == "port":
+            extra["host_ports"] = [9000]
+        elif feature.startswith("pvc"):
+            extra["volumes"] = claim_volume(f"claim{j}")
+            if feature != "pvc-unknown":
+                zonal = feature == "pvc-zonal"
+                objects += [pvc(f"claim{j}", volume=f"vol{j}", namespace=namespace),
+                            pv(f"vol{j}", zone=f"z{int(where[1:]) % 2}" if zonal and where != "cpu0" else None,
+                               on_nodes=None if zonal else [where])]
+        elif feature == "bare":
             extra["owner"] = None
         elif feature == "pdb":
             extra["labels"] = {"app": "guarded"}
@@ -122,9 +150,11 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
         elif feature == "evict-true-local":
             extra["volumes"] = [{"name": "scratch", "emptyDir": {}}]
             extra["annotations"] = {"compactor.io/evict": "true"}
-        if draw(st.integers(0, 3)) == 0:
+        tolerate = draw(st.integers(0, 5))
+        if tolerate == 0:
             extra["tolerations"] = [TOLERATION]
-        namespace = draw(st.sampled_from(["default"] * 4 + ["team"]))
+        elif tolerate == 1:
+            extra["tolerations"] = [draw(st.sampled_from(TOLERATE_DRAINING))]
         objects.append(pod(f"p{j}", on=where, cpu=str(cpu), namespace=namespace, **kwargs, **extra))
     if guarded:
         objects.append(pdb("guard", match={"app": "guarded"}, allowed=0))
@@ -136,6 +166,13 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
             shape = {"mig": draw(st.sampled_from(MIG_PROFILES))}
         if draw(st.integers(0, 3)) == 0:
             shape["tolerations"] = [TOLERATION]
+        unmodelled = draw(st.integers(0, 7))
+        if unmodelled == 0:
+            shape["anti_affinity"] = [KEEP_WEB_OUT[0]]
+        elif unmodelled == 1:
+            shape["scheduler"] = "volcano"
+        elif unmodelled == 2:
+            shape["labels"] = {"app": "web"}  # kept off nodes where an anti-affinity holder runs
         if not tiny:  # the brute force counts placed pods; priorities only vary where no optimum is compared
             shape["priority"] = draw(st.sampled_from([0, 100]))
         objects.append(pod(f"wait{k}", owner="Job/wait", cpu=str(draw(st.integers(1, 4))), **shape))
@@ -197,36 +234,51 @@ def test_every_plan_passes_the_checker(objects: list[dict[str, Any]], config: Pl
 
 def brute_force(snapshot: Snapshot, config: PlannerSettings) -> tuple[int, int, int]:
     """(most pending pods placed, best net freed GPUs given that, fewest moves given both)."""
+    leaves = enumerate_outcomes(snapshot, config)
+    placed, net, _, moves = max(leaves, key=lambda leaf: (leaf[0], leaf[1], -leaf[3]))
+    return placed, net, moves
+
+
+def brute_force_curve(snapshot: Snapshot, config: PlannerSettings) -> dict[int, int]:
+    """With the most pending pods placed: k freed nodes -> the fewest moves of any assignment freeing at least k."""
+    leaves = enumerate_outcomes(snapshot, config)
+    most = max(leaf[0] for leaf in leaves)
+    best = {leaf[2]: min(m for p, _, n, m in leaves if p == most and n >= leaf[2]) for leaf in leaves if leaf[0] == most}
+    return dict(sorted(best.items()))
+
+
+def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple[int, int, int, int]]:
+    """(pending placed, net freed GPUs, freed nodes, moves) of every assignment that respects eligibility and capacity."""
     nodes = list(snapshot.nodes)
     names = [n.name for n in nodes]
     index = {name: i for i, name in enumerate(names)}
     reasons = movable_pods(snapshot, config)
     movable = [p for p in snapshot.pods if uses_capacity(p) and reasons[p.key] is None]
-    pending = [p for p in snapshot.pods if is_pending(p) and is_gpu_pod(p)]
+    pending = [p for p in snapshot.pods if is_pending(p) and is_gpu_pod(p) and placeable_reason(p, snapshot, config) is None]
     before = loads_before(snapshot)
-    caps = [capacity_of(n, before[n.name]) for n in nodes]
+    caps = [capacity_of(n, before[n.name], snapshot) for n in nodes]
     loads = [dict(before[name]) for name in names]
     for p in movable:
-        for r, v in p.requests.items():
+        for r, v in demand(p).items():
             loads[index[p.node_name]][r] -= v
     gpu_before = Counter(index[p.node_name] for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p))
     gpu_now = Counter(index[p.node_name] for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p) and reasons[p.key] is not None)
     gpus = [node_gpus(n) for n in nodes]
 
     def options(p: Pod, current: int | None) -> list[int | None]:
-        others = [i for i, n in enumerate(nodes) if i != current and target_reason(p, n) is None]
+        others = [i for i, n in enumerate(nodes) if i != current and target_reason(p, n, snapshot, config) is None]
         return [current, *others]
 
     items: list[tuple[Pod, int | None, list[int | None]]] = [(p, index[p.node_name], options(p, index[p.node_name])) for p in movable]
     items += [(p, None, options(p, None)) for p in pending]
-    best: list[tuple[int, int, int]] = []
+    outcomes: set[tuple[int, int, int, int]] = set()
 
     def fits(p: Pod, i: int) -> bool:
         load, cap = loads[i], caps[i]
-        return all(load.get(r, 0) + v <= cap.get(r, 0) for r, v in p.requests.items())
+        return all(load.get(r, 0) + v <= cap.get(r, 0) for r, v in demand(p).items())
 
     def shift(p: Pod, i: int, sign: int) -> None:
-        for r, v in p.requests.items():
+        for r, v in demand(p).items():
             loads[i][r] = loads[i].get(r, 0) + sign * v
         if is_gpu_pod(p):
             gpu_now[i] += sign
@@ -238,9 +290,8 @@ def brute_force(snapshot: Snapshot, config: PlannerSettings) -> tuple[int, int, 
                 net += g
             elif g and not gpu_before[i] and gpu_now[i]:
                 net -= g
-        key = (placed, net, -moves)
-        if not best or key > best[0]:
-            best[:] = [key]
+        freed = sum(1 for i, g in enumerate(gpus) if g and gpu_before[i] and not gpu_now[i])
+        outcomes.add((placed, net, freed, moves))
 
     def walk(k: int, placed: int, moves: int) -> None:
         if k == len(items):
@@ -258,15 +309,14 @@ def brute_force(snapshot: Snapshot, config: PlannerSettings) -> tuple[int, int, 
             shift(p, choice, -1)
 
     walk(0, 0, 0)
-    placed, net, neg_moves = best[0]
-    return placed, net, -neg_moves
+    return outcomes
 
 
 @PROPERTY
 @given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True))
 def test_plan_matches_brute_force_optimum(objects: list[dict[str, Any]]) -> None:
     snapshot = cluster(*objects)
-    config = PlannerSettings(time_limit_seconds=5, workers=2)
+    config = PlannerSettings(time_limit_seconds=5, workers=2, objective="max-free")
     movable = [k for k, why in movable_pods(snapshot, config).items() if why is None]
     assume(len(movable) <= 6)
     plan = _plan(snapshot, config)
@@ -278,6 +328,33 @@ def test_plan_matches_brute_force_optimum(objects: list[dict[str, Any]]) -> None
     assert len(plan.placed_pending) == placed
     assert plan.freed_gpus == net
     assert len(plan.moves) == moves
+
+
+@PROPERTY
+@given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True))
+def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optimum(objects: list[dict[str, Any]]) -> None:
+    """Each objective's plan passes the checker; every point costs at least the brute force's fewest moves for its
+    freed-node count, and exactly that where it claims OPTIMAL (move cost = moves: no cost annotations here)."""
+    snapshot = cluster(*objects)
+    config = PlannerSettings(time_limit_seconds=5, workers=2)
+    assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
+    curve = brute_force_curve(snapshot, config)
+    note(f"brute force curve: {curve}")
+    plans = {o: _plan(snapshot, config.model_copy(update={"objective": o})) for o in ("pending-only", "balanced", "max-free")}
+    for objective, plan in plans.items():
+        assert not check_plan(snapshot, plan, config), (objective, check_plan(snapshot, plan, config))
+        chosen = [p for p in plan.frontier if p.chosen]
+        assert len(chosen) == 1 and (chosen[0].moves, chosen[0].freed_gpus) == (len(plan.moves), plan.freed_gpus), objective
+    frontier = plans["balanced"].frontier
+    assert (frontier[0].moves, frontier[-1].moves) == (len(plans["pending-only"].moves), len(plans["max-free"].moves))
+    for point in frontier:
+        fewest = min(m for k, m in curve.items() if k >= point.freed_nodes)
+        assert point.moves >= fewest
+        assert point.bound <= fewest
+        if point.status == "OPTIMAL" and point is not frontier[-1]:
+            assert point.moves == fewest, point
+    assert [p.freed_gpus for p in frontier] == sorted({p.freed_gpus for p in frontier})  # strictly more GPUs ...
+    assert [p.cost for p in frontier] == sorted({p.cost for p in frontier})  # ... for strictly more cost
 
 
 def test_brute_force_sees_what_the_planner_must_do() -> None:
@@ -295,7 +372,17 @@ def test_brute_force_sees_what_the_planner_must_do() -> None:
         *[node(f"g{i}", gpus=8) for i in range(3)], pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2)
     )
     assert brute_force(snapshot, config) == (0, 8, 1)
-    # A cordoned node is no target: c cannot leave, but a can join b.
+    # A cordoned node is no target (a stays), and freeing it is worth nothing (c stays).
     snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8, unschedulable=True), pod("a", on="g0", gpus=4), pod("c", on="g1", gpus=2))
-    assert brute_force(snapshot, config) == (0, 8, 1)
+    assert brute_force(snapshot, config) == (0, 0, 0)
+    # An existing pod's anti-affinity against web keeps web off g1, and its hostPort, taken on g2, off g2.
+    keep_out = [{"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]
+    snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8), node("g2", gpus=8),
+                       pod("web", on="g0", gpus=2, labels={"app": "web"}, host_ports=[9000]), pod("guard", on="g1", gpus=2, owner=None, anti_affinity=keep_out),
+                       pod("edge", on="g2", gpus=2, owner=None, host_ports=[9000]))
+    assert brute_force(snapshot, config) == (0, 0, 0)
+    snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8), node("g2", gpus=8),
+                       pod("ported", on="g0", gpus=2, host_ports=[9000]), pod("guard", on="g1", gpus=2, owner=None, anti_affinity=keep_out),
+                       pod("edge", on="g2", gpus=2, owner=None, host_ports=[9000]))
+    assert brute_force(snapshot, config) == (0, 8, 1)  # anti-affinity selects only web: ported joins guard on g1
 

@@ -20,7 +20,7 @@ from compactor.planner.compose import build_plan
 from compactor.planner.movability import Unmovable, movability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, load_settings
-from tests.builders import cluster, node, pdb, pod
+from tests.builders import claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import assert_valid, movable_reason
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -183,8 +183,20 @@ def test_rule5_local_storage_annotated_evict_true_moves(volumes: list[dict[str, 
 
 def test_rule5_control_other_volumes_move() -> None:
     volumes = [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]
-    _, plan = scenario({"volumes": volumes})
+    _, plan = scenario({"volumes": volumes}, pvc("d", volume="disk"), pv("disk"))
     assert_moves(plan)
+
+
+@pytest.mark.parametrize("objects", [[], [pvc("d")], [pvc("d", volume="disk")]], ids=["no-pvc", "unbound", "no-pv"])
+def test_a_pod_whose_volume_placement_is_unknown_stays(objects: list[dict[str, Any]]) -> None:
+    _, plan = scenario({"volumes": claim_volume("d")}, *objects)
+    assert_stays(plan, Unmovable.VOLUMES)
+
+
+def test_a_generic_ephemeral_volume_keeps_the_pod_in_place() -> None:
+    ephemeral = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}]
+    _, plan = scenario({"volumes": ephemeral})
+    assert_stays(plan, Unmovable.VOLUMES)
 
 
 # ---------------------------------------------------------------- rule 6: opt-out annotations

@@ -20,7 +20,8 @@ from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid, capacity_of, check_plan, loads_before, total_headroom
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-FAST = {"time_limit_seconds": 5, "workers": 2}
+# These tests pin the lexicographic optimum (pending, then freed GPUs, then moves): the max-free point of the curve.
+FAST = {"time_limit_seconds": 5, "workers": 2, "objective": "max-free"}
 
 
 def settings(**overrides: Any) -> PlannerSettings:
@@ -145,10 +146,15 @@ def test_preferred_node_affinity_does_not_bind() -> None:
 
 def test_ineligible_current_node_of_a_sibling_is_no_target() -> None:
     """Regression: pods of one type on a cordoned/NotReady/tainted node must not attract their siblings there."""
-    for bad in ({"unschedulable": True}, {"ready": False}, {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}):
+    _, plan = plan_for(node("x", gpus=8, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]), node("y", gpus=8),
+                       pod("p1", on="x", gpus=2), pod("p2", on="y", gpus=2))
+    assert moved(plan) == [("p1", "x", "y")]
+    assert plan.freed_nodes == ["x"]
+    for bad in ({"unschedulable": True}, {"ready": False}):
+        # Freeing a cordoned or NotReady node gains nothing (see test_freed_counts_only_ready_schedulable_allocatable_gpus),
+        # and its pods' siblings must not go there either: nothing moves.
         _, plan = plan_for(node("x", gpus=8, **bad), node("y", gpus=8), pod("p1", on="x", gpus=2), pod("p2", on="y", gpus=2))
-        assert moved(plan) == [("p1", "x", "y")]
-        assert plan.freed_nodes == ["x"]
+        assert moved(plan) == []
 
 
 # ---------------------------------------------------------------- capacity, per resource

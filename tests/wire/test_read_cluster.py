@@ -231,7 +231,8 @@ def test_namespaces_restrict_pods_and_pdbs(fake_api: FakeApiServer, fake_api_cli
     fake_api.add(*_small_cluster())
     objects = read_cluster(fake_api_client, namespaces=["ml"])
     paths = [r.path for r in fake_api.requests]
-    assert paths == ["/api/v1/nodes", "/api/v1/namespaces/ml/pods", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets"]
+    assert paths == ["/api/v1/nodes", "/api/v1/persistentvolumes", "/api/v1/namespaces/ml/pods",
+                     "/apis/policy/v1/namespaces/ml/poddisruptionbudgets", "/api/v1/namespaces/ml/persistentvolumeclaims"]
     assert [o["metadata"]["name"] for o in objects if o["kind"] != "Node"] == ["train-1", "train"]
 
 

@@ -1,0 +1,185 @@
+"""The disruption trade-off curve: for k = 0, 1, 2, ... more nodes freed, the cheapest plan that does it.
+
+Every point places as many pending pods as the plan can (that level is fixed first),
+then frees at least k GPU nodes that ran GPU pods, at the lowest move cost (ties: the
+most GPUs freed). Each point is a valid plan with its own status:
+
+* upper bounds come from valid assignments: greedy best-fit draining, cheapest nodes
+  first, from the k = 0 point; and the max-free plan, which serves every k below its own;
+* lower bounds: a plan freeing k nodes moves every GPU pod off them, so it costs at least
+  the k cheapest nodes' GPU pods; and at least the k = 0 point's proven bound;
+* where they differ, CP-SAT minimises the point's cost from the best assignment known,
+  on one model whose "freed at least k" bound is tightened point by point, within a
+  budget no larger than the max-free solve took.
+
+The policy (``planner.objective``) then picks the point to execute.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from compactor.planner import constraints as c
+from compactor.planner.greedy import Assignment, drain_steps
+from compactor.planner.problem import Problem
+from compactor.planner.solution import gpu_nodes_changed, pairs
+from compactor.planner.solver import SolveResult, empty_nodes, extract, within_limits
+from compactor.planner.variables import make_variables
+
+
+@dataclass
+class Point:
+    freed_nodes: int
+    freed_gpus: int
+    moves: int
+    cost: int
+    status: str  # OPTIMAL: no plan freeing this many nodes costs less; FEASIBLE: ``bound`` is the best proven
+    bound: int
+    assignment: Assignment
+
+
+class _CostModel:
+    """One CP-SAT model: pending placements fixed at their best, "freed nodes >= k" adjustable, minimise cost, then GPUs."""
+
+    def __init__(self, problem: Problem, pending: int, workers: int) -> None:
+        self.problem = problem
+        self.v = make_variables(problem)
+        for build in c.ALL_CONSTRAINTS:
+            build(problem, self.v)
+        model = self.v.model
+        if self.v.placed:
+            model.add(c.pending_placed(problem, self.v) >= pending)
+        ran = [var for n, var in self.v.empty.items() if problem.nodes[n].ran_gpu_pods]
+        self.k = model.new_int_var(0, len(ran), "k")
+        model.add(cp_model.LinearExpr.sum(ran) >= self.k) if ran else model.add(self.k == 0)
+        self.weight = sum(s.gpus for s in problem.nodes) + 1  # freed GPUs only break ties between equal costs
+        model.minimize(cp_model.LinearExpr.weighted_sum([c.move_cost(problem, self.v), c.freed_gpus(problem, self.v)], [self.weight, -1]))
+        self.workers = workers
+
+    def solve(self, k: int, hint: Assignment, seconds: float) -> tuple[str, Assignment | None, int]:
+        """(status, assignment or None, proven lower bound on the cost)."""
+        domain = self.v.model.proto.variables[self.k.index].domain
+        domain[0], domain[1] = k, k
+        self.v.hint(self.problem, hint, empty_nodes(self.problem, hint))
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(0.05, seconds)
+        solver.parameters.num_workers = self.workers
+        solver.parameters.random_seed = 1
+        status = solver.solve(self.v.model)
+        bound = math.ceil(solver.best_objective_bound / self.weight - 1e-9) if status != cp_model.INFEASIBLE else 0
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return ("INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"), None, bound
+        return ("OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"), extract(self.problem, self.v, solver), bound
+
+
+def drain_costs(problem: Problem) -> dict[int, int]:
+    """Freeable GPU node that ran GPU pods -> the cost of moving all its GPU pods away."""
+    costs = {s.index: 0 for s in problem.nodes if s.gpus and s.can_empty and s.ran_gpu_pods}
+    for ptype in problem.types:
+        if ptype.uses_gpu and not ptype.pending:
+            for node, pods in ptype.initial.items():
+                if node in costs:
+                    costs[node] += ptype.cost * len(pods)
+    return costs
+
+
+def summarise(problem: Problem, assignment: Assignment) -> tuple[int, int, int, int]:
+    """(freed nodes, net freed GPUs, moves, cost) of the plan this assignment makes (churn pruned)."""
+    moves, placements = pairs(problem, assignment, empty_nodes(problem, assignment))
+    freed, filled = gpu_nodes_changed(problem, moves, placements)
+    gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
+    return len(freed), gpus, len(moves), sum(m.ptype.cost for m in moves)
+
+
+def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int) -> list[Point]:
+    """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped."""
+    deadline = time.monotonic() + budget
+    pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
+    model = _CostModel(problem, pending, workers)
+    zero = _zero_point(problem, model, top, deadline)
+    best: list[Point] = []
+    lower = {0: zero.bound if zero is not None else 0}
+    _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
+    if zero is not None:
+        _offer(best, problem, zero.assignment)
+        costs = drain_costs(problem)
+        order = sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name))
+        for assignment in drain_steps(problem, zero.assignment, order):
+            if within_limits(problem, assignment):
+                _offer(best, problem, assignment)
+    cheapest = sorted(drain_costs(problem).values())
+    top_nodes = max(p.freed_nodes for p in best)
+    for k in range(1, top_nodes + 1):
+        lower[k] = max(lower[0], sum(cheapest[:k]))
+        known = _cheapest_freeing(best, k)
+        remaining = deadline - time.monotonic()
+        if known.cost <= lower[k] or remaining <= 0.05:
+            continue
+        status, found, proven = model.solve(k, known.assignment, remaining / (top_nodes - k + 1))
+        if found is not None:
+            _offer(best, problem, found)
+        lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)
+    for point in best:
+        point.bound = min(point.cost, max(lower.get(n, 0) for n in range(point.freed_nodes + 1)))
+        point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
+        if point.assignment is top.assignment and top.status == "OPTIMAL":
+            point.status, point.bound = "OPTIMAL", point.cost  # the fewest-cost plan freeing the most GPUs, proven
+    return _undominated(best)
+
+
+def _zero_point(problem: Problem, model: _CostModel, top: SolveResult, deadline: float) -> Point | None:
+    """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them."""
+    if not any(t.pending for t in problem.types):
+        unchanged = Assignment.unchanged(problem)
+        nodes, gpus, moves, cost = summarise(problem, unchanged)
+        return Point(nodes, gpus, moves, cost, "OPTIMAL", 0, unchanged)
+    seconds = max(0.1, (deadline - time.monotonic()) / 3)
+    status, found, bound = model.solve(0, top.assignment, seconds)
+    if found is None:
+        return None
+    nodes, gpus, moves, cost = summarise(problem, found)
+    return Point(nodes, gpus, moves, cost, status, cost if status == "OPTIMAL" else min(bound, cost), found)
+
+
+def _offer(best: list[Point], problem: Problem, assignment: Assignment) -> None:
+    nodes, gpus, moves, cost = summarise(problem, assignment)
+    if not any(p.cost == cost and p.freed_gpus == gpus for p in best):  # the first offered of equals stays
+        best.append(Point(nodes, gpus, moves, cost, "FEASIBLE", 0, assignment))
+
+
+def _cheapest_freeing(best: list[Point], k: int) -> Point:
+    """The cheapest known point that frees at least ``k`` nodes (the max-free plan always qualifies)."""
+    return min((p for p in best if p.freed_nodes >= k), key=lambda p: (p.cost, -p.freed_gpus))
+
+
+def _undominated(best: list[Point]) -> list[Point]:
+    """The Pareto front by freed GPUs: a point is dropped when another frees as many GPUs or more for no more cost."""
+    kept: list[Point] = []
+    for point in sorted(best, key=lambda p: (-p.freed_gpus, p.cost)):
+        if not kept or point.cost < kept[-1].cost:
+            kept.append(point)
+    return kept[::-1]
+
+
+def choose(points: Sequence[Point], objective: str, price: float, base: int) -> Point:
+    """The point the policy executes: pending-only (the first), max-free (the last), or balanced.
+
+    balanced: from the pending-only point, step to the farthest point whose extra cost per extra
+    GPU freed is at most ``price`` moves (cost / ``base``), and again from there, until no step is.
+    """
+    if objective == "pending-only":
+        return points[0]
+    if objective == "max-free":
+        return points[-1]
+    current = points[0]
+    while True:
+        affordable = [p for p in points if p.freed_gpus > current.freed_gpus
+                      and (p.cost - current.cost) / base <= price * (p.freed_gpus - current.freed_gpus) + 1e-9]
+        if not affordable:
+            return current
+        current = max(affordable, key=lambda p: p.freed_gpus)

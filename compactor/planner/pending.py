@@ -1,0 +1,64 @@
+"""Why a pending GPU pod stays pending after the plan: the one sentence a user needs to act on it."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from compactor.model.types import Pod
+from compactor.planner.movability import Unmovable, pdbs_by_pod
+from compactor.planner.problem import NodeState, PodType, Problem
+
+
+def left_pending(problem: Problem, placed: Collection[str]) -> dict[str, str]:
+    """Pending GPU pod -> why the plan does not place it, for every one it does not place."""
+    reasons = dict(problem.not_placeable)
+    blocked = _pdb_blocked_load(problem)
+    for ptype in problem.types:
+        if not ptype.pending:
+            continue
+        for pod in ptype.pending_pods:
+            if pod.key not in placed:
+                reasons[pod.key] = _why_unplaced(problem, ptype, pod, blocked)
+    return dict(sorted(reasons.items()))
+
+
+def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[int, tuple[dict[str, int], str]]) -> str:
+    receivers = [s for s in problem.nodes if s.index in ptype.targets or _eligible(problem, pod, s)]
+    if not receivers:
+        return "no node passes its filters (taints, nodeSelector, affinity, volumes, readiness)"
+    roomy = [s for s in receivers if _fits(ptype.requests, s, s.fixed)]
+    if roomy:
+        names = ", ".join(s.node.name for s in roomy[:3])
+        return f"room could be made on {names}, but not within the move limits and beside the pending pods placed first"
+    for state in receivers:
+        load, pdb = blocked.get(state.index, ({}, ""))
+        if pdb and _fits(ptype.requests, state, load):
+            return f"fits on {state.node.name} only if pods protected by PodDisruptionBudget {pdb} (no disruption allowed) moved"
+    return "no node fits it even after every pod that may move has left"
+
+
+def _eligible(problem: Problem, pod: Pod, state: NodeState) -> bool:
+    return problem.rules is not None and state.is_target_pool and problem.rules.why_not(pod, state.node) is None
+
+
+def _fits(requests: Mapping[str, int], state: NodeState, load: Mapping[str, int]) -> bool:
+    return all(load.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in requests.items())
+
+
+def _pdb_blocked_load(problem: Problem) -> dict[int, tuple[dict[str, int], str]]:
+    """Node -> (its fixed load without the pods a PDB keeps in place, that PDB), on nodes holding such pods."""
+    blocked = {key for key, why in problem.unmovable.items() if why is Unmovable.PDB_BLOCKS}
+    if not blocked:
+        return {}
+    pods = [p for p in problem.snapshot.pods if p.key in blocked]
+    covering = pdbs_by_pod(pods, problem.snapshot.pdbs)
+    index = {s.node.name: s.index for s in problem.nodes}
+    result: dict[int, tuple[dict[str, int], str]] = {}
+    for pod in pods:
+        node = index.get(pod.node_name)
+        if node is None:
+            continue
+        load, _ = result.setdefault(node, (dict(problem.nodes[node].fixed), covering[pod.key][0].key))
+        for r, v in pod.requests.items():
+            load[r] = load.get(r, 0) - v
+    return result
