@@ -39,12 +39,19 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
     started = time.monotonic()
     plan = build_plan(snap, settings, source=snapshot, now=datetime.now(UTC))
     plan_seconds = time.monotonic() - started
+    top = plan.frontier[-1]
     rows: list[dict[str, object]] = [{
-        "name": "gpu-compactor (CP-SAT)", "freedGpus": plan.freed_gpus, "moves": len(plan.moves),
+        "name": "gpu-compactor max-free (CP-SAT)", "freedGpus": top.freed_gpus, "moves": top.moves,
+        "freedNodes": top.freed_nodes, "filledNodes": 0, "seconds": round(plan.solver.wall_seconds, 2),
+        "gap": plan.solver.gap, "status": plan.solver.status, "pendingPlaced": len(plan.placed_pending),
+    }, {
+        "name": f"gpu-compactor {plan.objective} (default)", "freedGpus": plan.freed_gpus, "moves": len(plan.moves),
         "freedNodes": len(plan.freed_nodes), "filledNodes": len(plan.filled_nodes), "seconds": round(plan_seconds, 2),
-        "solverSeconds": plan.solver.wall_seconds, "gap": plan.solver.gap, "status": plan.solver.status,
-        "pendingPlaced": len(plan.placed_pending),
+        "gap": None, "status": plan.solver.status, "pendingPlaced": len(plan.placed_pending),
     }]
+    curve = {"points": len(plan.frontier), "optimal": sum(p.status == "OPTIMAL" for p in plan.frontier),
+             "seconds": plan.solver.frontier_seconds, "solveSeconds": plan.solver.wall_seconds, "planSeconds": round(plan_seconds, 2),
+             "table": [[p.freed_nodes, p.freed_gpus, p.moves, p.status, p.bound] for p in plan.frontier]}
     for name, run in (
         ("greedy drain", lambda: greedy_drain(snap, settings)),
         ("HighNodeUtilization/LeastAllocated", lambda: high_node_utilization(snap, settings, scoring="LeastAllocated")),
@@ -56,7 +63,7 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
                      "filledNodes": len(result.filled_nodes), "seconds": round(time.monotonic() - started, 2), "gap": None,
                      "pendingPlaced": result.pending_placed})
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"nodes": len(snap.nodes), "pods": len(snap.pods), "rows": rows, "peakRssMiB": round(rss)}
+    return {"nodes": len(snap.nodes), "pods": len(snap.pods), "rows": rows, "peakRssMiB": round(rss), "curve": curve}
 
 
 def run_size(nodes: int, pods: int, time_limit: float, workers: int, fill: float = 0.75) -> dict[str, object]:
@@ -82,7 +89,15 @@ def print_size(result: dict[str, object], time_limit: float) -> None:
         gap = "-" if row["gap"] is None else f"{row['gap']:.1%}"
         per_move = row["freedGpus"] / row["moves"] if row["moves"] else 0.0
         print(f"  {row['name']:<38} {row['freedGpus']:>10} {row['freedNodes']:>6} {row['moves']:>6} {per_move:>9.2f} {gap:>6} {row['seconds']:>7}")
-    ours, greedy = rows[0], rows[1]
+    ours, greedy = rows[0], rows[2]
+    curve = result["curve"]
+    assert isinstance(curve, dict)
+    print(f"  curve: {curve['points']} points ({curve['optimal']} proven optimal) in {curve['seconds']} s after a {curve['solveSeconds']} s "
+          f"max-free solve; whole plan {curve['planSeconds']} s")
+    table = curve["table"]
+    picks = table if len(table) <= 12 else [*table[:6], *table[-3:]]
+    print("    freed nodes / GPUs / moves / status (bound): " + "; ".join(f"{n}/{g}/{m} {s}" + ("" if s == "OPTIMAL" else f" ({b:g})")
+                                                                for n, g, m, s, b in picks) + (" ..." if len(table) > 12 else ""))
     verdict = "yes" if ours["freedGpus"] >= greedy["freedGpus"] else "NO"
     fewer = "yes" if ours["moves"] <= greedy["moves"] else "no"
     print(f"  frees at least as many GPUs as greedy drain: {verdict}; with no more moves: {fewer}")

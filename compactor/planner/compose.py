@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
 from compactor.model.types import Snapshot
-from compactor.planner.frontier import Point, choose, frontier
+from compactor.planner.frontier import Point, choose, frontier, plan_of
 from compactor.planner.greedy import Assignment
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import (
@@ -100,6 +101,7 @@ def build_plan(
     original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
     result: SolveResult | None = None
     note = ""
+    curve_seconds = 0.0
     points: list[Point] = []
     chosen: Point | None = None
     if not problem.types:
@@ -114,8 +116,10 @@ def build_plan(
         problem = result.problem
         assignment = result.assignment
         if settings.mode == "free-nodes":
+            started = time.monotonic()
             points, chosen = _curve(problem, result, settings)
-            assignment = chosen.assignment
+            curve_seconds = time.monotonic() - started
+            assignment = plan_of(chosen)
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:
@@ -130,7 +134,7 @@ def build_plan(
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
         frontier=[_frontier_point(p, p is chosen, settings.move_cost.base) for p in points],
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
-        solver=solver_report(problem, result, note),
+        solver=solver_report(problem, result, note).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),
         before=figures_to_dict(compute_figures(snapshot, shapes)),
     )
     after = figures_to_dict(compute_figures(apply_plan(snapshot, plan), shapes))

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 from compactor.planner import constraints as c
-from compactor.planner.greedy import Assignment, drain_steps
+from compactor.planner.greedy import Assignment, Drainer, greedy
 from compactor.planner.problem import Problem
 from compactor.planner.solution import gpu_nodes_changed, pairs
 from compactor.planner.solver import SolveResult, empty_nodes, extract, within_limits
@@ -40,7 +41,62 @@ class Point:
     cost: int
     status: str  # OPTIMAL: no plan freeing this many nodes costs less; FEASIBLE: ``bound`` is the best proven
     bound: int
-    assignment: Assignment
+    assignment: Assignment | None  # None: a greedy step, replayed on demand (``plan_of``)
+    step: int = -1
+    steps: _Steps | None = None
+
+
+def plan_of(point: Point) -> Assignment:
+    """The point's assignment (a greedy step's is replayed from the k = 0 point: deterministic)."""
+    if point.assignment is None:
+        assert point.steps is not None
+        point.assignment = point.steps.assignment(point.step)
+    return point.assignment
+
+
+class _Steps:
+    """Greedy draining from the k = 0 point, cheapest nodes first, with each step's figures kept incrementally:
+    copying or concretising hundreds of assignments would cost more than the solver."""
+
+    def __init__(self, problem: Problem, zero: Point, order: Sequence[int]) -> None:
+        self.problem, self.zero, self.order = problem, zero, order
+        self.drained: list[int] = []  # nodes in the order they were drained
+
+    def points(self) -> list[Point]:
+        problem, zero = self.problem, self.zero
+        drainer = Drainer(problem, plan_of(zero))
+        counts = drainer.assignment.counts
+        moves, cost, freed, gpus = zero.moves, zero.cost, zero.freed_nodes, zero.freed_gpus
+        found: list[Point] = []
+        for node in self.order:
+            moved = drainer.drain(node)
+            if moved is None:
+                continue
+            # Each (type, node) pair contributes max(0, initial - final) moves; only the pairs the drain touched change.
+            changes = Counter((t.index, target) for t, target in moved)
+            changes.update({(t, node): -k for t, k in Counter(t.index for t, _ in moved).items()})
+            for (t, n), arrived in changes.items():
+                ptype = problem.types[t]
+                initial, final = len(ptype.initial.get(n, ())), counts.get(t, {}).get(n, 0)
+                delta = max(0, initial - final) - max(0, initial - (final - arrived))
+                moves, cost = moves + delta, cost + delta * ptype.cost
+            freed, gpus = freed + 1, gpus + problem.nodes[node].gpus
+            self.drained.append(node)
+            if not self._limited() or within_limits(problem, drainer.assignment):
+                found.append(Point(freed, gpus, moves, cost, "FEASIBLE", 0, None, len(self.drained), self))
+        return found
+
+    def _limited(self) -> bool:
+        cfg = self.problem.settings
+        return cfg.max_moves is not None or cfg.max_moves_per_node is not None or cfg.max_moves_per_namespace is not None \
+            or cfg.min_gain_per_move > 0
+
+    def assignment(self, step: int) -> Assignment:
+        """The assignment after ``step`` drains (replayed: deterministic)."""
+        drainer = Drainer(self.problem, plan_of(self.zero))
+        for node in self.drained[:step]:
+            drainer.drain(node)
+        return drainer.assignment
 
 
 class _CostModel:
@@ -71,7 +127,8 @@ class _CostModel:
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = 1
         status = solver.solve(self.v.model)
-        bound = math.ceil(solver.best_objective_bound / self.weight - 1e-9) if status != cp_model.INFEASIBLE else 0
+        raw = solver.best_objective_bound
+        bound = max(0, math.ceil(raw / self.weight - 1e-9)) if status != cp_model.INFEASIBLE and math.isfinite(raw) else 0
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return ("INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"), None, bound
         return ("OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"), extract(self.problem, self.v, solver), bound
@@ -106,21 +163,22 @@ def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int)
     lower = {0: zero.bound if zero is not None else 0}
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
     if zero is not None:
-        _offer(best, problem, zero.assignment)
+        _offer(best, problem, plan_of(zero))
         costs = drain_costs(problem)
-        order = sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name))
-        for assignment in drain_steps(problem, zero.assignment, order):
-            if within_limits(problem, assignment):
-                _offer(best, problem, assignment)
+        steps = _Steps(problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name)))
+        for point in steps.points():
+            if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):
+                best.append(point)
     cheapest = sorted(drain_costs(problem).values())
+    additive = _pending_and_draining_add_up(problem)
     top_nodes = max(p.freed_nodes for p in best)
     for k in range(1, top_nodes + 1):
-        lower[k] = max(lower[0], sum(cheapest[:k]))
+        lower[k] = lower[0] + sum(cheapest[:k]) if additive else max(lower[0], sum(cheapest[:k]))
         known = _cheapest_freeing(best, k)
         remaining = deadline - time.monotonic()
         if known.cost <= lower[k] or remaining <= 0.05:
             continue
-        status, found, proven = model.solve(k, known.assignment, remaining / (top_nodes - k + 1))
+        status, found, proven = model.solve(k, plan_of(known), remaining / (top_nodes - k + 1))
         if found is not None:
             _offer(best, problem, found)
         lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)
@@ -132,18 +190,34 @@ def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int)
     return _undominated(best)
 
 
+def _pending_and_draining_add_up(problem: Problem) -> bool:
+    """Whether any plan's cost splits into placing the pending pods (>= the k = 0 point's bound) plus emptying the freed
+    nodes (>= their GPU pods' cost). Moves off a freed node serve only it; the other moves place the pending pods on their
+    own unless one lands on a freed node, which only a pod without GPUs can do: with none movable, the bounds add up."""
+    return all(t.uses_gpu for t in problem.types if not t.pending)
+
+
 def _zero_point(problem: Problem, model: _CostModel, top: SolveResult, deadline: float) -> Point | None:
     """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them."""
     if not any(t.pending for t in problem.types):
         unchanged = Assignment.unchanged(problem)
         nodes, gpus, moves, cost = summarise(problem, unchanged)
         return Point(nodes, gpus, moves, cost, "OPTIMAL", 0, unchanged)
+    hint = top.assignment
+    placing = greedy(problem, drain=False)  # drains only for the pending pods; usually near the cheapest
+    if _placed(placing) == _placed(top.assignment) and within_limits(problem, placing) \
+            and placing.cost(problem) <= top.assignment.cost(problem):
+        hint = placing
     seconds = max(0.1, (deadline - time.monotonic()) / 3)
-    status, found, bound = model.solve(0, top.assignment, seconds)
-    if found is None:
-        return None
+    status, found, bound = model.solve(0, hint, seconds)
+    if found is None or found.cost(problem) > hint.cost(problem):
+        found, status = hint, "FEASIBLE"
     nodes, gpus, moves, cost = summarise(problem, found)
     return Point(nodes, gpus, moves, cost, status, cost if status == "OPTIMAL" else min(bound, cost), found)
+
+
+def _placed(assignment: Assignment) -> int:
+    return sum(sum(per_node.values()) for per_node in assignment.placed.values())
 
 
 def _offer(best: list[Point], problem: Problem, assignment: Assignment) -> None:

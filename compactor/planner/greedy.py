@@ -6,7 +6,7 @@ Works on per-type counts: ``counts[type][node]`` pods of a type end on a node.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from compactor.model.resources import is_gpu_resource
@@ -128,21 +128,22 @@ def _best_target(loads: _Loads, ptype: PodType, avoid: set[int]) -> int | None:
     return None
 
 
-def _drain(problem: Problem, loads: _Loads, counts: dict[int, dict[int, int]], node: int, avoid: set[int]) -> bool:
-    """Move every movable GPU pod off ``node``; on failure undo and return False."""
+def _drain(problem: Problem, loads: _Loads, counts: dict[int, dict[int, int]], node: int, avoid: set[int]) -> list[tuple[PodType, int]] | None:
+    """Move every movable GPU pod off ``node``: the (type, target) of each pod moved, or None (everything undone)."""
     done: list[tuple[PodType, int]] = []
+    avoiding = avoid | {node}
     for ptype in problem.types:
         if ptype.pending or not ptype.uses_gpu:
             continue
         for _ in range(counts.get(ptype.index, {}).get(node, 0)):
-            target = _best_target(loads, ptype, avoid | {node})
+            target = _best_target(loads, ptype, avoiding)
             if target is None:
                 for moved, dst in reversed(done):
                     loads.move(moved, dst, node, counts)
-                return False
+                return None
             loads.move(ptype, node, target, counts)
             done.append((ptype, target))
-    return True
+    return done
 
 
 def _drain_order(problem: Problem, loads: _Loads) -> list[int]:
@@ -168,7 +169,8 @@ def _pending_target(problem: Problem, loads: _Loads, assignment: Assignment, pty
     for node in sorted(ptype.targets, key=lambda n: (loads.gpu_pods[n], problem.nodes[n].node.name)):
         if not problem.nodes[node].can_empty or node in drained:
             continue
-        if _fits_once_drained(problem, loads, assignment, ptype, node) and _drain(problem, loads, assignment.counts, node, drained | {node}):
+        if _fits_once_drained(problem, loads, assignment, ptype, node) \
+                and _drain(problem, loads, assignment.counts, node, drained | {node}) is not None:
             return node
     return None
 
@@ -186,17 +188,23 @@ def _fits_once_drained(problem: Problem, loads: _Loads, assignment: Assignment, 
     return all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in ptype.requests.items())
 
 
-def drain_steps(problem: Problem, start: Assignment, order: Iterable[int]) -> Iterator[Assignment]:
-    """From ``start``, drain the nodes of ``order`` one at a time (best fit); yields the assignment after each node drained."""
-    assignment = start.copy()
-    loads = _Loads(problem, assignment)
-    protected = {n for per_node in assignment.placed.values() for n in per_node}
-    for node in order:
-        if node in protected or loads.gpu_pods[node] == 0:
-            continue
-        if _drain(problem, loads, assignment.counts, node, protected):
-            protected.add(node)
-            yield assignment.copy()
+class Drainer:
+    """Drains whole nodes one at a time (best fit) from a start assignment, which ``assignment`` follows live."""
+
+    def __init__(self, problem: Problem, start: Assignment) -> None:
+        self.problem = problem
+        self.assignment = start.copy()
+        self.loads = _Loads(problem, self.assignment)
+        self.protected = {n for per_node in self.assignment.placed.values() for n in per_node}
+
+    def drain(self, node: int) -> list[tuple[PodType, int]] | None:
+        """Empty ``node`` of GPU pods: each pod's (type, target), or None when it cannot be (nothing changes)."""
+        if node in self.protected or self.loads.gpu_pods[node] == 0:
+            return None
+        moved = _drain(self.problem, self.loads, self.assignment.counts, node, self.protected)
+        if moved is not None:
+            self.protected.add(node)
+        return moved
 
 
 def greedy(problem: Problem, *, drain: bool = True, order: Iterable[int] | None = None) -> Assignment:
@@ -209,6 +217,6 @@ def greedy(problem: Problem, *, drain: bool = True, order: Iterable[int] | None 
         for node in list(order) if order is not None else _drain_order(problem, loads):
             if node in protected or loads.gpu_pods[node] == 0:
                 continue
-            if _drain(problem, loads, assignment.counts, node, protected):
+            if _drain(problem, loads, assignment.counts, node, protected) is not None:
                 protected.add(node)
     return assignment

@@ -55,6 +55,7 @@ class SolverReport(_Doc):
     gap: float | None = None
     variables: int = 0
     levels: list[dict[str, Any]] = Field(default_factory=list)
+    frontier_seconds: float = Field(0.0, alias="frontierSeconds")  # computing the trade-off curve, after the levels
     note: str = ""
 
 

@@ -10,7 +10,10 @@ A ``StartingState`` is a seed and a few knobs; ``build(...)`` turns it into live
    next size). The scheduler alone picks the nodes; nothing here writes ``nodeName``;
 2. a seeded half of the Deployments is scaled down to about half its replicas, and the
    test waits until the removed pods are gone and every PDB allows one disruption again;
-3. optionally, ``pending_gpus`` > 0 adds one more Deployment (1 replica asking for that
+3. optionally, one scaled-down Deployment binds ``host_port`` on the host (so no two of its pods
+   share a node, kube-scheduler's NodePorts filter), and ``guard_against`` (see ``add_guard``)
+   places a pod whose required anti-affinity keeps one workload off one node;
+4. optionally, ``pending_gpus`` > 0 adds one more Deployment (1 replica asking for that
    many GPUs, no PDB) that must stay Pending: such states fill every GPU first and keep
    one pod on every node through the scale-down (``controller.kubernetes.io/pod-deletion-cost``),
    so no node is whole-free whatever the scheduler profile.
@@ -45,6 +48,8 @@ GPU_SIZES = (1, 2, 4)
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 WORKLOAD_LABEL = "gpu-compactor-e2e/workload"
 SETTLE_TIMEOUT = 120
+HOST_PORT_MAX_REPLICAS = 12  # fewer than the fleet's nodes, so every replica finds a node with the port free
+GUARD_NAME = "guard"
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class Workload:
     gpus: int  # per replica
     replicas: int  # while filling
     keep: int  # after the scale-down
+    host_port: int = 0  # each replica binds this port on its node
 
     @property
     def gpus_kept(self) -> int:
@@ -82,10 +88,14 @@ class StartingState:
     fill: float = 0.8
     deployments: int = 9
     pending_gpus: int = 0
+    host_port: int = 0
+    guard: bool = False  # the test adds a guard pod against one planned move (add_guard)
 
     @property
     def label(self) -> str:
-        return f"seed{self.seed}" + (f"-pending{self.pending_gpus}gpu" if self.pending_gpus else "")
+        extras = [f"pending{self.pending_gpus}gpu" if self.pending_gpus else "", f"hostport{self.host_port}" if self.host_port else "",
+                  "guard" if self.guard else ""]
+        return "-".join([f"seed{self.seed}", *filter(None, extras)])
 
     def workloads(self, total_gpus: int) -> list[Workload]:
         """Seeded sizes and replica counts asking for about ``fill`` of ``total_gpus``; a seeded half is later scaled to half."""
@@ -103,6 +113,11 @@ class StartingState:
             left -= replicas * size
             keep = max(1, replicas // 2) if i in scaled else replicas
             found.append(Workload(f"w{i}-{size}gpu", size, replicas, keep))
+        if self.host_port:
+            # The scaled-down workload with the most replicas a node each can hold binds the port: its movers carry it.
+            fitting = [w for w in found if w.keep != w.replicas and w.replicas <= HOST_PORT_MAX_REPLICAS]
+            chosen = max(fitting, key=lambda w: (w.replicas, w.name))
+            found = [Workload(w.name, w.gpus, w.replicas, w.keep, self.host_port) if w is chosen else w for w in found]
         return found
 
 
@@ -132,10 +147,30 @@ def create_workload(kube: Kube, namespace: str, fleet: Fleet, w: Workload) -> No
     pdb = pod_disruption_budget(w.name, app_label=w.name)
     deploy = deployment(w.name, replicas=w.replicas, resource=GPU, amount=w.gpus, cpu="100m", memory="128Mi", memory_limit="128Mi",
                         spread=False, app_label=w.name, extra_labels={WORKLOAD_LABEL: "true"}, node_selector=fleet.selector)
+    if w.host_port:
+        container = deploy["spec"]["template"]["spec"]["containers"][0]
+        container["ports"] = [{"containerPort": w.host_port, "hostPort": w.host_port, "protocol": "TCP"}]
     with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, pdb), what=f"creating PDB {w.name}",
                  statuses=(429, 500, 503))
     with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what=f"creating Deployment {w.name}",
                  statuses=(429, 500, 503))
+
+
+def add_guard(kube: Kube, namespace: str, fleet: Fleet, app: str, node: str) -> None:
+    """A GPU-less pod on ``node`` (chosen by nodeSelector; the scheduler binds it) whose required anti-affinity keeps
+    pods of ``app`` off that node: kube-scheduler refuses them there even though they have no affinity of their own."""
+    deploy = deployment(GUARD_NAME, replicas=1, resource=GPU, amount=0, cpu="10m", memory="16Mi", memory_limit="32Mi", spread=False,
+                        app_label=GUARD_NAME, extra_labels={}, node_selector={**fleet.selector, "kubernetes.io/hostname": node})
+    deploy["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what="creating the guard Deployment",
+                 statuses=(429, 500, 503))
+
+    def running() -> tuple[bool, str]:
+        mine = [p for p in pods(kube, namespace) if app_of(p) == GUARD_NAME]
+        return any(is_running_ready(p) and node_of(p) == node for p in mine), describe_pods(mine)
+
+    wait_for(running, timeout=60, interval=1, what=f"the guard pod to run on {node}")
 
 
 def scale(kube: Kube, namespace: str, name: str, replicas: int) -> None:

@@ -79,6 +79,7 @@ STATES = [
     StartingState(seed=19),
     StartingState(seed=42),
     StartingState(seed=5, fill=1.0, pending_gpus=8),  # every GPU taken first, so no node stays whole-free under any profile
+    StartingState(seed=11, host_port=9000, guard=True),  # moves the scheduler would refuse, were they planned (issue [7])
 ]
 
 
@@ -100,12 +101,18 @@ def test_run_once_ends_where_the_plan_says(state: StartingState, kube: Kube, gpu
     assert len(waiting) == (1 if state.pending_gpus else 0), f"pending pods before planning: {waiting}"
     config = tmp_path / "compactor.yaml"
     config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
+    guarded = guard_a_planned_target(kube, fleet_namespace, gpu_fleet, config) if state.guard else None
     clock.lap("setup")
 
     planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=PLAN_TIMEOUT)
     assert planned.returncode == 0, planned.describe()
     plan = planned.json()
     assert plan.get("moves"), f"the starting state {state.label} gave the planner nothing to do, so it tests nothing:\n{planned.describe()}"
+    if guarded is not None:
+        refused = [m for m in plan["moves"] if (app_by_pod(kube, fleet_namespace).get(m["pod"].split("/")[1]), m["to"]) == guarded]
+        assert not refused, f"the plan sends {guarded[0]} to {guarded[1]}, where the guard's anti-affinity keeps it out: {refused}"
+    if state.host_port:
+        assert_no_port_clash(kube, fleet_namespace, plan, state.host_port)
     clock.lap("plan")
 
     before = frag.whole_free_gpus(kube, gpu_fleet)
@@ -140,6 +147,39 @@ class Stopwatch:
     @property
     def total(self) -> float:
         return round(time.monotonic() - self.started, 1)
+
+
+def app_by_pod(kube: Kube, namespace: str) -> dict[str, str]:
+    return {name_of(p): frag.app_of(p) for p in frag.pods(kube, namespace)}
+
+
+def guard_a_planned_target(kube: Kube, namespace: str, fleet: Fleet, config: Path) -> tuple[str, str]:
+    """Plan, pick a move whose target runs no pod of the mover's workload, and guard that node against the workload.
+
+    Returns (workload, node): the next plan must not send that workload there (the real scheduler would refuse it).
+    """
+    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=PLAN_TIMEOUT)
+    assert planned.returncode == 0, planned.describe()
+    apps = app_by_pod(kube, namespace)
+    where = {(frag.app_of(p), frag.node_of(p)) for p in frag.pods(kube, namespace)}
+    for move in planned.json().get("moves") or []:
+        app = apps.get(move["pod"].split("/")[1], "")
+        if app and (app, move["to"]) not in where:
+            frag.add_guard(kube, namespace, fleet, app, move["to"])
+            return app, move["to"]
+    raise AssertionError(f"no planned move targets a node free of the mover's workload, so no guard can test it:\n{planned.describe()}")
+
+
+def assert_no_port_clash(kube: Kube, namespace: str, plan: Obj, port: int) -> None:
+    """No node ends with two pods binding ``port`` (kube-scheduler's NodePorts filter would refuse the second)."""
+    ported = {name_of(p) for p in frag.pods(kube, namespace)
+              if any(c.get("hostPort") == port for k in (p.get("spec") or {}).get("containers") or [] for c in k.get("ports") or [])}
+    final = {name_of(p): frag.node_of(p) for p in frag.pods(kube, namespace) if name_of(p) in ported}
+    final.update({m["pod"].split("/")[1]: m["to"] for m in plan["moves"] if m["pod"].split("/")[1] in ported})
+    clashes = [node for node, count in Counter(final.values()).items() if count > 1]
+    assert not clashes, f"the plan puts two pods binding hostPort {port} on {clashes}: {plan['moves']}"
+    assert any(m["pod"].split("/")[1] in ported for m in plan["moves"]) or not ported, \
+        f"no pod binding hostPort {port} moves, so the port rule is not exercised: {plan['moves']}"
 
 
 def pending_pods(kube: Kube, namespace: str) -> list[str]:
