@@ -10,9 +10,9 @@ A ``StartingState`` is a seed and a few knobs; ``build(...)`` turns it into live
    next size). The scheduler alone picks the nodes; nothing here writes ``nodeName``;
 2. a seeded half of the Deployments is scaled down to about half its replicas, and the
    test waits until the removed pods are gone and every PDB allows one disruption again;
-3. optionally, one scaled-down Deployment binds ``host_port`` on the host (so no two of its pods
-   share a node, kube-scheduler's NodePorts filter), and ``guard_against`` (see ``add_guard``)
-   places a pod whose required anti-affinity keeps one workload off one node;
+3. optionally, each Deployment binds a host port of its own (``host_port`` + i: no two of its pods
+   share a node, kube-scheduler's NodePorts filter), and ``guard`` (see ``add_guard``) places a pod
+   whose required anti-affinity keeps one workload off one node;
 4. optionally, ``pending_gpus`` > 0 adds one more Deployment (1 replica asking for that
    many GPUs, no PDB) that must stay Pending: such states fill every GPU first and keep
    one pod on every node through the scale-down (``controller.kubernetes.io/pod-deletion-cost``),
@@ -48,7 +48,7 @@ GPU_SIZES = (1, 2, 4)
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 WORKLOAD_LABEL = "gpu-compactor-e2e/workload"
 SETTLE_TIMEOUT = 120
-HOST_PORT_MAX_REPLICAS = 12  # fewer than the fleet's nodes, so every replica finds a node with the port free
+HOST_PORT_MAX_REPLICAS = 8  # half the fleet's nodes
 GUARD_NAME = "guard"
 
 
@@ -114,10 +114,12 @@ class StartingState:
             keep = max(1, replicas // 2) if i in scaled else replicas
             found.append(Workload(f"w{i}-{size}gpu", size, replicas, keep))
         if self.host_port:
-            # The scaled-down workload with the most replicas a node each can hold binds the port: its movers carry it.
-            fitting = [w for w in found if w.keep != w.replicas and w.replicas <= HOST_PORT_MAX_REPLICAS]
-            chosen = max(fitting, key=lambda w: (w.replicas, w.name))
-            found = [Workload(w.name, w.gpus, w.replicas, w.keep, self.host_port) if w is chosen else w for w in found]
+            # Every workload binds a port of its own (host_port + i): no two replicas of one workload may share a node, so
+            # every move's target must run none of its siblings. Replicas are capped so that each finds a node with the port free.
+            found = [Workload(w.name, w.gpus, min(w.replicas, HOST_PORT_MAX_REPLICAS),
+                              min(w.keep, max(1, min(w.replicas, HOST_PORT_MAX_REPLICAS) // 2)) if w.keep != w.replicas
+                              else min(w.replicas, HOST_PORT_MAX_REPLICAS), self.host_port + i)
+                     for i, w in enumerate(found)]
         return found
 
 
@@ -161,6 +163,9 @@ def add_guard(kube: Kube, namespace: str, fleet: Fleet, app: str, node: str) -> 
     pods of ``app`` off that node: kube-scheduler refuses them there even though they have no affinity of their own."""
     deploy = deployment(GUARD_NAME, replicas=1, resource=GPU, amount=0, cpu="10m", memory="16Mi", memory_limit="32Mi", spread=False,
                         app_label=GUARD_NAME, extra_labels={}, node_selector={**fleet.selector, "kubernetes.io/hostname": node})
+    resources = deploy["spec"]["template"]["spec"]["containers"][0]["resources"]
+    for section in resources.values():
+        section.pop(GPU)  # no GPU at all (not even 0): a node that runs only the guard is whole-free
     deploy["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
     with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what="creating the guard Deployment",

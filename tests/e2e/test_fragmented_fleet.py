@@ -112,7 +112,7 @@ def test_run_once_ends_where_the_plan_says(state: StartingState, kube: Kube, gpu
         refused = [m for m in plan["moves"] if (app_by_pod(kube, fleet_namespace).get(m["pod"].split("/")[1]), m["to"]) == guarded]
         assert not refused, f"the plan sends {guarded[0]} to {guarded[1]}, where the guard's anti-affinity keeps it out: {refused}"
     if state.host_port:
-        assert_no_port_clash(kube, fleet_namespace, plan, state.host_port)
+        assert_no_port_clash(kube, fleet_namespace, plan)
     clock.lap("plan")
 
     before = frag.whole_free_gpus(kube, gpu_fleet)
@@ -170,16 +170,20 @@ def guard_a_planned_target(kube: Kube, namespace: str, fleet: Fleet, config: Pat
     raise AssertionError(f"no planned move targets a node free of the mover's workload, so no guard can test it:\n{planned.describe()}")
 
 
-def assert_no_port_clash(kube: Kube, namespace: str, plan: Obj, port: int) -> None:
-    """No node ends with two pods binding ``port`` (kube-scheduler's NodePorts filter would refuse the second)."""
-    ported = {name_of(p) for p in frag.pods(kube, namespace)
-              if any(c.get("hostPort") == port for k in (p.get("spec") or {}).get("containers") or [] for c in k.get("ports") or [])}
-    final = {name_of(p): frag.node_of(p) for p in frag.pods(kube, namespace) if name_of(p) in ported}
-    final.update({m["pod"].split("/")[1]: m["to"] for m in plan["moves"] if m["pod"].split("/")[1] in ported})
-    clashes = [node for node, count in Counter(final.values()).items() if count > 1]
-    assert not clashes, f"the plan puts two pods binding hostPort {port} on {clashes}: {plan['moves']}"
-    assert any(m["pod"].split("/")[1] in ported for m in plan["moves"]) or not ported, \
-        f"no pod binding hostPort {port} moves, so the port rule is not exercised: {plan['moves']}"
+def host_ports(pod: Obj) -> list[int]:
+    return [int(c["hostPort"]) for k in (pod.get("spec") or {}).get("containers") or [] for c in k.get("ports") or [] if c.get("hostPort")]
+
+
+def assert_no_port_clash(kube: Kube, namespace: str, plan: Obj) -> None:
+    """No node ends with two pods binding one host port (kube-scheduler's NodePorts filter would refuse the second), and
+    some planned move carries a port, so the rule is exercised."""
+    now = {name_of(p): p for p in frag.pods(kube, namespace)}
+    final = {name: frag.node_of(p) for name, p in now.items()}
+    final.update({m["pod"].split("/")[1]: m["to"] for m in plan["moves"]})
+    holders = Counter((port, final[name]) for name, p in now.items() for port in host_ports(p) if final[name])
+    clashes = sorted(key for key, count in holders.items() if count > 1)
+    assert not clashes, f"the plan puts two pods binding one host port on a node (port, node): {clashes}; moves {plan['moves']}"
+    assert any(host_ports(now[m["pod"].split("/")[1]]) for m in plan["moves"]), f"no planned move carries a host port: {plan['moves']}"
 
 
 def pending_pods(kube: Kube, namespace: str) -> list[str]:
