@@ -32,6 +32,8 @@ from compactor.planner.solution import gpu_nodes_changed, pairs
 from compactor.planner.solver import SolveResult, empty_nodes, extract, within_limits
 from compactor.planner.variables import make_variables
 
+MIN_SOLVE_SECONDS = 0.5
+
 
 @dataclass
 class Point:
@@ -178,7 +180,8 @@ def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int)
         remaining = deadline - time.monotonic()
         if known.cost <= lower[k] or remaining <= 0.05:
             continue
-        status, found, proven = model.solve(k, plan_of(known), remaining / (top_nodes - k + 1))
+        # The first points matter most (balanced stops early): each solve gets at least MIN_SOLVE_SECONDS, in order of k.
+        status, found, proven = model.solve(k, plan_of(known), max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1)))
         if found is not None:
             _offer(best, problem, found)
         lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)
@@ -243,17 +246,32 @@ def _undominated(best: list[Point]) -> list[Point]:
 def choose(points: Sequence[Point], objective: str, price: float, base: int) -> Point:
     """The point the policy executes: pending-only (the first), max-free (the last), or balanced.
 
-    balanced: from the pending-only point, step to the farthest point whose extra cost per extra
-    GPU freed is at most ``price`` moves (cost / ``base``), and again from there, until no step is.
+    balanced: along the lower convex hull of the curve (freed GPUs against cost), where each step's
+    slope is the true marginal price, step on while a step costs at most ``price`` moves (cost / ``base``)
+    per GPU it frees. A dear point that a cheaper farther one makes up for is skipped, not stopped at.
     """
     if objective == "pending-only":
         return points[0]
     if objective == "max-free":
         return points[-1]
-    current = points[0]
-    while True:
-        affordable = [p for p in points if p.freed_gpus > current.freed_gpus
-                      and (p.cost - current.cost) / base <= price * (p.freed_gpus - current.freed_gpus) + 1e-9]
-        if not affordable:
-            return current
-        current = max(affordable, key=lambda p: p.freed_gpus)
+    chosen = points[0]
+    for point in _lower_hull(points)[1:]:
+        if (point.cost - chosen.cost) / base > price * (point.freed_gpus - chosen.freed_gpus) + 1e-9:
+            break
+        chosen = point
+    return chosen
+
+
+def _lower_hull(points: Sequence[Point]) -> list[Point]:
+    """Andrew's monotone chain, lower half, over points sorted by freed GPUs (costs rising)."""
+    hull: list[Point] = []
+    for point in points:
+        while len(hull) >= 2 and _cross(hull[-2], hull[-1], point) <= 0:
+            hull.pop()
+        hull.append(point)
+    return hull
+
+
+def _cross(a: Point, b: Point, c: Point) -> float:
+    """> 0 when a -> b -> c turns left (convex from below)."""
+    return (b.freed_gpus - a.freed_gpus) * (c.cost - a.cost) - (b.cost - a.cost) * (c.freed_gpus - a.freed_gpus)
