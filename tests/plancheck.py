@@ -2,9 +2,13 @@
 
 ``check_plan(snapshot, plan, settings)`` returns every way ``plan`` breaks the
 contract of the issue, as readable strings (empty list = the plan is valid). It
-re-derives every rule from the snapshot types on its own: the movability contract,
-target eligibility (readiness, cordon, exclusion, taints, nodeSelector, required
-node affinity), capacity after the whole plan, the freed/filled bookkeeping, the
+re-derives every rule from the snapshot types on its own: the movability contract
+(volumes whose placement is unknown, other schedulers, DRA included), target
+eligibility (readiness, cordon, exclusion, taints, NoExecute taints tolerated only for
+a while, nodeSelector, required node affinity, existing pods' required anti-affinity,
+PersistentVolume node affinity, pools), which pending pods a plan may place at all,
+capacity after the whole plan (host ports once per node), the freed/filled bookkeeping
+(a freed node counts only Ready, schedulable and its allocatable GPUs), the
 "no move serves nothing" rule and the move limits. Nothing from
 ``compactor.planner`` is imported except the plan document types, so a bug in the
 planner cannot hide behind the same bug here.

@@ -39,13 +39,13 @@ def keep_out(app: str, topology: str = "kubernetes.io/hostname", **term: Any) ->
 
 
 def test_an_existing_pods_anti_affinity_keeps_the_mover_off_its_node() -> None:
-    # Best fit would send web to "guarded" (2 free); the guard there refuses app=web, so it goes to "roomy".
-    _, plan = plan_for(
-        node("src", gpus=8), node("guarded", gpus=8), node("roomy", gpus=8),
-        pod("web", on="src", gpus=2, labels={"app": "web"}),
-        pod("guard", on="guarded", gpus=6, owner=None, anti_affinity=keep_out("web")),
-        pod("anchor", on="roomy", gpus=4, owner=None),
-    )
+    # The only room for web is beside the guard, which refuses app=web: web stays.
+    guarded = [node("src", gpus=8), node("guarded", gpus=8), pod("web", on="src", gpus=2, labels={"app": "web"}),
+               pod("guard", on="guarded", gpus=6, owner=None, anti_affinity=keep_out("web"))]
+    _, plan = plan_for(*guarded)
+    assert plan.moves == []
+    # With another node, web goes there instead.
+    _, plan = plan_for(*guarded, node("roomy", gpus=8), pod("anchor", on="roomy", gpus=4, owner=None))
     assert moves(plan) == [("web", "src", "roomy")]
 
 
@@ -101,12 +101,11 @@ def test_a_pending_pod_is_not_placed_where_anti_affinity_keeps_it_out() -> None:
 
 
 def test_a_host_port_taken_on_the_target_keeps_the_mover_off() -> None:
-    _, plan = plan_for(
-        node("src", gpus=8), node("taken", gpus=8), node("roomy", gpus=8),
-        pod("edge", on="src", gpus=2, host_ports=[8443]),
-        pod("proxy", on="taken", gpus=6, owner=None, host_ports=[8443]),
-        pod("anchor", on="roomy", gpus=4, owner=None),
-    )
+    taken = [node("src", gpus=8), node("taken", gpus=8), pod("edge", on="src", gpus=2, host_ports=[8443]),
+             pod("proxy", on="taken", gpus=6, owner=None, host_ports=[8443])]
+    _, plan = plan_for(*taken)
+    assert plan.moves == []
+    _, plan = plan_for(*taken, node("roomy", gpus=8), pod("anchor", on="roomy", gpus=4, owner=None))
     assert moves(plan) == [("edge", "src", "roomy")]
 
 
@@ -134,13 +133,13 @@ def test_a_port_freed_by_a_leaving_pod_is_free_for_another() -> None:
 
 
 def test_a_zonal_volume_keeps_its_pod_in_the_zone() -> None:
-    _, plan = plan_for(
-        node("src", gpus=8, labels={"topology.kubernetes.io/zone": "a"}),
-        node("other-zone", gpus=8, labels={"topology.kubernetes.io/zone": "b"}),
-        node("same-zone", gpus=8, labels={"topology.kubernetes.io/zone": "a"}),
-        pod("db", on="src", gpus=2, volumes=claim_volume("data")), pvc("data", volume="disk"), pv("disk", zone="a"),
-        pod("anchor-b", on="other-zone", gpus=6, owner=None), pod("anchor-a", on="same-zone", gpus=4, owner=None),
-    )
+    zonal = [node("src", gpus=8, labels={"topology.kubernetes.io/zone": "a"}), node("other-zone", gpus=8, labels={"topology.kubernetes.io/zone": "b"}),
+             pod("db", on="src", gpus=2, volumes=claim_volume("data")), pvc("data", volume="disk"), pv("disk", zone="a"),
+             pod("anchor-b", on="other-zone", gpus=6, owner=None)]
+    _, plan = plan_for(*zonal)
+    assert plan.moves == []
+    _, plan = plan_for(*zonal, node("same-zone", gpus=8, labels={"topology.kubernetes.io/zone": "a"}),
+                       pod("anchor-a", on="same-zone", gpus=4, owner=None))
     assert moves(plan) == [("db", "src", "same-zone")]
 
 
