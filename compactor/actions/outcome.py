@@ -1,18 +1,22 @@
 """What a run really did, measured from the live cluster with the plan's own definitions.
 
-``freedGpus`` in a plan is the physical GPUs of the GPU nodes that run a GPU pod
-before and none after, minus those of nodes that run none before and some after.
-Measured on the cluster, that is the change in *whole-free GPUs*: the physical GPUs
-of GPU nodes with no bound, unfinished GPU pod (a terminating pod still holds its
-node). The run compares the two and says ``succeeded`` only when they agree.
+``freedGpus`` in a plan is the GPUs of the GPU nodes that run a GPU pod before and
+none after, minus those of nodes that run none before and some after, each node
+counting what ``Node.countable_gpus`` says (Ready, schedulable, the physical GPUs its
+allocatable offers). Measured on the cluster, that is the change in *whole-free GPUs*:
+the same count over GPU nodes with no bound, unfinished GPU pod (a terminating pod
+still holds its node). A node the executor itself keeps cordoned (``after_drain:
+keepCordoned``) still counts. The run compares the two and says ``succeeded`` only
+when they agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compactor.actions.annotations import is_ours
 from compactor.actions.client import Obj
 from compactor.actions.steering import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
@@ -20,12 +24,14 @@ from compactor.model.parse import parse_node, parse_pod
 
 
 def physical_gpus(nodes: Iterable[Obj]) -> dict[str, int]:
-    """GPU node -> its physical GPUs (whole or MIG-partitioned)."""
+    """GPU node -> the GPUs freeing it is worth, as the planner counts them (our own cordon aside)."""
     found = {}
     for raw in nodes:
         node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
         if node.is_gpu_node:
-            found[node.name] = node.gpu.physical_gpus
+            if node.unschedulable and is_ours(raw):
+                node = replace(node, unschedulable=False)
+            found[node.name] = node.countable_gpus
     return found
 
 
