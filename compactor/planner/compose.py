@@ -132,6 +132,7 @@ def build_plan(
         filled_nodes=[problem.nodes[i].node.name for i in filled],
         freed_gpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
+        balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
         frontier=[_frontier_point(p, p is chosen, settings.move_cost.base) for p in points],
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         solver=solver_report(problem, result, note).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),

@@ -49,9 +49,13 @@ def _headline(plan: CompactionPlan) -> list[str]:
 
 _OBJECTIVES = {
     "pending-only": "place pending pods, free nothing more",
-    "balanced": "free one more node while it costs few moves per GPU (planner.balanced_moves_per_gpu)",
+    "balanced": "free more nodes while each costs at most {price:g} moves per GPU it frees",
     "max-free": "free the most",
 }
+
+
+def _objective(plan: CompactionPlan) -> str:
+    return _OBJECTIVES.get(plan.objective, plan.objective).format(price=plan.balanced_moves_per_gpu or 0.0)
 _MAX_CURVE_ROWS = 15
 
 
@@ -87,7 +91,7 @@ def _curve_text(plan: CompactionPlan) -> list[str]:
         return []
     rows = _curve_rows(plan)
     chosen = next((i for i, p in enumerate(plan.frontier) if p.chosen), 0)
-    out = ["", f"Trade-off curve (objective {plan.objective}: {_OBJECTIVES.get(plan.objective, plan.objective)}; * = this plan):",
+    out = ["", f"Trade-off curve (objective {plan.objective}: {_objective(plan)}; * = this plan):",
            f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs':>10}  status"]
     for i in _shown(len(rows), chosen):
         if i is None:
@@ -102,7 +106,7 @@ def _curve_markdown(plan: CompactionPlan) -> list[str]:
     if not plan.frontier:
         return []
     out = [f"## Trade-off curve (objective {plan.objective})", "",
-           _OBJECTIVES.get(plan.objective, plan.objective) + "; **bold** = this plan.", "",
+           _objective(plan) + "; **bold** = this plan.", "",
            "| point | moves | more | cost | freed GPUs | status |", "|---|---:|---:|---:|---:|---|"]
     for mark, *cells in _curve_rows(plan):
         out.append("| " + " | ".join(f"**{c}**" if mark and c else c for c in cells) + " |")

@@ -86,6 +86,7 @@ class CompactionPlan(_Doc):
     filled_nodes: list[str] = Field(default_factory=list, alias="filledNodes")
     freed_gpus: int = Field(0, alias="freedGpus")
     objective: str = ""
+    balanced_moves_per_gpu: float | None = Field(None, alias="balancedMovesPerGpu")  # the price balanced used
     frontier: list[FrontierPoint] = Field(default_factory=list)
     pending_not_placed: list[PendingNote] = Field(default_factory=list, alias="pendingNotPlaced")
     solver: SolverReport
