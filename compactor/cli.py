@@ -74,7 +74,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from compactor.report import render_report
 
     settings = settings_from_args(args)
-    snapshot = source_from_args(args).load(pool_label=settings.metrics.pool_label)
+    snapshot = source_from_args(args).load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
+                                           mig_selector=settings.mig.selector)
     shapes = reference_shapes(
         snapshot,
         configured=settings.metrics.shapes() or None,

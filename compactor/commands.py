@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -11,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from compactor.errors import CompactorError
 
+log = logging.getLogger("compactor.commands")
+
 if TYPE_CHECKING:
     from compactor.actions.client import ClusterClient
     from compactor.actions.clock import Clock
     from compactor.actions.executor import Progress, RunReport
     from compactor.actions.outcome import Outcome
     from compactor.actions.recovery import RecoveryReport
+    from compactor.model.types import Snapshot
     from compactor.planner.plan import CompactionPlan
     from compactor.settings import Settings
 
@@ -38,16 +42,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.time_limit is not None and args.time_limit <= 0:
         raise CompactorError(f"--time-limit must be > 0, got {args.time_limit}")
     source = source_from_args(args)
-    snapshot = source.load(pool_label=settings.metrics.pool_label)
+    snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
+                           mig_selector=settings.mig.selector)
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
                               coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
     plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+    if args.explain_mig:
+        plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map)})
     text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as fh:
             fh.write(plan.to_json())
     sys.stdout.write(text)
     return 0
+
+
+def _mig_advice(snapshot: Snapshot, config_map: str) -> list[dict[str, Any]]:
+    from compactor.model.migparted import find_mig_parted, problems
+    from compactor.planner.mig_advice import advise
+
+    parted = find_mig_parted(snapshot.config_maps, config_map)
+    if parted is None:
+        where = config_map or "custom-/default-mig-parted-config"
+        raise CompactorError(f"--explain-mig: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... configmaps)")
+    advice = [pool.to_dict() for pool in advise(snapshot, parted)]
+    for problem in problems(parted):
+        log.warning(problem)
+    return advice
 
 
 def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,6 +82,8 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     plan.add_argument("--time-limit", type=float, metavar="SECONDS", help="solver time limit (default from config: 10)")
     plan.add_argument("--max-moves", type=int, metavar="N", help="at most N moves: the point of the curve freeing the most within N "
                                                                "(unless --objective says otherwise)")
+    plan.add_argument("--explain-mig", action="store_true", help="also say, per MIG pool, which named mig-parted layout would serve "
+                                                                 "the demand best (advice: nothing is re-cut)")
     plan.add_argument("--objective", choices=("pending-only", "balanced", "max-free"),
                       help="which point of the trade-off curve to plan (default from config: balanced)")
     plan.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape for the figures")
@@ -270,7 +293,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = source_from_args(args)
 
     def plan_now() -> CompactionPlan:
-        snapshot = source.load(pool_label=settings.metrics.pool_label)
+        snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
+                               mig_selector=settings.mig.selector)
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
         return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
 

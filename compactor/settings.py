@@ -143,6 +143,20 @@ def worst_case_run_seconds(settings: Settings, *, pending_pods: int = 1, grace_s
     return planning + evicting + finishing
 
 
+class MigSettings(_Group):
+    config_map: str = Field("", description="namespace/name of the mig-parted ConfigMap (key config.yaml); empty: the GPU "
+                                             "Operator's custom-mig-parted-config, else default-mig-parted-config, found by selector")
+    selector: str = Field("app.kubernetes.io/component=nvidia-mig-manager",
+                          description="label selector of the GPU Operator's mig-parted ConfigMaps, when config_map is empty")
+
+    @field_validator("config_map")
+    @classmethod
+    def _namespaced(cls, value: str) -> str:
+        if value and (value.count("/") != 1 or not all(value.split("/"))):
+            raise ValueError(f"expected namespace/name, got {value!r}")
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COMPACTOR_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
@@ -150,6 +164,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()
     planner: PlannerSettings = PlannerSettings()
     executor: ExecutorSettings = ExecutorSettings()
+    mig: MigSettings = MigSettings()
 
     @classmethod
     def settings_customise_sources(

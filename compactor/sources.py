@@ -32,7 +32,8 @@ class SnapshotSource:
             return ", ".join(self.files)
         return "cluster (in-cluster)" if self.in_cluster else f"cluster {self.context or 'current context'}"
 
-    def load(self, *, pool_label: str) -> Snapshot:
+    def load(self, *, pool_label: str, mig_config_map: str = "", mig_selector: str | None = None) -> Snapshot:
+        """The snapshot; from the live API it includes the mig-parted ConfigMap (``namespace/name``, else by ``mig_selector``)."""
         if self.example:
             snapshot = load_files([example_path()], pool_label=pool_label)
             return _with_source(snapshot, "example cluster")
@@ -41,7 +42,9 @@ class SnapshotSource:
         if self.live:
             from compactor.kube.snapshot import snapshot_from_cluster  # the live path needs the API client
 
-            return snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label, in_cluster=self.in_cluster)
+            return snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label, in_cluster=self.in_cluster,
+                                         include_config_maps=mig_config_map or mig_selector is not None,
+                                         config_map_selector=None if mig_config_map else mig_selector)
         raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
 
 

@@ -15,6 +15,7 @@ def snapshot_from_cluster(
     pool_label: str = DEFAULT_POOL_LABEL,
     page_size: int = DEFAULT_PAGE_SIZE,
     include_config_maps: bool | str = False,
+    config_map_selector: str | None = None,
     in_cluster: bool = False,
 ) -> Snapshot:
     """Nodes, pods and PDBs of the cluster named by ``kubeconfig``/``context`` (or in-cluster).
@@ -25,7 +26,8 @@ def snapshot_from_cluster(
     """
     connection = connect(kubeconfig, context, in_cluster=in_cluster)
     try:
-        objects = read_cluster(connection.api_client, page_size=page_size, include_config_maps=include_config_maps, decoded=True)
+        objects = read_cluster(connection.api_client, page_size=page_size, include_config_maps=include_config_maps,
+                               config_map_selector=config_map_selector, decoded=True)
     finally:
         connection.api_client.close()  # type: ignore[no-untyped-call]
     with gc_paused():

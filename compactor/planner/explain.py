@@ -113,6 +113,35 @@ def _curve_markdown(plan: CompactionPlan) -> list[str]:
     return [*out, ""]
 
 
+def _mig_rows(pool: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(config, per node, pending hosted per node, nodes for all pending, overlap with running) for the best layouts."""
+    rows = []
+    for option in pool["layouts"][:4]:
+        per_node = ", ".join(f"{v} x {k.removeprefix('nvidia.com/').removeprefix('mig-')}" for k, v in option["perNode"].items()) or "-"
+        needed = "-" if option["nodesForPending"] is None else str(option["nodesForPending"])
+        rows.append((option["config"], per_node, str(option["hostsPending"]), needed, f"{option['matchesRunning']:.0%}"))
+    return rows
+
+
+def _mig_text(plan: CompactionPlan) -> list[str]:
+    out: list[str] = []
+    for pool in plan.mig_advice:
+        out += ["", f"MIG layouts for pool {pool['pool']} ({pool['model']}, {pool['nodes']} nodes; advice, nothing is re-cut):",
+                f"  {pool['advice']}", f"    {'layout':<16} {'per node':<44} {'pending/node':>12} {'nodes for all':>13} {'fits running':>12}"]
+        out += [f"    {c:<16} {n:<44} {h:>12} {k:>13} {m:>12}" for c, n, h, k, m in _mig_rows(pool)]
+    return out
+
+
+def _mig_markdown(plan: CompactionPlan) -> list[str]:
+    out: list[str] = []
+    for pool in plan.mig_advice:
+        out += [f"## MIG layouts for pool {pool['pool']} ({pool['model']})", "", f"{pool['advice']} (advice: nothing is re-cut)", "",
+                "| layout | per node | pending hosted per node | nodes for all pending | fits running |", "|---|---|---:|---:|---:|"]
+        out += [f"| {c} | {n} | {h} | {k} | {m} |" for c, n, h, k, m in _mig_rows(pool)]
+        out.append("")
+    return out
+
+
 def _pending_text(plan: CompactionPlan) -> list[str]:
     if not plan.pending_not_placed:
         return []
@@ -152,6 +181,7 @@ def render_text(plan: CompactionPlan) -> str:
     if unmovable:
         out += ["", "Pods the plan may not move, by reason:"]
         out += [f"  {count:>5}  {reason}" for reason, count in unmovable.items()]
+    out += _mig_text(plan)
     return "\n".join(out) + "\n"
 
 
@@ -173,6 +203,7 @@ def render_markdown(plan: CompactionPlan) -> str:
     if unmovable:
         out += ["", "## Pods the plan may not move", "", "| reason | pods |", "|---|---:|"]
         out += [f"| {reason} | {count} |" for reason, count in unmovable.items()]
+    out += ["", *_mig_markdown(plan)] if plan.mig_advice else []
     return "\n".join(out) + "\n"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod
 from compactor.planner.movability import Unmovable, pdbs_by_pod
 from compactor.planner.problem import NodeState, PodType, Problem
@@ -23,7 +24,11 @@ def left_pending(problem: Problem, placed: Collection[str]) -> dict[str, str]:
 
 
 def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[int, tuple[dict[str, int], str]]) -> str:
-    receivers = [s for s in problem.nodes if s.index in ptype.targets or _eligible(problem, pod, s)]
+    missing = [r for r in ptype.requests if is_gpu_resource(r) and not any(s.node.allocatable.get(r, 0) for s in problem.nodes)]
+    if missing:
+        hint = " (a MIG re-cut could: compactor plan --explain-mig)" if any(is_mig_resource(r) for r in missing) else ""
+        return f"no node offers {', '.join(missing)}{hint}"
+    receivers = [s for s in problem.nodes if _eligible(problem, pod, s)]
     if not receivers:
         return "no node passes its filters (taints, nodeSelector, affinity, volumes, readiness)"
     roomy = [s for s in receivers if _fits(ptype.requests, s, s.fixed)]

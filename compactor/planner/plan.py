@@ -93,6 +93,7 @@ class CompactionPlan(_Doc):
     before: dict[str, Any] = Field(default_factory=dict)
     after: dict[str, Any] = Field(default_factory=dict)
     explanations: dict[str, Any] = Field(default_factory=dict)
+    mig_advice: list[dict[str, Any]] = Field(default_factory=list, alias="migAdvice")  # plan --explain-mig only
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"

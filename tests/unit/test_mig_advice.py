@@ -1,0 +1,70 @@
+"""MIG layout advice: which named mig-parted layout serves the pending and running MIG demand of a pool."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from compactor.model.migparted import parse_mig_parted
+from compactor.planner.mig_advice import advise
+from tests.builders import A100_80, as_list, cluster, node, pod
+
+FILTER = '["0x20B210DE", "0x20B510DE"]'
+LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
+    f"  {name}:\n    - device-filter: {FILTER}\n      devices: all\n      mig-enabled: true\n      mig-devices: {{{body}}}\n"
+    for name, body in (("all-1g.10gb", '"1g.10gb": 7'), ("all-3g.40gb", '"3g.40gb": 2'),
+                       ("all-balanced", '"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1'))
+)
+
+
+def config_map() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
+            "data": {"config.yaml": LAYOUTS}}
+
+
+def sliced(name: str) -> dict[str, Any]:
+    """An A100-80GB node, 2 GPUs, cut into 1g.10gb slices."""
+    return node(name, mig={"1g.10gb": 14}, physical_gpus=2, product=A100_80,
+                labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.capable": "true"})
+
+
+def objects() -> list[dict[str, Any]]:
+    return [sliced("a"), sliced("b"), *[pod(f"small-{i}", on="a", mig="1g.10gb") for i in range(4)],
+            pod("wait-0", mig="3g.40gb", owner="Job/w"), pod("wait-1", mig="3g.40gb", owner="Job/w"), pod("wait-2", mig="3g.40gb", owner="Job/w"),
+            config_map()]
+
+
+def test_pending_3g_pods_on_a_pool_cut_into_1g_slices_call_for_a_3g_layout() -> None:
+    snapshot = cluster(*objects())
+    (pool,) = advise(snapshot, parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"))
+    assert (pool.model, pool.nodes, pool.whole_free, pool.layouts_now) == ("A100-80GB", 2, ["b"], {"all-1g.10gb": 2})
+    assert pool.pending == {"nvidia.com/mig-3g.40gb": 3} and pool.running == {"nvidia.com/mig-1g.10gb": 4}
+    ranked = [(o.config, o.hosts_pending, o.nodes_for_pending) for o in pool.options]
+    assert ranked == [("all-3g.40gb", 3, 1), ("all-balanced", 2, 2), ("all-1g.10gb", 0, None)]
+    assert pool.summary() == "re-cut to all-3g.40gb (most nodes are all-1g.10gb now): 1 re-cut node(s) host all 3; 1 node(s) whole-free to re-cut today"
+
+
+def test_without_pending_pods_the_layout_closest_to_the_running_mix_ranks_first() -> None:
+    snapshot = cluster(*[o for o in objects() if not o["metadata"]["name"].startswith("wait")])
+    (pool,) = advise(snapshot, parse_mig_parted(LAYOUTS, source="x/y"))
+    assert pool.options[0].config == "all-1g.10gb" and pool.options[0].matches_running == 1.0
+    assert pool.summary().startswith("no MIG pod is pending; all-1g.10gb matches")
+
+
+def test_plan_explain_mig_prints_the_advice_and_names_a_missing_config(tmp_path: Path) -> None:
+    snapshot = tmp_path / "cluster.json"
+    snapshot.write_text(json.dumps(as_list(*objects())), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "compactor.cli", "plan", "--snapshot", str(snapshot), "--explain-mig", "--time-limit", "5"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "MIG layouts for pool NVIDIA-A100-SXM4-80GB (A100-80GB, 2 nodes; advice, nothing is re-cut):" in run.stdout
+    assert "re-cut to all-3g.40gb" in run.stdout
+    assert "default/wait-0: no node offers nvidia.com/mig-3g.40gb (a MIG re-cut could: compactor plan --explain-mig)" in run.stdout
+    snapshot.write_text(json.dumps(as_list(*objects()[:-1])), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "compactor.cli", "plan", "--snapshot", str(snapshot), "--explain-mig", "--time-limit", "5"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "no mig-parted ConfigMap" in run.stderr and "Traceback" not in run.stderr
