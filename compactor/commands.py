@@ -46,7 +46,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
                            mig_selector=settings.mig.selector)
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
                               coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
-    plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+    from compactor.planner.recut import mig_parted_for
+
+    plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
+                      mig_parted=mig_parted_for(snapshot, settings))
     if args.explain_mig:
         plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map)})
     text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
@@ -296,7 +299,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
                                mig_selector=settings.mig.selector)
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
-        return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes)
+        from compactor.planner.recut import mig_parted_for
+
+        return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
+                          mig_parted=mig_parted_for(snapshot, settings))
 
     return _recover_and_execute(args, settings, plan_now() if args.dry_run else None, plan_now)
 

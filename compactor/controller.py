@@ -113,6 +113,7 @@ def run_cycle(
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
     from compactor.planner.compose import build_plan
+    from compactor.planner.recut import mig_parted_for
 
     report = CycleReport(started=clock.now())
     if execute and not dry_run:
@@ -125,7 +126,8 @@ def run_cycle(
     exporter.set_figures(figures, cordoned_nodes=_cordoned(snapshot))
     report.figures, report.cordoned_nodes = figures, _cordoned(snapshot)
     if execute:
-        plan = build_plan(snapshot, settings.planner, source=snapshot.source, now=clock.now(), shapes=figures.shapes)
+        plan = build_plan(snapshot, settings.planner, source=snapshot.source, now=clock.now(), shapes=figures.shapes,
+                          mig_parted=mig_parted_for(snapshot, settings))
         report.plan_id, report.planned_moves, report.planned_freed = plan.metadata.id, len(plan.moves), list(plan.freed_nodes)
         if dry_run:
             from compactor.actions.clock import SimulatedClock

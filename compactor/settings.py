@@ -87,6 +87,9 @@ class PlannerSettings(_Group):
         description="controller kinds that recreate an evicted pod; other owners' pods (Job, CronJob, ...) move only with "
                     "compactor.io/evict=true")
     move_cost: MoveCostSettings = Field(default_factory=MoveCostSettings)
+    mig_repartition: bool = Field(False, description="re-cut whole-free MIG-capable nodes to a named mig-parted layout that hosts "
+                                                     "pending MIG pods (mig.config_map); off: advice only (plan --explain-mig)")
+    recut_cost_moves: float = Field(20.0, ge=0, description="what one re-cut costs, in moves (all its GPUs' device plugin restarts)")
     cross_pool_moves: bool = Field(False, description="let a GPU pod move to another pool (GPU product); off: it stays in its own")
     scheduler_names: list[str] = Field(default_factory=lambda: ["default-scheduler"],
                                        description="schedulerNames whose pods the plan may move or place (their scheduler honours cordons "

@@ -446,6 +446,18 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
         add(after[placement.to_node], demand(pod))
         where[pod.key] = placement.to_node
 
+    recut = {r.node: r for r in plan.mig_repartition}
+    for name, change in recut.items():
+        if name not in nodes:
+            errors.append(f"re-cut of {name}: no such node")
+            continue
+        if change.to_config == change.from_config:
+            errors.append(f"re-cut of {name}: {change.to_config} is its layout already")
+        kept = [p.key for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p) and p.node_name == name and p.key not in where]
+        if kept:
+            errors.append(f"re-cut of {name} while GPU pod(s) {', '.join(kept)} stay on it")
+        # Its GPU resources become the new layout's (mig-manager replaces them all).
+        caps[name] = {r: v for r, v in caps[name].items() if not is_gpu_resource(r)} | dict(change.allocatable)
     for name in nodes:
         exceeded = over(after[name], caps[name])
         if exceeded:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
+from compactor.model.migparted import MigParted
 from compactor.model.types import Snapshot
 from compactor.planner.frontier import Point, choose, frontier, plan_of
 from compactor.planner.greedy import Assignment
@@ -17,6 +18,7 @@ from compactor.planner.plan import (
     CompactionPlan,
     FrontierPoint,
     Metadata,
+    MigRepartition,
     Move,
     PendingNote,
     Placement,
@@ -24,6 +26,7 @@ from compactor.planner.plan import (
     apply_plan,
 )
 from compactor.planner.problem import Problem, build_problem
+from compactor.planner.recut import plan_recuts
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
 from compactor.planner.solver import SolveResult, empty_nodes, solve
 from compactor.settings import PlannerSettings
@@ -94,8 +97,12 @@ def build_plan(
     now: datetime,
     shapes: Sequence[ReferenceShape] | None = None,
     plan_id: str | None = None,
+    mig_parted: MigParted | None = None,
 ) -> CompactionPlan:
-    """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock."""
+    """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
+
+    With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
+    pending MIG pods (``recut.py``)."""
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
@@ -121,6 +128,8 @@ def build_plan(
             curve_seconds = time.monotonic() - started
             assignment = plan_of(chosen)
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
+    recuts = plan_recuts(problem, mig_parted, moves, placements) if settings.mig_repartition and mig_parted and problem.types else []
+    placements = [*placements, *(p for r in recuts for p in r.placements)]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:
         note = "no move frees GPU capacity or places a pending pod"
@@ -131,6 +140,8 @@ def build_plan(
         freed_nodes=[problem.nodes[i].node.name for i in freed],
         filled_nodes=[problem.nodes[i].node.name for i in filled],
         freed_gpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
+        mig_repartition=[MigRepartition(node=problem.nodes[r.node].node.name, from_config=r.from_config, to_config=r.to_config,
+                                        reason=r.reason(problem), allocatable=r.allocatable, cost=settings.recut_cost_moves) for r in recuts],
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
         balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
         frontier=[_frontier_point(p, p is chosen, settings.move_cost.base) for p in points],

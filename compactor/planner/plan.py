@@ -15,7 +15,9 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compactor.errors import InputError
-from compactor.model.types import Snapshot
+from compactor.model.gpu import derive_gpu_info
+from compactor.model.resources import Resources, is_gpu_resource
+from compactor.model.types import Node, Snapshot
 
 API_VERSION: Literal["compactor/v1alpha1"] = "compactor/v1alpha1"
 KIND: Literal["CompactionPlan"] = "CompactionPlan"
@@ -71,6 +73,17 @@ class FrontierPoint(_Doc):
     chosen: bool = False
 
 
+class MigRepartition(_Doc):
+    """Re-cut a whole-free node to another named mig-parted layout (``nvidia.com/mig.config``)."""
+
+    node: str
+    from_config: str = Field(alias="from")
+    to_config: str = Field(alias="to")
+    reason: str = ""
+    allocatable: dict[str, int] = Field(default_factory=dict)  # GPU resources the node advertises once cut
+    cost: float = 0.0  # in moves (planner.recut_cost_moves)
+
+
 class PendingNote(_Doc):
     pod: str
     reason: str
@@ -85,6 +98,7 @@ class CompactionPlan(_Doc):
     freed_nodes: list[str] = Field(default_factory=list, alias="freedNodes")
     filled_nodes: list[str] = Field(default_factory=list, alias="filledNodes")
     freed_gpus: int = Field(0, alias="freedGpus")
+    mig_repartition: list[MigRepartition] = Field(default_factory=list, alias="migRepartition")
     objective: str = ""
     balanced_moves_per_gpu: float | None = Field(None, alias="balancedMovesPerGpu")  # the price balanced used
     frontier: list[FrontierPoint] = Field(default_factory=list)
@@ -120,7 +134,7 @@ def load_plan(path: str) -> CompactionPlan:
 
 
 def apply_plan(snapshot: Snapshot, plan: CompactionPlan) -> Snapshot:
-    """The snapshot as it would be after the plan: moved pods on their targets, pending pods placed."""
+    """The snapshot as it would be after the plan: moved pods on their targets, pending pods placed, re-cut nodes cut."""
     moved = {m.pod: m.to_node for m in plan.moves}
     placed = {p.pod: p.to_node for p in plan.placed_pending}
     pods = []
@@ -131,4 +145,14 @@ def apply_plan(snapshot: Snapshot, plan: CompactionPlan) -> Snapshot:
             pods.append(msgspec.structs.replace(pod, node_name=placed[pod.key], phase="Running"))
         else:
             pods.append(pod)
-    return replace(snapshot, pods=tuple(pods))
+    recut = {r.node: r for r in plan.mig_repartition}
+    nodes = tuple(_recut(node, recut[node.name]) if node.name in recut else node for node in snapshot.nodes)
+    return replace(snapshot, pods=tuple(pods), nodes=nodes)
+
+
+def _recut(node: Node, change: MigRepartition) -> Node:
+    """The node with its GPU resources replaced by the new layout's."""
+    allocatable = {r: v for r, v in node.allocatable.items() if not is_gpu_resource(r)} | change.allocatable
+    labels = {**node.labels, "nvidia.com/mig.config": change.to_config}
+    gpu, _ = derive_gpu_info(labels, allocatable)
+    return replace(node, labels=labels, allocatable=Resources(allocatable), gpu=gpu)

@@ -68,3 +68,53 @@ def test_plan_explain_mig_prints_the_advice_and_names_a_missing_config(tmp_path:
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert "no mig-parted ConfigMap" in run.stderr and "Traceback" not in run.stderr
+
+
+# ---------------------------------------------------------------- the planner re-cuts (planner.mig_repartition)
+
+
+def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = None, **settings: Any) -> Any:
+    from datetime import UTC, datetime
+
+    from compactor.planner.compose import build_plan
+    from compactor.settings import PlannerSettings
+    from tests.plancheck import assert_valid
+
+    snapshot = cluster(*(objects_ if objects_ is not None else objects()), *extra)
+    config = PlannerSettings(**{"time_limit_seconds": 5, "workers": 2, "mig_repartition": True, **settings})
+    plan = build_plan(snapshot, config, source="test", now=datetime(2026, 1, 1, tzinfo=UTC),
+                      mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"))
+    assert_valid(snapshot, plan, config)
+    return snapshot, plan
+
+
+def test_a_whole_free_node_is_re_cut_for_the_pending_3g_pods() -> None:
+    _, plan = recut_plan()
+    assert [(r.node, r.from_config, r.to_config) for r in plan.mig_repartition] == [("b", "all-1g.10gb", "all-3g.40gb")]
+    assert plan.mig_repartition[0].allocatable == {"nvidia.com/mig-3g.40gb": 4} and plan.mig_repartition[0].cost == 20.0
+    assert sorted(p.pod for p in plan.placed_pending) == ["default/wait-0", "default/wait-1", "default/wait-2"]
+    assert {p.to_node for p in plan.placed_pending} == {"b"} and plan.moves == []
+    assert plan.pending_not_placed == []
+    # The after figures see b cut into four 3g.40gb slices (half a GPU each), three of them taken: 0.5 GPU free there.
+    (after_b,) = [n for n in plan.after["nodes"] if n["name"] == "b"]
+    assert after_b["freeGpus"] == 0.5
+
+
+def test_a_node_is_freed_to_be_re_cut_when_that_is_the_only_way() -> None:
+    # b runs one 1g.10gb pod that can join a: moving it frees b, which is then cut for the 3g.40gb pods.
+    _, plan = recut_plan(pod("small-b", on="b", mig="1g.10gb"))
+    assert [(m.pod, m.from_node, m.to_node) for m in plan.moves] == [("default/small-b", "b", "a")]
+    assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
+    assert {p.to_node for p in plan.placed_pending} == {"b"}
+
+
+def test_a_node_that_keeps_a_gpu_pod_is_never_re_cut() -> None:
+    pinned = [pod("pin-a", on="a", mig="1g.10gb", owner=None), pod("pin-b", on="b", mig="1g.10gb", owner=None)]
+    _, plan = recut_plan(*pinned)
+    assert plan.mig_repartition == [] and plan.placed_pending == []
+    assert {p.pod for p in plan.pending_not_placed} == {"default/wait-0", "default/wait-1", "default/wait-2"}
+
+
+def test_without_mig_repartition_nothing_is_re_cut() -> None:
+    _, plan = recut_plan(mig_repartition=False)
+    assert plan.mig_repartition == [] and plan.placed_pending == []

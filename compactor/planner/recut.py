@@ -1,0 +1,138 @@
+"""MIG re-partitioning: cut whole-free MIG-capable nodes into a named layout that hosts pending MIG pods.
+
+Runs on the plan's chosen point, after its moves and placements are known. A node may be
+re-cut only when no GPU pod is left on it after the plan (mig-manager does not evict, and
+every GPU's geometry may change); it takes the named layout (``nvidia.com/mig.config``)
+that hosts the most still-pending MIG pods (ties: the layout closest to the pool's running
+mix, then the name), and only if it hosts at least one. Pending pods are taken by priority,
+each only where its own rules (taints, selectors, affinity, volumes) allow.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compactor.model.migparted import MigParted, find_mig_parted
+from compactor.model.resources import is_gpu_resource, is_mig_resource
+from compactor.model.types import Pod, Snapshot
+from compactor.planner.problem import NodeState, PodType, Problem
+from compactor.planner.solution import ConcreteMove, ConcretePlacement
+from compactor.settings import Settings
+
+log = logging.getLogger("compactor.planner")
+
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+
+
+@dataclass
+class Recut:
+    node: int
+    from_config: str
+    to_config: str
+    allocatable: dict[str, int]  # the GPU resources the node advertises once cut
+    placements: list[ConcretePlacement] = field(default_factory=list)
+
+    def reason(self, problem: Problem) -> str:
+        pods = ", ".join(p.pod.key for p in self.placements)
+        return f"{problem.nodes[self.node].node.name} is whole-free; {self.to_config} hosts pending {pods}"
+
+
+def mig_parted_for(snapshot: Snapshot, settings: Settings) -> MigParted | None:
+    """The mig-parted config the planner may re-cut with (only when planner.mig_repartition is on)."""
+    if not settings.planner.mig_repartition:
+        return None
+    parted = find_mig_parted(snapshot.config_maps, settings.mig.config_map)
+    if parted is None:
+        log.warning("planner.mig_repartition is on but no mig-parted ConfigMap was found: no node is re-cut",
+                    extra={"configMap": settings.mig.config_map or "custom-/default-mig-parted-config"})
+    return parted
+
+
+def plan_recuts(problem: Problem, parted: MigParted, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[Recut]:
+    """Re-cuts (each with the pending pods it hosts) for the plan's whole-free MIG-capable nodes."""
+    waiting = _still_pending(problem, placements)
+    if not waiting:
+        return []
+    busy = _gpu_busy_after(problem, moves, placements)
+    recuts: list[Recut] = []
+    for state in sorted(problem.nodes, key=lambda s: s.node.name):
+        if not waiting:
+            break
+        if state.index in busy or not _recuttable(state):
+            continue
+        best = _best_layout(problem, parted, state, waiting)
+        if best is not None:
+            recuts.append(best)
+            placed = {id(p.pod) for p in best.placements}
+            waiting = [(t, pod) for t, pod in waiting if id(pod) not in placed]
+    return recuts
+
+
+def _recuttable(state: NodeState) -> bool:
+    node = state.node
+    capable = node.labels.get(MIG_CAPABLE_LABEL) == "true" or any(is_mig_resource(r) for r in node.allocatable)
+    return capable and state.is_target_pool and state.gpus > 0
+
+
+def _still_pending(problem: Problem, placements: Sequence[ConcretePlacement]) -> list[tuple[PodType, Pod]]:
+    placed = {p.pod.key for p in placements}
+    waiting = [(t, pod) for t in problem.types if t.pending for pod in t.pending_pods
+               if pod.key not in placed and any(is_mig_resource(r) for r in t.requests)]
+    return sorted(waiting, key=lambda item: (-item[0].weight, item[1].key))
+
+
+def _gpu_busy_after(problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> set[int]:
+    """Nodes that run a GPU pod after the plan (fixed, staying, arriving or placed)."""
+    count = [0] * len(problem.nodes)
+    for state in problem.nodes:
+        if any(is_gpu_resource(r) and v > 0 for r, v in state.fixed.items()):
+            count[state.index] += 1
+    for ptype in problem.types:
+        if ptype.uses_gpu and not ptype.pending:
+            for node, pods in ptype.initial.items():
+                count[node] += len(pods)
+    for move in moves:
+        if move.ptype.uses_gpu:
+            count[move.source] -= 1
+            count[move.target] += 1
+    for placement in placements:
+        if placement.ptype.uses_gpu:
+            count[placement.target] += 1
+    return {i for i, c in enumerate(count) if c > 0}
+
+
+def _best_layout(problem: Problem, parted: MigParted, state: NodeState, waiting: list[tuple[PodType, Pod]]) -> Recut | None:
+    """The layout hosting the most waiting pods (ties: by name); the current one is no re-cut, and pods it could host
+    would have been placed by the plan already."""
+    current = state.node.labels.get(MIG_CONFIG_LABEL, "")
+    options = []
+    for name in parted.applicable(state.node):
+        if name == current:
+            continue
+        allocatable = parted.capacity(name, state.node) or {}
+        recut = Recut(state.index, current, name, allocatable, _fill(problem, state, allocatable, waiting))
+        if recut.placements:
+            options.append(recut)
+    return min(options, key=lambda r: (-len(r.placements), r.to_config), default=None)
+
+
+def _fill(problem: Problem, state: NodeState, allocatable: dict[str, int], waiting: list[tuple[PodType, Pod]]) -> list[ConcretePlacement]:
+    """Pending pods this layout would host on the node, in priority order, within every resource."""
+    capacity = {r: v for r, v in state.capacity.items() if not is_gpu_resource(r)} | allocatable
+    load = {r: v for r, v in state.fixed.items() if not is_gpu_resource(r)}
+    for other in problem.types:  # pods without GPUs may stay on the node: count them (moves off it only free room)
+        if not other.pending and not other.uses_gpu:
+            for r, v in other.requests.items():
+                load[r] = load.get(r, 0) + v * len(other.initial.get(state.index, ()))
+    placed = []
+    for ptype, pod in waiting:
+        if problem.rules is not None and problem.rules.why_not(pod, state.node) is not None:
+            continue
+        if all(load.get(r, 0) + v <= capacity.get(r, 0) for r, v in ptype.requests.items()):
+            for r, v in ptype.requests.items():
+                load[r] = load.get(r, 0) + v
+            placed.append(ConcretePlacement(pod, ptype, state.index))
+    return placed
