@@ -139,7 +139,7 @@ def run_cycle(
         else:
             run = Executor(client, settings.executor, clock, progress=progress).execute(plan)
         report.run = run
-        exporter.record_run(run.status, evictions=_evictions(run), gained=_gained(run))
+        exporter.record_run(run.status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()))
         if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
             snapshot = load_snapshot()  # the figures after the run, not the ones it started from
             report.figures, report.cordoned_nodes = _figures(snapshot, settings), _cordoned(snapshot)

@@ -118,6 +118,8 @@ class ExecutorSettings(_Group):
     max_concurrent_evictions: int = Field(1, ge=1)
     max_evictions_per_cycle: int = Field(50, ge=1)
     replacement_timeout_seconds: float = Field(300.0, gt=0)
+    mig_reconfigure_timeout_seconds: float = Field(900.0, gt=0, description="longest mig-manager may take to re-cut a node "
+                                                                            "(state success and the new slices in allocatable)")
     eviction_retry_limit: int = Field(5, ge=0)
     backoff_seconds: float = Field(2.0, ge=0)
     backoff_max_seconds: float = Field(60.0, ge=0)
@@ -143,6 +145,8 @@ def worst_case_run_seconds(settings: Settings, *, pending_pods: int = 1, grace_s
     evicting = moves * per_move if ex.max_run_seconds is None else min(moves * per_move, ex.max_run_seconds + per_move)
     planning = 3 * planner.time_limit_seconds + 120  # solver levels, reading the cluster, recovery
     finishing = pending_pods * ex.steer_timeout_seconds + ex.replacement_timeout_seconds + grace_seconds
+    if planner.mig_repartition:  # one re-cut per pending pod at most, each waited for in turn
+        finishing += pending_pods * ex.mig_reconfigure_timeout_seconds
     return planning + evicting + finishing
 
 

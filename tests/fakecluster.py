@@ -51,6 +51,61 @@ Failure = EvictionOutcome | EvictionResult | int | BaseException
 T = TypeVar("T")
 
 
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+
+
+@dataclass
+class FakeMigManager:
+    """NVIDIA's mig-manager as the executor meets it: it watches ``nvidia.com/mig.config`` and reports in
+    ``nvidia.com/mig.config.state`` (``pending`` at once, then ``success`` or ``failed``); on success the device
+    plugin re-advertises the node's GPU resources as ``layouts[config]`` says, ``allocatable_lag`` seconds later.
+    It evicts nothing: a GPU pod still bound to the node when the change is noticed makes the re-cut fail, as
+    reconfiguring a GPU in use does. ``outcome``: success | failed | stuck (stays pending for ever)."""
+
+    layouts: dict[str, dict[str, int]]
+    takes: float = 30.0
+    outcome: str = "success"
+    allocatable_lag: float = 0.0
+    applied: dict[str, str] = field(default_factory=dict)  # node -> the layout its GPUs have now
+    started: dict[str, float] = field(default_factory=dict)  # node -> when the change was noticed
+    reconfigured: list[tuple[str, str]] = field(default_factory=list)  # (node, layout) of every finished re-cut
+
+    def step(self, cluster: FakeCluster) -> None:
+        for name, node in cluster.nodes.items():
+            labels = node.setdefault("metadata", {}).setdefault("labels", {})
+            wanted = labels.get(MIG_CONFIG_LABEL, "")
+            applied = self.applied.setdefault(name, wanted)
+            if wanted == applied:
+                continue
+            if name not in self.started:
+                self.started[name] = cluster.time
+                labels[MIG_STATE_LABEL] = "failed" if cluster.gpu_pods_bound(name) else "pending"
+                cluster.touch_node(name)
+            self._progress(cluster, name, node, labels, wanted)
+
+    def _progress(self, cluster: FakeCluster, name: str, node: Obj, labels: dict[str, str], wanted: str) -> None:
+        elapsed = cluster.time - self.started[name]
+        if labels[MIG_STATE_LABEL] == "failed" or self.outcome == "stuck" or elapsed < self.takes:
+            return
+        if self.outcome == "failed":
+            labels[MIG_STATE_LABEL] = "failed"
+            cluster.touch_node(name)
+            return
+        if labels[MIG_STATE_LABEL] != "success":
+            labels[MIG_STATE_LABEL] = "success"
+            cluster.touch_node(name)
+        if elapsed >= self.takes + self.allocatable_lag:
+            status = node.setdefault("status", {})
+            for key in ("allocatable", "capacity"):
+                kept = {r: v for r, v in (status.get(key) or {}).items() if not is_gpu_resource(r)}
+                status[key] = {**kept, **{r: str(v) for r, v in self.layouts[wanted].items()}}
+            self.applied[name] = wanted
+            del self.started[name]
+            self.reconfigured.append((name, wanted))
+            cluster.touch_node(name)
+
+
 class Crash(BaseException):
     """The executor process dying mid-write; a BaseException so ``except Exception`` cannot swallow it."""
 
@@ -197,6 +252,7 @@ class FakeCluster:
         self._crash: tuple[int, str] | None = None
         self._writes = 0
         self._rng = random.Random(0)
+        self.mig_manager: FakeMigManager | None = None
         self._uids = itertools.count(1)
         self._versions = itertools.count(1)
         for obj in objects:
@@ -295,6 +351,8 @@ class FakeCluster:
     def tick(self) -> None:
         """One pass of every controller at the current time."""
         self._reap()
+        if self.mig_manager is not None:
+            self.mig_manager.step(self)
         self._follow_cordons()
         self._reconcile_controllers()
         self._schedule()
@@ -320,6 +378,11 @@ class FakeCluster:
         if n_writes < 1 or when not in ("before", "after"):
             raise ValueError("crash_after needs n_writes >= 1 and when 'before' or 'after'")
         self._crash = (self._writes + n_writes, when)
+
+    def gpu_pods_bound(self, node: str) -> list[str]:
+        """Unfinished GPU pods bound to ``node`` (terminating ones too: their containers still hold the GPUs)."""
+        return [f"{ns}/{n}" for (ns, n), p in sorted(self.pods.items())
+                if p.get("spec", {}).get("nodeName") == node and _phase(p) not in TERMINAL and self._requests(p).gpu_part()]
 
     def touch_node(self, name: str) -> None:
         """A new resourceVersion for the node, as every write to it gets (tests call it after editing ``nodes`` directly)."""

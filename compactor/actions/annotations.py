@@ -14,7 +14,10 @@ HELD_FOR = "compactor.io/held-for"  # a node cordoned for a moment so that this 
 IDENTITY = "gpu-compactor"
 STATE_CONFIGMAP = "gpu-compactor-state"
 
-OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR)
+MIG_EXPECTED = "compactor.io/mig-expected"  # the GPU resources a re-cut should bring (actions.migmanager)
+MIG_RECUT_FAILED = "compactor.io/mig-recut-failed"
+
+OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR, MIG_EXPECTED, MIG_RECUT_FAILED)
 
 
 CORDON_TAINT = "node.kubernetes.io/unschedulable"  # added and removed by the node lifecycle controller

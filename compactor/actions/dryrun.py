@@ -15,6 +15,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactor.actions import migmanager
 from compactor.actions.annotations import CORDON_TAINT
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.actions.pods import pod_key
@@ -73,6 +74,8 @@ class RecordingClient:
     def patch_node(self, name: str, patch: Obj) -> Obj:
         self.calls.append(RecordedCall("patch_node", {"name": name, "patch": copy.deepcopy(patch)}))
         node = _merge(self.nodes[name], patch)
+        if migmanager.CONFIG_LABEL in ((patch.get("metadata") or {}).get("labels") or {}):
+            migmanager.simulate(node)  # mig-manager's part in a dry run: the re-cut succeeds
         spec = node.setdefault("spec", {})
         taints = [t for t in spec.get("taints") or [] if t.get("key") != CORDON_TAINT]
         if spec.get("unschedulable"):  # the node lifecycle controller's part: the cordon's taint follows it

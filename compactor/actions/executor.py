@@ -19,6 +19,7 @@ from functools import cached_property, partial
 from typing import Any, TypeVar
 
 from compactor.actions import annotations as ann
+from compactor.actions import migmanager as mig
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj, ObjectRef
 from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.outcome import Outcome, compare, physical_gpus, whole_free_gpu_nodes
@@ -27,7 +28,7 @@ from compactor.actions.pods import controller_uid, gpu_pods_on, is_ready, is_ter
 from compactor.actions.scope import within_cap
 from compactor.actions.steering import plan_hold
 from compactor.errors import ClusterError
-from compactor.planner.plan import CompactionPlan, Move, Placement
+from compactor.planner.plan import CompactionPlan, MigRepartition, Move, Placement
 from compactor.settings import ExecutorSettings
 
 log = logging.getLogger("compactor.executor")
@@ -65,12 +66,13 @@ class RunReport:
     reason: str = ""
     dry_run: bool = False
     outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
+    recuts: dict[str, str] = field(default_factory=dict)  # MIG re-cuts attempted: node -> success | failed | timeout
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "planId": self.plan_id, "status": self.status, "movesTotal": self.moves_total, "movesDone": self.moves_done,
             "freedNodes": self.freed_nodes, "skippedMoves": self.skipped_moves, "reason": self.reason, "dryRun": self.dry_run,
-            "outcome": self.outcome.to_dict() if self.outcome else None,
+            "outcome": self.outcome.to_dict() if self.outcome else None, "migRecuts": self.recuts,
         }
 
 
@@ -92,6 +94,7 @@ class _Run:
     free_before: dict[str, int] = field(default_factory=dict)  # whole-free GPU nodes when the run began
     evictions: int = 0
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
+    recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
     started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
 
     @cached_property
@@ -125,7 +128,8 @@ class _Run:
         """Nodes drained for a pending pod (and not freed): kept from replacements until the pending pod binds there."""
         sources = {m.from_node for m in self.plan.moves}
         targets = {m.to_node for m in self.plan.moves}
-        return sorted({p.to_node for p in self.plan.placed_pending} & sources - self.freed - targets)
+        drained_for_pending = {p.to_node for p in self.plan.placed_pending} & sources - self.freed - targets
+        return sorted(drained_for_pending | {r.node for r in self.plan.mig_repartition})
 
 
 class Executor:
@@ -149,7 +153,7 @@ class Executor:
     def execute(self, plan: CompactionPlan, *, resume: dict[str, str] | None = None) -> RunReport:
         """Run the plan to the end, or abort and roll back. ``resume`` is a state record from recovery."""
         report = RunReport(plan.metadata.id, "succeeded", len(plan.moves), dry_run=self.dry_run)
-        if not plan.moves and not plan.freed_nodes:
+        if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
             report.status = "nothing-to-do"
             return report
         run = _Run.resumed(plan, resume) if resume else _Run(plan, set(plan.freed_nodes))
@@ -159,7 +163,7 @@ class Executor:
                 nodes = self.client.list_nodes()
                 run.free_before = whole_free_gpu_nodes(nodes, self.client.list_pods())
                 run = self._scoped(run, nodes)
-                if not run.plan.moves:
+                if not run.plan.moves and not run.plan.mig_repartition:
                     report.status = "failed"
                     report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
                     return report
@@ -192,6 +196,7 @@ class Executor:
             self._rollback(run, report.reason)
         report.moves_done = len(run.done)
         report.skipped_moves = run.skipped
+        report.recuts = dict(run.recuts)
         self._judge(run, report)
         return report
 
@@ -497,9 +502,13 @@ class Executor:
     def _finish(self, run: _Run) -> list[str]:
         self._release_holds(run)  # resumed after a crash between a bind and its release
         unfinished = run.unfinished_sources
+        failed = self._recut_all(run, unfinished)
         for placement in run.plan.placed_pending:
             if placement.to_node in unfinished:
                 run.notes.append(f"pending pod {placement.pod} not placed: {placement.to_node} was not drained in this run")
+                continue
+            if placement.to_node in failed:
+                run.notes.append(f"pending pod {placement.pod} not placed: the re-cut of {placement.to_node} failed")
                 continue
             self._place_pending(run, placement)
         for name in run.fences:  # a pending pod that was not placed leaves its fence behind
@@ -544,6 +553,59 @@ class Executor:
             run.notes.append(f"pending pod {placement.pod} not bound within {self.settings.steer_timeout_seconds:g}s")
         elif node != placement.to_node:
             run.notes.append(f"pending pod {placement.pod} was bound to {node}, not the planned {placement.to_node}")
+
+    def _recut_all(self, run: _Run, unfinished: set[str]) -> set[str]:
+        """Re-cut each drained node of the plan's migRepartition; returns the nodes whose re-cut did not succeed."""
+        failed = set()
+        for change in run.plan.mig_repartition:
+            if change.node in unfinished:
+                failed.add(change.node)
+                continue
+            result = self._recut(run, change)
+            run.recuts[change.node] = result
+            if result != "success":
+                failed.add(change.node)
+        return failed
+
+    def _recut(self, run: _Run, change: MigRepartition) -> str:
+        """Drained node -> relabelled -> mig-manager done (``success``), or ``failed``/``timeout``: then the node stays
+        cordoned and marked for an operator, with a Warning Event; never retried in a loop."""
+        name = change.node
+        self._await_drained(run, [name])
+        holding = [pod_key(p) for p in self._gpu_pods_holding(name)]
+        if holding:
+            return self._recut_failed(run, change, f"GPU pod(s) {', '.join(holding[:3])} still on it", "failed")
+        node = self._read(partial(self.client.get_node, name))
+        if node is None:
+            raise Abort(f"node {name} disappeared before its re-cut")
+        if mig.labels(node).get(mig.CONFIG_LABEL) != change.to_config:  # a resumed run finds it relabelled already
+            if patch_fresh(self.client, name, lambda n: mig.relabel_patch(change.to_config, change.allocatable) if ann.is_ours(n) else None,
+                           node=node) is None:
+                return self._recut_failed(run, change, "the node is no longer cordoned by gpu-compactor", "failed")
+            self._event(ObjectRef("Node", name), "CompactorMigRecut", f"{change.from_config} -> {change.to_config} for plan {run.plan.metadata.id}")
+        deadline = self.clock.monotonic() + self.settings.mig_reconfigure_timeout_seconds
+        while True:
+            node = self._read(partial(self.client.get_node, name)) or {}
+            state = mig.progress(node, change.to_config, change.allocatable)
+            if state == "done":
+                return "success"
+            if state == "failed":
+                return self._recut_failed(run, change, f"mig-manager reports {mig.labels(node).get(mig.STATE_LABEL, 'a changed label')}", "failed")
+            if self.clock.monotonic() >= deadline:
+                return self._recut_failed(run, change, f"not done within {self.settings.mig_reconfigure_timeout_seconds:g}s "
+                                                       f"(state {mig.labels(node).get(mig.STATE_LABEL, '-')})", "timeout")
+            self._report(run, f"re-cutting {name}", waiting=f"mig-manager: {mig.labels(node).get(mig.STATE_LABEL, '-')}")
+            self.clock.sleep(self.settings.poll_seconds)
+
+    def _recut_failed(self, run: _Run, change: MigRepartition, why: str, result: str) -> str:
+        message = f"re-cut of {change.node} to {change.to_config} failed: {why}; left cordoned for an operator"
+        log.warning("mig re-cut failed", extra={"node": change.node, "to": change.to_config, "reason": why})
+        if change.node in run.cordoned and patch_fresh(self.client, change.node, lambda n: mig.failed_patch(why) if ann.is_ours(n) else None):
+            run.cordoned.remove(change.node)  # deliberately kept: recovery and _finish leave it
+            self._save(run)
+        self._event(ObjectRef("Node", change.node), "CompactorMigRecutFailed", message, "Warning")
+        run.notes.append(message)
+        return result
 
     def _release_fence(self, run: _Run, name: str) -> None:
         if name not in run.cordoned:

@@ -24,6 +24,7 @@ from compactor.metrics.fragmentation import AggregateFigures, Figures
 
 PREFIX = "gpu_compactor_"
 RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do")
+RECUT_RESULTS = ("success", "failed", "timeout")
 
 
 class Exporter(Collector):
@@ -43,6 +44,7 @@ class Exporter(Collector):
         self._last_cycle: float | None = None
         self._leader = False
         self._gained: tuple[int, int] | None = None
+        self._recuts: dict[str, int] = dict.fromkeys(RECUT_RESULTS, 0)
         self.registry.register(self)
 
     # ----- updates (from the controller loop) ------------------------------------------
@@ -54,18 +56,25 @@ class Exporter(Collector):
             if cordoned_nodes is not None:
                 self._cordoned = cordoned_nodes
 
-    def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None) -> None:
+    def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None,
+                   recuts: tuple[str, ...] = ()) -> None:
         """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do) after ``evictions`` evictions.
 
-        ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured.
+        ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured; ``recuts``: the result of
+        each MIG re-cut it attempted (success | failed | timeout).
         """
         if evictions < 0:
             raise ValueError(f"evictions must be >= 0, got {evictions}")
+        unknown = sorted(set(recuts) - set(RECUT_RESULTS))
+        if unknown:
+            raise ValueError(f"unknown re-cut result(s) {unknown}; expected {RECUT_RESULTS}")
         with self._lock:
             self._runs[status] = self._runs.get(status, 0) + 1
             self._evictions += evictions
             if gained is not None:
                 self._gained = gained
+            for result in recuts:
+                self._recuts[result] += 1
 
     def record_cycle(self, timestamp: float) -> None:
         """A cycle completed (figures computed, and the run if any ended) at ``timestamp`` (Unix seconds)."""
@@ -96,7 +105,7 @@ class Exporter(Collector):
         with self._lock:
             figures, cordoned, leader = self._figures, self._cordoned, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
-            gained = self._gained
+            gained, recuts = self._gained, dict(self._recuts)
         if figures is not None:
             yield from _figure_metrics(figures)
         if cordoned is not None:
@@ -107,6 +116,11 @@ class Exporter(Collector):
             runs_family.add_metric([status], runs[status])
         yield runs_family
         yield CounterMetricFamily(PREFIX + "evictions", "Pods evicted by gpu-compactor (real runs only).", value=evictions)
+        recut_family = CounterMetricFamily(PREFIX + "mig_reconfigurations", "MIG re-cuts gpu-compactor asked mig-manager for, by result.",
+                                           labels=["result"])
+        for result in RECUT_RESULTS:
+            recut_family.add_metric([result], recuts[result])
+        yield recut_family
         yield CounterMetricFamily(PREFIX + "cycle_errors", "Cycles that stopped on an error before completing.", value=errors)
         if gained is not None:
             yield GaugeMetricFamily(PREFIX + "last_run_freed_gpus", "Net whole-free GPUs the last run gained, measured on the cluster "

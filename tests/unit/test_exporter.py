@@ -122,6 +122,18 @@ def test_the_last_measured_gain_is_exported_beside_the_planned_one() -> None:
     assert value(registry, "gpu_compactor_last_run_freed_gpus") == 64
 
 
+def test_mig_reconfigurations_count_by_result() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    assert value(registry, "gpu_compactor_mig_reconfigurations_total", result="failed") == 0
+    exporter.record_run("succeeded", recuts=("success", "success"))
+    exporter.record_run("partial", recuts=("timeout",))
+    exporter.record_run("partial", recuts=("failed",))
+    assert [value(registry, "gpu_compactor_mig_reconfigurations_total", result=r) for r in ("success", "failed", "timeout")] == [2, 1, 1]
+    with pytest.raises(ValueError, match="unknown re-cut result"):
+        exporter.record_run("failed", recuts=("maybe",))
+
+
 def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)

@@ -217,13 +217,14 @@ def test_the_metrics_service_selects_the_controller_pods() -> None:
 def test_the_alerts_use_the_exported_metric_names() -> None:
     rule = _one("PrometheusRule")
     alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
-    assert len(alerts) == 5
+    assert len(alerts) == 6
     exprs = " ".join(alerts.values())
     for metric in METRICS:
         assert metric in exprs, f"no alert on {metric}"
     assert 'gpu_compactor_runs_total{status="failed"}' in exprs
     assert "gpu_compactor_last_run_planned_freed_gpus) - max(gpu_compactor_last_run_freed_gpus" in alerts["GpuCompactorRunFellShort"]
     assert "by (pool)" in alerts["GpuFragmentationHigh"]
+    assert 'gpu_compactor_mig_reconfigurations_total{result!="success"}' in alerts["GpuCompactorMigRecutFailed"]
 
 
 def _clear_compactor_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,147 @@
+"""The executor drives mig-manager: drain, relabel ``nvidia.com/mig.config``, wait for ``success`` and the new slices,
+then place the pending pods the node was cut for; on ``failed`` or a timeout the node stays cordoned for an operator.
+
+The fake cluster plays mig-manager (``FakeMigManager``): ``pending`` at once, ``success`` or ``failed`` after a while,
+the device plugin re-advertising the new layout (possibly late), or stuck in ``pending``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compactor.actions import annotations as ann
+from compactor.actions.executor import Executor, RunReport
+from compactor.model.migparted import parse_mig_parted
+from compactor.planner.compose import build_plan
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings, PlannerSettings
+from tests.builders import A100_80, cluster, node, pod
+from tests.fakecluster import EPOCH, FakeCluster, FakeMigManager
+from tests.integration.test_executor import assert_clean, marks
+
+FILTER = '["0x20B210DE"]'
+LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
+    f"  {name}:\n    - device-filter: {FILTER}\n      devices: all\n      mig-enabled: true\n      mig-devices: {{{body}}}\n"
+    for name, body in (("all-1g.10gb", '"1g.10gb": 7'), ("all-3g.40gb", '"3g.40gb": 2'))
+)
+CUT = {"all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}, "all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4}}
+SETTINGS = ExecutorSettings(poll_seconds=1, replacement_timeout_seconds=60, mig_reconfigure_timeout_seconds=120, steer_timeout_seconds=30)
+
+
+def sliced(name: str) -> dict[str, Any]:
+    return node(name, mig={"1g.10gb": 14}, physical_gpus=2, product=A100_80,
+                labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
+
+
+def objects() -> list[dict[str, Any]]:
+    """b runs one movable 1g.10gb pod that a can take; two 3g.40gb pods wait, which only a re-cut b can host."""
+    return [sliced("a"), sliced("b"), pod("small-a", on="a", mig="1g.10gb", owner=None),
+            pod("small-b", on="b", mig="1g.10gb", owner="ReplicaSet/small"),
+            pod("wait-0", mig="3g.40gb", owner=None), pod("wait-1", mig="3g.40gb", owner=None)]
+
+
+def recut_plan(objects_: list[dict[str, Any]]) -> CompactionPlan:
+    """The planner's plan for these objects (the same dicts as the fake cluster's, so the uids match)."""
+    settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True)
+    plan = build_plan(cluster(*objects_), settings, source="test", now=EPOCH, plan_id="plan-recut",
+                      mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"))
+    assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
+    assert [(m.pod, m.to_node) for m in plan.moves] == [("default/small-b", "a")]
+    return plan
+
+
+def run(manager: FakeMigManager) -> tuple[FakeCluster, RunReport]:
+    world = objects()
+    c = FakeCluster(world)
+    c.mig_manager = manager
+    return c, Executor(c, SETTINGS, c.clock).execute(recut_plan(world))
+
+
+def bound(c: FakeCluster, name: str) -> str:
+    return str(c.pods["default", name]["spec"].get("nodeName") or "")
+
+
+def test_a_drained_node_is_re_cut_and_the_pending_pods_run_there() -> None:
+    manager = FakeMigManager(CUT, takes=40)
+    c, report = run(manager)
+    assert report.status == "succeeded", report.reason
+    assert report.recuts == {"b": "success"} and manager.reconfigured == [("b", "all-3g.40gb")]
+    b = c.nodes["b"]
+    assert b["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
+    assert b["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "4"
+    assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("b", "b")
+    assert [e["reason"] for e in c.events if e["involved"].name == "b"].count("CompactorMigRecut") == 1
+    # the label was changed only once the node ran no GPU pod, and while it was cordoned by us
+    relabel = next(call for call in c.history if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {}))
+    assert relabel.args["name"] == "b"
+    assert_clean(c)
+
+
+def test_allocatable_catching_up_late_is_waited_for() -> None:
+    c, report = run(FakeMigManager(CUT, takes=20, allocatable_lag=30))
+    assert report.status == "succeeded", report.reason
+    assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("b", "b")
+
+
+def test_a_failed_re_cut_leaves_the_node_cordoned_with_a_warning_and_no_retry() -> None:
+    manager = FakeMigManager(CUT, takes=20, outcome="failed")
+    c, report = run(manager)
+    assert report.status == "partial" and report.recuts == {"b": "failed"}
+    b = c.nodes["b"]
+    assert b["spec"].get("unschedulable") is True
+    assert "mig-manager reports failed" in marks(c, "b")[ann.MIG_RECUT_FAILED]
+    assert any(e["reason"] == "CompactorMigRecutFailed" and e["type"] == "Warning" for e in c.events)
+    assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("", "")
+    relabels = [call for call in c.history if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {})]
+    assert len(relabels) == 1  # never retried
+    assert "re-cut of b to all-3g.40gb failed" in report.reason
+
+
+def test_mig_manager_stuck_in_pending_times_out() -> None:
+    c, report = run(FakeMigManager(CUT, takes=20, outcome="stuck"))
+    assert report.recuts == {"b": "timeout"} and report.status == "partial"
+    assert c.nodes["b"]["spec"].get("unschedulable") is True
+    assert "not done within 120s (state pending)" in marks(c, "b")[ann.MIG_RECUT_FAILED]
+
+
+def test_a_dry_run_simulates_mig_manager_and_changes_nothing() -> None:
+    from compactor.actions.clock import SimulatedClock
+    from compactor.actions.dryrun import RecordingClient
+
+    world = objects()
+    c, plan = FakeCluster(world), recut_plan(world)
+    recording = RecordingClient([*c.list_nodes(), *c.list_pods(), *c.list_pdbs()], plan)
+    report = Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
+    assert report.status == "succeeded" and report.recuts == {"b": "success"}, report.reason
+    assert c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert any(call.method == "patch_node" and call.args["patch"]["metadata"].get("labels") for call in recording.calls)
+
+
+def test_a_crash_while_mig_manager_works_is_resumed_and_the_label_written_once() -> None:
+    from compactor.actions.recovery import recover
+    from tests.fakecluster import Crash
+
+    # Where the relabel falls among the run's writes, from an identical run without the crash.
+    clean, _ = run(FakeMigManager(CUT, takes=40))
+    writes = list(clean.history)
+    k = next(i for i, call in enumerate(writes, 1) if call.method == "patch_node" and call.args["patch"]["metadata"].get("labels"))
+    world = objects()
+    c = FakeCluster(world)
+    manager = FakeMigManager(CUT, takes=40)
+    c.mig_manager = manager
+    c.crash_after(k, when="after")
+    plan = recut_plan(world)
+    try:
+        Executor(c, SETTINGS, c.clock).execute(plan)
+    except Crash:
+        pass
+    else:
+        raise AssertionError("the run did not crash at the relabel")
+    assert c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb" and c.state  # mid-reconfigure, state kept
+    c.advance(10)  # the process restarts while mig-manager is still at it
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed
+    relabels = [call for call in c.history if call.method == "patch_node" and call.args["patch"]["metadata"].get("labels")]
+    assert len(relabels) == 1 and manager.reconfigured == [("b", "all-3g.40gb")]
+    assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("b", "b")
+    assert_clean(c)
