@@ -26,7 +26,7 @@ from compactor.planner.plan import (
     apply_plan,
 )
 from compactor.planner.problem import Problem, build_problem
-from compactor.planner.recut import plan_recuts
+from compactor.planner.recut import Recut, plan_recuts, waiting_mig_pods
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
 from compactor.planner.solver import SolveResult, empty_nodes, solve
 from compactor.settings import PlannerSettings
@@ -128,7 +128,9 @@ def build_plan(
             curve_seconds = time.monotonic() - started
             assignment = plan_of(chosen)
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
-    recuts = plan_recuts(problem, mig_parted, moves, placements) if settings.mig_repartition and mig_parted and problem.types else []
+    recuts: list[Recut] = []
+    if settings.mig_repartition and mig_parted is not None and chosen is not None:
+        chosen, moves, placements, recuts = _recut_step(problem, mig_parted, points, chosen, moves, placements)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:
@@ -160,6 +162,25 @@ def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings) -> 
     if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
         return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
+
+
+RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
+
+
+def _recut_step(problem: Problem, parted: MigParted, points: list[Point], chosen: Point, moves: list[ConcreteMove],
+                placements: list[ConcretePlacement]) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
+    """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the
+    re-cut is a step of its own: the first further point of the curve that frees such a node is taken instead."""
+    recuts = plan_recuts(problem, parted, moves, placements)
+    if recuts or not waiting_mig_pods(problem, placements):
+        return chosen, moves, placements, recuts
+    for point in [p for p in points if p.freed_gpus > chosen.freed_gpus][:RECUT_STEP_POINTS]:
+        assignment = plan_of(point)
+        step_moves, step_placements = concretise(problem, assignment, empty_nodes(problem, assignment))
+        found = plan_recuts(problem, parted, step_moves, step_placements)
+        if found:
+            return point, step_moves, step_placements, found
+    return chosen, moves, placements, recuts
 
 
 def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:

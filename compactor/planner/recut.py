@@ -53,7 +53,7 @@ def mig_parted_for(snapshot: Snapshot, settings: Settings) -> MigParted | None:
 
 def plan_recuts(problem: Problem, parted: MigParted, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[Recut]:
     """Re-cuts (each with the pending pods it hosts) for the plan's whole-free MIG-capable nodes."""
-    waiting = _still_pending(problem, placements)
+    waiting = waiting_mig_pods(problem, placements)
     if not waiting:
         return []
     busy = _gpu_busy_after(problem, moves, placements)
@@ -77,7 +77,8 @@ def _recuttable(state: NodeState) -> bool:
     return capable and state.is_target_pool and state.gpus > 0
 
 
-def _still_pending(problem: Problem, placements: Sequence[ConcretePlacement]) -> list[tuple[PodType, Pod]]:
+def waiting_mig_pods(problem: Problem, placements: Sequence[ConcretePlacement]) -> list[tuple[PodType, Pod]]:
+    """Pending MIG pods the plan's placements leave waiting, highest priority first."""
     placed = {p.pod.key for p in placements}
     waiting = [(t, pod) for t in problem.types if t.pending for pod in t.pending_pods
                if pod.key not in placed and any(is_mig_resource(r) for r in t.requests)]

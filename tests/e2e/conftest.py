@@ -212,6 +212,27 @@ def gpu_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
         yield Fleet(run_id=run_id, names=names, gpus_per_node=FLEET_GPUS_PER_NODE)
 
 
+MIG_NODE_LABELS = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": "1", "nvidia.com/gpu.present": "true",
+                   "nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig.config": "all-1g.10gb",
+                   "nvidia.com/mig.config.state": "success"}
+
+
+@pytest.fixture
+def mig_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
+    """Two fake A100-80GB nodes of this test alone, one GPU each cut all-1g.10gb (7 x nvidia.com/mig-1g.10gb)."""
+    run_id = f"e2e-{secrets.token_hex(3)}"
+    nodes = NodeSet(prefix=f"{run_id}-mig-", count=2, gpus=0, cpu="32", memory="256Gi", labels={**MIG_NODE_LABELS, FLEET_LABEL: run_id},
+                    resources={"nvidia.com/mig-1g.10gb": "7"})
+    with fake_nodes(kube.api_client, nodes, tmp_path / "fake-mig-nodes.log") as names:
+        yield Fleet(run_id=run_id, names=names, gpus_per_node=1)
+
+
+@pytest.fixture
+def mig_namespace(kube: Kube, mig_fleet: Fleet) -> Iterator[str]:
+    with _fresh_namespace(kube, f"compactor-{mig_fleet.run_id}", force_pods=True) as name:
+        yield name
+
+
 @pytest.fixture
 def fleet_namespace(kube: Kube, gpu_fleet: Fleet) -> Iterator[str]:
     """A fresh ``compactor-e2e-<random>`` namespace, deleted (its pods forcibly, then waited for) before the fleet goes."""

@@ -108,6 +108,17 @@ def test_a_node_is_freed_to_be_re_cut_when_that_is_the_only_way() -> None:
     assert {p.to_node for p in plan.placed_pending} == {"b"}
 
 
+def test_freeing_a_node_to_re_cut_it_is_a_step_of_its_own_beyond_the_balanced_price() -> None:
+    # b runs two 1g.10gb pods: 2 moves for its 2 GPUs is dearer than balanced pays for freed GPUs alone, but the
+    # pending 3g.40gb pods can run nowhere else: the plan takes the curve's next point and re-cuts b.
+    _, plan = recut_plan(pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"))
+    assert sorted(m.pod for m in plan.moves) == ["default/small-b", "default/small-b2"]
+    assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
+    assert [p.chosen for p in plan.frontier] == [False, True] and plan.frontier[1].moves == 2
+    _, plan = recut_plan(pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"), mig_repartition=False)
+    assert plan.moves == [] and plan.mig_repartition == []  # without re-cuts, balanced leaves b as it is
+
+
 def test_a_node_that_keeps_a_gpu_pod_is_never_re_cut() -> None:
     pinned = [pod("pin-a", on="a", mig="1g.10gb", owner=None), pod("pin-b", on="b", mig="1g.10gb", owner=None)]
     _, plan = recut_plan(*pinned)

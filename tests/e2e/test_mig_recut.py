@@ -1,0 +1,125 @@
+"""End to end on a real control plane: a pool cut into the wrong MIG sizes is re-cut for the pods that wait.
+
+Two fake A100-80GB nodes (one GPU each) are cut ``all-1g.10gb`` (7 slices); a Deployment of four 1g.10gb pods
+runs on them (the real scheduler places them) under a PDB; two 3g.40gb pods wait, since no node offers that slice.
+``compactor run --once`` with ``planner.mig_repartition`` must free one node (moving its 1g.10gb pods to the other,
+through the Eviction API), relabel it ``nvidia.com/mig.config=all-3g.40gb``, wait for the fake mig-manager
+(``migmanager.py``) to report ``success`` with the new slices in allocatable, and let the two pods run there, with
+every displaced pod Ready elsewhere and nothing of the compactor's left on the nodes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e import fragmentation as frag
+from tests.e2e.fragmentation import Fleet
+from tests.e2e.helpers import (
+    STATE_CONFIGMAP,
+    STATE_NAMESPACE,
+    Kube,
+    compactor_marks,
+    deployment,
+    describe_pods,
+    get_or_none,
+    is_running_ready,
+    kubeconfig_args,
+    labels,
+    pod_disruption_budget,
+    raw,
+    run_compactor,
+    wait_for,
+    with_retries,
+)
+from tests.e2e.migmanager import CONFIG_LABEL, FakeMigManager, running
+
+pytestmark = [
+    pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
+                       reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')"),
+    pytest.mark.e2e,
+    pytest.mark.timeout(600),
+]
+
+SMALL, BIG = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"
+LAYOUTS = {"all-1g.10gb": {SMALL: 7}, "all-3g.40gb": {BIG: 2}}
+MIG_PARTED = """version: v1
+mig-configs:
+  all-1g.10gb:
+    - device-filter: ["0x20B210DE", "0x20B510DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+  all-3g.40gb:
+    - device-filter: ["0x20B210DE", "0x20B510DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices: {"3g.40gb": 2}
+"""
+
+
+def config(namespace: str) -> dict[str, object]:
+    return {
+        "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "mig_repartition": True},
+        "mig": {"config_map": f"{namespace}/mig-layouts"},
+        "executor": {"poll_seconds": 0.5, "replacement_timeout_seconds": 120, "mig_reconfigure_timeout_seconds": 120,
+                     "backoff_seconds": 1, "backoff_max_seconds": 5},
+    }
+
+
+def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(kube: Kube, mig_fleet: Fleet, mig_namespace: str, state_namespace: str,
+                                                            tmp_path: Path) -> None:
+    ns = mig_namespace
+    layouts = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig-layouts"}, "data": {"config.yaml": MIG_PARTED}}
+    with_retries(lambda: kube.core.create_namespaced_config_map(ns, layouts), what="creating the mig-parted ConfigMap")
+    small = deployment("small", replicas=4, resource=SMALL, app_label="small", extra_labels={}, node_selector=mig_fleet.selector,
+                       spread=False, cpu="100m", memory="64Mi", memory_limit="64Mi")
+    with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(ns, pod_disruption_budget("small", app_label="small")),
+                 what="creating PDB small")
+    with_retries(lambda: kube.apps.create_namespaced_deployment(ns, small), what="creating Deployment small")
+    wait_for(frag.settled(kube, ns, {"small": 4}), timeout=120, interval=1, what="the 1g.10gb pods to run and their PDB to allow one")
+    big = deployment("big", replicas=2, resource=BIG, app_label="big", extra_labels={}, node_selector=mig_fleet.selector, spread=False,
+                     cpu="100m", memory="64Mi", memory_limit="64Mi")
+    with_retries(lambda: kube.apps.create_namespaced_deployment(ns, big), what="creating Deployment big")
+    wait_for(lambda: _big_pending(kube, ns), timeout=60, interval=1, what="the scheduler to leave both 3g.40gb pods Pending")
+    settings = tmp_path / "compactor.yaml"
+    settings.write_text(yaml.safe_dump(config(ns)), encoding="utf-8")
+
+    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(settings), "--output", "json", timeout=180)
+    assert planned.returncode == 0, planned.describe()
+    plan = planned.json()
+    (recut,) = plan["migRepartition"]
+    assert (recut["from"], recut["to"]) == ("all-1g.10gb", "all-3g.40gb"), planned.describe()
+    assert sorted(p["to"] for p in plan["placedPending"]) == [recut["node"]] * 2, planned.describe()
+
+    with running(FakeMigManager(kube, mig_fleet.names, LAYOUTS)) as manager:
+        ran = run_compactor("run", "--once", *kubeconfig_args(), "--config", str(settings), "--output", "json", timeout=420)
+        report = ran.json()
+        where = set(wait_for(lambda: _big_running(kube, ns), timeout=120, interval=1, what="both 3g.40gb pods Running and Ready").split(","))
+    assert report["status"] == "succeeded", ran.describe()
+    target = report["migRecuts"] and next(iter(report["migRecuts"]))
+    assert report["migRecuts"] == {target: "success"}, ran.describe()
+    assert [(node, layout) for node, layout, result in manager.done if result == "success"] == [(target, "all-3g.40gb")], manager.done
+    assert where == {target}, describe_pods(frag.pods(kube, ns))
+    wait_for(frag.settled(kube, ns, {"small": 4}), timeout=120, interval=1, what="every displaced 1g.10gb pod Ready again")
+    assert all(frag.node_of(p) != target for p in frag.pods(kube, ns) if frag.app_of(p) == "small")
+    for name in mig_fleet.names:
+        node = raw(kube.core.read_node, name)
+        assert not compactor_marks(node) and not (node.get("spec") or {}).get("unschedulable"), node["metadata"]
+    assert labels(raw(kube.core.read_node, target))[CONFIG_LABEL] == "all-3g.40gb"
+    assert get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) is None
+
+
+def _big_pending(kube: Kube, ns: str) -> tuple[bool, str]:
+    mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == "big"]
+    return len(mine) == 2 and not any(frag.node_of(p) for p in mine), describe_pods(mine)
+
+
+def _big_running(kube: Kube, ns: str) -> tuple[bool, str]:
+    """(both 3g.40gb pods Running and Ready, their nodes joined by commas)."""
+    mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == "big"]
+    running_on = [frag.node_of(p) for p in mine if is_running_ready(p)]
+    return len(running_on) == 2, ",".join(running_on)
