@@ -85,8 +85,10 @@ class MigParted:
         return found if covered else None
 
     def applicable(self, node: Node) -> list[str]:
-        """Config names that configure at least one GPU of ``node``."""
-        return [name for name in self.configs if self.capacity(name, node) is not None]
+        """Config names that configure at least one GPU of ``node``, each with layouts mig-manager can create on it."""
+        model = model_for_product(node.gpu.product.removesuffix("-SHARED").split("-MIG-")[0])
+        return [name for name in self.configs if self.capacity(name, node) is not None and model is not None
+                and not any(e.mig_enabled and e.applies_to(model) and layout_problem(model, e.mig_devices) for e in self.configs[name])]
 
 
 def parse_mig_parted(text: str, *, source: str) -> MigParted:

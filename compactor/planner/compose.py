@@ -130,7 +130,7 @@ def build_plan(
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     recuts: list[Recut] = []
     if settings.mig_repartition and mig_parted is not None and chosen is not None:
-        chosen, moves, placements, recuts = _recut_step(problem, mig_parted, points, chosen, moves, placements)
+        chosen, moves, placements, recuts = _recut_step(problem, mig_parted, points, chosen, moves, placements, settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:
@@ -168,19 +168,35 @@ RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
 
 
 def _recut_step(problem: Problem, parted: MigParted, points: list[Point], chosen: Point, moves: list[ConcreteMove],
-                placements: list[ConcretePlacement]) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
+                placements: list[ConcretePlacement], settings: PlannerSettings,
+                ) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
     """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the
-    re-cut is a step of its own: the first further point of the curve that frees such a node is taken instead."""
-    recuts = plan_recuts(problem, parted, moves, placements)
+    re-cut is a step of its own: the first further point of the curve that frees such a node is taken instead.
+    Each re-cut counts ``recut_cost_moves`` against ``max_moves``: a step that would pass the cap is not taken."""
+    recuts = _affordable(plan_recuts(problem, parted, moves, placements), len(moves), settings)
     if recuts or not waiting_mig_pods(problem, placements):
         return chosen, moves, placements, recuts
     for point in [p for p in points if p.freed_gpus > chosen.freed_gpus][:RECUT_STEP_POINTS]:
         assignment = plan_of(point)
         step_moves, step_placements = concretise(problem, assignment, empty_nodes(problem, assignment))
-        found = plan_recuts(problem, parted, step_moves, step_placements)
+        found = _affordable(plan_recuts(problem, parted, step_moves, step_placements), len(step_moves), settings)
         if found:
             return point, step_moves, step_placements, found
     return chosen, moves, placements, recuts
+
+
+def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> list[Recut]:
+    """The re-cuts, in order, that fit ``max_moves`` beside ``moves`` moves (each costs ``recut_cost_moves``)."""
+    if settings.max_moves is None:
+        return recuts
+    room: float = settings.max_moves - moves
+    kept = []
+    for recut in recuts:
+        if room < settings.recut_cost_moves:
+            break
+        room -= settings.recut_cost_moves
+        kept.append(recut)
+    return kept
 
 
 def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:

@@ -107,10 +107,10 @@ def _score(option: LayoutOption, demand: Counter[str], running: Counter[str], no
     hosts = sum(min(count, cap.get(r, 0)) for r, count in demand.items())
     servable = bool(demand) and all(cap.get(r, 0) for r in demand)
     nodes = max(math.ceil(count / cap[r]) for r, count in demand.items()) if servable else None
-    return LayoutOption(option.config, cap, hosts, nodes, _overlap(_mix(cap, node), _mix(running, node)))
+    return LayoutOption(option.config, cap, hosts, nodes, overlap(profile_mix(cap, node), profile_mix(running, node)))
 
 
-def _mix(counts: dict[str, int] | Counter[str], node: Node) -> dict[str, float]:
+def profile_mix(counts: dict[str, int] | Counter[str], node: Node) -> dict[str, float]:
     """MIG resource -> its share of the GPUs the counts occupy."""
     gpus = {r: v * _fraction(r, node) for r, v in counts.items() if is_mig_resource(r)}
     total = sum(gpus.values())
@@ -123,5 +123,5 @@ def _fraction(resource: str, node: Node) -> float:
     return model.fraction(profile) if model and profile else 0.0
 
 
-def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
+def overlap(a: dict[str, float], b: dict[str, float]) -> float:
     return sum(min(share, b.get(r, 0.0)) for r, share in a.items())

@@ -11,12 +11,14 @@ each only where its own rules (taints, selectors, affinity, volumes) allow.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compactor.model.migparted import MigParted, find_mig_parted
 from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod, Snapshot
+from compactor.planner.mig_advice import overlap, profile_mix
 from compactor.planner.problem import NodeState, PodType, Problem
 from compactor.planner.solution import ConcreteMove, ConcretePlacement
 from compactor.settings import Settings
@@ -109,6 +111,7 @@ def _best_layout(problem: Problem, parted: MigParted, state: NodeState, waiting:
     """The layout hosting the most waiting pods (ties: by name); the current one is no re-cut, and pods it could host
     would have been placed by the plan already."""
     current = state.node.labels.get(MIG_CONFIG_LABEL, "")
+    running = _running_mix(problem, state)
     options = []
     for name in parted.applicable(state.node):
         if name == current:
@@ -117,7 +120,19 @@ def _best_layout(problem: Problem, parted: MigParted, state: NodeState, waiting:
         recut = Recut(state.index, current, name, allocatable, _fill(problem, state, allocatable, waiting))
         if recut.placements:
             options.append(recut)
-    return min(options, key=lambda r: (-len(r.placements), r.to_config), default=None)
+    # Equal counts: the layout closest to the pool's running MIG pods, so the re-cut does not fragment it further.
+    return min(options, key=lambda r: (-len(r.placements), -overlap(profile_mix(r.allocatable, state.node), running), r.to_config),
+               default=None)
+
+
+def _running_mix(problem: Problem, state: NodeState) -> dict[str, float]:
+    """The MIG profile mix (in GPU shares) of the pods running in the node's pool."""
+    pool = {s.node.name for s in problem.nodes if s.node.pool == state.node.pool}
+    running: Counter[str] = Counter()
+    for pod in problem.snapshot.pods:
+        if pod.is_bound and pod.node_name in pool:
+            running.update({r: v for r, v in pod.requests.items() if is_mig_resource(r)})
+    return profile_mix(running, state.node)
 
 
 def _fill(problem: Problem, state: NodeState, allocatable: dict[str, int], waiting: list[tuple[PodType, Pod]]) -> list[ConcretePlacement]:

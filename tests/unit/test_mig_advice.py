@@ -119,6 +119,14 @@ def test_freeing_a_node_to_re_cut_it_is_a_step_of_its_own_beyond_the_balanced_pr
     assert plan.moves == [] and plan.mig_repartition == []  # without re-cuts, balanced leaves b as it is
 
 
+def test_a_re_cut_not_worth_its_cost_under_max_moves_is_not_made() -> None:
+    # A re-cut costs recut_cost_moves (20) against max_moves: under a cap of 10 moves the pods stay pending.
+    _, plan = recut_plan(max_moves=10)
+    assert plan.mig_repartition == [] and plan.placed_pending == []
+    _, plan = recut_plan(max_moves=10, recut_cost_moves=5.0)
+    assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
+
+
 def test_a_node_that_keeps_a_gpu_pod_is_never_re_cut() -> None:
     pinned = [pod("pin-a", on="a", mig="1g.10gb", owner=None), pod("pin-b", on="b", mig="1g.10gb", owner=None)]
     _, plan = recut_plan(*pinned)

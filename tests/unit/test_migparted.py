@@ -67,6 +67,8 @@ def test_layouts_mig_manager_would_reject_are_named_with_config_and_device() -> 
     assert any("mig-configs.two-me[0].mig-devices" in p for p in found)
     assert f"ConfigMap {SOURCE}: mig-configs.nobody[0].device-filter: names no GPU model the planner knows" in found
     assert not any("mig-configs.fine" in p for p in found)
+    (a100,) = cluster(node("n", gpus=2, product=A100_40)).nodes
+    assert parted.applicable(a100) == ["fine"]  # a layout mig-manager would reject is never a re-cut target
 
 
 def test_placement_decides_not_slice_sums() -> None:
