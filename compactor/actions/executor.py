@@ -682,6 +682,8 @@ class Executor:
             log.error("could not record the rollback", extra={"error": str(exc)})
         for name in dict.fromkeys([*run.cordoned, *run.held]):
             try:
+                if self._recut_midway(run, name, reason):
+                    continue
                 if self._uncordon(name):
                     self._event(ObjectRef("Node", name), "CompactorUncordon", f"rolled back plan {run.plan.metadata.id}")
             except Exception as exc:  # keep going: recovery retries whatever is left marked
@@ -695,6 +697,18 @@ class Executor:
             self.client.write_state(ann.STATE_CONFIGMAP, None)
         except Exception as exc:  # never leave the rollback half done for want of a state write
             log.error("could not clear executor state", extra={"error": str(exc)})
+
+    def _recut_midway(self, run: _Run, name: str, reason: str) -> bool:
+        """A node relabelled for a re-cut that mig-manager has not finished is not released by a rollback (pods landing
+        while the device plugin restarts): it stays cordoned and marked for an operator, as after a failed re-cut."""
+        change = next((r for r in run.plan.mig_repartition if r.node == name), None)
+        node = self.client.get_node(name) if change is not None else None
+        if change is None or node is None or mig.labels(node).get(mig.CONFIG_LABEL) != change.to_config:
+            return False
+        if mig.progress(node, change.to_config, change.allocatable) == "done":
+            return False
+        self._recut_failed(run, change, f"the run rolled back while mig-manager was at it ({reason})", "failed")
+        return True
 
     # ----- helpers ----------------------------------------------------------------
 

@@ -145,3 +145,19 @@ def test_a_crash_while_mig_manager_works_is_resumed_and_the_label_written_once()
     assert len(relabels) == 1 and manager.reconfigured == [("b", "all-3g.40gb")]
     assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("b", "b")
     assert_clean(c)
+
+
+def test_a_rollback_while_mig_manager_works_leaves_the_node_cordoned_not_released() -> None:
+    from tests.integration.test_executor import on_progress
+
+    world = objects()
+    c = FakeCluster(world)
+    c.mig_manager = FakeMigManager(CUT, takes=60)
+    hook = on_progress(lambda p: p.current == "re-cutting b", lambda: c.fail_next("get_node", 403))
+    report = Executor(c, SETTINGS, c.clock, progress=hook).execute(recut_plan(world))
+    assert report.status == "failed", report.reason
+    b = c.nodes["b"]
+    assert b["spec"].get("unschedulable") is True and b["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
+    assert "rolled back while mig-manager was at it" in marks(c, "b")[ann.MIG_RECUT_FAILED]
+    assert c.state == {}
+    assert not c.nodes["a"]["spec"].get("unschedulable")  # everything else is released as usual
