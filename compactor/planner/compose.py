@@ -146,7 +146,7 @@ def build_plan(
                                         reason=r.reason(problem), allocatable=r.allocatable, cost=settings.recut_cost_moves) for r in recuts],
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
         balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
-        frontier=[_frontier_point(p, p is chosen, settings.move_cost.base) for p in points],
+        frontier=_frontier(points, chosen, recuts, settings, moves, freed, filled, problem),
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         solver=solver_report(problem, result, note).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),
         before=figures_to_dict(compute_figures(snapshot, shapes)),
@@ -197,6 +197,20 @@ def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> l
         room -= settings.recut_cost_moves
         kept.append(recut)
     return kept
+
+
+def _frontier(points: list[Point], chosen: Point | None, recuts: list[Recut], settings: PlannerSettings, moves: list[ConcreteMove],
+              freed: list[int], filled: list[int], problem: Problem) -> list[FrontierPoint]:
+    """The curve as the plan shows it; re-cuts are a step of their own, right after the point they build on."""
+    base = settings.move_cost.base
+    rows = [_frontier_point(p, p is chosen and not recuts, base) for p in points]
+    if recuts and chosen is not None:
+        cost = sum(m.ptype.cost for m in moves) / base + settings.recut_cost_moves * len(recuts)
+        step = FrontierPoint(freed_nodes=len(freed), freed_gpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
+                             moves=len(moves), cost=round(cost, 2), status="FEASIBLE", bound=round(chosen.bound / base, 2), chosen=True,
+                             recuts=len(recuts))
+        rows.insert(points.index(chosen) + 1, step)
+    return rows
 
 
 def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:

@@ -66,6 +66,8 @@ def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str
     for point in plan.frontier:
         first = "place pending pods" if point.moves else "no move"
         label = first if previous is None else f"{point.freed_nodes} node(s) freed"
+        if point.recuts:
+            label = f"+ {point.recuts} MIG re-cut(s)"
         more = "" if previous is None else f"+{point.moves - previous.moves}"
         status = point.status if point.status == "OPTIMAL" else f"{point.status} (bound {point.bound:g})"
         rows.append(("*" if point.chosen else "", label, str(point.moves), more, f"{point.cost:g}", str(point.freed_gpus), status))
@@ -159,6 +161,9 @@ def render_text(plan: CompactionPlan) -> str:
     out += _curve_text(plan)
     if plan.freed_nodes:
         out += ["", "Nodes freed: " + ", ".join(plan.freed_nodes)]
+    if plan.mig_repartition:
+        out += ["", "MIG re-cuts (nvidia.com/mig.config, after the node is drained):"]
+        out += [f"  {r.node}: {r.from_config or '-'} -> {r.to_config} ({r.reason})" for r in plan.mig_repartition]
     if plan.moves:
         out += ["", "Moves, in execution order:"]
         width = max(len(m.pod) for m in plan.moves)
@@ -188,6 +193,10 @@ def render_text(plan: CompactionPlan) -> str:
 def render_markdown(plan: CompactionPlan) -> str:
     out = ["# " + _headline(plan)[0], "", *[f"- {line.strip()}" for line in _headline(plan)[1:]], ""]
     out += _curve_markdown(plan)
+    if plan.mig_repartition:
+        out += ["## MIG re-cuts", "", "| node | from | to | why |", "|---|---|---|---|"]
+        out += [f"| {r.node} | {r.from_config or '-'} | {r.to_config} | {r.reason} |" for r in plan.mig_repartition]
+        out.append("")
     if plan.moves:
         out += ["## Moves (execution order)", "", "| # | pod | from | to | why |", "|---|---|---|---|---|"]
         out += [f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.reason} |" for i, m in enumerate(plan.moves, 1)]

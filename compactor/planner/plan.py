@@ -71,6 +71,7 @@ class FrontierPoint(_Doc):
     status: str  # OPTIMAL: no plan freeing as many nodes costs less; FEASIBLE: ``bound`` is the best proven
     bound: float
     chosen: bool = False
+    recuts: int = 0  # MIG re-cuts this step adds to the point before it (their cost included)
 
 
 class MigRepartition(_Doc):

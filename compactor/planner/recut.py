@@ -39,7 +39,7 @@ class Recut:
 
     def reason(self, problem: Problem) -> str:
         pods = ", ".join(p.pod.key for p in self.placements)
-        return f"{problem.nodes[self.node].node.name} is whole-free; {self.to_config} hosts pending {pods}"
+        return f"{problem.nodes[self.node].node.name} runs no GPU pod after the plan; {self.to_config} hosts pending {pods}"
 
 
 def mig_parted_for(snapshot: Snapshot, settings: Settings) -> MigParted | None:
