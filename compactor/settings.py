@@ -89,6 +89,9 @@ class PlannerSettings(_Group):
     move_cost: MoveCostSettings = Field(default_factory=MoveCostSettings)
     mig_repartition: bool = Field(False, description="re-cut whole-free MIG-capable nodes to a named mig-parted layout that hosts "
                                                      "pending MIG pods (mig.config_map); off: advice only (plan --explain-mig)")
+    mig_rebalance_min_gain: float | None = Field(None, gt=0, le=1, description="also re-cut idle MIG-capable nodes (no pending pod "
+                                                 "to host) when another layout lowers their expected fragmentation rate by at least this "
+                                                 "much (0-1); null: never")
     recut_cost_moves: float = Field(20.0, ge=0, description="what one re-cut costs, in moves (all its GPUs' device plugin restarts)")
     cross_pool_moves: bool = Field(False, description="let a GPU pod move to another pool (GPU product); off: it stays in its own")
     scheduler_names: list[str] = Field(default_factory=lambda: ["default-scheduler"],

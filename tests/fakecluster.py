@@ -71,6 +71,11 @@ class FakeMigManager:
     started: dict[str, float] = field(default_factory=dict)  # node -> when the change was noticed
     reconfigured: list[tuple[str, str]] = field(default_factory=list)  # (node, layout) of every finished re-cut
 
+    def watch(self, cluster: FakeCluster) -> None:
+        """Start watching: the layouts the nodes carry now are the ones their GPUs have."""
+        for name, node in cluster.nodes.items():
+            self.applied.setdefault(name, ((node.get("metadata") or {}).get("labels") or {}).get(MIG_CONFIG_LABEL, ""))
+
     def step(self, cluster: FakeCluster) -> None:
         for name, node in cluster.nodes.items():
             labels = node.setdefault("metadata", {}).setdefault("labels", {})
@@ -252,12 +257,22 @@ class FakeCluster:
         self._crash: tuple[int, str] | None = None
         self._writes = 0
         self._rng = random.Random(0)
-        self.mig_manager: FakeMigManager | None = None
+        self._mig_manager: FakeMigManager | None = None
         self._uids = itertools.count(1)
         self._versions = itertools.count(1)
         for obj in objects:
             self._load(copy.deepcopy(obj))
         self._recompute_pdbs()
+
+    @property
+    def mig_manager(self) -> FakeMigManager | None:
+        return self._mig_manager
+
+    @mig_manager.setter
+    def mig_manager(self, manager: FakeMigManager | None) -> None:
+        if manager is not None:
+            manager.watch(self)
+        self._mig_manager = manager
 
     @property
     def scheduler(self) -> str:

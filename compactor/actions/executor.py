@@ -209,7 +209,8 @@ class Executor:
             if report.status == "succeeded":
                 report.status = "partial"
             return
-        if report.status == "succeeded" and not report.outcome.as_planned:
+        failed_recuts = sorted(n for n, result in run.recuts.items() if result != "success")
+        if report.status == "succeeded" and (not report.outcome.as_planned or failed_recuts):
             report.status = "partial"
             report.reason = "; ".join([report.outcome.summary(), *run.notes])
         log.info("run outcome", extra={"plan": run.plan.metadata.id, "status": report.status, **report.outcome.to_dict()})

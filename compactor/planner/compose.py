@@ -26,7 +26,7 @@ from compactor.planner.plan import (
     apply_plan,
 )
 from compactor.planner.problem import Problem, build_problem
-from compactor.planner.recut import Recut, plan_recuts, waiting_mig_pods
+from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
 from compactor.planner.solver import SolveResult, empty_nodes, solve
 from compactor.settings import PlannerSettings
@@ -131,6 +131,9 @@ def build_plan(
     recuts: list[Recut] = []
     if settings.mig_repartition and mig_parted is not None and chosen is not None:
         chosen, moves, placements, recuts = _recut_step(problem, mig_parted, points, chosen, moves, placements, settings)
+        if settings.mig_rebalance_min_gain is not None:
+            idle = plan_rebalance(problem, mig_parted, moves, placements, recuts, shapes, settings.mig_rebalance_min_gain)
+            recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from compactor.metrics.fragmentation import ReferenceShape, compute_figures
+from compactor.model.gpu import derive_gpu_info
 from compactor.model.migparted import MigParted, find_mig_parted
-from compactor.model.resources import is_gpu_resource, is_mig_resource
-from compactor.model.types import Pod, Snapshot
+from compactor.model.resources import Resources, is_gpu_resource, is_mig_resource
+from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.mig_advice import overlap, profile_mix
 from compactor.planner.problem import NodeState, PodType, Problem
 from compactor.planner.solution import ConcreteMove, ConcretePlacement
@@ -36,10 +38,14 @@ class Recut:
     to_config: str
     allocatable: dict[str, int]  # the GPU resources the node advertises once cut
     placements: list[ConcretePlacement] = field(default_factory=list)
+    why: str = ""  # for a re-cut that hosts no pending pod: what it improves
 
     def reason(self, problem: Problem) -> str:
+        name = problem.nodes[self.node].node.name
+        if not self.placements:
+            return f"{name} runs no GPU pod after the plan; {self.why}"
         pods = ", ".join(p.pod.key for p in self.placements)
-        return f"{problem.nodes[self.node].node.name} runs no GPU pod after the plan; {self.to_config} hosts pending {pods}"
+        return f"{name} runs no GPU pod after the plan; {self.to_config} hosts pending {pods}"
 
 
 def mig_parted_for(snapshot: Snapshot, settings: Settings) -> MigParted | None:
@@ -71,6 +77,36 @@ def plan_recuts(problem: Problem, parted: MigParted, moves: Sequence[ConcreteMov
             placed = {id(p.pod) for p in best.placements}
             waiting = [(t, pod) for t, pod in waiting if id(pod) not in placed]
     return recuts
+
+
+def plan_rebalance(problem: Problem, parted: MigParted, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement],
+                   taken: Sequence[Recut], shapes: Sequence[ReferenceShape], min_gain: float) -> list[Recut]:
+    """Re-cuts of idle MIG-capable nodes (no GPU pod after the plan, none cut for pending pods) into the layout whose
+    free slices best fit the workload's request shapes: made when the expected fragmentation rate of the node's free
+    capacity (the headline figure, ``metrics.fragmentation``) drops by at least ``min_gain``."""
+    busy = _gpu_busy_after(problem, moves, placements) | {r.node for r in taken}
+    found = []
+    for state in sorted(problem.nodes, key=lambda s: s.node.name):
+        if state.index in busy or not _recuttable(state):
+            continue
+        now = _idle_rate(state.node, dict(state.node.allocatable), shapes)
+        options = [(rate, name, cap) for name in parted.applicable(state.node) if name != state.node.labels.get(MIG_CONFIG_LABEL, "")
+                   for cap in [parted.capacity(name, state.node) or {}] if (rate := _idle_rate(state.node, cap, shapes)) is not None]
+        if now is None or not options:
+            continue
+        rate, name, cap = min(options, key=lambda o: (o[0], o[1]))
+        if now - rate >= min_gain:
+            why = f"{name} lowers the expected fragmentation of its free GPUs against the workload's shapes from {now:.0%} to {rate:.0%}"
+            found.append(Recut(state.index, state.node.labels.get(MIG_CONFIG_LABEL, ""), name, cap, [], why))
+    return found
+
+
+def _idle_rate(node: Node, allocatable: dict[str, int], shapes: Sequence[ReferenceShape]) -> float | None:
+    """The fragmentation rate of ``node`` running nothing, were its GPU resources ``allocatable``."""
+    resources = {r: v for r, v in node.allocatable.items() if not is_gpu_resource(r)} | allocatable
+    gpu, _ = derive_gpu_info(node.labels, resources)
+    alone = Snapshot(nodes=(replace(node, allocatable=Resources(resources), gpu=gpu),), pods=())
+    return compute_figures(alone, shapes).cluster.fragmentation_rate
 
 
 def _recuttable(state: NodeState) -> bool:

@@ -161,3 +161,32 @@ def test_a_rollback_while_mig_manager_works_leaves_the_node_cordoned_not_release
     assert "rolled back while mig-manager was at it" in marks(c, "b")[ann.MIG_RECUT_FAILED]
     assert c.state == {}
     assert not c.nodes["a"]["spec"].get("unschedulable")  # everything else is released as usual
+
+
+def test_an_idle_node_re_cut_for_the_workload_alone_is_relabelled_and_released() -> None:
+    idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
+                labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
+    world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)]]
+    settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25)
+    plan = build_plan(cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y"))
+    assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("idle", "all-1g.10gb")] and not plan.moves
+    c = FakeCluster(world)
+    c.mig_manager = FakeMigManager({**CUT, "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 7}}, takes=10)
+    report = Executor(c, SETTINGS, c.clock).execute(plan)
+    assert report.status == "succeeded" and report.recuts == {"idle": "success"}, report.reason
+    assert c.nodes["idle"]["status"]["allocatable"] == {**{k: v for k, v in c.nodes["idle"]["status"]["allocatable"].items()
+                                                           if not k.startswith("nvidia.com/")}, "nvidia.com/mig-1g.10gb": "7"}
+    assert_clean(c)
+
+
+def test_a_failed_re_cut_with_no_pending_pod_still_makes_the_run_partial() -> None:
+    idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
+                labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
+    world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)]]
+    settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25)
+    plan = build_plan(cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y"))
+    c = FakeCluster(world)
+    c.mig_manager = FakeMigManager(CUT, takes=10, outcome="failed")
+    report = Executor(c, SETTINGS, c.clock).execute(plan)
+    assert (report.status, report.recuts) == ("partial", {"idle": "failed"}), report.reason
+    assert "re-cut of idle to all-1g.10gb failed" in report.reason

@@ -138,3 +138,16 @@ def test_a_node_that_keeps_a_gpu_pod_is_never_re_cut() -> None:
 def test_without_mig_repartition_nothing_is_re_cut() -> None:
     _, plan = recut_plan(mig_repartition=False)
     assert plan.mig_repartition == [] and plan.placed_pending == []
+
+
+def test_an_idle_node_cut_in_sizes_nobody_asks_for_is_re_cut_to_fit_the_workload() -> None:
+    """With mig_rebalance_min_gain, an idle node cut all-3g.40gb while the workload runs 1g.10gb pods is re-cut
+    all-1g.10gb: its free GPUs' expected fragmentation against the workload's shapes drops from 100% to 0%."""
+    idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
+                labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.capable": "true"})
+    world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)], config_map()]
+    _, plan = recut_plan(objects_=world, mig_rebalance_min_gain=0.25)
+    assert [(r.node, r.from_config, r.to_config) for r in plan.mig_repartition] == [("idle", "all-3g.40gb", "all-1g.10gb")]
+    assert "from 100% to 0%" in plan.mig_repartition[0].reason and plan.placed_pending == []
+    _, plan = recut_plan(objects_=world)  # off by default
+    assert plan.mig_repartition == []
