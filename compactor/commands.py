@@ -69,8 +69,9 @@ def _mig_advice(snapshot: Snapshot, config_map: str) -> list[dict[str, Any]]:
         where = config_map or "custom-/default-mig-parted-config"
         raise CompactorError(f"--explain-mig: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... configmaps)")
     advice = [pool.to_dict() for pool in advise(snapshot, parted)]
-    for problem in problems(parted):
-        log.warning(problem)
+    for config in parted.parsed():
+        for problem in problems(config):
+            log.warning(problem)
     return advice
 
 

@@ -155,7 +155,8 @@ def worst_case_run_seconds(settings: Settings, *, pending_pods: int = 1, grace_s
 
 class MigSettings(_Group):
     config_map: str = Field("", description="namespace/name of the mig-parted ConfigMap (key config.yaml); empty: the GPU "
-                                             "Operator's custom-mig-parted-config, else default-mig-parted-config, found by selector")
+                                             "Operator's custom-mig-parted-config, else each node's <node>-mig-config, else "
+                                             "default-mig-parted-config, found by selector")
     selector: str = Field("app.kubernetes.io/component=nvidia-mig-manager",
                           description="label selector of the GPU Operator's mig-parted ConfigMaps, when config_map is empty")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -28,6 +28,9 @@ from compactor.model.resources import GPU
 from compactor.model.types import ConfigMap, Node
 
 DEFAULT_CONFIG_MAPS = ("default-mig-parted-config", "custom-mig-parted-config")
+# Recent mig-managers generate one config per node from NVML: ConfigMap <node>-mig-config, labelled with the node's name.
+NODE_NAME_LABEL = "nvidia.com/node-name"
+NODE_CONFIG_SUFFIX = "-mig-config"
 CONFIG_KEY = "config.yaml"
 _PCI_ID = re.compile(r"0x[0-9A-F]{8}")
 
@@ -205,15 +208,67 @@ def problems(parted: MigParted) -> list[str]:
     return found
 
 
-def find_mig_parted(config_maps: Sequence[ConfigMap], ref: str = "") -> MigParted | None:
-    """The mig-parted config among the snapshot's ConfigMaps: ``ref`` (namespace/name) if given, else the GPU
-    Operator's custom one, else its default one. Raises ``InputError`` when it does not parse."""
-    by_key = {f"{cm.namespace}/{cm.name}": cm for cm in config_maps}
-    operators = (cm for name in DEFAULT_CONFIG_MAPS[::-1] for cm in config_maps if cm.name == name)
-    chosen = by_key.get(ref) if ref else next(operators, None)
-    if chosen is None:
+class Layouts(Protocol):
+    """What the planner asks of mig-parted configs: the layouts a node may take, and what each gives it."""
+
+    def capacity(self, name: str, node: Node) -> dict[str, int] | None: ...
+
+    def applicable(self, node: Node) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class MigLayouts:
+    """The config each node's mig-manager reads: a node's generated one (``<node>-mig-config``), else the shared one."""
+
+    shared: MigParted | None
+    per_node: Mapping[str, MigParted]
+
+    def for_node(self, node: Node) -> MigParted | None:
+        return self.per_node.get(node.name, self.shared)
+
+    def capacity(self, name: str, node: Node) -> dict[str, int] | None:
+        parted = self.for_node(node)
+        return parted.capacity(name, node) if parted is not None else None
+
+    def applicable(self, node: Node) -> list[str]:
+        parted = self.for_node(node)
+        return parted.applicable(node) if parted is not None else []
+
+    def parsed(self) -> list[MigParted]:
+        """Every config read: the shared one first, then the generated per-node ones."""
+        return [*([self.shared] if self.shared else []), *self.per_node.values()]
+
+    @property
+    def source(self) -> str:
+        return ", ".join(p.source for p in self.parsed())
+
+
+def find_mig_parted(config_maps: Sequence[ConfigMap], ref: str = "") -> MigLayouts | None:
+    """The mig-parted configs among the snapshot's ConfigMaps, as mig-manager picks them: ``ref`` (namespace/name)
+    when given; else the GPU Operator's ``custom-mig-parted-config`` (it replaces generated configs); else each node's
+    generated ``<node>-mig-config`` where there is one, and ``default-mig-parted-config`` for the others.
+    Raises ``InputError`` when one does not parse."""
+    if ref:
+        chosen = next((cm for cm in config_maps if f"{cm.namespace}/{cm.name}" == ref), None)
+        return MigLayouts(_parse(chosen), {}) if chosen is not None else None
+    custom = next((cm for cm in config_maps if cm.name == DEFAULT_CONFIG_MAPS[1]), None)
+    if custom is not None:
+        return MigLayouts(_parse(custom), {})
+    per_node = {node: _parse(cm) for cm in config_maps if (node := _generated_for(cm))}
+    default = next((cm for cm in config_maps if cm.name == DEFAULT_CONFIG_MAPS[0]), None)
+    if default is None and not per_node:
         return None
-    key = f"{chosen.namespace}/{chosen.name}"
-    if CONFIG_KEY not in chosen.data:
+    return MigLayouts(_parse(default) if default is not None else None, per_node)
+
+
+def _generated_for(cm: ConfigMap) -> str:
+    """The node a generated per-node config belongs to ("" when ``cm`` is not one)."""
+    node = cm.labels.get(NODE_NAME_LABEL, "")
+    return node if node and cm.name == f"{node}{NODE_CONFIG_SUFFIX}" and CONFIG_KEY in cm.data else ""
+
+
+def _parse(cm: ConfigMap) -> MigParted:
+    key = f"{cm.namespace}/{cm.name}"
+    if CONFIG_KEY not in cm.data:
         raise InputError(f"has no {CONFIG_KEY} key", source=key, obj=f"ConfigMap {key}", field="data")
-    return parse_mig_parted(chosen.data[CONFIG_KEY], source=key)
+    return parse_mig_parted(cm.data[CONFIG_KEY], source=key)

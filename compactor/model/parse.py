@@ -249,4 +249,4 @@ def parse_claim(raw: RawObject, *, source: str) -> Claim:
 def parse_config_map(raw: RawObject, *, source: str) -> ConfigMap:
     kube = as_kube_object(raw, source=source)
     meta = kube.metadata or schema.ObjectMeta()
-    return ConfigMap(namespace=meta.namespace or "default", name=meta.name or "", data=kube.data or {})
+    return ConfigMap(namespace=meta.namespace or "default", name=meta.name or "", data=kube.data or {}, labels=meta.labels or {})

@@ -253,6 +253,7 @@ class ConfigMap:
     namespace: str
     name: str
     data: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
-from compactor.model.migparted import MigParted
+from compactor.model.migparted import Layouts
 from compactor.model.types import Snapshot
 from compactor.planner.frontier import Point, choose, frontier, plan_of
 from compactor.planner.greedy import Assignment
@@ -97,7 +97,7 @@ def build_plan(
     now: datetime,
     shapes: Sequence[ReferenceShape] | None = None,
     plan_id: str | None = None,
-    mig_parted: MigParted | None = None,
+    mig_parted: Layouts | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
 
@@ -170,7 +170,7 @@ def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings) -> 
 RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
 
 
-def _recut_step(problem: Problem, parted: MigParted, points: list[Point], chosen: Point, moves: list[ConcreteMove],
+def _recut_step(problem: Problem, parted: Layouts, points: list[Point], chosen: Point, moves: list[ConcreteMove],
                 placements: list[ConcretePlacement], settings: PlannerSettings,
                 ) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
     """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from compactor.model.catalog import model_for_product, profile_from_resource
-from compactor.model.migparted import MigParted
+from compactor.model.migparted import Layouts
 from compactor.model.resources import is_mig_resource
 from compactor.model.types import Node, Pod, Snapshot
 
@@ -69,7 +69,7 @@ def _capable(node: Node) -> bool:
     return node.labels.get(MIG_CAPABLE_LABEL) == "true" or any(is_mig_resource(r) for r in node.allocatable)
 
 
-def advise(snapshot: Snapshot, parted: MigParted) -> list[PoolAdvice]:
+def advise(snapshot: Snapshot, parted: Layouts) -> list[PoolAdvice]:
     """Per pool of MIG-capable nodes, the named layouts ranked for the current demand."""
     pools: dict[str, list[Node]] = {}
     for node in snapshot.nodes:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures
 from compactor.model.gpu import derive_gpu_info
-from compactor.model.migparted import MigParted, find_mig_parted
+from compactor.model.migparted import Layouts, find_mig_parted
 from compactor.model.resources import Resources, is_gpu_resource, is_mig_resource
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.mig_advice import overlap, profile_mix
@@ -48,7 +48,7 @@ class Recut:
         return f"{name} runs no GPU pod after the plan; {self.to_config} hosts pending {pods}"
 
 
-def mig_parted_for(snapshot: Snapshot, settings: Settings) -> MigParted | None:
+def mig_parted_for(snapshot: Snapshot, settings: Settings) -> Layouts | None:
     """The mig-parted config the planner may re-cut with (only when planner.mig_repartition is on)."""
     if not settings.planner.mig_repartition:
         return None
@@ -59,7 +59,7 @@ def mig_parted_for(snapshot: Snapshot, settings: Settings) -> MigParted | None:
     return parted
 
 
-def plan_recuts(problem: Problem, parted: MigParted, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[Recut]:
+def plan_recuts(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[Recut]:
     """Re-cuts (each with the pending pods it hosts) for the plan's whole-free MIG-capable nodes."""
     waiting = waiting_mig_pods(problem, placements)
     if not waiting:
@@ -79,7 +79,7 @@ def plan_recuts(problem: Problem, parted: MigParted, moves: Sequence[ConcreteMov
     return recuts
 
 
-def plan_rebalance(problem: Problem, parted: MigParted, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement],
+def plan_rebalance(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement],
                    taken: Sequence[Recut], shapes: Sequence[ReferenceShape], min_gain: float) -> list[Recut]:
     """Re-cuts of idle MIG-capable nodes (no GPU pod after the plan, none cut for pending pods) into the layout whose
     free slices best fit the workload's request shapes: made when the expected fragmentation rate of the node's free
@@ -143,7 +143,7 @@ def _gpu_busy_after(problem: Problem, moves: Sequence[ConcreteMove], placements:
     return {i for i, c in enumerate(count) if c > 0}
 
 
-def _best_layout(problem: Problem, parted: MigParted, state: NodeState, waiting: list[tuple[PodType, Pod]]) -> Recut | None:
+def _best_layout(problem: Problem, parted: Layouts, state: NodeState, waiting: list[tuple[PodType, Pod]]) -> Recut | None:
     """The layout hosting the most waiting pods (ties: by name); the current one is no re-cut, and pods it could host
     would have been placed by the plan already."""
     current = state.node.labels.get(MIG_CONFIG_LABEL, "")

@@ -28,8 +28,9 @@ def config(body: str) -> str:
 def test_the_operators_default_config_in_the_example_parses_and_is_valid() -> None:
     parted = find_mig_parted(load_files([example_path()]).config_maps)
     assert parted is not None and parted.source == SOURCE
-    assert list(parted.configs) == ["all-disabled", "all-enabled", "all-1g.5gb", "all-2g.10gb", "all-3g.20gb", "all-balanced"]
-    assert problems(parted) == []
+    (shared,) = parted.parsed()
+    assert list(shared.configs) == ["all-disabled", "all-enabled", "all-1g.5gb", "all-2g.10gb", "all-3g.20gb", "all-balanced"]
+    assert problems(shared) == []
 
 
 @pytest.mark.parametrize(("body", "field", "message"), [
@@ -127,3 +128,24 @@ def test_the_configmap_is_found_by_reference_or_as_the_operators_own() -> None:
     assert find_mig_parted(maps, "mine/absent") is None
     with pytest.raises(InputError, match=r"has no config\.yaml key"):
         find_mig_parted(maps, "mine/empty")
+
+
+def test_each_node_reads_its_generated_config_unless_a_custom_one_replaces_them() -> None:
+    """mig-manager (GPU Operator >= v26.3) writes ConfigMap <node>-mig-config, labelled nvidia.com/node-name, from NVML;
+    a custom config replaces the generated ones; nodes without one read default-mig-parted-config."""
+    def body(name: str) -> str:
+        return config(f'  {name}:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {{"1g.10gb": 7}}\n')
+
+    generated = ConfigMap("gpu-operator", "n1-mig-config", {"config.yaml": body("generated")}, {"nvidia.com/node-name": "n1"})
+    default = ConfigMap("gpu-operator", "default-mig-parted-config", {"config.yaml": body("shared")})
+    custom = ConfigMap("gpu-operator", "custom-mig-parted-config", {"config.yaml": body("custom")})
+    stray = ConfigMap("gpu-operator", "n2-mig-config", {"config.yaml": body("stray")}, {"nvidia.com/node-name": "someone-else"})
+    n1, n2 = cluster(node("n1", gpus=1, product=A100_80), node("n2", gpus=1, product=A100_80)).nodes
+    layouts = find_mig_parted([generated, default, stray])
+    assert layouts is not None
+    assert (layouts.applicable(n1), layouts.applicable(n2)) == (["generated"], ["shared"])
+    assert layouts.capacity("generated", n1) == {"nvidia.com/mig-1g.10gb": 7} and layouts.capacity("generated", n2) is None
+    layouts = find_mig_parted([generated, default, custom])
+    assert layouts is not None and (layouts.applicable(n1), layouts.applicable(n2)) == (["custom"], ["custom"])
+    only_generated = find_mig_parted([generated])
+    assert only_generated is not None and only_generated.applicable(n2) == [] and only_generated.applicable(n1) == ["generated"]
