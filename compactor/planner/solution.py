@@ -95,9 +95,10 @@ def _headroom(problem: Problem, node: int, load: dict[str, int]) -> int:
     return total
 
 
-def order_moves(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement], freed: set[int]) -> list[ConcreteMove]:
-    """Execution order: freed nodes with the fewest moves first (a partial run still frees nodes),
-    and a move only once its target has room, when some order allows it."""
+def order_moves(problem: Problem, moves: list[ConcreteMove], freed: set[int]) -> tuple[list[ConcreteMove], list[ConcreteMove]]:
+    """(execution order, moves no order can reach). Freed nodes with the fewest moves first (a partial run still frees
+    nodes); a move only once its target has room. The executor evicts one pod at a time, so moves that only fit all at
+    once (a cycle: each target waits for another move's source) cannot be carried out; they come back apart."""
     per_source: dict[int, int] = defaultdict(int)
     for move in moves:
         per_source[move.source] += 1
@@ -106,12 +107,14 @@ def order_moves(problem: Problem, moves: list[ConcreteMove], placements: list[Co
     ordered: list[ConcreteMove] = []
     remaining = preferred
     while remaining:
-        pick = next((m for m in remaining if _fits(problem, loads, m)), remaining[0])
+        pick = next((m for m in remaining if _fits(problem, loads, m)), None)
+        if pick is None:
+            return ordered, remaining
         remaining = [m for m in remaining if m is not pick]
         _add(loads[pick.source], pick.ptype, -1)
         _add(loads[pick.target], pick.ptype, 1)
         ordered.append(pick)
-    return ordered
+    return ordered, []
 
 
 def _fits(problem: Problem, loads: list[dict[str, int]], move: ConcreteMove) -> bool:
@@ -121,9 +124,35 @@ def _fits(problem: Problem, loads: list[dict[str, int]], move: ConcreteMove) -> 
 
 
 def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
-    """The assignment's moves (churn pruned) in execution order, and its placements."""
+    """The assignment's moves (churn pruned) in execution order, and its placements.
+
+    Moves no one-at-a-time order can carry out are dropped, with whatever no longer serves a purpose or fits
+    without them (the plan then frees less, but every step of it can run)."""
     moves, placements = pairs(problem, assignment, freed)
-    return order_moves(problem, moves, placements, freed), placements
+    ordered, stuck = order_moves(problem, moves, freed)
+    while stuck:
+        emptied = set(gpu_nodes_changed(problem, ordered, [])[0]) | (freed & _empty_before(problem))
+        placements = _still_fitting(problem, ordered, placements)
+        ordered, stuck = order_moves(problem, prune_churn(problem, ordered, placements, emptied), emptied)
+    return ordered, placements
+
+
+def _empty_before(problem: Problem) -> set[int]:
+    counts = gpu_pod_counts(problem.snapshot)
+    return {s.index for s in problem.nodes if s.gpus and not counts[s.index]}
+
+
+def _still_fitting(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> list[ConcretePlacement]:
+    """Placements, in order, that still fit after ``moves``."""
+    loads = _loads_after(problem, moves, [])
+    kept = []
+    for placement in placements:
+        capacity = problem.nodes[placement.target].capacity
+        acc = loads[placement.target]
+        if all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in placement.ptype.requests.items()):
+            _add(acc, placement.ptype, 1)
+            kept.append(placement)
+    return kept
 
 
 def pairs(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:

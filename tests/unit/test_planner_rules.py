@@ -586,3 +586,20 @@ def test_checker_catches_each_kind_of_violation() -> None:
     assert "maxMoves" in errors(_fake_plan(two))
     assert "not pending" in errors(_fake_plan([], placed=[{"pod": "default/p", "to": "e"}]))
     assert errors(_fake_plan([], placed=[{"pod": "default/wait", "to": "e"}], filled=["e"], freed_gpus=-8)) == ""
+
+
+def test_moves_that_only_fit_all_at_once_are_not_ordered_one_at_a_time() -> None:
+    """A swap between two full nodes fits as a whole but never one eviction at a time: order_moves says so."""
+    from compactor.planner.problem import build_problem
+    from compactor.planner.solution import ConcreteMove, order_moves
+
+    snapshot = cluster(node("x", gpus=8), node("y", gpus=8), pod("p", on="x", gpus=4, cpu="2"), pod("q", on="x", gpus=4, owner=None),
+                       pod("r", on="y", gpus=4, cpu="3"), pod("s", on="y", gpus=4, owner=None))
+    problem = build_problem(snapshot, settings())
+    by_pod = {pods[0].name: (t, n) for t in problem.types for n, pods in t.initial.items()}
+    (tp, x), (tr, y) = by_pod["p"], by_pod["r"]
+    swap = [ConcreteMove(tp.initial[x][0], tp, x, y), ConcreteMove(tr.initial[y][0], tr, y, x)]
+    ordered, stuck = order_moves(problem, swap, set())
+    assert ordered == [] and stuck == swap
+    ordered, stuck = order_moves(problem, swap[:1], set())
+    assert ordered == [] and stuck == swap[:1]  # y stays full without r leaving
