@@ -17,10 +17,11 @@ The policy (``planner.objective``) then picks the point to execute.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -159,19 +160,21 @@ def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int)
     """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped."""
     deadline = time.monotonic() + budget
     pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
-    model = _CostModel(problem, pending, workers)
+    # Built on first use: at thousands of nodes building it takes seconds, and often no point needs a solve.
+    model = functools.cache(lambda: _CostModel(problem, pending, workers))
+
     zero = _zero_point(problem, model, top, deadline)
     best: list[Point] = []
     lower = {0: zero.bound if zero is not None else 0}
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
+    costs = drain_costs(problem)
     if zero is not None:
         _offer(best, problem, plan_of(zero))
-        costs = drain_costs(problem)
         steps = _Steps(problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name)))
         for point in steps.points():
             if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):
                 best.append(point)
-    cheapest = sorted(drain_costs(problem).values())
+    cheapest = sorted(costs.values())
     additive = _pending_and_draining_add_up(problem)
     top_nodes = max(p.freed_nodes for p in best)
     for k in range(1, top_nodes + 1):
@@ -181,7 +184,7 @@ def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int)
         if known.cost <= lower[k] or remaining <= 0.05:
             continue
         # The first points matter most (balanced stops early): each solve gets at least MIN_SOLVE_SECONDS, in order of k.
-        status, found, proven = model.solve(k, plan_of(known), max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1)))
+        status, found, proven = model().solve(k, plan_of(known), max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1)))
         if found is not None:
             _offer(best, problem, found)
         lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)
@@ -200,7 +203,7 @@ def _pending_and_draining_add_up(problem: Problem) -> bool:
     return all(t.uses_gpu for t in problem.types if not t.pending)
 
 
-def _zero_point(problem: Problem, model: _CostModel, top: SolveResult, deadline: float) -> Point | None:
+def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, deadline: float) -> Point | None:
     """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them."""
     if not any(t.pending for t in problem.types):
         unchanged = Assignment.unchanged(problem)
@@ -212,7 +215,7 @@ def _zero_point(problem: Problem, model: _CostModel, top: SolveResult, deadline:
             and placing.cost(problem) <= top.assignment.cost(problem):
         hint = placing
     seconds = max(0.1, (deadline - time.monotonic()) / 3)
-    status, found, bound = model.solve(0, hint, seconds)
+    status, found, bound = model().solve(0, hint, seconds)
     if found is None or found.cost(problem) > hint.cost(problem):
         found, status = hint, "FEASIBLE"
     nodes, gpus, moves, cost = summarise(problem, found)
