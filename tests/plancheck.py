@@ -135,12 +135,9 @@ def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: P
         return "7: PDB allows no disruption"
     if node is not None and node.labels.get(EXCLUDE) == "true":
         return "8: node excluded"
-    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
-        return "9: required inter-pod (anti-)affinity"
-    if pod.has_hard_topology_spread:
-        return "9: DoNotSchedule topology spread"
-    if pod.resource_claims:
-        return "9: DRA resource claims"
+    unmodelled = _unmodelled(pod)
+    if unmodelled:
+        return f"9: {unmodelled}"
     if pod.scheduler_name not in settings.scheduler_names:
         return "config: another scheduler"
     if settings.namespaces and pod.namespace not in settings.namespaces:
@@ -151,6 +148,17 @@ def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: P
         return "config: pod_selector"
     if settings.max_priority is not None and pod.priority > settings.max_priority:
         return "config: max_priority"
+    return None
+
+
+def _unmodelled(pod: Pod) -> str | None:
+    """A constraint of the pod's own that the planner does not model (such pods neither move nor get placed)."""
+    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
+        return "required inter-pod (anti-)affinity"
+    if pod.has_hard_topology_spread:
+        return "DoNotSchedule topology spread"
+    if pod.resource_claims:
+        return "DRA resource claims"
     return None
 
 
@@ -189,12 +197,9 @@ def placeable_reason(pod: Pod, snapshot: Snapshot, settings: PlannerSettings) ->
         return "namespace out of scope"
     if pod.nominated_node:
         return "nominated (preemption under way)"
-    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
-        return "own required pod (anti-)affinity"
-    if pod.has_hard_topology_spread:
-        return "DoNotSchedule spread"
-    if pod.resource_claims:
-        return "DRA resource claims"
+    unmodelled = _unmodelled(pod)
+    if unmodelled:
+        return unmodelled
     if volume_terms(pod, snapshot) is None:
         return "volumes unknown"
     return None

@@ -16,11 +16,12 @@ from typing import Any
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import Obj
+from compactor.model.gpu import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from compactor.model.quantity import parse_resource_list
 from compactor.model.resources import is_gpu_resource
 
-CONFIG_LABEL = "nvidia.com/mig.config"
-STATE_LABEL = "nvidia.com/mig.config.state"
+CONFIG_LABEL = MIG_CONFIG_LABEL
+STATE_LABEL = MIG_CONFIG_STATE_LABEL
 EXPECTED = ann.MIG_EXPECTED  # the GPU resources the new layout should advertise (JSON), for people and dry runs
 RECUT_FAILED = ann.MIG_RECUT_FAILED  # why a re-cut failed; the node stays cordoned for an operator
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import yaml
 
 from compactor.errors import InputError
 from compactor.model.catalog import MODELS, GpuModel, MigProfile, model_for_product, resource_for_profile
-from compactor.model.resources import GPU
+from compactor.model.gpu import MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, derive_gpu_info
+from compactor.model.resources import GPU, Resources, is_gpu_resource, is_mig_resource
 from compactor.model.types import ConfigMap, Node
 
 DEFAULT_CONFIG_MAPS = ("default-mig-parted-config", "custom-mig-parted-config")
@@ -92,6 +93,19 @@ class MigParted:
         model = model_for_product(node.gpu.product.removesuffix("-SHARED").split("-MIG-")[0])
         return [name for name in self.configs if self.capacity(name, node) is not None and model is not None
                 and not any(e.mig_enabled and e.applies_to(model) and layout_problem(model, e.mig_devices) for e in self.configs[name])]
+
+
+def is_mig_capable(node: Node) -> bool:
+    """GFD says the GPUs can be cut, or the node advertises MIG slices already."""
+    return node.labels.get(MIG_CAPABLE_LABEL) == "true" or any(is_mig_resource(r) for r in node.allocatable)
+
+
+def recut_node(node: Node, allocatable: Mapping[str, int], to_config: str | None = None) -> Node:
+    """``node`` with its GPU resources replaced by a layout's (mig-manager replaces them all), labelled with it when given."""
+    resources = {r: v for r, v in node.allocatable.items() if not is_gpu_resource(r)} | dict(allocatable)
+    labels = {**node.labels, MIG_CONFIG_LABEL: to_config} if to_config is not None else node.labels
+    gpu, _ = derive_gpu_info(labels, resources)
+    return replace(node, labels=labels, allocatable=Resources(resources), gpu=gpu)
 
 
 def parse_mig_parted(text: str, *, source: str) -> MigParted:

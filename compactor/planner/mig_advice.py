@@ -13,12 +13,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from compactor.model.catalog import model_for_product, profile_from_resource
-from compactor.model.migparted import Layouts
+from compactor.model.gpu import MIG_CONFIG_LABEL
+from compactor.model.migparted import Layouts, is_mig_capable
 from compactor.model.resources import is_mig_resource
 from compactor.model.types import Node, Pod, Snapshot
-
-MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 
 @dataclass(frozen=True)
@@ -65,15 +63,11 @@ def _mig_resources(pod: Pod) -> dict[str, int]:
     return {r: v for r, v in pod.requests.items() if is_mig_resource(r)}
 
 
-def _capable(node: Node) -> bool:
-    return node.labels.get(MIG_CAPABLE_LABEL) == "true" or any(is_mig_resource(r) for r in node.allocatable)
-
-
 def advise(snapshot: Snapshot, parted: Layouts) -> list[PoolAdvice]:
     """Per pool of MIG-capable nodes, the named layouts ranked for the current demand."""
     pools: dict[str, list[Node]] = {}
     for node in snapshot.nodes:
-        if node.is_gpu_node and _capable(node) and model_for_product(node.gpu.product) is not None:
+        if node.is_gpu_node and is_mig_capable(node) and model_for_product(node.gpu.product) is not None:
             pools.setdefault(node.pool, []).append(node)
     gpu_busy = {p.node_name for p in snapshot.pods if p.is_bound and p.uses_gpu}
     pending = [p for p in snapshot.pending_pods() if _mig_resources(p)]

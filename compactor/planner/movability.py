@@ -90,6 +90,11 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreatin
         return Unmovable.PDB_BLOCKS
     if node is not None and node.labels.get(EXCLUDE_LABEL) == "true":
         return Unmovable.NODE_EXCLUDED
+    return _unmodelled(pod)
+
+
+def _unmodelled(pod: Pod) -> Unmovable | None:
+    """A constraint of the pod's own that the planner does not model."""
     if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
         return Unmovable.POD_AFFINITY
     if pod.has_hard_topology_spread:
@@ -130,12 +135,9 @@ def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex)
         return f"namespace {pod.namespace} is outside the planner's scope (planner.namespaces / exclude_namespaces)"
     if pod.nominated_node:
         return f"kube-scheduler is preempting for it (nominated to {pod.nominated_node})"
-    if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
-        return Unmovable.POD_AFFINITY.value
-    if pod.has_hard_topology_spread:
-        return Unmovable.TOPOLOGY_SPREAD.value
-    if pod.resource_claims:
-        return Unmovable.RESOURCE_CLAIMS.value
+    unmodelled = _unmodelled(pod)
+    if unmodelled is not None:
+        return unmodelled.value
     if pod.claims or pod.ephemeral_volumes:
         unknown = volumes.placement(pod).unknown
         if unknown:

@@ -15,9 +15,8 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compactor.errors import InputError
-from compactor.model.gpu import derive_gpu_info
-from compactor.model.resources import Resources, is_gpu_resource
-from compactor.model.types import Node, Snapshot
+from compactor.model.migparted import recut_node
+from compactor.model.types import Snapshot
 
 API_VERSION: Literal["compactor/v1alpha1"] = "compactor/v1alpha1"
 KIND: Literal["CompactionPlan"] = "CompactionPlan"
@@ -147,13 +146,7 @@ def apply_plan(snapshot: Snapshot, plan: CompactionPlan) -> Snapshot:
         else:
             pods.append(pod)
     recut = {r.node: r for r in plan.mig_repartition}
-    nodes = tuple(_recut(node, recut[node.name]) if node.name in recut else node for node in snapshot.nodes)
+    nodes = tuple(recut_node(node, recut[node.name].allocatable, recut[node.name].to_config) if node.name in recut else node
+                  for node in snapshot.nodes)
     return replace(snapshot, pods=tuple(pods), nodes=nodes)
 
-
-def _recut(node: Node, change: MigRepartition) -> Node:
-    """The node with its GPU resources replaced by the new layout's."""
-    allocatable = {r: v for r, v in node.allocatable.items() if not is_gpu_resource(r)} | change.allocatable
-    labels = {**node.labels, "nvidia.com/mig.config": change.to_config}
-    gpu, _ = derive_gpu_info(labels, allocatable)
-    return replace(node, labels=labels, allocatable=Resources(allocatable), gpu=gpu)

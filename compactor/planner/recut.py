@@ -13,22 +13,20 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures
-from compactor.model.gpu import derive_gpu_info
-from compactor.model.migparted import Layouts, find_mig_parted
-from compactor.model.resources import Resources, is_gpu_resource, is_mig_resource
+from compactor.model.gpu import MIG_CONFIG_LABEL
+from compactor.model.migparted import Layouts, find_mig_parted, is_mig_capable, recut_node
+from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.mig_advice import overlap, profile_mix
 from compactor.planner.problem import NodeState, PodType, Problem
-from compactor.planner.solution import ConcreteMove, ConcretePlacement
+from compactor.planner.solution import ConcreteMove, ConcretePlacement, gpu_pods_after
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.planner")
 
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 
 
 @dataclass
@@ -65,13 +63,16 @@ def plan_recuts(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMove]
     if not waiting:
         return []
     busy = _gpu_busy_after(problem, moves, placements)
+    mixes: dict[str, dict[str, float]] = {}  # pool -> running mix, computed once per pool
     recuts: list[Recut] = []
     for state in sorted(problem.nodes, key=lambda s: s.node.name):
         if not waiting:
             break
         if state.index in busy or not _recuttable(state):
             continue
-        best = _best_layout(problem, parted, state, waiting)
+        if state.node.pool not in mixes:
+            mixes[state.node.pool] = _running_mix(problem, state)
+        best = _best_layout(problem, parted, state, waiting, mixes[state.node.pool])
         if best is not None:
             recuts.append(best)
             placed = {id(p.pod) for p in best.placements}
@@ -103,16 +104,11 @@ def plan_rebalance(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMo
 
 def _idle_rate(node: Node, allocatable: dict[str, int], shapes: Sequence[ReferenceShape]) -> float | None:
     """The fragmentation rate of ``node`` running nothing, were its GPU resources ``allocatable``."""
-    resources = {r: v for r, v in node.allocatable.items() if not is_gpu_resource(r)} | allocatable
-    gpu, _ = derive_gpu_info(node.labels, resources)
-    alone = Snapshot(nodes=(replace(node, allocatable=Resources(resources), gpu=gpu),), pods=())
-    return compute_figures(alone, shapes).cluster.fragmentation_rate
+    return compute_figures(Snapshot(nodes=(recut_node(node, allocatable),), pods=()), shapes).cluster.fragmentation_rate
 
 
 def _recuttable(state: NodeState) -> bool:
-    node = state.node
-    capable = node.labels.get(MIG_CAPABLE_LABEL) == "true" or any(is_mig_resource(r) for r in node.allocatable)
-    return capable and state.is_target_pool and state.gpus > 0
+    return is_mig_capable(state.node) and state.is_target_pool and state.gpus > 0
 
 
 def waiting_mig_pods(problem: Problem, placements: Sequence[ConcretePlacement]) -> list[tuple[PodType, Pod]]:
@@ -124,30 +120,15 @@ def waiting_mig_pods(problem: Problem, placements: Sequence[ConcretePlacement]) 
 
 
 def _gpu_busy_after(problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> set[int]:
-    """Nodes that run a GPU pod after the plan (fixed, staying, arriving or placed)."""
-    count = [0] * len(problem.nodes)
-    for state in problem.nodes:
-        if any(is_gpu_resource(r) and v > 0 for r, v in state.fixed.items()):
-            count[state.index] += 1
-    for ptype in problem.types:
-        if ptype.uses_gpu and not ptype.pending:
-            for node, pods in ptype.initial.items():
-                count[node] += len(pods)
-    for move in moves:
-        if move.ptype.uses_gpu:
-            count[move.source] -= 1
-            count[move.target] += 1
-    for placement in placements:
-        if placement.ptype.uses_gpu:
-            count[placement.target] += 1
-    return {i for i, c in enumerate(count) if c > 0}
+    """Nodes that run a GPU pod after the plan (staying, arriving or placed)."""
+    return {i for i, count in enumerate(gpu_pods_after(problem, moves, placements)) if count > 0}
 
 
-def _best_layout(problem: Problem, parted: Layouts, state: NodeState, waiting: list[tuple[PodType, Pod]]) -> Recut | None:
+def _best_layout(problem: Problem, parted: Layouts, state: NodeState, waiting: list[tuple[PodType, Pod]],
+                 running: dict[str, float]) -> Recut | None:
     """The layout hosting the most waiting pods (ties: by name); the current one is no re-cut, and pods it could host
     would have been placed by the plan already."""
     current = state.node.labels.get(MIG_CONFIG_LABEL, "")
-    running = _running_mix(problem, state)
     options = []
     for name in parted.applicable(state.node):
         if name == current:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compactor.model.resources import is_gpu_resource
@@ -170,10 +171,9 @@ def pairs(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[li
     return prune_churn(problem, moves, placements, freed), placements
 
 
-def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> tuple[list[int], list[int]]:
-    """(freed, filled): GPU nodes that ran a GPU pod before and none after, and the reverse."""
-    before = gpu_pod_counts(problem.snapshot)
-    after = list(before)
+def gpu_pods_after(problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[int]:
+    """Bound GPU pods per node (the snapshot's node order) once the moves and placements are made."""
+    after = gpu_pod_counts(problem.snapshot)
     for move in moves:
         if move.ptype.uses_gpu:
             after[move.source] -= 1
@@ -181,6 +181,13 @@ def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: l
     for placement in placements:
         if placement.ptype.uses_gpu:
             after[placement.target] += 1
+    return after
+
+
+def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> tuple[list[int], list[int]]:
+    """(freed, filled): GPU nodes that ran a GPU pod before and none after, and the reverse."""
+    before = gpu_pod_counts(problem.snapshot)
+    after = gpu_pods_after(problem, moves, placements)
     gpu_nodes = [s for s in problem.nodes if s.gpus]
     freed = [s.index for s in gpu_nodes if before[s.index] > 0 and after[s.index] == 0]
     filled = [s.index for s in gpu_nodes if before[s.index] == 0 and after[s.index] > 0]

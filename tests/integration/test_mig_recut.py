@@ -163,12 +163,17 @@ def test_a_rollback_while_mig_manager_works_leaves_the_node_cordoned_not_release
     assert not c.nodes["a"]["spec"].get("unschedulable")  # everything else is released as usual
 
 
-def test_an_idle_node_re_cut_for_the_workload_alone_is_relabelled_and_released() -> None:
+def idle_in_the_wrong_sizes() -> tuple[list[dict[str, Any]], CompactionPlan]:
+    """An idle node cut all-3g.40gb beside pinned 1g.10gb pods, and the plan that re-cuts it (mig_rebalance_min_gain)."""
     idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
                 labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
     world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)]]
     settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25)
-    plan = build_plan(cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y"))
+    return world, build_plan(cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y"))
+
+
+def test_an_idle_node_re_cut_for_the_workload_alone_is_relabelled_and_released() -> None:
+    world, plan = idle_in_the_wrong_sizes()
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("idle", "all-1g.10gb")] and not plan.moves
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager({**CUT, "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 7}}, takes=10)
@@ -180,11 +185,7 @@ def test_an_idle_node_re_cut_for_the_workload_alone_is_relabelled_and_released()
 
 
 def test_a_failed_re_cut_with_no_pending_pod_still_makes_the_run_partial() -> None:
-    idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
-                labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
-    world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)]]
-    settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25)
-    plan = build_plan(cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y"))
+    world, plan = idle_in_the_wrong_sizes()
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager(CUT, takes=10, outcome="failed")
     report = Executor(c, SETTINGS, c.clock).execute(plan)
