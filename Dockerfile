@@ -1,4 +1,5 @@
-# gpu-compactor: `docker build -t gpu-compactor:0.1.0 .`
+# gpu-compactor: `docker build -t REGISTRY/gpu-compactor:TAG . && docker push REGISTRY/gpu-compactor:TAG`,
+# then set that image in the overlay you apply (manifests/overlays/*/kustomization.yaml, `images:`).
 # The image runs as an unprivileged user and needs no writable root filesystem (mount /tmp).
 FROM python:3.11-slim AS build
 WORKDIR /src

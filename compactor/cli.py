@@ -31,6 +31,7 @@ def _add_source_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kubeconfig", metavar="PATH", help="read the live cluster through this kubeconfig")
     group.add_argument("--context", metavar="NAME", help="kubeconfig context of the live cluster")
     group.add_argument("--in-cluster", action="store_true", help="read the live cluster with the pod's service account")
+    parser.add_argument("--allow-empty", action="store_true", help="accept input without Node objects (otherwise an error)")
 
 
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +53,7 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
         context=args.context,
         live=bool(args.kubeconfig or args.context or args.in_cluster),
         in_cluster=bool(args.in_cluster),
+        allow_empty=bool(getattr(args, "allow_empty", False)),
     )
 
 
@@ -109,6 +111,50 @@ def _register_extra_commands(commands: argparse._SubParsersAction[argparse.Argum
     from compactor.commands import register_all
 
     register_all(commands)
+    for name, sub in commands.choices.items():
+        description, examples = COMMAND_HELP[name]
+        sub.description = description
+        sub.epilog = "examples:\n" + "\n".join(f"  {example}" for example in examples)
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+# Each command's --help: what it does, in one paragraph, and two ways to call it.
+COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
+    "report": (
+        "Measure GPU fragmentation: allocatable against the requests of bound pods, per node, pool and cluster; whole-free "
+        "GPU nodes, stranded capacity, idle MIG slices, the fragmentation rates, headroom per request shape, and the pending "
+        "GPU pods that fragmentation alone keeps Pending. Reads only; changes nothing.",
+        ("compactor report --example",
+         "kubectl get nodes,pods,pdb,pv,pvc -A -o json | compactor report --snapshot - --output markdown"),
+    ),
+    "plan": (
+        "Compute a compaction plan: which pods to move where so that pending GPU pods fit and whole GPU nodes become free, "
+        "with the fewest and cheapest moves, never against PDBs, taints, affinity or capacity. Shows the trade-off curve "
+        "(nodes freed against moves) and why each pod moves or stays. Reads only; --write saves the plan for `compactor apply`.",
+        ("compactor plan --example --objective max-free",
+         "compactor plan --context prod --output json --write plan.json"),
+    ),
+    "apply": (
+        "Carry out a plan written by `compactor plan --write`: re-check it against the cluster as it is now, cordon, evict "
+        "through the Eviction API, steer each replacement onto its planned node, then measure what the cluster gained. "
+        "Recovers an interrupted run first and holds the controller's Lease while it acts. --dry-run prints the calls instead.",
+        ("compactor apply --plan plan.json --snapshot cluster.json --dry-run",
+         "compactor apply --plan plan.json --context prod"),
+    ),
+    "run": (
+        "One compaction cycle: recover, read the cluster, plan and carry the plan out (plan + apply in one step). It needs "
+        "--once: a single cycle is what it does; for cycles on a schedule, run `compactor controller --interval SECONDS` "
+        "(or the CronJob in manifests/).",
+        ("compactor run --once --context prod --dry-run",
+         "compactor run --once --in-cluster"),
+    ),
+    "controller": (
+        "The long-running controller: a compaction cycle every --interval seconds on the replica that holds the Lease "
+        "(leader election), fragmentation figures always; serves Prometheus /metrics, /healthz and /readyz.",
+        ("compactor controller --in-cluster --interval 900",
+         "compactor controller --context staging --report-only --listen :8080"),
+    ),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -125,13 +125,18 @@ def _executor_for(args: argparse.Namespace, plan: CompactionPlan | None) -> tupl
     """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
     from compactor.actions.clock import RealClock, SimulatedClock
     from compactor.actions.dryrun import RecordingClient
+    from compactor.cli import settings_from_args
 
     live = bool(args.kubeconfig or args.context or args.in_cluster)
+    if args.server_dry_run and not live:
+        raise CompactorError("--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
+                             "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example")
     if args.dry_run or not live:
         if not args.dry_run:
             raise CompactorError("a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)")
         admission = _kube_client(args, dry_run=True) if (live and args.server_dry_run) else None
-        return RecordingClient(_raw_objects(args), plan, admission=admission), SimulatedClock(), True
+        return RecordingClient(_raw_objects(args), plan, admission=admission,
+                               namespace=settings_from_args(args).executor.state_namespace), SimulatedClock(), True
     if args.server_dry_run:
         raise CompactorError("--server-dry-run goes with --dry-run")
     return _kube_client(args, dry_run=False), RealClock(), False
@@ -162,18 +167,37 @@ def _kube_client(args: argparse.Namespace, *, dry_run: bool) -> ClusterClient:
 
 
 def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
+    """The run's report on stdout; a dry run also lists the calls a real run would make and what it cannot know."""
     import json
 
-    from compactor.actions.dryrun import RecordingClient
+    from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
 
+    calls = client.intended_changes() if isinstance(client, RecordingClient) else None
     if fmt == "json":
         payload = report.to_dict()
-        if isinstance(client, RecordingClient):
-            payload["intendedChanges"] = client.intended_changes()
+        if isinstance(client, RecordingClient) and calls is not None:
+            payload["intendedChanges"] = calls
+            payload["intendedCalls"] = client.intended_calls()
+            payload["notKnownUntilRealRun"] = list(NOT_KNOWN_UNTIL_REAL_RUN)
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    elif report.dry_run:
+        sys.stdout.write("".join(f"(dry run) {line}\n" for line in calls or []))
+        verdict = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}
+        sys.stdout.write(f"plan {report.plan_id}: {verdict.get(report.shown_status, report.shown_status)}; "
+                         f"{report.moves_done}/{report.moves_total} moves simulated\n")
+        if report.freed_nodes:
+            sys.stdout.write(f"would free nodes: {', '.join(report.freed_nodes)}\n")
+        if report.skipped_moves:
+            sys.stdout.write(f"would skip (pod already gone or moved): {', '.join(report.skipped_moves)}\n")
+        if report.reason:
+            sys.stdout.write(f"reason: {report.reason}\n")
+        if report.outcome is not None:
+            sys.stdout.write(_outcome_text(report.outcome))
+        sys.stdout.write(f"dry run: {len(calls or [])} call(s) shown above; nothing was changed\n")
+        if report.status != "nothing-to-do":
+            sys.stdout.write(f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n")
     else:
-        mode = " (dry run: nothing was changed)" if report.dry_run else ""
-        sys.stdout.write(f"plan {report.plan_id}: {report.status}{mode}; {report.moves_done}/{report.moves_total} moves done\n")
+        sys.stdout.write(f"plan {report.plan_id}: {report.status}; {report.moves_done}/{report.moves_total} moves done\n")
         if report.freed_nodes:
             sys.stdout.write(f"freed nodes: {', '.join(report.freed_nodes)}\n")
         if report.skipped_moves:
@@ -182,17 +206,18 @@ def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
             sys.stdout.write(f"reason: {report.reason}\n")
         if report.outcome is not None:
             sys.stdout.write(_outcome_text(report.outcome))
-        if isinstance(client, RecordingClient):
-            sys.stdout.write("intended changes:\n" + "".join(f"  {line}\n" for line in client.intended_changes()))
     return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
 
 
 def _outcome_text(outcome: Outcome) -> str:
+    """The outcome block: ``measured`` on the cluster after a real run, ``simulated`` (never measured) in a dry run."""
+    how = "simulated (not measured)" if outcome.simulated else "measured"
     lines = [
-        f"measured: {outcome.freed_gpus:+d} whole-free GPUs (plan: {outcome.planned_freed_gpus:+d}); "
+        f"{how}: {outcome.freed_gpus:+d} whole-free GPUs (plan: {outcome.planned_freed_gpus:+d}); "
         f"nodes freed: {', '.join(outcome.freed_nodes) or 'none'}"
         + (f"; nodes taken: {', '.join(outcome.taken_nodes)}" if outcome.taken_nodes else ""),
-        f"pending pods placed as planned: {outcome.pending_placed}/{outcome.pending_planned}; evictions: {outcome.evictions}; "
+        ("simulated: " if outcome.simulated else "")
+        + f"pending pods placed as planned: {outcome.pending_placed}/{outcome.pending_planned}; evictions: {outcome.evictions}; "
         f"replacements Ready: {outcome.replacements_ready}; nodes held for steering: {outcome.held_node_seconds:.1f} node-seconds",
         *(f"note: {note}" for note in outcome.notes),
     ]
@@ -292,7 +317,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compactor.planner.compose import build_plan
 
     if not args.once:
-        raise CompactorError("compactor run needs --once (the periodic loop is `compactor controller`)")
+        raise CompactorError("compactor run carries out one cycle and needs --once to say so; for cycles on a schedule run "
+                             "`compactor controller --interval SECONDS` (or the CronJob in manifests/)")
     settings = settings_from_args(args)
     source = source_from_args(args)
 

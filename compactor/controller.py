@@ -63,7 +63,7 @@ class CycleReport:
         cluster = self.figures.cluster if self.figures else None
         return {
             "fragmentationRate": None if cluster is None or cluster.fragmentation_rate is None else round(cluster.fragmentation_rate, 4),
-            "freeGpus": None if cluster is None else round(cluster.free_gpus, 2),
+            "freeGpuEquivalents": None if cluster is None else round(cluster.free_gpus, 2),
             "plan": self.plan_id, "plannedMoves": self.planned_moves,
             "status": self.run.status if self.run else "", "freedNodes": ",".join(self.run.freed_nodes) if self.run else "",
         }
@@ -134,8 +134,8 @@ def run_cycle(
             from compactor.actions.dryrun import RecordingClient
 
             objects = [*client.list_nodes(), *client.list_pods(), *client.list_pdbs()]
-            run = Executor(RecordingClient(objects, plan), settings.executor, SimulatedClock(clock.now()), dry_run=True,
-                           progress=progress).execute(plan)
+            recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace)
+            run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress).execute(plan)
         else:
             run = Executor(client, settings.executor, clock, progress=progress).execute(plan)
         report.run = run
@@ -408,7 +408,10 @@ def cmd_controller(args: argparse.Namespace) -> int:
     client = KubeClusterClient(connection.api_client, namespace=namespace)
 
     def load_snapshot() -> Snapshot:
-        objects = read_cluster(connection.api_client, decoded=True)
+        # As `run --once` reads it: with the mig-parted ConfigMap, so re-cuts and advice see the layouts.
+        mig = settings.mig
+        objects = read_cluster(connection.api_client, decoded=True, include_config_maps=mig.config_map or mig.selector is not None,
+                               config_map_selector=None if mig.config_map else mig.selector)
         with gc_paused():
             return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
 

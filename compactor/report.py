@@ -59,15 +59,17 @@ class Section:
 def _summary(c: AggregateFigures, figures: Figures) -> Table:
     rows = [
         ("Nodes", f"{c.node_count} ({c.gpu_node_count} with GPUs)"),
-        ("GPUs", f"{c.gpus} physical, {fmt_gpus(c.allocatable_gpus)} allocatable"),
-        ("Allocated / free GPUs", f"{fmt_gpus(c.allocated_gpus)} / {fmt_gpus(c.free_gpus)} ({fmt_pct(c.gpu_utilisation)} utilised)"),
-        ("Whole-free GPU nodes", f"{c.whole_free_nodes} ({fmt_gpus(c.whole_free_gpus)} GPUs)"),
-        ("Stranded GPUs", f"{fmt_gpus(c.stranded_gpus)} (free on nodes that run GPU pods)"),
-        ("Free GPUs on unavailable nodes", f"{fmt_gpus(c.unavailable_free_gpus)} (NotReady or cordoned)"),
+        ("GPUs (physical)", f"{c.gpus} devices on {c.gpu_node_count} nodes"),
+        ("GPU capacity (GPU-equivalents)", f"{fmt_gpus(c.allocatable_gpus)} allocatable: {fmt_gpus(c.allocated_gpus)} allocated, "
+                                           f"{fmt_gpus(c.free_gpus)} free ({fmt_pct(c.gpu_utilisation)} utilised)"),
+        ("Whole-free GPU nodes", f"{c.whole_free_nodes}: {c.whole_free_physical_gpus} GPUs (physical, Ready and schedulable), "
+                                 f"{fmt_gpus(c.whole_free_gpus)} GPU-equivalents"),
+        ("Stranded GPU capacity", f"{fmt_gpus(c.stranded_gpus)} GPU-equivalents (free on nodes that run GPU pods)"),
+        ("Free capacity on unavailable nodes", f"{fmt_gpus(c.unavailable_free_gpus)} GPU-equivalents (NotReady or cordoned)"),
         ("MIG idle", f"{fmt_mig(c.mig_idle, c.mig_total)} (idle rate {fmt_pct(c.mig_idle_rate)})" if c.mig_total else "no MIG instances"),
-        ("Fragmentation rate", f"{fmt_pct(c.fragmentation_rate)} ({fmt_gpus(c.fragmented_gpus)} of {fmt_gpus(c.free_gpus)} free GPUs "
-                               "cannot host the reference shapes)"),
-        ("FGD fragmentation rate", f"{fmt_pct(c.fgd_fragmentation_rate)} ({fmt_gpus(c.fgd_fragmented_gpus)} GPUs)"),
+        ("Fragmentation rate", f"{fmt_pct(c.fragmentation_rate)} ({fmt_gpus(c.fragmented_gpus)} of {fmt_gpus(c.free_gpus)} free "
+                               "GPU-equivalents cannot host the reference shapes)"),
+        ("FGD fragmentation rate", f"{fmt_pct(c.fgd_fragmentation_rate)} ({fmt_gpus(c.fgd_fragmented_gpus)} GPU-equivalents)"),
         ("Pending GPU pods", f"{figures.pending_gpu_pods} ({len(figures.blocked_pending)} blocked by fragmentation, "
                              f"{len(figures.unplaceable_pending)} larger than the free capacity)"),
     ]
@@ -91,7 +93,8 @@ def _pools(figures: Figures) -> Section:
          fmt_gpus(p.stranded_gpus), fmt_mig(p.mig_idle, p.mig_total), fmt_pct(p.fragmentation_rate), fmt_pct(p.fgd_fragmentation_rate))
         for p in figures.pools
     )
-    headers = ("Pool", "Nodes", "GPUs", "Allocated", "Free", "Whole-free nodes", "Stranded", "MIG idle", "Frag rate", "FGD rate")
+    headers = ("Pool", "Nodes", "GPUs (physical)", "Allocated (GPU-eq.)", "Free (GPU-eq.)", "Whole-free nodes", "Stranded (GPU-eq.)",
+               "MIG idle", "Frag rate", "FGD rate")
     return Section("Pools", (Table(headers, rows, frozenset({1, 2, 3, 4, 5, 6, 8, 9})),))
 
 
@@ -116,7 +119,7 @@ def _worst_nodes(figures: Figures) -> Section:
          fmt_mig(n.mig_idle, n.mig_total), _state(n))
         for n in worst
     )
-    headers = ("Node", "Pool", "GPUs", "Free", "Fragmented", "FGD", "MIG idle", "State")
+    headers = ("Node", "Pool", "GPUs (physical)", "Free (GPU-eq.)", "Fragmented (GPU-eq.)", "FGD (GPU-eq.)", "MIG idle", "State")
     return Section(title, (Table(headers, rows, frozenset({2, 3, 4, 5})),))
 
 
@@ -138,17 +141,15 @@ def _pending(figures: Figures) -> list[Section]:
 
 def report_sections(figures: Figures, snapshot: Snapshot) -> list[Section]:
     """The report's content, independent of the output format."""
-    sections = [
+    warnings = (*snapshot.warnings, *figures.warnings)
+    return [
+        *([Section("Warnings", tuple(f"- {w}" for w in warnings))] if warnings else []),  # first: they qualify every figure below
         Section("Cluster", (_summary(figures.cluster, figures),)),
         _shapes(figures),
         _pools(figures),
         _worst_nodes(figures),
         *_pending(figures),
     ]
-    warnings = (*snapshot.warnings, *figures.warnings)
-    if warnings:
-        sections.append(Section("Warnings", tuple(f"- {w}" for w in warnings)))
-    return sections
 
 
 # ---------------------------------------------------------------------------

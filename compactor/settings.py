@@ -6,6 +6,9 @@ Unknown keys are errors, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from compactor.errors import ConfigError
-from compactor.model.quantity import to_scheduler_units
+from compactor.model.quantity import parse_quantity, to_scheduler_units
 from compactor.model.resources import Resources
 
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
@@ -29,10 +32,26 @@ def parse_shape(text: str) -> Resources:
         name, sep, value = part.partition("=")
         if not sep or not name:
             raise ValueError(f"expected resource=quantity, got {part!r}")
+        _check_resource(name, value)
         amounts[name] = to_scheduler_units(name, value)
     if not amounts:
         raise ValueError("empty shape")
     return Resources(amounts)
+
+
+_NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+
+def _check_resource(name: str, value: str) -> None:
+    """A name a pod may request, and for extended resources (``nvidia.com/gpu``) a whole number, as the API server requires."""
+    if name in _NATIVE_RESOURCES or name.startswith("hugepages-"):
+        return
+    if "/" not in name or name.startswith(("kubernetes.io/", "requests.")):
+        raise ValueError(f"unknown resource {name!r}: expected cpu, memory, ephemeral-storage, hugepages-<size> or an extended "
+                         "resource such as nvidia.com/gpu or nvidia.com/mig-1g.5gb")
+    amount = parse_quantity(value)
+    if amount != int(amount):
+        raise ValueError(f"{name}={value}: an extended resource is requested in whole units (a GPU is not shared by fractions)")
 
 
 def _check_shapes(value: list[str]) -> list[str]:
@@ -196,6 +215,33 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
+ENV_PREFIX = "COMPACTOR_"
+
+
+def setting_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX) -> list[str]:
+    """Every ``COMPACTOR_*`` variable that names a setting: groups (as JSON) and each field, nested with ``__``."""
+    names = []
+    for name, info in model.model_fields.items():
+        env = f"{prefix}{name.upper()}"
+        names.append(env)
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            names += setting_env_names(info.annotation, env + "__")
+    return names
+
+
+def check_environment(environ: Mapping[str, str]) -> None:
+    """A ``COMPACTOR_*`` variable that names no setting is an error: pydantic-settings would ignore it, and a typo
+    (``COMPACTOR_PLANER__MAX_MOVES``) would silently leave the default in force."""
+    valid = [name.removeprefix(ENV_PREFIX) for name in setting_env_names()]
+    for key in sorted(environ):
+        name = key.upper().removeprefix(ENV_PREFIX)
+        if key.upper().startswith(ENV_PREFIX) and name not in valid:
+            closest = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
+            hint = (f"; did you mean {ENV_PREFIX}{closest[0]}?" if closest
+                    else f"; settings are {ENV_PREFIX}<GROUP>__<FIELD> as in config/compactor.yaml")
+            raise ConfigError(f"environment: {key} names no setting{hint}")
+
+
 def load_settings(path: str | None = None, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings from an optional YAML file, the environment and CLI overrides; ``ConfigError`` names file and field."""
     data: dict[str, Any] = {}
@@ -212,6 +258,7 @@ def load_settings(path: str | None = None, overrides: dict[str, Any] | None = No
         data = loaded or {}
     for group, values in (overrides or {}).items():
         data.setdefault(group, {}).update(values)
+    check_environment(os.environ)
     try:
         return Settings(**data)
     except ValidationError as exc:

@@ -6,12 +6,22 @@ writes are recorded, applied to the copy, and never sent, except that with
 server's PDB admission answers for real. An eviction makes the planned
 replacement appear, Ready, on the plan's target node, so the executor walks the
 same path it would for real.
+
+``intended_changes`` says each recorded write as a kubectl user reads it, one line per
+API call: ``cordon node/a``, ``evict pod/ns/p (policy/v1 Eviction)``, ``annotate node/a
+key=value key-``, ``taint node/a key=value:Effect key:Effect-``, ``label node/a key=value``,
+``event Normal Reason node/a: message``, ``create configmap/ns/name``. A node patch that
+does what several kubectl commands would do in one request lists them joined by `` + ``
+(they happen together or not at all). Plumbing is left out: the patch's
+``resourceVersion`` precondition, the eviction's UID precondition.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +30,15 @@ from compactor.actions.annotations import CORDON_TAINT
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.actions.pods import pod_key
 from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings
+
+DEFAULT_STATE_NAMESPACE = str(ExecutorSettings.model_fields["state_namespace"].default)
+EVICTION_API = "policy/v1 Eviction"
+# What a dry run cannot know, whatever it shows: said at the end of every dry run's output.
+NOT_KNOWN_UNTIL_REAL_RUN = (
+    "where kube-scheduler binds each replacement (the run steers it to the planned node and rolls back if it lands elsewhere)",
+    "whether each PDB allows each eviction at that moment (--server-dry-run on a live cluster asks the API server now)",
+)
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -41,13 +60,15 @@ class RecordedCall:
 
 
 class RecordingClient:
-    def __init__(self, objects: list[Obj], plan: CompactionPlan | None = None, *, admission: ClusterClient | None = None) -> None:
+    def __init__(self, objects: list[Obj], plan: CompactionPlan | None = None, *, admission: ClusterClient | None = None,
+                 namespace: str = DEFAULT_STATE_NAMESPACE) -> None:
         self.nodes = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects if o.get("kind") == "Node"}
         self.pods = {pod_key(o): copy.deepcopy(o) for o in objects if o.get("kind") == "Pod"}
         self.pdbs = [copy.deepcopy(o) for o in objects if o.get("kind") == "PodDisruptionBudget"]
         self.targets = {m.pod: m.to_node for m in plan.moves} if plan else {}
         self.placements = {p.pod: p.to_node for p in plan.placed_pending} if plan else {}
         self.admission = admission
+        self.namespace = namespace  # of the state ConfigMap, as the real client would write it
         self.calls: list[RecordedCall] = []
         self.states: dict[str, dict[str, str]] = {}
         self._serial = itertools.count(1)
@@ -72,7 +93,8 @@ class RecordingClient:
 
     # writes (recorded)
     def patch_node(self, name: str, patch: Obj) -> Obj:
-        self.calls.append(RecordedCall("patch_node", {"name": name, "patch": copy.deepcopy(patch)}))
+        before = _marks(self.nodes[name]) if name in self.nodes else None
+        self.calls.append(RecordedCall("patch_node", {"name": name, "patch": copy.deepcopy(patch), "before": before}))
         node = _merge(self.nodes[name], patch)
         if migmanager.CONFIG_LABEL in ((patch.get("metadata") or {}).get("labels") or {}):
             migmanager.simulate(node)  # mig-manager's part in a dry run: the re-cut succeeds
@@ -96,7 +118,13 @@ class RecordingClient:
                 pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
-        self.calls.append(RecordedCall("evict", {"namespace": namespace, "name": name}))
+        call = RecordedCall("evict", {"namespace": namespace, "name": name, "admission": self.admission is not None})
+        self.calls.append(call)
+        result = self._evict(namespace, name, uid)
+        call.args["result"] = result
+        return result
+
+    def _evict(self, namespace: str, name: str, uid: str) -> EvictionResult:
         key = f"{namespace}/{name}"
         if self.admission is not None:
             answer = self.admission.evict(namespace, name, uid=uid, dry_run=True)
@@ -124,28 +152,149 @@ class RecordingClient:
         self.pods[pod_key(clone)] = clone
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
-        ref = f"{involved.kind}/{involved.namespace}/{involved.name}"
-        self.calls.append(RecordedCall("create_event", {"involved": ref, "reason": reason, "message": message, "type": type_}))
+        self.calls.append(RecordedCall("create_event", {"involved": involved, "reason": reason, "message": message, "type": type_}))
 
     def read_state(self, name: str) -> dict[str, str] | None:
         state = self.states.get(name)
         return dict(state) if state is not None else None
 
     def write_state(self, name: str, data: dict[str, str] | None) -> None:
-        self.calls.append(RecordedCall("write_state", {"name": name, "cleared": data is None}))
+        verb = "delete" if data is None else "replace" if name in self.states else "create"
+        self.calls.append(RecordedCall("write_state", {"namespace": self.namespace, "name": name, "cleared": data is None, "verb": verb,
+                                                       "phase": (data or {}).get("phase", "")}))
         if data is None:
             self.states.pop(name, None)
         else:
             self.states[name] = dict(data)
 
     def intended_changes(self) -> list[str]:
-        """The writes a real run would make, as lines for the report."""
-        lines = []
-        for call in self.calls:
-            if call.method == "patch_node":
-                lines.append(f"patch node {call.args['name']}: {call.args['patch']}")
-            elif call.method == "evict":
-                lines.append(f"evict {call.args['namespace']}/{call.args['name']}")
-            elif call.method == "create_event":
-                lines.append(f"event {call.args['reason']} on {call.args['involved']}: {call.args['message']}")
-        return lines
+        """The writes a real run would make, one kubectl-style line per API call (see ``describe``)."""
+        return [describe(call) for call in self.calls]
+
+    def intended_calls(self) -> list[dict[str, Any]]:
+        """The same writes as JSON-ready records (a node patch as the merge patch it sends, without its precondition)."""
+        return [_record(call) for call in self.calls]
+
+
+def _marks(node: Obj) -> dict[str, Any]:
+    """What a node patch can change, as it was before the patch: to say a patch as the changes it makes."""
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    return {"labels": dict(meta.get("labels") or {}), "annotations": dict(meta.get("annotations") or {}),
+            "taints": copy.deepcopy(spec.get("taints") or []), "unschedulable": bool(spec.get("unschedulable"))}
+
+
+def describe(call: RecordedCall) -> str:
+    """One recorded call as a kubectl user reads it (no Python reprs, no preconditions); see the module's docstring."""
+    args = call.args
+    if call.method == "patch_node":
+        return describe_node_patch(args["name"], args["patch"], args.get("before"))
+    if call.method == "evict":
+        return _describe_eviction(args)
+    if call.method == "create_event":
+        involved = args["involved"]
+        return f"event {args.get('type') or 'Normal'} {args['reason']} {object_ref(involved)}: {args['message']}"
+    if call.method == "write_state":
+        ref = f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}"
+        verb = args.get("verb") or ("delete" if args.get("cleared") else "apply")
+        phase = f" (executor state, phase {args['phase']})" if args.get("phase") else " (executor state)"
+        return f"{verb} {ref}{phase}"
+    return f"{call.method} {' '.join(f'{k}={v}' for k, v in args.items())}"
+
+
+def object_ref(ref: ObjectRef) -> str:
+    """``node/a``, ``pod/ns/name``: kind in lower case, the namespace only for a namespaced object."""
+    return "/".join(part for part in (ref.kind.lower(), ref.namespace, ref.name) if part)
+
+
+def describe_node_patch(name: str, patch: Obj, before: dict[str, Any] | None = None) -> str:
+    """A node merge patch as the kubectl commands that make the same changes, joined by `` + `` (one request).
+
+    ``before``: the node's labels, annotations, taints as they were (``_marks``): a merge patch replaces
+    ``spec.taints`` whole, so the taints added and removed are the difference; a removal of a label or
+    annotation the node does not carry is left out (it changes nothing). Without it every removal is said
+    and the taints are said as the list that replaces the node's.
+    """
+    ref = f"node/{name}"
+    meta, spec = patch.get("metadata") or {}, patch.get("spec") or {}
+    parts = []
+    if "unschedulable" in spec:
+        parts.append(f"{'cordon' if spec['unschedulable'] else 'uncordon'} {ref}")
+    if "taints" in spec and before is None:  # the list is replaced whole; what it replaces is not known here
+        kept = " ".join(_taint_changes([], spec["taints"] or []))
+        parts.append(f"taint {ref} (taints replaced by: {kept})" if kept else f"taint {ref} (all taints removed)")
+    elif "taints" in spec:
+        changes = _taint_changes((before or {}).get("taints") or [], spec["taints"] or [])
+        if changes:
+            parts.append(f"taint {ref} {' '.join(changes)}")
+    for verb, key in (("label", "labels"), ("annotate", "annotations")):
+        changes = _pair_changes(meta.get(key) or {}, None if before is None else before.get(key) or {})
+        if changes:
+            parts.append(f"{verb} {ref} {' '.join(changes)}")
+    return " + ".join(parts) or f"patch {ref} (no change)"
+
+
+def _pair_changes(patch: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
+    """``key=value`` for each key set, ``key-`` for each removed (as ``kubectl label``/``annotate`` take them)."""
+    changes = []
+    for key, value in patch.items():
+        if value is None:
+            if before is None or key in before:
+                changes.append(f"{key}-")
+        else:
+            changes.append(f"{key}={_quoted(value)}")
+    return changes
+
+
+def _taint_changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    """``key=value:Effect`` for each taint added (or given a new value), ``key:Effect-`` for each removed."""
+    def ident(taint: dict[str, Any]) -> tuple[str, str]:
+        return str(taint.get("key", "")), str(taint.get("effect", ""))
+
+    old = {ident(t): t.get("value") for t in before}
+    new = {ident(t): t.get("value") for t in after}
+    changes = []
+    for (key, effect), value in new.items():
+        if (key, effect) not in old or old[(key, effect)] != value:
+            changes.append(f"{key}={_quoted(value)}:{effect}" if value else f"{key}:{effect}")
+    changes.extend(f"{key}:{effect}-" for key, effect in old if (key, effect) not in new)
+    return changes
+
+
+def _quoted(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return shlex.quote(text)
+
+
+def _describe_eviction(args: dict[str, Any]) -> str:
+    line = f"evict pod/{args['namespace']}/{args['name']} ({EVICTION_API})"
+    result = args.get("result")
+    if not isinstance(result, EvictionResult):
+        return line
+    if result.outcome == EvictionOutcome.EVICTED:
+        return line + (": admitted by the API server (dryRun=All)" if args.get("admission") else "")
+    answer = f"{result.outcome.value} ({result.status})" + (f": {result.message}" if result.message else "")
+    return f"{line} -> {answer}"
+
+
+def _record(call: RecordedCall) -> dict[str, Any]:
+    """A recorded call as JSON (``intendedCalls``), in the same order as ``intended_changes``."""
+    args = call.args
+    if call.method == "patch_node":
+        patch = copy.deepcopy(args["patch"])
+        (patch.get("metadata") or {}).pop("resourceVersion", None)
+        if patch.get("metadata") == {}:
+            del patch["metadata"]
+        return {"call": "patch", "object": f"node/{args['name']}", "mergePatch": patch}
+    if call.method == "evict":
+        record: dict[str, Any] = {"call": "evict", "object": f"pod/{args['namespace']}/{args['name']}"}
+        result = args.get("result")
+        if isinstance(result, EvictionResult):
+            record["answer"] = {"outcome": result.outcome.value, "status": result.status, "message": result.message}
+        return record
+    if call.method == "create_event":
+        return {"call": "create", "object": "event", "involvedObject": object_ref(args["involved"]), "type": args.get("type") or "Normal",
+                "reason": args["reason"], "message": args["message"]}
+    if call.method == "write_state":
+        record = {"call": args.get("verb") or "apply", "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}"}
+        return {**record, "phase": args["phase"]} if args.get("phase") else record
+    return {"call": call.method}

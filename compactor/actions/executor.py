@@ -68,9 +68,17 @@ class RunReport:
     outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
     recuts: dict[str, str] = field(default_factory=dict)  # MIG re-cuts attempted: node -> success | failed | timeout
 
+    @property
+    def shown_status(self) -> str:
+        """The status as output says it: ``dry-run`` for a dry run that walked the plan (its ``succeeded`` or ``partial``
+        judges a simulated world); a dry run that failed or had nothing to do says so as a real run would."""
+        if self.dry_run and self.status in ("succeeded", "partial"):
+            return "dry-run"
+        return self.status
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "planId": self.plan_id, "status": self.status, "movesTotal": self.moves_total, "movesDone": self.moves_done,
+            "planId": self.plan_id, "status": self.shown_status, "movesTotal": self.moves_total, "movesDone": self.moves_done,
             "freedNodes": self.freed_nodes, "skippedMoves": self.skipped_moves, "reason": self.reason, "dryRun": self.dry_run,
             "outcome": self.outcome.to_dict() if self.outcome else None, "migRecuts": self.recuts,
         }
@@ -213,7 +221,8 @@ class Executor:
         if report.status == "succeeded" and (not report.outcome.as_planned or failed_recuts):
             report.status = "partial"
             report.reason = "; ".join([report.outcome.summary(), *run.notes])
-        log.info("run outcome", extra={"plan": run.plan.metadata.id, "status": report.status, **report.outcome.to_dict()})
+        log.info(self._said("run outcome", "simulated run outcome (dry run)"),
+                 extra={"plan": run.plan.metadata.id, "status": report.shown_status, **report.outcome.to_dict()})
 
     def _measure(self, run: _Run) -> Outcome:
         nodes, pods = self.client.list_nodes(), self.client.list_pods()
@@ -225,6 +234,7 @@ class Executor:
         outcome.replacements_ready = sum(1 for m in run.plan.moves if m.pod in run.done and m.pod not in run.skipped)
         outcome.held_node_seconds = run.held_seconds
         outcome.notes = list(run.notes)
+        outcome.simulated = self.dry_run
         return outcome
 
     def abandon(self, plan: CompactionPlan, state: dict[str, str], *, reason: str) -> RunReport:
@@ -379,7 +389,7 @@ class Executor:
                 run.evictions += result.outcome == EvictionOutcome.EVICTED
                 self._event(ObjectRef("Pod", name, namespace), "CompactorEvict",
                             f"evicted from {move.from_node} by plan {run.plan.metadata.id}: {move.reason}")
-                log.info("evicted", extra={"pod": move.pod, "node": move.from_node, "plan": run.plan.metadata.id})
+                log.info(self._said("evicted", "would evict (dry run)"), extra={"pod": move.pod, "node": move.from_node, "plan": run.plan.metadata.id})
                 return
             if result.outcome == EvictionOutcome.FORBIDDEN or MULTIPLE_PDBS in result.message:  # no retry changes these
                 raise Abort(f"eviction of {move.pod} refused ({result.status}): {result.message}")
@@ -468,7 +478,7 @@ class Executor:
         for name in names:
             if patch_fresh(self.client, name, lambda n: None if ann.is_unschedulable(n) else patch, node=read.get(name)) is None:
                 run.held.remove(name)  # cordoned by someone else meanwhile (or gone): not ours to hold or release
-        log.info("holding nodes", extra={"pod": why, "target": target, "held": len(names)})
+        log.info(self._said("holding nodes", "would hold nodes (dry run)"), extra={"pod": why, "target": target, "held": len(names)})
 
     def _release_holds(self, run: _Run) -> None:
         if not run.held:
@@ -522,7 +532,7 @@ class Executor:
                 continue
             leftovers = [pod_key(p) for p in gpu_pods_on(self.client, name)]
             if leftovers:
-                log.warning("node not freed", extra={"node": name, "pods": leftovers[:5]})
+                log.warning(self._said("node not freed", "node would not be freed (dry run)"), extra={"node": name, "pods": leftovers[:5]})
             else:
                 freed.append(name)
             self._after_drain(run, name, freed=not leftovers)
@@ -600,7 +610,8 @@ class Executor:
 
     def _recut_failed(self, run: _Run, change: MigRepartition, why: str, result: str) -> str:
         message = f"re-cut of {change.node} to {change.to_config} failed: {why}; left cordoned for an operator"
-        log.warning("mig re-cut failed", extra={"node": change.node, "to": change.to_config, "reason": why})
+        log.warning(self._said("mig re-cut failed", "mig re-cut would fail (dry run)"),
+                    extra={"node": change.node, "to": change.to_config, "reason": why})
         if change.node in run.cordoned and patch_fresh(self.client, change.node, lambda n: mig.failed_patch(why) if ann.is_ours(n) else None):
             run.cordoned.remove(change.node)  # deliberately kept: recovery and _finish leave it
             self._save(run)
@@ -675,7 +686,8 @@ class Executor:
         self._event(ObjectRef("Node", name), "CompactorReserve", f"reserved for {placed or 'pending pods'} until {until} (plan {run.plan.metadata.id})")
 
     def _rollback(self, run: _Run, reason: str) -> None:
-        log.error("aborting plan", extra={"plan": run.plan.metadata.id, "reason": reason})
+        log.error(self._said("aborting plan", "aborting plan (dry run: the rollback's calls are recorded, not made)"),
+                  extra={"plan": run.plan.metadata.id, "reason": reason})
         run.phase, run.reason = "rollingBack", reason
         try:
             self._save(run)  # so that a crash from here on makes recovery finish the rollback, not resume the plan
@@ -745,7 +757,28 @@ class Executor:
             log.warning("event not recorded", extra={"reason": reason, "error": str(exc)})
 
     def _report(self, run: _Run, current: str, waiting: str = "") -> None:
+        if self.dry_run:
+            current = _intention(current)
         self.progress(Progress(run.plan.metadata.id, len(run.done), len(run.plan.moves), current, waiting))
+
+    def _said(self, real: str, dry: str) -> str:
+        """A log message that says something happened: in a dry run, what would happen instead."""
+        return dry if self.dry_run else real
+
+
+# A progress line of a dry run says what a real run would do: its first words, for each step that reports.
+_INTENTIONS = (("evicting ", "would evict "), ("moved ", "would move "), ("placing pending ", "would place pending "),
+               ("re-cutting ", "would re-cut "), ("finishing", "would finish"))
+
+
+def _intention(current: str) -> str:
+    """``evicting p from n`` -> ``would evict p from n``; ``done`` stays (the walk through the plan is done)."""
+    if current == "done":
+        return current
+    for real, dry in _INTENTIONS:
+        if current.startswith(real):
+            return dry + current[len(real):]
+    return f"(dry run) {current}"
 
 
 def encode_plan(plan: CompactionPlan) -> str:

@@ -7,7 +7,8 @@ allocatable offers). Measured on the cluster, that is the change in *whole-free 
 the same count over GPU nodes with no bound, unfinished GPU pod (a terminating pod
 still holds its node). A node the executor itself keeps cordoned (``after_drain:
 keepCordoned``) still counts. The run compares the two and says ``succeeded`` only
-when they agree.
+when they agree. In a dry run the figures come from the dry run's own copy of the
+objects, changed as the run pretends to change them: ``simulated``, never measured.
 """
 
 from __future__ import annotations
@@ -59,12 +60,16 @@ class Outcome:
     replacements_ready: int = 0
     held_node_seconds: float = 0.0  # nodes held for steering x seconds held
     notes: list[str] = field(default_factory=list)
+    simulated: bool = False  # a dry run's figures: its own copy of the objects, changed as it pretends to change them
 
     @property
     def as_planned(self) -> bool:
         return self.freed_gpus == self.planned_freed_gpus and self.pending_placed == self.pending_planned
 
     def summary(self) -> str:
+        if self.simulated:
+            return (f"simulated: the cluster would gain {self.freed_gpus} whole-free GPU(s) (plan: {self.planned_freed_gpus}); "
+                    f"{self.pending_placed}/{self.pending_planned} pending pod(s) placed as planned")
         return (f"cluster gained {self.freed_gpus} whole-free GPU(s) (plan: {self.planned_freed_gpus}); "
                 f"{self.pending_placed}/{self.pending_planned} pending pod(s) placed as planned")
 
@@ -73,7 +78,7 @@ class Outcome:
             "plannedFreedGpus": self.planned_freed_gpus, "freedGpus": self.freed_gpus, "freedNodes": self.freed_nodes,
             "takenNodes": self.taken_nodes, "pendingPlanned": self.pending_planned, "pendingPlaced": self.pending_placed,
             "evictions": self.evictions, "replacementsReady": self.replacements_ready,
-            "heldNodeSeconds": round(self.held_node_seconds, 1), "notes": self.notes,
+            "heldNodeSeconds": round(self.held_node_seconds, 1), "notes": self.notes, "simulated": self.simulated,
         }
 
 

@@ -153,9 +153,12 @@ def _figure_metrics(figures: Figures) -> Iterator[Metric]:
     yield cluster
     yield _pool_gauge("fgd_fragmentation_rate", "FGD fragmentation rate (0-1) of the pool, over all reference shapes.",
                       pools, "fgd_fragmentation_rate")
-    yield _pool_gauge("free_gpus", "Free GPU capacity of the pool, in physical-GPU equivalents.", pools, "free_gpus")
-    yield _pool_gauge("whole_free_nodes", "GPU nodes of the pool with every GPU free.", pools, "whole_free_nodes")
-    yield _pool_gauge("stranded_gpus", "Free GPUs of the pool stranded by a lack of CPU, memory or pods on their node.",
+    yield _pool_gauge("free_gpu_equivalents", "Free GPU capacity of the pool, in GPU-equivalents (MIG instances and time-sliced "
+                      "replicas as fractions of a GPU).", pools, "free_gpus")
+    yield _pool_gauge("whole_free_nodes", "GPU nodes of the pool running no GPU pod.", pools, "whole_free_nodes")
+    yield _pool_gauge("whole_free_gpus", "GPUs (physical) of the pool's whole-free nodes that are Ready and schedulable: what an "
+                      "8-GPU pod or a MIG re-cut can use; plans' freedGpus changes it.", pools, "whole_free_physical_gpus")
+    yield _pool_gauge("stranded_gpu_equivalents", "Free GPU capacity (GPU-equivalents) of the pool on nodes that also run GPU pods.",
                       pools, "stranded_gpus")
     mig = GaugeMetricFamily(PREFIX + "mig_idle_instances", "Idle MIG instances of the pool, per profile.", labels=["pool", "profile"])
     for pool in pools:

@@ -3,9 +3,12 @@
 Pure: no I/O, no clock, no Kubernetes client. Every figure, its formula and a
 worked example are in ``docs/metrics.md``; the tests check that example.
 
-Units: GPU capacity is counted in physical-GPU equivalents (``GpuInfo.equivalent``:
-1 for a whole GPU, ``1/replicas`` for a time-sliced replica, ``memory_slices/slots``
-for a MIG instance). Other resources stay in scheduler units (millicores, bytes).
+Units: two, never under one name. *GPUs (physical)* count devices (``gpus``,
+``whole_free_physical_gpus``). *GPU capacity* is counted in GPU-equivalents
+(``GpuInfo.equivalent``: 1 for a whole GPU, ``1/replicas`` for a time-sliced replica,
+``memory_slices/slots`` for a MIG instance): every other ``*_gpus`` float here. In JSON
+the latter are named ``...GpuEquivalents`` and the former ``...PhysicalGpus``. Other
+resources stay in scheduler units (millicores, bytes).
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class NodeFigures:
     allocated: Resources
     free: Resources  # allocatable - allocated; negative where the node is overcommitted
     gpus: int  # physical GPUs
-    allocatable_gpus: float
+    countable_gpus: int  # physical GPUs freeing the node is worth: Node.countable_gpus (0 unless Ready and schedulable)
+    allocatable_gpus: float  # GPU-equivalents, as every float *_gpus below
     allocated_gpus: float
     free_gpus: float  # sum over GPU resources of max(0, free) x equivalent
     runs_gpu_pods: bool
@@ -106,6 +110,7 @@ class AggregateFigures:
     allocated_gpus: float
     free_gpus: float
     whole_free_nodes: int
+    whole_free_physical_gpus: int  # countable physical GPUs of whole-free nodes: what plans' freedGpus changes
     whole_free_gpus: float
     stranded_gpus: float
     unavailable_free_gpus: float  # free GPU capacity on NotReady or cordoned nodes
@@ -383,6 +388,7 @@ def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: floa
         allocated=Resources(usage.requested),
         free=Resources(state.free),
         gpus=node.gpu.physical_gpus,
+        countable_gpus=node.countable_gpus,
         allocatable_gpus=allocatable_gpus,
         allocated_gpus=allocated_gpus,
         free_gpus=state.free_gpus,
@@ -435,6 +441,7 @@ class _Totals:
         counts["node_count"] += 1
         counts["gpu_node_count"] += n.gpus > 0
         counts["whole_free_nodes"] += n.whole_free
+        counts["whole_free_physical_gpus"] += n.countable_gpus if n.whole_free else 0
         counts["overcommitted_nodes"] += bool(n.overcommitted)
         for name in _COUNTS:
             counts[name] += getattr(n, name)
@@ -472,6 +479,7 @@ class _Totals:
             allocated_gpus=t["allocated_gpus"],
             free_gpus=t["free_gpus"],
             whole_free_nodes=c["whole_free_nodes"],
+            whole_free_physical_gpus=c["whole_free_physical_gpus"],
             whole_free_gpus=t["whole_free_gpus"],
             stranded_gpus=t["stranded_gpus"],
             unavailable_free_gpus=t["unavailable_free_gpus"],
@@ -651,8 +659,13 @@ def _warnings(nodes: Sequence[NodeFigures], shapes: Sequence[ReferenceShape]) ->
                    "their free amounts are negative and count as 0 in the GPU figures")
     gpu_free = any(n.free_gpus > 0 for n in nodes)
     if gpu_free and not any(s.uses_gpu for s in shapes):
-        out.append("no GPU request shape (no GPU pods and none configured): the fragmentation rate is undefined")
+        why = ("no configured reference shape requests a GPU (--shape, metrics.reference_shapes)" if any(s.source == CONFIG for s in shapes)
+               else "no GPU request shape (no GPU pods and none configured)")
+        out.append(f"{why}: the fragmentation rate is undefined")
     out.extend(f"reference shape {s.label!r} requests no GPU: it counts in the FGD rate only" for s in shapes if not s.uses_gpu)
+    offered = {r for n in nodes for r in n.allocatable}
+    out.extend(f"reference shape {s.label!r} requests {', '.join(sorted(set(s.requests) - offered))}, which no node offers: it fits nowhere"
+               for s in shapes if set(s.requests) - offered)
     return tuple(out)
 
 
@@ -660,8 +673,19 @@ def _warnings(nodes: Sequence[NodeFigures], shapes: Sequence[ReferenceShape]) ->
 # JSON form
 
 
+# JSON says which unit a GPU figure is in: physical GPUs (devices) or GPU-equivalents (capacity; MIG and time-sliced
+# resources mapped back to fractions of a GPU).
+_JSON_NAMES = {
+    "gpus": "physicalGpus",
+    "countable_gpus": "countablePhysicalGpus",
+    **{name: name.removesuffix("_gpus") + "_gpu_equivalents" for name in (
+        "allocatable_gpus", "allocated_gpus", "free_gpus", "whole_free_gpus", "stranded_gpus", "unavailable_free_gpus",
+        "mig_idle_gpus", "mig_gpus", "fragmented_gpus", "fgd_fragmented_gpus")},
+}
+
+
 def _camel(name: str) -> str:
-    head, *rest = name.split("_")
+    head, *rest = _JSON_NAMES.get(name, name).split("_")
     return head + "".join(word.capitalize() for word in rest)
 
 

@@ -15,7 +15,6 @@ import yaml
 from compactor.errors import InputError
 from compactor.model.parse import (
     RawObject,
-    object_name,
     parse_claim,
     parse_config_map,
     parse_node,
@@ -156,8 +155,31 @@ def _origin(raw: RawObject, default: str) -> str:
     return str(raw.get("__source__", default)) if isinstance(raw, dict) else default
 
 
+class _Identities:
+    """Every object once: a second object of the same kind and namespace/name, or with the same uid, is an error.
+
+    The same file given twice, or two overlapping reads, would otherwise count every pod twice."""
+
+    def __init__(self) -> None:
+        self.origins: dict[tuple[str, str], str] = {}
+        self.uids: dict[str, str] = {}
+
+    def add(self, kind: str, key: str, uid: str, origin: str) -> None:
+        name = f"{kind} {key}"
+        first = self.origins.get((kind, key))
+        if first is not None:
+            raise InputError(f"duplicate object (already read from {first}): give each object once",
+                             source=origin, obj=name, field="metadata.name")
+        self.origins[(kind, key)] = origin
+        if uid:
+            other = self.uids.setdefault(uid, name)
+            if other != name:
+                raise InputError(f"duplicate uid {uid}: {other} has it too", source=origin, obj=name, field="metadata.uid")
+
+
 def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_label: str) -> Snapshot:
     warnings: list[str] = []
+    seen = _Identities()
     nodes: dict[str, Node] = {}
     pods: list[Pod] = []
     pdbs: list[Pdb] = []
@@ -168,20 +190,29 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
     for origin, raw in objects:
         kind = raw.kind if isinstance(raw, KubeObject) else raw.get("kind")
         if kind == "Pod":
-            pods.append(parse_pod(raw, source=origin))
+            pod = parse_pod(raw, source=origin)
+            seen.add("Pod", pod.key, pod.uid, origin)
+            pods.append(pod)
         elif kind == "Node":
             node = parse_node(raw, source=origin, pool_label=pool_label, warnings=warnings)
-            if node.name in nodes:
-                raise InputError("duplicate node name", source=origin, obj=object_name(raw), field="metadata.name")
+            seen.add("Node", node.name, node.uid, origin)
             nodes[node.name] = node
         elif kind == "PodDisruptionBudget":
-            pdbs.append(parse_pdb(raw, source=origin))
+            pdb = parse_pdb(raw, source=origin)
+            seen.add("PodDisruptionBudget", pdb.key, "", origin)
+            pdbs.append(pdb)
         elif kind == "ConfigMap":
-            config_maps.append(parse_config_map(raw, source=origin))
+            config_map = parse_config_map(raw, source=origin)
+            seen.add("ConfigMap", f"{config_map.namespace}/{config_map.name}", "", origin)
+            config_maps.append(config_map)
         elif kind == "PersistentVolume":
-            volumes.append(parse_persistent_volume(raw, source=origin))
+            volume = parse_persistent_volume(raw, source=origin)
+            seen.add("PersistentVolume", volume.name, "", origin)
+            volumes.append(volume)
         elif kind == "PersistentVolumeClaim":
-            claims.append(parse_claim(raw, source=origin))
+            claim = parse_claim(raw, source=origin)
+            seen.add("PersistentVolumeClaim", claim.key, "", origin)
+            claims.append(claim)
         else:
             label = f"{origin}: {kind or 'object without kind'}"
             skipped[label] = skipped.get(label, 0) + 1

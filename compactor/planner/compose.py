@@ -10,7 +10,7 @@ from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
 from compactor.model.migparted import Layouts
-from compactor.model.types import Snapshot
+from compactor.model.types import Node, Snapshot
 from compactor.planner.frontier import Point, choose, frontier, plan_of
 from compactor.planner.greedy import Assignment
 from compactor.planner.pending import left_pending
@@ -57,11 +57,11 @@ def solver_report(problem: Problem, result: SolveResult | None, note: str = "") 
     )
 
 
-def _move_reason(problem: Problem, move: ConcreteMove, freed: set[int], pending_targets: dict[int, str]) -> str:
+def _move_reason(problem: Problem, move: ConcreteMove, freed: set[int], pending_targets: dict[int, str], target_free: float) -> str:
     source = problem.nodes[move.source]
     target = problem.nodes[move.target]
     if move.source in freed:
-        why = f"frees {source.node.name} ({source.gpus} GPUs)"
+        why = f"frees {source.node.name} ({source.gpus} GPUs, physical)"
         if move.source in pending_targets:
             why += f" for pending {pending_targets[move.source]}"
     elif move.source in pending_targets:
@@ -69,7 +69,22 @@ def _move_reason(problem: Problem, move: ConcreteMove, freed: set[int], pending_
     else:
         why = f"makes room on {source.node.name}"
     where = "already runs GPU pods" if target.ran_gpu_pods else "has room"
-    return f"{why}; {target.node.name} {where}, {round(target.free_gpus_before, 2):g} GPUs free before"
+    return f"{why}; {target.node.name} {where}, {round(target_free, 2):g} GPU-equivalents free before this move"
+
+
+def _gpu_equivalents(move: ConcreteMove, node: Node) -> float:
+    return sum(move.pod.requests.get(resource, 0) * eq for resource, eq in node.gpu.gpu_equivalent)
+
+
+def _free_before_each(problem: Problem, moves: Sequence[ConcreteMove]) -> list[float]:
+    """The target's free GPU capacity as each move finds it, earlier moves of the plan (in execution order) done."""
+    free = {i: problem.nodes[i].free_gpus_before for m in moves for i in (m.source, m.target)}
+    seen = []
+    for m in moves:
+        seen.append(max(0.0, free[m.target]))
+        free[m.target] -= _gpu_equivalents(m, problem.nodes[m.target].node)
+        free[m.source] += _gpu_equivalents(m, problem.nodes[m.source].node)
+    return seen
 
 
 def _owner(move: ConcreteMove) -> str:
@@ -82,10 +97,10 @@ def _moves(problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], pla
     return [
         Move(
             pod=m.pod.key, from_node=problem.nodes[m.source].node.name, to_node=problem.nodes[m.target].node.name,
-            reason=_move_reason(problem, m, freed, pending_targets), uid=m.pod.uid, owner=_owner(m),
+            reason=_move_reason(problem, m, freed, pending_targets, free), uid=m.pod.uid, owner=_owner(m),
             requests={k: v for k, v in m.pod.requests.items() if k != "pods"}, gpu=m.ptype.uses_gpu,
         )
-        for m in moves
+        for m, free in zip(moves, _free_before_each(problem, moves), strict=True)
     ]
 
 
@@ -104,6 +119,13 @@ def build_plan(
     With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
     pending MIG pods (``recut.py``)."""
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
+    warnings = list(snapshot.warnings)
+    if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
+        # Pods and nodes were not read together: a node may run pods this snapshot does not show, so none is freed.
+        settings = settings.model_copy(update={"objective": "pending-only"})
+        warnings.append("freeing no node: the snapshot is not one consistent read (pods bound to nodes it does not contain), so "
+                        "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
+                        "kubectl get nodes,pods,pdb,pv,pvc -A -o json")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
     result: SolveResult | None = None
@@ -137,7 +159,8 @@ def build_plan(
     placements = [*placements, *(p for r in recuts for p in r.placements)]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     if result is not None and not moves and not placements:
-        note = "no move frees GPU capacity or places a pending pod"
+        note = ("moves capped at 0 (--max-moves / planner.max_moves)" if settings.max_moves == 0
+                else "no move frees GPU capacity or places a pending pod")
     plan = CompactionPlan(
         metadata=Metadata(id=plan_id or f"plan-{uuid.uuid4().hex[:12]}", created_at=now.isoformat().replace("+00:00", "Z"), source=source),
         moves=_moves(problem, moves, set(freed), placements),
@@ -151,6 +174,7 @@ def build_plan(
         balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
         frontier=_frontier(points, chosen, recuts, settings, moves, freed, filled, problem),
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
+        warnings=warnings,
         solver=solver_report(problem, result, note).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),
         before=figures_to_dict(compute_figures(snapshot, shapes)),
     )

@@ -6,11 +6,14 @@ from typing import Any
 
 from compactor.planner.plan import CompactionPlan
 
+# Two units, never under one name: GPUs (physical) count devices; GPU capacity (GPU-equivalents) maps MIG instances and
+# time-sliced replicas back to fractions of a GPU (a 3g.20gb on an A100-40GB is 4/8), so it can be lower than the devices.
 _FIGURES = (
-    ("GPUs free", "freeGpus", "{:.2f}"),
+    ("free GPU capacity (GPU-equivalents)", "freeGpuEquivalents", "{:.2f}"),
     ("whole-free GPU nodes", "wholeFreeNodes", "{:d}"),
-    ("whole-free GPUs", "wholeFreeGpus", "{:.2f}"),
-    ("stranded GPUs", "strandedGpus", "{:.2f}"),
+    ("whole-free GPUs (physical)", "wholeFreePhysicalGpus", "{:d}"),
+    ("whole-free GPU capacity (GPU-equivalents)", "wholeFreeGpuEquivalents", "{:.2f}"),
+    ("stranded GPU capacity (GPU-equivalents)", "strandedGpuEquivalents", "{:.2f}"),
     ("fragmentation rate", "fragmentationRate", "{:.1%}"),
     ("FGD fragmentation rate", "fgdFragmentationRate", "{:.1%}"),
     ("MIG idle rate", "migIdleRate", "{:.1%}"),
@@ -37,7 +40,7 @@ def _headline(plan: CompactionPlan) -> list[str]:
     gap = "-" if s.gap is None else f"{s.gap:.1%}"
     lines = [
         f"Compaction plan {plan.metadata.id} for {plan.metadata.source} ({plan.metadata.created_at})",
-        f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} GPU(s) whole-free",
+        f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} whole-free GPU(s) (physical)",
         f"  pending pods placed: {len(plan.placed_pending)}; solver {s.status} in {s.wall_seconds:.2f}s, gap {gap}",
     ]
     if plan.filled_nodes:
@@ -94,13 +97,13 @@ def _curve_text(plan: CompactionPlan) -> list[str]:
     rows = _curve_rows(plan)
     chosen = next((i for i, p in enumerate(plan.frontier) if p.chosen), 0)
     out = ["", f"Trade-off curve (objective {plan.objective}: {_objective(plan)}; * = this plan):",
-           f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs':>10}  status"]
+           f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs (physical)':>21}  status"]
     for i in _shown(len(rows), chosen):
         if i is None:
             out.append("    ...")
             continue
         mark, label, moves, more, cost, gpus, status = rows[i]
-        out.append(f"  {mark:1} {label:<22} {moves:>6} {more:>6} {cost:>7} {gpus:>10}  {status}")
+        out.append(f"  {mark:1} {label:<22} {moves:>6} {more:>6} {cost:>7} {gpus:>21}  {status}")
     return out
 
 
@@ -109,7 +112,7 @@ def _curve_markdown(plan: CompactionPlan) -> list[str]:
         return []
     out = [f"## Trade-off curve (objective {plan.objective})", "",
            _objective(plan) + "; **bold** = this plan.", "",
-           "| point | moves | more | cost | freed GPUs | status |", "|---|---:|---:|---:|---:|---|"]
+           "| point | moves | more | cost | freed GPUs (physical) | status |", "|---|---:|---:|---:|---:|---|"]
     for mark, *cells in _curve_rows(plan):
         out.append("| " + " | ".join(f"**{c}**" if mark and c else c for c in cells) + " |")
     return [*out, ""]
@@ -157,7 +160,7 @@ def _pending_markdown(plan: CompactionPlan) -> list[str]:
 
 
 def render_text(plan: CompactionPlan) -> str:
-    out = _headline(plan)
+    out = [*(f"warning: {w}" for w in plan.warnings), *_headline(plan)]
     out += _curve_text(plan)
     if plan.freed_nodes:
         out += ["", "Nodes freed: " + ", ".join(plan.freed_nodes)]
@@ -180,8 +183,9 @@ def render_text(plan: CompactionPlan) -> str:
         out += ["", "Pending pods that fit after the plan:"]
         out += [f"  {p.pod} -> {p.to_node}" for p in plan.placed_pending]
     out += _pending_text(plan)
-    out += ["", f"  {'figure':<24} {'before':>10} {'after':>10}"]
-    out += [f"  {label:<24} {b:>10} {a:>10}" for label, b, a in _figure_rows(plan)]
+    width = max(len(label) for label, _, _ in _FIGURES)
+    out += ["", f"  {'figure':<{width}} {'before':>10} {'after':>10}"]
+    out += [f"  {label:<{width}} {b:>10} {a:>10}" for label, b, a in _figure_rows(plan)]
     unmovable = plan.explanations.get("unmovablePods") or {}
     if unmovable:
         out += ["", "Pods the plan may not move, by reason:"]
@@ -191,7 +195,8 @@ def render_text(plan: CompactionPlan) -> str:
 
 
 def render_markdown(plan: CompactionPlan) -> str:
-    out = ["# " + _headline(plan)[0], "", *[f"- {line.strip()}" for line in _headline(plan)[1:]], ""]
+    out = ["# " + _headline(plan)[0], "", *[f"> **Warning:** {w}" for w in plan.warnings], *([""] if plan.warnings else []),
+           *[f"- {line.strip()}" for line in _headline(plan)[1:]], ""]
     out += _curve_markdown(plan)
     if plan.mig_repartition:
         out += ["## MIG re-cuts", "", "| node | from | to | why |", "|---|---|---|---|"]

@@ -220,3 +220,33 @@ def greedy(problem: Problem, *, drain: bool = True, order: Iterable[int] | None 
             if _drain(problem, loads, assignment.counts, node, protected) is not None:
                 protected.add(node)
     return assignment
+
+
+def prune(problem: Problem, assignment: Assignment) -> Assignment:
+    """The same plan without moves that serve nothing: a moved pod goes back to a node it left whenever that node still
+    has room and is not one the plan frees (GPU pods only). Pending placements, freed nodes and every limit are kept;
+    each undone move only lowers load where the pod had arrived, so the plan stays valid and costs strictly less.
+
+    A solver stopped by its time limit returns whatever incumbent it holds; this keeps the user from paying for its churn.
+    """
+    pruned = assignment.copy()
+    loads = _Loads(problem, pruned)
+    kept_free = _gpu_free_nodes(problem, loads)
+    for ptype in problem.types:
+        if ptype.pending:
+            continue
+        final = pruned.counts.setdefault(ptype.index, {})
+        arrivals = [n for n, k in sorted(final.items()) if k > len(ptype.initial.get(n, ()))]
+        for source, pods in sorted(ptype.initial.items()):
+            if ptype.uses_gpu and source in kept_free:
+                continue
+            while final.get(source, 0) < len(pods) and arrivals and loads.fits(ptype, source):
+                target = arrivals[-1]
+                loads.move(ptype, target, source, pruned.counts)
+                if final[target] <= len(ptype.initial.get(target, ())):
+                    arrivals.pop()
+    return pruned
+
+
+def _gpu_free_nodes(problem: Problem, loads: _Loads) -> set[int]:
+    return {s.index for s in problem.nodes if s.gpus and not loads.holds_gpu_pods(s.index)}

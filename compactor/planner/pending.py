@@ -34,7 +34,10 @@ def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[i
     roomy = [s for s in receivers if _fits(ptype.requests, s, s.fixed)]
     if roomy:
         names = ", ".join(s.node.name for s in roomy[:3])
-        return f"room could be made on {names}, but not within the move limits and beside the pending pods placed first"
+        cap = problem.settings.max_moves
+        limit = (f"moves are capped at {cap} (--max-moves / planner.max_moves)" if cap is not None
+                 else "not within the move limits, or the room went to pending pods placed first")
+        return f"room could be made on {names} by moving pods, but {limit}"
     for state in receivers:
         load, pdb = blocked.get(state.index, ({}, ""))
         if pdb and _fits(ptype.requests, state, load):

@@ -120,12 +120,15 @@ def test_a_written_plan_applies_in_a_dry_run_without_touching_the_snapshot(tmp_p
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     plan = json.loads(plan_file.read_text(encoding="utf-8"))
-    assert report["status"] == "succeeded"
-    assert report["dryRun"] is True
+    assert report["status"] == "dry-run"  # not "succeeded": nothing ran
+    assert report["dryRun"] is True and report["outcome"]["simulated"] is True
     assert report["movesDone"] == len(plan["moves"])
     assert sorted(report["freedNodes"]) == sorted(plan["freedNodes"])
     evictions = [line for line in report["intendedChanges"] if line.startswith("evict ")]
-    assert len(evictions) == len(plan["moves"])
+    assert evictions == [f"evict pod/{m['pod']} (policy/v1 Eviction)" for m in plan["moves"]]
+    assert [c["object"] for c in report["intendedCalls"] if c["call"] == "evict"] == [f"pod/{m['pod']}" for m in plan["moves"]]
+    assert len(report["intendedCalls"]) == len(report["intendedChanges"])
+    assert any("kube-scheduler" in line for line in report["notKnownUntilRealRun"])
     assert Path(example_path()).read_bytes() == before
 
 

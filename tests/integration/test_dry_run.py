@@ -71,7 +71,8 @@ def dry_steps(calls: list[RecordedCall]) -> list[Step]:
         elif call.method == "evict":
             steps.append(("evict", f"{a['namespace']}/{a['name']}"))
         elif call.method == "create_event":
-            steps.append(("event", a["involved"], a["reason"], _normal_message(a["message"]), a["type"]))
+            ref = a["involved"]
+            steps.append(("event", f"{ref.kind}/{ref.namespace}/{ref.name}", a["reason"], _normal_message(a["message"]), a["type"]))
         elif call.method == "write_state":
             steps.append(("write_state", a["name"], a["cleared"]))
     return steps
@@ -162,16 +163,24 @@ def test_the_dry_run_changes_nothing_it_was_given() -> None:
     assert {p["spec"]["nodeName"] for p in recording.pods.values() if "-dryrun-" in p["metadata"]["name"]} == {"gpu-1"}
 
 
-def test_intended_changes_list_every_write_but_the_state() -> None:
+def test_intended_changes_say_every_write_the_state_included_one_line_each() -> None:
     objects = one_freed_node()
     plan = make_plan(objects)
     recording = RecordingClient(objects, plan)
     Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
     lines = recording.intended_changes()
-    assert len(lines) == len([c for c in recording.calls if c.method != "write_state"])
-    assert [line for line in lines if line.startswith("evict ")] == [f"evict {m.pod}" for m in plan.moves]
-    assert lines[0].startswith("patch node gpu-3: ") and "'unschedulable': True" in lines[0]
-    assert lines[1] == f"event CompactorCordon on Node//gpu-3: cordoned by gpu-compactor for plan {plan.metadata.id}"
+    assert len(lines) == len(recording.calls) == len(recording.intended_calls())
+    assert [line for line in lines if line.startswith("evict ")] == [f"evict pod/{m.pod} (policy/v1 Eviction)" for m in plan.moves]
+    state = f"configmap/gpu-compactor/{ann.STATE_CONFIGMAP}"
+    assert lines[0] == f"create {state} (executor state, phase cordoning)"
+    assert lines[-1] == f"delete {state} (executor state)"
+    assert sum(line.startswith(f"replace {state} ") for line in lines) == len([c for c in recording.calls if c.method == "write_state"]) - 2
+    cordon = next(line for line in lines if line.startswith("cordon "))
+    assert cordon.startswith("cordon node/gpu-3 + annotate node/gpu-3 compactor.io/cordoned-by=gpu-compactor "
+                             f"compactor.io/plan-id={plan.metadata.id} compactor.io/cordoned-at=")
+    assert lines[lines.index(cordon) + 1] == f"event Normal CompactorCordon node/gpu-3: cordoned by gpu-compactor for plan {plan.metadata.id}"
+    for line in lines:
+        assert "None" not in line and "{'" not in line and "//" not in line and "resourceVersion" not in line, line
 
 
 def test_server_side_admission_answers_for_real_and_changes_nothing() -> None:

@@ -43,16 +43,18 @@ def test_the_pool_series_carry_the_figures_of_each_pool() -> None:
     pools = {p.name: p for p in figures.pools}
     assert set(pools) == {A100_40, H100_80}
     for name, pool in pools.items():
-        assert value(registry, "gpu_compactor_free_gpus", pool=name) == pytest.approx(pool.free_gpus)
+        assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=name) == pytest.approx(pool.free_gpus)
         assert value(registry, "gpu_compactor_whole_free_nodes", pool=name) == pool.whole_free_nodes
-        assert value(registry, "gpu_compactor_stranded_gpus", pool=name) == pytest.approx(pool.stranded_gpus)
+        assert value(registry, "gpu_compactor_stranded_gpu_equivalents", pool=name) == pytest.approx(pool.stranded_gpus)
+        assert value(registry, "gpu_compactor_whole_free_gpus", pool=name) == pool.whole_free_physical_gpus
         assert value(registry, "gpu_compactor_fragmentation_rate", pool=name) == pytest.approx(pool.fragmentation_rate)
         assert value(registry, "gpu_compactor_fgd_fragmentation_rate", pool=name) == pytest.approx(pool.fgd_fragmentation_rate)
     # concrete numbers: A100 pool = 4 free on a-1, 8 on a-2, half a GPU of MIG on m-1; H100 = 7 free
-    assert value(registry, "gpu_compactor_free_gpus", pool=A100_40) == pytest.approx(12.5)
-    assert value(registry, "gpu_compactor_free_gpus", pool=H100_80) == pytest.approx(7.0)
+    assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=A100_40) == pytest.approx(12.5)
+    assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=H100_80) == pytest.approx(7.0)
     assert value(registry, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
     assert value(registry, "gpu_compactor_whole_free_nodes", pool=H100_80) == 0
+    assert value(registry, "gpu_compactor_whole_free_gpus", pool=A100_40) == 8  # a-2: 8 physical GPUs, no GPU pod
     assert value(registry, "gpu_compactor_mig_idle_instances", pool=A100_40, profile="3g.20gb") == 1
     assert value(registry, "gpu_compactor_mig_idle_rate", pool=A100_40) == pytest.approx(0.5)
     assert value(registry, "gpu_compactor_mig_idle_rate", pool=H100_80) is None  # no MIG: undefined, no series
@@ -78,11 +80,11 @@ def test_a_pool_that_disappears_leaves_no_stale_series() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)
     exporter.set_figures(compute_figures(cluster(*small_cluster())))
-    assert value(registry, "gpu_compactor_free_gpus", pool=H100_80) == pytest.approx(7.0)
+    assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=H100_80) == pytest.approx(7.0)
     exporter.set_figures(compute_figures(cluster(*small_cluster(with_h100=False))))
-    assert value(registry, "gpu_compactor_free_gpus", pool=H100_80) is None
+    assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=H100_80) is None
     assert value(registry, "gpu_compactor_fragmentation_rate", pool=H100_80) is None
-    assert value(registry, "gpu_compactor_free_gpus", pool=A100_40) == pytest.approx(12.5)
+    assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=A100_40) == pytest.approx(12.5)
     exposed = exporter.render()[0].decode()
     assert H100_80 not in exposed
 

@@ -71,14 +71,14 @@ def test_the_docs_worked_example_gives_the_documented_numbers() -> None:
     ]
     assert [s["weight"] for s in doc["shapes"]] == [0.3333, 0.3333, 0.3333]
     gpu_a, mig_b = doc["nodes"]
-    assert (gpu_a["freeGpus"], gpu_a["fragmentedGpus"], gpu_a["fgdFragmentedGpus"]) == (3.0, 1.3333, 1.0)
-    assert (mig_b["freeGpus"], mig_b["fragmentedGpus"], mig_b["fgdFragmentedGpus"]) == (0.5, 0.3333, 0.3333)
+    assert (gpu_a["freeGpuEquivalents"], gpu_a["fragmentedGpuEquivalents"], gpu_a["fgdFragmentedGpuEquivalents"]) == (3.0, 1.3333, 1.0)
+    assert (mig_b["freeGpuEquivalents"], mig_b["fragmentedGpuEquivalents"], mig_b["fgdFragmentedGpuEquivalents"]) == (0.5, 0.3333, 0.3333)
     assert gpu_a["free"] == {"cpu": 56000, "ephemeral-storage": 100 * GiB, "memory": 448 * GiB, GPU: 3, "pods": 109}
     c = doc["cluster"]
-    assert (c["freeGpus"], c["allocatableGpus"], c["allocatedGpus"], c["gpuUtilisation"]) == (3.5, 5.0, 1.5, 0.3)
-    assert (c["fragmentedGpus"], c["fragmentationRate"]) == (1.6667, 0.4762)
-    assert (c["fgdFragmentedGpus"], c["fgdFragmentationRate"]) == (1.3333, 0.381)
-    assert (c["wholeFreeNodes"], c["strandedGpus"]) == (0, 3.5)
+    assert (c["freeGpuEquivalents"], c["allocatableGpuEquivalents"], c["allocatedGpuEquivalents"], c["gpuUtilisation"]) == (3.5, 5.0, 1.5, 0.3)
+    assert (c["fragmentedGpuEquivalents"], c["fragmentationRate"]) == (1.6667, 0.4762)
+    assert (c["fgdFragmentedGpuEquivalents"], c["fgdFragmentationRate"]) == (1.3333, 0.381)
+    assert (c["wholeFreeNodes"], c["strandedGpuEquivalents"]) == (0, 3.5)
     assert (c["migIdle"], c["migTotal"], c["migIdleRate"]) == ({"3g.20gb": 1}, {"3g.20gb": 2}, 0.5)
     assert [(h["copies"], h["nodes"]) for h in doc["headroom"]] == [(3, 1), (1, 1), (1, 1)]
     assert (doc["pendingGpuPods"], doc["blockedPending"], doc["unplaceablePending"]) == (1, [], [])
@@ -399,7 +399,8 @@ def test_figures_to_dict_is_json_with_camel_case_keys_integer_amounts_and_rounde
     assert set(doc) == {
         "cluster", "pools", "nodes", "shapes", "headroom", "blockedPending", "unplaceablePending", "pendingGpuPods", "warnings",
     }
-    assert {"fragmentationRate", "fgdFragmentationRate", "migIdleRate", "wholeFreeGpus", "strandedGpus"} <= set(doc["cluster"])
+    assert {"fragmentationRate", "fgdFragmentationRate", "migIdleRate", "wholeFreeGpuEquivalents", "strandedGpuEquivalents",
+            "wholeFreePhysicalGpus"} <= set(doc["cluster"])
     assert isinstance(doc["cluster"]["allocatable"]["memory"], int)
     assert doc["shapes"][0]["requests"] == {"cpu": 8000, "memory": 64 * GiB, GPU: 1}
 

@@ -259,7 +259,7 @@ def test_duplicate_node_names_are_rejected_naming_the_second_file(tmp_path: Path
     second = write(tmp_path, "b.json", json.dumps(as_list(node("gpu-1"))))
     with pytest.raises(InputError) as caught:
         load_files([first, second])
-    assert str(caught.value) == f"{second}: Node gpu-1: metadata.name: duplicate node name"
+    assert str(caught.value) == f"{second}: Node gpu-1: metadata.name: duplicate object (already read from {first}): give each object once"
 
 
 def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:

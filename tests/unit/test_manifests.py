@@ -1,20 +1,36 @@
-"""The deploy files: manifests/ (RBAC, CronJob, controller Deployment, monitoring), config/compactor.yaml, the Dockerfile.
+"""The deploy files: manifests/ (a kustomize base, the cronjob and controller overlays, monitoring),
+config/compactor.yaml, the Dockerfile, and the install commands the docs give.
 
-Covers: every YAML document parses and names its kind; RBAC grants no pod delete and
-no wildcard, and does grant what the executor calls; the CronJob and the Deployment
-command lines are accepted by ``compactor``'s own argument parser; the mounted config
-and the example config load; the example config lists every setting at its default;
-the Service, probes and alerts line up with the container and the metric names.
+Covers: every kustomization resolves (each resource exists, parses, is listed once and names its
+kind and namespace; when kubectl is installed, ``kubectl kustomize`` builds the same objects); each
+overlay sets the image its workloads name; RBAC grants exactly the Kubernetes API requests that
+compactor/kube makes (found in its source), no pod delete and no wildcard; the CronJob and the
+Deployment command lines are accepted by ``compactor``'s own argument parser; the mounted config
+and the example config load; the example config lists every setting at its default; the Service,
+probes and alerts line up with the container and the metric names; the docs install with ``-k``.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
+import functools
+import inspect
+import itertools
+import json
 import os
+import re
+import shutil
+import subprocess
+import textwrap
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s_client
 from pydantic import BaseModel
 
 from compactor.cli import build_parser
@@ -23,30 +39,113 @@ from compactor.settings import Settings, load_settings, worst_case_run_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
+BASE = MANIFESTS / "base"
+CRONJOB = MANIFESTS / "overlays" / "cronjob"
+CONTROLLER = MANIFESTS / "overlays" / "controller"
+MONITORING = MANIFESTS / "monitoring"
+OVERLAYS = (CRONJOB, CONTROLLER)
+KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING)
 NAMESPACE = "gpu-compactor"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+WORKLOADS = {"CronJob", "Deployment"}
+# The name the workloads give their image, and the placeholder each overlay's `images:` entry turns it into.
+IMAGE = "gpu-compactor"
+IMAGE_PLACEHOLDER = {"name": IMAGE, "newName": "REGISTRY/gpu-compactor", "newTag": "TAG"}
 METRICS = ("gpu_compactor_fragmentation_rate", "gpu_compactor_blocked_pending_pods", "gpu_compactor_runs_total",
            "gpu_compactor_cordoned_nodes")
+# What _resolve understands of a kustomization; anything else (patches, labels, ...) must be taught to it first,
+# or the objects checked here would differ from what `kubectl apply -k` creates.
+KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images"}
+KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")
 
 Doc = dict[str, Any]
 
 
-def _files() -> list[Path]:
-    return sorted(p for p in MANIFESTS.rglob("*") if p.suffix in (".yaml", ".yml"))
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT))
 
 
-def _documents() -> list[tuple[Path, Doc]]:
-    found = []
-    for path in _files():
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if doc is not None:
-                found.append((path, doc))
-    return found
+# ----- kustomize ----------------------------------------------------------------------------
 
 
-def _one(kind: str, name: str = "gpu-compactor") -> Doc:
-    matches = [doc for _, doc in _documents() if doc.get("kind") == kind and doc["metadata"]["name"] == name]
-    assert len(matches) == 1, f"expected one {kind} {name} in manifests/, found {len(matches)}"
+def _kustomization(directory: Path) -> Doc:
+    path = directory / "kustomization.yaml"
+    assert path.is_file(), f"{_shown(directory)} has no kustomization.yaml"
+    kustomization: Doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert (kustomization.get("apiVersion"), kustomization.get("kind")) == ("kustomize.config.k8s.io/v1beta1", "Kustomization"), _shown(path)
+    unknown = set(kustomization) - KUSTOMIZATION_FIELDS
+    assert not unknown, f"{_shown(path)}: {sorted(unknown)}: this test resolves only {sorted(KUSTOMIZATION_FIELDS)}"
+    return kustomization
+
+
+def _key(doc: Doc) -> tuple[str, str, str]:
+    metadata = doc.get("metadata") or {}
+    return str(doc.get("kind")), str(metadata.get("namespace", "")), str(metadata.get("name"))
+
+
+@functools.cache
+def _resolve(directory: Path) -> tuple[tuple[Path, Doc], ...]:
+    """The objects a kustomization lists (following its bases), each with its file, before the images are set."""
+    resources = _kustomization(directory).get("resources") or []
+    assert resources, f"{_shown(directory)}: the kustomization lists no resources"
+    listed_twice = sorted(entry for entry, count in Counter(resources).items() if count > 1)
+    assert not listed_twice, f"{_shown(directory)}: listed twice: {listed_twice}"
+    found: list[tuple[Path, Doc]] = []
+    for entry in resources:
+        target = (directory / entry).resolve()
+        assert target.exists(), f"{_shown(directory)}: resource {entry} does not exist"
+        assert target.is_relative_to(MANIFESTS), f"{_shown(directory)}: resource {entry} is outside manifests/"
+        if target.is_dir():
+            found.extend(_resolve(target))
+            continue
+        documents = [doc for doc in yaml.safe_load_all(target.read_text(encoding="utf-8")) if doc is not None]
+        assert documents, f"{_shown(target)} holds no YAML document"
+        for doc in documents:
+            assert isinstance(doc, dict), f"{_shown(target)}: a document is not a mapping"
+            found.append((target, doc))
+    objects = Counter(_key(doc) for _, doc in found)
+    twice = sorted(key for key, count in objects.items() if count > 1)
+    assert not twice, f"{_shown(directory)}: objects listed twice: {twice}"
+    return tuple(found)
+
+
+def _containers(workload: Doc) -> list[Doc]:
+    spec = _pod_spec(workload)
+    containers: list[Doc] = [*spec.get("initContainers", []), *spec["containers"]]
+    return containers
+
+
+def _image_name(image: str) -> str:
+    """``registry/name:tag@digest`` -> ``registry/name`` (a ':' after the last '/' starts the tag)."""
+    image = image.split("@", 1)[0]
+    head, _, last = image.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
+@functools.cache
+def _build(directory: Path) -> tuple[Doc, ...]:
+    """What ``kubectl kustomize DIRECTORY`` prints, for the fields this repository's kustomizations use."""
+    documents = [copy.deepcopy(doc) for _, doc in _resolve(directory)]
+    for entry in _kustomization(directory).get("images") or []:
+        for doc in documents:
+            if doc["kind"] not in WORKLOADS:
+                continue
+            for container in _containers(doc):
+                if _image_name(container["image"]) == entry["name"]:
+                    container["image"] = f"{entry.get('newName', entry['name'])}:{entry['newTag']}"
+    return tuple(documents)
+
+
+def _kubectl_kustomize(directory: Path) -> list[Doc]:
+    assert KUBECTL is not None
+    built = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False)
+    assert built.returncode == 0, f"kubectl kustomize {_shown(directory)}: {built.stderr.strip()}"
+    return [doc for doc in yaml.safe_load_all(built.stdout) if doc is not None]
+
+
+def _one(directory: Path, kind: str, name: str = "gpu-compactor") -> Doc:
+    matches = [doc for doc in _build(directory) if doc["kind"] == kind and doc["metadata"]["name"] == name]
+    assert len(matches) == 1, f"expected one {kind} {name} in {_shown(directory)}, found {len(matches)}"
     return matches[0]
 
 
@@ -68,36 +167,446 @@ def _argv(workload: Doc) -> list[str]:
     return [*command, *(container.get("args") or [])]
 
 
-def test_every_manifest_parses_and_names_its_kind_and_namespace() -> None:
-    assert _files(), "manifests/ holds no YAML"
-    for path, doc in _documents():
-        where = f"{path.relative_to(ROOT)}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(MANIFESTS)))
+def test_each_kustomization_resolves_to_objects_that_name_their_kind_and_namespace(directory: Path) -> None:
+    for path, doc in _resolve(directory):
+        where = f"{_shown(path)}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
         assert doc.get("apiVersion") and doc.get("kind") and doc.get("metadata", {}).get("name"), where
         if doc["kind"] not in CLUSTER_SCOPED:
             assert doc["metadata"].get("namespace") == NAMESPACE, f"{where}: not in namespace {NAMESPACE}"
+    if KUBECTL is not None:  # the real build agrees with the resolution every other test reads
+        built = _kubectl_kustomize(directory)
+        assert sorted(json.dumps(doc, sort_keys=True) for doc in built) == sorted(json.dumps(doc, sort_keys=True) for doc in _build(directory))
+        if any(doc["kind"] == "Namespace" for doc in built):
+            assert built[0]["kind"] == "Namespace", "kubectl apply -k would create objects before their namespace"
 
 
-def test_the_namespace_sorts_first_so_a_plain_apply_creates_it_before_its_objects() -> None:
-    top = sorted(p for p in MANIFESTS.glob("*.yaml"))
-    first = list(yaml.safe_load_all(top[0].read_text(encoding="utf-8")))
-    assert [d["kind"] for d in first if d] == ["Namespace"], f"{top[0].name} should hold only the Namespace"
+def test_every_yaml_file_under_manifests_is_part_of_a_kustomization() -> None:
+    listed = {path for directory in KUSTOMIZATIONS for path, _ in _resolve(directory)}
+    files = {p for p in MANIFESTS.rglob("*") if p.suffix in (".yaml", ".yml") and p.name != "kustomization.yaml"}
+    assert files == listed, f"not in any kustomization: {sorted(map(_shown, files - listed))}"
 
 
-def _rules(kind: str) -> list[Doc]:
-    rules: list[Doc] = _one(kind)["rules"]
-    return rules
+@pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda d: d.name)
+def test_the_namespace_comes_first_so_apply_creates_it_before_its_objects(overlay: Path) -> None:
+    assert _kustomization(overlay)["resources"][0] == "../../base"
+    assert _build(overlay)[0]["kind"] == "Namespace"
+
+
+def test_the_overlays_install_the_base_and_either_the_cronjob_or_the_controller() -> None:
+    base = {_key(doc) for doc in _build(BASE)}
+    cronjob = {_key(doc) for doc in _build(CRONJOB)}
+    controller = {_key(doc) for doc in _build(CONTROLLER)}
+    assert base <= cronjob and base <= controller
+    assert cronjob - base == {("CronJob", NAMESPACE, "gpu-compactor")}
+    assert controller - base == {("Deployment", NAMESPACE, "gpu-compactor"), ("Service", NAMESPACE, "gpu-compactor-metrics")}
+    assert {kind for kind, _, _ in base} == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                                             "ConfigMap"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda d: d.name)
+def test_the_overlay_sets_the_image_its_workloads_name(overlay: Path) -> None:
+    assert _kustomization(overlay)["images"] == [IMAGE_PLACEHOLDER]
+    written = {container["image"] for _, doc in _resolve(overlay) if doc["kind"] in WORKLOADS for container in _containers(doc)}
+    assert written == {IMAGE}, f"the workloads name {written}; the images: entry replaces {IMAGE}"
+    built = {container["image"] for doc in _build(overlay) if doc["kind"] in WORKLOADS for container in _containers(doc)}
+    assert built == {f"{IMAGE_PLACEHOLDER['newName']}:{IMAGE_PLACEHOLDER['newTag']}"}
+
+
+@pytest.mark.parametrize("directory", [BASE, MONITORING], ids=lambda d: d.name)
+def test_the_base_and_monitoring_run_no_image_of_their_own(directory: Path) -> None:
+    assert "images" not in _kustomization(directory)
+    assert not [doc for doc in _build(directory) if doc["kind"] in WORKLOADS]
+
+
+# ----- the Kubernetes API requests compactor/kube makes, found in its source ----------------------
+
+KUBE_PACKAGE = ROOT / "compactor" / "kube"
+HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+CLUSTER_WIDE = "ClusterRole"  # cluster-scoped objects, all namespaces, or a namespace only known at run time
+OWN_NAMESPACE = "Role"  # the compactor's own namespace (``self.namespace``: executor.state_namespace)
+_PRIMITIVE = "param_serialize"  # ApiClient.param_serialize: every raw request goes through it
+
+
+@dataclass(frozen=True, order=True)
+class Permission:
+    """One RBAC grant: (API group, resource[/subresource], verb) in a ClusterRole or the Role."""
+
+    group: str
+    resource: str
+    verb: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One Kubernetes API request the code can make, and where."""
+
+    where: str
+    method: str
+    path: str
+    own_namespace: bool  # the path's {namespace} is always ``self.namespace``
+
+    def permission(self) -> Permission:
+        parts = self.path.strip("/").split("/")
+        group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+        namespaced = len(rest) > 2 and rest[:2] == ["namespaces", "{namespace}"]
+        if namespaced:
+            rest = rest[2:]
+        assert 1 <= len(rest) <= 3 and (len(rest) == 1 or rest[1] == "{name}"), f"{self.where}: cannot read the path {self.path}"
+        named = len(rest) > 1  # [resource, {name}, subresource]
+        resource = f"{rest[0]}/{rest[2]}" if len(rest) == 3 else rest[0]
+        verb = {"GET": "get" if named else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete" if named else "deletecollection"}[self.method]
+        scope = OWN_NAMESPACE if namespaced and self.own_namespace else CLUSTER_WIDE
+        return Permission(group, resource, verb, scope)
+
+
+@dataclass(frozen=True)
+class _Param:
+    """A value a function takes from its caller: the name of the parameter."""
+
+    name: str
+
+
+OWN, ANY, NO_NAMESPACE = "own", "any", "none"
+
+
+@dataclass(frozen=True)
+class _Sender:
+    """A function that sends a request whose path its caller gives; the method and namespace are its own or the caller's."""
+
+    function: ast.FunctionDef
+    method: str | _Param
+    path: _Param
+    namespace: str | _Param  # OWN / ANY / NO_NAMESPACE, or the parameter holding the path parameters
+
+
+class _Module:
+    """One source file: its module-level string constants and, per function, the names assigned once."""
+
+    def __init__(self, source: str, filename: str) -> None:
+        self.filename = filename
+        self.tree = ast.parse(source, filename)
+        self.constants: dict[str, ast.expr] = {}
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                self.constants[node.targets[0].id] = node.value
+        self.functions = [node for node in ast.walk(self.tree) if isinstance(node, ast.FunctionDef)]
+        self._locals = {id(fn): _assigned_once(fn) for fn in self.functions}
+
+    def calls(self) -> list[tuple[ast.FunctionDef, ast.Call]]:
+        """Every call in a function, with the innermost function it is written in (whose parameters it can use)."""
+        return [(fn, node) for fn in self.functions for node in _own_nodes(fn) if isinstance(node, ast.Call)]
+
+    def where(self, node: ast.AST) -> str:
+        return f"{self.filename}:{getattr(node, 'lineno', '?')}"
+
+    def lookup(self, name: str, fn: ast.FunctionDef | None) -> ast.expr | None:
+        if fn is not None and name in self._locals[id(fn)]:
+            return self._locals[id(fn)][name]
+        return self.constants.get(name)
+
+    def string(self, node: ast.expr, fn: ast.FunctionDef | None) -> str | None:
+        """The text of a string built from literals, module constants and locals assigned once; None otherwise."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.string(node.left, fn), self.string(node.right, fn)
+            return None if left is None or right is None else left + right
+        if isinstance(node, ast.Name) and not _is_parameter(node.id, fn):
+            if fn is not None and node.id in self._locals[id(fn)]:
+                return self.string(self._locals[id(fn)][node.id], fn)
+            if node.id in self.constants:
+                return self.string(self.constants[node.id], None)
+        return None
+
+    def namespace_value(self, node: ast.expr, fn: ast.FunctionDef) -> str:
+        """OWN when the namespace is ``self.namespace``; ANY for any other value (one known only at run time)."""
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr == "namespace":
+            return OWN
+        if isinstance(node, ast.Name) and not _is_parameter(node.id, fn) and (bound := self.lookup(node.id, fn)) is not None:
+            return self.namespace_value(bound, fn)
+        return ANY
+
+    def path_params_namespace(self, node: ast.expr, fn: ast.FunctionDef) -> str | _Param:
+        """Where the ``namespace`` entry of a path-parameters dict comes from (a literal, ``dict(x)``, a local or a parameter)."""
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "namespace":
+                    return self.namespace_value(value, fn)
+            return NO_NAMESPACE
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) == 1:
+            return self.path_params_namespace(node.args[0], fn)
+        if isinstance(node, ast.Name):
+            if _is_parameter(node.id, fn):
+                return _Param(node.id)
+            bound = self.lookup(node.id, fn)
+            if bound is not None:
+                return self.path_params_namespace(bound, fn)
+        return ANY
+
+
+def _own_nodes(fn: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of ``fn``'s body, without those of the functions defined inside it."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = [*fn.args.defaults, *fn.body]
+    while pending:
+        node = pending.pop()
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append(node)
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _assigned_once(fn: ast.FunctionDef) -> dict[str, ast.expr]:
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in _own_nodes(fn):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned.setdefault(target.id, []).append(node.value)
+    return {name: values[0] for name, values in assigned.items() if len(values) == 1}
+
+
+def _parameters(fn: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+
+
+def _is_parameter(name: str, fn: ast.FunctionDef | None) -> bool:
+    return fn is not None and name in _parameters(fn)
+
+
+def _callee(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return call.func.id if isinstance(call.func, ast.Name) else None
+
+
+def _bind(call: ast.Call, parameters: list[str]) -> dict[str, ast.expr]:
+    """The argument each parameter receives at ``call`` (``self`` dropped for a method called on an object)."""
+    if parameters[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+        parameters = parameters[1:]
+    bound = dict(zip(parameters, call.args, strict=False))
+    bound.update({keyword.arg: keyword.value for keyword in call.keywords if keyword.arg is not None})
+    return bound
+
+
+def _requests_in_module(module: _Module) -> list[Request]:
+    """Every raw request (through ``param_serialize``) whose path and method the source fixes; fails on one it cannot follow."""
+    primitive = ast.parse("def param_serialize(method, resource_path, path_params): pass").body[0]
+    assert isinstance(primitive, ast.FunctionDef)
+    primitive_parameters = list(inspect.signature(k8s_client.ApiClient.param_serialize).parameters)
+    senders: dict[str, _Sender] = {_PRIMITIVE: _Sender(primitive, _Param("method"), _Param("resource_path"), _Param("path_params"))}
+    requests: dict[str, Request] = {}
+    changed = True
+    while changed:  # until no new sender appears: a function forwarding its path parameter to a sender is one too
+        changed = False
+        for fn, call in module.calls():
+            name = _callee(call)
+            if name not in senders or fn.name == name:
+                continue
+            sender = senders[name]
+            bound = _bind(call, primitive_parameters if name == _PRIMITIVE else _parameters(sender.function))
+            where = module.where(call)
+            method: str | _Param = sender.method
+            if isinstance(method, _Param):
+                given = bound.get(method.name)
+                assert given is not None, f"{where}: {name}() without its method"
+                text = module.string(given, fn)
+                if text is not None:
+                    method = text
+                elif isinstance(given, ast.Name) and _is_parameter(given.id, fn):
+                    method = _Param(given.id)
+                else:
+                    raise AssertionError(f"{where}: cannot tell the HTTP method {name}() sends; give it as a literal")
+            namespace: str | _Param = sender.namespace
+            if isinstance(namespace, _Param):
+                params = bound.get(namespace.name)
+                namespace = NO_NAMESPACE if params is None else module.path_params_namespace(params, fn)
+            path_argument = bound.get(sender.path.name)
+            assert path_argument is not None, f"{where}: {name}() without its path"
+            path = module.string(path_argument, fn)
+            if path is not None:
+                assert method in HTTP_METHODS, f"{where}: {name}() sends {path} with method {method!r}"
+                assert isinstance(method, str)
+                requests[where] = Request(where, method, path, namespace == OWN)
+            elif isinstance(path_argument, ast.Name) and _is_parameter(path_argument.id, fn):
+                assert sum(f.name == fn.name for f in module.functions) == 1, f"{where}: two functions named {fn.name} send requests"
+                new = _Sender(fn, method, _Param(path_argument.id), namespace)
+                if senders.get(fn.name) != new:
+                    senders[fn.name] = new
+                    changed = True
+            else:
+                raise AssertionError(f"{where}: cannot follow the path {name}() requests; build it from literals and constants")
+    return list(requests.values())
+
+
+class _Recorded(Exception):
+    """Not an error: carries the method and path of the request a typed API method would send."""
+
+
+class _PathRecorder(k8s_client.ApiClient):
+    """Stops a typed API method at the request it would send, telling its method and path."""
+
+    def param_serialize(self, method: Any, resource_path: Any, *args: Any, **kwargs: Any) -> Any:
+        raise _Recorded(method, resource_path)
+
+
+def _typed_request(api_class: type, method_name: str) -> tuple[str, str]:
+    """(HTTP method, path) of a typed method of the kubernetes client, e.g. CoreV1Api.list_node -> (GET, /api/v1/nodes)."""
+    recorder = _PathRecorder()
+    try:
+        bound = getattr(api_class(recorder), method_name)
+        required = [p for p in inspect.signature(bound).parameters.values()
+                    if p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        try:
+            bound(*({} if p.name == "body" else "x" for p in required))
+        except _Recorded as recorded:
+            method, path = recorded.args
+            return str(method), str(path)
+        raise AssertionError(f"{api_class.__name__}.{method_name} sent no request")
+    finally:
+        recorder.close()  # type: ignore[no-untyped-call]
+
+
+def _typed_requests_in_module(module: _Module, api_classes: list[type]) -> list[Request]:
+    """Every use of a typed API method (``core.list_node``, called or passed on, as ``_Listing`` does)."""
+    methods: dict[str, list[type]] = {}
+    for api_class in api_classes:
+        for name, _ in inspect.getmembers(api_class, inspect.isfunction):
+            operation = name.removesuffix("_with_http_info").removesuffix("_without_preload_content")
+            if hasattr(api_class, f"_{operation}_serialize"):  # a request method, not a helper such as close()
+                methods.setdefault(name, []).append(api_class)
+    calls = {id(call.func): call for _, call in module.calls()}
+    found = []
+    for fn in module.functions:
+        for node in ast.walk(fn):
+            if not (isinstance(node, ast.Attribute) and node.attr in methods):
+                continue
+            owners = methods[node.attr]
+            assert len(owners) == 1, f"{module.where(node)}: {node.attr} is a method of {[c.__name__ for c in owners]}: which?"
+            method, path = _typed_request(owners[0], node.attr)
+            namespace = ANY
+            call = calls.get(id(node))
+            if call is not None:
+                given = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "namespace"), None)
+                namespace = ANY if given is None else module.namespace_value(given, fn)
+            found.append(Request(module.where(node), method, path, namespace == OWN))
+    return found
+
+
+def _api_classes(modules: list[_Module]) -> list[type]:
+    """The typed API classes compactor/kube instantiates (``k8s_client.CoreV1Api(api_client)``, ...)."""
+    names = {_callee(call) for module in modules for _, call in module.calls()}
+    classes = [getattr(k8s_client, name) for name in sorted(n for n in names if n and n.endswith("Api") and hasattr(k8s_client, n))]
+    assert classes, "compactor/kube instantiates no typed API class"
+    return classes
+
+
+def _check_nothing_escapes(module: _Module, requests: list[Request]) -> None:
+    """What the finder cannot see would go unchecked: raw calls outside param_serialize, watches, stray API paths."""
+    for fn, call in module.calls():
+        if _callee(call) == "call_api":
+            assert any(_callee(c) == _PRIMITIVE for c in ast.walk(fn) if isinstance(c, ast.Call)), (
+                f"{module.where(call)}: call_api without param_serialize in {fn.name}()")
+        assert all(keyword.arg != "watch" for keyword in call.keywords), f"{module.where(call)}: a watch needs the watch verb"
+    paths = {request.path for request in requests}
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            assert node.value != "watch", f"{module.where(node)}: a watch needs the watch verb"
+            if node.value.startswith(("/api/", "/apis/")):
+                assert node.value in paths, f"{module.where(node)}: the API path {node.value} is used in a way the test cannot follow"
+
+
+def _api_requests(sources: dict[str, str] | None = None) -> list[Request]:
+    """Every Kubernetes API request in compactor/kube (or in ``sources``: file name -> text)."""
+    if sources is None:
+        sources = {_shown(path): path.read_text(encoding="utf-8") for path in sorted(KUBE_PACKAGE.glob("*.py"))}
+    modules = [_Module(source, filename) for filename, source in sources.items()]
+    api_classes = _api_classes(modules)
+    requests: list[Request] = []
+    for module in modules:
+        found = _requests_in_module(module) + _typed_requests_in_module(module, api_classes)
+        _check_nothing_escapes(module, found)
+        requests.extend(found)
+    return requests
+
+
+def _granted() -> set[Permission]:
+    granted: set[Permission] = set()
+    for kind in (CLUSTER_WIDE, OWN_NAMESPACE):
+        for rule in _one(BASE, kind)["rules"]:
+            assert set(rule) == {"apiGroups", "resources", "verbs"}, f"{kind}: {rule}"
+            for group, resource, verb in itertools.product(rule["apiGroups"], rule["resources"], rule["verbs"]):
+                granted.add(Permission(group, resource, verb, kind))
+    return granted
+
+
+def test_rbac_grants_exactly_the_requests_compactor_kube_makes() -> None:
+    requests = _api_requests()
+    needed: dict[Permission, list[str]] = {}
+    for request in requests:
+        needed.setdefault(request.permission(), []).append(f"{request.method} {request.path} ({request.where})")
+    granted = _granted()
+    missing = {permission: needed[permission] for permission in sorted(needed.keys() - granted)}
+    unused = sorted(granted - needed.keys())
+    assert not missing, f"requests without a grant in manifests/base/rbac.yaml: {missing}"
+    assert not unused, f"grants no request in compactor/kube uses: {unused}"
+
+
+def test_the_request_finder_sees_each_way_compactor_kube_calls_the_api() -> None:
+    seen = {(r.method, r.path, r.own_namespace) for r in _api_requests()}
+    assert ("GET", "/api/v1/configmaps", False) in seen  # typed list passed on to _Listing: mig-parted ConfigMaps, all namespaces
+    assert ("GET", "/api/v1/namespaces/{namespace}/configmaps", False) in seen  # typed list: mig.config_map namespace/name
+    assert ("GET", "/api/v1/namespaces/{namespace}/configmaps/{name}", True) in seen  # raw, through _get: the state ConfigMap
+    assert ("DELETE", "/api/v1/namespaces/{namespace}/configmaps/{name}", True) in seen  # raw, path parameters in a local
+    assert ("POST", "/api/v1/namespaces/{namespace}/pods/{name}/eviction", False) in seen  # raw: any pod's namespace
+    assert ("PUT", "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}", True) in seen  # path constant, namespace set in _send
+
+
+_NEW_CALLS = '''
+
+class _Extra(KubeClusterClient):
+    def read_secret(self, namespace: str, name: str) -> Obj | None:
+        return self._get("/api/v1/namespaces/{namespace}/secrets/{name}", {"namespace": namespace, "name": name}, "Secret", "x")
+
+    def read_own_secret(self, name: str) -> Obj | None:
+        return self._get("/api/v1/namespaces/{namespace}/secrets/{name}", {"namespace": self.namespace, "name": name}, "Secret", "x")
+
+    def list_services(self) -> list[Obj]:
+        return self._list(_Listing(self._core.list_service_for_all_namespaces, (), "Service", "v1", "services"))
+'''
+
+
+def test_a_new_request_needs_a_grant_and_one_the_finder_cannot_follow_fails() -> None:
+    path = KUBE_PACKAGE / "cluster_client.py"
+    source = path.read_text(encoding="utf-8")
+    found = {r.permission() for r in _api_requests({_shown(path): source + textwrap.dedent(_NEW_CALLS)})}
+    new = {Permission("", "secrets", "get", CLUSTER_WIDE), Permission("", "secrets", "get", OWN_NAMESPACE),
+           Permission("", "services", "list", CLUSTER_WIDE)}
+    assert new <= found and not new & _granted()
+    dynamic = "\n    def read_any(self, kind: str) -> Obj | None:\n        return self._get(f'/api/v1/{kind}', {}, kind, 'x')\n"
+    with pytest.raises(AssertionError, match="cannot follow the path"):
+        _api_requests({_shown(path): source + "\n\nclass _Dynamic(KubeClusterClient):" + dynamic})
+
+
+def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _mounted_settings(tmp_path, monkeypatch)
+    for kind in ("Role", "RoleBinding"):
+        assert _one(BASE, kind)["metadata"]["namespace"] == settings.executor.state_namespace
 
 
 @pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
 def test_rbac_grants_no_wildcards(kind: str) -> None:
-    for rule in _rules(kind):
+    for rule in _one(BASE, kind)["rules"]:
         assert "*" not in rule.get("verbs", []), f"{kind}: wildcard verb in {rule}"
         assert "*" not in rule.get("resources", []), f"{kind}: wildcard resource in {rule}"
         assert "*" not in rule.get("apiGroups", []), f"{kind}: wildcard API group in {rule}"
 
 
 def test_no_role_can_delete_pods() -> None:
-    for _, doc in _documents():
+    for doc in _build(BASE):
         if doc["kind"] not in ("ClusterRole", "Role"):
             continue
         for rule in doc["rules"]:
@@ -105,40 +614,21 @@ def test_no_role_can_delete_pods() -> None:
                 assert not {"delete", "deletecollection"} & set(rule["verbs"]), f"{doc['kind']} may delete pods: {rule}"
 
 
-def _granted(kind: str, group: str, resource: str) -> set[str]:
-    return {verb for rule in _rules(kind) if group in rule["apiGroups"] and resource in rule["resources"] for verb in rule["verbs"]}
-
-
-@pytest.mark.parametrize(
-    ("kind", "group", "resource", "verbs"),
-    [
-        pytest.param("ClusterRole", "", "nodes", {"get", "list", "watch", "patch"}, id="nodes"),
-        pytest.param("ClusterRole", "", "pods", {"get", "list", "watch"}, id="pods"),
-        pytest.param("ClusterRole", "", "pods/eviction", {"create"}, id="evictions"),
-        pytest.param("ClusterRole", "policy", "poddisruptionbudgets", {"get", "list", "watch"}, id="pdbs"),
-        pytest.param("ClusterRole", "", "configmaps", {"get", "list", "watch"}, id="mig-parted-configmaps"),
-        pytest.param("ClusterRole", "", "events", {"create"}, id="core-events"),
-        pytest.param("ClusterRole", "events.k8s.io", "events", {"create"}, id="events-k8s-io"),
-        pytest.param("Role", "", "configmaps", {"get", "create", "update", "delete"}, id="state-configmap"),
-        pytest.param("Role", "coordination.k8s.io", "leases", {"get", "create", "update"}, id="leader-election"),
-    ],
-)
-def test_rbac_grants_exactly_what_the_compactor_calls(kind: str, group: str, resource: str, verbs: set[str]) -> None:
-    assert _granted(kind, group, resource) == verbs
-
-
 def test_the_roles_are_bound_to_the_service_account() -> None:
-    account = _one("ServiceAccount")["metadata"]
+    account = _one(BASE, "ServiceAccount")["metadata"]
     for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        doc = _one(binding)
+        doc = _one(BASE, binding)
         assert doc["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": "gpu-compactor"}
         assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
-    for kind in ("CronJob", "Deployment"):
-        assert _pod_spec(_one(kind))["serviceAccountName"] == account["name"]
+    for overlay, kind in ((CRONJOB, "CronJob"), (CONTROLLER, "Deployment")):
+        assert _pod_spec(_one(overlay, kind))["serviceAccountName"] == account["name"]
+
+
+# ----- the workloads --------------------------------------------------------------------------
 
 
 def test_the_cronjob_runs_one_cycle_in_cluster_and_never_overlaps() -> None:
-    cronjob = _one("CronJob")
+    cronjob = _one(CRONJOB, "CronJob")
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
     args = build_parser().parse_args(_argv(cronjob))
     assert (args.command, args.once, args.in_cluster, args.dry_run) == ("run", True, True, False)
@@ -146,7 +636,7 @@ def test_the_cronjob_runs_one_cycle_in_cluster_and_never_overlaps() -> None:
 
 
 def test_the_deployment_command_is_accepted_by_the_cli() -> None:
-    deployment = _one("Deployment")
+    deployment = _one(CONTROLLER, "Deployment")
     argv = _argv(deployment)
     try:
         args = build_parser().parse_args(argv)
@@ -157,26 +647,25 @@ def test_the_deployment_command_is_accepted_by_the_cli() -> None:
     assert args.config == "/etc/gpu-compactor/compactor.yaml"
 
 
-def test_the_controller_runs_two_replicas_probed_on_healthz() -> None:
-    deployment = _one("Deployment")
+def test_the_controller_runs_two_replicas_live_on_healthz_and_ready_on_readyz() -> None:
+    deployment = _one(CONTROLLER, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     (container,) = _pod_spec(deployment)["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"http-metrics": 8080}
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}, probe
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
 
 
-@pytest.mark.parametrize("kind", ["CronJob", "Deployment"])
-def test_pods_run_as_non_root_on_a_read_only_root_filesystem(kind: str) -> None:
-    spec = _pod_spec(_one(kind))
+@pytest.mark.parametrize(("overlay", "kind"), [(CRONJOB, "CronJob"), (CONTROLLER, "Deployment")], ids=["CronJob", "Deployment"])
+def test_pods_run_as_non_root_on_a_read_only_root_filesystem(overlay: Path, kind: str) -> None:
+    spec = _pod_spec(_one(overlay, kind))
     (container,) = spec["containers"]
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["runAsUser"] != 0
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
-    assert container["image"] == "ghcr.io/example/gpu-compactor:0.1.0"
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts == {"config": "/etc/gpu-compactor", "tmp": "/tmp"}
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -184,9 +673,9 @@ def test_pods_run_as_non_root_on_a_read_only_root_filesystem(kind: str) -> None:
 
 
 def _mounted_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The settings every gpu-compactor pod loads from the ConfigMap in manifests/."""
+    """The settings every gpu-compactor pod loads from the ConfigMap in the base."""
     _clear_compactor_env(monkeypatch)
-    config_map = _one("ConfigMap", "gpu-compactor-config")
+    config_map = _one(BASE, "ConfigMap", "gpu-compactor-config")
     path = tmp_path / "compactor.yaml"
     path.write_text(config_map["data"]["compactor.yaml"], encoding="utf-8")
     return load_settings(str(path))
@@ -199,23 +688,27 @@ def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(tmp
 
 def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _mounted_settings(tmp_path, monkeypatch)
-    job = _one("CronJob")["spec"]["jobTemplate"]["spec"]
+    cronjob = _one(CRONJOB, "CronJob")
+    job = cronjob["spec"]["jobTemplate"]["spec"]
     assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 990 s could run for hours
     assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
     assert worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]  # the bound does bind: defaults would not fit
     # SIGTERM stops at the next wait; an API call in flight may take its whole timeout first
-    assert _pod_spec(_one("CronJob"))["terminationGracePeriodSeconds"] >= DEFAULT_TIMEOUT + 10
+    assert _pod_spec(cronjob)["terminationGracePeriodSeconds"] >= DEFAULT_TIMEOUT + 10
 
 
 def test_the_metrics_service_selects_the_controller_pods() -> None:
-    service = _one("Service", "gpu-compactor-metrics")
-    labels = _one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    service = _one(CONTROLLER, "Service", "gpu-compactor-metrics")
+    labels = _one(CONTROLLER, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"] == [{"name": "http-metrics", "port": 8080, "targetPort": "http-metrics", "protocol": "TCP"}]
+    monitor = _one(MONITORING, "ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [endpoint["port"] for endpoint in monitor["spec"]["endpoints"]] == ["http-metrics"]
 
 
 def test_the_alerts_use_the_exported_metric_names() -> None:
-    rule = _one("PrometheusRule")
+    rule = _one(MONITORING, "PrometheusRule")
     alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
     assert len(alerts) == 6
     exprs = " ".join(alerts.values())
@@ -225,6 +718,46 @@ def test_the_alerts_use_the_exported_metric_names() -> None:
     assert "gpu_compactor_last_run_planned_freed_gpus) - max(gpu_compactor_last_run_freed_gpus" in alerts["GpuCompactorRunFellShort"]
     assert "by (pool)" in alerts["GpuFragmentationHigh"]
     assert 'gpu_compactor_mig_reconfigurations_total{result!="success"}' in alerts["GpuCompactorMigRecutFailed"]
+
+
+# ----- the docs' install commands ---------------------------------------------------------------------
+
+
+def _install_texts() -> dict[Path, str]:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "README.md", ROOT / "Dockerfile",
+             *sorted(MANIFESTS.rglob("*.yaml"))]
+    return {path: path.read_text(encoding="utf-8") for path in files}
+
+
+def test_the_docs_install_with_kustomizations_that_exist() -> None:
+    applied: set[Path] = set()
+    for path, text in _install_texts().items():
+        assert not re.search(r"kubectl apply -f\s+\S*manifests", text), f"{_shown(path)} still installs with kubectl apply -f"
+        for target in re.findall(r"kubectl apply -k\s+([\w./-]+)", text):
+            directory = (ROOT / target).resolve()
+            assert directory in KUSTOMIZATIONS, f"{_shown(path)}: kubectl apply -k {target}: not a kustomization"
+            applied.add(directory)
+        for name in re.findall(r"kustomize edit set image ([\w./-]+)=", text):
+            assert name == IMAGE, f"{_shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
+    assert applied == {CRONJOB, CONTROLLER, MONITORING}
+    readme = _install_texts()[ROOT / "README.md"]
+    for step in ("docker build -t REGISTRY/gpu-compactor:TAG .", "docker push REGISTRY/gpu-compactor:TAG",
+                 f"kustomize edit set image {IMAGE}=REGISTRY/gpu-compactor:TAG"):
+        assert step in readme, f"README.md does not say {step}"
+
+
+
+def test_the_examples_readme_points_only_inside_the_repository() -> None:
+    readme = ROOT / "examples" / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)", text) + re.findall(r"`(\.\./[^`\s]+)`", text)
+    for target in targets:
+        if re.match(r"[a-z]+://", target):
+            continue
+        resolved = (readme.parent / target).resolve()
+        assert resolved.is_relative_to(ROOT) and resolved.exists(), f"examples/README.md points at {target}, not a file of the repository"
+
+# ----- config and image ----------------------------------------------------------------------------
 
 
 def _clear_compactor_env(monkeypatch: pytest.MonkeyPatch) -> None:

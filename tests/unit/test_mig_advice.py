@@ -97,7 +97,7 @@ def test_a_whole_free_node_is_re_cut_for_the_pending_3g_pods() -> None:
     assert plan.pending_not_placed == []
     # The after figures see b cut into four 3g.40gb slices (half a GPU each), three of them taken: 0.5 GPU free there.
     (after_b,) = [n for n in plan.after["nodes"] if n["name"] == "b"]
-    assert after_b["freeGpus"] == 0.5
+    assert after_b["freeGpuEquivalents"] == 0.5
 
 
 def test_a_node_is_freed_to_be_re_cut_when_that_is_the_only_way() -> None:

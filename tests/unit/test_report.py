@@ -12,13 +12,13 @@ from compactor.report import API_VERSION, KIND, fmt_gpus, fmt_mig, fmt_pct, rend
 from tests.builders import A100_40, A100_80, cluster, node, pod
 
 SECTIONS = (
+    "Warnings",  # first: they qualify every figure
     "Cluster",
     "Reference shapes and headroom",
     "Pools",
     "Most fragmented nodes (top 10)",
     "Pending GPU pods blocked by fragmentation",
     "Pending GPU pods larger than the free capacity",
-    "Warnings",
 )
 
 
@@ -54,8 +54,8 @@ def test_the_text_report_has_every_section_in_order() -> None:
 def test_the_text_report_summarises_the_cluster_figures() -> None:
     text = render("text")
     assert "Whole-free GPU nodes" in text
-    assert "Stranded GPUs                   4.5 (free on nodes that run GPU pods)" in text
-    assert "MIG idle                        3g.20gb 1/2 (idle rate 50.0%)" in text
+    assert "Stranded GPU capacity               4.5 GPU-equivalents (free on nodes that run GPU pods)" in text
+    assert "MIG idle                            3g.20gb 1/2 (idle rate 50.0%)" in text
     assert "Fragmentation rate" in text and "FGD fragmentation rate" in text
 
 
@@ -87,7 +87,7 @@ def test_the_markdown_report_carries_the_same_sections_as_tables() -> None:
     markdown = render("markdown")
     for title in SECTIONS:
         assert f"\n## {title}\n" in markdown
-    assert "| Pool | Nodes | GPUs |" in markdown
+    assert "| Pool | Nodes | GPUs (physical) | Allocated (GPU-eq.) | Free (GPU-eq.) |" in markdown
     assert "| --- | ---: | ---: |" in markdown
     assert "| default/wide | 1000 |" in markdown
 
@@ -106,7 +106,7 @@ def test_a_cluster_without_gpu_pods_reports_undefined_rates() -> None:
     snapshot = cluster(node("gpu", gpus=2), node("cpu"), pod("web", on="cpu"))
     text = render_report(compute_figures(snapshot), snapshot, "text")
     assert "No reference shapes" in text
-    assert "Fragmentation rate              n/a" in text
+    assert "Fragmentation rate                  n/a" in text
     assert "Not defined" in text
 
 

@@ -1,0 +1,90 @@
+"""An upper bound on the GPUs any plan can leave whole-free, valid for the whole cluster.
+
+The CP-SAT model works on a narrowed problem at scale (``max_targets_per_type``
+targets per pod type, ``max_candidate_pods`` movable pods): its proven bound says
+nothing about plans outside that restriction. This bound relaxes the whole problem
+instead: a node can end whole-free only if no unmovable GPU pod holds it, and the GPU
+pods of each group of nodes they can reach (the nodes their types may start on or go
+to) must fit, per GPU resource, on the nodes of the group left non-free. Choosing the
+free nodes is then a small knapsack (one item per node, one constraint per group and
+GPU resource), solved with CP-SAT; its proven bound is valid even if the solve stops
+early. CPU, memory and placement rules are relaxed away: the bound may be loose,
+never wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from ortools.sat.python import cp_model
+
+from compactor.model.resources import is_gpu_resource
+from compactor.planner.problem import NodeState, Problem, holds_gpu_load
+
+BOUND_SECONDS = 1.0
+
+
+def whole_free_bound(problem: Problem, *, all_pending_placed: bool, seconds: float = BOUND_SECONDS) -> int:
+    """An upper bound on the GPUs of nodes left with no GPU pod (``empty_nodes``), over every plan of the unrestricted
+    ``problem``. Pending pods count as load only when every one must be placed (the pending level placed them all)."""
+    group = _groups(problem)
+    candidates = [s for s in problem.nodes if s.gpus and s.can_empty and not holds_gpu_load(s.fixed)]
+    if not candidates:
+        return 0
+    spare: dict[tuple[int, str], int] = defaultdict(int)  # (group, GPU resource) -> capacity minus every GPU load
+    for state in problem.nodes:
+        for resource, amount in state.capacity.items():
+            if is_gpu_resource(resource):
+                spare[group[state.index], resource] += amount - state.fixed.get(resource, 0)
+    for ptype in problem.types:
+        if ptype.pending and not all_pending_placed:
+            continue
+        nodes = (*ptype.initial, *ptype.targets)
+        if not nodes:
+            continue
+        for resource, amount in ptype.requests.items():
+            if is_gpu_resource(resource):
+                spare[group[nodes[0]], resource] -= amount * ptype.count
+    return _knapsack(problem, candidates, group, spare, seconds)
+
+
+def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int], seconds: float) -> int:
+    model = cp_model.CpModel()
+    chosen = {s.index: model.new_bool_var(f"free_{s.index}") for s in candidates}
+    terms: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
+    for state in candidates:
+        for resource, amount in state.capacity.items():
+            if is_gpu_resource(resource) and amount:
+                terms[group[state.index], resource].append((chosen[state.index], amount))
+    for key, items in terms.items():
+        model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in items], [a for _, a in items]) <= max(0, spare.get(key, 0)))
+    model.maximize(cp_model.LinearExpr.weighted_sum(list(chosen.values()), [problem.nodes[n].gpus for n in chosen]))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = 1  # small, and deterministic
+    status = solver.solve(model)
+    if status == cp_model.OPTIMAL:
+        return round(solver.objective_value)
+    if math.isfinite(solver.best_objective_bound):
+        return math.floor(solver.best_objective_bound + 1e-6)
+    return sum(s.gpus for s in candidates)
+
+
+def _groups(problem: Problem) -> list[int]:
+    """Node -> its group: nodes linked by a pod type that may start on or move between them (union-find)."""
+    parent = list(range(len(problem.nodes)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for ptype in problem.types:
+        if not ptype.uses_gpu:
+            continue
+        nodes = (*ptype.initial, *ptype.targets)
+        for other in nodes[1:]:
+            parent[find(other)] = find(nodes[0])
+    return [find(n) for n in range(len(problem.nodes))]

@@ -1,0 +1,179 @@
+"""A new user's first hour (issue [9]): input that is not a cluster fails loudly, one GPU vocabulary, plans that say why.
+
+Each test runs the command as a user would (a subprocess) and checks the exit code and what it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from compactor.sources import example_path
+
+EXAMPLE = json.loads(Path(example_path()).read_text(encoding="utf-8"))
+
+
+def compactor(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTOR_")} | (env or {})
+    return subprocess.run([sys.executable, "-m", "compactor.cli", *args], capture_output=True, text=True, input=stdin, env=environ,
+                          timeout=240)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def write_list(path: Path, items: list[dict[str, Any]]) -> str:
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), encoding="utf-8")
+    return str(path)
+
+
+def of_kind(*kinds: str) -> list[dict[str, Any]]:
+    return [item for item in EXAMPLE["items"] if item["kind"] in kinds]
+
+
+# ------------------------------------------------------------------ no silent success on input that is not a cluster
+
+
+def test_an_empty_file_an_empty_list_and_empty_stdin_are_errors_naming_what_was_read(tmp_path: Path) -> None:
+    empty = tmp_path / "e.json"
+    empty.write_text("", encoding="utf-8")
+    line = one_line_error(compactor("report", "--snapshot", str(empty)))
+    assert line.startswith(f"compactor: error: {empty}: no Node objects: read no Kubernetes objects") and "--allow-empty" in line
+    line = one_line_error(compactor("report", "--snapshot", write_list(tmp_path / "l.json", [])))
+    assert "l.json: no Node objects: read no Kubernetes objects" in line
+    line = one_line_error(compactor("plan", "--snapshot", "-", stdin=""))  # `kubectl get ... | compactor` after kubectl failed
+    assert "<stdin>: no Node objects" in line
+
+
+def test_a_pods_only_file_says_what_it_holds_and_allow_empty_accepts_it(tmp_path: Path) -> None:
+    pods = write_list(tmp_path / "pods.json", of_kind("Pod", "PodDisruptionBudget"))
+    line = one_line_error(compactor("report", "--snapshot", pods))
+    assert "no Node objects: read 72 Pod(s), 4 PodDisruptionBudget(s);" in line
+    accepted = compactor("report", "--snapshot", pods, "--allow-empty", "--output", "json")
+    assert accepted.returncode == 0, accepted.stderr
+    assert json.loads(accepted.stdout)["figures"]["cluster"]["nodeCount"] == 0
+
+
+def test_the_same_pods_given_twice_is_an_error_naming_the_first_duplicate(tmp_path: Path) -> None:
+    nodes = write_list(tmp_path / "nodes.json", of_kind("Node"))
+    pods = write_list(tmp_path / "pods.json", of_kind("Pod"))
+    first_pod = of_kind("Pod")[0]["metadata"]
+    line = one_line_error(compactor("report", "--snapshot", nodes, pods, pods))
+    assert line == (f"compactor: error: {pods}: Pod {first_pod['namespace']}/{first_pod['name']}: metadata.name: "
+                    f"duplicate object (already read from {pods}): give each object once")
+
+
+def test_two_objects_with_one_uid_are_an_error(tmp_path: Path) -> None:
+    items = of_kind("Node", "Pod")
+    twin = json.loads(json.dumps(of_kind("Pod")[0]))
+    twin["metadata"]["name"] += "-copy"
+    line = one_line_error(compactor("report", "--snapshot", write_list(tmp_path / "c.json", [*items, twin])))
+    assert f"metadata.uid: duplicate uid {twin['metadata']['uid']}" in line
+
+
+def test_pods_on_nodes_missing_from_the_snapshot_are_said_first_and_the_plan_frees_no_node(tmp_path: Path) -> None:
+    items = [i for i in of_kind("Node", "Pod", "PodDisruptionBudget") if i["metadata"]["name"] != "cpu-03"]
+    partial = write_list(tmp_path / "partial.json", items)
+    report = compactor("report", "--snapshot", partial)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.index("bound to nodes not in the snapshot") < report.stdout.index("\nCluster\n")
+    text = compactor("plan", "--snapshot", partial, "--objective", "max-free", "--time-limit", "5").stdout
+    assert text.startswith("warning: ") and "bound to nodes not in the snapshot" in text.splitlines()[0]
+    assert "warning: freeing no node: the snapshot is not one consistent read" in text
+    plan = json.loads(compactor("plan", "--snapshot", partial, "--objective", "max-free", "--output", "json", "--time-limit", "5").stdout)
+    assert plan["freedNodes"] == [] and plan["freedGpus"] <= 0 and len(plan["warnings"]) == 2
+    complete = json.loads(compactor("plan", "--example", "--objective", "max-free", "--output", "json", "--time-limit", "5").stdout)
+    assert complete["freedNodes"] and complete["warnings"] == []  # the control: the full snapshot frees nodes
+
+
+def test_an_environment_variable_naming_no_setting_is_an_error_with_the_closest_key() -> None:
+    line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANER__MAX_MOVES": "2"}))
+    assert line == ("compactor: error: environment: COMPACTOR_PLANER__MAX_MOVES names no setting; "
+                    "did you mean COMPACTOR_PLANNER__MAX_MOVES?")
+    assert "COMPACTOR_<GROUP>__<FIELD>" in one_line_error(compactor("report", "--example", env={"COMPACTOR_NOTHING": "1"}))
+    honoured = compactor("plan", "--example", "--output", "json", env={"COMPACTOR_PLANNER__MAX_MOVES": "1"})
+    assert honoured.returncode == 0 and len(json.loads(honoured.stdout)["moves"]) <= 1
+
+
+def test_unknown_resources_and_fractional_extended_resources_are_refused_as_shapes() -> None:
+    assert "unknown resource 'gpu'" in one_line_error(compactor("report", "--example", "--shape", "gpu=1"))
+    line = one_line_error(compactor("report", "--example", "--shape", "nvidia.com/gpu=0.5"))
+    assert "nvidia.com/gpu=0.5: an extended resource is requested in whole units" in line
+    unoffered = compactor("report", "--example", "--shape", "example.com/fpga=1")
+    assert unoffered.returncode == 0
+    assert "requests example.com/fpga, which no node offers" in unoffered.stdout
+    assert "no configured reference shape requests a GPU" in unoffered.stdout and "no GPU pods" not in unoffered.stdout
+
+
+def test_server_dry_run_without_a_live_cluster_is_refused(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    assert compactor("plan", "--example", "--write", str(plan), "--time-limit", "5").returncode == 0
+    line = one_line_error(compactor("apply", "--plan", str(plan), "--example", "--dry-run", "--server-dry-run"))
+    assert "--server-dry-run asks a live API server" in line
+    assert "--server-dry-run asks" in one_line_error(compactor("run", "--once", "--example", "--dry-run", "--server-dry-run"))
+
+
+# ------------------------------------------------------------------ one vocabulary for GPUs
+
+
+def test_the_report_names_physical_gpus_and_gpu_equivalents_apart() -> None:
+    text = compactor("report", "--example").stdout
+    assert "GPUs (physical)                     56 devices on 7 nodes" in text
+    assert "GPU capacity (GPU-equivalents)      54 allocatable" in text
+    assert not re.search(r"\d GPUs\b(?! \(physical)", text)  # every GPU count says its unit
+    figures = json.loads(compactor("report", "--example", "--output", "json").stdout)["figures"]["cluster"]
+    assert (figures["physicalGpus"], figures["allocatableGpuEquivalents"]) == (56, 54.0)
+    assert not {key for key in figures if key.endswith("Gpus") and not key.endswith("PhysicalGpus") and key != "physicalGpus"}
+
+
+def test_the_plan_says_physical_gpus_and_gpu_equivalents_and_tracks_free_capacity_move_by_move() -> None:
+    text = compactor("plan", "--example", "--objective", "max-free", "--time-limit", "5").stdout
+    assert "frees 3 node(s): net 24 whole-free GPU(s) (physical)" in text
+    assert re.search(r"whole-free GPUs \(physical\) +0 +24\n", text)
+    assert re.search(r"whole-free GPU capacity \(GPU-equivalents\) +0\.00 +22\.00\n", text)
+    onto_gpu_01 = re.findall(r"-> a100-gpu-01 +\(already runs GPU pods, ([\d.]+) GPU-equivalents free before this move\)", text)
+    assert [float(f) for f in onto_gpu_01] == [5.0, 4.0, 3.0]  # each move finds the capacity the earlier ones left
+
+
+# ------------------------------------------------------------------ plans that say why not
+
+
+def test_max_moves_zero_says_moves_are_capped_and_why_the_pending_pod_waits() -> None:
+    text = compactor("plan", "--example", "--max-moves", "0").stdout
+    assert "note: moves capped at 0 (--max-moves / planner.max_moves)" in text
+    assert "no move frees GPU capacity" not in text
+    assert "llm/llama-70b-0: room could be made on a100-gpu-01" in text and "but moves are capped at 0" in text
+
+
+# ------------------------------------------------------------------ help that explains
+
+
+def test_each_command_help_has_a_description_and_two_examples_that_parse() -> None:
+    import shlex
+
+    from compactor.cli import COMMAND_HELP, build_parser
+
+    parser = build_parser()
+    assert set(COMMAND_HELP) == {"report", "plan", "apply", "run", "controller"}
+    for name, (description, examples) in COMMAND_HELP.items():
+        shown = compactor(name, "--help").stdout
+        assert description.split(":")[0] in " ".join(shown.split()), name
+        assert shown.rstrip().endswith(examples[-1]) and len(examples) == 2
+        for example in examples:
+            words = shlex.split(example.split("| ")[-1])
+            assert words[:2] == ["compactor", name]
+            assert parser.parse_args(words[1:]).handler is not None  # every flag in the example exists
+
+
+def test_run_without_once_explains_itself() -> None:
+    line = one_line_error(compactor("run", "--example"))
+    assert "needs --once" in line and "compactor controller --interval SECONDS" in line
