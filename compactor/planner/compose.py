@@ -11,7 +11,7 @@ from datetime import datetime
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
 from compactor.model.migparted import Layouts
 from compactor.model.types import Node, Snapshot
-from compactor.planner.frontier import Point, choose, frontier, plan_of
+from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.greedy import Assignment
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import (
@@ -36,23 +36,38 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def solver_report(problem: Problem, result: SolveResult | None, note: str = "") -> SolverReport:
+def solver_report(problem: Problem, result: SolveResult | None, note: str = "", *, top: Point | None = None) -> SolverReport:
+    """Status, objective (net freed GPUs of the max-free plan), bound and gap as the user may read them: for the whole
+    cluster. A narrowed model's own proofs hold only among what it kept, so then the status is at most FEASIBLE, the
+    bound is the whole-cluster one (``bound.whole_free_bound``) and the note says what was searched."""
     if result is None:
         return SolverReport(status="OPTIMAL", wall_seconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
     main = next((lv for lv in result.levels if lv.name in ("freedGpus", "headroom")), None)
     objective = bound = gap = None
-    if main is not None and math.isfinite(main.objective):
-        offset = problem.empty_before_gpus if main.name == "freedGpus" else 0
-        objective = main.objective - offset
-        bound = main.bound - offset if math.isfinite(main.bound) else None
-        if bound is not None:
-            gap = 0.0 if bound <= objective else (bound - objective) / max(abs(bound), 1.0)
+    status = result.status
+    if main is not None and main.name == "freedGpus":
+        offset = problem.empty_before_gpus
+        objective = float(sum(problem.nodes[n].gpus for n in result.empty_nodes) - offset)
+        whole = main.bound if not result.restricted and math.isfinite(main.bound) else result.whole_bound
+        bound = None if whole is None else max(objective, float(whole) - offset)
+    elif main is not None and math.isfinite(main.objective):
+        objective, bound = main.objective, main.bound if math.isfinite(main.bound) else None
+    if objective is not None and bound is not None:
+        gap = 0.0 if bound <= objective else (bound - objective) / max(abs(bound), 1.0)
+    if result.restricted:
+        # Proven for the whole cluster only when the freed GPUs reach its bound and the move cost its lower bound.
+        whole_proof = top is not None and top.status == "OPTIMAL" and objective is not None and bound is not None \
+            and objective >= bound and top.freed_gpus == objective
+        status = "OPTIMAL" if whole_proof else "FEASIBLE"
+        proven = "OPTIMAL" if result.status == "OPTIMAL" else "FEASIBLE"
+        searched = f"searched {result.restricted} ({result.rounds} round(s)): {proven} there"
+        note = f"{note}; {searched}" if note else searched
     levels = [
         {"name": lv.name, "status": lv.status, "objective": _finite(lv.objective), "bound": _finite(lv.bound), "seconds": round(lv.seconds, 3)}
         for lv in result.levels
     ]
     return SolverReport(
-        status=result.status, wall_seconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
+        status=status, wall_seconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
         variables=result.variables, levels=levels, note=note,
     )
 
@@ -118,6 +133,7 @@ def build_plan(
 
     With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
     pending MIG pods (``recut.py``)."""
+    began = time.monotonic()
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
     warnings = list(snapshot.warnings)
     if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
@@ -141,12 +157,15 @@ def build_plan(
             chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment())
             points = [chosen]
     else:
-        result = solve(problem)
+        deadline = began + settings.time_limit_seconds * CURVE_END  # the whole plan within the limit
+        result = solve(problem, time_limit=max(0.1, began + settings.time_limit_seconds * SOLVE_SHARE - time.monotonic()))
         problem = result.problem
         assignment = result.assignment
         if settings.mode == "free-nodes":
             started = time.monotonic()
-            points, chosen = _curve(problem, result, settings)
+            points, chosen = _curve(problem, result, settings, deadline)
+            if result.restricted:
+                _whole_cluster_bounds(points, original)
             curve_seconds = time.monotonic() - started
             assignment = plan_of(chosen)
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
@@ -175,20 +194,34 @@ def build_plan(
         frontier=_frontier(points, chosen, recuts, settings, moves, freed, filled, problem),
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         warnings=warnings,
-        solver=solver_report(problem, result, note).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),
+        solver=solver_report(problem, result, note, top=points[-1] if points else None).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),
         before=figures_to_dict(compute_figures(snapshot, shapes)),
     )
     after = figures_to_dict(compute_figures(apply_plan(snapshot, plan), shapes))
     return plan.model_copy(update={"after": after, "explanations": _explanations(problem)})
 
 
-def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings) -> tuple[list[Point], Point]:
-    """The trade-off curve (within as long again as the max-free solve took, at most half the time limit) and the point to run."""
-    budget = max(0.2, min(result.wall_seconds, settings.time_limit_seconds / 2))
+SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
+CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
+
+
+def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, deadline: float) -> tuple[list[Point], Point]:
+    """The trade-off curve (within as long again as the max-free solve took, at most what remains of the time limit) and
+    the point to run."""
+    budget = max(0.2, min(result.wall_seconds, deadline - time.monotonic()))
     points = frontier(problem, result, budget=budget, workers=settings.workers)
     if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
         return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
+
+
+def _whole_cluster_bounds(points: list[Point], whole: Problem) -> None:
+    """A narrowed model's cost bounds hold only among the pods and targets it kept. For the whole cluster, a plan
+    freeing k nodes that ran GPU pods moves at least every GPU pod off them: the k cheapest such nodes' pods."""
+    cheapest = sorted(drain_costs(whole).values())
+    for point in points:
+        point.bound = min(point.cost, sum(cheapest[:point.freed_nodes]))
+        point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
 
 
 RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut

@@ -185,6 +185,8 @@ def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int)
             continue
         # The first points matter most (balanced stops early): each solve gets at least MIN_SOLVE_SECONDS, in order of k.
         status, found, proven = model().solve(k, plan_of(known), max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1)))
+        if time.monotonic() > deadline:  # building the model took the budget: the solve found nothing worth waiting for
+            break
         if found is not None:
             _offer(best, problem, found)
         lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)

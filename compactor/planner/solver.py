@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from ortools.sat.python import cp_model
 
 from compactor.planner import constraints as c
-from compactor.planner.greedy import Assignment, greedy
+from compactor.planner.bound import whole_free_bound
+from compactor.planner.greedy import Assignment, greedy, prune
 from compactor.planner.problem import Problem, holds_gpu_load, movable_pods, restrict
 from compactor.planner.variables import Variables, make_variables
 
@@ -46,6 +47,9 @@ class SolveResult:
     wall_seconds: float = 0.0
     variables: int = 0
     greedy_assignment: Assignment | None = None
+    restricted: str = ""  # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
+    whole_bound: int | None = None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
+    rounds: int = 1  # solves, each on a wider restriction than the last
 
 
 def empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
@@ -199,12 +203,32 @@ def _headroom(problem: Problem, assignment: Assignment) -> int:
     return total
 
 
-def _narrow(problem: Problem, start: Assignment) -> tuple[Problem, Assignment]:
+@dataclass(frozen=True)
+class _Narrowed:
+    problem: Problem
+    start: Assignment
+    mapping: dict[int, int]  # whole problem's type -> narrowed type
+    sources: set[int] | None  # nodes whose movable pods stay variables; None: all (not narrowed)
+
+    def lift(self, whole: Problem, assignment: Assignment) -> Assignment:
+        """An assignment of the narrowed problem as one of the whole problem (pods outside the sources stay)."""
+        if self.sources is None:
+            return assignment
+        back = {new: old for old, new in self.mapping.items()}
+        counts = {t.index: {n: len(p) for n, p in t.initial.items() if n not in self.sources} for t in whole.types if not t.pending}
+        for new, per_node in assignment.counts.items():
+            acc = counts.setdefault(back[new], {})
+            for node, count in per_node.items():
+                acc[node] = acc.get(node, 0) + count
+        placed = {back[new]: dict(per_node) for new, per_node in assignment.placed.items()}
+        return Assignment({t: {n: k for n, k in per.items() if k} for t, per in counts.items()}, placed)
+
+
+def _narrow(problem: Problem, start: Assignment, budget: int, max_targets: int) -> _Narrowed:
     """At scale, keep as variables only the pods the warm start moved, those on nodes it placed
     pending pods on, and those on the least GPU-loaded freeable nodes, within the pod budget."""
-    budget = problem.settings.max_candidate_pods
-    if movable_pods(problem) <= budget and all(len(t.ranked_targets) <= problem.settings.max_targets_per_type for t in problem.types):
-        return problem, start
+    if movable_pods(problem) <= budget and all(len(t.ranked_targets) <= max_targets for t in problem.types):
+        return _Narrowed(problem, start, {t.index: t.index for t in problem.types}, None)
     sources: set[int] = set()
     for ptype in problem.types:
         final = start.counts.get(ptype.index, {})
@@ -226,8 +250,8 @@ def _narrow(problem: Problem, start: Assignment) -> tuple[Problem, Assignment]:
         sources.add(state.index)
         spent += movable_on[state.index]
     used: dict[int, set[int]] = {t: set(per_node) for t, per_node in start.counts.items()}
-    narrowed, mapping = restrict(problem, sources, used, problem.settings.max_targets_per_type)
-    return narrowed, _translate(problem, start, mapping, sources)
+    narrowed, mapping = restrict(problem, sources, used, max_targets)
+    return _Narrowed(narrowed, _translate(problem, start, mapping, sources), mapping, sources)
 
 
 def _translate(problem: Problem, start: Assignment, mapping: dict[int, int], sources: set[int]) -> Assignment:
@@ -319,12 +343,90 @@ def _merge_levels(parts: list[list[LevelResult]], offset: dict[str, float]) -> l
 
 def solve(problem: Problem, *, time_limit: float | None = None, workers: int | None = None) -> SolveResult:
     """Solve, narrowing very large instances around the greedy warm start and solving independent
-    components (node pools that share no pod) one by one; the result names the problem it solved."""
+    components (node pools that share no pod) one by one; the result names the problem it solved.
+
+    Narrowed, the model's proofs hold only among the pods and targets it kept: the result says so
+    (``restricted``) and carries a bound valid for the whole problem. While time remains and that bound
+    is not reached, the restriction widens (4x the targets, 2x the pods) around the best plan so far.
+    The result is never worse than the greedy warm start, lexicographically (pending placed, freed, cost),
+    and moves that serve nothing are pruned from it."""
     started = time.monotonic()
     limit = time_limit if time_limit is not None else problem.settings.time_limit_seconds
     deadline = started + limit
     workers = workers or problem.settings.workers
-    problem, start = _narrow(problem, greedy(problem))
+    whole, warm = problem, greedy(problem)
+    pods, targets = problem.settings.max_candidate_pods, problem.settings.max_targets_per_type
+    best: SolveResult | None = None
+    best_rank: tuple[int, int, int] = (0, 0, 0)
+    best_whole = warm
+    rounds = 0
+    bound: int | None = None
+    while True:
+        rounds += 1
+        narrowed = _narrow(whole, best_whole, pods, targets)
+        result = _solve_once(narrowed.problem, narrowed.start, deadline, workers)
+        result.assignment = _at_least_the_warm_start(result)
+        result.empty_nodes = empty_nodes(result.problem, result.assignment)
+        if narrowed.sources is not None:
+            result.restricted = _restriction(whole, result.problem, targets)
+        rank = _rank(result.problem, result.assignment)
+        if best is None or rank > best_rank:
+            best, best_rank, best_whole = result, rank, narrowed.lift(whole, result.assignment)
+        if narrowed.sources is None or whole.target_shapes:
+            break
+        if bound is None:
+            bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best))
+        left = deadline - time.monotonic()
+        if best_rank[1] >= bound or left < 0.35 * limit or (targets >= _widest(whole) and pods >= movable_pods(whole)):
+            break
+        pods, targets = pods * 2, targets * 4
+    best.whole_bound = bound
+    best.rounds = rounds
+    best.wall_seconds = time.monotonic() - started
+    return best
+
+
+def _restriction(whole: Problem, narrowed: Problem, targets: int) -> str:
+    """What a narrowed model kept, in the user's terms: the limits that bit."""
+    kept = []
+    if any(len(t.ranked_targets) > targets for t in whole.types):
+        kept.append(f"the best {targets} target nodes per pod type (of up to {_widest(whole)})")
+    if movable_pods(narrowed) < movable_pods(whole):
+        kept.append(f"{movable_pods(narrowed)} of {movable_pods(whole)} movable pods")
+    return " and ".join(kept) or "a narrowed model"
+
+
+def _widest(problem: Problem) -> int:
+    return max((len(t.ranked_targets) for t in problem.types), default=0)
+
+
+def _all_pending_placed(problem: Problem, result: SolveResult) -> bool:
+    placed = sum(sum(per_node.values()) for per_node in result.assignment.placed.values())
+    return placed == sum(t.count for t in problem.types if t.pending)
+
+
+def _rank(problem: Problem, assignment: Assignment) -> tuple[int, int, int]:
+    """(pending placed by weight, GPUs left whole-free, -move cost): larger is better, compared in this order."""
+    pending = sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
+    freed = sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
+    return pending, freed, -assignment.cost(problem)
+
+
+def _at_least_the_warm_start(result: SolveResult) -> Assignment:
+    """The solver's plan without churn, or the warm start when that is better (a level may stop at its time limit
+    holding an incumbent worse than the plan it was hinted with)."""
+    problem, start = result.problem, result.greedy_assignment
+    if problem.target_shapes:  # shape headroom counts free room everywhere: undoing a move could cost some
+        return result.assignment
+    found = prune(problem, result.assignment)
+    if start is not None and within_limits(problem, start) and _rank(problem, start) > _rank(problem, found):
+        return prune(problem, start)
+    return found
+
+
+def _solve_once(problem: Problem, start: Assignment, deadline: float, workers: int) -> SolveResult:
+    """One solve of one (possibly narrowed) problem: levels, by components when they are independent."""
+    started = time.monotonic()
     if not within_limits(problem, start):
         # The greedy warm start ignores maxMoves/minGainPerMove; it must not become the incumbent
         # (returned as is when every level fails) nor fix the pending level to a value the limits forbid.

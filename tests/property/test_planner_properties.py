@@ -23,6 +23,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from compactor.model.types import Pod, Snapshot
+from compactor.planner.baselines import greedy_drain
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
@@ -247,6 +248,17 @@ def brute_force_curve(snapshot: Snapshot, config: PlannerSettings) -> dict[int, 
     return dict(sorted(best.items()))
 
 
+def brute_force_gpu_curve(snapshot: Snapshot, config: PlannerSettings) -> dict[int, int]:
+    """With the most pending pods placed: net freed GPUs -> the fewest moves of any assignment freeing exactly that many."""
+    leaves = enumerate_outcomes(snapshot, config)
+    most = max(leaf[0] for leaf in leaves)
+    best: dict[int, int] = {}
+    for placed, net, _, moves in leaves:
+        if placed == most:
+            best[net] = min(moves, best.get(net, moves))
+    return best
+
+
 def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple[int, int, int, int]]:
     """(pending placed, net freed GPUs, freed nodes, moves) of every assignment that respects eligibility and capacity."""
     nodes = list(snapshot.nodes)
@@ -347,10 +359,12 @@ def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optim
         assert len(chosen) == 1 and (chosen[0].moves, chosen[0].freed_gpus) == (len(plan.moves), plan.freed_gpus), objective
     frontier = plans["balanced"].frontier
     assert (frontier[0].moves, frontier[-1].moves) == (len(plans["pending-only"].moves), len(plans["max-free"].moves))
+    by_gpus = brute_force_gpu_curve(snapshot, config)
     for point in frontier:
         fewest = min(m for k, m in curve.items() if k >= point.freed_nodes)
         assert point.moves >= fewest
-        assert point.bound <= fewest
+        # The max-free point's claim is about its GPUs: no plan freeing as many costs less.
+        assert point.bound <= (fewest if point is not frontier[-1] else min(m for g, m in by_gpus.items() if g >= point.freed_gpus))
         if point.status == "OPTIMAL" and point is not frontier[-1]:
             assert point.moves == fewest, point
     assert [p.freed_gpus for p in frontier] == sorted({p.freed_gpus for p in frontier})  # strictly more GPUs ...
@@ -386,3 +400,29 @@ def test_brute_force_sees_what_the_planner_must_do() -> None:
                        pod("edge", on="g2", gpus=2, owner=None, host_ports=[9000]))
     assert brute_force(snapshot, config) == (0, 8, 1)  # anti-affinity selects only web: ported joins guard on g1
 
+
+
+# ---------------------------------------------------------------------------- property 3: claims that hold for the whole cluster
+
+
+@PROPERTY
+@given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True),
+       narrow=st.sampled_from([(1, 1), (1, 2), (2, 1), (24, 1500)]))
+def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(objects: list[dict[str, Any]], narrow: tuple[int, int]) -> None:
+    """However narrow the model (targets per type, candidate pods), the plan is valid, its bound is at least the true
+    optimum, OPTIMAL means the true optimum, and it is never worse than the greedy warm start."""
+    snapshot = cluster(*objects)
+    targets, pods = narrow
+    config = PlannerSettings(time_limit_seconds=5, workers=2, objective="max-free", max_targets_per_type=targets, max_candidate_pods=pods)
+    assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
+    plan = _plan(snapshot, config)
+    assert not check_plan(snapshot, plan, config)
+    placed, net, moves = brute_force(snapshot, config)
+    note(f"brute force: placed={placed} net={net} moves={moves}")
+    if len(plan.placed_pending) == placed and plan.solver.bound is not None:
+        assert plan.solver.bound >= net
+    if plan.solver.status == "OPTIMAL":
+        assert (len(plan.placed_pending), plan.freed_gpus, len(plan.moves)) == (placed, net, moves)
+    warm = greedy_drain(snapshot, config)
+    mine, theirs = (len(plan.placed_pending), plan.freed_gpus), (warm.pending_placed, warm.freed_gpus)
+    assert mine > theirs or (mine == theirs and len(plan.moves) <= warm.moves), (mine, len(plan.moves), theirs, warm.moves)

@@ -1,0 +1,130 @@
+"""Issue [10]: the planner never hands back less than it held, and claims only what holds for the whole cluster."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from compactor.model.types import Snapshot
+from compactor.planner.bound import whole_free_bound
+from compactor.planner.compose import build_plan
+from compactor.planner.greedy import Assignment, greedy, prune
+from compactor.planner.plan import CompactionPlan
+from compactor.planner.problem import Problem, build_problem
+from compactor.planner.solver import solve
+from compactor.settings import PlannerSettings
+from tests.builders import H100_80, cluster, node, pod
+from tests.plancheck import check_plan
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def whole(snapshot: Snapshot, **settings: Any) -> Problem:
+    return build_problem(snapshot, PlannerSettings(**settings), max_targets=len(snapshot.nodes))
+
+
+def plan_for(snapshot: Snapshot, **settings: Any) -> CompactionPlan:
+    config = PlannerSettings(objective="max-free", **settings)
+    plan = build_plan(snapshot, config, source="test", now=NOW)
+    assert check_plan(snapshot, plan, config) == []
+    return plan
+
+
+def type_on(problem: Problem, node_name: str) -> int:
+    index = next(s.index for s in problem.nodes if s.node.name == node_name)
+    return next(t.index for t in problem.types if index in t.initial)
+
+
+# ------------------------------------------------------------------ moves that serve nothing
+
+
+def test_prune_undoes_a_move_that_frees_nothing_and_keeps_the_one_that_frees_a_node() -> None:
+    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), node("c", gpus=8),
+                       pod("stay-0", on="a", gpus=2, owner="ReplicaSet/stay"), pod("stay-1", on="a", gpus=2, owner="ReplicaSet/stay"),
+                       pod("lone", on="c", gpus=3, owner="ReplicaSet/lone"), pod("anchor", on="b", gpus=4, owner=None))
+    problem = whole(snapshot)
+    a, b = (next(s.index for s in problem.nodes if s.node.name == n) for n in "ab")
+    stay, lone = type_on(problem, "a"), type_on(problem, "c")
+    # One "stay" pod a -> b (a keeps the other: nothing freed) and "lone" c -> b (frees c); 2- and 3-GPU pods are two types.
+    churned = Assignment({stay: {a: 1, b: 1}, lone: {b: 1}})
+    pruned = prune(problem, churned)
+    assert {n: k for n, k in pruned.counts[stay].items() if k} == {a: 2}
+    assert {n: k for n, k in pruned.counts[lone].items() if k} == {b: 1}
+    assert (churned.moves(problem), pruned.moves(problem)) == (2, 1)
+
+
+def test_prune_keeps_a_move_whose_source_has_no_room_left() -> None:
+    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), pod("x", on="a", gpus=4, owner="ReplicaSet/x"),
+                       pod("big", gpus=8, owner="Job/big"))
+    problem = whole(snapshot)
+    a, b = (next(s.index for s in problem.nodes if s.node.name == n) for n in "ab")
+    x = type_on(problem, "a")
+    pending = next(t.index for t in problem.types if t.pending)
+    plan = Assignment({x: {b: 1}}, {pending: {a: 1}})  # x makes room on a for the pending 8-GPU pod
+    assert prune(problem, plan).counts[x] == {b: 1}
+
+
+# ------------------------------------------------------------------ never worse than the warm start
+
+
+def fragmented(nodes: int = 12) -> Snapshot:
+    objects: list[dict[str, Any]] = [node(f"gpu-{i:02d}", gpus=8) for i in range(nodes)]
+    objects += [pod(f"web-{i:02d}-{k}", on=f"gpu-{i:02d}", gpus=1 + (i % 3), owner=f"ReplicaSet/web-{i % 4}") for i in range(nodes) for k in range(2)]
+    return cluster(*objects)
+
+
+def rank(problem: Problem, assignment: Assignment) -> tuple[int, int, int]:
+    from compactor.planner.solver import _rank
+
+    return _rank(problem, assignment)
+
+
+def test_a_solve_out_of_time_returns_at_least_its_warm_start_without_churn() -> None:
+    problem = whole(fragmented())
+    warm = greedy(problem)
+    result = solve(problem, time_limit=0.001)
+    assert rank(result.problem, result.assignment) >= rank(problem, warm)
+    assert prune(result.problem, result.assignment).moves(result.problem) == result.assignment.moves(result.problem)
+
+
+# ------------------------------------------------------------------ claims for the whole cluster
+
+
+def test_a_narrowed_model_says_what_it_searched_and_reports_the_whole_cluster_bound() -> None:
+    snapshot = fragmented()
+    narrowed = plan_for(snapshot, max_targets_per_type=1, max_candidate_pods=2)
+    full = plan_for(snapshot)
+    assert "searched" in narrowed.solver.note and "movable pods" in narrowed.solver.note
+    assert narrowed.solver.bound is not None and narrowed.solver.bound >= full.freed_gpus
+    if narrowed.solver.status == "OPTIMAL":  # only when the whole-cluster bounds prove it
+        assert (narrowed.freed_gpus, len(narrowed.moves)) == (full.freed_gpus, len(full.moves))
+    assert "searched" not in full.solver.note and full.solver.status == "OPTIMAL"
+
+
+def test_where_cpu_keeps_a_node_busy_the_narrowed_plan_is_feasible_with_an_honest_gap() -> None:
+    # GPUs would allow freeing one node, but the pods' CPU does not fit elsewhere: the GPU-only bound is loose.
+    snapshot = cluster(node("a", gpus=8, cpu="8"), node("b", gpus=8, cpu="8"),
+                       pod("p", on="a", gpus=2, cpu="6", owner="ReplicaSet/p"), pod("q", on="b", gpus=2, cpu="6", owner="ReplicaSet/q"))
+    plan = plan_for(snapshot, max_targets_per_type=1, max_candidate_pods=1)
+    assert plan.freed_gpus == 0 and plan.moves == []
+    assert plan.solver.status == "FEASIBLE" and plan.solver.bound == 8 and plan.solver.gap == 1.0
+
+
+def test_the_whole_cluster_bound_counts_gpu_capacity_per_group_of_reachable_nodes() -> None:
+    ones = [pod(f"one-{i}", on=f"a-{i % 3}", gpus=1, owner="ReplicaSet/one") for i in range(12)]  # 12 of 24 A100 GPUs
+    h100 = [node("h-0", gpus=8, product=H100_80), node("h-1", gpus=8, product=H100_80),
+            pod("h", on="h-0", gpus=7, owner="ReplicaSet/h")]
+    snapshot = cluster(*[node(f"a-{i}", gpus=8) for i in range(3)], *ones, *h100)
+    # A100s: 12 free GPUs -> one 8-GPU node at most; H100s: h-1 is free already, h-0 keeps its 7-GPU pod (1 spare).
+    assert whole_free_bound(whole(snapshot), all_pending_placed=True) == 8 + 8
+    pinned = cluster(*[node(f"a-{i}", gpus=8) for i in range(3)], *ones, pod("pin", on="a-0", gpus=1, owner=None))
+    # The pinned pod keeps a-0 busy and takes one more GPU: 11 free, still one node.
+    assert whole_free_bound(whole(pinned), all_pending_placed=True) == 8
+
+
+def test_a_pending_pod_counts_in_the_bound_only_when_every_pending_pod_is_placed() -> None:
+    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), pod("x", on="a", gpus=4, owner="ReplicaSet/x"),
+                       pod("big", gpus=8, owner="Job/big"))
+    problem = whole(snapshot)
+    assert whole_free_bound(problem, all_pending_placed=False) == 8
+    assert whole_free_bound(problem, all_pending_placed=True) == 0
