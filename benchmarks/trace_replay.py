@@ -221,12 +221,13 @@ class DefaultScheduler:
     def _scores(self, after: np.ndarray, *, scored: bool) -> np.ndarray:
         columns = RESOURCES if scored else 2  # an extended resource the pod does not request is not scored
         alloc, req = self.allocatable[:, :columns], after[:, :columns]
-        least = ((alloc - req) * 100 // alloc).sum(axis=1) // columns
+        least: np.ndarray = ((alloc - req) * 100 // alloc).sum(axis=1) // columns
         if not self.balanced:
             return least
         fractions = np.minimum(req / alloc, 1.0)
         std = np.abs(fractions[:, 0] - fractions[:, 1]) / 2 if columns == 2 else fractions.std(axis=1)
-        return least + ((1 - std) * 100).astype(np.int64)
+        total: np.ndarray = least + ((1 - std) * 100).astype(np.int64)
+        return total
 
     def free(self, index: int) -> tuple[int, int, int]:
         cpu, memory, gpus = (int(v) for v in self.allocatable[index] - self.used[index])
@@ -342,6 +343,15 @@ def group_objects(rng: random.Random, index: int, group: Sequence[tuple[TracePod
     return objects
 
 
+def mark_pending(pods: list[dict[str, Any]], nodes: int, *, fits: bool) -> list[dict[str, Any]]:
+    """PodScheduled=False/Unschedulable on the pending pods unless one would fit (then kube-scheduler has not tried yet)."""
+    message = f"0/{nodes} nodes are available: {nodes} Insufficient nvidia.com/gpu."
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    for pod in pods:
+        pod["status"]["conditions"] = [] if fits else [condition]
+    return pods
+
+
 def gpu_spec_affinity(models: Sequence[str]) -> dict[str, Any]:
     expression = {"key": PRODUCT_LABEL, "operator": "In", "values": list(models)}
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}}
@@ -415,7 +425,7 @@ def replay(options: ReplayOptions) -> tuple[dict[str, Any], ReplayStats]:
     fits = scheduler.fits_anywhere(PENDING_REQUEST)
     if fits and options.pending:
         print("warning: a pending 8-GPU pod would fit on some node as the cluster is; written without PodScheduled=False", file=sys.stderr)
-    items += pending_pods(objects_rng, options.pending, PENDING_GPUS, states)
+    items += mark_pending(pending_pods(objects_rng, options.pending, PENDING_GPUS, states), len(states), fits=fits)
     cluster = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
     stats = ReplayStats(
         nodes=len(nodes), gpus=gpus, target_gpus=run.target_gpus, held_gpus=run.held_gpus, fill=run.held_gpus / gpus if gpus else 0.0,

@@ -32,11 +32,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from compactor.planner.explain import render_plan
 
     settings = settings_from_args(args)
-    overrides = {k: v for k, v in (("time_limit_seconds", args.time_limit), ("max_moves", args.max_moves), ("objective", args.objective))
-                 if v is not None}
+    overrides = {k: v for k, v in (("time_limit_seconds", args.time_limit), ("max_moves", args.max_moves), ("objective", args.objective),
+                                   ("seed", args.seed)) if v is not None}
+    if args.seed is not None:
+        overrides["deterministic"] = True  # a seed asks for the same plan again
     if args.max_moves is not None and args.objective is None:
         overrides["objective"] = "max-free"  # the freest point within the cap
     planner = settings.planner.model_copy(update=overrides) if overrides else settings.planner
+    if args.seed is not None and args.seed < 0:
+        raise CompactorError(f"--seed must be >= 0, got {args.seed}")
     if args.max_moves is not None and args.max_moves < 0:
         raise CompactorError(f"--max-moves must be >= 0, got {args.max_moves}")
     if args.time_limit is not None and args.time_limit <= 0:
@@ -90,6 +94,8 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
                                                                  "the demand best (advice: nothing is re-cut)")
     plan.add_argument("--objective", choices=("pending-only", "balanced", "max-free"),
                       help="which point of the trade-off curve to plan (default from config: balanced)")
+    plan.add_argument("--seed", type=int, metavar="N", help="CP-SAT seed; implies planner.deterministic: the same snapshot, settings "
+                                                             "and seed give the same plan")
     plan.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape for the figures")
     plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
     plan.set_defaults(handler=cmd_plan)

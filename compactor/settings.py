@@ -88,8 +88,12 @@ class MoveCostSettings(_Group):
 class PlannerSettings(_Group):
     mode: Literal["free-nodes", "shapes"] = "free-nodes"
     target_shapes: list[str] = Field(default_factory=list, description="shape mode: maximise headroom for these")
-    time_limit_seconds: float = Field(10.0, gt=0)
+    time_limit_seconds: float = Field(10.0, gt=0, description="the whole plan, trade-off curve included")
     workers: int = Field(2, ge=1)
+    seed: int = Field(1, ge=0, description="CP-SAT's random seed")
+    deterministic: bool = Field(False, description="the same plan for the same snapshot, settings and seed, on any machine: CP-SAT's "
+                                                   "deterministic time and interleaved search (one thread) instead of wall-clock "
+                                                   "seconds and the parallel portfolio (see docs/planner.md)")
     max_moves: int | None = Field(None, ge=0)
     max_moves_per_node: int | None = Field(None, ge=0)
     max_moves_per_namespace: int | None = Field(None, ge=0)

@@ -20,12 +20,13 @@ from collections import defaultdict
 from ortools.sat.python import cp_model
 
 from compactor.model.resources import is_gpu_resource
+from compactor.planner.budget import Budget
 from compactor.planner.problem import NodeState, Problem, holds_gpu_load
 
 BOUND_SECONDS = 1.0
 
 
-def whole_free_bound(problem: Problem, *, all_pending_placed: bool, seconds: float = BOUND_SECONDS) -> int:
+def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budget | None = None) -> int:
     """An upper bound on the GPUs of nodes left with no GPU pod (``empty_nodes``), over every plan of the unrestricted
     ``problem``. Pending pods count as load only when every one must be placed (the pending level placed them all)."""
     group = _groups(problem)
@@ -46,10 +47,11 @@ def whole_free_bound(problem: Problem, *, all_pending_placed: bool, seconds: flo
         for resource, amount in ptype.requests.items():
             if is_gpu_resource(resource):
                 spare[group[nodes[0]], resource] -= amount * ptype.count
-    return _knapsack(problem, candidates, group, spare, seconds)
+    budget = budget or Budget(BOUND_SECONDS, workers=1)
+    return _knapsack(problem, candidates, group, spare, budget.until(BOUND_SECONDS))
 
 
-def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int], seconds: float) -> int:
+def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int], budget: Budget) -> int:
     model = cp_model.CpModel()
     chosen = {s.index: model.new_bool_var(f"free_{s.index}") for s in candidates}
     terms: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
@@ -60,10 +62,7 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
     for key, items in terms.items():
         model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in items], [a for _, a in items]) <= max(0, spare.get(key, 0)))
     model.maximize(cp_model.LinearExpr.weighted_sum(list(chosen.values()), [problem.nodes[n].gpus for n in chosen]))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = seconds
-    solver.parameters.num_workers = 1  # small, and deterministic
-    status = solver.solve(model)
+    solver, status = budget.solve(model, max(0.05, budget.remaining()), workers=1)  # small: one worker
     if status == cp_model.OPTIMAL:
         return round(solver.objective_value)
     if math.isfinite(solver.best_objective_bound):

@@ -11,6 +11,7 @@ from datetime import datetime
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
 from compactor.model.migparted import Layouts
 from compactor.model.types import Node, Snapshot
+from compactor.planner.budget import Budget
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.greedy import Assignment
 from compactor.planner.pending import left_pending
@@ -28,7 +29,7 @@ from compactor.planner.plan import (
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
-from compactor.planner.solver import SolveResult, empty_nodes, solve
+from compactor.planner.solver import SolveResult, budget_for, empty_nodes, solve
 from compactor.settings import PlannerSettings
 
 
@@ -157,13 +158,14 @@ def build_plan(
             chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment())
             points = [chosen]
     else:
-        deadline = began + settings.time_limit_seconds * CURVE_END  # the whole plan within the limit
-        result = solve(problem, time_limit=max(0.1, began + settings.time_limit_seconds * SOLVE_SHARE - time.monotonic()))
+        clock = budget_for(settings)  # the whole plan within the limit (the problem was built on the wall clock's time)
+        built = time.monotonic() - began if not settings.deterministic else 0.0
+        result = solve(problem, budget=clock.until(max(0.1, settings.time_limit_seconds * SOLVE_SHARE - built)))
         problem = result.problem
         assignment = result.assignment
         if settings.mode == "free-nodes":
             started = time.monotonic()
-            points, chosen = _curve(problem, result, settings, deadline)
+            points, chosen = _curve(problem, result, settings, clock.until(settings.time_limit_seconds * CURVE_END - built - clock.elapsed()))
             if result.restricted:
                 _whole_cluster_bounds(points, original)
             curve_seconds = time.monotonic() - started
@@ -205,11 +207,10 @@ SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
 
 
-def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, deadline: float) -> tuple[list[Point], Point]:
+def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, budget: Budget) -> tuple[list[Point], Point]:
     """The trade-off curve (within as long again as the max-free solve took, at most what remains of the time limit) and
     the point to run."""
-    budget = max(0.2, min(result.wall_seconds, deadline - time.monotonic()))
-    points = frontier(problem, result, budget=budget, workers=settings.workers)
+    points = frontier(problem, result, budget=budget.until(max(0.2, result.spent)))
     if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
         return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from compactor.planner import constraints as c
+from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, Drainer, greedy
 from compactor.planner.problem import Problem
 from compactor.planner.solution import gpu_nodes_changed, pairs
@@ -105,7 +105,7 @@ class _Steps:
 class _CostModel:
     """One CP-SAT model: pending placements fixed at their best, "freed nodes >= k" adjustable, minimise cost, then GPUs."""
 
-    def __init__(self, problem: Problem, pending: int, workers: int) -> None:
+    def __init__(self, problem: Problem, pending: int, budget: Budget) -> None:
         self.problem = problem
         self.v = make_variables(problem)
         for build in c.ALL_CONSTRAINTS:
@@ -118,18 +118,14 @@ class _CostModel:
         model.add(cp_model.LinearExpr.sum(ran) >= self.k) if ran else model.add(self.k == 0)
         self.weight = sum(s.gpus for s in problem.nodes) + 1  # freed GPUs only break ties between equal costs
         model.minimize(cp_model.LinearExpr.weighted_sum([c.move_cost(problem, self.v), c.freed_gpus(problem, self.v)], [self.weight, -1]))
-        self.workers = workers
+        self.budget = budget
 
     def solve(self, k: int, hint: Assignment, seconds: float) -> tuple[str, Assignment | None, int]:
         """(status, assignment or None, proven lower bound on the cost)."""
         domain = self.v.model.proto.variables[self.k.index].domain
         domain[0], domain[1] = k, k
         self.v.hint(self.problem, hint, empty_nodes(self.problem, hint))
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(0.05, seconds)
-        solver.parameters.num_workers = self.workers
-        solver.parameters.random_seed = 1
-        status = solver.solve(self.v.model)
+        solver, status = self.budget.solve(self.v.model, max(0.05, seconds))
         raw = solver.best_objective_bound
         bound = max(0, math.ceil(raw / self.weight - 1e-9)) if status != cp_model.INFEASIBLE and math.isfinite(raw) else 0
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -156,14 +152,13 @@ def summarise(problem: Problem, assignment: Assignment) -> tuple[int, int, int, 
     return len(freed), gpus, len(moves), sum(m.ptype.cost for m in moves)
 
 
-def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int) -> list[Point]:
+def frontier(problem: Problem, top: SolveResult, *, budget: Budget) -> list[Point]:
     """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped."""
-    deadline = time.monotonic() + budget
     pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
     # Built on first use: at thousands of nodes building it takes seconds, and often no point needs a solve.
-    model = functools.cache(lambda: _CostModel(problem, pending, workers))
+    model = functools.cache(lambda: _CostModel(problem, pending, budget))
 
-    zero = _zero_point(problem, model, top, deadline)
+    zero = _zero_point(problem, model, top, budget)
     best: list[Point] = []
     lower = {0: zero.bound if zero is not None else 0}
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
@@ -180,12 +175,12 @@ def frontier(problem: Problem, top: SolveResult, *, budget: float, workers: int)
     for k in range(1, top_nodes + 1):
         lower[k] = lower[0] + sum(cheapest[:k]) if additive else max(lower[0], sum(cheapest[:k]))
         known = _cheapest_freeing(best, k)
-        remaining = deadline - time.monotonic()
+        remaining = budget.remaining()
         if known.cost <= lower[k] or remaining <= 0.05:
             continue
         # The first points matter most (balanced stops early): each solve gets at least MIN_SOLVE_SECONDS, in order of k.
         status, found, proven = model().solve(k, plan_of(known), max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1)))
-        if time.monotonic() > deadline:  # building the model took the budget: the solve found nothing worth waiting for
+        if budget.remaining() <= 0:  # building the model took the budget: the solve found nothing worth waiting for
             break
         if found is not None:
             _offer(best, problem, found)
@@ -205,7 +200,7 @@ def _pending_and_draining_add_up(problem: Problem) -> bool:
     return all(t.uses_gpu for t in problem.types if not t.pending)
 
 
-def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, deadline: float) -> Point | None:
+def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, budget: Budget) -> Point | None:
     """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them."""
     if not any(t.pending for t in problem.types):
         unchanged = Assignment.unchanged(problem)
@@ -216,7 +211,7 @@ def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveRes
     if _placed(placing) == _placed(top.assignment) and within_limits(problem, placing) \
             and placing.cost(problem) <= top.assignment.cost(problem):
         hint = placing
-    seconds = max(0.1, (deadline - time.monotonic()) / 3)
+    seconds = max(0.1, budget.remaining() / 3)
     status, found, bound = model().solve(0, hint, seconds)
     if found is None or found.cost(problem) > hint.cost(problem):
         found, status = hint, "FEASIBLE"

@@ -15,9 +15,11 @@ from ortools.sat.python import cp_model
 
 from compactor.planner import constraints as c
 from compactor.planner.bound import whole_free_bound
+from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, greedy, prune
 from compactor.planner.problem import Problem, holds_gpu_load, movable_pods, restrict
 from compactor.planner.variables import Variables, make_variables
+from compactor.settings import PlannerSettings
 
 _STATUS = {
     cp_model.OPTIMAL: "OPTIMAL",
@@ -50,6 +52,7 @@ class SolveResult:
     restricted: str = ""  # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
     whole_bound: int | None = None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
     rounds: int = 1  # solves, each on a wider restriction than the last
+    spent: float = 0.0  # on the budget's clock (seconds, or CP-SAT deterministic time)
 
 
 def empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
@@ -110,10 +113,9 @@ def extract(problem: Problem, v: Variables, solver: cp_model.CpSolver) -> Assign
 class _Levels:
     """Runs the levels on one model, carrying the incumbent from level to level."""
 
-    def __init__(self, problem: Problem, deadline: float, workers: int, start: Assignment) -> None:
+    def __init__(self, problem: Problem, budget: Budget, start: Assignment) -> None:
         self.problem = problem
-        self.deadline = deadline
-        self.workers = workers
+        self.budget = budget
         self.v = make_variables(problem)
         if problem.target_shapes:
             c.add_headroom_vars(problem, self.v)
@@ -161,13 +163,8 @@ class _Levels:
             self.best = self.greedy  # the warm start is cheaper and still meets every level fixed so far
         self.v.hint(self.problem, self.best, empty_nodes(self.problem, self.best))
         model.maximize(expr) if maximize else model.minimize(expr)
-        solver = cp_model.CpSolver()
-        remaining = max(0.05, self.deadline - time.monotonic())
-        solver.parameters.max_time_in_seconds = max(0.05, remaining * share)
-        solver.parameters.num_workers = self.workers
-        solver.parameters.random_seed = 1
         started = time.monotonic()
-        status = solver.solve(model)
+        solver, status = self.budget.solve(model, max(0.05, max(0.05, self.budget.remaining()) * share))
         took = time.monotonic() - started
         name_status = _STATUS.get(status, "UNKNOWN")
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -272,9 +269,9 @@ def _translate(problem: Problem, start: Assignment, mapping: dict[int, int], sou
     return Assignment(counts, placed)
 
 
-def _solve_levels(problem: Problem, start: Assignment, deadline: float, workers: int) -> tuple[_Levels, int]:
+def _solve_levels(problem: Problem, start: Assignment, budget: Budget) -> tuple[_Levels, int]:
     """Run the lexicographic levels on one (sub)problem; returns the levels and the model size."""
-    levels = _Levels(problem, deadline, workers, start)
+    levels = _Levels(problem, budget, start)
     plan: list[tuple[str, Callable[[], cp_model.LinearExprT], bool, float]] = []
     if levels.v.placed and not levels.greedy_places_all_pending():
         plan.append(("pending", lambda: c.pending_placed(problem, levels.v), True, 0.25))
@@ -341,7 +338,7 @@ def _merge_levels(parts: list[list[LevelResult]], offset: dict[str, float]) -> l
     return list(merged.values())
 
 
-def solve(problem: Problem, *, time_limit: float | None = None, workers: int | None = None) -> SolveResult:
+def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget | None = None) -> SolveResult:
     """Solve, narrowing very large instances around the greedy warm start and solving independent
     components (node pools that share no pod) one by one; the result names the problem it solved.
 
@@ -351,9 +348,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, workers: int | N
     The result is never worse than the greedy warm start, lexicographically (pending placed, freed, cost),
     and moves that serve nothing are pruned from it."""
     started = time.monotonic()
-    limit = time_limit if time_limit is not None else problem.settings.time_limit_seconds
-    deadline = started + limit
-    workers = workers or problem.settings.workers
+    budget = budget or budget_for(problem.settings, time_limit)
+    spent_before = budget.now()
     whole, warm = problem, greedy(problem)
     pods, targets = problem.settings.max_candidate_pods, problem.settings.max_targets_per_type
     best: SolveResult | None = None
@@ -364,7 +360,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, workers: int | N
     while True:
         rounds += 1
         narrowed = _narrow(whole, best_whole, pods, targets)
-        result = _solve_once(narrowed.problem, narrowed.start, deadline, workers)
+        result = _solve_once(narrowed.problem, narrowed.start, budget)
         result.assignment = _at_least_the_warm_start(result)
         result.empty_nodes = empty_nodes(result.problem, result.assignment)
         if narrowed.sources is not None:
@@ -375,15 +371,20 @@ def solve(problem: Problem, *, time_limit: float | None = None, workers: int | N
         if narrowed.sources is None or whole.target_shapes:
             break
         if bound is None:
-            bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best))
-        left = deadline - time.monotonic()
-        if best_rank[1] >= bound or left < 0.35 * limit or (targets >= _widest(whole) and pods >= movable_pods(whole)):
+            bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
+        if best_rank[1] >= bound or budget.remaining() < 0.35 * budget.seconds or (targets >= _widest(whole) and pods >= movable_pods(whole)):
             break
         pods, targets = pods * 2, targets * 4
     best.whole_bound = bound
     best.rounds = rounds
     best.wall_seconds = time.monotonic() - started
+    best.spent = budget.now() - spent_before
     return best
+
+
+def budget_for(settings: PlannerSettings, seconds: float | None = None) -> Budget:
+    """A budget on the clock the settings ask for (``planner.deterministic``), of ``seconds`` or the time limit."""
+    return Budget(settings.time_limit_seconds if seconds is None else seconds, settings.workers, settings.seed, settings.deterministic)
 
 
 def _restriction(whole: Problem, narrowed: Problem, targets: int) -> str:
@@ -424,7 +425,7 @@ def _at_least_the_warm_start(result: SolveResult) -> Assignment:
     return found
 
 
-def _solve_once(problem: Problem, start: Assignment, deadline: float, workers: int) -> SolveResult:
+def _solve_once(problem: Problem, start: Assignment, budget: Budget) -> SolveResult:
     """One solve of one (possibly narrowed) problem: levels, by components when they are independent."""
     started = time.monotonic()
     if not within_limits(problem, start):
@@ -433,7 +434,7 @@ def _solve_once(problem: Problem, start: Assignment, deadline: float, workers: i
         start = Assignment.unchanged(problem)
     groups = _components(problem) if _decomposable(problem) else [[t.index for t in problem.types]]
     if len(groups) <= 1:
-        levels, size = _solve_levels(problem, start, deadline, workers)
+        levels, size = _solve_levels(problem, start, budget)
         return SolveResult(problem=problem, assignment=levels.best, empty_nodes=empty_nodes(problem, levels.best),
                            status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
                            variables=size, greedy_assignment=start)
@@ -448,7 +449,7 @@ def _solve_once(problem: Problem, start: Assignment, deadline: float, workers: i
         back = {new: old for old, new in mapping.items()}
         part_start = Assignment({mapping[t]: per for t, per in start.counts.items() if t in mapping},
                                 {mapping[t]: per for t, per in start.placed.items() if t in mapping})
-        levels, size = _solve_levels(part, part_start, time.monotonic() + max(0.05, deadline - time.monotonic()) * share, workers)
+        levels, size = _solve_levels(part, part_start, budget.until(max(0.05, budget.remaining()) * share))
         assignment.counts.update({back[t]: per for t, per in levels.best.counts.items()})
         assignment.placed.update({back[t]: per for t, per in levels.best.placed.items()})
         all_levels.append(levels.results)

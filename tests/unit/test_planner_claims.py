@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
+from ortools.sat.python import cp_model
+
 from compactor.model.types import Snapshot
 from compactor.planner.bound import whole_free_bound
+from compactor.planner.budget import Budget
 from compactor.planner.compose import build_plan
 from compactor.planner.greedy import Assignment, greedy, prune
 from compactor.planner.plan import CompactionPlan
@@ -128,3 +132,20 @@ def test_a_pending_pod_counts_in_the_bound_only_when_every_pending_pod_is_placed
     problem = whole(snapshot)
     assert whole_free_bound(problem, all_pending_placed=False) == 8
     assert whole_free_bound(problem, all_pending_placed=True) == 0
+
+
+# ------------------------------------------------------------------ the same input, the same plan
+
+
+def test_a_deterministic_plan_is_the_same_plan_every_time_and_the_seed_reaches_cp_sat() -> None:
+    snapshot = fragmented(30)
+
+    def outcome(seed: int) -> str:
+        plan = plan_for(snapshot, deterministic=True, seed=seed, time_limit_seconds=2)
+        return json.dumps([[m.model_dump() for m in plan.moves], [p.model_dump() for p in plan.placed_pending],
+                           [(f.freed_gpus, f.moves, f.status, f.bound) for f in plan.frontier]])
+
+    assert outcome(1) == outcome(1)
+    budget = Budget(1.0, workers=2, seed=7, deterministic=True)
+    solver, _ = budget.solve(cp_model.CpModel(), 0.5)
+    assert (solver.parameters.random_seed, solver.parameters.interleave_search, solver.parameters.max_deterministic_time) == (7, True, 0.5)

@@ -1,0 +1,394 @@
+"""Planner benchmark on clusters replayed from the Alibaba GPU trace (benchmarks/trace_replay.py).
+
+    python benchmarks/bench_trace.py                      # the full matrix (54 snapshots; hours)
+    python benchmarks/bench_trace.py --quick              # one 100-node snapshot, a minute or two
+    python benchmarks/bench_trace.py --sizes 400 --fills 0.8 --variants default --seeds 1 --with-long
+
+Matrix (each a flag): ``--sizes all,400`` (all = the trace's 1,213 GPU nodes, else a stratified sample),
+``--fills 0.6,0.8,0.95``, ``--variants default,multigpu50,gpuspec33``, ``--seeds 1,2,3``. Each snapshot is
+replayed (``trace_replay.replay``) and written to a temporary file, then every method runs on it in a fresh
+subprocess, so the peak RSS is that method's own (import, load and method):
+
+* ``planner``: ``build_plan`` at default settings with ``objective: max-free`` (``--time-limit`` overrides 10 s);
+* ``planner-no-pending``: the same with ``place_pending: false``;
+* ``planner-long``: the same as ``planner`` with ``--long-limit`` (60 s), only with ``--with-long``;
+* ``greedy-drain`` (and ``greedy-drain-no-pending``), ``hnu-least``, ``hnu-most``: the baselines of compactor/planner/baselines.py (greedy drain,
+  descheduler HighNodeUtilization re-scheduling with LeastAllocated or MostAllocated).
+
+Recorded per method: net freed GPUs, freed nodes, moves, pending pods placed, wall seconds of the method and of
+loading the snapshot, peak RSS, and for planner runs the solver's status, gap and bound (``plan.solver``: the
+bound is on net freed GPUs, the max-free level's) and the trade-off curve (its last point shown). Output in
+``--out`` (default /tmp/gpu-compactor-bench): ``results.jsonl`` (one line per snapshot and method, written as
+it goes), ``results.md`` (tables), and with matplotlib (``pip install -e '.[bench]'``) ``freed_vs_moves.png``
+and ``planner_time_vs_nodes.png``.
+
+Goals checked per snapshot (the harness reports, it does not fail):
+
+* both without pending placement (``planner-no-pending``, ``greedy-drain-no-pending``): the planner's net freed GPUs
+  >= greedy drain's, and its curve's point freeing at least greedy drain's GPUs takes no more moves;
+* planner (with pending placement) >= greedy drain in (pending pods placed, net freed GPUs), compared in that order;
+* planner at its default limit: moves <= 2x the fewest moves of the ``--long-limit`` run's curve among its points
+  freeing at least as many GPUs (needs ``--with-long``);
+* time: the planner's load + plan wall seconds <= 10 s at 400 nodes and <= 30 s at 1,213 nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import trace_replay  # noqa: E402  (benchmarks/ is not a package)
+from generate_cluster import write  # noqa: E402
+
+PLANNERS = ("planner", "planner-no-pending", "planner-long")
+BASELINES = ("greedy-drain", "greedy-drain-no-pending", "hnu-least", "hnu-most")
+TIME_GOALS = {400: 10.0, 1213: 30.0}  # nodes -> planner seconds (load + plan)
+MARKERS = ("o", "s", "D", "^", "v", "x", "+")
+QUICK = {"sizes": "100", "fills": "0.8", "variants": "default", "seeds": "1"}
+Record = dict[str, Any]
+
+
+# ---------------------------------------------------------------- the child: one method on one snapshot
+
+
+def measure(method: str, snapshot: str, time_limit: float | None, long_limit: float) -> Record:
+    """Runs in the child process: load the snapshot, run ``method``, return its figures."""
+    from compactor.model.load import load_files
+
+    started = time.monotonic()
+    snap = load_files([snapshot])
+    record: Record = {"loadSeconds": round(time.monotonic() - started, 3), "podsInSnapshot": len(snap.pods)}
+    started = time.monotonic()
+    if method in PLANNERS:
+        record |= _run_planner(snap, snapshot, _planner_settings(method, time_limit, long_limit))
+    else:
+        record |= _run_baseline(snap, method)
+    record["seconds"] = round(time.monotonic() - started, 3)
+    record["peakRssMiB"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return record
+
+
+def _planner_settings(method: str, time_limit: float | None, long_limit: float) -> Any:
+    from compactor.settings import PlannerSettings
+
+    update: dict[str, Any] = {"objective": "max-free"}
+    if method == "planner-no-pending":
+        update["place_pending"] = False
+    if method == "planner-long":
+        update["time_limit_seconds"] = long_limit
+    elif time_limit is not None:
+        update["time_limit_seconds"] = time_limit
+    return PlannerSettings(**update)
+
+
+def _run_planner(snap: Any, source: str, settings: Any) -> Record:
+    from compactor.planner.compose import build_plan
+
+    plan = build_plan(snap, settings, source=source, now=datetime.now(UTC))
+    curve = [[p.freed_nodes, p.freed_gpus, p.moves, p.status, p.bound] for p in plan.frontier]
+    return {
+        "netFreedGpus": plan.freed_gpus, "freedNodes": len(plan.freed_nodes), "moves": len(plan.moves),
+        "pendingPlaced": len(plan.placed_pending), "status": plan.solver.status, "gap": plan.solver.gap, "bound": plan.solver.bound,
+        "timeLimit": settings.time_limit_seconds, "frontierLast": curve[-1] if curve else None, "frontier": curve,
+    }
+
+
+def _run_baseline(snap: Any, method: str) -> Record:
+    from compactor.planner.baselines import greedy_drain, high_node_utilization
+    from compactor.settings import PlannerSettings
+
+    settings = PlannerSettings(place_pending=method != "greedy-drain-no-pending")
+    if method.startswith("greedy-drain"):
+        result = greedy_drain(snap, settings)
+    else:
+        result = high_node_utilization(snap, settings, scoring="LeastAllocated" if method == "hnu-least" else "MostAllocated")
+    return {"netFreedGpus": result.freed_gpus, "freedNodes": len(result.freed_nodes), "moves": result.moves,
+            "pendingPlaced": result.pending_placed, "status": None, "gap": None, "bound": None}
+
+
+# ---------------------------------------------------------------- the parent: snapshots, subprocesses
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    size: int | None  # None = every GPU node
+    variant: str
+    fill: float
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}/{'all' if self.size is None else self.size}/fill{self.fill:g}/seed{self.seed}"
+
+
+def cases(sizes: Sequence[int | None], fills: Sequence[float], variants: Sequence[str], seeds: Sequence[int]) -> list[Case]:
+    return [Case(size, variant, fill, seed) for size in sizes for variant in variants for fill in fills for seed in seeds]
+
+
+def run_method(method: str, snapshot: Path, args: argparse.Namespace) -> Record:
+    """One method in a fresh interpreter; a failure becomes a record with ``error``."""
+    command = [sys.executable, __file__, "--child", method, "--snapshot", str(snapshot), "--long-limit", str(args.long_limit)]
+    if args.time_limit is not None:
+        command += ["--time-limit", str(args.time_limit)]
+    limit = args.long_limit if method == "planner-long" else args.time_limit or 10.0
+    try:
+        out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=6 * limit + 600)
+    except subprocess.CalledProcessError as exc:
+        return {"error": (exc.stderr or "").strip().splitlines()[-1:] or [f"exit {exc.returncode}"]}
+    except subprocess.TimeoutExpired:
+        return {"error": [f"timed out after {6 * limit + 600:g} s"]}
+    record: Record = json.loads(out.stdout.strip().splitlines()[-1])  # the child prints one JSON line, last
+    return record
+
+
+def methods(with_long: bool) -> list[str]:
+    return ["planner", "planner-no-pending", *(["planner-long"] if with_long else []), *BASELINES]
+
+
+def run_case(case: Case, args: argparse.Namespace, workdir: Path, results: Any) -> list[Record]:
+    options = trace_replay.ReplayOptions(variant=case.variant, nodes=case.size, fill=case.fill, seed=case.seed, trace_dir=args.trace_dir)
+    cluster, stats = trace_replay.replay(options)
+    path = workdir / f"{case.variant}-{case.size or 'all'}-{case.fill:g}-{case.seed}.json"
+    write(cluster, path)
+    del cluster
+    print(f"\n{case.name}: {stats.line()}", flush=True)
+    base = {"case": case.name, "variant": case.variant, "size": case.size or "all", "fill": case.fill, "seed": case.seed,
+            "nodes": stats.nodes, "gpus": stats.gpus, "replay": _stats_dict(stats)}
+    records = []
+    for method in methods(args.with_long):
+        record = base | {"method": method} | run_method(method, path, args)
+        records.append(record)
+        results.write(json.dumps(record) + "\n")
+        results.flush()
+        print("  " + row_text(record), flush=True)
+    if not args.keep_snapshots:
+        path.unlink()
+    for goal, verdict in goals(records):
+        print(f"  goal: {goal}: {verdict}", flush=True)
+    return records
+
+
+def _stats_dict(stats: trace_replay.ReplayStats) -> dict[str, Any]:
+    return asdict(stats)
+
+
+# ---------------------------------------------------------------- goals
+
+
+def _by_method(records: Iterable[Record]) -> dict[str, Record]:
+    return {r["method"]: r for r in records if "error" not in r}
+
+
+def goals(records: Sequence[Record]) -> list[tuple[str, str]]:
+    """(goal, verdict) for one snapshot's records."""
+    found = _by_method(records)
+    return [_greedy_goal(found), _lexicographic_goal(found), _long_goal(found), _time_goal(found)]
+
+
+def _greedy_goal(found: dict[str, Record]) -> tuple[str, str]:
+    """Both without pending placement: the planner's max-free point frees at least as much, and its curve's point freeing
+    at least greedy drain's GPUs takes no more moves."""
+    goal = "planner frees >= greedy drain, and as much with <= its moves (both without pending placement)"
+    ours, greedy = found.get("planner-no-pending"), found.get("greedy-drain-no-pending")
+    if ours is None or greedy is None:
+        return goal, "n/a (a run failed)"
+    freed = "yes" if ours["netFreedGpus"] >= greedy["netFreedGpus"] else "NO"
+    matching = long_moves_for(greedy["netFreedGpus"], ours)
+    fewer = "yes" if matching is not None and matching <= greedy["moves"] else "NO"
+    return goal, (f"freed {freed} ({ours['netFreedGpus']} vs {greedy['netFreedGpus']}), "
+                  f"moves {fewer} ({matching} vs {greedy['moves']} for >= {greedy['netFreedGpus']} GPUs)")
+
+
+def _lexicographic_goal(found: dict[str, Record]) -> tuple[str, str]:
+    goal = "planner >= greedy drain in (pending placed, net freed GPUs)"
+    ours, greedy = found.get("planner"), found.get("greedy-drain")
+    if ours is None or greedy is None:
+        return goal, "n/a (a run failed)"
+    pair, theirs = (ours["pendingPlaced"], ours["netFreedGpus"]), (greedy["pendingPlaced"], greedy["netFreedGpus"])
+    return goal, f"{'yes' if pair >= theirs else 'NO'} ({pair[0]}, {pair[1]}) vs ({theirs[0]}, {theirs[1]})"
+
+
+def long_moves_for(freed: int, long_run: Record) -> int | None:
+    """Fewest moves on a planner run's curve among points freeing at least ``freed`` GPUs (None: no such point)."""
+    moves = [m for _, gpus, m, _, _ in long_run.get("frontier") or () if gpus >= freed]
+    if long_run["netFreedGpus"] >= freed:
+        moves.append(long_run["moves"])
+    return min(moves) if moves else None
+
+
+def _long_goal(found: dict[str, Record]) -> tuple[str, str]:
+    goal = "planner moves <= 2x the 60 s run's for the same freed GPUs"
+    ours, long_run = found.get("planner"), found.get("planner-long")
+    if ours is None or long_run is None:
+        return goal, "n/a (no --with-long run)" if long_run is None else "n/a (a run failed)"
+    goal = goal.replace("60 s", f"{long_run['timeLimit']:g} s")
+    best = long_moves_for(ours["netFreedGpus"], long_run)
+    if best is None:
+        return goal, f"n/a (the long run frees fewer: {long_run['netFreedGpus']} vs {ours['netFreedGpus']})"
+    verdict = "yes" if ours["moves"] <= 2 * best else "NO"
+    return goal, f"{verdict} ({ours['moves']} moves vs {best} for >= {ours['netFreedGpus']} GPUs)"
+
+
+def _time_goal(found: dict[str, Record]) -> tuple[str, str]:
+    ours = found.get("planner")
+    if ours is None:
+        return "planner time", "n/a (the run failed)"
+    limit = TIME_GOALS.get(ours["nodes"])
+    total = ours["loadSeconds"] + ours["seconds"]
+    if limit is None:
+        return "planner time (load + plan)", f"n/a at {ours['nodes']} nodes ({total:.1f} s; goals at 400 and 1,213 nodes)"
+    return f"planner time (load + plan) <= {limit:g} s", f"{'yes' if total <= limit else 'NO'} ({total:.1f} s)"
+
+
+# ---------------------------------------------------------------- output
+
+
+def row_text(record: Record) -> str:
+    if "error" in record:
+        return f"{record['method']:<20} ERROR {' '.join(record['error'])}"
+    solver = "" if record["status"] is None else f"  {record['status']} gap {_gap(record['gap'])} bound {_num(record['bound'])}"
+    return (f"{record['method']:<20} freed {record['netFreedGpus']:>5} GPUs  moves {record['moves']:>5}  pending {record['pendingPlaced']}"
+            f"  {record['seconds']:>7.2f} s (+{record['loadSeconds']:.2f} s load)  {record['peakRssMiB']} MiB{solver}")
+
+
+def _gap(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _last(record: Record) -> str:
+    last = record.get("frontierLast")
+    return "-" if not last else f"{last[1]} GPUs / {last[2]} moves {last[3]}"
+
+
+TABLE_HEAD = ("| snapshot | method | net freed GPUs | moves | pending placed | seconds | load s | peak RSS MiB | status | gap | bound "
+              "| curve's last point |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
+
+
+def table_row(record: Record) -> str:
+    if "error" in record:
+        return f"| {record['case']} | {record['method']} | error: {' '.join(record['error'])} |||||||||"
+    cells = [record["case"], record["method"], record["netFreedGpus"], record["moves"], record["pendingPlaced"], f"{record['seconds']:.2f}",
+             f"{record['loadSeconds']:.2f}", record["peakRssMiB"], record["status"] or "-", _gap(record["gap"]), _num(record["bound"]), _last(record)]
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def markdown(records: Sequence[Record], header: str) -> str:
+    lines = [header, "", TABLE_HEAD, *(table_row(r) for r in records), "", "Goals:", ""]
+    lines += ["| snapshot | goal | verdict |", "|---|---|---|"]
+    for case in dict.fromkeys(r["case"] for r in records):
+        lines += [f"| {case} | {goal} | {verdict} |" for goal, verdict in goals([r for r in records if r["case"] == case])]
+    return "\n".join(lines) + "\n"
+
+
+def machine() -> str:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores, {memory:.0f} GiB, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
+
+
+def plots(records: Sequence[Record], out: Path) -> list[Path]:
+    """freed vs moves per method, planner time vs nodes; nothing without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed (pip install -e '.[bench]'): no plots", file=sys.stderr)
+        return []
+    ok = [r for r in records if "error" not in r]
+    figure, axes = plt.subplots(figsize=(7, 5))
+    for method, marker in zip(dict.fromkeys(r["method"] for r in ok), MARKERS, strict=False):
+        mine = [r for r in ok if r["method"] == method]
+        axes.scatter([r["moves"] for r in mine], [r["netFreedGpus"] for r in mine], label=method, marker=marker, alpha=0.6)
+    axes.set(xlabel="moves (evictions)", ylabel="net freed GPUs", title="Freed GPUs vs moves, per method")
+    axes.legend()
+    paths = [_save(figure, out / "freed_vs_moves.png")]
+    figure, axes = plt.subplots(figsize=(7, 5))
+    for method in ("planner", "planner-no-pending"):
+        mine = [r for r in ok if r["method"] == method]
+        axes.scatter([r["nodes"] for r in mine], [r["loadSeconds"] + r["seconds"] for r in mine], label=method, alpha=0.7)
+    axes.scatter(list(TIME_GOALS), list(TIME_GOALS.values()), marker="_", s=400, color="red", label="goal")
+    axes.set(xlabel="nodes", ylabel="load + plan seconds", title="Planner time vs cluster size")
+    axes.legend()
+    paths.append(_save(figure, out / "planner_time_vs_nodes.png"))
+    return paths
+
+
+def _save(figure: Any, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _sizes(text: str) -> list[int | None]:
+    return [None if s == "all" else int(s) for s in text.split(",")]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="all,400", help="comma-separated node counts, 'all' = 1,213 (default all,400)")
+    parser.add_argument("--fills", default="0.6,0.8,0.95")
+    parser.add_argument("--variants", default="default,multigpu50,gpuspec33")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--quick", action="store_true", help="one 100-node default snapshot at fill 0.8, seed 1 (overrides the four above)")
+    parser.add_argument("--time-limit", type=float, default=None, help="planner time limit (default: the settings' default, 10 s)")
+    parser.add_argument("--with-long", action="store_true", help="also run the planner with --long-limit")
+    parser.add_argument("--long-limit", type=float, default=60.0)
+    parser.add_argument("--trace-dir", type=Path, default=trace_replay.DEFAULT_TRACE_DIR)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/gpu-compactor-bench"), help="results folder (default /tmp/gpu-compactor-bench)")
+    parser.add_argument("--keep-snapshots", action="store_true", help="keep the replayed snapshots in OUT/snapshots")
+    parser.add_argument("--child", choices=(*PLANNERS, *BASELINES), help=argparse.SUPPRESS)
+    parser.add_argument("--snapshot", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        for name, value in QUICK.items():
+            setattr(args, name, value)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.child:
+        print(json.dumps(measure(args.child, args.snapshot, args.time_limit, args.long_limit)))
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    matrix = cases(_sizes(args.sizes), [float(f) for f in args.fills.split(",")], args.variants.split(","), [int(s) for s in args.seeds.split(",")])
+    command = "python benchmarks/bench_trace.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    header = f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}: `{command.strip()}`"
+    print(f"{header}\n{len(matrix)} snapshot(s) x {len(methods(args.with_long))} methods; results in {args.out}", flush=True)
+    records: list[Record] = []
+    with (args.out / "results.jsonl").open("w", encoding="utf-8") as results, tempfile.TemporaryDirectory() as tmp:
+        workdir = args.out / "snapshots" if args.keep_snapshots else Path(tmp)
+        workdir.mkdir(exist_ok=True)
+        for case in matrix:
+            records += run_case(case, args, workdir, results)
+    (args.out / "results.md").write_text(markdown(records, header), encoding="utf-8")
+    written = [args.out / "results.jsonl", args.out / "results.md", *plots(records, args.out)]
+    print("\nwritten: " + ", ".join(str(p) for p in written))
+
+
+if __name__ == "__main__":
+    main()
