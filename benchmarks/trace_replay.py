@@ -24,9 +24,10 @@ Nodes
     (the NVIDIA device plugin, 50m CPU / 64Mi, from ``generate_cluster.daemonset_pod``).
 
 Pods and placement
-    * Pods arrive in ``creation_time`` order (file order when the variant has no timestamps, e.g.
-      ``multigpu*``). Departures (``deletion_time``) and the trace's own ``pod_phase`` / ``scheduled_time``
-      are ignored: every row is an arrival to place.
+    * Pods arrive in ``creation_time`` order. The ``multigpu*`` lists have no timestamps and append their extra
+      multi-GPU pods after the default list's rows, so they arrive in a seeded random order instead.
+      Departures (``deletion_time``) and the trace's own ``pod_phase`` / ``scheduled_time`` are ignored: every
+      row is an arrival to place.
     * FGD-style workload inflation: pods are placed in arrival order until the GPUs held reach ``--fill`` of
       the cluster's GPUs; when the list is exhausted it is replayed from the start (a "cycle"). The pod that
       crosses the target is the last one, so the fill overshoots by less than one pod's GPUs. A pod that fits
@@ -141,10 +142,14 @@ def read_nodes(trace_dir: Path) -> list[TraceNode]:
     return [TraceNode(r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"]), r["model"]) for r in rows]
 
 
-def read_pods(trace_dir: Path, variant: str) -> list[TracePod]:
-    """Every row, in arrival order (creation_time, file order for ties or when the column is missing)."""
+def read_pods(trace_dir: Path, variant: str, rng: random.Random | None = None) -> list[TracePod]:
+    """Every row, in arrival order: creation_time (file order for ties). A list without timestamps (``multigpu*``)
+    is shuffled with ``rng``: those files append their extra multi-GPU pods after the default list's rows, so file
+    order would reach any fill target before the first of them arrives."""
     with (trace_dir / pod_file(variant)).open(newline="") as handle:
         rows = list(csv.DictReader(handle))
+    if rows and "creation_time" not in rows[0] and rng is not None:
+        rng.shuffle(rows)
     rows.sort(key=lambda r: int(r.get("creation_time") or 0))
     return [_trace_pod(r) for r in rows]
 
@@ -406,7 +411,7 @@ def replay(options: ReplayOptions) -> tuple[dict[str, Any], ReplayStats]:
     """The snapshot (a v1 List) and what the replay did."""
     all_nodes = read_nodes(options.trace_dir)
     nodes = stratified_sample(all_nodes, options.nodes or len(all_nodes), _rng(options, "nodes"))
-    pods = [p for p in read_pods(options.trace_dir, options.variant) if p.shape.num_gpu > 0 or options.keep_cpu_pods]
+    pods = [p for p in read_pods(options.trace_dir, options.variant, _rng(options, "arrivals")) if p.shape.num_gpu > 0 or options.keep_cpu_pods]
     objects_rng = _rng(options, "objects")
     states = [node_state(objects_rng, i, n) for i, n in enumerate(nodes)]
     owners = {"nvidia-device-plugin-daemonset": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvidia-device-plugin-daemonset",
