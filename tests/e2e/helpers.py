@@ -22,12 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from kubernetes.client.exceptions import ApiException
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Every end-to-end module: a disposable cluster in KUBECONFIG, else the module does not run.
+NEEDS_CLUSTER = pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
+                                   reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')")
 
 GPU = "nvidia.com/gpu"
 MIG_1G = "nvidia.com/mig-1g.10gb"

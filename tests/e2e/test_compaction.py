@@ -12,7 +12,6 @@ Setup and cleanup live in ``conftest.py`` (nodes, namespaces) and ``helpers.py``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from tests.e2e.helpers import (
     MIG_1G,
     MIXED_NODE_FIRST,
     MIXED_NODE_LATER,
+    NEEDS_CLUSTER,
     STATE_CONFIGMAP,
     STATE_NAMESPACE,
     GpuNodes,
@@ -50,8 +50,7 @@ from tests.e2e.helpers import (
 )
 
 pytestmark = [
-    pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
-                       reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')"),
+    NEEDS_CLUSTER,
     pytest.mark.e2e,
     pytest.mark.timeout(1800),
 ]

@@ -41,6 +41,7 @@ from tests.e2e import fragmentation as frag
 from tests.e2e.fragmentation import Fleet, StartingState
 from tests.e2e.helpers import (
     COMPACTOR_ANNOTATION_PREFIX,
+    NEEDS_CLUSTER,
     STATE_CONFIGMAP,
     STATE_NAMESPACE,
     CompactorRun,
@@ -62,8 +63,7 @@ from tests.e2e.watchers import Observed, RunWatcher
 EXIT_STOPPED = 143  # compactor.commands.EXIT_STOPPED: 128 + SIGTERM
 
 pytestmark = [
-    pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
-                       reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')"),
+    NEEDS_CLUSTER,
     pytest.mark.e2e,
     pytest.mark.timeout(900),
 ]

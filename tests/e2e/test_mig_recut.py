@@ -10,7 +10,6 @@ every displaced pod Ready elsewhere and nothing of the compactor's left on the n
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import yaml
 from tests.e2e import fragmentation as frag
 from tests.e2e.fragmentation import Fleet
 from tests.e2e.helpers import (
+    NEEDS_CLUSTER,
     STATE_CONFIGMAP,
     STATE_NAMESPACE,
     Kube,
@@ -38,8 +38,7 @@ from tests.e2e.helpers import (
 from tests.e2e.migmanager import CONFIG_LABEL, FakeMigManager, running
 
 pytestmark = [
-    pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
-                       reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')"),
+    NEEDS_CLUSTER,
     pytest.mark.e2e,
     pytest.mark.timeout(600),
 ]

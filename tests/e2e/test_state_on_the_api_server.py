@@ -15,13 +15,12 @@ from kubernetes import config as k8s_config
 from compactor.actions import annotations as ann
 from compactor.actions.executor import _Run, decode_plan
 from compactor.kube.cluster_client import KubeClusterClient
-from tests.e2e.helpers import STATE_NAMESPACE
+from tests.e2e.helpers import NEEDS_CLUSTER, STATE_NAMESPACE
 from tests.integration.test_executor import make_plan, two_freed_nodes
 from tests.integration.test_nothing_lost import synthetic_moves
 
 pytestmark = [
-    pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
-                       reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')"),
+    NEEDS_CLUSTER,
     pytest.mark.e2e,
     pytest.mark.timeout(300),
 ]
