@@ -21,7 +21,7 @@ from ortools.sat.python import cp_model
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner.budget import Budget
-from compactor.planner.problem import NodeState, Problem, holds_gpu_load
+from compactor.planner.problem import NodeState, Problem, holds_gpu_load, linked_nodes
 
 BOUND_SECONDS = 1.0
 
@@ -29,7 +29,7 @@ BOUND_SECONDS = 1.0
 def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budget | None = None) -> int:
     """An upper bound on the GPUs of nodes left with no GPU pod (``empty_nodes``), over every plan of the unrestricted
     ``problem``. Pending pods count as load only when every one must be placed (the pending level placed them all)."""
-    group = _groups(problem)
+    group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu))  # GPU load stays within its group
     candidates = [s for s in problem.nodes if s.gpus and s.can_empty and not holds_gpu_load(s.fixed)]
     if not candidates:
         return 0
@@ -68,22 +68,3 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
     if math.isfinite(solver.best_objective_bound):
         return math.floor(solver.best_objective_bound + 1e-6)
     return sum(s.gpus for s in candidates)
-
-
-def _groups(problem: Problem) -> list[int]:
-    """Node -> its group: nodes linked by a pod type that may start on or move between them (union-find)."""
-    parent = list(range(len(problem.nodes)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for ptype in problem.types:
-        if not ptype.uses_gpu:
-            continue
-        nodes = (*ptype.initial, *ptype.targets)
-        for other in nodes[1:]:
-            parent[find(other)] = find(nodes[0])
-    return [find(n) for n in range(len(problem.nodes))]

@@ -9,7 +9,7 @@ its deficit targets is a valid set of moves (see ``solution.py``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from compactor.model.resources import Resources, is_gpu_resource
@@ -289,6 +289,23 @@ def _targets(ptype: PodType, eligibility: _Eligibility, max_targets: int) -> tup
     ptype.ranked_targets = tuple(s.index for s in eligible[:max_targets])
     chosen = sorted(current | set(ptype.ranked_targets))
     return tuple(chosen)
+
+
+def linked_nodes(problem: Problem, types: Iterable[PodType]) -> list[int]:
+    """Node -> a representative of its group: nodes linked by a pod type that starts on or may go to them (union-find)."""
+    parent = list(range(len(problem.nodes)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for ptype in types:
+        nodes = (*ptype.targets, *ptype.initial)
+        for other in nodes[1:]:
+            parent[find(other)] = find(nodes[0])
+    return [find(n) for n in range(len(problem.nodes))]
 
 
 def movable_pods(problem: Problem) -> int:

@@ -17,7 +17,7 @@ from compactor.planner import constraints as c
 from compactor.planner.bound import whole_free_bound
 from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, greedy, prune
-from compactor.planner.problem import Problem, holds_gpu_load, movable_pods, restrict
+from compactor.planner.problem import Problem, holds_gpu_load, linked_nodes, movable_pods, restrict
 from compactor.planner.variables import Variables, make_variables
 from compactor.settings import PlannerSettings
 
@@ -289,23 +289,11 @@ def _solve_levels(problem: Problem, start: Assignment, budget: Budget) -> tuple[
 
 def _components(problem: Problem) -> list[list[int]]:
     """Groups of types that share no node (e.g. MIG pools and whole-GPU pools), largest first."""
-    parent = list(range(len(problem.nodes)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for ptype in problem.types:
-        nodes = list(ptype.targets) + list(ptype.initial)
-        for other in nodes[1:]:
-            parent[find(other)] = find(nodes[0])
+    group = linked_nodes(problem, problem.types)
     groups: dict[int, list[int]] = {}
     for ptype in problem.types:
-        nodes = list(ptype.targets) + list(ptype.initial)
-        root = find(nodes[0]) if nodes else -1 - ptype.index
-        groups.setdefault(root, []).append(ptype.index)
+        nodes = (*ptype.targets, *ptype.initial)
+        groups.setdefault(group[nodes[0]] if nodes else -1 - ptype.index, []).append(ptype.index)
     return sorted(groups.values(), key=lambda g: -sum(len(problem.types[t].targets) for t in g))
 
 
