@@ -186,33 +186,37 @@ def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
             payload["intendedCalls"] = client.intended_calls()
             payload["notKnownUntilRealRun"] = list(NOT_KNOWN_UNTIL_REAL_RUN)
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
-    elif report.dry_run:
-        sys.stdout.write("".join(f"(dry run) {line}\n" for line in calls or []))
-        verdict = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}
-        sys.stdout.write(f"plan {report.plan_id}: {verdict.get(report.shown_status, report.shown_status)}; "
-                         f"{report.moves_done}/{report.moves_total} moves simulated\n")
-        if report.freed_nodes:
-            sys.stdout.write(f"would free nodes: {', '.join(report.freed_nodes)}\n")
-        if report.skipped_moves:
-            sys.stdout.write(f"would skip (pod already gone or moved): {', '.join(report.skipped_moves)}\n")
-        if report.reason:
-            sys.stdout.write(f"reason: {report.reason}\n")
-        if report.outcome is not None:
-            sys.stdout.write(_outcome_text(report.outcome))
-        sys.stdout.write(f"dry run: {len(calls or [])} call(s) shown above; nothing was changed\n")
-        if report.status != "nothing-to-do":
-            sys.stdout.write(f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n")
     else:
-        sys.stdout.write(f"plan {report.plan_id}: {report.status}; {report.moves_done}/{report.moves_total} moves done\n")
-        if report.freed_nodes:
-            sys.stdout.write(f"freed nodes: {', '.join(report.freed_nodes)}\n")
-        if report.skipped_moves:
-            sys.stdout.write(f"skipped (pod already gone or moved): {', '.join(report.skipped_moves)}\n")
-        if report.reason:
-            sys.stdout.write(f"reason: {report.reason}\n")
-        if report.outcome is not None:
-            sys.stdout.write(_outcome_text(report.outcome))
+        sys.stdout.write(_run_text(report, calls))
     return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
+
+
+_DRY_VERDICTS = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}
+
+
+def _run_text(report: RunReport, calls: list[str] | None) -> str:
+    """The text report; a dry run words it as intentions, lists its calls first and ends with what it cannot know."""
+    from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN
+
+    dry = report.dry_run
+    lines = [f"(dry run) {line}" for line in calls or []] if dry else []
+    if dry:
+        lines.append(f"plan {report.plan_id}: {_DRY_VERDICTS.get(report.shown_status, report.shown_status)}; "
+                     f"{report.moves_done}/{report.moves_total} moves simulated")
+    else:
+        lines.append(f"plan {report.plan_id}: {report.status}; {report.moves_done}/{report.moves_total} moves done")
+    if report.freed_nodes:
+        lines.append(f"{'would free nodes' if dry else 'freed nodes'}: {', '.join(report.freed_nodes)}")
+    if report.skipped_moves:
+        lines.append(f"{'would skip' if dry else 'skipped'} (pod already gone or moved): {', '.join(report.skipped_moves)}")
+    if report.reason:
+        lines.append(f"reason: {report.reason}")
+    text = "".join(f"{line}\n" for line in lines) + (_outcome_text(report.outcome) if report.outcome is not None else "")
+    if dry:
+        text += f"dry run: {len(calls or [])} call(s) shown above; nothing was changed\n"
+        if report.status != "nothing-to-do":
+            text += f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n"
+    return text
 
 
 def _outcome_text(outcome: Outcome) -> str:
