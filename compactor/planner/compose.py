@@ -179,6 +179,7 @@ def build_plan(
             recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
+    net_gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
     if result is not None and not moves and not placements:
         note = ("moves capped at 0 (--max-moves / planner.max_moves)" if settings.max_moves == 0
                 else "no move frees GPU capacity or places a pending pod")
@@ -188,12 +189,12 @@ def build_plan(
         placed_pending=[Placement(pod=p.pod.key, to_node=problem.nodes[p.target].node.name) for p in placements],
         freed_nodes=[problem.nodes[i].node.name for i in freed],
         filled_nodes=[problem.nodes[i].node.name for i in filled],
-        freed_gpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
+        freed_gpus=net_gpus,
         mig_repartition=[MigRepartition(node=problem.nodes[r.node].node.name, from_config=r.from_config, to_config=r.to_config,
                                         reason=r.reason(problem), allocatable=r.allocatable, cost=settings.recut_cost_moves) for r in recuts],
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
         balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
-        frontier=_frontier(points, chosen, recuts, settings, moves, freed, filled, problem),
+        frontier=_frontier(points, chosen, recuts, settings, moves, len(freed), net_gpus),
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         warnings=warnings,
         solver=solver_report(problem, result, note, top=points[-1] if points else None).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),
@@ -261,15 +262,15 @@ def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> l
 
 
 def _frontier(points: list[Point], chosen: Point | None, recuts: list[Recut], settings: PlannerSettings, moves: list[ConcreteMove],
-              freed: list[int], filled: list[int], problem: Problem) -> list[FrontierPoint]:
-    """The curve as the plan shows it; re-cuts are a step of their own, right after the point they build on."""
+              freed_nodes: int, net_gpus: int) -> list[FrontierPoint]:
+    """The curve as the plan shows it; re-cuts are a step of their own, right after the point they build on (the plan's
+    ``freed_nodes`` nodes and ``net_gpus`` GPUs)."""
     base = settings.move_cost.base
     rows = [_frontier_point(p, p is chosen and not recuts, base) for p in points]
     if recuts and chosen is not None:
         cost = sum(m.ptype.cost for m in moves) / base + settings.recut_cost_moves * len(recuts)
-        step = FrontierPoint(freed_nodes=len(freed), freed_gpus=sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
-                             moves=len(moves), cost=round(cost, 2), status="FEASIBLE", bound=round(chosen.bound / base, 2), chosen=True,
-                             recuts=len(recuts))
+        step = FrontierPoint(freed_nodes=freed_nodes, freed_gpus=net_gpus, moves=len(moves), cost=round(cost, 2), status="FEASIBLE",
+                             bound=round(chosen.bound / base, 2), chosen=True, recuts=len(recuts))
         rows.insert(points.index(chosen) + 1, step)
     return rows
 

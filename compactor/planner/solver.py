@@ -164,7 +164,7 @@ class _Levels:
         self.v.hint(self.problem, self.best, empty_nodes(self.problem, self.best))
         model.maximize(expr) if maximize else model.minimize(expr)
         started = time.monotonic()
-        solver, status = self.budget.solve(model, max(0.05, max(0.05, self.budget.remaining()) * share))
+        solver, status = self.budget.solve(model, max(0.05, self.budget.remaining() * share))
         took = time.monotonic() - started
         name_status = _STATUS.get(status, "UNKNOWN")
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
