@@ -60,7 +60,7 @@ def _contents(snapshot: Snapshot) -> str:
     counts = (("Pod", len(snapshot.pods) + orphans), ("PodDisruptionBudget", len(snapshot.pdbs)), ("PersistentVolume", len(snapshot.volumes)),
               ("PersistentVolumeClaim", len(snapshot.claims)), ("ConfigMap", len(snapshot.config_maps)))
     read = [f"{count} {kind}(s)" for kind, count in counts if count]
-    skipped = [w.split(": ", 1)[-1] for w in snapshot.warnings if "skipped" in w]
+    skipped = [f"{n} {kind}(s) the model does not use" for kind, n in sorted(snapshot.extra.get("skipped_kinds", {}).items())]
     return ", ".join(read + skipped) or "no Kubernetes objects"
 
 

@@ -186,7 +186,8 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
     config_maps: list[ConfigMap] = []
     volumes: list[PersistentVolume] = []
     claims: list[Claim] = []
-    skipped: dict[str, int] = {}
+    skipped: dict[str, int] = {}  # "origin: kind" -> objects
+    skipped_kinds: dict[str, int] = {}
     for origin, raw in objects:
         kind = raw.kind if isinstance(raw, KubeObject) else raw.get("kind")
         if kind == "Pod":
@@ -214,8 +215,9 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
             seen.add("PersistentVolumeClaim", claim.key, "", origin)
             claims.append(claim)
         else:
-            label = f"{origin}: {kind or 'object without kind'}"
-            skipped[label] = skipped.get(label, 0) + 1
+            unused = str(kind or "object without kind")
+            skipped[f"{origin}: {unused}"] = skipped.get(f"{origin}: {unused}", 0) + 1
+            skipped_kinds[unused] = skipped_kinds.get(unused, 0) + 1
     warnings.extend(f"{label}: skipped {n} object(s) of a kind the model does not use" for label, n in sorted(skipped.items()))
 
     orphans = [p for p in pods if p.node_name and p.node_name not in nodes and p.is_bound]
@@ -232,7 +234,7 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
         claims=tuple(claims),
         source=source,
         warnings=tuple(warnings),
-        extra={"orphan_pods": len(orphans)},
+        extra={"orphan_pods": len(orphans), "skipped_kinds": skipped_kinds},
     )
 
 

@@ -52,6 +52,8 @@ def test_an_empty_file_an_empty_list_and_empty_stdin_are_errors_naming_what_was_
     assert "l.json: no Node objects: read no Kubernetes objects" in line
     line = one_line_error(compactor("plan", "--snapshot", "-", stdin=""))  # `kubectl get ... | compactor` after kubectl failed
     assert "<stdin>: no Node objects" in line
+    services = write_list(tmp_path / "s.json", [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "d"}}])
+    assert "no Node objects: read 1 Service(s) the model does not use;" in one_line_error(compactor("report", "--snapshot", services))
 
 
 def test_a_pods_only_file_says_what_it_holds_and_allow_empty_accepts_it(tmp_path: Path) -> None:
