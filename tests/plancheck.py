@@ -452,6 +452,7 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
         where[pod.key] = placement.to_node
 
     recut = {r.node: r for r in plan.mig_repartition}
+    errors.extend(_one_eviction_at_a_time(plan, pods, before, caps, set(recut)))
     for name, change in recut.items():
         if name not in nodes:
             errors.append(f"re-cut of {name}: no such node")
@@ -477,6 +478,12 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
         errors.append(f"filledNodes {sorted(plan.filled_nodes)} != recomputed {sorted(filled)}")
     if plan.freed_gpus != net:
         errors.append(f"freedGpus {plan.freed_gpus} != recomputed {net}")
+    chosen = [p for p in plan.frontier if p.chosen]
+    if chosen and (chosen[0].freed_gpus, chosen[0].moves) != (plan.freed_gpus, len(plan.moves)):
+        errors.append(f"the curve's chosen point frees {chosen[0].freed_gpus} GPUs in {chosen[0].moves} moves; the plan frees "
+                      f"{plan.freed_gpus} in {len(plan.moves)}")
+    if len(chosen) > 1:
+        errors.append(f"{len(chosen)} points of the curve are marked chosen")
 
     # The objective: with nothing placed, moves must buy net freed GPUs (or shape headroom); never a trade.
     shapes = [parse_shape(s) for s in settings.target_shapes] if settings.mode == "shapes" else []
@@ -529,6 +536,24 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
         )
     if settings.min_gain_per_move > 0 and plan.moves and net < settings.min_gain_per_move * len(plan.moves) - 1e-9:
         errors.append(f"net freed {net} GPUs over {len(plan.moves)} moves < minGainPerMove {settings.min_gain_per_move}")
+    return errors
+
+
+def _one_eviction_at_a_time(plan: CompactionPlan, pods: Mapping[str, Pod], before: Mapping[str, Load], caps: Mapping[str, Load],
+                            recut: set[str]) -> list[str]:
+    """The executor evicts one pod at a time, in the plan's order, and its replacement must fit the target then:
+    moves that fit only all together (two pods swapping full nodes) can never run."""
+    now = {name: dict(load) for name, load in before.items()}
+    errors = []
+    for i, move in enumerate(plan.moves):
+        pod = pods.get(move.pod)
+        if pod is None or move.from_node not in now or move.to_node not in now:
+            continue
+        if move.to_node not in recut and not fits(now[move.to_node], demand(pod), caps[move.to_node]):
+            errors.append(f"move {i} {move.pod} {move.from_node}->{move.to_node}: does not fit {move.to_node} when it runs "
+                          f"(after the moves before it, one eviction at a time)")
+        add(now[move.from_node], demand(pod), -1)
+        add(now[move.to_node], demand(pod))
     return errors
 
 

@@ -206,12 +206,13 @@ def build_plan(
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
+MIN_CURVE_SECONDS = 1.0  # on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
 
 
 def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, budget: Budget) -> tuple[list[Point], Point]:
     """The trade-off curve (within as long again as the max-free solve took, at most what remains of the time limit) and
     the point to run."""
-    points = frontier(problem, result, budget=budget.until(max(0.2, result.spent)))
+    points = frontier(problem, result, budget=budget.until(max(MIN_CURVE_SECONDS, result.spent)))
     if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
         return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)

@@ -53,6 +53,37 @@ def capacity(problem: Problem, v: Variables) -> None:
             v.model.add(_weighted(terms) <= state.capacity.get(resource, 0) - state.fixed.get(resource, 0))
 
 
+ORDER_LEVELS = 5  # moves that wait for other moves: chains up to this long (a pod leaves b for d, then one a -> b, ...)
+
+
+def one_eviction_at_a_time(problem: Problem, v: Variables) -> None:
+    """Some order of single moves carries the plan out (``problem.ordered_moves``): each node with movable pods gets a
+    level, each pod type a threshold, and a type leaves only nodes above its threshold and arrives only at or below it.
+    Moves into the lowest level run first; a node's arrivals then find its departures done (they went lower). Two pods
+    swapping nodes, which no order of single evictions reaches, need each node above the other: no levels allow it."""
+    if not problem.ordered_moves:
+        return
+    model = v.model
+    level = {n: model.new_int_var(0, ORDER_LEVELS - 1, f"level_{n}") for t in problem.types if not t.pending for n in t.initial}
+    for ptype in problem.types:
+        if ptype.pending:
+            continue
+        threshold = model.new_int_var(0, ORDER_LEVELS - 2, f"threshold_{ptype.index}")
+        for node in ptype.targets:
+            if node not in level:
+                continue  # runs no movable pod, so loses none: level 0, at or below every threshold
+            initial = len(ptype.initial.get(node, ()))
+            final = v.final[ptype.index, node]
+            if initial:
+                leaves = model.new_bool_var(f"leaves_{ptype.index}_{node}")
+                model.add(v.out[ptype.index, node] <= initial * leaves)
+                model.add(level[node] >= threshold + 1).only_enforce_if(leaves)
+            arrives = model.new_bool_var(f"arrives_{ptype.index}_{node}")
+            arrivals = final - initial + v.out[ptype.index, node] if initial else final
+            model.add(arrivals <= ptype.count * arrives)
+            model.add(level[node] <= threshold).only_enforce_if(arrives)
+
+
 def emptiness(problem: Problem, v: Variables) -> None:
     """A node counted as freed ends with no GPU pod: none stays, none arrives, no pending pod lands.
 
@@ -142,4 +173,4 @@ def add_headroom_vars(problem: Problem, v: Variables) -> None:
                 v.headroom[s, state.index] = v.model.new_int_var(0, upper, f"head_{s}_{state.index}")
 
 
-ALL_CONSTRAINTS = (conservation, capacity, emptiness, move_limits, min_gain)
+ALL_CONSTRAINTS = (conservation, capacity, one_eviction_at_a_time, emptiness, move_limits, min_gain)

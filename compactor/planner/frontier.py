@@ -29,7 +29,7 @@ from compactor.planner import constraints as c
 from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, Drainer, greedy
 from compactor.planner.problem import Problem
-from compactor.planner.solution import gpu_nodes_changed, pairs
+from compactor.planner.solution import executable, gpu_nodes_changed, pairs
 from compactor.planner.solver import SolveResult, empty_nodes, extract, within_limits
 from compactor.planner.variables import make_variables
 
@@ -213,7 +213,10 @@ def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveRes
         hint = placing
     seconds = max(0.1, budget.remaining() / 3)
     status, found, bound = model().solve(0, hint, seconds)
-    if found is None or found.cost(problem) > hint.cost(problem):
+    if found is not None:
+        runnable = executable(problem, found, empty_nodes(problem, found))
+        found, status = runnable, status if _placed(runnable) == _placed(found) else "FEASIBLE"
+    if found is None or _placed(found) < _placed(hint) or found.cost(problem) > hint.cost(problem):
         found, status = hint, "FEASIBLE"
     nodes, gpus, moves, cost = summarise(problem, found)
     return Point(nodes, gpus, moves, cost, status, cost if status == "OPTIMAL" else min(bound, cost), found)
@@ -224,7 +227,11 @@ def _placed(assignment: Assignment) -> int:
 
 
 def _offer(best: list[Point], problem: Problem, assignment: Assignment) -> None:
+    """A solver's plan as a point, for what it frees once moves no one-at-a-time order reaches are dropped."""
     nodes, gpus, moves, cost = summarise(problem, assignment)
+    runnable = executable(problem, assignment, empty_nodes(problem, assignment))
+    if summarise(problem, runnable) != (nodes, gpus, moves, cost):  # else the same plan stays (the max-free one is known by identity)
+        assignment, (nodes, gpus, moves, cost) = runnable, summarise(problem, runnable)
     if not any(p.cost == cost and p.freed_gpus == gpus for p in best):  # the first offered of equals stays
         best.append(Point(nodes, gpus, moves, cost, "FEASIBLE", 0, assignment))
 

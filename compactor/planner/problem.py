@@ -77,6 +77,7 @@ class Problem:
     target_shapes: tuple[Resources, ...] = ()
     not_placeable: dict[str, str] = field(default_factory=dict)  # pending GPU pod -> why the plan leaves it alone
     rules: TargetRules | None = None
+    ordered_moves: bool = False  # constraints.one_eviction_at_a_time: set when a plan needed moves that only fit together
 
     @property
     def empty_before_gpus(self) -> int:

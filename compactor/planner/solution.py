@@ -138,6 +138,20 @@ def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tup
     return ordered, placements
 
 
+def executable(problem: Problem, assignment: Assignment, freed: set[int]) -> Assignment:
+    """The assignment as the executor can carry it out: churn pruned, moves no one-at-a-time order reaches dropped."""
+    moves, placements = concretise(problem, assignment, freed)
+    counts = Assignment.unchanged(problem).counts
+    for move in moves:
+        counts[move.ptype.index][move.source] -= 1
+        counts[move.ptype.index][move.target] = counts[move.ptype.index].get(move.target, 0) + 1
+    placed: dict[int, dict[int, int]] = {}
+    for placement in placements:
+        per_node = placed.setdefault(placement.ptype.index, {})
+        per_node[placement.target] = per_node.get(placement.target, 0) + 1
+    return Assignment({t: {n: k for n, k in per.items() if k} for t, per in counts.items()}, placed)
+
+
 def _empty_before(problem: Problem) -> set[int]:
     counts = gpu_pod_counts(problem.snapshot)
     return {s.index for s in problem.nodes if s.gpus and not counts[s.index]}

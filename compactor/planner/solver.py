@@ -7,6 +7,7 @@ previous one's value and starts from its solution (hint), all within one time bu
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from compactor.planner.bound import whole_free_bound
 from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, greedy, prune
 from compactor.planner.problem import Problem, holds_gpu_load, linked_nodes, movable_pods, restrict
+from compactor.planner.solution import executable
 from compactor.planner.variables import Variables, make_variables
 from compactor.settings import PlannerSettings
 
@@ -334,10 +336,53 @@ def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget |
     (``restricted``) and carries a bound valid for the whole problem. While time remains and that bound
     is not reached, the restriction widens (4x the targets, 2x the pods) around the best plan so far.
     The result is never worse than the greedy warm start, lexicographically (pending placed, freed, cost),
-    and moves that serve nothing are pruned from it."""
+    moves that serve nothing are pruned from it, and every move can run one eviction at a time."""
     started = time.monotonic()
     budget = budget or budget_for(problem.settings, time_limit)
     spent_before = budget.now()
+    best = _search(problem, budget)
+    if not problem.target_shapes:
+        best = _runnable(problem, best, budget)
+    best.wall_seconds = time.monotonic() - started
+    best.spent = budget.now() - spent_before
+    return best
+
+
+SEQUENTIAL_NOTE = "plans some order of single evictions carries out (the best plan by end state swaps pods between full nodes)"
+
+
+def _runnable(problem: Problem, result: SolveResult, budget: Budget) -> SolveResult:
+    """The result, or a better one, with only moves the executor can carry out one eviction at a time.
+
+    The model states where pods end, not in what order they get there: its optimum may swap pods between two
+    full nodes, which no order of single evictions reaches. Then the plan loses those moves (and what they
+    freed), and the model is solved again asking for an order (``constraints.one_eviction_at_a_time``); the
+    better of the two runs, reported FEASIBLE against the first model's bound (valid whatever the order)."""
+    kept = executable(result.problem, result.assignment, result.empty_nodes)
+    if _rank(result.problem, kept) >= _rank(result.problem, result.assignment):
+        return result
+    bound = _freed_bound(result)
+    result.assignment, result.empty_nodes = kept, empty_nodes(result.problem, kept)
+    strict = _search(replace(problem, ordered_moves=True), budget)
+    strict.assignment = executable(strict.problem, strict.assignment, strict.empty_nodes)
+    strict.empty_nodes = empty_nodes(strict.problem, strict.assignment)
+    result.status = "FEASIBLE"  # its proofs were for the plan it can no longer run
+    best = strict if _rank(strict.problem, strict.assignment) >= _rank(result.problem, kept) else result
+    best.restricted = "; ".join(filter(None, [best.restricted, SEQUENTIAL_NOTE]))
+    best.whole_bound = bound
+    return best
+
+
+def _freed_bound(result: SolveResult) -> int | None:
+    """The freedGpus level's bound, valid for the whole problem (before any order of the moves is asked for)."""
+    if result.restricted:
+        return result.whole_bound
+    level = next((lv for lv in result.levels if lv.name == "freedGpus"), None)
+    return None if level is None or not math.isfinite(level.bound) else math.floor(level.bound + 1e-9)
+
+
+def _search(problem: Problem, budget: Budget) -> SolveResult:
+    """The widening search of ``solve`` (see there), without the executability check."""
     whole, warm = problem, greedy(problem)
     pods, targets = problem.settings.max_candidate_pods, problem.settings.max_targets_per_type
     best: SolveResult | None = None
@@ -365,8 +410,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget |
         pods, targets = pods * 2, targets * 4
     best.whole_bound = bound
     best.rounds = rounds
-    best.wall_seconds = time.monotonic() - started
-    best.spent = budget.now() - spent_before
     return best
 
 

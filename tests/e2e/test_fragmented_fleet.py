@@ -12,9 +12,9 @@ that no node can take. Then, restricted to the test's namespace:
 
 The checks, all from the live cluster and the watch streams: the net whole-free GPUs
 gained equal the plan's ``freedGpus``; the pending pods placed equal the plan's, each on
-the node named by the plan the run carried out (``compactor run`` plans afresh and may
-pick another of several equally good plans; ``RunWatcher`` reads it from the executor's
-state); the pods evicted equal the planned moves; no PDB ever dropped below its
+the node named by the plan the run carried out (``compactor run`` plans afresh; with
+``planner.deterministic`` it plans the same as ``compactor plan`` did, and ``RunWatcher``
+reads the plan it carried out from the executor's state); the pods evicted equal the planned moves; no PDB ever dropped below its
 desired healthy count; no node is left cordoned, tainted or annotated ``compactor.io/*``;
 every Deployment is whole; the run reports ``succeeded``. Every check is evaluated and
 all failures are reported together.
@@ -86,7 +86,9 @@ STATES = [
 def compactor_config(namespace: str) -> dict[str, Any]:
     """Only the test's pods may move; short polls and timeouts, so a run that goes wrong ends within the test's budget."""
     return {
-        "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "workers": 2},
+        # Deterministic search: `plan` and the plan `run --once` makes afresh from the same cluster are the same plan,
+        # so the promise checked is the one printed (on the wall clock two runs may find different, equally valid plans).
+        "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "workers": 2, "deterministic": True},
         "executor": {"after_drain": "uncordon", "poll_seconds": 0.5, "replacement_timeout_seconds": 120,
                      "backoff_seconds": 1, "backoff_max_seconds": 5},
     }
@@ -302,8 +304,11 @@ class Outcome:
         placed = {pod: node for pod, node in self.placed.items() if node}
         watch_trouble = self.observed.errors + self.observed.gaps
         left = leftovers(kube, fleet, self.observed)
+        printed, carried_out = _moves_of(self.plan), _moves_of(self.executed)
         return [
             ("the run reports succeeded", self.report.get("status") == "succeeded", f"report {self.report}; {self.run_plan()}"),
+            ("the run carried out the moves `compactor plan` printed (deterministic search, same cluster)", printed == carried_out,
+             f"printed {printed}; carried out {carried_out}"),
             ("net whole-free GPUs gained == plan freedGpus", self.gain == self.plan.get("freedGpus"),
              f"gained {self.gain} ({sum(self.before.values())} -> {sum(self.after.values())}), plan says {self.plan.get('freedGpus')}; "
              f"whole-free in the executed plan's picture but busy now: {sorted(expected_free - set(self.after))}; whole-free now but "
@@ -321,6 +326,10 @@ class Outcome:
             ("no node left cordoned, tainted or annotated compactor.io/*", not left, "; ".join(left)),
             ("every Deployment whole and Ready again", whole[0], whole[1][-3000:]),
         ]
+
+
+def _moves_of(plan: Obj) -> list[tuple[str, str, str]]:
+    return sorted((str(m.get("pod")), str(m.get("from")), str(m.get("to"))) for m in plan.get("moves") or [])
 
 
 def publish(line: dict[str, Any]) -> None:

@@ -149,3 +149,37 @@ def test_a_deterministic_plan_is_the_same_plan_every_time_and_the_seed_reaches_c
     budget = Budget(1.0, workers=2, seed=7, deterministic=True)
     solver, _ = budget.solve(cp_model.CpModel(), 0.5)
     assert (solver.parameters.random_seed, solver.parameters.interleave_search, solver.parameters.max_deterministic_time) == (7, True, 0.5)
+
+
+# ------------------------------------------------------------------ one eviction at a time
+
+
+def swap_only(*more: dict[str, Any]) -> Snapshot:
+    """Freeing c needs its edge pod on a (b's proxy holds its host port) and a has 1 GPU free: x (4 GPUs, a -> b) and
+    y (2 GPUs, b -> a) swapping makes room, and neither fits before the other has left (x, w and y keep to pool ab)."""
+    ab, keep = {"pool": "ab"}, {"node_selector": {"pool": "ab"}}
+    return cluster(node("a", gpus=8, labels=ab), node("b", gpus=8, labels=ab), node("c", gpus=8),
+                   pod("x", on="a", gpus=4, owner="ReplicaSet/x", **keep), pod("w", on="a", gpus=3, owner="ReplicaSet/w", **keep),
+                   pod("y", on="b", gpus=2, owner="ReplicaSet/y", **keep), pod("proxy", on="b", gpus=4, owner=None, host_ports=[80]),
+                   pod("edge", on="c", gpus=2, owner="ReplicaSet/edge", host_ports=[80]), *more)
+
+
+def test_a_plan_that_only_a_swap_reaches_is_neither_planned_nor_claimed() -> None:
+    snapshot = swap_only()
+    problem = whole(snapshot)
+    model_says = solve(problem, time_limit=5)  # the end state is reachable only by the swap: no runnable plan frees c
+    assert model_says.problem.ordered_moves and model_says.empty_nodes == set()
+    plan = plan_for(snapshot, time_limit_seconds=5)
+    assert (plan.moves, plan.freed_gpus) == ([], 0)
+    assert plan.solver.status == "FEASIBLE" and plan.solver.bound == 8.0, plan.solver
+    assert "order of single evictions" in plan.solver.note
+    assert all(point.freed_gpus == 0 for point in plan.frontier), plan.frontier
+
+
+def test_with_room_for_one_mover_the_plan_frees_the_node_by_a_chain_of_moves_in_an_order_that_runs() -> None:
+    # d takes y (2 GPUs), not the edge pod (its anchor holds port 80): then x or w fits b, then the edge pod fits a.
+    snapshot = swap_only(node("d", gpus=8, labels={"pool": "ab"}), pod("anchor", on="d", gpus=6, owner=None, host_ports=[80]))
+    plan = plan_for(snapshot, time_limit_seconds=5)
+    assert plan.freed_nodes == ["c"] and len(plan.moves) == 3, plan.moves
+    first, last = plan.moves[0], plan.moves[-1]
+    assert first.to_node == "d" and (last.pod, last.to_node) == ("default/edge", "a"), plan.moves
