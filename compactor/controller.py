@@ -108,7 +108,7 @@ def run_cycle(
     ``execute=False``: figures only (report-only mode, or a replica that is not the leader).
     ``execute=True``: recover an interrupted run, plan, and carry the plan out through ``client``.
     ``dry_run``: no recovery; the plan runs against a ``RecordingClient`` over what ``client``
-    reads, so nothing is changed (the outcome still counts in ``runs_total``, never in evictions).
+    reads, so nothing is changed (it counts in ``runs_total{status="dry-run"}``, never as succeeded nor in evictions).
     """
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
@@ -139,7 +139,7 @@ def run_cycle(
         else:
             run = Executor(client, settings.executor, clock, progress=progress).execute(plan)
         report.run = run
-        exporter.record_run(run.status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()))
+        exporter.record_run(run.shown_status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()))
         if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
             snapshot = load_snapshot()  # the figures after the run, not the ones it started from
             report.figures, report.cordoned_nodes = _figures(snapshot, settings), _cordoned(snapshot)

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from compactor.metrics.fragmentation import AggregateFigures, Figures
 
 PREFIX = "gpu_compactor_"
-RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do")
+RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do", "dry-run")  # dry-run: walked a plan, changed nothing
 RECUT_RESULTS = ("success", "failed", "timeout")
 
 
@@ -58,7 +58,7 @@ class Exporter(Collector):
 
     def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None,
                    recuts: tuple[str, ...] = ()) -> None:
-        """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do) after ``evictions`` evictions.
+        """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do | dry-run) after ``evictions`` evictions.
 
         ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured; ``recuts``: the result of
         each MIG re-cut it attempted (success | failed | timeout).

@@ -89,7 +89,9 @@ def test_a_dry_run_cycle_changes_nothing_and_counts_no_eviction() -> None:
     report = run_cycle(loader(c), c, SETTINGS_ALL, c.clock, exporter, execute=True, dry_run=True)
     assert report.run is not None and report.run.dry_run and report.run.status == "succeeded"
     assert c.history == []
-    assert sample(exporter, "gpu_compactor_runs_total", status="succeeded") == 1
+    # An alert on succeeded runs, or a dashboard of them, must not count a run that changed nothing.
+    assert sample(exporter, "gpu_compactor_runs_total", status="succeeded") == 0
+    assert sample(exporter, "gpu_compactor_runs_total", status="dry-run") == 1
     assert sample(exporter, "gpu_compactor_evictions_total") == 0
 
 
