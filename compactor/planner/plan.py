@@ -208,7 +208,8 @@ def load_plan(path: str) -> CompactionPlan:
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=path) from None
     try:
-        return CompactionPlan.model_validate(raw)
+        # Strict: a hand-edited "freedGpus": "8" is an error, as the published schema says, not quietly an 8.
+        return CompactionPlan.model_validate_json(text, strict=True)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])

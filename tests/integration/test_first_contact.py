@@ -124,6 +124,18 @@ def test_server_dry_run_without_a_live_cluster_is_refused(tmp_path: Path) -> Non
     assert "--server-dry-run asks" in one_line_error(compactor("run", "--once", "--example", "--dry-run", "--server-dry-run"))
 
 
+def test_a_plan_file_holding_a_number_as_a_string_is_refused_as_its_schema_says(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    assert compactor("plan", "--example", "--write", str(plan), "--time-limit", "5").returncode == 0
+    document = json.loads(plan.read_text(encoding="utf-8"))
+    assert compactor("apply", "--plan", str(plan), "--example", "--dry-run").returncode == 0  # as written: accepted
+    document["freedGpus"] = str(document["freedGpus"])  # a hand edit: "8", where the schema says integer
+    plan.write_text(json.dumps(document), encoding="utf-8")
+    line = one_line_error(compactor("apply", "--plan", str(plan), "--example", "--dry-run"))
+    assert line.startswith(f"compactor: error: {plan}: CompactionPlan {document['metadata']['id']}: freedGpus: "), line
+    assert "valid integer" in line
+
+
 # ------------------------------------------------------------------ one vocabulary for GPUs
 
 
