@@ -348,7 +348,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget |
     return best
 
 
-SEQUENTIAL_NOTE = "plans some order of single evictions carries out (the best plan by end state swaps pods between full nodes)"
+SEQUENTIAL_NOTE = "plans that run one eviction at a time (the best end state needs pods to swap full nodes)"
 
 
 def _runnable(problem: Problem, result: SolveResult, budget: Budget) -> SolveResult:
