@@ -176,6 +176,14 @@ def test_a_plan_that_only_a_swap_reaches_is_neither_planned_nor_claimed() -> Non
     assert all(point.freed_gpus == 0 for point in plan.frontier), plan.frontier
 
 
+def test_without_time_left_for_the_ordered_model_the_first_plan_runs_less_its_swap() -> None:
+    problem = whole(swap_only())
+    result = solve(problem, budget=Budget(0.3, workers=2))  # under REORDER_MIN_SECONDS from the start
+    assert not result.problem.ordered_moves, "the ordered model was solved without the time for it"
+    assert result.empty_nodes == set() and result.assignment.moves(problem) == 0
+    assert result.status == "FEASIBLE" and "one eviction at a time" in result.restricted and result.whole_bound == 8
+
+
 def test_with_room_for_one_mover_the_plan_frees_the_node_by_a_chain_of_moves_in_an_order_that_runs() -> None:
     # d takes y (2 GPUs), not the edge pod (its anchor holds port 80): then x or w fits b, then the edge pod fits a.
     snapshot = swap_only(node("d", gpus=8, labels={"pool": "ab"}), pod("anchor", on="d", gpus=6, owner=None, host_ports=[80]))
