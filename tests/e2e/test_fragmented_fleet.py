@@ -7,8 +7,9 @@ that no node can take. Then, restricted to the test's namespace:
 
 1. ``compactor plan --output json``: the promise (``freedGpus``, ``moves``, ``placedPending``);
 2. the whole-free GPUs are measured on the live cluster;
-3. ``compactor run --once`` runs while ``RunWatcher`` watches (not samples) the PDBs, the
-   pods and the nodes; then the test waits until every Deployment is whole again.
+3. ``compactor run --once`` (or, for two states, ``compactor apply --plan`` of the written plan) runs while
+   ``RunWatcher`` watches (not samples) the PDBs, the pods and the nodes; then the test waits until every
+   Deployment is whole again.
 
 The checks, all from the live cluster and the watch streams: the net whole-free GPUs
 gained equal the plan's ``freedGpus``; the pending pods placed equal the plan's, each on
@@ -29,6 +30,7 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -97,16 +99,37 @@ def compactor_config(namespace: str) -> dict[str, Any]:
 @pytest.mark.parametrize("state", STATES, ids=lambda s: s.label)
 def test_run_once_ends_where_the_plan_says(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
                                            state_namespace: str, tmp_path: Path) -> None:
+    def run_once(config: Path, _: Path) -> CompactorRun:
+        return run_compactor("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+
+    plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, run_once)
+
+
+@pytest.mark.parametrize("state", [STATES[0], STATES[-1]], ids=lambda s: s.label)
+def test_apply_carries_out_the_written_plan(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
+                                            state_namespace: str, tmp_path: Path) -> None:
+    """The README's way to run exactly the plan one read: `plan --write`, then `apply --plan` on the live cluster."""
+    def apply(config: Path, plan: Path) -> CompactorRun:
+        return run_compactor("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config), "--output", "json",
+                             timeout=RUN_TIMEOUT)
+
+    plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, apply)
+
+
+def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, tmp_path: Path,
+                       carry_out: Callable[[Path, Path], CompactorRun]) -> None:
+    """Build ``state``, `compactor plan --write`, ``carry_out(config, plan file)`` under the watch, and check every promise."""
     clock = Stopwatch()
     frag.build(kube, fleet_namespace, gpu_fleet, state)
     waiting = pending_pods(kube, fleet_namespace)
     assert len(waiting) == (1 if state.pending_gpus else 0), f"pending pods before planning: {waiting}"
-    config = tmp_path / "compactor.yaml"
+    config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
     config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
     guarded = guard_a_planned_target(kube, fleet_namespace, gpu_fleet, config) if state.guard else None
     clock.lap("setup")
 
-    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=PLAN_TIMEOUT)
+    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", "--write", str(written),
+                            timeout=PLAN_TIMEOUT)
     assert planned.returncode == 0, planned.describe()
     plan = planned.json()
     assert plan.get("moves"), f"the starting state {state.label} gave the planner nothing to do, so it tests nothing:\n{planned.describe()}"
@@ -119,7 +142,7 @@ def test_run_once_ends_where_the_plan_says(state: StartingState, kube: Kube, gpu
 
     before = frag.whole_free_gpus(kube, gpu_fleet)
     with RunWatcher(kube, fleet_namespace) as watcher:
-        ran = run_compactor("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+        ran = carry_out(config, written)
         clock.lap("run")
         whole = settle(kube, fleet_namespace)
     observed = watcher.observed
@@ -275,6 +298,7 @@ class Outcome:
         return {
             "profile": os.environ.get(PROFILE_ENV, "default"),
             "state": self.state.label,
+            "command": "apply" if "apply" in self.ran.args else "run --once",
             "seed": self.state.seed,
             "planFreedGpus": self.plan.get("freedGpus"),
             "planMoves": len(self.moves),
