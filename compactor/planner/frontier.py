@@ -29,7 +29,7 @@ from compactor.planner import constraints as c
 from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, Drainer, greedy
 from compactor.planner.problem import Problem
-from compactor.planner.solution import executable, gpu_nodes_changed, pairs
+from compactor.planner.solution import concretise, executable, gpu_nodes_changed
 from compactor.planner.solver import SolveResult, empty_nodes, extract, within_limits
 from compactor.planner.variables import make_variables
 
@@ -145,8 +145,9 @@ def drain_costs(problem: Problem) -> dict[int, int]:
 
 
 def summarise(problem: Problem, assignment: Assignment) -> tuple[int, int, int, int]:
-    """(freed nodes, net freed GPUs, moves, cost) of the plan this assignment makes (churn pruned)."""
-    moves, placements = pairs(problem, assignment, empty_nodes(problem, assignment))
+    """(freed nodes, net freed GPUs, moves, cost) of the plan this assignment makes: churn pruned, and without the moves
+    no one-at-a-time order reaches (``concretise``, as the plan is built from the chosen point)."""
+    moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
     return len(freed), gpus, len(moves), sum(m.ptype.cost for m in moves)
@@ -227,11 +228,7 @@ def _placed(assignment: Assignment) -> int:
 
 
 def _offer(best: list[Point], problem: Problem, assignment: Assignment) -> None:
-    """A solver's plan as a point, for what it frees once moves no one-at-a-time order reaches are dropped."""
     nodes, gpus, moves, cost = summarise(problem, assignment)
-    runnable = executable(problem, assignment, empty_nodes(problem, assignment))
-    if summarise(problem, runnable) != (nodes, gpus, moves, cost):  # else the same plan stays (the max-free one is known by identity)
-        assignment, (nodes, gpus, moves, cost) = runnable, summarise(problem, runnable)
     if not any(p.cost == cost and p.freed_gpus == gpus for p in best):  # the first offered of equals stays
         best.append(Point(nodes, gpus, moves, cost, "FEASIBLE", 0, assignment))
 
