@@ -150,14 +150,30 @@ class ExecutorSettings(_Group):
     backoff_seconds: float = Field(2.0, ge=0)
     backoff_max_seconds: float = Field(60.0, ge=0)
     poll_seconds: float = Field(2.0, gt=0)
-    steer_replacements: bool = Field(True, description="hold (cordon for a moment) the other nodes that could take a replacement, "
-                                                        "so kube-scheduler binds it on the planned node")
-    steer_timeout_seconds: float = Field(60.0, gt=0, description="longest a hold may last waiting for the bind; then the run rolls back")
+    steering: Literal["auto", "policy", "holds", "off"] = Field(
+        "auto", description="how each replacement is made to bind on its planned node: policy (the MutatingAdmissionPolicy of "
+                            "manifests/steering pins it; no node touched), holds (the other nodes that could take it are cordoned "
+                            "for a moment), off; auto: policy when installed, else holds (docs/executor.md, Steering)")
+    steering_name: str = Field("gpu-compactor-steering", min_length=1, max_length=253,
+                               description="name of the steering MutatingAdmissionPolicy, its binding and its parameter "
+                                           "ConfigMap (in state_namespace)")
+    max_holds_per_move: int = Field(25, ge=1, description="holds: a move that would cordon more nodes than this stops the run "
+                                                          "there (partial); install the policy for large clusters")
+    steer_timeout_seconds: float = Field(60.0, gt=0, description="longest a replacement or a placed pending pod may take to bind "
+                                                                 "once steered; then the run stops and rolls back")
     bind_poll_seconds: float = Field(0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind")
     max_run_seconds: float | None = Field(None, gt=0, description="start no eviction after this long; the rest waits for the next run "
                                                                   "(a CronJob's activeDeadlineSeconds must cover worst_case_run_seconds)")
     server_dry_run: bool = False
     state_namespace: str = Field("gpu-compactor", min_length=1, description="namespace of the executor's state ConfigMap (must exist)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "steer_replacements" in data:
+            raise ValueError("executor.steer_replacements was replaced by executor.steering: auto | policy | holds | off "
+                             "(steer_replacements: false is steering: off)")
+        return data
 
 
 def worst_case_run_seconds(settings: Settings, *, pending_pods: int = 1, grace_seconds: float = 30.0) -> float:

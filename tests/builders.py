@@ -7,7 +7,10 @@ every test also exercises the parser. The same dicts feed the fake cluster.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
 from compactor.model.types import Snapshot
@@ -208,3 +211,12 @@ def cluster(*objects: dict[str, Any], pool_label: str = DEFAULT_POOL_LABEL) -> S
 def as_list(*objects: dict[str, Any]) -> dict[str, Any]:
     """The v1 List that ``kubectl get ... -o json`` prints."""
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(objects)}
+
+
+def steering_policy(*, binding: bool = True, parameters: bool = True) -> list[dict[str, Any]]:
+    """The steering admission policy as a cluster admin installs it: ``manifests/steering`` (policy, binding) and the
+    parameter ConfigMap of ``manifests/base``, read from the repository's own manifests."""
+    root = Path(__file__).resolve().parents[1] / "manifests"
+    policy, bound = yaml.safe_load_all((root / "steering" / "policy.yaml").read_text(encoding="utf-8"))
+    config_map = yaml.safe_load((root / "base" / "steering.yaml").read_text(encoding="utf-8"))
+    return [policy, *([bound] if binding else []), *([config_map] if parameters else [])]

@@ -22,18 +22,23 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
+from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
 from compactor.errors import ClusterError
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_label_selector, parse_node, parse_pod
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.scheduling import label_selector_matches, why_ineligible
 from compactor.model.types import Node
+from tests.fakeapi.server import label_selector_matcher
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+STEERING_CONFIGMAP = "gpu-compactor-steering"  # executor.steering_name's default: policy, binding and parameters
 SOURCE = "fakecluster"
 SCHEDULER_MODES = ("cooperative", "spread", "ignore-cordon", "never", "slow")
-WRITES = ("patch_node", "evict", "create_event", "write_state")
-METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_state", *WRITES)
+WRITES = ("patch_node", "evict", "create_event", "write_state", "patch_config_map", "patch_pod")
+METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_state", "get_owner", "get_admission", "get_config_map",
+           *WRITES)
+ADMISSION_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
 TERMINAL = ("Succeeded", "Failed")
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -181,6 +186,10 @@ def _set_condition(pod: Obj, type_: str, status: bool) -> None:
     pod["status"]["conditions"] = [*conditions, {"type": type_, "status": "True" if status else "False"}]
 
 
+def _controller_ref_of(pod: Obj) -> Obj | None:
+    return next((ref for ref in pod["metadata"].get("ownerReferences") or [] if ref.get("controller")), None)
+
+
 def _controller_ref(pod: Obj) -> tuple[str, str, str] | None:
     for ref in pod["metadata"].get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") in CONTROLLER_KINDS:
@@ -240,6 +249,9 @@ class FakeCluster:
         self.pdbs: dict[tuple[str, str], Obj] = {}
         self.controllers: dict[tuple[str, str, str], Controller] = {}
         self.state: dict[str, dict[str, str]] = {}
+        self.config_maps: dict[str, Obj] = {}  # ConfigMaps of the compactor's namespace besides its state (steering parameters)
+        self.admissions: dict[tuple[str, str], Obj] = {}  # (kind, name) -> MutatingAdmissionPolicy / binding
+        self.pinned: list[tuple[str, str]] = []  # (pod, node) of every pod created pinned by the steering policy
         self.events: list[dict[str, Any]] = []
         self.calls: list[Call] = []  # every interface call, reads included
         self.history: list[Call] = []  # write calls only
@@ -292,11 +304,67 @@ class FakeCluster:
     def get_node(self, name: str) -> Obj | None:
         return self._call("get_node", {"name": name}, lambda: copy.deepcopy(self.nodes.get(name)))
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
         def run() -> list[Obj]:
+            selects = label_selector_matcher(label_selector or "")
             return [copy.deepcopy(p) for (ns, _), p in sorted(self.pods.items())
-                    if (node_name is None or p.get("spec", {}).get("nodeName") == node_name) and namespace in (None, ns)]
-        return self._call("list_pods", {"node_name": node_name, "namespace": namespace}, run)
+                    if (node_name is None or p.get("spec", {}).get("nodeName") == node_name) and namespace in (None, ns)
+                    and selects(p["metadata"].get("labels") or {})]
+        return self._call("list_pods", {"node_name": node_name, "namespace": namespace, "label_selector": label_selector}, run)
+
+    def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
+        """The controller as the API serves it: its uid and a selector of its template's labels (what its pods carry)."""
+        def run() -> Obj | None:
+            ctl = self.controllers.get((kind, namespace, name))
+            if ctl is None:
+                return None
+            ref = _controller_ref_of(ctl.template) or {}
+            return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace, "uid": ref.get("uid")},
+                    "spec": {"replicas": ctl.replicas, "selector": {"matchLabels": dict(ctl.template["metadata"].get("labels") or {})}}}
+        return self._call("get_owner", {"namespace": namespace, "kind": kind, "name": name}, run)
+
+    def get_admission(self, kind: str, name: str) -> Obj | None:
+        return self._call("get_admission", {"kind": kind, "name": name}, lambda: copy.deepcopy(self.admissions.get((kind, name))))
+
+    def get_config_map(self, name: str) -> Obj | None:
+        return self._call("get_config_map", {"name": name}, lambda: copy.deepcopy(self.config_maps.get(name)))
+
+    def patch_config_map(self, name: str, patch: Obj) -> Obj:
+        """Merge patch; ``metadata.resourceVersion`` in it is a precondition (409), as on the API server."""
+        def run() -> Obj:
+            current = self.config_maps.get(name)
+            if current is None:
+                raise ClusterError(f'configmaps "{name}" not found', status=404)
+            expected = (patch.get("metadata") or {}).get("resourceVersion")
+            if expected is not None and expected != current["metadata"].get("resourceVersion"):
+                raise ClusterError(f'Operation cannot be fulfilled on configmaps "{name}": the object has been modified', status=409)
+            updated = merge_patch(current, {k: v for k, v in patch.items() if k != "metadata"})
+            updated["metadata"]["resourceVersion"] = str(next(self._versions))
+            self.config_maps[name] = updated
+            return copy.deepcopy(updated)
+        return self._call("patch_config_map", {"name": name, "patch": patch}, run)
+
+    def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """Merge patch of ``spec.tolerations`` only, which may only grow (pod update validation), with a resourceVersion
+        precondition."""
+        def run() -> Obj:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                raise ClusterError(f'pods "{name}" not found', status=404)
+            expected = (patch.get("metadata") or {}).get("resourceVersion")
+            if expected is not None and expected != pod["metadata"].get("resourceVersion"):
+                raise ClusterError(f'Operation cannot be fulfilled on pods "{name}": the object has been modified', status=409)
+            if set(patch) - {"metadata", "spec"} or set(patch.get("spec") or {}) - {"tolerations"}:
+                raise ClusterError(f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
+                                   "spec.tolerations (only additions to existing tolerations)", status=422)
+            old, new = pod["spec"].get("tolerations") or [], patch["spec"]["tolerations"] or []
+            if any(t not in new for t in old):
+                raise ClusterError(f'Pod "{name}" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified '
+                                   "except its tolerationSeconds", status=422)
+            pod["spec"]["tolerations"] = copy.deepcopy(new)
+            self._touch_pod(pod)
+            return copy.deepcopy(pod)
+        return self._call("patch_pod", {"namespace": namespace, "name": name, "patch": patch}, run)
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return self._call("get_pod", {"namespace": namespace, "name": name}, lambda: copy.deepcopy(self.pods.get((namespace, name))))
@@ -399,6 +467,10 @@ class FakeCluster:
         return [f"{ns}/{n}" for (ns, n), p in sorted(self.pods.items())
                 if p.get("spec", {}).get("nodeName") == node and _phase(p) not in TERMINAL and self._requests(p).gpu_part()]
 
+    def _touch_pod(self, pod: Obj) -> None:
+        """A new resourceVersion for the pod, as every write to it (bind, status, patch) gets."""
+        pod["metadata"]["resourceVersion"] = str(next(self._versions))
+
     def touch_node(self, name: str) -> None:
         """A new resourceVersion for the node, as every write to it gets (tests call it after editing ``nodes`` directly)."""
         self.nodes[name].setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
@@ -490,8 +562,13 @@ class FakeCluster:
             obj["metadata"].setdefault("namespace", "default")
             obj.setdefault("status", {})
             self.pdbs[_key(obj)] = obj
+        elif kind == "ConfigMap" and obj["metadata"]["name"] == STEERING_CONFIGMAP:
+            obj["metadata"]["resourceVersion"] = str(next(self._versions))
+            self.config_maps[obj["metadata"]["name"]] = obj
         elif kind == "ConfigMap":
             self.state[obj["metadata"]["name"]] = dict(obj.get("data") or {})
+        elif kind in ADMISSION_KINDS:
+            self.admissions[(kind, obj["metadata"]["name"])] = obj
 
     def _new_uid(self) -> str:
         return f"fake-uid-{next(self._uids)}"
@@ -503,6 +580,7 @@ class FakeCluster:
         if _key(pod) in self.pods:
             raise ValueError(f"pod {_key(pod)} already exists")
         self.pods[_key(pod)] = pod
+        self._touch_pod(pod)
         ref = _controller_ref(pod)
         if ref is not None:
             ctl = self.controllers.get(ref)
@@ -567,6 +645,7 @@ class FakeCluster:
         grace = self._grace(pod)
         pod["metadata"]["deletionTimestamp"] = _iso(self.time + grace)
         pod["metadata"]["deletionGracePeriodSeconds"] = int(grace)
+        self._touch_pod(pod)
         self._deleting_at[pod["metadata"]["uid"]] = self.time
         self.evicted.append(f"{namespace}/{name}")
         return EvictionResult(EvictionOutcome.EVICTED, 201)
@@ -646,7 +725,20 @@ class FakeCluster:
                 pod["status"] = {"phase": "Pending", "conditions": []}
                 _set_condition(pod, "PodScheduled", False)
                 _set_condition(pod, "Ready", False)
-                self._admit(pod, scale_up=False)
+                self._admit(self._admission(pod, creator=CONTROLLER_USERS[0]), scale_up=False)
+
+    def _admission(self, pod: Obj, *, creator: str) -> Obj:
+        """The steering admission policy, when installed (policy, binding, parameters), as kube-apiserver applies it."""
+        policy = self.admissions.get(("MutatingAdmissionPolicy", STEERING_CONFIGMAP))
+        binding = self.admissions.get(("MutatingAdmissionPolicyBinding", STEERING_CONFIGMAP))
+        parameters = self.config_maps.get(STEERING_CONFIGMAP)
+        if policy is None or binding is None or parameters is None:
+            return pod
+        node = pin_for(pod, parameters.get("data") or {}, creator)
+        if node is None:
+            return pod
+        self.pinned.append((f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", node))
+        return pinned(pod, node)
 
     def _replica_name(self, ctl: Controller) -> str:
         while True:
@@ -685,6 +777,7 @@ class FakeCluster:
             best = min(fits, key=rank)
             raw["spec"]["nodeName"] = best.name
             _set_condition(raw, "PodScheduled", True)
+            self._touch_pod(raw)
             used[best.name] = used[best.name] + pod.requests
             del self._pending_since[pod.uid]
             self._bound_at[pod.uid] = self.time
@@ -696,6 +789,7 @@ class FakeCluster:
                 pod["status"].update(phase="Running", startTime=_iso(self.time))
                 _set_condition(pod, "PodScheduled", True)
                 _set_condition(pod, "Ready", True)
+                self._touch_pod(pod)
                 del self._bound_at[uid]
 
     # disruption controller (pkg/controller/disruption)

@@ -4,7 +4,8 @@ Objects cross it as plain dicts shaped like the API's JSON (``kubectl get -o jso
 items), so the same executor code runs against the real API (``KubeClusterClient``),
 a recording dry run (``RecordingClient``) and the test fake (``tests/fakecluster.py``).
 Writes are few and explicit: patch a node, create an Eviction, create an Event,
-read/write the executor's state ConfigMap.
+read/write the executor's state ConfigMap, patch the steering parameter ConfigMap (one entry
+per move, ``actions/steering/policy.py``) and add a toleration to a pending pod.
 """
 
 from __future__ import annotations
@@ -47,14 +48,38 @@ class ClusterClient(Protocol):
 
     def get_node(self, name: str) -> Obj | None: ...
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
-        """Pods, all of them or those on ``node_name`` and/or in ``namespace`` (a narrower, cheaper list)."""
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+        """Pods, all of them or those on ``node_name`` and/or in ``namespace`` and/or matching ``label_selector``
+        (``a=b,c in (d)``: the API's text form), each narrowing the list the server sends."""
+        ...
+
+    def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
+        """The ``apps/v1`` ReplicaSet or StatefulSet ``namespace/name`` (its ``spec.selector`` finds its pods); None when
+        absent or of another kind."""
         ...
 
     def get_pod(self, namespace: str, name: str) -> Obj | None: ...
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         """PodDisruptionBudgets, all of them or those of ``namespace`` (a PDB only selects pods of its own namespace)."""
+        ...
+
+    def get_admission(self, kind: str, name: str) -> Obj | None:
+        """A cluster-scoped ``admissionregistration.k8s.io/v1`` object, ``kind`` MutatingAdmissionPolicy or
+        MutatingAdmissionPolicyBinding; None when absent or not served (an older API server)."""
+        ...
+
+    def get_config_map(self, name: str) -> Obj | None:
+        """A ConfigMap of the compactor's own namespace (the steering parameters), or None when absent."""
+        ...
+
+    def patch_config_map(self, name: str, patch: Obj) -> Obj:
+        """JSON merge patch on a ConfigMap of the compactor's own namespace; ``metadata.resourceVersion`` in the patch is
+        a precondition (409 when it changed)."""
+        ...
+
+    def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """JSON merge patch on a pod: only ``spec.tolerations`` (the API admits additions) with a resourceVersion precondition."""
         ...
 
     def patch_node(self, name: str, patch: Obj) -> Obj:

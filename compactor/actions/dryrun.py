@@ -28,7 +28,9 @@ from typing import Any
 from compactor.actions import migmanager
 from compactor.actions.annotations import CORDON_TAINT
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
+from compactor.actions.owners import selector_text_matches
 from compactor.actions.pods import pod_key
+from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 
@@ -61,10 +63,17 @@ class RecordedCall:
 
 class RecordingClient:
     def __init__(self, objects: list[Obj], plan: CompactionPlan | None = None, *, admission: ClusterClient | None = None,
-                 namespace: str = DEFAULT_STATE_NAMESPACE) -> None:
+                 namespace: str = DEFAULT_STATE_NAMESPACE, probe: ClusterClient | None = None) -> None:
         self.nodes = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects if o.get("kind") == "Node"}
         self.pods = {pod_key(o): copy.deepcopy(o) for o in objects if o.get("kind") == "Pod"}
         self.pdbs = [copy.deepcopy(o) for o in objects if o.get("kind") == "PodDisruptionBudget"]
+        self.owners = {(o["metadata"].get("namespace", "default"), o["kind"], o["metadata"]["name"]): copy.deepcopy(o)
+                       for o in objects if o.get("kind") in ("ReplicaSet", "StatefulSet")}
+        self.admissions = {(o["kind"], o["metadata"]["name"]): copy.deepcopy(o) for o in objects
+                           if o.get("kind") in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")}
+        self.config_maps = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects
+                            if o.get("kind") == "ConfigMap" and (o.get("metadata") or {}).get("namespace") == namespace}
+        self.probe = probe  # a live cluster's reads of the steering policy, so a live dry run steers as a real run would
         self.targets = {m.pod: m.to_node for m in plan.moves} if plan else {}
         self.placements = {p.pod: p.to_node for p in plan.placed_pending} if plan else {}
         self.admission = admission
@@ -80,10 +89,26 @@ class RecordingClient:
     def get_node(self, name: str) -> Obj | None:
         return copy.deepcopy(self.nodes.get(name))
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
         return copy.deepcopy([p for p in self.pods.values()
                               if (node_name is None or (p.get("spec") or {}).get("nodeName") == node_name)
-                              and (namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace)])
+                              and (namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace)
+                              and selector_text_matches(label_selector or "", (p.get("metadata") or {}).get("labels") or {})])
+
+    def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
+        return copy.deepcopy(self.owners.get((namespace, kind, name)))
+
+    def get_admission(self, kind: str, name: str) -> Obj | None:
+        if self.probe is not None:
+            return self.probe.get_admission(kind, name)
+        return copy.deepcopy(self.admissions.get((kind, name)))
+
+    def get_config_map(self, name: str) -> Obj | None:
+        if name not in self.config_maps and self.probe is not None:
+            found = self.probe.get_config_map(name)
+            if found is not None:
+                self.config_maps[name] = found
+        return copy.deepcopy(self.config_maps.get(name))
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return copy.deepcopy(self.pods.get(f"{namespace}/{name}"))
@@ -117,6 +142,29 @@ class RecordingClient:
                 pod.setdefault("spec", {})["nodeName"] = node
                 pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
 
+    def patch_config_map(self, name: str, patch: Obj) -> Obj:
+        entries = dict(patch.get("data") or {})
+        owners = {uid: self._owner_named(uid) for uid in entries}
+        self.calls.append(RecordedCall("patch_config_map", {"namespace": self.namespace, "name": name, "entries": entries, "owners": owners}))
+        current = self.config_maps.setdefault(name, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                     "metadata": {"name": name, "namespace": self.namespace}})
+        return copy.deepcopy(_merge(current, {"data": entries}))
+
+    def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
+        before = copy.deepcopy(((self.pods.get(f"{namespace}/{name}") or {}).get("spec") or {}).get("tolerations") or [])
+        self.calls.append(RecordedCall("patch_pod", {"namespace": namespace, "name": name, "patch": copy.deepcopy(patch), "before": before}))
+        pod = self.pods[f"{namespace}/{name}"]
+        _merge(pod, {k: v for k, v in patch.items() if k != "metadata"})
+        return copy.deepcopy(pod)
+
+    def _owner_named(self, uid: str) -> str:
+        """``ReplicaSet ns/name`` for a controller uid (from any of its pods), the uid itself when no pod names it."""
+        for pod in self.pods.values():
+            for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("uid") == uid:
+                    return f"{ref.get('kind')} {(pod.get('metadata') or {}).get('namespace', 'default')}/{ref.get('name')}"
+        return uid
+
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         call = RecordedCall("evict", {"namespace": namespace, "name": name, "admission": self.admission is not None})
         self.calls.append(call)
@@ -149,6 +197,10 @@ class RecordingClient:
         meta.pop("deletionTimestamp", None)
         clone["spec"]["nodeName"] = target
         clone["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
+        for parameters in self.config_maps.values():  # the steering policy's part: the owner's next pod comes pinned
+            node = pin_for(clone, (parameters.get("data") or {}), CONTROLLER_USERS[0])
+            if node is not None:
+                clone = pinned(clone, node)
         self.pods[pod_key(clone)] = clone
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
@@ -193,12 +245,34 @@ def describe(call: RecordedCall) -> str:
     if call.method == "create_event":
         involved = args["involved"]
         return f"event {args.get('type') or 'Normal'} {args['reason']} {object_ref(involved)}: {args['message']}"
+    if call.method == "patch_config_map":
+        return describe_steering_patch(args)
+    if call.method == "patch_pod":
+        added = [t for t in (args["patch"].get("spec") or {}).get("tolerations") or [] if t not in (args.get("before") or [])]
+        shown = " ".join(_toleration(t) for t in added) or "(no change)"
+        return f"patch pod/{args['namespace']}/{args['name']} (add toleration {shown})"
     if call.method == "write_state":
         ref = f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}"
         verb = args.get("verb") or ("delete" if args.get("cleared") else "apply")
         phase = f" (executor state, phase {args['phase']})" if args.get("phase") else " (executor state)"
         return f"{verb} {ref}{phase}"
     return f"{call.method} {' '.join(f'{k}={v}' for k, v in args.items())}"
+
+
+def describe_steering_patch(args: dict[str, Any]) -> str:
+    """A steering entry written or removed, as the merge patch does it and what it means for the owner's next pod."""
+    ref = f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}"
+    owners = args.get("owners") or {}
+    parts = []
+    for uid, node in (args.get("entries") or {}).items():
+        owner = owners.get(uid, uid)
+        parts.append(f"{uid}={node} (pin the next pod of {owner} to node/{node})" if node else f"{uid}- (unpin {owner})")
+    return f"patch {ref} data {'; '.join(parts)}"
+
+
+def _toleration(toleration: dict[str, Any]) -> str:
+    key, value, effect = toleration.get("key", ""), toleration.get("value"), toleration.get("effect", "")
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
 
 
 def object_ref(ref: ObjectRef) -> str:
@@ -294,6 +368,13 @@ def _record(call: RecordedCall) -> dict[str, Any]:
     if call.method == "create_event":
         return {"call": "create", "object": "event", "involvedObject": object_ref(args["involved"]), "type": args.get("type") or "Normal",
                 "reason": args["reason"], "message": args["message"]}
+    if call.method == "patch_config_map":
+        return {"call": "patch", "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}",
+                "mergePatch": {"data": args.get("entries") or {}}}
+    if call.method == "patch_pod":
+        patch = copy.deepcopy(args["patch"])
+        patch.pop("metadata", None)
+        return {"call": "patch", "object": f"pod/{args['namespace']}/{args['name']}", "mergePatch": patch}
     if call.method == "write_state":
         record = {"call": args.get("verb") or "apply", "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}"}
         return {**record, "phase": args["phase"]} if args.get("phase") else record

@@ -1,4 +1,4 @@
-"""Writes only while we hold the Lease: a ``ClusterClient`` that asks before every cordon, eviction, event or state write.
+"""Writes only while we hold the Lease: a ``ClusterClient`` that asks before every cordon, eviction, event, steering entry or state write.
 
 A replica (or a ``run --once``) that lost the Lease, or could not renew it within the renew
 deadline, may still be in the middle of a run. Its next write is refused here, before it
@@ -35,8 +35,17 @@ class FencedClient:
     def get_node(self, name: str) -> Obj | None:
         return self.inner.get_node(name)
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
-        return self.inner.list_pods(node_name=node_name, namespace=namespace)
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+        return self.inner.list_pods(node_name=node_name, namespace=namespace, label_selector=label_selector)
+
+    def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
+        return self.inner.get_owner(namespace, kind, name)
+
+    def get_admission(self, kind: str, name: str) -> Obj | None:
+        return self.inner.get_admission(kind, name)
+
+    def get_config_map(self, name: str) -> Obj | None:
+        return self.inner.get_config_map(name)
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return self.inner.get_pod(namespace, name)
@@ -51,6 +60,14 @@ class FencedClient:
     def patch_node(self, name: str, patch: Obj) -> Obj:
         self._check(f"patching node {name}")
         return self.inner.patch_node(name, patch)
+
+    def patch_config_map(self, name: str, patch: Obj) -> Obj:
+        self._check(f"patching configmap {name}")
+        return self.inner.patch_config_map(name, patch)
+
+    def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
+        self._check(f"patching pod {namespace}/{name}")
+        return self.inner.patch_pod(namespace, name, patch)
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         self._check(f"evicting {namespace}/{name}")

@@ -19,7 +19,7 @@ from typing import Any
 
 from compactor.actions.annotations import is_ours
 from compactor.actions.client import Obj
-from compactor.actions.steering import SOURCE
+from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 

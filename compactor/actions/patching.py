@@ -1,4 +1,4 @@
-"""Node patches that never act on a stale read: built from the node as read, guarded by its resourceVersion.
+"""Node (and ConfigMap) patches that never act on a stale read: built from the node as read, guarded by its resourceVersion.
 
 A merge patch replaces lists whole (``spec.taints``), so a patch built from an old read
 would drop a taint someone added since (cluster-autoscaler's ``ToBeDeletedByClusterAutoscaler``)
@@ -18,6 +18,13 @@ from compactor.errors import ClusterError
 CONFLICT_RETRIES = 5
 
 
+def _with_version(patch: Obj, current: Obj) -> Obj:
+    version = (current.get("metadata") or {}).get("resourceVersion")
+    if not version:
+        return patch
+    return {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": version}}
+
+
 def patch_fresh(client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *, node: Obj | None = None) -> Obj | None:
     """Patch ``name`` with ``build(node)``; None when the node is gone or ``build`` declines. ``node``: a read to start from."""
     for _ in range(CONFLICT_RETRIES):
@@ -28,12 +35,29 @@ def patch_fresh(client: ClusterClient, name: str, build: Callable[[Obj], Obj | N
         patch = build(current)
         if patch is None:
             return None
-        version = (current.get("metadata") or {}).get("resourceVersion")
-        if version:
-            patch = {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": version}}
         try:
-            return client.patch_node(name, patch)
+            return client.patch_node(name, _with_version(patch, current))
         except ClusterError as exc:
             if exc.status != 409:
                 raise
     raise ClusterError(f"node {name} changed under every one of {CONFLICT_RETRIES} patches; gave up", status=409)
+
+
+def patch_config_map_fresh(client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *,
+                           current: Obj | None = None) -> Obj | None:
+    """``patch_fresh`` for a ConfigMap of the compactor's namespace (the steering parameters); ``current``: a read to start
+    from (the object a previous patch returned). None when it is gone or ``build`` declines."""
+    for _ in range(CONFLICT_RETRIES):
+        found = current if current is not None else client.get_config_map(name)
+        current = None
+        if found is None:
+            return None
+        patch = build(found)
+        if patch is None:
+            return None
+        try:
+            return client.patch_config_map(name, _with_version(patch, found))
+        except ClusterError as exc:
+            if exc.status != 409:
+                raise
+    raise ClusterError(f"configmap {name} changed under every one of {CONFLICT_RETRIES} patches; gave up", status=409)

@@ -58,3 +58,13 @@ def pdbs_selecting(pdbs: list[Obj], pod: Obj) -> list[Obj]:
         if label_selector_matches(selector, {str(k): str(v) for k, v in labels.items()}):
             found.append(pdb)
     return found
+
+
+def grace_seconds(pod: Obj) -> float:
+    """How long the evicted pod may take to stop: ``terminationGracePeriodSeconds``, 30 when unset (the API default)."""
+    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return float(value) if isinstance(value, int | float) and value >= 0 else 30.0
+
+
+def is_bound(pod: Obj) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))

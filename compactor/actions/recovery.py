@@ -8,19 +8,20 @@ when it still validates against the cluster, otherwise it is rolled back.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from compactor.actions import annotations as ann
-from compactor.actions.client import ClusterClient, ObjectRef
+from compactor.actions import events
+from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock
-from compactor.actions.executor import Executor, RunReport, decode_plan
+from compactor.actions.events import Event
+from compactor.actions.executor import Executor, RunReport
 from compactor.actions.patching import patch_fresh
+from compactor.actions.state import Phase, RunState, StateUnreadable
+from compactor.actions.steering.policy import write_entries
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
@@ -35,10 +36,11 @@ class RecoveryReport:
     expired: list[str] = field(default_factory=list)  # reservation taints past their TTL removed
     kept: list[str] = field(default_factory=list)  # nodes deliberately left cordoned/reserved
     discarded: str = ""  # why an unreadable state was dropped (its nodes are then released by their marks)
+    unpinned: list[str] = field(default_factory=list)  # steering entries (owner uids) no run accounted for, removed
 
     @property
     def changed(self) -> bool:
-        return bool(self.resumed or self.released or self.expired or self.discarded)
+        return bool(self.resumed or self.released or self.expired or self.discarded or self.unpinned)
 
 
 def _parse_time(value: str) -> datetime | None:
@@ -50,50 +52,51 @@ def _parse_time(value: str) -> datetime | None:
 
 def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, resume: bool = True) -> RecoveryReport:
     report = RecoveryReport()
-    state = client.read_state(ann.STATE_CONFIGMAP)
-    active_id = ""
-    plan, unreadable = _readable(state)
-    if unreadable:  # from another version, or damaged: never wedge; the node marks say what to undo
-        log.warning("discarding an unreadable executor state", extra={"reason": unreadable})
-        client.write_state(ann.STATE_CONFIGMAP, None)
-        report.discarded = unreadable
-    elif state and plan is not None:
-        active_id = plan.metadata.id
-        log.info("found an interrupted plan", extra={"plan": active_id, "phase": state.get("phase")})
-        executor = Executor(client, settings, clock)
-        if not resume:
-            report.resumed = executor.abandon(plan, state, reason="resume disabled")
-        elif state.get("phase") == "rollingBack":  # the run had already decided to abort: finish that, never resume
-            why = state.get("reason") or "unknown reason"
-            report.resumed = executor.abandon(plan, state, reason=f"interrupted while rolling back: {why}")
+    data = client.read_state(ann.STATE_CONFIGMAP)
+    if data and data.get("plan"):
+        try:
+            active, plan = RunState.from_data(data)
+        except StateUnreadable as exc:  # from another version, or damaged: never wedge; the node marks say what to undo
+            log.warning("discarding an unreadable executor state", extra={"reason": str(exc)})
+            client.write_state(ann.STATE_CONFIGMAP, None)
+            report.discarded = str(exc)
         else:
-            report.resumed = executor.execute(plan, resume=state)
-    elif state is not None:
+            report.resumed = _resume(Executor(client, settings, clock), plan, active, resume=resume)
+    elif data is not None:
         client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume
-    _release_orphans(client, settings, clock, report, active_plan="")
+    _release_orphans(client, settings, clock, report)
+    _remove_orphan_pins(client, settings, report)
     return report
 
 
-_STATE_LISTS = ("cordoned", "done", "held")
+def _resume(executor: Executor, plan: CompactionPlan, state: RunState, *, resume: bool) -> RunReport:
+    log.info("found an interrupted plan", extra={"plan": plan.metadata.id, "phase": state.phase.value})
+    if not resume:
+        return executor.abandon(plan, state, reason="resume disabled")
+    if state.phase == Phase.ROLLING_BACK:  # the run had already decided to abort: finish that, never resume
+        return executor.abandon(plan, state, reason=f"interrupted while rolling back: {state.reason or 'unknown reason'}")
+    return executor.execute(plan, resume=state)
 
 
-def _readable(state: dict[str, str] | None) -> tuple[CompactionPlan | None, str]:
-    """(the plan of a state this version can resume, "") or (None, why it cannot); (None, "") when there is no plan."""
-    if not state or not state.get("plan"):
-        return None, ""
+def _remove_orphan_pins(client: ClusterClient, settings: ExecutorSettings, report: RecoveryReport) -> None:
+    """Steering entries no run accounts for (a crash between writing one and removing it) go: by now no run is active."""
     try:
-        plan = decode_plan(state["plan"])
-        lists = [json.loads(state.get(key) or "[]") for key in _STATE_LISTS]
-        maps = [json.loads(state.get(key) or "{}") for key in ("inflight", "freeBefore")]
-        int(state.get("evictions") or 0)
-    except (ValueError, ValidationError) as exc:
-        return None, f"state ConfigMap {ann.STATE_CONFIGMAP} is unreadable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-    if not all(isinstance(v, list) for v in lists) or not all(isinstance(v, dict) for v in maps):
-        return None, f"state ConfigMap {ann.STATE_CONFIGMAP} has fields of the wrong type"
-    return plan, ""
+        parameters = client.get_config_map(settings.steering_name)
+    except ClusterError as exc:  # no policy installed needs no parameters; a failed read is retried by the next recovery
+        log.info("steering parameters not read", extra={"error": str(exc)})
+        return
+    entries = sorted(((parameters or {}).get("data") or {}).keys())
+    if not entries:
+        return
+    try:
+        write_entries(client, settings.steering_name, dict.fromkeys(entries), current=parameters)
+    except ClusterError as exc:
+        log.error("could not remove steering entries", extra={"entries": entries, "error": str(exc)})
+        return
+    report.unpinned = entries
 
 
-def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport, active_plan: str) -> None:
+def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport) -> None:
     now = clock.now()
 
     def release(node: dict[str, Any]) -> dict[str, Any] | None:
@@ -104,8 +107,6 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
             continue
         name = node["metadata"]["name"]
         marks = ann.node_annotations(node)
-        if active_plan and marks.get(ann.PLAN_ID) == active_plan:
-            continue
         mode = marks.get(ann.AFTER_DRAIN)
         if mode == "keepCordoned":
             report.kept.append(name)
@@ -116,18 +117,21 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
                 report.kept.append(name)
                 continue
             report.expired.append(name)
-            reason = "CompactorReservationExpired"
+            expired = True
         else:
             report.released.append(name)
-            reason = "CompactorUncordon"
+            expired = False
         try:
             if patch_fresh(client, name, release, node=node) is None:
                 continue  # released meanwhile (or gone)
-            message = f"released by gpu-compactor (plan {marks.get(ann.PLAN_ID, '?')} no longer active)"
+            plan = marks.get(ann.PLAN_ID, "?")
             if report.discarded:  # said on every node it touches: the run that marked them cannot be resumed
-                client.create_event(ObjectRef("Node", name), reason="CompactorStateDiscarded", type_="Warning",
-                                    message=f"{message}; {report.discarded}; rolled back by its node marks")
+                _event(client, events.state_discarded(name, plan, report.discarded))
             else:
-                client.create_event(ObjectRef("Node", name), reason=reason, message=message)
+                _event(client, events.reservation_expired(name, plan) if expired else events.released(name, plan))
         except ClusterError as exc:  # keep releasing the others; the marks stay, so the next recovery retries this one
             log.error("could not release node", extra={"node": name, "error": str(exc)})
+
+
+def _event(client: ClusterClient, event: Event) -> None:
+    client.create_event(event.involved, reason=event.reason, message=event.message, type_=event.type)

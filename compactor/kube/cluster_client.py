@@ -49,7 +49,8 @@ _NAME_LIMIT = 253
 
 _API_VERSIONS = {"Node": "v1", "Pod": "v1", "ConfigMap": "v1", "Namespace": "v1", "PodDisruptionBudget": "policy/v1",
                  "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
-                 "Job": "batch/v1"}
+                 "Job": "batch/v1", "MutatingAdmissionPolicy": "admissionregistration.k8s.io/v1",
+                 "MutatingAdmissionPolicyBinding": "admissionregistration.k8s.io/v1"}
 
 _STATUS_WORDS = {
     400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 405: "method not allowed",
@@ -140,14 +141,36 @@ class KubeClusterClient:
     def list_nodes(self) -> list[Obj]:
         return self._list(_Listing(self._core.list_node, (), "Node", "v1", "nodes"))
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None) -> list[Obj]:
+    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
         field_selector = f"spec.nodeName={node_name}" if node_name else None
-        where = f" on node {node_name}" if node_name else ""
+        where = (f" on node {node_name}" if node_name else "") + (f" matching {label_selector}" if label_selector else "")
         if namespace:
             return self._list(_Listing(self._core.list_namespaced_pod, (namespace,), "Pod", "v1", f"pods in namespace {namespace}{where}",
-                                       field_selector=field_selector))
+                                       field_selector=field_selector, label_selector=label_selector or None))
         return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", f"pods{where or ' in all namespaces'}",
-                                   field_selector=field_selector))
+                                   field_selector=field_selector, label_selector=label_selector or None))
+
+    def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
+        params = {"namespace": namespace, "name": name}
+        if kind == "ReplicaSet":
+            return self._get("/apis/apps/v1/namespaces/{namespace}/replicasets/{name}", params, kind, f"reading replicaset {namespace}/{name}")
+        if kind == "StatefulSet":
+            return self._get("/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}", params, kind,
+                             f"reading statefulset {namespace}/{name}")
+        return None
+
+    def get_admission(self, kind: str, name: str) -> Obj | None:
+        if kind == "MutatingAdmissionPolicy":
+            return self._get("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/{name}", {"name": name}, kind,
+                             f"reading mutatingadmissionpolicy {name}")
+        if kind == "MutatingAdmissionPolicyBinding":
+            return self._get("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/{name}", {"name": name}, kind,
+                             f"reading mutatingadmissionpolicybinding {name}")
+        raise ValueError(f"not an admission kind this client reads: {kind}")
+
+    def get_config_map(self, name: str) -> Obj | None:
+        return self._get("/api/v1/namespaces/{namespace}/configmaps/{name}", {"namespace": self.namespace, "name": name}, "ConfigMap",
+                         f"reading configmap {self.namespace}/{name}")
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         if namespace:
@@ -173,6 +196,22 @@ class KubeClusterClient:
         if not reply.ok:
             raise self._error(reply, what)
         return self._object(reply, "Node", what)
+
+    def patch_config_map(self, name: str, patch: Obj) -> Obj:
+        what = f"patching configmap {self.namespace}/{name}"
+        reply = self._send("PATCH", "/api/v1/namespaces/{namespace}/configmaps/{name}", {"namespace": self.namespace, "name": name}, what,
+                           body=patch, content_type=MERGE_PATCH, query=self._dry_run_query())
+        if not reply.ok:
+            raise self._error(reply, what)
+        return self._object(reply, "ConfigMap", what)
+
+    def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
+        what = f"patching pod {namespace}/{name}"
+        reply = self._send("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": namespace, "name": name}, what,
+                           body=patch, content_type=MERGE_PATCH, query=self._dry_run_query())
+        if not reply.ok:
+            raise self._error(reply, what)
+        return self._object(reply, "Pod", what)
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         """POST a policy/v1 Eviction; never raises for API answers or transport failures, the outcome says what happened."""

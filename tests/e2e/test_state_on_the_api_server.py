@@ -13,7 +13,7 @@ import pytest
 from kubernetes import config as k8s_config
 
 from compactor.actions import annotations as ann
-from compactor.actions.executor import _Run, decode_plan
+from compactor.actions.state import RunState, decode_plan, encode_plan
 from compactor.kube.cluster_client import KubeClusterClient
 from tests.e2e.helpers import NEEDS_CLUSTER, STATE_NAMESPACE
 from tests.integration.test_executor import make_plan, two_freed_nodes
@@ -31,8 +31,8 @@ def test_a_5000_node_plans_state_is_written_read_back_and_small(state_namespace:
     per_node = {f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)}
     heavy = plan.model_copy(update={"before": {"nodes": per_node}, "after": {"nodes": per_node}, "moves": plan.moves + synthetic_moves(2000)})
     assert len(heavy.to_json()) > 2 * 1024 * 1024
-    run = _Run(heavy, set(heavy.freed_nodes), done=[m.pod for m in heavy.moves])  # the largest it gets: every move done
-    record = run.state("2026-01-01T00:00:00Z")
+    state = RunState(plan_id=heavy.metadata.id, done=[m.pod for m in heavy.moves], updated_at="2026-01-01T00:00:00Z")
+    record = state.to_data(encode_plan(heavy))  # the largest it gets: every move done
     api_client = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"], persist_config=False)  # type: ignore[no-untyped-call]
     with KubeClusterClient(api_client, namespace=state_namespace) as client:
         assert client.read_state(ann.STATE_CONFIGMAP) is None

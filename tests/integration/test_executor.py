@@ -360,7 +360,7 @@ def test_concurrent_evictions_never_two_of_one_owner() -> None:
     c, plan = setup()
     seen: list[tuple[str, set[str]]] = []
     intercept_evictions(c, lambda ns, name: seen.append((owner_of(c, ns, name), in_flight(c))))
-    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2, "steer_replacements": False})  # steering: one at a time
+    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2, "steering": "off"})  # holds steer one at a time
     assert run(c, plan, settings).status == "succeeded"
     assert len(seen) == 4
     assert all(owner not in busy for owner, busy in seen)  # never a second pod of an owner still being replaced

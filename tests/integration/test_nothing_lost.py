@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.executor import Executor, decode_plan
+from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
+from compactor.actions.state import decode_plan
 from compactor.planner.plan import Move
 from tests.builders import node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster

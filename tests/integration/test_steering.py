@@ -16,7 +16,7 @@ from tests.fakecluster import Crash, FakeCluster
 from tests.integration.test_executor import SETTINGS, Obj, agents, assert_clean, make_plan, marks, rs, run
 from tests.integration.test_executor import pdb as budget
 
-UNSTEERED = SETTINGS.model_copy(update={"steer_replacements": False})
+UNSTEERED = SETTINGS.model_copy(update={"steering": "off"})
 
 
 def spare_node_beside_a_freeable_one() -> list[Obj]:

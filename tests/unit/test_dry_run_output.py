@@ -266,12 +266,12 @@ def test_a_dry_run_the_executor_aborts_says_so_and_exits_non_zero(plan_file: Pat
 
 
 def test_a_dry_runs_progress_says_intentions() -> None:
-    from compactor.actions.executor import _intention
+    from compactor.actions.run import intention
 
-    assert _intention("evicting nlp/bert-0 from gpu-1") == "would evict nlp/bert-0 from gpu-1"
-    assert _intention("moved nlp/bert-0") == "would move nlp/bert-0"
-    assert _intention("placing pending llm/llama-0") == "would place pending llm/llama-0"
-    assert _intention("re-cutting gpu-2") == "would re-cut gpu-2"
-    assert _intention("finishing") == "would finish"
-    assert _intention("done") == "done"  # the progress display ends its line on it
-    assert _intention("something new") == "(dry run) something new"
+    assert intention("evicting nlp/bert-0 from gpu-1") == "would evict nlp/bert-0 from gpu-1"
+    assert intention("moved nlp/bert-0") == "would move nlp/bert-0"
+    assert intention("placing pending llm/llama-0") == "would place pending llm/llama-0"
+    assert intention("re-cutting gpu-2") == "would re-cut gpu-2"
+    assert intention("finishing") == "would finish"
+    assert intention("done") == "done"  # the progress display ends its line on it
+    assert intention("something new") == "(dry run) something new"

@@ -33,6 +33,7 @@ import yaml
 from kubernetes import client as k8s_client
 from pydantic import BaseModel
 
+from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
 from compactor.settings import Settings, load_settings, worst_case_run_seconds
@@ -43,10 +44,11 @@ BASE = MANIFESTS / "base"
 CRONJOB = MANIFESTS / "overlays" / "cronjob"
 CONTROLLER = MANIFESTS / "overlays" / "controller"
 MONITORING = MANIFESTS / "monitoring"
+STEERING = MANIFESTS / "steering"
 OVERLAYS = (CRONJOB, CONTROLLER)
-KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING)
+KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING)
 NAMESPACE = "gpu-compactor"
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
 WORKLOADS = {"CronJob", "Deployment"}
 # The name the workloads give their image, and the placeholder each overlay's `images:` entry turns it into.
 IMAGE = "gpu-compactor"
@@ -537,7 +539,7 @@ def _granted() -> set[Permission]:
     granted: set[Permission] = set()
     for kind in (CLUSTER_WIDE, OWN_NAMESPACE):
         for rule in _one(BASE, kind)["rules"]:
-            assert set(rule) == {"apiGroups", "resources", "verbs"}, f"{kind}: {rule}"
+            assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, f"{kind}: {rule}"
             for group, resource, verb in itertools.product(rule["apiGroups"], rule["resources"], rule["verbs"]):
                 granted.add(Permission(group, resource, verb, kind))
     return granted
@@ -595,6 +597,33 @@ def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(tmp_p
     settings = _mounted_settings(tmp_path, monkeypatch)
     for kind in ("Role", "RoleBinding"):
         assert _one(BASE, kind)["metadata"]["namespace"] == settings.executor.state_namespace
+
+
+def test_the_steering_policy_reads_the_parameter_configmap_the_compactor_writes() -> None:
+    defaults = Settings().executor
+    name, namespace = defaults.steering_name, defaults.state_namespace
+    policy = _one(STEERING, "MutatingAdmissionPolicy", name)
+    binding = _one(STEERING, "MutatingAdmissionPolicyBinding", name)
+    parameters = _one(BASE, "ConfigMap", name)
+    assert parameters["metadata"]["namespace"] == namespace and not parameters.get("data")
+    assert binding["spec"]["policyName"] == name
+    assert binding["spec"]["paramRef"] == {"name": name, "namespace": namespace, "parameterNotFoundAction": "Allow"}
+    assert policy["metadata"]["annotations"][POLICY_VERSION_ANNOTATION] == POLICY_VERSION  # what detect.py insists on
+    spec = policy["spec"]
+    assert spec["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"} and spec["failurePolicy"] == "Ignore"
+    assert spec["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                          "resources": ["pods"]}]
+    creators = next(c["expression"] for c in spec["matchConditions"] if c["name"] == "creators")
+    assert re.findall(r"'([^']+)'", creators) == list(CONTROLLER_USERS)  # the pin's Python mirror admits the same users
+
+
+def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_policy() -> None:
+    name = Settings().executor.steering_name
+    role_rules = _one(BASE, "Role")["rules"]
+    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "update", "patch"]} in role_rules
+    admission = [r for r in _one(BASE, "ClusterRole")["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
+    assert admission == [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"],
+                          "resourceNames": [name], "verbs": ["get"]}]
 
 
 @pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
@@ -739,7 +768,7 @@ def test_the_docs_install_with_kustomizations_that_exist() -> None:
             applied.add(directory)
         for name in re.findall(r"kustomize edit set image ([\w./-]+)=", text):
             assert name == IMAGE, f"{_shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
-    assert applied == {CRONJOB, CONTROLLER, MONITORING}
+    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING}
     readme = _install_texts()[ROOT / "README.md"]
     for step in ("docker build -t REGISTRY/gpu-compactor:TAG .", "docker push REGISTRY/gpu-compactor:TAG",
                  f"kustomize edit set image {IMAGE}=REGISTRY/gpu-compactor:TAG"):

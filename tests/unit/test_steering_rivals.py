@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compactor.actions.outcome import whole_free_gpu_nodes
-from compactor.actions.steering import rivals, room_on
+from compactor.actions.steering.room import rivals, room_on
 from tests.builders import node, pod
 
 LINGERING = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}

@@ -1,4 +1,4 @@
-"""Which nodes to hold (cordon for a moment) so that kube-scheduler can bind a pod only where the plan says.
+"""Room on a target node, and which nodes to hold (cordon for a moment) so that kube-scheduler binds a pod only there.
 
 The stock scheduler, with the default profile, sends a replacement to the emptiest
 feasible node, not to the planned one. The executor therefore cordons, for the few
@@ -96,6 +96,12 @@ def plan_hold(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, 
         if node.name != target and why_ineligible(pod, node) is None and pod.requests.fits_in(_free(node, used))
     )
     return Hold(room, others)
+
+
+def room_for(raw_target: Obj | None, raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Room:
+    """Whether ``mover`` fits ``target`` now, from the node and the pods bound to it (terminating ones counted as gone):
+    the narrow read the policy mechanism makes per move instead of listing every node and pod."""
+    return plan_hold([raw_target] if raw_target is not None else [], raw_pods, mover, target=target).room
 
 
 def rivals(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> list[str]:

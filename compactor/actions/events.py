@@ -1,0 +1,87 @@
+"""Every Event the executor and recovery record, one named constructor each (Karpenter's habit).
+
+An Event is a value here (``Event``); ``Run.event`` sends it, and a failure to send one never
+fails a run. The reasons are the API the users alert and filter on (``kubectl get events
+--field-selector reason=CompactorAbort``), so they are listed in docs/executor.md and never
+written anywhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compactor.actions.client import ObjectRef
+
+
+@dataclass(frozen=True)
+class Event:
+    involved: ObjectRef
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+def _node(name: str) -> ObjectRef:
+    return ObjectRef("Node", name)
+
+
+def _pod(key: str) -> ObjectRef:
+    namespace, name = key.split("/", 1)
+    return ObjectRef("Pod", name, namespace)
+
+
+def cordoned(node: str, plan: str) -> Event:
+    return Event(_node(node), "CompactorCordon", f"cordoned by gpu-compactor for plan {plan}")
+
+
+def evicted(pod: str, node: str, plan: str, why: str) -> Event:
+    return Event(_pod(pod), "CompactorEvict", f"evicted from {node} by plan {plan}: {why}")
+
+
+def uncordoned(node: str, plan: str, why: str) -> Event:
+    """``why``: after the plan, rolled back, opened for a pending pod."""
+    return Event(_node(node), "CompactorUncordon", f"{why} (plan {plan})")
+
+
+def kept_cordoned(node: str, plan: str) -> Event:
+    return Event(_node(node), "CompactorKeepCordoned", f"freed by plan {plan}; kept cordoned")
+
+
+def reserved(node: str, pod: str, until: str, plan: str) -> Event:
+    return Event(_node(node), "CompactorReserve", f"reserved for {pod or 'pending pods'} until {until} (plan {plan})")
+
+
+def aborted(node: str, plan: str, reason: str) -> Event:
+    return Event(_node(node), "CompactorAbort", f"plan {plan} aborted: {reason}", "Warning")
+
+
+def recut_started(node: str, from_config: str, to_config: str, plan: str) -> Event:
+    return Event(_node(node), "CompactorMigRecut", f"{from_config} -> {to_config} for plan {plan}")
+
+
+def recut_failed(node: str, message: str) -> Event:
+    return Event(_node(node), "CompactorMigRecutFailed", message, "Warning")
+
+
+def released(node: str, plan: str) -> Event:
+    return Event(_node(node), "CompactorUncordon", f"released by gpu-compactor (plan {plan} no longer active)")
+
+
+def reservation_expired(node: str, plan: str) -> Event:
+    return Event(_node(node), "CompactorReservationExpired", f"released by gpu-compactor (plan {plan} no longer active)")
+
+
+def state_discarded(node: str, plan: str, why: str) -> Event:
+    return Event(_node(node), "CompactorStateDiscarded",
+                 f"released by gpu-compactor (plan {plan} no longer active); {why}; rolled back by its node marks", "Warning")
+
+
+def steering_failed(pod: str, message: str) -> Event:
+    """A steered replacement that did not land where the plan said (the policy not in effect, or its node lost the room)."""
+    return Event(_pod(pod), "CompactorSteeringFailed", message, "Warning")
+
+
+def unpinned_pending(pod: str, node: str, plan: str) -> Event:
+    """A pod pinned to ``node`` that cannot bind there, evicted while Pending so that its owner recreates it unpinned."""
+    return Event(_pod(pod), "CompactorUnpin", f"pinned to {node} by plan {plan} but cannot bind there; evicted while Pending "
+                                              "so that its owner recreates it unpinned")

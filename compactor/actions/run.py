@@ -1,0 +1,141 @@
+"""One run of a plan as the steps see it: the plan, its persisted state, the services they share.
+
+``Run`` is what every step module (``actions/steps/``) and every steerer (``actions/steering/``)
+takes. It holds the typed state (``RunState``, saved to the state ConfigMap by ``save``, which the
+steps call *before* each change they make: the write-ahead rule), what only this process knows
+(notes, the time it started, holds' duration), and the services: the cluster client, settings,
+clock, Events, progress, and the retry helper for reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, TypeVar
+
+from compactor.actions.client import ClusterClient
+from compactor.actions.clock import Clock
+from compactor.actions.events import Event
+from compactor.actions.retry import Backoff, retrying
+from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
+from compactor.errors import ClusterError
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import ExecutorSettings
+
+if TYPE_CHECKING:
+    from compactor.actions.steering import Steerer
+
+log = logging.getLogger("compactor.executor")
+T = TypeVar("T")
+
+
+class Abort(Exception):
+    """Stop the run and roll back; the message says why (it becomes an Event and a log line)."""
+
+
+class StopHere(Exception):
+    """Stop starting moves at a safe point: what is done stays, the rest waits for the next run (status partial)."""
+
+
+@dataclass
+class Progress:
+    plan_id: str
+    done: int
+    total: int
+    current: str = ""
+    waiting: str = ""
+
+
+@dataclass
+class Run:
+    plan: CompactionPlan
+    state: RunState
+    client: ClusterClient
+    settings: ExecutorSettings
+    clock: Clock
+    steerer: Steerer
+    dry_run: bool = False
+    progress: Callable[[Progress], None] = lambda _p: None
+    capped: str = ""  # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
+    notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
+    recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
+    skipped: list[str] = field(default_factory=list)  # planned pods found gone or elsewhere
+    started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
+    held_since: float = 0.0
+    held_seconds: float = 0.0  # node-seconds of holds so far
+
+    @property
+    def plan_id(self) -> str:
+        return self.plan.metadata.id
+
+    @cached_property
+    def freed(self) -> frozenset[str]:
+        return frozenset(self.plan.freed_nodes)
+
+    @cached_property
+    def plan_record(self) -> str:
+        """The plan as the state stores it, encoded once per run (every save writes it)."""
+        return encode_plan(self.plan)
+
+    @property
+    def unfinished_sources(self) -> set[str]:
+        """Nodes with a planned move not done (the run stopped at a budget before them): not drained, not to wait for."""
+        return {m.from_node for m in self.plan.moves if m.pod not in self.state.done}
+
+    @cached_property
+    def fences(self) -> list[str]:
+        """Nodes drained for a pending pod (and not freed), and nodes to re-cut: fenced until the pending pod binds there."""
+        sources = {m.from_node for m in self.plan.moves}
+        targets = {m.to_node for m in self.plan.moves}
+        drained_for_pending = {p.to_node for p in self.plan.placed_pending} & sources - self.freed - targets
+        return sorted(drained_for_pending | {r.node for r in self.plan.mig_repartition})
+
+    # ----- services ---------------------------------------------------------------
+
+    def save(self) -> None:
+        """Write the state before the change it announces (the write-ahead rule); recovery reads it after a crash."""
+        self.state.updated_at = self.stamp()
+        self.client.write_state(STATE_CONFIGMAP, self.state.to_data(self.plan_record))
+
+    def event(self, event: Event) -> None:
+        try:
+            self.client.create_event(event.involved, reason=event.reason, message=event.message, type_=event.type)
+        except ClusterError as exc:  # an event is a courtesy; never fail a run on it
+            log.warning("event not recorded", extra={"reason": event.reason, "error": str(exc)})
+
+    def read(self, call: Callable[[], T], what: str = "read") -> T:
+        """A read while waiting: a transient failure (no reply, 429, 5xx) is retried with backoff, not a rollback."""
+        return retrying(call, Backoff.of(self.settings), self.clock, what=what)
+
+    def report(self, current: str, waiting: str = "") -> None:
+        if self.dry_run:
+            current = intention(current)
+        self.progress(Progress(self.plan_id, len(self.state.done), len(self.plan.moves), current, waiting))
+
+    def said(self, real: str, dry: str) -> str:
+        """A log message that says something happened: in a dry run, what would happen instead."""
+        return dry if self.dry_run else real
+
+    def stamp(self, offset: float = 0.0) -> str:
+        return (self.clock.now() + timedelta(seconds=offset)).isoformat().replace("+00:00", "Z")
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+# A progress line of a dry run says what a real run would do: its first words, for each step that reports.
+_INTENTIONS = (("evicting ", "would evict "), ("moved ", "would move "), ("placing pending ", "would place pending "),
+               ("re-cutting ", "would re-cut "), ("finishing", "would finish"))
+
+
+def intention(current: str) -> str:
+    """``evicting p from n`` -> ``would evict p from n``; ``done`` stays (the walk through the plan is done)."""
+    if current == "done":
+        return current
+    for real, dry in _INTENTIONS:
+        if current.startswith(real):
+            return dry + current[len(real):]
+    return f"(dry run) {current}"

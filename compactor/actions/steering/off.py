@@ -1,0 +1,47 @@
+"""No steering (``executor.steering: off``): replacements go where kube-scheduler sends them.
+
+The landing check still stops a run whose replacement lands on a node the plan frees; anything
+else is accepted, so the gain may fall short of the plan on a spreading scheduler profile, and the
+run says so (``partial``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from compactor.actions.client import Obj
+from compactor.actions.steering import Mechanism
+from compactor.planner.plan import Move, Placement
+
+if TYPE_CHECKING:
+    from compactor.actions.run import Run
+
+
+class NoSteering:
+    mechanism = Mechanism.OFF
+    exact = False
+    parallel = True
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def prepare(self, run: Run, move: Move, pod: Obj) -> None:
+        return None
+
+    def engage(self, run: Run, move: Move) -> None:
+        return None
+
+    def observe(self, run: Run, move: Move, fresh: list[Obj]) -> None:
+        return None
+
+    def after_move(self, run: Run, move: Move, fresh: list[Obj]) -> None:
+        return None
+
+    def before_placement(self, run: Run, placement: Placement, pod: Obj) -> None:
+        return None
+
+    def after_placement(self, run: Run) -> None:
+        return None
+
+    def release(self, run: Run) -> None:
+        return None

@@ -1,0 +1,57 @@
+"""What the steering admission policy (``manifests/steering/policy.yaml``) does to a pod, in Python.
+
+The policy runs inside kube-apiserver; this is the same rule over plain dicts, for the dry run's
+simulated replacements and the test fakes, so that they meet pods shaped as a real cluster makes
+them. ``tests/e2e/test_steering_policy.py`` creates pods of every affinity shape on a real
+kube-apiserver and checks that it and ``pinned`` agree.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+from compactor.actions.client import Obj
+
+STEERED_TO = "compactor.io/steered-to"  # set by the policy on each pod it pins: the node
+POLICY_VERSION_ANNOTATION = "compactor.io/steering-policy-version"
+POLICY_VERSION = "1"  # the policy's shape this code expects (detect.py refuses another)
+# Users that create pods for a workload controller (kube-controller-manager with and without
+# --use-service-account-credentials): the policy's `creators` condition.
+CONTROLLER_USERS = (
+    "system:serviceaccount:kube-system:replicaset-controller",
+    "system:serviceaccount:kube-system:statefulset-controller",
+    "system:kube-controller-manager",
+)
+
+
+def pin_for(pod: Obj, params: Mapping[str, str], creator: str) -> str | None:
+    """The node the policy pins ``pod`` to when ``creator`` creates it with these parameters, or None (left as it is)."""
+    if creator not in CONTROLLER_USERS:
+        return None
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("uid") in params:
+            return params[str(ref["uid"])]
+    return None
+
+
+def pinned(pod: Obj, node: str) -> Obj:
+    """``pod`` as the policy admits it: ``metadata.name In [node]`` ANDed into every required node selector term (or the
+    only term when it has none) and annotated ``compactor.io/steered-to: node``."""
+    result = copy.deepcopy(pod)
+    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    spec = result.setdefault("spec", {})
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [{"matchFields": [field]}]}
+    else:
+        for term in required.get("nodeSelectorTerms") or []:
+            term.setdefault("matchFields", []).append(dict(field))
+    result.setdefault("metadata", {}).setdefault("annotations", {})[STEERED_TO] = node
+    return result
+
+
+def steered_to(pod: Obj) -> str:
+    """The node the policy pinned ``pod`` to, "" when it did not."""
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(STEERED_TO) or "")

@@ -1,0 +1,168 @@
+"""Steering by admission policy: one entry ``<owner uid>: <node>`` in the parameter ConfigMap per move in flight.
+
+Per move: the target's room is read narrowly (the node and its pods), the entry is recorded in
+the run state and then written (merge patch with the ConfigMap's resourceVersion), the eviction
+follows; the owner's next pod is created pinned to the target by the policy
+(``manifests/steering/policy.yaml``); once it is bound, the entry goes (state first, then the
+ConfigMap). No node is cordoned, so no other workload is held up.
+
+What can go wrong, and what happens:
+
+* the replacement arrives without the pin (policy or binding not in effect): the landing check
+  stops the run, with a Warning Event ``CompactorSteeringFailed`` saying so;
+* the pinned replacement cannot bind (its target lost the room) within ``steer_timeout_seconds``:
+  the entry goes, the Pending replacement is evicted (a Pending pod is evicted without asking its
+  PodDisruptionBudget), its owner recreates it unpinned, and the run stops and rolls back;
+* the owner created another pod while the entry existed (a scale-up) and it cannot bind: once the
+  move is over it is evicted the same way, so it is recreated unpinned.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from compactor.actions import events
+from compactor.actions.client import ClusterClient, EvictionOutcome, Obj
+from compactor.actions.owners import owner_pods
+from compactor.actions.patching import patch_config_map_fresh
+from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pod_key
+from compactor.actions.run import Abort, Run
+from compactor.actions.steering import Mechanism
+from compactor.actions.steering.pin import steered_to
+from compactor.actions.steering.room import room_for
+from compactor.planner.plan import Move, Placement
+
+log = logging.getLogger("compactor.steering")
+
+
+class PolicySteerer:
+    mechanism = Mechanism.POLICY
+    exact = True
+    parallel = True
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        self.parameters: Obj | None = None  # the parameter ConfigMap as the last patch returned it (its resourceVersion)
+        self._pending_since: dict[str, float] = {}  # pod -> when this process first saw its pinned replacement Pending
+        self._allowance: dict[str, float] = {}  # pod -> grace left to pods still terminating on its target when it was pinned
+        self._movers: dict[str, Obj] = {}  # pod -> as read before its eviction, while its move is in flight
+
+    def prepare(self, run: Run, move: Move, pod: Obj) -> None:
+        target = run.client.get_node(move.to_node)
+        on_target = run.client.list_pods(node_name=move.to_node)
+        room = room_for(target, on_target + self._arriving(run, move.to_node, on_target), pod, target=move.to_node)
+        if not room.fits:
+            lacking = ", ".join(f"{r} {v}" for r, v in sorted(room.short.items())) or "the node is gone"
+            raise Abort(f"plan is stale: {move.to_node} has no room for {move.pod} now (short of {lacking})")
+        self._allowance[move.pod] = max((grace_seconds(p) for p in on_target if is_terminating(p)), default=0.0)
+        self._movers[move.pod] = pod
+        run.state.pins[controller_uid(pod)] = move.to_node  # saved before engage writes it: recovery removes an entry not in a state
+
+    def _arriving(self, run: Run, target: str, on_target: list[Obj]) -> list[Obj]:
+        """Moves in flight to ``target`` whose replacement is not bound there yet: their room is taken already (concurrent
+        evictions), so each counts as a copy of the pod it replaces, bound to ``target``."""
+        arriving = []
+        for key, mover in self._movers.items():
+            flight = run.state.inflight.get(key)
+            if flight is None or flight.target != target or key in run.state.done:
+                continue
+            landed = any(controller_uid(p) == flight.owner and str(p["metadata"].get("uid")) not in flight.siblings for p in on_target)
+            if not landed:
+                arriving.append({**mover, "spec": {**(mover.get("spec") or {}), "nodeName": target},
+                                 "metadata": {**(mover.get("metadata") or {}), "name": f"{key}-arriving"}})
+        return arriving
+
+    def engage(self, run: Run, move: Move) -> None:
+        self._write(run, {run.state.inflight[move.pod].owner: move.to_node})
+
+    def observe(self, run: Run, move: Move, fresh: list[Obj]) -> None:
+        owner = run.state.inflight[move.pod].owner
+        for pod in fresh:
+            node = (pod.get("spec") or {}).get("nodeName")
+            pinned = steered_to(pod)
+            if node and not pinned:
+                self._failed(run, pod, f"replacement {pod_key(pod)} for {move.pod} was created without the steering pin and bound to "
+                                       f"{node}: MutatingAdmissionPolicy {run.settings.steering_name} is not in effect (its binding "
+                                       "missing or not matching, or the pod's creator not among its creators)")
+            if node:
+                self._unpin(run, owner)
+        waiting = [p for p in fresh if steered_to(p) == move.to_node and not (p.get("spec") or {}).get("nodeName")]
+        if not waiting:
+            self._pending_since.pop(move.pod, None)
+            return
+        since = self._pending_since.setdefault(move.pod, run.clock.monotonic())
+        limit = run.settings.steer_timeout_seconds + self._allowance.get(move.pod, 0.0)
+        if run.clock.monotonic() - since >= limit:
+            self._unpin(run, owner)
+            for pod in waiting:
+                evict_pending(run, pod, move.to_node)
+            self._failed(run, waiting[0], f"replacement {pod_key(waiting[0])} for {move.pod} is pinned to {move.to_node} but did not "
+                                          f"bind within {limit:g}s (steer_timeout_seconds): the node lost the room; unpinned and "
+                                          "evicted while Pending, its owner recreates it unpinned")
+
+    def after_move(self, run: Run, move: Move, fresh: list[Obj]) -> None:
+        self._movers.pop(move.pod, None)
+        self._pending_since.pop(move.pod, None)
+        self._allowance.pop(move.pod, None)
+        self._unpin(run, run.state.inflight[move.pod].owner)
+        for pod in fresh:  # pinned pods the owner made besides the replacement (a scale-up meanwhile) and that wait for room
+            if steered_to(pod) and not (pod.get("spec") or {}).get("nodeName") and not is_terminating(pod):
+                evict_pending(run, pod, steered_to(pod))
+
+    def before_placement(self, run: Run, placement: Placement, pod: Obj) -> None:
+        return None  # the node drained for it is reserved for it (steps/steer.py); nothing else is held
+
+    def after_placement(self, run: Run) -> None:
+        return None
+
+    def release(self, run: Run) -> None:
+        """Every entry of the run goes; a replacement pinned and still Pending is evicted, so its owner recreates it unpinned."""
+        if not run.state.pins:
+            return
+        owners = dict(run.state.pins)
+        run.state.pins.clear()
+        run.save()
+        self._write(run, dict.fromkeys(owners))
+        for pod_key_, flight in run.state.inflight.items():
+            if flight.owner not in owners:
+                continue
+            namespace = pod_key_.split("/", 1)[0]
+            for pod in owner_pods(run.client, namespace, flight.owner, flight.selector):
+                if steered_to(pod) and not (pod.get("spec") or {}).get("nodeName") and not is_terminating(pod):
+                    evict_pending(run, pod, steered_to(pod))
+
+    def _unpin(self, run: Run, owner: str) -> None:
+        """The entry for ``owner`` goes: from the state first, then from the ConfigMap (recovery removes one left behind)."""
+        if run.state.pins.pop(owner, None) is None:
+            return
+        run.save()
+        self._write(run, {owner: None})
+
+    def _write(self, run: Run, entries: dict[str, str | None]) -> None:
+        self.parameters = write_entries(run.client, run.settings.steering_name, entries, current=self.parameters)
+        if self.parameters is None:
+            raise Abort(f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone")
+
+    @staticmethod
+    def _failed(run: Run, pod: Obj, message: str) -> None:
+        run.event(events.steering_failed(pod_key(pod), message))
+        raise Abort(message)
+
+
+def write_entries(client: ClusterClient, name: str, entries: dict[str, str | None], *, current: Obj | None = None) -> Obj | None:
+    """Merge ``entries`` into the parameter ConfigMap (None removes one) against its resourceVersion (``current``: the object
+    as last seen, re-read on a conflict); the ConfigMap as patched, None when it does not exist."""
+    return patch_config_map_fresh(client, name, lambda _cm: {"data": entries}, current=current)
+
+
+def evict_pending(run: Run, pod: Obj, node: str) -> None:
+    """A pinned pod that cannot bind stays Pending for good (affinity is immutable): evicted while Pending (the API server
+    asks no PodDisruptionBudget for a Pending pod), its owner recreates it, unpinned once the entry is gone."""
+    meta = pod.get("metadata") or {}
+    result = run.client.evict(str(meta.get("namespace", "default")), str(meta.get("name", "")), uid=str(meta.get("uid") or ""))
+    if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
+        run.event(events.unpinned_pending(pod_key(pod), node, run.plan_id))
+        log.warning(run.said("evicted a pinned pod that could not bind", "would evict a pinned pod that cannot bind (dry run)"),
+                    extra={"pod": pod_key(pod), "node": node})
+    else:
+        run.note(f"pod {pod_key(pod)} is pinned to {node} and cannot bind; evicting it failed ({result.status} {result.message})")

@@ -1,0 +1,60 @@
+"""Await the replacement: the owner is whole again when a new pod of it (a uid not among its pods before the eviction) is
+bound and Ready.
+
+Each look lists the owner's pods by its own label selector (``owners.py``): one narrow read per
+poll, whatever the size of the cluster. While waiting, the run stops (``Abort``, then rollback)
+when the replacement lands on a node the plan frees, when the steering mechanism says it failed
+(``Steerer.observe``: bound elsewhere, arrived unpinned, pinned but unable to bind), or when it is
+not Ready within ``replacement_timeout_seconds`` plus the evicted pod's grace period (a
+StatefulSet recreates a pod only once the old one is gone). Once it is Ready, the source node is
+checked for a GPU pod the plan does not move (one that tolerates the cordon would defeat the plan).
+"""
+
+from __future__ import annotations
+
+from compactor.actions.client import Obj
+from compactor.actions.owners import owner_pods
+from compactor.actions.pods import is_bound, is_ready, is_terminating, pod_key
+from compactor.actions.run import Abort, Run
+from compactor.actions.steering.pin import steered_to
+from compactor.actions.steps.validate import no_strangers_on
+from compactor.planner.plan import Move
+
+
+def await_replacement(run: Run, move: Move) -> None:
+    flight = run.state.inflight[move.pod]
+    if not flight.owner:
+        run.steerer.release(run)
+        return  # bare pods are never in a plan; nothing would replace one
+    namespace = move.pod.split("/", 1)[0]
+    siblings = set(flight.siblings)
+    deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds + flight.grace
+    while True:
+        pods = run.read(lambda: owner_pods(run.client, namespace, flight.owner, flight.selector), "listing the owner's pods")
+        fresh = [p for p in pods if str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)]
+        run.steerer.observe(run, move, fresh)  # first: the mechanism knows best why a landing went wrong
+        pinned = [p for p in fresh if steered_to(p)]
+        for pod in pinned or fresh:  # pinned by the policy: the replacement; unpinned pods besides them are the owner's own business
+            _check_landing(run, move, pod)
+        if any(is_bound(p) and is_ready(p) for p in fresh):
+            if move.from_node in run.freed or move.from_node in run.fences:
+                run.read(lambda: no_strangers_on(run, [move.from_node]), "reading the source node's pods")
+            run.steerer.after_move(run, move, fresh)
+            return
+        if run.clock.monotonic() >= deadline:
+            state = "not Ready" if any(is_bound(p) for p in fresh) else "Pending"
+            raise Abort(f"replacement for {move.pod} still {state} after {run.settings.replacement_timeout_seconds:g}s")
+        run.report(f"moved {move.pod}", waiting=f"replacement of {move.pod} ({len(fresh)} new, none Ready yet)")
+        run.clock.sleep(run.settings.bind_poll_seconds if run.state.held else run.settings.poll_seconds)
+
+
+def _check_landing(run: Run, move: Move, pod: Obj) -> None:
+    """Where a replacement was bound decides whether the plan still holds; a wrong landing stops the run."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node:
+        return
+    if node in run.freed:
+        raise Abort(f"replacement {pod_key(pod)} for {move.pod} landed on {node}, a node this plan frees; stopped and rolled back")
+    if run.steerer.exact and node != move.to_node:
+        raise Abort(f"replacement {pod_key(pod)} for {move.pod} was bound to {node}, not the planned {move.to_node}; "
+                    f"stopped after {len(run.state.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)")

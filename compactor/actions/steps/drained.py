@@ -1,0 +1,33 @@
+"""Drained: a node counts as freed only once its GPU pods are deleted, not merely terminating (their grace period included)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from compactor.actions.client import Obj
+from compactor.actions.pods import grace_seconds, requests_gpu
+from compactor.actions.run import Run
+
+
+def await_drained(run: Run, nodes: list[str]) -> None:
+    """Wait until ``nodes`` hold no GPU pod, at most ``replacement_timeout_seconds`` plus the longest grace period; the
+    caller then reports the nodes still holding one as not freed."""
+    deadline: float | None = None
+    while True:
+        staying = {n: run.read(partial(gpu_pods_holding, run, n)) for n in nodes}
+        holding = [n for n, pods in staying.items() if pods]
+        if not holding:
+            return
+        if deadline is None:
+            grace = max(grace_seconds(p) for pods in staying.values() for p in pods)
+            deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds + grace
+        if run.clock.monotonic() >= deadline:
+            return
+        run.report("finishing", waiting=f"evicted pods to terminate on {', '.join(holding[:3])}")
+        run.clock.sleep(run.settings.poll_seconds)
+
+
+def gpu_pods_holding(run: Run, node: str) -> list[Obj]:
+    """GPU pods still on ``node``, terminating ones included: they hold the node until deleted."""
+    return [p for p in run.client.list_pods(node_name=node)
+            if requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]

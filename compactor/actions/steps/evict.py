@@ -1,0 +1,182 @@
+"""Evict: each planned pod through the ``policy/v1`` Eviction API, under its PodDisruptionBudgets, one owner at a time.
+
+Moves run in batches of at most ``max_concurrent_evictions`` when the steering mechanism allows it
+(the policy pins per owner; holds steer one pod at a time): never two moves of one owner, nor two
+under one PodDisruptionBudget, nor one moving onto another's source, in flight together. For each
+move, in order: the pod read fresh (gone or elsewhere: skipped), its PDBs asked until they allow a
+disruption, the owner's pods listed (their uids tell the replacement apart), the steering prepared,
+the state written (the write-ahead), steering engaged, the eviction sent (201 done, 404 gone,
+429/409/5xx retried with backoff, anything else aborts), and an Event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from compactor.actions import events
+from compactor.actions.client import EvictionOutcome, Obj
+from compactor.actions.owners import owner_pods, owner_selector
+from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pdbs_selecting
+from compactor.actions.retry import Backoff
+from compactor.actions.run import Abort, Run, StopHere
+from compactor.actions.state import InFlight
+from compactor.actions.steps.await_replacement import await_replacement
+from compactor.planner.plan import Move
+
+log = logging.getLogger("compactor.executor")
+MULTIPLE_PDBS = "more than one PodDisruptionBudget"  # the Eviction API's 500 for such a pod (eviction.go)
+
+
+def evict_all(run: Run) -> None:
+    pending = [m for m in run.plan.moves if m.pod not in run.state.done]
+    width = run.settings.max_concurrent_evictions if run.steerer.parallel else 1
+    budget = run.settings.max_run_seconds
+    for batch in batches(pending, width):
+        if budget is not None and run.clock.monotonic() - run.started >= budget:
+            log.info("run time budget reached", extra={"maxRunSeconds": budget})
+            run.capped = f"max_run_seconds ({budget:g})"
+            return
+        try:
+            _evict_batch(run, batch)
+        except StopHere as exc:
+            log.info("stopping before the next move", extra={"reason": str(exc)})
+            run.capped = str(exc)
+            return
+
+
+def batches(moves: Sequence[Move], width: int) -> list[list[Move]]:
+    """Consecutive groups of at most ``width`` moves that may be in flight together: no two of one owner, none onto another's
+    source (its room appears only once that pod is gone)."""
+    groups: list[list[Move]] = []
+    current: list[Move] = []
+    for move in moves:
+        owners = {m.owner or m.pod for m in current}
+        sources, targets = {m.from_node for m in current}, {m.to_node for m in current}
+        clash = (move.owner or move.pod) in owners or move.to_node in sources or move.from_node in targets
+        if current and (len(current) >= width or clash):
+            groups.append(current)
+            current = []
+        current.append(move)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
+    waits: list[Move] = []
+    busy: set[str] = set()  # PDBs with an eviction of this batch still being replaced: one at a time per PDB
+    try:
+        for move in batch:
+            run.report(f"evicting {move.pod} from {move.from_node}")
+            pod = current_pod(run, move)
+            pdbs = _pdbs(run, pod) if pod is not None else []
+            if busy & {_key(p) for p in pdbs}:
+                _await_all(run, waits)  # the PDB is shared with an earlier move of the batch: let that one finish first
+                waits, busy = [], set()
+                pod = current_pod(run, move)
+                pdbs = _pdbs(run, pod) if pod is not None else []
+            if pod is None:
+                if move.pod in run.state.inflight:  # evicted before a restart: its replacement is still to be confirmed
+                    waits.append(move)
+                    continue
+                run.skipped.append(move.pod)
+                mark_done(run, move)
+                continue
+            _start_move(run, move, pod, pdbs)
+            waits.append(move)
+            busy |= {_key(p) for p in pdbs}
+    except StopHere:
+        _await_all(run, waits)  # the moves already under way are seen through before the run stops here
+        raise
+    _await_all(run, waits)
+
+
+def _start_move(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> None:
+    """PDBs asked, steering in place, the eviction sent."""
+    owner = controller_uid(pod)
+    if not owner:
+        raise Abort(f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)")
+    _wait_for_budget(run, move, pod, pdbs)
+    run.clock.checkpoint()  # a stop received since the last wait takes effect before the next eviction, not after it
+    namespace = move.pod.split("/", 1)[0]
+    selector = owner_selector(run.client, pod)
+    siblings = sorted(str(p["metadata"].get("uid")) for p in owner_pods(run.client, namespace, owner, selector))
+    run.state.inflight[move.pod] = InFlight(owner=owner, siblings=siblings, grace=grace_seconds(pod), selector=selector,
+                                            target=move.to_node)
+    run.steerer.prepare(run, move, pod)
+    run.save()  # write-ahead: after a crash, recovery still waits for this replacement (and finds its steering)
+    run.steerer.engage(run, move)
+    _evict(run, move)
+
+
+def _await_all(run: Run, waits: Sequence[Move]) -> None:
+    for move in waits:
+        await_replacement(run, move)
+        mark_done(run, move)
+
+
+def mark_done(run: Run, move: Move) -> None:
+    run.state.done.append(move.pod)
+    run.state.inflight.pop(move.pod, None)
+    run.save()
+    run.report(f"moved {move.pod}")
+
+
+def current_pod(run: Run, move: Move) -> Obj | None:
+    """The planned pod as it is now, or None when it is gone, terminating, elsewhere, or another pod under its name."""
+    namespace, name = move.pod.split("/", 1)
+    pod = run.client.get_pod(namespace, name)
+    if pod is None or is_terminating(pod):
+        return None
+    if (pod.get("spec") or {}).get("nodeName") != move.from_node:
+        return None  # already elsewhere: nothing to move
+    if move.uid and (pod.get("metadata") or {}).get("uid") != move.uid:
+        return None  # a new pod with the same name (StatefulSet): the planned one is gone
+    return pod
+
+
+def _pdbs(run: Run, pod: Obj) -> list[Obj]:
+    return pdbs_selecting(run.client.list_pdbs(namespace=(pod.get("metadata") or {}).get("namespace", "default")), pod)
+
+
+def _key(pdb: Obj) -> str:
+    return f"{pdb['metadata'].get('namespace', 'default')}/{pdb['metadata']['name']}"
+
+
+def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> None:
+    """Before evicting, the pod's PDBs should allow it: an unexpected 0 waits (re-reading them), then aborts."""
+    deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds
+    while True:
+        blocking = [_key(p) for p in pdbs if int((p.get("status") or {}).get("disruptionsAllowed") or 0) <= 0]
+        if not blocking:
+            return
+        if run.clock.monotonic() >= deadline:
+            waited = run.settings.replacement_timeout_seconds
+            raise Abort(f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {waited:g}s")
+        run.report(f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
+        run.clock.sleep(run.settings.poll_seconds)
+        pdbs = _pdbs(run, pod)
+
+
+def _evict(run: Run, move: Move) -> None:
+    namespace, name = move.pod.split("/", 1)
+    delays = Backoff.of(run.settings).delays()
+    attempts = 0
+    while True:
+        result = run.client.evict(namespace, name, uid=move.uid, dry_run=False)
+        if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
+            run.state.evictions += result.outcome == EvictionOutcome.EVICTED
+            run.event(events.evicted(move.pod, move.from_node, run.plan_id, move.reason))
+            log.info(run.said("evicted", "would evict (dry run)"), extra={"pod": move.pod, "node": move.from_node, "plan": run.plan_id})
+            return
+        if result.outcome == EvictionOutcome.FORBIDDEN or MULTIPLE_PDBS in result.message:  # no retry changes these
+            raise Abort(f"eviction of {move.pod} refused ({result.status}): {result.message}")
+        attempts += 1
+        delay = next(delays, None)
+        if delay is None:
+            raise Abort(f"eviction of {move.pod} failed {attempts} times, last {result.status} {result.outcome.value}: {result.message}")
+        run.report(f"evicting {move.pod}", waiting=f"{result.outcome.value} ({result.status}), retry in {delay:g}s")
+        run.clock.sleep(delay)
+        if current_pod(run, move) is None:
+            return  # gone meanwhile

@@ -1,0 +1,84 @@
+"""Finish: every move is done; re-cut MIG nodes, place pending pods, wait for the drained nodes to empty, release what
+this run fenced (``after_drain``: uncordon, keepCordoned or taint), delete the state."""
+
+from __future__ import annotations
+
+import logging
+
+from compactor.actions import annotations as ann
+from compactor.actions import events
+from compactor.actions.client import Obj
+from compactor.actions.patching import patch_fresh
+from compactor.actions.pods import gpu_pods_on, pod_key
+from compactor.actions.run import Run
+from compactor.actions.state import STATE_CONFIGMAP, Phase
+from compactor.actions.steps.cordon import release, uncordon
+from compactor.actions.steps.drained import await_drained
+from compactor.actions.steps.recut import recut_all
+from compactor.actions.steps.steer import OPENED, place_pending, taint_value
+
+log = logging.getLogger("compactor.executor")
+
+
+def finish(run: Run) -> list[str]:
+    """The nodes freed (empty of GPU pods and released as ``after_drain`` says)."""
+    run.steerer.release(run)  # resumed after a crash between a bind and its release
+    unfinished = run.unfinished_sources
+    failed = recut_all(run, unfinished)
+    for placement in run.plan.placed_pending:
+        if placement.to_node in unfinished:
+            run.note(f"pending pod {placement.pod} not placed: {placement.to_node} was not drained in this run")
+        elif placement.to_node in failed:
+            run.note(f"pending pod {placement.pod} not placed: the re-cut of {placement.to_node} failed")
+        else:
+            place_pending(run, placement)
+    for name in run.fences:  # a pending pod that was not placed leaves its fence behind
+        release(run, name, OPENED)
+    await_drained(run, [n for n in run.plan.freed_nodes if n not in unfinished])
+    freed = []
+    for name in run.plan.freed_nodes:
+        if name in unfinished:  # the run stopped at a budget before this node's moves: released as it was
+            _after_drain(run, name, freed=False)
+            continue
+        leftovers = [pod_key(p) for p in gpu_pods_on(run.client, name)]
+        if leftovers:
+            log.warning(run.said("node not freed", "node would not be freed (dry run)"), extra={"node": name, "pods": leftovers[:5]})
+        else:
+            freed.append(name)
+        _after_drain(run, name, freed=not leftovers)
+    run.state.phase = Phase.DONE
+    run.client.write_state(STATE_CONFIGMAP, None)
+    run.report("done")
+    return freed
+
+
+def _after_drain(run: Run, name: str, *, freed: bool) -> None:
+    if name not in run.state.cordoned:
+        return  # a node gone, or already released by this run before a restart (or never actually cordoned), is left alone
+    mode = run.settings.after_drain if freed else "uncordon"
+    if mode == "uncordon":
+        if uncordon(run, name):
+            run.event(events.uncordoned(name, run.plan_id, "uncordoned after the plan"))
+    elif mode == "keepCordoned":
+        keep = {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned"}}}
+        if patch_fresh(run.client, name, lambda n: keep if ann.is_ours(n) else None):
+            run.event(events.kept_cordoned(name, run.plan_id))
+    else:
+        _reserve_freed(run, name)
+
+
+def _reserve_freed(run: Run, name: str) -> None:
+    """``after_drain: taint``: uncordon behind a NoSchedule taint that only the pending pod it was freed for tolerates."""
+    placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
+    until = run.stamp(offset=run.settings.taint_ttl_seconds)
+    reservation = {"key": run.settings.taint_key, "value": taint_value(placed), "effect": "NoSchedule"}
+
+    def build(node: Obj) -> Obj | None:
+        if not ann.is_ours(node):
+            return None
+        taints = [*ann.without_taints((node.get("spec") or {}).get("taints") or [], run.settings.taint_key), reservation]
+        return {"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
+                "spec": {"unschedulable": None, "taints": taints}}
+
+    if patch_fresh(run.client, name, build) is not None:
+        run.event(events.reserved(name, placed, until, run.plan_id))

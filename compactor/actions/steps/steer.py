@@ -1,0 +1,111 @@
+"""Steer pending pods: a pod the plan places on a node drained for it gets that node, and no one else does meanwhile.
+
+Once every move is done, the node drained for a pending pod (a fence until now) is *reserved*
+for it: one patch uncordons the node and adds a ``NoSchedule`` taint ``<taint_key>=<pod>`` (the
+marks stay, so recovery still accounts for the node), then the matching toleration is added to the
+pending pod (the API admits additions to a pod's tolerations). Only that pod can bind there; no
+other node is held (with holds, the other nodes that could take it are held as for a
+replacement). Once it is bound, or after ``steer_timeout_seconds``, the taint and the marks go.
+With steering off the fence simply opens.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from compactor.actions import annotations as ann
+from compactor.actions import events
+from compactor.actions.client import Obj
+from compactor.actions.patching import patch_fresh
+from compactor.actions.pods import is_bound, is_terminating
+from compactor.actions.run import Run
+from compactor.actions.steps.cordon import release
+from compactor.errors import ClusterError
+from compactor.planner.plan import Placement
+
+log = logging.getLogger("compactor.executor")
+OPENED = "opened for the pending pod"
+TOLERATION_RETRIES = 5
+
+
+def place_pending(run: Run, placement: Placement) -> None:
+    namespace, name = placement.pod.split("/", 1)
+    pod = run.client.get_pod(namespace, name)
+    if pod is None or is_terminating(pod):
+        run.note(f"pending pod {placement.pod} is gone")  # its node is released as the others (finish)
+        return
+    if not is_bound(pod):
+        run.steerer.before_placement(run, placement, pod)
+        if not (run.steerer.exact and reserve(run, placement, pod)):
+            release(run, placement.to_node, OPENED)
+    deadline = run.clock.monotonic() + run.settings.steer_timeout_seconds
+    while not (node := (pod.get("spec") or {}).get("nodeName")) and run.clock.monotonic() < deadline:
+        run.report(f"placing pending {placement.pod}", waiting=f"bind on {placement.to_node}")
+        run.clock.sleep(run.settings.bind_poll_seconds)
+        pod = run.read(lambda: run.client.get_pod(namespace, name), "reading the pending pod") or {}
+    run.steerer.after_placement(run)
+    release(run, placement.to_node, OPENED)  # the reservation too: the pod is bound, or its wait is over
+    if not node:
+        run.note(f"pending pod {placement.pod} not bound within {run.settings.steer_timeout_seconds:g}s")
+    elif node != placement.to_node:
+        run.note(f"pending pod {placement.pod} was bound to {node}, not the planned {placement.to_node}")
+
+
+def reserve(run: Run, placement: Placement, pod: Obj) -> bool:
+    """The fenced node opened for ``pod`` alone (taint + toleration); False when the node is not ours to reserve."""
+    node = placement.to_node
+    if node not in run.state.cordoned:
+        return False
+    taint = {"key": run.settings.taint_key, "value": taint_value(placement.pod), "effect": "NoSchedule"}
+    until = run.stamp(offset=run.settings.steer_timeout_seconds)
+    run.state.reserved[node] = placement.pod
+    run.save()
+
+    def build(current: Obj) -> Obj | None:
+        if not ann.is_ours(current):
+            return None
+        taints = [*ann.without_taints((current.get("spec") or {}).get("taints") or [], run.settings.taint_key), taint]
+        return {"metadata": {"annotations": {ann.RESERVED_FOR: placement.pod, ann.RESERVED_UNTIL: until}},
+                "spec": {"unschedulable": None, "taints": taints}}
+
+    if patch_fresh(run.client, node, build) is None:
+        run.note(f"{node} is no longer fenced by gpu-compactor; not reserved for {placement.pod}")
+        return False
+    run.event(events.reserved(node, placement.pod, until, run.plan_id))
+    tolerate(run, pod, {**taint, "operator": "Equal"})
+    return True
+
+
+def tolerate(run: Run, pod: Obj, toleration: Obj) -> None:
+    """Add ``toleration`` to the pending pod (the list whole, against its resourceVersion; a conflict re-reads it)."""
+    meta = pod.get("metadata") or {}
+    namespace, name = str(meta.get("namespace", "default")), str(meta.get("name", ""))
+    current: Obj | None = pod
+    for _ in range(TOLERATION_RETRIES):
+        if current is None or is_bound(current):
+            return
+        tolerations = list((current.get("spec") or {}).get("tolerations") or [])
+        if toleration in tolerations:
+            return
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        patch: Obj = {"spec": {"tolerations": [*tolerations, toleration]}}
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
+        try:
+            run.client.patch_pod(namespace, name, patch)
+            return
+        except ClusterError as exc:
+            if exc.status != 409:
+                raise
+        current = run.client.get_pod(namespace, name)
+    run.note(f"pending pod {namespace}/{name} changed under every toleration patch; it may not bind on its reserved node")
+
+
+def taint_value(pod: str) -> str:
+    """The pod's ``namespace.name`` as a valid taint value (a label value: at most 63 characters, alphanumeric at both ends).
+
+    The full key is in the ``reserved-for`` annotation; a long one is cut here, or the API would refuse the whole patch.
+    """
+    value = re.sub(r"[^A-Za-z0-9_.-]", ".", pod.replace("/", "."))[:63].strip("-_.")
+    return value or "any"

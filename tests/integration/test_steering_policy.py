@@ -1,0 +1,301 @@
+"""Steering by admission policy, against the fake cluster with the repository's own policy, binding and parameters installed.
+
+The fake cluster applies the policy as kube-apiserver does (``compactor.actions.steering.pin``,
+checked against a real API server in ``tests/e2e/test_steering_policy.py``): a pod its
+controller creates while the parameter ConfigMap names the controller's uid comes pinned
+(``matchFields: metadata.name In [node]``) and annotated. Its scheduler spreads, like the
+default profile, so an unpinned replacement goes to the emptiest node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compactor.actions import annotations as ann
+from compactor.actions.clock import SimulatedClock
+from compactor.actions.dryrun import RecordingClient
+from compactor.actions.executor import Executor, Progress
+from compactor.actions.recovery import recover
+from compactor.actions.steering.detect import choose
+from compactor.actions.steering.pin import STEERED_TO
+from compactor.errors import CompactorError
+from compactor.planner.plan import CompactionPlan
+from tests.builders import node, pod, steering_policy
+from tests.fakecluster import Crash, FakeCluster
+from tests.integration.test_executor import SETTINGS, Obj, agents, assert_clean, events, hand_plan, make_plan, marks, rs, run, writes
+from tests.integration.test_executor import pdb as budget
+from tests.integration.test_steering import gpu_nodes_of, node_drained_for_a_pending_pod, spare_node_beside_a_freeable_one
+
+PARAMETERS = "gpu-compactor-steering"
+POLICY = SETTINGS.model_copy(update={"steering": "policy"})
+
+
+def with_policy(objects: list[Obj], **fake: Any) -> tuple[FakeCluster, CompactionPlan]:
+    return FakeCluster([*objects, *steering_policy()], scheduler="spread", **fake), make_plan(objects)
+
+
+def entries(c: FakeCluster) -> dict[str, str]:
+    return dict(c.config_maps[PARAMETERS].get("data") or {})
+
+
+def cordoned_ever(c: FakeCluster) -> set[str]:
+    """Every node a patch of the run cordoned."""
+    return {call.args["name"] for call in writes(c, "patch_node") if (call.args["patch"].get("spec") or {}).get("unschedulable")}
+
+
+def assert_no_steering_left(c: FakeCluster) -> None:
+    assert entries(c) == {}, "a steering entry outlived the run"
+    assert_clean(c)
+
+
+def two_owners_onto_two_targets() -> list[Obj]:
+    """gpu-3 runs two pods of two ReplicaSets; the plan moves them to gpu-1 and gpu-2; gpu-4 is empty (a spreader's choice)."""
+    return [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8), node("gpu-4", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None), pod("pin-2", on="gpu-2", gpus=6, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2), rs("train-a", "gpu-3", "train", gpus=2),
+        *agents("gpu-1", "gpu-2", "gpu-3", "gpu-4"),
+        budget("serve", match={"app": "serve"}, max_unavailable=1), budget("train", match={"app": "train"}, max_unavailable=1),
+    ]
+
+
+def test_each_replacement_is_pinned_to_its_planned_node_and_no_other_node_is_cordoned() -> None:
+    c, plan = with_policy(spare_node_beside_a_freeable_one())
+    assert {m.to_node for m in plan.moves} == {"gpu-1"} and plan.freed_nodes == ["gpu-3"]
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert report.steering == "policy" and "MutatingAdmissionPolicy gpu-compactor-steering installed" in report.steering_why
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]  # the spreading scheduler would have chosen gpu-4
+    assert [node for _, node in c.pinned] == ["gpu-1", "gpu-1"]
+    assert cordoned_ever(c) == {"gpu-3"}  # only the node being freed; no hold anywhere
+    assert report.outcome is not None and report.outcome.held_node_seconds == 0 and report.outcome.freed_gpus == 8
+    assert_no_steering_left(c)
+
+
+def test_an_entry_is_recorded_before_it_is_written_and_removed_once_the_replacement_is_bound() -> None:
+    c, plan = with_policy(spare_node_beside_a_freeable_one())
+    assert run(c, plan).status == "succeeded"
+    order = [call.method for call in c.history if call.method in ("write_state", "patch_config_map", "evict")]
+    pins = [call for call in c.history if call.method == "patch_config_map"]
+    assert [set(call.args["patch"]["data"].values()) for call in pins] == [{"gpu-1"}, {None}, {"gpu-1"}, {None}]
+    assert all("resourceVersion" in call.args["patch"]["metadata"] for call in pins)  # a precondition, as every other write
+    first_pin = order.index("patch_config_map")
+    assert order[first_pin - 1: first_pin + 2] == ["write_state", "patch_config_map", "evict"]  # state, entry, eviction
+    assert order[first_pin + 2: first_pin + 4] == ["write_state", "patch_config_map"]  # forgotten by the state, then removed
+    assert pins[1].time - pins[0].time < c.ready_after  # removed at the bind, before the replacement is Ready
+    assert_no_steering_left(c)
+
+
+def test_moves_of_different_owners_run_at_once_and_each_lands_where_planned() -> None:
+    objects = two_owners_onto_two_targets()
+    c, plan = with_policy(objects)
+    assert sorted((m.pod, m.to_node) for m in plan.moves) == [("default/serve-a", "gpu-1"), ("default/train-a", "gpu-2")] or \
+        sorted(m.to_node for m in plan.moves) == ["gpu-1", "gpu-2"]
+    in_flight: list[int] = []
+    report = run(c, plan, POLICY.model_copy(update={"max_concurrent_evictions": 2}),
+                 progress=lambda _p: in_flight.append(len(c.config_maps[PARAMETERS].get("data") or {})))
+    assert report.status == "succeeded", report.reason
+    assert max(in_flight) == 2  # both owners pinned at once
+    assert {(m.pod.split("/")[1].split("-")[0], m.to_node) for m in plan.moves} == \
+        {(app, node) for app in ("serve", "train") for node in gpu_nodes_of(c, app)}
+    assert cordoned_ever(c) == {"gpu-3"}
+    assert_no_steering_left(c)
+
+
+def test_concurrent_moves_finish_sooner_than_one_at_a_time() -> None:
+    objects = two_owners_onto_two_targets()
+    c1, plan = with_policy(objects)
+    assert run(c1, plan, POLICY).status == "succeeded"
+    c2, _ = with_policy(objects)
+    assert run(c2, plan, POLICY.model_copy(update={"max_concurrent_evictions": 2})).status == "succeeded"
+    assert c2.time < c1.time
+
+
+def test_a_steered_pending_pod_gets_its_node_reserved_and_no_other_node_is_held() -> None:
+    objects = node_drained_for_a_pending_pod()
+    c, plan = with_policy(objects)
+    assert [(p.pod, p.to_node) for p in plan.placed_pending] == [("default/big", "gpu-3")]
+    reserved: list[list[dict[str, Any]]] = []
+
+    def watch(progress: Progress) -> None:
+        if progress.current.startswith("placing pending"):
+            reserved.append([t for t in c.nodes["gpu-3"]["spec"].get("taints") or [] if t["key"] == SETTINGS.taint_key])
+
+    report = run(c, plan, progress=watch)
+    assert report.status == "succeeded", report.reason
+    assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
+    assert reserved and reserved[0] == [{"key": SETTINGS.taint_key, "value": "default.big", "effect": "NoSchedule"}]
+    tolerations = c.pod("default", "big")["spec"]["tolerations"]
+    assert {"key": SETTINGS.taint_key, "operator": "Equal", "value": "default.big", "effect": "NoSchedule"} in tolerations
+    assert cordoned_ever(c) == {"gpu-3"}  # the fence only; nothing held for the pending pod either
+    assert not c.nodes["gpu-3"]["spec"].get("taints")  # the reservation goes once it is bound
+    assert_no_steering_left(c)
+
+
+def test_a_reserved_node_is_taken_by_no_other_pending_pod() -> None:
+    base = node_drained_for_a_pending_pod()
+    rival = pod("rival", gpus=4, owner=None)  # fits only gpu-3, once it is open, and arrives after the plan was made
+    c, plan = FakeCluster([*base, rival, *steering_policy()], scheduler="spread"), make_plan(base)
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
+    assert not c.pod("default", "rival")["spec"].get("nodeName")  # kept off by the reservation until big was bound
+    assert_no_steering_left(c)
+
+
+def test_auto_falls_back_to_holds_when_the_binding_is_missing_and_says_so() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = FakeCluster([*objects, *steering_policy(binding=False)], scheduler="spread"), make_plan(objects)
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert report.steering == "holds"
+    assert report.steering_why.startswith("auto: MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed")
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"] and cordoned_ever(c) > {"gpu-3"}  # held instead
+    assert_clean(c)
+
+
+@pytest.mark.parametrize(("objects", "problem"), [
+    ([], "MutatingAdmissionPolicy gpu-compactor-steering is not installed"),
+    (steering_policy(binding=False), "MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed"),
+    (steering_policy(parameters=False), "the parameter configmap gpu-compactor/gpu-compactor-steering does not exist"),
+])
+def test_steering_policy_insists_and_the_run_changes_nothing_without_it(objects: list[Obj], problem: str) -> None:
+    base = spare_node_beside_a_freeable_one()
+    c = FakeCluster([*base, *objects])
+    with pytest.raises(CompactorError, match=problem):
+        choose(c, POLICY)
+    with pytest.raises(CompactorError, match=problem):
+        run(c, make_plan(base), POLICY)
+    assert c.history == []
+
+
+def test_a_policy_of_another_version_or_binding_elsewhere_is_not_used() -> None:
+    policy, binding, parameters = steering_policy()
+    old = {**policy, "metadata": {**policy["metadata"], "annotations": {"compactor.io/steering-policy-version": "0"}}}
+    assert "is version 0" in choose(FakeCluster([old, binding, parameters]), SETTINGS).why
+    elsewhere = {**binding, "spec": {**binding["spec"], "paramRef": {**binding["spec"]["paramRef"], "namespace": "other"}}}
+    why = choose(FakeCluster([policy, elsewhere, parameters]), SETTINGS).why
+    assert "does not bind policy gpu-compactor-steering to configmap gpu-compactor/gpu-compactor-steering" in why
+    assert choose(FakeCluster([policy, binding, parameters]), SETTINGS.model_copy(update={"steering": "off"})).mechanism == "off"
+
+
+def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_not_in_effect() -> None:
+    c, plan = with_policy(spare_node_beside_a_freeable_one())
+    c._admission = lambda pod, creator: pod  # type: ignore[method-assign]  # installed, found, but never applied
+    report = run(c, plan)
+    assert report.status == "failed"
+    assert "was created without the steering pin" in report.reason and "is not in effect" in report.reason
+    assert [e["reason"] for e in events(c, "CompactorSteeringFailed")] == ["CompactorSteeringFailed"]
+    assert c.evicted == ["default/serve-a"]
+    assert_no_steering_left(c)
+
+
+def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending_and_the_run_stops() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = with_policy(objects)
+    original = c.evict
+
+    def evict_then_fill_the_target(namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> Any:
+        result = original(namespace, name, uid=uid, dry_run=dry_run)
+        if name == "serve-a":
+            c.add_pod(pod("squatter", on="gpu-1", gpus=4, owner=None))  # the target's room goes before the replacement binds
+        return result
+
+    c.evict = evict_then_fill_the_target  # type: ignore[method-assign]
+    report = run(c, plan)
+    assert report.status == "failed" and "did not bind within 60s" in report.reason and "lost the room" in report.reason
+    assert [e["reason"] for e in events(c, "CompactorUnpin")] == ["CompactorUnpin"]
+    c.settle()
+    serve = [p for p in c.pods.values() if (p["metadata"].get("labels") or {}).get("app") == "serve"]
+    assert len(serve) == 2 and all(p["spec"].get("nodeName") for p in serve)  # recreated unpinned, bound elsewhere
+    assert not any(STEERED_TO in (p["metadata"].get("annotations") or {}) for p in serve)
+    assert_no_steering_left(c)
+
+
+def test_a_pod_the_owner_makes_meanwhile_and_that_cannot_bind_is_evicted_so_it_comes_back_unpinned() -> None:
+    objects = [
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None), pod("pin-2", on="gpu-2", gpus=4, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2), *agents("gpu-1", "gpu-2", "gpu-3"),
+    ]
+    c = FakeCluster([*objects, *steering_policy()], scheduler="spread")
+    plan = hand_plan([("default/serve-a", "gpu-3", "gpu-1", "ReplicaSet/serve")], freed=["gpu-3"], c=c)
+    scaled: list[bool] = []
+
+    def scale_up_while_pinned(progress: Progress) -> None:
+        if not scaled and entries(c):
+            scaled.append(True)
+            c.controllers[("ReplicaSet", "default", "serve")].replicas += 1  # created pinned too; gpu-1 fits only one of them
+
+    report = run(c, plan, progress=scale_up_while_pinned)
+    assert scaled and report.status == "succeeded", report.reason
+    assert [e["reason"] for e in events(c, "CompactorUnpin")] == ["CompactorUnpin"]
+    c.settle()
+    serve = [p for p in c.pods.values() if (p["metadata"].get("labels") or {}).get("app") == "serve"]
+    assert len(serve) == 2 and all(p["spec"].get("nodeName") for p in serve)  # none left Pending for good
+    assert [STEERED_TO in (p["metadata"].get("annotations") or {}) for p in sorted(serve, key=lambda p: p["spec"]["nodeName"])] == [
+        True, False]  # the replacement pinned on gpu-1; the scale-up came back unpinned, wherever the scheduler sent it
+    assert_no_steering_left(c)
+
+
+def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_runs_recovery() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = with_policy(objects)
+    first_pin = next(i for i, call in enumerate(_baseline_history(objects, plan), 1) if call.method == "patch_config_map")
+    c.crash_after(first_pin, when="after")
+    with pytest.raises(Crash):
+        run(c, plan)
+    assert set(entries(c).values()) == {"gpu-1"}
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed.reason
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]
+    assert_no_steering_left(c)
+
+
+def test_an_entry_no_state_accounts_for_is_removed_by_recovery() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c = FakeCluster([*objects, *steering_policy()], scheduler="spread")
+    c.config_maps[PARAMETERS]["data"] = {"some-owner-uid": "gpu-1"}  # left by a process that died without a state
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.unpinned == ["some-owner-uid"] and entries(c) == {}
+
+
+def test_without_resume_recovery_removes_the_entry_and_evicts_a_pinned_pod_left_pending() -> None:
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = with_policy(objects)
+    first_eviction = next(i for i, call in enumerate(_baseline_history(objects, plan), 1) if call.method == "evict")
+    c.scheduler = "never"  # the replacement is created pinned, and nothing binds it before the crash
+    c.crash_after(first_eviction, when="after")
+    with pytest.raises(Crash):
+        run(c, plan)
+    c.advance(1)
+    assert any(STEERED_TO in (p["metadata"].get("annotations") or {}) for p in c.pods.values())
+    recovered = recover(c, SETTINGS, c.clock, resume=False)
+    assert recovered.resumed is not None and recovered.resumed.status == "failed"
+    assert entries(c) == {}
+    c.scheduler = "spread"
+    c.settle()
+    assert not any(STEERED_TO in (p["metadata"].get("annotations") or {}) for p in c.pods.values())  # recreated unpinned
+    assert_clean(c)
+
+
+def test_a_dry_run_with_the_policy_in_the_snapshot_shows_each_entry_and_changes_nothing() -> None:
+    base = spare_node_beside_a_freeable_one()
+    objects, plan = [*base, *steering_policy()], make_plan(base)
+    client = RecordingClient(objects, plan)
+    report = Executor(client, SETTINGS, SimulatedClock(), dry_run=True).execute(plan)
+    assert report.shown_status == "dry-run" and report.steering == "policy"
+    lines = client.intended_changes()
+    pins = [line for line in lines if line.startswith("patch configmap/gpu-compactor/gpu-compactor-steering")]
+    assert len(pins) == 4 and "(pin the next pod of ReplicaSet default/serve to node/gpu-1)" in pins[0] and "(unpin ReplicaSet default/serve)" in pins[1]
+    assert not any(line.startswith("cordon node/gpu-1") or "held-for" in line for line in lines)
+    assert all(not marks(FakeCluster(objects), n) for n in ("gpu-1", "gpu-2", "gpu-3"))
+    assert ann.HELD_FOR not in " ".join(lines)
+
+
+def _baseline_history(objects: list[Obj], plan: CompactionPlan) -> list[Any]:
+    baseline, _ = with_policy(objects)
+    run(baseline, plan)
+    return baseline.history
