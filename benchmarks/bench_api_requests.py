@@ -1,12 +1,15 @@
 """API requests per move: a large snapshot replayed into the fake API server, one real executor run.
 
-    python benchmarks/bench_api_requests.py                          # 5,000 nodes / 50,000 pods, 10 moves
+    python benchmarks/bench_api_requests.py                          # 5,000 nodes / 50,000 pods, 10 moves, steering policy
     python benchmarks/bench_api_requests.py --plan /tmp/p5k.json     # reuse a plan (planning 5,000 nodes takes ~90 s)
-    python benchmarks/bench_api_requests.py --no-steer               # the same without holds, for comparison
+    python benchmarks/bench_api_requests.py --steering holds         # the policy not installed: nodes held instead
+    python benchmarks/bench_api_requests.py --concurrency 4          # moves of different owners side by side
 
 The cluster comes from ``generate_cluster.py`` (or ``--snapshot``) and goes into
 ``tests/fakeapi``'s ``FakeApiServer`` with its disruption controller (PDB status recomputed
-after every write, as kube-controller-manager does) plus one ReplicaSet object per pod owner.
+after every write, as kube-controller-manager does) plus one ReplicaSet object per pod owner
+(its selector: the pods' labels), and, with ``--steering policy``, the repository's steering
+policy, binding and parameter ConfigMap, applied to each replacement as kube-apiserver would.
 The plan comes from the real planner, without its pending-pod placements (moves only: a
 placement's wait depends on how many other pending pods race for the node it opens). The
 executor then runs whole nodes' moves up to ``--moves``
@@ -19,8 +22,9 @@ to the schedulable, untainted node with the most free GPUs that fits its GPU/MIG
 not checked by that scheduler.
 
 Printed: requests per move, by verb and path kind (cluster-wide lists, namespace lists,
-node patches, evictions, state writes, events), bytes received per move, nodes held per move,
-and wall time. A benchmark, not a test: it prints figures and checks nothing.
+node patches, evictions, state writes, steering entries, events), bytes received per move, node
+patches on the freed nodes and on any other, and wall time. A benchmark, not a test: it prints
+figures and checks nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.generate_cluster import generate
 from compactor.actions.clock import RealClock
 from compactor.actions.executor import Executor
+from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
 from compactor.model.parse import parse_node, parse_pod
@@ -52,9 +57,11 @@ from compactor.model.types import Node
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
+from tests.builders import steering_policy
 from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest
 
 JSON = dict[str, Any]
+STEERING = "gpu-compactor-steering"
 ACCELERATOR = re.compile(r"^nvidia\.com/(gpu|mig-.+)$")
 
 
@@ -68,8 +75,9 @@ def replica_sets(pods: list[JSON]) -> list[JSON]:
                 key = (pod["metadata"]["namespace"], ref["name"])
                 counts[key] += 1
                 owners[key] = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                               "metadata": {"name": ref["name"], "namespace": key[0], "uid": ref["uid"]}, "spec": {}}
-    return [{**rs, "spec": {"replicas": counts[key]}} for key, rs in owners.items()]
+                               "metadata": {"name": ref["name"], "namespace": key[0], "uid": ref["uid"]},
+                               "spec": {"selector": {"matchLabels": dict(pod["metadata"].get("labels") or {})}}}
+    return [{**rs, "spec": {**rs["spec"], "replicas": counts[key]}} for key, rs in owners.items()]
 
 
 class Scheduler:
@@ -95,13 +103,21 @@ class Scheduler:
         if node in self.free:
             self.free[node] = self.free[node] + parse_pod(evicted, source="bench").requests
         owner = (meta.get("ownerReferences") or [{}])[0]
-        replacement = {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": f"{owner.get('name', 'pod')}-{uuid.uuid4().hex[:5]}", "namespace": meta["namespace"],
-                                    "uid": str(uuid.uuid4()), "labels": meta.get("labels") or {},
-                                    "ownerReferences": meta.get("ownerReferences") or []},
-                       "spec": {k: v for k, v in evicted["spec"].items() if k != "nodeName"},
-                       "status": {"phase": "Pending"}}
-        server.add(replacement)
+        replacement: JSON = {"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": f"{owner.get('name', 'pod')}-{uuid.uuid4().hex[:5]}", "namespace": meta["namespace"],
+                                          "uid": str(uuid.uuid4()), "labels": meta.get("labels") or {},
+                                          "ownerReferences": meta.get("ownerReferences") or []},
+                             "spec": {k: v for k, v in evicted["spec"].items() if k != "nodeName"},
+                             "status": {"phase": "Pending"}}
+        server.add(self._admitted(server, replacement))
+
+    @staticmethod
+    def _admitted(server: FakeApiServer, pod: JSON) -> JSON:
+        """The steering admission policy, when installed, as kube-apiserver applies it to the ReplicaSet controller's pod."""
+        policy = server.get("MutatingAdmissionPolicy", STEERING)
+        parameters = server.get("ConfigMap", STEERING, "gpu-compactor")
+        node = pin_for(pod, (parameters or {}).get("data") or {}, CONTROLLER_USERS[0]) if policy is not None else None
+        return pinned(pod, node) if node else pod
 
     def _loop(self) -> None:
         store = self.api._store  # read in place under the server's lock: copying 50,000 pods per pass would stall the API
@@ -133,7 +149,8 @@ def kind_of(request: RecordedRequest) -> str:
     if request.method == "GET":
         scope = "namespace" if "/namespaces/" in path else "cluster"
         resource = path.rstrip("/").split("/")[-1]
-        if re.search(r"/(nodes|pods|poddisruptionbudgets|configmaps|leases)/[^/]+$", path):
+        if re.search(r"/(nodes|pods|poddisruptionbudgets|configmaps|leases|replicasets|statefulsets|mutatingadmissionpolicies|"
+                     r"mutatingadmissionpolicybindings)/[^/]+$", path):
             return f"GET one {path.split('/')[-2]}"
         selector = " (selector)" if request.param("labelSelector") or request.param("fieldSelector") else ""
         return f"GET {scope} list {resource}{selector}"
@@ -141,6 +158,8 @@ def kind_of(request: RecordedRequest) -> str:
         return "POST eviction"
     if "/events" in path:
         return f"{request.method} event"
+    if "/configmaps/" + STEERING in path:
+        return f"{request.method} steering entry"
     if "/configmaps" in path:
         return f"{request.method} state"
     if "/nodes/" in path:
@@ -176,7 +195,10 @@ def main() -> int:
     parser.add_argument("--write-plan", help="write the plan made here to this file")
     parser.add_argument("--time-limit", type=float, default=20.0)
     parser.add_argument("--moves", type=int, default=10, help="moves to execute (max_evictions_per_cycle)")
-    parser.add_argument("--no-steer", action="store_true", help="steer_replacements off")
+    parser.add_argument("--steering", choices=("policy", "holds", "off"), default="policy",
+                        help="policy: the steering admission policy installed (the default); holds: not installed, nodes held")
+    parser.add_argument("--max-holds", type=int, default=100_000, help="executor.max_holds_per_move (holds only; unbounded here to measure)")
+    parser.add_argument("--concurrency", type=int, default=1, help="executor.max_concurrent_evictions")
     parser.add_argument("-v", "--verbose", action="store_true", help="the executor's log on stderr")
     args = parser.parse_args()
     if args.verbose:
@@ -188,13 +210,15 @@ def main() -> int:
     plan = make_plan(items, args).model_copy(update={"placed_pending": []})
     print(f"plan: {len(plan.moves)} moves, frees {plan.freed_gpus} GPUs ({time.monotonic() - started:.0f} s)")
     pods = [i for i in items if i["kind"] == "Pod"]
+    installed = steering_policy() if args.steering == "policy" else []
     with FakeApiServer(disruption_controller=DisruptionController()) as api:
-        api.add(*items, *replica_sets(pods))
+        api.add(*items, *replica_sets(pods), *installed)
         scheduler = Scheduler(api)
         api.on_evict = scheduler.on_evict
         scheduler.thread.start()
-        settings = ExecutorSettings(max_evictions_per_cycle=args.moves, steer_replacements=not args.no_steer,
-                                    poll_seconds=0.2, backoff_seconds=0.2, replacement_timeout_seconds=120, steer_timeout_seconds=120)
+        settings = ExecutorSettings(max_evictions_per_cycle=args.moves, steering=args.steering, max_holds_per_move=args.max_holds,
+                                    max_concurrent_evictions=args.concurrency, poll_seconds=0.2, backoff_seconds=0.2,
+                                    replacement_timeout_seconds=120, steer_timeout_seconds=120)
         api.clear_requests()
         client = KubeClusterClient(api.api_client(), namespace="gpu-compactor")
         run_started = time.monotonic()
@@ -204,13 +228,18 @@ def main() -> int:
         requests = api.requests
         received = sum(len(json.dumps(reply.body)) for r in requests if (reply := api.reply_to(r)) is not None and reply.body)
     done = max(1, report.moves_done)
-    print(f"run: {report.status} ({report.reason or 'ok'}), {report.moves_done} moves in {wall:.1f} s ({wall / done:.1f} s per move)")
+    freed = set(plan.freed_nodes)
+    patched = collections.Counter(r.path.rsplit("/", 1)[-1] for r in requests if r.method == "PATCH" and "/nodes/" in r.path)
+    print(f"run: {report.status} ({report.reason or 'ok'}), {report.moves_done} moves in {wall:.1f} s ({wall / done:.2f} s per move)")
     for note in report.outcome.notes if report.outcome else []:
         print(f"note: {note}")
-    print(f"nodes: {args.nodes if not args.snapshot else '?'}; steering: {'off' if args.no_steer else 'on'}")
-    print(f"requests: {len(requests)} in all, {len(requests) / done:.1f} per move; received {received / done / 1e6:.1f} MB per move")
+    print(f"nodes: {args.nodes if not args.snapshot else '?'}; steering: {report.steering} ({report.steering_why}); "
+          f"max_concurrent_evictions {args.concurrency}")
+    print(f"requests: {len(requests)} in all, {len(requests) / done:.1f} per move; received {received / done / 1e6:.3f} MB per move")
+    print(f"node patches: {sum(patched.values())} ({sum(v for n, v in patched.items() if n in freed)} on the {len(freed)} nodes the "
+          f"plan frees, {sum(v for n, v in patched.items() if n not in freed)} on {sum(1 for n in patched if n not in freed)} other nodes)")
     for kind, count in sorted(collections.Counter(kind_of(r) for r in requests).items(), key=lambda kv: -kv[1]):
-        print(f"  {count / done:9.1f} per move  {kind}")
+        print(f"  {count / done:9.2f} per move  {kind}")
     return 0
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from compactor.actions.outcome import Outcome
     from compactor.actions.recovery import RecoveryReport
     from compactor.model.types import Snapshot
-    from compactor.planner.plan import CompactionPlan
+    from compactor.planner.plan import CompactionPlan, SteeringNote
     from compactor.settings import Settings
 
 
@@ -56,6 +56,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                       mig_parted=mig_parted_for(snapshot, settings))
     if args.explain_mig:
         plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map)})
+    if _is_live(args):
+        plan = plan.model_copy(update={"steering": _steering_in(_kube_client(args, dry_run=True), settings)})
     text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as fh:
@@ -77,6 +79,23 @@ def _mig_advice(snapshot: Snapshot, config_map: str) -> list[dict[str, Any]]:
         for problem in problems(config):
             log.warning(problem)
     return advice
+
+
+def _steering_in(client: ClusterClient, settings: Settings) -> SteeringNote:
+    """The mechanism a run would steer with in the cluster ``client`` reads (``executor.steering: policy`` without the policy
+    says so here instead of failing: a plan is only read)."""
+    from compactor.actions.steering.detect import choose
+    from compactor.planner.plan import SteeringNote
+
+    try:
+        choice = choose(client, settings.executor)
+    except CompactorError as exc:
+        return SteeringNote(mechanism="policy", why=f"a run would fail before any change: {exc}")
+    return SteeringNote(mechanism=choice.mechanism.value, why=choice.why)
+
+
+def _is_live(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False))
 
 
 def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -133,15 +152,15 @@ def _executor_for(args: argparse.Namespace, plan: CompactionPlan | None) -> tupl
     from compactor.actions.dryrun import RecordingClient
     from compactor.cli import settings_from_args
 
-    live = bool(args.kubeconfig or args.context or args.in_cluster)
+    live = _is_live(args)
     if args.server_dry_run and not live:
         raise CompactorError("--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
                              "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example")
     if args.dry_run or not live:
         if not args.dry_run:
             raise CompactorError("a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)")
-        admission = _kube_client(args, dry_run=True) if (live and args.server_dry_run) else None
-        return RecordingClient(_raw_objects(args), plan, admission=admission,
+        reader = _kube_client(args, dry_run=True) if live else None  # answers the steering probe as a real run's would be
+        return RecordingClient(_raw_objects(args), plan, admission=reader if args.server_dry_run else None, probe=reader,
                                namespace=settings_from_args(args).executor.state_namespace), SimulatedClock(), True
     if args.server_dry_run:
         raise CompactorError("--server-dry-run goes with --dry-run")
@@ -205,6 +224,8 @@ def _run_text(report: RunReport, calls: list[str] | None) -> str:
                      f"{report.moves_done}/{report.moves_total} moves simulated")
     else:
         lines.append(f"plan {report.plan_id}: {report.status}; {report.moves_done}/{report.moves_total} moves done")
+    if report.steering:
+        lines.append(f"steering: {report.steering} ({report.steering_why})")
     if report.freed_nodes:
         lines.append(f"{'would free nodes' if dry else 'freed nodes'}: {', '.join(report.freed_nodes)}")
     if report.skipped_moves:

@@ -120,7 +120,7 @@ def run_cycle(
         report.recovery = recover(client, settings.executor, clock)
         if report.recovery.resumed is not None:
             resumed = report.recovery.resumed
-            exporter.record_run(resumed.status, evictions=_evictions(resumed), gained=_gained(resumed))
+            exporter.record_run(resumed.status, evictions=_evictions(resumed), gained=_gained(resumed), steering=resumed.steering)
     snapshot = load_snapshot()
     figures = _figures(snapshot, settings)
     exporter.set_figures(figures, cordoned_nodes=_cordoned(snapshot))
@@ -134,12 +134,13 @@ def run_cycle(
             from compactor.actions.dryrun import RecordingClient
 
             objects = [*client.list_nodes(), *client.list_pods(), *client.list_pdbs()]
-            recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace)
+            recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace, probe=client)
             run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress).execute(plan)
         else:
             run = Executor(client, settings.executor, clock, progress=progress).execute(plan)
         report.run = run
-        exporter.record_run(run.shown_status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()))
+        exporter.record_run(run.shown_status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()),
+                            steering=run.steering)
         if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
             snapshot = load_snapshot()  # the figures after the run, not the ones it started from
             report.figures, report.cordoned_nodes = _figures(snapshot, settings), _cordoned(snapshot)

@@ -338,7 +338,8 @@ class FakeCluster:
             expected = (patch.get("metadata") or {}).get("resourceVersion")
             if expected is not None and expected != current["metadata"].get("resourceVersion"):
                 raise ClusterError(f'Operation cannot be fulfilled on configmaps "{name}": the object has been modified', status=409)
-            updated = merge_patch(current, {k: v for k, v in patch.items() if k != "metadata"})
+            meta = {k: v for k, v in (patch.get("metadata") or {}).items() if k != "resourceVersion"}
+            updated = merge_patch(current, {**patch, "metadata": meta})
             updated["metadata"]["resourceVersion"] = str(next(self._versions))
             self.config_maps[name] = updated
             return copy.deepcopy(updated)

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.actions.client import ClusterClient
+from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.outcome import Outcome, compare, physical_gpus, whole_free_gpu_nodes
 from compactor.actions.pods import is_terminating, pod_key
 from compactor.actions.run import Abort, Progress, Run
-from compactor.actions.scope import within_cap
+from compactor.actions.scope import touched, within_cap
 from compactor.actions.state import Phase, RunState
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
@@ -156,19 +156,29 @@ class Executor:
         run.save()
 
     def _scoped(self, run: Run) -> Run:
-        """Whole-free GPUs measured before anything changes; a plan longer than max_evictions_per_cycle cut by whole nodes."""
-        nodes = self.client.list_nodes()
-        run.state.free_before = whole_free_gpu_nodes(nodes, self.client.list_pods())
+        """A plan longer than max_evictions_per_cycle cut by whole nodes; whole-free GPUs measured before anything changes."""
         cap = self.settings.max_evictions_per_cycle
-        if len(run.plan.moves) <= cap:
-            return run
-        plan = within_cap(run.plan, cap, physical_gpus(nodes))
-        log.info("per-cycle eviction cap: this run takes whole nodes up to it",
-                 extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)})
-        state = RunState(plan_id=plan.metadata.id, free_before=run.state.free_before)
-        scoped = self._run(plan, state)
-        scoped.capped = f"max_evictions_per_cycle ({cap})"
-        return scoped
+        if len(run.plan.moves) > cap:
+            plan = within_cap(run.plan, cap, {})
+            log.info("per-cycle eviction cap: this run takes whole nodes up to it",
+                     extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)})
+            run = self._run(plan, RunState(plan_id=plan.metadata.id))
+            run.capped = f"max_evictions_per_cycle ({cap})"
+        nodes, pods = self._world(run)
+        run.state.free_before = whole_free_gpu_nodes(nodes, pods)
+        if run.capped:  # the cut plan's net GPUs, counted as the planner counts them
+            gpus = physical_gpus(nodes)
+            freed_gpus = sum(gpus.get(n, 0) for n in run.plan.freed_nodes) - sum(gpus.get(n, 0) for n in run.plan.filled_nodes)
+            run.plan = run.plan.model_copy(update={"freed_gpus": freed_gpus})
+        return run
+
+    def _world(self, run: Run) -> tuple[list[Obj], list[Obj]]:
+        """The nodes and pods whole-free GPUs are measured on: with exact steering, the plan's own nodes (replacements land
+        nowhere else), read one by one, so the cost follows the plan, not the cluster; without, every node and pod."""
+        if not run.steerer.exact:
+            return self.client.list_nodes(), self.client.list_pods()
+        nodes = [node for name in touched(run.plan) if (node := self.client.get_node(name)) is not None]
+        return nodes, [pod for node in nodes for pod in self.client.list_pods(node_name=node["metadata"]["name"])]
 
     def _let_go_quietly(self, run: Run) -> None:
         try:
@@ -193,7 +203,7 @@ class Executor:
                  extra={"plan": run.plan_id, "status": report.shown_status, **report.outcome.to_dict()})
 
     def _measure(self, run: Run) -> Outcome:
-        nodes, pods = self.client.list_nodes(), self.client.list_pods()
+        nodes, pods = self._world(run)
         outcome = compare(run.state.free_before, whole_free_gpu_nodes(nodes, pods), planned=run.plan.freed_gpus)
         bound = {pod_key(p): (p.get("spec") or {}).get("nodeName") for p in pods if not is_terminating(p)}
         outcome.pending_planned = len(run.plan.placed_pending)

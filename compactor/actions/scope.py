@@ -33,3 +33,9 @@ def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> Compa
         "moves": moves, "placed_pending": placed, "freed_nodes": freed, "filled_nodes": filled,
         "freed_gpus": sum(gpus.get(n, 0) for n in freed) - sum(gpus.get(n, 0) for n in filled),
     })
+
+
+def touched(plan: CompactionPlan) -> list[str]:
+    """Every node the plan changes: sources and targets of its moves, nodes it frees, fills, places pending pods on or re-cuts."""
+    names = {n for m in plan.moves for n in (m.from_node, m.to_node)} | set(plan.freed_nodes) | set(plan.filled_nodes)
+    return sorted(names | {p.to_node for p in plan.placed_pending} | {r.node for r in plan.mig_repartition})

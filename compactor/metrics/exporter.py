@@ -25,6 +25,7 @@ from compactor.metrics.fragmentation import AggregateFigures, Figures
 PREFIX = "gpu_compactor_"
 RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do", "dry-run")  # dry-run: walked a plan, changed nothing
 RECUT_RESULTS = ("success", "failed", "timeout")
+STEERING_MECHANISMS = ("policy", "holds", "off")  # compactor.actions.steering.Mechanism, named here to keep metrics pure
 
 
 class Exporter(Collector):
@@ -45,6 +46,8 @@ class Exporter(Collector):
         self._leader = False
         self._gained: tuple[int, int] | None = None
         self._recuts: dict[str, int] = dict.fromkeys(RECUT_RESULTS, 0)
+        self._steering: str | None = None
+        self._steering_runs: dict[str, int] = dict.fromkeys(STEERING_MECHANISMS, 0)
         self.registry.register(self)
 
     # ----- updates (from the controller loop) ------------------------------------------
@@ -57,18 +60,23 @@ class Exporter(Collector):
                 self._cordoned = cordoned_nodes
 
     def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None,
-                   recuts: tuple[str, ...] = ()) -> None:
+                   recuts: tuple[str, ...] = (), steering: str = "") -> None:
         """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do | dry-run) after ``evictions`` evictions.
 
         ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured; ``recuts``: the result of
-        each MIG re-cut it attempted (success | failed | timeout).
+        each MIG re-cut it attempted (success | failed | timeout); ``steering``: the mechanism in force (policy | holds | off).
         """
         if evictions < 0:
             raise ValueError(f"evictions must be >= 0, got {evictions}")
         unknown = sorted(set(recuts) - set(RECUT_RESULTS))
         if unknown:
             raise ValueError(f"unknown re-cut result(s) {unknown}; expected {RECUT_RESULTS}")
+        if steering and steering not in STEERING_MECHANISMS:
+            raise ValueError(f"unknown steering mechanism {steering!r}; expected {STEERING_MECHANISMS}")
         with self._lock:
+            if steering:
+                self._steering = steering
+                self._steering_runs[steering] += 1
             self._runs[status] = self._runs.get(status, 0) + 1
             self._evictions += evictions
             if gained is not None:
@@ -106,6 +114,7 @@ class Exporter(Collector):
             figures, cordoned, leader = self._figures, self._cordoned, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
             gained, recuts = self._gained, dict(self._recuts)
+            steering, steering_runs = self._steering, dict(self._steering_runs)
         if figures is not None:
             yield from _figure_metrics(figures)
         if cordoned is not None:
@@ -131,6 +140,17 @@ class Exporter(Collector):
             yield GaugeMetricFamily(PREFIX + "last_cycle_timestamp_seconds", "Unix time the last cycle completed.", value=last)
         yield GaugeMetricFamily(PREFIX + "leader", "1 when this replica holds the leader lease (runs cycles), else 0.",
                                 value=1 if leader else 0)
+        if steering is not None:
+            mechanism = GaugeMetricFamily(PREFIX + "steering_mechanism", "1 for the steering mechanism the last run used (policy: the "
+                                          "admission policy of manifests/steering; holds: nodes cordoned for a moment; off), else 0.",
+                                          labels=["mechanism"])
+            for name in STEERING_MECHANISMS:
+                mechanism.add_metric([name], 1 if name == steering else 0)
+            yield mechanism
+        runs_by = CounterMetricFamily(PREFIX + "steered_runs", "Runs by the steering mechanism they used.", labels=["mechanism"])
+        for name in STEERING_MECHANISMS:
+            runs_by.add_metric([name], steering_runs[name])
+        yield runs_by
 
 
 def _pool_gauge(name: str, doc: str, pools: tuple[AggregateFigures, ...], attr: str) -> GaugeMetricFamily:

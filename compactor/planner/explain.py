@@ -168,7 +168,7 @@ def render_text(plan: CompactionPlan) -> str:
         out += ["", "MIG re-cuts (nvidia.com/mig.config, after the node is drained):"]
         out += [f"  {r.node}: {r.from_config or '-'} -> {r.to_config} ({r.reason})" for r in plan.mig_repartition]
     if plan.moves:
-        out += ["", "Moves, in execution order:"]
+        out += ["", "Moves, in execution order:", f"  steering: {plan.steering.mechanism} ({plan.steering.why})"]
         width = max(len(m.pod) for m in plan.moves)
         previous = ""
         for i, move in enumerate(plan.moves, 1):
@@ -203,7 +203,8 @@ def render_markdown(plan: CompactionPlan) -> str:
         out += [f"| {r.node} | {r.from_config or '-'} | {r.to_config} | {r.reason} |" for r in plan.mig_repartition]
         out.append("")
     if plan.moves:
-        out += ["## Moves (execution order)", "", "| # | pod | from | to | why |", "|---|---|---|---|---|"]
+        out += ["## Moves (execution order)", "", f"Steering: **{plan.steering.mechanism}**: {plan.steering.why}", "",
+                "| # | pod | from | to | why |", "|---|---|---|---|---|"]
         out += [f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.reason} |" for i, m in enumerate(plan.moves, 1)]
         out.append("")
     if plan.placed_pending:

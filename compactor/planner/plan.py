@@ -45,8 +45,8 @@ class Move(_Doc):
 
     pod: str = Field(description="The pod to evict, as namespace/name.")
     from_node: str = Field(alias="from", description="The node the pod runs on now; the executor skips the move when the pod is no longer there.")
-    to_node: str = Field(alias="to", description="The node the plan puts the pod's replacement on (the executor steers it there when "
-                                                 "executor.steer_replacements is on).")
+    to_node: str = Field(alias="to", description="The node the plan puts the pod's replacement on (the executor steers it there unless "
+                                                 "executor.steering is off).")
     reason: str = Field("", description="Why, for people: what the move frees or makes room for, then `; ` and the target's state. "
                                         "Free text, not a stable format.")
     uid: str = Field("", description="The pod's metadata.uid when planned: the executor skips the move when another pod has taken the name "
@@ -65,6 +65,19 @@ class Placement(_Doc):
 
     pod: str = Field(description="The pending pod, as namespace/name.")
     to_node: str = Field(alias="to", description="The node the plan makes room on for it (possibly one re-cut for it: see migRepartition).")
+
+
+STEERING_DECIDED_AT_RUN = ("decided when the run starts: the steering policy of manifests/steering when installed, else holds "
+                           "(executor.steering: auto)")
+
+
+class SteeringNote(_Doc):
+    """How the executor would make replacements land on their planned nodes in this cluster (``executor.steering``)."""
+
+    mechanism: str = Field(description="`policy` (the MutatingAdmissionPolicy of manifests/steering pins each replacement; no node "
+                                       "is touched), `holds` (the other nodes that could take it are cordoned for a moment), `off`, or "
+                                       "`auto` when the plan was made from a snapshot: decided when the run starts.")
+    why: str = Field(description="Why that mechanism, for people: the setting, or what the cluster serves (and what is missing).")
 
 
 class SolverReport(_Doc):
@@ -170,6 +183,8 @@ class CompactionPlan(_Doc):
                                   "plan (moves made, pending pods placed, nodes re-cut).")
     explanations: dict[str, Any] = Field(default_factory=dict, description="Why pods stay: `unmovablePods` maps each reason a pod may not "
                                          "move to how many pods it holds in place, most first.")
+    steering: SteeringNote = Field(default_factory=lambda: SteeringNote(mechanism="auto", why=STEERING_DECIDED_AT_RUN),
+                                   description="How the executor would steer this plan's replacements in the cluster it was planned on.")
     mig_advice: list[dict[str, Any]] = Field(default_factory=list, alias="migAdvice", description="`compactor plan --explain-mig` only (empty "
                                              "otherwise): per pool of MIG-capable nodes, the named mig-parted layouts ranked for the "
                                              "pending and running MIG pods. Advice: nothing is re-cut.")

@@ -61,6 +61,7 @@ from tests.e2e.helpers import (
     withdraw,
 )
 from tests.e2e.kubelets import NodeSet, fake_nodes
+from tests.e2e.steering import install_policy, remove_policy
 
 FLEET_NODES = 16
 FLEET_GPUS_PER_NODE = 8
@@ -103,6 +104,37 @@ def state_namespace(kube: Kube) -> Iterator[str]:
             except ApiException as exc:
                 if exc.status != 404:
                     warnings.warn(f"could not delete namespace {STATE_NAMESPACE}: {exc.status} {exc.reason}", stacklevel=1)
+
+
+@pytest.fixture(scope="session")
+def _steering_installed(kube: Kube) -> Iterator[None]:
+    """Policy and binding installed once for the suite, removed at its end (see ``remove_policy`` for why not per test)."""
+    yield
+    remove_policy(kube)
+
+
+@pytest.fixture
+def steering_policy(kube: Kube, state_namespace: str, _steering_installed: None) -> str:
+    """The steering admission policy as a cluster admin installs it (manifests/steering and the parameter ConfigMap)."""
+    install_policy(kube)
+    return state_namespace
+
+
+@pytest.fixture
+def without_steering_policy(kube: Kube, state_namespace: str, _steering_installed: None) -> Iterator[str]:
+    """A cluster without the steering policy (its binding may stay: it binds nothing then); the policy comes back after."""
+    remove_policy(kube, kinds=("MutatingAdmissionPolicy",))
+    try:
+        yield state_namespace
+    finally:
+        install_policy(kube, only="MutatingAdmissionPolicy")
+
+
+@pytest.fixture
+def tenant_namespace(kube: Kube) -> Iterator[str]:
+    """A namespace for another team's pods, created and deleted around the test."""
+    with _fresh_namespace(kube, f"compactor-tenant-{secrets.token_hex(3)}", force_pods=True) as name:
+        yield name
 
 
 def _not_terminating(kube: Kube, name: str) -> Callable[[], tuple[bool, str]]:

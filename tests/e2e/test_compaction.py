@@ -130,7 +130,8 @@ def _gpu_pods_by_node(kube: Kube, namespace: str) -> dict[str, list[str]]:
     return placed
 
 
-def test_run_once_frees_a_node_without_violating_any_pdb(kube: Kube, gpu_nodes: GpuNodes, namespace: str, tmp_path: Path) -> None:
+def test_run_once_frees_a_node_without_violating_any_pdb(kube: Kube, gpu_nodes: GpuNodes, namespace: str, steering_policy: str,
+                                                        tmp_path: Path) -> None:
     # 1. A fragmented workload. The mixed node advertises only MIG slices so far, so the MIG pods can run only
     #    there and the whole-GPU pods only on the whole node; then the mixed node's 4 whole GPUs come online.
     for name, (resource, replicas) in WORKLOADS.items():

@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ from tests.e2e.helpers import (
     start_compactor,
     wait_for,
 )
+from tests.e2e.steering import Tenant, TenantWaits
 from tests.e2e.watchers import Observed, RunWatcher
 
 EXIT_STOPPED = 143  # compactor.commands.EXIT_STOPPED: 128 + SIGTERM
@@ -96,35 +98,52 @@ def compactor_config(namespace: str) -> dict[str, Any]:
     }
 
 
+def run_once(config: Path, _: Path) -> CompactorRun:
+    return run_compactor("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+
+
+def apply(config: Path, plan: Path) -> CompactorRun:
+    return run_compactor("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+
+
 @pytest.mark.parametrize("state", STATES, ids=lambda s: s.label)
 def test_run_once_ends_where_the_plan_says(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                           state_namespace: str, tmp_path: Path) -> None:
-    def run_once(config: Path, _: Path) -> CompactorRun:
-        return run_compactor("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
-
-    plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, run_once)
+                                           steering_policy: str, tenant_namespace: str, tmp_path: Path) -> None:
+    """With the steering policy installed, as the shipped manifests install it, and another team creating pods meanwhile."""
+    plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="policy", tenant_namespace=tenant_namespace)
 
 
 @pytest.mark.parametrize("state", [STATES[0], STATES[-1]], ids=lambda s: s.label)
 def test_apply_carries_out_the_written_plan(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                            state_namespace: str, tmp_path: Path) -> None:
+                                            steering_policy: str, tmp_path: Path) -> None:
     """The README's way to run exactly the plan one read: `plan --write`, then `apply --plan` on the live cluster."""
-    def apply(config: Path, plan: Path) -> CompactorRun:
-        return run_compactor("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config), "--output", "json",
-                             timeout=RUN_TIMEOUT)
+    plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, apply, steering="policy")
 
-    plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, apply)
+
+def test_without_the_policy_a_run_falls_back_to_holds_says_so_and_still_ends_where_the_plan_says(
+        kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, without_steering_policy: str, tmp_path: Path) -> None:
+    plan_and_carry_out(STATES[0], kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="holds")
+
+
+def test_concurrent_moves_of_different_owners_end_where_the_plan_says(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
+                                                                      steering_policy: str, tmp_path: Path) -> None:
+    """executor.max_concurrent_evictions 4 with the policy: owners move side by side, each replacement pinned to its node."""
+    plan_and_carry_out(STATES[1], kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="policy",
+                       executor={"max_concurrent_evictions": 4})
 
 
 def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, tmp_path: Path,
-                       carry_out: Callable[[Path, Path], CompactorRun]) -> None:
+                       carry_out: Callable[[Path, Path], CompactorRun], *, steering: str, tenant_namespace: str | None = None,
+                       executor: dict[str, Any] | None = None) -> None:
     """Build ``state``, `compactor plan --write`, ``carry_out(config, plan file)`` under the watch, and check every promise."""
     clock = Stopwatch()
     frag.build(kube, fleet_namespace, gpu_fleet, state)
     waiting = pending_pods(kube, fleet_namespace)
     assert len(waiting) == (1 if state.pending_gpus else 0), f"pending pods before planning: {waiting}"
     config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
-    config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
+    settings = compactor_config(fleet_namespace)
+    settings["executor"].update(executor or {})
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     guarded = guard_a_planned_target(kube, fleet_namespace, gpu_fleet, config) if state.guard else None
     clock.lap("setup")
 
@@ -140,16 +159,20 @@ def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet
         assert_no_port_clash(kube, fleet_namespace, plan)
     clock.lap("plan")
 
+    assert plan["steering"]["mechanism"] == steering, f"compactor plan names the steering in force: {plan['steering']}"
     before = frag.whole_free_gpus(kube, gpu_fleet)
+    tenant = Tenant(kube, tenant_namespace, gpu_fleet.selector) if tenant_namespace else nullcontext()
     with RunWatcher(kube, fleet_namespace) as watcher:
-        ran = carry_out(config, written)
+        with tenant:
+            ran = carry_out(config, written)
         clock.lap("run")
         whole = settle(kube, fleet_namespace)
     observed = watcher.observed
     after = frag.whole_free_gpus(kube, gpu_fleet)
     clock.lap("settle")
 
-    outcome = Outcome(state, plan, ran, observed, before, after, placed_now(kube, fleet_namespace, waiting), clock)
+    outcome = Outcome(state, plan, ran, observed, before, after, placed_now(kube, fleet_namespace, waiting), clock,
+                      steering=steering, tenant=tenant.result if isinstance(tenant, Tenant) else None)
     publish(outcome.results_line())
     failures = [f"- {what}: {detail}" for what, ok, detail in outcome.checks(kube, gpu_fleet, whole) if not ok]
     assert not failures, (f"{state.label}: the cluster did not end where the plan said:\n" + "\n".join(failures)
@@ -242,6 +265,9 @@ def leftovers(kube: Kube, fleet: Fleet, observed: Observed) -> list[str]:
             found.append(f"{name} tainted {taints}")
         if compactor_marks(node):
             found.append(f"{name} annotated {compactor_marks(node)}")
+    parameters = get_or_none(kube.core.read_namespaced_config_map, "gpu-compactor-steering", STATE_NAMESPACE)
+    if parameters is not None and parameters.get("data"):
+        found.append(f"steering entries left in {STATE_NAMESPACE}/gpu-compactor-steering: {parameters['data']}")
     state = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
     if state is not None:
         found.append(f"executor state {STATE_NAMESPACE}/{STATE_CONFIGMAP} still there (plan {(state.get('data') or {}).get('planId')})")
@@ -252,9 +278,10 @@ class Outcome:
     """What the plan promised beside what the cluster and the watch streams show."""
 
     def __init__(self, state: StartingState, plan: Obj, ran: CompactorRun, observed: Observed, before: dict[str, int],
-                 after: dict[str, int], placed: dict[str, str], clock: Stopwatch) -> None:
+                 after: dict[str, int], placed: dict[str, str], clock: Stopwatch, *, steering: str, tenant: TenantWaits | None) -> None:
         self.state, self.plan, self.ran, self.observed = state, plan, ran, observed
         self.before, self.after, self.placed, self.clock = before, after, placed, clock
+        self.steering, self.tenant = steering, tenant
         try:
             self.report: Obj = ran.json()
         except AssertionError:
@@ -315,6 +342,8 @@ class Outcome:
             "cordonSeconds": self.observed.total_cordon_seconds,
             "cordonedNodes": len(self.observed.cordon_seconds),
             "pdbViolations": len(self.observed.pdb_violations),
+            "steering": (self.report.get("steering") or {}).get("mechanism"),
+            "tenantLongestWaitSeconds": self.tenant.longest if self.tenant else None,
             "runStatus": self.report.get("status"),
             "runReason": self.report.get("reason", ""),
             "seconds": dict(self.clock.laps),
@@ -347,9 +376,26 @@ class Outcome:
             ("no PDB below its desired healthy count (watched)", not self.observed.pdb_violations and not watch_trouble
              and self.observed.pdb_events > 0,
              f"violations {self.observed.pdb_violations[:10]}; watch errors/gaps {watch_trouble[:10]}; {self.observed.pdb_events} PDB events"),
-            ("no node left cordoned, tainted or annotated compactor.io/*", not left, "; ".join(left)),
+            ("no node left cordoned, tainted or annotated compactor.io/*, no steering entry left", not left, "; ".join(left)),
             ("every Deployment whole and Ready again", whole[0], whole[1][-3000:]),
+            (f"the run steered with {self.steering} and said so", (self.report.get("steering") or {}).get("mechanism") == self.steering,
+             f"report steering {self.report.get('steering')}"),
+            *self._steering_checks(),
         ]
+
+    def _steering_checks(self) -> list[tuple[str, bool, str]]:
+        checks = []
+        if self.steering == "policy":
+            fenced = set(self.executed.get("freedNodes") or []) | {str(p.get("to")) for p in self.executed.get("placedPending") or []}
+            others = sorted(set(self.observed.cordon_seconds) - fenced)
+            checks.append(("no node but those the plan frees or drains for a pending pod was ever cordoned (watched)", not others,
+                           f"also cordoned: {others}; fenced by the plan: {sorted(fenced)}"))
+        if self.tenant is not None:
+            t = self.tenant
+            checks.append(("another team's pods created during the run each got a node within 5 s",
+                           t.created >= 5 and not t.unbound and t.longest <= 5.0 and not t.errors,
+                           f"{t.created} created, longest wait {t.longest}s, unbound {t.unbound}, errors {t.errors[:5]}"))
+        return checks
 
 
 def _moves_of(plan: Obj) -> list[tuple[str, str, str]]:
@@ -365,7 +411,7 @@ def publish(line: dict[str, Any]) -> None:
             fh.write(text + "\n")
 
 
-def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, state_namespace: str,
+def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str,
                                                    tmp_path: Path) -> None:
     frag.build(kube, fleet_namespace, gpu_fleet, StartingState(seed=19))
     config = tmp_path / "compactor.yaml"
@@ -395,7 +441,7 @@ def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet
 
 
 def test_sigterm_stops_a_run_at_a_safe_point_and_the_next_run_finishes_it(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                                                          state_namespace: str, tmp_path: Path) -> None:
+                                                                          steering_policy: str, tmp_path: Path) -> None:
     frag.build(kube, fleet_namespace, gpu_fleet, StartingState(seed=42))
     config = tmp_path / "compactor.yaml"
     config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")

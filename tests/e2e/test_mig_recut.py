@@ -69,7 +69,7 @@ def config(namespace: str) -> dict[str, object]:
     }
 
 
-def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(kube: Kube, mig_fleet: Fleet, mig_namespace: str, state_namespace: str,
+def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(kube: Kube, mig_fleet: Fleet, mig_namespace: str, steering_policy: str,
                                                             tmp_path: Path) -> None:
     ns = mig_namespace
     layouts = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig-layouts"}, "data": {"config.yaml": MIG_PARTED}}

@@ -95,6 +95,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True),
     ResourceType("batch", "v1", "jobs", "Job", True),
+    ResourceType("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy", False),
+    ResourceType("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", False),
 )
 _BY_PATH = {(rt.prefix, rt.plural): rt for rt in RESOURCE_TYPES}
 

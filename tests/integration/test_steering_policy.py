@@ -19,7 +19,7 @@ from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.recovery import recover
 from compactor.actions.steering.detect import choose
-from compactor.actions.steering.pin import STEERED_TO
+from compactor.actions.steering.pin import NOT_IN_EFFECT, STEERED_TO
 from compactor.errors import CompactorError
 from compactor.planner.plan import CompactionPlan
 from tests.builders import node, pod, steering_policy
@@ -190,6 +190,10 @@ def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_no
     assert [e["reason"] for e in events(c, "CompactorSteeringFailed")] == ["CompactorSteeringFailed"]
     assert c.evicted == ["default/serve-a"]
     assert_no_steering_left(c)
+    next_run = choose(c, SETTINGS)  # the next run does not fail its first move the same way: it holds until an admin says
+    assert next_run.mechanism == "holds" and "found the policy not in effect" in next_run.why and NOT_IN_EFFECT in next_run.why
+    del c.config_maps[PARAMETERS]["metadata"]["annotations"][NOT_IN_EFFECT]
+    assert choose(c, SETTINGS).mechanism == "policy"
 
 
 def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending_and_the_run_stops() -> None:

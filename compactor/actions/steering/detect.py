@@ -15,7 +15,7 @@ from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.steering import Mechanism, Steerer
 from compactor.actions.steering.holds import HoldSteerer
 from compactor.actions.steering.off import NoSteering
-from compactor.actions.steering.pin import POLICY_VERSION, POLICY_VERSION_ANNOTATION
+from compactor.actions.steering.pin import NOT_IN_EFFECT, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.actions.steering.policy import PolicySteerer
 from compactor.errors import ClusterError, CompactorError
 from compactor.settings import ExecutorSettings
@@ -73,6 +73,10 @@ def policy_problem(client: ClusterClient, settings: ExecutorSettings) -> str:
                 f"(policyName {_spec(binding).get('policyName')!r}, paramRef {ref.get('namespace')}/{ref.get('name')})")
     if parameters is None:
         return f"the parameter configmap {namespace}/{name} does not exist (kubectl apply -k manifests/base creates it)"
+    seen = _annotations(parameters).get(NOT_IN_EFFECT, "")
+    if seen:
+        return (f"a run found the policy not in effect ({seen.split(' ', 1)[0]}: a replacement arrived unpinned); once fixed, "
+                f"kubectl -n {namespace} annotate configmap {name} {NOT_IN_EFFECT}-")
     return ""
 
 

@@ -16,6 +16,9 @@ from compactor.actions.client import Obj
 STEERED_TO = "compactor.io/steered-to"  # set by the policy on each pod it pins: the node
 POLICY_VERSION_ANNOTATION = "compactor.io/steering-policy-version"
 POLICY_VERSION = "1"  # the policy's shape this code expects (detect.py refuses another)
+# On the parameter ConfigMap: a run saw a replacement arrive unpinned (when, and what); detect.py steers with holds until an
+# admin who fixed the cause removes it (kubectl annotate configmap ... compactor.io/policy-not-in-effect-).
+NOT_IN_EFFECT = "compactor.io/policy-not-in-effect"
 # Users that create pods for a workload controller (kube-controller-manager with and without
 # --use-service-account-credentials): the policy's `creators` condition.
 CONTROLLER_USERS = (

@@ -28,8 +28,9 @@ from compactor.actions.patching import patch_config_map_fresh
 from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pod_key
 from compactor.actions.run import Abort, Run
 from compactor.actions.steering import Mechanism
-from compactor.actions.steering.pin import steered_to
+from compactor.actions.steering.pin import NOT_IN_EFFECT, steered_to
 from compactor.actions.steering.room import room_for
+from compactor.errors import ClusterError
 from compactor.planner.plan import Move, Placement
 
 log = logging.getLogger("compactor.steering")
@@ -79,11 +80,12 @@ class PolicySteerer:
         owner = run.state.inflight[move.pod].owner
         for pod in fresh:
             node = (pod.get("spec") or {}).get("nodeName")
-            pinned = steered_to(pod)
-            if node and not pinned:
-                self._failed(run, pod, f"replacement {pod_key(pod)} for {move.pod} was created without the steering pin and bound to "
-                                       f"{node}: MutatingAdmissionPolicy {run.settings.steering_name} is not in effect (its binding "
-                                       "missing or not matching, or the pod's creator not among its creators)")
+            if node and not any(steered_to(p) for p in fresh):
+                message = (f"replacement {pod_key(pod)} for {move.pod} was created without the steering pin and bound to {node}: "
+                           f"MutatingAdmissionPolicy {run.settings.steering_name} is not in effect (its binding missing or not "
+                           "matching, the pod's creator not among its creators, or the API server not reading its parameters)")
+                self._mark_not_in_effect(run, message)
+                self._failed(run, pod, message)
             if node:
                 self._unpin(run, owner)
         waiting = [p for p in fresh if steered_to(p) == move.to_node and not (p.get("spec") or {}).get("nodeName")]
@@ -142,6 +144,15 @@ class PolicySteerer:
         self.parameters = write_entries(run.client, run.settings.steering_name, entries, current=self.parameters)
         if self.parameters is None:
             raise Abort(f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone")
+
+    def _mark_not_in_effect(self, run: Run, message: str) -> None:
+        """Said on the parameter ConfigMap, so the next runs steer with holds instead of failing their first move the same way
+        (``detect.policy_problem``) until an admin who fixed it removes the annotation."""
+        mark = {"metadata": {"annotations": {NOT_IN_EFFECT: f"{run.stamp()} {message}"[:4096]}}}
+        try:
+            self.parameters = patch_config_map_fresh(run.client, run.settings.steering_name, lambda _cm: mark, current=self.parameters)
+        except ClusterError as exc:
+            log.warning("could not mark the steering policy as not in effect", extra={"error": str(exc)})
 
     @staticmethod
     def _failed(run: Run, pod: Obj, message: str) -> None:

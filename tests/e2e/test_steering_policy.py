@@ -1,0 +1,228 @@
+"""The steering admission policy on a real kube-apiserver: every shape of existing affinity, and a crash in between.
+
+Four fake GPU nodes; one workload per shape of ``spec.affinity`` a pod may already carry (none;
+affinity without nodeAffinity; nodeAffinity with only preferred terms; required terms, two of
+them, with matchExpressions; required terms with matchFields; a StatefulSet pod), each of one
+pod placed by the real scheduler, and a bystander workload that no plan moves. A plan written by
+hand moves each shape's pod to a node the test picks, and ``compactor apply --plan`` carries it
+out with ``executor.steering: policy``. Each replacement must be bound on its node and carry
+exactly the affinity ``compactor.actions.steering.pin.pinned`` computes from the pod it replaces
+(the constraint ANDed into every required term, so the Python mirror the fakes use is the real
+thing); the bystander's pod, recreated meanwhile, must carry nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compactor.actions.steering.pin import STEERED_TO, pinned
+from tests.e2e.conftest import _fresh_namespace
+from tests.e2e.fragmentation import FLEET_LABEL, H100_LABELS
+from tests.e2e.helpers import (
+    NEEDS_CLUSTER,
+    PAUSE_IMAGE,
+    STATE_NAMESPACE,
+    Kube,
+    Obj,
+    compactor_marks,
+    get_or_none,
+    is_running_ready,
+    kubeconfig_args,
+    name_of,
+    raw,
+    run_compactor,
+    start_compactor,
+    wait_for,
+    with_retries,
+)
+from tests.e2e.kubelets import NodeSet, fake_nodes
+
+pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(600)]
+
+NODES = 4
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+SHAPES: dict[str, Obj | None] = {
+    "none": None,
+    "pod-affinity-only": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"x": "y"}}}}]}},
+    "preferred-only": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}}]}},
+    "required-expressions": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]},
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+    "required-fields": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["no-such-node"]}]}]}}},
+}
+STATEFUL = "statefulset"
+
+
+@pytest.fixture
+def small_fleet(kube: Kube, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    run_id = f"e2e-{secrets.token_hex(3)}"
+    nodes = NodeSet(prefix=f"{run_id}-gpu-", count=NODES, gpus=8, labels={**H100_LABELS, FLEET_LABEL: run_id})
+    with fake_nodes(kube.api_client, nodes, tmp_path / "fake-nodes.log") as names:
+        yield run_id, names
+
+
+@pytest.fixture
+def shapes_namespace(kube: Kube, small_fleet: tuple[str, list[str]]) -> Iterator[str]:
+    with _fresh_namespace(kube, f"compactor-{small_fleet[0]}", force_pods=True) as name:
+        yield name
+
+
+def pod_spec(selector: dict[str, str], affinity: Obj | None) -> Obj:
+    spec: Obj = {"terminationGracePeriodSeconds": 1, "nodeSelector": selector,
+                 "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "5m", "nvidia.com/gpu": "1"},
+                                                                                       "limits": {"nvidia.com/gpu": "1"}}}]}
+    if affinity is not None:
+        spec["affinity"] = affinity
+    return spec
+
+
+def create_workloads(kube: Kube, namespace: str, selector: dict[str, str]) -> None:
+    for name, affinity in [*SHAPES.items(), ("bystander", None)]:
+        body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                         "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(selector, affinity)}}}
+        with_retries(lambda body=body: kube.apps.create_namespaced_deployment(namespace, body), what=f"creating deployment {name}")
+    body = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": STATEFUL},
+            "spec": {"replicas": 1, "serviceName": STATEFUL, "selector": {"matchLabels": {"app": STATEFUL}},
+                     "template": {"metadata": {"labels": {"app": STATEFUL}}, "spec": pod_spec(selector, None)}}}
+    with_retries(lambda: kube.apps.create_namespaced_stateful_set(namespace, body), what="creating the statefulset")
+
+
+def pods_by_app(kube: Kube, namespace: str) -> dict[str, list[Obj]]:
+    found: dict[str, list[Obj]] = {}
+    for pod in raw(kube.core.list_namespaced_pod, namespace).get("items") or []:
+        found.setdefault((pod["metadata"].get("labels") or {}).get("app", ""), []).append(pod)
+    return found
+
+
+def running(kube: Kube, namespace: str, apps: list[str]) -> Any:
+    def check() -> tuple[bool, str]:
+        pods = pods_by_app(kube, namespace)
+        live = {app: [p for p in pods.get(app, []) if is_running_ready(p) and not p["metadata"].get("deletionTimestamp")] for app in apps}
+        return all(len(v) == 1 for v in live.values()) and all(len(pods.get(a, [])) == 1 for a in apps), str(
+            {a: [(name_of(p), (p.get("spec") or {}).get("nodeName")) for p in pods.get(a, [])] for a in apps})
+    return check
+
+
+def hand_plan(moves: list[tuple[Obj, str]], gpus: dict[str, int]) -> Obj:
+    """Each (pod, target) as a move; freedNodes/filledNodes/freedGpus as the planner would count them."""
+    sources = {p["spec"]["nodeName"] for p, _ in moves}
+    after = dict(gpus)
+    for p, target in moves:
+        after[p["spec"]["nodeName"]] -= 1
+        after[target] = after.get(target, 0) + 1
+    freed = sorted(n for n in sources if after.get(n, 0) == 0)
+    filled = sorted(n for n, count in after.items() if count and not gpus.get(n))
+    owner = {p["metadata"]["uid"]: next(f"{r['kind']}/{r['name']}" for r in p["metadata"]["ownerReferences"] if r.get("controller"))
+             for p, _ in moves}
+    return {
+        "apiVersion": "compactor/v1alpha1", "kind": "CompactionPlan",
+        "metadata": {"id": f"plan-shapes-{secrets.token_hex(3)}", "createdAt": "2026-12-03T00:00:00Z", "source": "test"},
+        "moves": [{"pod": f"{p['metadata']['namespace']}/{name_of(p)}", "from": p["spec"]["nodeName"], "to": target, "reason": "shape",
+                   "uid": p["metadata"]["uid"], "owner": owner[p["metadata"]["uid"]], "gpu": True} for p, target in moves],
+        "freedNodes": freed, "filledNodes": filled, "freedGpus": 8 * (len(freed) - len(filled)),
+        "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
+    }
+
+
+def config_file(tmp_path: Path, namespace: str) -> Path:
+    config = tmp_path / "compactor.yaml"
+    config.write_text(yaml.safe_dump({"planner": {"namespaces": [namespace]},
+                                      "executor": {"steering": "policy", "poll_seconds": 0.5, "replacement_timeout_seconds": 60,
+                                                   "backoff_seconds": 1, "backoff_max_seconds": 5}}), encoding="utf-8")
+    return config
+
+
+def test_every_shape_of_existing_affinity_gets_the_constraint_anded_and_lands_on_its_node(
+        kube: Kube, small_fleet: tuple[str, list[str]], shapes_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    run_id, names = small_fleet
+    selector = {FLEET_LABEL: run_id}
+    create_workloads(kube, shapes_namespace, selector)
+    movers = [*SHAPES, STATEFUL]
+    wait_for(running(kube, shapes_namespace, [*movers, "bystander"]), timeout=120, what="every workload Running")
+    before = pods_by_app(kube, shapes_namespace)
+    gpus = {n: 0 for n in names}
+    for pods in before.values():
+        gpus[pods[0]["spec"]["nodeName"]] += 1
+    moves = [(before[app][0], next(n for n in [*names[i % NODES:], *names] if n != before[app][0]["spec"]["nodeName"]))
+             for i, app in enumerate(movers)]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(hand_plan(moves, gpus)), encoding="utf-8")
+
+    ran = run_compactor("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config_file(tmp_path, shapes_namespace)),
+                        "--output", "json", timeout=300)
+    report = ran.json()
+    assert report["status"] == "succeeded" and report["movesDone"] == len(movers), ran.describe()
+    assert report["steering"]["mechanism"] == "policy", ran.describe()
+
+    wait_for(running(kube, shapes_namespace, [*movers, "bystander"]), timeout=60, what="every workload whole again")
+    after = pods_by_app(kube, shapes_namespace)
+    wrong = []
+    for old, target in moves:
+        app = old["metadata"]["labels"]["app"]
+        new = after[app][0]
+        expected = pinned(old, target)["spec"]["affinity"]
+        if new["spec"].get("nodeName") != target or new["spec"].get("affinity") != expected or new["metadata"].get("annotations",
+                                                                                                                 {}).get(STEERED_TO) != target:
+            wrong.append(f"{app}: on {new['spec'].get('nodeName')} (planned {target}), affinity {new['spec'].get('affinity')}, "
+                         f"expected {expected}, annotations {new['metadata'].get('annotations')}")
+    assert not wrong, "\n".join(wrong)
+
+    bystander = after["bystander"][0]
+    kube.core.delete_namespaced_pod(name_of(bystander), shapes_namespace)  # its owner recreates it: no entry, so no pin
+    wait_for(lambda: (name_of(pods_by_app(kube, shapes_namespace)["bystander"][0]) != name_of(bystander), "not yet recreated"),
+             timeout=60, what="the bystander's new pod")
+    fresh = pods_by_app(kube, shapes_namespace)["bystander"]
+    assert all("affinity" not in p["spec"] and STEERED_TO not in (p["metadata"].get("annotations") or {}) for p in fresh), fresh
+    assert not (raw(kube.core.read_namespaced_config_map, "gpu-compactor-steering", STATE_NAMESPACE).get("data"))
+    assert not [n for n in raw(kube.core.list_node).get("items") or [] if compactor_marks(n) or (n.get("spec") or {}).get("unschedulable")]
+
+
+def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_runs_recovery(
+        kube: Kube, small_fleet: tuple[str, list[str]], shapes_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    run_id, names = small_fleet
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "slow"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "slow"}},
+                     "template": {"metadata": {"labels": {"app": "slow"}}, "spec": pod_spec({FLEET_LABEL: run_id}, None)}}}
+    kube.apps.create_namespaced_deployment(shapes_namespace, body)
+    wait_for(running(kube, shapes_namespace, ["slow"]), timeout=120, what="the workload Running")
+    pod = pods_by_app(kube, shapes_namespace)["slow"][0]
+    target = next(n for n in names if n != pod["spec"]["nodeName"])
+    gpus = {n: int(n == pod["spec"]["nodeName"]) for n in names}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(hand_plan([(pod, target)], gpus)), encoding="utf-8")
+    config = config_file(tmp_path, shapes_namespace)
+    command = ("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config), "--output", "json")
+
+    first = start_compactor(*command)
+    entries = lambda: (raw(kube.core.read_namespaced_config_map, "gpu-compactor-steering", STATE_NAMESPACE).get("data") or {})  # noqa: E731
+    wait_for(lambda: (bool(entries()), "no entry yet"), timeout=60, interval=0.05, what="the steering entry")
+    first.send_signal(signal.SIGKILL)  # dies between writing the entry and removing it, as an OOM kill would
+    first.communicate(timeout=30)
+    assert entries(), "the killed run's entry should still be there for this test to test anything"
+
+    deadline = time.monotonic() + 120
+    while True:  # the killed run's Lease is taken over once it stayed unchanged for a lease duration
+        second = run_compactor(*command, timeout=300)
+        if second.returncode != 2 or "another gpu-compactor is acting" not in second.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    assert second.returncode == 0, second.describe()
+    assert "recovered plan" in second.stderr, second.describe()
+    assert entries() == {}, f"the entry outlived recovery: {entries()}"
+    wait_for(running(kube, shapes_namespace, ["slow"]), timeout=60, what="the workload whole again")
+    now = pods_by_app(kube, shapes_namespace)["slow"][0]
+    assert now["spec"]["nodeName"] == target, (now["spec"]["nodeName"], target)
+    assert get_or_none(kube.core.read_namespaced_config_map, "gpu-compactor-state", STATE_NAMESPACE) is None
