@@ -122,7 +122,8 @@ def test_apply_carries_out_the_written_plan(state: StartingState, kube: Kube, gp
 
 def test_without_the_policy_a_run_falls_back_to_holds_says_so_and_still_ends_where_the_plan_says(
         kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, without_steering_policy: str, tmp_path: Path) -> None:
-    plan_and_carry_out(STATES[0], kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="holds")
+    plan_and_carry_out(STATES[0], kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="holds",
+                       executor={"steering_name": without_steering_policy}, steering_why="is not installed")
 
 
 def test_concurrent_moves_of_different_owners_end_where_the_plan_says(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
@@ -134,7 +135,7 @@ def test_concurrent_moves_of_different_owners_end_where_the_plan_says(kube: Kube
 
 def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, tmp_path: Path,
                        carry_out: Callable[[Path, Path], CompactorRun], *, steering: str, tenant_namespace: str | None = None,
-                       executor: dict[str, Any] | None = None) -> None:
+                       executor: dict[str, Any] | None = None, steering_why: str = "") -> None:
     """Build ``state``, `compactor plan --write`, ``carry_out(config, plan file)`` under the watch, and check every promise."""
     clock = Stopwatch()
     frag.build(kube, fleet_namespace, gpu_fleet, state)
@@ -159,7 +160,8 @@ def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet
         assert_no_port_clash(kube, fleet_namespace, plan)
     clock.lap("plan")
 
-    assert plan["steering"]["mechanism"] == steering, f"compactor plan names the steering in force: {plan['steering']}"
+    assert plan["steering"]["mechanism"] == steering and steering_why in plan["steering"]["why"], (
+        f"compactor plan names the steering in force: {plan['steering']}")
     before = frag.whole_free_gpus(kube, gpu_fleet)
     tenant = Tenant(kube, tenant_namespace, gpu_fleet.selector) if tenant_namespace else nullcontext()
     with RunWatcher(kube, fleet_namespace) as watcher:
@@ -172,7 +174,7 @@ def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet
     clock.lap("settle")
 
     outcome = Outcome(state, plan, ran, observed, before, after, placed_now(kube, fleet_namespace, waiting), clock,
-                      steering=steering, tenant=tenant.result if isinstance(tenant, Tenant) else None)
+                      steering=steering, steering_why=steering_why, tenant=tenant.result if isinstance(tenant, Tenant) else None)
     publish(outcome.results_line())
     failures = [f"- {what}: {detail}" for what, ok, detail in outcome.checks(kube, gpu_fleet, whole) if not ok]
     assert not failures, (f"{state.label}: the cluster did not end where the plan said:\n" + "\n".join(failures)
@@ -278,10 +280,11 @@ class Outcome:
     """What the plan promised beside what the cluster and the watch streams show."""
 
     def __init__(self, state: StartingState, plan: Obj, ran: CompactorRun, observed: Observed, before: dict[str, int],
-                 after: dict[str, int], placed: dict[str, str], clock: Stopwatch, *, steering: str, tenant: TenantWaits | None) -> None:
+                 after: dict[str, int], placed: dict[str, str], clock: Stopwatch, *, steering: str, steering_why: str,
+                 tenant: TenantWaits | None) -> None:
         self.state, self.plan, self.ran, self.observed = state, plan, ran, observed
         self.before, self.after, self.placed, self.clock = before, after, placed, clock
-        self.steering, self.tenant = steering, tenant
+        self.steering, self.steering_why, self.tenant = steering, steering_why, tenant
         try:
             self.report: Obj = ran.json()
         except AssertionError:
@@ -378,8 +381,8 @@ class Outcome:
              f"violations {self.observed.pdb_violations[:10]}; watch errors/gaps {watch_trouble[:10]}; {self.observed.pdb_events} PDB events"),
             ("no node left cordoned, tainted or annotated compactor.io/*, no steering entry left", not left, "; ".join(left)),
             ("every Deployment whole and Ready again", whole[0], whole[1][-3000:]),
-            (f"the run steered with {self.steering} and said so", (self.report.get("steering") or {}).get("mechanism") == self.steering,
-             f"report steering {self.report.get('steering')}"),
+            (f"the run steered with {self.steering} and said why", (self.report.get("steering") or {}).get("mechanism") == self.steering
+             and self.steering_why in str((self.report.get("steering") or {}).get("why")), f"report steering {self.report.get('steering')}"),
             *self._steering_checks(),
         ]
 
