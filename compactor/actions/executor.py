@@ -19,7 +19,7 @@ from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.outcome import Outcome, compare, physical_gpus, whole_free_gpu_nodes
 from compactor.actions.pods import is_terminating, pod_key
 from compactor.actions.run import Abort, Progress, Run
-from compactor.actions.scope import touched, within_cap
+from compactor.actions.scope import measured_nodes, within_cap
 from compactor.actions.state import Phase, RunState
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
@@ -149,6 +149,7 @@ class Executor:
         plan_still_holds(run)
         _save_first(run)
         fence_all(run)
+        run.first_reads.clear()  # from here on, every read is fresh
         run.state.phase = Phase.EVICTING
         run.save()
         evict_all(run)
@@ -166,6 +167,9 @@ class Executor:
             run.capped = f"max_evictions_per_cycle ({cap})"
         nodes, pods = self._world(run)
         run.state.free_before = whole_free_gpu_nodes(nodes, pods)
+        for node in nodes:  # validating and fencing start from these reads instead of making them again
+            name = node["metadata"]["name"]
+            run.first_reads[name] = (node, [p for p in pods if (p.get("spec") or {}).get("nodeName") == name])
         if run.capped:  # the cut plan's net GPUs, counted as the planner counts them
             gpus = physical_gpus(nodes)
             freed_gpus = sum(gpus.get(n, 0) for n in run.plan.freed_nodes) - sum(gpus.get(n, 0) for n in run.plan.filled_nodes)
@@ -173,11 +177,11 @@ class Executor:
         return run
 
     def _world(self, run: Run) -> tuple[list[Obj], list[Obj]]:
-        """The nodes and pods whole-free GPUs are measured on: with exact steering, the plan's own nodes (replacements land
-        nowhere else), read one by one, so the cost follows the plan, not the cluster; without, every node and pod."""
+        """The nodes and pods whole-free GPUs are measured on: with exact steering, the nodes the plan changes (replacements
+        land nowhere else), read one by one, so the cost follows the plan, not the cluster; without, every node and pod."""
         if not run.steerer.exact:
             return self.client.list_nodes(), self.client.list_pods()
-        nodes = [node for name in touched(run.plan) if (node := self.client.get_node(name)) is not None]
+        nodes = [node for name in measured_nodes(run.plan) if (node := self.client.get_node(name)) is not None]
         return nodes, [pod for node in nodes for pod in self.client.list_pods(node_name=node["metadata"]["name"])]
 
     def _let_go_quietly(self, run: Run) -> None:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
-from compactor.actions.client import ClusterClient
+from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.retry import Backoff, retrying
@@ -66,6 +66,15 @@ class Run:
     started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
     held_since: float = 0.0
     held_seconds: float = 0.0  # node-seconds of holds so far
+    first_reads: dict[str, tuple[Obj, list[Obj]]] = field(default_factory=dict)  # node -> (node, its pods) read as the run began
+
+    def node_and_pods(self, name: str) -> tuple[Obj | None, list[Obj]]:
+        """The node and the pods bound to it: as read when the run began (once, for validating and fencing right after),
+        else read now."""
+        if name in self.first_reads:
+            return self.first_reads.pop(name)
+        node = self.client.get_node(name)
+        return node, (self.client.list_pods(node_name=name) if node is not None else [])
 
     @property
     def plan_id(self) -> str:

@@ -35,7 +35,9 @@ def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> Compa
     })
 
 
-def touched(plan: CompactionPlan) -> list[str]:
-    """Every node the plan changes: sources and targets of its moves, nodes it frees, fills, places pending pods on or re-cuts."""
-    names = {n for m in plan.moves for n in (m.from_node, m.to_node)} | set(plan.freed_nodes) | set(plan.filled_nodes)
-    return sorted(names | {p.to_node for p in plan.placed_pending} | {r.node for r in plan.mig_repartition})
+def measured_nodes(plan: CompactionPlan) -> list[str]:
+    """The nodes whose whole-free state the plan changes when every replacement lands on its planned node: those it frees,
+    fills, places pending pods on or re-cuts (a target running GPU pods before stays busy; a source it does not free keeps
+    some)."""
+    names = set(plan.freed_nodes) | set(plan.filled_nodes) | {p.to_node for p in plan.placed_pending}
+    return sorted(names | {r.node for r in plan.mig_repartition})

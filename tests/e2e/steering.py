@@ -83,7 +83,7 @@ class Tenant:
     """Another team's workload during the run: a CPU-only pod every ``interval`` s on the fleet (its nodeSelector), each
     deleted once a dozen newer ones exist; every pod's wait for a node is measured from the watch stream."""
 
-    def __init__(self, kube: Kube, namespace: str, selector: dict[str, str], *, interval: float = 1.0) -> None:
+    def __init__(self, kube: Kube, namespace: str, selector: dict[str, str], *, interval: float = 0.5) -> None:
         self.kube, self.namespace, self.selector, self.interval = kube, namespace, selector, interval
         self.result = TenantWaits()
         self._stop = threading.Event()

@@ -83,7 +83,7 @@ def test_an_entry_is_recorded_before_it_is_written_and_removed_once_the_replacem
     assert all("resourceVersion" in call.args["patch"]["metadata"] for call in pins)  # a precondition, as every other write
     first_pin = order.index("patch_config_map")
     assert order[first_pin - 1: first_pin + 2] == ["write_state", "patch_config_map", "evict"]  # state, entry, eviction
-    assert order[first_pin + 2: first_pin + 4] == ["write_state", "patch_config_map"]  # forgotten by the state, then removed
+    assert order[first_pin + 2: first_pin + 4] == ["patch_config_map", "write_state"]  # removed, then the move's end saved
     assert pins[1].time - pins[0].time < c.ready_after  # removed at the bind, before the replacement is Ready
     assert_no_steering_left(c)
 

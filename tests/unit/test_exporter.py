@@ -155,3 +155,15 @@ def test_two_exporters_with_their_own_registries_do_not_interfere() -> None:
     first.record_run("failed")
     assert first.registry.get_sample_value("gpu_compactor_runs_total", {"status": "failed"}) == 1
     assert second.registry.get_sample_value("gpu_compactor_runs_total", {"status": "failed"}) == 0
+
+
+def test_the_steering_mechanism_of_the_last_run_is_one_series_at_1_and_each_mechanism_counts_its_runs() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    assert value(registry, "gpu_compactor_steering_mechanism", mechanism="policy") is None  # no run yet: no claim
+    exporter.record_run("succeeded", evictions=3, steering="holds")
+    exporter.record_run("succeeded", evictions=2, steering="policy")
+    assert [value(registry, "gpu_compactor_steering_mechanism", mechanism=m) for m in ("policy", "holds", "off")] == [1, 0, 0]
+    assert [value(registry, "gpu_compactor_steered_runs_total", mechanism=m) for m in ("policy", "holds", "off")] == [1, 1, 0]
+    with pytest.raises(ValueError, match="unknown steering mechanism"):
+        exporter.record_run("succeeded", steering="webhook")

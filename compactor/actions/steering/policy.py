@@ -134,11 +134,12 @@ class PolicySteerer:
                     evict_pending(run, pod, steered_to(pod))
 
     def _unpin(self, run: Run, owner: str) -> None:
-        """The entry for ``owner`` goes: from the state first, then from the ConfigMap (recovery removes one left behind)."""
-        if run.state.pins.pop(owner, None) is None:
+        """The entry for ``owner`` goes from the ConfigMap, then from the state (saved with the move's end): a crash in between
+        leaves the state naming an entry that is gone, which a resumed run removes again at no cost."""
+        if owner not in run.state.pins:
             return
-        run.save()
         self._write(run, {owner: None})
+        del run.state.pins[owner]
 
     def _write(self, run: Run, entries: dict[str, str | None]) -> None:
         self.parameters = write_entries(run.client, run.settings.steering_name, entries, current=self.parameters)

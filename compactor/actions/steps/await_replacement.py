@@ -6,8 +6,9 @@ poll, whatever the size of the cluster. While waiting, the run stops (``Abort``,
 when the replacement lands on a node the plan frees, when the steering mechanism says it failed
 (``Steerer.observe``: bound elsewhere, arrived unpinned, pinned but unable to bind), or when it is
 not Ready within ``replacement_timeout_seconds`` plus the evicted pod's grace period (a
-StatefulSet recreates a pod only once the old one is gone). Once it is Ready, the source node is
-checked for a GPU pod the plan does not move (one that tolerates the cordon would defeat the plan).
+StatefulSet recreates a pod only once the old one is gone). Once the last move off a fenced node is
+Ready, that node is checked for a GPU pod the plan does not move (one that tolerates the cordon
+would defeat the plan).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def await_replacement(run: Run, move: Move) -> None:
         for pod in pinned or fresh:  # pinned by the policy: the replacement; unpinned pods besides them are the owner's own business
             _check_landing(run, move, pod)
         if any(is_bound(p) and is_ready(p) for p in fresh):
-            if move.from_node in run.freed or move.from_node in run.fences:
+            if _last_from(run, move) and (move.from_node in run.freed or move.from_node in run.fences):
                 run.read(lambda: no_strangers_on(run, [move.from_node]), "reading the source node's pods")
             run.steerer.after_move(run, move, fresh)
             return
@@ -58,3 +59,8 @@ def _check_landing(run: Run, move: Move, pod: Obj) -> None:
     if run.steerer.exact and node != move.to_node:
         raise Abort(f"replacement {pod_key(pod)} for {move.pod} was bound to {node}, not the planned {move.to_node}; "
                     f"stopped after {len(run.state.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)")
+
+
+def _last_from(run: Run, move: Move) -> bool:
+    """Whether ``move`` is the last of its source node still to finish: the node should now hold no GPU pod of anyone."""
+    return not any(m.from_node == move.from_node and m.pod != move.pod and m.pod not in run.state.done for m in run.plan.moves)

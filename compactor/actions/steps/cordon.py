@@ -17,29 +17,37 @@ from compactor.actions.run import Abort, Run
 
 
 def fence_all(run: Run) -> None:
-    for name in [*run.plan.freed_nodes, *run.fences]:
-        node = run.client.get_node(name)
+    names = [*run.plan.freed_nodes, *run.fences]
+    reads: dict[str, Obj] = {}
+    for name in names:
+        node, _ = run.node_and_pods(name)
         if node is None:
             raise Abort(f"node {name} disappeared while cordoning")
-        cordoned = run.state.cordoned
-        if name in cordoned:  # resumed: the state says we cordoned it (or were about to)
-            if ann.is_unschedulable(node) and ann.is_ours(node):
-                continue
-            if ann.is_unschedulable(node):  # only the write-ahead was ours; someone else cordoned it since
-                cordoned.remove(name)
-                run.save()
-                continue
-            # the write-ahead landed but the patch did not (crash in between): cordon it now
-        elif ann.is_unschedulable(node):
-            continue  # cordoned by someone else before us: never ours to uncordon
-        else:
-            cordoned.append(name)
-            run.save()  # write-ahead: recovery may find the node either way
+        reads[name] = node
+    if _record_fences(run, reads):
+        run.save()  # write-ahead, once for every node about to be cordoned: recovery may find each either way
+    for name in names:
+        node = reads[name]
+        if name not in run.state.cordoned or (ann.is_unschedulable(node) and ann.is_ours(node)):
+            continue  # someone else's cordon (never ours to uncordon), or ours already (a resumed run)
         if patch_fresh(run.client, name, _cordon_unless_taken(run), node=node) is None:
-            cordoned.remove(name)  # someone else cordoned it meanwhile: theirs, never ours to uncordon
+            run.state.cordoned.remove(name)  # someone else cordoned it meanwhile: theirs, never ours to uncordon
             run.save()
             continue
         run.event(events.cordoned(name, run.plan_id))
+
+
+def _record_fences(run: Run, reads: dict[str, Obj]) -> bool:
+    """The nodes this run will cordon, in the state; True when that changed it."""
+    mine, changed = run.state.cordoned, False
+    for name, node in reads.items():
+        if name in mine and ann.is_unschedulable(node) and not ann.is_ours(node):
+            mine.remove(name)  # resumed: only our write-ahead was ours; someone else cordoned it since
+            changed = True
+        elif name not in mine and not ann.is_unschedulable(node):
+            mine.append(name)
+            changed = True
+    return changed
 
 
 def _cordon_unless_taken(run: Run) -> Callable[[Obj], Obj | None]:

@@ -9,20 +9,20 @@ from compactor.actions.pods import grace_seconds, requests_gpu
 from compactor.actions.run import Run
 
 
-def await_drained(run: Run, nodes: list[str]) -> None:
-    """Wait until ``nodes`` hold no GPU pod, at most ``replacement_timeout_seconds`` plus the longest grace period; the
-    caller then reports the nodes still holding one as not freed."""
+def await_drained(run: Run, nodes: list[str]) -> dict[str, list[Obj]]:
+    """Wait until ``nodes`` hold no GPU pod, at most ``replacement_timeout_seconds`` plus the longest grace period; returns
+    the GPU pods each still holds then (none on a drained node), which the caller reports as not freed."""
     deadline: float | None = None
     while True:
         staying = {n: run.read(partial(gpu_pods_holding, run, n)) for n in nodes}
         holding = [n for n, pods in staying.items() if pods]
         if not holding:
-            return
+            return staying
         if deadline is None:
             grace = max(grace_seconds(p) for pods in staying.values() for p in pods)
             deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds + grace
         if run.clock.monotonic() >= deadline:
-            return
+            return staying
         run.report("finishing", waiting=f"evicted pods to terminate on {', '.join(holding[:3])}")
         run.clock.sleep(run.settings.poll_seconds)
 

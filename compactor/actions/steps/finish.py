@@ -9,7 +9,7 @@ from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
-from compactor.actions.pods import gpu_pods_on, pod_key
+from compactor.actions.pods import pod_key
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
 from compactor.actions.steps.cordon import release, uncordon
@@ -34,13 +34,13 @@ def finish(run: Run) -> list[str]:
             place_pending(run, placement)
     for name in run.fences:  # a pending pod that was not placed leaves its fence behind
         release(run, name, OPENED)
-    await_drained(run, [n for n in run.plan.freed_nodes if n not in unfinished])
+    staying = await_drained(run, [n for n in run.plan.freed_nodes if n not in unfinished])
     freed = []
     for name in run.plan.freed_nodes:
         if name in unfinished:  # the run stopped at a budget before this node's moves: released as it was
             _after_drain(run, name, freed=False)
             continue
-        leftovers = [pod_key(p) for p in gpu_pods_on(run.client, name)]
+        leftovers = [pod_key(p) for p in staying.get(name, [])]
         if leftovers:
             log.warning(run.said("node not freed", "node would not be freed (dry run)"), extra={"node": name, "pods": leftovers[:5]})
         else:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from compactor.actions.pods import gpu_pods_on, pod_key
+from compactor.actions.pods import gpu_pods_on, is_terminating, pod_key, requests_gpu
 from compactor.actions.run import Abort, Run
 
 
 def plan_still_holds(run: Run) -> None:
     """Every node the plan frees still exists and runs no GPU pod the plan does not move; else ``Abort`` (nothing changed yet)."""
     for name in run.plan.freed_nodes:
-        node = run.client.get_node(name)
+        node, pods = run.node_and_pods(name)
         if node is None:
             raise Abort(f"plan is stale: node {name} no longer exists")
+        run.first_reads[name] = (node, [])  # the node read again would be the same: fencing takes it from here
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
-        strangers = [key for p in gpu_pods_on(run.client, name) if (key := pod_key(p)) not in planned and key not in run.state.done]
+        gpu_pods = [p for p in pods if not is_terminating(p) and requests_gpu(p)]
+        strangers = [key for p in gpu_pods if (key := pod_key(p)) not in planned and key not in run.state.done]
         if strangers:
             raise Abort(f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}")
 

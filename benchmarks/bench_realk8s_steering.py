@@ -1,0 +1,211 @@
+"""What one ``compactor run --once`` costs a real control plane, steering by policy vs by holds (issue [11]).
+
+    ../shared/realk8s/up.sh && export KUBECONFIG=/tmp/realk8s/kubeconfig
+    python ../shared/realk8s/fake_nodes.py --nodes 400 --gpus 8 --cpu 64 --lease-interval 20 &   # wait until 400 are Ready
+    python benchmarks/bench_realk8s_steering.py --steering policy       # then, on a fresh namespace, --steering holds
+
+The script builds the state on the cluster with the real scheduler (``--deployments`` Deployments
+of ``--replicas`` one-GPU pause pods on the fake nodes, then every other Deployment scaled down to a
+third: free GPUs scattered one or two per node), installs the steering policy and its parameters
+(``--steering policy``) or makes sure none is named (``holds``: ``executor.steering_name`` points at
+nothing, as on a cluster without the policy), and runs ``compactor run --once`` capped at
+``--moves`` evictions. It reads the API server's own ``/metrics`` (``apiserver_request_total`` by
+verb and resource) before and after, and watches every node for cordons while the run goes on.
+
+Printed: the run's status and gain, wall time and per move, API requests during the run (all
+clients: the compactor, kube-controller-manager following cordons with taints, the scheduler,
+the fake kubelets' leases and the background rate measured over an idle window of the same
+length), node PATCHes, the largest number of nodes cordoned at once and the node-seconds of
+cordons. A benchmark: it prints figures and checks nothing. It leaves its namespace behind
+(``--cleanup`` deletes it), so it runs on a disposable cluster only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.builders import steering_policy  # the shipped manifests, as a cluster admin installs them
+
+METRIC = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')
+NAMESPACE_OF_COMPACTOR = "gpu-compactor"
+
+
+def request_totals(api: k8s.ApiClient) -> Counter[tuple[str, str]]:
+    """(verb, resource) -> requests the API server has served since it started, from its /metrics."""
+    response = api.call_api(*api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"]))
+    text = response.read().decode()
+    totals: Counter[tuple[str, str]] = Counter()
+    for line in text.splitlines():
+        match = METRIC.match(line)
+        if match:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group("labels")))
+            totals[(labels.get("verb", ""), labels.get("resource", ""))] += int(float(match.group("value")))
+    return totals
+
+
+class CordonWatch(threading.Thread):
+    """Every node's spec.unschedulable, from a watch: the most cordoned at once, and node-seconds cordoned."""
+
+    def __init__(self, core: k8s.CoreV1Api) -> None:
+        super().__init__(daemon=True)
+        self.core = core
+        self.since: dict[str, float] = {}
+        self.seconds = 0.0
+        self.peak = 0
+        self.names: set[str] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        stream = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+        while not self.stop.is_set():
+            for event in stream.stream(self.core.list_node, timeout_seconds=5):
+                node = event["object"]
+                name, cordoned, now = node.metadata.name, bool(node.spec.unschedulable), time.monotonic()
+                if cordoned and name not in self.since:
+                    self.since[name] = now
+                    self.names.add(name)
+                elif not cordoned and name in self.since:
+                    self.seconds += now - self.since.pop(name)
+                self.peak = max(self.peak, len(self.since))
+                if self.stop.is_set():
+                    return
+
+
+def build_state(apps: k8s.AppsV1Api, core: k8s.CoreV1Api, namespace: str, args: argparse.Namespace) -> None:
+    core.create_namespace({"metadata": {"name": namespace}})
+    for i in range(args.deployments):
+        name = f"w{i:03d}"
+        spec = {"terminationGracePeriodSeconds": 0, "nodeSelector": {"realk8s/fake-node": "true"},
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "10m", "nvidia.com/gpu": "1"},
+                                                                               "limits": {"nvidia.com/gpu": "1"}}}]}
+        apps.create_namespaced_deployment(namespace, {"metadata": {"name": name}, "spec": {
+            "replicas": args.replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+        core_pdb = k8s.PolicyV1Api(apps.api_client)
+        core_pdb.create_namespaced_pod_disruption_budget(namespace, {"metadata": {"name": name}, "spec": {
+            "maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}}})
+    wait_running(core, namespace, args.deployments * args.replicas)
+    for i in range(0, args.deployments, 2):  # fragment: every other workload shrinks to a third
+        apps.patch_namespaced_deployment_scale(f"w{i:03d}", namespace, {"spec": {"replicas": max(1, args.replicas // 3)}})
+    kept = sum(max(1, args.replicas // 3) if i % 2 == 0 else args.replicas for i in range(args.deployments))
+    wait_running(core, namespace, kept)
+
+
+def wait_running(core: k8s.CoreV1Api, namespace: str, count: int, timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = core.list_namespaced_pod(namespace).items
+        ready = [p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+        if len(ready) == count and len(pods) == count:
+            return
+        time.sleep(2)
+    raise SystemExit(f"{namespace}: {count} pods not Running within {timeout:g}s")
+
+
+def install_policy(api: k8s.ApiClient, core: k8s.CoreV1Api) -> None:
+    paths = {"MutatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
+             "MutatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings"}
+    with contextlib.suppress(k8s.ApiException):  # already there
+        core.create_namespace({"metadata": {"name": NAMESPACE_OF_COMPACTOR}})
+    for obj in steering_policy():
+        if obj["kind"] == "ConfigMap":
+            with contextlib.suppress(k8s.ApiException):
+                core.create_namespaced_config_map(NAMESPACE_OF_COMPACTOR, obj)
+            continue
+        try:
+            api.call_api(*api.param_serialize("POST", paths[obj["kind"]], body=obj, auth_settings=["BearerToken"],
+                                              header_params={"Content-Type": "application/json"}))
+        except k8s.ApiException as exc:
+            if exc.status != 409:
+                raise
+    time.sleep(3)
+
+
+def run_compactor(namespace: str, args: argparse.Namespace) -> tuple[dict[str, Any], float]:
+    executor: dict[str, Any] = {"max_evictions_per_cycle": args.moves, "max_concurrent_evictions": args.concurrency,
+                                "poll_seconds": 0.5, "replacement_timeout_seconds": 120}
+    if args.steering == "holds":
+        executor.update(steering_name="no-steering-policy-installed", max_holds_per_move=100_000)
+    config = {"planner": {"namespaces": [namespace], "time_limit_seconds": args.time_limit, "max_moves": args.moves},
+              "executor": executor}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump(config, fh)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "compactor.cli", "run", "--once", "--config", fh.name, "--kubeconfig",
+                           os.environ["KUBECONFIG"], "--output", "json"], capture_output=True, text=True, check=False,
+                          cwd=Path(__file__).resolve().parents[1])
+    wall = time.monotonic() - started
+    try:
+        return json.loads(done.stdout), wall
+    except ValueError:
+        raise SystemExit(f"compactor printed no report (exit {done.returncode}):\n{done.stderr[-3000:]}") from None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steering", choices=("policy", "holds"), required=True)
+    parser.add_argument("--deployments", type=int, default=40)
+    parser.add_argument("--replicas", type=int, default=32)
+    parser.add_argument("--moves", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--cleanup", action="store_true")
+    args = parser.parse_args()
+    api = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"])  # type: ignore[no-untyped-call]
+    core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
+    nodes = len(core.list_node(label_selector="realk8s/fake-node=true").items)
+    namespace = f"bench-{args.steering}-{int(time.time())}"
+    build_state(apps, core, namespace, args)
+    if args.steering == "policy":
+        install_policy(api, core)
+
+    idle_before = request_totals(api)
+    time.sleep(30)
+    idle = request_totals(api) - idle_before  # the background: kubelets' leases, controllers' resyncs
+
+    watch = CordonWatch(core)
+    watch.start()
+    before = request_totals(api)
+    report, wall = run_compactor(namespace, args)
+    during = request_totals(api) - before
+    watch.stop.set()
+    watch.join(timeout=10)
+
+    moves = max(1, int(report.get("movesDone") or 0))
+    outcome = report.get("outcome") or {}
+    print(f"{nodes} fake nodes; {args.deployments} x {args.replicas} one-GPU replicas (every other one at a third); "
+          f"steering {report.get('steering', {}).get('mechanism')} ({report.get('steering', {}).get('why')})")
+    print(f"run: {report.get('status')}; {report.get('movesDone')} moves; gained {outcome.get('freedGpus')} whole-free GPUs "
+          f"(plan {outcome.get('plannedFreedGpus')}); {wall:.1f} s wall, {wall / moves:.2f} s per move (planning included)")
+    total, background = sum(during.values()), sum(idle.values()) * wall / 30
+    print(f"API requests during the run: {total} ({total / moves:.0f} per move); background over as long idle: {background:.0f}")
+    print(f"node PATCHes: {during[('PATCH', 'nodes')]}; nodes ever cordoned: {len(watch.names)}; most at once: {watch.peak}; "
+          f"node-seconds cordoned: {watch.seconds:.0f}")
+    for (verb, resource), count in sorted(during.items(), key=lambda kv: -kv[1])[:14]:
+        print(f"  {count:7d}  {verb} {resource}")
+    if args.cleanup:
+        core.delete_namespace(namespace)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
