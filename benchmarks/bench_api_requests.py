@@ -236,7 +236,7 @@ def main() -> int:
     print(f"nodes: {args.nodes if not args.snapshot else '?'}; steering: {report.steering} ({report.steering_why}); "
           f"max_concurrent_evictions {args.concurrency}")
     print(f"requests: {len(requests)} in all, {len(requests) / done:.1f} per move; received {received / done / 1e6:.3f} MB per move")
-    print(f"node patches: {sum(patched.values())} ({sum(v for n, v in patched.items() if n in freed)} on the {len(freed)} nodes the "
+    print(f"node patches: {sum(patched.values())} ({sum(v for n, v in patched.items() if n in freed)} on the {len(freed)} nodes the whole "
           f"plan frees, {sum(v for n, v in patched.items() if n not in freed)} on {sum(1 for n in patched if n not in freed)} other nodes)")
     for kind, count in sorted(collections.Counter(kind_of(r) for r in requests).items(), key=lambda kv: -kv[1]):
         print(f"  {count / done:9.2f} per move  {kind}")

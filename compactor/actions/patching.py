@@ -27,37 +27,31 @@ def _with_version(patch: Obj, current: Obj) -> Obj:
 
 def patch_fresh(client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *, node: Obj | None = None) -> Obj | None:
     """Patch ``name`` with ``build(node)``; None when the node is gone or ``build`` declines. ``node``: a read to start from."""
-    for _ in range(CONFLICT_RETRIES):
-        current = node if node is not None else client.get_node(name)
-        node = None
-        if current is None:
-            return None
-        patch = build(current)
-        if patch is None:
-            return None
-        try:
-            return client.patch_node(name, _with_version(patch, current))
-        except ClusterError as exc:
-            if exc.status != 409:
-                raise
-    raise ClusterError(f"node {name} changed under every one of {CONFLICT_RETRIES} patches; gave up", status=409)
+    return _fresh(lambda: client.get_node(name), lambda patch: client.patch_node(name, patch), build, node, f"node {name}")
 
 
 def patch_config_map_fresh(client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *,
                            current: Obj | None = None) -> Obj | None:
     """``patch_fresh`` for a ConfigMap of the compactor's namespace (the steering parameters); ``current``: a read to start
     from (the object a previous patch returned). None when it is gone or ``build`` declines."""
+    return _fresh(lambda: client.get_config_map(name), lambda patch: client.patch_config_map(name, patch), build, current,
+                  f"configmap {name}")
+
+
+def _fresh(read: Callable[[], Obj | None], write: Callable[[Obj], Obj], build: Callable[[Obj], Obj | None], start: Obj | None,
+           what: str) -> Obj | None:
+    """``write(build(object) + its resourceVersion)``, the object read again and the patch rebuilt after each 409."""
     for _ in range(CONFLICT_RETRIES):
-        found = current if current is not None else client.get_config_map(name)
-        current = None
-        if found is None:
+        current = start if start is not None else read()
+        start = None
+        if current is None:
             return None
-        patch = build(found)
+        patch = build(current)
         if patch is None:
             return None
         try:
-            return client.patch_config_map(name, _with_version(patch, found))
+            return write(_with_version(patch, current))
         except ClusterError as exc:
             if exc.status != 409:
                 raise
-    raise ClusterError(f"configmap {name} changed under every one of {CONFLICT_RETRIES} patches; gave up", status=409)
+    raise ClusterError(f"{what} changed under every one of {CONFLICT_RETRIES} patches; gave up", status=409)
