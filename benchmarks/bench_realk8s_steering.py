@@ -73,21 +73,29 @@ class CordonWatch(threading.Thread):
         self.peak = 0
         self.names: set[str] = set()
         self.stop = threading.Event()
+        self.errors = 0
+        self.last_error = ""
 
     def run(self) -> None:
-        stream = k8s_watch.Watch()  # type: ignore[no-untyped-call]
         while not self.stop.is_set():
-            for event in stream.stream(self.core.list_node, timeout_seconds=5):
-                node = event["object"]
-                name, cordoned, now = node.metadata.name, bool(node.spec.unschedulable), time.monotonic()
-                if cordoned and name not in self.since:
-                    self.since[name] = now
-                    self.names.add(name)
-                elif not cordoned and name in self.since:
-                    self.seconds += now - self.since.pop(name)
-                self.peak = max(self.peak, len(self.since))
-                if self.stop.is_set():
-                    return
+            try:  # a new stream each time lists first (synthetic ADDED events), so nothing is missed after a dropped one
+                for event in k8s_watch.Watch().stream(self.core.list_node, timeout_seconds=5):  # type: ignore[no-untyped-call]
+                    self._on(event["object"])
+                    if self.stop.is_set():
+                        return
+            except Exception as exc:  # e.g. a 504 "Too large resource version" from etcd 3.4's watch cache: watch again
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {str(exc)[:120]}"
+                time.sleep(0.2)
+
+    def _on(self, node: Any) -> None:
+        name, cordoned, now = node.metadata.name, bool(node.spec.unschedulable), time.monotonic()
+        if cordoned and name not in self.since:
+            self.since[name] = now
+            self.names.add(name)
+        elif not cordoned and name in self.since:
+            self.seconds += now - self.since.pop(name)
+        self.peak = max(self.peak, len(self.since))
 
 
 def build_state(apps: k8s.AppsV1Api, core: k8s.CoreV1Api, namespace: str, args: argparse.Namespace) -> None:
@@ -196,12 +204,15 @@ def main() -> int:
           f"steering {report.get('steering', {}).get('mechanism')} ({report.get('steering', {}).get('why')})")
     print(f"run: {report.get('status')}; {report.get('movesDone')} moves; gained {outcome.get('freedGpus')} whole-free GPUs "
           f"(plan {outcome.get('plannedFreedGpus')}); {wall:.1f} s wall, {wall / moves:.2f} s per move (planning included)")
-    total, background = sum(during.values()), sum(idle.values()) * wall / 30
-    print(f"API requests during the run: {total} ({total / moves:.0f} per move); background over as long idle: {background:.0f}")
-    print(f"node PATCHes: {during[('PATCH', 'nodes')]}; nodes ever cordoned: {len(watch.names)}; most at once: {watch.peak}; "
-          f"node-seconds cordoned: {watch.seconds:.0f}")
-    for (verb, resource), count in sorted(during.items(), key=lambda kv: -kv[1])[:14]:
-        print(f"  {count:7d}  {verb} {resource}")
+    scale = wall / 30  # the idle window's requests, as many seconds as the run took: what would have happened anyway
+    net = {key: count - idle.get(key, 0) * scale for key, count in during.items()}
+    total, background = sum(during.values()), sum(idle.values()) * scale
+    print(f"API requests during the run: {total}; background over as long idle: {background:.0f}; net {total - background:.0f} "
+          f"({(total - background) / moves:.0f} per move)")
+    print(f"node PATCHes net of background (status heartbeats): {net.get(('PATCH', 'nodes'), 0):.0f}; nodes ever cordoned: "
+          f"{len(watch.names)}; most at once: {watch.peak}; node-seconds cordoned: {watch.seconds:.0f} (watch restarts: {watch.errors})")
+    for (verb, resource), count in sorted(net.items(), key=lambda kv: -kv[1])[:14]:
+        print(f"  {count:9.0f}  {verb} {resource}  (during {during[(verb, resource)]})")
     if args.cleanup:
         core.delete_namespace(namespace)
     return 0
