@@ -249,7 +249,9 @@ def _outcome_text(outcome: Outcome) -> str:
         + (f"; nodes taken: {', '.join(outcome.taken_nodes)}" if outcome.taken_nodes else ""),
         ("simulated: " if outcome.simulated else "")
         + f"pending pods placed as planned: {outcome.pending_placed}/{outcome.pending_planned}; evictions: {outcome.evictions}; "
-        f"replacements Ready: {outcome.replacements_ready}; nodes held for steering: {outcome.held_node_seconds:.1f} node-seconds",
+        f"replacements Ready: {outcome.replacements_ready}; "
+        + (f"node holds: {outcome.holds} (how long each lasts is not known until a real run)" if outcome.simulated
+           else f"node holds: {outcome.holds}, {outcome.held_node_seconds:.1f} node-seconds"),
         *(f"note: {note}" for note in outcome.notes),
     ]
     return "".join(f"{line}\n" for line in lines)

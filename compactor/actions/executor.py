@@ -215,6 +215,7 @@ class Executor:
         outcome.evictions = run.state.evictions
         outcome.replacements_ready = sum(1 for m in run.plan.moves if m.pod in run.state.done and m.pod not in run.skipped)
         outcome.held_node_seconds = run.held_seconds
+        outcome.holds = run.holds
         outcome.notes = list(run.notes)
         outcome.simulated = self.dry_run
         return outcome

@@ -59,6 +59,7 @@ class Outcome:
     evictions: int = 0
     replacements_ready: int = 0
     held_node_seconds: float = 0.0  # nodes held for steering x seconds held
+    holds: int = 0  # node holds made (a node held for two moves counts twice)
     notes: list[str] = field(default_factory=list)
     simulated: bool = False  # a dry run's figures: its own copy of the objects, changed as it pretends to change them
 
@@ -78,7 +79,7 @@ class Outcome:
             "plannedFreedGpus": self.planned_freed_gpus, "freedGpus": self.freed_gpus, "freedNodes": self.freed_nodes,
             "takenNodes": self.taken_nodes, "pendingPlanned": self.pending_planned, "pendingPlaced": self.pending_placed,
             "evictions": self.evictions, "replacementsReady": self.replacements_ready,
-            "heldNodeSeconds": round(self.held_node_seconds, 1), "notes": self.notes, "simulated": self.simulated,
+            "heldNodeSeconds": round(self.held_node_seconds, 1), "holds": self.holds, "notes": self.notes, "simulated": self.simulated,
         }
 
 

@@ -66,6 +66,7 @@ class Run:
     started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
     held_since: float = 0.0
     held_seconds: float = 0.0  # node-seconds of holds so far
+    holds: int = 0  # node holds made so far
     first_reads: dict[str, tuple[Obj, list[Obj]]] = field(default_factory=dict)  # node -> (node, its pods) read as the run began
 
     def node_and_pods(self, name: str) -> tuple[Obj | None, list[Obj]]:

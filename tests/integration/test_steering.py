@@ -55,7 +55,7 @@ def test_a_spreading_scheduler_is_steered_to_the_planned_node() -> None:
     assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]
     assert report.outcome is not None and report.outcome.freed_gpus == 8 and report.outcome.freed_nodes == ["gpu-3"]
     assert report.outcome.evictions == 2 and report.outcome.replacements_ready == 2
-    assert report.outcome.held_node_seconds > 0
+    assert report.outcome.held_node_seconds > 0 and report.outcome.holds == 4  # gpu-2 and gpu-4, for each of 2 moves
     assert_clean(c)
 
 

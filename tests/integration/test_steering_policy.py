@@ -70,7 +70,7 @@ def test_each_replacement_is_pinned_to_its_planned_node_and_no_other_node_is_cor
     assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]  # the spreading scheduler would have chosen gpu-4
     assert [node for _, node in c.pinned] == ["gpu-1", "gpu-1"]
     assert cordoned_ever(c) == {"gpu-3"}  # only the node being freed; no hold anywhere
-    assert report.outcome is not None and report.outcome.held_node_seconds == 0 and report.outcome.freed_gpus == 8
+    assert report.outcome is not None and report.outcome.held_node_seconds == 0 and report.outcome.holds == 0 and report.outcome.freed_gpus == 8
     assert_no_steering_left(c)
 
 

@@ -105,6 +105,8 @@ def make_holds(run: Run, holds: Holds) -> None:
     for name, node in holds.nodes.items():
         if patch_fresh(run.client, name, lambda n: None if ann.is_unschedulable(n) else patch, node=node) is None:
             run.state.held.remove(name)  # cordoned by someone else meanwhile (or gone): not ours to hold or release
+        else:
+            run.holds += 1
     log.info(run.said("holding nodes", "would hold nodes (dry run)"), extra={"pod": holds.why, "target": holds.target, "held": len(holds.nodes)})
 
 
