@@ -260,7 +260,8 @@ def brute_force_gpu_curve(snapshot: Snapshot, config: PlannerSettings) -> dict[i
 
 
 def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple[int, int, int, int]]:
-    """(pending placed, net freed GPUs, freed nodes, moves) of every assignment that respects eligibility and capacity."""
+    """(pending placed, net freed GPUs, freed nodes, moves) of every assignment that respects eligibility and capacity and
+    whose moves can be made one eviction at a time (an end state only a swap of full nodes reaches is no plan)."""
     nodes = list(snapshot.nodes)
     names = [n.name for n in nodes]
     index = {name: i for i, name in enumerate(names)}
@@ -295,7 +296,37 @@ def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple
         if is_gpu_pod(p):
             gpu_now[i] += sign
 
+    chosen: list[tuple[Pod, int, int]] = []  # the moves of the assignment being walked: (pod, from, to)
+
+    def runnable() -> bool:
+        """Whether the moves can be made one eviction at a time, as the executor makes them (a pod leaves its node as its
+        replacement arrives; each target must have room then): a search over the sets of moves done."""
+        start = [dict(before[name]) for name in names]
+        seen: set[frozenset[int]] = set()
+
+        def search(done: frozenset[int], load: list[dict[str, int]]) -> bool:
+            if len(done) == len(chosen):
+                return True
+            if done in seen:
+                return False
+            seen.add(done)
+            for k, (p, source, target) in enumerate(chosen):
+                need = demand(p)
+                if k in done or not all(load[target].get(r, 0) + v <= caps[target].get(r, 0) for r, v in need.items()):
+                    continue
+                after = [dict(x) for x in load]
+                for r, v in need.items():
+                    after[target][r] = after[target].get(r, 0) + v
+                    after[source][r] = after[source].get(r, 0) - v
+                if search(done | {k}, after):
+                    return True
+            return False
+
+        return search(frozenset(), start)
+
     def leaf(placed: int, moves: int) -> None:
+        if chosen and not runnable():
+            return
         net = 0
         for i, g in enumerate(gpus):
             if g and gpu_before[i] and not gpu_now[i]:
@@ -317,7 +348,12 @@ def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple
             if not fits(p, choice):
                 continue
             shift(p, choice, 1)
-            walk(k + 1, placed + (current is None), moves + (current is not None and choice != current))
+            moved = current is not None and choice != current
+            if moved:
+                chosen.append((p, current, choice))
+            walk(k + 1, placed + (current is None), moves + moved)
+            if moved:
+                chosen.pop()
             shift(p, choice, -1)
 
     walk(0, 0, 0)
