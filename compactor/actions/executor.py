@@ -185,6 +185,8 @@ class Executor:
         return nodes, [pod for node in nodes for pod in self.client.list_pods(node_name=node["metadata"]["name"])]
 
     def _let_go_quietly(self, run: Run) -> None:
+        if not run.steerer.release_on_stop:
+            return  # steering entries stay with the state: the next run's recovery resumes the wait, then removes them
         try:
             run.steerer.release(run)
         except Exception as exc:  # recovery releases them from the state and the marks

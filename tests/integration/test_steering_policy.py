@@ -9,12 +9,13 @@ default profile, so an unpinned replacement goes to the emptiest node.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.clock import SimulatedClock
+from compactor.actions.clock import Interrupted, SimulatedClock, StoppableClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.recovery import recover
@@ -303,3 +304,22 @@ def _baseline_history(objects: list[Obj], plan: CompactionPlan) -> list[Any]:
     baseline, _ = with_policy(objects)
     run(baseline, plan)
     return baseline.history
+
+
+def test_a_stop_while_a_replacement_is_awaited_keeps_its_entry_and_the_next_run_finishes_the_move() -> None:
+    c, plan = with_policy(spare_node_beside_a_freeable_one())
+    stop = threading.Event()
+
+    def stop_while_pinned(progress: Progress) -> None:
+        if entries(c) and "replacement" in progress.waiting:
+            stop.set()  # SIGTERM between the eviction and the replacement's binding
+
+    c.scheduler = "never"  # the replacement is created, pinned, and waits for the scheduler
+    with pytest.raises(Interrupted):
+        Executor(c, SETTINGS, StoppableClock(c.clock, stop), progress=stop_while_pinned).execute(plan)
+    assert set(entries(c).values()) == {"gpu-1"}  # removing it now would let a replacement made later arrive unpinned
+    c.scheduler = "spread"
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed.reason
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]
+    assert_no_steering_left(c)

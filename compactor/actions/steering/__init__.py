@@ -36,6 +36,7 @@ class Steerer(Protocol):
     why: str  # how it was chosen, for the plan, the run report and the log
     exact: bool  # the replacement must land on its planned node (else the run stops and rolls back)
     parallel: bool  # moves of different owners may be in flight together (max_concurrent_evictions)
+    release_on_stop: bool  # let go at once when the process stops (holds keep other pods out); else recovery resumes them
 
     def prepare(self, run: Run, move: Move, pod: Obj) -> None:
         """Before the eviction, reads only: the target's room checked (``Abort`` when the plan no longer holds), what steering

@@ -33,6 +33,7 @@ class HoldSteerer:
     mechanism = Mechanism.HOLDS
     exact = True
     parallel = False  # one hold at a time: a second move's holds would fence the first one's target
+    release_on_stop = True
 
     def __init__(self, why: str) -> None:
         self.why = why

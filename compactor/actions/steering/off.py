@@ -21,6 +21,7 @@ class NoSteering:
     mechanism = Mechanism.OFF
     exact = False
     parallel = True
+    release_on_stop = False
 
     def __init__(self, why: str) -> None:
         self.why = why

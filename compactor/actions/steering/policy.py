@@ -40,6 +40,7 @@ class PolicySteerer:
     mechanism = Mechanism.POLICY
     exact = True
     parallel = True
+    release_on_stop = False  # an entry removed at a stop would let the replacement of an eviction in flight arrive unpinned
 
     def __init__(self, why: str) -> None:
         self.why = why
