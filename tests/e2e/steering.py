@@ -87,6 +87,7 @@ class Tenant:
         self.kube, self.namespace, self.selector, self.interval = kube, namespace, selector, interval
         self.result = TenantWaits()
         self._stop = threading.Event()
+        self._creating = threading.Event()  # set: stop creating pods
         self._added: dict[str, float] = {}
         self._threads = [threading.Thread(target=self._create, daemon=True), threading.Thread(target=self._watch, daemon=True)]
 
@@ -97,15 +98,19 @@ class Tenant:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._creating.set()  # no new pod; the watch goes on until the last ones are seen bound (or 5 s)
+        self._threads[0].join(timeout=40)
+        deadline = time.monotonic() + 5
+        while set(self._added) - set(self.result.waits) and time.monotonic() < deadline:
+            time.sleep(0.1)
         self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=40)
+        self._threads[1].join(timeout=40)
         self.result.unbound = sorted(set(self._added) - set(self.result.waits))
 
     def _create(self) -> None:
         names: list[str] = []
         for i in itertools.count():
-            if self._stop.wait(self.interval):
+            if self._creating.wait(self.interval):
                 return
             name = f"tenant-{i}"
             body: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "tenant"}},

@@ -18,6 +18,7 @@ import secrets
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +66,38 @@ SHAPES: dict[str, Obj | None] = {
 STATEFUL = "statefulset"
 
 
-@pytest.fixture
-def small_fleet(kube: Kube, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+TERMINATION_DELAY = 20.0  # slow_fleet: seconds a deleted pod keeps its GPUs, as a long grace period would
+
+
+@contextmanager
+def _fleet(kube: Kube, tmp_path: Path, *, termination_delay: float = 0.0) -> Iterator[tuple[str, list[str]]]:
     run_id = f"e2e-{secrets.token_hex(3)}"
     nodes = NodeSet(prefix=f"{run_id}-gpu-", count=NODES, gpus=8, labels={**H100_LABELS, FLEET_LABEL: run_id})
-    with fake_nodes(kube.api_client, nodes, tmp_path / "fake-nodes.log") as names:
+    with fake_nodes(kube.api_client, nodes, tmp_path / "fake-nodes.log", termination_delay=termination_delay) as names:
         yield run_id, names
+
+
+@pytest.fixture
+def small_fleet(kube: Kube, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    with _fleet(kube, tmp_path) as fleet:
+        yield fleet
+
+
+@pytest.fixture
+def slow_fleet(kube: Kube, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    with _fleet(kube, tmp_path, termination_delay=TERMINATION_DELAY) as fleet:
+        yield fleet
 
 
 @pytest.fixture
 def shapes_namespace(kube: Kube, small_fleet: tuple[str, list[str]]) -> Iterator[str]:
     with _fresh_namespace(kube, f"compactor-{small_fleet[0]}", force_pods=True) as name:
+        yield name
+
+
+@pytest.fixture
+def slow_namespace(kube: Kube, slow_fleet: tuple[str, list[str]]) -> Iterator[str]:
+    with _fresh_namespace(kube, f"compactor-{slow_fleet[0]}", force_pods=True) as name:
         yield name
 
 
@@ -191,8 +213,11 @@ def test_every_shape_of_existing_affinity_gets_the_constraint_anded_and_lands_on
 
 
 def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_runs_recovery(
-        kube: Kube, small_fleet: tuple[str, list[str]], shapes_namespace: str, steering_policy: str, tmp_path: Path) -> None:
-    run_id, names = small_fleet
+        kube: Kube, slow_fleet: tuple[str, list[str]], slow_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    """The replacement waits (pinned, Pending) for its target's GPUs, held by a pod that takes 20 s to terminate (counted
+    as gone by the room check, as the scheduler will once it is deleted): the run is killed in that window, every time."""
+    run_id, names = slow_fleet
+    shapes_namespace = slow_namespace
     body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "slow"},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "slow"}},
                      "template": {"metadata": {"labels": {"app": "slow"}}, "spec": pod_spec({FLEET_LABEL: run_id}, None)}}}
@@ -200,13 +225,19 @@ def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_
     wait_for(running(kube, shapes_namespace, ["slow"]), timeout=120, what="the workload Running")
     pod = pods_by_app(kube, shapes_namespace)["slow"][0]
     target = next(n for n in names if n != pod["spec"]["nodeName"])
+    blocker = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "blocker", "labels": {"app": "blocker"}},
+               "spec": {**pod_spec({"kubernetes.io/hostname": target}, None), "terminationGracePeriodSeconds": 30}}
+    blocker["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "5m", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}
+    kube.core.create_namespaced_pod(shapes_namespace, blocker)
+    wait_for(running(kube, shapes_namespace, ["blocker"]), timeout=60, what="the blocker Running on the target")
+    kube.core.delete_namespaced_pod("blocker", shapes_namespace)  # terminating for 20 s, its GPUs held meanwhile
     gpus = {n: int(n == pod["spec"]["nodeName"]) for n in names}
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(hand_plan([(pod, target)], gpus)), encoding="utf-8")
     config = config_file(tmp_path, shapes_namespace)
     command = ("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config), "--output", "json")
 
-    first = start_compactor(*command)
+    first = start_compactor(*command)  # pins, evicts; the pinned replacement waits for the blocker to go
     entries = lambda: (raw(kube.core.read_namespaced_config_map, "gpu-compactor-steering", STATE_NAMESPACE).get("data") or {})  # noqa: E731
     wait_for(lambda: (bool(entries()), "no entry yet"), timeout=60, interval=0.05, what="the steering entry")
     first.send_signal(signal.SIGKILL)  # dies between writing the entry and removing it, as an OOM kill would
