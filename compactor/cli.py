@@ -40,6 +40,11 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
+def is_live(args: argparse.Namespace) -> bool:
+    """Whether the command names a live cluster (kubeconfig, context or in-cluster) rather than a snapshot."""
+    return bool(getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False))
+
+
 def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     chosen = sum(bool(x) for x in (args.snapshot, args.example, args.kubeconfig or args.context or args.in_cluster))
     if chosen > 1:
@@ -51,7 +56,7 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
         example=bool(args.example),
         kubeconfig=args.kubeconfig,
         context=args.context,
-        live=bool(args.kubeconfig or args.context or args.in_cluster),
+        live=is_live(args),
         in_cluster=bool(args.in_cluster),
         allow_empty=bool(getattr(args, "allow_empty", False)),
     )

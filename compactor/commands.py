@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from compactor.cli import settings_from_args, source_from_args
+    from compactor.cli import is_live, settings_from_args, source_from_args
     from compactor.metrics.fragmentation import reference_shapes
     from compactor.planner.compose import build_plan
     from compactor.planner.explain import render_plan
@@ -56,7 +56,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                       mig_parted=mig_parted_for(snapshot, settings))
     if args.explain_mig:
         plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map)})
-    if _is_live(args):
+    if is_live(args):
         plan = plan.model_copy(update={"steering": _steering_in(_kube_client(args, dry_run=True), settings)})
     text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
     if args.write:
@@ -92,10 +92,6 @@ def _steering_in(client: ClusterClient, settings: Settings) -> SteeringNote:
     except CompactorError as exc:
         return SteeringNote(mechanism="policy", why=f"a run would fail before any change: {exc}")
     return SteeringNote(mechanism=choice.mechanism.value, why=choice.why)
-
-
-def _is_live(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False))
 
 
 def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -150,9 +146,9 @@ def _executor_for(args: argparse.Namespace, plan: CompactionPlan | None) -> tupl
     """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
     from compactor.actions.clock import RealClock, SimulatedClock
     from compactor.actions.dryrun import RecordingClient
-    from compactor.cli import settings_from_args
+    from compactor.cli import is_live, settings_from_args
 
-    live = _is_live(args)
+    live = is_live(args)
     if args.server_dry_run and not live:
         raise CompactorError("--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
                              "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example")

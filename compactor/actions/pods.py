@@ -42,8 +42,13 @@ def requests_gpu(pod: Obj) -> bool:
     return any(is_gpu_resource(r) for r in requests)
 
 
+def gpu_pods(pods: list[Obj]) -> list[Obj]:
+    """The GPU pods among ``pods`` that still run (not terminating, not finished)."""
+    return [p for p in pods if not is_terminating(p) and requests_gpu(p)]
+
+
 def gpu_pods_on(client: ClusterClient, node: str) -> list[Obj]:
-    return [p for p in client.list_pods(node_name=node) if not is_terminating(p) and requests_gpu(p)]
+    return gpu_pods(client.list_pods(node_name=node))
 
 
 def pdbs_selecting(pdbs: list[Obj], pod: Obj) -> list[Obj]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compactor.actions.pods import gpu_pods_on, is_terminating, pod_key, requests_gpu
+from compactor.actions.pods import gpu_pods, gpu_pods_on, pod_key
 from compactor.actions.run import Abort, Run
 
 
@@ -14,8 +14,7 @@ def plan_still_holds(run: Run) -> None:
             raise Abort(f"plan is stale: node {name} no longer exists")
         run.first_reads[name] = (node, [])  # the node read again would be the same: fencing takes it from here
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
-        gpu_pods = [p for p in pods if not is_terminating(p) and requests_gpu(p)]
-        strangers = [key for p in gpu_pods if (key := pod_key(p)) not in planned and key not in run.state.done]
+        strangers = [key for p in gpu_pods(pods) if (key := pod_key(p)) not in planned and key not in run.state.done]
         if strangers:
             raise Abort(f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}")
 
