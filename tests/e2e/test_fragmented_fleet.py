@@ -397,7 +397,8 @@ class Outcome:
             t = self.tenant
             checks.append(("another team's pods created during the run each got a node within 5 s",
                            t.created >= 3 and not t.unbound and t.longest <= 5.0 and not t.errors,
-                           f"{t.created} created, longest wait {t.longest}s, unbound {t.unbound}, errors {t.errors[:5]}"))
+                           f"{t.created} created, longest wait {t.longest}s, unbound {t.unbound}, refused {t.errors[:5]}, "
+                           f"watch reopened {len(t.watch_reopens)}x {t.watch_reopens[:2]}"))
         return checks
 
 
