@@ -164,8 +164,25 @@ class ExecutorSettings(_Group):
     bind_poll_seconds: float = Field(0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind")
     max_run_seconds: float | None = Field(None, gt=0, description="start no eviction after this long; the rest waits for the next run "
                                                                   "(a CronJob's activeDeadlineSeconds must cover worst_case_run_seconds)")
-    server_dry_run: bool = False
+    server_dry_run: bool = Field(False, description="dry runs (run --dry-run) send each eviction to the API server with dryRun=All, "
+                                                    "so its PodDisruptionBudget check is real (same as --server-dry-run)")
     state_namespace: str = Field("gpu-compactor", min_length=1, description="namespace of the executor's state ConfigMap (must exist)")
+    installation: str = Field("", max_length=40, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
+                              description="this installation's name, carried by every fence and mark it writes (its fence taint "
+                                          "is compactor.io/fence-<installation>); empty: the state_namespace. Two installations "
+                                          "never release each other's fences")
+    max_plan_age_seconds: float = Field(3600.0, gt=0, description="a plan (apply --plan) or an interrupted run older than this "
+                                                                  "is refused: the cluster it was computed on is gone")
+    min_replicas: int = Field(2, ge=1, description="a workload with fewer ready replicas than this is not moved unless a "
+                                                   "PodDisruptionBudget covers it (moving the only replica of a model server "
+                                                   "means its whole start-up as downtime)")
+    release_deadline_seconds: float = Field(120.0, gt=0, description="how long releasing fences (end of run, rollback) keeps "
+                                                                     "retrying through API errors, honouring Retry-After")
+
+    @property
+    def identity(self) -> str:
+        """The installation's name as written in fences and marks."""
+        return self.installation or self.state_namespace
 
     @model_validator(mode="before")
     @classmethod
@@ -198,6 +215,9 @@ class MigSettings(_Group):
                                              "default-mig-parted-config, found by selector")
     selector: str = Field("app.kubernetes.io/component=nvidia-mig-manager",
                           description="label selector of the GPU Operator's mig-parted ConfigMaps, when config_map is empty")
+    operator_namespace: str = Field("gpu-operator", min_length=1, max_length=63,
+                                    description="the GPU Operator's namespace: the only one mig-parted ConfigMaps are read from "
+                                                "(a tenant's ConfigMap carrying the same label elsewhere is never trusted)")
 
     @field_validator("config_map")
     @classmethod
