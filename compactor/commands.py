@@ -45,9 +45,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise CompactorError(f"--max-moves must be >= 0, got {args.max_moves}")
     if args.time_limit is not None and args.time_limit <= 0:
         raise CompactorError(f"--time-limit must be > 0, got {args.time_limit}")
+    from compactor.sources import mig_parted_namespace
+
     source = source_from_args(args)
     snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
-                           mig_selector=settings.mig.selector)
+                           mig_selector=settings.mig.selector, mig_namespace=mig_parted_namespace(settings, explain=args.explain_mig))
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
                               coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
     from compactor.planner.recut import mig_parted_for
@@ -55,7 +57,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
                       mig_parted=mig_parted_for(snapshot, settings))
     if args.explain_mig:
-        plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map)})
+        plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)})
     if is_live(args):
         plan = plan.model_copy(update={"steering": _steering_in(_kube_client(args, dry_run=True), settings)})
     text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
@@ -66,14 +68,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mig_advice(snapshot: Snapshot, config_map: str) -> list[dict[str, Any]]:
+def _mig_advice(snapshot: Snapshot, config_map: str, namespace: str) -> list[dict[str, Any]]:
     from compactor.model.migparted import find_mig_parted, problems
     from compactor.planner.mig_advice import advise
 
-    parted = find_mig_parted(snapshot.config_maps, config_map)
+    parted = find_mig_parted(snapshot.config_maps, config_map, namespace=namespace)
     if parted is None:
-        where = config_map or "custom-/default-mig-parted-config"
-        raise CompactorError(f"--explain-mig: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... configmaps)")
+        where = config_map or f"{namespace}/custom-/default-mig-parted-config"
+        raise CompactorError(f"--explain-mig: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... configmaps; "
+                             "only the GPU Operator's namespace, mig.operator_namespace, is read)")
     advice = [pool.to_dict() for pool in advise(snapshot, parted)]
     for config in parted.parsed():
         for problem in problems(config):
@@ -348,12 +351,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.once:
         raise CompactorError("compactor run carries out one cycle and needs --once to say so; for cycles on a schedule run "
                              "`compactor controller --interval SECONDS` (or the CronJob in manifests/)")
+    from compactor.sources import mig_parted_namespace
+
     settings = settings_from_args(args)
     source = source_from_args(args)
+    mig_namespace = mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
 
     def plan_now() -> CompactionPlan:
         snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
-                               mig_selector=settings.mig.selector)
+                               mig_selector=settings.mig.selector, mig_namespace=mig_namespace)
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
         from compactor.planner.recut import mig_parted_for
 

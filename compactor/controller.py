@@ -399,20 +399,20 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from compactor.kube.lease import LeaderElector
     from compactor.kube.read import read_cluster
     from compactor.model.load import build_snapshot, gc_paused
+    from compactor.sources import mig_parted_listing, mig_parted_namespace
 
     if args.interval <= 0:
         raise CompactorError(f"--interval must be > 0, got {args.interval:g}")
     parse_listen(args.listen)
     settings = settings_from_args(args)
+    # As `run --once` reads it: the mig-parted ConfigMaps, in the GPU Operator's namespace only, when re-cuts need them.
+    include, selector = mig_parted_listing(settings.mig.config_map, settings.mig.selector, mig_parted_namespace(settings))
     connection = connect(args.kubeconfig, args.context, in_cluster=args.in_cluster)
     namespace = settings.executor.state_namespace
     client = KubeClusterClient(connection.api_client, namespace=namespace)
 
     def load_snapshot() -> Snapshot:
-        # As `run --once` reads it: with the mig-parted ConfigMap, so re-cuts and advice see the layouts.
-        mig = settings.mig
-        objects = read_cluster(connection.api_client, decoded=True, include_config_maps=mig.config_map or mig.selector is not None,
-                               config_map_selector=None if mig.config_map else mig.selector)
+        objects = read_cluster(connection.api_client, decoded=True, include_config_maps=include, config_map_selector=selector)
         with gc_paused():
             return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from compactor.errors import InputError
+from compactor.errors import ConfigError, InputError
 from compactor.model.load import load_files
 from compactor.model.types import Snapshot
+
+if TYPE_CHECKING:
+    from compactor.settings import Settings
 
 EXAMPLE_RESOURCE = "example-cluster.json"
 
@@ -33,8 +37,12 @@ class SnapshotSource:
             return ", ".join("<stdin>" if f == "-" else f for f in self.files)
         return "cluster (in-cluster)" if self.in_cluster else f"cluster {self.context or 'current context'}"
 
-    def load(self, *, pool_label: str, mig_config_map: str = "", mig_selector: str | None = None) -> Snapshot:
-        """The snapshot; from the live API it includes the mig-parted ConfigMap (``namespace/name``, else by ``mig_selector``)."""
+    def load(self, *, pool_label: str, mig_config_map: str = "", mig_selector: str | None = None,
+             mig_namespace: str | None = None) -> Snapshot:
+        """The snapshot. From the live API it includes the mig-parted ConfigMaps only when ``mig_namespace`` (the GPU
+        Operator's, from ``mig_parted_namespace``) is given: ``mig_config_map`` (namespace/name, in that namespace) when
+        set, else those matching ``mig_selector`` there; without it no ConfigMap is read at all. A snapshot file keeps
+        whatever ConfigMaps it holds: ``find_mig_parted`` only ever uses those of the GPU Operator's namespace."""
         if self.example:
             return _with_source(load_files([example_path()], pool_label=pool_label), "example cluster")
         if self.files:
@@ -42,9 +50,9 @@ class SnapshotSource:
         elif self.live:
             from compactor.kube.snapshot import snapshot_from_cluster  # the live path needs the API client
 
+            include, selector = mig_parted_listing(mig_config_map, mig_selector, mig_namespace)
             snapshot = snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label, in_cluster=self.in_cluster,
-                                             include_config_maps=mig_config_map or mig_selector is not None,
-                                             config_map_selector=None if mig_config_map else mig_selector)
+                                             include_config_maps=include, config_map_selector=selector)
         else:
             raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
         if not snapshot.nodes and not self.allow_empty:
@@ -52,6 +60,37 @@ class SnapshotSource:
                              "output (a failed kubectl prints nothing to the pipe; --allow-empty accepts a snapshot without nodes)",
                              source=self.describe())
         return snapshot
+
+
+def mig_parted_namespace(settings: Settings, *, explain: bool = False) -> str | None:
+    """Where a live read lists the mig-parted ConfigMaps: ``mig.operator_namespace`` when the config is needed
+    (``planner.mig_repartition``, or the MIG advice of ``plan --explain-mig``); None (no ConfigMap is read) otherwise.
+
+    Raises ``ConfigError`` (one line) when ``mig.config_map`` names another namespace, needed or not: a mig-parted
+    config is trusted only in the GPU Operator's namespace, since any tenant can put mig-manager's label on a
+    ConfigMap of their own and have nodes re-cut to layouts mig-manager does not know."""
+    mig = settings.mig
+    _check_config_map(mig.config_map, mig.operator_namespace)
+    return mig.operator_namespace if settings.planner.mig_repartition or explain else None
+
+
+def mig_parted_listing(config_map: str, selector: str | None, namespace: str | None) -> tuple[str | bool, str | None]:
+    """``(include_config_maps, config_map_selector)`` for ``read_cluster``: nothing without ``namespace``; else the one
+    ConfigMap ``config_map`` (namespace/name, which must be in ``namespace``) when set, or those of ``namespace``
+    matching ``selector``."""
+    if namespace is None:
+        return False, None
+    if config_map:
+        _check_config_map(config_map, namespace)
+        return config_map, None
+    return namespace, selector
+
+
+def _check_config_map(config_map: str, namespace: str) -> None:
+    where = config_map.partition("/")[0]
+    if config_map and where != namespace:
+        raise ConfigError(f"mig.config_map: {config_map} is in namespace {where}, not in the GPU Operator's namespace {namespace} "
+                          "(mig.operator_namespace), the only one mig-parted configs are read from")
 
 
 def _contents(snapshot: Snapshot) -> str:

@@ -1,4 +1,4 @@
-"""Read nodes, pods, PodDisruptionBudgets (and optionally ConfigMaps) from the live API.
+"""Read nodes, pods, PodDisruptionBudgets (and optionally the GPU Operator's mig-parted ConfigMaps) from the live API.
 
 Every list is paginated (``limit`` + ``continue``) so that 10,000-node clusters
 load in bounded memory per reply. Replies are fetched with
@@ -70,10 +70,12 @@ def read_cluster(
 ) -> list[dict[str, Any]] | list[RawObject]:
     """All nodes, pods, PDBs, PersistentVolumes and claims (and ConfigMaps when asked) as raw ``kubectl get -o json`` items.
 
-    ``namespaces``: read pods and PDBs (and ConfigMaps) only there; None = all namespaces.
-    ``include_config_maps``: False = none; True = all (in ``namespaces``); ``"NS"`` = those in
-    namespace NS; ``"NS/NAME"`` = that one ConfigMap (absent = none). ``config_map_selector``
-    is a label selector further restricting them (e.g. ``app=nvidia-mig-manager``).
+    ``namespaces``: read pods, PDBs and claims only there; None = all namespaces.
+    ``include_config_maps``: False = none; ``"NS"`` = those in namespace NS; ``"NS/NAME"`` = that
+    one ConfigMap (absent = none). ConfigMaps are only ever listed in one namespace, the GPU
+    Operator's (``mig.operator_namespace``): across namespaces any tenant could label a ConfigMap
+    of their own as a mig-parted config, so True (all) is refused. ``config_map_selector`` is a
+    label selector further restricting them (e.g. ``app=nvidia-mig-manager``).
 
     ``decoded``: items come decoded straight into the snapshot schema
     (``compactor.model.schema``), for ``build_snapshot``: only the fields the model
@@ -107,7 +109,7 @@ def read_cluster(
         for ns in namespaces:
             listings.append(_Listing(core.list_namespaced_persistent_volume_claim, (ns,), "PersistentVolumeClaim", "v1",
                                      f"persistentvolumeclaims in namespace {ns}"))
-    listings.extend(_config_map_listings(core, include_config_maps, namespaces, config_map_selector))
+    listings.extend(_config_map_listings(core, include_config_maps, config_map_selector))
 
     host = str(api_client.configuration.host)
     objects: list[Any] = []
@@ -116,22 +118,19 @@ def read_cluster(
     return objects
 
 
-def _config_map_listings(
-    core: k8s_client.CoreV1Api, include: bool | str, namespaces: Sequence[str] | None, selector: str | None
-) -> list[_Listing]:
+def _config_map_listings(core: k8s_client.CoreV1Api, include: bool | str, selector: str | None) -> list[_Listing]:
+    """The mig-parted ConfigMaps: a list in the GPU Operator's namespace only (the one RBAC grant on ConfigMaps outside the
+    compactor's own namespace: manifests/gpu-operator), narrowed to one name or by ``selector``."""
     if include is False or include == "":
         return []
-    if include is True:
-        if namespaces is None:
-            return [_Listing(core.list_config_map_for_all_namespaces, (), "ConfigMap", "v1", "configmaps in all namespaces",
-                             label_selector=selector)]
-        return [_Listing(core.list_namespaced_config_map, (ns,), "ConfigMap", "v1", f"configmaps in namespace {ns}",
-                         label_selector=selector) for ns in namespaces]
-    namespace, _, name = include.partition("/")
-    if not namespace or "/" in name:
+    if isinstance(include, bool):
+        raise ValueError("include_config_maps: ConfigMaps are listed in one namespace only (the GPU Operator's); "
+                         "expected 'NAMESPACE' or 'NAMESPACE/NAME', got True")
+    operator_namespace, _, name = include.partition("/")
+    if not operator_namespace or "/" in name:
         raise ValueError(f"include_config_maps: expected 'NAMESPACE' or 'NAMESPACE/NAME', got {include!r}")
-    what = f"configmap {namespace}/{name}" if name else f"configmaps in namespace {namespace}"
-    return [_Listing(core.list_namespaced_config_map, (namespace,), "ConfigMap", "v1", what,
+    what = f"configmap {operator_namespace}/{name}" if name else f"configmaps in namespace {operator_namespace}"
+    return [_Listing(core.list_namespaced_config_map, (operator_namespace,), "ConfigMap", "v1", what,
                      label_selector=selector, field_selector=f"metadata.name={name}" if name else None)]
 
 

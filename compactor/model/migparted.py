@@ -257,11 +257,17 @@ class MigLayouts:
         return ", ".join(p.source for p in self.parsed())
 
 
-def find_mig_parted(config_maps: Sequence[ConfigMap], ref: str = "") -> MigLayouts | None:
+def find_mig_parted(config_maps: Sequence[ConfigMap], ref: str = "", *, namespace: str | None = None) -> MigLayouts | None:
     """The mig-parted configs among the snapshot's ConfigMaps, as mig-manager picks them: ``ref`` (namespace/name)
     when given; else the GPU Operator's ``custom-mig-parted-config`` (it replaces generated configs); else each node's
     generated ``<node>-mig-config`` where there is one, and ``default-mig-parted-config`` for the others.
+
+    ``namespace``: the GPU Operator's (``mig.operator_namespace``): a ConfigMap anywhere else is never used, whatever
+    its name or labels (a snapshot of all namespaces holds the tenants' too, and any tenant can name or label a
+    ConfigMap of their own like mig-manager's); None: every one of ``config_maps`` (a caller that chose them itself).
     Raises ``InputError`` when one does not parse."""
+    if namespace is not None:
+        config_maps = [cm for cm in config_maps if cm.namespace == namespace]
     if ref:
         chosen = next((cm for cm in config_maps if f"{cm.namespace}/{cm.name}" == ref), None)
         return MigLayouts(_parse(chosen), {}) if chosen is not None else None

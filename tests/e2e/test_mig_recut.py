@@ -63,7 +63,7 @@ mig-configs:
 def config(namespace: str) -> dict[str, object]:
     return {
         "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "mig_repartition": True},
-        "mig": {"config_map": f"{namespace}/mig-layouts"},
+        "mig": {"config_map": f"{namespace}/mig-layouts", "operator_namespace": namespace},  # the test's namespace plays the GPU Operator's
         "executor": {"poll_seconds": 0.5, "replacement_timeout_seconds": 120, "mig_reconfigure_timeout_seconds": 120,
                      "backoff_seconds": 1, "backoff_max_seconds": 5},
     }

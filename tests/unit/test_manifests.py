@@ -4,7 +4,9 @@ config/compactor.yaml, the Dockerfile, and the install commands the docs give.
 Covers: every kustomization resolves (each resource exists, parses, is listed once and names its
 kind and namespace; when kubectl is installed, ``kubectl kustomize`` builds the same objects); each
 overlay sets the image its workloads name; RBAC grants exactly the Kubernetes API requests that
-compactor/kube makes (found in its source), no pod delete and no wildcard; the CronJob and the
+compactor/kube makes (found in its source), no pod delete and no wildcard, ConfigMaps and Leases only
+by name (but create, which RBAC cannot restrict by name) in the compactor's namespace and a list of
+ConfigMaps in the GPU Operator's (manifests/gpu-operator), none cluster-wide; the CronJob and the
 Deployment command lines are accepted by ``compactor``'s own argument parser; the mounted config
 and the example config load; the example config lists every setting at its default; the Service,
 probes and alerts line up with the container and the metric names; the docs install with ``-k``.
@@ -33,9 +35,11 @@ import yaml
 from kubernetes import client as k8s_client
 from pydantic import BaseModel
 
+from compactor.actions.annotations import STATE_CONFIGMAP
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
+from compactor.kube.lease import LEASE_NAME
 from compactor.settings import Settings, load_settings, worst_case_run_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,9 +49,11 @@ CRONJOB = MANIFESTS / "overlays" / "cronjob"
 CONTROLLER = MANIFESTS / "overlays" / "controller"
 MONITORING = MANIFESTS / "monitoring"
 STEERING = MANIFESTS / "steering"
+GPU_OPERATOR = MANIFESTS / "gpu-operator"  # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
 OVERLAYS = (CRONJOB, CONTROLLER)
-KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING)
+KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR)
 NAMESPACE = "gpu-compactor"
+OPERATOR_NAMESPACE_NAME = Settings().mig.operator_namespace  # where the GPU Operator's mig-parted configs are read
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
 WORKLOADS = {"CronJob", "Deployment"}
 # The name the workloads give their image, and the placeholder each overlay's `images:` entry turns it into.
@@ -171,11 +177,12 @@ def _argv(workload: Doc) -> list[str]:
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(MANIFESTS)))
 def test_each_kustomization_resolves_to_objects_that_name_their_kind_and_namespace(directory: Path) -> None:
+    namespace = OPERATOR_NAMESPACE_NAME if directory == GPU_OPERATOR else NAMESPACE
     for path, doc in _resolve(directory):
         where = f"{_shown(path)}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
         assert doc.get("apiVersion") and doc.get("kind") and doc.get("metadata", {}).get("name"), where
         if doc["kind"] not in CLUSTER_SCOPED:
-            assert doc["metadata"].get("namespace") == NAMESPACE, f"{where}: not in namespace {NAMESPACE}"
+            assert doc["metadata"].get("namespace") == namespace, f"{where}: not in namespace {namespace}"
     if KUBECTL is not None:  # the real build agrees with the resolution every other test reads
         built = _kubectl_kustomize(directory)
         assert sorted(json.dumps(doc, sort_keys=True) for doc in built) == sorted(json.dumps(doc, sort_keys=True) for doc in _build(directory))
@@ -227,12 +234,16 @@ KUBE_PACKAGE = ROOT / "compactor" / "kube"
 HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 CLUSTER_WIDE = "ClusterRole"  # cluster-scoped objects, all namespaces, or a namespace only known at run time
 OWN_NAMESPACE = "Role"  # the compactor's own namespace (``self.namespace``: executor.state_namespace)
+OPERATOR_NAMESPACE = "Role in the GPU Operator's namespace"  # a namespace held by a name ``operator_namespace`` (mig.operator_namespace)
+# Where each scope is granted: (kustomization, kind, name).
+ROLES = {CLUSTER_WIDE: (BASE, "ClusterRole", "gpu-compactor"), OWN_NAMESPACE: (BASE, "Role", "gpu-compactor"),
+         OPERATOR_NAMESPACE: (GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")}
 _PRIMITIVE = "param_serialize"  # ApiClient.param_serialize: every raw request goes through it
 
 
 @dataclass(frozen=True, order=True)
 class Permission:
-    """One RBAC grant: (API group, resource[/subresource], verb) in a ClusterRole or the Role."""
+    """One RBAC grant: (API group, resource[/subresource], verb) in the ClusterRole or one of the Roles."""
 
     group: str
     resource: str
@@ -248,6 +259,7 @@ class Request:
     method: str
     path: str
     own_namespace: bool  # the path's {namespace} is always ``self.namespace``
+    operator_namespace: bool = False  # the path's {namespace} is always the GPU Operator's (a value named ``operator_namespace``)
 
     def permission(self) -> Permission:
         parts = self.path.strip("/").split("/")
@@ -260,7 +272,11 @@ class Request:
         resource = f"{rest[0]}/{rest[2]}" if len(rest) == 3 else rest[0]
         verb = {"GET": "get" if named else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
                 "DELETE": "delete" if named else "deletecollection"}[self.method]
-        scope = OWN_NAMESPACE if namespaced and self.own_namespace else CLUSTER_WIDE
+        scope = CLUSTER_WIDE
+        if namespaced and self.own_namespace:
+            scope = OWN_NAMESPACE
+        elif namespaced and self.operator_namespace:
+            scope = OPERATOR_NAMESPACE
         return Permission(group, resource, verb, scope)
 
 
@@ -271,7 +287,7 @@ class _Param:
     name: str
 
 
-OWN, ANY, NO_NAMESPACE = "own", "any", "none"
+OWN, OPERATOR, ANY, NO_NAMESPACE = "own", "operator", "any", "none"
 
 
 @dataclass(frozen=True)
@@ -281,7 +297,7 @@ class _Sender:
     function: ast.FunctionDef
     method: str | _Param
     path: _Param
-    namespace: str | _Param  # OWN / ANY / NO_NAMESPACE, or the parameter holding the path parameters
+    namespace: str | _Param  # OWN / OPERATOR / ANY / NO_NAMESPACE, or the parameter holding the path parameters
 
 
 class _Module:
@@ -324,9 +340,12 @@ class _Module:
         return None
 
     def namespace_value(self, node: ast.expr, fn: ast.FunctionDef) -> str:
-        """OWN when the namespace is ``self.namespace``; ANY for any other value (one known only at run time)."""
+        """OWN when the namespace is ``self.namespace``; OPERATOR when it is a value named ``operator_namespace`` (a
+        parameter, local or attribute: the GPU Operator's namespace, mig.operator_namespace); ANY for any other value."""
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr == "namespace":
             return OWN
+        if (isinstance(node, ast.Name) and node.id == "operator_namespace") or (isinstance(node, ast.Attribute) and node.attr == "operator_namespace"):
+            return OPERATOR
         if isinstance(node, ast.Name) and not _is_parameter(node.id, fn) and (bound := self.lookup(node.id, fn)) is not None:
             return self.namespace_value(bound, fn)
         return ANY
@@ -432,7 +451,7 @@ def _requests_in_module(module: _Module) -> list[Request]:
             if path is not None:
                 assert method in HTTP_METHODS, f"{where}: {name}() sends {path} with method {method!r}"
                 assert isinstance(method, str)
-                requests[where] = Request(where, method, path, namespace == OWN)
+                requests[where] = Request(where, method, path, namespace == OWN, namespace == OPERATOR)
             elif isinstance(path_argument, ast.Name) and _is_parameter(path_argument.id, fn):
                 assert sum(f.name == fn.name for f in module.functions) == 1, f"{where}: two functions named {fn.name} send requests"
                 new = _Sender(fn, method, _Param(path_argument.id), namespace)
@@ -473,7 +492,8 @@ def _typed_request(api_class: type, method_name: str) -> tuple[str, str]:
 
 
 def _typed_requests_in_module(module: _Module, api_classes: list[type]) -> list[Request]:
-    """Every use of a typed API method (``core.list_node``, called or passed on, as ``_Listing`` does)."""
+    """Every use of a typed API method (``core.list_node``, called or passed on, as ``_Listing`` does: its namespace is then
+    the first of the ``_Listing``'s arguments, ``(namespace,)``)."""
     methods: dict[str, list[type]] = {}
     for api_class in api_classes:
         for name, _ in inspect.getmembers(api_class, inspect.isfunction):
@@ -481,6 +501,7 @@ def _typed_requests_in_module(module: _Module, api_classes: list[type]) -> list[
             if hasattr(api_class, f"_{operation}_serialize"):  # a request method, not a helper such as close()
                 methods.setdefault(name, []).append(api_class)
     calls = {id(call.func): call for _, call in module.calls()}
+    listings = {id(call.args[0]): call for _, call in module.calls() if _callee(call) == "_Listing" and call.args}
     found = []
     for fn in module.functions:
         for node in ast.walk(fn):
@@ -491,10 +512,13 @@ def _typed_requests_in_module(module: _Module, api_classes: list[type]) -> list[
             method, path = _typed_request(owners[0], node.attr)
             namespace = ANY
             call = calls.get(id(node))
+            listing = listings.get(id(node))
             if call is not None:
                 given = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "namespace"), None)
                 namespace = ANY if given is None else module.namespace_value(given, fn)
-            found.append(Request(module.where(node), method, path, namespace == OWN))
+            elif listing is not None and len(listing.args) > 1 and isinstance(listing.args[1], ast.Tuple) and listing.args[1].elts:
+                namespace = module.namespace_value(listing.args[1].elts[0], fn)
+            found.append(Request(module.where(node), method, path, namespace == OWN, namespace == OPERATOR))
     return found
 
 
@@ -535,13 +559,18 @@ def _api_requests(sources: dict[str, str] | None = None) -> list[Request]:
     return requests
 
 
+def _roles() -> list[Doc]:
+    """Every ClusterRole and Role the manifests ship."""
+    return [doc for directory in KUSTOMIZATIONS for _, doc in _resolve(directory) if doc["kind"] in ("ClusterRole", "Role")]
+
+
 def _granted() -> set[Permission]:
     granted: set[Permission] = set()
-    for kind in (CLUSTER_WIDE, OWN_NAMESPACE):
-        for rule in _one(BASE, kind)["rules"]:
-            assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, f"{kind}: {rule}"
+    for scope, (directory, kind, name) in ROLES.items():
+        for rule in _one(directory, kind, name)["rules"]:
+            assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, f"{kind} {name}: {rule}"
             for group, resource, verb in itertools.product(rule["apiGroups"], rule["resources"], rule["verbs"]):
-                granted.add(Permission(group, resource, verb, kind))
+                granted.add(Permission(group, resource, verb, scope))
     return granted
 
 
@@ -553,14 +582,16 @@ def test_rbac_grants_exactly_the_requests_compactor_kube_makes() -> None:
     granted = _granted()
     missing = {permission: needed[permission] for permission in sorted(needed.keys() - granted)}
     unused = sorted(granted - needed.keys())
-    assert not missing, f"requests without a grant in manifests/base/rbac.yaml: {missing}"
+    assert not missing, f"requests without a grant in manifests/base/rbac.yaml (or manifests/gpu-operator): {missing}"
     assert not unused, f"grants no request in compactor/kube uses: {unused}"
 
 
 def test_the_request_finder_sees_each_way_compactor_kube_calls_the_api() -> None:
-    seen = {(r.method, r.path, r.own_namespace) for r in _api_requests()}
-    assert ("GET", "/api/v1/configmaps", False) in seen  # typed list passed on to _Listing: mig-parted ConfigMaps, all namespaces
-    assert ("GET", "/api/v1/namespaces/{namespace}/configmaps", False) in seen  # typed list: mig.config_map namespace/name
+    requests = _api_requests()
+    seen = {(r.method, r.path, r.own_namespace) for r in requests}
+    assert not [r for r in requests if r.path == "/api/v1/configmaps"]  # never across namespaces: any tenant may label a ConfigMap
+    operator = {(r.method, r.path) for r in requests if r.operator_namespace}
+    assert operator == {("GET", "/api/v1/namespaces/{namespace}/configmaps")}  # typed list passed on to _Listing: the mig-parted configs
     assert ("GET", "/api/v1/namespaces/{namespace}/configmaps/{name}", True) in seen  # raw, through _get: the state ConfigMap
     assert ("DELETE", "/api/v1/namespaces/{namespace}/configmaps/{name}", True) in seen  # raw, path parameters in a local
     assert ("POST", "/api/v1/namespaces/{namespace}/pods/{name}/eviction", False) in seen  # raw: any pod's namespace
@@ -578,6 +609,9 @@ class _Extra(KubeClusterClient):
 
     def list_services(self) -> list[Obj]:
         return self._list(_Listing(self._core.list_service_for_all_namespaces, (), "Service", "v1", "services"))
+
+    def list_config_maps_in(self, namespace: str) -> list[Obj]:
+        return self._list(_Listing(self._core.list_namespaced_config_map, (namespace,), "ConfigMap", "v1", "configmaps"))
 '''
 
 
@@ -586,7 +620,8 @@ def test_a_new_request_needs_a_grant_and_one_the_finder_cannot_follow_fails() ->
     source = path.read_text(encoding="utf-8")
     found = {r.permission() for r in _api_requests({_shown(path): source + textwrap.dedent(_NEW_CALLS)})}
     new = {Permission("", "secrets", "get", CLUSTER_WIDE), Permission("", "secrets", "get", OWN_NAMESPACE),
-           Permission("", "services", "list", CLUSTER_WIDE)}
+           Permission("", "services", "list", CLUSTER_WIDE),
+           Permission("", "configmaps", "list", CLUSTER_WIDE)}  # a list in any namespace but the GPU Operator's needs a new grant
     assert new <= found and not new & _granted()
     dynamic = "\n    def read_any(self, kind: str) -> Obj | None:\n        return self._get(f'/api/v1/{kind}', {}, kind, 'x')\n"
     with pytest.raises(AssertionError, match="cannot follow the path"):
@@ -620,24 +655,24 @@ def test_the_steering_policy_reads_the_parameter_configmap_the_compactor_writes(
 def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_policy() -> None:
     name = Settings().executor.steering_name
     role_rules = _one(BASE, "Role")["rules"]
-    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "update", "patch"]} in role_rules
+    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "patch"]} in role_rules
     admission = [r for r in _one(BASE, "ClusterRole")["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
     assert admission == [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"],
                           "resourceNames": [name], "verbs": ["get"]}]
 
 
-@pytest.mark.parametrize("kind", ["ClusterRole", "Role"])
-def test_rbac_grants_no_wildcards(kind: str) -> None:
-    for rule in _one(BASE, kind)["rules"]:
-        assert "*" not in rule.get("verbs", []), f"{kind}: wildcard verb in {rule}"
-        assert "*" not in rule.get("resources", []), f"{kind}: wildcard resource in {rule}"
-        assert "*" not in rule.get("apiGroups", []), f"{kind}: wildcard API group in {rule}"
+def test_rbac_grants_no_wildcards() -> None:
+    for role in _roles():
+        kind = f"{role['kind']} {role['metadata']['name']}"
+        for rule in role["rules"]:
+            assert "*" not in rule.get("verbs", []), f"{kind}: wildcard verb in {rule}"
+            assert "*" not in rule.get("resources", []), f"{kind}: wildcard resource in {rule}"
+            assert "*" not in rule.get("apiGroups", []), f"{kind}: wildcard API group in {rule}"
+            assert "*" not in rule.get("resourceNames", []), f"{kind}: wildcard name in {rule}"
 
 
 def test_no_role_can_delete_pods() -> None:
-    for doc in _build(BASE):
-        if doc["kind"] not in ("ClusterRole", "Role"):
-            continue
+    for doc in _roles():
         for rule in doc["rules"]:
             if "" in rule.get("apiGroups", []) and "pods" in rule.get("resources", []):
                 assert not {"delete", "deletecollection"} & set(rule["verbs"]), f"{doc['kind']} may delete pods: {rule}"
@@ -649,8 +684,65 @@ def test_the_roles_are_bound_to_the_service_account() -> None:
         doc = _one(BASE, binding)
         assert doc["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": "gpu-compactor"}
         assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
+    operator = _one(GPU_OPERATOR, "RoleBinding", "gpu-compactor-mig-parted")
+    assert operator["metadata"]["namespace"] == _one(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")["metadata"]["namespace"]
+    assert operator["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpu-compactor-mig-parted"}
+    assert operator["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
     for overlay, kind in ((CRONJOB, "CronJob"), (CONTROLLER, "Deployment")):
         assert _pod_spec(_one(overlay, kind))["serviceAccountName"] == account["name"]
+
+
+# ----- least privilege on ConfigMaps and Leases --------------------------------------------------------
+
+# What RBAC cannot restrict by name: a create names its object in the body, not the URL, so the
+# authorizer sees no name and a create rule with resourceNames grants nothing
+# (kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources; pkg/apis/rbac/v1
+# ResourceNameMatches compares the rule's names with the request's, empty for a create).
+UNNAMED_VERBS = frozenset({"create", "list", "watch", "deletecollection"})
+NAMED_VERBS = frozenset({"get", "update", "patch", "delete"})
+
+
+def test_configmaps_and_leases_are_granted_by_name_but_create_and_the_operators_list() -> None:
+    """Any tenant's ConfigMaps and Leases are out of reach: a named verb names its objects, create is on its own (a name
+    would void it), and the one list is of the GPU Operator's ConfigMaps in that namespace."""
+    for role in _roles():
+        where = f"{role['kind']} {role['metadata'].get('namespace', '')}/{role['metadata']['name']}"
+        for rule in role["rules"]:
+            if not {"configmaps", "leases"} & set(rule["resources"]):
+                continue
+            assert role["kind"] == "Role", f"{where}: {rule}: ConfigMaps and Leases are never granted cluster-wide"
+            verbs, names = set(rule["verbs"]), rule.get("resourceNames") or []
+            if names:
+                assert verbs <= NAMED_VERBS, f"{where}: {rule}: resourceNames void {sorted(verbs & UNNAMED_VERBS)}"
+            elif role["metadata"]["namespace"] == OPERATOR_NAMESPACE_NAME:
+                assert rule["resources"] == ["configmaps"] and verbs == {"list"}, f"{where}: {rule}"
+            else:
+                assert verbs == {"create"}, f"{where}: {rule}: {sorted(verbs - {'create'})} on every object, not by name"
+
+
+def test_the_cluster_role_has_no_configmap_nor_lease_rule() -> None:
+    rules = _one(BASE, "ClusterRole")["rules"]
+    assert not [r for r in rules if {"configmaps", "leases"} & set(r["resources"])], "a tenant's ConfigMaps and Leases are none of ours"
+
+
+def test_the_named_rules_name_the_objects_the_code_uses() -> None:
+    """The state ConfigMap, the steering parameters and the Lease, each with the verbs its client sends."""
+    steering = Settings().executor.steering_name
+    named = {(rule["resources"][0], name): sorted(rule["verbs"]) for rule in _one(BASE, "Role")["rules"]
+             for name in rule.get("resourceNames") or []}
+    assert named == {("configmaps", STATE_CONFIGMAP): ["delete", "get", "update"],  # read_state; write_state: PUT, DELETE
+                     ("configmaps", steering): ["get", "patch"],  # get_config_map, patch_config_map
+                     ("leases", LEASE_NAME): ["get", "update"]}  # LeaderElector: GET, PUT (renew, take over, release)
+    unnamed = [(rule["resources"], rule["verbs"]) for rule in _one(BASE, "Role")["rules"] if not rule.get("resourceNames")]
+    assert sorted(unnamed) == [(["configmaps"], ["create"]), (["leases"], ["create"])]  # the state ConfigMap's and the Lease's POST
+
+
+def test_the_mig_parted_configs_are_listed_only_in_the_operators_namespace() -> None:
+    role = _one(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")
+    assert role["metadata"]["namespace"] == OPERATOR_NAMESPACE_NAME
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
+    assert GPU_OPERATOR not in {(d / entry).resolve() for d in (BASE, *OVERLAYS) for entry in _kustomization(d)["resources"]}, (
+        "the GPU Operator's namespace may not exist: its Role is applied on its own, not with the base")
 
 
 # ----- the workloads --------------------------------------------------------------------------
@@ -768,7 +860,7 @@ def test_the_docs_install_with_kustomizations_that_exist() -> None:
             applied.add(directory)
         for name in re.findall(r"kustomize edit set image ([\w./-]+)=", text):
             assert name == IMAGE, f"{_shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
-    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING}
+    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR}
     readme = _install_texts()[ROOT / "README.md"]
     for step in ("docker build -t REGISTRY/gpu-compactor:TAG .", "docker push REGISTRY/gpu-compactor:TAG",
                  f"kustomize edit set image {IMAGE}=REGISTRY/gpu-compactor:TAG"):
