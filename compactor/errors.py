@@ -41,10 +41,12 @@ class ConfigError(CompactorError):
 class ClusterError(CompactorError):
     """The live cluster could not be read or written: unreachable, unauthorised, forbidden, or a bad reply.
 
-    ``status`` is the HTTP status of the API reply (0 when no reply arrived).
+    ``status`` is the HTTP status of the API reply (0 when no reply arrived); ``retry_after`` the seconds the API server
+    asked the client to wait before trying again (429, some 5xx), when it said.
     """
 
-    def __init__(self, message: str, *, status: int = 0) -> None:
+    def __init__(self, message: str, *, status: int = 0, retry_after: float | None = None) -> None:
         self.message = message
         self.status = status
+        self.retry_after = retry_after
         super().__init__(message)

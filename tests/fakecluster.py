@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
+from compactor.actions.annotations import FENCE_TAINT_PREFIX
 from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
 from compactor.errors import ClusterError
@@ -30,6 +31,11 @@ from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.scheduling import label_selector_matches, why_ineligible
 from compactor.model.types import Node
 from tests.fakeapi.server import label_selector_matcher
+
+
+def is_fenced(node: Obj) -> bool:
+    """The node carries a compactor's ``compactor.io/fence-<installation>`` taint."""
+    return any(str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX) for t in (node.get("spec") or {}).get("taints") or [])
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 STEERING_CONFIGMAP = "gpu-compactor-steering"  # executor.steering_name's default: policy, binding and parameters
@@ -506,6 +512,16 @@ class FakeCluster:
         return lost + self._lost
 
     def cordoned_nodes(self) -> list[str]:
+        """Nodes closed to new pods by a compactor's fence (its ``compactor.io/fence-<installation>`` taint) or a cordon."""
+        return sorted(name for name, n in self.nodes.items()
+                      if (n.get("spec") or {}).get("unschedulable") or is_fenced(n))
+
+    def is_fenced(self, name: str) -> bool:
+        """``name`` carries a compactor's fence taint."""
+        return is_fenced(self.nodes[name])
+
+    def operator_cordons(self) -> list[str]:
+        """Nodes whose cordon bit (``spec.unschedulable``, ``kubectl cordon``) is set: never the compactor's doing."""
         return sorted(name for name, n in self.nodes.items() if (n.get("spec") or {}).get("unschedulable"))
 
     def node_gpu_pods(self, name: str) -> list[str]:
@@ -761,7 +777,8 @@ class FakeCluster:
                 used[bound] = used[bound] + self._requests(p)
         adversarial = self.scheduler == "ignore-cordon"
         spread = self.scheduler == "spread"  # the default profile's LeastAllocated: the emptiest feasible node wins
-        candidates = [replace(n, taints=tuple(t for t in n.taints if t.key != UNSCHEDULABLE_TAINT)) for n in nodes] if adversarial else nodes
+        candidates = [replace(n, taints=tuple(t for t in n.taints if t.key != UNSCHEDULABLE_TAINT and not t.key.startswith(FENCE_TAINT_PREFIX)))
+                      for n in nodes] if adversarial else nodes  # ignore-cordon: as if every pod tolerated cordons and fences
         for since, key in pending:
             raw = self.pods[key]
             if self.time < since + delay or raw.get("spec", {}).get("schedulingGates"):
@@ -773,7 +790,8 @@ class FakeCluster:
                 continue
             def rank(n: Node) -> tuple[bool, float, str]:
                 free = free_gpus(n, used[n.name])
-                return adversarial and not n.unschedulable, -free if spread else free, n.name
+                closed = n.unschedulable or is_fenced(self.nodes[n.name])
+                return adversarial and not closed, -free if spread else free, n.name
 
             best = min(fits, key=rank)
             raw["spec"]["nodeName"] = best.name

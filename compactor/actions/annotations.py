@@ -20,55 +20,69 @@ MIG_RECUT_FAILED = "compactor.io/mig-recut-failed"
 OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR, MIG_EXPECTED, MIG_RECUT_FAILED)
 
 
-CORDON_TAINT = "node.kubernetes.io/unschedulable"  # added and removed by the node lifecycle controller
+FENCE_TAINT_PREFIX = "compactor.io/fence-"  # + the installation: each installation fences with a taint key of its own
 
 
-def without_taints(taints: list[dict[str, Any]], taint_key: str) -> list[dict[str, Any]]:
-    """The taints an uncordon keeps: all but our reservation and the cordon's own taint."""
-    return [t for t in taints if t.get("key") not in (taint_key, CORDON_TAINT)]
+def fence_key(identity: str) -> str:
+    """The ``NoSchedule`` taint key this installation fences nodes with. Only it ever writes this key, so finding it on a
+    node proves the fence is its own; the cordon bit (``spec.unschedulable``) belongs to operators and is never touched."""
+    return FENCE_TAINT_PREFIX + identity
 
 
 def node_annotations(node: dict[str, Any]) -> dict[str, str]:
     return dict((node.get("metadata") or {}).get("annotations") or {})
 
 
-def is_ours(node: dict[str, Any]) -> bool:
-    return node_annotations(node).get(CORDONED_BY) == IDENTITY
+def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((node.get("spec") or {}).get("taints") or [])
+
+
+def has_fence(node: dict[str, Any], identity: str) -> bool:
+    key = fence_key(identity)
+    return any(t.get("key") == key for t in _taints(node))
+
+
+def is_ours(node: dict[str, Any], identity: str) -> bool:
+    """Marked or fenced by this installation (another installation's marks and fences are never ours)."""
+    return node_annotations(node).get(CORDONED_BY) == identity or has_fence(node, identity)
 
 
 def is_unschedulable(node: dict[str, Any]) -> bool:
     return bool((node.get("spec") or {}).get("unschedulable"))
 
 
-def cordon_patch(plan_id: str, at: str) -> dict[str, Any]:
-    """One merge patch: cordon and mark together, so a crash never leaves one without the other."""
-    return {
-        "metadata": {"annotations": {CORDONED_BY: IDENTITY, PLAN_ID: plan_id, CORDONED_AT: at}},
-        "spec": {"unschedulable": True},
-    }
+def without_taints(taints: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
+    return [t for t in taints if t.get("key") not in keys]
 
 
-def hold_patch(plan_id: str, at: str, pod: str) -> dict[str, Any]:
-    """Cordon for a moment while ``pod`` binds elsewhere."""
-    patch = cordon_patch(plan_id, at)
-    patch["metadata"]["annotations"][HELD_FOR] = pod
-    return patch
+def fence_patch(node: dict[str, Any], identity: str, plan_id: str, at: str, *, held_for: str = "") -> dict[str, Any]:
+    """One merge patch: our fence taint and our marks together, so a crash never leaves one without the other.
 
-
-def is_held(node: dict[str, Any]) -> bool:
-    return is_ours(node) and bool(node_annotations(node).get(HELD_FOR))
-
-
-def uncordon_patch(node: dict[str, Any], taint_key: str) -> dict[str, Any]:
-    """Uncordon, drop our marks and our reservation taint (other taints stay).
-
-    The node lifecycle controller's ``node.kubernetes.io/unschedulable`` taint reflects the cordon
-    being lifted here; it is dropped with it, never written back from the read (the controller
-    would remove it again, a moment later).
+    Built from a fresh read (``patching.patch_fresh`` sends its resourceVersion): a merge patch replaces ``spec.taints``
+    whole, and every other taint on the node stays as read.
     """
-    patch: dict[str, Any] = {"metadata": {"annotations": dict.fromkeys(OUR_ANNOTATIONS)}, "spec": {"unschedulable": None}}
-    taints = (node.get("spec") or {}).get("taints") or []
-    kept = without_taints(taints, taint_key)
+    key = fence_key(identity)
+    fence = {"key": key, "value": plan_id, "effect": "NoSchedule"}
+    marks = {CORDONED_BY: identity, PLAN_ID: plan_id, CORDONED_AT: at}
+    if held_for:
+        marks[HELD_FOR] = held_for
+    return {"metadata": {"annotations": marks}, "spec": {"taints": [*without_taints(_taints(node), key), fence]}}
+
+
+def is_held(node: dict[str, Any], identity: str) -> bool:
+    return has_fence(node, identity) and bool(node_annotations(node).get(HELD_FOR))
+
+
+def release_patch(node: dict[str, Any], identity: str, reservation_key: str) -> dict[str, Any] | None:
+    """Our fence taint off; our marks and our reservation taint too when the marks are ours (other taints, the cordon
+    bit, and another installation's marks stay). None when the node carries nothing of ours."""
+    mine = node_annotations(node).get(CORDONED_BY) == identity
+    drop = (fence_key(identity), reservation_key) if mine else (fence_key(identity),)
+    taints = _taints(node)
+    kept = without_taints(taints, *drop)
+    patch: dict[str, Any] = {}
+    if mine:
+        patch["metadata"] = {"annotations": dict.fromkeys(OUR_ANNOTATIONS)}
     if len(kept) != len(taints):
-        patch["spec"]["taints"] = kept or None
-    return patch
+        patch["spec"] = {"taints": kept or None}
+    return patch or None

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.actions import migmanager
-from compactor.actions.annotations import CORDON_TAINT
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.actions.owners import selector_text_matches
 from compactor.actions.pods import pod_key
 from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
+from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import parse_node, parse_pod
+from compactor.model.scheduling import untolerated_taint
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 
@@ -41,6 +43,8 @@ NOT_KNOWN_UNTIL_REAL_RUN = (
     "where kube-scheduler binds each replacement (the run steers it to the planned node and rolls back if it lands elsewhere)",
     "whether each PDB allows each eviction at that moment (--server-dry-run on a live cluster asks the API server now)",
 )
+
+CORDON_TAINT = "node.kubernetes.io/unschedulable"  # the node lifecycle controller writes it after a cordon
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -127,18 +131,21 @@ class RecordingClient:
         taints = [t for t in spec.get("taints") or [] if t.get("key") != CORDON_TAINT]
         if spec.get("unschedulable"):  # the node lifecycle controller's part: the cordon's taint follows it
             taints.append({"key": CORDON_TAINT, "effect": "NoSchedule"})
-        else:
-            self._bind_pending(name)
         spec["taints"] = taints or None
         if not taints:
             del spec["taints"]
+        if not spec.get("unschedulable"):
+            self._bind_pending(name)
         return copy.deepcopy(node)
 
     def _bind_pending(self, node: str) -> None:
-        """The scheduler's part in a dry run: a pending pod the plan places here binds once the node is schedulable."""
+        """The scheduler's part in a dry run: a pending pod the plan places here binds once the node is schedulable and the
+        pod tolerates its taints (a fence lifted, a reservation it tolerates)."""
+        taints = parse_node(self.nodes[node], source="dry run", pool_label=DEFAULT_POOL_LABEL, warnings=[]).taints
         for key, target in self.placements.items():
             pod = self.pods.get(key)
-            if target == node and pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+            if target == node and pod is not None and not (pod.get("spec") or {}).get("nodeName") \
+                    and untolerated_taint(parse_pod(pod, source="dry run").tolerations, taints) is None:
                 pod.setdefault("spec", {})["nodeName"] = node
                 pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
 
@@ -155,6 +162,9 @@ class RecordingClient:
         self.calls.append(RecordedCall("patch_pod", {"namespace": namespace, "name": name, "patch": copy.deepcopy(patch), "before": before}))
         pod = self.pods[f"{namespace}/{name}"]
         _merge(pod, {k: v for k, v in patch.items() if k != "metadata"})
+        target = self.placements.get(f"{namespace}/{name}")
+        if target is not None and target in self.nodes and not (self.nodes[target].get("spec") or {}).get("unschedulable"):
+            self._bind_pending(target)  # a toleration of the node's reservation: the scheduler binds it there now
         return copy.deepcopy(pod)
 
     def _owner_named(self, uid: str) -> str:

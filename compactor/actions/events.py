@@ -30,8 +30,9 @@ def _pod(key: str) -> ObjectRef:
     return ObjectRef("Pod", name, namespace)
 
 
-def cordoned(node: str, plan: str) -> Event:
-    return Event(_node(node), "CompactorCordon", f"cordoned by gpu-compactor for plan {plan}")
+def cordoned(node: str, plan: str, fence: str) -> Event:
+    """The reason keeps its name; the fence is a taint of the installation's own (``fence``), not the cordon bit."""
+    return Event(_node(node), "CompactorCordon", f"fenced by gpu-compactor (taint {fence}:NoSchedule) for plan {plan}")
 
 
 def evicted(pod: str, node: str, plan: str, why: str) -> Event:

@@ -14,10 +14,9 @@ objects, changed as the run pretends to change them: ``simulated``, never measur
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.actions.annotations import is_ours
 from compactor.actions.client import Obj
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
@@ -25,13 +24,12 @@ from compactor.model.parse import parse_node, parse_pod
 
 
 def physical_gpus(nodes: Iterable[Obj]) -> dict[str, int]:
-    """GPU node -> the GPUs freeing it is worth, as the planner counts them (our own cordon aside)."""
+    """GPU node -> the GPUs freeing it is worth, as the planner counts them (our fence is a taint, which does not change
+    that; an operator's cordon does, for the planner too)."""
     found = {}
     for raw in nodes:
         node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
         if node.is_gpu_node:
-            if node.unschedulable and is_ours(raw):
-                node = replace(node, unschedulable=False)
             found[node.name] = node.countable_gpus
     return found
 

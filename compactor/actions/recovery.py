@@ -99,12 +99,14 @@ def _remove_orphan_pins(client: ClusterClient, settings: ExecutorSettings, repor
 def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport) -> None:
     now = clock.now()
 
+    identity = settings.identity
+
     def release(node: dict[str, Any]) -> dict[str, Any] | None:
-        return ann.uncordon_patch(node, settings.taint_key) if ann.is_ours(node) else None
+        return ann.release_patch(node, identity, settings.taint_key) if ann.is_ours(node, identity) else None
 
     for node in client.list_nodes():
-        if not ann.is_ours(node):
-            continue
+        if not ann.is_ours(node, identity):
+            continue  # another installation's marks and fences are its own to release
         name = node["metadata"]["name"]
         marks = ann.node_annotations(node)
         mode = marks.get(ann.AFTER_DRAIN)

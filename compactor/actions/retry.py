@@ -50,3 +50,22 @@ def retrying(call: Callable[[], T], backoff: Backoff, clock: Clock, *, what: str
             log.warning("%s failed; retrying", what, extra={"error": str(exc), "retryIn": delay})
             clock.sleep(delay)
     return call()
+
+
+def until_deadline(call: Callable[[], T], backoff: Backoff, clock: Clock, *, seconds: float, what: str) -> T:
+    """``call()``, retried after each transient failure until ``seconds`` have passed, waiting the backoff's delay or as
+    long as the API server asked (``Retry-After``), whichever is longer; the last failure is raised. For releases: a short
+    brownout of the API server must not leave a fence behind for a whole cycle."""
+    deadline = clock.monotonic() + seconds
+    delays = backoff.delays()
+    delay = backoff.first
+    while True:
+        try:
+            return call()
+        except ClusterError as exc:
+            delay = next(delays, delay)
+            wait = max(delay, exc.retry_after or 0.0, 0.1)
+            if exc.status not in TRANSIENT or clock.monotonic() + wait > deadline:
+                raise
+            log.warning("%s failed; retrying", what, extra={"error": str(exc), "retryIn": wait})
+            clock.sleep(wait)

@@ -97,7 +97,7 @@ def world(name: str) -> World:
     scenario.prepare(w.cluster)
     c = w.cluster
     intercept_evictions(c, lambda ns, pod_name: w.at_eviction.append({
-        "pod": f"{ns}/{pod_name}", "uncordoned": [n for n in w.plan.freed_nodes if not c.nodes[n]["spec"].get("unschedulable")],
+        "pod": f"{ns}/{pod_name}", "uncordoned": [n for n in w.plan.freed_nodes if not c.is_fenced(n)],
         "in_flight": in_flight(c), "owner": owner_of(c, ns, pod_name) if (ns, pod_name) in c.pods else "",
     }))
     return w
@@ -123,7 +123,7 @@ def first_rollback_write(name: str) -> int:
     run(w.cluster, w.plan, w.settings)
     return next(i for i, call in enumerate(w.cluster.history, 1)
                 if (call.method == "write_state" and call.args["data"] and call.args["data"].get("phase") == "rollingBack")
-                or (call.method == "patch_node" and call.args["patch"]["spec"].get("unschedulable", True) is None))
+                or (call.method == "patch_node" and call.args["patch"]["metadata"]["annotations"].get(ann.CORDONED_BY, "") is None))
 
 
 def crash_at(name: str, k: int, when: When) -> World:
@@ -239,7 +239,7 @@ def test_without_resume_recovery_rolls_back() -> None:
 def test_orphan_marks_without_a_plan_are_released() -> None:
     w = world("two-freed")
     c = w.cluster
-    c.patch_node("gpu-2", ann.cordon_patch("plan-gone", "2026-01-01T00:00:00Z"))
+    c.patch_node("gpu-2", ann.fence_patch(c.nodes["gpu-2"], ann.IDENTITY, "plan-gone", "2026-01-01T00:00:00Z"))
     c.nodes["gpu-3"]["spec"]["unschedulable"] = True  # an operator's cordon: not ours, not touched
     recovered = recover(c, SETTINGS, c.clock)
     assert recovered.released == ["gpu-2"] and recovered.resumed is None
@@ -317,12 +317,12 @@ def test_crashes_with_after_drain_modes_leave_only_deliberate_marks(mode: str, k
     assert c.state == {} and c.lost_pods() == []
     c.assert_no_pdb_violation()
     for node_name, node_obj in c.nodes.items():
-        if ann.is_ours(node_obj):  # only a finished plan's deliberate after-drain marks may remain
+        assert not node_obj["spec"].get("unschedulable"), node_name  # the cordon bit is never the compactor's
+        if ann.is_ours(node_obj, ann.IDENTITY):  # only a finished plan's deliberate after-drain marks may remain
             assert ann.node_annotations(node_obj).get(ann.AFTER_DRAIN) == mode, node_name
             assert node_name in w.plan.freed_nodes and c.node_gpu_pods(node_name) == []
-            assert bool(node_obj["spec"].get("unschedulable")) is (mode == "keepCordoned")
+            assert c.is_fenced(node_name) is (mode == "keepCordoned")
         else:
-            assert not node_obj["spec"].get("unschedulable"), node_name
             assert not node_obj["spec"].get("taints"), node_name
     again = recover(c, settings, c.clock)  # a later restart keeps them, and changes nothing
-    assert not again.changed and sorted(again.kept) == sorted(n for n, o in c.nodes.items() if ann.is_ours(o))
+    assert not again.changed and sorted(again.kept) == sorted(n for n, o in c.nodes.items() if ann.is_ours(o, ann.IDENTITY))

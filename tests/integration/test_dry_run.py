@@ -22,7 +22,7 @@ from compactor.actions.dryrun import RecordedCall, RecordingClient
 from compactor.actions.executor import Executor, RunReport
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
-from tests.fakecluster import EPOCH, Call, FakeCluster
+from tests.fakecluster import EPOCH, Call, FakeCluster, is_fenced
 from tests.integration.test_executor import SETTINGS, make_plan, one_freed_node, two_freed_nodes
 
 Obj = dict[str, Any]
@@ -158,7 +158,7 @@ def test_the_dry_run_changes_nothing_it_was_given() -> None:
     assert report.status == "succeeded" and report.dry_run
     assert objects == given and plan.model_dump() == plan_before
     # ... while its own copy did change, so the comparison above is not vacuous
-    assert recording.nodes["gpu-2"]["spec"]["unschedulable"] is True
+    assert is_fenced(recording.nodes["gpu-2"])
     assert "default/serve-a" not in recording.pods
     assert {p["spec"]["nodeName"] for p in recording.pods.values() if "-dryrun-" in p["metadata"]["name"]} == {"gpu-1"}
 
@@ -175,10 +175,11 @@ def test_intended_changes_say_every_write_the_state_included_one_line_each() -> 
     assert lines[0] == f"create {state} (executor state, phase cordoning)"
     assert lines[-1] == f"delete {state} (executor state)"
     assert sum(line.startswith(f"replace {state} ") for line in lines) == len([c for c in recording.calls if c.method == "write_state"]) - 2
-    cordon = next(line for line in lines if line.startswith("cordon "))
-    assert cordon.startswith("cordon node/gpu-3 + annotate node/gpu-3 compactor.io/cordoned-by=gpu-compactor "
-                             f"compactor.io/plan-id={plan.metadata.id} compactor.io/cordoned-at=")
-    assert lines[lines.index(cordon) + 1] == f"event Normal CompactorCordon node/gpu-3: cordoned by gpu-compactor for plan {plan.metadata.id}"
+    fence = next(line for line in lines if line.startswith("taint node/gpu-3 compactor.io/fence-"))
+    assert fence.startswith(f"taint node/gpu-3 compactor.io/fence-gpu-compactor={plan.metadata.id}:NoSchedule + annotate node/gpu-3 "
+                            f"compactor.io/cordoned-by=gpu-compactor compactor.io/plan-id={plan.metadata.id} compactor.io/cordoned-at="), fence
+    assert lines[lines.index(fence) + 1] == (f"event Normal CompactorCordon node/gpu-3: fenced by gpu-compactor "
+                                             f"(taint compactor.io/fence-gpu-compactor:NoSchedule) for plan {plan.metadata.id}")
     for line in lines:
         assert "None" not in line and "{'" not in line and "//" not in line and "resourceVersion" not in line, line
 
@@ -205,4 +206,4 @@ def test_server_side_admission_refusing_makes_the_dry_run_fail_like_the_real_one
     assert report.status == "failed" and "429" in report.reason and plan.moves[0].pod in report.reason
     assert [(c.method, c.args["dry_run"]) for c in api.history] == [("evict", True)] * (1 + SETTINGS.eviction_retry_limit)
     assert api.evicted == [] and api.state == {} and api.cordoned_nodes() == []
-    assert recording.nodes["gpu-2"]["spec"].get("unschedulable") is None  # rolled back in the dry world too
+    assert not is_fenced(recording.nodes["gpu-2"])  # rolled back in the dry world too

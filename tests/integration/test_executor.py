@@ -26,6 +26,7 @@ from compactor.actions import annotations as ann
 from compactor.actions.client import EvictionOutcome, EvictionResult, ObjectRef
 from compactor.actions.executor import Executor, Progress, RunReport
 from compactor.actions.recovery import recover
+from compactor.errors import ClusterError
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
@@ -133,6 +134,11 @@ def evict_calls(c: FakeCluster, key: str | None = None) -> list[Any]:
     return [call for call in writes(c, "evict") if key is None or f"{call.args['namespace']}/{call.args['name']}" == key]
 
 
+def adds_fence(patch: dict[str, Any]) -> bool:
+    """A node patch that puts this installation's fence taint on."""
+    return any(t.get("key") == ann.fence_key(ann.IDENTITY) for t in (patch.get("spec") or {}).get("taints") or [])
+
+
 def assert_clean(c: FakeCluster, *, still_cordoned: tuple[str, ...] = ()) -> None:
     """The invariants after any run (and any recovery): settle the world, then nothing of ours is left behind."""
     c.settle()
@@ -216,7 +222,7 @@ def test_a_plan_runs_to_the_end(scenario: Callable[[], list[Obj]]) -> None:
 def test_every_freed_node_is_cordoned_and_marked_before_the_first_eviction() -> None:
     c, plan = setup()
     seen: list[dict[str, Any]] = []
-    intercept_evictions(c, lambda _ns, _name: seen.append({n: (c.nodes[n]["spec"].get("unschedulable"), marks(c, n)) for n in plan.freed_nodes}))
+    intercept_evictions(c, lambda _ns, _name: seen.append({n: (c.is_fenced(n), marks(c, n)) for n in plan.freed_nodes}))
     assert run(c, plan).status == "succeeded"
     assert len(seen) == 4
     for name in plan.freed_nodes:
@@ -224,7 +230,7 @@ def test_every_freed_node_is_cordoned_and_marked_before_the_first_eviction() -> 
         assert unschedulable is True
         assert node_marks == {ann.CORDONED_BY: "gpu-compactor", ann.PLAN_ID: PLAN_ID, ann.CORDONED_AT: "2026-01-01T00:00:00Z"}
     first_evict = c.history.index(writes(c, "evict")[0])
-    cordons = [i for i, call in enumerate(c.history) if call.method == "patch_node" and call.args["patch"].get("spec", {}).get("unschedulable")]
+    cordons = [i for i, call in enumerate(c.history) if call.method == "patch_node" and adds_fence(call.args["patch"])]
     assert [c.history[i].args["name"] for i in cordons] == plan.freed_nodes and max(cordons) < first_evict
 
 
@@ -249,9 +255,8 @@ def test_a_node_cordoned_before_the_run_is_never_uncordoned(abort: bool) -> None
     assert report.status == ("failed" if abort else "partial")
     if not abort:
         assert report.outcome is not None and (report.outcome.freed_gpus, report.outcome.planned_freed_gpus) == (8, 16)
-    assert c.nodes["gpu-3"]["spec"]["unschedulable"] is True and marks(c, "gpu-3") == {}
-    assert [call.args["name"] for call in writes(c, "patch_node")] == ["gpu-2", "gpu-2"]  # cordon and uncordon of gpu-2 only
-    assert not any(e["involved"].name == "gpu-3" and e["reason"] in ("CompactorCordon", "CompactorUncordon") for e in c.events)
+    assert c.operator_cordons() == ["gpu-3"] and marks(c, "gpu-3") == {}  # the fence went, the operator's cordon stayed
+    assert not any("unschedulable" in (call.args["patch"].get("spec") or {}) for call in writes(c, "patch_node"))
     assert_clean(c, still_cordoned=("gpu-3",))
 
 
@@ -400,7 +405,7 @@ def test_a_cap_that_cuts_a_node_in_half_leaves_that_node_untouched_and_the_run_d
     assert c.evicted == [m.pod for m in plan.moves[:2]]  # gpu-2 whole; gpu-3's first move alone would free nothing
     assert report.status == "partial" and "max_evictions_per_cycle (3)" in report.reason
     drain_cordons = [call for call in c.history if call.method == "patch_node" and call.args["name"] == "gpu-3"
-                     and call.args["patch"].get("spec", {}).get("unschedulable") and not call.args["patch"]["metadata"]["annotations"].get(ann.HELD_FOR)]
+                     and adds_fence(call.args["patch"]) and not call.args["patch"]["metadata"]["annotations"].get(ann.HELD_FOR)]
     assert drain_cordons == []  # held for a moment while gpu-2's pods bound on gpu-1, never cordoned to be drained
     assert report.outcome is not None and (report.outcome.planned_freed_gpus, report.outcome.freed_gpus) == (8, 8)
     assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds  # no wait for a node this run never drained
@@ -540,8 +545,8 @@ def test_abort_rolls_back_with_an_event_a_log_line_and_a_failed_report(caplog: p
     assert abort["type"] == "Warning" and PLAN_ID in abort["message"] and report.reason in abort["message"]
     (line,) = [r for r in caplog.records if r.name == "compactor.executor" and r.levelno == logging.ERROR]
     assert line.getMessage() == "aborting plan" and line.reason == report.reason and line.plan == PLAN_ID  # type: ignore[attr-defined]
-    assert [involved(e) for e in events(c, "CompactorUncordon")] == ["Node/gpu-2"]
-    assert c.cordoned_nodes() == ["gpu-3"] and marks(c, "gpu-2") == {}
+    assert [involved(e) for e in events(c, "CompactorUncordon")] == ["Node/gpu-2", "Node/gpu-3"]
+    assert c.cordoned_nodes() == ["gpu-3"] == c.operator_cordons() and marks(c, "gpu-2") == marks(c, "gpu-3") == {}
     assert_clean(c, still_cordoned=("gpu-3",))
 
 
@@ -566,18 +571,35 @@ def test_an_abort_without_freed_nodes_still_raises_an_event() -> None:
     assert_clean(c)
 
 
-def test_rollback_survives_a_failing_uncordon_and_recovery_finishes_it() -> None:
+@pytest.mark.parametrize("failure", [500, 429, 503, 0], ids=["500", "429", "503", "no-reply"])
+def test_a_brownout_during_the_rollback_is_retried_until_every_fence_is_released(failure: int) -> None:
     c, plan = setup()
 
-    def refuse_and_break_the_next_patch() -> None:  # once cordoned: the eviction is refused, the rollback's first uncordon fails
+    def refuse_and_break_the_next_patches() -> None:  # once fenced: the eviction is refused, the API fails the next 4 patches
         c.fail_next("evict", 403)
-        c.fail_next("patch_node", 500)
+        c.fail_next("patch_node", ClusterError("brownout", status=failure, retry_after=3.0), times=4)
 
-    report = run(c, plan, progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_next_patch))
+    started = c.clock.monotonic()
+    report = run(c, plan, progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_next_patches))
+    assert report.status == "failed" and "refused (403)" in report.reason
+    assert c.clock.monotonic() - started >= 4 * 3.0  # each retry waited at least as long as the API server asked
+    assert_clean(c)  # nothing fenced, no state: the next cycle has nothing to clean up
+
+
+def test_a_rollback_that_cannot_release_a_fence_by_its_deadline_keeps_the_state_and_recovery_finishes_it() -> None:
+    c, plan = setup()
+    settings = SETTINGS.model_copy(update={"release_deadline_seconds": 30.0})
+
+    def refuse_and_break_the_patches() -> None:
+        c.fail_next("evict", 403)
+        c.fail_next("patch_node", 503, times=1000)
+
+    report = run(c, plan, settings, progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_patches))
     assert report.status == "failed"
-    assert c.cordoned_nodes() == ["gpu-2"]  # its uncordon failed; gpu-3's went through
-    recovered = recover(c, SETTINGS, c.clock)
-    assert recovered.released == ["gpu-2"] and recovered.resumed is None
+    assert c.cordoned_nodes() == ["gpu-2", "gpu-3"] and c.state, "the state stays while a fence it records is still on"
+    c._failures.clear()  # the API server is back
+    recovered = recover(c, settings, c.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "failed"
     assert_clean(c)
 
 

@@ -87,8 +87,7 @@ def test_a_failed_re_cut_leaves_the_node_cordoned_with_a_warning_and_no_retry() 
     manager = FakeMigManager(CUT, takes=20, outcome="failed")
     c, report = run(manager)
     assert report.status == "partial" and report.recuts == {"b": "failed"}
-    b = c.nodes["b"]
-    assert b["spec"].get("unschedulable") is True
+    assert c.is_fenced("b")
     assert "mig-manager reports failed" in marks(c, "b")[ann.MIG_RECUT_FAILED]
     assert any(e["reason"] == "CompactorMigRecutFailed" and e["type"] == "Warning" for e in c.events)
     assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("", "")
@@ -100,7 +99,7 @@ def test_a_failed_re_cut_leaves_the_node_cordoned_with_a_warning_and_no_retry() 
 def test_mig_manager_stuck_in_pending_times_out() -> None:
     c, report = run(FakeMigManager(CUT, takes=20, outcome="stuck"))
     assert report.recuts == {"b": "timeout"} and report.status == "partial"
-    assert c.nodes["b"]["spec"].get("unschedulable") is True
+    assert c.is_fenced("b")
     assert "not done within 120s (state pending)" in marks(c, "b")[ann.MIG_RECUT_FAILED]
 
 
@@ -157,10 +156,10 @@ def test_a_rollback_while_mig_manager_works_leaves_the_node_cordoned_not_release
     report = Executor(c, SETTINGS, c.clock, progress=hook).execute(recut_plan(world))
     assert report.status == "failed", report.reason
     b = c.nodes["b"]
-    assert b["spec"].get("unschedulable") is True and b["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
+    assert c.is_fenced("b") and b["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
     assert "rolled back while mig-manager was at it" in marks(c, "b")[ann.MIG_RECUT_FAILED]
     assert c.state == {}
-    assert not c.nodes["a"]["spec"].get("unschedulable")  # everything else is released as usual
+    assert not c.is_fenced("a")  # everything else is released as usual
 
 
 def idle_in_the_wrong_sizes() -> tuple[list[dict[str, Any]], CompactionPlan]:

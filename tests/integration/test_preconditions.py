@@ -49,5 +49,5 @@ def test_a_node_an_operator_cordons_while_it_is_being_held_stays_the_operators()
     report = run(c, plan)
     assert report.status == "succeeded", report.reason
     (node,) = taken
-    assert c.nodes[node]["spec"]["unschedulable"] and not ann.is_ours(c.nodes[node])  # never marked, never uncordoned by us
+    assert c.operator_cordons() == [node] and not ann.is_ours(c.nodes[node], ann.IDENTITY)  # our hold lifted, their cordon kept
     assert_clean(c, still_cordoned=(node,))

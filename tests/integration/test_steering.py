@@ -101,7 +101,7 @@ def test_a_node_drained_for_a_pending_pod_is_fenced_until_the_pending_pod_binds_
     c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
     assert [(p.pod, p.to_node) for p in plan.placed_pending] == [("default/big", "gpu-3")] and plan.freed_nodes == []
     fenced: list[bool] = []
-    report = run(c, plan, progress=lambda p: fenced.append(bool(c.nodes["gpu-3"]["spec"].get("unschedulable"))))
+    report = run(c, plan, progress=lambda p: fenced.append(c.is_fenced("gpu-3")))
     assert report.status == "succeeded", report.reason
     assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
     assert sorted(gpu_nodes_of(c, "serve") + gpu_nodes_of(c, "train")) == ["gpu-1", "gpu-2"]

@@ -42,8 +42,10 @@ def entries(c: FakeCluster) -> dict[str, str]:
 
 
 def cordoned_ever(c: FakeCluster) -> set[str]:
-    """Every node a patch of the run cordoned."""
-    return {call.args["name"] for call in writes(c, "patch_node") if (call.args["patch"].get("spec") or {}).get("unschedulable")}
+    """Every node a patch of the run fenced (this installation's taint put on)."""
+    key = ann.fence_key(ann.IDENTITY)
+    return {call.args["name"] for call in writes(c, "patch_node")
+            if any(t.get("key") == key for t in (call.args["patch"].get("spec") or {}).get("taints") or [])}
 
 
 def assert_no_steering_left(c: FakeCluster) -> None:

@@ -26,10 +26,13 @@ AT = "2026-01-02T03:04:05Z"
 RESERVED = "compactor.io/reserved"  # ExecutorSettings.taint_key
 
 
-def gpu_node(name: str = "gpu-1", *, cordoned: bool = False, taints: list[Obj] | None = None, labels: dict[str, str] | None = None) -> Obj:
-    annotations = {ann.CORDONED_BY: ann.IDENTITY, ann.PLAN_ID: PLAN_ID, ann.CORDONED_AT: AT} if cordoned else {}
-    spec: Obj = {"unschedulable": True} if cordoned else {}
-    all_taints = [*(taints or []), *([{"key": ann.CORDON_TAINT, "effect": "NoSchedule"}] if cordoned else [])]
+FENCE = ann.fence_key(ann.IDENTITY)
+
+
+def gpu_node(name: str = "gpu-1", *, fenced: bool = False, taints: list[Obj] | None = None, labels: dict[str, str] | None = None) -> Obj:
+    annotations = {ann.CORDONED_BY: ann.IDENTITY, ann.PLAN_ID: PLAN_ID, ann.CORDONED_AT: AT} if fenced else {}
+    spec: Obj = {}
+    all_taints = [*(taints or []), *([{"key": FENCE, "value": PLAN_ID, "effect": "NoSchedule"}] if fenced else [])]
     if all_taints:
         spec["taints"] = all_taints
     return {"kind": "Node", "metadata": {"name": name, "resourceVersion": "42", "labels": labels or {}, "annotations": annotations},
@@ -53,24 +56,27 @@ def with_version(patch: Obj) -> Obj:
 # ----- node patches -------------------------------------------------------------------
 
 
-def test_a_cordon_reads_as_cordon_and_annotate_in_one_line() -> None:
-    client = RecordingClient([gpu_node()])
-    client.patch_node("gpu-1", with_version(ann.cordon_patch(PLAN_ID, AT)))
-    assert client.intended_changes() == [
-        f"cordon node/gpu-1 + annotate node/gpu-1 compactor.io/cordoned-by=gpu-compactor compactor.io/plan-id={PLAN_ID} "
-        f"compactor.io/cordoned-at={AT}"]
-
-
-def test_an_uncordon_removes_only_the_marks_the_node_carries_as_kubectl_annotate_removes() -> None:
-    other = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    node = gpu_node(cordoned=True, taints=[other])
+def test_a_fence_reads_as_taint_and_annotate_in_one_line() -> None:
+    node = gpu_node()
     client = RecordingClient([node])
-    client.patch_node("gpu-1", with_version(ann.uncordon_patch(node, RESERVED)))
-    assert last_line(client) == ("uncordon node/gpu-1 + taint node/gpu-1 node.kubernetes.io/unschedulable:NoSchedule- + "
+    client.patch_node("gpu-1", with_version(ann.fence_patch(node, ann.IDENTITY, PLAN_ID, AT)))
+    assert client.intended_changes() == [
+        f"taint node/gpu-1 {FENCE}={PLAN_ID}:NoSchedule + annotate node/gpu-1 compactor.io/cordoned-by=gpu-compactor "
+        f"compactor.io/plan-id={PLAN_ID} compactor.io/cordoned-at={AT}"]
+
+
+def test_a_release_removes_only_the_fence_and_the_marks_the_node_carries_as_kubectl_annotate_removes() -> None:
+    other = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    node = gpu_node(fenced=True, taints=[other])
+    client = RecordingClient([node])
+    release = ann.release_patch(node, ann.IDENTITY, RESERVED)
+    assert release is not None
+    client.patch_node("gpu-1", with_version(release))
+    assert last_line(client) == (f"taint node/gpu-1 {FENCE}:NoSchedule- + "
                                  "annotate node/gpu-1 compactor.io/cordoned-by- compactor.io/plan-id- compactor.io/cordoned-at-")
     # without the node as it was, every removal the patch asks for is said
-    alone = describe_node_patch("gpu-1", ann.uncordon_patch(node, RESERVED))
-    assert alone.startswith("uncordon node/gpu-1 + taint node/gpu-1 (taints replaced by: nvidia.com/gpu=present:NoSchedule) + "
+    alone = describe_node_patch("gpu-1", release)
+    assert alone.startswith("taint node/gpu-1 (taints replaced by: nvidia.com/gpu=present:NoSchedule) + "
                             "annotate node/gpu-1 compactor.io/cordoned-by- ")
     assert describe_node_patch("gpu-1", {"spec": {"taints": None}}) == "taint node/gpu-1 (all taints removed)"
     assert all(f"{key}-" in alone for key in ann.OUR_ANNOTATIONS)
@@ -78,12 +84,12 @@ def test_an_uncordon_removes_only_the_marks_the_node_carries_as_kubectl_annotate
 
 def test_taints_read_as_kubectl_taint_adds_and_removes_them() -> None:
     other = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    client = RecordingClient([gpu_node(cordoned=True, taints=[other])])
+    client = RecordingClient([gpu_node(fenced=True, taints=[other])])
     reservation = {"key": RESERVED, "value": "llm.llama-70b-0", "effect": "NoSchedule"}
     client.patch_node("gpu-1", with_version({"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_FOR: "llm/llama-70b-0"}},
-                                             "spec": {"unschedulable": None, "taints": [other, reservation]}}))
-    assert last_line(client) == (f"uncordon node/gpu-1 + taint node/gpu-1 {RESERVED}=llm.llama-70b-0:NoSchedule "
-                                 "node.kubernetes.io/unschedulable:NoSchedule- + annotate node/gpu-1 compactor.io/after-drain=taint "
+                                             "spec": {"taints": [other, reservation]}}))
+    assert last_line(client) == (f"taint node/gpu-1 {RESERVED}=llm.llama-70b-0:NoSchedule "
+                                 f"{FENCE}:NoSchedule- + annotate node/gpu-1 compactor.io/after-drain=taint "
                                  "compactor.io/reserved-for=llm/llama-70b-0")
     client.patch_node("gpu-1", {"spec": {"taints": [other]}})  # the reservation lifted, a value-less taint added
     assert last_line(client) == f"taint node/gpu-1 {RESERVED}:NoSchedule-"
@@ -94,7 +100,7 @@ def test_taints_read_as_kubectl_taint_adds_and_removes_them() -> None:
 
 
 def test_a_mig_recut_reads_as_kubectl_label_with_its_annotation_quoted_for_a_shell() -> None:
-    client = RecordingClient([gpu_node(cordoned=True, labels={mig.CONFIG_LABEL: "all-disabled"})])
+    client = RecordingClient([gpu_node(fenced=True, labels={mig.CONFIG_LABEL: "all-disabled"})])
     client.patch_node("gpu-1", with_version(mig.relabel_patch("all-1g.5gb", {"nvidia.com/mig-1g.5gb": 56})))
     assert last_line(client) == ("label node/gpu-1 nvidia.com/mig.config=all-1g.5gb + "
                                  """annotate node/gpu-1 compactor.io/mig-expected='{"nvidia.com/mig-1g.5gb":56}'""")
@@ -162,13 +168,14 @@ def test_the_state_configmap_reads_as_create_replace_delete_in_its_namespace() -
 
 def test_intended_calls_are_json_with_the_merge_patch_but_not_its_precondition() -> None:
     client = RecordingClient([gpu_node(), a_pod()])
-    client.patch_node("gpu-1", with_version(ann.cordon_patch(PLAN_ID, AT)))
+    fence = ann.fence_patch(gpu_node(), ann.IDENTITY, PLAN_ID, AT)
+    client.patch_node("gpu-1", with_version(fence))
     client.evict("nlp", "bert-0")
     client.create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="m")
     client.write_state(ann.STATE_CONFIGMAP, {"phase": "cordoning"})
     calls = json.loads(json.dumps(client.intended_calls()))
     assert calls == [
-        {"call": "patch", "object": "node/gpu-1", "mergePatch": ann.cordon_patch(PLAN_ID, AT)},
+        {"call": "patch", "object": "node/gpu-1", "mergePatch": fence},
         {"call": "evict", "object": "pod/nlp/bert-0", "answer": {"outcome": "evicted", "status": 201, "message": ""}},
         {"call": "create", "object": "event", "involvedObject": "node/gpu-1", "type": "Normal", "reason": "CompactorCordon", "message": "m"},
         {"call": "create", "object": f"configmap/gpu-compactor/{ann.STATE_CONFIGMAP}", "phase": "cordoning"},
@@ -176,10 +183,10 @@ def test_intended_calls_are_json_with_the_merge_patch_but_not_its_precondition()
 
 
 def test_no_line_of_any_kind_carries_a_python_repr() -> None:
-    node = gpu_node(cordoned=True)
+    node = gpu_node(fenced=True)
     client = RecordingClient([node, a_pod()])
-    client.patch_node("gpu-1", with_version(ann.uncordon_patch(node, RESERVED)))
-    client.patch_node("gpu-1", with_version(ann.hold_patch(PLAN_ID, AT, "nlp/bert-0")))
+    client.patch_node("gpu-1", with_version(ann.release_patch(node, ann.IDENTITY, RESERVED) or {}))
+    client.patch_node("gpu-1", with_version(ann.fence_patch(gpu_node(), ann.IDENTITY, PLAN_ID, AT, held_for="nlp/bert-0")))
     client.evict("nlp", "bert-0")
     client.create_event(ObjectRef("Node", "gpu-1"), reason="R", message="m")
     client.write_state(ann.STATE_CONFIGMAP, None)
@@ -219,8 +226,9 @@ def test_apply_dry_run_reads_like_kubectl_and_says_what_it_cannot_know(plan_file
     calls = [line for line in lines if line.startswith("(dry run) ")]
     summary = lines[len(calls):]
     assert calls and lines[:len(calls)] == calls  # every intended call first, one line each, then the summary
-    assert any(line.startswith("(dry run) cordon node/") for line in calls)
-    assert any(line.startswith("(dry run) uncordon node/") for line in calls)
+    assert any(line.startswith("(dry run) taint node/") and ":NoSchedule + annotate" in line for line in calls)  # fenced
+    assert any(line.startswith("(dry run) taint node/") and ":NoSchedule- + annotate" in line for line in calls)  # released
+    assert not any(" cordon node/" in line or "uncordon" in line for line in calls)
     assert [line for line in calls if line.startswith("(dry run) evict ")] == [
         f"(dry run) evict pod/{m['pod']} (policy/v1 Eviction)" for m in plan["moves"]]
     assert any(line.startswith("(dry run) event Normal CompactorCordon node/") for line in calls)

@@ -154,32 +154,34 @@ def test_connection_refused(fake_api: FakeApiServer) -> None:
 
 def test_patch_node_is_a_json_merge_patch(fake_api: FakeApiServer) -> None:
     fake_api.add(node("gpu-1", gpus=8))
-    patch = ann.cordon_patch("plan-1", "2026-01-01T00:00:00Z")
+    patch = ann.fence_patch(node("gpu-1", gpus=8), ann.IDENTITY, "plan-1", "2026-01-01T00:00:00Z")
     patched = _client(fake_api).patch_node("gpu-1", patch)
     (request,) = fake_api.requests
     assert (request.method, request.path, request.query) == ("PATCH", "/api/v1/nodes/gpu-1", {})
     assert request.content_type == "application/merge-patch+json"
     assert request.json() == patch
-    assert patched["kind"] == "Node" and patched["spec"]["unschedulable"] is True
+    assert patched["kind"] == "Node" and patched["spec"]["taints"] == [{"key": ann.fence_key(ann.IDENTITY), "value": "plan-1", "effect": "NoSchedule"}]
     assert patched["metadata"]["annotations"][ann.CORDONED_BY] == "gpu-compactor"
 
 
 def test_merge_patch_null_deletes_keys_and_replaces_lists(fake_api: FakeApiServer) -> None:
     mine = {"key": "compactor.io/reserved", "value": "x", "effect": "NoSchedule"}
     theirs = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
-    fake_api.add(node("gpu-1", gpus=8, unschedulable=True, taints=[theirs, mine]))
+    fake_api.add(node("gpu-1", gpus=8, unschedulable=True, taints=[theirs, mine]))  # an operator's cordon too
     client = _client(fake_api)
-    client.patch_node("gpu-1", ann.cordon_patch("plan-1", "2026-01-01T00:00:00Z"))
+    before = client.get_node("gpu-1")
+    assert before is not None
+    client.patch_node("gpu-1", ann.fence_patch(before, ann.IDENTITY, "plan-1", "2026-01-01T00:00:00Z"))
     current = client.get_node("gpu-1")
     assert current is not None
-    client.patch_node("gpu-1", ann.uncordon_patch(current, "compactor.io/reserved"))
+    client.patch_node("gpu-1", ann.release_patch(current, ann.IDENTITY, "compactor.io/reserved") or {})
     stored = fake_api.get("Node", "gpu-1")
     assert stored is not None
-    assert "unschedulable" not in stored["spec"]
+    assert stored["spec"]["unschedulable"] is True  # the operator's cordon is theirs
     assert not any(key in (stored["metadata"].get("annotations") or {}) for key in ann.OUR_ANNOTATIONS)
     assert stored["spec"]["taints"] == [theirs]
     body = fake_api.requests_to("/api/v1/nodes/gpu-1", "PATCH")[-1].json()
-    assert body["spec"]["unschedulable"] is None and body["metadata"]["annotations"][ann.CORDONED_BY] is None
+    assert "unschedulable" not in body["spec"] and body["metadata"]["annotations"][ann.CORDONED_BY] is None
 
 
 def test_the_kubernetes_client_alone_would_send_a_strategic_merge_patch(fake_api: FakeApiServer) -> None:
@@ -549,11 +551,12 @@ def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
     ])
     assert state_write.json()["data"]["planId"] == "plan-wire-1"
     assert cordon.content_type == "application/merge-patch+json"
-    assert cordon.json()["spec"]["unschedulable"] is True
+    assert cordon.json()["spec"]["taints"] == [{"key": ann.fence_key(ann.IDENTITY), "value": "plan-wire-1", "effect": "NoSchedule"}]
+    assert "unschedulable" not in cordon.json()["spec"]  # the cordon bit is the operators' own
     assert cordon.json()["metadata"]["annotations"][ann.CORDONED_BY] == "gpu-compactor"
     assert cordon.json()["metadata"]["annotations"][ann.PLAN_ID] == "plan-wire-1"
     assert evict.json()["kind"] == "Eviction" and evict.param("dryRun") is None
-    assert uncordon.content_type == "application/merge-patch+json" and uncordon.json()["spec"]["unschedulable"] is None
+    assert uncordon.content_type == "application/merge-patch+json" and uncordon.json()["spec"]["taints"] is None
     assert _writes(fake_api)[-1] is state_delete
 
     # the state was written ahead of the cordon, and updated as the run went on
@@ -565,7 +568,7 @@ def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
 
     # the cluster after the run
     gpu_1 = fake_api.get("Node", "gpu-1")
-    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"]
+    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"] and not gpu_1["spec"].get("taints")
     assert not any(key in (gpu_1["metadata"].get("annotations") or {}) for key in ann.OUR_ANNOTATIONS)
     assert fake_api.get("Pod", "train-a", "ml") is None and fake_api.get("Pod", "train-b", "ml") is not None
     assert fake_api.objects("ConfigMap") == []
@@ -617,7 +620,7 @@ def test_executor_rolls_back_when_the_eviction_is_refused(fake_api: FakeApiServe
         ("DELETE", STATE_PATH),
     ])
     gpu_1 = fake_api.get("Node", "gpu-1")
-    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"] and not gpu_1["metadata"].get("annotations")
+    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"] and not gpu_1["spec"].get("taints") and not gpu_1["metadata"].get("annotations")
     assert fake_api.get("Pod", "train-a", "ml") is not None
     assert "CompactorAbort" in [e["reason"] for e in fake_api.events()]
     _no_pod_deletes(fake_api)

@@ -23,7 +23,7 @@ from compactor.actions.pods import is_bound
 from compactor.actions.run import Abort, Run, StopHere
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.room import plan_hold
-from compactor.actions.steps.cordon import uncordon
+from compactor.actions.steps.cordon import unfence
 from compactor.planner.plan import Move, Placement
 
 log = logging.getLogger("compactor.steering")
@@ -102,10 +102,16 @@ def make_holds(run: Run, holds: Holds) -> None:
     if not holds.nodes:
         return
     run.held_since = run.clock.monotonic()
-    patch = ann.hold_patch(run.plan_id, run.stamp(), holds.why)
+    identity, at = run.settings.identity, run.stamp()
+
+    def hold(node: Obj) -> Obj | None:
+        if ann.has_fence(node, identity):
+            return None  # fenced by this run already: not a hold
+        return ann.fence_patch(node, identity, run.plan_id, at, held_for=holds.why)
+
     for name, node in holds.nodes.items():
-        if patch_fresh(run.client, name, lambda n: None if ann.is_unschedulable(n) else patch, node=node) is None:
-            run.state.held.remove(name)  # cordoned by someone else meanwhile (or gone): not ours to hold or release
+        if patch_fresh(run.client, name, hold, node=node) is None:
+            run.state.held.remove(name)  # fenced by us already (or gone): not a hold to release
         else:
             run.holds += 1
     log.info(run.said("holding nodes", "would hold nodes (dry run)"), extra={"pod": holds.why, "target": holds.target, "held": len(holds.nodes)})
@@ -115,7 +121,7 @@ def release_holds(run: Run) -> None:
     if not run.state.held:
         return
     for name in run.state.held:
-        run.read(partial(uncordon, run, name, ann.is_held), what="release of a held node")
+        unfence(run, name, partial(ann.is_held, identity=run.settings.identity))
     run.held_seconds += len(run.state.held) * max(0.0, run.clock.monotonic() - run.held_since)
     run.state.held = []
     run.save()

@@ -1,18 +1,21 @@
-"""Cordon: fence every node the plan frees (and each node drained for a pending pod) before the first eviction.
+"""Fence: every node the plan frees (and each node drained for a pending pod) closed to new pods before the first eviction.
 
-Marks go in the same merge patch as the cordon (``annotations.cordon_patch``), and the node is
-recorded in the state before the patch, so recovery finds it either way. A node someone else
-cordoned is never ours: not recorded, never uncordoned by us.
+The fence is this installation's own ``NoSchedule`` taint (``annotations.fence_key``), never the cordon bit: an operator's
+``kubectl cordon`` (or drain) of the same node is theirs, before, during and after the run. The taint and the marks go in
+one merge patch (``annotations.fence_patch``), and the node is recorded in the state before the patch, so recovery finds
+it either way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
+from compactor.actions.retry import Backoff, until_deadline
 from compactor.actions.run import Abort, Run
 
 
@@ -22,50 +25,40 @@ def fence_all(run: Run) -> None:
     for name in names:
         node, _ = run.node_and_pods(name)
         if node is None:
-            raise Abort(f"node {name} disappeared while cordoning")
+            raise Abort(f"node {name} disappeared while fencing")
         reads[name] = node
-    if _record_fences(run, reads):
-        run.save()  # write-ahead, once for every node about to be cordoned: recovery may find each either way
+    if [n for n in names if n not in run.state.cordoned]:
+        run.state.cordoned.extend(n for n in names if n not in run.state.cordoned)
+        run.save()  # write-ahead, once for every node about to be fenced: recovery may find each either way
+    identity = run.settings.identity
     for name in names:
-        node = reads[name]
-        if name not in run.state.cordoned or (ann.is_unschedulable(node) and ann.is_ours(node)):
-            continue  # someone else's cordon (never ours to uncordon), or ours already (a resumed run)
-        if patch_fresh(run.client, name, _cordon_unless_taken(run), node=node) is None:
-            run.state.cordoned.remove(name)  # someone else cordoned it meanwhile: theirs, never ours to uncordon
-            run.save()
-            continue
-        run.event(events.cordoned(name, run.plan_id))
+        if ann.has_fence(reads[name], identity):
+            continue  # ours already (a resumed run)
+        fence = partial(ann.fence_patch, identity=identity, plan_id=run.plan_id, at=run.stamp())
+        if patch_fresh(run.client, name, fence, node=reads[name]) is None:
+            raise Abort(f"node {name} disappeared while fencing")
+        run.event(events.cordoned(name, run.plan_id, ann.fence_key(identity)))
 
 
-def _record_fences(run: Run, reads: dict[str, Obj]) -> bool:
-    """The nodes this run will cordon, in the state; True when that changed it."""
-    mine, changed = run.state.cordoned, False
-    for name, node in reads.items():
-        if name in mine and ann.is_unschedulable(node) and not ann.is_ours(node):
-            mine.remove(name)  # resumed: only our write-ahead was ours; someone else cordoned it since
-            changed = True
-        elif name not in mine and not ann.is_unschedulable(node):
-            mine.append(name)
-            changed = True
-    return changed
+def unfence(run: Run, name: str, mine: Callable[[Obj], bool] | None = None, *, node: Obj | None = None) -> bool:
+    """Our fence and marks off ``name`` (``mine``: only if, as read fresh, it says so); True when patched."""
+    identity, key = run.settings.identity, run.settings.taint_key
 
+    def build(current: Obj) -> Obj | None:
+        if mine is not None and not mine(current):
+            return None
+        return ann.release_patch(current, identity, key)
 
-def _cordon_unless_taken(run: Run) -> Callable[[Obj], Obj | None]:
-    cordon = ann.cordon_patch(run.plan_id, run.stamp())
-    return lambda node: None if ann.is_unschedulable(node) and not ann.is_ours(node) else cordon
-
-
-def uncordon(run: Run, name: str, mine: Callable[[Obj], bool] = ann.is_ours, *, node: Obj | None = None) -> bool:
-    """Uncordon and unmark ``name`` if, as read fresh, it still carries our marks (``mine``); True when patched."""
-    key = run.settings.taint_key
-    return patch_fresh(run.client, name, lambda n: ann.uncordon_patch(n, key) if mine(n) else None, node=node) is not None
+    released = until_deadline(lambda: patch_fresh(run.client, name, build, node=node), Backoff.of(run.settings), run.clock,
+                              seconds=run.settings.release_deadline_seconds, what=f"release of node {name}")
+    return released is not None
 
 
 def release(run: Run, name: str, why: str) -> None:
-    """Give back a node this run fenced: uncordoned and unmarked (if still ours), forgotten by the state, an Event."""
+    """Give back a node this run fenced: fence and marks off, forgotten by the state, an Event."""
     if name not in run.state.cordoned:
         return
-    if uncordon(run, name):
+    if unfence(run, name):
         run.event(events.uncordoned(name, run.plan_id, why))
     run.state.cordoned.remove(name)
     run.state.reserved.pop(name, None)

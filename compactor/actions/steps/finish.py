@@ -7,12 +7,13 @@ import logging
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
+from compactor.actions.annotations import fence_key
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import pod_key
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
-from compactor.actions.steps.cordon import release, uncordon
+from compactor.actions.steps.cordon import release, unfence
 from compactor.actions.steps.drained import await_drained
 from compactor.actions.steps.recut import recut_all
 from compactor.actions.steps.steer import OPENED, place_pending, taint_value
@@ -57,28 +58,28 @@ def _after_drain(run: Run, name: str, *, freed: bool) -> None:
         return  # a node gone, or already released by this run before a restart (or never actually cordoned), is left alone
     mode = run.settings.after_drain if freed else "uncordon"
     if mode == "uncordon":
-        if uncordon(run, name):
-            run.event(events.uncordoned(name, run.plan_id, "uncordoned after the plan"))
+        if unfence(run, name):
+            run.event(events.uncordoned(name, run.plan_id, "fence lifted after the plan"))
     elif mode == "keepCordoned":
         keep = {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned"}}}
-        if patch_fresh(run.client, name, lambda n: keep if ann.is_ours(n) else None):
+        if patch_fresh(run.client, name, lambda n: keep if ann.has_fence(n, run.settings.identity) else None):
             run.event(events.kept_cordoned(name, run.plan_id))
     else:
         _reserve_freed(run, name)
 
 
 def _reserve_freed(run: Run, name: str) -> None:
-    """``after_drain: taint``: uncordon behind a NoSchedule taint that only the pending pod it was freed for tolerates."""
+    """``after_drain: taint``: our fence swapped for a NoSchedule taint that only the pending pod it was freed for tolerates."""
     placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
     until = run.stamp(offset=run.settings.taint_ttl_seconds)
     reservation = {"key": run.settings.taint_key, "value": taint_value(placed), "effect": "NoSchedule"}
 
     def build(node: Obj) -> Obj | None:
-        if not ann.is_ours(node):
+        if not ann.has_fence(node, run.settings.identity):
             return None
-        taints = [*ann.without_taints((node.get("spec") or {}).get("taints") or [], run.settings.taint_key), reservation]
+        taints = ann.without_taints((node.get("spec") or {}).get("taints") or [], run.settings.taint_key, fence_key(run.settings.identity))
         return {"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
-                "spec": {"unschedulable": None, "taints": taints}}
+                "spec": {"taints": [*taints, reservation]}}
 
     if patch_fresh(run.client, name, build) is not None:
         run.event(events.reserved(name, placed, until, run.plan_id))

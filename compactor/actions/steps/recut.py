@@ -44,7 +44,7 @@ def _recut(run: Run, change: MigRepartition) -> str:
     if node is None:
         raise Abort(f"node {name} disappeared before its re-cut")
     if mig.labels(node).get(mig.CONFIG_LABEL) != change.to_config:  # a resumed run finds it relabelled already
-        if patch_fresh(run.client, name, lambda n: mig.relabel_patch(change.to_config, change.allocatable) if ann.is_ours(n) else None,
+        if patch_fresh(run.client, name, lambda n: mig.relabel_patch(change.to_config, change.allocatable) if ann.is_ours(n, run.settings.identity) else None,
                        node=node) is None:
             return _failed(run, change, "the node is no longer cordoned by gpu-compactor", "failed")
         run.event(events.recut_started(name, change.from_config, change.to_config, run.plan_id))
@@ -68,7 +68,7 @@ def _failed(run: Run, change: MigRepartition, why: str, result: str) -> str:
     log.warning(run.said("mig re-cut failed", "mig re-cut would fail (dry run)"),
                 extra={"node": change.node, "to": change.to_config, "reason": why})
     if change.node in run.state.cordoned and patch_fresh(run.client, change.node,
-                                                         lambda n: mig.failed_patch(why) if ann.is_ours(n) else None):
+                                                         lambda n: mig.failed_patch(why) if ann.is_ours(n, run.settings.identity) else None):
         run.state.cordoned.remove(change.node)  # deliberately kept: recovery and finish leave it
         run.save()
     run.event(events.recut_failed(change.node, message))

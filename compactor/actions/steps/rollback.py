@@ -8,11 +8,12 @@ plans afresh from live state. A node mid re-cut is not released (``recut.midway`
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from compactor.actions import events
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
-from compactor.actions.steps.cordon import uncordon
+from compactor.actions.steps.cordon import unfence
 from compactor.actions.steps.recut import midway
 
 log = logging.getLogger("compactor.executor")
@@ -30,19 +31,28 @@ def roll_back(run: Run, reason: str) -> None:
         run.steerer.release(run)
     except Exception as exc:  # recovery removes steering the state still records
         log.error("could not release steering", extra={"error": str(exc)})
+    left = []
     for name in dict.fromkeys([*run.state.cordoned, *run.state.held]):
         try:
             if midway(run, name, reason):
                 continue
-            if uncordon(run, name):
+            if unfence(run, name):  # retried through a brownout up to release_deadline_seconds
                 run.event(events.uncordoned(name, run.plan_id, "rolled back"))
-        except Exception as exc:  # keep going: recovery retries whatever is left marked
+        except Exception as exc:  # keep going with the others; this one stays in the state for recovery
             log.error("rollback failed for node", extra={"node": name, "error": str(exc)})
+            left.append(name)
     # one Warning per run, on the first node the plan frees (or, freeing none, the first node it moves a pod from)
     subject = next(iter(run.plan.freed_nodes), None) or next((m.from_node for m in run.plan.moves), None)
     if subject:
-        run.event(events.aborted(subject, run.plan_id, reason))
+        _best_effort(lambda: run.event(events.aborted(subject, run.plan_id, reason)), "could not record the abort")
+    if left:  # the state is what makes the next recovery finish this rollback: it goes only once every fence is off
+        log.error("fences still on after the rollback; the state stays for the next recovery", extra={"nodes": left})
+        return
+    _best_effort(lambda: run.client.write_state(STATE_CONFIGMAP, None), "could not clear executor state")
+
+
+def _best_effort(call: Callable[[], None], what: str) -> None:
     try:
-        run.client.write_state(STATE_CONFIGMAP, None)
-    except Exception as exc:  # never leave the rollback half done for want of a state write
-        log.error("could not clear executor state", extra={"error": str(exc)})
+        call()
+    except Exception as exc:  # never leave the rollback half done for want of an Event or a state write
+        log.error(what, extra={"error": str(exc)})

@@ -63,11 +63,12 @@ def reserve(run: Run, placement: Placement, pod: Obj) -> bool:
     run.save()
 
     def build(current: Obj) -> Obj | None:
-        if not ann.is_ours(current):
+        if not ann.has_fence(current, run.settings.identity):
             return None
-        taints = [*ann.without_taints((current.get("spec") or {}).get("taints") or [], run.settings.taint_key), taint]
+        taints = ann.without_taints((current.get("spec") or {}).get("taints") or [], run.settings.taint_key,
+                                    ann.fence_key(run.settings.identity))
         return {"metadata": {"annotations": {ann.RESERVED_FOR: placement.pod, ann.RESERVED_UNTIL: until}},
-                "spec": {"unschedulable": None, "taints": taints}}
+                "spec": {"taints": [*taints, taint]}}
 
     if patch_fresh(run.client, node, build) is None:
         run.note(f"{node} is no longer fenced by gpu-compactor; not reserved for {placement.pod}")
