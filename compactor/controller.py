@@ -14,10 +14,12 @@ next start (or on the next leader). The Lease is released so a standby takes ove
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableCloc
 from compactor.errors import CompactorError
 from compactor.metrics.exporter import Exporter
 from compactor.model.types import Snapshot
-from compactor.settings import Settings
+from compactor.settings import Settings, worst_case_run_seconds
 
 if TYPE_CHECKING:
     from compactor.actions.executor import Progress, RunReport
@@ -166,33 +168,136 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]"), number
 
 
+# A scrape or probe sends a few hundred bytes and reads one reply: each connection has a deadline for its
+# whole request (a silent or trickling client is dropped, not waited for recv by recv), at most this many
+# bytes of request line and headers (nothing reads a body), and at most MAX_CONNECTIONS are served at once.
+REQUEST_TIMEOUT_SECONDS = 5.0
+MAX_REQUEST_BYTES = 16 * 1024
+MAX_CONNECTIONS = 32
+CONNECTION_THREAD = "compactor-http-connection"
+_BUSY_REPLY = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\n"
+               b"Connection: close\r\nRetry-After: 1\r\n\r\nbusy\n")
+
+
+class _RequestTooLarge(ConnectionError):
+    """The request line and headers went past ``MAX_REQUEST_BYTES``: the connection is dropped."""
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's read side with one deadline for the whole request and a byte budget.
+
+    A socket timeout alone restarts with every byte received, so a client trickling a byte every few
+    seconds would hold its thread for ever; here each recv may only wait for what is left of the deadline.
+    """
+
+    def __init__(self, connection: socket.socket, deadline: float, budget: int) -> None:
+        super().__init__()
+        self._connection = connection
+        self._deadline = deadline
+        self._budget = budget
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request not received in time")  # BaseHTTPRequestHandler closes the connection on it
+        if self._budget <= 0:
+            raise _RequestTooLarge(f"request line and headers exceed {MAX_REQUEST_BYTES} bytes")
+        self._connection.settimeout(left)
+        with memoryview(buffer) as view:
+            received = self._connection.recv_into(view[: self._budget])
+        self._budget -= received
+        return received
+
+
 class _HttpServer(ThreadingHTTPServer):
+    """One thread per connection, at most ``max_connections`` of them: a connection beyond the cap is answered
+    503 at once by the accepting thread (without waiting on the client) and closed, so idle clients cannot
+    pile up threads; scrapes get through again as soon as the idle ones hit their deadline."""
+
     daemon_threads = True
+    request_queue_size = 64  # a burst of probes and scrapes waits in the backlog instead of retrying its SYN
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        thread = threading.Thread(target=self._serve_connection, args=(request, client_address), name=CONNECTION_THREAD, daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            self._slots.release()
+            self.shutdown_request(request)
+            raise
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)  # handles, then closes the connection
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        try:
+            request.setblocking(False)  # the accepting thread must never wait on a client
+            request.send(_BUSY_REPLY)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that timed out, reset or sent too much: not worth a traceback on stderr."""
+        log.debug("http: connection from %s dropped", client_address, exc_info=True)
 
 
 class _Http6Server(_HttpServer):
     address_family = socket.AF_INET6
 
 
-class HttpServer:
-    """stdlib HTTP server in a thread: ``/metrics`` (the exporter), ``/healthz`` and ``/readyz`` (the callables)."""
+Probe = Callable[[], str | None]  # why the probe fails, None when it passes
 
-    def __init__(self, host: str, port: int, exporter: Exporter, *, healthy: Callable[[], bool], ready: Callable[[], bool]) -> None:
+
+class HttpServer:
+    """stdlib HTTP server in a thread: ``/metrics`` (the exporter), ``/healthz`` and ``/readyz`` (the probes).
+
+    A failing probe answers 503 with its reason on one line.
+    """
+
+    def __init__(self, host: str, port: int, exporter: Exporter, *, health: Probe, readiness: Probe,
+                 timeout: float = REQUEST_TIMEOUT_SECONDS, max_connections: int = MAX_CONNECTIONS) -> None:
         outer = self
+        request_timeout = timeout
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.0 (the default protocol_version): one request per connection, so the deadline is per request.
+            timeout = request_timeout  # StreamRequestHandler applies it to the socket: writes are bounded too
+
+            def setup(self) -> None:
+                super().setup()
+                self.rfile.close()
+                self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + outer.timeout, MAX_REQUEST_BYTES))
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     body, content_type = outer.exporter.render()
                     self._reply(200, body, content_type)
                 elif path in ("/healthz", "/readyz"):
-                    ok = (outer.healthy if path == "/healthz" else outer.ready)()
-                    self._reply(200 if ok else 503, b"ok\n" if ok else b"not ok\n", "text/plain; charset=utf-8")
+                    problem = (outer.health if path == "/healthz" else outer.readiness)()
+                    text = "ok" if problem is None else " ".join(problem.split())
+                    if problem is not None and path == "/healthz":  # the kubelet's event shows only the status: say why here
+                        log.warning("/healthz failing: %s", text)
+                    self._reply(200 if problem is None else 503, f"{text}\n".encode(), "text/plain; charset=utf-8")
                 else:
                     self._reply(404, b"not found\n", "text/plain; charset=utf-8")
 
             def _reply(self, status: int, body: bytes, content_type: str) -> None:
+                self.connection.settimeout(outer.timeout)  # the reader left what remained of the request's deadline
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
@@ -203,11 +308,12 @@ class HttpServer:
                 log.debug("http: " + format, *args)
 
         self.exporter = exporter
-        self.healthy = healthy
-        self.ready = ready
+        self.health = health
+        self.readiness = readiness
+        self.timeout = timeout
         server_class = _Http6Server if ":" in host else _HttpServer
         try:
-            self._httpd = server_class((host, port), Handler)
+            self._httpd = server_class((host, port), Handler, max_connections)
         except OSError as exc:
             raise CompactorError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
         self._thread: threading.Thread | None = None
@@ -231,12 +337,30 @@ class HttpServer:
 # --------------------------------------------------------------------------- the loop
 
 
+# How long a replica may go without renewing the Lease or seeing it change before /healthz fails: a follower
+# watching a holder that died sees no change for a whole lease duration before it takes over, then needs one
+# more round (a third of it) and the round's own requests; twice the duration covers that.
+LEASE_STALE_FACTOR = 2
+
+
 @dataclass(frozen=True)
 class ControllerOptions:
     interval: float = DEFAULT_INTERVAL
     listen: str = DEFAULT_LISTEN
     dry_run: bool = False
     report_only: bool = False
+    stale_after: float | None = None  # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
+    cycle_limit: float | None = None  # /healthz fails when one cycle runs longer (None: see cycle_limit_default)
+
+
+def stale_after_default(interval: float, settings: Settings) -> float:
+    """Three missed cycles, plus one plan's time limit: the scheduler starts a cycle at most ``interval`` after the last ended."""
+    return 3 * interval + settings.planner.time_limit_seconds
+
+
+def cycle_limit_default(settings: Settings) -> float:
+    """The longest a cycle can legitimately take: recovery may resume a whole interrupted run before the cycle's own run."""
+    return 2 * worst_case_run_seconds(settings)
 
 
 class Controller:
@@ -255,6 +379,12 @@ class Controller:
     ) -> None:
         if options.interval <= 0:
             raise CompactorError(f"--interval must be > 0, got {options.interval:g}")
+        self.stale_after = options.stale_after if options.stale_after is not None else stale_after_default(options.interval, settings)
+        if self.stale_after <= options.interval:
+            raise CompactorError(f"--stale-after must be longer than --interval ({options.interval:g} s), got {self.stale_after:g}")
+        self.cycle_limit = options.cycle_limit if options.cycle_limit is not None else cycle_limit_default(settings)
+        if self.cycle_limit <= 0:
+            raise CompactorError(f"the cycle limit must be > 0, got {self.cycle_limit:g}")
         self.load_snapshot = load_snapshot
         self.client = client
         self.settings = settings
@@ -266,18 +396,57 @@ class Controller:
         self._interrupt = threading.Event()  # set on stop or lost leadership: the running cycle stops at its next wait
         self._cycle_running = threading.Event()
         self._scheduler: Any = None
+        # Liveness bookkeeping, read by the HTTP thread: plain float assignments, atomic under the GIL.
+        self._progress_at: float | None = None  # clock.monotonic() when a cycle last started or ended (or start() ran)
+        self._cycle_since: float | None = None  # clock.monotonic() when the running cycle started; None between cycles
+        self._lease_grace_from: float | None = None  # elector.monotonic() at start(): the first round has until then + limit
         host, port = parse_listen(options.listen)
-        self.server = HttpServer(host, port, exporter, healthy=self.healthy, ready=self.ready)
+        self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)
         exporter.set_leader(elector is None)
 
     # ----- probes
 
+    def health_problem(self) -> str | None:
+        """Why /healthz fails, or None: the scheduler runs, cycles start and end in time, and the Lease is renewed or seen."""
+        if self._stopping.is_set():
+            return "stopping"
+        if self._scheduler is None or not self._scheduler.running:
+            return "scheduler not running"
+        return self._cycle_problem() or self._lease_problem()
+
+    def readiness_problem(self) -> str | None:
+        """Why /readyz fails, or None: healthy, and the first cycle has exported the figures."""
+        return self.health_problem() or (None if self.exporter.has_figures else "no figures yet: the first cycle has not finished reading the cluster")
+
     def healthy(self) -> bool:
-        return self._scheduler is not None and bool(self._scheduler.running) and not self._stopping.is_set()
+        return self.health_problem() is None
 
     def ready(self) -> bool:
-        return self.healthy() and self.exporter.has_figures
+        return self.readiness_problem() is None
+
+    def _cycle_problem(self) -> str | None:
+        now = self.clock.monotonic()
+        since, progress = self._cycle_since, self._progress_at
+        if since is not None:
+            if now - since > self.cycle_limit:
+                return f"stuck: a cycle has been running for {now - since:.0f} s, longer than the worst case ({self.cycle_limit:.0f} s)"
+            return None
+        if progress is not None and now - progress > self.stale_after:
+            return f"no cycle started or ended for {now - progress:.0f} s (limit {self.stale_after:.0f} s)"
+        return None
+
+    def _lease_problem(self) -> str | None:
+        if self.elector is None:
+            return None
+        times = [t for t in (self.elector.last_contact(), self._lease_grace_from) if t is not None]
+        if not times:
+            return None
+        age = self.elector.monotonic() - max(times)
+        limit = LEASE_STALE_FACTOR * self.elector.lease_seconds
+        if age > limit:
+            return f"leader election: Lease {self.elector.ref} neither renewed nor seen to change for {age:.0f} s (limit {limit:.0f} s)"
+        return None
 
     # ----- jobs
 
@@ -306,6 +475,7 @@ class Controller:
         if self._stopping.is_set():
             self._interrupt.set()
         self._cycle_running.set()
+        self._cycle_since = self._progress_at = self.clock.monotonic()
         try:
             report = run_cycle(self.load_snapshot, self.client, self.settings, StoppableClock(self.clock, self._interrupt),
                                self.exporter, execute=execute, dry_run=self.options.dry_run, progress=_log_progress)
@@ -322,6 +492,7 @@ class Controller:
             return None
         finally:
             self._cycle_running.clear()
+            self._progress_at, self._cycle_since = self.clock.monotonic(), None
         self.cycles += 1
         log.info("cycle done", extra={"leader": leader, "executed": execute, **report.summary()})
         return report
@@ -339,6 +510,9 @@ class Controller:
             every = max(1.0, self.elector.lease_seconds / 3)
             scheduler.add_job(self._lead, "interval", seconds=every, id="lease", name="leader lease",
                               max_instances=1, coalesce=True, next_run_time=now)
+        self._progress_at = self.clock.monotonic()
+        if self.elector is not None:
+            self._lease_grace_from = self.elector.monotonic()
         self.server.start()
         scheduler.start()
         self._scheduler = scheduler
@@ -403,6 +577,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
     if args.interval <= 0:
         raise CompactorError(f"--interval must be > 0, got {args.interval:g}")
+    if args.stale_after is not None and args.stale_after <= args.interval:
+        raise CompactorError(f"--stale-after must be longer than --interval ({args.interval:g} s), got {args.stale_after:g}")
     parse_listen(args.listen)
     settings = settings_from_args(args)
     # As `run --once` reads it: the mig-parted ConfigMaps, in the GPU Operator's namespace only, when re-cuts need them.
@@ -420,7 +596,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)  # writes only while leading
     controller = Controller(load_snapshot=load_snapshot, client=acting, settings=settings, exporter=Exporter(),
                             options=ControllerOptions(interval=args.interval, listen=args.listen, dry_run=args.dry_run,
-                                                      report_only=args.report_only),
+                                                      report_only=args.report_only, stale_after=args.stale_after),
                             elector=elector)
     try:
         return controller.run_forever()
@@ -439,6 +615,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _add_common_options(parser)
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, metavar="SECONDS",
                         help=f"seconds between cycles (default {DEFAULT_INTERVAL:g}; the first runs at start)")
+    parser.add_argument("--stale-after", type=float, default=None, metavar="SECONDS",
+                        help="/healthz fails when no cycle started or ended for this long (default 3 x --interval "
+                             "+ planner.time_limit_seconds), when one cycle runs longer than twice the worst-case run, "
+                             "or when the Lease was neither renewed nor seen to change for two lease durations")
     parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="[HOST]:PORT", help=f"/metrics, /healthz, /readyz (default {DEFAULT_LISTEN})")
     parser.add_argument("--dry-run", action="store_true", help="plan and simulate each run; change nothing")
     parser.add_argument("--no-leader-election", action="store_true", help="act without the Lease (one replica only!)")

@@ -162,6 +162,16 @@ class LeaderElector:
         with self._lock:
             return self._within_renew_deadline()
 
+    def last_contact(self) -> float | None:
+        """``monotonic()`` time of our last successful renewal or of the last change we saw in the Lease; None before either.
+
+        A leader renews; a follower watching a live leader sees the record change at every renewal. Read
+        without the lock on purpose: a round holds it through its API calls, and a liveness probe must not wait.
+        """
+        seen = self.observed_at if self.changes_seen else None
+        times = [t for t in (self.renewed_at, seen) if t is not None]
+        return max(times) if times else None
+
     def _within_renew_deadline(self) -> bool:
         return self.is_leader and self.renewed_at is not None and self.monotonic() - self.renewed_at < self.renew_deadline
 

@@ -150,6 +150,22 @@ def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> Non
     assert "gpu_compactor_runs_total{status=\"failed\"} 0.0" in body.decode()
 
 
+def test_cycle_errors_count_and_the_last_cycle_is_a_timestamp_gauge_the_alerts_read() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    assert value(registry, "gpu_compactor_cycle_errors_total") == 0  # present from the start: increase() sees the first error
+    assert value(registry, "gpu_compactor_last_cycle_timestamp_seconds") is None  # no cycle yet: no made-up time
+    exporter.record_cycle_error()
+    exporter.record_cycle_error()
+    exporter.record_cycle(1_767_225_600.0)
+    exporter.record_cycle(1_767_226_200.0)
+    families = {f.name: f for f in text_string_to_metric_families(exporter.render()[0].decode())}
+    assert families["gpu_compactor_cycle_errors"].type == "counter"
+    assert families["gpu_compactor_last_cycle_timestamp_seconds"].type == "gauge"
+    assert value(registry, "gpu_compactor_cycle_errors_total") == 2
+    assert value(registry, "gpu_compactor_last_cycle_timestamp_seconds") == 1_767_226_200.0
+
+
 def test_two_exporters_with_their_own_registries_do_not_interfere() -> None:
     first, second = Exporter(), Exporter()
     first.record_run("failed")

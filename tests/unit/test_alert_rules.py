@@ -1,0 +1,120 @@
+"""The alerts of manifests/monitoring/prometheusrule.yaml on the controller's own health, evaluated by ``promtool test rules``.
+
+Each alert is shown firing on the series that should fire it and silent on the ones that should not
+(a replica whose cycles complete, a long but legitimate cycle, a single API hiccup). promtool comes with
+Debian's ``prometheus`` package (or set PROMTOOL); without it those tests skip. The stall threshold is also
+checked, without promtool, against the longest cycle the shipped config and Deployment allow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compactor.cli import build_parser
+from compactor.controller import cycle_limit_default
+from tests.unit.test_manifests import CONTROLLER, MONITORING, _argv, _mounted_settings, _one
+
+PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian: apt-get install prometheus)")
+
+
+def _spec() -> dict[str, Any]:
+    spec: dict[str, Any] = _one(MONITORING, "PrometheusRule")["spec"]
+    return spec
+
+
+def _rule(alert: str) -> dict[str, Any]:
+    (rule,) = [r for group in _spec()["groups"] for r in group["rules"] if r.get("alert") == alert]
+    return rule
+
+
+def _annotations(alert: str, pod: str, value: str = "") -> dict[str, str]:
+    """The rule's annotations as Prometheus renders them for ``pod`` (``value``: the rendered ``$value``)."""
+    rendered = {}
+    for key, text in _rule(alert)["annotations"].items():
+        text = text.replace("{{ $labels.pod }}", pod).replace("{{ $value | humanizeDuration }}", value)
+        assert "{{" not in text, f"{alert}: a template this test does not render: {text}"
+        rendered[key] = text
+    return rendered
+
+
+def _promtool(tmp_path: Path, *args: str) -> None:
+    assert PROMTOOL is not None
+    result = subprocess.run([PROMTOOL, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, f"promtool {' '.join(args)}:\n{result.stdout}{result.stderr}"
+
+
+def _test_rules(tmp_path: Path, tests: list[dict[str, Any]]) -> None:
+    """``promtool test rules`` on ``tests`` against the PrometheusRule's groups (promtool reads plain rule files)."""
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_spec()), encoding="utf-8")
+    unit = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(unit, sort_keys=False), encoding="utf-8")
+    _promtool(tmp_path, "test", "rules", "test.yaml")
+
+
+@needs_promtool
+def test_promtool_accepts_every_rule(tmp_path: Path) -> None:
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_spec()), encoding="utf-8")
+    _promtool(tmp_path, "check", "rules", "rules.yaml")
+
+
+def _stalled(pod: str, seconds: str) -> dict[str, Any]:
+    return {"exp_labels": {"severity": "warning", "pod": pod},
+            "exp_annotations": _annotations("GpuCompactorCyclesStalled", pod, seconds)}
+
+
+@needs_promtool
+def test_cycles_stalled_fires_for_a_replica_without_a_completed_cycle_for_two_and_a_half_hours_only(tmp_path: Path) -> None:
+    series = "gpu_compactor_last_cycle_timestamp_seconds"
+    _test_rules(tmp_path, [{
+        "interval": "1m",
+        "input_series": [
+            {"series": f'{series}{{pod="stuck"}}', "values": "0x200"},  # one cycle at t=0, then none
+            {"series": f'{series}{{pod="working"}}', "values": "0+60x200"},  # a cycle completing every minute
+            # a long legitimate cycle: nothing completes for 2 h 3 min (interval + the longest cycle), then it does
+            {"series": f'{series}{{pod="long-run"}}', "values": "0x122 7380+60x77"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "2h", "alertname": "GpuCompactorCyclesStalled", "exp_alerts": []},
+            {"eval_time": "150m", "alertname": "GpuCompactorCyclesStalled", "exp_alerts": []},  # 9000 s: not yet over
+            {"eval_time": "151m", "alertname": "GpuCompactorCyclesStalled", "exp_alerts": [_stalled("stuck", "2h 31m 0s")]},
+            {"eval_time": "3h", "alertname": "GpuCompactorCyclesStalled", "exp_alerts": [_stalled("stuck", "3h 0m 0s")]},
+        ],
+    }])
+
+
+@needs_promtool
+def test_cycle_errors_fire_on_repeated_errors_not_on_one_hiccup(tmp_path: Path) -> None:
+    series = "gpu_compactor_cycle_errors_total"
+    firing = {"exp_labels": {"severity": "warning", "pod": "failing"}, "exp_annotations": _annotations("GpuCompactorCycleErrors", "failing")}
+    _test_rules(tmp_path, [{
+        "interval": "1m",
+        "input_series": [
+            {"series": f'{series}{{pod="failing"}}', "values": "0x10 1x10 2x10 3x150"},  # three errors in 30 minutes
+            {"series": f'{series}{{pod="hiccup"}}', "values": "0x10 1x180"},  # one error, then fine
+            {"series": f'{series}{{pod="clean"}}', "values": "0x190"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "20m", "alertname": "GpuCompactorCycleErrors", "exp_alerts": []},  # two so far
+            {"eval_time": "40m", "alertname": "GpuCompactorCycleErrors", "exp_alerts": [firing]},
+            {"eval_time": "3h", "alertname": "GpuCompactorCycleErrors", "exp_alerts": []},  # an hour without errors: resolved
+        ],
+    }])
+
+
+def test_the_stall_threshold_outlasts_the_longest_cycle_the_shipped_deployment_allows(tmp_path: Path,
+                                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    match = re.fullmatch(r"time\(\) - gpu_compactor_last_cycle_timestamp_seconds > (\d+)", _rule("GpuCompactorCyclesStalled")["expr"])
+    assert match, _rule("GpuCompactorCyclesStalled")["expr"]
+    threshold = int(match[1])
+    interval = build_parser().parse_args(_argv(_one(CONTROLLER, "Deployment"))).interval
+    longest_gap = interval + cycle_limit_default(_mounted_settings(tmp_path, monkeypatch))  # the next cycle starts, then runs long
+    assert longest_gap < threshold <= longest_gap + 3600  # never during a legitimate cycle, and not hours later either
