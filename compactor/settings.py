@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from compactor.errors import ConfigError
 from compactor.model.quantity import parse_quantity, to_scheduler_units
 from compactor.model.resources import Resources
+from compactor.model.yamlsafe import YamlRefused, describe_yaml_error, load_yaml
 
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 
@@ -288,11 +289,15 @@ def load_settings(path: str | None = None, overrides: dict[str, Any] | None = No
     source = path or "environment"
     if path:
         try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            loaded = load_yaml(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, not UTF-8
+            raise ConfigError(f"{path}: cannot read: {exc}") from None
+        except YamlRefused as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
+            raise ConfigError(f"{path}: {describe_yaml_error(exc)}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
         data = loaded or {}

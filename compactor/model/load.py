@@ -24,11 +24,13 @@ from compactor.model.parse import (
 )
 from compactor.model.schema import KubeList, KubeObject
 from compactor.model.types import Claim, ConfigMap, Node, Pdb, PersistentVolume, Pod, Snapshot
+from compactor.model.yamlsafe import YamlRefused, describe_yaml_error, load_yaml_documents
 
 DEFAULT_POOL_LABEL = "nvidia.com/gpu.product"
 _LIST_KINDS = {"List", "NodeList", "PodList", "PodDisruptionBudgetList", "ConfigMapList", "PersistentVolumeList",
                "PersistentVolumeClaimList"}
 _LIST_DECODER = msgspec.json.Decoder(KubeList)
+NESTED_TOO_DEEPLY = "JSON nested too deeply to read"
 
 
 def _looks_like_json(text: str | bytes) -> bool:
@@ -39,21 +41,30 @@ def _looks_like_json(text: str | bytes) -> bool:
 def _decode(text: str, source: str) -> list[Any]:
     """Parse JSON, or YAML (one or more documents)."""
     if _looks_like_json(text):
-        try:
-            return [msgspec.json.decode(text)]
-        except msgspec.DecodeError:
-            pass  # the standard library says where: line and column
-        try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
+        return [_decode_json(text, source)]
     try:
-        return [doc for doc in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc is not None]
+        return [doc for doc in load_yaml_documents(text) if doc is not None]
+    except YamlRefused as exc:
+        raise InputError(str(exc), source=source) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"malformed YAML{where}: {problem}", source=source) from None
+        raise InputError(describe_yaml_error(exc), source=source) from None
+
+
+def _decode_json(text: str, source: str) -> Any:
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        pass  # the standard library says where: line and column
+    except RecursionError:
+        raise InputError(NESTED_TOO_DEEPLY, source=source) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
+    except RecursionError:
+        raise InputError(NESTED_TOO_DEEPLY, source=source) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise InputError(f"unreadable JSON: {exc}", source=source) from None
 
 
 def _decode_typed(content: str | bytes) -> list[KubeObject] | None:
@@ -65,7 +76,7 @@ def _decode_typed(content: str | bytes) -> list[KubeObject] | None:
     """
     try:
         document = _LIST_DECODER.decode(content)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return None
     if document.items is None:
         return [] if document.kind in _LIST_KINDS else [document]

@@ -27,6 +27,7 @@ from compactor.model.catalog import MODELS, GpuModel, MigProfile, model_for_prod
 from compactor.model.gpu import MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, derive_gpu_info
 from compactor.model.resources import GPU, Resources, is_gpu_resource, is_mig_resource
 from compactor.model.types import ConfigMap, Node
+from compactor.model.yamlsafe import YamlRefused, load_yaml
 
 DEFAULT_CONFIG_MAPS = ("default-mig-parted-config", "custom-mig-parted-config")
 # Recent mig-managers generate one config per node from NVML: ConfigMap <node>-mig-config, labelled with the node's name.
@@ -112,7 +113,9 @@ def parse_mig_parted(text: str, *, source: str) -> MigParted:
     """``config.yaml`` of a mig-parted ConfigMap; ``InputError`` names the ConfigMap and the field."""
     obj = f"ConfigMap {source}"
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
+    except YamlRefused as exc:
+        raise InputError(f"{CONFIG_KEY}: {exc}", source=source, obj=obj) from None
     except yaml.YAMLError as exc:
         raise InputError(f"malformed YAML in {CONFIG_KEY}: {str(exc).splitlines()[0]}", source=source, obj=obj) from None
     if not isinstance(raw, dict):

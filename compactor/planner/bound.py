@@ -21,6 +21,7 @@ from ortools.sat.python import cp_model
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner.budget import Budget
+from compactor.planner.int64 import at_most, checked, too_large
 from compactor.planner.problem import NodeState, Problem, holds_gpu_load, linked_nodes
 
 BOUND_SECONDS = 1.0
@@ -60,8 +61,15 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
             if is_gpu_resource(resource) and amount:
                 terms[group[state.index], resource].append((chosen[state.index], amount))
     for key, items in terms.items():
-        model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in items], [a for _, a in items]) <= max(0, spare.get(key, 0)))
-    model.maximize(cp_model.LinearExpr.weighted_sum(list(chosen.values()), [problem.nodes[n].gpus for n in chosen]))
+        resource = key[1]
+        restated = at_most(items, max(0, spare.get(key, 0)))  # small numbers, the same solutions
+        if restated is not None:
+            small, room = restated
+            checked(small, too_large(problem.snapshot.source, None, resource, f"{resource} amounts"))
+            model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in small], [a for _, a in small]) <= room)
+    gpus = checked([(var, problem.nodes[n].gpus) for n, var in chosen.items()],
+                   too_large(problem.snapshot.source, None, "status.allocatable", "GPU counts"))
+    model.maximize(cp_model.LinearExpr.weighted_sum([v for v, _ in gpus], [g for _, g in gpus]))
     solver, status = budget.solve(model, max(0.05, budget.remaining()), workers=1)  # small: one worker
     if status == cp_model.OPTIMAL:
         return round(solver.objective_value)

@@ -7,18 +7,27 @@ lines over the same ``Variables``; each function's docstring is the rule it stat
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
 from compactor.model.resources import is_gpu_resource
+from compactor.planner.int64 import REACH_LIMIT, LinearTerms, ModelRangeError, at_most, at_most_unless_empty, checked, too_large
 from compactor.planner.problem import Problem
 from compactor.planner.variables import Variables
-
-LinearTerms = list[tuple[cp_model.IntVar, int]]
 
 
 def _weighted(terms: LinearTerms) -> cp_model.LinearExpr:
     return cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
+
+
+def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables) -> None:
+    """``sum(terms) <= room`` on a node, restated in small numbers; refused when still beyond the solver's integers."""
+    restated = at_most(terms, room)
+    if restated is not None:
+        terms, room = restated
+        checked(terms, too_large(problem.snapshot.source, problem.nodes[node].node.name, resource, f"{resource} amounts"))
+        v.model.add(_weighted(terms) <= room)
 
 
 def conservation(problem: Problem, v: Variables) -> None:
@@ -44,13 +53,13 @@ def capacity(problem: Problem, v: Variables) -> None:
     for node, by_resource in per_node.items():
         state = problem.nodes[node]
         for resource, terms in by_resource.items():
-            v.model.add(_weighted(terms) <= state.capacity.get(resource, 0) - state.fixed.get(resource, 0))
+            _fits(problem, node, resource, terms, state.capacity.get(resource, 0) - state.fixed.get(resource, 0), v)
     # Shape mode: each shape's copies are counted against the free room on their own, as the headroom figure is.
     for (shape_index, node), var in v.headroom.items():
         state = problem.nodes[node]
         for resource, amount in problem.target_shapes[shape_index].items():
             terms = [*per_node.get(node, {}).get(resource, []), (var, amount)]
-            v.model.add(_weighted(terms) <= state.capacity.get(resource, 0) - state.fixed.get(resource, 0))
+            _fits(problem, node, resource, terms, state.capacity.get(resource, 0) - state.fixed.get(resource, 0), v)
 
 
 ORDER_LEVELS = 5  # moves that wait for other moves: chains up to this long (a pod leaves b for d, then one a -> b, ...)
@@ -102,8 +111,12 @@ def emptiness(problem: Problem, v: Variables) -> None:
     for node, empty in v.empty.items():
         room = problem.nodes[node]
         for resource, terms in gpu_terms.get(node, {}).items():
-            cap = room.capacity.get(resource, 0) - room.fixed.get(resource, 0)
-            v.model.add(_weighted(terms) + cap * empty <= cap)
+            restated = at_most_unless_empty(terms, room.capacity.get(resource, 0) - room.fixed.get(resource, 0))
+            if restated is None:
+                continue  # every amount is zero: the type never holds the node
+            small, cap = restated
+            checked(small, too_large(problem.snapshot.source, room.node.name, resource, f"{resource} amounts"), extra=cap)
+            v.model.add(_weighted(small) + cap * empty <= cap)
 
 
 def move_limits(problem: Problem, v: Variables) -> None:
@@ -130,12 +143,25 @@ def min_gain(problem: Problem, v: Variables) -> None:
     per_move = round(problem.settings.min_gain_per_move * 100)
     if per_move <= 0:
         return
-    v.model.add(100 * (freed_gpus(problem, v) - problem.empty_before_gpus) >= per_move * cp_model.LinearExpr.sum(list(v.out.values())))
+    # 100 x (freed GPUs - GPUs free before) >= per_move x moves
+    terms = [(var, 100 * gpus) for var, gpus in freed_gpu_terms(problem, v)] + [(var, -per_move) for var in v.out.values()]
+    before = 100 * problem.empty_before_gpus
+    v.model.add(_weighted(checked(terms, _gpus_too_large(problem, "GPU count (minGainPerMove)"), extra=before)) >= before)
+
+
+def _gpus_too_large(problem: Problem, what: str) -> Callable[[int], ModelRangeError]:
+    """The refusal when GPU counts overflow an objective: names the node that counts the most GPUs."""
+    most = max(problem.nodes, key=lambda s: (s.gpus, s.free_gpus_before))
+    return too_large(problem.snapshot.source, most.node.name, "status.allocatable", f"{what} ({most.gpus} GPUs on this node)")
+
+
+def freed_gpu_terms(problem: Problem, v: Variables) -> LinearTerms:
+    return [(var, problem.nodes[n].gpus) for n, var in v.empty.items()]
 
 
 def freed_gpus(problem: Problem, v: Variables) -> cp_model.LinearExprT:
     """Physical GPUs on GPU nodes that run no GPU pod after the plan (before-free nodes included)."""
-    terms = [(var, problem.nodes[n].gpus) for n, var in v.empty.items()]
+    terms = checked(freed_gpu_terms(problem, v), _gpus_too_large(problem, "GPU count"))
     return _weighted(terms) if terms else 0
 
 
@@ -146,11 +172,24 @@ def pending_placed(problem: Problem, v: Variables) -> cp_model.LinearExprT:
 
 def headroom_gain(problem: Problem, v: Variables) -> cp_model.LinearExprT:
     """Shape mode: copies of each target shape that fit after the plan (summed over nodes)."""
-    return cp_model.LinearExpr.sum(list(v.headroom.values())) if v.headroom else 0
+    if not v.headroom:
+        return 0
+    refuse = too_large(problem.snapshot.source, None, "", "shape headroom (copies of the target shapes that fit)")
+    return _weighted(checked([(var, 1) for var in v.headroom.values()], refuse))
 
 
 def move_cost(problem: Problem, v: Variables) -> cp_model.LinearExprT:
     """Each move costs its type's cost; arriving on a node with spare GPUs costs a little more (prefer full targets)."""
+    terms = checked(move_cost_terms(problem, v), move_costs_too_large(problem))
+    return _weighted(terms) if terms else 0
+
+
+def move_costs_too_large(problem: Problem) -> Callable[[int], ModelRangeError]:
+    return too_large(problem.snapshot.source, None, "", "move costs (planner.move_cost settings, compactor.io/move-cost, "
+                     "spare GPUs of the targets)")
+
+
+def move_cost_terms(problem: Problem, v: Variables) -> LinearTerms:
     terms: LinearTerms = [(var, problem.types[t].cost) for (t, _), var in v.out.items()]
     weight = problem.settings.move_cost.prefer_full_targets
     if weight:
@@ -159,7 +198,7 @@ def move_cost(problem: Problem, v: Variables) -> cp_model.LinearExprT:
             spare = round(problem.nodes[n].free_gpus_before)
             if spare and n not in problem.types[t].initial:
                 terms.append((var, weight * spare))
-    return _weighted(terms) if terms else 0
+    return terms
 
 
 def add_headroom_vars(problem: Problem, v: Variables) -> None:
@@ -169,6 +208,8 @@ def add_headroom_vars(problem: Problem, v: Variables) -> None:
                 continue
             room = [(state.capacity.get(r, 0) - state.fixed.get(r, 0)) // amount for r, amount in shape.items() if amount]
             upper = max(0, min(room)) if room else 0
+            if upper > REACH_LIMIT:
+                raise too_large(problem.snapshot.source, state.node.name, "shape headroom", "copies of a target shape")(upper)
             if upper:
                 v.headroom[s, state.index] = v.model.new_int_var(0, upper, f"head_{s}_{state.index}")
 

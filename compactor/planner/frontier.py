@@ -28,6 +28,7 @@ from ortools.sat.python import cp_model
 from compactor.planner import constraints as c
 from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, Drainer, greedy
+from compactor.planner.int64 import checked
 from compactor.planner.problem import Problem
 from compactor.planner.solution import concretise, executable, gpu_nodes_changed
 from compactor.planner.solver import SolveResult, empty_nodes, extract, within_limits
@@ -117,7 +118,10 @@ class _CostModel:
         self.k = model.new_int_var(0, len(ran), "k")
         model.add(cp_model.LinearExpr.sum(ran) >= self.k) if ran else model.add(self.k == 0)
         self.weight = sum(s.gpus for s in problem.nodes) + 1  # freed GPUs only break ties between equal costs
-        model.minimize(cp_model.LinearExpr.weighted_sum([c.move_cost(problem, self.v), c.freed_gpus(problem, self.v)], [self.weight, -1]))
+        terms = [(var, cost * self.weight) for var, cost in c.move_cost_terms(problem, self.v)]
+        terms += [(var, -gpus) for var, gpus in c.freed_gpu_terms(problem, self.v)]
+        checked(terms, c.move_costs_too_large(problem))
+        model.minimize(cp_model.LinearExpr.weighted_sum([var for var, _ in terms], [k for _, k in terms]))
         self.budget = budget
 
     def solve(self, k: int, hint: Assignment, seconds: float) -> tuple[str, Assignment | None, int]:

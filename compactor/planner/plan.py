@@ -216,12 +216,16 @@ def load_plan(path: str) -> CompactionPlan:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("no such file", source=path) from None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, not UTF-8
         raise InputError(f"cannot read: {exc}", source=path) from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=path) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", source=path) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise InputError(f"unreadable JSON: {exc}", source=path) from None
     try:
         # Strict: a hand-edited "freedGpus": "8" is an error, as the published schema says, not quietly an 8.
         return CompactionPlan.model_validate_json(text, strict=True)

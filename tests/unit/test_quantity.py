@@ -9,6 +9,7 @@ millicores (``MilliValue``), everything else in whole units (``Value``), both ro
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 
 import pytest
@@ -190,3 +191,63 @@ def test_memoised_units_keep_number_and_text_forms_apart() -> None:
     assert to_scheduler_units("cpu", 1) == 1000
     with pytest.raises(ValueError, match="invalid quantity"):
         to_scheduler_units("cpu", ["1"])  # unhashable: checked, not memoised
+
+
+# ------------------------------------------------------------------ size limits: what kube-scheduler can count
+# The API server stores decimal quantities of any size and caps binary-SI ones at 2^63-1 (ParseQuantity);
+# kube-scheduler counts cpu in millicores and the rest in units as int64, so anything beyond is refused.
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "expected"),
+    [
+        pytest.param("cpu", "9223372036854775.807", INT64_MAX, id="cpu-at-the-int64-millicore-limit"),
+        pytest.param("cpu", "1e15", 10**18, id="cpu-huge-but-countable"),
+        pytest.param("memory", "9223372036854775807", INT64_MAX, id="memory-at-the-limit"),
+        pytest.param("memory", "1e18", 10**18, id="memory-exabyte"),
+        pytest.param("nvidia.com/gpu", 10**18, 10**18, id="gpu-json-integer"),
+        pytest.param("memory", "8Ei", INT64_MAX, id="binary-si-capped-like-parse-quantity"),
+        pytest.param("memory", "100Ei", INT64_MAX, id="binary-si-far-beyond-capped"),
+        pytest.param("cpu", "1e-999999999", 1, id="tiny-positive-rounds-up-not-to-zero"),
+    ],
+)
+def test_amounts_up_to_the_schedulers_int64_are_counted(resource: str, value: object, expected: int) -> None:
+    assert to_scheduler_units(resource, value) == expected
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "limit"),
+    [
+        pytest.param("cpu", "1e18", "9223372036854775807m", id="cpu-1e18-cores-is-1e21-millicores"),
+        pytest.param("cpu", "9223372036854775.808", "9223372036854775807m", id="cpu-one-millicore-past"),
+        pytest.param("memory", "9223372036854775808", "9223372036854775807", id="memory-one-byte-past"),
+        pytest.param("nvidia.com/gpu", "1e100000", "9223372036854775807", id="gpu-hundred-thousand-digit-exponent"),
+        pytest.param("memory", "1e999999999999", "9223372036854775807", id="exponent-beyond-decimal-context"),
+        pytest.param("cpu", 10**30, "9223372036854775807m", id="json-integer"),
+        pytest.param("cpu", 1e300, "9223372036854775807m", id="json-float"),
+        pytest.param("nvidia.com/gpu", "1" + "0" * 100_000, "9223372036854775807", id="hundred-thousand-digits"),
+        pytest.param("memory", "10E", "9223372036854775807", id="exa-decimal-si-is-not-capped"),
+    ],
+)
+def test_amounts_beyond_the_schedulers_int64_are_refused_quickly(resource: str, value: object, limit: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="too large") as caught:
+        to_scheduler_units(resource, value)
+    assert time.monotonic() - started < 1.0
+    message = str(caught.value)
+    assert f"kube-scheduler counts {resource} in" in message and message.endswith(f"at most {limit}")
+    assert "\n" not in message and len(message) < 200  # one short line, even for 100,000 digits
+
+
+def test_a_too_large_quantity_in_a_pod_names_file_pod_and_field() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_resource_list({"cpu": "1e18"}, source="snap.json", obj="Pod ns/a", field="spec.containers[0].resources.requests")
+    assert str(caught.value) == ("snap.json: Pod ns/a: spec.containers[0].resources.requests.cpu: quantity '1e18' is too large: "
+                                 "kube-scheduler counts cpu in millicores as a 64-bit integer, at most 9223372036854775807m")
+
+
+def test_memory_limits_are_stated_in_bytes() -> None:
+    with pytest.raises(ValueError, match="counts memory in bytes"):
+        to_scheduler_units("memory", "1e19")
