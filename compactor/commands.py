@@ -322,14 +322,14 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
     with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
         try:
             if not dry_run:
-                _say_recovered(recover(client, settings.executor, clock))
+                _say_recovered(recover(client, settings.executor, clock, rules=settings.planner))
             if plan is None:
                 if make_plan is None:
                     raise CompactorError("no plan to carry out")
                 plan = make_plan()
             if make_plan is not None:  # `run` made the plan itself: say what it is about to do
                 sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
-            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress())
+            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress(), rules=settings.planner)
             return _print_run(executor.execute(plan), client, args.output)
         except Interrupted:
             return _stopped(plan.metadata.id if plan else "")

@@ -119,7 +119,7 @@ def run_cycle(
 
     report = CycleReport(started=clock.now())
     if execute and not dry_run:
-        report.recovery = recover(client, settings.executor, clock)
+        report.recovery = recover(client, settings.executor, clock, rules=settings.planner)
         if report.recovery.resumed is not None:
             resumed = report.recovery.resumed
             exporter.record_run(resumed.status, evictions=_evictions(resumed), gained=_gained(resumed), steering=resumed.steering)
@@ -137,9 +137,10 @@ def run_cycle(
 
             objects = [*client.list_nodes(), *client.list_pods(), *client.list_pdbs()]
             recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace, probe=client)
-            run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress).execute(plan)
+            run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress,
+                           rules=settings.planner).execute(plan)
         else:
-            run = Executor(client, settings.executor, clock, progress=progress).execute(plan)
+            run = Executor(client, settings.executor, clock, progress=progress, rules=settings.planner).execute(plan)
         report.run = run
         exporter.record_run(run.shown_status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()),
                             steering=run.steering)

@@ -99,6 +99,9 @@ class PlannerSettings(_Group):
     max_moves_per_node: int | None = Field(None, ge=0)
     max_moves_per_namespace: int | None = Field(None, ge=0)
     min_gain_per_move: float = Field(0.0, ge=0, description="net freed GPUs per move the plan must reach")
+    min_replicas: int = Field(2, ge=1, description="a workload with fewer ready replicas than this is not moved unless a "
+                                                   "PodDisruptionBudget covers it (moving the only replica of a model server "
+                                                   "means its whole start-up as downtime)")
     place_pending: bool = True
     max_candidate_pods: int = Field(1500, ge=1, description="movable pods the model may move; beyond it, the least-loaded freeable nodes' pods")
     max_targets_per_type: int = Field(24, ge=1, description="candidate target nodes per group of identical pods")
@@ -174,9 +177,6 @@ class ExecutorSettings(_Group):
                                           "never release each other's fences")
     max_plan_age_seconds: float = Field(3600.0, gt=0, description="a plan (apply --plan) or an interrupted run older than this "
                                                                   "is refused: the cluster it was computed on is gone")
-    min_replicas: int = Field(2, ge=1, description="a workload with fewer ready replicas than this is not moved unless a "
-                                                   "PodDisruptionBudget covers it (moving the only replica of a model server "
-                                                   "means its whole start-up as downtime)")
     release_deadline_seconds: float = Field(120.0, gt=0, description="how long releasing fences (end of run, rollback) keeps "
                                                                      "retrying through API errors, honouring Retry-After")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from compactor.actions.client import ClusterClient, Obj
@@ -30,7 +31,7 @@ from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.validate import plan_still_holds
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings
+from compactor.settings import ExecutorSettings, PlannerSettings
 
 __all__ = ["Abort", "Executor", "Progress", "RunReport"]
 log = logging.getLogger("compactor.executor")
@@ -78,6 +79,7 @@ class Executor:
         dry_run: bool = False,
         progress: Callable[[Progress], None] | None = None,
         steering: Choice | None = None,
+        rules: PlannerSettings | None = None,
     ) -> None:
         self.client = client
         self.settings = settings
@@ -85,6 +87,7 @@ class Executor:
         self.dry_run = dry_run
         self.progress = progress or (lambda _p: None)
         self._choice = steering
+        self.rules = rules or PlannerSettings()  # the movability rules each eviction is checked against again
 
     @property
     def steering(self) -> Choice:
@@ -101,6 +104,12 @@ class Executor:
         if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
             report.status = "nothing-to-do"
             return report
+        if (age := self._too_old(plan)) and resume is None:
+            report.status, report.reason = "failed", age
+            log.error("plan refused", extra={"plan": plan.metadata.id, "reason": age})
+            return report
+        if age and resume is not None:  # an interrupted run of a plan this old is undone, not carried on
+            return self.abandon(plan, resume, reason=age)
         run = self._run(plan, resume or RunState(plan_id=plan.metadata.id))
         try:
             run.started = run.held_since = self.clock.monotonic()  # holds in a resumed state get a full steer_timeout from now
@@ -113,6 +122,9 @@ class Executor:
             if run.state.phase != Phase.FINISHING:  # interrupted while finishing: every move is done, nodes may be released
                 self._move_everything(run)
             report.freed_nodes = finish(run)
+            if run.state.refused:
+                report.status = "partial"
+                report.reason = f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(run.notes[:3])
             if run.capped:
                 report.status = "partial"
                 report.reason = f"{run.capped} reached; the rest waits for the next run"
@@ -132,6 +144,19 @@ class Executor:
         self._judge(run, report)
         return report
 
+    def _too_old(self, plan: CompactionPlan) -> str:
+        """Why ``plan`` is too old to carry out ('' when it is not): the cluster it was computed on is gone."""
+        try:
+            created = datetime.fromisoformat(plan.metadata.created_at.replace("Z", "+00:00"))
+        except ValueError:
+            return f"plan {plan.metadata.id}: createdAt {plan.metadata.created_at!r} is not a timestamp; refusing a plan of unknown age"
+        age = (self.clock.now() - created).total_seconds()
+        limit = self.settings.max_plan_age_seconds
+        if age <= limit:
+            return ""
+        return (f"plan {plan.metadata.id} was computed {age:.0f}s ago, more than executor.max_plan_age_seconds ({limit:g}); "
+                "plan again from the cluster as it is now")
+
     def abandon(self, plan: CompactionPlan, state: RunState, *, reason: str) -> RunReport:
         """Roll back an interrupted run without resuming it."""
         run = self._run(plan, state)
@@ -141,7 +166,8 @@ class Executor:
 
     def _run(self, plan: CompactionPlan, state: RunState) -> Run:
         steerer: Steerer = steerer_for(self.steering)
-        return Run(plan, state, self.client, self.settings, self.clock, steerer, dry_run=self.dry_run, progress=self.progress)
+        return Run(plan, state, self.client, self.settings, self.clock, steerer, dry_run=self.dry_run, progress=self.progress,
+                   rules=self.rules)
 
     @staticmethod
     def _move_everything(run: Run) -> None:

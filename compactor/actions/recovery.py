@@ -24,7 +24,7 @@ from compactor.actions.state import Phase, RunState, StateUnreadable
 from compactor.actions.steering.policy import write_entries
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings
+from compactor.settings import ExecutorSettings, PlannerSettings
 
 log = logging.getLogger("compactor.recovery")
 
@@ -50,7 +50,9 @@ def _parse_time(value: str) -> datetime | None:
         return None
 
 
-def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, resume: bool = True) -> RecoveryReport:
+def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, resume: bool = True,
+            rules: PlannerSettings | None = None) -> RecoveryReport:
+    """``rules``: the movability rules a resumed run checks each eviction against (the planner's settings)."""
     report = RecoveryReport()
     data = client.read_state(ann.STATE_CONFIGMAP)
     if data and data.get("plan"):
@@ -61,7 +63,7 @@ def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, 
             client.write_state(ann.STATE_CONFIGMAP, None)
             report.discarded = str(exc)
         else:
-            report.resumed = _resume(Executor(client, settings, clock), plan, active, resume=resume)
+            report.resumed = _resume(Executor(client, settings, clock, rules=rules), plan, active, resume=resume)
     elif data is not None:
         client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume
     _release_orphans(client, settings, clock, report)

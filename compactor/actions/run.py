@@ -23,7 +23,7 @@ from compactor.actions.retry import Backoff, retrying
 from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings
+from compactor.settings import ExecutorSettings, PlannerSettings
 
 if TYPE_CHECKING:
     from compactor.actions.steering import Steerer
@@ -59,6 +59,7 @@ class Run:
     steerer: Steerer
     dry_run: bool = False
     progress: Callable[[Progress], None] = lambda _p: None
+    rules: PlannerSettings = field(default_factory=PlannerSettings)  # the movability rules asked again at each eviction
     capped: str = ""  # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
@@ -92,8 +93,9 @@ class Run:
 
     @property
     def unfinished_sources(self) -> set[str]:
-        """Nodes with a planned move not done (the run stopped at a budget before them): not drained, not to wait for."""
-        return {m.from_node for m in self.plan.moves if m.pod not in self.state.done}
+        """Nodes with a planned move not done (the run stopped at a budget before them, or the move was refused at its
+        eviction): not drained, not to wait for."""
+        return {m.from_node for m in self.plan.moves if m.pod not in self.state.done or m.pod in self.state.refused}
 
     @cached_property
     def fences(self) -> list[str]:

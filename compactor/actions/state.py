@@ -64,6 +64,7 @@ class RunState(BaseModel):
     phase: Phase = Phase.CORDONING
     cordoned: list[str] = Field(default_factory=list)  # nodes this run fenced (and only those), written before each cordon
     done: list[str] = Field(default_factory=list)  # pods whose move is over (replaced, or found gone)
+    refused: dict[str, str] = Field(default_factory=dict)  # pod -> why it was not evicted (a rule failed at its eviction)
     inflight: dict[str, InFlight] = Field(default_factory=dict)  # pod -> its eviction in flight
     held: list[str] = Field(default_factory=list)  # nodes cordoned for a moment so that a pod binds on its planned node
     pins: dict[str, str] = Field(default_factory=dict)  # owner uid -> node: steering entries written (policy mechanism)
@@ -77,7 +78,7 @@ class RunState(BaseModel):
         """The ConfigMap's data: one key per field (JSON text), the plan as ``encode_plan`` made it."""
         return {
             "planId": self.plan_id, "phase": self.phase.value, "updatedAt": self.updated_at,
-            "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done),
+            "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "refused": json.dumps(self.refused),
             "inflight": json.dumps({pod: flight.model_dump() for pod, flight in self.inflight.items()}),
             "held": json.dumps(self.held), "pins": json.dumps(self.pins), "reserved": json.dumps(self.reserved),
             "freeBefore": json.dumps(self.free_before), "evictions": str(self.evictions), "reason": self.reason,
@@ -91,7 +92,7 @@ class RunState(BaseModel):
             plan = decode_plan(data.get("plan") or "")
             fields = {
                 "plan_id": data.get("planId") or plan.metadata.id, "phase": data.get("phase") or Phase.CORDONING.value,
-                "cordoned": _json(data, "cordoned", "[]"), "done": _json(data, "done", "[]"),
+                "cordoned": _json(data, "cordoned", "[]"), "done": _json(data, "done", "[]"), "refused": _json(data, "refused", "{}"),
                 "inflight": _json(data, "inflight", "{}"), "held": _json(data, "held", "[]"), "pins": _json(data, "pins", "{}"),
                 "reserved": _json(data, "reserved", "{}"), "free_before": _json(data, "freeBefore", "{}"),
                 "evictions": int(data.get("evictions") or 0), "reason": data.get("reason") or "", "updated_at": data.get("updatedAt") or "",

@@ -38,6 +38,7 @@ class Unmovable(enum.StrEnum):
     LOCAL_STORAGE = "uses emptyDir/hostPath storage (annotate compactor.io/evict=true to allow)"
     OPTED_OUT = "opted out (compactor.io/evict or safe-to-evict = false)"
     PDB_BLOCKS = "a PodDisruptionBudget allows no disruption"
+    FEW_REPLICAS = "fewer ready replicas than planner.min_replicas and no PodDisruptionBudget: moving it is downtime"
     NODE_EXCLUDED = "its node is labelled compactor.io/exclude=true"
     POD_AFFINITY = "required inter-pod (anti-)affinity, which the planner does not model"
     TOPOLOGY_SPREAD = "DoNotSchedule topology spread constraint, which the planner does not model"
@@ -63,8 +64,10 @@ def _ownership_reason(pod: Pod, recreating: Sequence[str]) -> Unmovable | None:
     return None
 
 
-def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreating: Sequence[str]) -> Unmovable | None:
-    """Rules 1-9 of the contract, in order."""
+def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreating: Sequence[str], *,
+                     budget: bool = True) -> Unmovable | None:
+    """Rules 1-9 of the contract, in order. ``budget``: also a PDB allowing no disruption now (the executor, which waits
+    for the budget instead, asks without)."""
     if pod.deletion_timestamp:
         return Unmovable.TERMINATING
     if pod.phase != "Running":
@@ -86,7 +89,7 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreatin
         return Unmovable.LOCAL_STORAGE
     if len(pdbs) > 1:
         return Unmovable.MULTIPLE_PDBS
-    if any(pdb.disruptions_allowed == 0 for pdb in pdbs):
+    if budget and any(pdb.disruptions_allowed == 0 for pdb in pdbs):
         return Unmovable.PDB_BLOCKS
     if node is not None and node.labels.get(EXCLUDE_LABEL) == "true":
         return Unmovable.NODE_EXCLUDED
@@ -118,13 +121,44 @@ def _config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
     return None
 
 
+def _replicas_reason(pdbs: Sequence[Pdb], ready_replicas: int | None, settings: PlannerSettings) -> Unmovable | None:
+    """A PDB says how much disruption the owner accepts; without one, too few ready replicas means an outage."""
+    if pdbs or ready_replicas is None or ready_replicas >= settings.min_replicas:
+        return None
+    return Unmovable.FEW_REPLICAS
+
+
 def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings,
-                  volumes: VolumeIndex | None = None) -> Unmovable | None:
-    """The first rule that keeps ``pod`` in place, or None when a plan may move it."""
-    reason = _contract_reason(pod, node, pdbs, settings.recreating_controllers) or _config_reason(pod, settings)
+                  volumes: VolumeIndex | None = None, *, ready_replicas: int | None = None) -> Unmovable | None:
+    """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
+    (None: not counted)."""
+    reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or _config_reason(pod, settings)
+              or _replicas_reason(pdbs, ready_replicas, settings))
     if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
         return Unmovable.VOLUMES
     return reason
+
+
+def why_not_evictable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings, *,
+                      ready_replicas: int | None) -> Unmovable | None:
+    """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
+    its PDBs' budget now (the executor waits for it) and where its volumes attach (the snapshot said)."""
+    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, budget=False) or _config_reason(pod, settings)
+            or _replicas_reason(pdbs, ready_replicas, settings))
+
+
+def controller_uid(pod: Pod) -> str:
+    return next((o.uid for o in pod.owners if o.controller), "")
+
+
+def ready_replicas(pods: Iterable[Pod]) -> dict[str, int]:
+    """Controller uid -> its Ready pods that are not being deleted."""
+    counts: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        uid = controller_uid(pod)
+        if uid and pod.ready and not pod.deletion_timestamp:
+            counts[uid] += 1
+    return counts
 
 
 def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex) -> str | None:
@@ -170,4 +204,6 @@ def movability(
     """Pod key -> None (movable) or the reason it is not, for every bound pod."""
     bound = [p for p in pods if p.is_bound]
     covering = pdbs_by_pod(bound, pdbs)
-    return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings, volumes) for p in bound}
+    replicas = ready_replicas(bound)
+    return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings, volumes,
+                                 ready_replicas=replicas.get(controller_uid(p), 0)) for p in bound}

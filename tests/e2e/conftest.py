@@ -284,11 +284,16 @@ def _delete_namespace(kube: Kube, name: str, timeout: float = 180, *, force_pods
             return
         raise
     if force_pods:  # no kubelet needed to finish them (a fake one may be gone already)
-        try:
-            kube.core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        for attempt in range(5):  # a busy API server answers a large collection delete with 504 (it goes on deleting)
+            try:
+                kube.core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+                break
+            except ApiException as exc:
+                if exc.status == 404:
+                    break
+                if exc.status not in (429, 500, 503, 504) or attempt == 4:
+                    raise
+                time.sleep(2)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if get_or_none(kube.core.read_namespace, name) is None:

@@ -47,6 +47,13 @@ STATE_NAMESPACE = "gpu-compactor"
 STATE_CONFIGMAP = "gpu-compactor-state"
 COMPACTOR_ANNOTATION_PREFIX = "compactor.io/"
 COMPACTOR_TAINT_KEY = "compactor.io/reserved"
+FENCE_TAINT_PREFIX = "compactor.io/fence-"  # + the installation (compactor.actions.annotations.fence_key)
+
+
+def is_closed(node: Obj) -> bool:
+    """Closed to new pods by a compactor's fence taint or a cordon."""
+    spec = node.get("spec") or {}
+    return bool(spec.get("unschedulable")) or any(str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX) for t in spec.get("taints") or [])
 # Pick these nodes instead of the first two eligible ones (comma-separated). Not COMPACTOR_*: that prefix is the product's settings.
 NODES_ENV = "GPU_COMPACTOR_E2E_NODES"
 
@@ -217,7 +224,8 @@ def why_not_candidate(node: Obj) -> str:
         return "not Ready"
     if (node.get("spec") or {}).get("unschedulable") and not (ours and marks.get("compactor.io/cordoned-by")):
         return "cordoned"
-    taints = [t for t in blocking_taints(node) if not (ours and t.startswith(f"{COMPACTOR_TAINT_KEY}="))]
+    taints = [t for t in blocking_taints(node)
+              if not (ours and (t.startswith(f"{COMPACTOR_TAINT_KEY}=") or t.startswith(FENCE_TAINT_PREFIX)))]
     if taints:
         return f"tainted {', '.join(taints)}"
     if node_labels.get("compactor.io/exclude") == "true":
@@ -309,7 +317,7 @@ def release_compactor_marks(core: Any, node: Obj) -> bool:
     if marks.get("compactor.io/cordoned-by"):
         body["spec"] = {"unschedulable": None}
     taints = spec.get("taints") or []
-    kept = [t for t in taints if t.get("key") != COMPACTOR_TAINT_KEY]
+    kept = [t for t in taints if t.get("key") != COMPACTOR_TAINT_KEY and not str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX)]
     if len(kept) != len(taints):
         body.setdefault("spec", {})["taints"] = kept
     with_retries(lambda: core.patch_node(name, body, _content_type="application/merge-patch+json"),
@@ -548,7 +556,7 @@ class PdbWatcher(threading.Thread):
                     f"(expectedPods={status.get('expectedPods')}, disruptionsAllowed={status.get('disruptionsAllowed')})")
         for name in self.nodes:
             node = raw(self.core.read_node, name, _request_timeout=10)
-            if (node.get("spec") or {}).get("unschedulable"):
+            if is_closed(node):
                 self.result.cordoned.setdefault(name, []).append(now)
         self.result.samples += 1
 

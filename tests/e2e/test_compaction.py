@@ -37,6 +37,7 @@ from tests.e2e.helpers import (
     deployment,
     describe_pods,
     get_or_none,
+    is_closed,
     is_running_ready,
     is_terminating,
     kubeconfig_args,
@@ -190,7 +191,7 @@ def test_run_once_frees_a_node_without_violating_any_pdb(kube: Kube, gpu_nodes: 
     nodes = raw(kube.core.list_node).get("items") or []
     marked = {name_of(n): compactor_marks(n) for n in nodes if compactor_marks(n)}
     assert not marked, f"nodes still carry compactor marks: {marked}"
-    unschedulable = sorted(name_of(n) for n in nodes if (n.get("spec") or {}).get("unschedulable"))
+    unschedulable = sorted(name_of(n) for n in nodes if is_closed(n))
     newly = sorted(set(unschedulable) & gpu_nodes.schedulable_before)
     assert not newly, f"nodes schedulable before the test are cordoned now: {newly}"
     leftover = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)

@@ -9,7 +9,7 @@ PodDisruptionBudgets and pods and the cluster's nodes, until stopped. It records
 * evictions: pods of the namespace that received a ``deletionTimestamp`` while watched
   (the test deletes nothing meanwhile), and the pods created meanwhile with the node
   each was bound to;
-* cordons: how long each node was ``spec.unschedulable``, from the events' arrival times;
+* fences: how long each node was closed (a compactor fence taint, or cordoned), from the events' arrival times;
 * the plan the run carried out, from the executor's state ConfigMap (``compactor run`` plans
   afresh, and the solver may pick another of several equally good plans than ``compactor plan``).
 
@@ -29,7 +29,7 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
 from compactor.actions.state import decode_plan
-from tests.e2e.helpers import STATE_CONFIGMAP, STATE_NAMESPACE, Obj, name_of, raw
+from tests.e2e.helpers import STATE_CONFIGMAP, STATE_NAMESPACE, Obj, is_closed, name_of, raw
 
 WATCH_SECONDS = 30  # server-side timeout of one watch request; the stream is resumed from the last resourceVersion
 
@@ -198,7 +198,7 @@ class RunWatcher:
 
     def _on_node(self, kind: str, node: Obj) -> None:
         name = name_of(node)
-        cordoned = kind != "DELETED" and bool((node.get("spec") or {}).get("unschedulable"))
+        cordoned = kind != "DELETED" and is_closed(node)  # fenced by a compactor's taint (or cordoned)
         now = time.monotonic()
         if cordoned and name not in self._cordoned_since:
             self._cordoned_since[name] = now

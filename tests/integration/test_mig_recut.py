@@ -27,6 +27,8 @@ LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
 CUT = {"all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}, "all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4}}
 SETTINGS = ExecutorSettings(poll_seconds=1, replacement_timeout_seconds=60, mig_reconfigure_timeout_seconds=120, steer_timeout_seconds=30)
 
+RULES = PlannerSettings(min_replicas=1)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
+
 
 def sliced(name: str) -> dict[str, Any]:
     return node(name, mig={"1g.10gb": 14}, physical_gpus=2, product=A100_80,
@@ -42,7 +44,7 @@ def objects() -> list[dict[str, Any]]:
 
 def recut_plan(objects_: list[dict[str, Any]]) -> CompactionPlan:
     """The planner's plan for these objects (the same dicts as the fake cluster's, so the uids match)."""
-    settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True)
+    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True)
     plan = build_plan(cluster(*objects_), settings, source="test", now=EPOCH, plan_id="plan-recut",
                       mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"))
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
@@ -54,7 +56,7 @@ def run(manager: FakeMigManager) -> tuple[FakeCluster, RunReport]:
     world = objects()
     c = FakeCluster(world)
     c.mig_manager = manager
-    return c, Executor(c, SETTINGS, c.clock).execute(recut_plan(world))
+    return c, Executor(c, SETTINGS, c.clock, rules=RULES).execute(recut_plan(world))
 
 
 def bound(c: FakeCluster, name: str) -> str:
@@ -110,7 +112,7 @@ def test_a_dry_run_simulates_mig_manager_and_changes_nothing() -> None:
     world = objects()
     c, plan = FakeCluster(world), recut_plan(world)
     recording = RecordingClient([*c.list_nodes(), *c.list_pods(), *c.list_pdbs()], plan)
-    report = Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
+    report = Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True, rules=RULES).execute(plan)
     assert report.status == "succeeded" and report.recuts == {"b": "success"}, report.reason
     assert c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-1g.10gb"
     assert any(call.method == "patch_node" and call.args["patch"]["metadata"].get("labels") for call in recording.calls)
@@ -131,7 +133,7 @@ def test_a_crash_while_mig_manager_works_is_resumed_and_the_label_written_once()
     c.crash_after(k, when="after")
     plan = recut_plan(world)
     try:
-        Executor(c, SETTINGS, c.clock).execute(plan)
+        Executor(c, SETTINGS, c.clock, rules=RULES).execute(plan)
     except Crash:
         pass
     else:
@@ -153,7 +155,7 @@ def test_a_rollback_while_mig_manager_works_leaves_the_node_cordoned_not_release
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager(CUT, takes=60)
     hook = on_progress(lambda p: p.current == "re-cutting b", lambda: c.fail_next("get_node", 403))
-    report = Executor(c, SETTINGS, c.clock, progress=hook).execute(recut_plan(world))
+    report = Executor(c, SETTINGS, c.clock, progress=hook, rules=RULES).execute(recut_plan(world))
     assert report.status == "failed", report.reason
     b = c.nodes["b"]
     assert c.is_fenced("b") and b["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
@@ -167,7 +169,7 @@ def idle_in_the_wrong_sizes() -> tuple[list[dict[str, Any]], CompactionPlan]:
     idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
                 labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
     world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)]]
-    settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25)
+    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25)
     return world, build_plan(cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y"))
 
 
@@ -176,7 +178,7 @@ def test_an_idle_node_re_cut_for_the_workload_alone_is_relabelled_and_released()
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("idle", "all-1g.10gb")] and not plan.moves
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager({**CUT, "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 7}}, takes=10)
-    report = Executor(c, SETTINGS, c.clock).execute(plan)
+    report = Executor(c, SETTINGS, c.clock, rules=RULES).execute(plan)
     assert report.status == "succeeded" and report.recuts == {"idle": "success"}, report.reason
     assert c.nodes["idle"]["status"]["allocatable"] == {**{k: v for k, v in c.nodes["idle"]["status"]["allocatable"].items()
                                                            if not k.startswith("nvidia.com/")}, "nvidia.com/mig-1g.10gb": "7"}
@@ -187,6 +189,6 @@ def test_a_failed_re_cut_with_no_pending_pod_still_makes_the_run_partial() -> No
     world, plan = idle_in_the_wrong_sizes()
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager(CUT, takes=10, outcome="failed")
-    report = Executor(c, SETTINGS, c.clock).execute(plan)
+    report = Executor(c, SETTINGS, c.clock, rules=RULES).execute(plan)
     assert (report.status, report.recuts) == ("partial", {"idle": "failed"}), report.reason
     assert "re-cut of idle to all-1g.10gb failed" in report.reason

@@ -23,14 +23,17 @@ from compactor.actions.steering.detect import choose
 from compactor.actions.steering.pin import NOT_IN_EFFECT, STEERED_TO
 from compactor.errors import CompactorError
 from compactor.planner.plan import CompactionPlan
+from compactor.settings import PlannerSettings
 from tests.builders import node, pod, steering_policy
-from tests.fakecluster import Crash, FakeCluster
+from tests.fakecluster import EPOCH, Crash, FakeCluster
 from tests.integration.test_executor import SETTINGS, Obj, agents, assert_clean, events, hand_plan, make_plan, marks, rs, run, writes
 from tests.integration.test_executor import pdb as budget
 from tests.integration.test_steering import gpu_nodes_of, node_drained_for_a_pending_pod, spare_node_beside_a_freeable_one
 
 PARAMETERS = "gpu-compactor-steering"
 POLICY = SETTINGS.model_copy(update={"steering": "policy"})
+
+RULES = PlannerSettings(min_replicas=1)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
 
 
 def with_policy(objects: list[Obj], **fake: Any) -> tuple[FakeCluster, CompactionPlan]:
@@ -236,7 +239,7 @@ def test_a_pod_the_owner_makes_meanwhile_and_that_cannot_bind_is_evicted_so_it_c
             scaled.append(True)
             c.controllers[("ReplicaSet", "default", "serve")].replicas += 1  # created pinned too; gpu-1 fits only one of them
 
-    report = run(c, plan, progress=scale_up_while_pinned)
+    report = run(c, plan, progress=scale_up_while_pinned, rules=RULES)
     assert scaled and report.status == "succeeded", report.reason
     assert [e["reason"] for e in events(c, "CompactorUnpin")] == ["CompactorUnpin"]
     c.settle()
@@ -292,7 +295,7 @@ def test_a_dry_run_with_the_policy_in_the_snapshot_shows_each_entry_and_changes_
     base = spare_node_beside_a_freeable_one()
     objects, plan = [*base, *steering_policy()], make_plan(base)
     client = RecordingClient(objects, plan)
-    report = Executor(client, SETTINGS, SimulatedClock(), dry_run=True).execute(plan)
+    report = Executor(client, SETTINGS, SimulatedClock(EPOCH), dry_run=True, rules=RULES).execute(plan)
     assert report.shown_status == "dry-run" and report.steering == "policy"
     lines = client.intended_changes()
     pins = [line for line in lines if line.startswith("patch configmap/gpu-compactor/gpu-compactor-steering")]
@@ -318,7 +321,7 @@ def test_a_stop_while_a_replacement_is_awaited_keeps_its_entry_and_the_next_run_
 
     c.scheduler = "never"  # the replacement is created, pinned, and waits for the scheduler
     with pytest.raises(Interrupted):
-        Executor(c, SETTINGS, StoppableClock(c.clock, stop), progress=stop_while_pinned).execute(plan)
+        Executor(c, SETTINGS, StoppableClock(c.clock, stop), progress=stop_while_pinned, rules=RULES).execute(plan)
     assert set(entries(c).values()) == {"gpu-1"}  # removing it now would let a replacement made later arrive unpinned
     c.scheduler = "spread"
     recovered = recover(c, SETTINGS, c.clock)

@@ -197,7 +197,7 @@ def _pod_shape(draw: st.DrawFn, free: dict[str, int]) -> dict[str, Any] | None:
 @st.composite
 def planner_settings(draw: st.DrawFn) -> PlannerSettings:
     shapes = draw(st.integers(0, 4)) == 0
-    return PlannerSettings(
+    return PlannerSettings(min_replicas=1,
         time_limit_seconds=5,
         workers=2,
         mode="shapes" if shapes else "free-nodes",
@@ -364,7 +364,7 @@ def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple
 @given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True))
 def test_plan_matches_brute_force_optimum(objects: list[dict[str, Any]]) -> None:
     snapshot = cluster(*objects)
-    config = PlannerSettings(time_limit_seconds=5, workers=2, objective="max-free")
+    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
     movable = [k for k, why in movable_pods(snapshot, config).items() if why is None]
     assume(len(movable) <= 6)
     plan = _plan(snapshot, config)
@@ -384,7 +384,7 @@ def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optim
     """Each objective's plan passes the checker; every point costs at least the brute force's fewest moves for its
     freed-node count, and exactly that where it claims OPTIMAL (move cost = moves: no cost annotations here)."""
     snapshot = cluster(*objects)
-    config = PlannerSettings(time_limit_seconds=5, workers=2)
+    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2)
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     curve = brute_force_curve(snapshot, config)
     note(f"brute force curve: {curve}")
@@ -414,7 +414,7 @@ def test_brute_force_sees_what_the_planner_must_do() -> None:
         pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2),
         pod("big", gpus=8, owner="Job/big"),
     )
-    config = PlannerSettings(time_limit_seconds=5, workers=2)
+    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2)
     # 18 GPUs of demand on 24: big fits once b joins a (1 move); no node can also be freed.
     assert brute_force(snapshot, config) == (1, 0, 1)
     # Without the pending pod: c joins a or b and g2 is freed.
@@ -449,7 +449,7 @@ def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(objects: 
     optimum, OPTIMAL means the true optimum, and it is never worse than the greedy warm start."""
     snapshot = cluster(*objects)
     targets, pods = narrow
-    config = PlannerSettings(time_limit_seconds=5, workers=2, objective="max-free", max_targets_per_type=targets, max_candidate_pods=pods)
+    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free", max_targets_per_type=targets, max_candidate_pods=pods)
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     plan = _plan(snapshot, config)
     assert not check_plan(snapshot, plan, config)

@@ -24,7 +24,7 @@ from tests.builders import claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import assert_valid, movable_reason
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-FAST = {"time_limit_seconds": 5, "workers": 2}
+FAST = {"time_limit_seconds": 5, "workers": 2, "min_replicas": 1}  # single replicas on purpose: the guard has tests of its own
 EMPTY_DIR = [{"name": "scratch", "emptyDir": {}}]
 HOST_PATH = [{"name": "host", "hostPath": {"path": "/var/data"}}]
 AFFINITY_TERM = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
@@ -398,3 +398,33 @@ def test_movability_reasons_agree_with_checker() -> None:
     checker = {p.key: movable_reason(p, nodes.get(p.node_name), snapshot.pdbs, cfg) for p in snapshot.pods}
     assert {k: v is None for k, v in planner.items()} == {k: v is None for k, v in checker.items()}
     assert {k for k, v in planner.items() if v is None} == {"default/ok", "default/local-ok"}
+
+
+# ----- the replica guard (planner.min_replicas) ----------------------------------------------------------------
+
+
+def guard_reasons(*objects: dict[str, Any], min_replicas: int = 2) -> dict[str, Unmovable | None]:
+    snapshot = cluster(node("gpu-1", gpus=8), node("gpu-2", gpus=8), *objects)
+    nodes = {n.name: n for n in snapshot.nodes}
+    return movability(snapshot.pods, nodes, snapshot.pdbs, settings(min_replicas=min_replicas))
+
+
+def test_the_only_ready_replica_without_a_budget_stays() -> None:
+    reasons = guard_reasons(pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"))
+    assert reasons["default/solo"] is Unmovable.FEW_REPLICAS
+
+
+def test_two_ready_replicas_may_move_but_one_not_ready_sibling_does_not_count() -> None:
+    pair = [pod("a-0", on="gpu-1", gpus=1, owner="ReplicaSet/a"), pod("a-1", on="gpu-2", gpus=1, owner="ReplicaSet/a")]
+    assert guard_reasons(*pair)["default/a-0"] is None
+    pair[1]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert guard_reasons(*pair)["default/a-0"] is Unmovable.FEW_REPLICAS
+
+
+def test_a_budget_says_what_the_owner_accepts_so_the_guard_steps_aside() -> None:
+    reasons = guard_reasons(pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"), pdb("solo", match={"app": "solo"}, allowed=1))
+    assert reasons["default/solo"] is None
+
+
+def test_min_replicas_one_turns_the_guard_off() -> None:
+    assert guard_reasons(pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"), min_replicas=1)["default/solo"] is None

@@ -102,7 +102,7 @@ def test_plans_written_by_the_cli_validate(args: list[str], capsys: pytest.Captu
 
 
 def gpu_cluster_plan(*objects: dict[str, Any], **settings: Any) -> CompactionPlan:
-    config = PlannerSettings(**{"time_limit_seconds": 5, "workers": 2, **settings})
+    config = PlannerSettings(min_replicas=1, **{"time_limit_seconds": 5, "workers": 2, **settings})
     return build_plan(cluster(*objects), config, source="test", now=NOW, plan_id="plan-schema")
 
 
@@ -129,7 +129,7 @@ def recut_plan() -> CompactionPlan:
     objects = [mig_node("a"), mig_node("b"), pod("small-a", on="a", mig="1g.10gb", owner=None),
                pod("small-b", on="b", mig="1g.10gb", owner="ReplicaSet/small"),
                pod("wait-0", mig="3g.40gb", owner=None), pod("wait-1", mig="3g.40gb", owner=None)]
-    settings = PlannerSettings(time_limit_seconds=5, workers=2, mig_repartition=True)
+    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True)
     return build_plan(cluster(*objects), settings, source="test", now=NOW, plan_id="plan-recut",
                       mig_parted=parse_mig_parted(MIG_LAYOUTS, source="gpu-operator/default-mig-parted-config"))
 

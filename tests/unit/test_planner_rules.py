@@ -21,7 +21,7 @@ from tests.plancheck import assert_valid, capacity_of, check_plan, loads_before,
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 # These tests pin the lexicographic optimum (pending, then freed GPUs, then moves): the max-free point of the curve.
-FAST = {"time_limit_seconds": 5, "workers": 2, "objective": "max-free"}
+FAST = {"time_limit_seconds": 5, "workers": 2, "objective": "max-free", "min_replicas": 1}  # the replica guard is tested in test_movability
 
 
 def settings(**overrides: Any) -> PlannerSettings:

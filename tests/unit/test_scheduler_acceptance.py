@@ -17,7 +17,7 @@ from tests.builders import A100_40, A100_80, H100_80, claim_volume, cluster, nod
 from tests.plancheck import assert_valid
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-MAX_FREE = PlannerSettings(time_limit_seconds=5, workers=2, objective="max-free")
+MAX_FREE = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
 
 
 def plan_for(*objects: dict[str, Any], config: PlannerSettings = MAX_FREE) -> tuple[Snapshot, CompactionPlan]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -471,7 +472,7 @@ def _plan(pod_uid: str, *, freed: tuple[str, ...] = ("gpu-1",)) -> CompactionPla
     return CompactionPlan.model_validate({
         "apiVersion": "compactor/v1alpha1",
         "kind": "CompactionPlan",
-        "metadata": {"id": "plan-wire-1", "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
+        "metadata": {"id": "plan-wire-1", "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "test"},  # just made
         "moves": [{"pod": "ml/train-a", "from": "gpu-1", "to": "gpu-2", "reason": "consolidate", "uid": pod_uid,
                    "owner": "ReplicaSet/train", "gpu": True}],
         "freedNodes": list(freed),

@@ -22,6 +22,7 @@ from compactor.actions.retry import Backoff
 from compactor.actions.run import Abort, Run, StopHere
 from compactor.actions.state import InFlight
 from compactor.actions.steps.await_replacement import await_replacement
+from compactor.actions.steps.recheck import refusal, refuse
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")
@@ -29,7 +30,7 @@ MULTIPLE_PDBS = "more than one PodDisruptionBudget"  # the Eviction API's 500 fo
 
 
 def evict_all(run: Run) -> None:
-    pending = [m for m in run.plan.moves if m.pod not in run.state.done]
+    pending = [m for m in run.plan.moves if m.pod not in run.state.done]  # (refused moves are done too: never evicted)
     width = run.settings.max_concurrent_evictions if run.steerer.parallel else 1
     budget = run.settings.max_run_seconds
     for batch in batches(pending, width):
@@ -76,12 +77,18 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
                 waits, busy = [], set()
                 pod = current_pod(run, move)
                 pdbs = _pdbs(run, pod) if pod is not None else []
+            if move.pod in run.state.done:
+                continue  # refused with a move of this batch it depended on
             if pod is None:
                 if move.pod in run.state.inflight:  # evicted before a restart: its replacement is still to be confirmed
                     waits.append(move)
                     continue
                 run.skipped.append(move.pod)
                 mark_done(run, move)
+                continue
+            if why := refusal(run, move, pod, pdbs):
+                refuse(run, move, why)
+                run.skipped.append(move.pod)
                 continue
             _start_move(run, move, pod, pdbs)
             waits.append(move)

@@ -1,0 +1,92 @@
+"""Re-check: just before its eviction, a planned pod must still pass every rule that let the planner move it.
+
+A plan is computed on a snapshot; by the time its eviction comes (minutes later, after a restart, or from a
+hand-written ``apply --plan``) the pod may have been annotated ``safe-to-evict=false``, lost its last sibling,
+gained a DaemonSet owner, or its node may have gone NotReady. The planner's own rules
+(``planner.movability.why_not_evictable``: one implementation) are asked again of the pod as read now, with its
+PDBs and its node as read now, and the planned target must still be a node that takes it. A move that fails is
+never evicted: it is refused with its reason, and so is every move that depended on it (a move off the same
+node, whose emptying the plan was after, or onto it, whose room it was to make).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from compactor.actions import annotations as ann
+from compactor.actions.client import Obj
+from compactor.actions.owners import owner_pods, owner_selector
+from compactor.actions.pods import controller_uid, is_ready, is_terminating
+from compactor.actions.run import Run
+from compactor.actions.steering import Mechanism
+from compactor.actions.steering.room import SOURCE
+from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import parse_node, parse_pdb, parse_pod
+from compactor.model.scheduling import untolerated_taint
+from compactor.model.types import Taint, Toleration
+from compactor.planner.movability import why_not_evictable
+from compactor.planner.plan import Move
+
+log = logging.getLogger("compactor.executor")
+
+
+def refusal(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> str:
+    """Why ``pod`` must not be evicted now ('' when it may)."""
+    source_raw = run.client.get_node(move.from_node)
+    source = parse_node(source_raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) if source_raw else None
+    model = parse_pod(pod, source=SOURCE)
+    replicas = None if pdbs or run.rules.min_replicas <= 1 else _ready_replicas(run, pod)
+    reason = why_not_evictable(model, source, [parse_pdb(p, source=SOURCE) for p in pdbs], run.rules, ready_replicas=replicas)
+    if reason is not None:
+        return reason.value
+    if source is None or not source.ready:
+        return f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
+    if run.steerer.mechanism != Mechanism.POLICY and _tolerates_fences(model.tolerations, run.settings.identity):
+        return ("it tolerates the compactor's fence taint, so no fence keeps its replacement off other nodes and steering "
+                f"{run.steerer.mechanism} cannot place it exactly (the steering policy can)")
+    return _target_refusal(run, move)
+
+
+def _ready_replicas(run: Run, pod: Obj) -> int:
+    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    siblings = owner_pods(run.client, namespace, controller_uid(pod), owner_selector(run.client, pod))
+    return sum(1 for p in siblings if is_ready(p) and not is_terminating(p))
+
+
+def _tolerates_fences(tolerations: tuple[Toleration, ...], identity: str) -> bool:
+    fence = Taint(key=ann.fence_key(identity), value="x", effect="NoSchedule")
+    return untolerated_taint(tolerations, (fence,)) is None
+
+
+def _target_refusal(run: Run, move: Move) -> str:
+    raw = run.client.get_node(move.to_node)
+    if raw is None:
+        return f"its planned node {move.to_node} is gone"
+    target = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
+    if not target.ready:
+        return f"its planned node {move.to_node} is not Ready"
+    if target.unschedulable:
+        return f"its planned node {move.to_node} was cordoned (kubectl cordon) since the plan"
+    return ""
+
+
+def refuse(run: Run, move: Move, why: str) -> None:
+    """``move`` and every not yet done move that depended on it are refused: recorded with their reasons, never evicted."""
+    stuck = {move.from_node}
+    refused = {move.pod: why}
+    changed = True
+    while changed:  # a refused move keeps its pod on its source: moves off that node, or onto it, lose their point or room
+        changed = False
+        for other in run.plan.moves:
+            if other.pod in refused or other.pod in run.state.done or other.pod in run.state.inflight:
+                continue
+            if other.from_node in stuck or other.to_node in stuck:
+                refused[other.pod] = f"depends on the move of {move.pod}, refused: {why}"
+                stuck.add(other.from_node)
+                changed = True
+    for pod, reason in refused.items():
+        log.warning(run.said("move refused at its eviction", "move would be refused (dry run)"), extra={"pod": pod, "reason": reason})
+        run.note(f"not moved {pod}: {reason}")
+        run.state.refused[pod] = reason
+        run.state.done.append(pod)
+    run.save()
