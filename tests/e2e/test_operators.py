@@ -1,0 +1,108 @@
+"""End to end on a real control plane: what operators and other installations do during a run is theirs (issue [12]).
+
+* An operator's ``kubectl cordon`` of a node the plan frees, and an owner's ``safe-to-evict=false`` on a planned pod,
+  both made between ``compactor plan --write`` and ``compactor apply --plan``: the cordon is still there after the run,
+  the opted-out pod was never evicted (same uid), and nothing of the compactor is left on any node.
+* Two installations (another ``installation`` and ``state_namespace``): the second's fence on a node survives the
+  first one's whole run, recovery included.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e import fragmentation as frag
+from tests.e2e.fragmentation import Fleet
+from tests.e2e.helpers import NEEDS_CLUSTER, Kube, compactor_marks, kubeconfig_args, name_of, raw, run_compactor
+from tests.e2e.test_fragmented_fleet import PLAN_TIMEOUT, RUN_TIMEOUT, STATES, compactor_config, settle
+
+pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+MERGE_PATCH = "application/merge-patch+json"  # lists replaced whole (a strategic merge would merge taints by key)
+
+
+def _plan(kube: Kube, namespace: str, fleet: Fleet, tmp_path: Path, executor: dict[str, Any] | None = None) -> tuple[Path, Path, dict[str, Any]]:
+    frag.build(kube, namespace, fleet, STATES[1])
+    config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
+    settings = compactor_config(namespace)
+    settings["executor"].update(executor or {})
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", "--write", str(written),
+                            timeout=PLAN_TIMEOUT)
+    assert planned.returncode == 0, planned.describe()
+    plan = planned.json()
+    assert plan.get("moves") and plan.get("freedNodes"), f"the starting state gave the planner nothing to do:\n{planned.describe()}"
+    return config, written, plan
+
+
+def _apply(config: Path, written: Path) -> dict[str, Any]:
+    ran = run_compactor("apply", "--plan", str(written), *kubeconfig_args(), "--config", str(config), "--output", "json",
+                        timeout=RUN_TIMEOUT)
+    assert ran.returncode in (0, 1), ran.describe()
+    return ran.json()
+
+
+def _node(kube: Kube, name: str) -> dict[str, Any]:
+    return raw(kube.core.read_node, name)
+
+
+def _compactor_taints(node: dict[str, Any]) -> list[str]:
+    return [str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or [] if str(t.get("key", "")).startswith("compactor.io/")]
+
+
+def test_an_operators_cordon_and_an_opt_out_made_after_planning_are_respected(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
+                                                                              steering_policy: str, tmp_path: Path) -> None:
+    config, written, plan = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
+    cordoned = plan["freedNodes"][0]
+    kube.core.patch_node(cordoned, {"spec": {"unschedulable": True}})  # kubectl cordon, as an operator would for maintenance
+    opted = next(m for m in plan["moves"] if m["from"] != cordoned)
+    namespace, name = opted["pod"].split("/", 1)
+    kube.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {SAFE_TO_EVICT: "false"}}})
+    try:
+        report = _apply(config, written)
+        settle(kube, fleet_namespace)
+        pod = raw(kube.core.read_namespaced_pod, name, namespace)
+        assert pod["metadata"]["uid"] == opted["uid"], f"{opted['pod']} was annotated safe-to-evict=false and still evicted"
+        assert report["status"] == "partial" and f"not moved {opted['pod']}" in report["reason"], report
+        assert _node(kube, cordoned)["spec"].get("unschedulable") is True, f"the operator's cordon of {cordoned} was undone"
+        left = {name_of(n): (compactor_marks(n), _compactor_taints(n)) for n in raw(kube.core.list_node).get("items") or []
+                if compactor_marks(n) or _compactor_taints(n)}
+        assert left == {}, f"the run left compactor marks or fences: {left}"
+    finally:
+        kube.core.patch_node(cordoned, {"spec": {"unschedulable": None}}, _content_type=MERGE_PATCH)
+
+
+def test_a_second_installation_never_releases_the_first_ones_fence(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
+                                                                  steering_policy: str, tmp_path: Path) -> None:
+    # the other installation keeps the node it freed fenced (after_drain keepCordoned), in a namespace of its own
+    other_ns = f"{fleet_namespace}-other"
+    kube.core.create_namespace({"metadata": {"name": other_ns}})
+    try:
+        config, written, plan = _plan(kube, fleet_namespace, gpu_fleet, tmp_path,
+                                      executor={"state_namespace": other_ns, "installation": "other", "after_drain": "keepCordoned",
+                                                "steering_name": "absent-steering-policy", "steering": "holds"})
+        report = _apply(config, written)
+        kept = [n for n in plan["freedNodes"] if "compactor.io/fence-other" in _compactor_taints(_node(kube, n))]
+        assert kept, f"the other installation kept no node fenced: {report}"
+        # this installation's run (its recovery first) in the default namespace: the other's fence is not ours
+        mine = tmp_path / "mine.yaml"
+        mine.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
+        ran = run_compactor("run", "--once", *kubeconfig_args(), "--config", str(mine), "--output", "json", timeout=RUN_TIMEOUT)
+        assert ran.returncode in (0, 1), ran.describe()
+        for name in kept:
+            node = _node(kube, name)
+            assert "compactor.io/fence-other" in _compactor_taints(node), f"{name}: the other installation's fence was released"
+            assert compactor_marks(node).get("compactor.io/cordoned-by") == "other", compactor_marks(node)
+    finally:
+        for node in raw(kube.core.list_node).get("items") or []:  # the other installation's keepCordoned fences go with the test
+            taints = (node.get("spec") or {}).get("taints") or []
+            kept_taints = [t for t in taints if t.get("key") != "compactor.io/fence-other"]
+            if len(kept_taints) != len(taints):
+                kube.core.patch_node(name_of(node), {"spec": {"taints": kept_taints or None},
+                                                     "metadata": {"annotations": dict.fromkeys(compactor_marks(node))}},
+                                     _content_type=MERGE_PATCH)
+        kube.core.delete_namespace(other_ns)
