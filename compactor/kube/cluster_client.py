@@ -1,6 +1,8 @@
 """``KubeClusterClient``: the executor's ``ClusterClient`` on the live API, through the official ``kubernetes`` client.
 
-Lists reuse ``compactor.kube.read`` (paginated, raw JSON). Every other call goes through
+Lists reuse ``compactor.kube.read`` (paginated, raw JSON). Pods and nodes, listed, read one by one
+or returned by a patch, are lean (``compactor.kube.lean``: no ``managedFields``, env, probes, ...),
+so the executor never holds a pod's bulk. Every other call goes through
 ``ApiClient.param_serialize`` + ``call_api`` with a raw JSON body and a raw JSON reply, so
 what is sent is exactly what is written here:
 
@@ -31,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.errors import ClusterError
+from compactor.kube.lean import lean
 from compactor.kube.read import DEFAULT_PAGE_SIZE, _list_all, _Listing, _status_message, _transport_reason
 
 log = logging.getLogger(__name__)
@@ -180,11 +183,13 @@ class KubeClusterClient:
                                    "policy/v1", "poddisruptionbudgets in all namespaces"))
 
     def get_node(self, name: str) -> Obj | None:
-        return self._get("/api/v1/nodes/{name}", {"name": name}, "Node", f"reading node {name}")
+        node = self._get("/api/v1/nodes/{name}", {"name": name}, "Node", f"reading node {name}")
+        return lean(node, "Node") if node is not None else None
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
-        return self._get("/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": namespace, "name": name}, "Pod",
-                         f"reading pod {namespace}/{name}")
+        pod = self._get("/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": namespace, "name": name}, "Pod",
+                        f"reading pod {namespace}/{name}")
+        return lean(pod, "Pod") if pod is not None else None
 
     # ----- writes -------------------------------------------------------------------
 
@@ -195,7 +200,7 @@ class KubeClusterClient:
                            query=self._dry_run_query())
         if not reply.ok:
             raise self._error(reply, what)
-        return self._object(reply, "Node", what)
+        return lean(self._object(reply, "Node", what), "Node")
 
     def patch_config_map(self, name: str, patch: Obj) -> Obj:
         what = f"patching configmap {self.namespace}/{name}"
@@ -211,7 +216,7 @@ class KubeClusterClient:
                            body=patch, content_type=MERGE_PATCH, query=self._dry_run_query())
         if not reply.ok:
             raise self._error(reply, what)
-        return self._object(reply, "Pod", what)
+        return lean(self._object(reply, "Pod", what), "Pod")
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         """POST a policy/v1 Eviction; never raises for API answers or transport failures, the outcome says what happened."""

@@ -5,6 +5,13 @@ load in bounded memory per reply. Replies are fetched with
 ``_preload_content=False`` and JSON-decoded directly: the result is the raw
 object dicts ``kubectl get -o json`` prints (camelCase keys, ``kind`` and
 ``apiVersion`` set on every item), which is what ``build_snapshot`` parses.
+
+Those dicts are lean: as each page arrives, its items lose the bulk no decision reads
+(``managedFields``, the last-applied manifest, containers' env, command, probes and mounts,
+container states, a node's cached images; ``compactor.kube.lean`` says why each is safe), so
+one page's bulk is released before the next is read and a 50,000-pod list holds only what the
+model and the executor use. Decoded pages (``decoded=True``) keep only the schema's fields, and
+of the annotations not the last-applied manifest.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
 from compactor.errors import ClusterError
+from compactor.kube.lean import lean, lean_decoded
 from compactor.model.parse import RawObject
 from compactor.model.schema import KubeObject
 
@@ -214,6 +222,7 @@ def _decoded_page(raw: bytes, listing: _Listing) -> _Page | None:
     for item in items:
         if item.kind is None:
             item.kind = listing.kind
+        lean_decoded(item)
     return _Page(items, (page.metadata.continue_ or None) if page.metadata else None)
 
 
@@ -232,6 +241,7 @@ def _raw_page(raw: bytes, listing: _Listing, *, host: str, status: int) -> _Page
             raise ClusterError(f"{host}: listing {listing.what}: reply holds a non-object item")
         item.setdefault("kind", listing.kind)
         item.setdefault("apiVersion", listing.api_version)
+        lean(item, listing.kind)  # now, while the page is the only one in memory
     metadata = body.get("metadata") or {}
     token = (str(metadata.get("continue") or "") or None) if isinstance(metadata, dict) else None
     return _Page(items, token)
