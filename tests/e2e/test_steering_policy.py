@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,7 @@ def hand_plan(moves: list[tuple[Obj, str]], gpus: dict[str, int]) -> Obj:
              for p, _ in moves}
     return {
         "apiVersion": "compactor/v1alpha1", "kind": "CompactionPlan",
-        "metadata": {"id": f"plan-shapes-{secrets.token_hex(3)}", "createdAt": "2026-12-03T00:00:00Z", "source": "test"},
+        "metadata": {"id": f"plan-shapes-{secrets.token_hex(3)}", "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "test"},
         "moves": [{"pod": f"{p['metadata']['namespace']}/{name_of(p)}", "from": p["spec"]["nodeName"], "to": target, "reason": "shape",
                    "uid": p["metadata"]["uid"], "owner": owner[p["metadata"]["uid"]], "gpu": True} for p, target in moves],
         "freedNodes": freed, "filledNodes": filled, "freedGpus": 8 * (len(freed) - len(filled)),
@@ -161,7 +162,8 @@ def hand_plan(moves: list[tuple[Obj, str]], gpus: dict[str, int]) -> Obj:
 
 def config_file(tmp_path: Path, namespace: str) -> Path:
     config = tmp_path / "compactor.yaml"
-    config.write_text(yaml.safe_dump({"planner": {"namespaces": [namespace]},
+    # one-replica workloads without a PDB on purpose: min_replicas 1 lets them move (the guard has tests of its own)
+    config.write_text(yaml.safe_dump({"planner": {"namespaces": [namespace], "min_replicas": 1},
                                       "executor": {"steering": "policy", "poll_seconds": 0.5, "replacement_timeout_seconds": 60,
                                                    "backoff_seconds": 1, "backoff_max_seconds": 5}}), encoding="utf-8")
     return config
