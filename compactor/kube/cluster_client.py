@@ -66,9 +66,10 @@ _RETRYABLE = frozenset({500, 502, 503, 504})
 class _Reply:
     """A decoded API reply: HTTP status and the JSON body (None when empty or not JSON)."""
 
-    __slots__ = ("body", "reason", "status", "text")
+    __slots__ = ("body", "reason", "retry_after", "status", "text")
 
     def __init__(self, status: int, reason: str, text: str) -> None:
+        self.retry_after: float | None = None
         self.status = status
         self.reason = reason
         self.text = text
@@ -397,11 +398,28 @@ class KubeClusterClient:
         except urllib3.exceptions.HTTPError as exc:
             raise ClusterError(f"cannot reach the Kubernetes API at {self.host} ({what}): {_no_reply(exc)}") from None
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw or "")
-        return _Reply(int(response.status), str(response.reason or ""), text)
+        reply = _Reply(int(response.status), str(response.reason or ""), text)
+        reply.retry_after = _retry_after(response.getheader("Retry-After"), reply.body)  # type: ignore[no-untyped-call]
+        return reply
 
     def _error(self, reply: _Reply, what: str) -> ClusterError:
         word = _STATUS_WORDS.get(reply.status, "HTTP error")
-        return ClusterError(_one_line(f"{word} ({reply.status}) {what}: {reply.message()}"), status=reply.status)
+        return ClusterError(_one_line(f"{word} ({reply.status}) {what}: {reply.message()}"), status=reply.status,
+                            retry_after=reply.retry_after)
+
+
+def _retry_after(header: str | None, body: Any) -> float | None:
+    """Seconds the API server asks a client to wait (the ``Retry-After`` header, else the Status's
+    ``details.retryAfterSeconds``, as client-go reads them); None when it asks nothing."""
+    details = body.get("details") if isinstance(body, dict) else None
+    for value in (header, details.get("retryAfterSeconds") if isinstance(details, dict) else None):
+        try:
+            seconds = float(value) if value is not None else -1.0
+        except (TypeError, ValueError):
+            continue
+        if 0 <= seconds <= 3600:
+            return seconds
+    return None
 
 
 def _one_line(text: str) -> str:

@@ -634,3 +634,19 @@ def test_a_state_over_the_api_servers_1_mib_limit_is_refused_by_the_fake_api_as_
         client.write_state(STATE, {"plan": "x" * (1024 * 1024)})
     assert info.value.status == 422 and "must have at most 1048576 bytes" in str(info.value)
     client.write_state(STATE, {"plan": "x" * 200_000})  # what the executor writes stays far below it
+
+
+@pytest.mark.parametrize(("headers", "body", "expected"), [
+    ({"Retry-After": "7"}, None, 7.0),
+    ({}, {"kind": "Status", "status": "Failure", "code": 429, "message": "slow down", "details": {"retryAfterSeconds": 3}}, 3.0),
+    ({}, None, None),
+    ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None, None),  # an HTTP date: not seconds, so not guessed at
+], ids=["header", "status-details", "none", "http-date"])
+def test_a_refused_patch_says_how_long_the_api_server_asked_to_wait(fake_api: FakeApiServer, headers: dict[str, str],
+                                                                    body: dict[str, Any] | None, expected: float | None) -> None:
+    fake_api.add(node("gpu-1", gpus=8))
+    options: dict[str, Any] = {"headers": headers} | ({"body": body} if body is not None else {})
+    fake_api.inject("/api/v1/nodes/gpu-1", 429, **options)
+    with pytest.raises(ClusterError) as refused:
+        _client(fake_api).patch_node("gpu-1", {"metadata": {"labels": {"a": "b"}}})
+    assert refused.value.status == 429 and refused.value.retry_after == expected
