@@ -3,12 +3,14 @@
 * An operator's ``kubectl cordon`` of a node the plan frees, and an owner's ``safe-to-evict=false`` on a planned pod,
   both made between ``compactor plan --write`` and ``compactor apply --plan``: the cordon is still there after the run,
   the opted-out pod was never evicted (same uid), and nothing of the compactor is left on any node.
+* A 2-second API outage (a proxy that cuts and refuses connections) during the first eviction: nothing left fenced.
 * Two installations (another ``installation`` and ``state_namespace``): the second's fence on a node survives the
   first one's whole run, recovery included.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,22 @@ import pytest
 import yaml
 
 from tests.e2e import fragmentation as frag
+from tests.e2e.faults import FlakyProxy, upstream_of
 from tests.e2e.fragmentation import Fleet
-from tests.e2e.helpers import NEEDS_CLUSTER, Kube, compactor_marks, kubeconfig_args, name_of, raw, run_compactor
+from tests.e2e.helpers import (
+    NEEDS_CLUSTER,
+    STATE_CONFIGMAP,
+    STATE_NAMESPACE,
+    Kube,
+    compactor_marks,
+    get_or_none,
+    kubeconfig_args,
+    name_of,
+    raw,
+    run_compactor,
+    start_compactor,
+    wait_for,
+)
 from tests.e2e.test_fragmented_fleet import PLAN_TIMEOUT, RUN_TIMEOUT, STATES, compactor_config, settle
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -106,3 +122,29 @@ def test_a_second_installation_never_releases_the_first_ones_fence(kube: Kube, g
                                                      "metadata": {"annotations": dict.fromkeys(compactor_marks(node))}},
                                      _content_type=MERGE_PATCH)
         kube.core.delete_namespace(other_ns)
+
+
+def test_a_two_second_api_outage_mid_run_ends_with_nothing_left_fenced(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
+                                                                      steering_policy: str, tmp_path: Path) -> None:
+    """The compactor reaches the API server through a proxy; as its first eviction is under way, the proxy cuts every
+    connection and refuses new ones for 2 s. Whatever the run then decides (carry on, or roll back), it must end with
+    no fence, no mark and no state left."""
+    config, written, _plan_made = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
+    kubeconfig = Path(os.environ["KUBECONFIG"])
+    proxy = FlakyProxy(upstream_of(kubeconfig))
+    try:
+        through = proxy.kubeconfig(kubeconfig, tmp_path / "through-proxy")
+        run = start_compactor("apply", "--plan", str(written), "--kubeconfig", str(through), "--config", str(config), "--output", "json")
+        phase = lambda: ((get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) or {}).get("data") or {}).get("phase")  # noqa: E731
+        wait_for(lambda: (phase() == "evicting", f"phase {phase()}"), timeout=120, interval=0.05, what="the run to start evicting")
+        proxy.outage(2.0)
+        out, err = run.communicate(timeout=RUN_TIMEOUT)
+        assert run.returncode in (0, 1), f"exit {run.returncode}\n{out}\n{err}"
+        assert "cannot reach the Kubernetes API" in err, f"the run never met the outage, so this tests nothing:\n{err[-3000:]}"
+        settle(kube, fleet_namespace)
+        left = {name_of(n): (compactor_marks(n), _compactor_taints(n)) for n in raw(kube.core.list_node).get("items") or []
+                if compactor_marks(n) or _compactor_taints(n)}
+        assert left == {}, f"the outage left fences or marks behind: {left}\n{err[-3000:]}"
+        assert get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) is None, err[-3000:]
+    finally:
+        proxy.close()
