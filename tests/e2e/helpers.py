@@ -475,10 +475,15 @@ def _compactor(*args: str) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", "compactor.cli", *args], env
 
 
-def start_compactor(*args: str) -> subprocess.Popen[str]:
-    """The compactor as a background process (to signal it), its output captured."""
-    command, env = _compactor(*args)
-    return subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_compactor(*args: str, env: Mapping[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
+    """The compactor as a background process (to signal it), its output captured (``log``: both streams into that file, for
+    a long-running process whose pipes nobody reads while it runs); ``env``: variables added."""
+    command, environment = _compactor(*args)
+    environment.update(env or {})
+    if log is not None:
+        with log.open("w", encoding="utf-8") as sink:
+            return subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=sink, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def run_compactor(*args: str, timeout: float) -> CompactorRun:

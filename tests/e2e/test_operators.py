@@ -10,12 +10,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 
 from tests.e2e import fragmentation as frag
 from tests.e2e.faults import FlakyProxy, upstream_of
@@ -148,3 +155,77 @@ def test_a_two_second_api_outage_mid_run_ends_with_nothing_left_fenced(kube: Kub
         assert get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) is None, err[-3000:]
     finally:
         proxy.close()
+
+
+def _scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def _gauge(text: str, name: str) -> float | None:
+    line = next((line for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")), None)
+    return float(line.rsplit(" ", 1)[1]) if line else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within_seconds_on_sigterm(
+        kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    """The Deployment mode: two ``compactor controller`` replicas with leader election on the same cluster."""
+    config, _written, _plan_made = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
+    ports = [_free_port(), _free_port()]
+    logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
+    replicas = [start_compactor("controller", *kubeconfig_args(), "--config", str(config), "--interval", "5",
+                                "--listen", f"127.0.0.1:{port}", env={"POD_NAME": f"replica-{i}"}, log=logs[i])
+                for i, port in enumerate(ports)]
+    try:
+        def leaders() -> tuple[list[float | None], str]:
+            seen = [_gauge(_scrape(port)[1], "gpu_compactor_leader") for port in ports]
+            return seen, f"leader gauges {seen}"
+
+        wait_for(lambda: (sorted(g if g is not None else -1.0 for g in leaders()[0]) == [0.0, 1.0], leaders()[1]),
+                 timeout=90, interval=0.5, what="exactly one replica to lead")
+        def figures() -> tuple[bool, str]:
+            found = [_gauge(_scrape(port)[1], "gpu_compactor_blocked_pending_pods") for port in ports]
+            return all(f is not None for f in found), f"figures exported: {found}"
+
+        wait_for(figures, timeout=120, interval=1, what="both replicas to export the figures")
+        leader = leaders()[0].index(1.0)
+        leases = k8s.CoordinationV1Api(kube.api_client)
+        holder = lambda: raw(leases.read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE)["spec"].get("holderIdentity")  # noqa: E731
+        assert holder() == f"replica-{leader}"
+        wait_for(lambda: (_acted(kube, fleet_namespace), "no eviction yet"), timeout=120, interval=1, what="the leader to act")
+        assert "evicted pod=" in logs[leader].read_text(), "the leader's log shows its evictions"
+        assert "evicted pod=" not in logs[1 - leader].read_text(), f"the follower acted:\n{logs[1 - leader].read_text()[-3000:]}"
+        replicas[leader].send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        wait_for(lambda: (holder() == f"replica-{1 - leader}", f"holder {holder()}"), timeout=30, interval=0.2,
+                 what="the other replica to take the Lease")
+        handover = time.monotonic() - stopped
+        assert handover < 15, f"the Lease moved only after {handover:.1f}s"
+        replicas[leader].wait(timeout=120)
+        assert replicas[leader].returncode in (0, 143), f"exit {replicas[leader].returncode}:\n{logs[leader].read_text()[-3000:]}"
+        status, body = _scrape(ports[1 - leader], "/healthz")
+        assert status == 200, body
+    finally:
+        for replica in replicas:
+            if replica.poll() is None:
+                replica.send_signal(signal.SIGTERM)
+        for replica in replicas:
+            with contextlib.suppress(Exception):
+                replica.wait(timeout=120)
+
+
+def _acted(kube: Kube, namespace: str) -> bool:
+    """A ``CompactorEvict`` Event on a pod of the test's namespace (the Events of other tests' namespaces do not count)."""
+    items = raw(kube.core.list_namespaced_event, namespace).get("items") or []
+    return any(e.get("reason") == "CompactorEvict" for e in items)
