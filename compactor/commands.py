@@ -159,8 +159,10 @@ def _executor_for(args: argparse.Namespace, plan: CompactionPlan | None) -> tupl
         if not args.dry_run:
             raise CompactorError("a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)")
         reader = _kube_client(args, dry_run=True) if live else None  # answers the steering probe as a real run's would be
-        return RecordingClient(_raw_objects(args), plan, admission=reader if args.server_dry_run else None, probe=reader,
-                               namespace=settings_from_args(args).executor.state_namespace), SimulatedClock(), True
+        executor = settings_from_args(args).executor
+        admitting = args.server_dry_run or executor.server_dry_run  # the setting: every live dry run asks the API server
+        return RecordingClient(_raw_objects(args), plan, admission=reader if admitting else None, probe=reader,
+                               namespace=executor.state_namespace), SimulatedClock(), True
     if args.server_dry_run:
         raise CompactorError("--server-dry-run goes with --dry-run")
     return _kube_client(args, dry_run=False), RealClock(), False
