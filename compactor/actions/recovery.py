@@ -8,6 +8,7 @@ when it still validates against the cluster, otherwise it is rolled back.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,6 +16,7 @@ from typing import Any
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
+from compactor.actions import migmanager as mig
 from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock
 from compactor.actions.events import Event
@@ -115,6 +117,9 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
         if mode == "keepCordoned":
             report.kept.append(name)
             continue
+        if ann.MIG_EXPECTED in marks and _recut_unfinished(client, node, marks, identity):
+            report.kept.append(name)  # mig-manager may still be at it: opening the node now would let pods land mid re-cut
+            continue
         if mode == "taint":
             until = _parse_time(marks.get(ann.RESERVED_UNTIL, ""))
             if until is not None and until > now:
@@ -135,6 +140,24 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
                 _event(client, events.reservation_expired(name, plan) if expired else events.released(name, plan))
         except ClusterError as exc:  # keep releasing the others; the marks stay, so the next recovery retries this one
             log.error("could not release node", extra={"node": name, "error": str(exc)})
+
+
+def _recut_unfinished(client: ClusterClient, node: dict[str, Any], marks: dict[str, str], identity: str) -> bool:
+    """A node relabelled for a MIG re-cut whose run is gone: unless mig-manager reports ``success`` with the expected slices
+    in allocatable, it stays fenced and is marked for an operator, as after a failed re-cut (whatever the run state said)."""
+    try:
+        expected = {str(k): int(v) for k, v in json.loads(marks.get(ann.MIG_EXPECTED) or "{}").items()}
+    except (ValueError, TypeError, AttributeError):
+        expected = {}
+    to_config = mig.labels(node).get(mig.CONFIG_LABEL, "")
+    if expected and mig.progress(node, to_config, expected) == "done":
+        return False
+    why = "a MIG re-cut was under way when the run that asked for it ended without finishing it; left fenced for an operator"
+    try:
+        patch_fresh(client, node["metadata"]["name"], lambda n: mig.failed_patch(why) if ann.is_ours(n, identity) else None, node=node)
+    except ClusterError as exc:  # the node stays fenced either way; the mark is for people
+        log.error("could not mark an unfinished re-cut", extra={"node": node["metadata"]["name"], "error": str(exc)})
+    return True
 
 
 def _event(client: ClusterClient, event: Event) -> None:

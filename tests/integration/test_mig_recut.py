@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from compactor.actions import annotations as ann
 from compactor.actions.executor import Executor, RunReport
+from compactor.actions.recovery import recover
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 from tests.builders import A100_80, cluster, node, pod
-from tests.fakecluster import EPOCH, FakeCluster, FakeMigManager
+from tests.fakecluster import EPOCH, Crash, FakeCluster, FakeMigManager
 from tests.integration.test_executor import assert_clean, marks
 
 FILTER = '["0x20B210DE"]'
@@ -192,3 +195,29 @@ def test_a_failed_re_cut_with_no_pending_pod_still_makes_the_run_partial() -> No
     report = Executor(c, SETTINGS, c.clock, rules=RULES).execute(plan)
     assert (report.status, report.recuts) == ("partial", {"idle": "failed"}), report.reason
     assert "re-cut of idle to all-1g.10gb failed" in report.reason
+
+
+@pytest.mark.parametrize("finished", [False, True], ids=["mig-manager-still-at-it", "re-cut-done"])
+def test_a_node_mid_re_cut_whose_run_state_was_lost_stays_fenced_until_mig_manager_is_done(finished: bool) -> None:
+    from tests.integration.test_executor import on_progress
+
+    world = objects()
+    c = FakeCluster(world)
+    c.mig_manager = FakeMigManager(CUT, takes=60)
+    def die() -> None:  # the process dies while mig-manager works (an OOM kill, a node drain of the compactor itself)
+        raise Crash("sleep", "before")
+
+    stop = on_progress(lambda p: p.current == "re-cutting b", die)
+    with pytest.raises(Crash):
+        Executor(c, SETTINGS, c.clock, progress=stop, rules=RULES).execute(recut_plan(world))
+    assert c.is_fenced("b") and c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
+    c.state = {ann.STATE_CONFIGMAP: {"plan": "not a plan any version wrote"}}  # lost: recovery can only read the node's marks
+    if finished:
+        c.advance(120)  # mig-manager reports success and the new slices are advertised
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.discarded
+    if finished:
+        assert "b" in recovered.released and not c.is_fenced("b")
+    else:
+        assert "b" in recovered.kept and c.is_fenced("b")
+        assert "left fenced for an operator" in marks(c, "b")[ann.MIG_RECUT_FAILED]
