@@ -759,3 +759,28 @@ def test_a_missing_state_namespace_fails_the_run_before_any_change_with_a_hint()
     assert "create the state namespace" in report.reason and "executor.state_namespace" in report.reason
     assert writes(c, "patch_node") == [] and evict_calls(c) == []
     assert_clean(c)
+
+
+@pytest.mark.parametrize("outage", [3, 1000], ids=["brownout", "down-for-good"])
+def test_a_failing_final_state_delete_is_retried_and_never_turns_a_done_run_into_a_rollback(outage: int) -> None:
+    c, plan = setup()
+    write_state = c.write_state
+    refused: list[int] = []
+
+    def delete_refused(name: str, data: dict[str, str] | None) -> None:  # the API server refuses the delete `outage` times
+        if data is None and len(refused) < outage:
+            refused.append(1)
+            raise ClusterError("service unavailable", status=503)
+        write_state(name, data)
+
+    c.write_state = delete_refused  # type: ignore[method-assign]
+    report = run(c, plan, SETTINGS.model_copy(update={"release_deadline_seconds": 30.0}))
+    assert report.status == "succeeded", report.reason
+    assert events(c, "CompactorAbort") == [] and c.cordoned_nodes() == []
+    if outage > 3:
+        assert c.state, "the state outlived the run: the next recovery deletes it"
+        c.write_state = write_state  # type: ignore[method-assign]  # the API server is back
+        recovered = recover(c, SETTINGS, c.clock)
+        assert recovered.resumed is not None and recovered.resumed.status == "succeeded"
+        assert c.evicted.count(plan.moves[0].pod) == 1  # nothing moved twice
+    assert_clean(c)

@@ -11,12 +11,14 @@ from compactor.actions.annotations import fence_key
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import pod_key
+from compactor.actions.retry import Backoff, until_deadline
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
 from compactor.actions.steps.cordon import release, unfence
 from compactor.actions.steps.drained import await_drained
 from compactor.actions.steps.recut import recut_all
 from compactor.actions.steps.steer import OPENED, place_pending, taint_value
+from compactor.errors import ClusterError
 
 log = logging.getLogger("compactor.executor")
 
@@ -48,9 +50,20 @@ def finish(run: Run) -> list[str]:
             freed.append(name)
         _after_drain(run, name, freed=not leftovers)
     run.state.phase = Phase.DONE
-    run.client.write_state(STATE_CONFIGMAP, None)
+    _forget(run)
     run.report("done")
     return freed
+
+
+def _forget(run: Run) -> None:
+    """The state goes once the plan is done, retried through a brownout; a delete that still fails does not turn a completed
+    run into a rollback: the next recovery finds a plan whose every move is done and deletes the state then."""
+    try:
+        until_deadline(lambda: run.client.write_state(STATE_CONFIGMAP, None), Backoff.of(run.settings), run.clock,
+                       seconds=run.settings.release_deadline_seconds, what="deleting the executor state")
+    except ClusterError as exc:
+        log.error("could not delete the executor state; the next recovery will", extra={"error": str(exc)})
+        run.note(f"executor state not deleted ({exc}); the next run's recovery deletes it")
 
 
 def _after_drain(run: Run, name: str, *, freed: bool) -> None:
