@@ -1,8 +1,9 @@
 """Peak memory of one ``compactor run --once`` (read, plan, execute) on a large cluster of realistic pods.
 
-    python benchmarks/bench_memory.py                                  # 5,000 nodes / 50,000 pods, steering policy, then off
-    python benchmarks/bench_memory.py --steering policy                # one mode
+    python benchmarks/bench_memory.py                                  # 5,000 nodes / 50,000 pods, steering policy (~4 min)
+    python benchmarks/bench_memory.py --steering policy,off,holds      # a fresh cluster and run per mode (off: ~12 min)
     python benchmarks/bench_memory.py --nodes 500 --pods 5000 --moves 4  # small, about a minute
+    python benchmarks/bench_memory.py --plain                          # pods as generated, nothing to strip: the floor
 
 Two processes per steering mode:
 
@@ -311,7 +312,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--moves", type=int, default=10, help="executor.max_evictions_per_cycle")
     parser.add_argument("--time-limit", type=float, default=10.0, help="planner.time_limit_seconds")
-    parser.add_argument("--steering", default="policy,off", help="comma-separated: policy, holds, off (one cluster and one run each)")
+    parser.add_argument("--steering", default="policy", help="comma-separated: policy, holds, off (one cluster and one run each)")
     parser.add_argument("--plain", action="store_true", help="send the pods and nodes as generated (about 1 KB each), not dressed: "
                                                              "the floor that no stripping can go below")
     parser.add_argument("--json", action="store_true", help="also print each mode's raw measurement")
