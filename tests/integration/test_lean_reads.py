@@ -224,11 +224,30 @@ def test_the_model_of_a_lean_pod_and_node_is_the_model_of_the_full_ones(served: 
 def test_a_snapshot_read_live_is_the_snapshot_of_the_full_objects(served: FakeApiServer) -> None:
     full = [without_last_applied(o) for kind in ("Node", "Pod", "PodDisruptionBudget", "PersistentVolumeClaim") for o in served.objects(kind)]
     expected = build_snapshot(full, source="test")
+    decoded_pod = next(o for o in read_cluster(served.api_client(), decoded=True) if isinstance(o, schema.KubeObject) and o.kind == "Pod")
+    assert decoded_pod.metadata and decoded_pod.spec and decoded_pod.spec.volumes
+    assert [v.name for v in decoded_pod.spec.volumes] == ["data", "scratch"]  # the configMap, secret and token volumes are gone
+    assert decoded_pod.metadata.annotations and LAST_APPLIED not in decoded_pod.metadata.annotations
     for decoded in (False, True):
         snapshot = build_snapshot(read_cluster(served.api_client(), page_size=2, decoded=decoded), source="test")
         assert sorted(snapshot.pods, key=lambda p: p.key) == sorted(expected.pods, key=lambda p: p.key)
         assert sorted(snapshot.nodes, key=lambda n: n.name) == sorted(expected.nodes, key=lambda n: n.name)
         assert snapshot.pdbs == expected.pdbs and snapshot.claims == expected.claims
+
+
+def test_decoded_pods_share_the_values_they_repeat(served: FakeApiServer) -> None:
+    """Each decoded pod would hold its own copy of "ml", "Running", "Ready", "True", "8", ...: one object serves them all."""
+    first, second = (o for o in read_cluster(served.api_client(), decoded=True, page_size=1)
+                     if isinstance(o, schema.KubeObject) and o.kind == "Pod" and o.spec and o.spec.node_name)
+    assert first.metadata and second.metadata and first.spec and second.spec and first.status and second.status
+    assert first.metadata.namespace is second.metadata.namespace
+    assert first.metadata.labels and second.metadata.labels and first.metadata.labels["app"] is second.metadata.labels["app"]
+    assert first.spec.node_name is second.spec.node_name and first.status.phase is second.status.phase
+    assert first.status.conditions and second.status.conditions
+    assert [(c.type, c.status) for c in first.status.conditions] == [(c.type, c.status) for c in second.status.conditions]
+    assert all(a.type is b.type and a.status is b.status for a, b in zip(first.status.conditions, second.status.conditions, strict=True))
+    requests = [p.spec.containers[0].resources.requests for p in (first, second) if p.spec and p.spec.containers and p.spec.containers[0].resources]
+    assert len(requests) == 2 and requests[0] and requests[1] and requests[0]["cpu"] is requests[1]["cpu"]
 
 
 def test_the_executors_readers_see_a_lean_pod_as_the_full_one(served: FakeApiServer) -> None:
