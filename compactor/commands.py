@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from compactor.actions.executor import Progress, RunReport
     from compactor.actions.outcome import Outcome
     from compactor.actions.recovery import RecoveryReport
-    from compactor.model.types import Snapshot
+    from compactor.model.types import Snapshot, Taint
     from compactor.planner.plan import CompactionPlan, SteeringNote
     from compactor.settings import Settings
 
@@ -54,12 +54,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
                               coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
     from compactor.planner.recut import mig_parted_for
 
+    steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None
     plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
-                      mig_parted=mig_parted_for(snapshot, settings))
+                      mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings))
     if args.explain_mig:
         plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)})
-    if is_live(args):
-        plan = plan.model_copy(update={"steering": _steering_in(_kube_client(args, dry_run=True), settings)})
+    if steering is not None:
+        plan = plan.model_copy(update={"steering": steering})
     text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as fh:
@@ -95,6 +96,14 @@ def _steering_in(client: ClusterClient, settings: Settings) -> SteeringNote:
     except CompactorError as exc:
         return SteeringNote(mechanism="policy", why=f"a run would fail before any change: {exc}")
     return SteeringNote(mechanism=choice.mechanism.value, why=choice.why)
+
+
+def _fence_for(steering: SteeringNote | None, settings: Settings) -> Taint | None:
+    """The fence a plan must reckon with under ``steering`` (None: planned without a cluster, as the settings say)."""
+    from compactor.actions.steering.detect import offline_mechanism, planning_fence
+
+    mechanism = steering.mechanism if steering is not None else offline_mechanism(settings.executor)
+    return planning_fence(mechanism, settings.executor.identity)
 
 
 def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -312,26 +321,30 @@ def _stopped(plan_id: str) -> int:
 
 
 def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: CompactionPlan | None,
-                         make_plan: Callable[[], CompactionPlan] | None = None) -> int:
+                         make_plan: Callable[[Taint | None], CompactionPlan] | None = None) -> int:
     """Under the Lease and the stop signals: recover (real runs), plan if not given, execute, print.
 
     A real ``run --once`` plans only once it holds the Lease and has recovered: on the state it alone changes."""
     from compactor.actions.clock import Interrupted
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
+    from compactor.actions.steering.detect import choose, planning_fence
 
     live, real_clock, dry_run = _executor_for(args, plan)
     with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
         try:
             if not dry_run:
                 _say_recovered(recover(client, settings.executor, clock, rules=settings.planner))
+            choice = None
             if plan is None:
                 if make_plan is None:
                     raise CompactorError("no plan to carry out")
-                plan = make_plan()
+                choice = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
+                plan = make_plan(planning_fence(choice.mechanism, settings.executor.identity))
             if make_plan is not None:  # `run` made the plan itself: say what it is about to do
                 sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
-            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress(), rules=settings.planner)
+            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress(), rules=settings.planner,
+                                steering=choice)
             return _print_run(executor.execute(plan), client, args.output)
         except Interrupted:
             return _stopped(plan.metadata.id if plan else "")
@@ -346,7 +359,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from compactor.cli import settings_from_args, source_from_args
+    from compactor.cli import is_live, settings_from_args, source_from_args
     from compactor.metrics.fragmentation import reference_shapes
     from compactor.planner.compose import build_plan
 
@@ -359,16 +372,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = source_from_args(args)
     mig_namespace = mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
 
-    def plan_now() -> CompactionPlan:
+    def plan_now(fence: Taint | None) -> CompactionPlan:
         snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
                                mig_selector=settings.mig.selector, mig_namespace=mig_namespace)
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
         from compactor.planner.recut import mig_parted_for
 
         return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
-                          mig_parted=mig_parted_for(snapshot, settings))
+                          mig_parted=mig_parted_for(snapshot, settings), fence=fence)
 
-    return _recover_and_execute(args, settings, plan_now() if args.dry_run else None, plan_now)
+    if args.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
+        steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None
+        return _recover_and_execute(args, settings, plan_now(_fence_for(steering, settings)), plan_now)
+    return _recover_and_execute(args, settings, None, plan_now)
 
 
 def register_executor_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -114,6 +114,7 @@ def run_cycle(
     """
     from compactor.actions.executor import Executor
     from compactor.actions.recovery import recover
+    from compactor.actions.steering.detect import choose, planning_fence
     from compactor.planner.compose import build_plan
     from compactor.planner.recut import mig_parted_for
 
@@ -128,8 +129,9 @@ def run_cycle(
     exporter.set_figures(figures, cordoned_nodes=_cordoned(snapshot))
     report.figures, report.cordoned_nodes = figures, _cordoned(snapshot)
     if execute:
+        steering = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
         plan = build_plan(snapshot, settings.planner, source=snapshot.source, now=clock.now(), shapes=figures.shapes,
-                          mig_parted=mig_parted_for(snapshot, settings))
+                          mig_parted=mig_parted_for(snapshot, settings), fence=planning_fence(steering.mechanism, settings.executor.identity))
         report.plan_id, report.planned_moves, report.planned_freed = plan.metadata.id, len(plan.moves), list(plan.freed_nodes)
         if dry_run:
             from compactor.actions.clock import SimulatedClock
@@ -138,9 +140,9 @@ def run_cycle(
             objects = [*client.list_nodes(), *client.list_pods(), *client.list_pdbs()]
             recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace, probe=client)
             run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress,
-                           rules=settings.planner).execute(plan)
+                           rules=settings.planner, steering=steering).execute(plan)
         else:
-            run = Executor(client, settings.executor, clock, progress=progress, rules=settings.planner).execute(plan)
+            run = Executor(client, settings.executor, clock, progress=progress, rules=settings.planner, steering=steering).execute(plan)
         report.run = run
         exporter.record_run(run.shown_status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()),
                             steering=run.steering)

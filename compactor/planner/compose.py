@@ -10,7 +10,7 @@ from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
 from compactor.model.migparted import Layouts
-from compactor.model.types import Node, Snapshot
+from compactor.model.types import Node, Snapshot, Taint
 from compactor.planner.budget import Budget
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.greedy import Assignment
@@ -129,8 +129,12 @@ def build_plan(
     shapes: Sequence[ReferenceShape] | None = None,
     plan_id: str | None = None,
     mig_parted: Layouts | None = None,
+    fence: Taint | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
+
+    ``fence``: the taint the run will fence nodes with when fences are what steer replacements (``holds``, ``off``): pods
+    tolerating it stay where they are. None when the steering policy pins every replacement to its planned node.
 
     With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
     pending MIG pods (``recut.py``)."""
@@ -144,7 +148,7 @@ def build_plan(
                         "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
                         "kubectl get nodes,pods,pdb,pv,pvc -A -o json")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
-    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes))
+    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence)
     result: SolveResult | None = None
     note = ""
     curve_seconds = 0.0

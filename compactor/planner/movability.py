@@ -11,8 +11,8 @@ import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from compactor.model.scheduling import label_selector_matches
-from compactor.model.types import Node, Pdb, Pod
+from compactor.model.scheduling import label_selector_matches, untolerated_taint
+from compactor.model.types import Node, Pdb, Pod, Taint, Toleration
 from compactor.model.volumes import VolumeIndex
 from compactor.settings import SYSTEM_CRITICAL_PRIORITY, PlannerSettings
 
@@ -48,6 +48,8 @@ class Unmovable(enum.StrEnum):
     NAMESPACE = "namespace not selected by config"
     SELECTOR = "labels do not match planner.pod_selector"
     PRIORITY = "priority above planner.max_priority"
+    TOLERATES_FENCES = ("tolerates the compactor's fence taint: fences cannot keep its replacement off other nodes, and only the "
+                        "steering policy (manifests/steering) places it exactly")
 
 
 def is_system_critical(pod: Pod) -> bool:
@@ -128,23 +130,36 @@ def _replicas_reason(pdbs: Sequence[Pdb], ready_replicas: int | None, settings: 
     return Unmovable.FEW_REPLICAS
 
 
+def tolerates_fence(tolerations: tuple[Toleration, ...], fence: Taint) -> bool:
+    """True when no fence of the compactor's keeps this pod (and so its replacement) off a node: ``operator: Exists`` with
+    no key, or a toleration of the fence's key."""
+    return untolerated_taint(tolerations, (fence,)) is None
+
+
+def _steering_reason(pod: Pod, fence: Taint | None) -> Unmovable | None:
+    """``fence``: the taint a run fences nodes with when fences are what steer replacements (holds, off); None when the
+    steering policy pins each replacement to its node, whatever it tolerates."""
+    return Unmovable.TOLERATES_FENCES if fence is not None and tolerates_fence(pod.tolerations, fence) else None
+
+
 def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings,
-                  volumes: VolumeIndex | None = None, *, ready_replicas: int | None = None) -> Unmovable | None:
+                  volumes: VolumeIndex | None = None, *, ready_replicas: int | None = None,
+                  fence: Taint | None = None) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
-    (None: not counted)."""
+    (None: not counted); ``fence``: see ``_steering_reason``."""
     reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or _config_reason(pod, settings)
-              or _replicas_reason(pdbs, ready_replicas, settings))
+              or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
     if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
         return Unmovable.VOLUMES
     return reason
 
 
 def why_not_evictable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings, *,
-                      ready_replicas: int | None) -> Unmovable | None:
+                      ready_replicas: int | None, fence: Taint | None = None) -> Unmovable | None:
     """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
     its PDBs' budget now (the executor waits for it) and where its volumes attach (the snapshot said)."""
     return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, budget=False) or _config_reason(pod, settings)
-            or _replicas_reason(pdbs, ready_replicas, settings))
+            or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
 
 
 def controller_uid(pod: Pod) -> str:
@@ -199,11 +214,12 @@ def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb
 
 
 def movability(
-    pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings, volumes: VolumeIndex | None = None
+    pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings, volumes: VolumeIndex | None = None,
+    *, fence: Taint | None = None,
 ) -> dict[str, Unmovable | None]:
-    """Pod key -> None (movable) or the reason it is not, for every bound pod."""
+    """Pod key -> None (movable) or the reason it is not, for every bound pod (``fence``: see ``_steering_reason``)."""
     bound = [p for p in pods if p.is_bound]
     covering = pdbs_by_pod(bound, pdbs)
     replicas = ready_replicas(bound)
     return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings, volumes,
-                                 ready_replicas=replicas.get(controller_uid(p), 0)) for p in bound}
+                                 ready_replicas=replicas.get(controller_uid(p), 0), fence=fence) for p in bound}

@@ -68,7 +68,7 @@ class Placement(_Doc):
 
 
 STEERING_DECIDED_AT_RUN = ("decided when the run starts: the steering policy of manifests/steering when installed, else holds "
-                           "(executor.steering: auto)")
+                           "(executor.steering: auto); planned as for holds, so pods tolerating the compactor's fence taint stay")
 
 
 class SteeringNote(_Doc):

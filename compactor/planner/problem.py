@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from compactor.model.resources import Resources, is_gpu_resource
-from compactor.model.types import Node, Pod, Snapshot
+from compactor.model.types import Node, Pod, Snapshot, Taint
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.movability import Unmovable, movability, why_not_placeable
 from compactor.settings import PlannerSettings, parse_shape
@@ -162,10 +162,11 @@ def _placeable(snapshot: Snapshot, settings: PlannerSettings, rules: TargetRules
     return placeable, excluded
 
 
-def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None) -> Problem:
+def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None, fence: Taint | None = None) -> Problem:
+    """``fence``: the taint a run fences nodes with when fences steer replacements (None: the steering policy pins them)."""
     nodes_by_name = snapshot.node_by_name()
     rules = TargetRules(snapshot, cross_pool=settings.cross_pool_moves)
-    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes)
+    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes, fence=fence)
     pending, not_placeable = _placeable(snapshot, settings, rules)
     loads = _node_loads(snapshot)
     freeable = _freeable(snapshot, unmovable)

@@ -136,3 +136,21 @@ def test_apply_refuses_to_change_a_snapshot_without_dry_run(tmp_path: Path) -> N
     plan_file = tmp_path / "plan.json"
     assert compactor("plan", "--example", "--write", str(plan_file), "--time-limit", "5").returncode == 0
     assert_one_line_error(compactor("apply", "--plan", str(plan_file), "--example"), "--dry-run")
+
+
+def test_pods_tolerating_every_taint_stay_in_a_plan_made_without_a_cluster_unless_the_steering_policy_is_configured(tmp_path: Path) -> None:
+    raw = json.loads(Path(example_path()).read_text(encoding="utf-8"))
+    for item in raw["items"]:
+        if item["kind"] == "Pod" and item["spec"].get("nodeName"):
+            item["spec"]["tolerations"] = [{"operator": "Exists"}]  # as many GPU jobs are written
+    snapshot = tmp_path / "tolerant.json"
+    snapshot.write_text(json.dumps(raw), encoding="utf-8")
+    auto = json.loads(compactor("plan", "--snapshot", str(snapshot), "--output", "json", "--time-limit", "5").stdout)
+    assert auto["moves"] == [] and auto["freedNodes"] == []
+    assert any("tolerates the compactor's fence taint" in reason for reason in auto["explanations"]["unmovablePods"]), auto["explanations"]
+    assert "planned as for holds" in auto["steering"]["why"]
+    config = tmp_path / "policy.yaml"
+    config.write_text("executor:\n  steering: policy\n", encoding="utf-8")
+    pinned = json.loads(compactor("plan", "--snapshot", str(snapshot), "--config", str(config), "--output", "json",
+                                  "--time-limit", "5").stdout)
+    assert pinned["moves"] and pinned["freedNodes"], "with the steering policy, tolerating pods move like any other"

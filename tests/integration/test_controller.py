@@ -73,6 +73,17 @@ def test_a_cycle_frees_a_node_and_exports_the_outcome() -> None:
     assert sample(exporter, "gpu_compactor_last_cycle_timestamp_seconds") == pytest.approx(c.clock.now().timestamp())
 
 
+def test_a_cycle_with_holds_plans_around_a_pod_tolerating_every_taint_instead_of_refusing_it_at_its_eviction() -> None:
+    objects = one_freed_node()
+    tolerant = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "serve-a")
+    tolerant["spec"]["tolerations"] = [{"operator": "Exists"}]  # no fence keeps it, nor its replacement, off a node
+    c = FakeCluster(objects)
+    holds = SETTINGS_ALL.model_copy(update={"executor": SETTINGS.model_copy(update={"steering": "holds"})})
+    report = run_cycle(loader(c), c, holds, c.clock, Exporter(CollectorRegistry()), execute=True)
+    assert report.planned_freed == [] and report.planned_moves == 0, "gpu-3 cannot be freed while serve-a stays on it"
+    assert report.run is not None and report.run.status == "nothing-to-do" and c.evicted == []
+
+
 def test_a_cycle_without_execute_only_reports() -> None:
     c = FakeCluster(one_freed_node())
     exporter = Exporter(CollectorRegistry())

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from compactor.errors import ConfigError
-from compactor.model.types import Snapshot
+from compactor.model.types import Snapshot, Taint
 from compactor.planner.compose import build_plan
 from compactor.planner.movability import Unmovable, movability
 from compactor.planner.plan import CompactionPlan
@@ -428,3 +428,31 @@ def test_a_budget_says_what_the_owner_accepts_so_the_guard_steps_aside() -> None
 
 def test_min_replicas_one_turns_the_guard_off() -> None:
     assert guard_reasons(pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"), min_replicas=1)["default/solo"] is None
+
+
+# ----- pods that tolerate the compactor's fences (issue [12], finding 5) --------------------------------------------------
+
+FENCE = Taint(key="compactor.io/fence-gpu-compactor", value="any-plan", effect="NoSchedule")
+
+
+@pytest.mark.parametrize("tolerations", [[{"operator": "Exists"}], [{"key": "compactor.io/fence-gpu-compactor", "operator": "Exists"}],
+                                         [{"operator": "Exists", "effect": "NoSchedule"}]])
+def test_a_pod_tolerating_the_fence_stays_when_fences_steer(tolerations: list[dict[str, str]]) -> None:
+    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None),
+                       pod("c", on="src", gpus=2, tolerations=tolerations))
+    plan = build_plan(snapshot, settings(), source="test", now=NOW, fence=FENCE)
+    assert_stays(plan, Unmovable.TOLERATES_FENCES)
+
+
+def test_a_pod_tolerating_the_fence_moves_when_the_steering_policy_pins_replacements() -> None:
+    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None),
+                       pod("c", on="src", gpus=2, tolerations=[{"operator": "Exists"}]))
+    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, fence=None))
+
+
+def test_a_toleration_of_other_taints_or_another_installations_fence_does_not_hold_a_pod() -> None:
+    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None),
+                       pod("c", on="src", gpus=2, tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"},
+                                                               {"key": "compactor.io/fence-other", "operator": "Exists"},
+                                                               {"operator": "Exists", "effect": "NoExecute"}]))
+    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, fence=FENCE))

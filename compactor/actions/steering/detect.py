@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compactor.actions.annotations import fence_key
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.steering import Mechanism, Steerer
 from compactor.actions.steering.holds import HoldSteerer
@@ -18,6 +19,7 @@ from compactor.actions.steering.off import NoSteering
 from compactor.actions.steering.pin import NOT_IN_EFFECT, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.actions.steering.policy import PolicySteerer
 from compactor.errors import ClusterError, CompactorError
+from compactor.model.types import Taint
 from compactor.settings import ExecutorSettings
 
 POLICY = "MutatingAdmissionPolicy"
@@ -94,3 +96,18 @@ def steerer_for(choice: Choice) -> Steerer:
     kinds: dict[Mechanism, type[PolicySteerer] | type[HoldSteerer] | type[NoSteering]] = {
         Mechanism.POLICY: PolicySteerer, Mechanism.HOLDS: HoldSteerer, Mechanism.OFF: NoSteering}
     return kinds[choice.mechanism](choice.why)
+
+
+def planning_fence(mechanism: Mechanism | str, identity: str) -> Taint | None:
+    """What the planner must know of the steering: with holds or none, fences (this installation's taint, whatever plan
+    id its value) are what keep a replacement where the plan puts it, so a pod tolerating them cannot be moved; the
+    steering policy pins replacements by node name, so there it is None."""
+    if mechanism == Mechanism.POLICY:
+        return None
+    return Taint(key=fence_key(identity), value="any-plan", effect="NoSchedule")
+
+
+def offline_mechanism(settings: ExecutorSettings) -> Mechanism:
+    """The mechanism a plan made without a cluster assumes: what ``executor.steering`` says, and for ``auto`` (decided
+    when the run starts) the one that moves fewer pods, holds, so a run never meets a move it must refuse."""
+    return Mechanism.POLICY if settings.steering == "policy" else Mechanism.OFF if settings.steering == "off" else Mechanism.HOLDS

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import logging
 
-from compactor.actions import annotations as ann
 from compactor.actions.client import Obj
 from compactor.actions.owners import owner_pods, owner_selector
 from compactor.actions.pods import controller_uid, is_ready, is_terminating
 from compactor.actions.run import Run
-from compactor.actions.steering import Mechanism
+from compactor.actions.steering.detect import planning_fence
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pdb, parse_pod
-from compactor.model.scheduling import untolerated_taint
-from compactor.model.types import Taint, Toleration
-from compactor.planner.movability import why_not_evictable
+from compactor.planner.movability import Unmovable, why_not_evictable
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")
@@ -36,14 +33,12 @@ def refusal(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> str:
     source = parse_node(source_raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) if source_raw else None
     model = parse_pod(pod, source=SOURCE)
     replicas = None if pdbs or run.rules.min_replicas <= 1 else _ready_replicas(run, pod)
-    reason = why_not_evictable(model, source, [parse_pdb(p, source=SOURCE) for p in pdbs], run.rules, ready_replicas=replicas)
+    reason = why_not_evictable(model, source, [parse_pdb(p, source=SOURCE) for p in pdbs], run.rules, ready_replicas=replicas,
+                               fence=planning_fence(run.steerer.mechanism, run.settings.identity))
     if reason is not None:
-        return reason.value
+        return f"{reason.value} (steering {run.steerer.mechanism})" if reason is Unmovable.TOLERATES_FENCES else reason.value
     if source is None or not source.ready:
         return f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
-    if run.steerer.mechanism != Mechanism.POLICY and _tolerates_fences(model.tolerations, run.settings.identity):
-        return ("it tolerates the compactor's fence taint, so no fence keeps its replacement off other nodes and steering "
-                f"{run.steerer.mechanism} cannot place it exactly (the steering policy can)")
     return _target_refusal(run, move)
 
 
@@ -51,11 +46,6 @@ def _ready_replicas(run: Run, pod: Obj) -> int:
     namespace = (pod.get("metadata") or {}).get("namespace", "default")
     siblings = owner_pods(run.client, namespace, controller_uid(pod), owner_selector(run.client, pod))
     return sum(1 for p in siblings if is_ready(p) and not is_terminating(p))
-
-
-def _tolerates_fences(tolerations: tuple[Toleration, ...], identity: str) -> bool:
-    fence = Taint(key=ann.fence_key(identity), value="x", effect="NoSchedule")
-    return untolerated_taint(tolerations, (fence,)) is None
 
 
 def _target_refusal(run: Run, move: Move) -> str:
