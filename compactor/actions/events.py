@@ -72,6 +72,10 @@ def reservation_expired(node: str, plan: str) -> Event:
     return Event(_node(node), "CompactorReservationExpired", f"released by gpu-compactor (plan {plan} no longer active)")
 
 
+def reservation_lifted(node: str, plan: str, why: str) -> Event:
+    return Event(_node(node), "CompactorReservationLifted", f"reservation of plan {plan} lifted by gpu-compactor: {why}")
+
+
 def state_discarded(node: str, plan: str, why: str) -> Event:
     return Event(_node(node), "CompactorStateDiscarded",
                  f"released by gpu-compactor (plan {plan} no longer active); {why}; rolled back by its node marks", "Warning")

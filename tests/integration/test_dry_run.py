@@ -115,7 +115,8 @@ def test_real_and_dry_runs_make_the_same_calls(scenario: Callable[[], list[Obj]]
     evictions = [s[1] for s in steps if s[0] == "evict"]
     assert evictions == [m.pod for m in plan.moves]
     patches = [(s[1], s[2]) for s in steps if s[0] == "patch_node"]
-    assert [name for name, _ in patches if name in plan.freed_nodes] == plan.freed_nodes * 2
+    lifts = plan.freed_nodes if after_drain == "taint" else []  # the same run lifts each reservation at its TTL
+    assert [name for name, _ in patches if name in plan.freed_nodes] == plan.freed_nodes * 2 + lifts
     holds = [name for name, patch in patches if patch["metadata"]["annotations"].get(ann.HELD_FOR)]
     releases = [name for name, patch in patches if name not in plan.freed_nodes and not patch["metadata"]["annotations"].get(ann.HELD_FOR)]
     assert sorted(holds) == sorted(releases)  # every node held while a replacement bound was released again

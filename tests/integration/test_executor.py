@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -24,6 +25,7 @@ import pytest
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import EvictionOutcome, EvictionResult, ObjectRef
+from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor, Progress, RunReport
 from compactor.actions.recovery import recover
 from compactor.errors import ClusterError
@@ -627,26 +629,79 @@ def test_after_drain_keep_cordoned_and_recovery_keeps_it() -> None:
     assert c.cordoned_nodes() == ["gpu-2", "gpu-3"]
 
 
-def test_after_drain_taint_reserves_the_node_until_the_ttl_then_recovery_releases_it() -> None:
+def test_after_drain_taint_reserves_the_freed_nodes_and_the_same_run_lifts_them_at_their_ttl() -> None:
     c, plan = setup()
     foreign = {"key": "dedicated", "value": "ml", "effect": "PreferNoSchedule"}
     c.nodes["gpu-2"]["spec"]["taints"] = [foreign]
     settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 300})
-    report = run(c, plan, settings)
-    finished = c.clock.now()
-    assert report.status == "succeeded" and c.cordoned_nodes() == []
     reserved = {"key": "compactor.io/reserved", "value": "any", "effect": "NoSchedule"}
-    assert c.nodes["gpu-2"]["spec"]["taints"] == [foreign, reserved] and c.nodes["gpu-3"]["spec"]["taints"] == [reserved]
-    until = (finished + timedelta(seconds=300)).isoformat().replace("+00:00", "Z")
-    assert marks(c, "gpu-3")[ann.RESERVED_UNTIL] == until and marks(c, "gpu-3")[ann.AFTER_DRAIN] == "taint"
-    assert len(events(c, "CompactorReserve")) == 2
+    seen: dict[str, tuple[list[Obj], dict[str, str], float]] = {}
+    real_patch = c.patch_node
 
+    def watching(name: str, patch: Obj) -> Obj:
+        out = real_patch(name, patch)
+        if (patch.get("metadata") or {}).get("annotations", {}).get(ann.AFTER_DRAIN) == "taint":
+            seen[name] = (list(out["spec"].get("taints") or []), dict(marks(c, name)), c.clock.monotonic())
+        return out
+
+    c.patch_node = watching  # type: ignore[method-assign]
+    report = run(c, plan, settings)
+    assert report.status == "succeeded" and c.cordoned_nodes() == []
+    assert seen["gpu-2"][0] == [foreign, reserved] and seen["gpu-3"][0] == [reserved]
+    reserved_at = seen["gpu-3"][2]
+    until = (EPOCH + timedelta(seconds=reserved_at + 300)).isoformat().replace("+00:00", "Z")
+    assert seen["gpu-3"][1][ann.RESERVED_UNTIL] == until
+    # the same run lifted both at their TTL: nothing of the compactor is left, and no recovery was needed
+    assert c.clock.monotonic() >= reserved_at + 300
+    assert c.nodes["gpu-2"]["spec"]["taints"] == [foreign] and not c.nodes["gpu-3"]["spec"].get("taints")
+    assert [(involved(e), "300s are over" in e["message"]) for e in events(c, "CompactorReservationLifted")] == [
+        ("Node/gpu-2", True), ("Node/gpu-3", True)]
+    assert_clean(c)
+
+
+def test_a_reservation_is_lifted_as_soon_as_a_pod_tolerating_it_is_bound_there() -> None:
+    c, plan = setup()
+    settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 600})
+    real_patch = c.patch_node
+    trainer = pod("trainer", gpus=8, owner="ReplicaSet/trainer", labels={"app": "trainer"},
+                  tolerations=[{"key": "compactor.io/reserved", "operator": "Exists", "effect": "NoSchedule"}])
+    trainer["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "gpu-3"}
+
+    def reserving(name: str, patch: Obj) -> Obj:
+        out = real_patch(name, patch)
+        if name == "gpu-3" and (patch.get("metadata") or {}).get("annotations", {}).get(ann.AFTER_DRAIN) == "taint":
+            c.add_pod(trainer)  # the job the node was kept for arrives
+        return out
+
+    c.patch_node = reserving  # type: ignore[method-assign]
+    run(c, plan, settings)
+    lifted = {involved(e): e["message"] for e in events(c, "CompactorReservationLifted")}
+    assert "default/trainer is bound there" in lifted["Node/gpu-3"] and "600s are over" in lifted["Node/gpu-2"]
+    assert c.pod("default", "trainer")["spec"]["nodeName"] == "gpu-3"
+    assert_clean(c)
+
+
+def test_a_run_stopped_while_reservations_wait_leaves_them_to_recovery_at_their_ttl() -> None:
+    c, plan = setup()
+    settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 300})
+    stop = threading.Event()
+    real_patch = c.patch_node
+
+    def stopping(name: str, patch: Obj) -> Obj:
+        out = real_patch(name, patch)
+        if name == "gpu-3" and (patch.get("metadata") or {}).get("annotations", {}).get(ann.AFTER_DRAIN) == "taint":
+            stop.set()  # SIGTERM while the run waits for its reservations to be used
+        return out
+
+    c.patch_node = stopping  # type: ignore[method-assign]
+    with pytest.raises(Interrupted):
+        Executor(c, settings, StoppableClock(c.clock, stop)).execute(plan)
+    assert c.state == {}, "every move was done: the state is gone, the reservations are accounted for by their marks"
     early = recover(c, settings, c.clock)
     assert early.kept == ["gpu-2", "gpu-3"] and early.expired == []
     c.advance(301)
     late = recover(c, settings, c.clock)
     assert late.expired == ["gpu-2", "gpu-3"]
-    assert c.nodes["gpu-2"]["spec"]["taints"] == [foreign] and "taints" not in c.nodes["gpu-3"]["spec"]
     assert [involved(e) for e in events(c, "CompactorReservationExpired")] == ["Node/gpu-2", "Node/gpu-3"]
     assert_clean(c)
 
@@ -746,9 +801,12 @@ def test_the_reservation_taint_value_is_one_the_api_server_accepts(pending: str,
                      freed=["gpu-2"], pending=[(pending, "gpu-2")], c=c)
     report = run(c, plan, SETTINGS.model_copy(update={"after_drain": "taint"}))
     assert report.status == "partial" and f"pending pod {pending} is gone" in report.reason  # the cluster has no such pod
-    (taint,) = c.nodes["gpu-2"]["spec"]["taints"]
+    (reservation,) = [call.args["patch"] for call in c.history if call.method == "patch_node" and call.args["name"] == "gpu-2"
+                      and call.args["patch"]["metadata"]["annotations"].get(ann.AFTER_DRAIN) == "taint"]
+    (taint,) = reservation["spec"]["taints"]
     assert len(taint["value"]) <= 63 and LABEL_VALUE.fullmatch(taint["value"]) and taint["value"] == value
-    assert marks(c, "gpu-2")[ann.RESERVED_FOR] == pending  # the full name is kept where length does not matter
+    assert reservation["metadata"]["annotations"][ann.RESERVED_FOR] == pending  # the full name is kept where length does not matter
+    assert not c.nodes["gpu-2"]["spec"].get("taints"), "the same run lifts the reservation at its TTL"
 
 
 def test_a_missing_state_namespace_fails_the_run_before_any_change_with_a_hint() -> None:

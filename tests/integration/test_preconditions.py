@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from compactor.actions import annotations as ann
 from tests.fakecluster import FakeCluster, Obj
@@ -33,11 +34,22 @@ def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> 
     settings = SETTINGS.model_copy(update={"after_drain": "taint"})
     releasing = before_first_patch(c, lambda _n, p: ann.AFTER_DRAIN in p["metadata"].get("annotations", {}),
                                    lambda n: c.nodes[n]["spec"].setdefault("taints", []).append(dict(AUTOSCALER_TAINT)))
+    reserved: list[list[str]] = []
+    real_patch = c.patch_node
+
+    def watching(name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        out = real_patch(name, patch)
+        if patch["metadata"].get("annotations", {}).get(ann.AFTER_DRAIN) == "taint" and name in releasing:
+            reserved.append([t["key"] for t in out["spec"]["taints"]])
+        return out
+
+    c.patch_node = watching  # type: ignore[method-assign]
     report = run(c, plan, settings)
     assert report.status == "succeeded", report.reason
     (node,) = releasing
-    keys = [t["key"] for t in c.nodes[node]["spec"]["taints"]]
-    assert keys == ["ToBeDeletedByClusterAutoscaler", settings.taint_key]  # the autoscaler's taint is kept beside ours
+    assert reserved == [["ToBeDeletedByClusterAutoscaler", settings.taint_key]]  # the autoscaler's taint is kept beside ours
+    # and when the same run lifts the reservation at its TTL, the autoscaler's taint is still kept
+    assert [t["key"] for t in c.nodes[node]["spec"]["taints"]] == ["ToBeDeletedByClusterAutoscaler"]
     assert not c.nodes[node]["spec"].get("unschedulable")
 
 

@@ -1,5 +1,6 @@
 """Finish: every move is done; re-cut MIG nodes, place pending pods, wait for the drained nodes to empty, release what
-this run fenced (``after_drain``: uncordon, keepCordoned or taint), delete the state."""
+this run fenced (``after_drain``: uncordon, keepCordoned or taint), delete the state; with ``taint``, lift each
+reservation when it is used or at its TTL (``reservations.py``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from compactor.actions.state import STATE_CONFIGMAP, Phase
 from compactor.actions.steps.cordon import release, unfence
 from compactor.actions.steps.drained import await_drained
 from compactor.actions.steps.recut import recut_all
+from compactor.actions.steps.reservations import await_reservations
 from compactor.actions.steps.steer import OPENED, place_pending, taint_value
 from compactor.errors import ClusterError
 
@@ -38,7 +40,7 @@ def finish(run: Run) -> list[str]:
     for name in run.fences:  # a pending pod that was not placed leaves its fence behind
         release(run, name, OPENED)
     staying = await_drained(run, [n for n in run.plan.freed_nodes if n not in unfinished])
-    freed = []
+    freed, reserved = [], []
     for name in run.plan.freed_nodes:
         if name in unfinished:  # the run stopped at a budget before this node's moves: released as it was
             _after_drain(run, name, freed=False)
@@ -48,9 +50,11 @@ def finish(run: Run) -> list[str]:
             log.warning(run.said("node not freed", "node would not be freed (dry run)"), extra={"node": name, "pods": leftovers[:5]})
         else:
             freed.append(name)
-        _after_drain(run, name, freed=not leftovers)
+        if _after_drain(run, name, freed=not leftovers):
+            reserved.append(name)
     run.state.phase = Phase.DONE
     _forget(run)
+    await_reservations(run, reserved)
     run.report("done")
     return freed
 
@@ -66,9 +70,10 @@ def _forget(run: Run) -> None:
         run.note(f"executor state not deleted ({exc}); the next run's recovery deletes it")
 
 
-def _after_drain(run: Run, name: str, *, freed: bool) -> None:
+def _after_drain(run: Run, name: str, *, freed: bool) -> bool:
+    """True when ``name`` is now reserved (``after_drain: taint``): the run waits for its use, or its TTL, to lift it."""
     if name not in run.state.cordoned:
-        return  # a node gone, or already released by this run before a restart (or never actually cordoned), is left alone
+        return False  # a node gone, or already released by this run before a restart (or never actually cordoned), is left alone
     mode = run.settings.after_drain if freed else "uncordon"
     if mode == "uncordon":
         if unfence(run, name):
@@ -78,11 +83,13 @@ def _after_drain(run: Run, name: str, *, freed: bool) -> None:
         if patch_fresh(run.client, name, lambda n: keep if ann.has_fence(n, run.settings.identity) else None):
             run.event(events.kept_cordoned(name, run.plan_id))
     else:
-        _reserve_freed(run, name)
+        return _reserve_freed(run, name)
+    return False
 
 
-def _reserve_freed(run: Run, name: str) -> None:
-    """``after_drain: taint``: our fence swapped for a NoSchedule taint that only the pending pod it was freed for tolerates."""
+def _reserve_freed(run: Run, name: str) -> bool:
+    """``after_drain: taint``: our fence swapped for a NoSchedule taint that only pods tolerating it (value ``any``, or the
+    pending pod the plan placed here when that pod was not bound in time) may pass. True when the node is reserved."""
     placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
     until = run.stamp(offset=run.settings.taint_ttl_seconds)
     reservation = {"key": run.settings.taint_key, "value": taint_value(placed), "effect": "NoSchedule"}
@@ -94,5 +101,7 @@ def _reserve_freed(run: Run, name: str) -> None:
         return {"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
                 "spec": {"taints": [*taints, reservation]}}
 
-    if patch_fresh(run.client, name, build) is not None:
-        run.event(events.reserved(name, placed, until, run.plan_id))
+    if patch_fresh(run.client, name, build) is None:
+        return False
+    run.event(events.reserved(name, placed, until, run.plan_id))
+    return True
