@@ -2,7 +2,8 @@
 
 Stopping the real kube-apiserver would take every other test's client down with it; this proxy gives the compactor
 under test its own path to the API server (TLS passes through untouched: the serving certificate names 127.0.0.1),
-and ``outage(seconds)`` closes every connection it carries and refuses new ones for that long.
+and ``outage(seconds)`` closes every connection it carries and refuses new ones for that long; ``stall()`` keeps every
+connection open but forwards nothing until ``resume()``: an API server that accepts and never answers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class FlakyProxy:
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        self._flowing = threading.Event()
+        self._flowing.set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     @staticmethod
@@ -56,6 +59,7 @@ class FlakyProxy:
     def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
+                self._flowing.wait()
                 sink.sendall(chunk)
         for end in (source, sink):
             with contextlib.suppress(OSError):
@@ -78,8 +82,16 @@ class FlakyProxy:
         time.sleep(seconds)
         self._listener = self._listen(self.port)
 
+    def stall(self) -> None:
+        """Connections stay open (new ones are accepted) but no byte is forwarded either way until ``resume()``."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
     def close(self) -> None:
         self._stopped.set()
+        self._flowing.set()
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()

@@ -181,13 +181,17 @@ def _free_port() -> int:
 
 def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within_seconds_on_sigterm(
         kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path) -> None:
-    """The Deployment mode: two ``compactor controller`` replicas with leader election on the same cluster."""
+    """The Deployment mode: two ``compactor controller`` replicas with leader election on the same cluster, each through a
+    proxy of its own; once the leader has handed over, the survivor's API server stops answering and its /healthz fails."""
     config, _written, _plan_made = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
     ports = [_free_port(), _free_port()]
     logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
-    replicas = [start_compactor("controller", *kubeconfig_args(), "--config", str(config), "--interval", "5",
+    kubeconfig = Path(os.environ["KUBECONFIG"])
+    proxies = [FlakyProxy(upstream_of(kubeconfig)) for _ in range(2)]  # each replica's own path to the API server
+    replicas = [start_compactor("controller", "--kubeconfig", str(proxy.kubeconfig(kubeconfig, tmp_path / f"kubeconfig-{i}")),
+                                "--config", str(config), "--interval", "5", "--stale-after", "30",
                                 "--listen", f"127.0.0.1:{port}", env={"POD_NAME": f"replica-{i}"}, log=logs[i])
-                for i, port in enumerate(ports)]
+                for i, (port, proxy) in enumerate(zip(ports, proxies, strict=True))]
     try:
         def leaders() -> tuple[list[float | None], str]:
             seen = [_gauge(_scrape(port)[1], "gpu_compactor_leader") for port in ports]
@@ -215,15 +219,31 @@ def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within
         assert handover < 15, f"the Lease moved only after {handover:.1f}s"
         replicas[leader].wait(timeout=120)
         assert replicas[leader].returncode in (0, 143), f"exit {replicas[leader].returncode}:\n{logs[leader].read_text()[-3000:]}"
-        status, body = _scrape(ports[1 - leader], "/healthz")
+        survivor = 1 - leader
+        status, body = _scrape(ports[survivor], "/healthz")
         assert status == 200, body
+        # the API server stops answering the survivor: its cycles and Lease renewals hang, and /healthz must say so
+        proxies[survivor].stall()
+        stalled = time.monotonic()
+        wait_for(lambda: (_scrape(ports[survivor], "/healthz")[0] == 503, str(_scrape(ports[survivor], "/healthz"))),
+                 timeout=120, interval=1, what="/healthz to fail while cycles and Lease renewals stop")
+        status, body = _scrape(ports[survivor], "/healthz")
+        assert "Lease" in body or "cycle" in body, body
+        assert time.monotonic() - stalled < 90, "a liveness probe would have waited too long"
+        proxies[survivor].resume()
+        wait_for(lambda: (_scrape(ports[survivor], "/healthz")[0] == 200, str(_scrape(ports[survivor], "/healthz"))),
+                 timeout=120, interval=1, what="/healthz to recover once the API server answers again")
     finally:
+        for proxy in proxies:
+            proxy.resume()
         for replica in replicas:
             if replica.poll() is None:
                 replica.send_signal(signal.SIGTERM)
         for replica in replicas:
             with contextlib.suppress(Exception):
                 replica.wait(timeout=120)
+        for proxy in proxies:
+            proxy.close()
 
 
 def _acted(kube: Kube, namespace: str) -> bool:
