@@ -16,8 +16,10 @@ STATE_CONFIGMAP = "gpu-compactor-state"
 
 MIG_EXPECTED = "compactor.io/mig-expected"  # the GPU resources a re-cut should bring (actions.migmanager)
 MIG_RECUT_FAILED = "compactor.io/mig-recut-failed"
+MIG_PREVIOUS = "compactor.io/mig-previous"  # the layout a re-cut replaced: what an operator restores after a failure
 
-OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR, MIG_EXPECTED, MIG_RECUT_FAILED)
+OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR, MIG_EXPECTED, MIG_RECUT_FAILED,
+                   MIG_PREVIOUS)
 
 
 FENCE_TAINT_PREFIX = "compactor.io/fence-"  # + the installation: each installation fences with a taint key of its own

@@ -26,9 +26,20 @@ EXPECTED = ann.MIG_EXPECTED  # the GPU resources the new layout should advertise
 RECUT_FAILED = ann.MIG_RECUT_FAILED  # why a re-cut failed; the node stays cordoned for an operator
 
 
-def relabel_patch(to_config: str, expected: Mapping[str, int]) -> dict[str, Any]:
-    return {"metadata": {"labels": {CONFIG_LABEL: to_config},
-                         "annotations": {EXPECTED: json.dumps(dict(sorted(expected.items())), separators=(",", ":"))}}}
+def relabel_patch(to_config: str, expected: Mapping[str, int], *, previous: str = "") -> dict[str, Any]:
+    """The re-cut asked of mig-manager, with what it should bring and (``previous``) the layout it replaces, recorded on the
+    node for an operator who restores it after a failure."""
+    marks = {EXPECTED: json.dumps(dict(sorted(expected.items())), separators=(",", ":"))}
+    if previous:
+        marks[ann.MIG_PREVIOUS] = previous
+    return {"metadata": {"labels": {CONFIG_LABEL: to_config}, "annotations": marks}}
+
+
+def restore_hint(node: str, previous: str) -> str:
+    """What an operator runs to give the node its previous layout back (the compactor never re-cuts a node it failed on)."""
+    if not previous:
+        return "its previous layout was not recorded"
+    return f"previous layout {previous}: kubectl label node {node} {CONFIG_LABEL}={previous} --overwrite restores it"
 
 
 def labels(node: Obj) -> dict[str, str]:

@@ -152,7 +152,8 @@ def _recut_unfinished(client: ClusterClient, node: dict[str, Any], marks: dict[s
     to_config = mig.labels(node).get(mig.CONFIG_LABEL, "")
     if expected and mig.progress(node, to_config, expected) == "done":
         return False
-    why = "a MIG re-cut was under way when the run that asked for it ended without finishing it; left fenced for an operator"
+    why = ("a MIG re-cut was under way when the run that asked for it ended without finishing it; left fenced for an operator "
+           f"({mig.restore_hint(node['metadata']['name'], marks.get(ann.MIG_PREVIOUS, ''))})")
     try:
         patch_fresh(client, node["metadata"]["name"], lambda n: mig.failed_patch(why) if ann.is_ours(n, identity) else None, node=node)
     except ClusterError as exc:  # the node stays fenced either way; the mark is for people

@@ -99,6 +99,9 @@ def test_a_failed_re_cut_leaves_the_node_cordoned_with_a_warning_and_no_retry() 
     relabels = [call for call in c.history if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {})]
     assert len(relabels) == 1  # never retried
     assert "re-cut of b to all-3g.40gb failed" in report.reason
+    # the layout it replaced is recorded, and the report says how to restore it (the compactor never re-cuts a failed node)
+    assert marks(c, "b")[ann.MIG_PREVIOUS] == "all-1g.10gb"
+    assert "kubectl label node b nvidia.com/mig.config=all-1g.10gb --overwrite restores it" in report.reason
 
 
 def test_mig_manager_stuck_in_pending_times_out() -> None:
@@ -221,3 +224,4 @@ def test_a_node_mid_re_cut_whose_run_state_was_lost_stays_fenced_until_mig_manag
     else:
         assert "b" in recovered.kept and c.is_fenced("b")
         assert "left fenced for an operator" in marks(c, "b")[ann.MIG_RECUT_FAILED]
+        assert "nvidia.com/mig.config=all-1g.10gb --overwrite restores it" in marks(c, "b")[ann.MIG_RECUT_FAILED]

@@ -12,6 +12,7 @@ import logging
 from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions import migmanager as mig
+from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
 from compactor.actions.run import Abort, Run
 from compactor.actions.steps.drained import await_drained, gpu_pods_holding
@@ -44,8 +45,14 @@ def _recut(run: Run, change: MigRepartition) -> str:
     if node is None:
         raise Abort(f"node {name} disappeared before its re-cut")
     if mig.labels(node).get(mig.CONFIG_LABEL) != change.to_config:  # a resumed run finds it relabelled already
-        if patch_fresh(run.client, name, lambda n: mig.relabel_patch(change.to_config, change.allocatable) if ann.is_ours(n, run.settings.identity) else None,
-                       node=node) is None:
+        previous = mig.labels(node).get(mig.CONFIG_LABEL, "") or change.from_config
+
+        def relabel(current: Obj) -> Obj | None:
+            if not ann.is_ours(current, run.settings.identity):
+                return None
+            return mig.relabel_patch(change.to_config, change.allocatable, previous=previous)
+
+        if patch_fresh(run.client, name, relabel, node=node) is None:
             return _failed(run, change, "the node is no longer cordoned by gpu-compactor", "failed")
         run.event(events.recut_started(name, change.from_config, change.to_config, run.plan_id))
     deadline = run.clock.monotonic() + run.settings.mig_reconfigure_timeout_seconds
@@ -64,7 +71,8 @@ def _recut(run: Run, change: MigRepartition) -> str:
 
 
 def _failed(run: Run, change: MigRepartition, why: str, result: str) -> str:
-    message = f"re-cut of {change.node} to {change.to_config} failed: {why}; left cordoned for an operator"
+    message = (f"re-cut of {change.node} to {change.to_config} failed: {why}; left fenced for an operator "
+               f"({mig.restore_hint(change.node, change.from_config)})")
     log.warning(run.said("mig re-cut failed", "mig re-cut would fail (dry run)"),
                 extra={"node": change.node, "to": change.to_config, "reason": why})
     if change.node in run.state.cordoned and patch_fresh(run.client, change.node,
