@@ -35,7 +35,8 @@ import yaml
 from kubernetes import client as k8s_client
 from pydantic import BaseModel
 
-from compactor.actions.annotations import STATE_CONFIGMAP
+from compactor.actions.annotations import FENCE_TAINT_PREFIX, OUR_ANNOTATIONS, STATE_CONFIGMAP
+from compactor.actions.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
@@ -49,12 +50,14 @@ CRONJOB = MANIFESTS / "overlays" / "cronjob"
 CONTROLLER = MANIFESTS / "overlays" / "controller"
 MONITORING = MANIFESTS / "monitoring"
 STEERING = MANIFESTS / "steering"
+GUARD = MANIFESTS / "guard"  # optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
 GPU_OPERATOR = MANIFESTS / "gpu-operator"  # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
 OVERLAYS = (CRONJOB, CONTROLLER)
-KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR)
+KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD)
 NAMESPACE = "gpu-compactor"
 OPERATOR_NAMESPACE_NAME = Settings().mig.operator_namespace  # where the GPU Operator's mig-parted configs are read
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 WORKLOADS = {"CronJob", "Deployment"}
 # The name the workloads give their image, and the placeholder each overlay's `images:` entry turns it into.
 IMAGE = "gpu-compactor"
@@ -661,6 +664,33 @@ def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_polic
                           "resourceNames": [name], "verbs": ["get"]}]
 
 
+def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executor_writes(tmp_path: Path,
+                                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """manifests/guard: node UPDATEs by the base's service account only, denied (403) unless they change nothing but taints
+    and annotations under compactor.io/ and the MIG config label, which cover every key the executor writes on a node.
+    tests/e2e/test_node_guard.py sends each of its node patches, and each forbidden change, to a real kube-apiserver."""
+    name = "gpu-compactor-node-guard"
+    spec = _one(GUARD, "ValidatingAdmissionPolicy", name)["spec"]
+    assert _one(GUARD, "ValidatingAdmissionPolicyBinding", name)["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+    account = _one(BASE, "ServiceAccount")["metadata"]
+    assert [c["expression"] for c in spec["matchConditions"]] == [
+        f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:{account['name']}'"]
+    assert spec["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                          "resources": ["nodes"]}]
+    assert spec["failurePolicy"] == "Fail" and "paramKind" not in spec
+    owned = "compactor.io/"
+    variables = {v["name"]: v["expression"] for v in spec["variables"]}
+    assert variables["labels"].count(f"k != '{MIG_CONFIG_LABEL}'") == 2  # changed or added, and removed
+    assert variables["annotations"].count(f"!k.startsWith('{owned}')") == 2
+    assert all(f"!t.key.startsWith('{owned}')" in variables[v] for v in ("oldTaints", "newTaints"))
+    settings = _mounted_settings(tmp_path, monkeypatch).executor
+    for key in (settings.taint_key, FENCE_TAINT_PREFIX, *OUR_ANNOTATIONS):
+        assert key.startswith(owned), f"{key}: the executor writes it on nodes, the guard refuses it (outside {owned})"
+    for validation in spec["validations"]:
+        assert validation["reason"] == "Forbidden"
+        assert validation["messageExpression"].startswith(f"'{validation['message']}; "), "the message, then what was changed"
+
+
 def test_rbac_grants_no_wildcards() -> None:
     for role in _roles():
         kind = f"{role['kind']} {role['metadata']['name']}"
@@ -860,7 +890,7 @@ def test_the_docs_install_with_kustomizations_that_exist() -> None:
             applied.add(directory)
         for name in re.findall(r"kustomize edit set image ([\w./-]+)=", text):
             assert name == IMAGE, f"{_shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
-    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR}
+    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD}
     readme = _install_texts()[ROOT / "README.md"]
     for step in ("docker build -t REGISTRY/gpu-compactor:TAG .", "docker push REGISTRY/gpu-compactor:TAG",
                  f"kustomize edit set image {IMAGE}=REGISTRY/gpu-compactor:TAG"):
