@@ -196,9 +196,10 @@ def _kube_client(args: argparse.Namespace, *, dry_run: bool) -> ClusterClient:
     from compactor.kube.client import load_api_client
     from compactor.kube.cluster_client import KubeClusterClient
 
-    namespace = settings_from_args(args).executor.state_namespace
+    settings = settings_from_args(args)
     api = load_api_client(args.kubeconfig, args.context, in_cluster=args.in_cluster)
-    return KubeClusterClient(api, dry_run_all=dry_run, namespace=namespace)
+    return KubeClusterClient(api, dry_run_all=dry_run, namespace=settings.executor.state_namespace,
+                             write_timeout=settings.leader_election.write_timeout_seconds)
 
 
 def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
@@ -283,8 +284,9 @@ def _stoppable(clock: Clock, dry_run: bool) -> Iterator[Clock]:
 
 
 @contextmanager
-def _exclusive(client: ClusterClient, namespace: str, dry_run: bool) -> Iterator[ClusterClient]:
-    """Act only while holding the Lease the controller uses too: one actor at a time, every write fenced on it."""
+def _exclusive(client: ClusterClient, settings: Settings, dry_run: bool) -> Iterator[ClusterClient]:
+    """Act only while holding the Lease the controller uses too, every write checked against it first (which narrows,
+    not closes, the window for a second actor: see compactor/actions/fencing.py)."""
     from compactor.actions.fencing import FencedClient
     from compactor.controller import identity
     from compactor.kube.cluster_client import KubeClusterClient
@@ -293,7 +295,7 @@ def _exclusive(client: ClusterClient, namespace: str, dry_run: bool) -> Iterator
     if dry_run or not isinstance(client, KubeClusterClient):
         yield client
         return
-    elector = LeaderElector(client.api_client, namespace, identity())
+    elector = LeaderElector.configured(client.api_client, settings.executor.state_namespace, identity(), settings.leader_election)
     acquire_once(elector)
     with LeaseKeeper(elector):
         yield FencedClient(client, elector.holds, elector.ref)
@@ -331,7 +333,7 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
     from compactor.actions.steering.detect import choose, planning_fence
 
     live, real_clock, dry_run = _executor_for(args, plan)
-    with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings.executor.state_namespace, dry_run) as client:
+    with _stoppable(real_clock, dry_run) as clock, _exclusive(live, settings, dry_run) as client:
         try:
             if not dry_run:
                 _say_recovered(recover(client, settings.executor, clock, rules=settings.planner))

@@ -588,14 +588,16 @@ def cmd_controller(args: argparse.Namespace) -> int:
     include, selector = mig_parted_listing(settings.mig.config_map, settings.mig.selector, mig_parted_namespace(settings))
     connection = connect(args.kubeconfig, args.context, in_cluster=args.in_cluster)
     namespace = settings.executor.state_namespace
-    client = KubeClusterClient(connection.api_client, namespace=namespace)
+    # writes give up well within the Lease's margin (leader_election.write_timeout_seconds, validated with the settings)
+    client = KubeClusterClient(connection.api_client, namespace=namespace, write_timeout=settings.leader_election.write_timeout_seconds)
 
     def load_snapshot() -> Snapshot:
         objects = read_cluster(connection.api_client, decoded=True, include_config_maps=include, config_map_selector=selector)
         with gc_paused():
             return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=settings.metrics.pool_label)
 
-    elector = None if args.no_leader_election else LeaderElector(connection.api_client, namespace, identity())
+    elector = None if args.no_leader_election else LeaderElector.configured(connection.api_client, namespace, identity(),
+                                                                               settings.leader_election)
     acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)  # writes only while leading
     controller = Controller(load_snapshot=load_snapshot, client=acting, settings=settings, exporter=Exporter(),
                             options=ControllerOptions(interval=args.interval, listen=args.listen, dry_run=args.dry_run,

@@ -2,8 +2,36 @@
 
 A replica (or a ``run --once``) that lost the Lease, or could not renew it within the renew
 deadline, may still be in the middle of a run. Its next write is refused here, before it
-reaches the API server, so two actors never cordon or evict at once; the run stops, and
-whoever holds the Lease now recovers from the node marks and the state ConfigMap.
+reaches the API server; the run stops, and whoever holds the Lease now recovers from the node
+marks and the state ConfigMap.
+
+What this check is not: a fencing token. The API server never sees it, so a write checked while
+we held the Lease can still land after another process took it over: the process paused between
+the check and the send (GC, a stopped container, a migrated VM), or the request reached the API
+server, which applied it after the client gave up. Two bounds narrow that window: the check
+counts from the moment our last successful renewal *began* (``LeaderElector.holds``), and each
+write is one attempt that gives up after ``leader_election.write_timeout_seconds``, at most half of
+``lease_seconds - renew_deadline_seconds`` (``settings.lease_timing_problem``), so on the client's
+side it is over well before anyone may take over. Narrowed, not closed.
+
+The guards that hold whatever the timing are on the objects themselves:
+
+* the state ConfigMap is written with compare-and-swap on the resourceVersion this process last
+  read or wrote (``KubeClusterClient.write_state``), and every fence, hold and eviction is
+  announced there before it is made (``Run.save``). Two actors cannot both go on saving: whichever
+  saves second over a version the other replaced gets 409 (``ClusterError``) and its run aborts,
+  starting no further move (its rollback's writes pass this check like any other). Between two saves (the nodes fenced after one save, an eviction's
+  retries, a recovery that found no state and releases orphan fences) only the Lease check stands
+  in the way;
+* node patches carry the resourceVersion of the read they were built from
+  (``actions/patching.py``): a late patch never overwrites a change made since (``spec.taints`` is
+  replaced whole); on 409 the node is read again and the patch rebuilt from what it shows, or
+  dropped (a release removes only a fence that is still ours). That keeps a late patch consistent
+  with the node; it does not stop a late actor from patching;
+* the steering parameter ConfigMap and pod tolerations are patched against their resourceVersion
+  in the same way; an eviction names the pod's uid and is still subject to its PodDisruptionBudget.
+
+Events carry no guard: a late one is only a late message.
 """
 
 from __future__ import annotations

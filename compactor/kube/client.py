@@ -8,10 +8,12 @@ the pod's service account is used; otherwise ``~/.kube/config``. ``in_cluster=Tr
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes.config import incluster_config, kube_config
@@ -55,6 +57,22 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, in_clu
     api_client = k8s_client.ApiClient(configuration=configuration)
     api_client.user_agent = USER_AGENT
     return Connection(api_client=api_client, name=name)
+
+
+def single_attempt(api_client: k8s_client.ApiClient) -> k8s_client.ApiClient:
+    """An ``ApiClient`` on the same server, with the same credentials and headers, that sends each request once.
+
+    urllib3 retries a request by itself: up to three times by default (connection errors for any method;
+    timeouts and dropped connections for GET, PUT and DELETE), each attempt with the whole timeout again.
+    For a write fenced on the Lease, such a retry resends it unchecked, up to four timeouts after the
+    check. Writes and Lease requests go through this client instead: one attempt, bounded by its timeout;
+    the executor's own retries pass the fence again (``compactor/actions/fencing.py``).
+    """
+    configuration = copy.deepcopy(api_client.configuration)  # as Configuration.get_default_copy() does
+    configuration.retries = urllib3.Retry(total=0)
+    single = k8s_client.ApiClient(configuration=configuration, cookie=api_client.cookie)
+    single.default_headers = dict(api_client.default_headers)  # the User-Agent among them
+    return single
 
 
 def _load_in_cluster(configuration: k8s_client.Configuration) -> None:

@@ -33,14 +33,17 @@ from kubernetes.client.exceptions import ApiException
 
 from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.errors import ClusterError
+from compactor.kube.client import single_attempt
 from compactor.kube.lean import lean
 from compactor.kube.read import DEFAULT_PAGE_SIZE, _list_all, _Listing, _status_message, _transport_reason
+from compactor.settings import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "gpu-compactor"
 DEFAULT_NAMESPACE = "gpu-compactor"
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_TIMEOUT = 30.0  # reads
+DEFAULT_WRITE_TIMEOUT = DEFAULT_WRITE_TIMEOUT_SECONDS  # writes: leader_election.write_timeout_seconds
 MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
 MANAGED_BY = {"app.kubernetes.io/managed-by": COMPONENT}
@@ -103,7 +106,13 @@ class KubeClusterClient:
     ``dry_run_all``: every write (patch, eviction, event, state ConfigMap) carries
     ``dryRun=All``, so the API server admits or refuses it without persisting anything.
     ``namespace``: where the executor's state ConfigMap lives.
-    ``request_timeout``: seconds for each request (connect + reply).
+    ``request_timeout``: seconds for each read (connect + reply).
+    ``write_timeout``: seconds for each write (PATCH, POST, PUT, DELETE): ``leader_election.write_timeout_seconds``,
+    at most half of ``lease_seconds - renew_deadline_seconds``, so a write checked against the Lease
+    (``actions/fencing.py``) gives up long before another replica may take the Lease over. Writes are sent
+    once (``client.single_attempt``: no urllib3 retry resends one unchecked); callers that retry go through
+    the fence again. A client-side timeout does not cancel the request on the API server: see
+    docs/executor.md, "What the Lease does not guarantee".
     """
 
     def __init__(
@@ -113,14 +122,19 @@ class KubeClusterClient:
         dry_run_all: bool = False,
         namespace: str = DEFAULT_NAMESPACE,
         request_timeout: float = DEFAULT_TIMEOUT,
+        write_timeout: float = DEFAULT_WRITE_TIMEOUT,
         page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
+        if write_timeout <= 0:
+            raise ValueError(f"write_timeout must be > 0, got {write_timeout:g}")
         self.api_client = api_client
+        self._writer = single_attempt(api_client)  # writes: one attempt each, bounded by write_timeout
         self.dry_run_all = dry_run_all
         self.namespace = namespace
         self.request_timeout = request_timeout
+        self.write_timeout = write_timeout
         self.page_size = page_size
         self._core = k8s_client.CoreV1Api(api_client)
         self._policy = k8s_client.PolicyV1Api(api_client)
@@ -128,6 +142,7 @@ class KubeClusterClient:
         self._state_versions: dict[str, str] = {}  # state ConfigMap -> resourceVersion last read or written here
 
     def close(self) -> None:
+        self._writer.close()  # type: ignore[no-untyped-call]
         self.api_client.close()  # type: ignore[no-untyped-call]
 
     def __enter__(self) -> KubeClusterClient:
@@ -383,12 +398,13 @@ class KubeClusterClient:
         headers: dict[str, Any] = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type
+        api, timeout = (self.api_client, self.request_timeout) if method == "GET" else (self._writer, self.write_timeout)
         try:
-            request = self.api_client.param_serialize(
+            request = api.param_serialize(
                 method=method, resource_path=path, path_params=dict(params), query_params=list(query or []),
                 header_params=headers, body=body, auth_settings=["BearerToken"],
             )
-            response = self.api_client.call_api(*request, _request_timeout=self.request_timeout)
+            response = api.call_api(*request, _request_timeout=timeout)
             try:
                 raw = response.read()  # type: ignore[no-untyped-call]
             finally:

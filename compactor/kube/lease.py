@@ -14,6 +14,23 @@ round of client-go's ``tryAcquireOrRenew``:
 Requests carry raw JSON through ``ApiClient.call_api`` (as ``cluster_client.py`` does),
 so the MicroTime fields keep their microseconds. API failures raise a one-line
 ``ClusterError``; the caller decides how long a leader may go without renewing.
+
+**What the Lease guarantees, and what it does not.** ``holds()`` is checked before every write
+(``compactor/actions/fencing.py``); it is true while our last successful renewal *began* less than
+``renew_deadline`` ago, and another replica takes over only after seeing the record unchanged for
+``lease_seconds``. Each request gives up after ``write_timeout`` (``leader_election.write_timeout_seconds``,
+at most half of ``lease_seconds - renew_deadline``: ``settings.lease_timing_problem``), so the client side
+of a write checked at the last moment ends well before a takeover. That narrows the window; it does not
+close it. The API server never sees a token: a process paused between the check and the send, or a
+request the server applies after the client gave up, can still land after another replica took the
+Lease. The guards that hold regardless are on the objects: the state ConfigMap is written with
+compare-and-swap on its resourceVersion (and every change is announced there first), node patches carry
+the resourceVersion of the read they were built from. See docs/executor.md, "What the Lease does not
+guarantee".
+
+**No lock across I/O.** ``_lock`` guards the fields and is never held during a request, so ``holds()``
+and ``last_contact()`` (every fenced write, the liveness probe) never wait on the API server. Rounds
+and ``release`` run one at a time under ``_round_lock``, which ``holds()`` never takes.
 """
 
 from __future__ import annotations
@@ -32,12 +49,19 @@ from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
 from compactor.errors import ClusterError, CompactorError
+from compactor.kube.client import single_attempt
 from compactor.kube.read import _status_message, _transport_reason
+from compactor.settings import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_RENEW_DEADLINE_SECONDS,
+    DEFAULT_WRITE_TIMEOUT_SECONDS,
+    LeaderElectionSettings,
+    lease_timing_problem,
+)
 
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "gpu-compactor-leader"
-DEFAULT_LEASE_SECONDS = 30
 _COLLECTION = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 _OBJECT = _COLLECTION + "/{name}"
 _JSON = "application/json"
@@ -92,13 +116,15 @@ class LeaderElector:
     """Acquire and renew the Lease ``name`` in ``namespace`` as ``identity``.
 
     ``is_leader`` is the outcome of the last round; after a failed round (``ClusterError``) a leader
-    stays leader until ``renew_deadline`` seconds (default 2/3 of the lease) have passed since its
-    last successful renewal, as client-go's ``RenewDeadline``.
+    stays leader until ``renew_deadline`` seconds (default 20 of a 30 s lease) have passed since its
+    last successful renewal began, as client-go's ``RenewDeadline``. ``request_timeout`` bounds each
+    request (GET, PUT, POST); the three must satisfy ``settings.lease_timing_problem``.
 
     Expiry is judged as client-go does, never by comparing the holder's ``renewTime`` with the
     local wall clock (clocks differ between machines): a Lease held by someone else counts as
     expired once its record has not changed for ``leaseDurationSeconds`` of *local monotonic*
-    time since this elector last saw it change. ``holds()`` is what every write is fenced on.
+    time since this elector last saw it change. ``holds()`` is what every write is fenced on;
+    it never waits for a round's requests.
     """
 
     def __init__(
@@ -109,7 +135,7 @@ class LeaderElector:
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         *,
         name: str = LEASE_NAME,
-        request_timeout: float = 10.0,
+        request_timeout: float | None = None,
         renew_deadline: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -117,82 +143,124 @@ class LeaderElector:
             raise ValueError(f"lease_seconds must be >= 1, got {lease_seconds}")
         if not identity:
             raise ValueError("the leader-election identity must not be empty")
+        # Unset: the defaults' proportions (20 s and 4 s of a 30 s lease) for any lease duration; they keep the rule.
+        if renew_deadline is None:
+            renew_deadline = lease_seconds * DEFAULT_RENEW_DEADLINE_SECONDS / DEFAULT_LEASE_SECONDS
+        if request_timeout is None:
+            request_timeout = lease_seconds * DEFAULT_WRITE_TIMEOUT_SECONDS / DEFAULT_LEASE_SECONDS
+        problem = lease_timing_problem(lease_seconds, renew_deadline, request_timeout)
+        if problem:
+            raise ValueError(problem)
         self.api_client = api_client
+        self._api = single_attempt(api_client)  # one attempt per request, bounded by request_timeout
         self.namespace = namespace
         self.identity = identity
         self.lease_seconds = lease_seconds
         self.name = name
         self.request_timeout = request_timeout
         # client-go's RenewDeadline: how long a leader keeps leading while its renewals fail (API unreachable)
-        self.renew_deadline = renew_deadline if renew_deadline is not None else lease_seconds * 2 / 3
+        self.renew_deadline = renew_deadline
         self.observed: LeaseRecord | None = None
         self.is_leader = False
         self.monotonic = monotonic
-        self.renewed_at: float | None = None  # monotonic time of our last successful acquire or renewal
+        self.renewed_at: float | None = None  # monotonic time our last successful acquire or renewal round began
         self.observed_at = 0.0  # monotonic time we last saw the record change
         self.changes_seen = 0  # how often we saw it change: more than once means its holder is alive
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the fields above; never held across a request
+        self._round_lock = threading.Lock()  # one round or release at a time; holds() and last_contact() never take it
+        self._epoch = 0  # bumped by release(): a round begun before it never makes us leader
+
+    @classmethod
+    def configured(cls, api_client: k8s_client.ApiClient, namespace: str, identity: str,
+                   settings: LeaderElectionSettings) -> LeaderElector:
+        """The elector with the timings of ``settings`` (validated there: ``settings.lease_timing_problem``)."""
+        return cls(api_client, namespace, identity, settings.lease_seconds, request_timeout=settings.write_timeout_seconds,
+                   renew_deadline=settings.renew_deadline_seconds)
 
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
 
     def try_acquire_or_renew(self, now: datetime) -> bool:
-        """One election round at ``now``; True when we hold the Lease afterwards. Raises ``ClusterError`` on API failures."""
-        with self._lock:
+        """One election round at ``now``; True when we hold the Lease afterwards. Raises ``ClusterError`` on API failures.
+
+        The round's requests are made without ``_lock`` (``holds()`` answers meanwhile from the previous
+        round); its outcome is applied under it. A renewal counts from the moment its round began: the
+        record another replica sees change was written after that, so its takeover comes at least
+        ``lease_seconds`` later, whatever the round's requests took."""
+        with self._round_lock:
+            with self._lock:
+                epoch = self._epoch
+            began = self.monotonic()
             try:
                 held = self._round(now)
             except ClusterError:
-                still = self._within_renew_deadline()
-                if self.is_leader and not still:
-                    log.warning("leadership lost: could not renew the lease in time", extra={"lease": self.ref, "identity": self.identity})
-                self.is_leader = still
+                with self._lock:
+                    still = self._within_renew_deadline()
+                    if self.is_leader and not still:
+                        log.warning("leadership lost: could not renew the lease in time", extra={"lease": self.ref, "identity": self.identity})
+                    self.is_leader = still
                 raise
-            if held != self.is_leader:
-                log.info("leadership %s", "acquired" if held else "lost",
-                         extra={"lease": self.ref, "identity": self.identity, "holder": self.observed.holder if self.observed else ""})
-            self.is_leader = held
-            if held:
-                self.renewed_at = self.monotonic()
-            return held
+            with self._lock:
+                if epoch != self._epoch:  # release() began meanwhile: it gives the Lease up as soon as this round is done
+                    held = False
+                if held != self.is_leader:
+                    log.info("leadership %s", "acquired" if held else "lost",
+                             extra={"lease": self.ref, "identity": self.identity, "holder": self.observed.holder if self.observed else ""})
+                self.is_leader = held
+                if held:
+                    self.renewed_at = began
+                return held
 
     def holds(self) -> bool:
-        """True while we lead and renewed within ``renew_deadline``: checked before every write, so a replica
-        that lost the Lease (or cannot renew it) stops before its next cordon or eviction."""
+        """True while we lead and our last successful renewal began less than ``renew_deadline`` ago: checked
+        before every write, so a replica that lost the Lease (or cannot renew it) stops before its next cordon
+        or eviction. Never waits for a round's requests. Not a fencing token: see the module docstring."""
         with self._lock:
             return self._within_renew_deadline()
 
     def last_contact(self) -> float | None:
         """``monotonic()`` time of our last successful renewal or of the last change we saw in the Lease; None before either.
 
-        A leader renews; a follower watching a live leader sees the record change at every renewal. Read
-        without the lock on purpose: a round holds it through its API calls, and a liveness probe must not wait.
+        A leader renews; a follower watching a live leader sees the record change at every renewal. A liveness
+        probe asks: ``_lock`` is never held across a request, so this never waits for the API server.
         """
-        seen = self.observed_at if self.changes_seen else None
-        times = [t for t in (self.renewed_at, seen) if t is not None]
+        with self._lock:
+            seen = self.observed_at if self.changes_seen else None
+            times = [t for t in (self.renewed_at, seen) if t is not None]
         return max(times) if times else None
 
     def _within_renew_deadline(self) -> bool:
         return self.is_leader and self.renewed_at is not None and self.monotonic() - self.renewed_at < self.renew_deadline
 
     def release(self, now: datetime) -> bool:
-        """Give the Lease up (client-go's ReleaseOnCancel) so a standby takes over at once; True when released."""
+        """Give the Lease up (client-go's ReleaseOnCancel) so a standby takes over at once; True when released.
+
+        Fenced writes stop at once (``holds()`` is false from the first line); the PUT waits for a round in
+        flight to end, so it carries the resourceVersion that round wrote, and is made without ``_lock``.
+        Given up whenever the record last seen names us, even after the renew deadline passed: a conflict
+        (409) means someone else wrote it since, and nothing is released."""
         with self._lock:
-            was_leader, self.is_leader = self.is_leader, False
-            if not was_leader or self.observed is None or self.observed.holder != self.identity:
+            self.is_leader = False
+            self._epoch += 1
+        with self._round_lock:
+            with self._lock:
+                observed = self.observed
+            if observed is None or observed.holder != self.identity:
                 return False
-            body = self._body(holder="", acquire=now, renew=now, transitions=self.observed.transitions,
-                              resource_version=self.observed.resource_version, seconds=1)
+            body = self._body(holder="", acquire=now, renew=now, transitions=observed.transitions,
+                              resource_version=observed.resource_version, seconds=1)
             status, reply = self._send("PUT", _OBJECT, body)
             if status == 409:
                 return False
             if not 200 <= status <= 299:
                 raise self._error("releasing", status, reply)
-            self.observed = LeaseRecord.from_object(reply, self.lease_seconds) if isinstance(reply, dict) else None
+            with self._lock:
+                self.observed = LeaseRecord.from_object(reply, self.lease_seconds) if isinstance(reply, dict) else None
             log.info("leadership released", extra={"lease": self.ref, "identity": self.identity})
             return True
 
-    # ----- one round ---------------------------------------------------------------------
+    # ----- one round (requests without _lock; what they read is recorded under it) ---------
 
     def _round(self, now: datetime) -> bool:
         status, reply = self._send("GET", _OBJECT)
@@ -200,7 +268,8 @@ class LeaderElector:
             body = self._body(holder=self.identity, acquire=now, renew=now, transitions=0)
             status, reply = self._send("POST", _COLLECTION, body)
             if status == 409:  # AlreadyExists: another replica created it first
-                self.observed = None
+                with self._lock:
+                    self.observed = None
                 return False
             if not 200 <= status <= 299:
                 raise self._error("creating", status, reply)
@@ -226,13 +295,15 @@ class LeaderElector:
         return True
 
     def _observe(self, record: LeaseRecord) -> None:
-        if self.observed is None or record.key != self.observed.key:
-            self.observed_at = self.monotonic()
-            self.changes_seen += 1
-        self.observed = record
+        with self._lock:
+            if self.observed is None or record.key != self.observed.key:
+                self.observed_at = self.monotonic()
+                self.changes_seen += 1
+            self.observed = record
 
     def _expired(self, record: LeaseRecord) -> bool:
-        return self.monotonic() - self.observed_at >= record.lease_seconds
+        with self._lock:
+            return self.monotonic() - self.observed_at >= record.lease_seconds
 
     def _record(self, reply: Any) -> LeaseRecord:
         if not isinstance(reply, dict):
@@ -264,13 +335,13 @@ class LeaderElector:
         headers: dict[str, Any] = {"Accept": _JSON}
         if body is not None:
             headers["Content-Type"] = _JSON
-        host = str(self.api_client.configuration.host)
+        host = str(self._api.configuration.host)
         try:
-            request = self.api_client.param_serialize(
+            request = self._api.param_serialize(
                 method=method, resource_path=path, path_params={"namespace": self.namespace, "name": self.name},
                 query_params=[], header_params=headers, body=body, auth_settings=["BearerToken"],
             )
-            response = self.api_client.call_api(*request, _request_timeout=self.request_timeout)
+            response = self._api.call_api(*request, _request_timeout=self.request_timeout)
             try:
                 raw = response.read()  # type: ignore[no-untyped-call]
             finally:
@@ -333,7 +404,7 @@ class LeaseKeeper:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=self.elector.request_timeout + 1)
+        self._thread.join(timeout=2 * self.elector.request_timeout + 1)  # a round in flight: GET and PUT
         try:
             self.elector.release(datetime.now(UTC))
         except ClusterError as exc:  # it expires by itself; the next actor waits one lease duration at most

@@ -132,7 +132,7 @@ def test_read_timeout_is_one_line(fake_api: FakeApiServer) -> None:
 
 
 def test_idempotent_reads_are_retried_by_urllib3_after_a_timeout(fake_api: FakeApiServer) -> None:
-    """The kubernetes client's urllib3 pool retries GET (and PUT/DELETE) on read errors; POST/PATCH never (see eviction tests)."""
+    """The kubernetes client's urllib3 pool retries GET on read errors; writes are sent once (see the eviction and state tests)."""
     fake_api.add(node("gpu-1"))
     fake_api.inject("/api/v1/nodes/gpu-1", delay=1.0, passthrough=True)
     assert _client(fake_api, request_timeout=0.2).get_node("gpu-1") is not None
@@ -219,7 +219,7 @@ def test_patch_timeout_is_not_retried(fake_api: FakeApiServer) -> None:
     fake_api.add(node("gpu-1"))
     fake_api.inject("/api/v1/nodes/gpu-1", method="PATCH", delay=1.0, passthrough=True)
     with pytest.raises(ClusterError) as info:
-        _client(fake_api, request_timeout=0.2).patch_node("gpu-1", {"spec": {"unschedulable": True}})
+        _client(fake_api, write_timeout=0.2).patch_node("gpu-1", {"spec": {"unschedulable": True}})
     assert _one_line(info.value).endswith("(patching node gpu-1): timed out")
     assert len(fake_api.requests_to("/api/v1/nodes/gpu-1", "PATCH")) == 1
 
@@ -301,7 +301,7 @@ def test_evict_timeout_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> 
     fake_api.add(pod("p", on="gpu-1"))
     fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", delay=1.0, passthrough=True)
     started = time.monotonic()
-    result = _client(fake_api, request_timeout=0.2).evict("default", "p")
+    result = _client(fake_api, write_timeout=0.2).evict("default", "p")
     assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 0)
     assert result.message == f"cannot reach the Kubernetes API at {fake_api.url} (evicting pod default/p): timed out"
     assert time.monotonic() - started < 0.9
