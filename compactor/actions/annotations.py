@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 CORDONED_BY = "compactor.io/cordoned-by"
@@ -88,3 +89,29 @@ def release_patch(node: dict[str, Any], identity: str, reservation_key: str) -> 
     if len(kept) != len(taints):
         patch["spec"] = {"taints": kept or None}
     return patch or None
+
+
+def taint_value(pod: str) -> str:
+    """The pod's ``namespace.name`` as a valid taint value (a label value: at most 63 characters, alphanumeric at both ends).
+
+    The full key is in the ``reserved-for`` annotation; a long one is cut here, or the API would refuse the whole patch.
+    """
+    value = re.sub(r"[^A-Za-z0-9_.-]", ".", pod.replace("/", "."))[:63].strip("-_.")
+    return value or "any"
+
+
+def reservation_patch(node: dict[str, Any], identity: str, key: str, *, pod: str, until: str,
+                      after_drain: bool = False) -> dict[str, Any] | None:
+    """Our fence swapped for a ``NoSchedule`` taint ``key=<pod>`` (``any`` for no pod) that only pods tolerating it pass,
+    with the pod and the deadline marked; ``after_drain``: a freed node kept so (``after_drain: taint``). Built from a fresh
+    read, like ``fence_patch``; None when the node is no longer fenced by this installation."""
+    if not has_fence(node, identity):
+        return None
+    marks = {RESERVED_FOR: pod, RESERVED_UNTIL: until, **({AFTER_DRAIN: "taint"} if after_drain else {})}
+    taint = {"key": key, "value": taint_value(pod), "effect": "NoSchedule"}
+    return {"metadata": {"annotations": marks}, "spec": {"taints": [*without_taints(_taints(node), key, fence_key(identity)), taint]}}
+
+
+def keep_cordoned_patch() -> dict[str, Any]:
+    """``after_drain: keepCordoned``: the fence stays, marked as kept on purpose (recovery leaves it)."""
+    return {"metadata": {"annotations": {AFTER_DRAIN: "keepCordoned"}}}

@@ -9,9 +9,8 @@ carries an operator's taint, label and annotation. Then, through the compactor's
 ``Impersonate-User`` set to the service account:
 
 * every node patch the executor makes, built by its own functions (``annotations.fence_patch``,
-  ``release_patch``, ``migmanager.relabel_patch``, ``failed_patch``) or, where the executor builds
-  it inline (the reservations of ``steps/steer.py`` and ``steps/finish.py``, keepCordoned), exactly
-  as it does, is admitted, and leaves the operator's marks as they were;
+  ``release_patch``, ``reservation_patch``, ``keep_cordoned_patch``, ``migmanager.relabel_patch``,
+  ``failed_patch``), is admitted, and leaves the operator's marks as they were;
 * every other change (the cordon bit, another spec field, an operator's taint added, changed or
   removed, even inside a fence patch, an operator's label or annotation, the MIG state label,
   a finalizer, an ownerReference) is refused with 403 and the policy's own message, and the node
@@ -42,7 +41,6 @@ from kubernetes.client.exceptions import ApiException
 from compactor.actions import annotations as ann
 from compactor.actions import migmanager as mig
 from compactor.actions.patching import patch_fresh
-from compactor.actions.steps.steer import taint_value
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.settings import Settings
@@ -242,31 +240,6 @@ def _stamp(offset: float = 0.0) -> str:
     return datetime.fromtimestamp(time.time() + offset, UTC).isoformat().replace("+00:00", "Z")
 
 
-# --------------------------------------------------------------------------- the reservations, as the executor builds them inline
-
-
-def _reserve_for_pending(node: Obj, pod: str) -> Obj | None:
-    """``steps/steer.py`` ``reserve``: the fence swapped for ``<taint_key>=<pod>``, the pod and the deadline marked."""
-    if not ann.has_fence(node, IDENTITY):
-        return None
-    taint = {"key": RESERVATION_KEY, "value": taint_value(pod), "effect": "NoSchedule"}
-    taints = ann.without_taints((node.get("spec") or {}).get("taints") or [], RESERVATION_KEY, ann.fence_key(IDENTITY))
-    return {"metadata": {"annotations": {ann.RESERVED_FOR: pod, ann.RESERVED_UNTIL: _stamp(300)}}, "spec": {"taints": [*taints, taint]}}
-
-
-def _reserve_freed(node: Obj, pod: str) -> Obj | None:
-    """``steps/finish.py`` ``_reserve_freed`` (``after_drain: taint``)."""
-    if not ann.has_fence(node, IDENTITY):
-        return None
-    reservation = {"key": RESERVATION_KEY, "value": taint_value(pod), "effect": "NoSchedule"}
-    taints = ann.without_taints((node.get("spec") or {}).get("taints") or [], RESERVATION_KEY, ann.fence_key(IDENTITY))
-    return {"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: _stamp(600), ann.RESERVED_FOR: pod}},
-            "spec": {"taints": [*taints, reservation]}}
-
-
-KEEP_CORDONED = {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned"}}}  # steps/finish.py, after_drain: keepCordoned
-
-
 # --------------------------------------------------------------------------- what the executor writes: admitted
 
 
@@ -290,7 +263,7 @@ def test_every_node_patch_the_executor_makes_is_admitted_for_its_service_account
     relabelled = send(lambda n: mig.relabel_patch("all-1g.10gb", {"nvidia.com/mig-1g.10gb": 7}), "the MIG re-cut label")
     assert mig.labels(relabelled)[mig.CONFIG_LABEL] == "all-1g.10gb" and ann.MIG_EXPECTED in ann.node_annotations(relabelled)
     send(lambda n: mig.failed_patch("mig-manager reported failed"), "the failed re-cut marks")
-    send(lambda n: KEEP_CORDONED, "after_drain: keepCordoned")
+    send(lambda n: ann.keep_cordoned_patch(), "after_drain: keepCordoned")
     released = send(release, "the release")
     assert fence not in _keys(released) and not any(k.startswith("compactor.io/") for k in ann.node_annotations(released))
 
@@ -301,13 +274,15 @@ def test_every_node_patch_the_executor_makes_is_admitted_for_its_service_account
 
     # a pending pod placed on a node drained for it: the fence swapped for the reservation, then released
     send(partial(ann.fence_patch, identity=IDENTITY, plan_id="plan-e2e", at=_stamp()), "the fence")
-    reserved = send(partial(_reserve_for_pending, pod="ml/pending-0"), "the reservation for a pending pod")
+    reserved = send(partial(ann.reservation_patch, identity=IDENTITY, key=RESERVATION_KEY, pod="ml/pending-0", until=_stamp(300)),
+                    "the reservation for a pending pod")
     assert fence not in _keys(reserved) and RESERVATION_KEY in _keys(reserved)
     assert RESERVATION_KEY not in _keys(send(release, "the release of a reservation"))
 
     # after_drain: taint (the freed node reserved at the end of the run), lifted at its TTL by release_patch
     send(partial(ann.fence_patch, identity=IDENTITY, plan_id="plan-e2e", at=_stamp()), "the fence")
-    assert RESERVATION_KEY in _keys(send(partial(_reserve_freed, pod=""), "after_drain: taint"))
+    assert RESERVATION_KEY in _keys(send(partial(ann.reservation_patch, identity=IDENTITY, key=RESERVATION_KEY, pod="", until=_stamp(600), after_drain=True),
+                                       "after_drain: taint"))
     send(release, "the reservation lifted")
 
     # another installation's fence (compactor.io/fence-<installation>) and release

@@ -22,7 +22,7 @@ from compactor.actions.retry import Backoff
 from compactor.actions.run import Abort, Run, StopHere
 from compactor.actions.state import InFlight
 from compactor.actions.steps.await_replacement import await_replacement
-from compactor.actions.steps.recheck import refusal, refuse
+from compactor.actions.steps.recheck import Checked, recheck, refuse
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")
@@ -70,13 +70,13 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
     try:
         for move in batch:
             run.report(f"evicting {move.pod} from {move.from_node}")
-            pod = current_pod(run, move)
-            pdbs = _pdbs(run, pod) if pod is not None else []
+            pod, pdbs = _read(run, move)
             if busy & {_key(p) for p in pdbs}:
                 _await_all(run, waits)  # the PDB is shared with an earlier move of the batch: let that one finish first
                 waits, busy = [], set()
-                pod = current_pod(run, move)
-                pdbs = _pdbs(run, pod) if pod is not None else []
+                pod, pdbs = _read(run, move)
+            if pod is not None and _wait_for_budget(run, move, pod, pdbs):
+                pod, pdbs = _read(run, move)  # minutes may have passed: what is checked next is read after the wait
             if move.pod in run.state.done:
                 continue  # refused with a move of this batch it depended on
             if pod is None:
@@ -86,11 +86,12 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
                 run.skipped.append(move.pod)
                 mark_done(run, move)
                 continue
-            if why := refusal(run, move, pod, pdbs):
-                refuse(run, move, why)
+            checked = recheck(run, move, pod, pdbs)
+            if checked.refusal:
+                refuse(run, move, checked.refusal)
                 run.skipped.append(move.pod)
                 continue
-            _start_move(run, move, pod, pdbs)
+            _start_move(run, move, pod, checked)
             waits.append(move)
             busy |= {_key(p) for p in pdbs}
     except StopHere:
@@ -99,16 +100,22 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
     _await_all(run, waits)
 
 
-def _start_move(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> None:
-    """PDBs asked, steering in place, the eviction sent."""
+def _read(run: Run, move: Move) -> tuple[Obj | None, list[Obj]]:
+    """The planned pod as it is now (None: gone or elsewhere) and the PDBs selecting it."""
+    pod = current_pod(run, move)
+    return pod, (_pdbs(run, pod) if pod is not None else [])
+
+
+def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> None:
+    """Steering in place, the eviction sent; the owner's pods as the re-check listed them, if it did (no wait since)."""
     owner = controller_uid(pod)
     if not owner:
         raise Abort(f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)")
-    _wait_for_budget(run, move, pod, pdbs)
     run.clock.checkpoint()  # a stop received since the last wait takes effect before the next eviction, not after it
     namespace = move.pod.split("/", 1)[0]
-    selector = owner_selector(run.client, pod)
-    siblings = sorted(str(p["metadata"].get("uid")) for p in owner_pods(run.client, namespace, owner, selector))
+    selector = checked.selector if checked.selector is not None else owner_selector(run.client, pod)
+    listed = checked.siblings if checked.siblings is not None else owner_pods(run.client, namespace, owner, selector)
+    siblings = sorted(str(p["metadata"].get("uid")) for p in listed)
     run.state.inflight[move.pod] = InFlight(owner=owner, siblings=siblings, grace=grace_seconds(pod), selector=selector,
                                             target=move.to_node)
     run.steerer.prepare(run, move, pod)
@@ -151,18 +158,21 @@ def _key(pdb: Obj) -> str:
     return f"{pdb['metadata'].get('namespace', 'default')}/{pdb['metadata']['name']}"
 
 
-def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> None:
-    """Before evicting, the pod's PDBs should allow it: an unexpected 0 waits (re-reading them), then aborts."""
+def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> bool:
+    """Before evicting, the pod's PDBs should allow it: an unexpected 0 waits (re-reading them), then aborts. True when it
+    waited (everything read before is then read again)."""
     deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds
+    waited = False
     while True:
         blocking = [_key(p) for p in pdbs if int((p.get("status") or {}).get("disruptionsAllowed") or 0) <= 0]
         if not blocking:
-            return
+            return waited
         if run.clock.monotonic() >= deadline:
-            waited = run.settings.replacement_timeout_seconds
-            raise Abort(f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {waited:g}s")
+            limit = run.settings.replacement_timeout_seconds
+            raise Abort(f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {limit:g}s")
         run.report(f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
         run.clock.sleep(run.settings.poll_seconds)
+        waited = True
         pdbs = _pdbs(run, pod)
 
 

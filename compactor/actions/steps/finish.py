@@ -5,11 +5,10 @@ reservation when it is used or at its TTL (``reservations.py``)."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
-from compactor.actions.annotations import fence_key
-from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import pod_key
 from compactor.actions.retry import Backoff, until_deadline
@@ -19,7 +18,7 @@ from compactor.actions.steps.cordon import release, unfence
 from compactor.actions.steps.drained import await_drained
 from compactor.actions.steps.recut import recut_all
 from compactor.actions.steps.reservations import await_reservations
-from compactor.actions.steps.steer import OPENED, place_pending, taint_value
+from compactor.actions.steps.steer import OPENED, place_pending
 from compactor.errors import ClusterError
 
 log = logging.getLogger("compactor.executor")
@@ -79,8 +78,7 @@ def _after_drain(run: Run, name: str, *, freed: bool) -> bool:
         if unfence(run, name):
             run.event(events.uncordoned(name, run.plan_id, "fence lifted after the plan"))
     elif mode == "keepCordoned":
-        keep = {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned"}}}
-        if patch_fresh(run.client, name, lambda n: keep if ann.has_fence(n, run.settings.identity) else None):
+        if patch_fresh(run.client, name, lambda n: ann.keep_cordoned_patch() if ann.has_fence(n, run.settings.identity) else None):
             run.event(events.kept_cordoned(name, run.plan_id))
     else:
         return _reserve_freed(run, name)
@@ -92,15 +90,8 @@ def _reserve_freed(run: Run, name: str) -> bool:
     pending pod the plan placed here when that pod was not bound in time) may pass. True when the node is reserved."""
     placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
     until = run.stamp(offset=run.settings.taint_ttl_seconds)
-    reservation = {"key": run.settings.taint_key, "value": taint_value(placed), "effect": "NoSchedule"}
-
-    def build(node: Obj) -> Obj | None:
-        if not ann.has_fence(node, run.settings.identity):
-            return None
-        taints = ann.without_taints((node.get("spec") or {}).get("taints") or [], run.settings.taint_key, fence_key(run.settings.identity))
-        return {"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_UNTIL: until, ann.RESERVED_FOR: placed}},
-                "spec": {"taints": [*taints, reservation]}}
-
+    build = partial(ann.reservation_patch, identity=run.settings.identity, key=run.settings.taint_key, pod=placed, until=until,
+                    after_drain=True)
     if patch_fresh(run.client, name, build) is None:
         return False
     run.event(events.reserved(name, placed, until, run.plan_id))

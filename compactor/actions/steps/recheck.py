@@ -12,6 +12,7 @@ node, whose emptying the plan was after, or onto it, whose room it was to make).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from compactor.actions.client import Obj
 from compactor.actions.owners import owner_pods, owner_selector
@@ -27,25 +28,43 @@ from compactor.planner.plan import Move
 log = logging.getLogger("compactor.executor")
 
 
-def refusal(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> str:
-    """Why ``pod`` must not be evicted now ('' when it may)."""
+@dataclass
+class Checked:
+    """The re-check's verdict, and what it read of the owner on the way (the move then lists the owner's pods only once)."""
+
+    refusal: str = ""  # why the pod must not be evicted now; "" when it may
+    selector: str | None = None  # the owner's label selector, when read
+    siblings: list[Obj] | None = None  # the owner's pods, when listed
+
+
+def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
+    """Whether ``pod`` may be evicted now, read fresh."""
+    checked = Checked()
     source_raw = run.client.get_node(move.from_node)
     source = parse_node(source_raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) if source_raw else None
     model = parse_pod(pod, source=SOURCE)
-    replicas = None if pdbs or run.rules.min_replicas <= 1 else _ready_replicas(run, pod)
+    replicas = None if pdbs or run.rules.min_replicas <= 1 else _ready_replicas(run, pod, checked)
     reason = why_not_evictable(model, source, [parse_pdb(p, source=SOURCE) for p in pdbs], run.rules, ready_replicas=replicas,
                                fence=planning_fence(run.steerer.mechanism, run.settings.identity))
     if reason is not None:
-        return f"{reason.value} (steering {run.steerer.mechanism})" if reason is Unmovable.TOLERATES_FENCES else reason.value
-    if source is None or not source.ready:
-        return f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
-    return _target_refusal(run, move)
+        checked.refusal = f"{reason.value} (steering {run.steerer.mechanism})" if reason is Unmovable.TOLERATES_FENCES else reason.value
+    elif source is None or not source.ready:
+        checked.refusal = f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
+    else:
+        checked.refusal = _target_refusal(run, move)
+    return checked
 
 
-def _ready_replicas(run: Run, pod: Obj) -> int:
+def refusal(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> str:
+    """Why ``pod`` must not be evicted now ('' when it may)."""
+    return recheck(run, move, pod, pdbs).refusal
+
+
+def _ready_replicas(run: Run, pod: Obj, checked: Checked) -> int:
     namespace = (pod.get("metadata") or {}).get("namespace", "default")
-    siblings = owner_pods(run.client, namespace, controller_uid(pod), owner_selector(run.client, pod))
-    return sum(1 for p in siblings if is_ready(p) and not is_terminating(p))
+    checked.selector = owner_selector(run.client, pod)
+    checked.siblings = owner_pods(run.client, namespace, controller_uid(pod), checked.selector)
+    return sum(1 for p in checked.siblings if is_ready(p) and not is_terminating(p))
 
 
 def _target_refusal(run: Run, move: Move) -> str:

@@ -12,7 +12,7 @@ With steering off the fence simply opens.
 from __future__ import annotations
 
 import logging
-import re
+from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
@@ -57,19 +57,11 @@ def reserve(run: Run, placement: Placement, pod: Obj) -> bool:
     node = placement.to_node
     if node not in run.state.cordoned:
         return False
-    taint = {"key": run.settings.taint_key, "value": taint_value(placement.pod), "effect": "NoSchedule"}
+    taint = {"key": run.settings.taint_key, "value": ann.taint_value(placement.pod), "effect": "NoSchedule"}
     until = run.stamp(offset=run.settings.steer_timeout_seconds)
     run.state.reserved[node] = placement.pod
     run.save()
-
-    def build(current: Obj) -> Obj | None:
-        if not ann.has_fence(current, run.settings.identity):
-            return None
-        taints = ann.without_taints((current.get("spec") or {}).get("taints") or [], run.settings.taint_key,
-                                    ann.fence_key(run.settings.identity))
-        return {"metadata": {"annotations": {ann.RESERVED_FOR: placement.pod, ann.RESERVED_UNTIL: until}},
-                "spec": {"taints": [*taints, taint]}}
-
+    build = partial(ann.reservation_patch, identity=run.settings.identity, key=run.settings.taint_key, pod=placement.pod, until=until)
     if patch_fresh(run.client, node, build) is None:
         run.note(f"{node} is no longer fenced by gpu-compactor; not reserved for {placement.pod}")
         return False
@@ -102,11 +94,3 @@ def tolerate(run: Run, pod: Obj, toleration: Obj) -> None:
         current = run.client.get_pod(namespace, name)
     run.note(f"pending pod {namespace}/{name} changed under every toleration patch; it may not bind on its reserved node")
 
-
-def taint_value(pod: str) -> str:
-    """The pod's ``namespace.name`` as a valid taint value (a label value: at most 63 characters, alphanumeric at both ends).
-
-    The full key is in the ``reserved-for`` annotation; a long one is cut here, or the API would refuse the whole patch.
-    """
-    value = re.sub(r"[^A-Za-z0-9_.-]", ".", pod.replace("/", "."))[:63].strip("-_.")
-    return value or "any"
