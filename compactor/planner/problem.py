@@ -8,6 +8,7 @@ its deficit targets is a valid set of moves (see ``solution.py``).
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -250,6 +251,7 @@ class _Eligibility:
                 if amount > 0 and is_gpu_resource(resource):
                     self.by_resource[resource].append(state)
         self.cache: dict[tuple[object, ...], frozenset[int]] = {}
+        self.ranked_cache: dict[tuple[object, ...], tuple[int, ...]] = {}
 
     def candidates(self, ptype: PodType) -> Sequence[NodeState]:
         gpu = [r for r in ptype.requests if is_gpu_resource(r)]
@@ -272,6 +274,23 @@ class _Eligibility:
         return found
 
 
+    def ranked(self, ptype: PodType) -> tuple[int, ...]:
+        """The receivers with room for one pod of this type, best first (see ``_targets``); shared by every type with the
+        same receivers, requests and pending-ness (thousands of types, a few hundred such keys)."""
+        receivers = self.receivers(ptype)
+        key = (receivers, tuple(sorted(ptype.requests.items())), ptype.pending)
+        found = self.ranked_cache.get(key)
+        if found is None:
+            eligible = [self.states[i] for i in receivers if _room_for(ptype, self.states[i])]
+            if ptype.pending:
+                # A pending pod wants the node that needs the least draining: the most free GPUs.
+                eligible.sort(key=lambda s: (-s.free_gpus_before, s.node.name))
+            else:
+                eligible.sort(key=lambda s: (s.can_empty, not s.ran_gpu_pods, s.free_gpus_before, s.node.name))
+            found = self.ranked_cache[key] = tuple(s.index for s in eligible)
+        return found
+
+
 def _targets(ptype: PodType, eligibility: _Eligibility, max_targets: int) -> tuple[int, ...]:
     """Nodes this type may end on: its current nodes plus the best eligible ones.
 
@@ -280,17 +299,9 @@ def _targets(ptype: PodType, eligibility: _Eligibility, max_targets: int) -> tup
     GPUs; empty GPU nodes last, since filling them costs free capacity.
     """
     current = set(ptype.initial)
-    receivers = eligibility.receivers(ptype)
-    states = eligibility.states
-    eligible = [states[i] for i in receivers if i not in current and _room_for(ptype, states[i])]
-    if ptype.pending:
-        # A pending pod wants the node that needs the least draining: the most free GPUs.
-        eligible.sort(key=lambda s: (-s.free_gpus_before, s.node.name))
-    else:
-        eligible.sort(key=lambda s: (s.can_empty, not s.ran_gpu_pods, s.free_gpus_before, s.node.name))
-    ptype.ranked_targets = tuple(s.index for s in eligible[:max_targets])
-    chosen = sorted(current | set(ptype.ranked_targets))
-    return tuple(chosen)
+    ranked = eligibility.ranked(ptype)
+    ptype.ranked_targets = tuple(itertools.islice((i for i in ranked if i not in current), max_targets))
+    return tuple(sorted(current | set(ptype.ranked_targets)))
 
 
 def linked_nodes(problem: Problem, types: Iterable[PodType]) -> list[int]:
@@ -336,7 +347,8 @@ def restrict(problem: Problem, sources: set[int], used: dict[int, set[int]] | No
         targets = [n for n in ptype.targets if n in kept or n not in ptype.initial]  # dropped sources receive no more
         if max_targets is not None and not ptype.pending:
             # Keep the best-ranked targets, plus every node the warm start sends this type to.
-            ranked = [n for n in ptype.ranked_targets if n in targets][:max_targets]
+            allowed = set(targets)
+            ranked = list(itertools.islice((n for n in ptype.ranked_targets if n in allowed), max_targets))
             targets = sorted(set(ranked) | set(kept) | (used or {}).get(ptype.index, set()))
         narrowed.targets = tuple(targets)
         narrowed.stay_only = frozenset(n for n in ptype.stay_only if n in kept)
