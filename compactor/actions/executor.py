@@ -171,10 +171,11 @@ class Executor:
 
     @staticmethod
     def _move_everything(run: Run) -> None:
+        fenced_before = run.state.phase == Phase.EVICTING  # resumed after every fence was placed (and saved as such)
         run.state.phase = Phase.CORDONING
         plan_still_holds(run)
         _save_first(run)
-        fence_all(run)
+        fence_all(run, fenced_before=fenced_before)
         run.first_reads.clear()  # from here on, every read is fresh
         run.state.phase = Phase.EVICTING
         run.save()

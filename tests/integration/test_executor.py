@@ -33,7 +33,7 @@ from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod
-from tests.fakecluster import EPOCH, FakeCluster
+from tests.fakecluster import EPOCH, Crash, FakeCluster
 
 Obj = dict[str, Any]
 
@@ -704,6 +704,30 @@ def test_a_run_stopped_while_reservations_wait_leaves_them_to_recovery_at_their_
     assert late.expired == ["gpu-2", "gpu-3"]
     assert [involved(e) for e in events(c, "CompactorReservationExpired")] == ["Node/gpu-2", "Node/gpu-3"]
     assert_clean(c)
+
+
+def test_a_resumed_run_does_not_fence_again_a_node_whose_fence_an_operator_lifted_while_it_was_stopped() -> None:
+    c, plan = setup()
+    first = plan.moves[0]
+
+    def die(namespace: str, name: str) -> None:  # the process dies as its first eviction goes out: every fence is placed
+        raise Crash("evict", "before")
+
+    intercept_evictions(c, die)
+    with pytest.raises(Crash):
+        run(c, plan)
+    assert sorted(n for n in c.nodes if c.is_fenced(n)) == ["gpu-2", "gpu-3"]
+    lifted = first.from_node  # the operator needs that node open: kubectl taint node gpu-2 compactor.io/fence-...-
+    c.nodes[lifted]["spec"]["taints"] = [t for t in c.nodes[lifted]["spec"]["taints"] if not t["key"].startswith("compactor.io/fence-")]
+    c.touch_node(lifted)
+    c.evict = FakeCluster.evict.__get__(c)  # type: ignore[method-assign]  # the process is back
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.resumed is not None and recovered.resumed.status == "partial", recovered.resumed
+    assert f"the fence on {lifted} was lifted by someone else" in recovered.resumed.reason
+    assert not c.is_fenced(lifted), "fenced again after an operator lifted the fence"
+    assert not [call for call in c.history if call.method == "evict" and call.args["name"] in
+                {m.pod.split("/")[1] for m in plan.moves if m.from_node == lifted}], "a pod of the node left open was evicted"
+    assert c.cordoned_nodes() == [] and c.state == {}
 
 
 # --------------------------------------------------------------------------- events

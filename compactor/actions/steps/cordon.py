@@ -8,6 +8,7 @@ it either way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import partial
 
@@ -18,8 +19,13 @@ from compactor.actions.patching import patch_fresh
 from compactor.actions.retry import Backoff, until_deadline
 from compactor.actions.run import Abort, Run
 
+log = logging.getLogger("compactor.executor")
 
-def fence_all(run: Run) -> None:
+
+def fence_all(run: Run, *, fenced_before: bool = False) -> None:
+    """Every node of the plan fenced. ``fenced_before``: a resumed run that had placed all its fences before it stopped, so
+    a node of its state found without its fence had it lifted by someone else (an operator): it stays open, and the run's
+    remaining moves off it are refused (``_lifted``)."""
     names = [*run.plan.freed_nodes, *run.fences]
     reads: dict[str, Obj] = {}
     for name in names:
@@ -34,10 +40,26 @@ def fence_all(run: Run) -> None:
     for name in names:
         if ann.has_fence(reads[name], identity):
             continue  # ours already (a resumed run)
+        if fenced_before and name in run.state.cordoned:
+            _lifted(run, name)
+            continue
         fence = partial(ann.fence_patch, identity=identity, plan_id=run.plan_id, at=run.stamp())
         if patch_fresh(run.client, name, fence, node=reads[name]) is None:
             raise Abort(f"node {name} disappeared while fencing")
         run.event(events.cordoned(name, run.plan_id, ann.fence_key(identity)))
+
+
+def _lifted(run: Run, name: str) -> None:
+    from compactor.actions.steps.recheck import refuse  # (recheck reaches this module through the steering mechanisms)
+
+    why = f"the fence on {name} was lifted by someone else while the run was stopped; it stays lifted"
+    log.warning("fence lifted by someone else: not fenced again", extra={"node": name, "plan": run.plan_id})
+    run.state.cordoned.remove(name)
+    for move in run.plan.moves:  # a move in flight (its eviction may have been sent) is seen through
+        if move.from_node == name and move.pod not in run.state.done and move.pod not in run.state.inflight:
+            refuse(run, move, why)
+    run.note(why)
+    run.save()
 
 
 def unfence(run: Run, name: str, mine: Callable[[Obj], bool] | None = None, *, node: Obj | None = None) -> bool:
