@@ -50,14 +50,21 @@ def fence_all(run: Run, *, fenced_before: bool = False) -> None:
 
 
 def _lifted(run: Run, name: str) -> None:
-    from compactor.actions.steps.recheck import refuse  # (recheck reaches this module through the steering mechanisms)
+    # (these steps reach this module through the steering mechanisms: imported here, not at the top)
+    from compactor.actions.steps.evict import current_pod
+    from compactor.actions.steps.recheck import refuse
 
     why = f"the fence on {name} was lifted by someone else while the run was stopped; it stays lifted"
     log.warning("fence lifted by someone else: not fenced again", extra={"node": name, "plan": run.plan_id})
     run.state.cordoned.remove(name)
-    for move in run.plan.moves:  # a move in flight (its eviction may have been sent) is seen through
-        if move.from_node == name and move.pod not in run.state.done and move.pod not in run.state.inflight:
-            refuse(run, move, why)
+    for move in run.plan.moves:
+        if move.from_node != name or move.pod in run.state.done:
+            continue
+        if move.pod in run.state.inflight:
+            if current_pod(run, move) is None:
+                continue  # evicted before the stop: its replacement is seen through
+            del run.state.inflight[move.pod]  # recorded, never sent (or refused): not sent now
+        refuse(run, move, why)
     run.note(why)
     run.save()
 
