@@ -132,6 +132,19 @@ def raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
     return decoded
 
 
+def api_request(kube: Kube, method: str, path: str, body: Obj | None = None) -> tuple[int, Obj]:
+    """A raw request to ``path`` (objects the typed client has no API class for, e.g. admission policies): status and body."""
+    headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if body is not None else {})}
+    request = kube.api_client.param_serialize(method=method, resource_path=path, header_params=headers, body=body,
+                                              auth_settings=["BearerToken"])
+    try:
+        response = kube.api_client.call_api(*request)
+        text = response.read()
+        return int(response.status), json.loads(text or b"{}")
+    except ApiException as exc:
+        return int(exc.status or 0), json.loads(exc.body or b"{}") if exc.body else {}
+
+
 def get_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj | None:
     """Like ``raw``, but None on 404."""
     try:

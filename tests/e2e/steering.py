@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,24 +20,12 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.builders import steering_policy
-from tests.e2e.helpers import PAUSE_IMAGE, STATE_NAMESPACE, Kube, Obj, get_or_none, name_of, with_retries
+from tests.e2e.helpers import PAUSE_IMAGE, STATE_NAMESPACE, Kube, Obj, api_request, get_or_none, name_of, with_retries
 
 _PATHS = {
     "MutatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
     "MutatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings",
 }
-
-
-def _request(kube: Kube, method: str, path: str, body: Obj | None = None) -> tuple[int, Obj]:
-    headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if body is not None else {})}
-    request = kube.api_client.param_serialize(method=method, resource_path=path, header_params=headers, body=body,
-                                              auth_settings=["BearerToken"])
-    try:
-        response = kube.api_client.call_api(*request)
-        text = response.read()
-        return int(response.status), json.loads(text or b"{}")
-    except ApiException as exc:
-        return int(exc.status or 0), {}
 
 
 def install_policy(kube: Kube, *, only: str = "") -> None:
@@ -58,12 +45,12 @@ def install_policy(kube: Kube, *, only: str = "") -> None:
             if get_or_none(kube.core.read_namespaced_config_map, name, STATE_NAMESPACE) is None:
                 with_retries(lambda body=body: kube.core.create_namespaced_config_map(STATE_NAMESPACE, body), what=f"creating configmap {name}")
             continue
-        status, found = _request(kube, "GET", f"{_PATHS[kind]}/{name}")
+        status, found = api_request(kube, "GET", f"{_PATHS[kind]}/{name}")
         if status == 200:
             replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": found["metadata"]["resourceVersion"]}}
-            status, _ = _request(kube, "PUT", f"{_PATHS[kind]}/{name}", replaced)
+            status, _ = api_request(kube, "PUT", f"{_PATHS[kind]}/{name}", replaced)
         else:
-            status, _ = _request(kube, "POST", _PATHS[kind], obj)
+            status, _ = api_request(kube, "POST", _PATHS[kind], obj)
         assert status in (200, 201), f"installing {kind} {name}: HTTP {status} (Kubernetes v1.36+ serves admissionregistration.k8s.io/v1)"
     time.sleep(2)  # the API server's admission plugin picks policies, bindings and parameters up from its informers
 

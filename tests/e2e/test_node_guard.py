@@ -23,7 +23,6 @@ forbidden change is refused, as a real client would have to.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -36,7 +35,6 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
 
 from compactor.actions import annotations as ann
 from compactor.actions import migmanager as mig
@@ -44,7 +42,7 @@ from compactor.actions.patching import patch_fresh
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.settings import Settings
-from tests.e2e.helpers import CREATED_LABEL, NEEDS_CLUSTER, REPO_ROOT, Kube, Obj, wait_for
+from tests.e2e.helpers import CREATED_LABEL, NEEDS_CLUSTER, REPO_ROOT, Kube, Obj, api_request, wait_for
 from tests.e2e.kubelets import NodeSet, fake_nodes
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -97,38 +95,26 @@ LABELS, ANNOTATIONS, METADATA = _message("node label"), _message("node annotatio
 # --------------------------------------------------------------------------- cluster-scoped objects, through the raw API
 
 
-def _request(kube: Kube, method: str, path: str, body: Obj | None = None) -> tuple[int, Obj]:
-    headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if body is not None else {})}
-    request = kube.api_client.param_serialize(method=method, resource_path=path, header_params=headers, body=body,
-                                              auth_settings=["BearerToken"])
-    try:
-        response = kube.api_client.call_api(*request)
-        text = response.read()
-        return int(response.status), json.loads(text or b"{}")
-    except ApiException as exc:
-        return int(exc.status or 0), json.loads(exc.body or b"{}") if exc.body else {}
-
-
 def _create(kube: Kube, obj: Obj) -> bool:
     """``obj`` created (True), or left as found when it exists and was not made by this suite (False); one this suite left
     behind in an interrupted run is replaced."""
     kind, name = obj["kind"], obj["metadata"]["name"]
-    status, found = _request(kube, "GET", f"{PATHS[kind]}/{name}")
+    status, found = api_request(kube, "GET", f"{PATHS[kind]}/{name}")
     if status == 200:
         if (found["metadata"].get("labels") or {}).get(CREATED_LABEL) != "true":
             spec = {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
             assert {k: found.get(k) for k in spec} == spec, f"{kind} {name} is installed, but not as shipped: {found}"
             return False  # an admin's install of the same thing: used, never removed
         replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": found["metadata"]["resourceVersion"]}}
-        status, reply = _request(kube, "PUT", f"{PATHS[kind]}/{name}", replaced)
+        status, reply = api_request(kube, "PUT", f"{PATHS[kind]}/{name}", replaced)
     else:
-        status, reply = _request(kube, "POST", PATHS[kind], obj)
+        status, reply = api_request(kube, "POST", PATHS[kind], obj)
     assert status in (200, 201), f"creating {kind} {name}: HTTP {status} {reply.get('message', '')}"
     return True
 
 
 def _delete(kube: Kube, kind: str, name: str) -> None:
-    status, reply = _request(kube, "DELETE", f"{PATHS[kind]}/{name}")
+    status, reply = api_request(kube, "DELETE", f"{PATHS[kind]}/{name}")
     assert status in (200, 202, 404), f"deleting {kind} {name}: HTTP {status} {reply.get('message', '')}"
 
 
@@ -376,7 +362,7 @@ def test_any_other_node_change_by_the_service_account_is_refused_with_the_policy
 
 def test_the_policy_type_checks_against_the_node_schema(kube: Kube, guarded: Guarded) -> None:
     """kube-apiserver checks every expression against the Node schema once the policy is stored: no warning."""
-    status, found = _request(kube, "GET", f"{PATHS['ValidatingAdmissionPolicy']}/{POLICY_NAME}")
+    status, found = api_request(kube, "GET", f"{PATHS['ValidatingAdmissionPolicy']}/{POLICY_NAME}")
     assert status == 200
     checked = found.get("status") or {}
     assert checked.get("observedGeneration") == found["metadata"]["generation"], checked
