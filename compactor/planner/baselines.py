@@ -18,7 +18,7 @@ from compactor.model.resources import CPU, MEMORY, is_gpu_resource
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.greedy import greedy
-from compactor.planner.problem import Problem, build_problem, gpu_pod_counts
+from compactor.planner.problem import Problem, build_problem, gpu_pods_before
 from compactor.planner.solution import concretise, gpu_nodes_changed
 from compactor.settings import PlannerSettings
 
@@ -76,7 +76,7 @@ def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scor
                     for r, v in ptype.requests.items():
                         loads[state.index][r] -= v
     moves = 0
-    after_gpu_pods = gpu_pod_counts(problem.snapshot)
+    after_gpu_pods = gpu_pods_before(problem)
     for pod, source, requests in evicted:
         target = _schedule(problem, loads, pod, requests, scoring)
         target = source if target is None else target
@@ -86,7 +86,7 @@ def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scor
             moves += 1
             after_gpu_pods[source] -= 1
             after_gpu_pods[target] += 1
-    before_pods = gpu_pod_counts(problem.snapshot)
+    before_pods = gpu_pods_before(problem)
     freed = [s for s in problem.nodes if s.gpus and before_pods[s.index] > 0 and after_gpu_pods[s.index] == 0]
     filled = [s for s in problem.nodes if s.gpus and before_pods[s.index] == 0 and after_gpu_pods[s.index] > 0]
     return BaselineResult(

@@ -23,10 +23,10 @@ def _weighted(terms: LinearTerms) -> cp_model.LinearExpr:
 
 def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables) -> None:
     """``sum(terms) <= room`` on a node, restated in small numbers; refused when still beyond the solver's integers."""
-    restated = at_most(terms, room)
+    restated = at_most(terms, room, v.upper)
     if restated is not None:
         terms, room = restated
-        checked(terms, too_large(problem.snapshot.source, problem.nodes[node].node.name, resource, f"{resource} amounts"))
+        checked(terms, too_large(problem.snapshot.source, problem.nodes[node].node.name, resource, f"{resource} amounts"), bound=v.upper)
         v.model.add(_weighted(terms) <= room)
 
 
@@ -48,7 +48,7 @@ def capacity(problem: Problem, v: Variables) -> None:
         source = v.placed if ptype.pending else v.final
         for node in ptype.targets:
             var = source[ptype.index, node]
-            for resource, amount in ptype.requests.items():
+            for resource, amount in ptype.items:
                 per_node[node][resource].append((var, amount))
     for node, by_resource in per_node.items():
         state = problem.nodes[node]
@@ -105,17 +105,17 @@ def emptiness(problem: Problem, v: Variables) -> None:
             continue
         source = v.placed if ptype.pending else v.final
         for node in ptype.targets:
-            for resource, amount in ptype.requests.items():
+            for resource, amount in ptype.items:
                 if is_gpu_resource(resource):
                     gpu_terms[node][resource].append((source[ptype.index, node], amount))
     for node, empty in v.empty.items():
         room = problem.nodes[node]
         for resource, terms in gpu_terms.get(node, {}).items():
-            restated = at_most_unless_empty(terms, room.capacity.get(resource, 0) - room.fixed.get(resource, 0))
+            restated = at_most_unless_empty(terms, room.capacity.get(resource, 0) - room.fixed.get(resource, 0), v.upper)
             if restated is None:
                 continue  # every amount is zero: the type never holds the node
             small, cap = restated
-            checked(small, too_large(problem.snapshot.source, room.node.name, resource, f"{resource} amounts"), extra=cap)
+            checked(small, too_large(problem.snapshot.source, room.node.name, resource, f"{resource} amounts"), extra=cap, bound=v.upper)
             v.model.add(_weighted(small) + cap * empty <= cap)
 
 
@@ -146,7 +146,7 @@ def min_gain(problem: Problem, v: Variables) -> None:
     # 100 x (freed GPUs - GPUs free before) >= per_move x moves
     terms = [(var, 100 * gpus) for var, gpus in freed_gpu_terms(problem, v)] + [(var, -per_move) for var in v.out.values()]
     before = 100 * problem.empty_before_gpus
-    v.model.add(_weighted(checked(terms, _gpus_too_large(problem, "GPU count (minGainPerMove)"), extra=before)) >= before)
+    v.model.add(_weighted(checked(terms, _gpus_too_large(problem, "GPU count (minGainPerMove)"), extra=before, bound=v.upper)) >= before)
 
 
 def _gpus_too_large(problem: Problem, what: str) -> Callable[[int], ModelRangeError]:
@@ -161,7 +161,7 @@ def freed_gpu_terms(problem: Problem, v: Variables) -> LinearTerms:
 
 def freed_gpus(problem: Problem, v: Variables) -> cp_model.LinearExprT:
     """Physical GPUs on GPU nodes that run no GPU pod after the plan (before-free nodes included)."""
-    terms = checked(freed_gpu_terms(problem, v), _gpus_too_large(problem, "GPU count"))
+    terms = checked(freed_gpu_terms(problem, v), _gpus_too_large(problem, "GPU count"), bound=v.upper)
     return _weighted(terms) if terms else 0
 
 
@@ -175,12 +175,12 @@ def headroom_gain(problem: Problem, v: Variables) -> cp_model.LinearExprT:
     if not v.headroom:
         return 0
     refuse = too_large(problem.snapshot.source, None, "", "shape headroom (copies of the target shapes that fit)")
-    return _weighted(checked([(var, 1) for var in v.headroom.values()], refuse))
+    return _weighted(checked([(var, 1) for var in v.headroom.values()], refuse, bound=v.upper))
 
 
 def move_cost(problem: Problem, v: Variables) -> cp_model.LinearExprT:
     """Each move costs its type's cost; arriving on a node with spare GPUs costs a little more (prefer full targets)."""
-    terms = checked(move_cost_terms(problem, v), move_costs_too_large(problem))
+    terms = checked(move_cost_terms(problem, v), move_costs_too_large(problem), bound=v.upper)
     return _weighted(terms) if terms else 0
 
 
@@ -211,7 +211,7 @@ def add_headroom_vars(problem: Problem, v: Variables) -> None:
             if upper > REACH_LIMIT:
                 raise too_large(problem.snapshot.source, state.node.name, "shape headroom", "copies of a target shape")(upper)
             if upper:
-                v.headroom[s, state.index] = v.model.new_int_var(0, upper, f"head_{s}_{state.index}")
+                v.headroom[s, state.index] = v.new_int_var(0, upper, f"head_{s}_{state.index}")
 
 
 ALL_CONSTRAINTS = (conservation, capacity, one_eviction_at_a_time, emptiness, move_limits, min_gain)

@@ -86,14 +86,9 @@ class _Steps:
                 moves, cost = moves + delta, cost + delta * ptype.cost
             freed, gpus = freed + 1, gpus + problem.nodes[node].gpus
             self.drained.append(node)
-            if not self._limited() or within_limits(problem, drainer.assignment):
+            if drainer.loads.within_limits():
                 found.append(Point(freed, gpus, moves, cost, "FEASIBLE", 0, None, len(self.drained), self))
         return found
-
-    def _limited(self) -> bool:
-        cfg = self.problem.settings
-        return cfg.max_moves is not None or cfg.max_moves_per_node is not None or cfg.max_moves_per_namespace is not None \
-            or cfg.min_gain_per_move > 0
 
     def assignment(self, step: int) -> Assignment:
         """The assignment after ``step`` drains (replayed: deterministic)."""
@@ -120,7 +115,7 @@ class _CostModel:
         self.weight = sum(s.gpus for s in problem.nodes) + 1  # freed GPUs only break ties between equal costs
         terms = [(var, cost * self.weight) for var, cost in c.move_cost_terms(problem, self.v)]
         terms += [(var, -gpus) for var, gpus in c.freed_gpu_terms(problem, self.v)]
-        checked(terms, c.move_costs_too_large(problem))
+        checked(terms, c.move_costs_too_large(problem), bound=self.v.upper)
         model.minimize(cp_model.LinearExpr.weighted_sum([var for var, _ in terms], [k for _, k in terms]))
         self.budget = budget
 

@@ -24,6 +24,7 @@ from compactor.errors import InputError
 
 REACH_LIMIT = (2**63 - 1) // 2  # CP-SAT: no linear expression may reach beyond half of int64
 LinearTerms = list[tuple[cp_model.IntVar, int]]
+Bound = Callable[[cp_model.IntVar], int]  # a variable's largest value (``upper``, or a faster lookup of the same)
 
 
 class ModelRangeError(InputError):
@@ -35,14 +36,14 @@ def upper(var: cp_model.IntVar) -> int:
     return int(domain[len(domain) - 1])
 
 
-def reach(terms: LinearTerms) -> int:
+def reach(terms: LinearTerms, bound: Bound = upper) -> int:
     """The largest magnitude the weighted sum can take (variables are non-negative)."""
-    return sum(abs(coefficient) * upper(var) for var, coefficient in terms)
+    return sum(abs(coefficient) * bound(var) for var, coefficient in terms)
 
 
-def checked(terms: LinearTerms, refuse: Callable[[int], ModelRangeError], extra: int = 0) -> LinearTerms:
+def checked(terms: LinearTerms, refuse: Callable[[int], ModelRangeError], extra: int = 0, bound: Bound = upper) -> LinearTerms:
     """``terms`` if their sum (plus a constant of magnitude ``extra``) fits the model; else ``refuse(reach)`` is raised."""
-    total = reach(terms) + abs(extra)
+    total = reach(terms, bound) + abs(extra)
     if total > REACH_LIMIT:
         raise refuse(total)
     return terms
@@ -62,9 +63,9 @@ def _clamped(terms: LinearTerms, room: int) -> LinearTerms:
     return [(var, min(amount, room + 1)) for var, amount in terms] if room >= 0 else terms
 
 
-def at_most(terms: LinearTerms, room: int) -> tuple[LinearTerms, int] | None:
+def at_most(terms: LinearTerms, room: int, bound: Bound = upper) -> tuple[LinearTerms, int] | None:
     """``sum(amount x var) <= room`` (amounts >= 0) with the same solutions in small numbers; ``None`` if it never binds."""
-    if room >= 0 and reach(terms) <= room:
+    if room >= 0 and reach(terms, bound) <= room:
         return None
     reduced = _reduced(terms, room)
     if reduced is None:
@@ -73,7 +74,7 @@ def at_most(terms: LinearTerms, room: int) -> tuple[LinearTerms, int] | None:
     return _clamped(terms, room), room
 
 
-def at_most_unless_empty(terms: LinearTerms, room: int) -> tuple[LinearTerms, int] | None:
+def at_most_unless_empty(terms: LinearTerms, room: int, bound: Bound = upper) -> tuple[LinearTerms, int] | None:
     """``sum(amount x var) + room x empty <= room``: none of these if ``empty``, else at most ``room``; same solutions.
 
     The big-M ``room`` shrinks to what the terms can reach when that is smaller. ``None`` when every amount is zero."""
@@ -82,7 +83,7 @@ def at_most_unless_empty(terms: LinearTerms, room: int) -> tuple[LinearTerms, in
         return None
     terms, room = reduced
     terms = _clamped(terms, room)
-    return terms, min(room, reach(terms)) if room >= 0 else room
+    return terms, min(room, reach(terms, bound)) if room >= 0 else room
 
 
 def too_large(source: str, node: str | None, field: str, what: str) -> Callable[[int], ModelRangeError]:

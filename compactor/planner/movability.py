@@ -196,17 +196,28 @@ def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex)
 
 
 def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb, ...]]:
-    """Pod key -> the PDBs in its namespace whose selector matches it."""
-    by_namespace: dict[str, list[Pdb]] = defaultdict(list)
-    for pdb in pdbs:
-        by_namespace[pdb.namespace].append(pdb)
+    """Pod key -> the PDBs in its namespace whose selector matches it (in ``pdbs`` order)."""
+    # A selector of matchLabels only matches a pod that has its first label: such PDBs are looked up by that label
+    # (thousands of PDBs, tens of thousands of pods); any other selector is asked of every pod of its namespace.
+    by_label: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    others: dict[str, list[int]] = defaultdict(list)
+    for position, pdb in enumerate(pdbs):
+        selector = pdb.selector
+        if selector is not None and selector.match_labels and not selector.match_expressions:
+            first, value = selector.match_labels[0]
+            by_label[pdb.namespace, first, value].append(position)
+        else:
+            others[pdb.namespace].append(position)
     result: dict[str, tuple[Pdb, ...]] = {}
     seen: dict[tuple[str, frozenset[tuple[str, str]]], tuple[Pdb, ...]] = {}  # replicas share their labels
     for pod in pods:
         key = (pod.namespace, frozenset(pod.labels.items()))
         matching = seen.get(key)
         if matching is None:
-            matching = tuple(p for p in by_namespace.get(pod.namespace, ()) if label_selector_matches(p.selector, pod.labels))
+            candidates = [*others.get(pod.namespace, ())]
+            for label, value in pod.labels.items():
+                candidates += by_label.get((pod.namespace, label, value), ())
+            matching = tuple(pdbs[i] for i in sorted(candidates) if label_selector_matches(pdbs[i].selector, pod.labels))
             seen[key] = matching
         if matching:
             result[pod.key] = matching

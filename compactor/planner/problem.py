@@ -61,6 +61,10 @@ class PodType:
     targets: tuple[int, ...] = ()  # nodes that may end up holding pods of this type
     ranked_targets: tuple[int, ...] = ()  # eligible non-current targets, best first
     stay_only: frozenset[int] = frozenset()  # current nodes that may keep their pods but receive none (not eligible targets)
+    items: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)  # requests.items(), for hot loops
+
+    def __post_init__(self) -> None:
+        self.items = tuple(self.requests.items())
 
     @property
     def count(self) -> int:
@@ -79,6 +83,7 @@ class Problem:
     not_placeable: dict[str, str] = field(default_factory=dict)  # pending GPU pod -> why the plan leaves it alone
     rules: TargetRules | None = None
     ordered_moves: bool = False  # constraints.one_eviction_at_a_time: set when a plan needed moves that only fit together
+    gpu_pods_before: tuple[int, ...] = ()  # bound GPU pods per node before the plan (``gpu_pod_counts``), computed once
 
     @property
     def empty_before_gpus(self) -> int:
@@ -130,9 +135,19 @@ def gpu_pod_counts(snapshot: Snapshot) -> list[int]:
     index = {node.name: i for i, node in enumerate(snapshot.nodes)}
     counts = [0] * len(snapshot.nodes)
     for pod in snapshot.pods:
-        if pod.is_bound and pod.uses_gpu:
+        if pod.is_bound and requests_gpu(pod.requests):
             counts[index[pod.node_name]] += 1
     return counts
+
+
+def requests_gpu(requests: Iterable[str]) -> bool:
+    """``Pod.uses_gpu`` without building the GPU part (``Resources`` keeps no zero amounts)."""
+    return any(is_gpu_resource(r) for r in requests)
+
+
+def gpu_pods_before(problem: Problem) -> list[int]:
+    """``gpu_pod_counts`` of the problem's snapshot (a fresh list: callers may change it)."""
+    return list(problem.gpu_pods_before) if problem.gpu_pods_before else gpu_pod_counts(problem.snapshot)
 
 
 def _priority_weights(pods: Sequence[Pod]) -> dict[int, int]:
@@ -142,7 +157,7 @@ def _priority_weights(pods: Sequence[Pod]) -> dict[int, int]:
 
 def _freeable(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> set[str]:
     """GPU nodes all of whose GPU pods may move."""
-    blocked = {p.node_name for p in snapshot.pods if p.is_bound and p.uses_gpu and unmovable.get(p.key) is not None}
+    blocked = {p.node_name for p in snapshot.pods if p.is_bound and unmovable.get(p.key) is not None and requests_gpu(p.requests)}
     return {n.name for n in snapshot.nodes if n.is_gpu_node and n.name not in blocked}
 
 
@@ -212,7 +227,8 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
         ptype.stay_only = frozenset(ptype.initial) - eligibility.receivers(ptype)
     resources = tuple(sorted({r for t in type_list for r in t.requests}))
     shapes = tuple(parse_shape(s) for s in settings.target_shapes) if settings.mode == "shapes" else ()
-    return Problem(snapshot, settings, states, type_list, resources, unmovable, shapes, not_placeable, rules)
+    return Problem(snapshot, settings, states, type_list, resources, unmovable, shapes, not_placeable, rules,
+                   gpu_pods_before=tuple(gpu_pod_counts(snapshot)))
 
 
 def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool, ports: set[str]) -> NodeState:
@@ -235,7 +251,11 @@ def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[
 
 def _room_for(ptype: PodType, state: NodeState) -> bool:
     """Could one pod of this type ever fit, if every movable pod left the node?"""
-    return all(state.fixed.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in ptype.requests.items())
+    fixed, capacity = state.fixed, state.capacity
+    for r, v in ptype.items:  # noqa: SIM110 (a hot loop: all() over a generator is about twice as slow)
+        if fixed.get(r, 0) + v > capacity.get(r, 0):
+            return False
+    return True
 
 
 class _Eligibility:
@@ -252,6 +272,7 @@ class _Eligibility:
                     self.by_resource[resource].append(state)
         self.cache: dict[tuple[object, ...], frozenset[int]] = {}
         self.ranked_cache: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self.sorted_cache: dict[tuple[int, ...], tuple[tuple[int, ...], dict[int, int]]] = {}
 
     def candidates(self, ptype: PodType) -> Sequence[NodeState]:
         gpu = [r for r in ptype.requests if is_gpu_resource(r)]
@@ -290,6 +311,13 @@ class _Eligibility:
             found = self.ranked_cache[key] = tuple(s.index for s in eligible)
         return found
 
+    def in_order(self, ranked: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, int]]:
+        """``ranked`` sorted by node index, and each node's position in it (shared like ``ranked``)."""
+        found = self.sorted_cache.get(ranked)
+        if found is None:
+            found = self.sorted_cache[ranked] = (tuple(sorted(ranked)), {n: i for i, n in enumerate(ranked)})
+        return found
+
 
 def _targets(ptype: PodType, eligibility: _Eligibility, max_targets: int) -> tuple[int, ...]:
     """Nodes this type may end on: its current nodes plus the best eligible ones.
@@ -300,8 +328,30 @@ def _targets(ptype: PodType, eligibility: _Eligibility, max_targets: int) -> tup
     """
     current = set(ptype.initial)
     ranked = eligibility.ranked(ptype)
-    ptype.ranked_targets = tuple(itertools.islice((i for i in ranked if i not in current), max_targets))
-    return tuple(sorted(current | set(ptype.ranked_targets)))
+    if len(ranked) > max_targets + len(current):
+        ptype.ranked_targets = tuple(itertools.islice((i for i in ranked if i not in current), max_targets))
+        return tuple(sorted(current | set(ptype.ranked_targets)))
+    # Every eligible node is a target (the warm start's wide problem): the shared sorted tuple, plus any current node
+    # that is not eligible; thousands of types share one ranking, so this avoids a sort per type.
+    ordered, position = eligibility.in_order(ranked)
+    ptype.ranked_targets = _without(ranked, sorted(position[n] for n in current if n in position))
+    if len(ptype.ranked_targets) > max_targets:
+        ptype.ranked_targets = ptype.ranked_targets[:max_targets]
+        return tuple(sorted(current | set(ptype.ranked_targets)))
+    outside = {n for n in current if n not in position}
+    return tuple(sorted((*ordered, *outside))) if outside else ordered
+
+
+def _without(ranked: tuple[int, ...], cuts: list[int]) -> tuple[int, ...]:
+    """``ranked`` less the items at the (ascending) positions ``cuts``."""
+    if not cuts:
+        return ranked
+    parts, start = [], 0
+    for cut in cuts:
+        parts.append(ranked[start:cut])
+        start = cut + 1
+    parts.append(ranked[start:])
+    return tuple(itertools.chain.from_iterable(parts))
 
 
 def linked_nodes(problem: Problem, types: Iterable[PodType]) -> list[int]:

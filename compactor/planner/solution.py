@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod
 from compactor.planner.greedy import Assignment
-from compactor.planner.problem import PodType, Problem, gpu_pod_counts
+from compactor.planner.problem import PodType, Problem, gpu_pods_before
 
 
 @dataclass
@@ -56,7 +56,7 @@ def _loads_after(problem: Problem, moves: list[ConcreteMove], placements: list[C
 
 
 def _add(acc: dict[str, int], ptype: PodType, count: int) -> None:
-    for r, v in ptype.requests.items():
+    for r, v in ptype.items:
         acc[r] = acc.get(r, 0) + v * count
 
 
@@ -108,10 +108,10 @@ def order_moves(problem: Problem, moves: list[ConcreteMove], freed: set[int]) ->
     ordered: list[ConcreteMove] = []
     remaining = preferred
     while remaining:
-        pick = next((m for m in remaining if _fits(problem, loads, m)), None)
-        if pick is None:
+        at = next((i for i, m in enumerate(remaining) if _fits(problem, loads, m)), None)
+        if at is None:
             return ordered, remaining
-        remaining = [m for m in remaining if m is not pick]
+        pick = remaining.pop(at)
         _add(loads[pick.source], pick.ptype, -1)
         _add(loads[pick.target], pick.ptype, 1)
         ordered.append(pick)
@@ -121,7 +121,7 @@ def order_moves(problem: Problem, moves: list[ConcreteMove], freed: set[int]) ->
 def _fits(problem: Problem, loads: list[dict[str, int]], move: ConcreteMove) -> bool:
     capacity = problem.nodes[move.target].capacity
     acc = loads[move.target]
-    return all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in move.ptype.requests.items())
+    return all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in move.ptype.items)
 
 
 def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
@@ -153,7 +153,7 @@ def executable(problem: Problem, assignment: Assignment, freed: set[int]) -> Ass
 
 
 def _empty_before(problem: Problem) -> set[int]:
-    counts = gpu_pod_counts(problem.snapshot)
+    counts = gpu_pods_before(problem)
     return {s.index for s in problem.nodes if s.gpus and not counts[s.index]}
 
 
@@ -187,7 +187,7 @@ def pairs(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[li
 
 def gpu_pods_after(problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[int]:
     """Bound GPU pods per node (the snapshot's node order) once the moves and placements are made."""
-    after = gpu_pod_counts(problem.snapshot)
+    after = gpu_pods_before(problem)
     for move in moves:
         if move.ptype.uses_gpu:
             after[move.source] -= 1
@@ -200,7 +200,7 @@ def gpu_pods_after(problem: Problem, moves: Sequence[ConcreteMove], placements: 
 
 def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> tuple[list[int], list[int]]:
     """(freed, filled): GPU nodes that ran a GPU pod before and none after, and the reverse."""
-    before = gpu_pod_counts(problem.snapshot)
+    before = gpu_pods_before(problem)
     after = gpu_pods_after(problem, moves, placements)
     gpu_nodes = [s for s in problem.nodes if s.gpus]
     freed = [s.index for s in gpu_nodes if before[s.index] > 0 and after[s.index] == 0]

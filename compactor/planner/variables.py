@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+from compactor.planner import int64
 from compactor.planner.greedy import Assignment
 from compactor.planner.problem import Problem
 
@@ -18,6 +19,22 @@ class Variables:
     placed: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (pending type, node) -> placed
     empty: dict[int, cp_model.IntVar] = field(default_factory=dict)  # GPU node -> runs no GPU pod after
     headroom: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
+    bounds: dict[int, int] = field(default_factory=dict)  # variable index -> its largest value (reading the proto is slow)
+
+    def new_int_var(self, lower: int, upper: int, name: str) -> cp_model.IntVar:
+        var = self.model.new_int_var(lower, upper, name)
+        self.bounds[var.index] = upper
+        return var
+
+    def new_bool_var(self, name: str) -> cp_model.IntVar:
+        var = self.model.new_bool_var(name)
+        self.bounds[var.index] = 1
+        return var
+
+    def upper(self, var: cp_model.IntVar) -> int:
+        """``int64.upper``, from the bounds recorded here when the variable was made here."""
+        found = self.bounds.get(var.index)
+        return found if found is not None else int64.upper(var)
 
     def hint(self, problem: Problem, assignment: Assignment, empty_nodes: set[int]) -> None:
         self.model.clear_hints()  # type: ignore[no-untyped-call]
@@ -39,15 +56,15 @@ def make_variables(problem: Problem) -> Variables:
         count = ptype.count
         for node in ptype.targets:
             if ptype.pending:
-                v.placed[ptype.index, node] = model.new_int_var(0, count, f"placed_{ptype.index}_{node}")
+                v.placed[ptype.index, node] = v.new_int_var(0, count, f"placed_{ptype.index}_{node}")
                 continue
             initial = len(ptype.initial.get(node, ()))
             # A current node the type may not be moved to (cordoned, tainted, ...) keeps at most its own pods.
             receives = node not in ptype.stay_only
-            v.final[ptype.index, node] = model.new_int_var(0, count if receives else initial, f"final_{ptype.index}_{node}")
+            v.final[ptype.index, node] = v.new_int_var(0, count if receives else initial, f"final_{ptype.index}_{node}")
             if initial:
-                v.out[ptype.index, node] = model.new_int_var(0, initial, f"out_{ptype.index}_{node}")
+                v.out[ptype.index, node] = v.new_int_var(0, initial, f"out_{ptype.index}_{node}")
     for state in problem.nodes:
         if state.gpus and state.can_empty:
-            v.empty[state.index] = model.new_bool_var(f"empty_{state.index}")
+            v.empty[state.index] = v.new_bool_var(f"empty_{state.index}")
     return v
