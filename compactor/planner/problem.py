@@ -396,10 +396,12 @@ def restrict(problem: Problem, sources: set[int], used: dict[int, set[int]] | No
         narrowed = replace(ptype, index=len(types), initial=kept)
         targets = [n for n in ptype.targets if n in kept or n not in ptype.initial]  # dropped sources receive no more
         if max_targets is not None and not ptype.pending:
-            # Keep the best-ranked targets, plus every node the warm start sends this type to.
+            # Keep the best-ranked targets, plus every node the warm start leaves this type on; not a stay-only node
+            # whose pods were left out (fixed load now): it would lose its mark and become a receiver.
             allowed = set(targets)
             ranked = list(itertools.islice((n for n in ptype.ranked_targets if n in allowed), max_targets))
-            targets = sorted(set(ranked) | set(kept) | (used or {}).get(ptype.index, set()))
+            used_nodes = {n for n in (used or {}).get(ptype.index, ()) if n in kept or n not in ptype.stay_only}
+            targets = sorted(set(ranked) | set(kept) | used_nodes)
         narrowed.targets = tuple(targets)
         narrowed.stay_only = frozenset(n for n in ptype.stay_only if n in kept)
         types.append(narrowed)

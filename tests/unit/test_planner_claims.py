@@ -191,3 +191,14 @@ def test_with_room_for_one_mover_the_plan_frees_the_node_by_a_chain_of_moves_in_
     assert plan.freed_nodes == ["c"] and len(plan.moves) == 3, plan.moves
     first, last = plan.moves[0], plan.moves[-1]
     assert first.to_node == "d" and (last.pod, last.to_node) == ("default/edge", "a"), plan.moves
+
+
+def test_a_narrowed_model_sends_no_pod_to_a_node_whose_pods_it_left_out() -> None:
+    """Regression (found by the narrowed-model property): both nodes are tainted and the type tolerates neither, so its
+    pods may stay but never move. Narrowed to one pod, the other node's pod became fixed load there, yet that node, where
+    the warm start keeps its pod, was kept as a target without its stay-only mark: a move onto an untolerated taint."""
+    taint = [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+    snapshot = cluster(node("n0", gpus=8, taints=taint), node("n3", gpus=8, taints=taint),
+                       pod("p0", on="n0", gpus=1, owner="ReplicaSet/x"), pod("p2", on="n3", gpus=1, owner="ReplicaSet/x"))
+    plan = plan_for(snapshot, max_candidate_pods=1)  # plan_for checks the plan
+    assert plan.moves == []
