@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -48,15 +49,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from compactor.sources import mig_parted_namespace
 
     source = source_from_args(args)
+    loading = time.monotonic()
     snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
                            mig_selector=settings.mig.selector, mig_namespace=mig_parted_namespace(settings, explain=args.explain_mig))
+    loaded = time.monotonic() - loading  # reported apart: planner.time_limit_seconds bounds the planning only
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
                               coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
     from compactor.planner.recut import mig_parted_for
 
     steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None
     plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
-                      mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings))
+                      mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings), load_seconds=loaded)
     if args.explain_mig:
         plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)})
     if steering is not None:

@@ -47,8 +47,10 @@ def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResul
 
 
 def _unbounded(settings: PlannerSettings) -> PlannerSettings:
-    """Baselines see every node and pod: no model-size budget applies to them."""
-    return settings.model_copy(update={"max_candidate_pods": 10**9})
+    """Baselines see every node and pod, and no move limit: no model-size budget applies to them, nor the planner's
+    move limits (which ``greedy`` keeps as the planner's warm start)."""
+    return settings.model_copy(update={"max_candidate_pods": 10**9, "max_moves": None, "max_moves_per_node": None,
+                                       "max_moves_per_namespace": None, "min_gain_per_move": 0.0})
 
 
 def _scored_resources(pod: Pod) -> list[str]:

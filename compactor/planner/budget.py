@@ -19,6 +19,10 @@ from ortools.sat.python.cp_model import CpSolverStatus
 WALL_CAP = 10.0  # deterministic runs: a wall-clock safety cap, this many times the deterministic limit (+1 s)
 
 
+class OutOfTime(Exception):
+    """A budget ran out in the middle of a phase that checks it (``Budget.check``), e.g. while building a model."""
+
+
 @dataclass
 class _Spent:
     deterministic_seconds: float = 0.0
@@ -47,6 +51,16 @@ class Budget:
 
     def remaining(self) -> float:
         return self.seconds - self.elapsed()
+
+    def expired(self) -> bool:
+        """Nothing remains on the wall clock: a phase should not start (or go on). Never on the deterministic clock, which
+        only solves spend: there every phase runs as it always did, and only the solves' own limits shrink."""
+        return not self.deterministic and self.remaining() <= 0
+
+    def check(self) -> None:
+        """Raise ``OutOfTime`` once ``expired`` (cheap enough to call in a model-building loop)."""
+        if self.expired():
+            raise OutOfTime
 
     def until(self, seconds: float) -> Budget:
         """A budget of at most ``seconds`` from now, never past this one's end."""

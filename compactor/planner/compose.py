@@ -37,12 +37,15 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def solver_report(problem: Problem, result: SolveResult | None, note: str = "", *, top: Point | None = None) -> SolverReport:
+def solver_report(problem: Problem, result: SolveResult | None, note: str = "", *, top: Point | None = None,
+                  cut: Sequence[str] = ()) -> SolverReport:
     """Status, objective (net freed GPUs of the max-free plan), bound and gap as the user may read them: for the whole
     cluster. A narrowed model's own proofs hold only among what it kept, so then the status is at most FEASIBLE, the
-    bound is the whole-cluster one (``bound.whole_free_bound``) and the note says what was searched."""
+    bound is the whole-cluster one (``bound.whole_free_bound``) and the note says what was searched. What the time
+    limit left undone (``cut``, and the levels ``result`` did not solve) is said in the note too."""
     if result is None:
         return SolverReport(status="OPTIMAL", wall_seconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
+    note = "; ".join(filter(None, [note, *_time_limit_notes(result, cut)]))
     main = next((lv for lv in result.levels if lv.name in ("freedGpus", "headroom")), None)
     objective = bound = gap = None
     status = result.status
@@ -71,6 +74,17 @@ def solver_report(problem: Problem, result: SolveResult | None, note: str = "", 
         status=status, wall_seconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
         variables=result.variables, levels=levels, note=note,
     )
+
+
+def _time_limit_notes(result: SolveResult, cut: Sequence[str]) -> list[str]:
+    """What the time limit left undone, for the solver report's note."""
+    notes = []
+    if result.unbuilt:
+        notes.append("time limit: no CP-SAT model could be built in the time left (building the problem and the greedy warm "
+                     "start took it): the max-free plan is the greedy warm start, within the move limits, unproven")
+    elif result.unsolved:
+        notes.append(f"time limit: level(s) {', '.join(result.unsolved)} not solved (the incumbent stands, unproven)")
+    return notes + [f"time limit: {what}" for what in cut]
 
 
 def _move_reason(problem: Problem, move: ConcreteMove, freed: set[int], pending_targets: dict[int, str], target_free: float) -> str:
@@ -130,6 +144,7 @@ def build_plan(
     plan_id: str | None = None,
     mig_parted: Layouts | None = None,
     fence: Taint | None = None,
+    load_seconds: float | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
 
@@ -137,9 +152,18 @@ def build_plan(
     tolerating it stay where they are. None when the steering policy pins every replacement to its planned node.
 
     With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
-    pending MIG pods (``recut.py``)."""
+    pending MIG pods (``recut.py``).
+
+    ``settings.time_limit_seconds`` bounds the whole call (``solver.planSeconds``): every phase after building the problem
+    and the greedy warm start (the model, each solve, the curve, the re-cut step) keeps to what is left of it and gives
+    up with the best plan so far, never less than the warm start. ``load_seconds``: how long the caller took to load the
+    snapshot, reported apart (``solver.loadSeconds``)."""
     began = time.monotonic()
+    # One clock for the whole call: on the wall clock, building the problem and the warm start count against the limit
+    # (planner.deterministic: CP-SAT's deterministic time, which only the solves spend).
+    clock = budget_for(settings)
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
+    before = figures_to_dict(compute_figures(snapshot, shapes))  # first: whatever the plan, so not in the time kept for finishing
     warnings = list(snapshot.warnings)
     if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
         # Pods and nodes were not read together: a node may run pods this snapshot does not show, so none is freed.
@@ -148,9 +172,12 @@ def build_plan(
                         "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
                         "kubectl get nodes,pods,pdb,pv,pvc -A -o json")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
+    building = time.monotonic()
     original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence)
+    built = time.monotonic() - building
     result: SolveResult | None = None
     note = ""
+    cut: list[str] = []  # what the time limit left undone, for the report
     curve_seconds = 0.0
     points: list[Point] = []
     chosen: Point | None = None
@@ -162,14 +189,13 @@ def build_plan(
             chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment())
             points = [chosen]
     else:
-        clock = budget_for(settings)  # the whole plan within the limit (the problem was built on the wall clock's time)
-        built = time.monotonic() - began if not settings.deterministic else 0.0
-        result = solve(problem, budget=clock.until(max(0.1, settings.time_limit_seconds * SOLVE_SHARE - built)))
+        share = settings.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
+        result = solve(problem, budget=clock.until(max(0.1, share) if settings.deterministic else share))
         problem = result.problem
         assignment = result.assignment
         if settings.mode == "free-nodes":
             started = time.monotonic()
-            points, chosen = _curve(problem, result, settings, clock.until(settings.time_limit_seconds * CURVE_END - built - clock.elapsed()))
+            points, chosen = _curve(problem, result, settings, clock.until(_curve_end(settings, built) - clock.elapsed()), cut)
             if result.restricted:
                 _whole_cluster_bounds(points, original)
             curve_seconds = time.monotonic() - started
@@ -177,7 +203,7 @@ def build_plan(
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     recuts: list[Recut] = []
     if settings.mig_repartition and mig_parted is not None and chosen is not None:
-        chosen, moves, placements, recuts = _recut_step(problem, mig_parted, points, chosen, moves, placements, settings)
+        chosen, moves, placements, recuts = _recut_step(problem, mig_parted, points, chosen, moves, placements, settings, clock, cut)
         if settings.mig_rebalance_min_gain is not None:
             idle = plan_rebalance(problem, mig_parted, moves, placements, recuts, shapes, settings.mig_rebalance_min_gain)
             recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
@@ -201,22 +227,35 @@ def build_plan(
         frontier=_frontier(points, chosen, recuts, settings, moves, len(freed), net_gpus),
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         warnings=warnings,
-        solver=solver_report(problem, result, note, top=points[-1] if points else None).model_copy(update={"frontier_seconds": round(curve_seconds, 3)}),
-        before=figures_to_dict(compute_figures(snapshot, shapes)),
+        solver=solver_report(problem, result, note, top=points[-1] if points else None, cut=cut).model_copy(
+            update={"frontier_seconds": round(curve_seconds, 3), "load_seconds": None if load_seconds is None else round(load_seconds, 3)}),
+        before=before,
     )
     after = figures_to_dict(compute_figures(apply_plan(snapshot, plan), shapes))
-    return plan.model_copy(update={"after": after, "explanations": _explanations(problem)})
+    plan = plan.model_copy(update={"after": after, "explanations": _explanations(problem)})
+    return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})
 
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
+FINISH_PER_BUILD = 0.6  # on the wall clock, finishing takes up to about this share of the time building the problem took
+
+
+def _curve_end(settings: PlannerSettings, built: float) -> float:
+    """When the curve must end, on the plan's clock: at CURVE_END of the limit, or earlier when the cluster is so large
+    that finishing (concretising, the re-cut step, the after figures: all of it scales with the snapshot, as building the
+    problem did) needs more than the rest (wall clock only: the deterministic clock does not count that work)."""
+    limit = settings.time_limit_seconds
+    if settings.deterministic:
+        return limit * CURVE_END
+    return limit - max(limit * (1 - CURVE_END), FINISH_PER_BUILD * built)
 MIN_CURVE_SECONDS = 1.0  # on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
 
 
-def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, budget: Budget) -> tuple[list[Point], Point]:
+def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, budget: Budget, cut: list[str]) -> tuple[list[Point], Point]:
     """The trade-off curve (within as long again as the max-free solve took, at most what remains of the time limit) and
     the point to run."""
-    points = frontier(problem, result, budget=budget.until(max(MIN_CURVE_SECONDS, result.spent)))
+    points = frontier(problem, result, budget=budget.until(max(MIN_CURVE_SECONDS, result.spent)), cut=cut)
     if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
         return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
@@ -235,15 +274,19 @@ RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
 
 
 def _recut_step(problem: Problem, parted: Layouts, points: list[Point], chosen: Point, moves: list[ConcreteMove],
-                placements: list[ConcretePlacement], settings: PlannerSettings,
+                placements: list[ConcretePlacement], settings: PlannerSettings, clock: Budget, cut: list[str],
                 ) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
     """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the
     re-cut is a step of its own: the first further point of the curve that frees such a node is taken instead.
-    Each re-cut counts ``recut_cost_moves`` against ``max_moves``: a step that would pass the cap is not taken."""
+    Each re-cut counts ``recut_cost_moves`` against ``max_moves``: a step that would pass the cap is not taken.
+    Further points are tried while the time limit (``clock``) lasts."""
     recuts = _affordable(plan_recuts(problem, parted, moves, placements), len(moves), settings)
     if recuts or not waiting_mig_pods(problem, placements):
         return chosen, moves, placements, recuts
-    for point in [p for p in points if p.freed_gpus > chosen.freed_gpus][:RECUT_STEP_POINTS]:
+    for tried, point in enumerate([p for p in points if p.freed_gpus > chosen.freed_gpus][:RECUT_STEP_POINTS]):
+        if clock.expired():
+            cut.append(f"re-cut step: {tried} further point(s) of the curve tried before the time limit")
+            break
         assignment = plan_of(point)
         step_moves, step_placements = concretise(problem, assignment, empty_nodes(problem, assignment))
         found = _affordable(plan_recuts(problem, parted, step_moves, step_placements), len(step_moves), settings)

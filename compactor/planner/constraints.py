@@ -33,6 +33,7 @@ def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: 
 def conservation(problem: Problem, v: Variables) -> None:
     """Every movable pod ends on exactly one node; moves out/in are the differences from where it started."""
     for ptype in problem.types:
+        v.tick()
         if ptype.pending:
             v.model.add(cp_model.LinearExpr.sum([v.placed[ptype.index, n] for n in ptype.targets]) <= ptype.count)
             continue
@@ -45,12 +46,14 @@ def capacity(problem: Problem, v: Variables) -> None:
     """After the plan, every node fits every resource any pod requests (an overcommitted node gets no worse)."""
     per_node: dict[int, dict[str, LinearTerms]] = defaultdict(lambda: defaultdict(list))
     for ptype in problem.types:
+        v.tick()
         source = v.placed if ptype.pending else v.final
         for node in ptype.targets:
             var = source[ptype.index, node]
             for resource, amount in ptype.items:
                 per_node[node][resource].append((var, amount))
     for node, by_resource in per_node.items():
+        v.tick()
         state = problem.nodes[node]
         for resource, terms in by_resource.items():
             _fits(problem, node, resource, terms, state.capacity.get(resource, 0) - state.fixed.get(resource, 0), v)
@@ -75,6 +78,7 @@ def one_eviction_at_a_time(problem: Problem, v: Variables) -> None:
     model = v.model
     level = {n: model.new_int_var(0, ORDER_LEVELS - 1, f"level_{n}") for t in problem.types if not t.pending for n in t.initial}
     for ptype in problem.types:
+        v.tick()
         if ptype.pending:
             continue
         threshold = model.new_int_var(0, ORDER_LEVELS - 2, f"threshold_{ptype.index}")
@@ -101,6 +105,7 @@ def emptiness(problem: Problem, v: Variables) -> None:
     """
     gpu_terms: dict[int, dict[str, LinearTerms]] = defaultdict(lambda: defaultdict(list))
     for ptype in problem.types:
+        v.tick()
         if not ptype.uses_gpu:
             continue
         source = v.placed if ptype.pending else v.final
@@ -109,6 +114,7 @@ def emptiness(problem: Problem, v: Variables) -> None:
                 if is_gpu_resource(resource):
                     gpu_terms[node][resource].append((source[ptype.index, node], amount))
     for node, empty in v.empty.items():
+        v.tick()
         room = problem.nodes[node]
         for resource, terms in gpu_terms.get(node, {}).items():
             restated = at_most_unless_empty(terms, room.capacity.get(resource, 0) - room.fixed.get(resource, 0), v.upper)

@@ -41,7 +41,8 @@ def _headline(plan: CompactionPlan) -> list[str]:
     lines = [
         f"Compaction plan {plan.metadata.id} for {plan.metadata.source} ({plan.metadata.created_at})",
         f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} whole-free GPU(s) (physical)",
-        f"  pending pods placed: {len(plan.placed_pending)}; solver {s.status} in {s.wall_seconds:.2f}s, gap {gap}",
+        f"  pending pods placed: {len(plan.placed_pending)}; solver {s.status} in {s.wall_seconds:.2f}s, gap {gap}; "
+        f"planned in {s.plan_seconds:.2f}s" + ("" if s.load_seconds is None else f" (+{s.load_seconds:.2f}s loading)"),
     ]
     if plan.filled_nodes:
         lines.append(f"  note: fills previously free node(s) {', '.join(plan.filled_nodes)}")

@@ -17,7 +17,6 @@ The policy (``planner.objective``) then picks the point to execute.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,12 +25,12 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from compactor.planner import constraints as c
-from compactor.planner.budget import Budget
+from compactor.planner.budget import Budget, OutOfTime
 from compactor.planner.greedy import Assignment, Drainer, greedy
 from compactor.planner.int64 import checked
 from compactor.planner.problem import Problem
 from compactor.planner.solution import concretise, executable, gpu_nodes_changed
-from compactor.planner.solver import SolveResult, empty_nodes, extract, within_limits
+from compactor.planner.solver import BuiltModel, SolveResult, empty_nodes, extract, within_limits
 from compactor.planner.variables import make_variables
 
 MIN_SOLVE_SECONDS = 0.5
@@ -65,14 +64,19 @@ class _Steps:
     def __init__(self, problem: Problem, zero: Point, order: Sequence[int]) -> None:
         self.problem, self.zero, self.order = problem, zero, order
         self.drained: list[int] = []  # nodes in the order they were drained
+        self.cut = False  # the budget ran out before every node was tried
 
-    def points(self) -> list[Point]:
+    def points(self, budget: Budget) -> list[Point]:
+        """The steps' points, while the budget lasts."""
         problem, zero = self.problem, self.zero
         drainer = Drainer(problem, plan_of(zero))
         counts = drainer.assignment.counts
         moves, cost, freed, gpus = zero.moves, zero.cost, zero.freed_nodes, zero.freed_gpus
         found: list[Point] = []
         for node in self.order:
+            if budget.expired():
+                self.cut = True
+                break
             moved = drainer.drain(node)
             if moved is None:
                 continue
@@ -101,11 +105,17 @@ class _Steps:
 class _CostModel:
     """One CP-SAT model: pending placements fixed at their best, "freed nodes >= k" adjustable, minimise cost, then GPUs."""
 
-    def __init__(self, problem: Problem, pending: int, budget: Budget) -> None:
+    def __init__(self, problem: Problem, pending: int, budget: Budget, base: BuiltModel | None = None) -> None:
+        """From ``base`` (the max-free solve's model of ``problem`` as built) when there is one, else built here: then
+        ``OutOfTime`` when the budget runs out while building (thousands of nodes: seconds)."""
         self.problem = problem
-        self.v = make_variables(problem)
-        for build in c.ALL_CONSTRAINTS:
-            build(problem, self.v)
+        if base is not None and base.problem is problem:
+            self.v = base.v.rebind(base.model)
+        else:
+            self.v = make_variables(problem, budget)
+            for build in c.ALL_CONSTRAINTS:
+                build(problem, self.v)
+            self.v.budget = None
         model = self.v.model
         if self.v.placed:
             model.add(c.pending_placed(problem, self.v) >= pending)
@@ -152,13 +162,20 @@ def summarise(problem: Problem, assignment: Assignment) -> tuple[int, int, int, 
     return len(freed), gpus, len(moves), sum(m.ptype.cost for m in moves)
 
 
-def frontier(problem: Problem, top: SolveResult, *, budget: Budget) -> list[Point]:
-    """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped."""
-    pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
-    # Built on first use: at thousands of nodes building it takes seconds, and often no point needs a solve.
-    model = functools.cache(lambda: _CostModel(problem, pending, budget))
+def frontier(problem: Problem, top: SolveResult, *, budget: Budget, cut: list[str] | None = None) -> list[Point]:
+    """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped.
 
-    zero = _zero_point(problem, model, top, budget)
+    Within ``budget``: what it leaves no time for is left out and said in ``cut`` (the pending-only point's solve, the
+    greedy steps past some node, the cost model); with no time at all the curve is the max-free plan alone."""
+    cut = [] if cut is None else cut
+    pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
+    # Made on first use: at thousands of nodes making it takes seconds, and often no point needs a solve.
+    model = _LazyModel(problem, pending, budget, top)
+    steps_need = top.greedy_seconds if not budget.deterministic else 0.0  # the greedy steps take about as long as greedy
+
+    zero = _zero_point(problem, model, top, budget, cut, steps_need + model.need) if not budget.expired() else None
+    if zero is None:
+        cut.append("no trade-off curve: the time limit left no time for it (the max-free plan alone)")
     best: list[Point] = []
     lower = {0: zero.bound if zero is not None else 0}
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
@@ -166,25 +183,41 @@ def frontier(problem: Problem, top: SolveResult, *, budget: Budget) -> list[Poin
     if zero is not None:
         _offer(best, problem, plan_of(zero))
         steps = _Steps(problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name)))
-        for point in steps.points():
+        for point in steps.points(budget):
             if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):
                 best.append(point)
+        if steps.cut:
+            cut.append(f"greedy steps of the trade-off curve stopped by the time limit after {len(steps.drained)} node(s)")
     cheapest = sorted(costs.values())
     additive = _pending_and_draining_add_up(problem)
     top_nodes = max(p.freed_nodes for p in best)
+    unsolved = 0
     for k in range(1, top_nodes + 1):
         lower[k] = lower[0] + sum(cheapest[:k]) if additive else max(lower[0], sum(cheapest[:k]))
         known = _cheapest_freeing(best, k)
         remaining = budget.remaining()
-        if known.cost <= lower[k] or remaining <= 0.05:
+        if known.cost <= lower[k]:
             continue
-        # The first points matter most (balanced stops early): each solve gets at least MIN_SOLVE_SECONDS, in order of k.
-        status, found, proven = model().solve(k, plan_of(known), max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1)))
+        if remaining <= 0.05 + model.need:
+            unsolved += remaining > 0.05  # time enough for a solve, not to make the model first
+            continue
+        # The first points matter most (balanced stops early): each solve gets at least MIN_SOLVE_SECONDS, in order of k;
+        # on the wall clock never past the budget (nor past it by the time making the model takes).
+        seconds = max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1))
+        if not budget.deterministic:
+            seconds = min(seconds, remaining - model.need)
+        try:
+            status, found, proven = model().solve(k, plan_of(known), seconds)
+        except OutOfTime:
+            cut.append("the trade-off curve's cost model: not built within the time limit (its points are unproven)")
+            break
         if budget.remaining() <= 0:  # building the model took the budget: the solve found nothing worth waiting for
             break
         if found is not None:
             _offer(best, problem, found)
         lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)
+    if unsolved and model.made is None:
+        cut.append(f"{unsolved} point(s) of the trade-off curve not solved: no time to make its cost model (greedy steps, unproven)")
     for point in best:
         point.bound = min(point.cost, max(lower.get(n, 0) for n in range(point.freed_nodes + 1)))
         point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
@@ -200,8 +233,33 @@ def _pending_and_draining_add_up(problem: Problem) -> bool:
     return all(t.uses_gpu for t in problem.types if not t.pending)
 
 
-def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, budget: Budget) -> Point | None:
-    """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them."""
+class _LazyModel:
+    """The curve's cost model, made on first use. ``need``: the wall-clock seconds making it is expected to take (zero once
+    made, and on CP-SAT's deterministic clock, which only solves spend): rebinding the max-free solve's model, or building
+    one as long as that one took; none when the max-free solve had no time to build one (nor will this)."""
+
+    def __init__(self, problem: Problem, pending: int, budget: Budget, top: SolveResult) -> None:
+        self.problem, self.pending, self.budget, self.top = problem, pending, budget, top
+        self.made: _CostModel | None = None
+        base = top.base
+        if budget.deterministic:
+            self.need = 0.0
+        elif top.unbuilt:
+            self.need = math.inf
+        else:
+            self.need = 0.0 if base is None else base.seconds / 4 if base.problem is problem else base.seconds
+
+    def __call__(self) -> _CostModel:
+        if self.made is None:
+            self.made = _CostModel(self.problem, self.pending, self.budget, self.top.base)
+            self.need = 0.0
+        return self.made
+
+
+def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, budget: Budget, cut: list[str],
+                reserve: float = 0.0) -> Point:
+    """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them (unproven when the budget,
+    less ``reserve`` seconds for what follows, leaves no time to make and solve the cost model)."""
     if not any(t.pending for t in problem.types):
         unchanged = Assignment.unchanged(problem)
         nodes, gpus, moves, cost = summarise(problem, unchanged)
@@ -212,7 +270,16 @@ def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveRes
             and placing.cost(problem) <= top.assignment.cost(problem):
         hint = placing
     seconds = max(0.1, budget.remaining() / 3)
-    status, found, bound = model().solve(0, hint, seconds)
+    if reserve:
+        seconds = min(seconds, budget.remaining() - reserve)
+    status, found, bound = "UNKNOWN", None, 0
+    try:
+        if budget.deterministic or (budget.remaining() - reserve > 0 and seconds > 0):
+            status, found, bound = model().solve(0, hint, seconds)
+        else:
+            cut.append("the pending-only point: no time left to solve it (greedy placement, unproven)")
+    except OutOfTime:
+        cut.append("the pending-only point: its cost model was not built within the time limit (greedy placement, unproven)")
     if found is not None:
         runnable = executable(problem, found, empty_nodes(problem, found))
         found, status = runnable, status if _placed(runnable) == _placed(found) else "FEASIBLE"

@@ -84,7 +84,8 @@ class SolverReport(_Doc):
     """How the lexicographic CP-SAT solve went: the max-free solve the trade-off curve ends at, not the chosen point."""
 
     status: str = Field(description="`OPTIMAL` when every level was proven optimal (or there was nothing to solve); `FEASIBLE` when the time "
-                                    "limit stopped a level at a solution not proven best (the plan is still valid).")
+                                    "limit stopped a level at a solution not proven best, or left it no time at all (the plan is still valid, at least the "
+                                    "greedy warm start; the note says what was left undone).")
     wall_seconds: float = Field(alias="wallSeconds", description="Wall-clock seconds of the level-by-level solve, rounded to milliseconds "
                                                                  "(the trade-off curve's time is frontierSeconds).")
     objective: float | None = Field(None, description="The main level's value for the max-free solve: net freed GPUs (physical GPUs "
@@ -103,8 +104,15 @@ class SolverReport(_Doc):
                                          "per move); status as CP-SAT reports it (OPTIMAL, FEASIBLE, INFEASIBLE, MODEL_INVALID, UNKNOWN); "
                                          "objective and bound in the level's units (null when not finite); seconds of solver time.")
     frontier_seconds: float = Field(0.0, alias="frontierSeconds", description="Seconds spent computing the trade-off curve, after the levels.")
+    plan_seconds: float = Field(0.0, alias="planSeconds", description="Wall-clock seconds of the whole planning call, from the snapshot in "
+                                "memory to this document (building the problem, the greedy warm start, every solve, the trade-off "
+                                "curve, the re-cut step, the figures), rounded to milliseconds: planner.time_limit_seconds bounds it. "
+                                "Loading the snapshot is apart (loadSeconds).")
+    load_seconds: float | None = Field(None, alias="loadSeconds", description="Wall-clock seconds spent reading and decoding the snapshot "
+                                       "before planning, rounded to milliseconds; null when the caller did not measure it.")
     note: str = Field("", description="Why the plan is empty, when it is (e.g. `nothing to plan: ...`, `no move frees GPU capacity or places "
-                                      "a pending pod`); empty otherwise.")
+                                      "a pending pod`), what a narrowed model searched, and what the time limit left undone (each part "
+                                      "`time limit: ...`); parts separated by `; `.")
 
 
 class FrontierPoint(_Doc):

@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 
 from compactor.planner import constraints as c
 from compactor.planner.bound import whole_free_bound
-from compactor.planner.budget import Budget
+from compactor.planner.budget import Budget, OutOfTime
 from compactor.planner.greedy import Assignment, greedy, prune
 from compactor.planner.problem import Problem, holds_gpu_load, linked_nodes, movable_pods, restrict
 from compactor.planner.solution import executable
@@ -42,6 +42,17 @@ class LevelResult:
 
 
 @dataclass
+class BuiltModel:
+    """A levels model as built, before any level was added to it (``CpModel.clone``): the trade-off curve's cost model
+    starts from it rather than building the same constraints again (seconds at thousands of nodes)."""
+
+    problem: Problem
+    model: cp_model.CpModel
+    v: Variables
+    seconds: float  # wall-clock seconds building it took
+
+
+@dataclass
 class SolveResult:
     problem: Problem
     assignment: Assignment
@@ -55,6 +66,10 @@ class SolveResult:
     whole_bound: int | None = None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
     rounds: int = 1  # solves, each on a wider restriction than the last
     spent: float = 0.0  # on the budget's clock (seconds, or CP-SAT deterministic time)
+    unsolved: list[str] = field(default_factory=list)  # levels the time limit left unsolved (their incumbent stands)
+    unbuilt: bool = False  # the time limit ran out before a CP-SAT model was built: the warm start is the result
+    greedy_seconds: float = 0.0  # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
+    base: BuiltModel | None = None  # the levels model of ``problem`` as built (one component, free-nodes mode)
 
 
 def empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
@@ -118,16 +133,30 @@ class _Levels:
     def __init__(self, problem: Problem, budget: Budget, start: Assignment) -> None:
         self.problem = problem
         self.budget = budget
-        self.v = make_variables(problem)
-        if problem.target_shapes:
-            c.add_headroom_vars(problem, self.v)
-        for build in c.ALL_CONSTRAINTS:
-            build(problem, self.v)
         self.results: list[LevelResult] = []
         self.best = start
         self.greedy = start
         self.status = "OPTIMAL"
         self.fixed: list[tuple[str, int]] = []  # (level, value) every later solution must keep
+        self.unsolved: list[str] = []  # levels the time limit left unsolved
+        self.has_pending = any(t.pending and t.targets for t in problem.types)
+        self.v: Variables | None = None  # None: the time limit ran out before the model was built
+        self.base: BuiltModel | None = None
+        if budget.expired():
+            return
+        started = time.monotonic()
+        try:
+            v = make_variables(problem, budget)
+            if problem.target_shapes:
+                c.add_headroom_vars(problem, v)
+            for build in c.ALL_CONSTRAINTS:
+                build(problem, v)
+        except OutOfTime:
+            return
+        v.budget = None  # built: each solve keeps to its own time limit
+        self.v = v
+        if problem.settings.mode == "free-nodes" and not problem.target_shapes:
+            self.base = BuiltModel(problem, v.model.clone(), v, time.monotonic() - started)
 
     def greedy_places_all_pending(self) -> bool:
         """Level 1 needs no search when the warm start already places every pending pod."""
@@ -135,9 +164,9 @@ class _Levels:
         return placed == sum(t.count for t in self.problem.types if t.pending)
 
     def fix_pending(self) -> None:
-        expr = c.pending_placed(self.problem, self.v)
         best = sum(t.weight * t.count for t in self.problem.types if t.pending)
-        self.v.model.add(expr >= best)
+        if self.v is not None:
+            self.v.model.add(c.pending_placed(self.problem, self.v) >= best)
         self.fixed.append(("pending", best))
         self.results.append(LevelResult("pending", "OPTIMAL", float(best), float(best), 0.0))
 
@@ -146,8 +175,8 @@ class _Levels:
         problem = self.problem
         if name == "pending":
             return sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
-        if name == "freedGpus":
-            return sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment) if n in self.v.empty)
+        if name == "freedGpus":  # every node empty_nodes counts is one the model may empty
+            return sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
         if name == "moveCost":
             return sum(
                 t.cost * max(0, len(pods) - assignment.counts.get(t.index, {}).get(n, 0))
@@ -158,11 +187,21 @@ class _Levels:
     def _satisfies(self, assignment: Assignment) -> bool:
         return all(self.value(name, assignment) >= value for name, value in self.fixed)
 
-    def run(self, name: str, expr: cp_model.LinearExprT, maximize: bool, share: float) -> None:
-        model = self.v.model
+    def run(self, name: str, objective: Callable[[Variables], cp_model.LinearExprT], maximize: bool, share: float) -> None:
         if not maximize and self.greedy is not self.best and self._satisfies(self.greedy) \
                 and self.value(name, self.greedy) < self.value(name, self.best):
             self.best = self.greedy  # the warm start is cheaper and still meets every level fixed so far
+        if self.v is None or self.budget.expired():
+            # Out of time: the incumbent (always feasible) stands, unproven; no later level has time either.
+            value = self.value(name, self.best)
+            self.results.append(LevelResult(name, "UNKNOWN", float(value), float("nan"), 0.0))
+            if maximize:
+                self.fixed.append((name, value))
+            self.unsolved.append(name)
+            self.status = "FEASIBLE"
+            return
+        model = self.v.model
+        expr = objective(self.v)
         self.v.hint(self.problem, self.best, empty_nodes(self.problem, self.best))
         model.maximize(expr) if maximize else model.minimize(expr)
         started = time.monotonic()
@@ -272,21 +311,21 @@ def _translate(problem: Problem, start: Assignment, mapping: dict[int, int], sou
 
 
 def _solve_levels(problem: Problem, start: Assignment, budget: Budget) -> tuple[_Levels, int]:
-    """Run the lexicographic levels on one (sub)problem; returns the levels and the model size."""
+    """Run the lexicographic levels on one (sub)problem; returns the levels and the model size (0: not built in time)."""
     levels = _Levels(problem, budget, start)
-    plan: list[tuple[str, Callable[[], cp_model.LinearExprT], bool, float]] = []
-    if levels.v.placed and not levels.greedy_places_all_pending():
-        plan.append(("pending", lambda: c.pending_placed(problem, levels.v), True, 0.25))
-    elif levels.v.placed:
+    plan: list[tuple[str, Callable[[Variables], cp_model.LinearExprT], bool, float]] = []
+    if levels.has_pending and not levels.greedy_places_all_pending():
+        plan.append(("pending", lambda v: c.pending_placed(problem, v), True, 0.25))
+    elif levels.has_pending:
         levels.fix_pending()
     if problem.target_shapes:
-        plan.append(("headroom", lambda: c.headroom_gain(problem, levels.v), True, 0.7))
+        plan.append(("headroom", lambda v: c.headroom_gain(problem, v), True, 0.7))
     else:
-        plan.append(("freedGpus", lambda: c.freed_gpus(problem, levels.v), True, 0.55))
-    plan.append(("moveCost", lambda: c.move_cost(problem, levels.v), False, 1.0))
-    for name, expr, maximize, share in plan:
-        levels.run(name, expr(), maximize, share)
-    return levels, len(levels.v.model.proto.variables)
+        plan.append(("freedGpus", lambda v: c.freed_gpus(problem, v), True, 0.55))
+    plan.append(("moveCost", lambda v: c.move_cost(problem, v), False, 1.0))
+    for name, objective, maximize, share in plan:
+        levels.run(name, objective, maximize, share)
+    return levels, len(levels.v.model.proto.variables) if levels.v is not None else 0
 
 
 def _components(problem: Problem) -> list[list[int]]:
@@ -389,7 +428,9 @@ def _freed_bound(result: SolveResult) -> int | None:
 
 def _search(problem: Problem, budget: Budget) -> SolveResult:
     """The widening search of ``solve`` (see there), without the executability check."""
+    started = time.monotonic()
     whole, warm = problem, greedy(problem)
+    greedy_seconds = time.monotonic() - started
     pods, targets = problem.settings.max_candidate_pods, problem.settings.max_targets_per_type
     best: SolveResult | None = None
     best_rank: tuple[int, int, int] = (0, 0, 0)
@@ -398,7 +439,8 @@ def _search(problem: Problem, budget: Budget) -> SolveResult:
     bound: int | None = None
     while True:
         rounds += 1
-        narrowed = _narrow(whole, best_whole, pods, targets)
+        # Out of time already (e.g. building the problem took the limit): the warm start, on the whole problem.
+        narrowed = _narrow(whole, best_whole, pods, targets) if not budget.expired() else _Narrowed(whole, best_whole, {}, None)
         result = _solve_once(narrowed.problem, narrowed.start, budget)
         result.assignment = _at_least_the_warm_start(result)
         result.empty_nodes = empty_nodes(result.problem, result.assignment)
@@ -409,13 +451,15 @@ def _search(problem: Problem, budget: Budget) -> SolveResult:
             best, best_rank, best_whole = result, rank, narrowed.lift(whole, result.assignment)
         if narrowed.sources is None or whole.target_shapes:
             break
-        if bound is None:
+        if bound is None and not budget.expired():
             bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
-        if best_rank[1] >= bound or budget.remaining() < 0.35 * budget.seconds or (targets >= _widest(whole) and pods >= movable_pods(whole)):
+        if bound is None or best_rank[1] >= bound or budget.remaining() < 0.35 * budget.seconds \
+                or (targets >= _widest(whole) and pods >= movable_pods(whole)):
             break
         pods, targets = pods * 2, targets * 4
     best.whole_bound = bound
     best.rounds = rounds
+    best.greedy_seconds = greedy_seconds
     return best
 
 
@@ -455,6 +499,10 @@ def _at_least_the_warm_start(result: SolveResult) -> Assignment:
     holding an incumbent worse than the plan it was hinted with)."""
     problem, start = result.problem, result.greedy_assignment
     if problem.target_shapes:  # shape headroom counts free room everywhere: undoing a move could cost some
+        # but a plan that places nothing and gains no headroom (the warm start when no level had time) is worth nothing.
+        unchanged = Assignment.unchanged(problem)
+        if not any(result.assignment.placed.values()) and _headroom(problem, result.assignment) <= _headroom(problem, unchanged):
+            return unchanged
         return result.assignment
     found = prune(problem, result.assignment)
     if start is not None and within_limits(problem, start) and _rank(problem, start) > _rank(problem, found):
@@ -469,16 +517,18 @@ def _solve_once(problem: Problem, start: Assignment, budget: Budget) -> SolveRes
         # The greedy warm start ignores maxMoves/minGainPerMove; it must not become the incumbent
         # (returned as is when every level fails) nor fix the pending level to a value the limits forbid.
         start = Assignment.unchanged(problem)
-    groups = _components(problem) if _decomposable(problem) else [[t.index for t in problem.types]]
+    timely = not budget.expired()  # else no model is built: not worth splitting it
+    groups = _components(problem) if timely and _decomposable(problem) else [[t.index for t in problem.types]]
     if len(groups) <= 1:
         levels, size = _solve_levels(problem, start, budget)
         return SolveResult(problem=problem, assignment=levels.best, empty_nodes=empty_nodes(problem, levels.best),
                            status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
-                           variables=size, greedy_assignment=start)
+                           variables=size, greedy_assignment=start, unsolved=levels.unsolved, unbuilt=levels.v is None,
+                           base=levels.base)
     weights = [sum(len(problem.types[t].targets) for t in group) for group in groups]
     assignment = Assignment()
     all_levels: list[list[LevelResult]] = []
-    status, variables, touched = "OPTIMAL", 0, set()
+    status, variables, touched, unsolved, unbuilt = "OPTIMAL", 0, set(), [], False
     for i, group in enumerate(groups):
         part, mapping = _part(problem, group)
         touched |= {n for t in group for n in (*problem.types[t].targets, *problem.types[t].initial)}
@@ -486,13 +536,17 @@ def _solve_once(problem: Problem, start: Assignment, budget: Budget) -> SolveRes
         back = {new: old for old, new in mapping.items()}
         part_start = Assignment({mapping[t]: per for t, per in start.counts.items() if t in mapping},
                                 {mapping[t]: per for t, per in start.placed.items() if t in mapping})
-        levels, size = _solve_levels(part, part_start, budget.until(max(0.05, budget.remaining()) * share))
+        # A part with no target gets no share, but a moment to prove it (out of time: none, its levels are left unsolved).
+        seconds = (max(0.05, budget.remaining()) * share or 0.05) if not budget.expired() else 0.0
+        levels, size = _solve_levels(part, part_start, budget.until(seconds))
         assignment.counts.update({back[t]: per for t, per in levels.best.counts.items()})
         assignment.placed.update({back[t]: per for t, per in levels.best.placed.items()})
         all_levels.append(levels.results)
         status = status if levels.status == "OPTIMAL" else "FEASIBLE"
         variables += size
+        unsolved += [name for name in levels.unsolved if name not in unsolved]
+        unbuilt = unbuilt or levels.v is None
     untouched_free = sum(s.gpus for s in problem.nodes if s.gpus and s.can_empty and not s.ran_gpu_pods and s.index not in touched)
     return SolveResult(problem=problem, assignment=assignment, empty_nodes=empty_nodes(problem, assignment), status=status,
                        levels=_merge_levels(all_levels, {"freedGpus": float(untouched_free)}), wall_seconds=time.monotonic() - started,
-                       variables=variables, greedy_assignment=start)
+                       variables=variables, greedy_assignment=start, unsolved=unsolved, unbuilt=unbuilt)

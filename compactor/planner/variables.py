@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from compactor.planner import int64
+from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment
 from compactor.planner.problem import Problem
 
@@ -20,6 +21,13 @@ class Variables:
     empty: dict[int, cp_model.IntVar] = field(default_factory=dict)  # GPU node -> runs no GPU pod after
     headroom: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
     bounds: dict[int, int] = field(default_factory=dict)  # variable index -> its largest value (reading the proto is slow)
+    budget: Budget | None = None  # building stops (``OutOfTime``) once it has run out: see ``tick``
+
+    def tick(self) -> None:
+        """Called by the builders every type or node: at thousands of nodes building a model takes seconds, and the time
+        limit bounds the whole plan."""
+        if self.budget is not None:
+            self.budget.check()
 
     def new_int_var(self, lower: int, upper: int, name: str) -> cp_model.IntVar:
         var = self.model.new_int_var(lower, upper, name)
@@ -37,22 +45,38 @@ class Variables:
         return found if found is not None else int64.upper(var)
 
     def hint(self, problem: Problem, assignment: Assignment, empty_nodes: set[int]) -> None:
+        """The assignment as the solver's hint (``CpModel.add_hint`` per variable, written to the proto in two batches:
+        at hundreds of thousands of variables the calls took most of a second)."""
         self.model.clear_hints()  # type: ignore[no-untyped-call]
-        for (t, n), var in self.final.items():
-            self.model.add_hint(var, assignment.counts.get(t, {}).get(n, 0))
-        for (t, n), var in self.placed.items():
-            self.model.add_hint(var, assignment.placed.get(t, {}).get(n, 0))
-        for (t, n), var in self.out.items():
-            initial = len(problem.types[t].initial.get(n, ()))
-            self.model.add_hint(var, max(0, initial - assignment.counts.get(t, {}).get(n, 0)))
-        for n, var in self.empty.items():
-            self.model.add_hint(var, 1 if n in empty_nodes else 0)
+        counts, placed = assignment.counts, assignment.placed
+        indices = [var.index for var in self.final.values()]
+        values = [counts.get(t, {}).get(n, 0) for t, n in self.final]
+        indices += [var.index for var in self.placed.values()]
+        values += [placed.get(t, {}).get(n, 0) for t, n in self.placed]
+        indices += [var.index for var in self.out.values()]
+        values += [max(0, len(problem.types[t].initial.get(n, ())) - counts.get(t, {}).get(n, 0)) for t, n in self.out]
+        indices += [var.index for var in self.empty.values()]
+        values += [1 if n in empty_nodes else 0 for n in self.empty]
+        hint = self.model.proto.solution_hint
+        hint.vars.extend(indices)
+        hint.values.extend(values)
+
+    def rebind(self, model: cp_model.CpModel) -> Variables:
+        """The same variables in ``model``, a clone of this model (``CpModel.clone``) made before anything was added."""
+        def at(var: cp_model.IntVar) -> cp_model.IntVar:
+            return model.get_int_var_from_proto_index(var.index)
+
+        return Variables(model, {k: at(v) for k, v in self.final.items()}, {k: at(v) for k, v in self.out.items()},
+                         {k: at(v) for k, v in self.placed.items()}, {k: at(v) for k, v in self.empty.items()},
+                         {k: at(v) for k, v in self.headroom.items()}, dict(self.bounds))
 
 
-def make_variables(problem: Problem) -> Variables:
+def make_variables(problem: Problem, budget: Budget | None = None) -> Variables:
+    """The variables of a model of ``problem``; with a ``budget``, ``OutOfTime`` once it runs out (here or in a builder)."""
     model = cp_model.CpModel()
-    v = Variables(model)
+    v = Variables(model, budget=budget)
     for ptype in problem.types:
+        v.tick()
         count = ptype.count
         for node in ptype.targets:
             if ptype.pending:

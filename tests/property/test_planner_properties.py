@@ -25,7 +25,11 @@ from hypothesis import strategies as st
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.baselines import greedy_drain
 from compactor.planner.compose import build_plan
+from compactor.planner.greedy import Drainer, greedy
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.problem import build_problem
+from compactor.planner.solution import concretise, gpu_nodes_changed
+from compactor.planner.solver import empty_nodes, within_limits
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, H100_80, claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import (
@@ -462,3 +466,42 @@ def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(objects: 
     warm = greedy_drain(snapshot, config)
     mine, theirs = (len(plan.placed_pending), plan.freed_gpus), (warm.pending_placed, warm.freed_gpus)
     assert mine > theirs or (mine == theirs and len(plan.moves) <= warm.moves), (mine, len(plan.moves), theirs, warm.moves)
+
+
+# ---------------------------------------------------------------------------- property 4: the time limit is a contract
+
+
+@PROPERTY
+@given(objects=clusters(), config=planner_settings())
+def test_greedy_keeps_the_move_limits_and_counts_them_as_the_solver_does(objects: list[dict[str, Any]], config: PlannerSettings) -> None:
+    """The warm start never breaks a move limit (it is the fallback when no level has time), and the running tally behind
+    that (``greedy._Tally``) agrees with ``solver.within_limits`` after every drain of the curve's greedy steps."""
+    snapshot = cluster(*objects)
+    problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))
+    assert within_limits(problem, greedy(problem))
+    drainer = Drainer(problem, greedy(problem, drain=False))
+    for state in problem.nodes:
+        drainer.drain(state.index)
+        assert drainer.loads.within_limits() == within_limits(problem, drainer.assignment)
+
+
+@PROPERTY
+@given(objects=clusters(), config=planner_settings())
+def test_a_plan_with_no_time_left_is_valid_and_never_below_the_greedy_warm_start(objects: list[dict[str, Any]], config: PlannerSettings) -> None:
+    """A microsecond's limit has run out before the problem is built: the plan is still valid, not claimed OPTIMAL unless
+    there was nothing to plan, and places and frees at least what greedy does within the same limits."""
+    snapshot = cluster(*objects)
+    config = config.model_copy(update={"time_limit_seconds": 1e-6})
+    plan = _plan(snapshot, config)
+    assert not check_plan(snapshot, plan, config)
+    if plan.solver.levels:
+        assert plan.solver.status == "FEASIBLE" and "time limit" in plan.solver.note
+    if config.mode == "shapes":
+        return
+    problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))
+    warm = greedy(problem)
+    moves, placements = concretise(problem, warm, empty_nodes(problem, warm))
+    freed, filled = gpu_nodes_changed(problem, moves, placements)
+    theirs = (len(placements), sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled))
+    mine = (len(plan.placed_pending), plan.freed_gpus)
+    assert mine > theirs or (mine == theirs and len(plan.moves) <= len(moves)), (mine, len(plan.moves), theirs, len(moves))

@@ -1,0 +1,145 @@
+"""The time limit is a contract (issue 13): ``planner.time_limit_seconds`` bounds the whole planning call, and a plan cut
+short is still a valid plan, never less than the greedy warm start within the move limits, reported as unproven.
+
+No test here measures time: a limit of a microsecond has run out, on any machine, before the problem is built, so every
+phase after it takes its out-of-time path; the deterministic clock, which only CP-SAT spends, never cuts a phase.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from compactor.cli import main
+from compactor.planner.budget import Budget, OutOfTime
+from compactor.planner.compose import build_plan
+from compactor.planner.greedy import greedy
+from compactor.planner.plan import CompactionPlan
+from compactor.planner.problem import build_problem
+from compactor.planner.solver import within_limits
+from compactor.planner.variables import make_variables
+from compactor.settings import PlannerSettings
+from tests.builders import cluster, node, pod
+from tests.plancheck import assert_valid
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NO_TIME = 1e-6  # seconds: gone before the problem is built
+
+
+def _three_drainable() -> list[dict[str, Any]]:
+    """``t`` keeps 6 GPUs free beside an unmovable anchor; ``a`` runs one 1-GPU pod, ``b`` and ``c`` two each. Greedy
+    drains the least used first, each onto ``t``: a (1 move), b (2), c (2): 24 GPUs for 5 moves."""
+    return [
+        node("t", gpus=8), node("a", gpus=8), node("b", gpus=8), node("c", gpus=8),
+        pod("anchor", on="t", gpus=2, owner=None),
+        pod("a1", on="a", gpus=1),
+        pod("b1", on="b", gpus=1), pod("b2", on="b", gpus=1),
+        pod("c1", on="c", gpus=1), pod("c2", on="c", gpus=1),
+    ]
+
+
+def _plan(objects: list[dict[str, Any]], **config: Any) -> CompactionPlan:
+    snapshot = cluster(*objects)
+    settings = PlannerSettings(**{"min_replicas": 1, "workers": 2, "objective": "max-free", **config})
+    plan = build_plan(snapshot, settings, source="test", now=NOW)
+    assert_valid(snapshot, plan, settings)
+    return plan
+
+
+def test_with_time_enough_the_plan_is_proven() -> None:
+    plan = _plan(_three_drainable(), time_limit_seconds=5)
+    assert (plan.freed_gpus, len(plan.moves), plan.solver.status) == (24, 5, "OPTIMAL")
+    assert "time limit" not in plan.solver.note
+    assert plan.solver.plan_seconds > 0 and plan.solver.load_seconds is None
+
+
+def test_with_no_time_left_the_plan_is_the_greedy_warm_start_and_says_so() -> None:
+    plan = _plan(_three_drainable(), time_limit_seconds=NO_TIME)
+    assert (plan.freed_gpus, len(plan.moves)) == (24, 5)  # what greedy drains
+    assert plan.solver.status == "FEASIBLE"  # not proven: no level was solved
+    assert all(level["status"] == "UNKNOWN" and level["bound"] is None for level in plan.solver.levels)
+    assert plan.solver.bound is None and plan.solver.gap is None
+    assert "time limit: no CP-SAT model could be built" in plan.solver.note
+    assert "no trade-off curve" in plan.solver.note
+    # The curve is the max-free plan alone (its point may still be proven cheapest: freeing 3 nodes moves their 5 pods).
+    assert [(p.freed_gpus, p.moves, p.chosen) for p in plan.frontier] == [(24, 5, True)]
+
+
+@pytest.mark.parametrize("objective", ["balanced", "pending-only"])
+def test_with_no_time_left_every_objective_gets_the_warm_start(objective: str) -> None:
+    """Without a curve the max-free plan is the only point: no objective falls back to doing nothing."""
+    plan = _plan(_three_drainable(), time_limit_seconds=NO_TIME, objective=objective)
+    assert (plan.freed_gpus, len(plan.moves), plan.solver.status) == (24, 5, "FEASIBLE")
+
+
+def test_a_cap_below_greedy_keeps_the_drains_that_fit_when_no_level_has_time() -> None:
+    """The issue's report: with --max-moves under greedy's move count and every level out of time the plan had no move,
+    because the uncapped warm start broke the cap and was dropped for the unchanged cluster. Greedy now keeps the cap:
+    draining a (1 move) and b (2 moves) fit 3, c would not."""
+    plan = _plan(_three_drainable(), time_limit_seconds=NO_TIME, max_moves=3)
+    assert (plan.freed_gpus, len(plan.moves), plan.solver.status) == (16, 3, "FEASIBLE")
+    assert sorted(plan.freed_nodes) == ["a", "b"]
+    proven = _plan(_three_drainable(), time_limit_seconds=5, max_moves=3)  # with time: the same, proven
+    assert (proven.freed_gpus, len(proven.moves), proven.solver.status) == (16, 3, "OPTIMAL")
+
+
+def test_a_cap_that_no_drain_fits_leaves_the_cluster_as_it_is() -> None:
+    plan = _plan(_three_drainable(), time_limit_seconds=NO_TIME, max_moves=0)
+    assert plan.moves == [] and plan.freed_gpus == 0
+
+
+@pytest.mark.parametrize(("limits", "freed", "moves"), [
+    ({"max_moves": 4}, 16, 3),  # a and b; c would make 5
+    ({"max_moves_per_node": 1}, 8, 1),  # only a leaves one pod
+    ({"min_gain_per_move": 5.0}, 16, 3),  # a: 8 GPUs for 1 move, then b: 16 for 3 (5.3); c would make 24 for 5 (4.8)
+    ({"min_gain_per_move": 6.0}, 8, 1),  # b or c after a: 16 for 3
+])
+def test_greedy_keeps_every_move_limit(limits: dict[str, Any], freed: int, moves: int) -> None:
+    snapshot = cluster(*_three_drainable())
+    problem = build_problem(snapshot, PlannerSettings(min_replicas=1, **limits), max_targets=len(snapshot.nodes))
+    assignment = greedy(problem)
+    assert within_limits(problem, assignment)
+    assert assignment.moves(problem) == moves
+    plan = _plan(_three_drainable(), time_limit_seconds=NO_TIME, **limits)
+    assert (plan.freed_gpus, len(plan.moves)) == (freed, moves)
+
+
+def test_a_pending_placement_that_would_break_the_cap_is_taken_back() -> None:
+    """The pending pod needs all of ``a`` (two pods to move; ``b`` is too small for it); a cap of one move keeps it
+    pending, and greedy still drains ``b`` (one move)."""
+    objects = [
+        node("t", gpus=8), node("a", gpus=8), node("b", gpus=4),
+        pod("anchor", on="t", gpus=5, owner=None),
+        pod("a1", on="a", gpus=1), pod("a2", on="a", gpus=1), pod("b1", on="b", gpus=1),
+        pod("big", gpus=8, phase="Pending"),
+    ]
+    uncapped = _plan(objects, time_limit_seconds=NO_TIME)
+    assert [p.pod for p in uncapped.placed_pending] == ["default/big"]
+    plan = _plan(objects, time_limit_seconds=NO_TIME, max_moves=1)
+    assert plan.placed_pending == [] and len(plan.moves) == 1 and plan.freed_nodes == ["b"]
+
+
+def test_deterministic_runs_ignore_the_wall_clock() -> None:
+    """planner.deterministic: the budget is CP-SAT's deterministic time, which building the problem does not spend, so
+    even a microsecond's limit leaves the levels their (tiny) solves: the plan is the same on any machine."""
+    plan = _plan(_three_drainable(), time_limit_seconds=NO_TIME, deterministic=True)
+    assert "no CP-SAT model" not in plan.solver.note
+    assert plan.solver.variables > 0
+
+
+def test_an_expired_budget_stops_model_building_only_on_the_wall_clock() -> None:
+    problem = build_problem(cluster(*_three_drainable()), PlannerSettings(min_replicas=1))
+    with pytest.raises(OutOfTime):
+        make_variables(problem, Budget(0.0))
+    assert make_variables(problem, Budget(0.0, deterministic=True)).final
+    assert not Budget(0.0, deterministic=True).expired() and Budget(-1.0).expired()
+
+
+def test_compactor_plan_reports_loading_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--example", "--output", "json", "--time-limit", "5"]) == 0
+    solver = json.loads(capsys.readouterr().out)["solver"]
+    assert solver["loadSeconds"] is not None and solver["loadSeconds"] >= 0
+    assert solver["planSeconds"] > 0
