@@ -163,7 +163,6 @@ def build_plan(
     # (planner.deterministic: CP-SAT's deterministic time, which only the solves spend).
     clock = budget_for(settings)
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
-    before = figures_to_dict(compute_figures(snapshot, shapes))  # first: whatever the plan, so not in the time kept for finishing
     warnings = list(snapshot.warnings)
     if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
         # Pods and nodes were not read together: a node may run pods this snapshot does not show, so none is freed.
@@ -182,6 +181,7 @@ def build_plan(
     points: list[Point] = []
     chosen: Point | None = None
     if not problem.types:
+        before = figures_to_dict(compute_figures(snapshot, shapes))
         note = "nothing to plan: no pod may move and no GPU pod is pending"
         moves: list[ConcreteMove] = []
         placements: list[ConcretePlacement] = []
@@ -190,12 +190,17 @@ def build_plan(
             points = [chosen]
     else:
         share = settings.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
-        result = solve(problem, budget=clock.until(max(0.1, share) if settings.deterministic else share))
+        curve_end = _curve_end(settings, built)
+        # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
+        result = solve(problem, budget=clock.until(max(0.1, share) if settings.deterministic else share),
+                       build=clock.until(curve_end - clock.elapsed()) if settings.mode == "free-nodes" else None)
+        # The figures before the plan do not depend on it: here they take from the curve's time, not from finishing's.
+        before = figures_to_dict(compute_figures(snapshot, shapes))
         problem = result.problem
         assignment = result.assignment
         if settings.mode == "free-nodes":
             started = time.monotonic()
-            points, chosen = _curve(problem, result, settings, clock.until(_curve_end(settings, built) - clock.elapsed()), cut)
+            points, chosen = _curve(problem, result, settings, clock.until(curve_end - clock.elapsed()), cut)
             if result.restricted:
                 _whole_cluster_bounds(points, original)
             curve_seconds = time.monotonic() - started

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from compactor.model.resources import is_gpu_resource
-from compactor.planner.int64 import REACH_LIMIT, LinearTerms, ModelRangeError, at_most, at_most_unless_empty, checked, too_large
+from compactor.planner.int64 import REACH_LIMIT, LinearTerms, ModelRangeError, at_most, at_most_unless_empty, checked, reach, too_large
 from compactor.planner.problem import Problem
 from compactor.planner.variables import Variables
 
@@ -21,12 +21,15 @@ def _weighted(terms: LinearTerms) -> cp_model.LinearExpr:
     return cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
 
 
-def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables) -> None:
-    """``sum(terms) <= room`` on a node, restated in small numbers; refused when still beyond the solver's integers."""
-    restated = at_most(terms, room, v.upper)
+def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables, total: int | None = None) -> None:
+    """``sum(terms) <= room`` on a node, restated in small numbers; refused when still beyond the solver's integers.
+    ``total``: the terms' reach (``int64.reach``) when the caller has it."""
+    total = reach(terms, v.upper) if total is None else total
+    restated = at_most(terms, room, v.upper, total=total)
     if restated is not None:
         terms, room = restated
-        checked(terms, too_large(problem.snapshot.source, problem.nodes[node].node.name, resource, f"{resource} amounts"), bound=v.upper)
+        if total > REACH_LIMIT:  # restated amounts are never larger, so only then can they be too large
+            checked(terms, too_large(problem.snapshot.source, problem.nodes[node].node.name, resource, f"{resource} amounts"), bound=v.upper)
         v.model.add(_weighted(terms) <= room)
 
 
@@ -45,18 +48,22 @@ def conservation(problem: Problem, v: Variables) -> None:
 def capacity(problem: Problem, v: Variables) -> None:
     """After the plan, every node fits every resource any pod requests (an overcommitted node gets no worse)."""
     per_node: dict[int, dict[str, LinearTerms]] = defaultdict(lambda: defaultdict(list))
+    reaches: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # the rows' reach, summed as they are made
     for ptype in problem.types:
         v.tick()
         source = v.placed if ptype.pending else v.final
         for node in ptype.targets:
             var = source[ptype.index, node]
+            most = v.upper(var)
+            rows, reach_of = per_node[node], reaches[node]
             for resource, amount in ptype.items:
-                per_node[node][resource].append((var, amount))
+                rows[resource].append((var, amount))
+                reach_of[resource] += abs(amount) * most
     for node, by_resource in per_node.items():
         v.tick()
         state = problem.nodes[node]
         for resource, terms in by_resource.items():
-            _fits(problem, node, resource, terms, state.capacity.get(resource, 0) - state.fixed.get(resource, 0), v)
+            _fits(problem, node, resource, terms, state.capacity.get(resource, 0) - state.fixed.get(resource, 0), v, reaches[node][resource])
     # Shape mode: each shape's copies are counted against the free room on their own, as the headroom figure is.
     for (shape_index, node), var in v.headroom.items():
         state = problem.nodes[node]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from compactor.model.interpod import AntiAffinityIndex
+from compactor.model.resources import is_gpu_resource
 from compactor.model.scheduling import evicting_taint, why_ineligible
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.model.volumes import VolumeIndex
@@ -40,7 +41,7 @@ class TargetRules:
 
     def pool(self, pod: Pod) -> str:
         """The pool a bound GPU pod must stay in ("" = any)."""
-        if self.cross_pool or not pod.is_bound or not pod.uses_gpu:
+        if self.cross_pool or not pod.is_bound or not any(is_gpu_resource(r) for r in pod.requests):  # Pod.uses_gpu, unbuilt
             return ""
         node = self.nodes.get(pod.node_name)
         return node.pool if node is not None else ""

@@ -63,9 +63,10 @@ def _clamped(terms: LinearTerms, room: int) -> LinearTerms:
     return [(var, min(amount, room + 1)) for var, amount in terms] if room >= 0 else terms
 
 
-def at_most(terms: LinearTerms, room: int, bound: Bound = upper) -> tuple[LinearTerms, int] | None:
-    """``sum(amount x var) <= room`` (amounts >= 0) with the same solutions in small numbers; ``None`` if it never binds."""
-    if room >= 0 and reach(terms, bound) <= room:
+def at_most(terms: LinearTerms, room: int, bound: Bound = upper, *, total: int | None = None) -> tuple[LinearTerms, int] | None:
+    """``sum(amount x var) <= room`` (amounts >= 0) with the same solutions in small numbers; ``None`` if it never binds.
+    ``total``: ``reach(terms)`` when the caller has it. The restated amounts are never larger than the given ones."""
+    if room >= 0 and (reach(terms, bound) if total is None else total) <= room:
         return None
     reduced = _reduced(terms, room)
     if reduced is None:

@@ -199,7 +199,7 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
         key = _type_key(pod, cost, is_pending, rules)
         found = types.get(key)
         if found is None:
-            found = PodType(len(types), port_requests(pod), pod, cost, pod.namespace, pod.uses_gpu, is_pending)
+            found = PodType(len(types), port_requests(pod), pod, cost, pod.namespace, requests_gpu(pod.requests), is_pending)
             types[key] = found
         return found
 
@@ -249,15 +249,6 @@ def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[
     )
 
 
-def _room_for(ptype: PodType, state: NodeState) -> bool:
-    """Could one pod of this type ever fit, if every movable pod left the node?"""
-    fixed, capacity = state.fixed, state.capacity
-    for r, v in ptype.items:  # noqa: SIM110 (a hot loop: all() over a generator is about twice as slow)
-        if fixed.get(r, 0) + v > capacity.get(r, 0):
-            return False
-    return True
-
-
 class _Eligibility:
     """Memoised target rules: many types share one set of placement constraints, and GPU types only
     ever fit nodes that advertise their GPU resources."""
@@ -272,7 +263,11 @@ class _Eligibility:
                     self.by_resource[resource].append(state)
         self.cache: dict[tuple[object, ...], frozenset[int]] = {}
         self.ranked_cache: dict[tuple[object, ...], tuple[int, ...]] = {}
-        self.sorted_cache: dict[tuple[int, ...], tuple[tuple[int, ...], dict[int, int]]] = {}
+        self.sorted_cache: dict[int, tuple[tuple[int, ...], dict[int, int]]] = {}  # by id of a ranked_cache tuple
+        # Every node in each ranking order (see ``ranked``), its position in it, and the room a pod may take on it.
+        self.orders = {pending: sorted(range(len(states)), key=lambda i: _rank_key(states[i], pending)) for pending in (False, True)}
+        self.positions = {pending: _positions(order) for pending, order in self.orders.items()}
+        self.room = [{r: amount - state.fixed.get(r, 0) for r, amount in state.capacity.items()} for state in states]
 
     def candidates(self, ptype: PodType) -> Sequence[NodeState]:
         gpu = [r for r in ptype.requests if is_gpu_resource(r)]
@@ -302,21 +297,41 @@ class _Eligibility:
         key = (receivers, tuple(sorted(ptype.requests.items())), ptype.pending)
         found = self.ranked_cache.get(key)
         if found is None:
-            eligible = [self.states[i] for i in receivers if _room_for(ptype, self.states[i])]
-            if ptype.pending:
-                # A pending pod wants the node that needs the least draining: the most free GPUs.
-                eligible.sort(key=lambda s: (-s.free_gpus_before, s.node.name))
+            # In ``_rank_key`` order: walked through the whole order when most nodes receive, else sorted by position.
+            pending, room, items = ptype.pending, self.room, ptype.items
+            if 8 * len(receivers) >= len(self.states):
+                ranked = [i for i in self.orders[pending] if i in receivers and _fits_room(items, room[i])]
             else:
-                eligible.sort(key=lambda s: (s.can_empty, not s.ran_gpu_pods, s.free_gpus_before, s.node.name))
-            found = self.ranked_cache[key] = tuple(s.index for s in eligible)
+                ranked = sorted((i for i in receivers if _fits_room(items, room[i])), key=self.positions[pending].__getitem__)
+            found = self.ranked_cache[key] = tuple(ranked)
         return found
 
     def in_order(self, ranked: tuple[int, ...]) -> tuple[tuple[int, ...], dict[int, int]]:
-        """``ranked`` sorted by node index, and each node's position in it (shared like ``ranked``)."""
-        found = self.sorted_cache.get(ranked)
+        """``ranked`` (a tuple ``ranked`` returned) sorted by node index, and each node's position in it (shared like it)."""
+        found = self.sorted_cache.get(id(ranked))
         if found is None:
-            found = self.sorted_cache[ranked] = (tuple(sorted(ranked)), {n: i for i, n in enumerate(ranked)})
+            found = self.sorted_cache[id(ranked)] = (tuple(sorted(ranked)), _positions(ranked))
         return found
+
+
+def _rank_key(state: NodeState, pending: bool) -> tuple[object, ...]:
+    """Best target first. A pending pod wants the node that needs the least draining: the most free GPUs. A moved pod:
+    best fit (see ``_targets``)."""
+    if pending:
+        return (-state.free_gpus_before, state.node.name)
+    return (state.can_empty, not state.ran_gpu_pods, state.free_gpus_before, state.node.name)
+
+
+def _positions(order: Sequence[int]) -> dict[int, int]:
+    return {n: i for i, n in enumerate(order)}
+
+
+def _fits_room(items: Iterable[tuple[str, int]], room: Mapping[str, int]) -> bool:
+    """Could one pod of these requests ever fit, if every movable pod left the node? ``room``: capacity less fixed load."""
+    for r, v in items:  # noqa: SIM110 (a hot loop: all() over a generator is about twice as slow)
+        if v > room.get(r, 0):
+            return False
+    return True
 
 
 def _targets(ptype: PodType, eligibility: _Eligibility, max_targets: int) -> tuple[int, ...]:

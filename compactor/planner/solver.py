@@ -130,7 +130,10 @@ def extract(problem: Problem, v: Variables, solver: cp_model.CpSolver) -> Assign
 class _Levels:
     """Runs the levels on one model, carrying the incumbent from level to level."""
 
-    def __init__(self, problem: Problem, budget: Budget, start: Assignment) -> None:
+    def __init__(self, problem: Problem, budget: Budget, start: Assignment, build: Budget | None = None) -> None:
+        """``build``: the budget building the model may take (default ``budget``): a model finished after the solves' time
+        is still the trade-off curve's (``base``), whose time it then takes."""
+        build = build or budget
         self.problem = problem
         self.budget = budget
         self.results: list[LevelResult] = []
@@ -142,15 +145,15 @@ class _Levels:
         self.has_pending = any(t.pending and t.targets for t in problem.types)
         self.v: Variables | None = None  # None: the time limit ran out before the model was built
         self.base: BuiltModel | None = None
-        if budget.expired():
+        if build.expired():
             return
         started = time.monotonic()
         try:
-            v = make_variables(problem, budget)
+            v = make_variables(problem, build)
             if problem.target_shapes:
                 c.add_headroom_vars(problem, v)
-            for build in c.ALL_CONSTRAINTS:
-                build(problem, v)
+            for add in c.ALL_CONSTRAINTS:
+                add(problem, v)
         except OutOfTime:
             return
         v.budget = None  # built: each solve keeps to its own time limit
@@ -310,9 +313,9 @@ def _translate(problem: Problem, start: Assignment, mapping: dict[int, int], sou
     return Assignment(counts, placed)
 
 
-def _solve_levels(problem: Problem, start: Assignment, budget: Budget) -> tuple[_Levels, int]:
+def _solve_levels(problem: Problem, start: Assignment, budget: Budget, build: Budget | None = None) -> tuple[_Levels, int]:
     """Run the lexicographic levels on one (sub)problem; returns the levels and the model size (0: not built in time)."""
-    levels = _Levels(problem, budget, start)
+    levels = _Levels(problem, budget, start, build)
     plan: list[tuple[str, Callable[[Variables], cp_model.LinearExprT], bool, float]] = []
     if levels.has_pending and not levels.greedy_places_all_pending():
         plan.append(("pending", lambda v: c.pending_placed(problem, v), True, 0.25))
@@ -367,7 +370,7 @@ def _merge_levels(parts: list[list[LevelResult]], offset: dict[str, float]) -> l
     return list(merged.values())
 
 
-def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget | None = None) -> SolveResult:
+def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget | None = None, build: Budget | None = None) -> SolveResult:
     """Solve, narrowing very large instances around the greedy warm start and solving independent
     components (node pools that share no pod) one by one; the result names the problem it solved.
 
@@ -379,7 +382,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget |
     started = time.monotonic()
     budget = budget or budget_for(problem.settings, time_limit)
     spent_before = budget.now()
-    best = _search(problem, budget)
+    best = _search(problem, budget, build)
     if not problem.target_shapes:
         best = _runnable(problem, best, budget)
     best.wall_seconds = time.monotonic() - started
@@ -426,7 +429,7 @@ def _freed_bound(result: SolveResult) -> int | None:
     return None if level is None or not math.isfinite(level.bound) else math.floor(level.bound + 1e-9)
 
 
-def _search(problem: Problem, budget: Budget) -> SolveResult:
+def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> SolveResult:
     """The widening search of ``solve`` (see there), without the executability check."""
     started = time.monotonic()
     whole, warm = problem, greedy(problem)
@@ -440,8 +443,10 @@ def _search(problem: Problem, budget: Budget) -> SolveResult:
     while True:
         rounds += 1
         # Out of time already (e.g. building the problem took the limit): the warm start, on the whole problem.
-        narrowed = _narrow(whole, best_whole, pods, targets) if not budget.expired() else _Narrowed(whole, best_whole, {}, None)
-        result = _solve_once(narrowed.problem, narrowed.start, budget)
+        timely = not budget.expired()
+        narrowed = _narrow(whole, best_whole, pods, targets) if timely else _Narrowed(whole, best_whole, {}, None)
+        # The first round's model may finish building in the curve's time (``build``); never the unnarrowed one's.
+        result = _solve_once(narrowed.problem, narrowed.start, budget, build if timely and rounds == 1 else None)
         result.assignment = _at_least_the_warm_start(result)
         result.empty_nodes = empty_nodes(result.problem, result.assignment)
         if narrowed.sources is not None:
@@ -510,7 +515,7 @@ def _at_least_the_warm_start(result: SolveResult) -> Assignment:
     return found
 
 
-def _solve_once(problem: Problem, start: Assignment, budget: Budget) -> SolveResult:
+def _solve_once(problem: Problem, start: Assignment, budget: Budget, build: Budget | None = None) -> SolveResult:
     """One solve of one (possibly narrowed) problem: levels, by components when they are independent."""
     started = time.monotonic()
     if not within_limits(problem, start):
@@ -520,7 +525,7 @@ def _solve_once(problem: Problem, start: Assignment, budget: Budget) -> SolveRes
     timely = not budget.expired()  # else no model is built: not worth splitting it
     groups = _components(problem) if timely and _decomposable(problem) else [[t.index for t in problem.types]]
     if len(groups) <= 1:
-        levels, size = _solve_levels(problem, start, budget)
+        levels, size = _solve_levels(problem, start, budget, build)
         return SolveResult(problem=problem, assignment=levels.best, empty_nodes=empty_nodes(problem, levels.best),
                            status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
                            variables=size, greedy_assignment=start, unsolved=levels.unsolved, unbuilt=levels.v is None,
