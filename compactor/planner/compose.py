@@ -193,7 +193,7 @@ def build_plan(
         curve_end = _curve_end(settings, built)
         # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
         result = solve(problem, budget=clock.until(max(0.1, share) if settings.deterministic else share),
-                       build=clock.until(curve_end - clock.elapsed()) if settings.mode == "free-nodes" else None)
+                       build=clock.until(curve_end - clock.elapsed()) if settings.mode == "free-nodes" and not settings.deterministic else None)
         # The figures before the plan do not depend on it: here they take from the curve's time, not from finishing's.
         before = figures_to_dict(compute_figures(snapshot, shapes))
         problem = result.problem

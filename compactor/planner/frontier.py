@@ -244,10 +244,12 @@ class _LazyModel:
         base = top.base
         if budget.deterministic:
             self.need = 0.0
+        elif base is not None and base.problem is problem:
+            self.need = base.seconds / 4
         elif top.unbuilt:
             self.need = math.inf
         else:
-            self.need = 0.0 if base is None else base.seconds / 4 if base.problem is problem else base.seconds
+            self.need = top.model_seconds  # the components' models (or another problem's): about as long again
 
     def __call__(self) -> _CostModel:
         if self.made is None:

@@ -69,6 +69,7 @@ class SolveResult:
     unsolved: list[str] = field(default_factory=list)  # levels the time limit left unsolved (their incumbent stands)
     unbuilt: bool = False  # the time limit ran out before a CP-SAT model was built: the warm start is the result
     greedy_seconds: float = 0.0  # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
+    model_seconds: float = 0.0  # wall-clock seconds building the levels model(s) took
     base: BuiltModel | None = None  # the levels model of ``problem`` as built (one component, free-nodes mode)
 
 
@@ -136,6 +137,8 @@ class _Levels:
         build = build or budget
         self.problem = problem
         self.budget = budget
+        self.deadline = build  # past it, nothing more is done here
+        self.seconds = 0.0  # building the model took
         self.results: list[LevelResult] = []
         self.best = start
         self.greedy = start
@@ -158,8 +161,9 @@ class _Levels:
             return
         v.budget = None  # built: each solve keeps to its own time limit
         self.v = v
+        self.seconds = time.monotonic() - started
         if problem.settings.mode == "free-nodes" and not problem.target_shapes:
-            self.base = BuiltModel(problem, v.model.clone(), v, time.monotonic() - started)
+            self.base = BuiltModel(problem, v.model.clone(), v, self.seconds)
 
     def greedy_places_all_pending(self) -> bool:
         """Level 1 needs no search when the warm start already places every pending pod."""
@@ -194,8 +198,9 @@ class _Levels:
         if not maximize and self.greedy is not self.best and self._satisfies(self.greedy) \
                 and self.value(name, self.greedy) < self.value(name, self.best):
             self.best = self.greedy  # the warm start is cheaper and still meets every level fixed so far
-        if self.v is None or self.budget.expired():
-            # Out of time: the incumbent (always feasible) stands, unproven; no later level has time either.
+        if self.v is None or self.deadline.expired() or (self.budget.expired() and len(self.v.model.proto.variables) > SMALL_MODEL):
+            # Out of time: the incumbent (always feasible) stands, unproven; no later level has time either. (A small
+            # model past its share, the curve's time not yet gone, still gets its moment below: often enough to prove it.)
             value = self.value(name, self.best)
             self.results.append(LevelResult(name, "UNKNOWN", float(value), float("nan"), 0.0))
             if maximize:
@@ -390,6 +395,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget |
     return best
 
 
+SMALL_MODEL = 20_000  # variables: past the solves' share, a model this small still gets a moment per level (while time lasts)
+
+
 # The ordered model is about twice the size and much harder for CP-SAT: worth solving only with time left (a small
 # cluster proves its first model in milliseconds); otherwise the first plan, less what cannot run, is the answer.
 REORDER_MIN_SECONDS = 0.5
@@ -456,7 +464,7 @@ def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> So
             best, best_rank, best_whole = result, rank, narrowed.lift(whole, result.assignment)
         if narrowed.sources is None or whole.target_shapes:
             break
-        if bound is None and not budget.expired():
+        if bound is None and not (build or budget).expired():
             bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
         if bound is None or best_rank[1] >= bound or budget.remaining() < 0.35 * budget.seconds \
                 or (targets >= _widest(whole) and pods >= movable_pods(whole)):
@@ -522,18 +530,18 @@ def _solve_once(problem: Problem, start: Assignment, budget: Budget, build: Budg
         # The greedy warm start ignores maxMoves/minGainPerMove; it must not become the incumbent
         # (returned as is when every level fails) nor fix the pending level to a value the limits forbid.
         start = Assignment.unchanged(problem)
-    timely = not budget.expired()  # else no model is built: not worth splitting it
+    timely = not (build or budget).expired()  # else no model is built: not worth splitting it
     groups = _components(problem) if timely and _decomposable(problem) else [[t.index for t in problem.types]]
     if len(groups) <= 1:
         levels, size = _solve_levels(problem, start, budget, build)
         return SolveResult(problem=problem, assignment=levels.best, empty_nodes=empty_nodes(problem, levels.best),
                            status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
                            variables=size, greedy_assignment=start, unsolved=levels.unsolved, unbuilt=levels.v is None,
-                           base=levels.base)
+                           base=levels.base, model_seconds=levels.seconds)
     weights = [sum(len(problem.types[t].targets) for t in group) for group in groups]
     assignment = Assignment()
     all_levels: list[list[LevelResult]] = []
-    status, variables, touched, unsolved, unbuilt = "OPTIMAL", 0, set(), [], False
+    status, variables, touched, unsolved, unbuilt, model_seconds = "OPTIMAL", 0, set(), [], False, 0.0
     for i, group in enumerate(groups):
         part, mapping = _part(problem, group)
         touched |= {n for t in group for n in (*problem.types[t].targets, *problem.types[t].initial)}
@@ -541,9 +549,8 @@ def _solve_once(problem: Problem, start: Assignment, budget: Budget, build: Budg
         back = {new: old for old, new in mapping.items()}
         part_start = Assignment({mapping[t]: per for t, per in start.counts.items() if t in mapping},
                                 {mapping[t]: per for t, per in start.placed.items() if t in mapping})
-        # A part with no target gets no share, but a moment to prove it (out of time: none, its levels are left unsolved).
-        seconds = (max(0.05, budget.remaining()) * share or 0.05) if not budget.expired() else 0.0
-        levels, size = _solve_levels(part, part_start, budget.until(seconds))
+        # A part with no target gets no share, but a moment to prove it (``_Levels.run``).
+        levels, size = _solve_levels(part, part_start, budget.until(max(0.05, budget.remaining()) * share or 0.05), build)
         assignment.counts.update({back[t]: per for t, per in levels.best.counts.items()})
         assignment.placed.update({back[t]: per for t, per in levels.best.placed.items()})
         all_levels.append(levels.results)
@@ -551,7 +558,8 @@ def _solve_once(problem: Problem, start: Assignment, budget: Budget, build: Budg
         variables += size
         unsolved += [name for name in levels.unsolved if name not in unsolved]
         unbuilt = unbuilt or levels.v is None
+        model_seconds += levels.seconds
     untouched_free = sum(s.gpus for s in problem.nodes if s.gpus and s.can_empty and not s.ran_gpu_pods and s.index not in touched)
     return SolveResult(problem=problem, assignment=assignment, empty_nodes=empty_nodes(problem, assignment), status=status,
                        levels=_merge_levels(all_levels, {"freedGpus": float(untouched_free)}), wall_seconds=time.monotonic() - started,
-                       variables=variables, greedy_assignment=start, unsolved=unsolved, unbuilt=unbuilt)
+                       variables=variables, greedy_assignment=start, unsolved=unsolved, unbuilt=unbuilt, model_seconds=model_seconds)
