@@ -2,11 +2,18 @@
 
     python benchmarks/bench_planner.py                 # 400 x 8 GPUs / 3,000 pods and 1,000 x 8 / 8,000 pods
     python benchmarks/bench_planner.py --sizes 400:3000 --time-limit 10
+    python benchmarks/bench_planner.py --contract      # issue 13: 5,000 nodes / 50,000 pods at limits 10 and 30 s
 
 Each size is generated (benchmarks/generate_cluster.py, seed 0), then planned in a
 fresh subprocess so peak RSS is the planner's own. Prints, per size: net freed GPUs,
 moves, solver gap and wall time for the planner, and the same figures for the
 baselines (compactor/planner/baselines.py). A script that prints figures, not a test.
+
+``--contract`` (sizes default 5000:50000, ``--limits`` 10,30, with and without ``--max-moves`` 20 and
+``objective: max-free``): per run, the wall seconds of ``build_plan`` against the limit + 10%, loading
+apart, peak RSS against 1 GiB, and the max-free point's freed GPUs against greedy drain's (capped:
+against the greedy warm start within the cap, and the plan's moves within the cap, more than none
+when greedy had some).
 """
 
 from __future__ import annotations
@@ -103,16 +110,97 @@ def print_size(result: dict[str, object], time_limit: float) -> None:
     print(f"  frees at least as many GPUs as greedy drain: {verdict}; with no more moves: {fewer}")
 
 
+def measure_contract(snapshot: str, time_limit: float, workers: int, max_moves: int | None) -> dict[str, object]:
+    """Runs in the child process: load, then build_plan alone (the time limit's contract), then the greedy figures."""
+    from datetime import UTC, datetime
+
+    from compactor.model.load import load_files
+    from compactor.planner.baselines import greedy_drain
+    from compactor.planner.compose import build_plan
+    from compactor.planner.greedy import greedy
+    from compactor.planner.problem import build_problem
+    from compactor.planner.solution import concretise, gpu_nodes_changed
+    from compactor.planner.solver import empty_nodes
+    from compactor.settings import PlannerSettings
+
+    started = time.monotonic()
+    snap = load_files([snapshot])
+    load_seconds = time.monotonic() - started
+    capped = {"max_moves": max_moves, "objective": "max-free"} if max_moves is not None else {}
+    settings = PlannerSettings(time_limit_seconds=time_limit, workers=workers, **capped)
+    started = time.monotonic()
+    plan = build_plan(snap, settings, source=snapshot, now=datetime.now(UTC))
+    wall = time.monotonic() - started
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the baselines below add theirs
+    top = plan.frontier[-1] if plan.frontier else None
+    if max_moves is None:
+        drain = greedy_drain(snap, settings)
+        greedy_freed, greedy_moves = drain.freed_gpus, drain.moves
+    else:  # the planner's fallback: the greedy warm start within the cap
+        problem = build_problem(snap, settings, max_targets=len(snap.nodes))
+        warm = greedy(problem)
+        moves, placements = concretise(problem, warm, empty_nodes(problem, warm))
+        freed, filled = gpu_nodes_changed(problem, moves, placements)
+        greedy_freed = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
+        greedy_moves = len(moves)
+    return {"nodes": len(snap.nodes), "pods": len(snap.pods), "limit": time_limit, "maxMoves": max_moves, "loadSeconds": round(load_seconds, 2),
+            "wallSeconds": round(wall, 2), "planSeconds": plan.solver.plan_seconds, "peakRssMiB": round(rss), "status": plan.solver.status,
+            "freedGpus": plan.freed_gpus, "moves": len(plan.moves), "topFreedGpus": top.freed_gpus if top else 0, "topMoves": top.moves if top else 0,
+            "greedyFreedGpus": greedy_freed, "greedyMoves": greedy_moves, "note": plan.solver.note}
+
+
+def run_contract(sizes: str, limits: str, workers: int, fill: float, max_moves: int) -> None:
+    from generate_cluster import generate, write
+
+    for size in sizes.split(","):
+        nodes, pods = (int(x) for x in size.split(":"))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"cluster-{nodes}.json"
+            write(generate(nodes, pods, seed=0, fill=fill), path)
+            print(f"\n{nodes} nodes / {pods} pods (generated, seed 0, fill {fill:g}): build_plan in a fresh process per run")
+            for limit in (float(x) for x in limits.split(",")):
+                for cap in (None, max_moves):
+                    out = subprocess.run([sys.executable, __file__, "--contract-child", str(path), "--time-limit", str(limit),
+                                          "--workers", str(workers), *(["--max-moves", str(cap)] if cap is not None else [])],
+                                         check=True, capture_output=True, text=True)
+                    print_contract(json.loads(out.stdout))
+
+
+def print_contract(r: dict[str, object]) -> None:
+    limit, wall, rss = float(str(r["limit"])), float(str(r["wallSeconds"])), float(str(r["peakRssMiB"]))
+    freed, greedy, moves = int(str(r["topFreedGpus"])), int(str(r["greedyFreedGpus"])), int(str(r["moves"]))
+    cap = r["maxMoves"]
+    within = "yes" if wall <= 1.1 * limit else "NO"
+    label = f"limit {limit:g} s" + (f", max_moves {cap}" if cap is not None else "")
+    print(f"  {label:<26} plan {wall:6.2f} s (+{r['loadSeconds']} s load) <= {1.1 * limit:g} s: {within}; "
+          f"peak RSS {rss:.0f} MiB <= 1024: {'yes' if rss <= 1024 else 'NO'}; {r['status']}")
+    what = "greedy drain" if cap is None else "greedy within the cap"
+    print(f"  {'':<26} max-free point frees {freed} GPUs in {r['topMoves']} moves vs {what} {greedy} in {r['greedyMoves']}: "
+          f"{'yes' if freed >= greedy else 'NO'}" + ("" if cap is None else
+          f"; plan {moves} moves <= {cap}: {'yes' if moves <= int(str(cap)) else 'NO'}, > 0 when greedy had some: "
+          f"{'yes' if moves > 0 or not int(str(r['greedyMoves'])) else 'NO'}"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="400:3000,1000:8000", help="comma-separated NODES:PODS")
     parser.add_argument("--time-limit", type=float, default=None, help="solver time limit (default 10 s for <= 400 nodes, else 25 s)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--fill", type=float, default=0.75, help="share of each GPU pool's capacity the generated workload asks for")
+    parser.add_argument("--contract", action="store_true", help="the time limit's contract at 5,000 nodes (see above)")
+    parser.add_argument("--limits", default="10,30", help="--contract: comma-separated time limits")
+    parser.add_argument("--max-moves", type=int, default=20, help="--contract: the cap of the capped runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--contract-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, args.time_limit or 10.0, args.workers)))
+        return
+    if args.contract_child:
+        print(json.dumps(measure_contract(args.contract_child, args.time_limit, args.workers, args.max_moves if "--max-moves" in sys.argv else None)))
+        return
+    if args.contract:
+        run_contract(args.sizes if "--sizes" in sys.argv else "5000:50000", args.limits, args.workers, args.fill, args.max_moves)
         return
     for size in args.sizes.split(","):
         nodes, pods = (int(x) for x in size.split(":"))
