@@ -1,7 +1,7 @@
 """Peak memory of one ``compactor run --once`` (read, plan, execute) on a large cluster of realistic pods.
 
     python benchmarks/bench_memory.py                                  # 5,000 nodes / 50,000 pods, steering policy (~4 min)
-    python benchmarks/bench_memory.py --steering policy,off,holds      # a fresh cluster and run per mode (off: ~12 min)
+    python benchmarks/bench_memory.py --steering policy,off,holds      # a fresh cluster and run per mode (off ~6, holds ~35 min)
     python benchmarks/bench_memory.py --nodes 500 --pods 5000 --moves 4  # small, about a minute
     python benchmarks/bench_memory.py --plain                          # pods as generated, nothing to strip: the floor
 

@@ -318,6 +318,15 @@ class FakeCluster:
                     and selects(p["metadata"].get("labels") or {})]
         return self._call("list_pods", {"node_name": node_name, "namespace": namespace, "label_selector": label_selector}, run)
 
+    def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        """On the wire the same request as ``list_nodes()``: recorded, and failed by ``fail_next("list_nodes")``, as one."""
+        return self._call("list_nodes", {}, lambda: [k for _, n in sorted(self.nodes.items()) if (k := keep(copy.deepcopy(n))) is not None])
+
+    def scan_pods(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        """On the wire the same request as ``list_pods()``: recorded, and failed by ``fail_next("list_pods")``, as one."""
+        return self._call("list_pods", {"node_name": None, "namespace": None, "label_selector": None},
+                          lambda: [k for _, p in sorted(self.pods.items()) if (k := keep(copy.deepcopy(p))) is not None])
+
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The controller as the API serves it: its uid and a selector of its template's labels (what its pods carry)."""
         def run() -> Obj | None:

@@ -3,6 +3,9 @@
 Objects cross it as plain dicts shaped like the API's JSON (``kubectl get -o json``
 items), so the same executor code runs against the real API (``KubeClusterClient``),
 a recording dry run (``RecordingClient``) and the test fake (``tests/fakecluster.py``).
+Reads that need something of every node or pod of a large cluster (not the objects themselves)
+use ``scan_nodes``/``scan_pods``: each object is passed through the caller's ``keep`` as its page
+arrives, so only a page of objects is held at a time, not the 50,000 pods of the cluster.
 Writes are few and explicit: patch a node, create an Eviction, create an Event,
 read/write the executor's state ConfigMap, patch the steering parameter ConfigMap (one entry
 per move, ``actions/steering/policy.py``) and add a toleration to a pending pod.
@@ -11,10 +14,12 @@ per move, ``actions/steering/policy.py``) and add a toleration to a pending pod.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 
 class EvictionOutcome(enum.StrEnum):
@@ -47,6 +52,16 @@ class ClusterClient(Protocol):
     def list_nodes(self) -> list[Obj]: ...
 
     def get_node(self, name: str) -> Obj | None: ...
+
+    def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        """What ``keep`` makes of each node of ``list_nodes()``, in the same order, its ``None`` left out; each node is
+        passed on as its page arrives and may then be dropped, so a caller that keeps a little of each holds only that.
+        A list the server makes start again (an expired continue token) calls ``keep`` again from the first node."""
+        ...
+
+    def scan_pods(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        """``scan_nodes`` for every pod (``list_pods()`` without a selector)."""
+        ...
 
     def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
         """Pods, all of them or those on ``node_name`` and/or in ``namespace`` and/or matching ``label_selector``

@@ -22,11 +22,12 @@ import copy
 import itertools
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.actions import migmanager
-from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
+from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef, T
 from compactor.actions.owners import selector_text_matches
 from compactor.actions.pods import pod_key
 from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
@@ -98,6 +99,12 @@ class RecordingClient:
                               if (node_name is None or (p.get("spec") or {}).get("nodeName") == node_name)
                               and (namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace)
                               and selector_text_matches(label_selector or "", (p.get("metadata") or {}).get("labels") or {})])
+
+    def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        return [k for node in self.nodes.values() if (k := keep(copy.deepcopy(node))) is not None]
+
+    def scan_pods(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        return [k for pod in self.pods.values() if (k := keep(copy.deepcopy(pod))) is not None]
 
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         return copy.deepcopy(self.owners.get((namespace, kind, name)))

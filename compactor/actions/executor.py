@@ -17,19 +17,22 @@ from typing import Any
 
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock, Interrupted
-from compactor.actions.outcome import Outcome, compare, physical_gpus, whole_free_gpu_nodes
+from compactor.actions.outcome import Outcome, compare
 from compactor.actions.pods import is_terminating, pod_key
 from compactor.actions.run import Abort, Progress, Run
 from compactor.actions.scope import measured_nodes, within_cap
 from compactor.actions.state import Phase, RunState
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
+from compactor.actions.steering.room import SOURCE
 from compactor.actions.steps.cordon import fence_all
 from compactor.actions.steps.evict import evict_all
 from compactor.actions.steps.finish import finish
 from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.validate import plan_still_holds
 from compactor.errors import ClusterError
+from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import parse_node, parse_pod
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 
@@ -192,24 +195,28 @@ class Executor:
                      extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)})
             run = self._run(plan, RunState(plan_id=plan.metadata.id))
             run.capped = f"max_evictions_per_cycle ({cap})"
-        nodes, pods = self._world(run)
-        run.state.free_before = whole_free_gpu_nodes(nodes, pods)
-        for node in nodes:  # validating and fencing start from these reads instead of making them again
-            name = node["metadata"]["name"]
-            run.first_reads[name] = (node, [p for p in pods if (p.get("spec") or {}).get("nodeName") == name])
+        world = self._world(run, reads=True)
+        run.state.free_before = world.whole_free
+        run.first_reads.update(world.reads)  # validating and fencing start from these reads instead of making them again
         if run.capped:  # the cut plan's net GPUs, counted as the planner counts them
-            gpus = physical_gpus(nodes)
+            gpus = world.gpus
             freed_gpus = sum(gpus.get(n, 0) for n in run.plan.freed_nodes) - sum(gpus.get(n, 0) for n in run.plan.filled_nodes)
             run.plan = run.plan.model_copy(update={"freed_gpus": freed_gpus})
         return run
 
-    def _world(self, run: Run) -> tuple[list[Obj], list[Obj]]:
-        """The nodes and pods whole-free GPUs are measured on: with exact steering, the nodes the plan changes (replacements
-        land nowhere else), read one by one, so the cost follows the plan, not the cluster; without, every node and pod."""
+    def _world(self, run: Run, *, reads: bool = False) -> _World:
+        """Whole-free GPUs as the cluster shows them now: with exact steering, on the nodes the plan changes (replacements
+        land nowhere else), read one by one with their pods, so the cost follows the plan, not the cluster; without, on
+        every node and pod, scanned page by page and kept only as ``_World`` needs them. ``reads``: keep the plan's nodes
+        (``measured_nodes``) as read, with their pods (``Run.first_reads``)."""
+        look = _Look(frozenset(measured_nodes(run.plan)), frozenset(p.pod for p in run.plan.placed_pending), reads)
         if not run.steerer.exact:
-            return self.client.list_nodes(), self.client.list_pods()
-        nodes = [node for name in measured_nodes(run.plan) if (node := self.client.get_node(name)) is not None]
-        return nodes, [pod for node in nodes for pod in self.client.list_pods(node_name=node["metadata"]["name"])]
+            return _World.of(self.client.scan_nodes(look.node), self.client.scan_pods(look.pod))
+        raw = [node for name in sorted(look.nodes) if (node := self.client.get_node(name)) is not None]
+        nodes = [look.node(node) for node in raw]
+        pods = [fact for node in raw for pod in self.client.list_pods(node_name=node["metadata"]["name"])
+                if (fact := look.pod(pod)) is not None]
+        return _World.of(nodes, pods)
 
     def _let_go_quietly(self, run: Run) -> None:
         if not run.steerer.release_on_stop:
@@ -236,11 +243,10 @@ class Executor:
                  extra={"plan": run.plan_id, "status": report.shown_status, **report.outcome.to_dict()})
 
     def _measure(self, run: Run) -> Outcome:
-        nodes, pods = self._world(run)
-        outcome = compare(run.state.free_before, whole_free_gpu_nodes(nodes, pods), planned=run.plan.freed_gpus)
-        bound = {pod_key(p): (p.get("spec") or {}).get("nodeName") for p in pods if not is_terminating(p)}
+        world = self._world(run)
+        outcome = compare(run.state.free_before, world.whole_free, planned=run.plan.freed_gpus)
         outcome.pending_planned = len(run.plan.placed_pending)
-        outcome.pending_placed = sum(1 for p in run.plan.placed_pending if bound.get(p.pod) == p.to_node)
+        outcome.pending_placed = sum(1 for p in run.plan.placed_pending if world.bound.get(p.pod) == p.to_node)
         outcome.evictions = run.state.evictions
         outcome.replacements_ready = sum(1 for m in run.plan.moves if m.pod in run.state.done and m.pod not in run.skipped)
         outcome.held_node_seconds = run.held_seconds
@@ -248,6 +254,69 @@ class Executor:
         outcome.notes = list(run.notes)
         outcome.simulated = self.dry_run
         return outcome
+
+
+@dataclass(frozen=True)
+class _NodeFact:
+    name: str
+    gpus: int | None  # physical GPUs, of a GPU node (``outcome.physical_gpus``)
+    raw: Obj | None  # the node as read: one of the plan's, when reads are kept
+
+
+@dataclass(frozen=True)
+class _PodFact:
+    node: str  # spec.nodeName ('' when not bound)
+    busy: bool  # a bound GPU pod: its node is not whole-free (``outcome.whole_free_gpu_nodes``)
+    pending: str | None  # the key of a placed pending pod of the plan, when it is not terminating
+    raw: Obj | None  # the pod as read: one on a node of the plan, when reads are kept
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What ``Executor._world`` keeps of each node and pod it reads (``scan_nodes``/``scan_pods`` hand them over page by
+    page): whole objects only for the plan's nodes, and of every other only what counting whole-free GPUs asks."""
+
+    nodes: frozenset[str]  # the plan's nodes (measured_nodes)
+    pending: frozenset[str]  # the plan's placed pending pods
+    reads: bool  # keep the plan's nodes and their pods as read
+
+    def node(self, raw: Obj) -> _NodeFact:
+        node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
+        kept = raw if self.reads and node.name in self.nodes else None
+        return _NodeFact(node.name, node.countable_gpus if node.is_gpu_node else None, kept)
+
+    def pod(self, raw: Obj) -> _PodFact | None:
+        pod = parse_pod(raw, source=SOURCE)
+        busy = pod.is_bound and pod.uses_gpu
+        pending = key if (key := pod_key(raw)) in self.pending and not is_terminating(raw) else None
+        kept = raw if self.reads and pod.node_name in self.nodes else None
+        if not busy and pending is None and kept is None:
+            return None  # nothing of it counts
+        return _PodFact(pod.node_name, busy, pending, kept)
+
+
+@dataclass
+class _World:
+    """Whole-free GPUs as ``Executor._world`` measured them, and what the run reads of it."""
+
+    gpus: dict[str, int]  # GPU node -> physical GPUs, every GPU node read
+    busy: set[str]  # nodes running a bound GPU pod
+    bound: dict[str, str]  # placed pending pod (not terminating) -> the node it is bound to ('' when none)
+    reads: dict[str, tuple[Obj, list[Obj]]]  # the plan's nodes as read, with their pods (when kept)
+
+    @classmethod
+    def of(cls, nodes: list[_NodeFact], pods: list[_PodFact]) -> _World:
+        reads: dict[str, tuple[Obj, list[Obj]]] = {n.name: (n.raw, []) for n in nodes if n.raw is not None}
+        for pod in pods:  # one pass, grouped by node: not a pass over the pods per node
+            if pod.raw is not None and pod.node in reads:
+                reads[pod.node][1].append(pod.raw)
+        return cls(gpus={n.name: n.gpus for n in nodes if n.gpus is not None}, busy={p.node for p in pods if p.busy},
+                   bound={p.pending: p.node for p in pods if p.pending is not None}, reads=reads)
+
+    @property
+    def whole_free(self) -> dict[str, int]:
+        """GPU node -> its physical GPUs, for every GPU node that runs no GPU pod (``outcome.whole_free_gpu_nodes``)."""
+        return {name: gpus for name, gpus in self.gpus.items() if name not in self.busy}
 
 
 def _save_first(run: Run) -> None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compactor.actions.client import ClusterClient, EvictionResult, Obj, ObjectRef
+from compactor.actions.client import ClusterClient, EvictionResult, Obj, ObjectRef, T
 from compactor.errors import ClusterError
 
 
@@ -65,6 +65,12 @@ class FencedClient:
 
     def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
         return self.inner.list_pods(node_name=node_name, namespace=namespace, label_selector=label_selector)
+
+    def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        return self.inner.scan_nodes(keep)
+
+    def scan_pods(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        return self.inner.scan_pods(keep)
 
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         return self.inner.get_owner(namespace, kind, name)

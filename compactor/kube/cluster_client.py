@@ -24,6 +24,7 @@ import json
 import logging
 import secrets
 import socket
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,7 +32,7 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
-from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
+from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef, T
 from compactor.errors import ClusterError
 from compactor.kube.client import single_attempt
 from compactor.kube.lean import lean
@@ -168,6 +169,12 @@ class KubeClusterClient:
                                        field_selector=field_selector, label_selector=label_selector or None))
         return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", f"pods{where or ' in all namespaces'}",
                                    field_selector=field_selector, label_selector=label_selector or None))
+
+    def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        return self._list(_Listing(self._core.list_node, (), "Node", "v1", "nodes"), keep)
+
+    def scan_pods(self, keep: Callable[[Obj], T | None]) -> list[T]:
+        return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"), keep)
 
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         params = {"namespace": namespace, "name": name}
@@ -361,8 +368,9 @@ class KubeClusterClient:
     def _dry_run_query(self) -> list[tuple[str, str]]:
         return [("dryRun", "All")] if self.dry_run_all else []
 
-    def _list(self, listing: _Listing) -> list[Obj]:
-        return _list_all(listing, page_size=self.page_size, host=self.host, request_timeout=self.request_timeout)
+    def _list(self, listing: _Listing, keep: Callable[[Obj], Any] | None = None) -> list[Any]:
+        """Every item, page by page, each lean as its page arrives; ``keep``: what to hold of each instead (``scan_pods``)."""
+        return _list_all(listing, page_size=self.page_size, host=self.host, request_timeout=self.request_timeout, keep=keep)
 
     def _get(self, path: str, params: dict[str, str], kind: str, what: str) -> Obj | None:
         reply = self._send("GET", path, params, what)

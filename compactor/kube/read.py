@@ -160,8 +160,11 @@ class _DecodedPage(msgspec.Struct):
 _PAGE_DECODER = msgspec.json.Decoder(_DecodedPage)
 
 
-def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: float | None, decoded: bool = False) -> list[Any]:
-    """Every item of one list, page by page; restarts once from scratch when a continue token expires (410)."""
+def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: float | None, decoded: bool = False,
+              keep: Callable[[Any], Any] | None = None) -> list[Any]:
+    """Every item of one list, page by page; restarts once from scratch when a continue token expires (410). ``keep``: what
+    to hold of each item instead of the item (``None``: nothing), applied as its page arrives, so that only one page of
+    whole items is in memory at a time."""
     restarted = False
     while True:
         items: list[Any] = []
@@ -172,8 +175,9 @@ def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: 
             while True:
                 page = _fetch_page(listing, limit=page_size, token=token, request_timeout=request_timeout, host=host, decoded=decoded)
                 pages += 1
-                items.extend(page.items)
+                items.extend(page.items if keep is None else (k for item in page.items if (k := keep(item)) is not None))
                 token = page.token
+                del page  # not held while the next page is read
                 if token is None:
                     log.debug("listed %d %s in %d page(s)", len(items), listing.what, pages)
                     return items

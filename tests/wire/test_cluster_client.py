@@ -83,6 +83,31 @@ def test_list_all_pods_has_no_field_selector(fake_api: FakeApiServer) -> None:
     assert len(requests) == 3 and all(r.param("fieldSelector") is None for r in requests)
 
 
+def test_scans_send_the_same_paginated_lists_and_keep_what_keep_returns_of_each_lean_item(fake_api: FakeApiServer) -> None:
+    fake_api.add(*(node(f"gpu-{i}", gpus=8) for i in range(3)), pod("a", on="gpu-1"), pod("b", on="gpu-2", namespace="ml"), pod("pending"))
+    client = _client(fake_api, page_size=2)
+    seen: list[str] = []
+
+    def bound(p: dict[str, Any]) -> str | None:
+        seen.append(p["kind"])
+        assert "managedFields" not in p["metadata"]
+        return p["spec"].get("nodeName")
+
+    assert sorted(client.scan_pods(bound)) == ["gpu-1", "gpu-2"]  # None is left out
+    assert seen == ["Pod"] * 3
+    assert client.scan_nodes(lambda n: n["metadata"]["name"]) == [n["metadata"]["name"] for n in client.list_nodes()]
+    pods = fake_api.requests_to("/api/v1/pods", "GET")
+    assert [r.param("limit") for r in pods] == ["2", "2"] and all(r.param("fieldSelector") is None for r in pods)
+
+
+def test_a_scan_whose_continue_token_expires_starts_again_from_the_first_item(fake_api: FakeApiServer) -> None:
+    fake_api.add(*(pod(f"p{i}", on="gpu-1") for i in range(5)))
+    fake_api.expire_continue(times=1)
+    names = _client(fake_api, page_size=2).scan_pods(lambda p: p["metadata"]["name"])
+    assert [fake_api.reply_to(r).status for r in fake_api.requests_to("/api/v1/pods")] == [200, 410, 200, 200, 200]  # type: ignore[union-attr]
+    assert sorted(names) == [f"p{i}" for i in range(5)]  # what was kept of the first pages is dropped with them
+
+
 def test_list_pdbs_in_all_namespaces_is_policy_v1(fake_api: FakeApiServer) -> None:
     fake_api.add(pdb("train", match={"app": "train"}, namespace="ml", allowed=0), pdb("web", match={"app": "web"}))
     pdbs = _client(fake_api).list_pdbs()

@@ -4,7 +4,8 @@ could take it, so the planned node is the only feasible one whatever the schedul
 The fallback when the admission policy is not installed (or ``executor.steering: holds``). It needs
 only ``patch nodes``, but it costs: every node with room is held for every move, which on a large
 cluster with much free room is most of it (measured: 386 of 400 nodes per move), and reading
-which nodes could take the pod means listing every node and pod per move. A move that would hold
+which nodes could take the pod means listing every node and pod per move (page by page, keeping of
+each only what the choice needs: ``choose_holds``). A move that would hold
 more than ``executor.max_holds_per_move`` nodes stops the run there (``StopHere``: what is done
 stays, the rest waits for the next run), with the reason in the report. Holds are recorded in the
 state before they are made; recovery releases any it finds.
@@ -22,8 +23,11 @@ from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound
 from compactor.actions.run import Abort, Run, StopHere
 from compactor.actions.steering import Mechanism
-from compactor.actions.steering.room import plan_hold
+from compactor.actions.steering.room import SOURCE, could_take, hold_over, usage, use_of
 from compactor.actions.steps.cordon import unfence
+from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import parse_node, parse_pod
+from compactor.model.types import Node, Pod
 from compactor.planner.plan import Move, Placement
 
 log = logging.getLogger("compactor.steering")
@@ -82,19 +86,33 @@ class Holds:
 
 def choose_holds(run: Run, pod: Obj, *, target: str, why: str) -> Holds:
     """Every other schedulable node that could take ``pod`` now, recorded in ``run.state.held`` (to be saved before they are
-    made); ``Abort`` when ``target`` has no room, ``StopHere`` when they are more than ``max_holds_per_move``."""
-    nodes, pods = run.client.list_nodes(), run.client.list_pods()
-    plan = plan_hold(nodes, pods, pod, target=target)
+    made); ``Abort`` when ``target`` has no room, ``StopHere`` when they are more than ``max_holds_per_move``.
+
+    Every node and pod of the cluster is read, but not held: of a node only what ``plan_hold`` asks of it (parsed, and the
+    node as read when it could be held: the patch starts from it), of a pod only its node and requests (``use_of``)."""
+    mover = parse_pod(pod, source=SOURCE)
+    nodes = run.client.scan_nodes(partial(_candidate, mover=mover, target=target))
+    used = usage(run.client.scan_pods(partial(use_of, leaving=mover)))
+    plan = hold_over((node for node, _ in nodes), used, mover, target=target)
     if not plan.room.fits:
         lacking = ", ".join(f"{r} {v}" for r, v in sorted(plan.room.short.items())) or "the node is gone"
         raise Abort(f"plan is stale: {target} has no room for {why} now (short of {lacking})")
     if len(plan.rivals) > run.settings.max_holds_per_move:
         raise StopHere(f"max_holds_per_move ({run.settings.max_holds_per_move}): moving {why} to {target} would hold "
                        f"{len(plan.rivals)} node(s); install the steering policy (manifests/steering) to steer without holds")
-    read = {n["metadata"]["name"]: n for n in nodes}
+    read = {node.name: raw for node, raw in nodes if raw is not None}
     if plan.rivals:
         run.state.held = sorted({*run.state.held, *plan.rivals})
     return Holds(why, target, {name: read[name] for name in plan.rivals if name in read})
+
+
+def _candidate(raw: Obj, *, mover: Pod, target: str) -> tuple[Node, Obj | None] | None:
+    """What ``choose_holds`` keeps of a node: the target, parsed; a node that could take the mover (room aside), parsed and as
+    read; of any other node nothing."""
+    node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
+    if could_take(mover, node, target=target):
+        return node, raw
+    return (node, None) if node.name == target else None
 
 
 def make_holds(run: Run, holds: Holds) -> None:

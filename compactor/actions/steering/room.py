@@ -24,7 +24,7 @@ never too few:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from compactor.actions.client import Obj
@@ -47,15 +47,28 @@ class Room:
     short: dict[str, int]
 
 
+def use_of(raw: Obj, *, leaving: Pod) -> tuple[str, Resources] | None:
+    """What one pod takes of its node while ``leaving`` moves: its node and requests when it is bound and holds capacity and
+    stays (not finished, not terminating, not the mover); None otherwise. All that is kept of each pod of the cluster."""
+    pod = parse_pod(raw, source=SOURCE)
+    if not pod.is_bound or pod.deletion_timestamp or pod.key == leaving.key:
+        return None
+    return pod.node_name, pod.requests
+
+
+def usage(uses: Iterable[tuple[str, Resources] | None]) -> dict[str, Resources]:
+    """Requests per node, summed from ``use_of``'s answers."""
+    used: dict[str, Resources] = {}
+    for use in uses:
+        if use is not None:
+            node, requests = use
+            used[node] = used.get(node, Resources()) + requests
+    return used
+
+
 def _usage(pods: Iterable[Obj], *, leaving: Pod) -> dict[str, Resources]:
     """Requests per node of the bound pods that hold capacity and stay: not finished, not terminating, not the mover."""
-    used: dict[str, Resources] = {}
-    for raw in pods:
-        pod = parse_pod(raw, source=SOURCE)
-        if not pod.is_bound or pod.deletion_timestamp or pod.key == leaving.key:
-            continue
-        used[pod.node_name] = used.get(pod.node_name, Resources()) + pod.requests
-    return used
+    return usage(use_of(raw, leaving=leaving) for raw in pods)
 
 
 def _nodes(raw_nodes: Iterable[Obj]) -> list[Node]:
@@ -68,7 +81,7 @@ def _as_soon_to_be(node: Node) -> Node:
     return replace(node, taints=taints, ready=True)
 
 
-def _free(node: Node, used: dict[str, Resources]) -> Resources:
+def _free(node: Node, used: Mapping[str, Resources]) -> Resources:
     return node.allocatable - used.get(node.name, Resources())
 
 
@@ -80,21 +93,29 @@ class Hold:
     rivals: list[str]
 
 
+def could_take(pod: Pod, node: Node, *, target: str) -> bool:
+    """Whether ``node``, not ``target``, could take ``pod`` as the scheduler may see it a moment from now, room aside: a
+    node for which this is False is never held, whatever the pods on it."""
+    return node.name != target and why_ineligible(pod, _as_soon_to_be(node)) is None
+
+
 def plan_hold(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Hold:
     """One pass over the live nodes and pods: ``target``'s room for ``mover`` once terminating pods (and the mover itself)
     are gone (rules other than resources aside), and the schedulable nodes other than ``target`` where ``mover``, or a
     replacement made from the same template, could bind now."""
     pod = parse_pod(mover, source=SOURCE)
-    used = _usage(raw_pods, leaving=pod)
-    nodes = _nodes(raw_nodes)
+    return hold_over(_nodes(raw_nodes), _usage(raw_pods, leaving=pod), pod, target=target)
+
+
+def hold_over(nodes: Iterable[Node], used: Mapping[str, Resources], pod: Pod, *, target: str) -> Hold:
+    """``plan_hold`` from the nodes parsed and the pods' requests summed per node (``use_of``, ``usage``): the nodes may
+    be only ``target`` and those that ``could_take`` the pod, the others change nothing."""
+    nodes = list(nodes)
     found = next((n for n in nodes if n.name == target), None)
     free = _free(found, used) if found is not None else Resources()
     short = {r: v - free.get(r, 0) for r, v in pod.requests.items() if v > free.get(r, 0)}
     room = Room(target, found is not None and not short, short if found is not None else {})
-    others = sorted(
-        node.name for node in map(_as_soon_to_be, nodes)
-        if node.name != target and why_ineligible(pod, node) is None and pod.requests.fits_in(_free(node, used))
-    )
+    others = sorted(node.name for node in nodes if could_take(pod, node, target=target) and pod.requests.fits_in(_free(node, used)))
     return Hold(room, others)
 
 
