@@ -14,6 +14,7 @@ from compactor.model.types import Node, Snapshot, Taint
 from compactor.planner.budget import Budget
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.greedy import Assignment
+from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import (
     CompactionPlan,
@@ -38,11 +39,12 @@ def _finite(value: float) -> float | None:
 
 
 def solver_report(problem: Problem, result: SolveResult | None, note: str = "", *, top: Point | None = None,
-                  cut: Sequence[str] = ()) -> SolverReport:
+                  cut: Sequence[str] = (), moves_bound: int | None = None) -> SolverReport:
     """Status, objective (net freed GPUs of the max-free plan), bound and gap as the user may read them: for the whole
     cluster. A narrowed model's own proofs hold only among what it kept, so then the status is at most FEASIBLE, the
     bound is the whole-cluster one (``bound.whole_free_bound``) and the note says what was searched. What the time
-    limit left undone (``cut``, and the levels ``result`` did not solve) is said in the note too."""
+    limit left undone (``cut``, and the levels ``result`` did not solve) is said in the note too. ``moves_bound``: a
+    whole-cluster lower bound on the move cost of plans freeing as much (``move_bound.fewest_moves_cost``)."""
     if result is None:
         return SolverReport(status="OPTIMAL", wall_seconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
     note = "; ".join(filter(None, [note, *_time_limit_notes(result, cut)]))
@@ -58,10 +60,12 @@ def solver_report(problem: Problem, result: SolveResult | None, note: str = "", 
         objective, bound = main.objective, main.bound if math.isfinite(main.bound) else None
     if objective is not None and bound is not None:
         gap = 0.0 if bound <= objective else (bound - objective) / max(abs(bound), 1.0)
+    cost = result.assignment.cost(result.problem) if main is not None and main.name == "freedGpus" else None
+    cost_proven = cost is not None and moves_bound is not None and moves_bound >= cost
     if result.restricted:
         # Proven for the whole cluster only when the freed GPUs reach its bound and the move cost its lower bound.
-        whole_proof = top is not None and top.status == "OPTIMAL" and objective is not None and bound is not None \
-            and objective >= bound and top.freed_gpus == objective
+        whole_proof = objective is not None and bound is not None and objective >= bound and (cost_proven or (
+            top is not None and top.status == "OPTIMAL" and top.freed_gpus == objective))
         status = "OPTIMAL" if whole_proof else "FEASIBLE"
         proven = "OPTIMAL" if result.status == "OPTIMAL" else "FEASIBLE"
         searched = f"searched {result.restricted} ({result.rounds} round(s)): {proven} there"
@@ -70,9 +74,12 @@ def solver_report(problem: Problem, result: SolveResult | None, note: str = "", 
         {"name": lv.name, "status": lv.status, "objective": _finite(lv.objective), "bound": _finite(lv.bound), "seconds": round(lv.seconds, 3)}
         for lv in result.levels
     ]
+    base = problem.settings.move_cost.base
     return SolverReport(
         status=status, wall_seconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
-        variables=result.variables, levels=levels, note=note,
+        variables=result.variables, levels=levels, note=note, move_cost=None if cost is None else round(cost / base, 2),
+        move_cost_bound=None if cost is None or moves_bound is None else round(min(cost, moves_bound) / base, 2),
+        move_cost_gap=None if cost is None or moves_bound is None else round(max(0, cost - moves_bound) / max(cost, base), 4),
     )
 
 
@@ -177,6 +184,7 @@ def build_plan(
     result: SolveResult | None = None
     note = ""
     cut: list[str] = []  # what the time limit left undone, for the report
+    moves_bound: int | None = None
     curve_seconds = 0.0
     points: list[Point] = []
     chosen: Point | None = None
@@ -199,6 +207,7 @@ def build_plan(
         problem = result.problem
         assignment = result.assignment
         if settings.mode == "free-nodes":
+            moves_bound = _moves_bound(original, result, clock.until(curve_end - clock.elapsed()), cut)
             started = time.monotonic()
             points, chosen = _curve(problem, result, settings, clock.until(curve_end - clock.elapsed()), cut)
             if result.restricted:
@@ -232,7 +241,7 @@ def build_plan(
         frontier=_frontier(points, chosen, recuts, settings, moves, len(freed), net_gpus),
         pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         warnings=warnings,
-        solver=solver_report(problem, result, note, top=points[-1] if points else None, cut=cut).model_copy(
+        solver=solver_report(problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound).model_copy(
             update={"frontier_seconds": round(curve_seconds, 3), "load_seconds": None if load_seconds is None else round(load_seconds, 3)}),
         before=before,
     )
@@ -254,6 +263,19 @@ def _curve_end(settings: PlannerSettings, built: float) -> float:
     if settings.deterministic:
         return limit * CURVE_END
     return limit - max(limit * (1 - CURVE_END), FINISH_PER_BUILD * built)
+def _moves_bound(whole: Problem, result: SolveResult, budget: Budget, cut: list[str]) -> int | None:
+    """The least move cost of any plan of the whole cluster placing the max-free plan's pending pods and freeing its GPUs
+    (``move_bound.fewest_moves_cost``): how far its moves may be from the fewest. Taken from the curve's time."""
+    if budget.remaining() < MOVE_BOUND_MIN_SECONDS:
+        cut.append("no lower bound on the max-free plan's moves")
+        return None
+    problem, assignment = result.problem, result.assignment
+    freed = sum(problem.nodes[n].gpus for n in result.empty_nodes) - problem.empty_before_gpus
+    weight = sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
+    return fewest_moves_cost(whole, freed_gpus=freed, pending_weight=weight, budget=budget)
+
+
+MOVE_BOUND_MIN_SECONDS = 0.2  # less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)
 MIN_CURVE_SECONDS = 1.0  # on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
 
 

@@ -44,6 +44,9 @@ def _headline(plan: CompactionPlan) -> list[str]:
         f"  pending pods placed: {len(plan.placed_pending)}; solver {s.status} in {s.wall_seconds:.2f}s, gap {gap}; "
         f"planned in {s.plan_seconds:.2f}s" + ("" if s.load_seconds is None else f" (+{s.load_seconds:.2f}s loading)"),
     ]
+    if s.move_cost is not None and s.move_cost_bound is not None and s.move_cost_gap is not None:
+        lines.append(f"  the max-free plan's move cost {s.move_cost:g} (in moves): no plan freeing as much costs less than "
+                     f"{s.move_cost_bound:g} (gap {s.move_cost_gap:.1%})")
     if plan.filled_nodes:
         lines.append(f"  note: fills previously free node(s) {', '.join(plan.filled_nodes)}")
     if s.note:

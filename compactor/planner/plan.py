@@ -110,6 +110,16 @@ class SolverReport(_Doc):
                                 "Loading the snapshot is apart (loadSeconds).")
     load_seconds: float | None = Field(None, alias="loadSeconds", description="Wall-clock seconds spent reading and decoding the snapshot "
                                        "before planning, rounded to milliseconds; null when the caller did not measure it.")
+    move_cost: float | None = Field(None, alias="moveCost", description="Move cost of the max-free solve's plan, in moves (move cost / "
+                                    "planner.move_cost.base; the number of moves when no pod carries a priority step or a move-cost "
+                                    "annotation); null when nothing was solved.")
+    move_cost_bound: float | None = Field(None, alias="moveCostBound", description="Proven lower bound on the move cost (in moves) of "
+                                          "every plan of the whole cluster that places pending pods of as much priority weight and leaves "
+                                          "at least as many GPUs whole-free as the max-free solve's plan (a relaxation, compactor/planner/"
+                                          "move_bound.py: loose, never above the true minimum); null when not computed (the time limit, "
+                                          "shape mode).")
+    move_cost_gap: float | None = Field(None, alias="moveCostGap", description="(moveCost - moveCostBound) / max(moveCost, 1): how far the "
+                                        "plan's moves may be from the fewest that free as much; 0 when proven fewest; null without a bound.")
     note: str = Field("", description="Why the plan is empty, when it is (e.g. `nothing to plan: ...`, `no move frees GPU capacity or places "
                                       "a pending pod`), what a narrowed model searched, and what the time limit left undone (each part "
                                       "`time limit: ...`); parts separated by `; `.")

@@ -18,6 +18,7 @@ from compactor.planner import constraints as c
 from compactor.planner.bound import whole_free_bound
 from compactor.planner.budget import Budget, OutOfTime
 from compactor.planner.greedy import Assignment, greedy, prune
+from compactor.planner.move_bound import most_freed_within
 from compactor.planner.problem import Problem, holds_gpu_load, linked_nodes, movable_pods, restrict
 from compactor.planner.solution import executable
 from compactor.planner.variables import Variables, make_variables
@@ -465,7 +466,7 @@ def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> So
         if narrowed.sources is None or whole.target_shapes:
             break
         if bound is None and not (build or budget).expired():
-            bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
+            bound = _whole_bound(whole, best, budget)
         if bound is None or best_rank[1] >= bound or budget.remaining() < 0.35 * budget.seconds \
                 or (targets >= _widest(whole) and pods >= movable_pods(whole)):
             break
@@ -474,6 +475,19 @@ def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> So
     best.rounds = rounds
     best.greedy_seconds = greedy_seconds
     return best
+
+
+def _whole_bound(whole: Problem, best: SolveResult, budget: Budget) -> int:
+    """An upper bound on the GPUs any plan of the whole problem leaves whole-free (``empty_nodes``); under ``max_moves``
+    the most any plan within that many moves frees (``move_bound.most_freed_within``), which is far lower."""
+    bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
+    cap = whole.settings.max_moves
+    if cap is not None and not budget.expired():
+        weight = _rank(best.problem, best.assignment)[0]
+        capped = most_freed_within(whole, max_moves=cap, pending_weight=weight, budget=budget)
+        if capped is not None:
+            bound = min(bound, capped + whole.empty_before_gpus)
+    return bound
 
 
 def budget_for(settings: PlannerSettings, seconds: float | None = None) -> Budget:

@@ -24,8 +24,10 @@ from hypothesis import strategies as st
 
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.baselines import greedy_drain
+from compactor.planner.budget import Budget
 from compactor.planner.compose import build_plan
 from compactor.planner.greedy import Drainer, greedy
+from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
 from compactor.planner.solution import concretise, gpu_nodes_changed
@@ -505,3 +507,29 @@ def test_a_plan_with_no_time_left_is_valid_and_never_below_the_greedy_warm_start
     theirs = (len(placements), sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled))
     mine = (len(plan.placed_pending), plan.freed_gpus)
     assert mine > theirs or (mine == theirs and len(plan.moves) <= len(moves)), (mine, len(plan.moves), theirs, len(moves))
+
+
+# ---------------------------------------------------------------------------- property 5: move bounds never claim too much
+
+
+@PROPERTY
+@given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True), cap=st.integers(min_value=0, max_value=4))
+def test_move_bounds_never_claim_more_than_the_brute_force_finds(objects: list[dict[str, Any]], cap: int) -> None:
+    """The fewest moves to free so many GPUs (placing so many pending pods) is at most the brute force's, the most GPUs
+    within ``cap`` moves at least the brute force's, and the plan's stated bound on its own moves holds (move cost =
+    moves: no cost annotations, one priority here)."""
+    snapshot = cluster(*objects)
+    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
+    assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
+    outcomes = enumerate_outcomes(snapshot, config)
+    problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))
+    base = config.move_cost.base
+    for placed, net, _, moves in outcomes:
+        fewest = fewest_moves_cost(problem, freed_gpus=net, pending_weight=placed, budget=Budget(5, 1))
+        assert fewest is not None and fewest <= base * moves, (placed, net, moves, fewest)
+    most = most_freed_within(problem, max_moves=cap, pending_weight=0, budget=Budget(5, 1))
+    assert most is not None and most >= max(net for _, net, _, moves in outcomes if moves <= cap)
+    plan = _plan(snapshot, config)
+    if plan.solver.move_cost_bound is not None:
+        truth = min(m for p, n, _, m in outcomes if p >= len(plan.placed_pending) and n >= plan.freed_gpus)
+        assert plan.solver.move_cost_bound <= truth

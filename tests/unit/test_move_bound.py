@@ -1,0 +1,89 @@
+"""Whole-cluster move bounds (issue 13, items 3 and 4): the fewest moves any plan needs to free so many GPUs, and the
+most GPUs any plan frees within N moves. Each is a bound the plan report prints, so each must never claim more than
+the cluster allows: hand-checked clusters here, random ones against a brute force in tests/property."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from compactor.planner.budget import Budget
+from compactor.planner.compose import build_plan
+from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
+from compactor.planner.problem import Problem, build_problem
+from compactor.settings import PlannerSettings
+from tests.builders import cluster, node, pod
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+MOVE = PlannerSettings().move_cost.base  # the cost of one move
+
+
+def _problem(*objects: dict[str, Any], **settings: Any) -> Problem:
+    snapshot = cluster(*objects)
+    return build_problem(snapshot, PlannerSettings(min_replicas=1, **settings), max_targets=len(snapshot.nodes))
+
+
+def _fewest(problem: Problem, gpus: int, pending: int = 0) -> int | None:
+    found = fewest_moves_cost(problem, freed_gpus=gpus, pending_weight=pending, budget=Budget(5, 1))
+    return None if found is None else found // MOVE
+
+
+def _three_nodes() -> list[dict[str, Any]]:
+    """g0 runs one 2-GPU pod, g1 three 1-GPU pods, g2 two 2-GPU pods: 9 GPUs of 24 in use."""
+    return [
+        node("g0", gpus=8), node("g1", gpus=8), node("g2", gpus=8),
+        pod("a", on="g0", gpus=2),
+        pod("b1", on="g1", gpus=1), pod("b2", on="g1", gpus=1), pod("b3", on="g1", gpus=1),
+        pod("c1", on="g2", gpus=2), pod("c2", on="g2", gpus=2),
+    ]
+
+
+def test_freeing_a_node_moves_at_least_the_pods_of_the_cheapest_node_that_frees_as_much() -> None:
+    problem = _problem(*_three_nodes())
+    assert _fewest(problem, 8) == 1  # g0's one pod
+    assert _fewest(problem, 0) == 0
+
+
+def test_no_bound_is_claimed_for_more_gpus_than_any_plan_frees() -> None:
+    # Freeing two nodes leaves 8 GPUs for 9 GPUs of pods: no plan does it, so nothing is claimed about its moves.
+    assert _fewest(_problem(*_three_nodes()), 16) is None
+
+
+def test_a_pending_pod_needing_a_whole_node_adds_the_moves_that_empty_one() -> None:
+    problem = _problem(*_three_nodes(), pod("big", gpus=8, owner="Job/big"))
+    # Placing big empties a node (1 move at least: g0), and freeing 8 GPUs more empties another (2 more: g2's pods).
+    assert _fewest(problem, 0, pending=1) == 1
+    assert _fewest(problem, 8, pending=1) is None  # 9 + 8 GPUs of pods on the one node left: no plan
+
+
+def test_moves_leaving_a_node_are_counted_by_its_cheapest_pods() -> None:
+    """Costly pods (compactor.io/move-cost) count as such when their node must be emptied."""
+    costly = {"compactor.io/move-cost": "4"}
+    problem = _problem(node("g0", gpus=8), node("g1", gpus=8), node("g2", gpus=8),
+                       pod("a", on="g0", gpus=1, annotations=costly), pod("b1", on="g1", gpus=1), pod("b2", on="g1", gpus=1))
+    assert _fewest(problem, 8) == 2  # g1's two ordinary pods (2 moves) beat g0's one pod costed at 1 + 4 moves
+
+
+def test_within_a_move_cap_no_plan_frees_more_than_the_nodes_that_many_moves_empty() -> None:
+    problem = _problem(*_three_nodes())
+    assert most_freed_within(problem, max_moves=0, pending_weight=0, budget=Budget(5, 1)) == 0
+    assert most_freed_within(problem, max_moves=1, pending_weight=0, budget=Budget(5, 1)) == 8
+    assert most_freed_within(problem, max_moves=5, pending_weight=0, budget=Budget(5, 1)) == 8  # a third node holds 9 GPUs
+
+
+def test_mig_nodes_whose_pods_use_several_profiles_are_bounded() -> None:
+    """A node running pods of two MIG profiles: the room its leaving pods make is counted per profile (a regression: the
+    profile with fewer pods had too short a table, and every bound at 5,000 nodes came out 'no plan')."""
+    mig = {"3g.20gb": 2, "2g.10gb": 3}
+    problem = _problem(node("m0", mig=mig), node("m1", mig=mig),
+                       pod("p1", on="m0", mig="3g.20gb"), pod("q1", on="m0", mig="2g.10gb"), pod("q2", on="m0", mig="2g.10gb"),
+                       pod("q3", on="m1", mig="2g.10gb"))
+    gpus = problem.nodes[1].gpus
+    assert _fewest(problem, gpus) == 1  # m1's one pod joins m0
+    assert most_freed_within(problem, max_moves=1, pending_weight=0, budget=Budget(5, 1)) == gpus
+
+
+def test_the_plan_report_states_the_bound_on_its_moves() -> None:
+    plan = build_plan(cluster(*_three_nodes()), PlannerSettings(min_replicas=1, objective="max-free"), source="test", now=NOW)
+    assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
+    assert (plan.solver.move_cost, plan.solver.move_cost_bound, plan.solver.move_cost_gap) == (1, 1, 0)
