@@ -480,14 +480,13 @@ def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> So
 def _whole_bound(whole: Problem, best: SolveResult, budget: Budget) -> int:
     """An upper bound on the GPUs any plan of the whole problem leaves whole-free (``empty_nodes``); under ``max_moves``
     the most any plan within that many moves frees (``move_bound.most_freed_within``), which is far lower."""
-    bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
     cap = whole.settings.max_moves
-    if cap is not None and not budget.expired():
+    capped = None
+    if cap is not None:  # first: under a cap it is the bound that matters (each solve gets a moment even out of time)
         weight = _rank(best.problem, best.assignment)[0]
         capped = most_freed_within(whole, max_moves=cap, pending_weight=weight, budget=budget)
-        if capped is not None:
-            bound = min(bound, capped + whole.empty_before_gpus)
-    return bound
+    bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
+    return bound if capped is None else min(bound, capped + whole.empty_before_gpus)
 
 
 def budget_for(settings: PlannerSettings, seconds: float | None = None) -> Budget:

@@ -87,3 +87,17 @@ def test_the_plan_report_states_the_bound_on_its_moves() -> None:
     plan = build_plan(cluster(*_three_nodes()), PlannerSettings(min_replicas=1, objective="max-free"), source="test", now=NOW)
     assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
     assert (plan.solver.move_cost, plan.solver.move_cost_bound, plan.solver.move_cost_gap) == (1, 1, 0)
+
+
+def test_a_narrowed_plan_under_a_move_cap_is_measured_against_what_that_many_moves_can_free() -> None:
+    """Three nodes could be freed (24 GPUs) but one move frees one: the bound the report states is 8, not 24."""
+    objects = [node("g0", gpus=8), node("g1", gpus=8), node("g2", gpus=8), node("t", gpus=8),
+               pod("anchor", on="t", gpus=4, owner=None),
+               pod("a", on="g0", gpus=1), pod("b", on="g1", gpus=1), pod("c1", on="g2", gpus=1), pod("c2", on="g2", gpus=1)]
+    config = PlannerSettings(min_replicas=1, objective="max-free", max_moves=1, max_candidate_pods=1)
+    plan = build_plan(cluster(*objects), config, source="test", now=NOW)
+    assert "searched" in plan.solver.note  # narrowed: its own proofs hold only there
+    assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
+    assert (plan.solver.bound, plan.solver.gap) == (8, 0)
+    uncapped = build_plan(cluster(*objects), config.model_copy(update={"max_moves": None}), source="test", now=NOW)
+    assert uncapped.freed_gpus == 24
