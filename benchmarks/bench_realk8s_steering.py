@@ -10,13 +10,16 @@ third: free GPUs scattered one or two per node), installs the steering policy an
 (``--steering policy``) or makes sure none is named (``holds``: ``executor.steering_name`` points at
 nothing, as on a cluster without the policy), and runs ``compactor run --once`` capped at
 ``--moves`` evictions. It reads the API server's own ``/metrics`` (``apiserver_request_total`` by
-verb and resource) before and after, and watches every node for cordons while the run goes on.
+verb, resource and client) before and after, and watches every node for the executor's fence
+taints while the run goes on.
 
 Printed: the run's status and gain, wall time and per move, API requests during the run (all
-clients: the compactor, kube-controller-manager following cordons with taints, the scheduler,
-the fake kubelets' leases and the background rate measured over an idle window of the same
-length), node PATCHes, the largest number of nodes cordoned at once and the node-seconds of
-cordons. A benchmark: it prints figures and checks nothing. It leaves its namespace behind
+clients: the compactor, kube-controller-manager, the scheduler, the fake kubelets' leases, net of
+the background rate measured over an idle window of the same length), node PATCHes, the largest
+number of nodes fenced at once and the node-seconds of fences (``compactor.io/`` taints, or a
+cordon), the run's own count of holds, and the requests during the run by client (the
+compactor's own among them, counted rather than netted). A benchmark: it prints figures and
+checks nothing. It leaves its namespace behind
 (``--cleanup`` deletes it), so it runs on a disposable cluster only.
 """
 
@@ -47,23 +50,49 @@ from tests.builders import steering_policy  # the shipped manifests, as a cluste
 
 METRIC = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')
 NAMESPACE_OF_COMPACTOR = "gpu-compactor"
+FENCE_PREFIX = "compactor.io/"  # the executor's fence (compactor.io/fence-<installation>) and reservation taints
 
 
-def request_totals(api: k8s.ApiClient) -> Counter[tuple[str, str]]:
-    """(verb, resource) -> requests the API server has served since it started, from its /metrics."""
+def request_totals(api: k8s.ApiClient) -> Counter[tuple[str, str, str, str]]:
+    """(verb, resource, subresource, system_client) -> requests the API server has served since it started, from its
+    /metrics. ``system_client`` names kube-controller-manager, kube-scheduler and kube-apiserver; it is empty for every
+    other client (the compactor, the fake kubelets, this script)."""
     response = api.call_api(*api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"]))
     text = response.read().decode()
-    totals: Counter[tuple[str, str]] = Counter()
+    totals: Counter[tuple[str, str, str, str]] = Counter()
     for line in text.splitlines():
         match = METRIC.match(line)
         if match:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group("labels")))
-            totals[(labels.get("verb", ""), labels.get("resource", ""))] += int(float(match.group("value")))
+            key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""), labels.get("system_client", ""))
+            totals[key] += int(float(match.group("value")))
     return totals
 
 
+def by_verb_resource(totals: Counter[tuple[str, str, str, str]]) -> Counter[tuple[str, str]]:
+    merged: Counter[tuple[str, str]] = Counter()
+    for (verb, resource, _, _), count in totals.items():
+        merged[(verb, resource)] += count
+    return merged
+
+
+def client_of(verb: str, resource: str, subresource: str, system_client: str) -> str:
+    """Who sent a request: a named control-plane component, the fake kubelets (lease and status heartbeats, pods marked
+    Running, final deletes, their pod watch), this script (its node watch, /metrics), or else the compactor. The fake
+    kubelets' pod resync (one cluster-wide LIST pods every 60 s) cannot be told from the compactor's and counts as its."""
+    if system_client:
+        return system_client
+    if (verb, resource) in (("PATCH", "leases"), ("DELETE", "pods"), ("WATCH", "pods")) or subresource == "status":
+        return "fake kubelets"
+    if (verb == "WATCH" and resource == "nodes") or not resource:
+        return "this script"
+    return "compactor"
+
+
 class CordonWatch(threading.Thread):
-    """Every node's spec.unschedulable, from a watch: the most cordoned at once, and node-seconds cordoned."""
+    """Nodes fenced, from a watch: the most at once, and node-seconds fenced. Fenced: a ``compactor.io/`` NoSchedule taint
+    (the executor fences and holds with ``compactor.io/fence-<installation>``, reserves with ``compactor.io/reserved``)
+    or the cordon bit (``spec.unschedulable``, which the executor never sets)."""
 
     def __init__(self, core: k8s.CoreV1Api) -> None:
         super().__init__(daemon=True)
@@ -89,7 +118,9 @@ class CordonWatch(threading.Thread):
                 time.sleep(0.2)
 
     def _on(self, node: Any) -> None:
-        name, cordoned, now = node.metadata.name, bool(node.spec.unschedulable), time.monotonic()
+        taints = node.spec.taints or []
+        cordoned = bool(node.spec.unschedulable) or any(t.key.startswith(FENCE_PREFIX) and t.effect == "NoSchedule" for t in taints)
+        name, now = node.metadata.name, time.monotonic()
         if cordoned and name not in self.since:
             self.since[name] = now
             self.names.add(name)
@@ -188,13 +219,14 @@ def main() -> int:
 
     idle_before = request_totals(api)
     time.sleep(30)
-    idle = request_totals(api) - idle_before  # the background: kubelets' leases, controllers' resyncs
+    idle = by_verb_resource(request_totals(api) - idle_before)  # the background: kubelets' leases, controllers' resyncs
 
     watch = CordonWatch(core)
     watch.start()
     before = request_totals(api)
     report, wall = run_compactor(namespace, args)
-    during = request_totals(api) - before
+    detailed = request_totals(api) - before
+    during = by_verb_resource(detailed)
     watch.stop.set()
     watch.join(timeout=10)
 
@@ -209,10 +241,23 @@ def main() -> int:
     total, background = sum(during.values()), sum(idle.values()) * scale
     print(f"API requests during the run: {total}; background over as long idle: {background:.0f}; net {total - background:.0f} "
           f"({(total - background) / moves:.0f} per move)")
-    print(f"node PATCHes net of background (status heartbeats): {net.get(('PATCH', 'nodes'), 0):.0f}; nodes ever cordoned: "
-          f"{len(watch.names)}; most at once: {watch.peak}; node-seconds cordoned: {watch.seconds:.0f} (watch restarts: {watch.errors})")
+    print(f"node PATCHes net of background (status heartbeats): {net.get(('PATCH', 'nodes'), 0):.0f}; nodes ever fenced: "
+          f"{len(watch.names)}; most at once: {watch.peak}; node-seconds fenced: {watch.seconds:.0f} (watch restarts: {watch.errors})")
+    print(f"compactor's own count: {outcome.get('holds')} node holds, {outcome.get('heldNodeSeconds')} node-seconds held; "
+          f"notes: {outcome.get('notes')}; reason: {report.get('reason')}")
     for (verb, resource), count in sorted(net.items(), key=lambda kv: -kv[1])[:14]:
         print(f"  {count:9.0f}  {verb} {resource}  (during {during[(verb, resource)]})")
+    # the background comes in bursts (400 leases every --lease-interval, 400 node statuses every other one), so the net
+    # figures above can be off by one burst; the requests by client are counted, not estimated
+    clients: dict[str, Counter[str]] = {}
+    for (verb, resource, subresource, system_client), count in detailed.items():
+        what = f"{verb} {resource}{'/' + subresource if subresource else ''}"
+        clients.setdefault(client_of(verb, resource, subresource, system_client), Counter())[what] += count
+    print("requests during the run by client (counted, not netted):")
+    for who, counts in sorted(clients.items(), key=lambda kv: -sum(kv[1].values())):
+        own = sum(counts.values())
+        print(f"  {who}: {own} ({own / moves:.1f} per move): "
+              + ", ".join(f"{what} {count}" for what, count in counts.most_common() if count))
     if args.cleanup:
         core.delete_namespace(namespace)
     return 0
