@@ -368,7 +368,7 @@ def valid(problem: Problem, assignment: Assignment) -> bool:
 class _Neighbourhoods:
     """The neighbourhood kinds, in turn; each picks its nodes at random (``seed``), within ``MAX_NODES``/``MAX_PODS``."""
 
-    KINDS = ("pool", "near-empty", "one-node", "type", "moves")
+    KINDS = ("pool", "near-empty", "one-node", "type", "moves", "pending")
 
     def __init__(self, problem: Problem, rng: random.Random) -> None:
         self.problem = problem
@@ -382,11 +382,13 @@ class _Neighbourhoods:
                 pools.setdefault(group[state.index], []).append(state.index)
         self.pools = [nodes for nodes in pools.values() if len(nodes) > 1]
         self.gpu_types = [t for t in problem.types if t.uses_gpu and not t.pending and t.count]
+        self.pending_types = [t for t in problem.types if t.pending and t.targets]
 
     def next(self, current: _Incumbent) -> tuple[str, set[int]]:
         kind = self.KINDS[self.turn % len(self.KINDS)]
         self.turn += 1
-        pick = {"pool": self._pool, "near-empty": self._near_empty, "one-node": self._one_node, "type": self._type, "moves": self._moves}[kind]
+        pick = {"pool": self._pool, "near-empty": self._near_empty, "one-node": self._one_node, "type": self._type, "moves": self._moves,
+                "pending": self._pending}[kind]
         return kind, pick(current)
 
     def _fill(self, current: _Incumbent, nodes: Iterable[int], chosen: set[int] | None = None) -> set[int]:
@@ -446,6 +448,19 @@ class _Neighbourhoods:
         ptype = self.rng.choice(self.gpu_types)
         nodes = list(ptype.initial) + self.rng.sample(ptype.targets, len(ptype.targets))
         return self._fill(current, nodes)
+
+    def _pending(self, current: _Incumbent) -> set[int]:
+        """Where one pending type was placed, with the nodes of its targets nearest to empty and those with the most spare
+        GPUs: a pending pod may cross pools, so the pools' neighbourhoods never hold both its node and a better one."""
+        if not self.pending_types:
+            return set()
+        ptype = self.rng.choice(self.pending_types)
+        loads, nodes = current.loads, self.problem.nodes
+        placed = sorted(current.assignment.placed.get(ptype.index, {}))
+        targets = [n for n in ptype.targets if n not in current.freed]
+        by_pods = sorted(targets, key=lambda n: (loads.gpu_pods[n], self.rng.random()))[:MAX_NODES // 4]
+        by_room = sorted(targets, key=lambda n: (-loads.free_gpus(nodes[n]), self.rng.random()))[:MAX_NODES // 2]
+        return self._fill(current, [*placed, *by_pods, *by_room])
 
     def _moves(self, current: _Incumbent) -> set[int]:
         """The nodes a few of the incumbent's moves touch: sources, and the nodes their types arrived on."""
