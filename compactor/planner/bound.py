@@ -22,15 +22,17 @@ from ortools.sat.python import cp_model
 from compactor.model.resources import is_gpu_resource
 from compactor.planner.budget import Budget
 from compactor.planner.int64 import at_most, checked, too_large
-from compactor.planner.problem import NodeState, Problem, holds_gpu_load, linked_nodes
+from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_load, linked_nodes
 
 BOUND_SECONDS = 1.0
 
 
 def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budget | None = None) -> int:
     """An upper bound on the GPUs of nodes left with no GPU pod (``empty_nodes``), over every plan of the unrestricted
-    ``problem``. Pending pods count as load only when every one must be placed (the pending level placed them all)."""
-    group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu))  # GPU load stays within its group
+    ``problem``. Pending pods count as load only when every one must be placed (the pending level placed them all); each
+    is placed in one group of the nodes it may go to (pending pods may cross pools, which keep movable pods apart: were
+    they to link the pools, each pool's unusable scraps would add up to room for one more node)."""
+    group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu and not t.pending))  # GPU load stays within its group
     candidates = [s for s in problem.nodes if s.gpus and s.can_empty and not holds_gpu_load(s.fixed)]
     if not candidates:
         return 0
@@ -40,7 +42,7 @@ def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budg
             if is_gpu_resource(resource):
                 spare[group[state.index], resource] += amount - state.fixed.get(resource, 0)
     for ptype in problem.types:
-        if ptype.pending and not all_pending_placed:
+        if ptype.pending:
             continue
         nodes = (*ptype.initial, *ptype.targets)
         if not nodes:
@@ -48,11 +50,13 @@ def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budg
         for resource, amount in ptype.requests.items():
             if is_gpu_resource(resource):
                 spare[group[nodes[0]], resource] -= amount * ptype.count
+    pending = [t for t in problem.types if t.pending and t.uses_gpu and t.targets] if all_pending_placed else []
     budget = budget or Budget(BOUND_SECONDS, workers=1)
-    return _knapsack(problem, candidates, group, spare, budget.until(BOUND_SECONDS))
+    return _knapsack(problem, candidates, group, spare, pending, budget.until(BOUND_SECONDS))
 
 
-def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int], budget: Budget) -> int:
+def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int],
+              pending: list[PodType], budget: Budget) -> int:
     model = cp_model.CpModel()
     chosen = {s.index: model.new_bool_var(f"free_{s.index}") for s in candidates}
     terms: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
@@ -60,6 +64,13 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
         for resource, amount in state.capacity.items():
             if is_gpu_resource(resource) and amount:
                 terms[group[state.index], resource].append((chosen[state.index], amount))
+    for ptype in pending:  # every pod placed, each in one group its targets reach
+        into = {g: model.new_int_var(0, ptype.count, f"pending_{ptype.index}_{g}") for g in sorted({group[n] for n in ptype.targets})}
+        model.add(cp_model.LinearExpr.sum(list(into.values())) == ptype.count)
+        for resource, amount in ptype.items:
+            if is_gpu_resource(resource):
+                for g, var in into.items():
+                    terms[g, resource].append((var, amount))
     for key, items in terms.items():
         resource = key[1]
         restated = at_most(items, max(0, spare.get(key, 0)))  # small numbers, the same solutions

@@ -193,8 +193,10 @@ def _pending(problem: Problem, nodes: dict[int, _Node], built: _Model, made: dic
 
 
 def _group_capacity(problem: Problem, nodes: dict[int, _Node], built: _Model) -> None:
-    """Per group of linked nodes and GPU resource: the nodes left busy hold every movable and every placed GPU pod."""
-    group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu))
+    """Per group of nodes movable GPU pods link (pools) and GPU resource: the nodes left busy hold every movable and every
+    placed GPU pod (pending pods, which may cross pools, are counted where they land: linking the pools by them would
+    pool each pool's scraps into room that no movable pod can use)."""
+    group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu and not t.pending))
     load: dict[tuple[int, str], int] = defaultdict(int)
     room: dict[tuple[int, str], int] = defaultdict(int)
     lost: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)  # room a freed node takes away

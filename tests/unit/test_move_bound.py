@@ -101,3 +101,20 @@ def test_a_narrowed_plan_under_a_move_cap_is_measured_against_what_that_many_mov
     assert (plan.solver.bound, plan.solver.gap) == (8, 0)
     uncapped = build_plan(cluster(*objects), config.model_copy(update={"max_moves": None}), source="test", now=NOW)
     assert uncapped.freed_gpus == 24
+
+
+def test_pending_pods_that_may_cross_pools_do_not_pool_the_scraps_of_each() -> None:
+    """Two pools, each with room for 5 more GPUs (3 beside an unmovable 5-GPU pod, 2 on the node of three 2-GPU pods):
+    too little to empty a node of either. A pending 8-GPU pod may go to either pool; linking the pools by it, the bound
+    counted 5 + 5 GPUs of room, enough to free a node: none can be."""
+    def pool(prefix: str, product: str) -> list[dict[str, Any]]:
+        return [node(f"{prefix}0", gpus=8, product=product), node(f"{prefix}1", gpus=8, product=product),
+                pod(f"{prefix}-anchor", on=f"{prefix}0", gpus=5, owner=None),
+                *[pod(f"{prefix}{i}", on=f"{prefix}1", gpus=2) for i in range(3)]]
+
+    objects = [*pool("a", "A100-SXM4-80GB"), *pool("h", "H100-80GB-HBM3"), pod("big", gpus=8, owner="Job/big")]
+    config = PlannerSettings(min_replicas=1, objective="max-free", max_candidate_pods=1)
+    plan = build_plan(cluster(*objects), config, source="test", now=NOW)
+    assert "searched" in plan.solver.note  # narrowed: the whole-cluster bound is the one stated
+    assert (plan.freed_gpus, len(plan.placed_pending)) == (0, 0)
+    assert plan.solver.bound == 0
