@@ -68,7 +68,10 @@ def solver_report(problem: Problem, result: SolveResult | None, note: str = "", 
             top is not None and top.status == "OPTIMAL" and top.freed_gpus == objective))
         status = "OPTIMAL" if whole_proof else "FEASIBLE"
         proven = "OPTIMAL" if result.status == "OPTIMAL" else "FEASIBLE"
-        searched = f"searched {result.restricted} ({result.rounds} round(s)): {proven} there"
+        searched = f"searched {result.restricted}: {proven} there"
+        if result.searched:
+            searched += (f"; then {result.searched} neighbourhood(s) of the whole cluster (large-neighbourhood search), "
+                         f"{result.improvements} improving the plan")
         note = f"{note}; {searched}" if note else searched
     levels = [
         {"name": lv.name, "status": lv.status, "objective": _finite(lv.objective), "bound": _finite(lv.bound), "seconds": round(lv.seconds, 3)}

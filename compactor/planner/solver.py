@@ -65,13 +65,14 @@ class SolveResult:
     greedy_assignment: Assignment | None = None
     restricted: str = ""  # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
     whole_bound: int | None = None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
-    rounds: int = 1  # solves, each on a wider restriction than the last
     spent: float = 0.0  # on the budget's clock (seconds, or CP-SAT deterministic time)
     unsolved: list[str] = field(default_factory=list)  # levels the time limit left unsolved (their incumbent stands)
     unbuilt: bool = False  # the time limit ran out before a CP-SAT model was built: the warm start is the result
     greedy_seconds: float = 0.0  # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
     model_seconds: float = 0.0  # wall-clock seconds building the levels model(s) took
     base: BuiltModel | None = None  # the levels model of ``problem`` as built (one component, free-nodes mode)
+    searched: int = 0  # neighbourhoods the large-neighbourhood search solved (``lns``; narrowed problems only)
+    improvements: int = 0  # of which improved the plan
 
 
 def empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
@@ -439,42 +440,61 @@ def _freed_bound(result: SolveResult) -> int | None:
 
 
 def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> SolveResult:
-    """The widening search of ``solve`` (see there), without the executability check."""
+    """The search of ``solve`` (see there), without the executability check: one model of the whole problem, or at scale
+    a narrowed model around the greedy warm start and then a large-neighbourhood search (``lns``) of the whole problem
+    from its plan, for the rest of the budget."""
     started = time.monotonic()
     whole, warm = problem, greedy(problem)
     greedy_seconds = time.monotonic() - started
     pods, targets = problem.settings.max_candidate_pods, problem.settings.max_targets_per_type
-    best: SolveResult | None = None
-    best_rank: tuple[int, int, int] = (0, 0, 0)
-    best_whole = warm
-    rounds = 0
-    bound: int | None = None
-    while True:
-        rounds += 1
-        # Out of time already (e.g. building the problem took the limit): the warm start, on the whole problem.
-        timely = not budget.expired()
-        narrowed = _narrow(whole, best_whole, pods, targets) if timely else _Narrowed(whole, best_whole, {}, None)
-        # The first round's model may finish building in the curve's time (``build``); never the unnarrowed one's.
-        result = _solve_once(narrowed.problem, narrowed.start, budget, build if timely and rounds == 1 else None)
-        result.assignment = _at_least_the_warm_start(result)
-        result.empty_nodes = empty_nodes(result.problem, result.assignment)
-        if narrowed.sources is not None:
-            result.restricted = _restriction(whole, result.problem, targets)
-        rank = _rank(result.problem, result.assignment)
-        if best is None or rank > best_rank:
-            best, best_rank, best_whole = result, rank, narrowed.lift(whole, result.assignment)
-        if narrowed.sources is None or whole.target_shapes:
-            break
-        if bound is None and not (build or budget).expired():
-            bound = _whole_bound(whole, best, budget)
-        if bound is None or best_rank[1] >= bound or budget.remaining() < 0.35 * budget.seconds \
-                or (targets >= _widest(whole) and pods >= movable_pods(whole)):
-            break
-        pods, targets = pods * 2, targets * 4
-    best.whole_bound = bound
-    best.rounds = rounds
+    # Out of time already (e.g. building the problem took the limit): the warm start, on the whole problem.
+    timely = not budget.expired()
+    narrowed = _narrow(whole, warm, pods, targets) if timely else _Narrowed(whole, warm, {}, None)
+    searches = narrowed.sources is not None and not whole.target_shapes
+    first = budget.until(budget.remaining() * FIRST_MODEL_SHARE) if searches else budget
+    # The first model may finish building in the curve's time (``build``); never the unnarrowed one's.
+    best = _solve_once(narrowed.problem, narrowed.start, first, build if timely else None)
+    best.assignment = _at_least_the_warm_start(best)
+    best.empty_nodes = empty_nodes(best.problem, best.assignment)
+    if narrowed.sources is not None:
+        best.restricted = _restriction(whole, best.problem, targets)
+    if searches:
+        best = _improved(whole, best, narrowed.lift(whole, best.assignment), budget)
+        if not (build or budget).expired():
+            best.whole_bound = _whole_bound(whole, best, budget)
     best.greedy_seconds = greedy_seconds
     return best
+
+
+FIRST_MODEL_SHARE = 0.4  # of a narrowed search's budget, for the first model; the large-neighbourhood search gets the rest
+
+
+def _improved(whole: Problem, result: SolveResult, lifted: Assignment, budget: Budget) -> SolveResult:
+    """``result`` improved by a large-neighbourhood search of the whole problem from its plan (``lifted``) while ``budget``
+    lasts: the better plan as the result of a model narrowed around it (what the curve and the report read)."""
+    from compactor.planner import lns  # lns solves its neighbourhoods with this module's levels: imported when used
+
+    stats = lns.Stats()
+    found = lns.improve(whole, lifted, budget, seed=whole.settings.seed, stats=stats)
+    result.searched = stats.iterations
+    result.improvements = stats.accepted
+    if _rank(whole, found) <= _rank(whole, lifted):
+        return result
+    around = _narrow(whole, found, whole.settings.max_candidate_pods, whole.settings.max_targets_per_type)
+    if around.sources is None:  # everything is a variable: the whole problem is the narrowed one
+        around = _Narrowed(whole, found, {t.index: t.index for t in whole.types}, None)
+    better = replace(result, problem=around.problem, assignment=around.start, status="FEASIBLE", base=None,
+                     empty_nodes=empty_nodes(around.problem, around.start), restricted=_restriction(whole, around.problem,
+                                                                                                  whole.settings.max_targets_per_type))
+    better.levels = _relevelled(around.problem, around.start, result.levels)
+    return better
+
+
+def _relevelled(problem: Problem, assignment: Assignment, levels: list[LevelResult]) -> list[LevelResult]:
+    """The levels' values for a plan the levels did not find (the search's): unproven, with no bound of their own."""
+    values = {"pending": _rank(problem, assignment)[0], "freedGpus": sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment)),
+              "moveCost": assignment.cost(problem)}
+    return [LevelResult(lv.name, "FEASIBLE", float(values.get(lv.name, lv.objective)), float("nan"), lv.seconds) for lv in levels]
 
 
 def _whole_bound(whole: Problem, best: SolveResult, budget: Budget) -> int:
