@@ -192,3 +192,18 @@ def test_on_generated_clusters_move_limits_hold(seed: int) -> None:
     assert _rank(problem, better) >= _rank(problem, start)
     assert within_limits(problem, better) and better.moves(problem) <= 6
     assert violations(snapshot, problem, better, settings) == []
+
+
+def test_a_narrowed_plan_is_searched_further_and_what_runs_passes_the_checker() -> None:
+    """``solve`` follows a narrowed model with the search (``solver._improved``): the note says how far it went, and the
+    plan, whichever found it, is valid and frees what the better of the two frees (one node, one move here)."""
+    from datetime import UTC, datetime
+
+    from compactor.planner.compose import build_plan
+    from tests.plancheck import check_plan
+
+    snapshot, _, settings = _one_cheap_node_or_one_costly_node(max_candidate_pods=1, objective="max-free")
+    plan = build_plan(snapshot, settings, source="test", now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert "neighbourhood(s) of the whole cluster" in plan.solver.note
+    assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
+    assert check_plan(snapshot, plan, settings) == []
