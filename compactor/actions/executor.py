@@ -17,22 +17,19 @@ from typing import Any
 
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock, Interrupted
-from compactor.actions.outcome import Outcome, compare
+from compactor.actions.outcome import Outcome, compare, node_gpus, pod_holds_node, whole_free
 from compactor.actions.pods import is_terminating, pod_key
 from compactor.actions.run import Abort, Progress, Run
 from compactor.actions.scope import measured_nodes, within_cap
 from compactor.actions.state import Phase, RunState
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
-from compactor.actions.steering.room import SOURCE
 from compactor.actions.steps.cordon import fence_all
 from compactor.actions.steps.evict import evict_all
 from compactor.actions.steps.finish import finish
 from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.validate import plan_still_holds
 from compactor.errors import ClusterError
-from compactor.model.load import DEFAULT_POOL_LABEL
-from compactor.model.parse import parse_node, parse_pod
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 
@@ -259,14 +256,14 @@ class Executor:
 @dataclass(frozen=True)
 class _NodeFact:
     name: str
-    gpus: int | None  # physical GPUs, of a GPU node (``outcome.physical_gpus``)
+    gpus: int | None  # physical GPUs, of a GPU node (``outcome.node_gpus``)
     raw: Obj | None  # the node as read: one of the plan's, when reads are kept
 
 
 @dataclass(frozen=True)
 class _PodFact:
     node: str  # spec.nodeName ('' when not bound)
-    busy: bool  # a bound GPU pod: its node is not whole-free (``outcome.whole_free_gpu_nodes``)
+    busy: bool  # a bound GPU pod: its node is not whole-free (``outcome.pod_holds_node``)
     pending: str | None  # the key of a placed pending pod of the plan, when it is not terminating
     raw: Obj | None  # the pod as read: one on a node of the plan, when reads are kept
 
@@ -281,18 +278,16 @@ class _Look:
     reads: bool  # keep the plan's nodes and their pods as read
 
     def node(self, raw: Obj) -> _NodeFact:
-        node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
-        kept = raw if self.reads and node.name in self.nodes else None
-        return _NodeFact(node.name, node.countable_gpus if node.is_gpu_node else None, kept)
+        name, gpus = node_gpus(raw)
+        return _NodeFact(name, gpus, raw if self.reads and name in self.nodes else None)
 
     def pod(self, raw: Obj) -> _PodFact | None:
-        pod = parse_pod(raw, source=SOURCE)
-        busy = pod.is_bound and pod.uses_gpu
+        node, busy = pod_holds_node(raw)
         pending = key if (key := pod_key(raw)) in self.pending and not is_terminating(raw) else None
-        kept = raw if self.reads and pod.node_name in self.nodes else None
+        kept = raw if self.reads and node in self.nodes else None
         if not busy and pending is None and kept is None:
             return None  # nothing of it counts
-        return _PodFact(pod.node_name, busy, pending, kept)
+        return _PodFact(node, busy, pending, kept)
 
 
 @dataclass
@@ -315,8 +310,8 @@ class _World:
 
     @property
     def whole_free(self) -> dict[str, int]:
-        """GPU node -> its physical GPUs, for every GPU node that runs no GPU pod (``outcome.whole_free_gpu_nodes``)."""
-        return {name: gpus for name, gpus in self.gpus.items() if name not in self.busy}
+        """GPU node -> its physical GPUs, for every GPU node that runs no GPU pod (``outcome.whole_free``)."""
+        return whole_free(self.gpus, self.busy)
 
 
 def _save_first(run: Run) -> None:

@@ -13,7 +13,7 @@ objects, changed as the run pretends to change them: ``simulated``, never measur
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,25 +23,32 @@ from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 
 
+def node_gpus(raw: Obj) -> tuple[str, int | None]:
+    """The node's name and, for a GPU node, the GPUs freeing it is worth, as the planner counts them (None for any other
+    node). Our fence is a taint, which does not change that; an operator's cordon does, for the planner too."""
+    node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
+    return node.name, node.countable_gpus if node.is_gpu_node else None
+
+
+def pod_holds_node(raw: Obj) -> tuple[str, bool]:
+    """The pod's node ('' when not bound) and whether the pod keeps it from being whole-free: a bound, unfinished GPU pod."""
+    pod = parse_pod(raw, source=SOURCE)
+    return pod.node_name, pod.is_bound and pod.uses_gpu
+
+
+def whole_free(gpus: Mapping[str, int], busy: Collection[str]) -> dict[str, int]:
+    """GPU node -> its physical GPUs, for every GPU node of ``gpus`` that is not ``busy``."""
+    return {name: count for name, count in gpus.items() if name not in busy}
+
+
 def physical_gpus(nodes: Iterable[Obj]) -> dict[str, int]:
-    """GPU node -> the GPUs freeing it is worth, as the planner counts them (our fence is a taint, which does not change
-    that; an operator's cordon does, for the planner too)."""
-    found = {}
-    for raw in nodes:
-        node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
-        if node.is_gpu_node:
-            found[node.name] = node.countable_gpus
-    return found
+    """GPU node -> the GPUs freeing it is worth (``node_gpus``)."""
+    return {name: gpus for name, gpus in map(node_gpus, nodes) if gpus is not None}
 
 
 def whole_free_gpu_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> dict[str, int]:
     """GPU node -> its physical GPUs, for every GPU node that runs no GPU pod."""
-    busy = set()
-    for raw in pods:
-        pod = parse_pod(raw, source=SOURCE)
-        if pod.is_bound and pod.uses_gpu:
-            busy.add(pod.node_name)
-    return {name: gpus for name, gpus in physical_gpus(nodes).items() if name not in busy}
+    return whole_free(physical_gpus(nodes), {node for node, holds in map(pod_holds_node, pods) if holds})
 
 
 @dataclass
