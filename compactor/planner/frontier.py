@@ -179,6 +179,9 @@ def frontier(problem: Problem, top: SolveResult, *, budget: Budget, cut: list[st
     best: list[Point] = []
     lower = {0: zero.bound if zero is not None else 0}
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
+    warm = top.greedy_assignment
+    if warm is not None and warm is not top.assignment and _placed(warm) == _placed(top.assignment):
+        _offer(best, problem, warm)  # at scale the search may free more for more moves: greedy drain's point stays on the curve
     costs = drain_costs(problem)
     if zero is not None:
         _offer(best, problem, plan_of(zero))

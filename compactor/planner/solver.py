@@ -272,17 +272,20 @@ class _Narrowed:
         return Assignment({t: {n: k for n, k in per.items() if k} for t, per in counts.items()}, placed)
 
 
-def _narrow(problem: Problem, start: Assignment, budget: int, max_targets: int) -> _Narrowed:
+def _narrow(problem: Problem, start: Assignment, budget: int, max_targets: int, also: Assignment | None = None) -> _Narrowed:
     """At scale, keep as variables only the pods the warm start moved, those on nodes it placed
-    pending pods on, and those on the least GPU-loaded freeable nodes, within the pod budget."""
+    pending pods on, and those on the least GPU-loaded freeable nodes, within the pod budget.
+    ``also``: another plan the narrowed problem must be able to express (its moves' pods stay variables too)."""
     if movable_pods(problem) <= budget and all(len(t.ranked_targets) <= max_targets for t in problem.types):
         return _Narrowed(problem, start, {t.index: t.index for t in problem.types}, None)
+    plans = [start] if also is None else [start, also]
     sources: set[int] = set()
-    for ptype in problem.types:
-        final = start.counts.get(ptype.index, {})
-        sources.update(n for n, pods in ptype.initial.items() if final.get(n, 0) < len(pods))
-    for per_node in start.placed.values():
-        sources.update(per_node)
+    for plan in plans:
+        for ptype in problem.types:
+            final = plan.counts.get(ptype.index, {})
+            sources.update(n for n, pods in ptype.initial.items() if final.get(n, 0) < len(pods))
+        for per_node in plan.placed.values():
+            sources.update(per_node)
     movable_on: dict[int, int] = {}
     for ptype in problem.types:
         for node, pods in ptype.initial.items():
@@ -297,7 +300,10 @@ def _narrow(problem: Problem, start: Assignment, budget: int, max_targets: int) 
             break
         sources.add(state.index)
         spent += movable_on[state.index]
-    used: dict[int, set[int]] = {t: set(per_node) for t, per_node in start.counts.items()}
+    used: dict[int, set[int]] = {}
+    for plan in plans:
+        for t, per_node in plan.counts.items():
+            used.setdefault(t, set()).update(per_node)
     narrowed, mapping = restrict(problem, sources, used, max_targets)
     return _Narrowed(narrowed, _translate(problem, start, mapping, sources), mapping, sources)
 
@@ -459,7 +465,7 @@ def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> So
     if narrowed.sources is not None:
         best.restricted = _restriction(whole, best.problem, targets)
     if searches:
-        best = _improved(whole, best, narrowed.lift(whole, best.assignment), budget)
+        best = _improved(whole, best, narrowed.lift(whole, best.assignment), warm, budget)
         if not (build or budget).expired():
             best.whole_bound = _whole_bound(whole, best, budget)
     best.greedy_seconds = greedy_seconds
@@ -469,9 +475,10 @@ def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> So
 FIRST_MODEL_SHARE = 0.4  # of a narrowed search's budget, for the first model; the large-neighbourhood search gets the rest
 
 
-def _improved(whole: Problem, result: SolveResult, lifted: Assignment, budget: Budget) -> SolveResult:
+def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Assignment, budget: Budget) -> SolveResult:
     """``result`` improved by a large-neighbourhood search of the whole problem from its plan (``lifted``) while ``budget``
-    lasts: the better plan as the result of a model narrowed around it (what the curve and the report read)."""
+    lasts: the better plan as the result of a model narrowed around it and the greedy warm start ``warm`` (what the curve
+    and the report read: the curve keeps the warm start as a point, which may free fewer GPUs for fewer moves)."""
     from compactor.planner import lns  # lns solves its neighbourhoods with this module's levels: imported when used
 
     stats = lns.Stats()
@@ -480,10 +487,12 @@ def _improved(whole: Problem, result: SolveResult, lifted: Assignment, budget: B
     result.improvements = stats.accepted
     if _rank(whole, found) <= _rank(whole, lifted):
         return result
-    around = _narrow(whole, found, whole.settings.max_candidate_pods, whole.settings.max_targets_per_type)
+    around = _narrow(whole, found, whole.settings.max_candidate_pods, whole.settings.max_targets_per_type, also=warm)
     if around.sources is None:  # everything is a variable: the whole problem is the narrowed one
         around = _Narrowed(whole, found, {t.index: t.index for t in whole.types}, None)
+    start = warm if around.sources is None else _translate(whole, warm, around.mapping, around.sources)
     better = replace(result, problem=around.problem, assignment=around.start, status="FEASIBLE", base=None,
+                     greedy_assignment=start if within_limits(around.problem, start) else None,
                      empty_nodes=empty_nodes(around.problem, around.start), restricted=_restriction(whole, around.problem,
                                                                                                   whole.settings.max_targets_per_type))
     better.levels = _relevelled(around.problem, around.start, result.levels)
