@@ -15,7 +15,7 @@ from compactor import __version__
 from compactor.errors import CompactorError
 from compactor.logs import configure_logging
 from compactor.settings import Settings, load_settings, parse_shape
-from compactor.sources import SnapshotSource
+from compactor.sources import SnapshotSource, check_shapes
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -83,6 +83,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     snapshot = source_from_args(args).load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
                                            mig_selector=settings.mig.selector)
+    check_shapes(snapshot, settings)
     shapes = reference_shapes(
         snapshot,
         configured=settings.metrics.shapes() or None,

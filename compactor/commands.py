@@ -46,13 +46,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise CompactorError(f"--max-moves must be >= 0, got {args.max_moves}")
     if args.time_limit is not None and args.time_limit <= 0:
         raise CompactorError(f"--time-limit must be > 0, got {args.time_limit}")
-    from compactor.sources import mig_parted_namespace
+    from compactor.sources import check_shapes, mig_parted_namespace
 
     source = source_from_args(args)
     loading = time.monotonic()
     snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
                            mig_selector=settings.mig.selector, mig_namespace=mig_parted_namespace(settings, explain=args.explain_mig))
     loaded = time.monotonic() - loading  # reported apart: planner.time_limit_seconds bounds the planning only
+    check_shapes(snapshot, settings)
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
                               coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
     from compactor.planner.recut import mig_parted_for
@@ -371,7 +372,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.once:
         raise CompactorError("compactor run carries out one cycle and needs --once to say so; for cycles on a schedule run "
                              "`compactor controller --interval SECONDS` (or the CronJob in manifests/)")
-    from compactor.sources import mig_parted_namespace
+    from compactor.sources import check_shapes, mig_parted_namespace
 
     settings = settings_from_args(args)
     source = source_from_args(args)
@@ -380,6 +381,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def plan_now(fence: Taint | None) -> CompactionPlan:
         snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
                                mig_selector=settings.mig.selector, mig_namespace=mig_namespace)
+        check_shapes(snapshot, settings)
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
         from compactor.planner.recut import mig_parted_for
 

@@ -44,8 +44,8 @@ class SnapshotSource:
         set, else those matching ``mig_selector`` there; without it no ConfigMap is read at all. A snapshot file keeps
         whatever ConfigMaps it holds: ``find_mig_parted`` only ever uses those of the GPU Operator's namespace."""
         if self.example:
-            return _with_source(load_files([example_path()], pool_label=pool_label), "example cluster")
-        if self.files:
+            snapshot = _with_source(load_files([example_path()], pool_label=pool_label), "example cluster")
+        elif self.files:
             snapshot = load_files(list(self.files), pool_label=pool_label)
         elif self.live:
             from compactor.kube.snapshot import snapshot_from_cluster  # the live path needs the API client
@@ -59,7 +59,20 @@ class SnapshotSource:
             raise InputError(f"no Node objects: read {_contents(snapshot)}; expected `kubectl get nodes,pods,pdb,pv,pvc -A -o json` "
                              "output (a failed kubectl prints nothing to the pipe; --allow-empty accepts a snapshot without nodes)",
                              source=self.describe())
-        return snapshot
+        return _pool_label_checked(snapshot, pool_label)
+
+
+def check_shapes(snapshot: Snapshot, settings: Settings) -> None:
+    """Refuse shapes naming a resource no node offers (``nvidia.com/gpuu=1``): they would measure, or aim at, nothing."""
+    from compactor.model.guards import offered_gpu_resources, unoffered_resources
+    from compactor.settings import parse_shape
+
+    for key, texts in (("metrics.reference_shapes", settings.metrics.reference_shapes), ("planner.target_shapes", settings.planner.target_shapes)):
+        for text in texts:
+            missing = unoffered_resources(snapshot, [parse_shape(text)])
+            if missing:
+                raise ConfigError(f"{key} {text!r}: no node offers {', '.join(missing)} (resources nodes offer: "
+                                  f"{offered_gpu_resources(snapshot)})")
 
 
 def mig_parted_namespace(settings: Settings, *, explain: bool = False) -> str | None:
@@ -101,6 +114,21 @@ def _contents(snapshot: Snapshot) -> str:
     read = [f"{count} {kind}(s)" for kind, count in counts if count]
     skipped = [f"{n} {kind}(s) the model does not use" for kind, n in sorted(snapshot.extra.get("skipped_kinds", {}).items())]
     return ", ".join(read + skipped) or "no Kubernetes objects"
+
+
+def _pool_label_checked(snapshot: Snapshot, pool_label: str) -> Snapshot:
+    """A pool label no GPU node carries merges every GPU model into one pool: refused when someone chose it (a typo), a
+    warning on the snapshot when it is the default (a cluster without GPU Feature Discovery really is one pool)."""
+    from dataclasses import replace
+
+    from compactor.model.guards import pool_label_is_default, pool_label_unused
+
+    unused = pool_label_unused(snapshot, pool_label)
+    if unused is None:
+        return snapshot
+    if not pool_label_is_default(pool_label):
+        raise ConfigError(f"{unused} (set --pool-label or metrics.pool_label to one of them)")
+    return replace(snapshot, warnings=(*snapshot.warnings, unused))
 
 
 def _with_source(snapshot: Snapshot, source: str) -> Snapshot:

@@ -110,10 +110,12 @@ def test_unknown_resources_and_fractional_extended_resources_are_refused_as_shap
     assert "unknown resource 'gpu'" in one_line_error(compactor("report", "--example", "--shape", "gpu=1"))
     line = one_line_error(compactor("report", "--example", "--shape", "nvidia.com/gpu=0.5"))
     assert "nvidia.com/gpu=0.5: an extended resource is requested in whole units" in line
-    unoffered = compactor("report", "--example", "--shape", "example.com/fpga=1")
-    assert unoffered.returncode == 0
-    assert "requests example.com/fpga, which no node offers" in unoffered.stdout
-    assert "no configured reference shape requests a GPU" in unoffered.stdout and "no GPU pods" not in unoffered.stdout
+    # A resource no node offers measures nothing: a typo (nvidia.com/gpuu) must not pass as a shape (issue 14).
+    line = one_line_error(compactor("report", "--example", "--shape", "example.com/fpga=1"))
+    assert "metrics.reference_shapes 'example.com/fpga=1': no node offers example.com/fpga" in line
+    cpu_only = compactor("report", "--example", "--shape", "cpu=8")
+    assert cpu_only.returncode == 0
+    assert "no configured reference shape requests a GPU" in cpu_only.stdout and "no GPU pods" not in cpu_only.stdout
 
 
 def test_server_dry_run_without_a_live_cluster_is_refused(tmp_path: Path) -> None:
