@@ -46,6 +46,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise CompactorError(f"--max-moves must be >= 0, got {args.max_moves}")
     if args.time_limit is not None and args.time_limit <= 0:
         raise CompactorError(f"--time-limit must be > 0, got {args.time_limit}")
+    if args.write:
+        _check_writable(args.write)  # before planning: a plan solved for minutes must not be lost to a typo in the path
     from compactor.sources import check_shapes, mig_parted_namespace
 
     source = source_from_args(args)
@@ -62,31 +64,52 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
                       mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings), load_seconds=loaded)
     if args.explain_mig:
-        plan = plan.model_copy(update={"mig_advice": _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)})
+        advice, unavailable = _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)
+        plan = plan.model_copy(update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]})
     if steering is not None:
         plan = plan.model_copy(update={"steering": steering})
     text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
     if args.write:
-        with open(args.write, "w", encoding="utf-8") as fh:
-            fh.write(plan.to_json())
+        try:
+            with open(args.write, "w", encoding="utf-8") as fh:
+                fh.write(plan.to_json())
+        except OSError as exc:  # e.g. the disk filled while planning: the plan still goes to stdout
+            sys.stdout.write(text)
+            raise CompactorError(f"--write {args.write}: cannot write the plan ({exc.strerror}); it was printed above") from None
     sys.stdout.write(text)
     return 0
 
 
-def _mig_advice(snapshot: Snapshot, config_map: str, namespace: str) -> list[dict[str, Any]]:
+def _check_writable(path: str) -> None:
+    """``--write PATH`` names a file that can be created or replaced: its folder exists and is writable, it is no folder."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CompactorError(f"--write {path}: is a directory; name a file, e.g. {os.path.join(path, 'plan.json')}")
+    if not os.path.isdir(folder):
+        raise CompactorError(f"--write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise CompactorError(f"--write {path}: not writable")
+
+
+def _mig_advice(snapshot: Snapshot, config_map: str, namespace: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The MIG layout advice, or none and why it is unavailable (the plan itself stands: advice is an extra)."""
     from compactor.model.migparted import find_mig_parted, problems
     from compactor.planner.mig_advice import advise
 
     parted = find_mig_parted(snapshot.config_maps, config_map, namespace=namespace)
     if parted is None:
         where = config_map or f"{namespace}/custom-/default-mig-parted-config"
-        raise CompactorError(f"--explain-mig: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... configmaps; "
-                             "only the GPU Operator's namespace, mig.operator_namespace, is read)")
+        why = (f"--explain-mig: MIG advice unavailable: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... "
+               "configmaps; only the GPU Operator's namespace, mig.operator_namespace, is read)")
+        log.warning(why)
+        return [], why
     advice = [pool.to_dict() for pool in advise(snapshot, parted)]
     for config in parted.parsed():
         for problem in problems(config):
             log.warning(problem)
-    return advice
+    return advice, None
 
 
 def _steering_in(client: ClusterClient, settings: Settings) -> SteeringNote:

@@ -57,3 +57,20 @@ def test_shapes_of_offered_resources_pass_and_cpu_memory_need_no_offer() -> None
     snapshot = cluster(node("g0", gpus=8), node("m0", mig={"1g.5gb": 7}))
     assert unoffered_resources(snapshot, [parse_shape("nvidia.com/gpu=2,cpu=8,memory=32Gi"), parse_shape("nvidia.com/mig-1g.5gb=1")]) == []
     assert unoffered_resources(snapshot, [parse_shape("nvidia.com/mig-3g.40gb=1")]) == ["nvidia.com/mig-3g.40gb"]
+
+
+@pytest.mark.parametrize("target, why", [("missing/plan.json", "does not exist"), (".", "is a directory")])
+def test_a_plan_file_that_cannot_be_written_is_refused_before_planning(tmp_path: Path, target: str, why: str,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Once a plan took minutes to solve, a typo in --write used to end in a traceback and the plan lost."""
+    path = tmp_path / target
+    assert main(["plan", "--example", "--write", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # refused before planning
+    assert why in captured.err and "Traceback" not in captured.err and len(captured.err.strip().splitlines()) == 1
+
+
+def test_a_plan_file_in_an_existing_folder_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "plan.json"
+    assert main(["plan", "--example", "--write", str(path)]) == 0
+    assert json.loads(path.read_text())["moves"] and capsys.readouterr().out
