@@ -21,8 +21,7 @@ def pool_label_unused(snapshot: Snapshot, pool_label: str) -> str | None:
     gpu_nodes = [n for n in snapshot.nodes if n.is_gpu_node]
     if not gpu_nodes or any(pool_label in n.labels for n in gpu_nodes):
         return None
-    carried = sorted({label for n in gpu_nodes for label in n.labels if "gpu" in label or "product" in label})
-    seen = ", ".join(carried[:_NAMED]) + (f" (+{len(carried) - _NAMED} more)" if len(carried) > _NAMED else "") or "none"
+    seen = _named(sorted({label for n in gpu_nodes for label in n.labels if "gpu" in label or "product" in label}), _NAMED)
     return (f"metrics.pool_label {pool_label!r} is on none of the {len(gpu_nodes)} GPU nodes: every GPU model would be one pool "
             f"and plans could move pods across products; GPU-related labels the nodes carry: {seen}")
 
@@ -40,5 +39,10 @@ def unoffered_resources(snapshot: Snapshot, shapes: Iterable[Mapping[str, int]])
 
 def offered_gpu_resources(snapshot: Snapshot) -> str:
     """The GPU resources nodes offer, for a message."""
-    found = sorted({r for n in snapshot.nodes for r, amount in n.allocatable.items() if amount > 0 and r not in _EVERY_NODE_OFFERS})
-    return ", ".join(found[:_NAMED * 2]) + (f" (+{len(found) - _NAMED * 2} more)" if len(found) > _NAMED * 2 else "") or "none"
+    return _named(sorted({r for n in snapshot.nodes for r, amount in n.allocatable.items() if amount > 0 and r not in _EVERY_NODE_OFFERS}),
+                  2 * _NAMED)
+
+
+def _named(items: list[str], most: int) -> str:
+    """The first ``most`` items, and how many more there are ("none" for none)."""
+    return ", ".join(items[:most]) + (f" (+{len(items) - most} more)" if len(items) > most else "") or "none"

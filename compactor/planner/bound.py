@@ -22,7 +22,7 @@ from ortools.sat.python import cp_model
 from compactor.model.resources import is_gpu_resource
 from compactor.planner.budget import Budget
 from compactor.planner.int64 import at_most, checked, too_large
-from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_load, linked_nodes
+from compactor.planner.problem import NodeState, PodType, Problem, gpu_pools, holds_gpu_load
 
 BOUND_SECONDS = 1.0
 
@@ -32,7 +32,7 @@ def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budg
     ``problem``. Pending pods count as load only when every one must be placed (the pending level placed them all); each
     is placed in one group of the nodes it may go to (pending pods may cross pools, which keep movable pods apart: were
     they to link the pools, each pool's unusable scraps would add up to room for one more node)."""
-    group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu and not t.pending))  # GPU load stays within its group
+    group = gpu_pools(problem)  # GPU load stays within its group
     candidates = [s for s in problem.nodes if s.gpus and s.can_empty and not holds_gpu_load(s.fixed)]
     if not candidates:
         return 0

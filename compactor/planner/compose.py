@@ -30,7 +30,7 @@ from compactor.planner.plan import (
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
-from compactor.planner.solver import SolveResult, budget_for, empty_nodes, solve
+from compactor.planner.solver import SolveResult, budget_for, empty_nodes, pending_weight, solve
 from compactor.settings import PlannerSettings
 
 
@@ -274,8 +274,7 @@ def _moves_bound(whole: Problem, result: SolveResult, budget: Budget, cut: list[
         return None
     problem, assignment = result.problem, result.assignment
     freed = sum(problem.nodes[n].gpus for n in result.empty_nodes) - problem.empty_before_gpus
-    weight = sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
-    return fewest_moves_cost(whole, freed_gpus=freed, pending_weight=weight, budget=budget)
+    return fewest_moves_cost(whole, freed_gpus=freed, pending_weight=pending_weight(problem, assignment), budget=budget)
 
 
 MOVE_BOUND_MIN_SECONDS = 0.2  # less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from compactor.planner.budget import Budget
 from compactor.planner.greedy import Assignment, _Loads, prune
-from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_load, linked_nodes
+from compactor.planner.problem import NodeState, PodType, Problem, gpu_pools, holds_gpu_load
 from compactor.planner.solver import _rank, _solve_levels, empty_nodes, within_limits
 from compactor.settings import PlannerSettings
 
@@ -375,7 +375,7 @@ class _Neighbourhoods:
         self.rng = rng
         self.turn = 0
         # Pools: GPU nodes linked by GPU pod types (CPU pods may go almost anywhere and would link every node).
-        group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu and not t.pending))
+        group = gpu_pools(problem)
         pools: dict[int, list[int]] = {}
         for state in problem.nodes:
             if state.gpus:

@@ -27,7 +27,7 @@ from ortools.sat.python import cp_model
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner.budget import Budget
-from compactor.planner.problem import Problem, holds_gpu_load, linked_nodes
+from compactor.planner.problem import Problem, gpu_pools, holds_gpu_load
 
 BOUND_SECONDS = 1.0  # at most this for each bound: the model is one row per node, CP-SAT usually proves it in milliseconds
 CAPPED_MIN_SECONDS = 0.25  # a capped bound's solve gets at least this (at 5,000 nodes it proves 80 of 80 in about that)
@@ -64,8 +64,9 @@ def fewest_moves_cost(problem: Problem, *, freed_gpus: int, pending_weight: int,
     in time. 0 when nothing need move."""
     if freed_gpus <= 0 and pending_weight <= 0:
         return 0
-    floor = _fractional_cost(problem, freed_gpus + problem.empty_before_gpus)
-    built = _build(problem)
+    nodes = _nodes(problem)
+    floor = _fractional_cost(problem, nodes, freed_gpus + problem.empty_before_gpus)
+    built = _build(problem, nodes)
     built.model.add(built.freed_gpus(problem) >= freed_gpus + problem.empty_before_gpus)
     built.model.add(built.pending_weight(problem) >= pending_weight)
     built.model.minimize(cp_model.LinearExpr.sum(built.cost))
@@ -79,10 +80,9 @@ def fewest_moves_cost(problem: Problem, *, freed_gpus: int, pending_weight: int,
     return max(found, floor) if max(found, floor) > 0 else None
 
 
-def _fractional_cost(problem: Problem, gross: int) -> int:
+def _fractional_cost(problem: Problem, nodes: dict[int, _Node], gross: int) -> int:
     """The knapsack's linear relaxation, at once: freeing ``gross`` GPUs moves at least the GPU pods of the nodes that
     free GPUs most cheaply, the last one in part (a floor under CP-SAT's bound when it has no time to prove more)."""
-    nodes = _nodes(problem)
     ratios = sorted((sum(node.costs) / problem.nodes[n].gpus, problem.nodes[n].gpus) for n, node in nodes.items() if node.freeable)
     total, left = 0.0, gross
     for per_gpu, gpus in ratios:
@@ -97,7 +97,7 @@ def _fractional_cost(problem: Problem, gross: int) -> int:
 def most_freed_within(problem: Problem, *, max_moves: int, pending_weight: int, budget: Budget) -> int | None:
     """An upper bound on the net GPUs any plan of ``problem`` with at most ``max_moves`` moves placing pending pods of
     at least ``pending_weight`` leaves whole-free; None when CP-SAT proved none in time."""
-    built = _build(problem)
+    built = _build(problem, _nodes(problem))
     built.model.add(cp_model.LinearExpr.sum(list(built.out.values())) <= max_moves)
     built.model.add(built.pending_weight(problem) >= pending_weight)
     built.model.maximize(built.freed_gpus(problem))
@@ -127,8 +127,7 @@ def _nodes(problem: Problem) -> dict[int, _Node]:
     return found
 
 
-def _build(problem: Problem) -> _Model:
-    nodes = _nodes(problem)
+def _build(problem: Problem, nodes: dict[int, _Node]) -> _Model:
     built = _Model(cp_model.CpModel())
     made: dict[tuple[int, str], cp_model.IntVar] = {}  # (node, resource) -> GPU room its leaving pods make
     for n, node in nodes.items():
@@ -196,7 +195,7 @@ def _group_capacity(problem: Problem, nodes: dict[int, _Node], built: _Model) ->
     """Per group of nodes movable GPU pods link (pools) and GPU resource: the nodes left busy hold every movable and every
     placed GPU pod (pending pods, which may cross pools, are counted where they land: linking the pools by them would
     pool each pool's scraps into room that no movable pod can use)."""
-    group = linked_nodes(problem, (t for t in problem.types if t.uses_gpu and not t.pending))
+    group = gpu_pools(problem)
     load: dict[tuple[int, str], int] = defaultdict(int)
     room: dict[tuple[int, str], int] = defaultdict(int)
     lost: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)  # room a freed node takes away

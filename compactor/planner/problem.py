@@ -386,6 +386,12 @@ def linked_nodes(problem: Problem, types: Iterable[PodType]) -> list[int]:
     return [find(n) for n in range(len(problem.nodes))]
 
 
+def gpu_pools(problem: Problem) -> list[int]:
+    """Node -> a representative of its pool: nodes linked by movable GPU pod types. Pending pods may cross pools, so they
+    link none (``linked_nodes`` over them would merge every pool they may go to)."""
+    return linked_nodes(problem, (t for t in problem.types if t.uses_gpu and not t.pending))
+
+
 def movable_pods(problem: Problem) -> int:
     return sum(t.count for t in problem.types if not t.pending)
 

@@ -183,7 +183,7 @@ class _Levels:
         """A level's objective for an assignment, computed in Python (to carry the incumbent's value forward)."""
         problem = self.problem
         if name == "pending":
-            return sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
+            return pending_weight(problem, assignment)
         if name == "freedGpus":  # every node empty_nodes counts is one the model may empty
             return sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
         if name == "moveCost":
@@ -501,8 +501,8 @@ def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Ass
 
 def _relevelled(problem: Problem, assignment: Assignment, levels: list[LevelResult]) -> list[LevelResult]:
     """The levels' values for a plan the levels did not find (the search's): unproven, with no bound of their own."""
-    values = {"pending": _rank(problem, assignment)[0], "freedGpus": sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment)),
-              "moveCost": assignment.cost(problem)}
+    pending, freed, cost = _rank(problem, assignment)
+    values = {"pending": pending, "freedGpus": freed, "moveCost": -cost}
     return [LevelResult(lv.name, "FEASIBLE", float(values.get(lv.name, lv.objective)), float("nan"), lv.seconds) for lv in levels]
 
 
@@ -542,9 +542,14 @@ def _all_pending_placed(problem: Problem, result: SolveResult) -> bool:
     return placed == sum(t.count for t in problem.types if t.pending)
 
 
+def pending_weight(problem: Problem, assignment: Assignment) -> int:
+    """Pending pods the assignment places, each weighted by its priority rank (the pending level's objective)."""
+    return sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
+
+
 def _rank(problem: Problem, assignment: Assignment) -> tuple[int, int, int]:
     """(pending placed by weight, GPUs left whole-free, -move cost): larger is better, compared in this order."""
-    pending = sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
+    pending = pending_weight(problem, assignment)
     freed = sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
     return pending, freed, -assignment.cost(problem)
 
