@@ -127,7 +127,8 @@ def _register_extra_commands(commands: argparse._SubParsersAction[argparse.Argum
 # Each command's --help: what it does, in one paragraph, and two ways to call it.
 COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
     "report": (
-        "Measure GPU fragmentation: allocatable against the requests of bound pods, per node, pool and cluster; whole-free "
+        "Measure GPU fragmentation: the headline figures first (whole-free GPUs, blocked demand, stranded share), then "
+        "allocatable against the requests of bound pods, per node, pool and cluster; whole-free "
         "GPU nodes, stranded capacity, idle MIG slices, the fragmentation rates, headroom per request shape, and the pending "
         "GPU pods that fragmentation alone keeps Pending. Reads only; changes nothing.",
         ("compactor report --example",

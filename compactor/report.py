@@ -56,6 +56,19 @@ class Section:
     blocks: tuple[Table | str, ...] = field(default=())
 
 
+def _headline(c: AggregateFigures, figures: Figures) -> Table:
+    """The three figures compaction moves (docs/metrics.md, "Headline figures"): first in every report."""
+    blocked = figures.blocked_pending
+    rows = (
+        ("Blocked demand", f"{len(blocked)} pending GPU pod(s) asking {fmt_gpus(figures.blocked_demand_gpus)} GPU-equivalents fit the "
+                           "free capacity in total but no single node"),
+        ("Whole-free GPUs", f"{c.whole_free_physical_gpus} (physical) on {c.whole_free_nodes} node(s) running no GPU pod"),
+        ("Stranded share", f"{fmt_pct(c.stranded_share)} of the free GPU capacity ({fmt_gpus(c.stranded_gpus)} of "
+                           f"{fmt_gpus(c.free_gpus)} GPU-equivalents) no request shape in use can take"),
+    )
+    return Table(("Figure", "Value"), rows, show_headers=False)
+
+
 def _summary(c: AggregateFigures, figures: Figures) -> Table:
     rows = [
         ("Nodes", f"{c.node_count} ({c.gpu_node_count} with GPUs)"),
@@ -64,7 +77,7 @@ def _summary(c: AggregateFigures, figures: Figures) -> Table:
                                            f"{fmt_gpus(c.free_gpus)} free ({fmt_pct(c.gpu_utilisation)} utilised)"),
         ("Whole-free GPU nodes", f"{c.whole_free_nodes}: {c.whole_free_physical_gpus} GPUs (physical, Ready and schedulable), "
                                  f"{fmt_gpus(c.whole_free_gpus)} GPU-equivalents"),
-        ("Stranded GPU capacity", f"{fmt_gpus(c.stranded_gpus)} GPU-equivalents (free on nodes that run GPU pods)"),
+        ("Free on busy GPU nodes", f"{fmt_gpus(c.busy_free_gpus)} GPU-equivalents (free on nodes that run GPU pods)"),
         ("Free capacity on unavailable nodes", f"{fmt_gpus(c.unavailable_free_gpus)} GPU-equivalents (NotReady or cordoned)"),
         ("MIG idle", f"{fmt_mig(c.mig_idle, c.mig_total)} (idle rate {fmt_pct(c.mig_idle_rate)})" if c.mig_total else "no MIG instances"),
         ("Fragmentation rate", f"{fmt_pct(c.fragmentation_rate)} ({fmt_gpus(c.fragmented_gpus)} of {fmt_gpus(c.free_gpus)} free "
@@ -90,12 +103,13 @@ def _shapes(figures: Figures) -> Section:
 def _pools(figures: Figures) -> Section:
     rows = tuple(
         (p.name, str(p.node_count), str(p.gpus), fmt_gpus(p.allocated_gpus), fmt_gpus(p.free_gpus), str(p.whole_free_nodes),
-         fmt_gpus(p.stranded_gpus), fmt_mig(p.mig_idle, p.mig_total), fmt_pct(p.fragmentation_rate), fmt_pct(p.fgd_fragmentation_rate))
+         str(p.whole_free_physical_gpus), fmt_pct(p.stranded_share), fmt_gpus(p.busy_free_gpus), fmt_mig(p.mig_idle, p.mig_total),
+         fmt_pct(p.fragmentation_rate), fmt_pct(p.fgd_fragmentation_rate))
         for p in figures.pools
     )
-    headers = ("Pool", "Nodes", "GPUs (physical)", "Allocated (GPU-eq.)", "Free (GPU-eq.)", "Whole-free nodes", "Stranded (GPU-eq.)",
-               "MIG idle", "Frag rate", "FGD rate")
-    return Section("Pools", (Table(headers, rows, frozenset({1, 2, 3, 4, 5, 6, 8, 9})),))
+    headers = ("Pool", "Nodes", "GPUs (physical)", "Allocated (GPU-eq.)", "Free (GPU-eq.)", "Whole-free nodes", "Whole-free GPUs",
+               "Stranded share", "Free on busy nodes (GPU-eq.)", "MIG idle", "Frag rate", "FGD rate")
+    return Section("Pools", (Table(headers, rows, frozenset({1, 2, 3, 4, 5, 6, 7, 8, 10, 11})),))
 
 
 def _state(node: NodeFigures) -> str:
@@ -144,6 +158,7 @@ def report_sections(figures: Figures, snapshot: Snapshot) -> list[Section]:
     warnings = (*snapshot.warnings, *figures.warnings)
     return [
         *([Section("Warnings", tuple(f"- {w}" for w in warnings))] if warnings else []),  # first: they qualify every figure below
+        Section("Headline", (_headline(figures.cluster, figures),)),
         Section("Cluster", (_summary(figures.cluster, figures),)),
         _shapes(figures),
         _pools(figures),

@@ -178,8 +178,12 @@ def _figure_metrics(figures: Figures) -> Iterator[Metric]:
     yield _pool_gauge("whole_free_nodes", "GPU nodes of the pool running no GPU pod.", pools, "whole_free_nodes")
     yield _pool_gauge("whole_free_gpus", "GPUs (physical) of the pool's whole-free nodes that are Ready and schedulable: what an "
                       "8-GPU pod or a MIG re-cut can use; plans' freedGpus changes it.", pools, "whole_free_physical_gpus")
-    yield _pool_gauge("stranded_gpu_equivalents", "Free GPU capacity (GPU-equivalents) of the pool on nodes that also run GPU pods.",
-                      pools, "stranded_gpus")
+    yield _pool_gauge("stranded_gpu_equivalents", "Free GPU capacity (GPU-equivalents) of the pool that no GPU request shape in use "
+                      "can take (per GPU resource, after the shape taking the most fits as often as the node allows).", pools, "stranded_gpus")
+    yield _pool_gauge("stranded_share", "Share (0-1) of the pool's free GPU capacity that no GPU request shape in use can take.",
+                      pools, "stranded_share")
+    yield _pool_gauge("busy_node_free_gpu_equivalents", "Free GPU capacity (GPU-equivalents) of the pool on nodes that also run GPU "
+                      "pods.", pools, "busy_free_gpus")
     mig = GaugeMetricFamily(PREFIX + "mig_idle_instances", "Idle MIG instances of the pool, per profile.", labels=["pool", "profile"])
     for pool in pools:
         for profile, count in sorted(pool.mig_idle.items()):
@@ -189,3 +193,6 @@ def _figure_metrics(figures: Figures) -> Iterator[Metric]:
     yield GaugeMetricFamily(PREFIX + "blocked_pending_pods",
                             "Pending GPU pods that fit the free GPU capacity in total but no single eligible node.",
                             value=len(figures.blocked_pending))
+    yield GaugeMetricFamily(PREFIX + "blocked_demand_gpu_equivalents",
+                            "GPU capacity (GPU-equivalents) the pending GPU pods blocked by fragmentation ask for.",
+                            value=figures.blocked_demand_gpus)

@@ -67,6 +67,7 @@ class BlockedPod:
     requests: str
     priority: int
     reason: str
+    gpu_equivalents: float = 0.0  # the GPU capacity it asks for
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ class NodeFigures:
     free_gpus: float  # sum over GPU resources of max(0, free) x equivalent
     runs_gpu_pods: bool
     whole_free: bool
-    stranded_gpus: float
+    busy_free_gpus: float  # free on a node that runs GPU pods (not whole-free)
+    stranded_gpus: float  # free that no GPU request shape in use can take here (docs/metrics.md)
     mig_idle: dict[str, int] = field(hash=False)
     mig_total: dict[str, int] = field(hash=False)
     mig_idle_gpus: float
@@ -112,7 +114,9 @@ class AggregateFigures:
     whole_free_nodes: int
     whole_free_physical_gpus: int  # countable physical GPUs of whole-free nodes: what plans' freedGpus changes
     whole_free_gpus: float
-    stranded_gpus: float
+    busy_free_gpus: float  # free GPU capacity on nodes that run GPU pods
+    stranded_gpus: float  # free GPU capacity no GPU request shape in use can take
+    stranded_share: float | None  # stranded / free; None without free GPU capacity or without a GPU shape
     unavailable_free_gpus: float  # free GPU capacity on NotReady or cordoned nodes
     mig_idle: dict[str, int] = field(hash=False)
     mig_total: dict[str, int] = field(hash=False)
@@ -139,6 +143,7 @@ class Figures:
     blocked_pending: tuple[BlockedPod, ...]
     unplaceable_pending: tuple[BlockedPod, ...]
     pending_gpu_pods: int
+    blocked_demand_gpus: float  # GPU capacity the blocked pending pods ask for (GPU-equivalents)
     warnings: tuple[str, ...]
 
 
@@ -358,6 +363,22 @@ def _node_fragments(state: _NodeState, shapes: Sequence[_Shape]) -> tuple[float,
     return min(free_gpus, hole_sum), min(free_gpus, fgd_sum), copies
 
 
+def _stranded(state: _NodeState, shapes: Sequence[_Shape], copies: Sequence[int]) -> float:
+    """Free GPU capacity no GPU shape in use can take: per GPU resource, what is left once the shape that takes the most
+    of it fits as many copies as the node's free resources allow (each resource on its own; docs/metrics.md)."""
+    if state.free_gpus <= 0:
+        return 0.0
+    taken: dict[str, int] = {}
+    for shape, n in zip(shapes, copies, strict=True):
+        for resource, amount in shape.gpu_items:
+            taken[resource] = max(taken.get(resource, 0), n * amount)
+    stranded = 0.0
+    for resource, equivalent in sorted(state.equivalent.items()):
+        free = max(0, state.free.get(resource, 0))
+        stranded += (free - min(free, taken.get(resource, 0))) * equivalent
+    return stranded
+
+
 def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]) -> tuple[float, float, float, float]:
     """(allocatable, allocated) GPUs over all GPU resources, (total, idle) GPUs over the MIG ones.
 
@@ -374,7 +395,7 @@ def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, st
     return total, used, mig_total, mig_idle
 
 
-def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float) -> NodeFigures:
+def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float, stranded: float) -> NodeFigures:
     node = state.node
     mig = _mig_resources(node.allocatable, node.gpu.mig_strategy, node.gpu.product)
     allocatable_gpus, allocated_gpus, mig_gpus, mig_idle_gpus = _gpu_sums(node, state, usage, mig)
@@ -394,7 +415,8 @@ def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: floa
         free_gpus=state.free_gpus,
         runs_gpu_pods=runs_gpu,
         whole_free=node.is_gpu_node and not runs_gpu,
-        stranded_gpus=state.free_gpus if runs_gpu else 0.0,
+        busy_free_gpus=state.free_gpus if runs_gpu else 0.0,
+        stranded_gpus=stranded,
         mig_idle={mig[r]: max(0, state.free.get(r, 0)) for r in sorted(mig)},
         mig_total={mig[r]: node.allocatable.get(r, 0) for r in sorted(mig)},
         mig_idle_gpus=mig_idle_gpus,
@@ -415,7 +437,7 @@ def _rate(part: float, whole: float) -> float | None:
     return None if whole <= 0 else min(1.0, max(0.0, part / whole))
 
 
-_FLOATS = ("allocatable_gpus", "allocated_gpus", "free_gpus", "stranded_gpus", "fragmented_gpus",
+_FLOATS = ("allocatable_gpus", "allocated_gpus", "free_gpus", "busy_free_gpus", "stranded_gpus", "fragmented_gpus",
            "fgd_fragmented_gpus", "mig_idle_gpus", "mig_gpus")
 _ALL_FLOATS = (*_FLOATS, "whole_free_gpus", "unavailable_free_gpus")
 _COUNTS = ("gpus", "pod_count", "gpu_pod_count")
@@ -481,7 +503,9 @@ class _Totals:
             whole_free_nodes=c["whole_free_nodes"],
             whole_free_physical_gpus=c["whole_free_physical_gpus"],
             whole_free_gpus=t["whole_free_gpus"],
+            busy_free_gpus=t["busy_free_gpus"],
             stranded_gpus=t["stranded_gpus"],
+            stranded_share=_rate(t["stranded_gpus"], t["free_gpus"]) if has_gpu_shapes else None,
             unavailable_free_gpus=t["unavailable_free_gpus"],
             mig_idle={k: self.mig_idle[k] for k in sorted(self.mig_total)},
             mig_total={k: self.mig_total[k] for k in sorted(self.mig_total)},
@@ -547,6 +571,16 @@ class _PendingCheck:
                 if amount > 0 and is_gpu_resource(resource):
                     self.by_gpu.setdefault(resource, []).append(state)
         self._cache: dict[tuple[object, ...], _Verdict] = {}
+        # GPU-equivalents of one unit per GPU resource: the most any node offering it gives (time-sliced replicas differ by
+        # node; the largest keeps the figure independent of node order and never understates what is blocked).
+        self.equivalent: dict[str, float] = {}
+        for state in states:
+            for resource, eq in state.equivalent.items():
+                self.equivalent[resource] = max(eq, self.equivalent.get(resource, 0.0))
+
+    def gpus(self, requests: Resources) -> float:
+        """The GPU capacity ``requests`` ask for, in GPU-equivalents (1 per unit of a resource no node offers)."""
+        return math.fsum(v * self.equivalent.get(r, 1.0) for r, v in sorted(requests.items()) if is_gpu_resource(r))
 
     def verdict(self, pod: Pod) -> _Verdict:
         key = (pod.requests, pod.tolerations, pod.node_selector, pod.affinity)
@@ -601,7 +635,7 @@ def _pending(snapshot: Snapshot, states: Sequence[_NodeState]) -> tuple[int, tup
         count += 1
         verdict = check.verdict(pod)
         if verdict.kind != "placeable":
-            entry = BlockedPod(pod.key, requests_label(pod.requests), pod.priority, verdict.reason)
+            entry = BlockedPod(pod.key, requests_label(pod.requests), pod.priority, verdict.reason, check.gpus(pod.requests))
             (blocked if verdict.kind == "blocked" else unplaceable).append(entry)
     return count, tuple(sorted(blocked, key=_by_priority)), tuple(sorted(unplaceable, key=_by_priority))
 
@@ -618,6 +652,7 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
     """All fragmentation figures of ``snapshot`` against the reference shapes (default: from the workload)."""
     chosen = tuple(reference_shapes(snapshot) if shapes is None else shapes)
     prepared = _prepare(chosen)
+    has_gpu_shapes = any(s.gpu_items for s in prepared)
     usage = _usage_by_node(snapshot)
     states: list[_NodeState] = []
     nodes: list[NodeFigures] = []
@@ -626,13 +661,14 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
     for node in snapshot.nodes:
         state = _node_state(node, usage[node.name])
         fragmented, fgd, fits = _node_fragments(state, prepared)
+        stranded = _stranded(state, prepared, fits) if has_gpu_shapes else 0.0
         if state.hostable:
             for i, n in enumerate(fits):
                 copies[i] += n
                 hosts[i] += n > 0
         states.append(state)
-        nodes.append(_node_figures(state, usage[node.name], fragmented, fgd))
-    cluster, pools = _aggregates(nodes, has_shapes=bool(prepared), has_gpu_shapes=any(s.gpu_items for s in prepared))
+        nodes.append(_node_figures(state, usage[node.name], fragmented, fgd, stranded))
+    cluster, pools = _aggregates(nodes, has_shapes=bool(prepared), has_gpu_shapes=has_gpu_shapes)
     pending, blocked, unplaceable = _pending(snapshot, states)
     return Figures(
         cluster=cluster,
@@ -643,6 +679,7 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
         blocked_pending=blocked,
         unplaceable_pending=unplaceable,
         pending_gpu_pods=pending,
+        blocked_demand_gpus=math.fsum(b.gpu_equivalents for b in blocked),
         warnings=_warnings(nodes, chosen),
     )
 
@@ -679,8 +716,8 @@ _JSON_NAMES = {
     "gpus": "physicalGpus",
     "countable_gpus": "countablePhysicalGpus",
     **{name: name.removesuffix("_gpus") + "_gpu_equivalents" for name in (
-        "allocatable_gpus", "allocated_gpus", "free_gpus", "whole_free_gpus", "stranded_gpus", "unavailable_free_gpus",
-        "mig_idle_gpus", "mig_gpus", "fragmented_gpus", "fgd_fragmented_gpus")},
+        "allocatable_gpus", "allocated_gpus", "free_gpus", "whole_free_gpus", "busy_free_gpus", "stranded_gpus",
+        "unavailable_free_gpus", "mig_idle_gpus", "mig_gpus", "fragmented_gpus", "fgd_fragmented_gpus", "blocked_demand_gpus")},
 }
 
 

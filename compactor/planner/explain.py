@@ -9,12 +9,17 @@ from compactor.planner.plan import CompactionPlan
 # Two units, never under one name: GPUs (physical) count devices; GPU capacity (GPU-equivalents) maps MIG instances and
 # time-sliced replicas back to fractions of a GPU (a 3g.20gb on an A100-40GB is 4/8), so it can be lower than the devices.
 _FIGURES = (
+    # The headline figures first (docs/metrics.md): what a plan that frees nodes or places pending pods moves.
+    ("blocked pending GPU pods", "@blockedPods", "{:d}"),
+    ("blocked demand (GPU-equivalents)", "@blockedDemandGpuEquivalents", "{:.2f}"),
+    ("whole-free GPUs (physical)", "wholeFreePhysicalGpus", "{:d}"),
+    ("stranded share of free GPU capacity", "strandedShare", "{:.1%}"),
+    ("stranded GPU capacity (GPU-equivalents)", "strandedGpuEquivalents", "{:.2f}"),
     ("free GPU capacity (GPU-equivalents)", "freeGpuEquivalents", "{:.2f}"),
     ("whole-free GPU nodes", "wholeFreeNodes", "{:d}"),
-    ("whole-free GPUs (physical)", "wholeFreePhysicalGpus", "{:d}"),
     ("whole-free GPU capacity (GPU-equivalents)", "wholeFreeGpuEquivalents", "{:.2f}"),
-    ("stranded GPU capacity (GPU-equivalents)", "strandedGpuEquivalents", "{:.2f}"),
-    ("fragmentation rate", "fragmentationRate", "{:.1%}"),
+    ("free on busy GPU nodes (GPU-equivalents)", "busyFreeGpuEquivalents", "{:.2f}"),
+    ("fragmentation rate (weighted by shape)", "fragmentationRate", "{:.1%}"),
     ("FGD fragmentation rate", "fgdFragmentationRate", "{:.1%}"),
     ("MIG idle rate", "migIdleRate", "{:.1%}"),
 )
@@ -29,10 +34,30 @@ def _fmt(template: str, value: Any) -> str:
         return str(value)
 
 
+def _figure(figures: dict[str, Any], key: str) -> Any:
+    """A cluster figure, or with ``@`` one of the whole figures' (blocked pods are counted from their list)."""
+    if key == "@blockedPods":
+        blocked = figures.get("blockedPending")
+        return None if blocked is None else len(blocked)
+    if key.startswith("@"):
+        return figures.get(key[1:])
+    return figures.get("cluster", {}).get(key)
+
+
 def _figure_rows(plan: CompactionPlan) -> list[tuple[str, str, str]]:
-    before = plan.before.get("cluster", {})
-    after = plan.after.get("cluster", {})
-    return [(label, _fmt(t, before.get(key)), _fmt(t, after.get(key))) for label, key, t in _FIGURES]
+    return [(label, _fmt(t, _figure(plan.before, key)), _fmt(t, _figure(plan.after, key))) for label, key, t in _FIGURES]
+
+
+def _point_quality(plan: CompactionPlan) -> str:
+    """The printed plan's own proof: its point of the curve, not the max-free search (issue 14)."""
+    chosen = next((p for p in plan.frontier if p.chosen), None)
+    if chosen is None:
+        return "this plan: not proven (shape mode draws no curve; the search's status is below)"
+    if chosen.status == "OPTIMAL":
+        return f"this plan: OPTIMAL (no plan freeing {chosen.freed_nodes} node(s) costs less than its {chosen.cost:g} moves)"
+    gap = (chosen.cost - chosen.bound) / chosen.cost if chosen.cost > 0 else 0.0
+    return (f"this plan: {chosen.status}, not proven (time limit): no plan freeing {chosen.freed_nodes} node(s) costs less than "
+            f"{chosen.bound:g} moves, it costs {chosen.cost:g} (gap {gap:.1%})")
 
 
 def _headline(plan: CompactionPlan) -> list[str]:
@@ -41,7 +66,8 @@ def _headline(plan: CompactionPlan) -> list[str]:
     lines = [
         f"Compaction plan {plan.metadata.id} for {plan.metadata.source} ({plan.metadata.created_at})",
         f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} whole-free GPU(s) (physical)",
-        f"  pending pods placed: {len(plan.placed_pending)}; solver {s.status} in {s.wall_seconds:.2f}s, gap {gap}; "
+        f"  pending pods placed: {len(plan.placed_pending)}; {_point_quality(plan)}",
+        f"  the search for the most GPUs: {s.status} in {s.wall_seconds:.2f}s, gap {gap} (freed GPUs against its bound); "
         f"planned in {s.plan_seconds:.2f}s" + ("" if s.load_seconds is None else f" (+{s.load_seconds:.2f}s loading)"),
     ]
     if s.move_cost is not None and s.move_cost_bound is not None and s.move_cost_gap is not None:

@@ -3,7 +3,7 @@
 Covers: independence from node and pod order; free + allocated = allocatable per
 resource for every node, pool and the cluster; pools add up to the cluster;
 every rate in [0, 1]; per-node identities (fragment <= free, whole-free +
-stranded = free, headline >= FGD for GPU-only shapes).
+busy-node free = free, headline >= FGD for GPU-only shapes).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def pool_sums(figures: Figures) -> None:
     c = figures.cluster
     for name in ("node_count", "gpu_node_count", "gpus", "whole_free_nodes", "overcommitted_nodes", "pod_count", "gpu_pod_count"):
         assert sum(getattr(p, name) for p in figures.pools) == getattr(c, name), name
-    for name in ("allocatable_gpus", "allocated_gpus", "free_gpus", "whole_free_gpus", "stranded_gpus", "unavailable_free_gpus",
+    for name in ("allocatable_gpus", "allocated_gpus", "free_gpus", "whole_free_gpus", "busy_free_gpus", "stranded_gpus", "unavailable_free_gpus",
                  "fragmented_gpus", "fgd_fragmented_gpus", "mig_idle_gpus", "mig_gpus"):
         assert math.isclose(math.fsum(getattr(p, name) for p in figures.pools), getattr(c, name), abs_tol=1e-9), name
     for name in ("allocatable", "allocated", "free"):
@@ -135,6 +135,8 @@ def test_node_fragments_stay_within_the_free_capacity_and_the_headline_bounds_fg
         assert n.free_gpus >= 0
         assert 0 <= n.fgd_fragmented_gpus <= n.fragmented_gpus + 1e-9  # workload shapes all request a GPU
         assert n.fragmented_gpus <= n.free_gpus + 1e-9
-        assert math.isclose((n.free_gpus if n.whole_free else 0.0) + n.stranded_gpus, n.free_gpus) or n.gpus == 0
+        assert math.isclose((n.free_gpus if n.whole_free else 0.0) + n.busy_free_gpus, n.free_gpus) or n.gpus == 0
+        assert -1e-9 <= n.stranded_gpus <= n.free_gpus + 1e-9
     c = figures.cluster
-    assert math.isclose(c.whole_free_gpus + c.stranded_gpus, c.free_gpus, abs_tol=1e-9) or c.gpus == 0
+    assert math.isclose(c.whole_free_gpus + c.busy_free_gpus, c.free_gpus, abs_tol=1e-9) or c.gpus == 0
+    assert c.stranded_share is None or 0.0 <= c.stranded_share <= 1.0

@@ -533,3 +533,26 @@ def test_move_bounds_never_claim_more_than_the_brute_force_finds(objects: list[d
     if plan.solver.move_cost_bound is not None:
         truth = min(m for p, n, _, m in outcomes if p >= len(plan.placed_pending) and n >= plan.freed_gpus)
         assert plan.solver.move_cost_bound <= truth
+
+
+# ---------------------------------------------------------------------------- property 6: the headline figures track the plan
+
+
+@PROPERTY
+@given(objects=clusters(), config=planner_settings())
+def test_a_plan_that_frees_nodes_or_places_pending_pods_shows_it_in_the_headline_figures(objects: list[dict[str, Any]],
+                                                                                        config: PlannerSettings) -> None:
+    plan = _plan(cluster(*objects), config)
+    before, after = plan.before, plan.after
+    gained = after["cluster"]["wholeFreePhysicalGpus"] - before["cluster"]["wholeFreePhysicalGpus"]
+    assert gained == plan.freed_gpus  # the plan's promise is the figure users alert on
+    if plan.freed_gpus > 0:
+        assert gained > 0
+    assert after["pendingGpuPods"] == before["pendingGpuPods"] - len(plan.placed_pending)
+    # Blocked demand falls by what the plan places of it, and grows only by pods the planner may not place (inter-pod
+    # affinity, ...) whose room a placed pod took: never by one it could have placed.
+    blocked = {b["pod"]: b["gpuEquivalents"] for b in before["blockedPending"]}
+    newly = {b["pod"]: b["gpuEquivalents"] for b in after["blockedPending"] if b["pod"] not in blocked}
+    assert set(newly) <= {p.pod for p in plan.pending_not_placed}
+    placed = sum(blocked.get(p.pod, 0.0) for p in plan.placed_pending)
+    assert after["blockedDemandGpuEquivalents"] <= before["blockedDemandGpuEquivalents"] - placed + sum(newly.values()) + 1e-6

@@ -17,9 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry, generate_latest
 
 from compactor.cli import build_parser
 from compactor.controller import cycle_limit_default
+from compactor.metrics.exporter import Exporter
+from compactor.metrics.fragmentation import compute_figures
+from tests.builders import cluster, node, pod
 from tests.unit.test_manifests import CONTROLLER, MONITORING, _argv, _mounted_settings, _one
 
 PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
@@ -128,3 +132,66 @@ def test_the_stall_threshold_outlasts_the_longest_cycle_the_shipped_deployment_a
     interval = build_parser().parse_args(_argv(_one(CONTROLLER, "Deployment"))).interval
     longest_gap = interval + cycle_limit_default(_mounted_settings(tmp_path, monkeypatch))  # the next cycle starts, then runs long
     assert longest_gap < threshold <= longest_gap + 3600  # never during a legitimate cycle, and not hours later either
+
+
+def _rendered(alert: str, labels: dict[str, str], value: str) -> dict[str, Any]:
+    rendered = {}
+    for key, text in _rule(alert)["annotations"].items():
+        text = text.replace("{{ $value | humanizePercentage }}", value).replace("{{ $value }}", value)
+        for name, label in labels.items():
+            text = text.replace(f"{{{{ $labels.{name} }}}}", label)
+        assert "{{" not in text, f"{alert}: a template this test does not render: {text}"
+        rendered[key] = text
+    return {"exp_labels": {"severity": "warning", **labels}, "exp_annotations": rendered}
+
+
+@needs_promtool
+def test_blocked_demand_fires_while_pods_wait_and_clears_once_a_compaction_places_them(tmp_path: Path) -> None:
+    series = "gpu_compactor_blocked_demand_gpu_equivalents"
+    alert = "GpuDemandBlockedByFragmentation"
+    # Both replicas export the figure; 8 GPUs blocked for 40 minutes, then a compaction run places the pod.
+    _test_rules(tmp_path, [{
+        "interval": "1m",
+        "input_series": [{"series": f'{series}{{pod="a"}}', "values": "8x40 0x60"},
+                         {"series": f'{series}{{pod="b"}}', "values": "8x40 0x60"}],
+        "alert_rule_test": [
+            {"eval_time": "10m", "alertname": alert, "exp_alerts": []},  # not yet 15 minutes
+            {"eval_time": "20m", "alertname": alert, "exp_alerts": [_rendered(alert, {}, "8")]},
+            {"eval_time": "50m", "alertname": alert, "exp_alerts": []},  # placed: cleared
+        ],
+    }])
+
+
+@needs_promtool
+def test_stranded_capacity_fires_per_pool_after_an_hour_and_not_for_a_gpu_or_two(tmp_path: Path) -> None:
+    share, gpus = "gpu_compactor_stranded_share", "gpu_compactor_stranded_gpu_equivalents"
+    alert = "GpuCapacityStranded"
+    _test_rules(tmp_path, [{
+        "interval": "1m",
+        "input_series": [
+            # pool big: half of the free capacity (6 GPUs) stranded for 2 hours, then a re-cut uses it
+            {"series": f'{share}{{pool="big"}}', "values": "0.5x120 0.1x60"},
+            {"series": f'{gpus}{{pool="big"}}', "values": "6x120 1x60"},
+            # pool small: the share is high but it is one GPU
+            {"series": f'{share}{{pool="small"}}', "values": "0.9x180"},
+            {"series": f'{gpus}{{pool="small"}}', "values": "1x180"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "50m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "90m", "alertname": alert, "exp_alerts": [_rendered(alert, {"pool": "big"}, "50%")]},
+            {"eval_time": "150m", "alertname": alert, "exp_alerts": []},
+        ],
+    }])
+
+
+def test_every_metric_an_alert_uses_is_one_the_exporter_defines() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    exporter.set_figures(compute_figures(cluster(node("a", gpus=8), pod("p", on="a", gpus=1))), cordoned_nodes=0)
+    exporter.record_run("success", evictions=1, gained=(8, 8))
+    exporter.record_cycle(1.0)
+    exporter.record_cycle_error()
+    text = generate_latest(registry).decode()
+    exported = set(re.findall(r"^# TYPE (\w+) ", text, re.M)) | set(re.findall(r"^(\w+)[{ ]", text, re.M))
+    used = {name for group in _spec()["groups"] for r in group["rules"] for name in re.findall(r"gpu_compactor_\w+", r["expr"])}
+    assert used and used <= exported, sorted(used - exported)

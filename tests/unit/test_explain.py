@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from compactor.planner.compose import build_plan
 from compactor.planner.explain import render_plan
+from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 
@@ -33,3 +34,34 @@ def test_markdown_lists_every_move_with_its_full_reason() -> None:
     assert ("| 1 | `default/b-0` | gpu-2 | gpu-1 | frees gpu-2 (8 GPUs, physical); gpu-1 already runs GPU pods, "
             "4 GPU-equivalents free before this move |") in markdown
     assert "- 1 move(s); frees 1 node(s): net 8 whole-free GPU(s) (physical)" in markdown
+
+
+def _two_pod_plan() -> CompactionPlan:
+    snapshot = cluster(
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        pod("a-0", on="gpu-1", gpus=4, owner=None), pod("b-0", on="gpu-2", gpus=1), pod("b-1", on="gpu-2", gpus=1),
+    )
+    return build_plan(snapshot, PlannerSettings(min_replicas=1, time_limit_seconds=5), source="test", now=NOW)
+
+
+def test_the_header_gives_the_printed_plans_own_proof_apart_from_the_searchs_gap() -> None:
+    text = render_plan(_two_pod_plan(), "text")
+    assert "this plan: OPTIMAL (no plan freeing 1 node(s) costs less than its 2 moves)" in text
+    assert "the search for the most GPUs: OPTIMAL" in text
+
+
+def test_an_unproven_point_says_so_with_its_bound_and_gap() -> None:
+    plan = _two_pod_plan()
+    points = [p.model_copy(update={"status": "FEASIBLE", "bound": 1.0}) if p.chosen else p for p in plan.frontier]
+    text = render_plan(plan.model_copy(update={"frontier": points}), "text")
+    assert ("this plan: FEASIBLE, not proven (time limit): no plan freeing 1 node(s) costs less than 1 moves, it costs 2 "
+            "(gap 50.0%)") in text
+
+
+def test_the_before_after_table_leads_with_the_headline_figures() -> None:
+    text = render_plan(_two_pod_plan(), "text")
+    table = text.split("  figure ")[1].splitlines()
+    assert [row.strip().split("  ")[0] for row in table[1:5]] == [
+        "blocked pending GPU pods", "blocked demand (GPU-equivalents)", "whole-free GPUs (physical)", "stranded share of free GPU capacity"]
+    whole_free = next(row for row in table if row.strip().startswith("whole-free GPUs (physical)"))
+    assert whole_free.split()[-2:] == ["0", "8"]

@@ -46,6 +46,8 @@ def test_the_pool_series_carry_the_figures_of_each_pool() -> None:
         assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=name) == pytest.approx(pool.free_gpus)
         assert value(registry, "gpu_compactor_whole_free_nodes", pool=name) == pool.whole_free_nodes
         assert value(registry, "gpu_compactor_stranded_gpu_equivalents", pool=name) == pytest.approx(pool.stranded_gpus)
+        assert value(registry, "gpu_compactor_stranded_share", pool=name) == pytest.approx(pool.stranded_share)
+        assert value(registry, "gpu_compactor_busy_node_free_gpu_equivalents", pool=name) == pytest.approx(pool.busy_free_gpus)
         assert value(registry, "gpu_compactor_whole_free_gpus", pool=name) == pool.whole_free_physical_gpus
         assert value(registry, "gpu_compactor_fragmentation_rate", pool=name) == pytest.approx(pool.fragmentation_rate)
         assert value(registry, "gpu_compactor_fgd_fragmentation_rate", pool=name) == pytest.approx(pool.fgd_fragmentation_rate)
@@ -55,6 +57,10 @@ def test_the_pool_series_carry_the_figures_of_each_pool() -> None:
     assert value(registry, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
     assert value(registry, "gpu_compactor_whole_free_nodes", pool=H100_80) == 0
     assert value(registry, "gpu_compactor_whole_free_gpus", pool=A100_40) == 8  # a-2: 8 physical GPUs, no GPU pod
+    # a-1's 4 free GPUs take 2-GPU (and 1-GPU) pods, m-1's idle 3g.20gb takes the 3g.20gb shape: nothing stranded
+    assert value(registry, "gpu_compactor_stranded_gpu_equivalents", pool=A100_40) == 0
+    assert value(registry, "gpu_compactor_busy_node_free_gpu_equivalents", pool=A100_40) == pytest.approx(4.5)
+    assert value(registry, "gpu_compactor_blocked_demand_gpu_equivalents") == 0
     assert value(registry, "gpu_compactor_mig_idle_instances", pool=A100_40, profile="3g.20gb") == 1
     assert value(registry, "gpu_compactor_mig_idle_rate", pool=A100_40) == pytest.approx(0.5)
     assert value(registry, "gpu_compactor_mig_idle_rate", pool=H100_80) is None  # no MIG: undefined, no series
@@ -183,3 +189,12 @@ def test_the_steering_mechanism_of_the_last_run_is_one_series_at_1_and_each_mech
     assert [value(registry, "gpu_compactor_steered_runs_total", mechanism=m) for m in ("policy", "holds", "off")] == [1, 1, 0]
     with pytest.raises(ValueError, match="unknown steering mechanism"):
         exporter.record_run("succeeded", steering="webhook")
+
+
+def test_blocked_demand_is_exported_in_gpu_equivalents_beside_the_blocked_pod_count() -> None:
+    registry = CollectorRegistry()
+    # 4 GPUs free on each of two nodes: the 8-GPU pod fits the free capacity in total, no single node
+    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), pod("p", on="a", gpus=4), pod("q", on="b", gpus=4), pod("big", gpus=8))
+    Exporter(registry).set_figures(compute_figures(snapshot), cordoned_nodes=0)
+    assert value(registry, "gpu_compactor_blocked_demand_gpu_equivalents") == 8
+    assert value(registry, "gpu_compactor_blocked_pending_pods") == 1

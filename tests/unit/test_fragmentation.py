@@ -78,7 +78,8 @@ def test_the_docs_worked_example_gives_the_documented_numbers() -> None:
     assert (c["freeGpuEquivalents"], c["allocatableGpuEquivalents"], c["allocatedGpuEquivalents"], c["gpuUtilisation"]) == (3.5, 5.0, 1.5, 0.3)
     assert (c["fragmentedGpuEquivalents"], c["fragmentationRate"]) == (1.6667, 0.4762)
     assert (c["fgdFragmentedGpuEquivalents"], c["fgdFragmentationRate"]) == (1.3333, 0.381)
-    assert (c["wholeFreeNodes"], c["strandedGpuEquivalents"]) == (0, 3.5)
+    assert (c["wholeFreeNodes"], c["busyFreeGpuEquivalents"]) == (0, 3.5)
+    assert (c["strandedGpuEquivalents"], c["strandedShare"], doc["blockedDemandGpuEquivalents"]) == (0.0, 0.0, 0.0)
     assert (c["migIdle"], c["migTotal"], c["migIdleRate"]) == ({"3g.20gb": 1}, {"3g.20gb": 2}, 0.5)
     assert [(h["copies"], h["nodes"]) for h in doc["headroom"]] == [(3, 1), (1, 1), (1, 1)]
     assert (doc["pendingGpuPods"], doc["blockedPending"], doc["unplaceablePending"]) == (1, [], [])
@@ -256,7 +257,7 @@ def test_a_whole_gpu_shape_cannot_use_idle_mig_instances_and_a_mig_shape_cannot_
     assert whole.free_gpus == mig.free_gpus == 2
     assert (whole.fragmented_gpus, whole.fgd_fragmented_gpus) == (1, 1)  # the two 3g.20gb halves
     assert (mig.fragmented_gpus, mig.fgd_fragmented_gpus) == (1, 1)  # the whole GPU
-    assert whole.whole_free and whole.stranded_gpus == 0
+    assert whole.whole_free and whole.busy_free_gpus == 0
 
 
 def test_time_sliced_replicas_count_as_a_fraction_of_a_gpu() -> None:
@@ -290,7 +291,7 @@ def test_an_overcommitted_node_shows_negative_free_and_counts_no_free_gpu() -> N
     a = node_named(figures, "a")
     assert a.free[GPU] == -1
     assert a.overcommitted == (GPU,)
-    assert (a.allocated_gpus, a.free_gpus, a.stranded_gpus) == (3, 0, 0)
+    assert (a.allocated_gpus, a.free_gpus, a.busy_free_gpus, a.stranded_gpus) == (3, 0, 0, 0)
     assert figures.cluster.free[GPU] == 1  # honest sum: -1 on a, 2 on b
     assert figures.cluster.free_gpus == 2  # b's two GPUs; a's deficit does not cancel them
     assert figures.cluster.overcommitted_nodes == 1
@@ -298,10 +299,10 @@ def test_an_overcommitted_node_shows_negative_free_and_counts_no_free_gpu() -> N
     assert any("a (nvidia.com/gpu 3 > 2)" in w for w in figures.warnings)
 
 
-def test_whole_free_and_stranded_gpus_add_up_to_the_free_gpus() -> None:
+def test_whole_free_and_busy_node_free_gpus_add_up_to_the_free_gpus() -> None:
     snapshot = cluster(node("idle", gpus=8), node("busy", gpus=8), pod("p", on="busy", gpus=3), pod("w", on="idle"))
     c = compute_figures(snapshot).cluster
-    assert (c.whole_free_nodes, c.whole_free_gpus, c.stranded_gpus, c.free_gpus) == (1, 8, 5, 13)
+    assert (c.whole_free_nodes, c.whole_free_gpus, c.busy_free_gpus, c.free_gpus) == (1, 8, 5, 13)
 
 
 def test_cordoned_and_not_ready_nodes_count_in_fragmentation_but_not_in_headroom() -> None:
@@ -398,8 +399,10 @@ def test_figures_to_dict_is_json_with_camel_case_keys_integer_amounts_and_rounde
     assert json.loads(json.dumps(doc)) == doc
     assert set(doc) == {
         "cluster", "pools", "nodes", "shapes", "headroom", "blockedPending", "unplaceablePending", "pendingGpuPods", "warnings",
+        "blockedDemandGpuEquivalents",
     }
-    assert {"fragmentationRate", "fgdFragmentationRate", "migIdleRate", "wholeFreeGpuEquivalents", "strandedGpuEquivalents",
+    assert {"fragmentationRate", "fgdFragmentationRate", "migIdleRate", "wholeFreeGpuEquivalents", "busyFreeGpuEquivalents",
+            "strandedGpuEquivalents", "strandedShare",
             "wholeFreePhysicalGpus"} <= set(doc["cluster"])
     assert isinstance(doc["cluster"]["allocatable"]["memory"], int)
     assert doc["shapes"][0]["requests"] == {"cpu": 8000, "memory": 64 * GiB, GPU: 1}
@@ -415,3 +418,51 @@ def test_an_empty_snapshot_gives_zero_figures_and_no_rates() -> None:
     figures = compute_figures(cluster())
     assert (figures.cluster.node_count, figures.cluster.free_gpus, figures.pools, figures.nodes) == (0, 0, (), ())
     assert (figures.cluster.fragmentation_rate, figures.cluster.gpu_utilisation, figures.cluster.mig_idle_rate) == (None, None, None)
+
+
+# ---------------------------------------------------------------------------
+# Headline figures: stranded capacity, blocked demand (docs/metrics.md, "Headline figures")
+
+
+def test_stranded_capacity_is_what_no_request_shape_in_use_can_take() -> None:
+    # The only shape in use asks 2 GPUs and 4 CPUs. odd: 1 GPU left (no shape asks 1); cpu-bound: 2 GPUs left but no CPU;
+    # roomy: 6 GPUs, three 2-GPU copies fit; idle: whole-free.
+    snapshot = cluster(
+        node("odd", gpus=3), node("cpu-bound", gpus=8, cpu="12"), node("roomy", gpus=8), node("idle", gpus=8),
+        pod("a", on="odd", gpus=2, cpu="4"),
+        *(pod(f"b{i}", on="cpu-bound", gpus=2, cpu="4") for i in range(3)),
+        pod("c", on="roomy", gpus=2, cpu="4"),
+    )
+    figures = compute_figures(snapshot)
+    assert [node_named(figures, n).stranded_gpus for n in ("odd", "cpu-bound", "roomy", "idle")] == [1, 2, 0, 0]
+    c = figures.cluster
+    assert (c.stranded_gpus, c.free_gpus) == (3, 17)
+    assert c.stranded_share == pytest.approx(3 / 17)
+    assert (c.whole_free_physical_gpus, c.busy_free_gpus) == (8, 9)
+
+
+def test_idle_mig_slices_of_a_profile_no_pod_asks_for_are_stranded_and_each_profile_counts_on_its_own() -> None:
+    # 1g.5gb is in use (one pod), 3g.20gb is not: the idle 3g.20gb (4/8 of a GPU) is stranded, the 3 idle 1g.5gb are not.
+    snapshot = cluster(node("m", mig={"1g.5gb": 4, "3g.20gb": 1}, product=A100_40), pod("s", on="m", mig="1g.5gb"))
+    m = node_named(compute_figures(snapshot), "m")
+    assert m.free_gpus == pytest.approx(3 / 8 + 4 / 8)
+    assert m.stranded_gpus == pytest.approx(4 / 8)
+
+
+def test_without_a_gpu_shape_nothing_is_called_stranded_and_the_share_is_undefined() -> None:
+    figures = compute_figures(cluster(node("g", gpus=8), node("c"), pod("web", on="c", cpu="2")))
+    assert figures.cluster.stranded_gpus == 0
+    assert figures.cluster.stranded_share is None
+
+
+def test_blocked_demand_sums_the_gpu_capacity_blocked_pending_pods_ask_for() -> None:
+    # 4 + 4 GPUs free on two nodes: the 8-GPU pod and the 6-GPU pod are blocked (14 GPUs asked), the 2-GPU one fits and
+    # the 16-GPU one is larger than all the free capacity (unplaceable, not blocked).
+    snapshot = cluster(
+        node("a", gpus=8), node("b", gpus=8), pod("x", on="a", gpus=4), pod("y", on="b", gpus=4),
+        pod("big", gpus=8), pod("mid", gpus=6), pod("small", gpus=2), pod("huge", gpus=16),
+    )
+    figures = compute_figures(snapshot)
+    assert sorted(b.pod.split("/")[1] for b in figures.blocked_pending) == ["big", "mid"]
+    assert figures.blocked_demand_gpus == 14
+    assert figures_to_dict(figures)["blockedDemandGpuEquivalents"] == 14

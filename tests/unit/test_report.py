@@ -13,6 +13,7 @@ from tests.builders import A100_40, A100_80, cluster, node, pod
 
 SECTIONS = (
     "Warnings",  # first: they qualify every figure
+    "Headline",  # the figures compaction moves
     "Cluster",
     "Reference shapes and headroom",
     "Pools",
@@ -54,7 +55,11 @@ def test_the_text_report_has_every_section_in_order() -> None:
 def test_the_text_report_summarises_the_cluster_figures() -> None:
     text = render("text")
     assert "Whole-free GPU nodes" in text
-    assert "Stranded GPU capacity               4.5 GPU-equivalents (free on nodes that run GPU pods)" in text
+    assert "Free on busy GPU nodes              4.5 GPU-equivalents (free on nodes that run GPU pods)" in text
+    headline = text.split("\nHeadline\n")[1].split("\nCluster\n")[0]
+    assert "Blocked demand   1 pending GPU pod(s) asking 4 GPU-equivalents" in headline
+    assert "Whole-free GPUs  0 (physical) on 0 node(s)" in headline
+    assert "Stranded share   0.0% of the free GPU capacity (0 of 4.5 GPU-equivalents)" in headline
     assert "MIG idle                            3g.20gb 1/2 (idle rate 50.0%)" in text
     assert "Fragmentation rate" in text and "FGD fragmentation rate" in text
 
