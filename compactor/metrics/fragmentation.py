@@ -88,6 +88,7 @@ class NodeFigures:
     whole_free: bool
     busy_free_gpus: float  # free on a node that runs GPU pods (not whole-free)
     stranded_gpus: float  # free that no GPU request shape in use can take here (docs/metrics.md)
+    stranded_units: dict[str, int] = field(hash=False)  # the same per GPU resource, in its own units (GPUs, MIG instances)
     mig_idle: dict[str, int] = field(hash=False)
     mig_total: dict[str, int] = field(hash=False)
     mig_idle_gpus: float
@@ -363,20 +364,21 @@ def _node_fragments(state: _NodeState, shapes: Sequence[_Shape]) -> tuple[float,
     return min(free_gpus, hole_sum), min(free_gpus, fgd_sum), copies
 
 
-def _stranded(state: _NodeState, shapes: Sequence[_Shape], copies: Sequence[int]) -> float:
-    """Free GPU capacity no GPU shape in use can take: per GPU resource, what is left once the shape that takes the most
-    of it fits as many copies as the node's free resources allow (each resource on its own; docs/metrics.md)."""
+def _stranded(state: _NodeState, shapes: Sequence[_Shape], copies: Sequence[int]) -> dict[str, int]:
+    """Free GPU units no GPU shape in use can take, per GPU resource: what is left once the shape that takes the most of
+    it fits as many copies as the node's free resources allow (each resource on its own; docs/metrics.md)."""
     if state.free_gpus <= 0:
-        return 0.0
+        return {}
     taken: dict[str, int] = {}
     for shape, n in zip(shapes, copies, strict=True):
         for resource, amount in shape.gpu_items:
             taken[resource] = max(taken.get(resource, 0), n * amount)
-    stranded = 0.0
-    for resource, equivalent in sorted(state.equivalent.items()):
+    units = {}
+    for resource in sorted(state.equivalent):
         free = max(0, state.free.get(resource, 0))
-        stranded += (free - min(free, taken.get(resource, 0))) * equivalent
-    return stranded
+        if free > taken.get(resource, 0):
+            units[resource] = free - taken.get(resource, 0)
+    return units
 
 
 def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]) -> tuple[float, float, float, float]:
@@ -395,7 +397,7 @@ def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, st
     return total, used, mig_total, mig_idle
 
 
-def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float, stranded: float) -> NodeFigures:
+def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float, stranded: dict[str, int]) -> NodeFigures:
     node = state.node
     mig = _mig_resources(node.allocatable, node.gpu.mig_strategy, node.gpu.product)
     allocatable_gpus, allocated_gpus, mig_gpus, mig_idle_gpus = _gpu_sums(node, state, usage, mig)
@@ -416,7 +418,8 @@ def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: floa
         runs_gpu_pods=runs_gpu,
         whole_free=node.is_gpu_node and not runs_gpu,
         busy_free_gpus=state.free_gpus if runs_gpu else 0.0,
-        stranded_gpus=stranded,
+        stranded_gpus=sum(units * state.equivalent[r] for r, units in stranded.items()),
+        stranded_units=stranded,
         mig_idle={mig[r]: max(0, state.free.get(r, 0)) for r in sorted(mig)},
         mig_total={mig[r]: node.allocatable.get(r, 0) for r in sorted(mig)},
         mig_idle_gpus=mig_idle_gpus,
@@ -661,7 +664,7 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
     for node in snapshot.nodes:
         state = _node_state(node, usage[node.name])
         fragmented, fgd, fits = _node_fragments(state, prepared)
-        stranded = _stranded(state, prepared, fits) if has_gpu_shapes else 0.0
+        stranded = _stranded(state, prepared, fits) if has_gpu_shapes else {}
         if state.hostable:
             for i, n in enumerate(fits):
                 copies[i] += n

@@ -447,6 +447,7 @@ def test_idle_mig_slices_of_a_profile_no_pod_asks_for_are_stranded_and_each_prof
     m = node_named(compute_figures(snapshot), "m")
     assert m.free_gpus == pytest.approx(3 / 8 + 4 / 8)
     assert m.stranded_gpus == pytest.approx(4 / 8)
+    assert m.stranded_units == {"nvidia.com/mig-3g.20gb": 1}
 
 
 def test_without_a_gpu_shape_nothing_is_called_stranded_and_the_share_is_undefined() -> None:
