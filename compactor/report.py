@@ -130,10 +130,10 @@ def _worst_nodes(figures: Figures) -> Section:
         return Section(title, ("No fragmented GPU capacity: every free GPU can host the reference shapes.",))
     rows = tuple(
         (n.name, n.pool, str(n.gpus), fmt_gpus(n.free_gpus), fmt_gpus(n.fragmented_gpus), fmt_gpus(n.fgd_fragmented_gpus),
-         fmt_mig(n.mig_idle, n.mig_total), _state(n))
+         fmt_mig(n.mig_idle, n.mig_total), n.limited_by or "-", _state(n))
         for n in worst
     )
-    headers = ("Node", "Pool", "GPUs (physical)", "Free (GPU-eq.)", "Fragmented (GPU-eq.)", "FGD (GPU-eq.)", "MIG idle", "State")
+    headers = ("Node", "Pool", "GPUs (physical)", "Free (GPU-eq.)", "Fragmented (GPU-eq.)", "FGD (GPU-eq.)", "MIG idle", "Limited by", "State")
     return Section(title, (Table(headers, rows, frozenset({2, 3, 4, 5})),))
 
 

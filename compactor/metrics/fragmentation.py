@@ -89,6 +89,7 @@ class NodeFigures:
     busy_free_gpus: float  # free on a node that runs GPU pods (not whole-free)
     stranded_gpus: float  # free that no GPU request shape in use can take here (docs/metrics.md)
     stranded_units: dict[str, int] = field(hash=False)  # the same per GPU resource, in its own units (GPUs, MIG instances)
+    limited_by: str  # what keeps the shapes in use off its free GPUs (``limiting_resource``); "" when nothing does
     mig_idle: dict[str, int] = field(hash=False)
     mig_total: dict[str, int] = field(hash=False)
     mig_idle_gpus: float
@@ -381,6 +382,33 @@ def _stranded(state: _NodeState, shapes: Sequence[_Shape], copies: Sequence[int]
     return units
 
 
+def limiting_resource(state: _NodeState, shapes: Sequence[_Shape], copies: Sequence[int]) -> str:
+    """What keeps the most popular GPU shape that leaves free GPUs unused on this node from using them: a non-GPU
+    resource it runs out of first ("cpu"), the GPU count left ("3 nvidia.com/gpu left, the shape asks 4"), or no shape
+    asking a free GPU resource at all (an idle MIG profile). "" when the shapes can use all its free GPUs."""
+    free = state.free
+    asked = {r for shape in shapes for r, _ in shape.gpu_items}
+    idle = sorted(r for r in state.equivalent if free.get(r, 0) > 0 and r not in asked)
+    for shape, n in sorted(zip(shapes, copies, strict=True), key=lambda pair: -pair[0].headline_weight):
+        if not shape.gpu_items or any(free.get(r, 0) <= 0 for r, _ in shape.gpu_items):
+            continue
+        by_gpu = min(free.get(r, 0) // need for r, need in shape.gpu_items)
+        if n < by_gpu:
+            return min(((free.get(r, 0) // need, r) for r, need in shape.items if not is_gpu_resource(r)), default=(0, "pods"))[1]
+        left = [(r, free.get(r, 0) - n * need, need) for r, need in shape.gpu_items if free.get(r, 0) - n * need > 0]
+        if left and n == 0:
+            r, units, need = left[0]
+            return f"{units} {r} left, the shape asks {need}"
+    if idle:
+        return f"no shape asks {idle[0]}"
+    missing = [s for s in shapes if s.gpu_items and any(free.get(r, 0) <= 0 for r, _ in s.gpu_items)]
+    if missing:
+        share = math.fsum(s.headline_weight for s in missing)
+        names = sorted({r for s in missing for r, _ in s.gpu_items if free.get(r, 0) <= 0})
+        return f"{share:.0%} of GPU requests need {', '.join(names[:2])}{', ...' if len(names) > 2 else ''}: none free"
+    return ""
+
+
 def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]) -> tuple[float, float, float, float]:
     """(allocatable, allocated) GPUs over all GPU resources, (total, idle) GPUs over the MIG ones.
 
@@ -397,7 +425,7 @@ def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, st
     return total, used, mig_total, mig_idle
 
 
-def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float, stranded: dict[str, int]) -> NodeFigures:
+def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float, stranded: dict[str, int], limited_by: str) -> NodeFigures:
     node = state.node
     mig = _mig_resources(node.allocatable, node.gpu.mig_strategy, node.gpu.product)
     allocatable_gpus, allocated_gpus, mig_gpus, mig_idle_gpus = _gpu_sums(node, state, usage, mig)
@@ -420,6 +448,7 @@ def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: floa
         busy_free_gpus=state.free_gpus if runs_gpu else 0.0,
         stranded_gpus=sum(units * state.equivalent[r] for r, units in stranded.items()),
         stranded_units=stranded,
+        limited_by=limited_by,
         mig_idle={mig[r]: max(0, state.free.get(r, 0)) for r in sorted(mig)},
         mig_total={mig[r]: node.allocatable.get(r, 0) for r in sorted(mig)},
         mig_idle_gpus=mig_idle_gpus,
@@ -670,7 +699,8 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
                 copies[i] += n
                 hosts[i] += n > 0
         states.append(state)
-        nodes.append(_node_figures(state, usage[node.name], fragmented, fgd, stranded))
+        limited = limiting_resource(state, prepared, fits) if fragmented > 0 or stranded else ""
+        nodes.append(_node_figures(state, usage[node.name], fragmented, fgd, stranded, limited))
     cluster, pools = _aggregates(nodes, has_shapes=bool(prepared), has_gpu_shapes=has_gpu_shapes)
     pending, blocked, unplaceable = _pending(snapshot, states)
     return Figures(

@@ -242,14 +242,16 @@ def build_plan(
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
         balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
         frontier=_frontier(points, chosen, recuts, settings, moves, len(freed), net_gpus),
-        pending_not_placed=[PendingNote(pod=k, reason=v) for k, v in left_pending(original, {p.pod.key for p in placements}).items()],
         warnings=warnings,
         solver=solver_report(problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound).model_copy(
             update={"frontier_seconds": round(curve_seconds, 3), "load_seconds": None if load_seconds is None else round(load_seconds, 3)}),
         before=before,
     )
-    after = figures_to_dict(compute_figures(apply_plan(snapshot, plan), shapes))
-    plan = plan.model_copy(update={"after": after, "explanations": _explanations(problem)})
+    figures_after = compute_figures(apply_plan(snapshot, plan), shapes)
+    free_after = {n.name: n.free.as_dict() for n in figures_after.nodes}
+    left = left_pending(original, {p.pod.key for p in placements}, free_after)
+    plan = plan.model_copy(update={"after": figures_to_dict(figures_after), "explanations": _explanations(problem),
+                                   "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()]})
     return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})
 
 

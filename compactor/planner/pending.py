@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 
+from compactor.model.quantity import format_amount
 from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod
 from compactor.planner.movability import Unmovable, pdbs_by_pod
 from compactor.planner.problem import NodeState, PodType, Problem
 
+FreeAfter = Mapping[str, Mapping[str, int]]  # node name -> its free resources once the plan is carried out
 
-def left_pending(problem: Problem, placed: Collection[str]) -> dict[str, str]:
-    """Pending GPU pod -> why the plan does not place it, for every one it does not place."""
+
+def left_pending(problem: Problem, placed: Collection[str], free_after: FreeAfter | None = None) -> dict[str, str]:
+    """Pending GPU pod -> why the plan does not place it, for every one it does not place (``free_after``: what each
+    node has free after the plan, to name the resource that is short)."""
     reasons = dict(problem.not_placeable)
     blocked = _pdb_blocked_load(problem)
     for ptype in problem.types:
@@ -19,11 +24,35 @@ def left_pending(problem: Problem, placed: Collection[str]) -> dict[str, str]:
             continue
         for pod in ptype.pending_pods:
             if pod.key not in placed:
-                reasons[pod.key] = _why_unplaced(problem, ptype, pod, blocked)
+                reasons[pod.key] = _why_unplaced(problem, ptype, pod, blocked, free_after or {})
     return dict(sorted(reasons.items()))
 
 
-def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[int, tuple[dict[str, int], str]]) -> str:
+def _short_after(ptype: PodType, receivers: Sequence[NodeState], free_after: FreeAfter) -> str:
+    """What the eligible nodes lack after the plan (per resource, on how many of them), and the node closest to taking
+    the pod (fewest resources short, then the smallest shortfall) with what it has and needs: what to add or free."""
+    short: Counter[str] = Counter()
+    closest: tuple[int, float, str, list[str]] | None = None
+    for state in receivers:
+        free = free_after.get(state.node.name)
+        if free is None:
+            continue
+        lacking = [r for r, v in ptype.items if free.get(r, 0) < v]
+        short.update(lacking)
+        shortfall = sum((v - free.get(r, 0)) / v for r, v in ptype.items if free.get(r, 0) < v)
+        if lacking and (closest is None or (len(lacking), shortfall, state.node.name) < closest[:3]):
+            closest = (len(lacking), shortfall, state.node.name, lacking)
+    if closest is None:
+        return ""
+    counts = ", ".join(f"{r} on {short[r]}" for r in sorted(short, key=lambda r: (-short[r], r)))
+    node = next(s.node for s in receivers if s.node.name == closest[2])
+    free = free_after[node.name]
+    has = ", ".join(f"{format_amount(r, max(0, free.get(r, 0)))} {r} free, needs {format_amount(r, ptype.requests[r])}" for r in closest[3])
+    return f"; after the plan, of {len(receivers)} eligible node(s) {counts} lack room (closest: {node.name}, pool {node.pool}: {has})"
+
+
+def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[int, tuple[dict[str, int], str]],
+                  free_after: FreeAfter) -> str:
     missing = [r for r in ptype.requests if is_gpu_resource(r) and not any(s.node.allocatable.get(r, 0) for s in problem.nodes)]
     if missing:
         hint = " (a MIG re-cut could: compactor plan --explain-mig)" if any(is_mig_resource(r) for r in missing) else ""
@@ -37,7 +66,7 @@ def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[i
         cap = problem.settings.max_moves
         limit = (f"moves are capped at {cap} (--max-moves / planner.max_moves)" if cap is not None
                  else "not within the move limits, or the room went to pending pods placed first")
-        return f"room could be made on {names} by moving pods, but {limit}"
+        return f"room could be made on {names} by moving pods, but {limit}{_short_after(ptype, receivers, free_after)}"
     for state in receivers:
         load, pdb = blocked.get(state.index, ({}, ""))
         if pdb and _fits(ptype.requests, state, load):

@@ -65,3 +65,18 @@ def test_the_before_after_table_leads_with_the_headline_figures() -> None:
         "blocked pending GPU pods", "blocked demand (GPU-equivalents)", "whole-free GPUs (physical)", "stranded share of free GPU capacity"]
     whole_free = next(row for row in table if row.strip().startswith("whole-free GPUs (physical)"))
     assert whole_free.split()[-2:] == ["0", "8"]
+
+
+def test_a_pending_pod_left_pending_names_the_resource_that_is_short_and_the_closest_node() -> None:
+    # big needs 8 GPUs and 48 CPUs. gpu-1 has the CPUs but one GPU is taken; gpu-2 has the GPUs but a CPU-only pod holds
+    # 40 of its 64 CPUs. Moves are capped at 0, so the plan leaves it pending: the reason must say CPU and GPU are short.
+    snapshot = cluster(
+        node("gpu-1", gpus=8, cpu="64"), node("gpu-2", gpus=8, cpu="64"),
+        pod("a", on="gpu-1", gpus=1, cpu="2"), pod("web", on="gpu-2", cpu="40"), pod("big", gpus=8, cpu="48"),
+    )
+    plan = build_plan(snapshot, PlannerSettings(min_replicas=1, time_limit_seconds=5, max_moves=0), source="test", now=NOW)
+    (note,) = plan.pending_not_placed
+    assert note.pod == "default/big"
+    assert note.reason.startswith("room could be made on gpu-1, gpu-2 by moving pods, but moves are capped at 0")
+    assert "of 2 eligible node(s) cpu on 1, nvidia.com/gpu on 1 lack room" in note.reason
+    assert "(closest: gpu-1, pool " in note.reason and ": 7 nvidia.com/gpu free, needs 8)" in note.reason

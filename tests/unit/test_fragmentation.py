@@ -26,6 +26,7 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.model.resources import Resources
 from compactor.model.scheduling import Ineligible
+from compactor.report import render_report
 from compactor.model.types import Snapshot
 from tests.builders import A100_40, A100_80, cluster, node, pod
 
@@ -467,3 +468,26 @@ def test_blocked_demand_sums_the_gpu_capacity_blocked_pending_pods_ask_for() -> 
     assert sorted(b.pod.split("/")[1] for b in figures.blocked_pending) == ["big", "mid"]
     assert figures.blocked_demand_gpus == 14
     assert figures_to_dict(figures)["blockedDemandGpuEquivalents"] == 14
+
+
+def test_each_fragmented_node_names_what_limits_it() -> None:
+    # The only shape asks 2 GPUs and 4 CPUs. cpu-bound has 2 GPUs but no CPU left; odd has 1 GPU left; mig has an idle
+    # 3g.20gb no pod asks for; roomy has nothing fragmented.
+    snapshot = cluster(
+        node("odd", gpus=3), node("cpu-bound", gpus=8, cpu="12"), node("roomy", gpus=8),
+        node("mig", mig={"3g.20gb": 2}, product=A100_40),
+        pod("a", on="odd", gpus=2, cpu="4"), *(pod(f"b{i}", on="cpu-bound", gpus=2, cpu="4") for i in range(3)),
+        pod("c", on="roomy", gpus=2, cpu="4"),
+    )
+    figures = compute_figures(snapshot, reference_shapes(snapshot, configured=[shape(gpu=2, cpu=4000)]))
+    limits = {n.name: n.limited_by for n in figures.nodes}
+    assert limits == {"odd": "1 nvidia.com/gpu left, the shape asks 2", "cpu-bound": "cpu", "roomy": "",
+                      "mig": "no shape asks nvidia.com/mig-3g.20gb"}
+    assert "Limited by" in render_report(figures, snapshot, "text")
+
+
+def test_a_node_whose_free_gpus_no_popular_request_can_use_says_which_requests_find_none() -> None:
+    snapshot = cluster(node("plain", gpus=8), node("m", mig={"1g.5gb": 7}, product=A100_40),
+                       pod("p", on="plain", gpus=1), *(pod(f"s{i}", on="m", mig="1g.5gb") for i in range(3)))
+    limits = {n.name: n.limited_by for n in compute_figures(snapshot).nodes}
+    assert limits["plain"] == "75% of GPU requests need nvidia.com/mig-1g.5gb: none free"
