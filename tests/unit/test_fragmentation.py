@@ -26,8 +26,8 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.model.resources import Resources
 from compactor.model.scheduling import Ineligible
-from compactor.report import render_report
 from compactor.model.types import Snapshot
+from compactor.report import render_report
 from tests.builders import A100_40, A100_80, cluster, node, pod
 
 GiB = 1 << 30
