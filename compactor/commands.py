@@ -48,7 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise CompactorError(f"--time-limit must be > 0, got {args.time_limit}")
     if args.write:
         _check_writable(args.write)  # before planning: a plan solved for minutes must not be lost to a typo in the path
-    from compactor.sources import check_shapes, mig_parted_namespace
+    from compactor.sources import check_selection, check_shapes, mig_parted_namespace
 
     source = source_from_args(args)
     loading = time.monotonic()
@@ -56,6 +56,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                            mig_selector=settings.mig.selector, mig_namespace=mig_parted_namespace(settings, explain=args.explain_mig))
     loaded = time.monotonic() - loading  # reported apart: planner.time_limit_seconds bounds the planning only
     check_shapes(snapshot, settings)
+    check_selection(snapshot, settings)
     shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None,
                               coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes)
     from compactor.planner.recut import mig_parted_for
@@ -68,7 +69,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         plan = plan.model_copy(update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]})
     if steering is not None:
         plan = plan.model_copy(update={"steering": steering})
-    text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
+    if args.output == "html":  # the pictures before and after need the snapshot the plan was made on
+        from compactor.html_report import render_plan_html
+
+        text = render_plan_html(plan, snapshot, shapes)
+    else:
+        text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
     if args.write:
         try:
             with open(args.write, "w", encoding="utf-8") as fh:
@@ -139,7 +145,7 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     plan = commands.add_parser("plan", help="compute a compaction plan (dry run: changes nothing)")
     _add_source_options(plan)
     _add_common_options(plan)
-    plan.add_argument("--output", "-o", choices=("text", "json", "markdown"), default="text")
+    plan.add_argument("--output", "-o", choices=("text", "json", "markdown", "html"), default="text")
     plan.add_argument("--write", metavar="FILE", help="also write the plan as JSON to FILE (for compactor apply)")
     plan.add_argument("--time-limit", type=float, metavar="SECONDS", help="solver time limit (default from config: 10)")
     plan.add_argument("--max-moves", type=int, metavar="N", help="at most N moves: the point of the curve freeing the most within N "
@@ -395,7 +401,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.once:
         raise CompactorError("compactor run carries out one cycle and needs --once to say so; for cycles on a schedule run "
                              "`compactor controller --interval SECONDS` (or the CronJob in manifests/)")
-    from compactor.sources import check_shapes, mig_parted_namespace
+    from compactor.sources import check_selection, check_shapes, mig_parted_namespace
 
     settings = settings_from_args(args)
     source = source_from_args(args)
@@ -405,6 +411,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         snapshot = source.load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
                                mig_selector=settings.mig.selector, mig_namespace=mig_namespace)
         check_shapes(snapshot, settings)
+        check_selection(snapshot, settings)
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
         from compactor.planner.recut import mig_parted_for
 

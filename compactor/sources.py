@@ -75,6 +75,30 @@ def check_shapes(snapshot: Snapshot, settings: Settings) -> None:
                                   f"{offered_gpu_resources(snapshot)})")
 
 
+def check_selection(snapshot: Snapshot, settings: Settings) -> None:
+    """Refuse a planner selection that keeps every bound GPU pod in place (a namespace typo, a selector nothing carries):
+    the plan would silently move nothing. Names the settings that did it and where GPU pods run."""
+    from collections import Counter
+
+    from compactor.planner.movability import config_reason
+
+    planner = settings.planner
+    gpu_pods = [p for p in snapshot.pods if p.node_name and p.is_bound and p.uses_gpu]
+    reasons = Counter(config_reason(p, planner) for p in gpu_pods)
+    if not gpu_pods or None in reasons:
+        return
+    chosen: dict[str, object] = {"planner.namespaces": planner.namespaces, "planner.exclude_namespaces": planner.exclude_namespaces,
+                                 "planner.pod_selector": planner.pod_selector, "planner.max_priority": planner.max_priority}
+    if any(r is not None and r.name == "SCHEDULER" for r in reasons):
+        chosen["planner.scheduler_names"] = planner.scheduler_names
+    defaults = type(planner)()
+    named = ", ".join(f"{key} {value!r}" for key, value in chosen.items()
+                      if value not in (None, [], {}) and value != getattr(defaults, key.removeprefix("planner.")))
+    namespaces = ", ".join(sorted({p.namespace for p in gpu_pods})[:5])
+    raise ConfigError(f"the planner's selection ({named}) keeps all {len(gpu_pods)} GPU pod(s) in place, so no plan could move "
+                      f"one; GPU pods run in namespace(s) {namespaces}")
+
+
 def mig_parted_namespace(settings: Settings, *, explain: bool = False) -> str | None:
     """Where a live read lists the mig-parted ConfigMaps: ``mig.operator_namespace`` when the config is needed
     (``planner.mig_repartition``, or the MIG advice of ``plan --explain-mig``); None (no ConfigMap is read) otherwise.

@@ -109,7 +109,8 @@ def _unmodelled(pod: Pod) -> Unmovable | None:
     return None
 
 
-def _config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
+def config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
+    """Why the configured selection (schedulers, namespaces, pod_selector, max_priority) keeps ``pod`` in place, if it does."""
     if pod.scheduler_name not in settings.scheduler_names:
         return Unmovable.SCHEDULER
     if settings.namespaces and pod.namespace not in settings.namespaces:
@@ -147,7 +148,7 @@ def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: Pl
                   fence: Taint | None = None) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
     (None: not counted); ``fence``: see ``_steering_reason``."""
-    reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or _config_reason(pod, settings)
+    reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or config_reason(pod, settings)
               or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
     if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
         return Unmovable.VOLUMES
@@ -158,7 +159,7 @@ def why_not_evictable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings
                       ready_replicas: int | None, fence: Taint | None = None) -> Unmovable | None:
     """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
     its PDBs' budget now (the executor waits for it) and where its volumes attach (the snapshot said)."""
-    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, budget=False) or _config_reason(pod, settings)
+    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, budget=False) or config_reason(pod, settings)
             or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
 
 

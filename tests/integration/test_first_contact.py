@@ -193,3 +193,50 @@ def test_each_command_help_has_a_description_and_two_examples_that_parse() -> No
 def test_run_without_once_explains_itself() -> None:
     line = one_line_error(compactor("run", "--example"))
     assert "needs --once" in line and "compactor controller --interval SECONDS" in line
+
+
+# ------------------------------------------------------------------ plans that do not match the cluster (issue 14, item 3)
+
+
+def _example_plan(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    plan = tmp_path / "plan.json"
+    assert compactor("plan", "--example", "--write", str(plan), "--time-limit", "5").returncode == 0
+    return plan, json.loads(plan.read_text(encoding="utf-8"))
+
+
+def test_a_plan_made_for_another_cluster_says_so_and_changes_nothing(tmp_path: Path) -> None:
+    plan, document = _example_plan(tmp_path)
+    other = write_list(tmp_path / "other.json", [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "elsewhere-1", "uid": "n-1"},
+         "status": {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}}])
+    result = compactor("apply", "--plan", str(plan), "--snapshot", other, "--dry-run", "--allow-empty")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert (f"plan {document['metadata']['id']} was made for another cluster (example cluster): none of its 3 node(s) exist here "
+            "(a100-gpu-01, a100-gpu-02, a100-gpu-03)") in out
+    assert "stale" not in out
+    assert "cordon" not in out.lower() and "taint" not in out.lower()  # nothing fenced before it said so
+
+
+def test_a_hand_edited_move_is_named_as_not_matching_the_cluster_before_anything_is_fenced(tmp_path: Path) -> None:
+    plan, document = _example_plan(tmp_path)
+    move = next(m for m in document["moves"] if m["from"] in document["freedNodes"])
+    others = sorted({m["to"] for m in document["moves"]} - {move["from"]})
+    move["from"] = others[0]  # the pod stays where it is; the plan now says it leaves another node
+    plan.write_text(json.dumps(document), encoding="utf-8")
+    result = compactor("apply", "--plan", str(plan), "--example", "--dry-run")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"(the plan moves {move['pod']} from {others[0]}: the plan does not match the cluster)" in out
+    assert "patch node" not in out and "taint" not in out.lower()
+
+
+def test_a_selection_that_keeps_every_gpu_pod_in_place_is_refused_naming_the_setting() -> None:
+    line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANNER__NAMESPACES": '["lmm"]'}))
+    assert line == ("compactor: error: the planner's selection (planner.namespaces ['lmm']) keeps all 39 GPU pod(s) in place, so no "
+                    "plan could move one; GPU pods run in namespace(s) llm, nlp, vision")
+    line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANNER__POD_SELECTOR": '{"tier": "batch"}'}))
+    assert "planner.pod_selector {'tier': 'batch'}" in line
+    # a selection that keeps some GPU pods movable is a choice, not a mistake
+    assert compactor("plan", "--example", "--time-limit", "5", env={"COMPACTOR_PLANNER__NAMESPACES": '["llm"]'}).returncode == 0

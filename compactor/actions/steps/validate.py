@@ -4,10 +4,28 @@ from __future__ import annotations
 
 from compactor.actions.pods import gpu_pods, gpu_pods_on, pod_key
 from compactor.actions.run import Abort, Run
+from compactor.planner.plan import CompactionPlan
+
+
+def plan_nodes(plan: CompactionPlan) -> set[str]:
+    return {*plan.freed_nodes, *(m.from_node for m in plan.moves), *(m.to_node for m in plan.moves), *(p.to_node for p in plan.placed_pending)}
+
+
+def plan_belongs_here(run: Run) -> None:
+    """A plan none of whose nodes exist was made for another cluster: say so, not "stale" (nothing changed yet)."""
+    named = plan_nodes(run.plan)
+    if not named:
+        return
+    here = {n["metadata"]["name"] for n in run.client.list_nodes()}
+    if named.isdisjoint(here):
+        sample = ", ".join(sorted(named)[:3]) + (", ..." if len(named) > 3 else "")
+        raise Abort(f"plan {run.plan.metadata.id} was made for another cluster ({run.plan.metadata.source}): none of its "
+                    f"{len(named)} node(s) exist here ({sample})")
 
 
 def plan_still_holds(run: Run) -> None:
     """Every node the plan frees still exists and runs no GPU pod the plan does not move; else ``Abort`` (nothing changed yet)."""
+    plan_belongs_here(run)
     for name in run.plan.freed_nodes:
         node, pods = run.node_and_pods(name)
         if node is None:
@@ -16,7 +34,20 @@ def plan_still_holds(run: Run) -> None:
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
         strangers = [key for p in gpu_pods(pods) if (key := pod_key(p)) not in planned and key not in run.state.done]
         if strangers:
-            raise Abort(f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}")
+            raise Abort(f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}"
+                        f"{_mismatch(run.plan, name, {pod_key(p) for p in pods}, strangers)}")
+
+
+def _mismatch(plan: CompactionPlan, name: str, there: set[str], strangers: list[str]) -> str:
+    """Why the plan and the node disagree, when the plan itself says: it moves a stranger from another node, or names pods
+    on this node that are not there (a plan edited by hand, or made on another snapshot)."""
+    elsewhere = [f"{m.pod} from {m.from_node}" for m in plan.moves if m.pod in strangers and m.from_node != name]
+    if elsewhere:
+        return f" (the plan moves {', '.join(elsewhere[:2])}: the plan does not match the cluster)"
+    absent = [m.pod for m in plan.moves if m.from_node == name and m.pod not in there]
+    if absent:
+        return f" (the plan names {', '.join(absent[:2])} there instead, which is not: the plan does not match the cluster)"
+    return ""
 
 
 def no_strangers_on(run: Run, nodes: list[str]) -> None:
