@@ -48,6 +48,7 @@ class Exporter(Collector):
         self._recuts: dict[str, int] = dict.fromkeys(RECUT_RESULTS, 0)
         self._steering: str | None = None
         self._steering_runs: dict[str, int] = dict.fromkeys(STEERING_MECHANISMS, 0)
+        self._plan: tuple[float, float | None, int] | None = None
         self.registry.register(self)
 
     # ----- updates (from the controller loop) ------------------------------------------
@@ -84,6 +85,14 @@ class Exporter(Collector):
             for result in recuts:
                 self._recuts[result] += 1
 
+    def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None:
+        """The cycle built a plan: ``seconds`` of planning (the plan's solver.planSeconds), the max-free solve's relative
+        optimality ``gap`` (solver.gap; None without a proven bound: no series) and the pod ``moves`` it holds."""
+        if seconds < 0 or moves < 0:
+            raise ValueError(f"seconds and moves must be >= 0, got {seconds} and {moves}")
+        with self._lock:
+            self._plan = (seconds, gap, moves)
+
     def record_cycle(self, timestamp: float) -> None:
         """A cycle completed (figures computed, and the run if any ended) at ``timestamp`` (Unix seconds)."""
         with self._lock:
@@ -115,6 +124,7 @@ class Exporter(Collector):
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
             gained, recuts = self._gained, dict(self._recuts)
             steering, steering_runs = self._steering, dict(self._steering_runs)
+            plan = self._plan
         if figures is not None:
             yield from _figure_metrics(figures)
         if cordoned is not None:
@@ -136,6 +146,15 @@ class Exporter(Collector):
                                     "after it (physical GPUs of GPU nodes running no GPU pod).", value=gained[0])
             yield GaugeMetricFamily(PREFIX + "last_run_planned_freed_gpus", "Net whole-free GPUs the last run's plan promised (freedGpus).",
                                     value=gained[1])
+        if plan is not None:
+            yield GaugeMetricFamily(PREFIX + "last_plan_seconds", "Wall-clock seconds the last plan took (solver.planSeconds; "
+                                    "planner.time_limit_seconds bounds it).", value=plan[0])
+            gap = GaugeMetricFamily(PREFIX + "last_plan_gap", "Relative optimality gap (0-1) of the last plan's max-free solve "
+                                    "(solver.gap; 0 when proven optimal, no series without a proven bound).")
+            if plan[1] is not None:
+                gap.add_metric([], plan[1])
+            yield gap
+            yield GaugeMetricFamily(PREFIX + "last_plan_moves", "Pod moves (evictions) the last plan holds.", value=plan[2])
         if last is not None:
             yield GaugeMetricFamily(PREFIX + "last_cycle_timestamp_seconds", "Unix time the last cycle completed.", value=last)
         yield GaugeMetricFamily(PREFIX + "leader", "1 when this replica holds the leader lease (runs cycles), else 0.",

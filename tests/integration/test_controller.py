@@ -106,6 +106,18 @@ def test_a_dry_run_cycle_changes_nothing_and_counts_no_eviction() -> None:
     assert sample(exporter, "gpu_compactor_evictions_total") == 0
 
 
+def test_a_cycle_exports_its_plan_solver_time_gap_and_moves_and_a_report_only_cycle_none() -> None:
+    c = FakeCluster(one_freed_node())
+    exporter = Exporter(CollectorRegistry())
+    run_cycle(loader(c), c, SETTINGS_ALL, c.clock, exporter, execute=False)
+    assert sample(exporter, "gpu_compactor_last_plan_seconds") is None  # no plan was built
+    report = run_cycle(loader(c), c, SETTINGS_ALL, c.clock, exporter, execute=True)
+    assert sample(exporter, "gpu_compactor_last_plan_moves") == report.planned_moves == 3
+    seconds = sample(exporter, "gpu_compactor_last_plan_seconds")
+    assert seconds is not None and 0 < seconds <= PLANNER.time_limit_seconds
+    assert sample(exporter, "gpu_compactor_last_plan_gap") == 0  # three nodes: the max-free solve is proven optimal
+
+
 def test_an_interrupted_cycle_leaves_its_state_and_the_next_cycle_recovers_it() -> None:
     c = FakeCluster(one_freed_node())
     exporter = Exporter(CollectorRegistry())

@@ -198,3 +198,25 @@ def test_blocked_demand_is_exported_in_gpu_equivalents_beside_the_blocked_pod_co
     Exporter(registry).set_figures(compute_figures(snapshot), cordoned_nodes=0)
     assert value(registry, "gpu_compactor_blocked_demand_gpu_equivalents") == 8
     assert value(registry, "gpu_compactor_blocked_pending_pods") == 1
+
+
+def test_the_last_plan_exports_its_solver_time_gap_and_moves() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    for name in ("gpu_compactor_last_plan_seconds", "gpu_compactor_last_plan_gap", "gpu_compactor_last_plan_moves"):
+        assert value(registry, name) is None  # no plan yet: no made-up 0
+    exporter.record_plan(seconds=12.5, gap=0.04, moves=7)
+    assert value(registry, "gpu_compactor_last_plan_seconds") == 12.5
+    assert value(registry, "gpu_compactor_last_plan_gap") == pytest.approx(0.04)
+    assert value(registry, "gpu_compactor_last_plan_moves") == 7
+    exporter.record_plan(seconds=0.3, gap=None, moves=0)  # no proven bound: the gap has no series, the rest is the new plan's
+    assert value(registry, "gpu_compactor_last_plan_gap") is None
+    assert value(registry, "gpu_compactor_last_plan_seconds") == pytest.approx(0.3)
+    assert value(registry, "gpu_compactor_last_plan_moves") == 0
+    families = {f.name: f for f in text_string_to_metric_families(exporter.render()[0].decode())}
+    assert {families[n].type for n in ("gpu_compactor_last_plan_seconds", "gpu_compactor_last_plan_gap", "gpu_compactor_last_plan_moves")} == {"gauge"}
+    with pytest.raises(ValueError):
+        exporter.record_plan(seconds=-1.0, gap=0.0, moves=1)
+    with pytest.raises(ValueError):
+        exporter.record_plan(seconds=1.0, gap=0.0, moves=-1)
+    assert value(registry, "gpu_compactor_last_plan_seconds") == pytest.approx(0.3)  # a refused plan changes nothing
