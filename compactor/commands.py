@@ -385,12 +385,41 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
             return _stopped(plan.metadata.id if plan else "")
 
 
+def _within_mode(args: argparse.Namespace, settings: Settings, *, command: str) -> None:
+    """The configured mode only ever makes a run safer: plan turns it into a dry run, report (for ``run``) into a report.
+    ``apply --plan`` names one plan to carry out, so outside apply mode it is refused rather than quietly simulated."""
+    if settings.mode == "apply" or args.dry_run:
+        return
+    if command == "apply":
+        raise CompactorError(f"mode is {settings.mode!r} (config or COMPACTOR_MODE): this installation does not act; add --dry-run "
+                             "to see what the plan would do, or set mode: apply")
+    if settings.mode == "plan":
+        args.dry_run = True
+        sys.stderr.write("mode: plan: a dry run, nothing is changed (set mode: apply to act)\n")
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     from compactor.cli import settings_from_args
     from compactor.planner.plan import load_plan
 
     settings = settings_from_args(args)
+    _within_mode(args, settings, command="apply")
     return _recover_and_execute(args, settings, load_plan(args.plan))
+
+
+def _report_only(args: argparse.Namespace, settings: Settings) -> int:
+    """``mode: report``: measure and print the figures; nothing is planned or changed."""
+    from compactor.cli import source_from_args
+    from compactor.metrics.fragmentation import compute_figures, reference_shapes
+    from compactor.report import render_report
+    from compactor.sources import check_shapes
+
+    snapshot = source_from_args(args).load(pool_label=settings.metrics.pool_label)
+    check_shapes(snapshot, settings)
+    figures = compute_figures(snapshot, reference_shapes(snapshot, configured=settings.metrics.shapes() or None))
+    sys.stderr.write("mode: report: measured only, nothing planned or changed (set mode: plan or apply)\n")
+    sys.stdout.write(render_report(figures, snapshot, "json" if args.output == "json" else "text"))
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -404,6 +433,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compactor.sources import check_selection, check_shapes, mig_parted_namespace
 
     settings = settings_from_args(args)
+    if settings.mode == "report" and not args.dry_run:
+        return _report_only(args, settings)
+    _within_mode(args, settings, command="run")
     source = source_from_args(args)
     mig_namespace = mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
 

@@ -601,13 +601,18 @@ def cmd_controller(args: argparse.Namespace) -> int:
                                                                                settings.leader_election)
     acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)  # writes only while leading
     controller = Controller(load_snapshot=load_snapshot, client=acting, settings=settings, exporter=Exporter(),
-                            options=ControllerOptions(interval=args.interval, listen=args.listen, dry_run=args.dry_run,
-                                                      report_only=args.report_only, stale_after=args.stale_after),
+                            options=controller_options(args, settings),
                             elector=elector)
     try:
         return controller.run_forever()
     finally:
         client.close()
+
+
+def controller_options(args: argparse.Namespace, settings: Settings) -> ControllerOptions:
+    """The flags, made safer by the configured mode: plan dry-runs every cycle, report only measures."""
+    return ControllerOptions(interval=args.interval, listen=args.listen, dry_run=args.dry_run or settings.mode == "plan",
+                             report_only=args.report_only or settings.mode == "report", stale_after=args.stale_after)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

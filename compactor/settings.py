@@ -287,6 +287,11 @@ class LeaderElectionSettings(_Group):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COMPACTOR_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
+    mode: Literal["report", "plan", "apply"] = Field(
+        "apply", description="what `run --once` and the controller may do: report (measure and export figures only), plan "
+                             "(plan and dry-run every cycle: full reports, nothing changed) or apply (act). --dry-run and "
+                             "--report-only only ever make a run safer; `apply --plan` refuses to act unless apply. The "
+                             "shipped manifests set plan")
     # Frozen groups, so one shared default instance is safe.
     metrics: MetricsSettings = MetricsSettings()
     planner: PlannerSettings = PlannerSettings()

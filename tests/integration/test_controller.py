@@ -303,3 +303,18 @@ def test_parse_listen() -> None:
     assert parse_listen("[::1]:9090") == ("::1", 9090)
     with pytest.raises(CompactorError):
         parse_listen(":70000")
+
+
+def test_the_configured_mode_only_ever_makes_the_controller_safer() -> None:
+    from compactor.controller import controller_options
+    from compactor.settings import Settings
+
+    parse = build_parser().parse_args
+    plain, dry = parse(["controller", "--in-cluster"]), parse(["controller", "--in-cluster", "--dry-run"])
+
+    def safety(args: Any, mode: str) -> tuple[bool, bool]:
+        options = controller_options(args, Settings(mode=mode))
+        return options.dry_run, options.report_only
+
+    assert [safety(plain, mode) for mode in ("apply", "plan", "report")] == [(False, False), (True, False), (False, True)]
+    assert safety(dry, "apply") == (True, False)  # a flag is never undone by the mode

@@ -240,3 +240,25 @@ def test_a_selection_that_keeps_every_gpu_pod_in_place_is_refused_naming_the_set
     assert "planner.pod_selector {'tier': 'batch'}" in line
     # a selection that keeps some GPU pods movable is a choice, not a mistake
     assert compactor("plan", "--example", "--time-limit", "5", env={"COMPACTOR_PLANNER__NAMESPACES": '["llm"]'}).returncode == 0
+
+
+# ------------------------------------------------------------------ the mode: a first install that cannot hurt (issue 14, item 4)
+
+
+def test_report_mode_measures_only_and_plan_mode_dry_runs(tmp_path: Path) -> None:
+    report = compactor("run", "--once", "--example", env={"COMPACTOR_MODE": "report"})
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.startswith("GPU fragmentation report: example cluster")
+    assert "mode: report: measured only" in report.stderr and "evict" not in report.stdout + report.stderr
+    planned = compactor("run", "--once", "--example", env={"COMPACTOR_MODE": "plan", "COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"})
+    assert planned.returncode == 0, planned.stderr
+    assert "mode: plan: a dry run, nothing is changed" in planned.stderr
+    assert "dry run:" in planned.stdout and "nothing was changed" in planned.stdout
+
+
+def test_apply_refuses_to_act_outside_apply_mode_and_a_dry_run_stays_allowed(tmp_path: Path) -> None:
+    plan, _ = _example_plan(tmp_path)
+    line = one_line_error(compactor("apply", "--plan", str(plan), "--context", "prod", env={"COMPACTOR_MODE": "plan"}))
+    assert line == ("compactor: error: mode is 'plan' (config or COMPACTOR_MODE): this installation does not act; add --dry-run to see "
+                    "what the plan would do, or set mode: apply")
+    assert compactor("apply", "--plan", str(plan), "--example", "--dry-run", env={"COMPACTOR_MODE": "report"}).returncode == 0

@@ -53,7 +53,8 @@ STEERING = MANIFESTS / "steering"
 GUARD = MANIFESTS / "guard"  # optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
 GPU_OPERATOR = MANIFESTS / "gpu-operator"  # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
 OVERLAYS = (CRONJOB, CONTROLLER)
-KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD)
+MODES = tuple(MANIFESTS / "mode" / mode for mode in ("report", "plan", "apply"))  # the ConfigMap setting COMPACTOR_MODE
+KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES)
 NAMESPACE = "gpu-compactor"
 OPERATOR_NAMESPACE_NAME = Settings().mig.operator_namespace  # where the GPU Operator's mig-parted configs are read
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
@@ -891,7 +892,7 @@ def test_the_docs_install_with_kustomizations_that_exist() -> None:
             applied.add(directory)
         for name in re.findall(r"kustomize edit set image ([\w./-]+)=", text):
             assert name == IMAGE, f"{_shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
-    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD}
+    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES}
     readme = _install_texts()[ROOT / "README.md"]
     for step in ("docker build -t REGISTRY/gpu-compactor:TAG .", "docker push REGISTRY/gpu-compactor:TAG",
                  f"kustomize edit set image {IMAGE}=REGISTRY/gpu-compactor:TAG"):
@@ -962,3 +963,23 @@ def test_the_dockerfile_installs_the_package_and_runs_compactor_as_a_non_root_us
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and not users[-1].startswith(("0", "root")), f"USER {users}"
     assert 'ENTRYPOINT ["compactor"]' in lines
+
+
+# ----- a first install that cannot hurt (issue 14, item 4) --------------------------------------------
+
+
+def test_the_shipped_config_plans_without_acting_and_each_mode_kustomization_sets_its_mode(tmp_path: Path,
+                                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _mounted_settings(tmp_path, monkeypatch).mode == "plan"
+    for directory in MODES:
+        (config_map,) = [doc for doc in _build(directory) if doc["kind"] == "ConfigMap"]
+        assert (config_map["metadata"]["name"], config_map["metadata"]["namespace"]) == ("gpu-compactor-mode", NAMESPACE)
+        monkeypatch.setenv("COMPACTOR_MODE", config_map["data"]["COMPACTOR_MODE"])
+        path = tmp_path / "compactor.yaml"
+        assert load_settings(str(path)).mode == directory.name  # the environment overrides the mounted file's plan
+
+
+def test_both_workloads_read_the_mode_and_run_without_it(tmp_path: Path) -> None:
+    for overlay, kind in ((CRONJOB, "CronJob"), (CONTROLLER, "Deployment")):
+        (container,) = _pod_spec(_one(overlay, kind))["containers"]
+        assert {"configMapRef": {"name": "gpu-compactor-mode", "optional": True}} in container["envFrom"], overlay
