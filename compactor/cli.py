@@ -91,6 +91,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         max_shapes=settings.metrics.max_shapes,
     )
     figures = compute_figures(snapshot, shapes)
+    if args.output == "html":  # a page with the occupancy picture: it needs the nodes, not only the report's tables
+        from compactor.html_report import render_report_html
+
+        sys.stdout.write(render_report_html(figures, snapshot))
+        return EXIT_OK
     sys.stdout.write(render_report(figures, snapshot, args.output))
     return EXIT_OK
 
@@ -103,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="fragmentation figures per node, pool and cluster")
     _add_source_options(report)
     _add_common_options(report)
-    report.add_argument("--output", "-o", choices=("text", "json", "markdown"), default="text")
+    report.add_argument("--output", "-o", choices=("text", "json", "markdown", "html"), default="text")
     report.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape (repeatable), e.g. nvidia.com/gpu=4")
     report.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
     report.set_defaults(handler=cmd_report)
