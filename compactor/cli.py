@@ -77,6 +77,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from compactor.advice_report import advice_from_args
     from compactor.metrics.fragmentation import compute_figures, reference_shapes
     from compactor.report import render_report
 
@@ -91,12 +92,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         max_shapes=settings.metrics.max_shapes,
     )
     figures = compute_figures(snapshot, shapes)
+    advice = advice_from_args(args, snapshot, figures, settings)  # --advise: normalisation advice (None without it)
     if args.output == "html":  # a page with the occupancy picture: it needs the nodes, not only the report's tables
         from compactor.html_report import render_report_html
 
         sys.stdout.write(render_report_html(figures, snapshot))
         return EXIT_OK
-    sys.stdout.write(render_report(figures, snapshot, args.output))
+    sys.stdout.write(render_report(figures, snapshot, args.output, advice=advice))
     return EXIT_OK
 
 
@@ -111,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", "-o", choices=("text", "json", "markdown", "html"), default="text")
     report.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape (repeatable), e.g. nvidia.com/gpu=4")
     report.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
+    report.add_argument("--advise", action="store_true", help="normalisation advice: the request shapes that strand the most "
+                        "capacity and what rounding them up to a larger request in use would change (docs/metrics.md)")
+    report.add_argument("--advise-top", type=int, metavar="N", help="with --advise: measure the roundings of the first N shapes (default 5)")
     report.set_defaults(handler=cmd_report)
 
     _register_extra_commands(commands)
@@ -165,6 +170,13 @@ COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "(leader election), fragmentation figures always; serves Prometheus /metrics, /healthz and /readyz.",
         ("compactor controller --in-cluster --interval 900",
          "compactor controller --context staging --report-only --listen :8080"),
+    ),
+    "config": (
+        "Check a config before applying it, and see what a run would use. `validate FILE` reads a settings YAML or the "
+        "ConfigMap that mounts it (data.compactor.yaml) and exits 2 naming the key of the first error; `show` prints the "
+        "effective settings: defaults, then --config, then COMPACTOR_* environment variables.",
+        ("compactor config validate manifests/base/config.yaml",
+         "COMPACTOR_MODE=apply compactor config show --config config/compactor.yaml"),
     ),
 }
 

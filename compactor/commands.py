@@ -163,6 +163,9 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     from compactor.controller import register as register_controller
 
     register_controller(commands)
+    from compactor.config_command import register as register_config
+
+    register_config(commands)
 
 
 class _TerminalProgress:

@@ -1,0 +1,85 @@
+"""``compactor config validate FILE`` and ``compactor config show``: check a config (or the ConfigMap holding it) before
+applying it, and print the settings a run would use after the file and the environment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from compactor.errors import ConfigError
+from compactor.settings import Settings, load_settings
+
+CONFIG_KEY = "compactor.yaml"  # the key the shipped ConfigMap mounts at /etc/gpu-compactor/compactor.yaml
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    config = commands.add_parser("config", help="validate a config file or ConfigMap; show the effective settings")
+    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    validate = actions.add_parser("validate", help="check FILE (settings YAML, or a ConfigMap with a compactor.yaml key)")
+    validate.add_argument("file", metavar="FILE")
+    show = actions.add_parser("show", help="the effective settings: defaults, then --config FILE, then COMPACTOR_* variables")
+    show.add_argument("--config", metavar="FILE", help="settings YAML (or a ConfigMap holding it)")
+    show.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
+    config.set_defaults(handler=cmd_config)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    if args.action == "validate":
+        settings = _load(args.file)
+        changed = _differences(settings)
+        listed = ", ".join(changed[:6]) + (", ..." if len(changed) > 6 else "")
+        sys.stdout.write(f"{args.file}: valid; mode {settings.mode}; {len(changed)} setting(s) differ from the defaults"
+                         f"{': ' + listed if changed else ''}\n")
+        return 0
+    settings = _load(args.config) if args.config else load_settings(None)
+    document = settings.model_dump(mode="json")
+    sys.stdout.write(json.dumps(document, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(document, sort_keys=False))
+    return 0
+
+
+def _load(path: str) -> Settings:
+    """The settings of ``path``: a settings YAML, or a ConfigMap manifest whose ``compactor.yaml`` holds them (checked as
+    the pods would read it, environment included)."""
+    inner = _config_map_data(path)
+    if inner is None:
+        return load_settings(path)
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", encoding="utf-8") as mounted:
+        mounted.write(inner)
+        mounted.flush()
+        try:
+            return load_settings(mounted.name)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace(mounted.name, f"{path}: ConfigMap data.{CONFIG_KEY}")) from None
+
+
+def _config_map_data(path: str) -> str | None:
+    """The ``compactor.yaml`` text when ``path`` is a ConfigMap manifest, else None (a plain settings file)."""
+    try:
+        document: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None  # load_settings reports it, naming the file
+    if not isinstance(document, dict) or document.get("kind") != "ConfigMap":
+        return None
+    data = document.get("data") or {}
+    if CONFIG_KEY not in data:
+        name = (document.get("metadata") or {}).get("name", "")
+        raise ConfigError(f"{path}: ConfigMap {name}: data.{CONFIG_KEY}: missing (the key gpu-compactor mounts)")
+    return str(data[CONFIG_KEY])
+
+
+def _differences(settings: Settings) -> list[str]:
+    """Dotted names of the settings that differ from the defaults."""
+    def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(value, dict):
+            return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}{key}.").items()}
+        return {prefix.rstrip("."): value}
+
+    now, defaults = flat(settings.model_dump(mode="json")), flat(Settings().model_dump(mode="json"))
+    return sorted(key for key, value in now.items() if defaults.get(key) != value)
