@@ -176,7 +176,7 @@ COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "ConfigMap that mounts it (data.compactor.yaml) and exits 2 naming the key of the first error; `show` prints the "
         "effective settings: defaults, then --config, then COMPACTOR_* environment variables.",
         ("compactor config validate manifests/base/config.yaml",
-         "COMPACTOR_MODE=apply compactor config show --config config/compactor.yaml"),
+         "compactor config show --config manifests/base/config.yaml --output json"),
     ),
 }
 
