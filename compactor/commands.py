@@ -74,7 +74,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         text = render_plan_html(plan, snapshot, shapes)
     else:
-        text = plan.to_json() if args.output == "json" else render_plan(plan, args.output)
+        text = plan.to_json() if args.output == "json" else render_plan(plan, args.output) + _as_deployed(plan, settings)
     if args.write:
         try:
             with open(args.write, "w", encoding="utf-8") as fh:
@@ -84,6 +84,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise CompactorError(f"--write {args.write}: cannot write the plan ({exc.strerror}); it was printed above") from None
     sys.stdout.write(text)
     return 0
+
+
+_MODE_DOES = {"report": "would only measure (mode: report)", "plan": "would dry-run this plan, changing nothing (mode: plan)",
+              "apply": "would carry it out (mode: apply)"}
+
+
+def _as_deployed(plan: CompactionPlan, settings: Settings) -> str:
+    """What a cycle with these settings (the deployed ones, given --config) would do of the plan: the mode, and the whole
+    nodes ``max_evictions_per_cycle`` lets one cycle take."""
+    from compactor.actions.scope import within_cap
+
+    lines = [f"\nWith these settings a run {_MODE_DOES[settings.mode]}"]
+    cap = settings.executor.max_evictions_per_cycle
+    if len(plan.moves) > cap:
+        cut = within_cap(plan, cap, {})
+        lines.append(f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (executor.max_evictions_per_cycle {cap}, "
+                     f"whole nodes only), freeing {', '.join(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on")
+    return "".join(lines) + ".\n"
 
 
 def _check_writable(path: str) -> None:

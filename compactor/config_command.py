@@ -6,15 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from compactor.errors import ConfigError
 from compactor.settings import Settings, load_settings
-
-CONFIG_KEY = "compactor.yaml"  # the key the shipped ConfigMap mounts at /etc/gpu-compactor/compactor.yaml
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,35 +39,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def _load(path: str) -> Settings:
-    """The settings of ``path``: a settings YAML, or a ConfigMap manifest whose ``compactor.yaml`` holds them (checked as
-    the pods would read it, environment included)."""
-    inner = _config_map_data(path)
-    if inner is None:
-        return load_settings(path)
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", encoding="utf-8") as mounted:
-        mounted.write(inner)
-        mounted.flush()
-        try:
-            return load_settings(mounted.name)
-        except ConfigError as exc:
-            raise ConfigError(str(exc).replace(mounted.name, f"{path}: ConfigMap data.{CONFIG_KEY}")) from None
-
-
-def _config_map_data(path: str) -> str | None:
-    """The ``compactor.yaml`` text when ``path`` is a ConfigMap manifest, else None (a plain settings file)."""
-    try:
-        document: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None  # load_settings reports it, naming the file
-    if not isinstance(document, dict) or document.get("kind") != "ConfigMap":
-        return None
-    data = document.get("data") or {}
-    if CONFIG_KEY not in data:
-        name = (document.get("metadata") or {}).get("name", "")
-        raise ConfigError(f"{path}: ConfigMap {name}: data.{CONFIG_KEY}: missing (the key gpu-compactor mounts)")
-    return str(data[CONFIG_KEY])
+    return load_settings(path)  # a settings YAML, or the ConfigMap manifest mounting one
 
 
 def _differences(settings: Settings) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -324,6 +324,23 @@ def _first_error(exc: ValidationError) -> str:
 ENV_PREFIX = "COMPACTOR_"
 
 
+def _read_yaml(where: str, read: Callable[..., str] | None) -> dict[str, Any]:
+    """A YAML mapping read by ``read``; every failure a one-line ``ConfigError`` naming ``where``."""
+    if read is None:
+        raise ConfigError(f"{where}: no such file")
+    try:
+        loaded = load_yaml(read(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, not UTF-8
+        raise ConfigError(f"{where}: cannot read: {exc}") from None
+    except YamlRefused as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: {describe_yaml_error(exc)}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{where}: expected a mapping at the top level")
+    return loaded or {}
+
+
 def setting_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX) -> list[str]:
     """Every ``COMPACTOR_*`` variable that names a setting: groups (as JSON) and each field, nested with ``__``."""
     names = []
@@ -348,24 +365,23 @@ def check_environment(environ: Mapping[str, str]) -> None:
             raise ConfigError(f"environment: {key} names no setting{hint}")
 
 
+CONFIG_MAP_KEY = "compactor.yaml"  # the key of the shipped ConfigMap, mounted at /etc/gpu-compactor/compactor.yaml
+
+
 def load_settings(path: str | None = None, overrides: dict[str, Any] | None = None) -> Settings:
-    """Settings from an optional YAML file, the environment and CLI overrides; ``ConfigError`` names file and field."""
+    """Settings from an optional YAML file (or the ConfigMap manifest that mounts one: what is deployed), the environment
+    and CLI overrides; ``ConfigError`` names file and field."""
     data: dict[str, Any] = {}
     source = path or "environment"
     if path:
-        try:
-            loaded = load_yaml(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, not UTF-8
-            raise ConfigError(f"{path}: cannot read: {exc}") from None
-        except YamlRefused as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: {describe_yaml_error(exc)}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = loaded or {}
+        data = _read_yaml(path, Path(path).read_text if Path(path).exists() else None)
+        if data.get("kind") == "ConfigMap":
+            source = f"{path}: ConfigMap data.{CONFIG_MAP_KEY}"
+            inner = (data.get("data") or {}).get(CONFIG_MAP_KEY) if isinstance(data.get("data"), dict) else None
+            if not isinstance(inner, str):
+                name = (data.get("metadata") or {}).get("name", "") if isinstance(data.get("metadata"), dict) else ""
+                raise ConfigError(f"{path}: ConfigMap {name}: data.{CONFIG_MAP_KEY}: missing (the key gpu-compactor mounts)")
+            data = _read_yaml(source, lambda encoding: inner)
     for group, values in (overrides or {}).items():
         data.setdefault(group, {}).update(values)
     check_environment(os.environ)

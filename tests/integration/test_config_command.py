@@ -40,3 +40,14 @@ def test_show_prints_the_settings_after_the_file_and_the_environment() -> None:
     shown = json.loads(result.stdout)
     assert (shown["mode"], shown["planner"]["max_moves"], shown["planner"]["time_limit_seconds"]) == ("plan", 20, 7.0)
     assert compactor("config", "show", env={"COMPACTOR_MODE": "report"}).stdout.startswith("mode: report\n")
+
+
+def test_plan_previews_with_the_deployed_configmap_and_says_what_one_cycle_would_run() -> None:
+    deployed = compactor("plan", "--example", "--config", str(ROOT / "manifests" / "base" / "config.yaml"),
+                         env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"})
+    assert deployed.returncode == 0, deployed.stderr
+    assert deployed.stdout.endswith("With these settings a run would dry-run this plan, changing nothing (mode: plan).\n")
+    capped = compactor("plan", "--example", env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5",
+                                                 "COMPACTOR_EXECUTOR__MAX_EVICTIONS_PER_CYCLE": "2"})
+    assert ("one cycle would run 2 of 3 moves (executor.max_evictions_per_cycle 2, whole nodes only), freeing a100-gpu-02; "
+            "later cycles re-plan and go on.") in capped.stdout
