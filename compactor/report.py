@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from compactor.advice_report import advice_section
+from compactor.metrics.advice import Advice, advice_to_dict
 from compactor.metrics.fragmentation import AggregateFigures, BlockedPod, Figures, NodeFigures, figures_to_dict
 from compactor.model.types import Snapshot
 
@@ -153,7 +155,7 @@ def _pending(figures: Figures) -> list[Section]:
     return sections
 
 
-def report_sections(figures: Figures, snapshot: Snapshot) -> list[Section]:
+def report_sections(figures: Figures, snapshot: Snapshot, advice: Advice | None = None) -> list[Section]:
     """The report's content, independent of the output format."""
     warnings = (*snapshot.warnings, *figures.warnings)
     return [
@@ -164,6 +166,7 @@ def report_sections(figures: Figures, snapshot: Snapshot) -> list[Section]:
         _pools(figures),
         _worst_nodes(figures),
         *_pending(figures),
+        *([advice_section(advice)] if advice is not None else []),  # report --advise
     ]
 
 
@@ -215,22 +218,23 @@ def _render_markdown(title: str, sections: Sequence[Section]) -> str:
     return "\n".join(out) + "\n"
 
 
-def report_document(figures: Figures, snapshot: Snapshot) -> dict[str, object]:
+def report_document(figures: Figures, snapshot: Snapshot, advice: Advice | None = None) -> dict[str, object]:
     """The JSON report: a versioned envelope around ``figures_to_dict``."""
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"source": snapshot.source, "warnings": list(snapshot.warnings)},
         "figures": figures_to_dict(figures),
+        **({"advice": advice_to_dict(advice)} if advice is not None else {}),
     }
 
 
-def render_report(figures: Figures, snapshot: Snapshot, fmt: str) -> str:
-    """``fmt`` is text, markdown or json."""
+def render_report(figures: Figures, snapshot: Snapshot, fmt: str, advice: Advice | None = None) -> str:
+    """``fmt`` is text, markdown or json; ``advice`` (``report --advise``) adds its section and the JSON key ``advice``."""
     if fmt == "json":
-        return json.dumps(report_document(figures, snapshot), indent=2) + "\n"
+        return json.dumps(report_document(figures, snapshot, advice), indent=2) + "\n"
     writers: dict[str, Callable[[str, Sequence[Section]], str]] = {"text": _render_text, "markdown": _render_markdown}
     if fmt not in writers:
         raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
     title = f"GPU fragmentation report: {snapshot.source}" if snapshot.source else "GPU fragmentation report"
-    return writers[fmt](title, report_sections(figures, snapshot))
+    return writers[fmt](title, report_sections(figures, snapshot, advice))
