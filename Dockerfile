@@ -3,9 +3,10 @@
 # The image runs as an unprivileged user and needs no writable root filesystem (mount /tmp).
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY compactor ./compactor
-RUN pip install --no-cache-dir --root-user-action=ignore --prefix=/install .
+# constraints.txt pins every runtime dependency: the image ships what CI tested (.ci/run installs with it too).
+RUN pip install --no-cache-dir --root-user-action=ignore --prefix=/install -c constraints.txt .
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
