@@ -6,12 +6,14 @@ import argparse
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from compactor.errors import CompactorError
+from compactor.model.text import listed
 
 log = logging.getLogger("compactor.commands")
 
@@ -100,7 +102,7 @@ def _as_deployed(plan: CompactionPlan, settings: Settings) -> str:
     if len(plan.moves) > cap:
         cut = within_cap(plan, cap, {})
         lines.append(f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (executor.max_evictions_per_cycle {cap}, "
-                     f"whole nodes only), freeing {', '.join(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on")
+                     f"whole nodes only), freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on")
     return "".join(lines) + ".\n"
 
 
@@ -186,11 +188,16 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     register_config(commands)
 
 
-class _TerminalProgress:
-    """Progress on stderr: one rewritten line on a terminal, plain lines otherwise."""
+_LOGGED_STEPS = ("evicting ", "would evict ")  # each eviction has its own log record: shown once, not twice
 
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
+
+class _TerminalProgress:
+    """Progress on stderr: one rewritten line on a terminal, plain lines otherwise (without the evictions, which are
+    logged); with ``--log-format json`` a debug log record each, so stderr holds only JSON."""
+
+    def __init__(self, log_format: str = "text") -> None:
+        self.tty = sys.stderr.isatty() and log_format == "text"
+        self.json = log_format == "json"
         self.last = ""
 
     def __call__(self, progress: Progress) -> None:
@@ -199,6 +206,12 @@ class _TerminalProgress:
         if line == self.last:
             return
         self.last = line
+        if self.json:
+            log.debug("progress", extra={"done": progress.done, "total": progress.total, "step": progress.current,
+                                         "waiting": progress.waiting})
+            return
+        if not self.tty and progress.current.startswith(_LOGGED_STEPS):
+            return
         if self.tty:
             sys.stderr.write("\r\x1b[2K" + line[:200])
             if progress.current == "done":
@@ -256,7 +269,7 @@ def _kube_client(args: argparse.Namespace, *, dry_run: bool) -> ClusterClient:
                              write_timeout=settings.leader_election.write_timeout_seconds)
 
 
-def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
+def _print_run(report: RunReport, client: ClusterClient, fmt: str, verbose: bool = False) -> int:
     """The run's report on stdout; a dry run also lists the calls a real run would make and what it cannot know."""
     import json
 
@@ -271,19 +284,43 @@ def _print_run(report: RunReport, client: ClusterClient, fmt: str) -> int:
             payload["notKnownUntilRealRun"] = list(NOT_KNOWN_UNTIL_REAL_RUN)
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        sys.stdout.write(_run_text(report, calls))
+        sys.stdout.write(_run_text(report, calls, verbose))
     return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
 
 
 _DRY_VERDICTS = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}
 
 
-def _run_text(report: RunReport, calls: list[str] | None) -> str:
-    """The text report; a dry run words it as intentions, lists its calls first and ends with what it cannot know."""
+_CALL_KINDS = (  # (what a recorded call starts with or contains, how the summary names it), first match wins
+    ("evict ", "evictions (policy/v1 Eviction)"),
+    ("taint node/", "node taints and annotations (fences, reservations, releases)"),
+    ("annotate node/", "node annotations"),
+    ("event ", "events"),
+    ("(executor state", "state ConfigMap writes (the executor's bookkeeping)"),
+    ("patch pod/", "pod patches (tolerations for placed pending pods)"),
+)
+
+
+def _call_kind(call: str) -> str:
+    return next((kind for mark, kind in _CALL_KINDS if call.startswith(mark) or mark in call), " ".join(call.split()[:2]))
+
+
+def _calls_text(calls: list[str], verbose: bool) -> list[str]:
+    """A dry run's calls: counted by kind, the full list with -v (and always in -o json)."""
+    if verbose:
+        return [f"(dry run) {line}" for line in calls]
+    counts = Counter(map(_call_kind, calls))
+    lines = [f"a real run would make {len(calls)} call(s) (-v lists each, -o json gives them all):"]
+    lines += [f"  {n:5d}  {kind}" for kind, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    return lines
+
+
+def _run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) -> str:
+    """The text report; a dry run words it as intentions, sums up its calls first and ends with what it cannot know."""
     from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN
 
     dry = report.dry_run
-    lines = [f"(dry run) {line}" for line in calls or []] if dry else []
+    lines = _calls_text(calls or [], verbose) if dry and calls else []
     if dry:
         lines.append(f"plan {report.plan_id}: {_DRY_VERDICTS.get(report.shown_status, report.shown_status)}; "
                      f"{report.moves_done}/{report.moves_total} moves simulated")
@@ -292,14 +329,14 @@ def _run_text(report: RunReport, calls: list[str] | None) -> str:
     if report.steering:
         lines.append(f"steering: {report.steering} ({report.steering_why})")
     if report.freed_nodes:
-        lines.append(f"{'would free nodes' if dry else 'freed nodes'}: {', '.join(report.freed_nodes)}")
+        lines.append(f"{'would free nodes' if dry else 'freed nodes'}: {listed(report.freed_nodes)}")
     if report.skipped_moves:
-        lines.append(f"{'would skip' if dry else 'skipped'} (pod already gone or moved): {', '.join(report.skipped_moves)}")
+        lines.append(f"{'would skip' if dry else 'skipped'} (pod already gone or moved): {listed(report.skipped_moves)}")
     if report.reason:
         lines.append(f"reason: {report.reason}")
     text = "".join(f"{line}\n" for line in lines) + (_outcome_text(report.outcome) if report.outcome is not None else "")
     if dry:
-        text += f"dry run: {len(calls or [])} call(s) shown above; nothing was changed\n"
+        text += f"dry run: {len(calls or [])} call(s) {'shown' if verbose else 'summed up'} above; nothing was changed\n"
         if report.status != "nothing-to-do":
             text += f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n"
     return text
@@ -310,8 +347,8 @@ def _outcome_text(outcome: Outcome) -> str:
     how = "simulated (not measured)" if outcome.simulated else "measured"
     lines = [
         f"{how}: {outcome.freed_gpus:+d} whole-free GPUs (plan: {outcome.planned_freed_gpus:+d}); "
-        f"nodes freed: {', '.join(outcome.freed_nodes) or 'none'}"
-        + (f"; nodes taken: {', '.join(outcome.taken_nodes)}" if outcome.taken_nodes else ""),
+        f"nodes freed: {listed(outcome.freed_nodes) or 'none'}"
+        + (f"; nodes taken: {listed(outcome.taken_nodes)}" if outcome.taken_nodes else ""),
         ("simulated: " if outcome.simulated else "")
         + f"pending pods placed as planned: {outcome.pending_placed}/{outcome.pending_planned}; evictions: {outcome.evictions}; "
         f"replacements Ready: {outcome.replacements_ready}; "
@@ -360,19 +397,19 @@ def _say_recovered(recovered: RecoveryReport) -> None:
     if recovered.resumed is not None:
         resumed = recovered.resumed
         outcome = f"; {resumed.outcome.summary()}" if resumed.outcome else ""
-        sys.stderr.write(f"recovered plan {resumed.plan_id}: {resumed.status}{outcome}{f' ({resumed.reason})' if resumed.reason else ''}\n")
+        log.info(f"recovered plan {resumed.plan_id}: {resumed.status}{outcome}{f' ({resumed.reason})' if resumed.reason else ''}")
     if recovered.discarded:
-        sys.stderr.write(f"recovery discarded the executor state: {recovered.discarded}\n")
+        log.warning(f"recovery discarded the executor state: {recovered.discarded}")
     if recovered.released or recovered.expired:
-        sys.stderr.write(f"recovery released node(s): {', '.join([*recovered.released, *recovered.expired])}\n")
+        log.info(f"recovery released node(s): {', '.join([*recovered.released, *recovered.expired])}")
 
 
 EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
 
 
 def _stopped(plan_id: str) -> int:
-    sys.stderr.write(f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
-                     "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery\n")
+    log.warning(f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
+                "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery")
     return EXIT_STOPPED
 
 
@@ -398,10 +435,10 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
                 choice = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
                 plan = make_plan(planning_fence(choice.mechanism, settings.executor.identity))
             if make_plan is not None:  # `run` made the plan itself: say what it is about to do
-                sys.stderr.write(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {', '.join(plan.freed_nodes) or 'nothing'}\n")
-            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress(), rules=settings.planner,
+                log.info(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}")
+            executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress(args.log_format), rules=settings.planner,
                                 steering=choice)
-            return _print_run(executor.execute(plan), client, args.output)
+            return _print_run(executor.execute(plan), client, args.output, args.verbose)
         except Interrupted:
             return _stopped(plan.metadata.id if plan else "")
 
@@ -416,7 +453,7 @@ def _within_mode(args: argparse.Namespace, settings: Settings, *, command: str) 
                              "to see what the plan would do, or set mode: apply")
     if settings.mode == "plan":
         args.dry_run = True
-        sys.stderr.write("mode: plan: a dry run, nothing is changed (set mode: apply to act)\n")
+        log.info("mode: plan: a dry run, nothing is changed (set mode: apply to act)")
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
@@ -438,7 +475,7 @@ def _report_only(args: argparse.Namespace, settings: Settings) -> int:
     snapshot = source_from_args(args).load(pool_label=settings.metrics.pool_label)
     check_shapes(snapshot, settings)
     figures = compute_figures(snapshot, reference_shapes(snapshot, configured=settings.metrics.shapes() or None))
-    sys.stderr.write("mode: report: measured only, nothing planned or changed (set mode: plan or apply)\n")
+    log.info("mode: report: measured only, nothing planned or changed (set mode: plan or apply)")
     sys.stdout.write(render_report(figures, snapshot, "json" if args.output == "json" else "text"))
     return 0
 

@@ -8,6 +8,9 @@ Pure: returns a string, writes nothing.
 from __future__ import annotations
 
 import json
+import math
+import shutil
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -104,14 +107,14 @@ def _shapes(figures: Figures) -> Section:
 
 def _pools(figures: Figures) -> Section:
     rows = tuple(
-        (p.name, str(p.node_count), str(p.gpus), fmt_gpus(p.allocated_gpus), fmt_gpus(p.free_gpus), str(p.whole_free_nodes),
-         str(p.whole_free_physical_gpus), fmt_pct(p.stranded_share), fmt_gpus(p.busy_free_gpus), fmt_mig(p.mig_idle, p.mig_total),
-         fmt_pct(p.fragmentation_rate), fmt_pct(p.fgd_fragmentation_rate))
+        (p.name, str(p.node_count), str(p.gpus), fmt_gpus(p.allocated_gpus), fmt_gpus(p.free_gpus), str(p.whole_free_physical_gpus),
+         fmt_pct(p.stranded_share), fmt_mig(p.mig_idle, p.mig_total), fmt_pct(p.fragmentation_rate))
         for p in figures.pools
     )
-    headers = ("Pool", "Nodes", "GPUs (physical)", "Allocated (GPU-eq.)", "Free (GPU-eq.)", "Whole-free nodes", "Whole-free GPUs",
-               "Stranded share", "Free on busy nodes (GPU-eq.)", "MIG idle", "Frag rate", "FGD rate")
-    return Section("Pools", (Table(headers, rows, frozenset({1, 2, 3, 4, 5, 6, 7, 8, 10, 11})),))
+    headers = ("Pool", "Nodes", "GPUs (physical)", "Allocated (GPU-eq.)", "Free (GPU-eq.)", "Whole-free GPUs", "Stranded share",
+               "MIG idle", "Frag rate")
+    return Section("Pools", (Table(headers, rows, frozenset({1, 2, 3, 4, 5, 6, 8})),
+                             "Whole-free nodes, free capacity on busy nodes and the FGD rate per pool: -o json."))
 
 
 def _state(node: NodeFigures) -> str:
@@ -131,12 +134,13 @@ def _worst_nodes(figures: Figures) -> Section:
     if not worst:
         return Section(title, ("No fragmented GPU capacity: every free GPU can host the reference shapes.",))
     rows = tuple(
-        (n.name, n.pool, str(n.gpus), fmt_gpus(n.free_gpus), fmt_gpus(n.fragmented_gpus), fmt_gpus(n.fgd_fragmented_gpus),
-         fmt_mig(n.mig_idle, n.mig_total), n.limited_by or "-", _state(n))
+        (n.name, str(n.gpus), fmt_gpus(n.free_gpus), fmt_gpus(n.fragmented_gpus), fmt_gpus(n.stranded_gpus),
+         fmt_mig(n.mig_idle, n.mig_total), _state(n), n.limited_by or "-")
         for n in worst
     )
-    headers = ("Node", "Pool", "GPUs (physical)", "Free (GPU-eq.)", "Fragmented (GPU-eq.)", "FGD (GPU-eq.)", "MIG idle", "Limited by", "State")
-    return Section(title, (Table(headers, rows, frozenset({2, 3, 4, 5})),))
+    headers = ("Node", "GPUs (physical)", "Free (GPU-eq.)", "Fragmented (GPU-eq.)", "Stranded (GPU-eq.)", "MIG idle", "State",
+               "Limited by")
+    return Section(title, (Table(headers, rows, frozenset({1, 2, 3, 4})),))
 
 
 def _pods_table(pods: Sequence[BlockedPod]) -> Table:
@@ -174,28 +178,70 @@ def report_sections(figures: Figures, snapshot: Snapshot, advice: Advice | None 
 # Writers
 
 
-def _text_table(table: Table) -> list[str]:
-    lines = [table.headers, *table.rows] if table.show_headers else list(table.rows)
-    widths = [max(len(row[i]) for row in lines) for i in range(len(table.headers))]
-    last = len(widths) - 1
-
-    def cell(i: int, value: str) -> str:
-        if i in table.right:
-            return value.rjust(widths[i])
-        return value if i == last else value.ljust(widths[i])  # no trailing spaces
-
-    out = ["  ".join(cell(i, v) for i, v in enumerate(row)).rstrip() for row in lines]
-    if table.show_headers:
-        out.insert(1, "  ".join("-" * w for w in widths))
-    return ["  " + line for line in out]
+DEFAULT_WIDTH = 100  # when neither $COLUMNS nor a terminal says
+MIN_COLUMN = 10  # a column is never squeezed below this many characters
 
 
-def _render_text(title: str, sections: Sequence[Section]) -> str:
+def report_width() -> int:
+    """$COLUMNS, else the terminal's width, else DEFAULT_WIDTH (a pipe, a file, CI)."""
+    return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def _fitted_widths(widths: list[int], right: frozenset[int], room: int) -> list[int]:
+    """Column widths summing to at most ``room`` where they can: text columns give way in proportion to what they have
+    above MIN_COLUMN, then the first column (what a row is about) if it must; numbers never do."""
+    fitted = list(widths)
+    for flexible in ([i for i in range(1, len(fitted)) if i not in right], [0] if 0 not in right else []):
+        excess = sum(fitted) - room
+        slack = sum(max(0, fitted[i] - MIN_COLUMN) for i in flexible)
+        if excess <= 0 or slack <= 0:
+            continue
+        for i in flexible:
+            fitted[i] -= min(max(0, fitted[i] - MIN_COLUMN), math.ceil(excess * max(0, fitted[i] - MIN_COLUMN) / slack))
+    return fitted
+
+
+def _wrapped_row(cells: Sequence[str], widths: Sequence[int], right: frozenset[int], *, clip: bool = False) -> list[str]:
+    """One table row as text lines: each text cell wraps within its column (a header clips to three lines)."""
+    parts = [[v] if i in right and not clip else textwrap.wrap(v, widths[i]) or [""] for i, v in enumerate(cells)]
+    if clip:
+        parts = [p[:3] for p in parts]
+    last = len(cells) - 1
+    lines = []
+    for depth in range(max(map(len, parts))):
+        words = [p[depth] if depth < len(p) else "" for p in parts]
+        line = "".join((w.rjust(widths[i]) if i in right else w.ljust(widths[i])) + "  " for i, w in enumerate(words[:last]))
+        lines.append(("  " + line + (words[last].rjust(widths[last]) if last in right else words[last])).rstrip())
+    return lines
+
+
+def _text_table(table: Table, width: int = DEFAULT_WIDTH) -> list[str]:
+    """The table within ``width`` columns where it can be: headers wrap over up to three lines and text cells wrap in
+    their column (the widest give way first); the first column and numbers keep their width."""
+    headers = table.headers if table.show_headers else ()
+    natural = [max([len(row[i]) for row in table.rows] + [max(map(len, h.split()), default=0) for h in headers[i:i + 1]])
+               for i in range(len(table.headers))]
+    spare = width - 2 - 2 * (len(natural) - 1) - sum(natural)
+    for i, header in enumerate(headers):  # a header wider than its values takes what is left, on one line
+        grow = min(max(0, len(header) - natural[i]), max(0, spare))
+        natural[i] += grow
+        spare -= grow
+    widths = _fitted_widths(natural, table.right, width - 2 - 2 * (len(natural) - 1))
+    out = _wrapped_row(headers, widths, table.right, clip=True) if headers else []
+    if headers:
+        out.append("  " + "  ".join("-" * w for w in widths))
+    for row in table.rows:
+        out += _wrapped_row(row, widths, table.right)
+    return out
+
+
+def _render_text(title: str, sections: Sequence[Section], width: int = DEFAULT_WIDTH) -> str:
     out = [title, "=" * len(title)]
     for section in sections:
         out += ["", section.title, "-" * len(section.title)]
         for block in section.blocks:
-            out += _text_table(block) if isinstance(block, Table) else [f"  {block}"]
+            out += _text_table(block, width) if isinstance(block, Table) else textwrap.wrap(block, width, initial_indent="  ",
+                                                                                              subsequent_indent="    ") or [""]
     return "\n".join(out) + "\n"
 
 
@@ -229,11 +275,13 @@ def report_document(figures: Figures, snapshot: Snapshot, advice: Advice | None 
     }
 
 
-def render_report(figures: Figures, snapshot: Snapshot, fmt: str, advice: Advice | None = None) -> str:
-    """``fmt`` is text, markdown or json; ``advice`` (``report --advise``) adds its section and the JSON key ``advice``."""
+def render_report(figures: Figures, snapshot: Snapshot, fmt: str, advice: Advice | None = None, width: int | None = None) -> str:
+    """``fmt`` is text, markdown or json; ``advice`` (``report --advise``) adds its section and the JSON key ``advice``;
+    text fits ``width`` columns (default ``report_width()``)."""
     if fmt == "json":
         return json.dumps(report_document(figures, snapshot, advice), indent=2) + "\n"
-    writers: dict[str, Callable[[str, Sequence[Section]], str]] = {"text": _render_text, "markdown": _render_markdown}
+    writers: dict[str, Callable[[str, Sequence[Section]], str]] = {
+        "text": lambda title, sections: _render_text(title, sections, width or report_width()), "markdown": _render_markdown}
     if fmt not in writers:
         raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
     title = f"GPU fragmentation report: {snapshot.source}" if snapshot.source else "GPU fragmentation report"

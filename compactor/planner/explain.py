@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
 
 # Two units, never under one name: GPUs (physical) count devices; GPU capacity (GPU-equivalents) maps MIG instances and
@@ -74,7 +75,7 @@ def _headline(plan: CompactionPlan) -> list[str]:
         lines.append(f"  the max-free plan's move cost {s.move_cost:g} (in moves): no plan freeing as much costs less than "
                      f"{s.move_cost_bound:g} (gap {s.move_cost_gap:.1%})")
     if plan.filled_nodes:
-        lines.append(f"  note: fills previously free node(s) {', '.join(plan.filled_nodes)}")
+        lines.append(f"  note: fills previously free node(s) {listed(plan.filled_nodes)}")
     if s.note:
         lines.append(f"  note: {s.note}")
     return lines
@@ -193,7 +194,7 @@ def render_text(plan: CompactionPlan) -> str:
     out = [*(f"warning: {w}" for w in plan.warnings), *_headline(plan)]
     out += _curve_text(plan)
     if plan.freed_nodes:
-        out += ["", "Nodes freed: " + ", ".join(plan.freed_nodes)]
+        out += ["", "Nodes freed: " + listed(plan.freed_nodes)]
     if plan.mig_repartition:
         out += ["", "MIG re-cuts (nvidia.com/mig.config, after the node is drained):"]
         out += [f"  {r.node}: {r.from_config or '-'} -> {r.to_config} ({r.reason})" for r in plan.mig_repartition]

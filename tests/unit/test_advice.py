@@ -325,7 +325,7 @@ def test_the_report_carries_the_advice_only_when_asked() -> None:
     document = json.loads(render_report(figures, snapshot, "json", advice=advice))
     assert document["advice"] == advice_to_dict(advice)
     assert "advice" not in json.loads(render_report(figures, snapshot, "json"))
-    text = render_report(figures, snapshot, "text", advice=advice)
+    text = render_report(figures, snapshot, "text", advice=advice, width=400)
     assert "\nNormalisation advice\n--------------------\n" in text
     assert "nvidia.com/mig-1g.5gb=1 -> nvidia.com/mig-2g.10gb=1" in text
     assert f"- {advice.roundings[0].sentence}" in text

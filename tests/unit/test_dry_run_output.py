@@ -220,7 +220,7 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_apply_dry_run_reads_like_kubectl_and_says_what_it_cannot_know(plan_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     plan = json.loads(plan_file.read_text(encoding="utf-8"))
-    assert main(["apply", "--plan", str(plan_file), "--example", "--dry-run"]) == 0
+    assert main(["apply", "--plan", str(plan_file), "--example", "--dry-run", "-v"]) == 0  # -v: every call, one line each
     out, err = capsys.readouterr()
     lines = out.splitlines()
     calls = [line for line in lines if line.startswith("(dry run) ")]
@@ -243,7 +243,7 @@ def test_apply_dry_run_reads_like_kubectl_and_says_what_it_cannot_know(plan_file
     assert "where kube-scheduler binds each replacement" in summary[-1] and "--server-dry-run" in summary[-1]
     # stderr: intentions, never a claim that something happened
     assert "evicted pod=" not in err and "] evicting " not in err and "] moved " not in err and "succeeded" not in err
-    assert f"would evict {plan['moves'][0]['pod']} from {plan['moves'][0]['from']}" in err
+    assert f"would evict (dry run) pod={plan['moves'][0]['pod']} node={plan['moves'][0]['from']}" in err
     assert f"would move {plan['moves'][0]['pod']}" in err
 
 
@@ -263,7 +263,7 @@ def test_a_dry_run_the_executor_aborts_says_so_and_exits_non_zero(plan_file: Pat
     stale = tmp_path / "stale.json"
     stale.write_text(json.dumps(plan), encoding="utf-8")
     capsys.readouterr()
-    assert main(["apply", "--plan", str(stale), "--example", "--dry-run"]) == 1
+    assert main(["apply", "--plan", str(stale), "--example", "--dry-run", "-v"]) == 1
     out = capsys.readouterr().out
     assert f"plan {plan['metadata']['id']}: dry run failed; 0/{len(plan['moves'])} moves simulated" in out
     assert "reason: plan is stale: node no-such-node no longer exists" in out
@@ -283,3 +283,21 @@ def test_a_dry_runs_progress_says_intentions() -> None:
     assert intention("finishing") == "would finish"
     assert intention("done") == "done"  # the progress display ends its line on it
     assert intention("something new") == "(dry run) something new"
+
+
+def test_without_v_a_dry_run_sums_up_its_calls_by_kind_and_prints_each_eviction_once(plan_file: Path,
+                                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    moves = len(json.loads(plan_file.read_text(encoding="utf-8"))["moves"])
+    assert main(["apply", "--plan", str(plan_file), "--example", "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert "(dry run) " not in out  # no call listed one by one
+    head = out.splitlines()[0]
+    total = int(head.removeprefix("a real run would make ").split(" ")[0])
+    counts = {line[9:]: int(line[:7]) for line in out.splitlines()[1:] if line[:7].strip().isdigit()}
+    assert head == f"a real run would make {total} call(s) (-v lists each, -o json gives them all):"
+    assert sum(counts.values()) == total and counts["evictions (policy/v1 Eviction)"] == moves
+    assert counts["state ConfigMap writes (the executor's bookkeeping)"] > 0
+    assert f"dry run: {total} call(s) summed up above; nothing was changed" in out
+    assert sum(line.startswith("info: would evict") for line in err.splitlines()) == moves
+    assert not any("] would evict" in line for line in err.splitlines())  # once each: the log line, no progress line too

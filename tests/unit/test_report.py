@@ -42,7 +42,7 @@ def busy_cluster() -> Snapshot:
 
 def render(fmt: str) -> str:
     snapshot = busy_cluster()
-    return render_report(compute_figures(snapshot), snapshot, fmt)
+    return render_report(compute_figures(snapshot), snapshot, fmt, width=400)  # wide: every row on one line
 
 
 def test_the_text_report_has_every_section_in_order() -> None:
@@ -62,6 +62,18 @@ def test_the_text_report_summarises_the_cluster_figures() -> None:
     assert "Stranded share   0.0% of the free GPU capacity (0 of 4.5 GPU-equivalents)" in headline
     assert "MIG idle                            3g.20gb 1/2 (idle rate 50.0%)" in text
     assert "Fragmentation rate" in text and "FGD fragmentation rate" in text
+
+
+def test_the_text_report_fits_the_width_without_losing_a_word() -> None:
+    snapshot = busy_cluster()
+    figures = compute_figures(snapshot)
+    wide, narrow = (render_report(figures, snapshot, "text", width=w) for w in (400, 100))
+    assert max(map(len, narrow.splitlines())) <= 100 < max(map(len, wide.splitlines()))
+    def characters(text: str) -> list[str]:  # what the text says, whatever its line breaks and column rules
+        return sorted("".join(line for line in text.split() if set(line) != {"-"}))
+
+    assert characters(narrow) == characters(wide)  # wrapped, never cut
+    assert all(line == line.rstrip() for line in narrow.splitlines())
 
 
 def test_the_text_report_aligns_columns_and_has_no_trailing_spaces() -> None:
