@@ -64,8 +64,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from compactor.planner.recut import mig_parted_for
 
     steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None
-    plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
-                      mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings), load_seconds=loaded)
+    with _SolveProgress() as progress:
+        plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
+                          mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings), load_seconds=loaded,
+                          stage=progress.stage)
     if args.explain_mig:
         advice, unavailable = _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)
         plan = plan.model_copy(update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]})
@@ -186,6 +188,43 @@ def register_all(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     from compactor.config_command import register as register_config
 
     register_config(commands)
+
+
+class _SolveProgress:
+    """A log line every few seconds while a plan takes longer than PROGRESS_AFTER seconds: the stage, the time spent and
+    the best plan so far, so a large cluster's 10-30 s solve is not silence (one JSON record each with --log-format json)."""
+
+    AFTER = 2.0  # seconds of planning before the first line
+    EVERY = 5.0  # seconds between lines within one stage
+
+    def __init__(self) -> None:
+        import threading
+
+        self.began = time.monotonic()
+        self.name, self.best, self.said = "", "", ""
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._tick, name="plan-progress", daemon=True)
+
+    def __enter__(self) -> _SolveProgress:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join(timeout=1.0)
+
+    def stage(self, name: str, best: str) -> None:
+        self.name, self.best = name, best or self.best
+
+    def _tick(self) -> None:
+        last = 0.0
+        while not self.done.wait(0.5):
+            elapsed = time.monotonic() - self.began
+            if elapsed < self.AFTER or (self.said == self.name and elapsed - last < self.EVERY):
+                continue
+            best = f"; best so far: {self.best}" if self.best else ""
+            log.info(f"planning: {self.name}, {elapsed:.0f} s{best}")
+            self.said, last = self.name, elapsed
 
 
 _LOGGED_STEPS = ("evicting ", "would evict ")  # each eviction has its own log record: shown once, not twice
@@ -505,8 +544,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
         from compactor.planner.recut import mig_parted_for
 
-        return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
-                          mig_parted=mig_parted_for(snapshot, settings), fence=fence)
+        with _SolveProgress() as progress:
+            return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
+                              mig_parted=mig_parted_for(snapshot, settings), fence=fence, stage=progress.stage)
 
     if args.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
         steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
@@ -155,8 +155,12 @@ def build_plan(
     mig_parted: Layouts | None = None,
     fence: Taint | None = None,
     load_seconds: float | None = None,
+    stage: Callable[[str, str], None] | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
+
+    ``stage(name, best)``: told as each stage starts, with the best plan so far in words ("" before there is one), so a
+    caller can show progress on long solves.
 
     ``fence``: the taint the run will fence nodes with when fences are what steer replacements (``holds``, ``off``): pods
     tolerating it stay where they are. None when the steering policy pins every replacement to its planned node.
@@ -180,6 +184,8 @@ def build_plan(
         warnings.append("freeing no node: the snapshot is not one consistent read (pods bound to nodes it does not contain), so "
                         "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
                         "kubectl get nodes,pods,pdb,pv,pvc -A -o json")
+    say = stage or (lambda name, best: None)
+    say("building the problem", "")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     building = time.monotonic()
     original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence)
@@ -202,6 +208,7 @@ def build_plan(
     else:
         share = settings.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
         curve_end = _curve_end(settings, built)
+        say("searching", "")
         # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
         result = solve(problem, budget=clock.until(max(0.1, share) if settings.deterministic else share),
                        build=clock.until(curve_end - clock.elapsed()) if settings.mode == "free-nodes" and not settings.deterministic else None)
@@ -209,6 +216,7 @@ def build_plan(
         before = figures_to_dict(compute_figures(snapshot, shapes))
         problem = result.problem
         assignment = result.assignment
+        say("bounding moves and drawing the trade-off curve", _best(problem, assignment))
         if settings.mode == "free-nodes":
             moves_bound = _moves_bound(original, result, clock.until(curve_end - clock.elapsed()), cut)
             started = time.monotonic()
@@ -217,6 +225,7 @@ def build_plan(
                 _whole_cluster_bounds(points, original)
             curve_seconds = time.monotonic() - started
             assignment = plan_of(chosen)
+        say("writing the plan", _best(problem, assignment))
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     recuts: list[Recut] = []
     if settings.mig_repartition and mig_parted is not None and chosen is not None:
@@ -253,6 +262,11 @@ def build_plan(
     plan = plan.model_copy(update={"after": figures_to_dict(figures_after), "explanations": _explanations(problem),
                                    "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()]})
     return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})
+
+
+def _best(problem: Problem, assignment: Assignment) -> str:
+    freed = sum(problem.nodes[i].gpus for i in empty_nodes(problem, assignment)) - problem.empty_before_gpus
+    return f"{freed} GPUs freed, {assignment.moves(problem)} moves"
 
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END

@@ -154,3 +154,19 @@ def test_pods_tolerating_every_taint_stay_in_a_plan_made_without_a_cluster_unles
     pinned = json.loads(compactor("plan", "--snapshot", str(snapshot), "--config", str(config), "--output", "json",
                                   "--time-limit", "5").stdout)
     assert pinned["moves"] and pinned["freedNodes"], "with the steering policy, tolerating pods move like any other"
+
+
+def test_a_long_plan_logs_its_stage_and_best_so_far_every_few_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    import time as clock
+
+    from compactor.commands import _SolveProgress
+
+    with caplog.at_level("INFO", logger="compactor.commands"), _SolveProgress() as progress:
+        progress.AFTER, progress.EVERY = 0.0, 60.0  # at once, then only on a new stage
+        progress.stage("searching", "")
+        clock.sleep(0.8)
+        progress.stage("writing the plan", "8 GPUs freed, 2 moves")
+        clock.sleep(0.8)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("planning: ")]
+    assert [m.split(",")[0] for m in said] == ["planning: searching", "planning: writing the plan"]
+    assert said[-1].endswith("; best so far: 8 GPUs freed, 2 moves")

@@ -80,3 +80,16 @@ def test_a_pending_pod_left_pending_names_the_resource_that_is_short_and_the_clo
     assert note.reason.startswith("room could be made on gpu-1, gpu-2 by moving pods, but moves are capped at 0")
     assert "of 2 eligible node(s) cpu on 1, nvidia.com/gpu on 1 lack room" in note.reason
     assert "(closest: gpu-1, pool " in note.reason and ": 7 nvidia.com/gpu free, needs 8)" in note.reason
+
+
+def test_build_plan_names_each_stage_with_the_best_plan_so_far() -> None:
+    seen: list[tuple[str, str]] = []
+    snapshot = cluster(
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        pod("a-0", on="gpu-1", gpus=4, owner=None), pod("b-0", on="gpu-2", gpus=1), pod("b-1", on="gpu-2", gpus=1),
+    )
+    build_plan(snapshot, PlannerSettings(min_replicas=1, time_limit_seconds=5), source="test", now=NOW,
+               stage=lambda name, best: seen.append((name, best)))
+    assert [name for name, _ in seen] == ["building the problem", "searching", "bounding moves and drawing the trade-off curve",
+                                          "writing the plan"]
+    assert seen[-1][1] == "8 GPUs freed, 2 moves"
