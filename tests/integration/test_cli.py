@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from compactor.commands import _SolveProgress
 from compactor.model.load import load_files
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
@@ -157,16 +161,12 @@ def test_pods_tolerating_every_taint_stay_in_a_plan_made_without_a_cluster_unles
 
 
 def test_a_long_plan_logs_its_stage_and_best_so_far_every_few_seconds(caplog: pytest.LogCaptureFixture) -> None:
-    import time as clock
-
-    from compactor.commands import _SolveProgress
-
     with caplog.at_level("INFO", logger="compactor.commands"), _SolveProgress() as progress:
         progress.AFTER, progress.EVERY = 0.0, 60.0  # at once, then only on a new stage
         progress.stage("searching", "")
-        clock.sleep(0.8)
+        time.sleep(0.8)
         progress.stage("writing the plan", "8 GPUs freed, 2 moves")
-        clock.sleep(0.8)
+        time.sleep(0.8)
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("planning: ")]
     assert [m.split(",")[0] for m in said] == ["planning: searching", "planning: writing the plan"]
     assert said[-1].endswith("; best so far: 8 GPUs freed, 2 moves")
