@@ -262,3 +262,34 @@ def test_apply_refuses_to_act_outside_apply_mode_and_a_dry_run_stays_allowed(tmp
     assert line == ("compactor: error: mode is 'plan' (config or COMPACTOR_MODE): this installation does not act; add --dry-run to see "
                     "what the plan would do, or set mode: apply")
     assert compactor("apply", "--plan", str(plan), "--example", "--dry-run", env={"COMPACTOR_MODE": "report"}).returncode == 0
+
+
+# ------------------------------------------------------------------ output people read (issue 14, item 5)
+
+
+def test_a_directory_as_config_is_one_line_naming_it(tmp_path: Path) -> None:
+    assert one_line_error(compactor("plan", "--example", "--config", str(tmp_path))) == (
+        f"compactor: error: {tmp_path}: cannot read: [Errno 21] Is a directory: '{tmp_path}'")
+
+
+def test_log_format_json_puts_only_json_on_stderr(tmp_path: Path) -> None:
+    plan, _ = _example_plan(tmp_path)
+    quick = {"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"}
+    for args in (("plan", "--example"), ("apply", "--plan", str(plan), "--example", "--dry-run"), ("run", "--once", "--example", "--dry-run"),
+                 ("run", "--once", "--example")):
+        result = compactor(*args, "--log-format", "json", "-v", env={**quick, "COMPACTOR_MODE": "plan"})
+        assert result.returncode == 0, (args, result.stderr)
+        records = [json.loads(line) for line in result.stderr.splitlines()]  # every line one JSON object, or this fails
+        assert records or args[0] == "plan", args
+    run = compactor("run", "--once", "--example", "--log-format", "json", "-v", env={**quick, "COMPACTOR_MODE": "plan"})
+    assert any(json.loads(line)["msg"].startswith("mode: plan: a dry run") for line in run.stderr.splitlines())
+
+
+def test_a_long_list_of_nodes_ends_with_a_count_instead_of_running_on(tmp_path: Path) -> None:
+    from compactor.planner.explain import render_plan
+    from compactor.planner.plan import load_plan
+
+    plan, _ = _example_plan(tmp_path)
+    many = load_plan(str(plan)).model_copy(update={"freed_nodes": [f"gpu-{i:05d}" for i in range(130)]})
+    line = next(line for line in render_plan(many, "text").splitlines() if line.startswith("Nodes freed: "))
+    assert line.endswith(", gpu-00009, ... and 120 more (-o json lists all)") and len(line) < 200
