@@ -96,7 +96,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.output == "html":  # a page with the occupancy picture: it needs the nodes, not only the report's tables
         from compactor.html_report import render_report_html
 
-        sys.stdout.write(render_report_html(figures, snapshot))
+        sys.stdout.write(render_report_html(figures, snapshot, advice))
         return EXIT_OK
     sys.stdout.write(render_report(figures, snapshot, args.output, advice=advice))
     return EXIT_OK

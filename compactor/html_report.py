@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactor.metrics.advice import Advice
 from compactor.metrics.fragmentation import AggregateFigures, Figures, NodeFigures, ReferenceShape, compute_figures, reference_shapes
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
@@ -408,8 +409,9 @@ def _nodes_changed(plan: CompactionPlan) -> str:
 # Entry points
 
 
-def render_report_html(figures: Figures, snapshot: Snapshot) -> str:
-    """The fragmentation report as one HTML page: headline cards, the occupancy picture, then report.py's sections."""
+def render_report_html(figures: Figures, snapshot: Snapshot, advice: Advice | None = None) -> str:
+    """The fragmentation report as one HTML page: headline cards, the occupancy picture, then report.py's sections (with
+    the normalisation advice of ``report --advise``)."""
     c = figures.cluster
     title = f"GPU fragmentation report: {snapshot.source}" if snapshot.source else "GPU fragmentation report"
     body = [
@@ -423,7 +425,7 @@ def render_report_html(figures: Figures, snapshot: Snapshot) -> str:
         )),
         occupancy(figures, NO_MARKS, section_id="occupancy", title="Occupancy"),
         # Warnings are above already; the headline section repeats the cards in words, which is what a reader quotes.
-        *(_section(s) for s in report_sections(figures, snapshot) if s.title != "Warnings"),
+        *(_section(s) for s in report_sections(figures, snapshot, advice) if s.title != "Warnings"),
     ]
     return _page(title, body)
 

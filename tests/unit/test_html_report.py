@@ -247,3 +247,11 @@ def test_html_is_an_output_of_report_and_plan_and_write_still_saves_the_json(tmp
     plan = CompactionPlan.model_validate(json.loads(written.read_text(encoding="utf-8")))
     assert page.startswith("<!DOCTYPE html>") and f"<h1>Compaction plan {plan.metadata.id}</h1>" in page
     assert len(Page(page).nodes("after")) == len(Page(page).nodes("before")) > 0
+
+
+def test_report_advise_puts_the_normalisation_advice_on_the_page(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--example", "--advise", "-o", "html"]) == 0
+    with_advice = capsys.readouterr().out
+    assert main(["report", "--example", "-o", "html"]) == 0
+    without = capsys.readouterr().out
+    assert "Normalisation advice" in with_advice and "Normalisation advice" not in without
