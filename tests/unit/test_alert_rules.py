@@ -195,3 +195,29 @@ def test_every_metric_an_alert_uses_is_one_the_exporter_defines() -> None:
     exported = set(re.findall(r"^# TYPE (\w+) ", text, re.M)) | set(re.findall(r"^(\w+)[{ ]", text, re.M))
     used = {name for group in _spec()["groups"] for r in group["rules"] for name in re.findall(r"gpu_compactor_\w+", r["expr"])}
     assert used and used <= exported, sorted(used - exported)
+
+
+@needs_promtool
+def test_run_fell_short_compares_the_leaders_own_last_run_only(tmp_path: Path) -> None:
+    alert = "GpuCompactorRunFellShort"
+    planned, freed, leader = ("gpu_compactor_last_run_planned_freed_gpus", "gpu_compactor_last_run_freed_gpus", "gpu_compactor_leader")
+    # Replica a led and its last run freed 16 of 16; b took over at 30 min and its run freed 8 of 8: a's stale 16 planned
+    # against b's 8 measured must not fire. At 60 min b's next run frees 0 of 8 planned: that fires.
+    firing = {"exp_labels": {"severity": "warning"},
+              "exp_annotations": {k: v.replace("{{ $value }}", "8") for k, v in _rule(alert)["annotations"].items()}}
+    _test_rules(tmp_path, [{
+        "interval": "1m",
+        "input_series": [
+            {"series": f'{planned}{{instance="a"}}', "values": "16x90"},
+            {"series": f'{freed}{{instance="a"}}', "values": "16x90"},
+            {"series": f'{leader}{{instance="a"}}', "values": "1x30 0x60"},
+            {"series": f'{planned}{{instance="b"}}', "values": "_x30 8x60"},
+            {"series": f'{freed}{{instance="b"}}', "values": "_x30 8x30 0x30"},
+            {"series": f'{leader}{{instance="b"}}', "values": "0x30 1x60"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "20m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "45m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "75m", "alertname": alert, "exp_alerts": [firing]},
+        ],
+    }])

@@ -41,6 +41,7 @@ from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POL
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
 from compactor.kube.lease import LEASE_NAME
+from compactor.last_run import LAST_RUN_CONFIGMAP
 from compactor.settings import Settings, load_settings, worst_case_run_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -757,15 +758,16 @@ def test_the_cluster_role_has_no_configmap_nor_lease_rule() -> None:
 
 
 def test_the_named_rules_name_the_objects_the_code_uses() -> None:
-    """The state ConfigMap, the steering parameters and the Lease, each with the verbs its client sends."""
+    """The state ConfigMap, the last run's summary, the steering parameters and the Lease, each with the verbs its client sends."""
     steering = Settings().executor.steering_name
     named = {(rule["resources"][0], name): sorted(rule["verbs"]) for rule in _one(BASE, "Role")["rules"]
              for name in rule.get("resourceNames") or []}
     assert named == {("configmaps", STATE_CONFIGMAP): ["delete", "get", "update"],  # read_state; write_state: PUT, DELETE
+                     ("configmaps", LAST_RUN_CONFIGMAP): ["get", "update"],  # last_run.write_summary: read_state, write_state's PUT
                      ("configmaps", steering): ["get", "patch"],  # get_config_map, patch_config_map
                      ("leases", LEASE_NAME): ["get", "update"]}  # LeaderElector: GET, PUT (renew, take over, release)
     unnamed = [(rule["resources"], rule["verbs"]) for rule in _one(BASE, "Role")["rules"] if not rule.get("resourceNames")]
-    assert sorted(unnamed) == [(["configmaps"], ["create"]), (["leases"], ["create"])]  # the state ConfigMap's and the Lease's POST
+    assert sorted(unnamed) == [(["configmaps"], ["create"]), (["leases"], ["create"])]  # the ConfigMaps' and the Lease's POST
 
 
 def test_the_mig_parted_configs_are_listed_only_in_the_operators_namespace() -> None:
@@ -867,7 +869,7 @@ def test_the_alerts_use_the_exported_metric_names() -> None:
     for metric in METRICS:
         assert metric in exprs, f"no alert on {metric}"
     assert 'gpu_compactor_runs_total{status="failed"}' in exprs
-    assert "gpu_compactor_last_run_planned_freed_gpus) - max(gpu_compactor_last_run_freed_gpus" in alerts["GpuCompactorRunFellShort"]
+    assert "gpu_compactor_last_run_planned_freed_gpus and on (instance) (gpu_compactor_leader == 1)" in alerts["GpuCompactorRunFellShort"]
     assert "by (pool)" in alerts["GpuCapacityStranded"]
     assert "fragmentation_rate" not in exprs  # compaction cannot lower it: no alert keys on it (issue 14)
     assert 'gpu_compactor_mig_reconfigurations_total{result!="success"}' in alerts["GpuCompactorMigRecutFailed"]
