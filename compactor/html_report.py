@@ -345,7 +345,14 @@ def _staying(plan: CompactionPlan) -> str:
         return "<h2>Pods the plan may not move</h2><p>None: every pod may move.</p>"
     rows = [(str(reason), str(count)) for reason, count in unmovable.items()]
     total = sum(int(count) for count in unmovable.values())
-    return f"<h2>Pods the plan may not move ({total})</h2>\n" + _table(("reason", "pods"), rows, (1,))
+    sample: Mapping[str, Any] = plan.explanations.get("unmovablePodsSample") or {}
+    lists = [f"<details><summary>{_e(str(reason))} ({count})</summary>{_list(_named(sample.get(reason) or [], int(count)), 'pods')}"
+             "</details>" for reason, count in unmovable.items() if sample.get(reason)]
+    return f"<h2>Pods the plan may not move ({total})</h2>\n" + _table(("reason", "pods"), rows, (1,)) + "\n" + "\n".join(lists)
+
+
+def _named(pods: Sequence[str], count: int) -> list[str]:
+    return [*pods, *([f"... and {count - len(pods)} more (the plan's JSON counts them)"] if count > len(pods) else [])]
 
 
 def _recuts(plan: CompactionPlan) -> str:

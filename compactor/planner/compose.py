@@ -373,10 +373,15 @@ def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:
                          status=point.status, bound=round(point.bound / base, 2), chosen=chosen)
 
 
+UNMOVABLE_SAMPLE = 50  # pods named per reason in explanations.unmovablePodsSample (a 50,000-pod plan stays small)
+
+
 def _explanations(problem: Problem) -> dict[str, object]:
-    """Why pods did not move, counted by reason (the report shows these)."""
-    counts: dict[str, int] = {}
-    for reason in problem.unmovable.values():
+    """Why pods did not move, counted by reason, and the first pods (by name) of each reason (the reports show these)."""
+    pods: dict[str, list[str]] = {}
+    for key, reason in problem.unmovable.items():
         if reason is not None:
-            counts[reason.value] = counts.get(reason.value, 0) + 1
-    return {"unmovablePods": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}
+            pods.setdefault(reason.value, []).append(key)
+    ranked = sorted(pods.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return {"unmovablePods": {reason: len(keys) for reason, keys in ranked},
+            "unmovablePodsSample": {reason: sorted(keys)[:UNMOVABLE_SAMPLE] for reason, keys in ranked}}

@@ -200,7 +200,8 @@ class CompactionPlan(_Doc):
     after: dict[str, Any] = Field(default_factory=dict, description="The same figures as before, for the cluster as it would be after the "
                                   "plan (moves made, pending pods placed, nodes re-cut).")
     explanations: dict[str, Any] = Field(default_factory=dict, description="Why pods stay: `unmovablePods` maps each reason a pod may not "
-                                         "move to how many pods it holds in place, most first.")
+                                         "move to how many pods it holds in place, most first; `unmovablePodsSample` maps it to the "
+                                         "first 50 of those pods by name (namespace/name).")
     steering: SteeringNote = Field(default_factory=lambda: SteeringNote(mechanism="auto", why=STEERING_DECIDED_AT_RUN),
                                    description="How the executor would steer this plan's replacements in the cluster it was planned on.")
     mig_advice: list[dict[str, Any]] = Field(default_factory=list, alias="migAdvice", description="`compactor plan --explain-mig` only (empty "

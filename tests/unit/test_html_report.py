@@ -255,3 +255,13 @@ def test_report_advise_puts_the_normalisation_advice_on_the_page(capsys: pytest.
     assert main(["report", "--example", "-o", "html"]) == 0
     without = capsys.readouterr().out
     assert "Normalisation advice" in with_advice and "Normalisation advice" not in without
+
+
+def test_what_may_not_move_is_counted_by_reason_and_listed_in_an_expandable_list() -> None:
+    snapshot = cluster(node("gpu-1", gpus=8), node("gpu-2", gpus=8), pod("bare-0", on="gpu-1", gpus=2, owner=None),
+                       pod("bare-1", on="gpu-2", gpus=1, owner=None), pod("app-0", on="gpu-2", gpus=1))
+    plan = build_plan(snapshot, PlannerSettings(min_replicas=1, time_limit_seconds=5), source="test", now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert plan.explanations["unmovablePodsSample"] == {"no owner: evicting it would lose it": ["default/bare-0", "default/bare-1"]}
+    page = render_plan_html(plan, snapshot)
+    listed = page.split("<summary>no owner: evicting it would lose it (2)</summary>")[1].split("</details>")[0]
+    assert re.findall(r"<li>([^<]+)</li>", listed) == ["default/bare-0", "default/bare-1"]

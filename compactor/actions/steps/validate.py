@@ -12,12 +12,13 @@ def plan_nodes(plan: CompactionPlan) -> set[str]:
 
 
 def plan_belongs_here(run: Run) -> None:
-    """A plan none of whose nodes exist was made for another cluster: say so, not "stale" (nothing changed yet)."""
+    """A plan none of whose nodes exist was made for another cluster: say so, not "stale" (nothing changed yet). Asked
+    only once a node the plan frees is missing; the scan keeps just the names the plan uses."""
     named = plan_nodes(run.plan)
     if not named:
         return
-    here = {n["metadata"]["name"] for n in run.client.list_nodes()}
-    if named.isdisjoint(here):
+    here = run.client.scan_nodes(lambda n: n["metadata"]["name"] if n["metadata"]["name"] in named else None)
+    if not here:
         sample = ", ".join(sorted(named)[:3]) + (", ..." if len(named) > 3 else "")
         raise Abort(f"plan {run.plan.metadata.id} was made for another cluster ({run.plan.metadata.source}): none of its "
                     f"{len(named)} node(s) exist here ({sample})")
@@ -25,10 +26,10 @@ def plan_belongs_here(run: Run) -> None:
 
 def plan_still_holds(run: Run) -> None:
     """Every node the plan frees still exists and runs no GPU pod the plan does not move; else ``Abort`` (nothing changed yet)."""
-    plan_belongs_here(run)
     for name in run.plan.freed_nodes:
         node, pods = run.node_and_pods(name)
         if node is None:
+            plan_belongs_here(run)
             raise Abort(f"plan is stale: node {name} no longer exists")
         run.first_reads[name] = (node, [])  # the node read again would be the same: fencing takes it from here
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
