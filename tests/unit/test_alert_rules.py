@@ -24,6 +24,7 @@ from compactor.controller import cycle_limit_default
 from compactor.metrics.exporter import Exporter
 from compactor.metrics.fragmentation import compute_figures
 from tests.builders import cluster, node, pod
+from tests.tools import required
 from tests.unit.test_manifests import CONTROLLER, MONITORING, _argv, _mounted_settings, _one
 
 PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
@@ -34,10 +35,8 @@ needs_promtool = pytest.mark.usefixtures("promtool_installed")
 def promtool_installed() -> None:
     """On a laptop without promtool these tests skip; CI installs it and sets GPU_COMPACTOR_REQUIRE_PROMTOOL, so there a
     missing promtool fails them instead of leaving the alerts unchecked."""
-    if PROMTOOL is None:
-        if os.environ.get("GPU_COMPACTOR_REQUIRE_PROMTOOL"):
-            pytest.fail("promtool not installed but GPU_COMPACTOR_REQUIRE_PROMTOOL is set (Debian: apt-get install prometheus)")
-        pytest.skip("promtool not installed (Debian: apt-get install prometheus, or set PROMTOOL)")
+    required(PROMTOOL, name="promtool", require_env="GPU_COMPACTOR_REQUIRE_PROMTOOL",
+             install="Debian: apt-get install prometheus, or set PROMTOOL")
 
 
 def _spec() -> dict[str, Any]:
@@ -203,8 +202,6 @@ def test_run_fell_short_compares_the_leaders_own_last_run_only(tmp_path: Path) -
     planned, freed, leader = ("gpu_compactor_last_run_planned_freed_gpus", "gpu_compactor_last_run_freed_gpus", "gpu_compactor_leader")
     # Replica a led and its last run freed 16 of 16; b took over at 30 min and its run freed 8 of 8: a's stale 16 planned
     # against b's 8 measured must not fire. At 60 min b's next run frees 0 of 8 planned: that fires.
-    firing = {"exp_labels": {"severity": "warning"},
-              "exp_annotations": {k: v.replace("{{ $value }}", "8") for k, v in _rule(alert)["annotations"].items()}}
     _test_rules(tmp_path, [{
         "interval": "1m",
         "input_series": [
@@ -218,6 +215,6 @@ def test_run_fell_short_compares_the_leaders_own_last_run_only(tmp_path: Path) -
         "alert_rule_test": [
             {"eval_time": "20m", "alertname": alert, "exp_alerts": []},
             {"eval_time": "45m", "alertname": alert, "exp_alerts": []},
-            {"eval_time": "75m", "alertname": alert, "exp_alerts": [firing]},
+            {"eval_time": "75m", "alertname": alert, "exp_alerts": [_rendered(alert, {}, "8")]},
         ],
     }])

@@ -22,6 +22,7 @@ import pytest
 from compactor.html_report import render_plan_html
 from compactor.model.types import Snapshot
 from tests.builders import A100_40, H100_80, cluster, node, pdb, pod
+from tests.tools import required
 from tests.unit.test_html_report import Page, plan_of
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -35,11 +36,8 @@ INNER_PIXELS = 4 * 4  # of a 6 x 6 px cell, whatever sub-pixel offset its edges 
 def chromium() -> str:
     """On a laptop without Chromium these tests skip; CI installs it and sets GPU_COMPACTOR_REQUIRE_CHROMIUM, so there a
     missing browser fails them instead of leaving the page unchecked."""
-    if CHROMIUM is None:
-        if os.environ.get("GPU_COMPACTOR_REQUIRE_CHROMIUM"):
-            pytest.fail("chromium not installed but GPU_COMPACTOR_REQUIRE_CHROMIUM is set (Debian: apt-get install chromium)")
-        pytest.skip("chromium not installed (Debian: apt-get install chromium, or set CHROMIUM)")
-    return CHROMIUM
+    return required(CHROMIUM, name="chromium", require_env="GPU_COMPACTOR_REQUIRE_CHROMIUM",
+                    install="Debian: apt-get install chromium, or set CHROMIUM")
 
 
 def _browse(chromium: str, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
