@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from compactor.actions.executor import Progress, RunReport
     from compactor.actions.outcome import Outcome
     from compactor.actions.recovery import RecoveryReport
+    from compactor.last_run import RunRecord
     from compactor.model.types import Snapshot, Taint
     from compactor.planner.plan import CompactionPlan, SteeringNote
     from compactor.settings import Settings
@@ -453,7 +454,7 @@ def _stopped(plan_id: str) -> int:
 
 
 def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: CompactionPlan | None,
-                         make_plan: Callable[[Taint | None], CompactionPlan] | None = None) -> int:
+                         make_plan: Callable[[Taint | None], CompactionPlan] | None = None, *, record: RunRecord | None = None) -> int:
     """Under the Lease and the stop signals: recover (real runs), plan if not given, execute, print.
 
     A real ``run --once`` plans only once it holds the Lease and has recovered: on the state it alone changes."""
@@ -477,7 +478,12 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
                 log.info(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}")
             executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=_TerminalProgress(args.log_format), rules=settings.planner,
                                 steering=choice)
-            return _print_run(executor.execute(plan), client, args.output, args.verbose)
+            if record is not None:
+                record.plan = plan
+            report = executor.execute(plan)
+            if record is not None:
+                record.report = report
+            return _print_run(report, client, args.output, args.verbose)
         except Interrupted:
             return _stopped(plan.metadata.id if plan else "")
 
@@ -504,7 +510,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return _recover_and_execute(args, settings, load_plan(args.plan))
 
 
-def _report_only(args: argparse.Namespace, settings: Settings) -> int:
+def _report_only(args: argparse.Namespace, settings: Settings, record: RunRecord | None = None) -> int:
     """``mode: report``: measure and print the figures; nothing is planned or changed."""
     from compactor.cli import source_from_args
     from compactor.metrics.fragmentation import compute_figures, reference_shapes
@@ -514,24 +520,61 @@ def _report_only(args: argparse.Namespace, settings: Settings) -> int:
     snapshot = source_from_args(args).load(pool_label=settings.metrics.pool_label)
     check_shapes(snapshot, settings)
     figures = compute_figures(snapshot, reference_shapes(snapshot, configured=settings.metrics.shapes() or None))
+    if record is not None:
+        record.saw(snapshot, figures.shapes, figures)
     log.info("mode: report: measured only, nothing planned or changed (set mode: plan or apply)")
     sys.stdout.write(render_report(figures, snapshot, "json" if args.output == "json" else "text"))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from compactor.cli import is_live, settings_from_args, source_from_args
-    from compactor.metrics.fragmentation import reference_shapes
-    from compactor.planner.compose import build_plan
+    from compactor.cli import EXIT_BAD_INPUT, EXIT_FAILED, is_live, settings_from_args
+    from compactor.last_run import RunRecord
 
     if not args.once:
         raise CompactorError("compactor run carries out one cycle and needs --once to say so; for cycles on a schedule run "
                              "`compactor controller --interval SECONDS` (or the CronJob in manifests/)")
+    settings = settings_from_args(args)
+    record = RunRecord(mode=settings.mode, installation=settings.executor.identity, started=datetime.now(UTC),
+                       keep_figures=bool(settings.metrics.pushgateway_url) and is_live(args))
+    try:
+        code = _run_once(args, settings, record)
+    except Exception as exc:  # a failed run is recorded too, then fails as it would have
+        record.error = str(exc) or type(exc).__name__
+        _leave_record(args, settings, record, EXIT_BAD_INPUT if isinstance(exc, CompactorError) else EXIT_FAILED)
+        raise
+    _leave_record(args, settings, record, code)
+    return code
+
+
+def _leave_record(args: argparse.Namespace, settings: Settings, record: RunRecord, exit_code: int) -> None:
+    """A live run's summary ConfigMap and Event, and the Pushgateway if configured (compactor/last_run.py); never raises.
+    Nothing for a snapshot file: there is no cluster to write to."""
+    from compactor.cli import is_live, source_from_args
+    from compactor.last_run import finish
+    from compactor.sources import mig_parted_namespace
+
+    if not is_live(args):
+        return
+    record.dry_run = bool(args.dry_run)
+    try:
+        # The run's own bookkeeping, like its log: written through the real client in every mode, dry runs included
+        # (never through the recording client), and a failure to write it is a warning that leaves the exit code alone.
+        finish(record, settings, exit_code=exit_code, client=lambda: _kube_client(args, dry_run=False),
+               reload=lambda: source_from_args(args).load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map,
+                                                         mig_selector=settings.mig.selector, mig_namespace=mig_parted_namespace(settings)))
+    except Exception as exc:
+        log.warning(f"could not record the run (the run itself is unaffected): {type(exc).__name__}: {exc}")
+
+
+def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -> int:
+    from compactor.cli import is_live, source_from_args
+    from compactor.metrics.fragmentation import reference_shapes
+    from compactor.planner.compose import build_plan
     from compactor.sources import check_selection, check_shapes, mig_parted_namespace
 
-    settings = settings_from_args(args)
     if settings.mode == "report" and not args.dry_run:
-        return _report_only(args, settings)
+        return _report_only(args, settings, record)
     _within_mode(args, settings, command="run")
     source = source_from_args(args)
     mig_namespace = mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
@@ -542,6 +585,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_shapes(snapshot, settings)
         check_selection(snapshot, settings)
         shapes = reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
+        record.saw(snapshot, shapes)
         from compactor.planner.recut import mig_parted_for
 
         with _SolveProgress() as progress:
@@ -550,8 +594,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
         steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None
-        return _recover_and_execute(args, settings, plan_now(_fence_for(steering, settings)), plan_now)
-    return _recover_and_execute(args, settings, None, plan_now)
+        return _recover_and_execute(args, settings, plan_now(_fence_for(steering, settings)), plan_now, record=record)
+    return _recover_and_execute(args, settings, None, plan_now, record=record)
 
 
 def register_executor_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

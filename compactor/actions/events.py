@@ -90,3 +90,8 @@ def unpinned_pending(pod: str, node: str, plan: str) -> Event:
     """A pod pinned to ``node`` that cannot bind there, evicted while Pending so that its owner recreates it unpinned."""
     return Event(_pod(pod), "CompactorUnpin", f"pinned to {node} by plan {plan} but cannot bind there; evicted while Pending "
                                               "so that its owner recreates it unpinned")
+
+
+def run_summary(namespace: str, config_map: str, message: str, *, failed: bool) -> Event:
+    """The end of a ``run --once``, on the ConfigMap that holds its summary (``compactor/last_run.py``): Warning when it failed."""
+    return Event(ObjectRef("ConfigMap", config_map, namespace), "CompactorRunSummary", message, "Warning" if failed else "Normal")

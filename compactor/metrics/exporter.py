@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, push_to_gateway
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -117,6 +117,11 @@ class Exporter(Collector):
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the registry in the Prometheus text format, for ``/metrics``."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def push(self, url: str, *, job: str, grouping_key: dict[str, str], timeout: float) -> None:
+        """PUT the registry to the Prometheus Pushgateway at ``url`` (``run --once``: a CronJob's pod is gone before any scrape),
+        replacing the group ``job`` + ``grouping_key``. Raises ``OSError`` (``URLError``, ``HTTPError``) when it cannot."""
+        push_to_gateway(url, job=job, registry=self.registry, grouping_key=grouping_key, timeout=timeout)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:

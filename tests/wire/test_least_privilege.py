@@ -37,6 +37,7 @@ from compactor.errors import ConfigError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LEASE_NAME, LeaderElector, LeaseKeeper, acquire_once
 from compactor.kube.read import read_cluster
+from compactor.last_run import LAST_RUN_CONFIGMAP
 from compactor.model.load import load_files
 from compactor.model.migparted import find_mig_parted
 from compactor.model.types import ConfigMap
@@ -158,6 +159,16 @@ def test_the_evaluator_follows_resource_names_namespaces_and_create() -> None:
     assert not allowed(Attributes("list", "", "configmaps", TENANT, ""))
     assert not allowed(Attributes("get", "", "configmaps", OPERATOR, "default-mig-parted-config"))  # listed, never got
     assert not allowed(Attributes("list", "", "configmaps", NAMESPACE, ""))
+
+
+def test_the_last_run_summary_is_read_and_replaced_by_name_and_never_deleted() -> None:
+    """``run --once`` leaves its summary in gpu-compactor-last-run (compactor/last_run.py): GET, then PUT or the POST above;
+    tests/integration/test_last_run.py authorizes every request of whole runs that write it."""
+    assert allowed(Attributes("get", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
+    assert allowed(Attributes("update", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
+    assert not allowed(Attributes("delete", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
+    assert not allowed(Attributes("patch", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
+    assert not allowed(Attributes("update", "", "configmaps", TENANT, LAST_RUN_CONFIGMAP))  # its own namespace only
 
 
 # --------------------------------------------------------------------------- the state ConfigMap, the steering parameters, the Lease

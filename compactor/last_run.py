@@ -1,0 +1,294 @@
+"""What ``compactor run --once`` leaves where people and Prometheus can see it, once its pod is gone.
+
+A CronJob's run ends with its pod: nothing scrapes it and its log goes with the Job. So every ``run --once``
+against a live cluster, in every mode (report, plan, apply) and however it ended (failed and stopped
+included), ends with:
+
+* the ConfigMap ``gpu-compactor-last-run`` in ``executor.state_namespace``, created or replaced, its key
+  ``summary.json`` holding ``RunRecord.summary()``: the mode, the plan and its status, the moves, the freed
+  GPUs planned and measured, the headline figures before and after (docs/metrics.md);
+* one Event on that ConfigMap (``events.run_summary``: reason ``CompactorRunSummary``, Warning when the run
+  failed) whose message is the summary in one line, also logged;
+* with ``metrics.pushgateway_url``, the metric families the controller exports (``Exporter``: the figures,
+  the run, the plan, the cycle) pushed to that Pushgateway, grouped by installation.
+
+These are the run's own bookkeeping, like its log lines: they go through the real client even in a dry run
+(never the recording one, whose writes are only shown), and they never change how the run ended: an API or
+network error is logged as a warning and the exit code stays. A snapshot file has no cluster to write to:
+nothing is written nor pushed then.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compactor.actions.client import ClusterClient
+    from compactor.actions.executor import RunReport
+    from compactor.metrics.fragmentation import Figures, ReferenceShape
+    from compactor.model.types import Snapshot
+    from compactor.planner.plan import CompactionPlan
+    from compactor.settings import Settings
+
+log = logging.getLogger("compactor.last_run")
+
+LAST_RUN_CONFIGMAP = "gpu-compactor-last-run"
+SUMMARY_KEY = "summary.json"
+PUSH_JOB = "gpu-compactor"
+PUSH_TIMEOUT_SECONDS = 10.0
+EXIT_STOPPED = 143  # compactor.commands.EXIT_STOPPED: SIGTERM stopped the run at a safe point
+_WRITE_ATTEMPTS = 2  # a replace that meets another writer's change (409) reads again once
+
+
+@dataclass
+class RunRecord:
+    """What one ``run --once`` saw and did, filled in as it goes (``commands.cmd_run``)."""
+
+    mode: str
+    installation: str
+    started: datetime
+    keep_figures: bool = False  # the Pushgateway needs the figures themselves, not only the plan's copy of them
+    dry_run: bool = False
+    plan: CompactionPlan | None = None
+    report: RunReport | None = None
+    shapes: tuple[ReferenceShape, ...] | None = None
+    figures: Figures | None = None  # measured before the run (report mode: all it does)
+    cordoned: int | None = None
+    figures_after: Figures | None = None  # measured after a real run that changed something
+    cordoned_after: int | None = None
+    error: str = ""  # why the run stopped on an error (exit 2), empty otherwise
+
+    def saw(self, snapshot: Snapshot, shapes: tuple[ReferenceShape, ...], figures: Figures | None = None) -> None:
+        """The snapshot the run measured or planned on, and its reference shapes (the figures after are measured with them)."""
+        self.shapes = shapes
+        if figures is None and self.keep_figures:
+            from compactor.metrics.fragmentation import compute_figures
+
+            figures = compute_figures(snapshot, shapes)
+        if figures is not None:
+            from compactor.controller import _cordoned
+
+            self.figures, self.cordoned = figures, _cordoned(snapshot)
+
+    @property
+    def changed_the_cluster(self) -> bool:
+        """A real run that did (or rolled back) something: the figures after it are worth measuring again."""
+        return self.report is not None and not self.report.dry_run and self.report.status != "nothing-to-do"
+
+    def measure_after(self, snapshot: Snapshot, settings: Settings) -> None:
+        from compactor.controller import _cordoned
+        from compactor.metrics.fragmentation import compute_figures, reference_shapes
+
+        shapes = self.shapes if self.shapes is not None else reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
+        self.figures_after, self.cordoned_after = compute_figures(snapshot, shapes), _cordoned(snapshot)
+
+    def status(self, exit_code: int) -> str:
+        """succeeded | partial | failed | nothing-to-do | dry-run (the run's report), measured (report mode), stopped."""
+        if self.error:
+            return "failed"
+        if self.report is not None:
+            return self.report.shown_status
+        if exit_code == EXIT_STOPPED:
+            return "stopped"
+        return "measured" if self.plan is None else "failed"
+
+    def failed(self, exit_code: int) -> bool:
+        return self.status(exit_code) == "failed"
+
+    def summary(self, *, ended: datetime, exit_code: int) -> dict[str, Any]:
+        """The ``summary.json`` of the ConfigMap (docs/controller.md lists every field)."""
+        plan, report = self.plan, self.report
+        outcome = report.outcome if report is not None else None
+        measured = outcome is not None and not outcome.simulated  # a dry run's outcome is simulated: never shown as measured
+        before = headline(self.figures) if self.figures is not None else _headline_of(plan.before) if plan is not None else None
+        after = headline(self.figures_after) if self.figures_after is not None else None
+        if after is None and report is not None and not report.dry_run and report.status == "nothing-to-do":
+            after = before  # nothing was changed
+        return {
+            "mode": self.mode,
+            "dryRun": self.dry_run,
+            "installation": self.installation,
+            "planId": plan.metadata.id if plan is not None else None,
+            "status": self.status(exit_code),
+            "reason": self.error or (report.reason if report is not None else ""),
+            "exitCode": exit_code,
+            "movesPlanned": len(plan.moves) if plan is not None else None,
+            "movesDone": report.moves_done if report is not None else None,
+            "freedNodes": list(report.freed_nodes) if report is not None else [],
+            "freedGpusPlanned": plan.freed_gpus if plan is not None else None,
+            "freedGpusMeasured": outcome.freed_gpus if measured and outcome is not None else None,
+            "pendingPodsPlanned": len(plan.placed_pending) if plan is not None else None,
+            "pendingPodsPlaced": outcome.pending_placed if measured and outcome is not None else None,
+            "steering": report.steering if report is not None else "",
+            "before": before,
+            "after": after,
+            "plannedAfter": _headline_of(plan.after) if plan is not None and plan.after else None,
+            "startedAt": _iso(self.started),
+            "endedAt": _iso(ended),
+        }
+
+
+def headline(figures: Figures) -> dict[str, Any]:
+    """The headline figures of the cluster (docs/metrics.md), as ``figures_to_dict`` writes them."""
+    cluster = figures.cluster
+    return {
+        "wholeFreeGpus": cluster.whole_free_physical_gpus,
+        "wholeFreeNodes": cluster.whole_free_nodes,
+        "blockedDemandGpuEquivalents": round(figures.blocked_demand_gpus, 4),
+        "blockedPendingPods": len(figures.blocked_pending),
+        "strandedShare": None if cluster.stranded_share is None else round(cluster.stranded_share, 4),
+        "strandedGpuEquivalents": round(cluster.stranded_gpus, 4),
+        "freeGpuEquivalents": round(cluster.free_gpus, 4),
+    }
+
+
+def _headline_of(figures: dict[str, Any]) -> dict[str, Any] | None:
+    """``headline`` of a plan's ``before``/``after`` (``figures_to_dict``'s form)."""
+    cluster = figures.get("cluster")
+    if not isinstance(cluster, dict):
+        return None
+    return {
+        "wholeFreeGpus": cluster.get("wholeFreePhysicalGpus"),
+        "wholeFreeNodes": cluster.get("wholeFreeNodes"),
+        "blockedDemandGpuEquivalents": figures.get("blockedDemandGpuEquivalents"),
+        "blockedPendingPods": len(figures.get("blockedPending") or []),
+        "strandedShare": cluster.get("strandedShare"),
+        "strandedGpuEquivalents": cluster.get("strandedGpuEquivalents"),
+        "freeGpuEquivalents": cluster.get("freeGpuEquivalents"),
+    }
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _share(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.1%}"
+
+
+def _figures_line(before: dict[str, Any], after: dict[str, Any] | None, planned: bool) -> str:
+    def pair(key: str, shown: Callable[[Any], str] = str) -> str:
+        return shown(before.get(key)) + ("" if after is None else f" -> {shown(after.get(key))}")
+
+    return (f"whole-free GPUs {pair('wholeFreeGpus')}, blocked demand {pair('blockedDemandGpuEquivalents', lambda v: f'{v:g}')} "
+            f"GPU-equivalents, stranded share {pair('strandedShare', _share)}" + (" (after: as planned, not measured)" if planned else ""))
+
+
+def describe(summary: dict[str, Any]) -> str:
+    """The summary in one line: the Event's message and the log line."""
+    dry = bool(summary["dryRun"])
+    parts = [f"run --once (mode {summary['mode']}{', dry run' if dry else ''}): "
+             + (f"plan {summary['planId']} {summary['status']}" if summary["planId"] else str(summary["status"]))]
+    if summary["movesDone"] is not None:
+        parts.append(f"{summary['movesDone']}/{summary['movesPlanned']} moves {'simulated' if dry else 'done'}")
+    elif summary["movesPlanned"] is not None:
+        parts.append(f"{summary['movesPlanned']} moves planned")
+    if summary["freedGpusMeasured"] is not None:
+        parts.append(f"{summary['freedGpusMeasured']:+d} whole-free GPUs measured (plan: {summary['freedGpusPlanned']:+d}); "
+                     f"pending pods placed {summary['pendingPodsPlaced']}/{summary['pendingPodsPlanned']}")
+    elif summary["freedGpusPlanned"] is not None:
+        parts.append(f"the plan frees {summary['freedGpusPlanned']} GPU(s) and places {summary['pendingPodsPlanned']} pending pod(s)")
+    before = summary["before"]
+    if isinstance(before, dict):
+        after, planned = summary["after"], False
+        if after is None and summary["plannedAfter"] is not None:
+            after, planned = summary["plannedAfter"], True
+        parts.append(_figures_line(before, after, planned))
+    if summary["reason"]:
+        parts.append(f"reason: {summary['reason']}")
+    return "; ".join(parts)
+
+
+def write_summary(client: ClusterClient, namespace: str, summary: dict[str, Any], *, failed: bool) -> None:
+    """Create or replace the ConfigMap, then send the Event on it; either failing is a warning, never raised."""
+    from compactor.actions import events
+    from compactor.errors import ClusterError
+
+    data = {SUMMARY_KEY: json.dumps(summary, indent=2) + "\n"}
+    where = f"configmap {namespace}/{LAST_RUN_CONFIGMAP}"
+    for attempt in range(1, _WRITE_ATTEMPTS + 1):
+        try:
+            client.read_state(LAST_RUN_CONFIGMAP)  # its resourceVersion: the write replaces it (PUT), or creates it (POST)
+            client.write_state(LAST_RUN_CONFIGMAP, data)
+            break
+        except ClusterError as exc:
+            if exc.status == 409 and attempt < _WRITE_ATTEMPTS:
+                continue
+            log.warning(f"could not record the run in {where} (the run itself is unaffected): {exc}")
+            break
+        except Exception as exc:  # the run's bookkeeping never fails the run
+            log.warning(f"could not record the run in {where} (the run itself is unaffected): {type(exc).__name__}: {exc}")
+            break
+    event = events.run_summary(namespace, LAST_RUN_CONFIGMAP, describe(summary), failed=failed)
+    try:
+        client.create_event(event.involved, reason=event.reason, message=event.message, type_=event.type)
+    except Exception as exc:
+        log.warning(f"could not send the {event.reason} Event on {where} (the run itself is unaffected): {exc}")
+
+
+def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime) -> None:
+    """The metric families the controller exports, for this run, pushed to the Pushgateway at ``url`` (replacing this
+    installation's group); a failure is a warning, never raised."""
+    from compactor.controller import _evictions, _gained
+    from compactor.metrics.exporter import Exporter
+
+    exporter = Exporter()
+    figures = record.figures_after if record.figures_after is not None else record.figures
+    if figures is not None:
+        cordoned = record.cordoned_after if record.figures_after is not None else record.cordoned
+        exporter.set_figures(figures, cordoned_nodes=cordoned)
+    plan, report = record.plan, record.report
+    if plan is not None:
+        exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
+    if report is not None:
+        exporter.record_run(report.shown_status, evictions=_evictions(report), gained=_gained(report),
+                            recuts=tuple(report.recuts.values()), steering=report.steering)
+        exporter.set_leader(not report.dry_run)  # a real run acted under the Lease
+    if record.error:
+        exporter.record_cycle_error()
+    elif exit_code != EXIT_STOPPED:
+        exporter.record_cycle(ended.timestamp())
+    try:
+        exporter.push(url, job=PUSH_JOB, grouping_key={"installation": record.installation}, timeout=PUSH_TIMEOUT_SECONDS)
+    except Exception as exc:  # unreachable, refused, a proxy's error page: the run is what it was
+        log.warning(f"could not push the run's metrics to the Pushgateway {url} (the run itself is unaffected): {exc}")
+    else:
+        log.info(f"pushed the run's metrics to the Pushgateway {url}")
+
+
+def finish(record: RunRecord, settings: Settings, *, exit_code: int, client: Callable[[], ClusterClient],
+           reload: Callable[[], Snapshot]) -> None:
+    """At the end of a live ``run --once``: measure again after a real run that changed something (``reload``), write the
+    summary and its Event through ``client()`` (a real client, whatever the run's mode), push the metrics if configured."""
+    if record.changed_the_cluster and record.figures_after is None:
+        try:
+            record.measure_after(reload(), settings)
+        except Exception as exc:
+            log.warning(f"could not measure the cluster after the run (its summary shows the figures before only): {exc}")
+    ended = datetime.now(UTC)
+    summary = record.summary(ended=ended, exit_code=exit_code)
+    failed = record.failed(exit_code)
+    line = describe(summary)
+    if failed:
+        log.warning(line)
+    else:
+        log.info(line)
+    writer: ClusterClient | None = None
+    try:
+        writer = client()
+    except Exception as exc:
+        log.warning(f"could not record the run in configmap {settings.executor.state_namespace}/{LAST_RUN_CONFIGMAP}: {exc}")
+    if writer is not None:
+        try:
+            write_summary(writer, settings.executor.state_namespace, summary, failed=failed)
+        finally:
+            close = getattr(writer, "close", None)
+            if callable(close):
+                close()
+    if settings.metrics.pushgateway_url:
+        push(settings.metrics.pushgateway_url, record, exit_code=exit_code, ended=ended)
