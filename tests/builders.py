@@ -38,6 +38,7 @@ def node(
     replicas: int = 1,
     extra: dict[str, str] | None = None,
     physical_gpus: int | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Node; ``gpus`` whole GPUs (times ``replicas`` if time-sliced), ``mig`` profile -> count (mixed strategy)."""
     allocatable: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
@@ -68,7 +69,7 @@ def node(
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": f"node-{next(_uid)}", "labels": node_labels},
+        "metadata": {"name": name, "uid": f"node-{next(_uid)}", "labels": node_labels, **({"annotations": annotations} if annotations else {})},
         "spec": spec,
         "status": {
             "allocatable": allocatable,

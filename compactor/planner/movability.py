@@ -20,6 +20,14 @@ EVICT_ANNOTATION = "compactor.io/evict"
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 EXCLUDE_LABEL = "compactor.io/exclude"
+# Other tools' "do not disrupt" marks, honoured as ours (value "true"): Karpenter's on pods and nodes, the descheduler's
+# opt-out on pods (its descheduler.alpha.kubernetes.io/evict is an opt-in and says nothing here), and the cluster
+# autoscaler's scale-down opt-out on nodes.
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+DESCHEDULER_OPT_OUT = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+POD_OPT_OUTS = (DO_NOT_DISRUPT, DESCHEDULER_OPT_OUT)
+NODE_OPT_OUTS = (DO_NOT_DISRUPT, SCALE_DOWN_DISABLED)
 CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
@@ -40,6 +48,9 @@ class Unmovable(enum.StrEnum):
     PDB_BLOCKS = "a PodDisruptionBudget allows no disruption"
     FEW_REPLICAS = "fewer ready replicas than planner.min_replicas and no PodDisruptionBudget: moving it is downtime"
     NODE_EXCLUDED = "its node is labelled compactor.io/exclude=true"
+    DO_NOT_DISRUPT = "annotated karpenter.sh/do-not-disrupt or descheduler.alpha.kubernetes.io/prefer-no-eviction = true"
+    NODE_DO_NOT_DISRUPT = ("its node is annotated karpenter.sh/do-not-disrupt or cluster-autoscaler.kubernetes.io/"
+                           "scale-down-disabled = true")
     POD_AFFINITY = "required inter-pod (anti-)affinity, which the planner does not model"
     TOPOLOGY_SPREAD = "DoNotSchedule topology spread constraint, which the planner does not model"
     VOLUMES = "where its persistent volumes may attach is unknown (claim or volume not in the snapshot, unbound, or ephemeral)"
@@ -87,6 +98,8 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreatin
     opt = pod.annotations.get(EVICT_ANNOTATION)
     if opt == "false" or pod.annotations.get(SAFE_TO_EVICT_ANNOTATION) == "false":
         return Unmovable.OPTED_OUT
+    if any(pod.annotations.get(key) == "true" for key in POD_OPT_OUTS):
+        return Unmovable.DO_NOT_DISRUPT
     if pod.local_storage and opt != "true":
         return Unmovable.LOCAL_STORAGE
     if len(pdbs) > 1:
@@ -95,6 +108,8 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreatin
         return Unmovable.PDB_BLOCKS
     if node is not None and node.labels.get(EXCLUDE_LABEL) == "true":
         return Unmovable.NODE_EXCLUDED
+    if node is not None and any(node.annotations.get(key) == "true" for key in NODE_OPT_OUTS):
+        return Unmovable.NODE_DO_NOT_DISRUPT
     return _unmodelled(pod)
 
 

@@ -69,7 +69,11 @@ def test_a_pod_opted_out_while_the_run_is_under_way_is_not_evicted() -> None:
     (lambda p: p["metadata"].setdefault("annotations", {}).update({"kubernetes.io/config.mirror": "x"}), Unmovable.MIRROR.value),
     (lambda p: p["spec"].update(priorityClassName="system-node-critical"), Unmovable.SYSTEM_CRITICAL.value),
     (lambda p: p["spec"].update(volumes=[{"name": "scratch", "emptyDir": {}}]), "uses emptyDir/hostPath storage"),
-], ids=["daemonset", "job", "mirror", "system-critical", "empty-dir"])
+    (lambda p: p["metadata"].setdefault("annotations", {}).update({"karpenter.sh/do-not-disrupt": "true"}),
+     Unmovable.DO_NOT_DISRUPT.value),
+    (lambda p: p["metadata"].setdefault("annotations", {}).update({"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"}),
+     Unmovable.DO_NOT_DISRUPT.value),
+], ids=["daemonset", "job", "mirror", "system-critical", "empty-dir", "karpenter-do-not-disrupt", "descheduler-opt-out"])
 def test_a_pod_changed_since_planning_into_one_the_rules_keep_is_never_evicted(change: object, why: str) -> None:
     c, plan = setup()
     change(c.pod("default", "serve-b"))  # type: ignore[operator]  # the first move off gpu-3
@@ -152,3 +156,13 @@ def test_the_age_limit_is_a_setting() -> None:
     c, plan = setup()
     c.advance(2 * 3600)
     assert run(c, plan, ExecutorSettings(**{**SETTINGS.model_dump(), "max_plan_age_seconds": 3 * 3600})).status == "succeeded"
+
+
+def test_a_source_node_marked_do_not_disrupt_since_planning_keeps_its_pods() -> None:
+    c, plan = setup()
+    c.nodes["gpu-3"]["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}  # Karpenter's node opt-out
+    report = run(c, plan)
+    assert not set(GPU_3) & set(evicted_names(c))
+    assert Unmovable.NODE_DO_NOT_DISRUPT.value in report.reason, report.reason
+    assert report.status == "partial" and report.freed_nodes == ["gpu-2"]
+    assert_clean(c)

@@ -218,6 +218,19 @@ def test_rule6_control_safe_to_evict_true_moves() -> None:
     assert_moves(plan)
 
 
+@pytest.mark.parametrize("annotation", ["karpenter.sh/do-not-disrupt", "descheduler.alpha.kubernetes.io/prefer-no-eviction"])
+def test_rule6_other_tools_do_not_disrupt_marks_keep_the_pod(annotation: str) -> None:
+    _, plan = scenario({"annotations": {annotation: "true"}})
+    assert_stays(plan, Unmovable.DO_NOT_DISRUPT)
+    _, plan = scenario({"annotations": {annotation: "false"}})
+    assert_moves(plan)
+
+
+def test_rule6_the_descheduler_opt_in_annotation_is_no_opt_out() -> None:
+    _, plan = scenario({"annotations": {"descheduler.alpha.kubernetes.io/evict": "false"}})
+    assert_moves(plan)
+
+
 # ---------------------------------------------------------------- rule 7: PDB with disruptionsAllowed == 0
 
 
@@ -255,6 +268,14 @@ def test_rule7_control_pdb_that_does_not_bind_moves(budget: dict[str, Any]) -> N
 def test_rule8_pod_on_excluded_node_stays() -> None:
     _, plan = scenario(src={"labels": {"compactor.io/exclude": "true"}})
     assert_stays(plan, Unmovable.NODE_EXCLUDED)
+
+
+@pytest.mark.parametrize("annotation", ["karpenter.sh/do-not-disrupt", "cluster-autoscaler.kubernetes.io/scale-down-disabled"])
+def test_rule8_a_node_other_tools_may_not_disrupt_keeps_its_pods(annotation: str) -> None:
+    _, plan = scenario(src={"annotations": {annotation: "true"}})
+    assert_stays(plan, Unmovable.NODE_DO_NOT_DISRUPT)
+    _, plan = scenario(src={"annotations": {annotation: "false"}})
+    assert_moves(plan)
 
 
 def test_rule8_control_exclude_label_not_true_moves() -> None:
