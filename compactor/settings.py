@@ -128,6 +128,10 @@ class PlannerSettings(_Group):
     exclude_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     pod_selector: dict[str, str] = Field(default_factory=dict, description="only pods with these labels may move")
     max_priority: int | None = Field(None, description="pods with priority above this never move")
+    min_pod_age_seconds: float = Field(0.0, ge=0, description="pods created less than this long ago never move (0: any age)")
+    min_ready_seconds: float = Field(0.0, ge=0, description="pods Ready for less than this long (their Ready condition's "
+                                                             "lastTransitionTime) never move: a replica still warming up "
+                                                             "is not taken out of rotation again (0: off)")
     recreating_controllers: list[str] = Field(
         default_factory=lambda: ["ReplicaSet", "StatefulSet"],
         description="controller kinds that recreate an evicted pod; other owners' pods (Job, CronJob, ...) move only with "

@@ -104,6 +104,8 @@ def pod(
     host_ports: list[int] | None = None,
     scheduler: str | None = None,
     anti_affinity: list[dict[str, Any]] | None = None,
+    created: str = "2026-01-01T00:00:00Z",
+    ready_since: str | None = None,
 ) -> dict[str, Any]:
     """A Pod with one container; bound to ``on`` (Running) or Pending when ``on`` is None.
 
@@ -122,7 +124,7 @@ def pod(
         "namespace": namespace,
         "uid": f"pod-{next(_uid)}",
         "labels": labels if labels is not None else {"app": (owner or "bare").split("/")[-1]},
-        "creationTimestamp": "2026-01-01T00:00:00Z",
+        "creationTimestamp": created,
     }
     if annotations:
         meta["annotations"] = annotations
@@ -150,7 +152,8 @@ def pod(
         "kind": "Pod",
         "metadata": meta,
         "spec": spec,
-        "status": {"phase": running, "conditions": [{"type": "Ready", "status": "True" if running == "Running" else "False"}]},
+        "status": {"phase": running, "conditions": [{"type": "Ready", "status": "True" if running == "Running" else "False",
+                                                     **({"lastTransitionTime": ready_since} if ready_since else {})}]},
     }
 
 

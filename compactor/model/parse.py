@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -68,6 +69,13 @@ def parse_label_selector(raw: Any, *, source: str, obj: str, field: str) -> Labe
     if raw is None:
         return None
     return label_selector(schema.convert_section(raw, schema.LabelSelector, source=source, obj=obj, field=field))
+
+
+def _ready_since(conditions: list[schema.Condition] | None) -> datetime | None:
+    for condition in conditions or ():
+        if condition.type == "Ready":
+            return condition.last_transition_time if condition.status == "True" else None
+    return None
 
 
 def _is_ready(conditions: list[schema.Condition] | None) -> bool:
@@ -218,6 +226,7 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
         scheduling_gates=tuple(g.name or "" for g in spec.scheduling_gates) if spec.scheduling_gates else (),
         ready=_is_ready(status.conditions),
         created=meta.creation_timestamp,
+        ready_since=_ready_since(status.conditions),
     )
 
 

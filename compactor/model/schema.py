@@ -199,6 +199,7 @@ class ObjectSpec(_Api):
 class Condition(_Api):
     type: str | None = None
     status: str | None = None
+    last_transition_time: datetime | None = None
 
 
 class ObjectStatus(_Api):

@@ -182,6 +182,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     scheduling_gates: tuple[str, ...] = ()
     ready: bool = False
     created: datetime | None = None
+    ready_since: datetime | None = None  # when its Ready condition last turned True (None: not Ready, or not said)
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid, self.node_name))

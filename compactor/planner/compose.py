@@ -188,7 +188,7 @@ def build_plan(
     say("building the problem", "")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     building = time.monotonic()
-    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence)
+    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now)
     built = time.monotonic() - building
     result: SolveResult | None = None
     note = ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 
 from compactor.model.scheduling import label_selector_matches, untolerated_taint
 from compactor.model.types import Node, Pdb, Pod, Taint, Toleration
@@ -59,6 +60,7 @@ class Unmovable(enum.StrEnum):
     NAMESPACE = "namespace not selected by config"
     SELECTOR = "labels do not match planner.pod_selector"
     PRIORITY = "priority above planner.max_priority"
+    TOO_YOUNG = "created or Ready too recently (planner.min_pod_age_seconds, planner.min_ready_seconds)"
     TOLERATES_FENCES = ("tolerates the compactor's fence taint: fences cannot keep its replacement off other nodes, and only the "
                         "steering policy (manifests/steering) places it exactly")
 
@@ -124,7 +126,7 @@ def _unmodelled(pod: Pod) -> Unmovable | None:
     return None
 
 
-def config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
+def config_reason(pod: Pod, settings: PlannerSettings, now: datetime | None = None) -> Unmovable | None:
     """Why the configured selection (schedulers, namespaces, pod_selector, max_priority) keeps ``pod`` in place, if it does."""
     if pod.scheduler_name not in settings.scheduler_names:
         return Unmovable.SCHEDULER
@@ -136,7 +138,17 @@ def config_reason(pod: Pod, settings: PlannerSettings) -> Unmovable | None:
         return Unmovable.SELECTOR
     if settings.max_priority is not None and pod.priority > settings.max_priority:
         return Unmovable.PRIORITY
+    if now is not None and _too_young(pod, settings, now):
+        return Unmovable.TOO_YOUNG
     return None
+
+
+def _too_young(pod: Pod, settings: PlannerSettings, now: datetime) -> bool:
+    """Created, or Ready, less than the configured time before ``now`` (a time the object does not say passes)."""
+    def within(since: datetime | None, seconds: float) -> bool:
+        return seconds > 0 and since is not None and (now - since).total_seconds() < seconds
+
+    return within(pod.created, settings.min_pod_age_seconds) or within(pod.ready_since, settings.min_ready_seconds)
 
 
 def _replicas_reason(pdbs: Sequence[Pdb], ready_replicas: int | None, settings: PlannerSettings) -> Unmovable | None:
@@ -160,10 +172,10 @@ def _steering_reason(pod: Pod, fence: Taint | None) -> Unmovable | None:
 
 def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings,
                   volumes: VolumeIndex | None = None, *, ready_replicas: int | None = None,
-                  fence: Taint | None = None) -> Unmovable | None:
+                  fence: Taint | None = None, now: datetime | None = None) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
     (None: not counted); ``fence``: see ``_steering_reason``."""
-    reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or config_reason(pod, settings)
+    reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or config_reason(pod, settings, now)
               or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
     if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
         return Unmovable.VOLUMES
@@ -171,10 +183,10 @@ def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: Pl
 
 
 def why_not_evictable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings, *,
-                      ready_replicas: int | None, fence: Taint | None = None) -> Unmovable | None:
+                      ready_replicas: int | None, fence: Taint | None = None, now: datetime | None = None) -> Unmovable | None:
     """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
     its PDBs' budget now (the executor waits for it) and where its volumes attach (the snapshot said)."""
-    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, budget=False) or config_reason(pod, settings)
+    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, budget=False) or config_reason(pod, settings, now)
             or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
 
 
@@ -242,11 +254,11 @@ def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb
 
 def movability(
     pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings, volumes: VolumeIndex | None = None,
-    *, fence: Taint | None = None,
+    *, fence: Taint | None = None, now: datetime | None = None,
 ) -> dict[str, Unmovable | None]:
     """Pod key -> None (movable) or the reason it is not, for every bound pod (``fence``: see ``_steering_reason``)."""
     bound = [p for p in pods if p.is_bound]
     covering = pdbs_by_pod(bound, pdbs)
     replicas = ready_replicas(bound)
     return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings, volumes,
-                                 ready_replicas=replicas.get(controller_uid(p), 0), fence=fence) for p in bound}
+                                 ready_replicas=replicas.get(controller_uid(p), 0), fence=fence, now=now) for p in bound}

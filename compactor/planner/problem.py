@@ -12,6 +12,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.types import Node, Pod, Snapshot, Taint
@@ -178,11 +179,13 @@ def _placeable(snapshot: Snapshot, settings: PlannerSettings, rules: TargetRules
     return placeable, excluded
 
 
-def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None, fence: Taint | None = None) -> Problem:
-    """``fence``: the taint a run fences nodes with when fences steer replacements (None: the steering policy pins them)."""
+def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None, fence: Taint | None = None,
+                  now: datetime | None = None) -> Problem:
+    """``fence``: the taint a run fences nodes with when fences steer replacements (None: the steering policy pins them);
+    ``now``: the plan's time, for the pod age rules (None: they pass)."""
     nodes_by_name = snapshot.node_by_name()
     rules = TargetRules(snapshot, cross_pool=settings.cross_pool_moves)
-    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes, fence=fence)
+    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes, fence=fence, now=now)
     pending, not_placeable = _placeable(snapshot, settings, rules)
     loads = _node_loads(snapshot)
     freeable = _freeable(snapshot, unmovable)

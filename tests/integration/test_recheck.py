@@ -166,3 +166,13 @@ def test_a_source_node_marked_do_not_disrupt_since_planning_keeps_its_pods() -> 
     assert Unmovable.NODE_DO_NOT_DISRUPT.value in report.reason, report.reason
     assert report.status == "partial" and report.freed_nodes == ["gpu-2"]
     assert_clean(c)
+
+
+def test_a_pod_restarted_since_planning_is_not_moved_before_it_has_been_ready_long_enough() -> None:
+    c, plan = setup()
+    c.pod("default", "serve-b")["status"]["conditions"] = [  # it restarted and turned Ready just as the run began
+        {"type": "Ready", "status": "True", "lastTransitionTime": c.clock.now().isoformat()}]
+    report = run(c, plan, rules=PlannerSettings(min_replicas=1, min_ready_seconds=600))
+    assert not set(GPU_3) & set(evicted_names(c))
+    assert f"not moved default/serve-b: {Unmovable.TOO_YOUNG.value}" in report.reason, report.reason
+    assert sorted(c.evicted) == GPU_2

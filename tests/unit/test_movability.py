@@ -353,6 +353,23 @@ def test_config_pod_selector_match_moves() -> None:
     assert_moves(plan)
 
 
+@pytest.mark.parametrize(("candidate", "config"), [
+    ({"created": "2025-12-31T23:50:00Z"}, {"min_pod_age_seconds": 3600}),  # created 10 minutes before the plan
+    ({"ready_since": "2025-12-31T23:55:00Z"}, {"min_ready_seconds": 900}),  # Ready for 5 minutes, still warming up
+], ids=["younger-than-min-age", "ready-for-less-than-min-ready"])
+def test_config_a_pod_too_young_or_ready_too_recently_stays(candidate: dict[str, Any], config: dict[str, Any]) -> None:
+    _, plan = scenario(candidate, config=settings(**config))
+    assert_stays(plan, Unmovable.TOO_YOUNG)
+    _, plan = scenario(candidate)  # the limits are off by default
+    assert_moves(plan)
+
+
+def test_config_a_pod_old_enough_and_ready_long_enough_moves() -> None:
+    _, plan = scenario({"created": "2025-12-31T22:00:00Z", "ready_since": "2025-12-31T23:00:00Z"},
+                       config=settings(min_pod_age_seconds=3600, min_ready_seconds=900))
+    assert_moves(plan)
+
+
 def test_config_max_priority_above_stays_equal_moves() -> None:
     _, plan = scenario({"priority": 1001}, config=settings(max_priority=1000))
     assert_stays(plan, Unmovable.PRIORITY)

@@ -45,7 +45,7 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
     model = parse_pod(pod, source=SOURCE)
     replicas = None if pdbs or run.rules.min_replicas <= 1 else _ready_replicas(run, pod, checked)
     reason = why_not_evictable(model, source, [parse_pdb(p, source=SOURCE) for p in pdbs], run.rules, ready_replicas=replicas,
-                               fence=planning_fence(run.steerer.mechanism, run.settings.identity))
+                               fence=planning_fence(run.steerer.mechanism, run.settings.identity), now=run.clock.now())
     if reason is not None:
         checked.refusal = f"{reason.value} (steering {run.steerer.mechanism})" if reason is Unmovable.TOLERATES_FENCES else reason.value
     elif source is None or not source.ready:
