@@ -99,8 +99,12 @@ def _as_deployed(plan: CompactionPlan, settings: Settings) -> str:
     """What a cycle with these settings (the deployed ones, given --config) would do of the plan: the mode, and the whole
     nodes ``max_evictions_per_cycle`` lets one cycle take."""
     from compactor.actions.scope import within_cap
+    from compactor.windows import window_state
 
     lines = [f"\nWith these settings a run {_MODE_DOES[settings.mode]}"]
+    if settings.disruption.windows and settings.mode == "apply":
+        state = window_state(settings.disruption.windows, datetime.now(UTC))
+        lines.append(f"; now {state.why}" if state.open else f", but not now: {state.why}")
     cap = settings.executor.max_evictions_per_cycle
     if len(plan.moves) > cap:
         cut = within_cap(plan, cap, {})
@@ -488,6 +492,17 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
             return _stopped(plan.metadata.id if plan else "")
 
 
+def _within_window(args: argparse.Namespace, settings: Settings) -> str | None:
+    """Why a run that would act may not act now (outside every disruption window), or None when it may. A dry run
+    changes nothing, so it may run at any time."""
+    from compactor.windows import window_state
+
+    if args.dry_run:
+        return None
+    state = window_state(settings.disruption.windows, datetime.now(UTC))
+    return None if state.open else state.why
+
+
 def _within_mode(args: argparse.Namespace, settings: Settings, *, command: str) -> None:
     """The configured mode only ever makes a run safer: plan turns it into a dry run, report (for ``run``) into a report.
     ``apply --plan`` names one plan to carry out, so outside apply mode it is refused rather than quietly simulated."""
@@ -507,6 +522,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     _within_mode(args, settings, command="apply")
+    if (closed := _within_window(args, settings)) is not None:
+        raise CompactorError(f"{closed} (disruption.windows); --dry-run shows what the plan would do")
     return _recover_and_execute(args, settings, load_plan(args.plan))
 
 
@@ -576,6 +593,9 @@ def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -
     if settings.mode == "report" and not args.dry_run:
         return _report_only(args, settings, record)
     _within_mode(args, settings, command="run")
+    if (closed := _within_window(args, settings)) is not None:
+        log.info(f"{closed}: this run changes nothing")
+        return 0
     source = source_from_args(args)
     mig_namespace = mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
 

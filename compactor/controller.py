@@ -454,6 +454,17 @@ class Controller:
 
     # ----- jobs
 
+    def _inside_window(self) -> bool:
+        """Cycles outside every disruption window measure and export, and act on nothing (dry runs change nothing)."""
+        from compactor.windows import window_state
+
+        if self.options.dry_run:
+            return True
+        state = window_state(self.settings.disruption.windows, self.clock.now())
+        if not state.open:
+            log.info("%s: this cycle measures only", state.why)
+        return state.open
+
     def _lead(self) -> bool:
         """One election round (lease job and every cycle); errors keep leadership until the renew deadline."""
         if self.elector is None:
@@ -474,7 +485,7 @@ class Controller:
         if self._stopping.is_set():
             return None
         leader = self._lead()
-        execute = leader and not self.options.report_only
+        execute = leader and not self.options.report_only and self._inside_window()
         self._interrupt.clear()
         if self._stopping.is_set():
             self._interrupt.set()

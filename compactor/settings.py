@@ -164,6 +164,37 @@ class PlannerSettings(_Group):
         return self
 
 
+class WindowSettings(_Group):
+    """A time a run may act: from each time ``schedule`` fires, in ``timezone``, for ``duration_minutes``."""
+
+    schedule: str = Field(description="cron expression, 5 fields (minute hour day-of-month month day-of-week), e.g. '0 22 * * 1-5'")
+    duration_minutes: float = Field(gt=0, description="how long the window stays open after each start")
+    timezone: str = Field(description="IANA timezone the schedule is read in, e.g. Europe/Paris or UTC (no default: say it)")
+
+    @model_validator(mode="after")
+    def _valid(self) -> WindowSettings:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            zone = ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"timezone {self.timezone!r}: not an IANA timezone (e.g. Europe/Paris, UTC)") from None
+        if len(self.schedule.split()) != 5:
+            raise ValueError(f"schedule {self.schedule!r}: expected 5 cron fields (minute hour day-of-month month day-of-week)")
+        try:
+            CronTrigger.from_crontab(self.schedule, timezone=zone)
+        except ValueError as exc:
+            raise ValueError(f"schedule {self.schedule!r}: {exc}") from None
+        return self
+
+
+class DisruptionSettings(_Group):
+    windows: list[WindowSettings] = Field(default_factory=list, description="when runs may act; empty: any time. A run "
+                                          "outside every window changes nothing and says when the next opens")
+
+
 class ExecutorSettings(_Group):
     after_drain: Literal["uncordon", "keepCordoned", "taint"] = "uncordon"
     taint_key: str = "compactor.io/reserved"
@@ -321,6 +352,7 @@ class Settings(BaseSettings):
     executor: ExecutorSettings = ExecutorSettings()
     mig: MigSettings = MigSettings()
     leader_election: LeaderElectionSettings = LeaderElectionSettings()
+    disruption: DisruptionSettings = DisruptionSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -27,7 +27,7 @@ from compactor.kube.lease import LeaderElector
 from compactor.metrics.exporter import Exporter
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
-from compactor.settings import Settings
+from compactor.settings import DisruptionSettings, Settings, WindowSettings
 from tests.builders import A100_40
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
@@ -318,3 +318,17 @@ def test_the_configured_mode_only_ever_makes_the_controller_safer() -> None:
 
     assert [safety(plain, mode) for mode in ("apply", "plan", "report")] == [(False, False), (True, False), (False, True)]
     assert safety(dry, "apply") == (True, False)  # a flag is never undone by the mode
+
+
+def test_outside_every_disruption_window_a_cycle_measures_and_changes_nothing() -> None:
+    c = FakeCluster(one_freed_node())
+    closed = SETTINGS_ALL.model_copy(update={"disruption": DisruptionSettings(windows=[
+        WindowSettings(schedule="0 12 15 6 *", duration_minutes=1, timezone="UTC")])})  # one minute a year (15 June)
+    controller = Controller(load_snapshot=loader(c), client=c, settings=closed, exporter=Exporter(CollectorRegistry()),
+                            options=ControllerOptions(interval=3600, listen="127.0.0.1:0"), clock=c.clock)
+    try:
+        report = controller.tick()
+        assert report is not None and report.run is None and report.figures is not None
+        assert c.history == []
+    finally:
+        controller.server.stop()
