@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from compactor.actions.recovery import RecoveryReport
     from compactor.last_run import RunRecord
     from compactor.model.types import Snapshot, Taint
+    from compactor.planner.history import Restraints
     from compactor.planner.plan import CompactionPlan, SteeringNote
     from compactor.settings import Settings
 
@@ -68,7 +69,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with _SolveProgress() as progress:
         plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
                           mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings), load_seconds=loaded,
-                          stage=progress.stage)
+                          stage=progress.stage, restraints=_restraints(args, settings))
     if args.explain_mig:
         advice, unavailable = _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)
         plan = plan.model_copy(update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]})
@@ -451,6 +452,12 @@ def _say_recovered(recovered: RecoveryReport) -> None:
 EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
 
 
+def _reversals(client: ClusterClient, plan: CompactionPlan) -> list[str]:
+    from compactor.actions.memory import reversals
+
+    return reversals(client, plan, datetime.now(UTC))
+
+
 def _stopped(plan_id: str) -> int:
     log.warning(f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
                 "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery")
@@ -484,12 +491,30 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
                                 steering=choice)
             if record is not None:
                 record.plan = plan
+            if not dry_run and (undone := _reversals(client, plan)):
+                raise CompactorError(f"plan {plan.metadata.id} would undo moves of the last day ({listed(undone, 3)}): refused, "
+                                     "to keep workloads from going back and forth")
             report = executor.execute(plan)
             if record is not None:
                 record.report = report
+            if not dry_run:
+                from compactor.actions.memory import remember_run
+
+                remember_run(client, settings, plan, report, clock.now())
             return _print_run(report, client, args.output, args.verbose)
         except Interrupted:
             return _stopped(plan.metadata.id if plan else "")
+
+
+def _restraints(args: argparse.Namespace, settings: Settings) -> Restraints | None:
+    """What earlier runs' history forbids now (cooldowns, budgets, the circuit breaker), read from a live cluster; None
+    for a snapshot file (it holds no history)."""
+    from compactor.actions.memory import restraints_now
+    from compactor.cli import is_live
+
+    if not is_live(args):
+        return None
+    return restraints_now(_kube_client(args, dry_run=True), settings, datetime.now(UTC))
 
 
 def _within_window(args: argparse.Namespace, settings: Settings) -> str | None:
@@ -524,6 +549,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
     _within_mode(args, settings, command="apply")
     if (closed := _within_window(args, settings)) is not None:
         raise CompactorError(f"{closed} (disruption.windows); --dry-run shows what the plan would do")
+    restraints = None if args.dry_run else _restraints(args, settings)
+    if restraints is not None and restraints.paused:
+        raise CompactorError(f"{restraints.paused}; --dry-run shows what the plan would do")
     return _recover_and_execute(args, settings, load_plan(args.plan))
 
 
@@ -596,6 +624,10 @@ def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -
     if (closed := _within_window(args, settings)) is not None:
         log.info(f"{closed}: this run changes nothing")
         return 0
+    restraints = _restraints(args, settings)
+    if restraints is not None and restraints.paused and not args.dry_run:
+        log.warning(f"{restraints.paused}: this run changes nothing")
+        return 0
     source = source_from_args(args)
     mig_namespace = mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
 
@@ -610,7 +642,7 @@ def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -
 
         with _SolveProgress() as progress:
             return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
-                              mig_parted=mig_parted_for(snapshot, settings), fence=fence, stage=progress.stage)
+                              mig_parted=mig_parted_for(snapshot, settings), fence=fence, stage=progress.stage, restraints=restraints)
 
     if args.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
         steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None

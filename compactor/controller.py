@@ -113,6 +113,7 @@ def run_cycle(
     reads, so nothing is changed (it counts in ``runs_total{status="dry-run"}``, never as succeeded nor in evictions).
     """
     from compactor.actions.executor import Executor
+    from compactor.actions.memory import remember_run, restraints_now, reversals
     from compactor.actions.recovery import recover
     from compactor.actions.steering.detect import choose, planning_fence
     from compactor.planner.compose import build_plan
@@ -128,10 +129,15 @@ def run_cycle(
     figures = _figures(snapshot, settings)
     exporter.set_figures(figures, cordoned_nodes=_cordoned(snapshot))
     report.figures, report.cordoned_nodes = figures, _cordoned(snapshot)
+    restraints = restraints_now(client, settings, clock.now()) if execute else None
+    if restraints is not None and restraints.paused and not dry_run:
+        log.warning("%s: this cycle measures only", restraints.paused)
+        execute = False
     if execute:
         steering = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
         plan = build_plan(snapshot, settings.planner, source=snapshot.source, now=clock.now(), shapes=figures.shapes,
-                          mig_parted=mig_parted_for(snapshot, settings), fence=planning_fence(steering.mechanism, settings.executor.identity))
+                          mig_parted=mig_parted_for(snapshot, settings), fence=planning_fence(steering.mechanism, settings.executor.identity),
+                          restraints=restraints)
         report.plan_id, report.planned_moves, report.planned_freed = plan.metadata.id, len(plan.moves), list(plan.freed_nodes)
         exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
         if dry_run:
@@ -142,8 +148,12 @@ def run_cycle(
             recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace, probe=client)
             run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress,
                            rules=settings.planner, steering=steering).execute(plan)
+        elif undone := reversals(client, plan, clock.now()):
+            raise CompactorError(f"plan {plan.metadata.id} would undo moves of the last day ({', '.join(undone[:3])}): refused, "
+                                 "to keep workloads from going back and forth")
         else:
             run = Executor(client, settings.executor, clock, progress=progress, rules=settings.planner, steering=steering).execute(plan)
+            remember_run(client, settings, plan, run, clock.now())
         report.run = run
         exporter.record_run(run.shown_status, evictions=_evictions(run), gained=_gained(run), recuts=tuple(run.recuts.values()),
                             steering=run.steering)

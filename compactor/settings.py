@@ -193,6 +193,25 @@ class WindowSettings(_Group):
 class DisruptionSettings(_Group):
     windows: list[WindowSettings] = Field(default_factory=list, description="when runs may act; empty: any time. A run "
                                           "outside every window changes nothing and says when the next opens")
+    workload_cooldown_minutes: float = Field(0.0, ge=0, description="a workload (a pod's controller) moved less than this "
+                                             "long ago is not moved again (0: off)")
+    node_cooldown_minutes: float = Field(0.0, ge=0, description="a node a move left or reached less than this long ago is "
+                                         "neither drained nor filled (0: off)")
+    max_moves_per_hour: int | None = Field(None, ge=0, description="moves all runs together may make in any hour (null: no cap)")
+    max_moves_per_day: int | None = Field(None, ge=0, description="moves all runs together may make in any 24 hours (null: no cap)")
+    breaker_failures: int = Field(0, ge=0, description="circuit breaker: this many failed moves among the last "
+                                  "breaker_of_last pause every run for breaker_pause_minutes (0: off)")
+    breaker_of_last: int = Field(10, ge=1, description="how many of the latest moves the circuit breaker looks at")
+    breaker_pause_minutes: float = Field(60.0, gt=0, description="how long the circuit breaker pauses runs once open")
+    history_limit: int = Field(500, ge=10, le=5000, description="moves remembered in the gpu-compactor-history ConfigMap "
+                                                                "(oldest dropped first; a day is always kept when it fits)")
+
+    @model_validator(mode="after")
+    def _breaker(self) -> DisruptionSettings:
+        if self.breaker_failures > self.breaker_of_last:
+            raise ValueError(f"disruption.breaker_failures ({self.breaker_failures}) cannot exceed disruption.breaker_of_last "
+                             f"({self.breaker_of_last})")
+        return self
 
 
 class ExecutorSettings(_Group):

@@ -95,3 +95,8 @@ def unpinned_pending(pod: str, node: str, plan: str) -> Event:
 def run_summary(namespace: str, config_map: str, message: str, *, failed: bool) -> Event:
     """The end of a ``run --once``, on the ConfigMap that holds its summary (``compactor/last_run.py``): Warning when it failed."""
     return Event(ObjectRef("ConfigMap", config_map, namespace), "CompactorRunSummary", message, "Warning" if failed else "Normal")
+
+
+def breaker_opened(namespace: str, config_map: str, until: str, why: str) -> Event:
+    """The circuit breaker paused compaction (``compactor/planner/history.py``), on the ConfigMap that remembers it."""
+    return Event(ObjectRef("ConfigMap", config_map, namespace), "CompactorPaused", f"compaction paused until {until}: {why}", "Warning")

@@ -45,6 +45,7 @@ class RunReport:
     moves_done: int = 0
     freed_nodes: list[str] = field(default_factory=list)
     skipped_moves: list[str] = field(default_factory=list)
+    done_pods: list[str] = field(default_factory=list)  # pods whose move is over (replaced, or found gone): the history's "moved"
     reason: str = ""
     dry_run: bool = False
     outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
@@ -139,6 +140,7 @@ class Executor:
             report.status, report.reason = "failed", f"unexpected {type(exc).__name__}: {exc}"
             roll_back(run, report.reason)
         report.moves_done = len(run.state.done)
+        report.done_pods = [p for p in run.state.done if p not in set(run.skipped)]
         report.skipped_moves = run.skipped
         report.recuts = dict(run.recuts)
         self._judge(run, report)

@@ -14,6 +14,8 @@ from compactor.model.types import Node, Snapshot, Taint
 from compactor.planner.budget import Budget
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.greedy import Assignment
+from compactor.planner.history import Restraints, workload_key
+from compactor.planner.movability import Unmovable
 from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import (
@@ -156,8 +158,12 @@ def build_plan(
     fence: Taint | None = None,
     load_seconds: float | None = None,
     stage: Callable[[str, str], None] | None = None,
+    restraints: Restraints | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
+
+    ``restraints``: what earlier runs forbid now (``history.restraints_at``): workloads and nodes in their cooldown stay
+    as they are, the hourly/daily budget caps the moves, and an open circuit breaker is said first.
 
     ``stage(name, best)``: told as each stage starts, with the best plan so far in words ("" before there is one), so a
     caller can show progress on long solves.
@@ -184,11 +190,12 @@ def build_plan(
         warnings.append("freeing no node: the snapshot is not one consistent read (pods bound to nodes it does not contain), so "
                         "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
                         "kubectl get nodes,pods,pdb,pv,pvc -A -o json")
+    settings, held = _restrained(settings, restraints, warnings)
     say = stage or (lambda name, best: None)
     say("building the problem", "")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     building = time.monotonic()
-    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now)
+    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now, restraints=held)
     built = time.monotonic() - building
     result: SolveResult | None = None
     note = ""
@@ -259,7 +266,7 @@ def build_plan(
     figures_after = compute_figures(apply_plan(snapshot, plan), shapes)
     free_after = {n.name: n.free.as_dict() for n in figures_after.nodes}
     left = left_pending(original, {p.pod.key for p in placements}, free_after)
-    plan = plan.model_copy(update={"after": figures_to_dict(figures_after), "explanations": _explanations(problem),
+    plan = plan.model_copy(update={"after": figures_to_dict(figures_after), "explanations": _explanations(problem, held),
                                    "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()]})
     return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})
 
@@ -376,12 +383,43 @@ def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:
 UNMOVABLE_SAMPLE = 50  # pods named per reason in explanations.unmovablePodsSample (a 50,000-pod plan stays small)
 
 
-def _explanations(problem: Problem) -> dict[str, object]:
-    """Why pods did not move, counted by reason, and the first pods (by name) of each reason (the reports show these)."""
+def _explanations(problem: Problem, restraints: Restraints | None = None) -> dict[str, object]:
+    """Why pods did not move, counted by reason, and the first pods (by name) of each reason (the reports show these);
+    with restraints, each cooling pod's own words ("its workload ... moved 12 min ago; cooldown 30 min")."""
     pods: dict[str, list[str]] = {}
     for key, reason in problem.unmovable.items():
         if reason is not None:
             pods.setdefault(reason.value, []).append(key)
     ranked = sorted(pods.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    return {"unmovablePods": {reason: len(keys) for reason, keys in ranked},
-            "unmovablePodsSample": {reason: sorted(keys)[:UNMOVABLE_SAMPLE] for reason, keys in ranked}}
+    found: dict[str, object] = {"unmovablePods": {reason: len(keys) for reason, keys in ranked},
+                                "unmovablePodsSample": {reason: sorted(keys)[:UNMOVABLE_SAMPLE] for reason, keys in ranked}}
+    if restraints is not None and restraints.any:
+        found["cooldowns"] = _cooldowns(problem, restraints)
+    return found
+
+
+def _cooldowns(problem: Problem, restraints: Restraints) -> dict[str, str]:
+    by_key = {p.key: p for p in problem.snapshot.pods}
+    notes: dict[str, str] = {}
+    for key in sorted(k for k, r in problem.unmovable.items() if r in (Unmovable.COOLDOWN, Unmovable.NODE_COOLDOWN)):
+        pod = by_key[key]
+        node_note = restraints.nodes.get(pod.node_name)
+        notes[key] = f"its node {pod.node_name} was {node_note}" if node_note else restraints.workloads[workload_key(pod.namespace, pod.owners)]
+        if len(notes) >= UNMOVABLE_SAMPLE:
+            break
+    return notes
+
+
+def _restrained(settings: PlannerSettings, restraints: Restraints | None, warnings: list[str]) -> tuple[PlannerSettings, Restraints | None]:
+    """The settings under the hourly/daily budget, and the warnings that say what history holds back."""
+    if restraints is None or not restraints.any:
+        return settings, None
+    if restraints.paused:
+        warnings.append(f"{restraints.paused}: a run now changes nothing (the plan shows what it would do)")
+    if restraints.moves_left is not None and (settings.max_moves is None or restraints.moves_left < settings.max_moves):
+        settings = settings.model_copy(update={"max_moves": restraints.moves_left})
+        warnings.append(f"at most {restraints.moves_left} move(s) now: {restraints.budget}")
+    if restraints.workloads or restraints.nodes:
+        warnings.append(f"in their cooldown: {len(restraints.workloads)} workload(s), {len(restraints.nodes)} node(s) "
+                        "(explanations.cooldowns says why per pod)")
+    return settings, restraints

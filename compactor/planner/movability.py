@@ -15,6 +15,7 @@ from datetime import datetime
 from compactor.model.scheduling import label_selector_matches, untolerated_taint
 from compactor.model.types import Node, Pdb, Pod, Taint, Toleration
 from compactor.model.volumes import VolumeIndex
+from compactor.planner.history import Restraints, workload_key
 from compactor.settings import SYSTEM_CRITICAL_PRIORITY, PlannerSettings
 
 EVICT_ANNOTATION = "compactor.io/evict"
@@ -61,6 +62,8 @@ class Unmovable(enum.StrEnum):
     SELECTOR = "labels do not match planner.pod_selector"
     PRIORITY = "priority above planner.max_priority"
     TOO_YOUNG = "created or Ready too recently (planner.min_pod_age_seconds, planner.min_ready_seconds)"
+    COOLDOWN = "its workload moved within disruption.workload_cooldown_minutes"
+    NODE_COOLDOWN = "its node was drained or filled within disruption.node_cooldown_minutes"
     TOLERATES_FENCES = ("tolerates the compactor's fence taint: fences cannot keep its replacement off other nodes, and only the "
                         "steering policy (manifests/steering) places it exactly")
 
@@ -172,14 +175,26 @@ def _steering_reason(pod: Pod, fence: Taint | None) -> Unmovable | None:
 
 def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings,
                   volumes: VolumeIndex | None = None, *, ready_replicas: int | None = None,
-                  fence: Taint | None = None, now: datetime | None = None) -> Unmovable | None:
+                  fence: Taint | None = None, now: datetime | None = None, restraints: Restraints | None = None) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
     (None: not counted); ``fence``: see ``_steering_reason``."""
     reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or config_reason(pod, settings, now)
-              or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
+              or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence)
+              or _restraint_reason(pod, restraints))
     if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
         return Unmovable.VOLUMES
     return reason
+
+
+def _restraint_reason(pod: Pod, restraints: Restraints | None) -> Unmovable | None:
+    """What earlier runs forbid now (compactor/planner/history.py): a workload or a node in its cooldown."""
+    if restraints is None:
+        return None
+    if pod.node_name in restraints.nodes:
+        return Unmovable.NODE_COOLDOWN
+    if workload_key(pod.namespace, pod.owners) in restraints.workloads:
+        return Unmovable.COOLDOWN
+    return None
 
 
 def why_not_evictable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings, *,
@@ -254,11 +269,12 @@ def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb
 
 def movability(
     pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings, volumes: VolumeIndex | None = None,
-    *, fence: Taint | None = None, now: datetime | None = None,
+    *, fence: Taint | None = None, now: datetime | None = None, restraints: Restraints | None = None,
 ) -> dict[str, Unmovable | None]:
     """Pod key -> None (movable) or the reason it is not, for every bound pod (``fence``: see ``_steering_reason``)."""
     bound = [p for p in pods if p.is_bound]
     covering = pdbs_by_pod(bound, pdbs)
     replicas = ready_replicas(bound)
     return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings, volumes,
-                                 ready_replicas=replicas.get(controller_uid(p), 0), fence=fence, now=now) for p in bound}
+                                 ready_replicas=replicas.get(controller_uid(p), 0), fence=fence, now=now, restraints=restraints)
+            for p in bound}

@@ -17,6 +17,7 @@ from datetime import datetime
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.types import Node, Pod, Snapshot, Taint
 from compactor.planner.eligibility import TargetRules
+from compactor.planner.history import Restraints
 from compactor.planner.movability import Unmovable, movability, why_not_placeable
 from compactor.settings import PlannerSettings, parse_shape
 
@@ -180,12 +181,15 @@ def _placeable(snapshot: Snapshot, settings: PlannerSettings, rules: TargetRules
 
 
 def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None, fence: Taint | None = None,
-                  now: datetime | None = None) -> Problem:
+                  now: datetime | None = None, restraints: Restraints | None = None) -> Problem:
     """``fence``: the taint a run fences nodes with when fences steer replacements (None: the steering policy pins them);
-    ``now``: the plan's time, for the pod age rules (None: they pass)."""
+    ``now``: the plan's time, for the pod age rules (None: they pass); ``restraints``: what earlier runs forbid now (nodes
+    in their cooldown neither give nor receive pods)."""
     nodes_by_name = snapshot.node_by_name()
     rules = TargetRules(snapshot, cross_pool=settings.cross_pool_moves)
-    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes, fence=fence, now=now)
+    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes, fence=fence, now=now,
+                           restraints=restraints)
+    cooling = set(restraints.nodes) if restraints else set()
     pending, not_placeable = _placeable(snapshot, settings, rules)
     loads = _node_loads(snapshot)
     freeable = _freeable(snapshot, unmovable)
@@ -224,6 +228,7 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
     ports = {r for t in type_list for r in t.requests if r.startswith(HOST_PORT_PREFIX)}
     states = [_node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable, ports)
               for i, node in enumerate(snapshot.nodes)]
+    states = [replace(s, is_target_pool=False) if s.node.name in cooling else s for s in states]  # a cooling node receives nothing
     eligibility = _Eligibility(states, rules)
     for ptype in type_list:
         ptype.targets = _targets(ptype, eligibility, max_targets or settings.max_targets_per_type)

@@ -36,6 +36,7 @@ from kubernetes import client as k8s_client
 from pydantic import BaseModel
 
 from compactor.actions.annotations import FENCE_TAINT_PREFIX, OUR_ANNOTATIONS, STATE_CONFIGMAP
+from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.cli import build_parser
@@ -764,6 +765,7 @@ def test_the_named_rules_name_the_objects_the_code_uses() -> None:
              for name in rule.get("resourceNames") or []}
     assert named == {("configmaps", STATE_CONFIGMAP): ["delete", "get", "update"],  # read_state; write_state: PUT, DELETE
                      ("configmaps", LAST_RUN_CONFIGMAP): ["get", "update"],  # last_run.write_summary: read_state, write_state's PUT
+                     ("configmaps", HISTORY_CONFIGMAP): ["get", "update"],  # memory.load_history / remember_run: GET, PUT
                      ("configmaps", steering): ["get", "patch"],  # get_config_map, patch_config_map
                      ("leases", LEASE_NAME): ["get", "update"]}  # LeaderElector: GET, PUT (renew, take over, release)
     unnamed = [(rule["resources"], rule["verbs"]) for rule in _one(BASE, "Role")["rules"] if not rule.get("resourceNames")]

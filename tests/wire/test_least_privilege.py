@@ -29,6 +29,7 @@ import yaml
 from compactor.actions.annotations import STATE_CONFIGMAP
 from compactor.actions.client import ObjectRef
 from compactor.actions.clock import RealClock
+from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.recovery import recover
 from compactor.actions.steering.detect import policy_problem
 from compactor.actions.steering.policy import write_entries
@@ -168,6 +169,10 @@ def test_the_last_run_summary_is_read_and_replaced_by_name_and_never_deleted() -
     assert allowed(Attributes("update", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
     assert not allowed(Attributes("delete", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
     assert not allowed(Attributes("patch", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
+    # the history of moves (cooldowns, budgets, the circuit breaker): read and replaced by name, never deleted
+    assert allowed(Attributes("get", "", "configmaps", NAMESPACE, HISTORY_CONFIGMAP))
+    assert allowed(Attributes("update", "", "configmaps", NAMESPACE, HISTORY_CONFIGMAP))
+    assert not allowed(Attributes("delete", "", "configmaps", NAMESPACE, HISTORY_CONFIGMAP))
     assert not allowed(Attributes("update", "", "configmaps", TENANT, LAST_RUN_CONFIGMAP))  # its own namespace only
 
 

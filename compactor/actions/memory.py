@@ -1,0 +1,70 @@
+"""The history the restraints of ``compactor/planner/history.py`` read: kept in the ConfigMap gpu-compactor-history of
+the state namespace, written after every real run (never by a dry run). Reading or writing it never fails a run: an
+unreadable history is a warning and counts as empty (nothing restrained), a failed write a warning."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from compactor.actions import events
+from compactor.actions.client import ClusterClient
+from compactor.actions.executor import RunReport
+from compactor.planner.history import History, Restraints, remember, restraints_at, undoes
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import Settings
+
+log = logging.getLogger("compactor.memory")
+
+HISTORY_CONFIGMAP = "gpu-compactor-history"
+HISTORY_KEY = "history.json"
+
+
+def load_history(client: ClusterClient) -> History:
+    try:
+        data = client.read_state(HISTORY_CONFIGMAP)
+    except Exception as exc:  # the history restrains; without it a run restrains less, and says so
+        log.warning(f"could not read configmap {HISTORY_CONFIGMAP}: {exc}; cooldowns, budgets and the breaker see no history")
+        return History()
+    if not data or HISTORY_KEY not in data:
+        return History()
+    try:
+        return History.from_json(data[HISTORY_KEY])
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning(f"configmap {HISTORY_CONFIGMAP}: unreadable {HISTORY_KEY} ({exc}); starting a new history")
+        return History()
+
+
+def restraints_now(client: ClusterClient, settings: Settings, now: datetime) -> Restraints:
+    return restraints_at(load_history(client), settings.disruption, now)
+
+
+def reversals(client: ClusterClient, plan: CompactionPlan, now: datetime) -> list[str]:
+    """The plan's moves that take a workload back where a move of the last day took it from (oscillation)."""
+    return undoes(((_workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves), load_history(client), now)
+
+
+def _workload(pod: str, owner: str) -> str:
+    return f"{pod.split('/', 1)[0]}/{owner}" if owner else ""
+
+
+def remember_run(client: ClusterClient, settings: Settings, plan: CompactionPlan, report: RunReport, now: datetime) -> None:
+    """Add a real run's moves to the history; when that opens the circuit breaker, say so (log and Event)."""
+    if report.dry_run or not plan.moves:
+        return
+    before = load_history(client)
+    moves = [(m.pod, _workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves]
+    after = remember(before, moves, set(report.done_pods), report.status == "failed", now, settings.disruption)
+    try:
+        client.write_state(HISTORY_CONFIGMAP, {HISTORY_KEY: after.to_json()})
+    except Exception as exc:
+        log.warning(f"could not write configmap {HISTORY_CONFIGMAP} (the run itself is unaffected): {exc}")
+        return
+    if after.paused_until is not None and after.paused_until != before.paused_until:
+        until = after.paused_until.isoformat()
+        log.warning(f"circuit breaker open: compaction paused until {until}: {after.pause_reason}")
+        event = events.breaker_opened(settings.executor.state_namespace, HISTORY_CONFIGMAP, until, after.pause_reason)
+        try:
+            client.create_event(event.involved, reason=event.reason, message=event.message, type_=event.type)
+        except Exception as exc:
+            log.warning(f"could not send the {event.reason} Event: {exc}")
