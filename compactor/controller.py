@@ -130,6 +130,8 @@ def run_cycle(
     exporter.set_figures(figures, cordoned_nodes=_cordoned(snapshot))
     report.figures, report.cordoned_nodes = figures, _cordoned(snapshot)
     restraints = restraints_now(client, settings, clock.now()) if execute else None
+    if restraints is not None:
+        exporter.set_pause(restraints.paused_until.timestamp() if restraints.paused_until else 0.0)
     if restraints is not None and restraints.paused and not dry_run:
         log.warning("%s: this cycle measures only", restraints.paused)
         execute = False

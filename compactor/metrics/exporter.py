@@ -49,6 +49,7 @@ class Exporter(Collector):
         self._steering: str | None = None
         self._steering_runs: dict[str, int] = dict.fromkeys(STEERING_MECHANISMS, 0)
         self._plan: tuple[float, float | None, int] | None = None
+        self._paused_until: float | None = None  # Unix seconds the circuit breaker pauses runs until; 0 when not paused
         self.registry.register(self)
 
     # ----- updates (from the controller loop) ------------------------------------------
@@ -93,6 +94,11 @@ class Exporter(Collector):
         with self._lock:
             self._plan = (seconds, gap, moves)
 
+    def set_pause(self, until: float) -> None:
+        """The circuit breaker's pause as the cycle read it: until ``until`` (Unix seconds), 0 when runs may act."""
+        with self._lock:
+            self._paused_until = until
+
     def record_cycle(self, timestamp: float) -> None:
         """A cycle completed (figures computed, and the run if any ended) at ``timestamp`` (Unix seconds)."""
         with self._lock:
@@ -129,7 +135,10 @@ class Exporter(Collector):
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
             gained, recuts = self._gained, dict(self._recuts)
             steering, steering_runs = self._steering, dict(self._steering_runs)
-            plan = self._plan
+            plan, paused_until = self._plan, self._paused_until
+        if paused_until is not None:
+            yield GaugeMetricFamily(PREFIX + "paused_until_timestamp_seconds", "Unix time the circuit breaker pauses runs until "
+                                    "(disruption.breaker_*); 0 when runs may act.", value=paused_until)
         if figures is not None:
             yield from _figure_metrics(figures)
         if cordoned is not None:

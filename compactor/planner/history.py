@@ -79,6 +79,7 @@ class Restraints:
     moves_left: int | None = None  # under the hourly/daily budgets; None: no budget
     budget: str = ""  # which budget sets moves_left, in words
     paused: str = ""  # the circuit breaker's pause, in words; "" when runs may act
+    paused_until: datetime | None = None
 
     @property
     def any(self) -> bool:
@@ -104,7 +105,7 @@ def restraints_at(history: History, cfg: DisruptionSettings, now: datetime) -> R
     paused = ""
     if history.paused_until is not None and now < history.paused_until:
         paused = f"circuit breaker open until {history.paused_until.isoformat()}: {history.pause_reason}"
-    return Restraints(workloads, nodes, left, budget, paused)
+    return Restraints(workloads, nodes, left, budget, paused, history.paused_until if paused else None)
 
 
 def _moves_left(moved: Sequence[MoveRecord], cfg: DisruptionSettings, now: datetime) -> tuple[int | None, str]:

@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from compactor.actions.annotations import HELD_FOR
 from compactor.actions.executor import Executor
+from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.cli import build_parser, main
 from compactor.controller import Controller, ControllerOptions, Interrupted, StoppableClock, parse_listen, run_cycle
 from compactor.errors import CompactorError
@@ -27,6 +28,7 @@ from compactor.kube.lease import LeaderElector
 from compactor.metrics.exporter import Exporter
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
+from compactor.planner.history import History
 from compactor.settings import DisruptionSettings, Settings, WindowSettings
 from tests.builders import A100_40
 from tests.fakeapi import FakeApiServer
@@ -330,5 +332,19 @@ def test_outside_every_disruption_window_a_cycle_measures_and_changes_nothing() 
         report = controller.tick()
         assert report is not None and report.run is None and report.figures is not None
         assert c.history == []
+    finally:
+        controller.server.stop()
+
+
+def test_while_the_circuit_breaker_holds_a_cycle_measures_exports_the_pause_and_changes_nothing() -> None:
+    c = FakeCluster(one_freed_node())
+    until = c.clock.now() + timedelta(minutes=30)
+    c.state[HISTORY_CONFIGMAP] = {HISTORY_KEY: History(paused_until=until, pause_reason="5 of the last 10 moves failed").to_json()}
+    controller = make_controller(c)
+    try:
+        report = controller.tick()
+        assert report is not None and report.run is None and report.figures is not None
+        assert [call for call in c.history if call.name != "read_state"] == []
+        assert sample(controller.exporter, "gpu_compactor_paused_until_timestamp_seconds") == until.timestamp()
     finally:
         controller.server.stop()

@@ -190,6 +190,7 @@ def test_every_metric_an_alert_uses_is_one_the_exporter_defines() -> None:
     exporter.record_run("success", evictions=1, gained=(8, 8))
     exporter.record_cycle(1.0)
     exporter.record_cycle_error()
+    exporter.set_pause(0.0)
     text = generate_latest(registry).decode()
     exported = set(re.findall(r"^# TYPE (\w+) ", text, re.M)) | set(re.findall(r"^(\w+)[{ ]", text, re.M))
     used = {name for group in _spec()["groups"] for r in group["rules"] for name in re.findall(r"gpu_compactor_\w+", r["expr"])}
@@ -216,5 +217,22 @@ def test_run_fell_short_compares_the_leaders_own_last_run_only(tmp_path: Path) -
             {"eval_time": "20m", "alertname": alert, "exp_alerts": []},
             {"eval_time": "45m", "alertname": alert, "exp_alerts": []},
             {"eval_time": "75m", "alertname": alert, "exp_alerts": [_rendered(alert, {}, "8")]},
+        ],
+    }])
+
+
+@needs_promtool
+def test_paused_fires_while_the_breaker_holds_and_clears_when_its_pause_ends(tmp_path: Path) -> None:
+    alert = "GpuCompactorPaused"
+    rendered = {k: v.replace("{{ $value | humanizeTimestamp }}", "1970-01-01 01:00:00 +0000 UTC")
+                for k, v in _rule(alert)["annotations"].items()}
+    # Not paused (0) for 10 minutes, then paused until t = 3600 s (one hour from the start).
+    _test_rules(tmp_path, [{
+        "interval": "1m",
+        "input_series": [{"series": 'gpu_compactor_paused_until_timestamp_seconds{pod="a"}', "values": "0x10 3600x110"}],
+        "alert_rule_test": [
+            {"eval_time": "5m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "30m", "alertname": alert, "exp_alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": rendered}]},
+            {"eval_time": "61m", "alertname": alert, "exp_alerts": []},  # the pause is over
         ],
     }])

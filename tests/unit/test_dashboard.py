@@ -105,6 +105,7 @@ def _exported() -> dict[str, set[str]]:
     exporter.record_plan(seconds=1.5, gap=0.0, moves=3)
     exporter.record_cycle(1_767_225_600.0)
     exporter.record_cycle_error()
+    exporter.set_pause(0.0)
     exporter.set_leader(True)
     names: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(exporter.render()[0].decode()):

@@ -220,3 +220,13 @@ def test_the_last_plan_exports_its_solver_time_gap_and_moves() -> None:
     with pytest.raises(ValueError):
         exporter.record_plan(seconds=1.0, gap=0.0, moves=-1)
     assert value(registry, "gpu_compactor_last_plan_seconds") == pytest.approx(0.3)  # a refused plan changes nothing
+
+
+def test_the_breakers_pause_is_exported_once_a_cycle_read_it() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    assert value(registry, "gpu_compactor_paused_until_timestamp_seconds") is None  # no cycle read the history yet
+    exporter.set_pause(1_800_000_000.0)
+    assert value(registry, "gpu_compactor_paused_until_timestamp_seconds") == 1_800_000_000.0
+    exporter.set_pause(0.0)
+    assert value(registry, "gpu_compactor_paused_until_timestamp_seconds") == 0.0

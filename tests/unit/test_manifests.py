@@ -866,7 +866,7 @@ def test_the_metrics_service_selects_the_controller_pods() -> None:
 def test_the_alerts_use_the_exported_metric_names() -> None:
     rule = _one(MONITORING, "PrometheusRule")
     alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
-    assert len(alerts) == 8  # tests/unit/test_alert_rules.py runs the controller-health ones through promtool
+    assert len(alerts) == 9  # tests/unit/test_alert_rules.py runs the controller-health ones through promtool
     exprs = " ".join(alerts.values())
     for metric in METRICS:
         assert metric in exprs, f"no alert on {metric}"
