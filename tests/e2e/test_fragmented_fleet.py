@@ -470,7 +470,7 @@ def test_sigterm_stops_a_run_at_a_safe_point_and_the_next_run_finishes_it(kube: 
         second = run_compactor(*command, timeout=RUN_TIMEOUT)
         whole = settle(kube, fleet_namespace)
     assert second.returncode == 0, second.describe()
-    resumed = next((line for line in second.stderr.splitlines() if line.startswith("recovered plan ")), "")
+    resumed = next((line for line in second.stderr.splitlines() if "recovered plan " in line), "")
     assert ": succeeded; cluster gained" in resumed, second.describe()
     observed = watcher.observed
     assert not observed.pdb_violations and not observed.errors and not observed.gaps, observed.pdb_violations[:5]
