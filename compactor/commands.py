@@ -452,10 +452,10 @@ def _say_recovered(recovered: RecoveryReport) -> None:
 EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
 
 
-def _reversals(client: ClusterClient, plan: CompactionPlan) -> list[str]:
+def _reversals(client: ClusterClient, settings: Settings, plan: CompactionPlan) -> list[str]:
     from compactor.actions.memory import reversals
 
-    return reversals(client, plan, datetime.now(UTC))
+    return reversals(client, settings, plan, datetime.now(UTC))
 
 
 def _stopped(plan_id: str) -> int:
@@ -491,9 +491,9 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
                                 steering=choice)
             if record is not None:
                 record.plan = plan
-            if not dry_run and (undone := _reversals(client, plan)):
-                raise CompactorError(f"plan {plan.metadata.id} would undo moves of the last day ({listed(undone, 3)}): refused, "
-                                     "to keep workloads from going back and forth")
+            if not dry_run and (undone := _reversals(client, settings, plan)):
+                raise CompactorError(f"plan {plan.metadata.id} would undo recent moves ({listed(undone, 3)}): refused, to keep "
+                                     "workloads from going back and forth (disruption.oscillation_hours)")
             report = executor.execute(plan)
             if record is not None:
                 record.report = report

@@ -150,9 +150,9 @@ def run_cycle(
             recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace, probe=client)
             run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress,
                            rules=settings.planner, steering=steering).execute(plan)
-        elif undone := reversals(client, plan, clock.now()):
-            raise CompactorError(f"plan {plan.metadata.id} would undo moves of the last day ({', '.join(undone[:3])}): refused, "
-                                 "to keep workloads from going back and forth")
+        elif undone := reversals(client, settings, plan, clock.now()):
+            raise CompactorError(f"plan {plan.metadata.id} would undo recent moves ({', '.join(undone[:3])}): refused, to keep "
+                                 "workloads from going back and forth (disruption.oscillation_hours)")
         else:
             run = Executor(client, settings.executor, clock, progress=progress, rules=settings.planner, steering=steering).execute(plan)
             remember_run(client, settings, plan, run, clock.now())

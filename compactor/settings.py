@@ -203,6 +203,8 @@ class DisruptionSettings(_Group):
                                   "breaker_of_last pause every run for breaker_pause_minutes (0: off)")
     breaker_of_last: int = Field(10, ge=1, description="how many of the latest moves the circuit breaker looks at")
     breaker_pause_minutes: float = Field(60.0, gt=0, description="how long the circuit breaker pauses runs once open")
+    oscillation_hours: float = Field(0.0, ge=0, description="a plan that takes a workload back to a node a move of the "
+                                     "last this many hours took it from is refused (0: off)")
     history_limit: int = Field(500, ge=10, le=5000, description="moves remembered in the gpu-compactor-history ConfigMap "
                                                                 "(oldest dropped first; a day is always kept when it fits)")
 

@@ -5,7 +5,7 @@ unreadable history is a warning and counts as empty (nothing restrained), a fail
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from compactor.actions import events
 from compactor.actions.client import ClusterClient
@@ -39,9 +39,13 @@ def restraints_now(client: ClusterClient, settings: Settings, now: datetime) -> 
     return restraints_at(load_history(client), settings.disruption, now)
 
 
-def reversals(client: ClusterClient, plan: CompactionPlan, now: datetime) -> list[str]:
-    """The plan's moves that take a workload back where a move of the last day took it from (oscillation)."""
-    return undoes(((_workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves), load_history(client), now)
+def reversals(client: ClusterClient, settings: Settings, plan: CompactionPlan, now: datetime) -> list[str]:
+    """The plan's moves that take a workload back where a move of the last ``disruption.oscillation_hours`` took it from."""
+    hours = settings.disruption.oscillation_hours
+    if hours <= 0 or not plan.moves:
+        return []
+    moves = ((_workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves)
+    return undoes(moves, load_history(client), now, within=timedelta(hours=hours))
 
 
 def _workload(pod: str, owner: str) -> str:

@@ -4,6 +4,7 @@ within its cooldown; failed moves open the circuit breaker, which pauses the nex
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import yaml
 
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.cli import main
+from compactor.planner.history import MOVED, History, MoveRecord
 from tests.builders import pod
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.server import status_body
@@ -83,3 +85,18 @@ def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(fak
     assert _run(kubeconfig, config) == 0  # paused: the injected refusals are spent, but nothing is tried
     assert len(_evictions(fake_api)) == attempts
     assert "circuit breaker open until" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("hours", "code", "evictions"), [(24, 2, 0), (0, 0, 1)], ids=["guarded", "guard-off"])
+def test_a_plan_taking_a_workload_back_where_a_recent_move_took_it_from_is_refused(
+        fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: int, code: int, evictions: int) -> None:
+    kubeconfig = _fragmented(fake_api, tmp_path)
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)  # the train workload went both ways an hour ago: any move now is back
+    history = History(tuple(MoveRecord(hour_ago, "ml/train-x", "ml/ReplicaSet/train", a, b, MOVED)
+                            for a, b in (("gpu-1", "gpu-2"), ("gpu-2", "gpu-1"))))
+    fake_api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": HISTORY_CONFIGMAP, "namespace": NAMESPACE},
+                  "data": {HISTORY_KEY: history.to_json()}})
+    assert _run(kubeconfig, _config(tmp_path, oscillation_hours=hours)) == code
+    assert len(_evictions(fake_api)) == evictions
+    if code:
+        assert "would undo recent moves (ml/ReplicaSet/train gpu-" in capsys.readouterr().err
