@@ -28,9 +28,8 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.action == "validate":
         settings = _load(args.file)
         changed = _differences(settings)
-        listed = ", ".join(changed[:6]) + (", ..." if len(changed) > 6 else "")
         sys.stdout.write(f"{args.file}: valid; mode {settings.mode}; {len(changed)} setting(s) differ from the defaults"
-                         f"{': ' + listed if changed else ''}\n")
+                         f"{': ' + ', '.join(changed) if changed else ''}\n")
         return 0
     settings = _load(args.config) if args.config else load_settings(None)
     document = settings.model_dump(mode="json")
