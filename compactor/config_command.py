@@ -26,19 +26,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def cmd_config(args: argparse.Namespace) -> int:
     if args.action == "validate":
-        settings = _load(args.file)
+        settings = load_settings(args.file)  # a settings YAML, or the ConfigMap manifest mounting one
         changed = _differences(settings)
         sys.stdout.write(f"{args.file}: valid; mode {settings.mode}; {len(changed)} setting(s) differ from the defaults"
                          f"{': ' + ', '.join(changed) if changed else ''}\n")
         return 0
-    settings = _load(args.config) if args.config else load_settings(None)
+    settings = load_settings(args.config)
     document = settings.model_dump(mode="json")
     sys.stdout.write(json.dumps(document, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(document, sort_keys=False))
     return 0
-
-
-def _load(path: str) -> Settings:
-    return load_settings(path)  # a settings YAML, or the ConfigMap manifest mounting one
 
 
 def _differences(settings: Settings) -> list[str]:

@@ -23,9 +23,6 @@ class WindowState:
     next_opens_at: datetime | None = None  # while closed: when the next window opens
     why: str = ""  # one line for logs and reports
 
-    def say(self) -> str:
-        return self.why
-
 
 def _trigger(window: WindowSettings) -> CronTrigger:
     return CronTrigger.from_crontab(window.schedule, timezone=ZoneInfo(window.timezone))
