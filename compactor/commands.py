@@ -452,12 +452,6 @@ def _say_recovered(recovered: RecoveryReport) -> None:
 EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
 
 
-def _reversals(client: ClusterClient, settings: Settings, plan: CompactionPlan) -> list[str]:
-    from compactor.actions.memory import reversals
-
-    return reversals(client, settings, plan, datetime.now(UTC))
-
-
 def _stopped(plan_id: str) -> int:
     log.warning(f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
                 "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery")
@@ -465,12 +459,15 @@ def _stopped(plan_id: str) -> int:
 
 
 def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: CompactionPlan | None,
-                         make_plan: Callable[[Taint | None], CompactionPlan] | None = None, *, record: RunRecord | None = None) -> int:
-    """Under the Lease and the stop signals: recover (real runs), plan if not given, execute, print.
+                         make_plan: Callable[[Taint | None], CompactionPlan] | None = None, *, record: RunRecord | None = None,
+                         restraints: Restraints | None = None) -> int:
+    """Under the Lease and the stop signals: recover (real runs), plan if not given, execute, print. ``restraints``: what
+    the history forbids (a plan that undoes a recent move is refused).
 
     A real ``run --once`` plans only once it holds the Lease and has recovered: on the state it alone changes."""
     from compactor.actions.clock import Interrupted
     from compactor.actions.executor import Executor
+    from compactor.actions.memory import reversals
     from compactor.actions.recovery import recover
     from compactor.actions.steering.detect import choose, planning_fence
 
@@ -491,7 +488,7 @@ def _recover_and_execute(args: argparse.Namespace, settings: Settings, plan: Com
                                 steering=choice)
             if record is not None:
                 record.plan = plan
-            if not dry_run and (undone := _reversals(client, settings, plan)):
+            if not dry_run and (undone := reversals(plan, restraints)):
                 raise CompactorError(f"plan {plan.metadata.id} would undo recent moves ({listed(undone, 3)}): refused, to keep "
                                      "workloads from going back and forth (disruption.oscillation_hours)")
             report = executor.execute(plan)
@@ -552,7 +549,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     restraints = None if args.dry_run else _restraints(args, settings)
     if restraints is not None and restraints.paused:
         raise CompactorError(f"{restraints.paused}; --dry-run shows what the plan would do")
-    return _recover_and_execute(args, settings, load_plan(args.plan))
+    return _recover_and_execute(args, settings, load_plan(args.plan), restraints=restraints)
 
 
 def _report_only(args: argparse.Namespace, settings: Settings, record: RunRecord | None = None) -> int:
@@ -646,8 +643,9 @@ def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -
 
     if args.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
         steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None
-        return _recover_and_execute(args, settings, plan_now(_fence_for(steering, settings)), plan_now, record=record)
-    return _recover_and_execute(args, settings, None, plan_now, record=record)
+        return _recover_and_execute(args, settings, plan_now(_fence_for(steering, settings)), plan_now, record=record,
+                                    restraints=restraints)
+    return _recover_and_execute(args, settings, None, plan_now, record=record, restraints=restraints)
 
 
 def register_executor_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

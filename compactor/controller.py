@@ -150,7 +150,7 @@ def run_cycle(
             recording = RecordingClient(objects, plan, namespace=settings.executor.state_namespace, probe=client)
             run = Executor(recording, settings.executor, SimulatedClock(clock.now()), dry_run=True, progress=progress,
                            rules=settings.planner, steering=steering).execute(plan)
-        elif undone := reversals(client, settings, plan, clock.now()):
+        elif undone := reversals(plan, restraints):
             raise CompactorError(f"plan {plan.metadata.id} would undo recent moves ({', '.join(undone[:3])}): refused, to keep "
                                  "workloads from going back and forth (disruption.oscillation_hours)")
         else:

@@ -5,7 +5,7 @@ unreadable history is a warning and counts as empty (nothing restrained), a fail
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from compactor.actions import events
 from compactor.actions.client import ClusterClient
@@ -39,13 +39,11 @@ def restraints_now(client: ClusterClient, settings: Settings, now: datetime) -> 
     return restraints_at(load_history(client), settings.disruption, now)
 
 
-def reversals(client: ClusterClient, settings: Settings, plan: CompactionPlan, now: datetime) -> list[str]:
+def reversals(plan: CompactionPlan, restraints: Restraints | None) -> list[str]:
     """The plan's moves that take a workload back where a move of the last ``disruption.oscillation_hours`` took it from."""
-    hours = settings.disruption.oscillation_hours
-    if hours <= 0 or not plan.moves:
+    if restraints is None:
         return []
-    moves = ((_workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves)
-    return undoes(moves, load_history(client), now, within=timedelta(hours=hours))
+    return undoes(((_workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves), restraints)
 
 
 def _workload(pod: str, owner: str) -> str:

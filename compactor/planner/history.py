@@ -80,6 +80,9 @@ class Restraints:
     budget: str = ""  # which budget sets moves_left, in words
     paused: str = ""  # the circuit breaker's pause, in words; "" when runs may act
     paused_until: datetime | None = None
+    # (workload, from, to) of a move that would take a workload back where a move within disruption.oscillation_hours
+    # took it from
+    returns: frozenset[tuple[str, str, str]] = frozenset()
 
     @property
     def any(self) -> bool:
@@ -105,7 +108,9 @@ def restraints_at(history: History, cfg: DisruptionSettings, now: datetime) -> R
     paused = ""
     if history.paused_until is not None and now < history.paused_until:
         paused = f"circuit breaker open until {history.paused_until.isoformat()}: {history.pause_reason}"
-    return Restraints(workloads, nodes, left, budget, paused, history.paused_until if paused else None)
+    back = timedelta(hours=cfg.oscillation_hours)
+    returns = frozenset((m.workload, m.to_node, m.from_node) for m in moved if now - m.at < back)
+    return Restraints(workloads, nodes, left, budget, paused, history.paused_until if paused else None, returns)
 
 
 def _moves_left(moved: Sequence[MoveRecord], cfg: DisruptionSettings, now: datetime) -> tuple[int | None, str]:
@@ -146,7 +151,6 @@ def _judged(history: History, cfg: DisruptionSettings, now: datetime) -> History
                                                                  f"(disruption.breaker_failures {cfg.breaker_failures})")
 
 
-def undoes(moves: Iterable[tuple[str, str, str]], history: History, now: datetime, within: timedelta = DAY) -> list[str]:
-    """Moves ((workload, from, to) each) that take a workload back where a move of the last ``within`` took it from."""
-    recent = {(m.workload, m.to_node, m.from_node) for m in history.moves if m.outcome == MOVED and now - m.at < within}
-    return [f"{workload} {source} -> {target}" for workload, source, target in moves if (workload, source, target) in recent]
+def undoes(moves: Iterable[tuple[str, str, str]], restraints: Restraints) -> list[str]:
+    """Moves ((workload, from, to) each) that take a workload back where a recent move took it from (``returns``)."""
+    return [f"{workload} {source} -> {target}" for workload, source, target in moves if (workload, source, target) in restraints.returns]

@@ -62,10 +62,14 @@ def test_moves_refused_at_their_recheck_are_not_failures_and_history_is_bounded(
 
 
 def test_a_move_back_where_a_recent_move_came_from_is_an_oscillation() -> None:
-    history = History((moved(60),))
-    assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], history, NOW) == ["ml/ReplicaSet/a gpu-2 -> gpu-1"]
-    assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-3")], history, NOW) == []
-    assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], History((moved(60 * 25),)), NOW) == []  # a day later: allowed
+    day = DisruptionSettings(oscillation_hours=24)
+    restraints = restraints_at(History((moved(60),)), day, NOW)
+    assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], restraints) == ["ml/ReplicaSet/a gpu-2 -> gpu-1"]
+    assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-3")], restraints) == []
+    later = restraints_at(History((moved(60 * 25),)), day, NOW)
+    assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], later) == []  # a day later: allowed
+    off = restraints_at(History((moved(60),)), DisruptionSettings(), NOW)
+    assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], off) == []  # the guard is off by default
 
 
 def _cluster() -> object:
