@@ -9,7 +9,8 @@ Matrix (each a flag): ``--sizes all,400`` (all = the trace's 1,213 GPU nodes, el
 replayed (``trace_replay.replay``) and written to a temporary file, then every method runs on it in a fresh
 subprocess, so the peak RSS is that method's own (import, load and method):
 
-* ``planner``: ``build_plan`` at default settings with ``objective: max-free`` (``--time-limit`` overrides 10 s);
+* ``planner``: ``build_plan`` at default settings with ``objective: max-free`` and every move costing one
+  (``move_cost.capacity_share: 0``: the goals count moves) (``--time-limit`` overrides 10 s);
 * ``planner-no-pending``: the same with ``place_pending: false``;
 * ``planner-long``: the same as ``planner`` with ``--long-limit`` (60 s), only with ``--with-long``;
 * ``planner-cap``: the same as ``planner`` with ``max_moves`` 20 (``CAP``), and ``greedy-drain-cap``: greedy drain's
@@ -96,7 +97,8 @@ def measure(method: str, snapshot: str, time_limit: float | None, long_limit: fl
 def _planner_settings(method: str, time_limit: float | None, long_limit: float) -> Any:
     from compactor.settings import PlannerSettings
 
-    update: dict[str, Any] = {"objective": "max-free"}
+    # Issue 13's goals compare move counts with greedy drain's: every move costs one, so the planner minimises moves too.
+    update: dict[str, Any] = {"objective": "max-free", "move_cost": {"capacity_share": 0.0, "per_startup_minute": 0}}
     if method == "planner-no-pending":
         update["place_pending"] = False
     if method == "planner-cap":

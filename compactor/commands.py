@@ -69,7 +69,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with _SolveProgress() as progress:
         plan = build_plan(snapshot, planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
                           mig_parted=mig_parted_for(snapshot, settings), fence=_fence_for(steering, settings), load_seconds=loaded,
-                          stage=progress.stage, restraints=_restraints(args, settings))
+                          stage=progress.stage, restraints=_restraints(args, settings), budgets=settings.disruption)
     if args.explain_mig:
         advice, unavailable = _mig_advice(snapshot, settings.mig.config_map, settings.mig.operator_namespace)
         plan = plan.model_copy(update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]})
@@ -639,7 +639,8 @@ def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -
 
         with _SolveProgress() as progress:
             return build_plan(snapshot, settings.planner, source=source.describe(), now=datetime.now(UTC), shapes=shapes,
-                              mig_parted=mig_parted_for(snapshot, settings), fence=fence, stage=progress.stage, restraints=restraints)
+                              mig_parted=mig_parted_for(snapshot, settings), fence=fence, stage=progress.stage, restraints=restraints,
+                              budgets=settings.disruption)
 
     if args.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
         steering = _steering_in(_kube_client(args, dry_run=True), settings) if is_live(args) else None

@@ -139,7 +139,7 @@ def run_cycle(
         steering = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
         plan = build_plan(snapshot, settings.planner, source=snapshot.source, now=clock.now(), shapes=figures.shapes,
                           mig_parted=mig_parted_for(snapshot, settings), fence=planning_fence(steering.mechanism, settings.executor.identity),
-                          restraints=restraints)
+                          restraints=restraints, budgets=settings.disruption)
         report.plan_id, report.planned_moves, report.planned_freed = plan.metadata.id, len(plan.moves), list(plan.freed_nodes)
         exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
         if dry_run:

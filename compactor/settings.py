@@ -98,10 +98,23 @@ class MetricsSettings(_Group):
 
 
 class MoveCostSettings(_Group):
-    base: int = Field(100, ge=1, description="cost of any move (the unit)")
+    """What a move disrupts, in cost units: ``base`` is one move, restarting a replica of one whole GPU that starts at once."""
+
+    base: int = Field(100, ge=1, description="the cost of one move (the unit)")
+    capacity_share: float = Field(0.5, ge=0, le=1, description="the share of a move's price that scales with the GPU-equivalents the "
+                                                               "replica holds: a move costs (1 - share) + share x GPU-equivalents moves, "
+                                                               "so a 1g slice is cheap and an 8-GPU replica dear (0: every move costs 1)")
+    per_startup_minute: int = Field(5, ge=0, description="extra cost per minute the replica takes to start: its startup_annotation, "
+                                                          "else PodScheduled to Ready as observed (a model server's download and warm-up)")
+    max_startup_minutes: float = Field(60.0, ge=0, description="start-up counted at most this long")
+    startup_annotation: str = Field("compactor.io/startup-seconds", description="pod annotation: the replica's start-up in seconds, "
+                                                                                "instead of the one observed")
     per_priority_step: int = Field(0, ge=0, description="extra cost per `priority_step` of pod priority")
     priority_step: int = Field(1000, ge=1)
-    annotation: str = "compactor.io/move-cost"
+    per_deletion_cost_step: int = Field(0, ge=0, description="extra cost per `deletion_cost_step` of the pod's positive "
+                                                              "controller.kubernetes.io/pod-deletion-cost (its owner's wish to keep it)")
+    deletion_cost_step: int = Field(100, ge=1)
+    annotation: str = Field("compactor.io/move-cost", description="pod annotation adding its own restart cost, in moves")
     prefer_full_targets: int = Field(0, ge=0, description="cost per spare GPU on a receiving node; >0 may trade extra moves for fuller targets")
 
 
@@ -205,8 +218,39 @@ class DisruptionSettings(_Group):
     breaker_pause_minutes: float = Field(60.0, gt=0, description="how long the circuit breaker pauses runs once open")
     oscillation_hours: float = Field(0.0, ge=0, description="a plan that takes a workload back to a node a move of the "
                                      "last this many hours took it from is refused (0: off)")
+    max_draining_per_pool: int | str | None = Field(None, description="nodes of one pool (metrics.pool_label) a run drains at "
+                                                    "once: a count, or a share of the pool's nodes like \"10%\" (rounded "
+                                                    "down, at least 1); null: no cap")
+    max_moves_per_workload: int | Literal["auto"] | None = Field(None, description="replicas of one workload (a pod's "
+                                                                 "controller) one run moves; auto: Koordinator's default for "
+                                                                 "workloads no PodDisruptionBudget covers (1 below 4 replicas, "
+                                                                 "2 up to 10, 10% above), the PDB for the others; null: no cap")
     history_limit: int = Field(500, ge=10, le=5000, description="moves remembered in the gpu-compactor-history ConfigMap "
                                                                 "(oldest dropped first; a day is always kept when it fits)")
+
+    @field_validator("max_draining_per_pool")
+    @classmethod
+    def _count_or_share(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, str) and value.strip().isdigit():  # from an environment variable
+            value = int(value)
+        if isinstance(value, str):
+            number = value.removesuffix("%")
+            try:
+                ok = value.endswith("%") and 0 < float(number) <= 100
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"expected a node count or a share like \"10%\" (0-100%), got {value!r}")
+        elif value is not None and value < 1:
+            raise ValueError(f"must be at least 1 (null: no cap), got {value}")
+        return value
+
+    @field_validator("max_moves_per_workload")
+    @classmethod
+    def _positive_moves(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"must be at least 1, auto or null, got {value}")
+        return value
 
     @model_validator(mode="after")
     def _breaker(self) -> DisruptionSettings:
@@ -236,6 +280,10 @@ class ExecutorSettings(_Group):
     steering_name: str = Field("gpu-compactor-steering", min_length=1, max_length=253,
                                description="name of the steering MutatingAdmissionPolicy, its binding and its parameter "
                                            "ConfigMap (in state_namespace)")
+    make_before_break_selector: dict[str, str] = Field(default_factory=dict, description="pods with all these labels move "
+                                                       "make-before-break (their Deployment surges by one, the old replica goes "
+                                                       "once the new one is Ready on its planned node), as do pods annotated "
+                                                       "compactor.io/make-before-break: \"true\"; empty: only those annotated")
     max_holds_per_move: int = Field(25, ge=1, description="holds: a move that would cordon more nodes than this stops the run "
                                                           "there (partial); install the policy for large clusters")
     steer_timeout_seconds: float = Field(60.0, gt=0, description="longest a replacement or a placed pending pod may take to bind "
@@ -275,7 +323,9 @@ def worst_case_run_seconds(settings: Settings, *, pending_pods: int = 1, grace_s
     ``grace_seconds``: the longest ``terminationGracePeriodSeconds`` among movable pods (30 is the API default).
     """
     ex, planner = settings.executor, settings.planner
-    per_move = ex.eviction_retry_limit * ex.backoff_max_seconds + ex.replacement_timeout_seconds + grace_seconds + ex.steer_timeout_seconds
+    # A make-before-break move (opt-in per pod, so possibly any) waits once more: every replica Ready, the old pod gone.
+    per_move = (ex.eviction_retry_limit * ex.backoff_max_seconds + 2 * ex.replacement_timeout_seconds + 2 * grace_seconds
+                + ex.steer_timeout_seconds)
     moves = min(ex.max_evictions_per_cycle, planner.max_moves if planner.max_moves is not None else ex.max_evictions_per_cycle)
     evicting = moves * per_move if ex.max_run_seconds is None else min(moves * per_move, ex.max_run_seconds + per_move)
     planning = 3 * planner.time_limit_seconds + 120  # solver levels, reading the cluster, recovery

@@ -106,11 +106,13 @@ def pod(
     anti_affinity: list[dict[str, Any]] | None = None,
     created: str = "2026-01-01T00:00:00Z",
     ready_since: str | None = None,
+    scheduled: str | None = None,
 ) -> dict[str, Any]:
     """A Pod with one container; bound to ``on`` (Running) or Pending when ``on`` is None.
 
     ``spread`` is ``spec.topologySpreadConstraints`` as given; ``anti_affinity`` the required pod anti-affinity terms;
-    ``host_ports`` TCP ports the container binds on the host.
+    ``host_ports`` TCP ports the container binds on the host; ``scheduled`` the PodScheduled condition's time (with
+    ``ready_since``, the pod's start-up).
     """
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     limits: dict[str, str] = {}
@@ -147,13 +149,16 @@ def pod(
         if value is not None:
             spec[key] = value
     running = phase or ("Running" if on else "Pending")
+    conditions = [{"type": "Ready", "status": "True" if running == "Running" else "False",
+                   **({"lastTransitionTime": ready_since} if ready_since else {})}]
+    if scheduled:
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
         "spec": spec,
-        "status": {"phase": running, "conditions": [{"type": "Ready", "status": "True" if running == "Running" else "False",
-                                                     **({"lastTransitionTime": ready_since} if ready_since else {})}]},
+        "status": {"phase": running, "conditions": conditions},
     }
 
 

@@ -41,9 +41,10 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 STEERING_CONFIGMAP = "gpu-compactor-steering"  # executor.steering_name's default: policy, binding and parameters
 SOURCE = "fakecluster"
 SCHEDULER_MODES = ("cooperative", "spread", "ignore-cordon", "never", "slow")
-WRITES = ("patch_node", "evict", "create_event", "write_state", "patch_config_map", "patch_pod")
+WRITES = ("patch_node", "evict", "create_event", "write_state", "patch_config_map", "patch_pod", "scale_deployment")
 METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_state", "get_owner", "get_admission", "get_config_map",
-           *WRITES)
+           "list_autoscalers", *WRITES)
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ADMISSION_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
 TERMINAL = ("Succeeded", "Failed")
@@ -257,6 +258,10 @@ class FakeCluster:
         self.state: dict[str, dict[str, str]] = {}
         self.config_maps: dict[str, Obj] = {}  # ConfigMaps of the compactor's namespace besides its state (steering parameters)
         self.admissions: dict[tuple[str, str], Obj] = {}  # (kind, name) -> MutatingAdmissionPolicy / binding
+        self.deployments: dict[tuple[str, str], Obj] = {}  # (namespace, name) -> Deployment (spec.replicas drives its ReplicaSet)
+        self.deployment_of: dict[tuple[str, str], str] = {}  # (namespace, ReplicaSet) -> the Deployment that owns it
+        self.autoscalers: list[Obj] = []  # HorizontalPodAutoscalers (listed, never acted on)
+        self.scale_downs: list[str] = []  # "ns/name" of every pod a ReplicaSet deleted to scale down
         self.pinned: list[tuple[str, str]] = []  # (pod, node) of every pod created pinned by the steering policy
         self.events: list[dict[str, Any]] = []
         self.calls: list[Call] = []  # every interface call, reads included
@@ -330,13 +335,38 @@ class FakeCluster:
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The controller as the API serves it: its uid and a selector of its template's labels (what its pods carry)."""
         def run() -> Obj | None:
+            if kind == "Deployment":
+                return copy.deepcopy(self.deployments.get((namespace, name)))
             ctl = self.controllers.get((kind, namespace, name))
             if ctl is None:
                 return None
             ref = _controller_ref_of(ctl.template) or {}
-            return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace, "uid": ref.get("uid")},
+            meta: Obj = {"name": name, "namespace": namespace, "uid": ref.get("uid")}
+            owner = self.deployment_of.get((namespace, name))
+            if kind == "ReplicaSet" and owner is not None:
+                uid = self.deployments[(namespace, owner)]["metadata"].get("uid")
+                meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": uid, "controller": True}]
+            return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta,
                     "spec": {"replicas": ctl.replicas, "selector": {"matchLabels": dict(ctl.template["metadata"].get("labels") or {})}}}
         return self._call("get_owner", {"namespace": namespace, "kind": kind, "name": name}, run)
+
+    def list_autoscalers(self, namespace: str) -> list[Obj]:
+        return self._call("list_autoscalers", {"namespace": namespace},
+                          lambda: [copy.deepcopy(h) for h in self.autoscalers if h["metadata"].get("namespace", "default") == namespace])
+
+    def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
+        """The JSON patch's ``test`` then ``replace`` of ``spec.replicas``; the Deployment controller passes it on to the one
+        ReplicaSet it owns (``_reconcile_controllers`` then adds a pod, or deletes the one ranked first)."""
+        def run() -> bool:
+            deployment = self.deployments.get((namespace, name))
+            if deployment is None or int(deployment["spec"].get("replicas") or 0) != expect:
+                return False
+            deployment["spec"]["replicas"] = to
+            for (ns, replica_set), owner in self.deployment_of.items():
+                if (ns, owner) == (namespace, name) and ("ReplicaSet", ns, replica_set) in self.controllers:
+                    self.controllers[("ReplicaSet", ns, replica_set)].replicas = to
+            return True
+        return self._call("scale_deployment", {"namespace": namespace, "name": name, "expect": expect, "to": to}, run)
 
     def get_admission(self, kind: str, name: str) -> Obj | None:
         return self._call("get_admission", {"kind": kind, "name": name}, lambda: copy.deepcopy(self.admissions.get((kind, name))))
@@ -361,8 +391,8 @@ class FakeCluster:
         return self._call("patch_config_map", {"name": name, "patch": patch}, run)
 
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
-        """Merge patch of ``spec.tolerations`` only, which may only grow (pod update validation), with a resourceVersion
-        precondition."""
+        """Merge patch of ``metadata.annotations`` and of ``spec.tolerations``, which may only grow (pod update validation), with
+        a resourceVersion precondition."""
         def run() -> Obj:
             pod = self.pods.get((namespace, name))
             if pod is None:
@@ -373,6 +403,12 @@ class FakeCluster:
             if set(patch) - {"metadata", "spec"} or set(patch.get("spec") or {}) - {"tolerations"}:
                 raise ClusterError(f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
                                    "spec.tolerations (only additions to existing tolerations)", status=422)
+            annotations = (patch.get("metadata") or {}).get("annotations")
+            if annotations:
+                pod["metadata"]["annotations"] = merge_patch(pod["metadata"].get("annotations") or {}, annotations)
+            if "spec" not in patch:
+                self._touch_pod(pod)
+                return copy.deepcopy(pod)
             old, new = pod["spec"].get("tolerations") or [], patch["spec"]["tolerations"] or []
             if any(t not in new for t in old):
                 raise ClusterError(f'Pod "{name}" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified '
@@ -595,6 +631,17 @@ class FakeCluster:
             self.state[obj["metadata"]["name"]] = dict(obj.get("data") or {})
         elif kind in ADMISSION_KINDS:
             self.admissions[(kind, obj["metadata"]["name"])] = obj
+        elif kind == "Deployment":
+            obj["metadata"].setdefault("namespace", "default")
+            obj["metadata"]["uid"] = obj["metadata"].get("uid") or self._new_uid()
+            self.deployments[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+        elif kind == "ReplicaSet":  # only whom it belongs to: its pods make its controller (``_admit``)
+            owner = _controller_ref_of(obj)
+            if owner is not None and owner.get("kind") == "Deployment":
+                self.deployment_of[(obj["metadata"].get("namespace", "default"), obj["metadata"]["name"])] = str(owner["name"])
+        elif kind == "HorizontalPodAutoscaler":
+            obj["metadata"].setdefault("namespace", "default")
+            self.autoscalers.append(obj)
 
     def _new_uid(self) -> str:
         return f"fake-uid-{next(self._uids)}"
@@ -744,7 +791,10 @@ class FakeCluster:
             if ctl.kind == "StatefulSet":
                 missing = [n for n in ctl.names if (ctl.namespace, n) not in self.pods]
             else:
-                missing = [self._replica_name(ctl) for _ in range(ctl.replicas - len(self._live(ctl)))]
+                live = self._live(ctl)
+                for pod in sorted(live, key=self._deletion_rank)[:max(0, len(live) - ctl.replicas)]:
+                    self._delete(pod)
+                missing = [self._replica_name(ctl) for _ in range(ctl.replicas - len(live))]
             for name in missing:
                 pod = copy.deepcopy(ctl.template)
                 pod["metadata"].update(name=name, uid=self._new_uid(), creationTimestamp=_iso(self.time))
@@ -752,6 +802,28 @@ class FakeCluster:
                 _set_condition(pod, "PodScheduled", False)
                 _set_condition(pod, "Ready", False)
                 self._admit(self._admission(pod, creator=CONTROLLER_USERS[0]), scale_up=False)
+
+    @staticmethod
+    def _deletion_rank(pod: Obj) -> tuple[int, int, int, int, float]:
+        """ReplicaSet scale-down order (controller.ActivePodsWithRanks, smallest first): unassigned, then Pending, not Ready,
+        lower pod-deletion-cost, then newer (the fake's stand-in for "Ready for less time": its pods turn Ready in order)."""
+        bound = bool(pod.get("spec", {}).get("nodeName"))
+        phase = {"Pending": 0, "Unknown": 1, "Running": 2}.get(_phase(pod), 2)
+        try:
+            cost = int(((pod["metadata"].get("annotations") or {}).get(DELETION_COST)) or 0)
+        except ValueError:
+            cost = 0
+        created = datetime.fromisoformat(str(pod["metadata"].get("creationTimestamp") or "2000-01-01T00:00:00Z").replace("Z", "+00:00"))
+        return int(bound), phase, int(_ready(pod)), cost, -created.timestamp()
+
+    def _delete(self, pod: Obj) -> None:
+        """A controller's DELETE (no eviction, no budget asked): graceful, as the kubelet stops it."""
+        grace = self._grace(pod)
+        pod["metadata"]["deletionTimestamp"] = _iso(self.time + grace)
+        pod["metadata"]["deletionGracePeriodSeconds"] = int(grace)
+        self._touch_pod(pod)
+        self._deleting_at[pod["metadata"]["uid"]] = self.time
+        self.scale_downs.append("/".join(_key(pod)))
 
     def _admission(self, pod: Obj, *, creator: str) -> Obj:
         """The steering admission policy, when installed (policy, binding, parameters), as kube-apiserver applies it."""

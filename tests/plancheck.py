@@ -479,7 +479,10 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
     if plan.freed_gpus != net:
         errors.append(f"freedGpus {plan.freed_gpus} != recomputed {net}")
     chosen = [p for p in plan.frontier if p.chosen]
-    if chosen and (chosen[0].freed_gpus, chosen[0].moves) != (plan.freed_gpus, len(plan.moves)):
+    if chosen and plan.held_back:  # a run budget kept whole source nodes of the chosen point: a part of it, never more
+        if len(plan.moves) >= chosen[0].moves:
+            errors.append(f"heldBack says a budget cut the plan, but it keeps {len(plan.moves)} of the chosen point's {chosen[0].moves} moves")
+    elif chosen and (chosen[0].freed_gpus, chosen[0].moves) != (plan.freed_gpus, len(plan.moves)):
         errors.append(f"the curve's chosen point frees {chosen[0].freed_gpus} GPUs in {chosen[0].moves} moves; the plan frees "
                       f"{plan.freed_gpus} in {len(plan.moves)}")
     if len(chosen) > 1:

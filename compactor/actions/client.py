@@ -8,7 +8,8 @@ use ``scan_nodes``/``scan_pods``: each object is passed through the caller's ``k
 arrives, so only a page of objects is held at a time, not the 50,000 pods of the cluster.
 Writes are few and explicit: patch a node, create an Eviction, create an Event,
 read/write the executor's state ConfigMap, patch the steering parameter ConfigMap (one entry
-per move, ``actions/steering/policy.py``) and add a toleration to a pending pod.
+per move, ``actions/steering/policy.py``), add a toleration to a pending pod, and for
+make-before-break moves scale a Deployment by one and annotate the pod it retires.
 """
 
 from __future__ import annotations
@@ -69,8 +70,17 @@ class ClusterClient(Protocol):
         ...
 
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
-        """The ``apps/v1`` ReplicaSet or StatefulSet ``namespace/name`` (its ``spec.selector`` finds its pods); None when
-        absent or of another kind."""
+        """The ``apps/v1`` ReplicaSet, StatefulSet or Deployment ``namespace/name`` (its ``spec.selector`` finds its pods,
+        a ReplicaSet's ``ownerReferences`` its Deployment); None when absent or of another kind."""
+        ...
+
+    def list_autoscalers(self, namespace: str) -> list[Obj]:
+        """The ``autoscaling/v2`` HorizontalPodAutoscalers of ``namespace`` (a surge must not fight one)."""
+        ...
+
+    def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
+        """JSON patch (RFC 6902) of the Deployment's ``spec.replicas``: ``test`` it is ``expect``, then ``replace`` it by ``to``.
+        False when it was not ``expect`` (the API's 422 for a failed test) or the Deployment is gone: nothing changed."""
         ...
 
     def get_pod(self, namespace: str, name: str) -> Obj | None: ...
@@ -94,7 +104,8 @@ class ClusterClient(Protocol):
         ...
 
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
-        """JSON merge patch on a pod: only ``spec.tolerations`` (the API admits additions) with a resourceVersion precondition."""
+        """JSON merge patch on a pod: ``spec.tolerations`` (the API admits additions) with a resourceVersion precondition, or
+        ``metadata.annotations`` (make-before-break's ``pod-deletion-cost``)."""
         ...
 
     def patch_node(self, name: str, patch: Obj) -> Obj:

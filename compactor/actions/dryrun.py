@@ -28,7 +28,7 @@ from typing import Any
 
 from compactor.actions import migmanager
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef, T
-from compactor.actions.owners import selector_text_matches
+from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref, selector_text_matches
 from compactor.actions.pods import pod_key
 from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
 from compactor.model.load import DEFAULT_POOL_LABEL
@@ -73,7 +73,8 @@ class RecordingClient:
         self.pods = {pod_key(o): copy.deepcopy(o) for o in objects if o.get("kind") == "Pod"}
         self.pdbs = [copy.deepcopy(o) for o in objects if o.get("kind") == "PodDisruptionBudget"]
         self.owners = {(o["metadata"].get("namespace", "default"), o["kind"], o["metadata"]["name"]): copy.deepcopy(o)
-                       for o in objects if o.get("kind") in ("ReplicaSet", "StatefulSet")}
+                       for o in objects if o.get("kind") in ("ReplicaSet", "StatefulSet", "Deployment")}
+        self.autoscalers = [copy.deepcopy(o) for o in objects if o.get("kind") == "HorizontalPodAutoscaler"]
         self.admissions = {(o["kind"], o["metadata"]["name"]): copy.deepcopy(o) for o in objects
                            if o.get("kind") in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")}
         self.config_maps = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects
@@ -107,7 +108,17 @@ class RecordingClient:
         return [k for pod in self.pods.values() if (k := keep(copy.deepcopy(pod))) is not None]
 
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
-        return copy.deepcopy(self.owners.get((namespace, kind, name)))
+        found = self.owners.get((namespace, kind, name))
+        if found is None and self.probe is not None:  # a live dry run reads owners as a real run would
+            found = self.probe.get_owner(namespace, kind, name)
+            if found is not None:
+                self.owners[(namespace, kind, name)] = found
+        return copy.deepcopy(found)
+
+    def list_autoscalers(self, namespace: str) -> list[Obj]:
+        if self.probe is not None:
+            return self.probe.list_autoscalers(namespace)
+        return copy.deepcopy([o for o in self.autoscalers if (o.get("metadata") or {}).get("namespace", "default") == namespace])
 
     def get_admission(self, kind: str, name: str) -> Obj | None:
         if self.probe is not None:
@@ -168,7 +179,8 @@ class RecordingClient:
         before = copy.deepcopy(((self.pods.get(f"{namespace}/{name}") or {}).get("spec") or {}).get("tolerations") or [])
         self.calls.append(RecordedCall("patch_pod", {"namespace": namespace, "name": name, "patch": copy.deepcopy(patch), "before": before}))
         pod = self.pods[f"{namespace}/{name}"]
-        _merge(pod, {k: v for k, v in patch.items() if k != "metadata"})
+        annotations = (patch.get("metadata") or {}).get("annotations")
+        _merge(pod, {k: v for k, v in patch.items() if k != "metadata"} | ({"metadata": {"annotations": annotations}} if annotations else {}))
         target = self.placements.get(f"{namespace}/{name}")
         if target is not None and target in self.nodes and not (self.nodes[target].get("spec") or {}).get("unschedulable"):
             self._bind_pending(target)  # a toleration of the node's reservation: the scheduler binds it there now
@@ -181,6 +193,31 @@ class RecordingClient:
                 if ref.get("controller") and ref.get("uid") == uid:
                     return f"{ref.get('kind')} {(pod.get('metadata') or {}).get('namespace', 'default')}/{ref.get('name')}"
         return uid
+
+    def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
+        """Recorded; simulated as the Deployment and ReplicaSet controllers would: one more replica lands on the planned
+        node of the owner's moving pod, one fewer removes the pod marked first to go."""
+        self.calls.append(RecordedCall("scale_deployment", {"namespace": namespace, "name": name, "expect": expect, "to": to}))
+        deployment = self.owners.get((namespace, "Deployment", name))
+        if deployment is None or int((deployment.get("spec") or {}).get("replicas") or 0) != expect:
+            return False
+        deployment = self.owners[(namespace, "Deployment", name)] = _merge(deployment, {"spec": {"replicas": to}})
+        if to > expect:
+            moving = next((p for key, p in self.pods.items() if key in self.targets and key.startswith(f"{namespace}/")
+                           and self._deployment_of(p) == name), None)
+            if moving is not None:
+                self._replace(moving, self.targets.get(pod_key(moving)))
+        else:
+            first = next((key for key, p in self.pods.items() if key.startswith(f"{namespace}/")
+                          and ((p.get("metadata") or {}).get("annotations") or {}).get(DELETION_COST) == FIRST_TO_GO), None)
+            if first is not None:
+                del self.pods[first]
+        return True
+
+    def _deployment_of(self, pod: Obj) -> str:
+        ref = controller_ref(pod) or {}
+        replica_set = self.get_owner((pod.get("metadata") or {}).get("namespace", "default"), "ReplicaSet", str(ref.get("name", "")))
+        return str((controller_ref(replica_set or {}) or {}).get("name", ""))
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         call = RecordedCall("evict", {"namespace": namespace, "name": name, "admission": self.admission is not None})
@@ -264,6 +301,12 @@ def describe(call: RecordedCall) -> str:
         return f"event {args.get('type') or 'Normal'} {args['reason']} {object_ref(involved)}: {args['message']}"
     if call.method == "patch_config_map":
         return describe_steering_patch(args)
+    if call.method == "scale_deployment":
+        return (f"scale deployment/{args['namespace']}/{args['name']} --current-replicas={args['expect']} --replicas={args['to']} "
+                f"(make-before-break)")
+    if call.method == "patch_pod" and (args["patch"].get("metadata") or {}).get("annotations"):
+        changes = [f"{k}={v}" if v is not None else f"{k}-" for k, v in args["patch"]["metadata"]["annotations"].items()]
+        return f"annotate pod/{args['namespace']}/{args['name']} {' '.join(changes)}"
     if call.method == "patch_pod":
         added = [t for t in (args["patch"].get("spec") or {}).get("tolerations") or [] if t not in (args.get("before") or [])]
         shown = " ".join(_toleration(t) for t in added) or "(no change)"
@@ -390,8 +433,14 @@ def _record(call: RecordedCall) -> dict[str, Any]:
                 "mergePatch": {"data": args.get("entries") or {}}}
     if call.method == "patch_pod":
         patch = copy.deepcopy(args["patch"])
-        patch.pop("metadata", None)
+        annotations = (patch.pop("metadata", None) or {}).get("annotations")
+        if annotations:
+            patch["metadata"] = {"annotations": annotations}
         return {"call": "patch", "object": f"pod/{args['namespace']}/{args['name']}", "mergePatch": patch}
+    if call.method == "scale_deployment":
+        return {"call": "patch", "object": f"deployment/{args['namespace']}/{args['name']}",
+                "jsonPatch": [{"op": "test", "path": "/spec/replicas", "value": args["expect"]},
+                              {"op": "replace", "path": "/spec/replicas", "value": args["to"]}]}
     if call.method == "write_state":
         record = {"call": args.get("verb") or "apply", "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}"}
         return {**record, "phase": args["phase"]} if args.get("phase") else record

@@ -39,6 +39,10 @@ def evicted(pod: str, node: str, plan: str, why: str) -> Event:
     return Event(_pod(pod), "CompactorEvict", f"evicted from {node} by plan {plan}: {why}")
 
 
+def surged(pod: str, node: str, plan: str, why: str) -> Event:
+    return Event(_pod(pod), "CompactorSurge", f"replacement started before the pod leaves {node} (make-before-break) by plan {plan}: {why}")
+
+
 def uncordoned(node: str, plan: str, why: str) -> Event:
     """``why``: after the plan, rolled back, opened for a pending pod."""
     return Event(_node(node), "CompactorUncordon", f"{why} (plan {plan})")

@@ -104,6 +104,7 @@ class Executor:
                            steering=self.steering.mechanism.value, steering_why=self.steering.why)
         if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
             report.status = "nothing-to-do"
+            report.reason = plan.held_back  # a budget may have held back every move
             return report
         if (age := self._too_old(plan)) and resume is None:
             report.status, report.reason = "failed", age
@@ -188,6 +189,8 @@ class Executor:
     def _scoped(self, run: Run) -> Run:
         """A plan longer than max_evictions_per_cycle cut by whole nodes; whole-free GPUs measured before anything changes."""
         cap = self.settings.max_evictions_per_cycle
+        if run.plan.held_back:  # the planner already cut the plan to what the run budgets allow
+            run.capped = run.plan.held_back.partition(" reached")[0]
         if len(run.plan.moves) > cap:
             plan = within_cap(run.plan, cap, {})
             log.info("per-cycle eviction cap: this run takes whole nodes up to it",

@@ -75,6 +75,9 @@ class FencedClient:
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         return self.inner.get_owner(namespace, kind, name)
 
+    def list_autoscalers(self, namespace: str) -> list[Obj]:
+        return self.inner.list_autoscalers(namespace)
+
     def get_admission(self, kind: str, name: str) -> Obj | None:
         return self.inner.get_admission(kind, name)
 
@@ -102,6 +105,10 @@ class FencedClient:
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
         self._check(f"patching pod {namespace}/{name}")
         return self.inner.patch_pod(namespace, name, patch)
+
+    def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
+        self._check(f"scaling deployment {namespace}/{name}")
+        return self.inner.scale_deployment(namespace, name, expect=expect, to=to)
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         self._check(f"evicting {namespace}/{name}")

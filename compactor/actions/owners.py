@@ -15,6 +15,8 @@ from compactor.actions.pods import controller_uid
 from compactor.errors import ClusterError
 
 SELECTOR_KINDS = ("ReplicaSet", "StatefulSet")  # apps/v1 owners whose spec.selector is read
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+FIRST_TO_GO = str(-(2**31))  # the lowest int32: a ReplicaSet scaling down deletes this pod first among its Ready ones
 
 
 def controller_ref(pod: Obj) -> dict[str, Any] | None:

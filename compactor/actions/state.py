@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from compactor.actions.annotations import STATE_CONFIGMAP
 from compactor.planner.plan import CompactionPlan
 
-__all__ = ["STATE_CONFIGMAP", "InFlight", "Phase", "RunState", "StateUnreadable", "decode_plan", "encode_plan"]
+__all__ = ["STATE_CONFIGMAP", "InFlight", "Phase", "RunState", "StateUnreadable", "Surge", "decode_plan", "encode_plan"]
 # The plan as recovery needs it: moves, nodes, placements. The figures before/after grow with the cluster
 # (per node) and would push the state ConfigMap past the API server's 1 MiB limit at a few hundred nodes.
 _FIGURES_DROPPED: dict[str, Any] = {"before": {}, "after": {}, "explanations": {}}
@@ -43,8 +43,19 @@ class Phase(enum.StrEnum):
     DONE = "done"
 
 
+class Surge(BaseModel):
+    """A make-before-break move under way (``steps/surge.py``): what a restarted process needs to finish or undo it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    deployment: str  # its name, in the pod's namespace
+    replicas: int  # spec.replicas before the surge (restored after it)
+    pod_uid: str  # the old pod's uid
+    deletion_cost: str | None = None  # the old pod's own pod-deletion-cost annotation, restored when a surge is undone
+
+
 class InFlight(BaseModel):
-    """An eviction sent (or about to be) whose replacement is not confirmed yet."""
+    """An eviction (or a make-before-break surge) sent, or about to be, whose replacement is not confirmed yet."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -53,6 +64,7 @@ class InFlight(BaseModel):
     grace: float = 0.0  # the evicted pod's terminationGracePeriodSeconds: a StatefulSet replaces it only once it is gone
     selector: str = ""  # label selector of the owner's pods (its spec.selector): the narrow read that finds the replacement
     target: str = ""  # the node the plan sends the replacement to
+    surge: Surge | None = None  # make-before-break: the owner's Deployment scaled up instead of an eviction
 
 
 class RunState(BaseModel):

@@ -47,6 +47,7 @@ DEFAULT_TIMEOUT = 30.0  # reads
 DEFAULT_WRITE_TIMEOUT = DEFAULT_WRITE_TIMEOUT_SECONDS  # writes: leader_election.write_timeout_seconds
 MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
+JSON_PATCH = "application/json-patch+json"  # RFC 6902: its "test" op makes a scale conditional on the replicas read
 MANAGED_BY = {"app.kubernetes.io/managed-by": COMPONENT}
 
 # Limits the API server validates on core/v1 Events that carry an eventTime.
@@ -183,7 +184,18 @@ class KubeClusterClient:
         if kind == "StatefulSet":
             return self._get("/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}", params, kind,
                              f"reading statefulset {namespace}/{name}")
+        if kind == "Deployment":
+            return self._get("/apis/apps/v1/namespaces/{namespace}/deployments/{name}", params, kind,
+                             f"reading deployment {namespace}/{name}")
         return None
+
+    def list_autoscalers(self, namespace: str) -> list[Obj]:
+        what = f"listing horizontalpodautoscalers in namespace {namespace}"
+        reply = self._send("GET", "/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers", {"namespace": namespace}, what)
+        if not reply.ok:
+            raise self._error(reply, what)
+        items = reply.body.get("items") if isinstance(reply.body, dict) else None
+        return [item for item in items or [] if isinstance(item, dict)]
 
     def get_admission(self, kind: str, name: str) -> Obj | None:
         if kind == "MutatingAdmissionPolicy":
@@ -240,6 +252,18 @@ class KubeClusterClient:
         if not reply.ok:
             raise self._error(reply, what)
         return lean(self._object(reply, "Pod", what), "Pod")
+
+    def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
+        what = f"scaling deployment {namespace}/{name} from {expect} to {to} replicas"
+        body = [{"op": "test", "path": "/spec/replicas", "value": expect}, {"op": "replace", "path": "/spec/replicas", "value": to}]
+        # The scale subresource: the grant it needs (deployments/scale) changes replicas and nothing else of a Deployment.
+        reply = self._send("PATCH", "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale", {"namespace": namespace, "name": name},
+                           what, body=body, content_type=JSON_PATCH, query=self._dry_run_query())
+        if reply.status in (404, 422):  # gone, or the test failed: spec.replicas is not what it was
+            return False
+        if not reply.ok:
+            raise self._error(reply, what)
+        return True
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         """POST a policy/v1 Eviction; never raises for API answers or transport failures, the outcome says what happened."""

@@ -78,6 +78,14 @@ def _ready_since(conditions: list[schema.Condition] | None) -> datetime | None:
     return None
 
 
+def _startup_seconds(conditions: list[schema.Condition] | None) -> float | None:
+    times = {c.type: c.last_transition_time for c in conditions or () if c.status == "True" and c.last_transition_time}
+    scheduled, ready = times.get("PodScheduled"), times.get("Ready")
+    if scheduled is None or ready is None or ready < scheduled:
+        return None
+    return (ready - scheduled).total_seconds()
+
+
 def _is_ready(conditions: list[schema.Condition] | None) -> bool:
     for condition in conditions or ():
         if condition.type == "Ready":
@@ -227,6 +235,7 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
         ready=_is_ready(status.conditions),
         created=meta.creation_timestamp,
         ready_since=_ready_since(status.conditions),
+        startup_seconds=_startup_seconds(status.conditions),
     )
 
 

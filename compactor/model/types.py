@@ -183,6 +183,9 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     ready: bool = False
     created: datetime | None = None
     ready_since: datetime | None = None  # when its Ready condition last turned True (None: not Ready, or not said)
+    # Seconds from being bound (PodScheduled) to Ready: the start-up a move makes its replica go through again (image pull,
+    # model download, warm-up). None: not Ready, or not said. Late when Ready flapped since, which only makes a move dearer.
+    startup_seconds: float | None = None
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid, self.node_name))

@@ -12,6 +12,7 @@ from compactor.metrics.fragmentation import ReferenceShape, compute_figures, fig
 from compactor.model.migparted import Layouts
 from compactor.model.types import Node, Snapshot, Taint
 from compactor.planner.budget import Budget
+from compactor.planner.budgets import RunBudgets, take_nodes
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.greedy import Assignment
 from compactor.planner.history import Restraints, workload_key
@@ -29,11 +30,12 @@ from compactor.planner.plan import (
     SolverReport,
     apply_plan,
 )
+from compactor.planner.price import describe
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
 from compactor.planner.solver import SolveResult, budget_for, empty_nodes, pending_weight, solve
-from compactor.settings import PlannerSettings
+from compactor.settings import DisruptionSettings, PlannerSettings
 
 
 def _finite(value: float) -> float | None:
@@ -141,6 +143,7 @@ def _moves(problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], pla
             pod=m.pod.key, from_node=problem.nodes[m.source].node.name, to_node=problem.nodes[m.target].node.name,
             reason=_move_reason(problem, m, freed, pending_targets, free), uid=m.pod.uid, owner=_owner(m),
             requests={k: v for k, v in m.pod.requests.items() if k != "pods"}, gpu=m.ptype.uses_gpu,
+            cost=round(m.ptype.cost / problem.settings.move_cost.base, 2),
         )
         for m, free in zip(moves, _free_before_each(problem, moves), strict=True)
     ]
@@ -159,8 +162,12 @@ def build_plan(
     load_seconds: float | None = None,
     stage: Callable[[str, str], None] | None = None,
     restraints: Restraints | None = None,
+    budgets: DisruptionSettings | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
+
+    ``budgets``: the run budgets (``disruption.max_draining_per_pool``, ``max_moves_per_workload``): the chosen plan keeps
+    the whole source nodes one run may take (``budgets.py``); ``heldBack`` says which budget left the rest for later runs.
 
     ``restraints``: what earlier runs forbid now (``history.restraints_at``): workloads and nodes in their cooldown stay
     as they are, the hourly/daily budget caps the moves, and an open circuit breaker is said first.
@@ -257,18 +264,31 @@ def build_plan(
                                         reason=r.reason(problem), allocatable=r.allocatable, cost=settings.recut_cost_moves) for r in recuts],
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
         balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
+        move_price=describe(settings.move_cost),
         frontier=_frontier(points, chosen, recuts, settings, moves, len(freed), net_gpus),
         warnings=warnings,
         solver=solver_report(problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound).model_copy(
             update={"frontier_seconds": round(curve_seconds, 3), "load_seconds": None if load_seconds is None else round(load_seconds, 3)}),
         before=before,
     )
+    if budgets is not None:
+        plan = _within_budgets(plan, snapshot, budgets)
     figures_after = compute_figures(apply_plan(snapshot, plan), shapes)
     free_after = {n.name: n.free.as_dict() for n in figures_after.nodes}
     left = left_pending(original, {p.pod.key for p in placements}, free_after)
     plan = plan.model_copy(update={"after": figures_to_dict(figures_after), "explanations": _explanations(problem, held),
                                    "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()]})
     return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})
+
+
+def _within_budgets(plan: CompactionPlan, snapshot: Snapshot, cfg: DisruptionSettings) -> CompactionPlan:
+    budgets = RunBudgets.of(snapshot, cfg, [m.pod for m in plan.moves])
+    gpus = {n.name: n.countable_gpus for n in snapshot.nodes}
+    cut, budget = take_nodes(plan, budgets.admit(), gpus)
+    if not budget:
+        return plan
+    return cut.model_copy(update={"held_back": f"{budget} reached: {len(plan.moves) - len(cut.moves)} of {len(plan.moves)} moves "
+                                                f"wait for a later run"})
 
 
 def _best(problem: Problem, assignment: Assignment) -> str:

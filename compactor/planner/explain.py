@@ -76,6 +76,8 @@ def _headline(plan: CompactionPlan) -> list[str]:
                      f"{s.move_cost_bound:g} (gap {s.move_cost_gap:.1%})")
     if plan.filled_nodes:
         lines.append(f"  note: fills previously free node(s) {listed(plan.filled_nodes)}")
+    if plan.held_back:
+        lines.append(f"  budget: {plan.held_back}")
     if s.note:
         lines.append(f"  note: {s.note}")
     return lines
@@ -122,12 +124,17 @@ def _shown(count: int, chosen: int) -> list[int | None]:
     return shown
 
 
+def _moves_worth(cost: float) -> str:
+    return f"{cost:g} move" if cost == 1 else f"{cost:g} moves"
+
+
 def _curve_text(plan: CompactionPlan) -> list[str]:
     if not plan.frontier:
         return []
     rows = _curve_rows(plan)
     chosen = next((i for i, p in enumerate(plan.frontier) if p.chosen), 0)
     out = ["", f"Trade-off curve (objective {plan.objective}: {_objective(plan)}; * = this plan):",
+           *([f"  {plan.move_price}"] if plan.move_price else []),
            f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs (physical)':>21}  status"]
     for i in _shown(len(rows), chosen):
         if i is None:
@@ -142,7 +149,7 @@ def _curve_markdown(plan: CompactionPlan) -> list[str]:
     if not plan.frontier:
         return []
     out = [f"## Trade-off curve (objective {plan.objective})", "",
-           _objective(plan) + "; **bold** = this plan.", "",
+           _objective(plan) + "; **bold** = this plan.", *(["", plan.move_price[0].upper() + plan.move_price[1:] + "."] if plan.move_price else []), "",
            "| point | moves | more | cost | freed GPUs (physical) | status |", "|---|---:|---:|---:|---:|---|"]
     for mark, *cells in _curve_rows(plan):
         out.append("| " + " | ".join(f"**{c}**" if mark and c else c for c in cells) + " |")
@@ -208,7 +215,7 @@ def render_text(plan: CompactionPlan) -> str:
                 out.append(f"  why: {why}")
                 previous = why
             where = where.removeprefix(f"{move.to_node} ")
-            target = f"  ({where})" if where else ""
+            target = f"  ({_moves_worth(move.cost)}{'; ' + where if where else ''})"
             out.append(f"  {i:>4}. {move.pod:<{width}}  {move.from_node} -> {move.to_node}{target}")
     if plan.placed_pending:
         out += ["", "Pending pods that fit after the plan:"]
@@ -235,8 +242,8 @@ def render_markdown(plan: CompactionPlan) -> str:
         out.append("")
     if plan.moves:
         out += ["## Moves (execution order)", "", f"Steering: **{plan.steering.mechanism}**: {plan.steering.why}", "",
-                "| # | pod | from | to | why |", "|---|---|---|---|---|"]
-        out += [f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.reason} |" for i, m in enumerate(plan.moves, 1)]
+                "| # | pod | from | to | cost (moves) | why |", "|---|---|---|---|---:|---|"]
+        out += [f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.cost:g} | {m.reason} |" for i, m in enumerate(plan.moves, 1)]
         out.append("")
     if plan.placed_pending:
         out += ["## Pending pods that fit after the plan", "", "| pod | node |", "|---|---|"]

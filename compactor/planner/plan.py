@@ -58,6 +58,7 @@ class Move(_Doc):
                                      "memory and ephemeral-storage, devices for nvidia.com/gpu and MIG profiles); the `pods` resource is "
                                      "left out. Informational.")
     gpu: bool = Field(False, description="Whether the pod requests a GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared or a MIG profile).")
+    cost: float = Field(1.0, description="What the move disrupts, in moves (see movePrice): 1 for a replica of one whole GPU that starts at once.")
 
 
 class Placement(_Doc):
@@ -188,6 +189,10 @@ class CompactionPlan(_Doc):
     balanced_moves_per_gpu: float | None = Field(None, alias="balancedMovesPerGpu",
                                                  description="The price balanced used, in moves per GPU freed (planner.balanced_moves_per_gpu); "
                                                              "null unless objective is balanced.")
+    held_back: str = Field("", alias="heldBack", description="The run budget (disruption.max_draining_per_pool, "
+                           "disruption.max_moves_per_workload) that left part of the chosen point for later runs, and how much; "
+                           "the plan holds the whole source nodes one run may take. Empty when no budget cut it.")
+    move_price: str = Field("", alias="movePrice", description="How a move's cost was priced (planner.move_cost), in words, for people.")
     frontier: list[FrontierPoint] = Field(default_factory=list, description="The trade-off curve, fewest freed GPUs first, the chosen point "
                                                                             "marked; empty in shape mode.")
     pending_not_placed: list[PendingNote] = Field(default_factory=list, alias="pendingNotPlaced",

@@ -19,10 +19,9 @@ from compactor.model.types import Node, Pod, Snapshot, Taint
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.history import Restraints
 from compactor.planner.movability import Unmovable, movability, why_not_placeable
+from compactor.planner.price import Pricing
 from compactor.settings import PlannerSettings, parse_shape
 
-MOVE_COST_ANNOTATION_DEFAULT = "compactor.io/move-cost"
-MAX_MOVE_COST_ANNOTATION = 10_000.0  # in moves
 # A host port is capacity 1 on every node (kube-scheduler's NodePorts filter), modelled as a resource.
 # The host IP is ignored: two pods on one port conflict even on different IPs, which can only make the plan stricter.
 HOST_PORT_PREFIX = "hostport.compactor.io/"
@@ -90,22 +89,6 @@ class Problem:
     @property
     def empty_before_gpus(self) -> int:
         return sum(n.gpus for n in self.nodes if n.gpus and not n.ran_gpu_pods)
-
-
-def move_cost(pod: Pod, settings: PlannerSettings) -> int:
-    """1 move = ``base``; plus priority steps and the pod's own restart-cost annotation (in moves)."""
-    cfg = settings.move_cost
-    cost = cfg.base + cfg.per_priority_step * (max(0, pod.priority) // cfg.priority_step)
-    extra = pod.annotations.get(cfg.annotation)
-    if extra:
-        try:
-            moves = float(extra)
-        except ValueError:
-            moves = 0.0
-        if moves > 0:  # NaN and negatives add nothing
-            # Capped: an absurd annotation ("1e30", "inf") must not overflow the solver's int64 coefficients.
-            cost += round(min(moves, MAX_MOVE_COST_ANNOTATION) * cfg.base)
-    return cost
 
 
 def _type_key(pod: Pod, cost: int, pending: bool, rules: TargetRules) -> tuple[object, ...]:
@@ -200,9 +183,10 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
     types: dict[tuple[object, ...], PodType] = {}
     fixed: dict[str, dict[str, int]] = {name: dict(load) for name, load in loads.items()}
     index_of = {node.name: i for i, node in enumerate(snapshot.nodes)}
+    pricing = Pricing.of(snapshot, settings.move_cost)
 
     def type_for(pod: Pod, is_pending: bool) -> PodType:
-        cost = move_cost(pod, settings)
+        cost = pricing.cost(pod)
         key = _type_key(pod, cost, is_pending, rules)
         found = types.get(key)
         if found is None:

@@ -32,7 +32,7 @@ from compactor.actions.recovery import recover
 from compactor.errors import ClusterError
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import DisruptionSettings, ExecutorSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.fakecluster import EPOCH, Crash, FakeCluster
 
@@ -413,6 +413,20 @@ def test_a_cap_that_cuts_a_node_in_half_leaves_that_node_untouched_and_the_run_d
     assert drain_cordons == []  # held for a moment while gpu-2's pods bound on gpu-1, never cordoned to be drained
     assert report.outcome is not None and (report.outcome.planned_freed_gpus, report.outcome.freed_gpus) == (8, 8)
     assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds  # no wait for a node this run never drained
+    assert_clean(c)
+
+
+def test_a_plan_a_run_budget_cut_runs_its_whole_nodes_and_the_run_names_the_budget() -> None:
+    objects = two_freed_nodes()
+    c = FakeCluster(objects)
+    plan = build_plan(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=PLAN_ID,
+                      budgets=DisruptionSettings(max_draining_per_pool=1))
+    assert plan.freed_nodes == ["gpu-2"] and plan.held_back.startswith("disruption.max_draining_per_pool (1 of pool")
+    report = run(c, plan)
+    assert c.evicted == [m.pod for m in plan.moves] and len(c.evicted) == 2
+    assert report.status == "partial" and report.reason.startswith("disruption.max_draining_per_pool (1 of pool")
+    assert report.reason.endswith("reached; the rest waits for the next run")
+    assert marks(c, "gpu-3") == {}  # the node the budget held back was never fenced
     assert_clean(c)
 
 

@@ -32,7 +32,7 @@ from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
 from compactor.planner.solution import concretise, gpu_nodes_changed
 from compactor.planner.solver import empty_nodes, within_limits
-from compactor.settings import PlannerSettings
+from compactor.settings import MoveCostSettings, PlannerSettings
 from tests.builders import A100_40, H100_80, claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import (
     capacity_of,
@@ -49,6 +49,7 @@ from tests.plancheck import (
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+BY_COUNT = MoveCostSettings(capacity_share=0.0, per_startup_minute=0)  # brute forces count moves: every move priced alike
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
 DRAINING = {"key": "draining", "value": "", "effect": "NoExecute"}
@@ -388,9 +389,10 @@ def test_plan_matches_brute_force_optimum(objects: list[dict[str, Any]]) -> None
 @given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True))
 def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optimum(objects: list[dict[str, Any]]) -> None:
     """Each objective's plan passes the checker; every point costs at least the brute force's fewest moves for its
-    freed-node count, and exactly that where it claims OPTIMAL (move cost = moves: no cost annotations here)."""
+    freed-node count, and exactly that where it claims OPTIMAL (move cost = moves: no cost annotations here, every move priced
+    alike)."""
     snapshot = cluster(*objects)
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2)
+    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, move_cost=BY_COUNT)
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     curve = brute_force_curve(snapshot, config)
     note(f"brute force curve: {curve}")
@@ -517,9 +519,9 @@ def test_a_plan_with_no_time_left_is_valid_and_never_below_the_greedy_warm_start
 def test_move_bounds_never_claim_more_than_the_brute_force_finds(objects: list[dict[str, Any]], cap: int) -> None:
     """The fewest moves to free so many GPUs (placing so many pending pods) is at most the brute force's, the most GPUs
     within ``cap`` moves at least the brute force's, and the plan's stated bound on its own moves holds (move cost =
-    moves: no cost annotations, one priority here)."""
+    moves: no cost annotations, one priority here, every move priced alike)."""
     snapshot = cluster(*objects)
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
+    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free", move_cost=BY_COUNT)
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     outcomes = enumerate_outcomes(snapshot, config)
     problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))

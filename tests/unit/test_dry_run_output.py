@@ -236,7 +236,7 @@ def test_apply_dry_run_reads_like_kubectl_and_says_what_it_cannot_know(plan_file
     for text in ("None", "{'", "//", "succeeded", "resourceVersion"):
         assert text not in out, text
     assert summary[0] == f"plan {plan['metadata']['id']}: dry run; {len(plan['moves'])}/{len(plan['moves'])} moves simulated"
-    assert any(line.startswith("simulated (not measured): +8 whole-free GPUs") for line in summary)
+    assert any(line.startswith("simulated (not measured): +16 whole-free GPUs") for line in summary)
     assert not any(line.startswith("measured:") for line in summary)
     assert summary[-2] == f"dry run: {len(calls)} call(s) shown above; nothing was changed"
     assert summary[-1] == f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}"

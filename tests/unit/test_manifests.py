@@ -846,7 +846,7 @@ def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(tmp_path:
     settings = _mounted_settings(tmp_path, monkeypatch)
     cronjob = _one(CRONJOB, "CronJob")
     job = cronjob["spec"]["jobTemplate"]["spec"]
-    assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 990 s could run for hours
+    assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 1,590 s could run for hours
     assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
     assert worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]  # the bound does bind: defaults would not fit
     # SIGTERM stops at the next wait; an API call in flight may take its whole timeout first

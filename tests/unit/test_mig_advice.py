@@ -117,7 +117,8 @@ def test_freeing_a_node_to_re_cut_it_is_a_step_of_its_own_beyond_the_balanced_pr
     assert sorted(m.pod for m in plan.moves) == ["default/small-b", "default/small-b2"]
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
     assert [(p.chosen, p.recuts) for p in plan.frontier] == [(False, 0), (False, 0), (True, 1)]
-    assert (plan.frontier[2].moves, plan.frontier[2].cost) == (2, 22.0)  # 2 moves + a re-cut at 20
+    # 2 moves of a 1g.10gb slice (0.5 + 0.5 x 1/8 = 0.56 each: 1.12 moves for 2 GPUs, above 0.5 a GPU) + a re-cut at 20
+    assert (plan.frontier[2].moves, plan.frontier[2].cost) == (2, 21.12)
     _, plan = recut_plan(pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"), mig_repartition=False)
     assert plan.moves == [] and plan.mig_repartition == []  # without re-cuts, balanced leaves b as it is
 

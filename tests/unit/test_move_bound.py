@@ -16,11 +16,12 @@ from tests.builders import cluster, node, pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MOVE = PlannerSettings().move_cost.base  # the cost of one move
+BY_COUNT = {"capacity_share": 0.0}  # every move costs one: these bounds are read as move counts
 
 
 def _problem(*objects: dict[str, Any], **settings: Any) -> Problem:
     snapshot = cluster(*objects)
-    return build_problem(snapshot, PlannerSettings(min_replicas=1, **settings), max_targets=len(snapshot.nodes))
+    return build_problem(snapshot, PlannerSettings(min_replicas=1, move_cost=BY_COUNT, **settings), max_targets=len(snapshot.nodes))
 
 
 def _fewest(problem: Problem, gpus: int, pending: int = 0) -> int | None:
@@ -86,7 +87,8 @@ def test_mig_nodes_whose_pods_use_several_profiles_are_bounded() -> None:
 def test_the_plan_report_states_the_bound_on_its_moves() -> None:
     plan = build_plan(cluster(*_three_nodes()), PlannerSettings(min_replicas=1, objective="max-free"), source="test", now=NOW)
     assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
-    assert (plan.solver.move_cost, plan.solver.move_cost_bound, plan.solver.move_cost_gap) == (1, 1, 0)
+    # g0's one 2-GPU pod: 0.5 + 0.5 x 2 moves at the default price
+    assert (plan.solver.move_cost, plan.solver.move_cost_bound, plan.solver.move_cost_gap) == (1.5, 1.5, 0)
 
 
 def test_a_narrowed_plan_under_a_move_cap_is_measured_against_what_that_many_moves_can_free() -> None:

@@ -20,7 +20,8 @@ from compactor.actions.owners import owner_pods, owner_selector
 from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pdbs_selecting
 from compactor.actions.retry import Backoff
 from compactor.actions.run import Abort, Run, StopHere
-from compactor.actions.state import InFlight
+from compactor.actions.state import InFlight, Surge
+from compactor.actions.steps import surge
 from compactor.actions.steps.await_replacement import await_replacement
 from compactor.actions.steps.recheck import Checked, recheck, refuse
 from compactor.planner.plan import Move
@@ -79,6 +80,12 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
                 pod, pdbs = _read(run, move)  # minutes may have passed: what is checked next is read after the wait
             if move.pod in run.state.done:
                 continue  # refused with a move of this batch it depended on
+            flight = run.state.inflight.get(move.pod)
+            if flight is not None and flight.surge is not None:  # surged before a restart: see it through, never surge twice
+                if pod is not None:
+                    surge.scale_up(run, move, flight.surge)
+                waits.append(move)
+                continue
             if pod is None:
                 if move.pod in run.state.inflight:  # evicted before a restart: its replacement is still to be confirmed
                     waits.append(move)
@@ -116,17 +123,36 @@ def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> None:
     selector = checked.selector if checked.selector is not None else owner_selector(run.client, pod)
     listed = checked.siblings if checked.siblings is not None else owner_pods(run.client, namespace, owner, selector)
     siblings = sorted(str(p["metadata"].get("uid")) for p in listed)
+    surged = _surge_for(run, move, pod, listed)
     run.state.inflight[move.pod] = InFlight(owner=owner, siblings=siblings, grace=grace_seconds(pod), selector=selector,
-                                            target=move.to_node)
+                                            target=move.to_node, surge=surged)
     run.steerer.prepare(run, move, pod)
     run.save()  # write-ahead: after a crash, recovery still waits for this replacement (and finds its steering)
     run.steerer.engage(run, move)
-    _evict(run, move)
+    if surged is not None:
+        surge.scale_up(run, move, surged)
+        run.event(events.surged(move.pod, move.from_node, run.plan_id, move.reason))
+    else:
+        _evict(run, move)
+
+
+def _surge_for(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> Surge | None:
+    """Make-before-break for a pod that opted in, when it can work now; otherwise the move evicts, and the run says why."""
+    if not surge.opted_in(run, pod):
+        return None
+    planned, why_not = surge.plan_surge(run, move, pod, siblings)
+    if planned is None:
+        log.warning("make-before-break not possible: evicting instead", extra={"pod": move.pod, "reason": why_not})
+        run.note(f"{move.pod} evicted, not moved make-before-break: {why_not}")
+    return planned
 
 
 def _await_all(run: Run, waits: Sequence[Move]) -> None:
     for move in waits:
         await_replacement(run, move)
+        flight = run.state.inflight.get(move.pod)
+        if flight is not None and flight.surge is not None:
+            surge.retire(run, move, flight.surge)
         mark_done(run, move)
 
 

@@ -7,6 +7,7 @@ plans afresh from live state. A node mid re-cut is not released (``recut.midway`
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -15,6 +16,7 @@ from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
 from compactor.actions.steps.cordon import unfence
 from compactor.actions.steps.recut import midway
+from compactor.actions.steps.surge import undo
 
 log = logging.getLogger("compactor.executor")
 
@@ -27,6 +29,7 @@ def roll_back(run: Run, reason: str) -> None:
         run.save()  # so that a crash from here on makes recovery finish the rollback, not resume the plan
     except Exception as exc:  # best effort; the rollback itself matters more
         log.error("could not record the rollback", extra={"error": str(exc)})
+    _undo_surges(run)
     try:
         run.steerer.release(run)
     except Exception as exc:  # recovery removes steering the state still records
@@ -49,6 +52,13 @@ def roll_back(run: Run, reason: str) -> None:
         log.error("fences still on after the rollback; the state stays for the next recovery", extra={"nodes": left})
         return
     _best_effort(lambda: run.client.write_state(STATE_CONFIGMAP, None), "could not clear executor state")
+
+
+def _undo_surges(run: Run) -> None:
+    """Make-before-break moves not finished: each Deployment back at its replicas, each old pod's mark off (``surge.undo``)."""
+    for pod, flight in list(run.state.inflight.items()):
+        if flight.surge is not None and pod not in run.state.done:
+            _best_effort(functools.partial(undo, run, pod, flight.surge), f"could not undo the surge of {pod}")
 
 
 def _best_effort(call: Callable[[], None], what: str) -> None:
