@@ -39,13 +39,16 @@ def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> Compa
 
 
 def take_nodes(plan: CompactionPlan, admit: Admit, gpus: Mapping[str, int]) -> tuple[CompactionPlan, str]:
-    """``plan`` with only the source nodes ``admit`` takes (in plan order, each whole), and the first budget that left one."""
+    """``plan`` with only the source nodes ``admit`` takes (each whole; those drained for a pending pod first, then in plan
+    order), and the first budget that left one."""
     per_node: dict[str, list[Move]] = {}
     for move in plan.moves:  # insertion order: the plan's order of source nodes
         per_node.setdefault(move.from_node, []).append(move)
     taken: set[str] = set()
     first = ""
-    for node, moves in per_node.items():
+    # Nodes drained for a pending pod first: placing pending pods is the plan's first goal (the moves keep plan order).
+    for_pending = {p.to_node for p in plan.placed_pending}
+    for node, moves in sorted(per_node.items(), key=lambda item: item[0] not in for_pending):
         why = admit(node, moves)
         if why:
             first = first or why

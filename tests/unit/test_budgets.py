@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from compactor.model.load import load_files
 from compactor.planner.budgets import koordinator_unavailable, share_of
 from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import DisruptionSettings, PlannerSettings
+from compactor.sources import example_path
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan
 
@@ -91,3 +93,16 @@ def test_budgets_that_mean_nothing_are_refused(field: str, value: object, says: 
 
 def test_a_count_from_the_environment_is_a_count() -> None:
     assert DisruptionSettings(max_draining_per_pool="3").max_draining_per_pool == 3
+
+
+def test_the_node_drained_for_a_pending_pod_is_taken_first_whatever_its_place_in_the_plan() -> None:
+    """The bundled example: the plan frees a100-gpu-02 first and drains a100-gpu-03 for the pending 8-GPU pod last; one
+    node of the pool at once keeps a100-gpu-03, since placing pending pods is the plan's first goal."""
+    snapshot = load_files([example_path()])
+    settings = PlannerSettings(time_limit_seconds=5)
+    full = build_plan(snapshot, settings, source="example", now=NOW)
+    assert full.moves[0].from_node == "a100-gpu-02" and full.moves[-1].from_node == "a100-gpu-03"
+    cut = build_plan(snapshot, settings, source="example", now=NOW, budgets=DisruptionSettings(max_draining_per_pool=1))
+    assert [(m.from_node, m.to_node) for m in cut.moves] == [("a100-gpu-03", "a100-gpu-01")]
+    assert [(p.pod, p.to_node) for p in cut.placed_pending] == [("llm/llama-70b-0", "a100-gpu-03")]
+    assert check_plan(snapshot, cut, settings) == []
