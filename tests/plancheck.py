@@ -290,10 +290,30 @@ def _node_side_reason(pod: Pod, node: Node) -> str | None:
             return f"target taint {taint.key}={taint.value}:{taint.effect} not tolerated"
     if any(node.labels.get(k) != v for k, v in pod.node_selector):
         return "target does not match nodeSelector"
-    terms = pod.affinity.required_node_terms
+    terms = _own_terms(pod)
     if terms is not None and not any(_term(t, node) for t in terms):
         return "target does not match required node affinity"
     return None
+
+
+def _own_terms(pod: Pod) -> tuple[NodeSelectorTerm, ...] | None:
+    """The pod's required node terms as its owner's next pod gets them: a bound pod the steering policy pinned (annotated
+    ``compactor.io/steered-to: X``) carries ``metadata.name In [X]`` its template never had; that one requirement goes."""
+    terms = pod.affinity.required_node_terms
+    pinned = pod.annotations.get("compactor.io/steered-to")
+    if terms is None or not pinned or not pod.node_name:
+        return terms
+    pin = SelectorRequirement("metadata.name", "In", (pinned,))
+    own = []
+    for term in terms:
+        fields = list(term.match_fields)
+        if pin in fields:
+            fields.reverse()
+            fields.remove(pin)
+            fields.reverse()
+        if term.match_expressions or fields:
+            own.append(NodeSelectorTerm(term.match_expressions, tuple(fields)))
+    return tuple(own) or None
 
 
 # --------------------------------------------------------------------------- loads and capacity

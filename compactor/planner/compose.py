@@ -19,6 +19,7 @@ from compactor.planner.history import Restraints, workload_key
 from compactor.planner.movability import Unmovable
 from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.pending import left_pending
+from compactor.planner.pins import without_own_pins
 from compactor.planner.plan import (
     CompactionPlan,
     FrontierPoint,
@@ -186,6 +187,7 @@ def build_plan(
     up with the best plan so far, never less than the warm start. ``load_seconds``: how long the caller took to load the
     snapshot, reported apart (``solver.loadSeconds``)."""
     began = time.monotonic()
+    snapshot = without_own_pins(snapshot)  # pods a run moved may move again: their pin was ours, not their owner's
     # One clock for the whole call: on the wall clock, building the problem and the warm start count against the limit
     # (planner.deterministic: CP-SAT's deterministic time, which only the solves spend).
     clock = budget_for(settings)

@@ -45,14 +45,20 @@ class ServingWatch:
                 self.serving.pop(str(meta.get("uid")), None)
             else:
                 self.serving[str(meta.get("uid"))] = (app, condition(pod, "Ready") and not meta.get("deletionTimestamp"))
-            counts: dict[str, int] = {}
-            for owner, up in self.serving.values():
-                counts[owner] = counts.get(owner, 0) + up
-            for owner, count in counts.items():
-                self.least[owner] = min(count, self.least.get(owner, count))
+            if kind != "LISTED":  # the first list arrives pod by pod: counted once it is whole (``__enter__``)
+                self._count()
+
+    def _count(self) -> None:
+        counts: dict[str, int] = {}
+        for owner, up in self.serving.values():
+            counts[owner] = counts.get(owner, 0) + up
+        for owner, count in counts.items():
+            self.least[owner] = min(count, self.least.get(owner, count))
 
     def __enter__(self) -> ServingWatch:
-        self._watch.start()
+        self._watch.start()  # lists synchronously, then watches
+        with self._lock:
+            self._count()
         return self
 
     def __exit__(self, *exc: object) -> None:

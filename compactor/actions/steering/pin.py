@@ -12,8 +12,10 @@ import copy
 from collections.abc import Mapping
 
 from compactor.actions.client import Obj
+from compactor.planner.pins import STEERED_TO
 
-STEERED_TO = "compactor.io/steered-to"  # set by the policy on each pod it pins: the node
+__all__ = ["STEERED_TO", "pin_for", "pinned", "steered_to"]
+
 POLICY_VERSION_ANNOTATION = "compactor.io/steering-policy-version"
 POLICY_VERSION = "1"  # the policy's shape this code expects (detect.py refuses another)
 # On the parameter ConfigMap: a run saw a replacement arrive unpinned (when, and what); detect.py steers with holds until an
