@@ -2,6 +2,7 @@
 
     python benchmarks/bench_price.py                     # the example cluster and four 400-node trace replays (~5 min)
     python benchmarks/bench_price.py --shares 0,0.5 --prices 0.5,1 --fills 0.8
+    python benchmarks/bench_price.py --snapshots /tmp/e2estates/*.json --fills ""   # snapshots read from clusters
 
 For each snapshot and each (``move_cost.capacity_share``, ``balanced_moves_per_gpu``) it plans with the balanced
 objective and prints what the chosen plan frees, how many pods it moves, and the GPU capacity it restarts (the
@@ -32,8 +33,8 @@ from compactor.settings import PlannerSettings  # noqa: E402
 from compactor.sources import example_path  # noqa: E402
 
 
-def snapshots(fills: list[float], variants: list[str], size: int, workdir: Path) -> list[tuple[str, Snapshot]]:
-    found = [("example", load_files([example_path()]))]
+def snapshots(fills: list[float], variants: list[str], size: int, workdir: Path, files: list[str]) -> list[tuple[str, Snapshot]]:
+    found = [("example", load_files([example_path()]))] + [(Path(f).stem, load_files([f])) for f in files]
     for variant in variants:
         for fill in fills:
             cluster, _ = trace_replay.replay(trace_replay.ReplayOptions(variant=variant, nodes=size, fill=fill, seed=1))
@@ -63,13 +64,15 @@ def main() -> None:
     parser.add_argument("--variants", default="default,multigpu50")
     parser.add_argument("--size", type=int, default=400)
     parser.add_argument("--time-limit", type=float, default=10.0)
+    parser.add_argument("--snapshots", nargs="*", default=[], help="snapshot files (kubectl get nodes,pods,pdb -A -o json) too")
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
     prices = [float(p) for p in args.prices.split(",")]
     print("| snapshot | capacity_share | balanced price | freed GPUs | pending placed | moves | GPU-eq restarted | restarted per GPU freed |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as workdir:
-        for name, snap in snapshots([float(f) for f in args.fills.split(",")], args.variants.split(","), args.size, Path(workdir)):
+        fills = [float(f) for f in args.fills.split(",") if f]
+        for name, snap in snapshots(fills, args.variants.split(","), args.size, Path(workdir), args.snapshots):
             for price in prices:
                 for share in shares:
                     print(row(name, snap, share, price, args.time_limit), flush=True)

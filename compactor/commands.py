@@ -109,8 +109,9 @@ def _as_deployed(plan: CompactionPlan, settings: Settings) -> str:
     cap = settings.executor.max_evictions_per_cycle
     if len(plan.moves) > cap:
         cut = within_cap(plan, cap, {})
+        placing = f"placing {len(cut.placed_pending)} pending pod(s) and " if cut.placed_pending else ""
         lines.append(f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (executor.max_evictions_per_cycle {cap}, "
-                     f"whole nodes only), freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on")
+                     f"whole nodes only), {placing}freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on")
     return "".join(lines) + ".\n"
 
 
@@ -609,6 +610,16 @@ def _leave_record(args: argparse.Namespace, settings: Settings, record: RunRecor
         log.warning(f"could not record the run (the run itself is unaffected): {type(exc).__name__}: {exc}")
 
 
+def _held(args: argparse.Namespace, record: RunRecord, why: str) -> int:
+    """A run that changes nothing on purpose says so on stdout too (``status: held``), as its summary does."""
+    import json
+
+    record.held = why
+    text = json.dumps({"status": "held", "reason": why, "movesDone": 0}) if args.output == "json" else f"held: {why}; nothing changed"
+    sys.stdout.write(text + "\n")
+    return 0
+
+
 def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -> int:
     from compactor.cli import is_live, source_from_args
     from compactor.metrics.fragmentation import reference_shapes
@@ -620,11 +631,11 @@ def _run_once(args: argparse.Namespace, settings: Settings, record: RunRecord) -
     _within_mode(args, settings, command="run")
     if (closed := _within_window(args, settings)) is not None:
         log.info(f"{closed}: this run changes nothing")
-        return 0
+        return _held(args, record, closed)
     restraints = _restraints(args, settings)
     if restraints is not None and restraints.paused and not args.dry_run:
         log.warning(f"{restraints.paused}: this run changes nothing")
-        return 0
+        return _held(args, record, restraints.paused)
     source = source_from_args(args)
     mig_namespace = mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
 

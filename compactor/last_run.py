@@ -62,6 +62,7 @@ class RunRecord:
     figures_after: Figures | None = None  # measured after a real run that changed something
     cordoned_after: int | None = None
     error: str = ""  # why the run stopped on an error (exit 2), empty otherwise
+    held: str = ""  # why the run changed nothing on purpose (outside every disruption window, the circuit breaker open)
 
     def saw(self, snapshot: Snapshot, shapes: tuple[ReferenceShape, ...], figures: Figures | None = None) -> None:
         """The snapshot the run measured or planned on, and its reference shapes (the figures after are measured with them)."""
@@ -88,9 +89,12 @@ class RunRecord:
         self.figures_after, self.cordoned_after = compute_figures(snapshot, shapes), _cordoned(snapshot)
 
     def status(self, exit_code: int) -> str:
-        """succeeded | partial | failed | nothing-to-do | dry-run (the run's report), measured (report mode), stopped."""
+        """succeeded | partial | failed | nothing-to-do | dry-run (the run's report), measured (report mode), held (outside
+        every window, or paused), stopped."""
         if self.error:
             return "failed"
+        if self.held:
+            return "held"
         if self.report is not None:
             return self.report.shown_status
         if exit_code == EXIT_STOPPED:
@@ -115,7 +119,7 @@ class RunRecord:
             "installation": self.installation,
             "planId": plan.metadata.id if plan is not None else None,
             "status": self.status(exit_code),
-            "reason": self.error or (report.reason if report is not None else ""),
+            "reason": self.error or self.held or (report.reason if report is not None else ""),
             "exitCode": exit_code,
             "movesPlanned": len(plan.moves) if plan is not None else None,
             "movesDone": report.moves_done if report is not None else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,12 @@ def test_a_run_outside_every_window_changes_nothing_and_says_when_the_next_opens
     assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW)]) == 0
     assert not _evictions(fake_api)
     assert not [r for r in fake_api.requests if r.method == "PATCH" and "/nodes/" in r.path]  # no node fenced either
-    said = capsys.readouterr().err
-    assert "outside the disruption windows: the next opens at " in said and "this run changes nothing" in said
+    said = capsys.readouterr()
+    assert "outside the disruption windows: the next opens at " in said.err and "this run changes nothing" in said.err
+    assert said.out.startswith("held: outside the disruption windows: the next opens at ") and "nothing changed" in said.out
+    assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW), "--output", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["status"] == "held" and report["movesDone"] == 0 and report["reason"].startswith("outside the disruption windows")
 
 
 def test_inside_a_window_the_same_run_moves(fake_api: FakeApiServer, tmp_path: Path) -> None:
