@@ -144,6 +144,12 @@ def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet
     config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
     settings = compactor_config(fleet_namespace)
     settings["executor"].update(executor or {})
+    if state.guard:
+        # The guard needs a planned move onto a node that runs no pod of the mover's workload. Under host ports every
+        # replica sits on a node of its own, and the capacity-weighted price (planner.move_cost.capacity_share) may
+        # prefer plans whose every move goes where a replica of the same workload leaves (seen once in CI under
+        # MostAllocated): this state plans with every move priced alike, the price it was built for.
+        settings["planner"]["move_cost"] = {"capacity_share": 0.0}
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     guarded = guard_a_planned_target(kube, fleet_namespace, gpu_fleet, config) if state.guard else None
     clock.lap("setup")
