@@ -203,10 +203,11 @@ class RecordingClient:
             return False
         deployment = self.owners[(namespace, "Deployment", name)] = _merge(deployment, {"spec": {"replicas": to}})
         if to > expect:
-            moving = next((p for key, p in self.pods.items() if key in self.targets and key.startswith(f"{namespace}/")
-                           and self._deployment_of(p) == name), None)
+            # the owner's first planned pod still here, in plan order (moved ones are gone): the one this surge moves
+            moving = next((key for key in self.targets if key in self.pods and key.startswith(f"{namespace}/")
+                           and self._deployment_of(self.pods[key]) == name), None)
             if moving is not None:
-                self._replace(moving, self.targets.get(pod_key(moving)))
+                self._replace(self.pods[moving], self.targets[moving])
         else:
             first = next((key for key, p in self.pods.items() if key.startswith(f"{namespace}/")
                           and ((p.get("metadata") or {}).get("annotations") or {}).get(DELETION_COST) == FIRST_TO_GO), None)
