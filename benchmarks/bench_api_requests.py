@@ -48,13 +48,13 @@ from benchmarks.generate_cluster import generate
 from compactor.actions.clock import RealClock
 from compactor.actions.executor import Executor
 from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
+from compactor.app.plan_document import build_plan
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.resources import Resources
 from compactor.model.scheduling import why_ineligible
 from compactor.model.types import Node
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 from tests.builders import steering_policy

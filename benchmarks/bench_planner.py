@@ -36,9 +36,9 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
     """Runs in the child process: load, plan, baselines; returns the figures."""
     from datetime import UTC, datetime
 
+    from compactor.app.plan_document import build_plan
     from compactor.model.load import load_files
     from compactor.planner.baselines import greedy_drain, high_node_utilization
-    from compactor.planner.compose import build_plan
     from compactor.settings import PlannerSettings
 
     snap = load_files([snapshot])
@@ -114,13 +114,13 @@ def measure_contract(snapshot: str, time_limit: float, workers: int, max_moves: 
     """Runs in the child process: load, then build_plan alone (the time limit's contract), then the greedy figures."""
     from datetime import UTC, datetime
 
+    from compactor.app.plan_document import build_plan
     from compactor.model.load import load_files
     from compactor.planner.baselines import greedy_drain
-    from compactor.planner.compose import build_plan
     from compactor.planner.greedy import greedy
+    from compactor.planner.objective import empty_nodes
     from compactor.planner.problem import build_problem
     from compactor.planner.solution import concretise, gpu_nodes_changed
-    from compactor.planner.solver import empty_nodes
     from compactor.settings import PlannerSettings
 
     started = time.monotonic()

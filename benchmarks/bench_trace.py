@@ -111,7 +111,7 @@ def _planner_settings(method: str, time_limit: float | None, long_limit: float) 
 
 
 def _run_planner(snap: Any, source: str, settings: Any) -> Record:
-    from compactor.planner.compose import build_plan
+    from compactor.app.plan_document import build_plan
 
     plan = build_plan(snap, settings, source=source, now=datetime.now(UTC))
     curve = [[p.freed_nodes, p.freed_gpus, p.moves, p.status, p.bound] for p in plan.frontier]

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.metrics.advice import Advice
-from compactor.metrics.fragmentation import AggregateFigures, Figures, NodeFigures, ReferenceShape, compute_figures, reference_shapes
+from compactor.metrics.fragmentation import (
+    AggregateFigures,
+    Figures,
+    NodeFigures,
+    ReferenceShape,
+    compute_figures,
+    reference_shapes,
+)
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
 from compactor.planner.explain import _curve_rows, _figure_rows, _objective, _point_quality

@@ -14,8 +14,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from compactor.advice_report import advice_section
-from compactor.metrics.advice import Advice, advice_to_dict
+from compactor.metrics.advice import Advice, Headline, advice_to_dict
 from compactor.metrics.fragmentation import AggregateFigures, BlockedPod, Figures, NodeFigures, figures_to_dict
 from compactor.model.types import Snapshot
 
@@ -286,3 +285,57 @@ def render_report(figures: Figures, snapshot: Snapshot, fmt: str, advice: Advice
         raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
     title = f"GPU fragmentation report: {snapshot.source}" if snapshot.source else "GPU fragmentation report"
     return writers[fmt](title, report_sections(figures, snapshot, advice))
+
+
+# --------------------------------------------------------------------------- report --advise: the "Normalisation advice" section
+
+ADVICE_TITLE = "Normalisation advice"
+ADVICE_SHAPES_SHOWN = 10
+
+
+def _arrow(before: str, after: str) -> str:
+    return before if before == after else f"{before} -> {after}"
+
+
+def advice_section(advice: Advice) -> Section:
+    def gpus(before: float, after: float) -> str:
+        return _arrow(fmt_gpus(before), fmt_gpus(after))
+
+    def fit(h: Headline) -> str:
+        return f"{h.pending_fit}/{h.pending}"
+
+    if not advice.shapes:
+        return Section(ADVICE_TITLE, tuple(f"- {note}" for note in advice.notes))
+    shown = advice.shapes[:ADVICE_SHAPES_SHOWN]
+    shape_rows = tuple(
+        (s.label, str(s.bound_pods), str(s.pending_pods), fmt_gpus(s.held_gpus), fmt_gpus(s.stranded_gpus), fmt_gpus(s.blocked_demand_gpus))
+        for s in shown
+    )
+    blocks: list[Table | str] = [
+        f"Stranded capacity ({fmt_gpus(advice.stranded_gpus)} GPU-equivalents) by the GPU request shapes whose pods run on each "
+        "node, shared by the GPU-equivalents they hold there (docs/metrics.md, \"Normalisation advice\"):",
+        Table(("GPU request", "Bound pods", "Pending pods", "Held (GPU-eq.)", "Stranded (GPU-eq.)", "Blocked demand (GPU-eq.)"),
+              shape_rows, frozenset({1, 2, 3, 4, 5})),
+    ]
+    if len(advice.shapes) > len(shown):
+        blocks.append(f"... and {len(advice.shapes) - len(shown)} more shape(s) in the JSON output")
+    if advice.roundings:
+        rows = tuple(
+            (f"{r.shape} -> {r.rounded_to}", str(r.pods), fmt_gpus(r.extra_gpus),
+             gpus(r.before.stranded_gpus, r.after.stranded_gpus), _arrow(fmt_pct(r.before.stranded_share), fmt_pct(r.after.stranded_share)),
+             _arrow(str(r.before.whole_free_physical_gpus), str(r.after.whole_free_physical_gpus)),
+             gpus(r.before.blocked_demand_gpus, r.after.blocked_demand_gpus), _arrow(fit(r.before), fit(r.after)),
+             f"{r.displaced} ({r.displaced_fit})", fmt_gpus(r.benefit_gpus))
+            for r in advice.roundings
+        )
+        headers = ("Rounding", "Pods", "Extra (GPU-eq.)", "Stranded (GPU-eq.)", "Stranded share", "Whole-free GPUs",
+                   "Blocked demand (GPU-eq.)", "Pending that fit", "Displaced (fit elsewhere)", "Benefit (GPU-eq.)")
+        blocks += [
+            "Rounding a shape's GPU request up (CPU and memory as asked; pods stay where the rounded request fits, the others are "
+            "displaced and pending), measured with the headline figures; benefit = stranded capacity recovered + pending demand "
+            "that gets a place - displaced demand that fits nowhere:",
+            Table(headers, rows, frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9})),
+            *(f"- {r.sentence}" for r in advice.roundings),
+        ]
+    blocks += [f"- {note}" for note in advice.notes]
+    return Section(ADVICE_TITLE, tuple(blocks))

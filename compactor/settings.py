@@ -291,7 +291,8 @@ class ExecutorSettings(_Group):
     bind_poll_seconds: float = Field(0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind")
     max_run_seconds: float | None = Field(None, gt=0, description="start no eviction after this long; the rest waits for the next run "
                                                                   "(a CronJob's activeDeadlineSeconds must cover worst_case_run_seconds)")
-    server_dry_run: bool = Field(False, description="dry runs (run --dry-run) send each eviction to the API server with dryRun=All, "
+    server_dry_run: bool = Field(False, description="dry runs of a live cluster (apply/run --dry-run, the controller's --dry-run "
+                                                    "cycles, mode: plan) send each eviction to the API server with dryRun=All, "
                                                     "so its PodDisruptionBudget check is real (same as --server-dry-run)")
     state_namespace: str = Field("gpu-compactor", min_length=1, description="namespace of the executor's state ConfigMap (must exist)")
     installation: str = Field("", max_length=40, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",

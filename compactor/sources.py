@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING
 
 from compactor.errors import ConfigError, InputError
+from compactor.kube import snapshot as live_snapshot
+from compactor.kube.client import Connection
+from compactor.model.guards import offered_gpu_resources, pool_label_is_default, pool_label_unused, unoffered_resources
 from compactor.model.load import load_files
 from compactor.model.types import Snapshot
-
-if TYPE_CHECKING:
-    from compactor.settings import Settings
+from compactor.planner.movability import config_reason
+from compactor.settings import Settings, parse_shape
 
 EXAMPLE_RESOURCE = "example-cluster.json"
 
@@ -38,21 +40,24 @@ class SnapshotSource:
         return "cluster (in-cluster)" if self.in_cluster else f"cluster {self.context or 'current context'}"
 
     def load(self, *, pool_label: str, mig_config_map: str = "", mig_selector: str | None = None,
-             mig_namespace: str | None = None) -> Snapshot:
-        """The snapshot. From the live API it includes the mig-parted ConfigMaps only when ``mig_namespace`` (the GPU
-        Operator's, from ``mig_parted_namespace``) is given: ``mig_config_map`` (namespace/name, in that namespace) when
-        set, else those matching ``mig_selector`` there; without it no ConfigMap is read at all. A snapshot file keeps
-        whatever ConfigMaps it holds: ``find_mig_parted`` only ever uses those of the GPU Operator's namespace."""
+             mig_namespace: str | None = None, connection: Connection | None = None) -> Snapshot:
+        """The snapshot. From the live API (read through ``connection`` when given, else through a connection of its own)
+        it includes the mig-parted ConfigMaps only when ``mig_namespace`` (the GPU Operator's, from
+        ``mig_parted_namespace``) is given: ``mig_config_map`` (namespace/name, in that namespace) when set, else those
+        matching ``mig_selector`` there; without it no ConfigMap is read at all. A snapshot file keeps whatever
+        ConfigMaps it holds: ``find_mig_parted`` only ever uses those of the GPU Operator's namespace."""
         if self.example:
             snapshot = _with_source(load_files([example_path()], pool_label=pool_label), "example cluster")
         elif self.files:
             snapshot = load_files(list(self.files), pool_label=pool_label)
         elif self.live:
-            from compactor.kube.snapshot import snapshot_from_cluster  # the live path needs the API client
-
             include, selector = mig_parted_listing(mig_config_map, mig_selector, mig_namespace)
-            snapshot = snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label, in_cluster=self.in_cluster,
-                                             include_config_maps=include, config_map_selector=selector)
+            if connection is not None:
+                snapshot = live_snapshot.snapshot_from_connection(connection, pool_label=pool_label, include_config_maps=include,
+                                                                  config_map_selector=selector)
+            else:
+                snapshot = live_snapshot.snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label, in_cluster=self.in_cluster,
+                                                               include_config_maps=include, config_map_selector=selector)
         else:
             raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
         if not snapshot.nodes and not self.allow_empty:
@@ -64,9 +69,6 @@ class SnapshotSource:
 
 def check_shapes(snapshot: Snapshot, settings: Settings) -> None:
     """Refuse shapes naming a resource no node offers (``nvidia.com/gpuu=1``): they would measure, or aim at, nothing."""
-    from compactor.model.guards import offered_gpu_resources, unoffered_resources
-    from compactor.settings import parse_shape
-
     for key, texts in (("metrics.reference_shapes", settings.metrics.reference_shapes), ("planner.target_shapes", settings.planner.target_shapes)):
         for text in texts:
             missing = unoffered_resources(snapshot, [parse_shape(text)])
@@ -78,10 +80,6 @@ def check_shapes(snapshot: Snapshot, settings: Settings) -> None:
 def check_selection(snapshot: Snapshot, settings: Settings) -> None:
     """Refuse a planner selection that keeps every bound GPU pod in place (a namespace typo, a selector nothing carries):
     the plan would silently move nothing. Names the settings that did it and where GPU pods run."""
-    from collections import Counter
-
-    from compactor.planner.movability import config_reason
-
     planner = settings.planner
     gpu_pods = [p for p in snapshot.pods if p.node_name and p.is_bound and p.uses_gpu]
     reasons = Counter(config_reason(p, planner) for p in gpu_pods)
@@ -143,10 +141,6 @@ def _contents(snapshot: Snapshot) -> str:
 def _pool_label_checked(snapshot: Snapshot, pool_label: str) -> Snapshot:
     """A pool label no GPU node carries merges every GPU model into one pool: refused when someone chose it (a typo), a
     warning on the snapshot when it is the default (a cluster without GPU Feature Discovery really is one pool)."""
-    from dataclasses import replace
-
-    from compactor.model.guards import pool_label_is_default, pool_label_unused
-
     unused = pool_label_unused(snapshot, pool_label)
     if unused is None:
         return snapshot
@@ -156,6 +150,4 @@ def _pool_label_checked(snapshot: Snapshot, pool_label: str) -> Snapshot:
 
 
 def _with_source(snapshot: Snapshot, source: str) -> Snapshot:
-    from dataclasses import replace
-
     return replace(snapshot, source=source)

@@ -1,13 +1,23 @@
-"""Shared fixtures. Keep this small: helpers live in tests/builders.py and tests/fakeapi/."""
+"""Shared fixtures, and the tier markers. Keep this small: helpers live in tests/builders.py, tests/scenarios/, tests/fakeapi/
+and the other helper modules tests/README.md lists.
+
+Every test is marked with its tier, the folder it lives in (``unit``, ``property``, ``integration``, ``wire``, ``e2e``;
+registered in pyproject.toml), so ``python -m pytest -m "not e2e and not wire"`` is the fast loop and ``-m wire``
+runs one tier.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakeapi import FakeApiServer
+
+TIERS = ("unit", "property", "integration", "wire", "e2e")
+TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture
@@ -26,3 +36,14 @@ def fake_api() -> Iterator[FakeApiServer]:
 def fake_api_client(fake_api: FakeApiServer) -> Any:
     """A ``kubernetes.client.ApiClient`` pointing at ``fake_api`` (no auth, no TLS)."""
     return fake_api.api_client()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier: the first folder under tests/ (tests/e2e modules also mark themselves)."""
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(TESTS).parts[0]
+        except ValueError:  # a test outside tests/ (none today)
+            continue
+        if folder in TIERS and item.get_closest_marker(folder) is None:
+            item.add_marker(folder)

@@ -9,12 +9,13 @@ clock, Events, progress, and the retry helper for reads.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock
@@ -22,11 +23,8 @@ from compactor.actions.events import Event
 from compactor.actions.retry import Backoff, retrying
 from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.errors import ClusterError
-from compactor.planner.plan import CompactionPlan
+from compactor.planner.plan import CompactionPlan, Move, Placement
 from compactor.settings import ExecutorSettings, PlannerSettings
-
-if TYPE_CHECKING:
-    from compactor.actions.steering import Steerer
 
 log = logging.getLogger("compactor.executor")
 T = TypeVar("T")
@@ -47,6 +45,47 @@ class Progress:
     total: int
     current: str = ""
     waiting: str = ""
+
+
+class Mechanism(enum.StrEnum):
+    """How a run steers replacements onto their planned nodes (``actions/steering/``)."""
+
+    POLICY = "policy"
+    HOLDS = "holds"
+    OFF = "off"
+
+
+class Steerer(Protocol):
+    """One steering mechanism, as a run drives it (``actions/steering/``: policy, holds, off)."""
+
+    mechanism: Mechanism
+    why: str  # how it was chosen, for the plan, the run report and the log
+    exact: bool  # the replacement must land on its planned node (else the run stops and rolls back)
+    parallel: bool  # moves of different owners may be in flight together (max_concurrent_evictions)
+    release_on_stop: bool  # let go at once when the process stops (holds keep other pods out); else recovery resumes them
+
+    def prepare(self, run: Run, move: Move, pod: Obj) -> None:
+        """Before the eviction, reads only: the target's room checked (``Abort`` when the plan no longer holds), what steering
+        will write recorded in ``run.state``, which the executor then saves (the write-ahead)."""
+
+    def engage(self, run: Run, move: Move) -> None:
+        """Steering written into the cluster for the move's replacement, just before the eviction."""
+
+    def observe(self, run: Run, move: Move, fresh: list[Obj]) -> None:
+        """Each look at the owner's new pods (``fresh``) while waiting: release what is no longer needed; ``Abort`` when
+        steering failed."""
+
+    def after_move(self, run: Run, move: Move, fresh: list[Obj]) -> None:
+        """The replacement is Ready: whatever steering still holds for this move goes."""
+
+    def before_placement(self, run: Run, placement: Placement, pod: Obj) -> None:
+        """Steering for a pending pod about to be let onto the node drained for it."""
+
+    def after_placement(self, run: Run) -> None:
+        """The pending pod is bound (or its wait is over)."""
+
+    def release(self, run: Run) -> None:
+        """Stopping or rolling back: let go of everything this mechanism holds for the run."""
 
 
 @dataclass

@@ -37,8 +37,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -65,6 +68,11 @@ LEASE_NAME = "gpu-compactor-leader"
 _COLLECTION = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 _OBJECT = _COLLECTION + "/{name}"
 _JSON = "application/json"
+
+
+def identity() -> str:
+    """The leader-election identity: the pod's name (``POD_NAME``), else host name plus a random suffix."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 def format_micro_time(when: datetime) -> str:

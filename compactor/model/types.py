@@ -7,7 +7,6 @@ raw API objects.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,12 +14,6 @@ from typing import Any
 import msgspec
 
 from compactor.model.resources import EMPTY, Resources
-
-
-class Effect(str, enum.Enum):  # noqa: UP042 - str() and format() of members stay as they are
-    NO_SCHEDULE = "NoSchedule"
-    PREFER_NO_SCHEDULE = "PreferNoSchedule"
-    NO_EXECUTE = "NoExecute"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,24 @@
+"""The planner: a snapshot and settings in, a ``CompactionPlan`` out. Pure apart from the solver's clock.
+
+Layout (the flow of ``compose.compose``):
+
+* ``problem``: the snapshot as an optimisation instance (pod types, nodes, targets), with ``movability``,
+  ``eligibility``, ``price`` (what a move costs), ``history`` (what earlier runs forbid) and ``pins``;
+* ``objective``: the objective, stated once (an ``Assignment`` and its terms: pending placed, GPUs freed or shape
+  headroom, move cost; ``rank``; the move limits);
+* ``greedy``: the warm start; ``deadline``: the time limit (``Deadline``) on one of two clocks;
+* ``cpsat``: the one door to OR-Tools CP-SAT (model types, hints, a solve within a deadline, the library's status
+  names); ``variables``, ``constraints`` and ``int64`` build the model with it;
+* ``levels``: the lexicographic levels (data: one ``Level`` per objective term) solved on one model;
+* ``solver``: the search around them (narrowing at scale, components, ``lns``, one eviction at a time), with the
+  whole-cluster bounds ``bound`` and ``move_bound``;
+* ``frontier``: the trade-off curve and the point the policy chooses;
+* ``solution``: concrete moves in execution order; ``recut`` and ``mig_advice``: MIG layouts;
+* ``budgets``: the run budgets' cut (nodes drained per pool, moves per workload); ``pending``: why pods stay pending;
+* ``plan``: the plan document's model; ``explain``: its text and markdown rendering; ``baselines``: what it is
+  benchmarked against.
+
+The document's figures before and after the plan are ``compactor.app.plan_document``'s. No planner module imports
+``compactor.actions``, ``compactor.kube``, ``compactor.app``, ``prometheus_client`` or ``apscheduler``; only ``cpsat``
+imports ``ortools``. Each module's docstring says what it imports.
+"""

@@ -8,6 +8,8 @@
   least-used GPU node if all its GPU pods fit elsewhere (never onto a drained node).
 
 Both return the same ``BaselineResult`` figures the planner reports.
+
+Imports: the problem, greedy, eligibility, solution, ``compactor.model``, ``compactor.settings``; no solver.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResul
 
 
 def _unbounded(settings: PlannerSettings) -> PlannerSettings:
-    """Baselines see every node and pod, and no move limit: no model-size budget applies to them, nor the planner's
+    """Baselines see every node and pod, and no move limit: no model-size limit (``max_candidate_pods``) applies to them, nor the planner's
     move limits (which ``greedy`` keeps as the planner's warm start)."""
     return settings.model_copy(update={"max_candidate_pods": 10**9, "max_moves": None, "max_moves_per_node": None,
                                        "max_moves_per_namespace": None, "min_gain_per_move": 0.0})

@@ -10,6 +10,8 @@ free nodes is then a small knapsack (one item per node, one constraint per group
 GPU resource), solved with CP-SAT; its proven bound is valid even if the solve stops
 early. CPU, memory and placement rules are relaxed away: the bound may be loose,
 never wrong.
+
+Imports: CP-SAT through ``cpsat`` (never ``ortools`` itself), ``int64``, the problem, the deadline.
 """
 
 from __future__ import annotations
@@ -17,17 +19,17 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from ortools.sat.python import cp_model
-
 from compactor.model.resources import is_gpu_resource
-from compactor.planner.budget import Budget
+from compactor.planner import cpsat
+from compactor.planner.cpsat import CpModel, IntVar, LinearExpr
+from compactor.planner.deadline import Deadline
 from compactor.planner.int64 import at_most, checked, too_large
 from compactor.planner.problem import NodeState, PodType, Problem, gpu_pools, holds_gpu_load
 
 BOUND_SECONDS = 1.0
 
 
-def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budget | None = None) -> int:
+def whole_free_bound(problem: Problem, *, all_pending_placed: bool, deadline: Deadline | None = None) -> int:
     """An upper bound on the GPUs of nodes left with no GPU pod (``empty_nodes``), over every plan of the unrestricted
     ``problem``. Pending pods count as load only when every one must be placed (the pending level placed them all); each
     is placed in one group of the nodes it may go to (pending pods may cross pools, which keep movable pods apart: were
@@ -51,22 +53,22 @@ def whole_free_bound(problem: Problem, *, all_pending_placed: bool, budget: Budg
             if is_gpu_resource(resource):
                 spare[group[nodes[0]], resource] -= amount * ptype.count
     pending = [t for t in problem.types if t.pending and t.uses_gpu and t.targets] if all_pending_placed else []
-    budget = budget or Budget(BOUND_SECONDS, workers=1)
-    return _knapsack(problem, candidates, group, spare, pending, budget.until(BOUND_SECONDS))
+    deadline = deadline or Deadline(BOUND_SECONDS, workers=1)
+    return _knapsack(problem, candidates, group, spare, pending, deadline.until(BOUND_SECONDS))
 
 
 def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int],
-              pending: list[PodType], budget: Budget) -> int:
-    model = cp_model.CpModel()
+              pending: list[PodType], deadline: Deadline) -> int:
+    model = CpModel()
     chosen = {s.index: model.new_bool_var(f"free_{s.index}") for s in candidates}
-    terms: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
+    terms: dict[tuple[int, str], list[tuple[IntVar, int]]] = defaultdict(list)
     for state in candidates:
         for resource, amount in state.capacity.items():
             if is_gpu_resource(resource) and amount:
                 terms[group[state.index], resource].append((chosen[state.index], amount))
     for ptype in pending:  # every pod placed, each in one group its targets reach
         into = {g: model.new_int_var(0, ptype.count, f"pending_{ptype.index}_{g}") for g in sorted({group[n] for n in ptype.targets})}
-        model.add(cp_model.LinearExpr.sum(list(into.values())) == ptype.count)
+        model.add(LinearExpr.sum(list(into.values())) == ptype.count)
         for resource, amount in ptype.items:
             if is_gpu_resource(resource):
                 for g, var in into.items():
@@ -77,13 +79,13 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
         if restated is not None:
             small, room = restated
             checked(small, too_large(problem.snapshot.source, None, resource, f"{resource} amounts"))
-            model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in small], [a for _, a in small]) <= room)
+            model.add(LinearExpr.weighted_sum([v for v, _ in small], [a for _, a in small]) <= room)
     gpus = checked([(var, problem.nodes[n].gpus) for n, var in chosen.items()],
                    too_large(problem.snapshot.source, None, "status.allocatable", "GPU counts"))
-    model.maximize(cp_model.LinearExpr.weighted_sum([v for v, _ in gpus], [g for _, g in gpus]))
-    solver, status = budget.solve(model, max(0.05, budget.remaining()), workers=1)  # small: one worker
-    if status == cp_model.OPTIMAL:
-        return round(solver.objective_value)
-    if math.isfinite(solver.best_objective_bound):
-        return math.floor(solver.best_objective_bound + 1e-6)
+    model.maximize(LinearExpr.weighted_sum([v for v, _ in gpus], [g for _, g in gpus]))
+    solved = cpsat.solve(model, deadline, max(0.05, deadline.remaining()), workers=1)  # small: one worker
+    if solved.optimal:
+        return round(solved.objective)
+    if math.isfinite(solved.bound):
+        return math.floor(solved.bound + 1e-6)
     return sum(s.gpus for s in candidates)

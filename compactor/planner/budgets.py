@@ -7,6 +7,11 @@ per-workload unavailability for workloads no PodDisruptionBudget covers, 1 below
 a PDB's own budget governs the others). Nodes are taken in plan order, each with all its moves, while every budget
 holds; the others stay untouched (not even fenced) for a later run, which re-plans from live state. Cutting the move list
 itself would fence nodes the run then leaves half drained.
+
+Not the planner's time limit (``deadline.py``), nor a PodDisruptionBudget (``movability.py``), which the executor asks
+before every eviction.
+
+Imports: the plan model, history, movability, ``compactor.model``, ``compactor.settings``.
 """
 
 from __future__ import annotations

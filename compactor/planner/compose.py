@@ -1,4 +1,13 @@
-"""Snapshot + settings -> ``CompactionPlan``: build the problem, solve it, make the moves concrete, measure."""
+"""Snapshot + settings -> the plan's decisions: build the problem, solve it, draw the curve, choose, make the moves concrete.
+
+``compose`` returns the ``CompactionPlan`` as the planner decides it: moves, placements, re-cuts, the curve, the solver
+report, the run budgets' cut, why pods stay. The document's measurements (the fragmentation figures before and after,
+why pending pods stay pending, the whole call's time) are ``compactor.app.plan_document``'s, which calls this.
+
+Imports: the planner's modules, ``compactor.model``, ``compactor.settings`` and the reference shapes' type and default
+(``compactor.metrics.fragmentation``, which the re-cut step measures with); never the figures' rendering, nor
+``actions``, ``kube``, ``prometheus_client``, ``apscheduler``, nor ``ortools`` (CP-SAT is ``cpsat.py``'s).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +15,19 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict, reference_shapes
+from compactor.metrics.fragmentation import ReferenceShape, reference_shapes
 from compactor.model.migparted import Layouts
 from compactor.model.types import Node, Snapshot, Taint
-from compactor.planner.budget import Budget
 from compactor.planner.budgets import RunBudgets, take_nodes
+from compactor.planner.deadline import Deadline, deadline_for
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
-from compactor.planner.greedy import Assignment
 from compactor.planner.history import Restraints, workload_key
 from compactor.planner.movability import Unmovable
 from compactor.planner.move_bound import fewest_moves_cost
-from compactor.planner.pending import left_pending
+from compactor.planner.objective import Assignment, empty_nodes, pending_weight
 from compactor.planner.pins import without_own_pins
 from compactor.planner.plan import (
     CompactionPlan,
@@ -26,16 +35,14 @@ from compactor.planner.plan import (
     Metadata,
     MigRepartition,
     Move,
-    PendingNote,
     Placement,
     SolverReport,
-    apply_plan,
 )
 from compactor.planner.price import describe
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
-from compactor.planner.solver import SolveResult, budget_for, empty_nodes, pending_weight, solve
+from compactor.planner.solver import SolveResult, solve
 from compactor.settings import DisruptionSettings, PlannerSettings
 
 
@@ -150,7 +157,18 @@ def _moves(problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], pla
     ]
 
 
-def build_plan(
+@dataclass(frozen=True)
+class Composed:
+    """A plan as the planner decides it, and what the plan document measures it with (``compactor.app.plan_document``)."""
+
+    plan: CompactionPlan  # without the figures before and after, pendingNotPlaced and solver.planSeconds
+    snapshot: Snapshot  # the snapshot planned: the compactor's own pins lifted (``pins.without_own_pins``)
+    shapes: tuple[ReferenceShape, ...]  # the reference shapes the plan was made with (the re-cut step's)
+    problem: Problem  # the whole problem, before any narrowing
+    placed: frozenset[str]  # pending pods (namespace/name) the plan places, re-cuts' included, before the run budgets' cut
+
+
+def compose(
     snapshot: Snapshot,
     settings: PlannerSettings,
     *,
@@ -164,14 +182,23 @@ def build_plan(
     stage: Callable[[str, str], None] | None = None,
     restraints: Restraints | None = None,
     budgets: DisruptionSettings | None = None,
-) -> CompactionPlan:
+    meanwhile: Callable[[Snapshot, tuple[ReferenceShape, ...]], None] | None = None,
+) -> Composed:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
+
+    ``shapes``: the reference shapes (default: ``metrics.fragmentation.reference_shapes`` of the snapshot), which the
+    re-cut step rebalances idle MIG nodes for.
+
+    ``meanwhile(snapshot, shapes)``: the caller's work that does not depend on the plan (the document's figures before
+    it), given the snapshot planned and the shapes, done once the max-free solve is in: on the trade-off curve's time
+    rather than on the time left to finish.
 
     ``budgets``: the run budgets (``disruption.max_draining_per_pool``, ``max_moves_per_workload``): the chosen plan keeps
     the whole source nodes one run may take (``budgets.py``); ``heldBack`` says which budget left the rest for later runs.
 
     ``restraints``: what earlier runs forbid now (``history.restraints_at``): workloads and nodes in their cooldown stay
-    as they are, the hourly/daily budget caps the moves, and an open circuit breaker is said first.
+    as they are, the hourly/daily move caps (``disruption.max_moves_per_hour``/``_per_day``) cap the moves, and an open
+    circuit breaker is said first.
 
     ``stage(name, best)``: told as each stage starts, with the best plan so far in words ("" before there is one), so a
     caller can show progress on long solves.
@@ -182,15 +209,15 @@ def build_plan(
     With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
     pending MIG pods (``recut.py``).
 
-    ``settings.time_limit_seconds`` bounds the whole call (``solver.planSeconds``): every phase after building the problem
-    and the greedy warm start (the model, each solve, the curve, the re-cut step) keeps to what is left of it and gives
-    up with the best plan so far, never less than the warm start. ``load_seconds``: how long the caller took to load the
-    snapshot, reported apart (``solver.loadSeconds``)."""
-    began = time.monotonic()
+    ``settings.time_limit_seconds`` bounds the whole call and the document's figures (``solver.planSeconds``): every phase
+    after building the problem and the greedy warm start (the model, each solve, the curve, the re-cut step) keeps to
+    what is left of it and gives up with the best plan so far, never less than the warm start; the last
+    ``1 - CURVE_END`` of it is left for finishing (concretising, the re-cut step, the figures after the plan).
+    ``load_seconds``: how long the caller took to load the snapshot, reported apart (``solver.loadSeconds``)."""
     snapshot = without_own_pins(snapshot)  # pods a run moved may move again: their pin was ours, not their owner's
     # One clock for the whole call: on the wall clock, building the problem and the warm start count against the limit
     # (planner.deterministic: CP-SAT's deterministic time, which only the solves spend).
-    clock = budget_for(settings)
+    clock = deadline_for(settings)
     shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
     warnings = list(snapshot.warnings)
     if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
@@ -214,7 +241,8 @@ def build_plan(
     points: list[Point] = []
     chosen: Point | None = None
     if not problem.types:
-        before = figures_to_dict(compute_figures(snapshot, shapes))
+        if meanwhile is not None:
+            meanwhile(snapshot, shapes)
         note = "nothing to plan: no pod may move and no GPU pod is pending"
         moves: list[ConcreteMove] = []
         placements: list[ConcretePlacement] = []
@@ -226,10 +254,11 @@ def build_plan(
         curve_end = _curve_end(settings, built)
         say("searching", "")
         # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
-        result = solve(problem, budget=clock.until(max(0.1, share) if settings.deterministic else share),
+        result = solve(problem, deadline=clock.until(max(0.1, share) if settings.deterministic else share),
                        build=clock.until(curve_end - clock.elapsed()) if settings.mode == "free-nodes" and not settings.deterministic else None)
-        # The figures before the plan do not depend on it: here they take from the curve's time, not from finishing's.
-        before = figures_to_dict(compute_figures(snapshot, shapes))
+        # What does not depend on the plan (the document's figures before it) takes from the curve's time, not from finishing's.
+        if meanwhile is not None:
+            meanwhile(snapshot, shapes)
         problem = result.problem
         assignment = result.assignment
         say("bounding moves and drawing the trade-off curve", _best(problem, assignment))
@@ -271,25 +300,21 @@ def build_plan(
         warnings=warnings,
         solver=solver_report(problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound).model_copy(
             update={"frontier_seconds": round(curve_seconds, 3), "load_seconds": None if load_seconds is None else round(load_seconds, 3)}),
-        before=before,
     )
     if budgets is not None:
         plan = _within_budgets(plan, snapshot, budgets)
-    figures_after = compute_figures(apply_plan(snapshot, plan), shapes)
-    free_after = {n.name: n.free.as_dict() for n in figures_after.nodes}
-    left = left_pending(original, {p.pod.key for p in placements}, free_after)
-    plan = plan.model_copy(update={"after": figures_to_dict(figures_after), "explanations": _explanations(problem, held),
-                                   "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()]})
-    return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})
+    plan = plan.model_copy(update={"explanations": _explanations(problem, held)})
+    return Composed(plan, snapshot, shapes, original, frozenset(p.pod.key for p in placements))
 
 
 def _within_budgets(plan: CompactionPlan, snapshot: Snapshot, cfg: DisruptionSettings) -> CompactionPlan:
+    """The plan cut to the whole source nodes the run budgets let one run take (``budgets.py``), saying which one cut it."""
     budgets = RunBudgets.of(snapshot, cfg, [m.pod for m in plan.moves])
     gpus = {n.name: n.countable_gpus for n in snapshot.nodes}
-    cut, budget = take_nodes(plan, budgets.admit(), gpus)
-    if not budget:
+    cut, which = take_nodes(plan, budgets.admit(), gpus)
+    if not which:
         return plan
-    return cut.model_copy(update={"held_back": f"{budget} reached: {len(plan.moves) - len(cut.moves)} of {len(plan.moves)} moves "
+    return cut.model_copy(update={"held_back": f"{which} reached: {len(plan.moves) - len(cut.moves)} of {len(plan.moves)} moves "
                                                 f"wait for a later run"})
 
 
@@ -311,25 +336,25 @@ def _curve_end(settings: PlannerSettings, built: float) -> float:
     if settings.deterministic:
         return limit * CURVE_END
     return limit - max(limit * (1 - CURVE_END), FINISH_PER_BUILD * built)
-def _moves_bound(whole: Problem, result: SolveResult, budget: Budget, cut: list[str]) -> int | None:
+def _moves_bound(whole: Problem, result: SolveResult, deadline: Deadline, cut: list[str]) -> int | None:
     """The least move cost of any plan of the whole cluster placing the max-free plan's pending pods and freeing its GPUs
     (``move_bound.fewest_moves_cost``): how far its moves may be from the fewest. Taken from the curve's time."""
-    if budget.remaining() < MOVE_BOUND_MIN_SECONDS:
+    if deadline.remaining() < MOVE_BOUND_MIN_SECONDS:
         cut.append("no lower bound on the max-free plan's moves")
         return None
     problem, assignment = result.problem, result.assignment
     freed = sum(problem.nodes[n].gpus for n in result.empty_nodes) - problem.empty_before_gpus
-    return fewest_moves_cost(whole, freed_gpus=freed, pending_weight=pending_weight(problem, assignment), budget=budget)
+    return fewest_moves_cost(whole, freed_gpus=freed, pending_weight=pending_weight(problem, assignment), deadline=deadline)
 
 
 MOVE_BOUND_MIN_SECONDS = 0.2  # less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)
 MIN_CURVE_SECONDS = 1.0  # on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
 
 
-def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, budget: Budget, cut: list[str]) -> tuple[list[Point], Point]:
+def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, deadline: Deadline, cut: list[str]) -> tuple[list[Point], Point]:
     """The trade-off curve (within as long again as the max-free solve took, at most what remains of the time limit) and
     the point to run."""
-    points = frontier(problem, result, budget=budget.until(max(MIN_CURVE_SECONDS, result.spent)), cut=cut)
+    points = frontier(problem, result, deadline=deadline.until(max(MIN_CURVE_SECONDS, result.spent)), cut=cut)
     if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
         return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
@@ -348,7 +373,7 @@ RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
 
 
 def _recut_step(problem: Problem, parted: Layouts, points: list[Point], chosen: Point, moves: list[ConcreteMove],
-                placements: list[ConcretePlacement], settings: PlannerSettings, clock: Budget, cut: list[str],
+                placements: list[ConcretePlacement], settings: PlannerSettings, clock: Deadline, cut: list[str],
                 ) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
     """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the
     re-cut is a step of its own: the first further point of the curve that frees such a node is taken instead.
@@ -433,7 +458,7 @@ def _cooldowns(problem: Problem, restraints: Restraints) -> dict[str, str]:
 
 
 def _restrained(settings: PlannerSettings, restraints: Restraints | None, warnings: list[str]) -> tuple[PlannerSettings, Restraints | None]:
-    """The settings under the hourly/daily budget, and the warnings that say what history holds back."""
+    """The settings under the hourly/daily move caps (``restraints.moves_left``), and the warnings that say what history holds back."""
     if restraints is None or not restraints.any:
         return settings, None
     if restraints.paused:

@@ -2,6 +2,10 @@
 
 Kept in one module (rather than one file each) because every family is a few
 lines over the same ``Variables``; each function's docstring is the rule it states.
+The objective's expressions (``freed_gpus``, ``pending_placed``, ``headroom_gain``,
+``move_cost``) are the model's form of ``objective.py``'s terms (``levels.py`` pairs them).
+
+Imports: the CP-SAT types through ``cpsat`` (never ``ortools`` itself), ``int64``, the problem, the variables.
 """
 
 from __future__ import annotations
@@ -9,16 +13,24 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from ortools.sat.python import cp_model
-
 from compactor.model.resources import is_gpu_resource
-from compactor.planner.int64 import REACH_LIMIT, LinearTerms, ModelRangeError, at_most, at_most_unless_empty, checked, reach, too_large
+from compactor.planner.cpsat import IntVar, LinearExpr, LinearExprT
+from compactor.planner.int64 import (
+    REACH_LIMIT,
+    LinearTerms,
+    ModelRangeError,
+    at_most,
+    at_most_unless_empty,
+    checked,
+    reach,
+    too_large,
+)
 from compactor.planner.problem import Problem
 from compactor.planner.variables import Variables
 
 
-def _weighted(terms: LinearTerms) -> cp_model.LinearExpr:
-    return cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
+def _weighted(terms: LinearTerms) -> LinearExpr:
+    return LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
 
 
 def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables, total: int | None = None) -> None:
@@ -38,9 +50,9 @@ def conservation(problem: Problem, v: Variables) -> None:
     for ptype in problem.types:
         v.tick()
         if ptype.pending:
-            v.model.add(cp_model.LinearExpr.sum([v.placed[ptype.index, n] for n in ptype.targets]) <= ptype.count)
+            v.model.add(LinearExpr.sum([v.placed[ptype.index, n] for n in ptype.targets]) <= ptype.count)
             continue
-        v.model.add(cp_model.LinearExpr.sum([v.final[ptype.index, n] for n in ptype.targets]) == ptype.count)
+        v.model.add(LinearExpr.sum([v.final[ptype.index, n] for n in ptype.targets]) == ptype.count)
         for node, pods in ptype.initial.items():
             v.model.add(v.out[ptype.index, node] + v.final[ptype.index, node] >= len(pods))
 
@@ -136,19 +148,19 @@ def move_limits(problem: Problem, v: Variables) -> None:
     """maxMoves in total, per source node and per namespace."""
     cfg = problem.settings
     if cfg.max_moves is not None:
-        v.model.add(cp_model.LinearExpr.sum(list(v.out.values())) <= cfg.max_moves)
+        v.model.add(LinearExpr.sum(list(v.out.values())) <= cfg.max_moves)
     if cfg.max_moves_per_node is not None:
-        by_node: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        by_node: dict[int, list[IntVar]] = defaultdict(list)
         for (_, node), var in v.out.items():
             by_node[node].append(var)
         for terms in by_node.values():
-            v.model.add(cp_model.LinearExpr.sum(terms) <= cfg.max_moves_per_node)
+            v.model.add(LinearExpr.sum(terms) <= cfg.max_moves_per_node)
     if cfg.max_moves_per_namespace is not None:
-        by_ns: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+        by_ns: dict[str, list[IntVar]] = defaultdict(list)
         for (t, _), var in v.out.items():
             by_ns[problem.types[t].namespace].append(var)
         for terms in by_ns.values():
-            v.model.add(cp_model.LinearExpr.sum(terms) <= cfg.max_moves_per_namespace)
+            v.model.add(LinearExpr.sum(terms) <= cfg.max_moves_per_namespace)
 
 
 def min_gain(problem: Problem, v: Variables) -> None:
@@ -172,18 +184,18 @@ def freed_gpu_terms(problem: Problem, v: Variables) -> LinearTerms:
     return [(var, problem.nodes[n].gpus) for n, var in v.empty.items()]
 
 
-def freed_gpus(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+def freed_gpus(problem: Problem, v: Variables) -> LinearExprT:
     """Physical GPUs on GPU nodes that run no GPU pod after the plan (before-free nodes included)."""
     terms = checked(freed_gpu_terms(problem, v), _gpus_too_large(problem, "GPU count"), bound=v.upper)
     return _weighted(terms) if terms else 0
 
 
-def pending_placed(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+def pending_placed(problem: Problem, v: Variables) -> LinearExprT:
     terms = [(var, problem.types[t].weight) for (t, _), var in v.placed.items()]
     return _weighted(terms) if terms else 0
 
 
-def headroom_gain(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+def headroom_gain(problem: Problem, v: Variables) -> LinearExprT:
     """Shape mode: copies of each target shape that fit after the plan (summed over nodes)."""
     if not v.headroom:
         return 0
@@ -191,7 +203,7 @@ def headroom_gain(problem: Problem, v: Variables) -> cp_model.LinearExprT:
     return _weighted(checked([(var, 1) for var in v.headroom.values()], refuse, bound=v.upper))
 
 
-def move_cost(problem: Problem, v: Variables) -> cp_model.LinearExprT:
+def move_cost(problem: Problem, v: Variables) -> LinearExprT:
     """Each move costs its type's cost; arriving on a node with spare GPUs costs a little more (prefer full targets)."""
     terms = checked(move_cost_terms(problem, v), move_costs_too_large(problem), bound=v.upper)
     return _weighted(terms) if terms else 0

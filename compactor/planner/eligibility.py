@@ -7,6 +7,8 @@ no node labelled ``compactor.io/exclude=true``, no NoExecute taint tolerated onl
 while (the pod would be evicted again), and a GPU pod stays in its pool (GPU product)
 unless ``planner.cross_pool_moves``. Host ports and resources are capacity, enforced
 by the CP-SAT model for the whole plan.
+
+Imports: ``compactor.model`` and movability only.
 """
 
 from __future__ import annotations

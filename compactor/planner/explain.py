@@ -1,4 +1,7 @@
-"""Human-readable plan reports (text and markdown): each move with its why, and before/after figures."""
+"""Human-readable plan reports (text and markdown): each move with its why, and before/after figures.
+
+Imports: the plan model and ``compactor.model.text`` only: it reads the plan document, never the solve.
+"""
 
 from __future__ import annotations
 

@@ -9,10 +9,13 @@ most GPUs freed). Each point is a valid plan with its own status:
 * lower bounds: a plan freeing k nodes moves every GPU pod off them, so it costs at least
   the k cheapest nodes' GPU pods; and at least the k = 0 point's proven bound;
 * where they differ, CP-SAT minimises the point's cost from the best assignment known,
-  on one model whose "freed at least k" bound is tightened point by point, within a
-  budget no larger than the max-free solve took.
+  on one model whose "freed at least k" bound is fixed point by point (``cpsat.fix``), within
+  a time no longer than the max-free solve took.
 
 The policy (``planner.objective``) then picks the point to execute.
+
+Imports: CP-SAT through ``cpsat`` (never ``ortools`` itself), the model's variables and constraints, the level
+solver's built model, the search's result, the objective, greedy, the problem, the deadline.
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
 from compactor.planner import constraints as c
-from compactor.planner.budget import Budget, OutOfTime
-from compactor.planner.greedy import Assignment, Drainer, greedy
+from compactor.planner import cpsat
+from compactor.planner.cpsat import LinearExpr
+from compactor.planner.deadline import Deadline, OutOfTime
+from compactor.planner.greedy import Drainer, greedy
 from compactor.planner.int64 import checked
+from compactor.planner.levels import BuiltModel, extract
+from compactor.planner.objective import Assignment, empty_nodes, within_limits
 from compactor.planner.problem import Problem
 from compactor.planner.solution import concretise, executable, gpu_nodes_changed
-from compactor.planner.solver import BuiltModel, SolveResult, empty_nodes, extract, within_limits
+from compactor.planner.solver import SolveResult
 from compactor.planner.variables import make_variables
 
 MIN_SOLVE_SECONDS = 0.5
@@ -64,17 +69,17 @@ class _Steps:
     def __init__(self, problem: Problem, zero: Point, order: Sequence[int]) -> None:
         self.problem, self.zero, self.order = problem, zero, order
         self.drained: list[int] = []  # nodes in the order they were drained
-        self.cut = False  # the budget ran out before every node was tried
+        self.cut = False  # the deadline passed before every node was tried
 
-    def points(self, budget: Budget) -> list[Point]:
-        """The steps' points, while the budget lasts."""
+    def points(self, deadline: Deadline) -> list[Point]:
+        """The steps' points, until ``deadline``."""
         problem, zero = self.problem, self.zero
         drainer = Drainer(problem, plan_of(zero))
         counts = drainer.assignment.counts
         moves, cost, freed, gpus = zero.moves, zero.cost, zero.freed_nodes, zero.freed_gpus
         found: list[Point] = []
         for node in self.order:
-            if budget.expired():
+            if deadline.expired():
                 self.cut = True
                 break
             moved = drainer.drain(node)
@@ -105,41 +110,38 @@ class _Steps:
 class _CostModel:
     """One CP-SAT model: pending placements fixed at their best, "freed nodes >= k" adjustable, minimise cost, then GPUs."""
 
-    def __init__(self, problem: Problem, pending: int, budget: Budget, base: BuiltModel | None = None) -> None:
+    def __init__(self, problem: Problem, pending: int, deadline: Deadline, base: BuiltModel | None = None) -> None:
         """From ``base`` (the max-free solve's model of ``problem`` as built) when there is one, else built here: then
-        ``OutOfTime`` when the budget runs out while building (thousands of nodes: seconds)."""
+        ``OutOfTime`` when the deadline passes while building (thousands of nodes: seconds)."""
         self.problem = problem
         if base is not None and base.problem is problem:
             self.v = base.v.rebind(base.model)
         else:
-            self.v = make_variables(problem, budget)
+            self.v = make_variables(problem, deadline)
             for build in c.ALL_CONSTRAINTS:
                 build(problem, self.v)
-            self.v.budget = None
+            self.v.deadline = None
         model = self.v.model
         if self.v.placed:
             model.add(c.pending_placed(problem, self.v) >= pending)
         ran = [var for n, var in self.v.empty.items() if problem.nodes[n].ran_gpu_pods]
         self.k = model.new_int_var(0, len(ran), "k")
-        model.add(cp_model.LinearExpr.sum(ran) >= self.k) if ran else model.add(self.k == 0)
+        model.add(LinearExpr.sum(ran) >= self.k) if ran else model.add(self.k == 0)
         self.weight = sum(s.gpus for s in problem.nodes) + 1  # freed GPUs only break ties between equal costs
         terms = [(var, cost * self.weight) for var, cost in c.move_cost_terms(problem, self.v)]
         terms += [(var, -gpus) for var, gpus in c.freed_gpu_terms(problem, self.v)]
         checked(terms, c.move_costs_too_large(problem), bound=self.v.upper)
-        model.minimize(cp_model.LinearExpr.weighted_sum([var for var, _ in terms], [k for _, k in terms]))
-        self.budget = budget
+        model.minimize(LinearExpr.weighted_sum([var for var, _ in terms], [k for _, k in terms]))
+        self.deadline = deadline
 
     def solve(self, k: int, hint: Assignment, seconds: float) -> tuple[str, Assignment | None, int]:
-        """(status, assignment or None, proven lower bound on the cost)."""
-        domain = self.v.model.proto.variables[self.k.index].domain
-        domain[0], domain[1] = k, k
+        """(status, as CP-SAT names it; the assignment, None without a solution; proven lower bound on the cost)."""
+        cpsat.fix(self.k, k)
         self.v.hint(self.problem, hint, empty_nodes(self.problem, hint))
-        solver, status = self.budget.solve(self.v.model, max(0.05, seconds))
-        raw = solver.best_objective_bound
-        bound = max(0, math.ceil(raw / self.weight - 1e-9)) if status != cp_model.INFEASIBLE and math.isfinite(raw) else 0
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return ("INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"), None, bound
-        return ("OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"), extract(self.problem, self.v, solver), bound
+        solved = cpsat.solve(self.v.model, self.deadline, max(0.05, seconds))
+        raw = solved.bound
+        bound = max(0, math.ceil(raw / self.weight - 1e-9)) if not solved.infeasible and math.isfinite(raw) else 0
+        return solved.status, extract(self.problem, self.v, solved) if solved.found else None, bound
 
 
 def drain_costs(problem: Problem) -> dict[int, int]:
@@ -162,18 +164,18 @@ def summarise(problem: Problem, assignment: Assignment) -> tuple[int, int, int, 
     return len(freed), gpus, len(moves), sum(m.ptype.cost for m in moves)
 
 
-def frontier(problem: Problem, top: SolveResult, *, budget: Budget, cut: list[str] | None = None) -> list[Point]:
+def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: list[str] | None = None) -> list[Point]:
     """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped.
 
-    Within ``budget``: what it leaves no time for is left out and said in ``cut`` (the pending-only point's solve, the
+    Before ``deadline``: what it leaves no time for is left out and said in ``cut`` (the pending-only point's solve, the
     greedy steps past some node, the cost model); with no time at all the curve is the max-free plan alone."""
     cut = [] if cut is None else cut
     pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
     # Made on first use: at thousands of nodes making it takes seconds, and often no point needs a solve.
-    model = _LazyModel(problem, pending, budget, top)
-    steps_need = top.greedy_seconds if not budget.deterministic else 0.0  # the greedy steps take about as long as greedy
+    model = _LazyModel(problem, pending, deadline, top)
+    steps_need = top.greedy_seconds if not deadline.deterministic else 0.0  # the greedy steps take about as long as greedy
 
-    zero = _zero_point(problem, model, top, budget, cut, steps_need + model.need) if not budget.expired() else None
+    zero = _zero_point(problem, model, top, deadline, cut, steps_need + model.need) if not deadline.expired() else None
     if zero is None:
         cut.append("no trade-off curve: the time limit left no time for it (the max-free plan alone)")
     best: list[Point] = []
@@ -186,7 +188,7 @@ def frontier(problem: Problem, top: SolveResult, *, budget: Budget, cut: list[st
     if zero is not None:
         _offer(best, problem, plan_of(zero))
         steps = _Steps(problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name)))
-        for point in steps.points(budget):
+        for point in steps.points(deadline):
             if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):
                 best.append(point)
         if steps.cut:
@@ -198,23 +200,23 @@ def frontier(problem: Problem, top: SolveResult, *, budget: Budget, cut: list[st
     for k in range(1, top_nodes + 1):
         lower[k] = lower[0] + sum(cheapest[:k]) if additive else max(lower[0], sum(cheapest[:k]))
         known = _cheapest_freeing(best, k)
-        remaining = budget.remaining()
+        remaining = deadline.remaining()
         if known.cost <= lower[k]:
             continue
         if remaining <= 0.05 + model.need:
             unsolved += remaining > 0.05  # time enough for a solve, not to make the model first
             continue
         # The first points matter most (balanced stops early): each solve gets at least MIN_SOLVE_SECONDS, in order of k;
-        # on the wall clock never past the budget (nor past it by the time making the model takes).
+        # on the wall clock never past the deadline (nor past it by the time making the model takes).
         seconds = max(MIN_SOLVE_SECONDS, remaining / (top_nodes - k + 1))
-        if not budget.deterministic:
+        if not deadline.deterministic:
             seconds = min(seconds, remaining - model.need)
         try:
             status, found, proven = model().solve(k, plan_of(known), seconds)
         except OutOfTime:
             cut.append("the trade-off curve's cost model: not built within the time limit (its points are unproven)")
             break
-        if budget.remaining() <= 0:  # building the model took the budget: the solve found nothing worth waiting for
+        if deadline.remaining() <= 0:  # building the model took the time left: the solve found nothing worth waiting for
             break
         if found is not None:
             _offer(best, problem, found)
@@ -241,11 +243,11 @@ class _LazyModel:
     made, and on CP-SAT's deterministic clock, which only solves spend): rebinding the max-free solve's model, or building
     one as long as that one took; none when the max-free solve had no time to build one (nor will this)."""
 
-    def __init__(self, problem: Problem, pending: int, budget: Budget, top: SolveResult) -> None:
-        self.problem, self.pending, self.budget, self.top = problem, pending, budget, top
+    def __init__(self, problem: Problem, pending: int, deadline: Deadline, top: SolveResult) -> None:
+        self.problem, self.pending, self.deadline, self.top = problem, pending, deadline, top
         self.made: _CostModel | None = None
         base = top.base
-        if budget.deterministic:
+        if deadline.deterministic:
             self.need = 0.0
         elif base is not None and base.problem is problem:
             self.need = base.seconds / 4
@@ -256,14 +258,14 @@ class _LazyModel:
 
     def __call__(self) -> _CostModel:
         if self.made is None:
-            self.made = _CostModel(self.problem, self.pending, self.budget, self.top.base)
+            self.made = _CostModel(self.problem, self.pending, self.deadline, self.top.base)
             self.need = 0.0
         return self.made
 
 
-def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, budget: Budget, cut: list[str],
+def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, deadline: Deadline, cut: list[str],
                 reserve: float = 0.0) -> Point:
-    """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them (unproven when the budget,
+    """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them (unproven when the deadline,
     less ``reserve`` seconds for what follows, leaves no time to make and solve the cost model)."""
     if not any(t.pending for t in problem.types):
         unchanged = Assignment.unchanged(problem)
@@ -274,12 +276,12 @@ def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveRes
     if _placed(placing) == _placed(top.assignment) and within_limits(problem, placing) \
             and placing.cost(problem) <= top.assignment.cost(problem):
         hint = placing
-    seconds = max(0.1, budget.remaining() / 3)
+    seconds = max(0.1, deadline.remaining() / 3)
     if reserve:
-        seconds = min(seconds, budget.remaining() - reserve)
+        seconds = min(seconds, deadline.remaining() - reserve)
     status, found, bound = "UNKNOWN", None, 0
     try:
-        if budget.deterministic or (budget.remaining() - reserve > 0 and seconds > 0):
+        if deadline.deterministic or (deadline.remaining() - reserve > 0 and seconds > 0):
             status, found, bound = model().solve(0, hint, seconds)
         else:
             cut.append("the pending-only point: no time left to solve it (greedy placement, unproven)")

@@ -1,49 +1,18 @@
 """Greedy placement over a ``Problem``: the CP-SAT warm start and the greedy-drain baseline.
 
-Works on per-type counts: ``counts[type][node]`` pods of a type end on a node.
+Works on per-type counts: ``counts[type][node]`` pods of a type end on a node (an ``objective.Assignment``).
+
+Imports: the problem and the objective only; no solver.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from compactor.model.resources import is_gpu_resource
+from compactor.planner.objective import Assignment
 from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_load
-
-
-@dataclass
-class Assignment:
-    """Final per-type counts per node, and pending pods placed per node."""
-
-    counts: dict[int, dict[int, int]] = field(default_factory=dict)
-    placed: dict[int, dict[int, int]] = field(default_factory=dict)
-
-    @classmethod
-    def unchanged(cls, problem: Problem) -> Assignment:
-        return cls(counts={t.index: {n: len(p) for n, p in t.initial.items()} for t in problem.types if not t.pending})
-
-    def copy(self) -> Assignment:
-        return Assignment({t: dict(c) for t, c in self.counts.items()}, {t: dict(c) for t, c in self.placed.items()})
-
-    def cost(self, problem: Problem) -> int:
-        """Total move cost: each pod leaving its node costs its type's cost."""
-        total = 0
-        for ptype in problem.types:
-            if not ptype.pending:
-                final = self.counts.get(ptype.index, {})
-                total += ptype.cost * sum(max(0, len(pods) - final.get(n, 0)) for n, pods in ptype.initial.items())
-        return total
-
-    def moves(self, problem: Problem) -> int:
-        total = 0
-        for ptype in problem.types:
-            if ptype.pending:
-                continue
-            final = self.counts.get(ptype.index, {})
-            total += sum(max(0, len(pods) - final.get(n, 0)) for n, pods in ptype.initial.items())
-        return total
 
 
 def limited(problem: Problem) -> bool:
@@ -54,7 +23,7 @@ def limited(problem: Problem) -> bool:
 
 
 class _Tally:
-    """What ``solver.within_limits`` counts of an assignment, kept up to date move by move (a check is then O(1)):
+    """What ``objective.within_limits`` counts of an assignment, kept up to date move by move (a check is then O(1)):
     pods out of each (type, node) they started on, by node and namespace, and the GPUs of nodes left with no GPU pod."""
 
     def __init__(self, problem: Problem, assignment: Assignment) -> None:
@@ -71,7 +40,7 @@ class _Tally:
             final = assignment.counts.get(ptype.index, {})
             for node, pods in ptype.initial.items():
                 self._count(ptype, node, max(0, len(pods) - final.get(node, 0)))
-        # Freed as ``solver.empty_nodes`` counts: every such node starts with no GPU pod, and ``_Loads`` reports each change.
+        # Freed as ``objective.empty_nodes`` counts: every such node starts with no GPU pod, and ``_Loads`` reports each change.
         self.emptiable = {s.index: s.gpus for s in problem.nodes if s.gpus and s.can_empty and not holds_gpu_load(s.fixed)}
         self.freed = sum(self.emptiable.values())
 
@@ -183,7 +152,7 @@ class _Loads:
             self.tally.final_changed(ptype, dst, per_node[dst] - 1, per_node[dst])
 
     def within_limits(self) -> bool:
-        """``solver.within_limits`` of the assignment these loads follow (kept up to date as pods move)."""
+        """``objective.within_limits`` of the assignment these loads follow (kept up to date as pods move)."""
         return self.tally is None or self.tally.within()
 
     def undo(self, moved: list[tuple[PodType, int]], node: int, counts: dict[int, dict[int, int]]) -> None:
@@ -312,7 +281,7 @@ class Drainer:
 def greedy(problem: Problem, *, drain: bool = True, order: Iterable[int] | None = None) -> Assignment:
     """Place pending pods (draining a node for them if needed), then drain whole nodes greedily.
 
-    Within the move limits (``solver.within_limits``): a placement or a drain that would pass one is taken back and the
+    Within the move limits (``objective.within_limits``): a placement or a drain that would pass one is taken back and the
     next is tried, so a capped greedy plan is the uncapped one's steps that fit (the fallback whatever the solver does)."""
     assignment = Assignment.unchanged(problem)
     loads = _Loads(problem, assignment, tally=True)

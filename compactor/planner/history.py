@@ -8,6 +8,8 @@ The shell (``compactor/actions/memory.py``) keeps a ``History`` in the state nam
 * ``disruption.max_moves_per_hour`` / ``max_moves_per_day`` cap the moves a plan may make now;
 * the circuit breaker: ``breaker_failures`` failed moves among the last ``breaker_of_last`` pause every run for
   ``breaker_pause_minutes``.
+
+Imports: ``compactor.model`` and ``compactor.settings`` only.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ class Restraints:
 
     workloads: dict[str, str] = field(default_factory=dict)  # workload -> "moved 12 min ago; cooldown 30 min"
     nodes: dict[str, str] = field(default_factory=dict)  # node -> "drained 3 min ago; cooldown 10 min"
-    moves_left: int | None = None  # under the hourly/daily budgets; None: no budget
-    budget: str = ""  # which budget sets moves_left, in words
+    moves_left: int | None = None  # under the hourly/daily move caps (disruption.max_moves_per_hour/_per_day); None: no cap
+    budget: str = ""  # which of those caps sets moves_left, in words (a run budget, not the planner's time limit)
     paused: str = ""  # the circuit breaker's pause, in words; "" when runs may act
     paused_until: datetime | None = None
     # (workload, from, to) of a move that would take a workload back where a move within disruption.oscillation_hours

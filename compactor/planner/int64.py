@@ -11,6 +11,8 @@ Capacity rows are restated with small numbers and the same solutions (``at_most`
 ``at_most_unless_empty``); anything still too large is refused by
 ``ModelRangeError``, naming the node and resource, rather than crashing or being
 solved as an invalid model that silently keeps the warm start.
+
+Imports: the CP-SAT types through ``cpsat`` (never ``ortools`` itself) and ``compactor.errors``.
 """
 
 from __future__ import annotations
@@ -18,20 +20,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ortools.sat.python import cp_model
-
 from compactor.errors import InputError
+from compactor.planner.cpsat import IntVar
 
 REACH_LIMIT = (2**63 - 1) // 2  # CP-SAT: no linear expression may reach beyond half of int64
-LinearTerms = list[tuple[cp_model.IntVar, int]]
-Bound = Callable[[cp_model.IntVar], int]  # a variable's largest value (``upper``, or a faster lookup of the same)
+LinearTerms = list[tuple[IntVar, int]]
+Bound = Callable[[IntVar], int]  # a variable's largest value (``upper``, or a faster lookup of the same)
 
 
 class ModelRangeError(InputError):
     """Amounts or GPU counts too large for the planner's 64-bit integer model."""
 
 
-def upper(var: cp_model.IntVar) -> int:
+def upper(var: IntVar) -> int:
     domain = var.proto.domain  # [lo, hi, lo, hi, ...]; this proto binding reads domain[-1] as 0, so index from the front
     return int(domain[len(domain) - 1])
 

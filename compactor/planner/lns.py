@@ -2,8 +2,8 @@
 
 At thousands of nodes the whole model is too large to prove (``solver._narrow`` keeps a part of it, chosen once). Here
 the incumbent is improved repeatedly: each iteration frees a few dozen nodes ``S`` (a *neighbourhood*), fixes every
-other pod where the incumbent put it, solves that sub-problem level by level (``solver._solve_levels``), hinted with the
-incumbent, and keeps the result when the whole plan ranks better (``solver._rank``) and stays within the move limits.
+other pod where the incumbent put it, solves that sub-problem level by level (``levels.solve_levels``), hinted with the
+incumbent, and keeps the result when the whole plan ranks better (``objective.rank``) and stays within the move limits.
 
 What is a variable (pods of one type are interchangeable; the incumbent's counts are split per type):
 
@@ -20,7 +20,10 @@ incumbent's: the whole plan's rank is recomputed after lifting the sub-solution 
 Move limits are global: the sub-problem's caps are lowered by what the fixed part spends (maxMoves exactly; per node
 and per namespace by the most any of its nodes / namespaces already spends, which is safe but may be stricter);
 minGainPerMove is checked on the whole plan only. Shape mode (``target_shapes``) is not searched: its objective is
-not ``_rank``'s.
+not ``rank``'s.
+
+Imports: the level solver (CP-SAT only through it), the objective, greedy's loads, the problem, the deadline, the
+settings; never ``ortools``.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from compactor.planner.budget import Budget
-from compactor.planner.greedy import Assignment, _Loads, prune
+from compactor.planner.deadline import Deadline
+from compactor.planner.greedy import _Loads, prune
+from compactor.planner.levels import solve_levels
+from compactor.planner.objective import Assignment, Rank, empty_nodes, rank, within_limits
 from compactor.planner.problem import NodeState, PodType, Problem, gpu_pools, holds_gpu_load
-from compactor.planner.solver import _rank, _solve_levels, empty_nodes, within_limits
 from compactor.settings import PlannerSettings
 
 MAX_NODES = 16  # nodes in a neighbourhood ``S``
@@ -43,9 +47,6 @@ MIN_SECONDS = 0.05  # less than this left: not worth building a model
 MAX_STALL = 300  # iterations in a row without improvement: the neighbourhoods are exhausted (a deterministic clock
 #                  spends nothing outside CP-SAT, so tiny models might otherwise loop for long)
 
-Rank = tuple[int, int, int]
-
-
 @dataclass
 class Stats:
     """What a search did (for benchmarks and reports)."""
@@ -55,19 +56,19 @@ class Stats:
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # neighbourhood kind -> [tried, accepted]
 
 
-def improve(problem: Problem, start: Assignment, budget: Budget, *, seed: int = 1, stats: Stats | None = None) -> Assignment:
-    """A plan of ``problem`` at least as good as ``start`` (``solver._rank``), found within ``budget``.
+def improve(problem: Problem, start: Assignment, deadline: Deadline, *, seed: int = 1, stats: Stats | None = None) -> Assignment:
+    """A plan of ``problem`` at least as good as ``start`` (``objective.rank``), found before ``deadline``.
 
     ``start`` must be valid; when it breaks a move limit, or in shape mode, it is returned unchanged."""
     stats = stats if stats is not None else Stats()
-    if problem.target_shapes or not within_limits(problem, start) or budget.remaining() < MIN_SECONDS:
+    if problem.target_shapes or not within_limits(problem, start) or deadline.remaining() < MIN_SECONDS:
         return start
     rng = random.Random(seed)
     current = _Incumbent(problem, start)
     kinds = _Neighbourhoods(problem, rng)
     seen: set[frozenset[int]] = set()
     stall = 0
-    while budget.remaining() >= MIN_SECONDS and not budget.expired() and stall < MAX_STALL:
+    while deadline.remaining() >= MIN_SECONDS and not deadline.expired() and stall < MAX_STALL:
         kind, sources = kinds.next(current)
         stall += 1
         if not sources or frozenset(sources) in seen:
@@ -76,7 +77,7 @@ def improve(problem: Problem, start: Assignment, budget: Budget, *, seed: int = 
         stats.iterations += 1
         tried = stats.by_kind.setdefault(kind, [0, 0])
         tried[0] += 1
-        better = _iterate(problem, current, sources, budget.until(min(SUB_SECONDS, budget.remaining())))
+        better = _iterate(problem, current, sources, deadline.until(min(SUB_SECONDS, deadline.remaining())))
         if better is not None:
             current = better
             seen.clear()  # the incumbent changed: every neighbourhood is worth another look
@@ -92,7 +93,7 @@ class _Incumbent:
     def __init__(self, problem: Problem, assignment: Assignment) -> None:
         self.problem = problem
         self.assignment = assignment
-        self.rank: Rank = _rank(problem, assignment)
+        self.rank: Rank = rank(problem, assignment)
         self.loads = _Loads(problem, assignment)
         self.freed = empty_nodes(problem, assignment)
         self.outs = [0] * len(problem.nodes)  # moves out of each node
@@ -112,7 +113,7 @@ class _Incumbent:
                     self.left.setdefault(node, []).append(ptype.index)
 
 
-def _iterate(problem: Problem, current: _Incumbent, sources: set[int], budget: Budget) -> _Incumbent | None:
+def _iterate(problem: Problem, current: _Incumbent, sources: set[int], deadline: Deadline) -> _Incumbent | None:
     """Solve the neighbourhood ``sources``; the better incumbent, or None."""
     sub = _sub_problem(problem, current, sources)
     if sub is None:
@@ -120,9 +121,9 @@ def _iterate(problem: Problem, current: _Incumbent, sources: set[int], budget: B
     if not within_limits(sub.problem, sub.hint):
         return None  # the lowered caps bind the incumbent's own part (per node or namespace): nothing to gain here
     # The levels directly, on one model: ``_solve_once`` would split it into components, each copying every node.
-    levels, _ = _solve_levels(sub.problem, sub.hint, budget)
+    levels, _ = solve_levels(sub.problem, sub.hint, deadline)
     lifted = sub.lift(levels.best)
-    if _rank(problem, lifted) <= current.rank:
+    if rank(problem, lifted) <= current.rank:
         return None
     lifted = prune(problem, lifted)  # returns pods the sub-model moved for nothing (only lowers the cost)
     if not within_limits(problem, lifted) or not valid(problem, lifted):

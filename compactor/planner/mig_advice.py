@@ -4,6 +4,8 @@ For each pool of MIG-capable nodes (one GPU model), every named mig-parted confi
 configures them is scored against the demand: the pending MIG pods first (how many one
 re-cut node would host, and how many re-cut nodes would host them all), then the running
 MIG pods' profile mix (the share of the layout's slices in profiles the pool's pods use).
+
+Imports: ``compactor.model`` only.
 """
 
 from __future__ import annotations

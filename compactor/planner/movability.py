@@ -3,6 +3,8 @@
 The contract (issue [2/7]): a pod is never in a plan when any rule below holds.
 Config may narrow it (namespaces, label selector, priority ceiling) but not loosen
 rules 1-4.
+
+Imports: ``compactor.model``, ``compactor.settings``, history.
 """
 
 from __future__ import annotations
@@ -83,9 +85,9 @@ def _ownership_reason(pod: Pod, recreating: Sequence[str]) -> Unmovable | None:
 
 
 def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreating: Sequence[str], *,
-                     budget: bool = True) -> Unmovable | None:
-    """Rules 1-9 of the contract, in order. ``budget``: also a PDB allowing no disruption now (the executor, which waits
-    for the budget instead, asks without)."""
+                     pdb_now: bool = True) -> Unmovable | None:
+    """Rules 1-9 of the contract, in order. ``pdb_now``: also a PDB allowing no disruption now (the executor, which waits
+    for the PodDisruptionBudget instead, asks without)."""
     if pod.deletion_timestamp:
         return Unmovable.TERMINATING
     if pod.phase != "Running":
@@ -109,7 +111,7 @@ def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreatin
         return Unmovable.LOCAL_STORAGE
     if len(pdbs) > 1:
         return Unmovable.MULTIPLE_PDBS
-    if budget and any(pdb.disruptions_allowed == 0 for pdb in pdbs):
+    if pdb_now and any(pdb.disruptions_allowed == 0 for pdb in pdbs):
         return Unmovable.PDB_BLOCKS
     if node is not None and node.labels.get(EXCLUDE_LABEL) == "true":
         return Unmovable.NODE_EXCLUDED
@@ -201,7 +203,7 @@ def why_not_evictable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings
                       ready_replicas: int | None, fence: Taint | None = None, now: datetime | None = None) -> Unmovable | None:
     """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
     its PDBs' budget now (the executor waits for it) and where its volumes attach (the snapshot said)."""
-    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, budget=False) or config_reason(pod, settings, now)
+    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, pdb_now=False) or config_reason(pod, settings, now)
             or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
 
 

@@ -14,6 +14,8 @@ A relaxation of the whole problem (never a narrowed one) to one decision per nod
 Every plan of the whole problem gives such a choice with the same freed GPUs, pending pods placed and no more moves or
 cost (CPU, memory, placement rules and move limits other than ``max_moves``/``max_moves_per_node`` are relaxed away), so
 the model's proven bounds hold for every plan: loose, never wrong. Moves of pods without GPUs are never needed by it.
+
+Imports: CP-SAT through ``cpsat`` (never ``ortools`` itself), the problem, the deadline.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from ortools.sat.python import cp_model
-
 from compactor.model.resources import is_gpu_resource
-from compactor.planner.budget import Budget
+from compactor.planner import cpsat
+from compactor.planner.cpsat import CpModel, IntVar, LinearExpr
+from compactor.planner.deadline import Deadline
 from compactor.planner.problem import Problem, gpu_pools, holds_gpu_load
 
 BOUND_SECONDS = 1.0  # at most this for each bound: the model is one row per node, CP-SAT usually proves it in milliseconds
@@ -45,20 +47,20 @@ class _Node:
 
 @dataclass
 class _Model:
-    model: cp_model.CpModel
-    freed: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    out: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    cost: list[cp_model.IntVar] = field(default_factory=list)
-    placed: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
+    model: CpModel
+    freed: dict[int, IntVar] = field(default_factory=dict)
+    out: dict[int, IntVar] = field(default_factory=dict)
+    cost: list[IntVar] = field(default_factory=list)
+    placed: dict[tuple[int, int], IntVar] = field(default_factory=dict)
 
-    def freed_gpus(self, problem: Problem) -> cp_model.LinearExpr:
-        return cp_model.LinearExpr.weighted_sum(list(self.freed.values()), [problem.nodes[n].gpus for n in self.freed])
+    def freed_gpus(self, problem: Problem) -> LinearExpr:
+        return LinearExpr.weighted_sum(list(self.freed.values()), [problem.nodes[n].gpus for n in self.freed])
 
-    def pending_weight(self, problem: Problem) -> cp_model.LinearExpr:
-        return cp_model.LinearExpr.weighted_sum(list(self.placed.values()), [problem.types[t].weight for t, _ in self.placed])
+    def pending_weight(self, problem: Problem) -> LinearExpr:
+        return LinearExpr.weighted_sum(list(self.placed.values()), [problem.types[t].weight for t, _ in self.placed])
 
 
-def fewest_moves_cost(problem: Problem, *, freed_gpus: int, pending_weight: int, budget: Budget) -> int | None:
+def fewest_moves_cost(problem: Problem, *, freed_gpus: int, pending_weight: int, deadline: Deadline) -> int | None:
     """A lower bound on the move cost of any plan of ``problem`` (the whole one) leaving at least ``freed_gpus`` net GPUs
     whole-free and placing pending pods of at least ``pending_weight`` (priority-weighted): None when CP-SAT proved none
     in time. 0 when nothing need move."""
@@ -69,13 +71,13 @@ def fewest_moves_cost(problem: Problem, *, freed_gpus: int, pending_weight: int,
     built = _build(problem, nodes)
     built.model.add(built.freed_gpus(problem) >= freed_gpus + problem.empty_before_gpus)
     built.model.add(built.pending_weight(problem) >= pending_weight)
-    built.model.minimize(cp_model.LinearExpr.sum(built.cost))
-    solver, status = budget.solve(built.model, max(0.05, min(BOUND_SECONDS, budget.remaining())), workers=1)
-    if status == cp_model.INFEASIBLE:
+    built.model.minimize(LinearExpr.sum(built.cost))
+    solved = cpsat.solve(built.model, deadline, max(0.05, min(BOUND_SECONDS, deadline.remaining())), workers=1)
+    if solved.infeasible:
         return None  # no plan reaches it: the caller's figures are wrong, claim nothing
-    if status == cp_model.OPTIMAL:
-        return round(solver.objective_value)
-    bound = solver.best_objective_bound
+    if solved.optimal:
+        return round(solved.objective)
+    bound = solved.bound
     found = math.ceil(bound - 1e-6) if math.isfinite(bound) else 0
     return max(found, floor) if max(found, floor) > 0 else None
 
@@ -94,18 +96,18 @@ def _fractional_cost(problem: Problem, nodes: dict[int, _Node], gross: int) -> i
     return math.ceil(total - 1e-6)
 
 
-def most_freed_within(problem: Problem, *, max_moves: int, pending_weight: int, budget: Budget) -> int | None:
+def most_freed_within(problem: Problem, *, max_moves: int, pending_weight: int, deadline: Deadline) -> int | None:
     """An upper bound on the net GPUs any plan of ``problem`` with at most ``max_moves`` moves placing pending pods of
     at least ``pending_weight`` leaves whole-free; None when CP-SAT proved none in time."""
     built = _build(problem, _nodes(problem))
-    built.model.add(cp_model.LinearExpr.sum(list(built.out.values())) <= max_moves)
+    built.model.add(LinearExpr.sum(list(built.out.values())) <= max_moves)
     built.model.add(built.pending_weight(problem) >= pending_weight)
     built.model.maximize(built.freed_gpus(problem))
     # A moment even out of time: under a cap this is the only honest bound (the uncapped one is ~100x too high).
-    solver, status = budget.solve(built.model, max(CAPPED_MIN_SECONDS, min(BOUND_SECONDS, budget.remaining())), workers=1)
-    if status == cp_model.OPTIMAL:
-        return round(solver.objective_value) - problem.empty_before_gpus
-    bound = solver.best_objective_bound
+    solved = cpsat.solve(built.model, deadline, max(CAPPED_MIN_SECONDS, min(BOUND_SECONDS, deadline.remaining())), workers=1)
+    if solved.optimal:
+        return round(solved.objective) - problem.empty_before_gpus
+    bound = solved.bound
     return math.floor(bound + 1e-6) - problem.empty_before_gpus if math.isfinite(bound) else None
 
 
@@ -128,8 +130,8 @@ def _nodes(problem: Problem) -> dict[int, _Node]:
 
 
 def _build(problem: Problem, nodes: dict[int, _Node]) -> _Model:
-    built = _Model(cp_model.CpModel())
-    made: dict[tuple[int, str], cp_model.IntVar] = {}  # (node, resource) -> GPU room its leaving pods make
+    built = _Model(CpModel())
+    made: dict[tuple[int, str], IntVar] = {}  # (node, resource) -> GPU room its leaving pods make
     for n, node in nodes.items():
         if node.freeable:
             built.freed[n] = built.model.new_bool_var(f"freed_{n}")
@@ -140,7 +142,7 @@ def _build(problem: Problem, nodes: dict[int, _Node]) -> _Model:
     return built
 
 
-def _departures(problem: Problem, n: int, node: _Node, built: _Model, made: dict[tuple[int, str], cp_model.IntVar]) -> None:
+def _departures(problem: Problem, n: int, node: _Node, built: _Model, made: dict[tuple[int, str], IntVar]) -> None:
     """Pods leaving ``n`` (all of them when it ends whole-free) cost at least its cheapest ones and make at most the room
     of its largest ones."""
     model, cap = built.model, problem.settings.max_moves_per_node
@@ -168,9 +170,9 @@ def _room(problem: Problem, n: int, resource: str) -> int:
     return state.capacity.get(resource, 0) - state.fixed.get(resource, 0)
 
 
-def _pending(problem: Problem, nodes: dict[int, _Node], built: _Model, made: dict[tuple[int, str], cp_model.IntVar]) -> None:
+def _pending(problem: Problem, nodes: dict[int, _Node], built: _Model, made: dict[tuple[int, str], IntVar]) -> None:
     """Pending GPU pods fit where their node has room once its leaving pods are gone, and free no node they land on."""
-    arrivals: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
+    arrivals: dict[tuple[int, str], list[tuple[IntVar, int]]] = defaultdict(list)
     model = built.model
     for ptype in problem.types:
         if not ptype.pending or not ptype.uses_gpu:
@@ -186,7 +188,7 @@ def _pending(problem: Problem, nodes: dict[int, _Node], built: _Model, made: dic
         node = nodes.get(n)
         staying = sum(node.amounts.get(resource, ())) if node else 0
         room = _room(problem, n, resource) - staying
-        lhs = cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [a for _, a in terms])
+        lhs = LinearExpr.weighted_sum([v for v, _ in terms], [a for _, a in terms])
         extra = made.get((n, resource))
         model.add(lhs <= room + extra if extra is not None else lhs <= room)
 
@@ -198,7 +200,7 @@ def _group_capacity(problem: Problem, nodes: dict[int, _Node], built: _Model) ->
     group = gpu_pools(problem)
     load: dict[tuple[int, str], int] = defaultdict(int)
     room: dict[tuple[int, str], int] = defaultdict(int)
-    lost: dict[tuple[int, str], list[tuple[cp_model.IntVar, int]]] = defaultdict(list)  # room a freed node takes away
+    lost: dict[tuple[int, str], list[tuple[IntVar, int]]] = defaultdict(list)  # room a freed node takes away
     for n, node in nodes.items():
         for resource, amounts in node.amounts.items():
             load[group[n], resource] += sum(amounts)
@@ -213,5 +215,5 @@ def _group_capacity(problem: Problem, nodes: dict[int, _Node], built: _Model) ->
             if is_gpu_resource(resource):
                 lost[group[n], resource].append((var, amount))
     for key, terms in lost.items():
-        expr = cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [a for _, a in terms])
+        expr = LinearExpr.weighted_sum([v for v, _ in terms], [a for _, a in terms])
         built.model.add(expr <= room[key] - load[key])

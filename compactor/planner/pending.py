@@ -1,4 +1,7 @@
-"""Why a pending GPU pod stays pending after the plan: the one sentence a user needs to act on it."""
+"""Why a pending GPU pod stays pending after the plan: the one sentence a user needs to act on it.
+
+Imports: ``compactor.model``, the problem, movability.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ had it: the next replacement of this pod, wherever a later plan sends it, is cre
 rule, the pin would make every pod a run has moved unmovable for good. The planner therefore sees bound pods that
 carry the mark without the pin it names (one occurrence per term: a template that pinned the same node itself keeps
 its own), and plans them like their siblings.
+
+Imports: ``compactor.model`` and ``msgspec`` only.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 The executor reads it back (``load_plan``) and re-validates it against fresh cluster
 state before acting, so the JSON form is validated as strictly as any input.
+
+Imports: ``compactor.model``, ``compactor.errors``, pydantic and msgspec; no other planner module (the executor and
+the reports read plans without the planner).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ A move takes a replica out of serving until its replacement is Ready, so its pri
 how long: a fixed part for any restart, a part scaling with the GPU capacity the replica holds (so a ``1g.10gb``
 slice is cheap to move and an 8-GPU model server dear), its start-up, and what its owners said (priority,
 ``controller.kubernetes.io/pod-deletion-cost``, ``compactor.io/move-cost``). See docs/planner.md "What a move costs".
+
+Imports: ``compactor.model``, ``compactor.settings``, history.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Identical pods are aggregated into *types* (same requests, placement constraints
 cost and namespace); the model then decides how many pods of each type end on each
 node. Types are interchangeable, so any pairing of a type's surplus sources with
 its deficit targets is a valid set of moves (see ``solution.py``).
+
+Imports: ``compactor.model``, ``compactor.settings``, eligibility, movability, history, price; no solver.
 """
 
 from __future__ import annotations

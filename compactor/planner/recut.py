@@ -6,6 +6,10 @@ every GPU's geometry may change); it takes the named layout (``nvidia.com/mig.co
 that hosts the most still-pending MIG pods (ties: the layout closest to the pool's running
 mix, then the name), and only if it hosts at least one. Pending pods are taken by priority,
 each only where its own rules (taints, selectors, affinity, volumes) allow.
+
+Imports: ``compactor.model``, ``compactor.settings``, the fragmentation figures (``compactor.metrics.fragmentation``:
+an idle node is re-cut only when that lowers the expected fragmentation of its free GPUs), the problem, solution,
+mig_advice; no solver.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""From per-type counts to concrete moves: which pod, from where, to where, in what order, and why."""
+"""From per-type counts to concrete moves: which pod, from where, to where, in what order, and why.
+
+Imports: ``compactor.model``, the problem, the objective's ``Assignment``; no solver.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from dataclasses import dataclass
 
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod
-from compactor.planner.greedy import Assignment
+from compactor.planner.objective import Assignment
 from compactor.planner.problem import PodType, Problem, gpu_pods_before
 
 

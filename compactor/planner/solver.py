@@ -1,56 +1,38 @@
-"""Solve a ``Problem`` with CP-SAT, level by level (lexicographic objective).
+"""Solve a ``Problem``: the search around the level solver (``levels.py``).
 
-Level 1 places pending GPU pods (priority-weighted), level 2 maximises whole-free
-GPU capacity (or shape headroom), level 3 minimises move cost. Each level fixes the
-previous one's value and starts from its solution (hint), all within one time budget.
+Small problems: one model, level by level (pending pods placed, then whole-free GPUs or shape headroom, then move
+cost), split into independent components (node pools that share no pod) when the limits allow. At scale: a model
+narrowed around the greedy warm start, then a large-neighbourhood search (``lns.py``) of the whole problem from its
+plan, with whole-cluster bounds (``bound.py``, ``move_bound.py``) since the narrowed model's proofs hold only where
+it looked. Finally every plan is made runnable one eviction at a time (``solution.executable``).
+
+Imports: the level solver, the search, the bounds, the objective, the problem, the deadline; never ``ortools``
+(CP-SAT is ``cpsat.py``'s).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ortools.sat.python import cp_model
-
-from compactor.planner import constraints as c
+from compactor.planner import lns
 from compactor.planner.bound import whole_free_bound
-from compactor.planner.budget import Budget, OutOfTime
-from compactor.planner.greedy import Assignment, greedy, prune
+from compactor.planner.deadline import Deadline, deadline_for
+from compactor.planner.greedy import greedy, prune
+from compactor.planner.levels import BuiltModel, LevelResult, solve_levels
 from compactor.planner.move_bound import most_freed_within
-from compactor.planner.problem import Problem, holds_gpu_load, linked_nodes, movable_pods, restrict
+from compactor.planner.objective import (
+    FREE_NODES,
+    Assignment,
+    empty_nodes,
+    headroom,
+    pending_weight,
+    rank,
+    within_limits,
+)
+from compactor.planner.problem import Problem, linked_nodes, movable_pods, restrict
 from compactor.planner.solution import executable
-from compactor.planner.variables import Variables, make_variables
-from compactor.settings import PlannerSettings
-
-_STATUS = {
-    cp_model.OPTIMAL: "OPTIMAL",
-    cp_model.FEASIBLE: "FEASIBLE",
-    cp_model.INFEASIBLE: "INFEASIBLE",
-    cp_model.MODEL_INVALID: "MODEL_INVALID",
-    cp_model.UNKNOWN: "UNKNOWN",
-}
-
-
-@dataclass
-class LevelResult:
-    name: str
-    status: str
-    objective: float
-    bound: float
-    seconds: float
-
-
-@dataclass
-class BuiltModel:
-    """A levels model as built, before any level was added to it (``CpModel.clone``): the trade-off curve's cost model
-    starts from it rather than building the same constraints again (seconds at thousands of nodes)."""
-
-    problem: Problem
-    model: cp_model.CpModel
-    v: Variables
-    seconds: float  # wall-clock seconds building it took
 
 
 @dataclass
@@ -65,7 +47,7 @@ class SolveResult:
     greedy_assignment: Assignment | None = None
     restricted: str = ""  # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
     whole_bound: int | None = None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
-    spent: float = 0.0  # on the budget's clock (seconds, or CP-SAT deterministic time)
+    spent: float = 0.0  # on the deadline's clock (seconds, or CP-SAT deterministic time)
     unsolved: list[str] = field(default_factory=list)  # levels the time limit left unsolved (their incumbent stands)
     unbuilt: bool = False  # the time limit ran out before a CP-SAT model was built: the warm start is the result
     greedy_seconds: float = 0.0  # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
@@ -73,182 +55,6 @@ class SolveResult:
     base: BuiltModel | None = None  # the levels model of ``problem`` as built (one component, free-nodes mode)
     searched: int = 0  # neighbourhoods the large-neighbourhood search solved (``lns``; narrowed problems only)
     improvements: int = 0  # of which improved the plan
-
-
-def empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
-    gpu_load = [0] * len(problem.nodes)
-    for ptype in problem.types:
-        if not ptype.uses_gpu:
-            continue
-        source = assignment.placed if ptype.pending else assignment.counts
-        for node, count in source.get(ptype.index, {}).items():
-            gpu_load[node] += count
-    fixed_gpu = {s.index for s in problem.nodes if holds_gpu_load(s.fixed)}
-    return {s.index for s in problem.nodes if s.gpus and s.can_empty and gpu_load[s.index] == 0 and s.index not in fixed_gpu}
-
-
-def within_limits(problem: Problem, assignment: Assignment) -> bool:
-    """Does ``assignment`` respect maxMoves (total, per node, per namespace) and minGainPerMove?"""
-    cfg = problem.settings
-    total = 0
-    per_node: dict[int, int] = {}
-    per_namespace: dict[str, int] = {}
-    for ptype in problem.types:
-        if ptype.pending:
-            continue
-        final = assignment.counts.get(ptype.index, {})
-        for node, pods in ptype.initial.items():
-            out = max(0, len(pods) - final.get(node, 0))
-            total += out
-            per_node[node] = per_node.get(node, 0) + out
-            per_namespace[ptype.namespace] = per_namespace.get(ptype.namespace, 0) + out
-    if cfg.max_moves is not None and total > cfg.max_moves:
-        return False
-    if cfg.max_moves_per_node is not None and any(k > cfg.max_moves_per_node for k in per_node.values()):
-        return False
-    if cfg.max_moves_per_namespace is not None and any(k > cfg.max_moves_per_namespace for k in per_namespace.values()):
-        return False
-    per_move = round(cfg.min_gain_per_move * 100)
-    if per_move > 0:
-        freed = sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
-        if 100 * (freed - problem.empty_before_gpus) < per_move * total:
-            return False
-    return True
-
-
-def extract(problem: Problem, v: Variables, solver: cp_model.CpSolver) -> Assignment:
-    counts: dict[int, dict[int, int]] = {}
-    placed: dict[int, dict[int, int]] = {}
-    for (t, n), var in v.final.items():
-        value = solver.value(var)
-        if value:
-            counts.setdefault(t, {})[n] = value
-    for (t, n), var in v.placed.items():
-        value = solver.value(var)
-        if value:
-            placed.setdefault(t, {})[n] = value
-    return Assignment(counts, placed)
-
-
-class _Levels:
-    """Runs the levels on one model, carrying the incumbent from level to level."""
-
-    def __init__(self, problem: Problem, budget: Budget, start: Assignment, build: Budget | None = None) -> None:
-        """``build``: the budget building the model may take (default ``budget``): a model finished after the solves' time
-        is still the trade-off curve's (``base``), whose time it then takes."""
-        build = build or budget
-        self.problem = problem
-        self.budget = budget
-        self.deadline = build  # past it, nothing more is done here
-        self.seconds = 0.0  # building the model took
-        self.results: list[LevelResult] = []
-        self.best = start
-        self.greedy = start
-        self.status = "OPTIMAL"
-        self.fixed: list[tuple[str, int]] = []  # (level, value) every later solution must keep
-        self.unsolved: list[str] = []  # levels the time limit left unsolved
-        self.has_pending = any(t.pending and t.targets for t in problem.types)
-        self.v: Variables | None = None  # None: the time limit ran out before the model was built
-        self.base: BuiltModel | None = None
-        if build.expired():
-            return
-        started = time.monotonic()
-        try:
-            v = make_variables(problem, build)
-            if problem.target_shapes:
-                c.add_headroom_vars(problem, v)
-            for add in c.ALL_CONSTRAINTS:
-                add(problem, v)
-        except OutOfTime:
-            return
-        v.budget = None  # built: each solve keeps to its own time limit
-        self.v = v
-        self.seconds = time.monotonic() - started
-        if problem.settings.mode == "free-nodes" and not problem.target_shapes:
-            self.base = BuiltModel(problem, v.model.clone(), v, self.seconds)
-
-    def greedy_places_all_pending(self) -> bool:
-        """Level 1 needs no search when the warm start already places every pending pod."""
-        placed = sum(sum(per_node.values()) for per_node in self.greedy.placed.values())
-        return placed == sum(t.count for t in self.problem.types if t.pending)
-
-    def fix_pending(self) -> None:
-        best = sum(t.weight * t.count for t in self.problem.types if t.pending)
-        if self.v is not None:
-            self.v.model.add(c.pending_placed(self.problem, self.v) >= best)
-        self.fixed.append(("pending", best))
-        self.results.append(LevelResult("pending", "OPTIMAL", float(best), float(best), 0.0))
-
-    def value(self, name: str, assignment: Assignment) -> int:
-        """A level's objective for an assignment, computed in Python (to carry the incumbent's value forward)."""
-        problem = self.problem
-        if name == "pending":
-            return pending_weight(problem, assignment)
-        if name == "freedGpus":  # every node empty_nodes counts is one the model may empty
-            return sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
-        if name == "moveCost":
-            return sum(
-                t.cost * max(0, len(pods) - assignment.counts.get(t.index, {}).get(n, 0))
-                for t in problem.types if not t.pending for n, pods in t.initial.items()
-            )
-        return _headroom(problem, assignment)
-
-    def _satisfies(self, assignment: Assignment) -> bool:
-        return all(self.value(name, assignment) >= value for name, value in self.fixed)
-
-    def run(self, name: str, objective: Callable[[Variables], cp_model.LinearExprT], maximize: bool, share: float) -> None:
-        if not maximize and self.greedy is not self.best and self._satisfies(self.greedy) \
-                and self.value(name, self.greedy) < self.value(name, self.best):
-            self.best = self.greedy  # the warm start is cheaper and still meets every level fixed so far
-        if self.v is None or self.deadline.expired() or (self.budget.expired() and len(self.v.model.proto.variables) > SMALL_MODEL):
-            # Out of time: the incumbent (always feasible) stands, unproven; no later level has time either. (A small
-            # model past its share, the curve's time not yet gone, still gets its moment below: often enough to prove it.)
-            value = self.value(name, self.best)
-            self.results.append(LevelResult(name, "UNKNOWN", float(value), float("nan"), 0.0))
-            if maximize:
-                self.fixed.append((name, value))
-            self.unsolved.append(name)
-            self.status = "FEASIBLE"
-            return
-        model = self.v.model
-        expr = objective(self.v)
-        self.v.hint(self.problem, self.best, empty_nodes(self.problem, self.best))
-        model.maximize(expr) if maximize else model.minimize(expr)
-        started = time.monotonic()
-        solver, status = self.budget.solve(model, max(0.05, self.budget.remaining() * share))
-        took = time.monotonic() - started
-        name_status = _STATUS.get(status, "UNKNOWN")
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            self.best = extract(self.problem, self.v, solver)
-            value = round(solver.objective_value)
-            self.results.append(LevelResult(name, name_status, solver.objective_value, solver.best_objective_bound, took))
-        else:
-            # No solution in time: keep the incumbent (always feasible) and its value.
-            value = self.value(name, self.best)
-            self.results.append(LevelResult(name, name_status, float(value), float("nan"), took))
-        # Later levels may not give back what this one reached.
-        model.add(expr >= value) if maximize else model.add(expr <= value)
-        if maximize:
-            self.fixed.append((name, value))
-        if status != cp_model.OPTIMAL:
-            self.status = "FEASIBLE"
-
-
-def _headroom(problem: Problem, assignment: Assignment) -> int:
-    """Shape mode: copies of each target shape that fit after the assignment, summed over receiving nodes."""
-    loads = [dict(s.fixed) for s in problem.nodes]
-    for ptype in problem.types:
-        source = assignment.placed if ptype.pending else assignment.counts
-        for node, count in source.get(ptype.index, {}).items():
-            for r, v in ptype.requests.items():
-                loads[node][r] = loads[node].get(r, 0) + v * count
-    total = 0
-    for shape in problem.target_shapes:
-        for state in problem.nodes:
-            if state.is_target_pool:
-                room = [(state.capacity.get(r, 0) - loads[state.index].get(r, 0)) // v for r, v in shape.items() if v]
-                total += max(0, min(room)) if room else 0
-    return total
 
 
 @dataclass(frozen=True)
@@ -272,11 +78,11 @@ class _Narrowed:
         return Assignment({t: {n: k for n, k in per.items() if k} for t, per in counts.items()}, placed)
 
 
-def _narrow(problem: Problem, start: Assignment, budget: int, max_targets: int, also: Assignment | None = None) -> _Narrowed:
+def _narrow(problem: Problem, start: Assignment, max_pods: int, max_targets: int, also: Assignment | None = None) -> _Narrowed:
     """At scale, keep as variables only the pods the warm start moved, those on nodes it placed
-    pending pods on, and those on the least GPU-loaded freeable nodes, within the pod budget.
+    pending pods on, and those on the least GPU-loaded freeable nodes, up to ``max_pods`` movable pods.
     ``also``: another plan the narrowed problem must be able to express (its moves' pods stay variables too)."""
-    if movable_pods(problem) <= budget and all(len(t.ranked_targets) <= max_targets for t in problem.types):
+    if movable_pods(problem) <= max_pods and all(len(t.ranked_targets) <= max_targets for t in problem.types):
         return _Narrowed(problem, start, {t.index: t.index for t in problem.types}, None)
     plans = [start] if also is None else [start, also]
     sources: set[int] = set()
@@ -291,12 +97,12 @@ def _narrow(problem: Problem, start: Assignment, budget: int, max_targets: int, 
         for node, pods in ptype.initial.items():
             movable_on[node] = movable_on.get(node, 0) + len(pods)
     spent = sum(movable_on.get(n, 0) for n in sources)
-    if movable_pods(problem) <= budget:
+    if movable_pods(problem) <= max_pods:
         sources = {n for t in problem.types for n in t.initial}
     by_load = sorted((s for s in problem.nodes if s.can_empty and s.index not in sources and s.index in movable_on),
                      key=lambda s: (s.gpus - s.free_gpus_before, s.node.name))
     for state in by_load:
-        if spent + movable_on[state.index] > budget:
+        if spent + movable_on[state.index] > max_pods:
             break
         sources.add(state.index)
         spent += movable_on[state.index]
@@ -324,24 +130,6 @@ def _translate(problem: Problem, start: Assignment, mapping: dict[int, int], sou
                 final[node] = final.get(node, 0) - len(pods)
         counts[new] = {n: k for n, k in final.items() if k}
     return Assignment(counts, placed)
-
-
-def _solve_levels(problem: Problem, start: Assignment, budget: Budget, build: Budget | None = None) -> tuple[_Levels, int]:
-    """Run the lexicographic levels on one (sub)problem; returns the levels and the model size (0: not built in time)."""
-    levels = _Levels(problem, budget, start, build)
-    plan: list[tuple[str, Callable[[Variables], cp_model.LinearExprT], bool, float]] = []
-    if levels.has_pending and not levels.greedy_places_all_pending():
-        plan.append(("pending", lambda v: c.pending_placed(problem, v), True, 0.25))
-    elif levels.has_pending:
-        levels.fix_pending()
-    if problem.target_shapes:
-        plan.append(("headroom", lambda v: c.headroom_gain(problem, v), True, 0.7))
-    else:
-        plan.append(("freedGpus", lambda v: c.freed_gpus(problem, v), True, 0.55))
-    plan.append(("moveCost", lambda v: c.move_cost(problem, v), False, 1.0))
-    for name, objective, maximize, share in plan:
-        levels.run(name, objective, maximize, share)
-    return levels, len(levels.v.model.proto.variables) if levels.v is not None else 0
 
 
 def _components(problem: Problem) -> list[list[int]]:
@@ -383,7 +171,7 @@ def _merge_levels(parts: list[list[LevelResult]], offset: dict[str, float]) -> l
     return list(merged.values())
 
 
-def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget | None = None, build: Budget | None = None) -> SolveResult:
+def solve(problem: Problem, *, time_limit: float | None = None, deadline: Deadline | None = None, build: Deadline | None = None) -> SolveResult:
     """Solve, narrowing very large instances around the greedy warm start and solving independent
     components (node pools that share no pod) one by one; the result names the problem it solved.
 
@@ -393,17 +181,14 @@ def solve(problem: Problem, *, time_limit: float | None = None, budget: Budget |
     The result is never worse than the greedy warm start, lexicographically (pending placed, freed, cost),
     moves that serve nothing are pruned from it, and every move can run one eviction at a time."""
     started = time.monotonic()
-    budget = budget or budget_for(problem.settings, time_limit)
-    spent_before = budget.now()
-    best = _search(problem, budget, build)
+    deadline = deadline or deadline_for(problem.settings, time_limit)
+    spent_before = deadline.now()
+    best = _search(problem, deadline, build)
     if not problem.target_shapes:
-        best = _runnable(problem, best, budget)
+        best = _runnable(problem, best, deadline)
     best.wall_seconds = time.monotonic() - started
-    best.spent = budget.now() - spent_before
+    best.spent = deadline.now() - spent_before
     return best
-
-
-SMALL_MODEL = 20_000  # variables: past the solves' share, a model this small still gets a moment per level (while time lasts)
 
 
 # The ordered model is about twice the size and much harder for CP-SAT: worth solving only with time left (a small
@@ -413,7 +198,7 @@ REORDER_SHARE = 0.25
 SEQUENTIAL_NOTE = "plans that run one eviction at a time (the best end state needs pods to swap full nodes)"
 
 
-def _runnable(problem: Problem, result: SolveResult, budget: Budget) -> SolveResult:
+def _runnable(problem: Problem, result: SolveResult, deadline: Deadline) -> SolveResult:
     """The result, or a better one, with only moves the executor can carry out one eviction at a time.
 
     The model states where pods end, not in what order they get there: its optimum may swap pods between two
@@ -421,17 +206,17 @@ def _runnable(problem: Problem, result: SolveResult, budget: Budget) -> SolveRes
     freed), and, with time left, the model is solved again asking for an order (``constraints.one_eviction_at_a_time``);
     the better of the two runs, reported FEASIBLE against the first model's bound (valid whatever the order)."""
     kept = executable(result.problem, result.assignment, result.empty_nodes)
-    if _rank(result.problem, kept) >= _rank(result.problem, result.assignment):
+    if rank(result.problem, kept) >= rank(result.problem, result.assignment):
         return result
     bound = _freed_bound(result)
     result.assignment, result.empty_nodes = kept, empty_nodes(result.problem, kept)
     result.status = "FEASIBLE"  # its proofs were for the plan it can no longer run
     best = result
-    if budget.remaining() >= max(REORDER_MIN_SECONDS, REORDER_SHARE * budget.seconds):
-        strict = _search(replace(problem, ordered_moves=True), budget)
+    if deadline.remaining() >= max(REORDER_MIN_SECONDS, REORDER_SHARE * deadline.seconds):
+        strict = _search(replace(problem, ordered_moves=True), deadline)
         strict.assignment = executable(strict.problem, strict.assignment, strict.empty_nodes)
         strict.empty_nodes = empty_nodes(strict.problem, strict.assignment)
-        best = strict if _rank(strict.problem, strict.assignment) >= _rank(result.problem, kept) else result
+        best = strict if rank(strict.problem, strict.assignment) >= rank(result.problem, kept) else result
     best.restricted = "; ".join(filter(None, [best.restricted, SEQUENTIAL_NOTE]))
     best.whole_bound = bound
     return best
@@ -445,19 +230,19 @@ def _freed_bound(result: SolveResult) -> int | None:
     return None if level is None or not math.isfinite(level.bound) else math.floor(level.bound + 1e-9)
 
 
-def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> SolveResult:
+def _search(problem: Problem, deadline: Deadline, build: Deadline | None = None) -> SolveResult:
     """The search of ``solve`` (see there), without the executability check: one model of the whole problem, or at scale
-    a narrowed model around the greedy warm start and then a large-neighbourhood search (``lns``) of the whole problem
-    from its plan, for the rest of the budget."""
+    a narrowed model around the greedy warm start and then, for the rest of the time, a large-neighbourhood search
+    (``lns``) of the whole problem starting from its plan."""
     started = time.monotonic()
     whole, warm = problem, greedy(problem)
     greedy_seconds = time.monotonic() - started
     pods, targets = problem.settings.max_candidate_pods, problem.settings.max_targets_per_type
     # Out of time already (e.g. building the problem took the limit): the warm start, on the whole problem.
-    timely = not budget.expired()
+    timely = not deadline.expired()
     narrowed = _narrow(whole, warm, pods, targets) if timely else _Narrowed(whole, warm, {}, None)
     searches = narrowed.sources is not None and not whole.target_shapes
-    first = budget.until(budget.remaining() * FIRST_MODEL_SHARE) if searches else budget
+    first = deadline.until(deadline.remaining() * FIRST_MODEL_SHARE) if searches else deadline
     # The first model may finish building in the curve's time (``build``); never the unnarrowed one's.
     best = _solve_once(narrowed.problem, narrowed.start, first, build if timely else None)
     best.assignment = _at_least_the_warm_start(best)
@@ -465,27 +250,25 @@ def _search(problem: Problem, budget: Budget, build: Budget | None = None) -> So
     if narrowed.sources is not None:
         best.restricted = _restriction(whole, best.problem, targets)
     if searches:
-        best = _improved(whole, best, narrowed.lift(whole, best.assignment), warm, budget)
-        if not (build or budget).expired():
-            best.whole_bound = _whole_bound(whole, best, budget)
+        best = _improved(whole, best, narrowed.lift(whole, best.assignment), warm, deadline)
+        if not (build or deadline).expired():
+            best.whole_bound = _whole_bound(whole, best, deadline)
     best.greedy_seconds = greedy_seconds
     return best
 
 
-FIRST_MODEL_SHARE = 0.4  # of a narrowed search's budget, for the first model; the large-neighbourhood search gets the rest
+FIRST_MODEL_SHARE = 0.4  # of a narrowed search's time, for the first model; the large-neighbourhood search gets the rest
 
 
-def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Assignment, budget: Budget) -> SolveResult:
-    """``result`` improved by a large-neighbourhood search of the whole problem from its plan (``lifted``) while ``budget``
+def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Assignment, deadline: Deadline) -> SolveResult:
+    """``result`` improved by a large-neighbourhood search of the whole problem from its plan (``lifted``) while ``deadline``
     lasts: the better plan as the result of a model narrowed around it and the greedy warm start ``warm`` (what the curve
     and the report read: the curve keeps the warm start as a point, which may free fewer GPUs for fewer moves)."""
-    from compactor.planner import lns  # lns solves its neighbourhoods with this module's levels: imported when used
-
     stats = lns.Stats()
-    found = lns.improve(whole, lifted, budget, seed=whole.settings.seed, stats=stats)
+    found = lns.improve(whole, lifted, deadline, seed=whole.settings.seed, stats=stats)
     result.searched = stats.iterations
     result.improvements = stats.accepted
-    if _rank(whole, found) <= _rank(whole, lifted):
+    if rank(whole, found) <= rank(whole, lifted):
         return result
     around = _narrow(whole, found, whole.settings.max_candidate_pods, whole.settings.max_targets_per_type, also=warm)
     if around.sources is None:  # everything is a variable: the whole problem is the narrowed one
@@ -501,26 +284,20 @@ def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Ass
 
 def _relevelled(problem: Problem, assignment: Assignment, levels: list[LevelResult]) -> list[LevelResult]:
     """The levels' values for a plan the levels did not find (the search's): unproven, with no bound of their own."""
-    pending, freed, cost = _rank(problem, assignment)
-    values = {"pending": pending, "freedGpus": freed, "moveCost": -cost}
+    values = {term.name: term.value(problem, assignment) for term in FREE_NODES}
     return [LevelResult(lv.name, "FEASIBLE", float(values.get(lv.name, lv.objective)), float("nan"), lv.seconds) for lv in levels]
 
 
-def _whole_bound(whole: Problem, best: SolveResult, budget: Budget) -> int:
+def _whole_bound(whole: Problem, best: SolveResult, deadline: Deadline) -> int:
     """An upper bound on the GPUs any plan of the whole problem leaves whole-free (``empty_nodes``); under ``max_moves``
     the most any plan within that many moves frees (``move_bound.most_freed_within``), which is far lower."""
     cap = whole.settings.max_moves
     capped = None
     if cap is not None:  # first: under a cap it is the bound that matters (each solve gets a moment even out of time)
-        weight = _rank(best.problem, best.assignment)[0]
-        capped = most_freed_within(whole, max_moves=cap, pending_weight=weight, budget=budget)
-    bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), budget=budget)
+        weight = pending_weight(best.problem, best.assignment)
+        capped = most_freed_within(whole, max_moves=cap, pending_weight=weight, deadline=deadline)
+    bound = whole_free_bound(whole, all_pending_placed=_all_pending_placed(whole, best), deadline=deadline)
     return bound if capped is None else min(bound, capped + whole.empty_before_gpus)
-
-
-def budget_for(settings: PlannerSettings, seconds: float | None = None) -> Budget:
-    """A budget on the clock the settings ask for (``planner.deterministic``), of ``seconds`` or the time limit."""
-    return Budget(settings.time_limit_seconds if seconds is None else seconds, settings.workers, settings.seed, settings.deterministic)
 
 
 def _restriction(whole: Problem, narrowed: Problem, targets: int) -> str:
@@ -542,18 +319,6 @@ def _all_pending_placed(problem: Problem, result: SolveResult) -> bool:
     return placed == sum(t.count for t in problem.types if t.pending)
 
 
-def pending_weight(problem: Problem, assignment: Assignment) -> int:
-    """Pending pods the assignment places, each weighted by its priority rank (the pending level's objective)."""
-    return sum(problem.types[t].weight * k for t, per_node in assignment.placed.items() for k in per_node.values())
-
-
-def _rank(problem: Problem, assignment: Assignment) -> tuple[int, int, int]:
-    """(pending placed by weight, GPUs left whole-free, -move cost): larger is better, compared in this order."""
-    pending = pending_weight(problem, assignment)
-    freed = sum(problem.nodes[n].gpus for n in empty_nodes(problem, assignment))
-    return pending, freed, -assignment.cost(problem)
-
-
 def _at_least_the_warm_start(result: SolveResult) -> Assignment:
     """The solver's plan without churn, or the warm start when that is better (a level may stop at its time limit
     holding an incumbent worse than the plan it was hinted with)."""
@@ -561,26 +326,26 @@ def _at_least_the_warm_start(result: SolveResult) -> Assignment:
     if problem.target_shapes:  # shape headroom counts free room everywhere: undoing a move could cost some
         # but a plan that places nothing and gains no headroom (the warm start when no level had time) is worth nothing.
         unchanged = Assignment.unchanged(problem)
-        if not any(result.assignment.placed.values()) and _headroom(problem, result.assignment) <= _headroom(problem, unchanged):
+        if not any(result.assignment.placed.values()) and headroom(problem, result.assignment) <= headroom(problem, unchanged):
             return unchanged
         return result.assignment
     found = prune(problem, result.assignment)
-    if start is not None and within_limits(problem, start) and _rank(problem, start) > _rank(problem, found):
+    if start is not None and within_limits(problem, start) and rank(problem, start) > rank(problem, found):
         return prune(problem, start)
     return found
 
 
-def _solve_once(problem: Problem, start: Assignment, budget: Budget, build: Budget | None = None) -> SolveResult:
+def _solve_once(problem: Problem, start: Assignment, deadline: Deadline, build: Deadline | None = None) -> SolveResult:
     """One solve of one (possibly narrowed) problem: levels, by components when they are independent."""
     started = time.monotonic()
     if not within_limits(problem, start):
         # The greedy warm start ignores maxMoves/minGainPerMove; it must not become the incumbent
         # (returned as is when every level fails) nor fix the pending level to a value the limits forbid.
         start = Assignment.unchanged(problem)
-    timely = not (build or budget).expired()  # else no model is built: not worth splitting it
+    timely = not (build or deadline).expired()  # else no model is built: not worth splitting it
     groups = _components(problem) if timely and _decomposable(problem) else [[t.index for t in problem.types]]
     if len(groups) <= 1:
-        levels, size = _solve_levels(problem, start, budget, build)
+        levels, size = solve_levels(problem, start, deadline, build)
         return SolveResult(problem=problem, assignment=levels.best, empty_nodes=empty_nodes(problem, levels.best),
                            status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
                            variables=size, greedy_assignment=start, unsolved=levels.unsolved, unbuilt=levels.v is None,
@@ -596,8 +361,8 @@ def _solve_once(problem: Problem, start: Assignment, budget: Budget, build: Budg
         back = {new: old for old, new in mapping.items()}
         part_start = Assignment({mapping[t]: per for t, per in start.counts.items() if t in mapping},
                                 {mapping[t]: per for t, per in start.placed.items() if t in mapping})
-        # A part with no target gets no share, but a moment to prove it (``_Levels.run``).
-        levels, size = _solve_levels(part, part_start, budget.until(max(0.05, budget.remaining()) * share or 0.05), build)
+        # A part with no target gets no share, but a moment to prove it (``LevelSolve.run``).
+        levels, size = solve_levels(part, part_start, deadline.until(max(0.05, deadline.remaining()) * share or 0.05), build)
         assignment.counts.update({back[t]: per for t, per in levels.best.counts.items()})
         assignment.placed.update({back[t]: per for t, per in levels.best.placed.items()})
         all_levels.append(levels.results)

@@ -1,53 +1,53 @@
-"""The CP-SAT decision variables for a ``Problem`` (the only ortools importer besides solver.py)."""
+"""The CP-SAT decision variables for a ``Problem``: what the levels' and the curve's models are made of.
+
+Imports: the CP-SAT types through ``cpsat`` (never ``ortools`` itself), the problem, the objective's ``Assignment``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
-
-from compactor.planner import int64
-from compactor.planner.budget import Budget
-from compactor.planner.greedy import Assignment
+from compactor.planner import cpsat, int64
+from compactor.planner.cpsat import CpModel, IntVar
+from compactor.planner.deadline import Deadline
+from compactor.planner.objective import Assignment
 from compactor.planner.problem import Problem
 
 
 @dataclass
 class Variables:
-    model: cp_model.CpModel
-    final: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (type, node) -> pods ending there
-    out: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (type, node) -> pods leaving
-    placed: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (pending type, node) -> placed
-    empty: dict[int, cp_model.IntVar] = field(default_factory=dict)  # GPU node -> runs no GPU pod after
-    headroom: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
+    model: CpModel
+    final: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (type, node) -> pods ending there
+    out: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (type, node) -> pods leaving
+    placed: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (pending type, node) -> placed
+    empty: dict[int, IntVar] = field(default_factory=dict)  # GPU node -> runs no GPU pod after
+    headroom: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
     bounds: dict[int, int] = field(default_factory=dict)  # variable index -> its largest value (reading the proto is slow)
-    budget: Budget | None = None  # building stops (``OutOfTime``) once it has run out: see ``tick``
+    deadline: Deadline | None = None  # building stops (``OutOfTime``) once it has passed: see ``tick``
 
     def tick(self) -> None:
         """Called by the builders every type or node: at thousands of nodes building a model takes seconds, and the time
         limit bounds the whole plan."""
-        if self.budget is not None:
-            self.budget.check()
+        if self.deadline is not None:
+            self.deadline.check()
 
-    def new_int_var(self, lower: int, upper: int, name: str) -> cp_model.IntVar:
+    def new_int_var(self, lower: int, upper: int, name: str) -> IntVar:
         var = self.model.new_int_var(lower, upper, name)
         self.bounds[var.index] = upper
         return var
 
-    def new_bool_var(self, name: str) -> cp_model.IntVar:
+    def new_bool_var(self, name: str) -> IntVar:
         var = self.model.new_bool_var(name)
         self.bounds[var.index] = 1
         return var
 
-    def upper(self, var: cp_model.IntVar) -> int:
+    def upper(self, var: IntVar) -> int:
         """``int64.upper``, from the bounds recorded here when the variable was made here."""
         found = self.bounds.get(var.index)
         return found if found is not None else int64.upper(var)
 
     def hint(self, problem: Problem, assignment: Assignment, empty_nodes: set[int]) -> None:
-        """The assignment as the solver's hint (``CpModel.add_hint`` per variable, written to the proto in two batches:
-        at hundreds of thousands of variables the calls took most of a second)."""
-        self.model.clear_hints()  # type: ignore[no-untyped-call]
+        """The assignment as the solver's hint (``cpsat.hint``: in one batch)."""
         counts, placed = assignment.counts, assignment.placed
         indices = [var.index for var in self.final.values()]
         values = [counts.get(t, {}).get(n, 0) for t, n in self.final]
@@ -57,13 +57,11 @@ class Variables:
         values += [max(0, len(problem.types[t].initial.get(n, ())) - counts.get(t, {}).get(n, 0)) for t, n in self.out]
         indices += [var.index for var in self.empty.values()]
         values += [1 if n in empty_nodes else 0 for n in self.empty]
-        hint = self.model.proto.solution_hint
-        hint.vars.extend(indices)
-        hint.values.extend(values)
+        cpsat.hint(self.model, indices, values)
 
-    def rebind(self, model: cp_model.CpModel) -> Variables:
+    def rebind(self, model: CpModel) -> Variables:
         """The same variables in ``model``, a clone of this model (``CpModel.clone``) made before anything was added."""
-        def at(var: cp_model.IntVar) -> cp_model.IntVar:
+        def at(var: IntVar) -> IntVar:
             return model.get_int_var_from_proto_index(var.index)
 
         return Variables(model, {k: at(v) for k, v in self.final.items()}, {k: at(v) for k, v in self.out.items()},
@@ -71,10 +69,10 @@ class Variables:
                          {k: at(v) for k, v in self.headroom.items()}, dict(self.bounds))
 
 
-def make_variables(problem: Problem, budget: Budget | None = None) -> Variables:
-    """The variables of a model of ``problem``; with a ``budget``, ``OutOfTime`` once it runs out (here or in a builder)."""
-    model = cp_model.CpModel()
-    v = Variables(model, budget=budget)
+def make_variables(problem: Problem, deadline: Deadline | None = None) -> Variables:
+    """The variables of a model of ``problem``; with a ``deadline``, ``OutOfTime`` once it passes (here or in a builder)."""
+    model = CpModel()
+    v = Variables(model, deadline=deadline)
     for ptype in problem.types:
         v.tick()
         count = ptype.count

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.e2e import fragmentation as frag
+from tests.e2e.fleet_runs import PLAN_TIMEOUT, RUN_TIMEOUT, STATES, compactor_config, settle
 from tests.e2e.fragmentation import Fleet
 from tests.e2e.helpers import (
     COMPACTOR_ANNOTATION_PREFIX,
@@ -48,7 +49,6 @@ from tests.e2e.helpers import (
     wait_for,
     with_retries,
 )
-from tests.e2e.test_fragmented_fleet import PLAN_TIMEOUT, RUN_TIMEOUT, STATES, compactor_config, settle
 from tests.e2e.watchers import RunWatcher
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -149,7 +149,7 @@ def test_a_run_outside_its_disruption_window_changes_nothing_and_says_when_it_op
     observed = watcher.observed
     after = _placement(kube, fleet_namespace)
 
-    # compactor/commands.py _run_once: outside every window it logs "<why>: this run changes nothing", prints a report
+    # compactor/commands/execute.py _run_once: outside every window it logs "<why>: this run changes nothing", prints a report
     # of status "held" naming the window, and exits 0.
     assert ran.returncode == 0, ran.describe()
     assert f"{next_opening}: this run changes nothing" in ran.stderr, ran.describe()

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.fleet_runs import STATES, apply, plan_and_carry_out
 from tests.e2e.fragmentation import WORKLOAD_LABEL, Fleet
 from tests.e2e.helpers import NEEDS_CLUSTER, CompactorRun, Kube, Obj, condition, raw
-from tests.e2e.test_fragmented_fleet import STATES, apply, plan_and_carry_out
 from tests.e2e.watchers import ObjectWatch, Observed
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]

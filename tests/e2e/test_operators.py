@@ -26,6 +26,7 @@ from kubernetes import client as k8s
 
 from tests.e2e import fragmentation as frag
 from tests.e2e.faults import FlakyProxy, upstream_of
+from tests.e2e.fleet_runs import PLAN_TIMEOUT, RUN_TIMEOUT, STATES, compactor_config, settle
 from tests.e2e.fragmentation import Fleet
 from tests.e2e.helpers import (
     NEEDS_CLUSTER,
@@ -41,7 +42,6 @@ from tests.e2e.helpers import (
     start_compactor,
     wait_for,
 )
-from tests.e2e.test_fragmented_fleet import PLAN_TIMEOUT, RUN_TIMEOUT, STATES, compactor_config, settle
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"

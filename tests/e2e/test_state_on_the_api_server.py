@@ -16,8 +16,7 @@ from compactor.actions import annotations as ann
 from compactor.actions.state import RunState, decode_plan, encode_plan
 from compactor.kube.cluster_client import KubeClusterClient
 from tests.e2e.helpers import NEEDS_CLUSTER, STATE_NAMESPACE
-from tests.integration.test_executor import make_plan, two_freed_nodes
-from tests.integration.test_nothing_lost import synthetic_moves
+from tests.scenarios.executor import make_plan, synthetic_moves, two_freed_nodes
 
 pytestmark = [
     NEEDS_CLUSTER,

@@ -17,8 +17,13 @@ from compactor.actions.scope import measured_nodes
 from compactor.actions.state import RunState
 from tests.builders import node, pod
 from tests.fakecluster import FakeCluster
-from tests.integration.test_executor import Obj, assert_clean, make_plan, run
-from tests.integration.test_steering import UNSTEERED, gpu_nodes_of, node_drained_for_a_pending_pod, spare_node_beside_a_freeable_one
+from tests.scenarios.executor import Obj, assert_clean, make_plan, run
+from tests.scenarios.steering import (
+    UNSTEERED,
+    gpu_nodes_of,
+    node_drained_for_a_pending_pod,
+    spare_node_beside_a_freeable_one,
+)
 
 
 class NoWholeLists(FakeCluster):

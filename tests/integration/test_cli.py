@@ -7,32 +7,18 @@ written plan, and bad input: one line on stderr naming file/object/field, exit 2
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from compactor.commands import _SolveProgress
+from compactor.commands.progress import SolveProgress as _SolveProgress
 from compactor.model.load import load_files
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from compactor.sources import example_path
+from tests.command_line import assert_one_line_error, compactor
 from tests.plancheck import check_plan
-
-
-def compactor(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "compactor.cli", *args], capture_output=True, text=True, input=stdin, timeout=240)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def test_the_readme_main_job_plans_the_example_and_the_plan_is_valid() -> None:

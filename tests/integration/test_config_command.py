@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.integration.test_first_contact import compactor, one_line_error
+from tests.command_line import compactor, one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 

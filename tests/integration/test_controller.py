@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -19,34 +18,24 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from compactor.actions.annotations import HELD_FOR
+from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
+from compactor.app.cycle import run_cycle
 from compactor.cli import build_parser, main
-from compactor.controller import Controller, ControllerOptions, Interrupted, StoppableClock, parse_listen, run_cycle
+from compactor.controller.exporter import Exporter
+from compactor.controller.http import parse_listen
+from compactor.controller.loop import Controller, ControllerOptions
 from compactor.errors import CompactorError
 from compactor.kube.lease import LeaderElector
-from compactor.metrics.exporter import Exporter
-from compactor.model.load import build_snapshot
-from compactor.model.types import Snapshot
 from compactor.planner.history import History
-from compactor.settings import DisruptionSettings, Settings, WindowSettings
+from compactor.settings import DisruptionSettings, WindowSettings
 from tests.builders import A100_40
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
-from tests.integration.test_executor import PLANNER, SETTINGS, assert_clean, intercept_evictions, make_plan, one_freed_node
-from tests.wire.test_lease import NS, LeaseStore
-
-SETTINGS_ALL = Settings(planner=PLANNER, executor=SETTINGS)
-
-
-def loader(c: FakeCluster) -> Any:
-    def load() -> Snapshot:
-        return build_snapshot([*c.list_nodes(), *c.list_pods(), *c.list_pdbs()], source="fakecluster")
-    return load
-
-
-def sample(exporter: Exporter, name: str, **labels: str) -> float | None:
-    return exporter.registry.get_sample_value(name, labels)
+from tests.scenarios.controller import SETTINGS_ALL, http_get, loader, make_controller, sample, wait_for
+from tests.scenarios.executor import PLANNER, SETTINGS, assert_clean, intercept_evictions, make_plan, one_freed_node
+from tests.scenarios.lease import NS, LeaseStore
 
 
 def gpu_pods_on(c: FakeCluster, name: str) -> list[str]:
@@ -165,27 +154,6 @@ def test_a_stop_between_moves_is_honoured_before_the_next_eviction_even_without_
 
 
 # --------------------------------------------------------------------------- the loop and its HTTP server
-
-
-def http_get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
-
-
-def make_controller(c: FakeCluster, **options: Any) -> Controller:
-    return Controller(load_snapshot=loader(c), client=c, settings=SETTINGS_ALL, exporter=Exporter(CollectorRegistry()),
-                      options=ControllerOptions(interval=3600, listen="127.0.0.1:0", **options), clock=c.clock)
 
 
 def test_the_loop_runs_a_cycle_and_serves_metrics_and_health_over_http() -> None:
@@ -308,7 +276,7 @@ def test_parse_listen() -> None:
 
 
 def test_the_configured_mode_only_ever_makes_the_controller_safer() -> None:
-    from compactor.controller import controller_options
+    from compactor.commands.controller import controller_options
     from compactor.settings import Settings
 
     parse = build_parser().parse_args

@@ -21,16 +21,17 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from compactor.controller import CONNECTION_THREAD, MAX_REQUEST_BYTES, Controller, ControllerOptions, HttpServer
+from compactor.controller.exporter import Exporter
+from compactor.controller.http import CONNECTION_THREAD, MAX_REQUEST_BYTES, HttpServer
+from compactor.controller.loop import Controller, ControllerOptions
 from compactor.errors import CompactorError
 from compactor.kube.lease import LeaderElector
-from compactor.metrics.exporter import Exporter
 from compactor.model.types import Snapshot
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
-from tests.integration.test_controller import SETTINGS_ALL, http_get, loader, make_controller, sample, wait_for
-from tests.integration.test_executor import one_freed_node
-from tests.wire.test_lease import LEASE_PATH, NS, LeaseStore
+from tests.scenarios.controller import SETTINGS_ALL, http_get, loader, make_controller, sample, wait_for
+from tests.scenarios.executor import one_freed_node
+from tests.scenarios.lease import LEASE_PATH, NS, LeaseStore
 
 TIMEOUT = 0.5  # the request deadline in the HTTP tests: short, so a dropped connection shows within a second
 

@@ -30,7 +30,7 @@ from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 from tests.builders import pod
 from tests.fakecluster import Crash, FakeCluster
-from tests.integration.test_executor import (
+from tests.scenarios.executor import (
     SETTINGS,
     assert_clean,
     in_flight,

@@ -23,7 +23,7 @@ from compactor.actions.executor import Executor, RunReport
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 from tests.fakecluster import EPOCH, Call, FakeCluster, is_fenced
-from tests.integration.test_executor import SETTINGS, make_plan, one_freed_node, two_freed_nodes
+from tests.scenarios.executor import SETTINGS, make_plan, one_freed_node, two_freed_nodes
 
 Obj = dict[str, Any]
 Step = tuple[Any, ...]

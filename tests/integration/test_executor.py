@@ -7,8 +7,8 @@ recreates evicted ReplicaSet pods, schedules them and starts them after a delay,
 executor that skips a wait or a check shows up as a PDB violation, a lost pod, a node
 left cordoned or a wrong report.
 
-The helpers at the top (scenarios, ``run``, ``assert_clean``) are shared with
-``test_crash_recovery.py`` and ``test_dry_run.py``.
+The scenarios and helpers (``two_freed_nodes``, ``run``, ``assert_clean``, ...) live in
+``tests/scenarios/executor.py``, shared with the other executor tests.
 """
 
 from __future__ import annotations
@@ -17,184 +17,46 @@ import itertools
 import logging
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.client import EvictionOutcome, EvictionResult, ObjectRef
+from compactor.actions.client import EvictionOutcome, EvictionResult
 from compactor.actions.clock import Interrupted, StoppableClock
-from compactor.actions.executor import Executor, Progress, RunReport
-from compactor.actions.memory import HISTORY_CONFIGMAP
+from compactor.actions.executor import Executor, Progress
 from compactor.actions.recovery import recover
+from compactor.app.plan_document import build_plan
 from compactor.errors import ClusterError
-from compactor.planner.compose import build_plan
-from compactor.planner.plan import CompactionPlan
-from compactor.settings import DisruptionSettings, ExecutorSettings, PlannerSettings
+from compactor.settings import DisruptionSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.fakecluster import EPOCH, Crash, FakeCluster
-
-Obj = dict[str, Any]
-
-PLAN_ID = "plan-test-1"
-SETTINGS = ExecutorSettings(poll_seconds=1, replacement_timeout_seconds=60, backoff_seconds=1, backoff_max_seconds=8, eviction_retry_limit=3)
-PLANNER = PlannerSettings(time_limit_seconds=5, workers=1)
-
-
-# --------------------------------------------------------------------------- scenarios and helpers
-
-
-def rs(name: str, on: str, app: str, *, gpus: int = 1, kind: str = "ReplicaSet", labels: dict[str, str] | None = None) -> Obj:
-    """A GPU pod of controller ``kind/app`` labelled ``app=<app>`` (plus ``labels``)."""
-    return pod(name, on=on, gpus=gpus, owner=f"{kind}/{app}", labels={"app": app, **(labels or {})})
-
-
-def agents(*nodes: str) -> list[Obj]:
-    """A CPU-only DaemonSet pod per node: never moved, never a reason to abort."""
-    return [pod(f"agent-{n}", on=n, owner="DaemonSet/agent", labels={"app": "agent"}) for n in nodes]
-
-
-def two_freed_nodes(*, shared_pdb: bool = False) -> list[Obj]:
-    """3 GPU nodes; the plan frees gpu-2 and gpu-3 with 4 moves (2 per ReplicaSet) onto gpu-1.
-
-    ``pinned`` is a bare pod (never movable), so gpu-1 is the only target. By default each
-    ReplicaSet has its own PDB; with ``shared_pdb`` one PDB (maxUnavailable 2) selects both.
-    """
-    team = {"team": "ml"} if shared_pdb else {}
-    budgets = ([pdb("ml", match={"team": "ml"}, max_unavailable=2, allowed=2)] if shared_pdb else
-               [pdb("train", match={"app": "train"}, max_unavailable=1), pdb("serve", match={"app": "serve"}, min_available=1)])
-    return [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
-        pod("pinned", on="gpu-1", gpus=4, owner=None),
-        rs("train-a", "gpu-2", "train", labels=team), rs("serve-a", "gpu-2", "serve", labels=team),
-        rs("train-b", "gpu-3", "train", labels=team), rs("serve-b", "gpu-3", "serve", labels=team),
-        *agents("gpu-1", "gpu-2", "gpu-3"),
-        *budgets,
-    ]
-
-
-def one_freed_node() -> list[Obj]:
-    """3 GPU nodes; the plan frees gpu-3 with 3 moves, two of them of one ReplicaSet under a PDB."""
-    return [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
-        pod("pin-1", on="gpu-1", gpus=4, owner=None), pod("pin-2", on="gpu-2", gpus=4, owner=None),
-        rs("train-a", "gpu-3", "train"), rs("train-b", "gpu-3", "train"), rs("serve-a", "gpu-3", "serve"),
-        rs("train-c", "gpu-1", "train"), rs("serve-b", "gpu-2", "serve"),
-        *agents("gpu-1", "gpu-2", "gpu-3"),
-        pdb("train", match={"app": "train"}, max_unavailable=1), pdb("serve", match={"app": "serve"}, min_available=1),
-    ]
-
-
-def make_plan(objects: list[Obj], plan_id: str = PLAN_ID) -> CompactionPlan:
-    return build_plan(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=plan_id)
-
-
-def setup(objects: list[Obj] | None = None, **fake: Any) -> tuple[FakeCluster, CompactionPlan]:
-    """A fake cluster and the planner's plan, both from the same objects (so the planned pod uids match)."""
-    objects = objects if objects is not None else two_freed_nodes()
-    return FakeCluster(objects, **fake), make_plan(objects)
-
-
-def run(c: FakeCluster, plan: CompactionPlan, settings: ExecutorSettings = SETTINGS, **options: Any) -> RunReport:
-    return Executor(c, settings, c.clock, **options).execute(plan)
-
-
-def hand_plan(moves: list[tuple[str, str, str, str]], *, freed: list[str], c: FakeCluster, plan_id: str = PLAN_ID,
-              pending: Sequence[tuple[str, str]] = ()) -> CompactionPlan:
-    """A plan written by hand: (pod key, from, to, owner) moves, uids read from the fake cluster."""
-    return CompactionPlan.model_validate({
-        "metadata": {"id": plan_id, "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
-        "moves": [{"pod": key, "from": src, "to": dst, "owner": owner, "reason": "test", "gpu": True,
-                   "uid": c.pod(*key.split("/"))["metadata"]["uid"]} for key, src, dst, owner in moves],
-        "placedPending": [{"pod": key, "to": dst} for key, dst in pending],
-        "freedNodes": freed,
-        "freedGpus": sum(int(c.nodes[n]["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in freed),
-        "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
-    })
-
-
-def marks(c: FakeCluster, name: str) -> dict[str, str]:
-    """Our annotations on the node (empty when it carries none)."""
-    return {k: v for k, v in ann.node_annotations(c.nodes[name]).items() if k in ann.OUR_ANNOTATIONS}
-
-
-def events(c: FakeCluster, reason: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in c.events if reason is None or e["reason"] == reason]
-
-
-def involved(event: dict[str, Any]) -> str:
-    ref: ObjectRef = event["involved"]
-    return f"{ref.kind}/{ref.namespace + '/' if ref.namespace else ''}{ref.name}"
-
-
-def writes(c: FakeCluster, method: str) -> list[Any]:
-    return [call for call in c.history if call.method == method]
-
-
-def evict_calls(c: FakeCluster, key: str | None = None) -> list[Any]:
-    return [call for call in writes(c, "evict") if key is None or f"{call.args['namespace']}/{call.args['name']}" == key]
-
-
-def adds_fence(patch: dict[str, Any]) -> bool:
-    """A node patch that puts this installation's fence taint on."""
-    return any(t.get("key") == ann.fence_key(ann.IDENTITY) for t in (patch.get("spec") or {}).get("taints") or [])
-
-
-def assert_clean(c: FakeCluster, *, still_cordoned: tuple[str, ...] = ()) -> None:
-    """The invariants after any run (and any recovery): settle the world, then nothing of ours is left behind."""
-    c.settle()
-    assert c.cordoned_nodes() == sorted(still_cordoned), "a node was left cordoned"
-    assert {n: marks(c, n) for n in c.nodes if marks(c, n)} == {}, "a node still carries the executor's marks"
-    # The run's state ConfigMap goes with the run; the history of moves (cooldowns, budgets, the breaker) is meant to stay.
-    assert {name: data for name, data in c.state.items() if name != HISTORY_CONFIGMAP} == {}, "the state ConfigMap outlived the run"
-    c.assert_no_pdb_violation()
-    assert c.lost_pods() == []
-    assert all(not call.args.get("dry_run") for call in writes(c, "evict"))
-
-
-def on_progress(predicate: Callable[[Progress], bool], action: Callable[[], None]) -> Callable[[Progress], None]:
-    """A progress callback that runs ``action`` once, the first time ``predicate`` holds: a hook into a running executor."""
-    fired: list[Progress] = []
-
-    def callback(progress: Progress) -> None:
-        if not fired and predicate(progress):
-            fired.append(progress)
-            action()
-
-    return callback
-
-
-def intercept_evictions(c: FakeCluster, before: Callable[[str, str], None]) -> None:
-    """Call ``before(namespace, name)`` as each eviction reaches the cluster (to observe or tamper with the world then)."""
-    original = c.evict
-
-    def evict(namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
-        before(namespace, name)
-        return original(namespace, name, uid=uid, dry_run=dry_run)
-
-    c.evict = evict  # type: ignore[method-assign]
-
-
-def in_flight(c: FakeCluster) -> set[str]:
-    """Controllers not whole right now: a pod terminating, or fewer Ready pods than replicas."""
-    broken = set()
-    for (kind, namespace, name), ctl in c.controllers.items():
-        mine = [p for p in c.pods.values() if any(r.get("controller") and r.get("name") == name and r.get("kind") == kind
-                                                     for r in p["metadata"].get("ownerReferences") or [])
-                and (p["metadata"].get("namespace") or "default") == namespace]
-        ready = [p for p in mine if not p["metadata"].get("deletionTimestamp")
-                 and any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions") or [])]
-        if len(ready) < ctl.replicas or len(mine) != len(ready):
-            broken.add(f"{kind}/{name}")
-    return broken
-
-
-def owner_of(c: FakeCluster, namespace: str, name: str) -> str:
-    ref = next(r for r in c.pod(namespace, name)["metadata"]["ownerReferences"] if r.get("controller"))
-    return f"{ref['kind']}/{ref['name']}"
-
+from tests.scenarios.executor import (
+    PLAN_ID,
+    PLANNER,
+    SETTINGS,
+    Obj,
+    adds_fence,
+    assert_clean,
+    events,
+    evict_calls,
+    hand_plan,
+    in_flight,
+    intercept_evictions,
+    involved,
+    make_plan,
+    marks,
+    on_progress,
+    one_freed_node,
+    owner_of,
+    rs,
+    run,
+    setup,
+    two_freed_nodes,
+    writes,
+)
 
 # --------------------------------------------------------------------------- the scenarios themselves
 

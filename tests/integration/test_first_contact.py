@@ -6,29 +6,14 @@ Each test runs the command as a user would (a subprocess) and checks the exit co
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from compactor.sources import example_path
+from tests.command_line import compactor, one_line_error
 
 EXAMPLE = json.loads(Path(example_path()).read_text(encoding="utf-8"))
-
-
-def compactor(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTOR_")} | (env or {})
-    return subprocess.run([sys.executable, "-m", "compactor.cli", *args], capture_output=True, text=True, input=stdin, env=environ,
-                          timeout=240)
-
-
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    return lines[0]
 
 
 def write_list(path: Path, items: list[dict[str, Any]]) -> str:

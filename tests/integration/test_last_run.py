@@ -25,15 +25,15 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from compactor.app.last_run import LAST_RUN_CONFIGMAP, SUMMARY_KEY
 from compactor.cli import main
 from compactor.kube.lease import LeaderElector
-from compactor.last_run import LAST_RUN_CONFIGMAP, SUMMARY_KEY
 from compactor.settings import ExecutorSettings
-from tests.builders import A100_40, node, pdb, pod
-from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest, status_body
+from tests.builders import A100_40, pod
+from tests.fakeapi import FakeApiServer, RecordedRequest, status_body
 from tests.fakeapi.server import Reply
-from tests.wire.test_lease import LeaseStore
-from tests.wire.test_least_privilege import denied
+from tests.rbac import denied
+from tests.scenarios.fragmented_api import fragmented
 
 NAMESPACE = ExecutorSettings().state_namespace
 CONFIGMAPS = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
@@ -47,31 +47,6 @@ def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for key in [k for k in os.environ if k.startswith("COMPACTOR_") or k.lower().endswith("_proxy")]:
         monkeypatch.delenv(key)
-
-
-def _fragmented(fake_api: FakeApiServer, tmp_path: Path) -> str:
-    """Two 8-GPU nodes, each running one replica of a 2-replica ReplicaSet (1 GPU each): one move frees a node (8 GPUs).
-
-    An eviction deletes the pod and its ReplicaSet's replacement appears, Ready, on the other node."""
-    fake_api.disruption_controller = DisruptionController()
-    fake_api.add(
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
-        pod("train-a", on="gpu-1", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
-        pod("train-b", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
-        pdb("train", match={"app": "train"}, namespace="ml", max_unavailable=1),
-        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "train", "namespace": "ml", "uid": "ReplicaSet-train"},
-         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "train"}}}},
-    )
-
-    def replace(server: FakeApiServer, evicted: dict[str, Any]) -> None:
-        meta = evicted["metadata"]
-        server.delete("Pod", meta["name"], meta["namespace"])
-        other = "gpu-2" if evicted["spec"]["nodeName"] == "gpu-1" else "gpu-1"
-        server.add(pod(f"{meta['name']}-new", on=other, gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}))
-
-    fake_api.on_evict = replace
-    LeaseStore(fake_api)
-    return str(fake_api.write_kubeconfig(tmp_path / "kubeconfig"))
 
 
 def _config(tmp_path: Path, mode: str, **metrics: Any) -> str:
@@ -115,7 +90,7 @@ def _the_event(fake_api: FakeApiServer) -> dict[str, Any]:
 
 def test_an_applied_run_records_what_it_did_and_the_figures_measured_before_and_after(
         fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "apply")) == 0, capsys.readouterr().err
     report = json.loads(capsys.readouterr().out)
     assert (report["status"], report["movesDone"], report["dryRun"]) == ("succeeded", 1, False)
@@ -143,7 +118,7 @@ def test_an_applied_run_records_what_it_did_and_the_figures_measured_before_and_
 
 def test_a_plan_mode_run_writes_its_record_for_real_and_changes_nothing_else(
         fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "plan")) == 0, capsys.readouterr().err
     report = json.loads(capsys.readouterr().out)
     assert report["dryRun"] is True and report["status"] == "dry-run"
@@ -169,7 +144,7 @@ def test_a_plan_mode_run_writes_its_record_for_real_and_changes_nothing_else(
 
 def test_a_report_mode_run_records_the_figures_and_the_next_run_replaces_them(
         fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     fake_api.add(pod("waiting", gpus=8, namespace="ml", owner="ReplicaSet/big"))  # fits 14 free GPUs in total, no node: blocked
     assert _run(kubeconfig, _config(tmp_path, "report")) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["figures"]["cluster"]["wholeFreePhysicalGpus"] == 0
@@ -200,7 +175,7 @@ def test_a_report_mode_run_records_the_figures_and_the_next_run_replaces_them(
 
 
 def test_a_run_that_fails_is_recorded_as_a_warning(fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     fake_api.inject("/api/v1/namespaces/ml/pods/train-a/eviction", 403, times=None,
                     body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'))
     fake_api.inject("/api/v1/namespaces/ml/pods/train-b/eviction", 403, times=None,
@@ -219,7 +194,7 @@ def test_a_run_that_fails_is_recorded_as_a_warning(fake_api: FakeApiServer, tmp_
 
 def test_a_run_stopped_by_an_error_is_recorded_and_fails_as_before(fake_api: FakeApiServer, tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     # another gpu-compactor (the controller) holds the Lease: the run refuses to act
     assert LeaderElector(fake_api.api_client(), NAMESPACE, "controller-0").try_acquire_or_renew(datetime.now(UTC))
     assert _run(kubeconfig, _config(tmp_path, "apply")) == 2
@@ -236,7 +211,7 @@ def test_a_run_stopped_by_an_error_is_recorded_and_fails_as_before(fake_api: Fak
 @pytest.mark.parametrize("mode", ["report", "plan", "apply"])
 def test_a_summary_the_api_server_refuses_is_a_warning_and_the_exit_code_stays(
         fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     refused: list[str] = []
 
     def refuse_the_summary(_api: FakeApiServer, request: RecordedRequest, _match: Any) -> Reply | None:
@@ -329,7 +304,7 @@ def _sample(families: dict[str, Any], name: str, **labels: str) -> float:
 
 def test_an_applied_run_pushes_the_controllers_metric_families(fake_api: FakeApiServer, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str], pushgateway: Pushgateway) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "apply", pushgateway_url=pushgateway.url)) == 0, capsys.readouterr().err
     capsys.readouterr()
     (pushed,) = pushgateway.received
@@ -349,7 +324,7 @@ def test_an_applied_run_pushes_the_controllers_metric_families(fake_api: FakeApi
 
 def test_a_report_mode_run_pushes_the_figures(fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               pushgateway: Pushgateway) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "report", pushgateway_url=pushgateway.url)) == 0, capsys.readouterr().err
     capsys.readouterr()
     families = pushgateway.families()
@@ -362,7 +337,7 @@ def test_a_report_mode_run_pushes_the_figures(fake_api: FakeApiServer, tmp_path:
 
 def test_an_unreachable_pushgateway_is_a_warning_and_the_run_stands(fake_api: FakeApiServer, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

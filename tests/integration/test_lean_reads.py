@@ -21,7 +21,16 @@ import pytest
 
 from compactor.actions.outcome import physical_gpus, whole_free_gpu_nodes
 from compactor.actions.owners import controller_ref
-from compactor.actions.pods import controller_uid, grace_seconds, is_bound, is_ready, is_terminating, pdbs_selecting, pod_key, requests_gpu
+from compactor.actions.pods import (
+    controller_uid,
+    grace_seconds,
+    is_bound,
+    is_ready,
+    is_terminating,
+    pdbs_selecting,
+    pod_key,
+    requests_gpu,
+)
 from compactor.actions.steering.pin import steered_to
 from compactor.actions.steering.room import plan_hold
 from compactor.kube import lean as lean_module

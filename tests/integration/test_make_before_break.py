@@ -18,7 +18,7 @@ from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 from tests.builders import node, pod
 from tests.fakecluster import Crash, FakeCluster
-from tests.integration.test_executor import PLANNER, SETTINGS, agents, assert_clean, make_plan
+from tests.scenarios.executor import PLANNER, SETTINGS, agents, assert_clean, make_plan
 
 Obj = dict[str, Any]
 REPLICA_SET = "web-7d9f"

@@ -17,7 +17,7 @@ from compactor.planner.history import MOVED, History, MoveRecord
 from tests.builders import pod
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.server import status_body
-from tests.integration.test_last_run import NAMESPACE, _fragmented
+from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented
 
 
 def _config(tmp_path: Path, **disruption: Any) -> str:
@@ -34,7 +34,7 @@ def _run(kubeconfig: str, config: str) -> int:
 
 
 def _history(fake_api: FakeApiServer) -> dict[str, Any]:
-    config_map = fake_api.get("ConfigMap", HISTORY_CONFIGMAP, NAMESPACE)
+    config_map = fake_api.get("ConfigMap", HISTORY_CONFIGMAP, STATE_NAMESPACE)
     assert config_map is not None
     history: dict[str, Any] = json.loads(config_map["data"][HISTORY_KEY])
     return history
@@ -55,7 +55,7 @@ def _spread_again(fake_api: FakeApiServer) -> None:
 def test_two_runs_do_not_move_one_workload_twice_within_its_cooldown(fake_api: FakeApiServer, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str], cooldown: int,
                                                                      second_run_moves: int) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     config = _config(tmp_path, workload_cooldown_minutes=cooldown)
     assert _run(kubeconfig, config) == 0
     assert len(_evictions(fake_api)) == 1
@@ -70,7 +70,7 @@ def test_two_runs_do_not_move_one_workload_twice_within_its_cooldown(fake_api: F
 
 def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(fake_api: FakeApiServer, tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     for name in ("train-a", "train-b"):
         fake_api.inject(f"/api/v1/namespaces/ml/pods/{name}/eviction", 403, times=1,
                         body=status_body(403, f'pods "{name}" is forbidden: cannot create resource "pods/eviction"'))
@@ -78,7 +78,7 @@ def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(fak
     assert _run(kubeconfig, config) == 1  # the eviction is refused: the run fails and rolls back
     history = _history(fake_api)
     assert [m["outcome"] for m in history["moves"]] == ["failed"] and history["pausedUntil"]
-    (event,) = [e for e in fake_api.events(NAMESPACE) if e["reason"] == "CompactorPaused"]
+    (event,) = [e for e in fake_api.events(STATE_NAMESPACE) if e["reason"] == "CompactorPaused"]
     assert event["type"] == "Warning" and "compaction paused until" in event["message"] and "1 of the last 1 moves failed" in event["message"]
     attempts = len(_evictions(fake_api))
     capsys.readouterr()
@@ -90,11 +90,11 @@ def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(fak
 @pytest.mark.parametrize(("hours", "code", "evictions"), [(24, 2, 0), (0, 0, 1)], ids=["guarded", "guard-off"])
 def test_a_plan_taking_a_workload_back_where_a_recent_move_took_it_from_is_refused(
         fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: int, code: int, evictions: int) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     hour_ago = datetime.now(UTC) - timedelta(hours=1)  # the train workload went both ways an hour ago: any move now is back
     history = History(tuple(MoveRecord(hour_ago, "ml/train-x", "ml/ReplicaSet/train", a, b, MOVED)
                             for a, b in (("gpu-1", "gpu-2"), ("gpu-2", "gpu-1"))))
-    fake_api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": HISTORY_CONFIGMAP, "namespace": NAMESPACE},
+    fake_api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": HISTORY_CONFIGMAP, "namespace": STATE_NAMESPACE},
                   "data": {HISTORY_KEY: history.to_json()}})
     assert _run(kubeconfig, _config(tmp_path, oscillation_hours=hours)) == code
     assert len(_evictions(fake_api)) == evictions

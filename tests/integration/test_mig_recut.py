@@ -14,13 +14,13 @@ import pytest
 from compactor.actions import annotations as ann
 from compactor.actions.executor import Executor, RunReport
 from compactor.actions.recovery import recover
+from compactor.app.plan_document import build_plan
 from compactor.model.migparted import parse_mig_parted
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 from tests.builders import A100_80, cluster, node, pod
 from tests.fakecluster import EPOCH, Crash, FakeCluster, FakeMigManager
-from tests.integration.test_executor import assert_clean, marks
+from tests.scenarios.executor import assert_clean, marks, on_progress
 
 FILTER = '["0x20B210DE"]'
 LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
@@ -155,8 +155,6 @@ def test_a_crash_while_mig_manager_works_is_resumed_and_the_label_written_once()
 
 
 def test_a_rollback_while_mig_manager_works_leaves_the_node_cordoned_not_released() -> None:
-    from tests.integration.test_executor import on_progress
-
     world = objects()
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager(CUT, takes=60)
@@ -202,8 +200,6 @@ def test_a_failed_re_cut_with_no_pending_pod_still_makes_the_run_partial() -> No
 
 @pytest.mark.parametrize("finished", [False, True], ids=["mig-manager-still-at-it", "re-cut-done"])
 def test_a_node_mid_re_cut_whose_run_state_was_lost_stays_fenced_until_mig_manager_is_done(finished: bool) -> None:
-    from tests.integration.test_executor import on_progress
-
     world = objects()
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager(CUT, takes=60)

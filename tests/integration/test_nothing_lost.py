@@ -8,10 +8,9 @@ from compactor.actions import annotations as ann
 from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
 from compactor.actions.state import decode_plan
-from compactor.planner.plan import Move
 from tests.builders import node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster
-from tests.integration.test_executor import (
+from tests.scenarios.executor import (
     SETTINGS,
     assert_clean,
     evict_calls,
@@ -21,6 +20,7 @@ from tests.integration.test_executor import (
     rs,
     run,
     setup,
+    synthetic_moves,
     two_freed_nodes,
 )
 
@@ -66,15 +66,6 @@ def test_a_second_budget_appearing_after_planning_refuses_the_move_before_asking
     assert evict_calls(c) == []  # refused at its eviction, as the planner would have: the Eviction API refuses such pods
     assert c.evicted == []
     assert_clean(c)
-
-
-def synthetic_moves(count: int) -> list[Move]:
-    """Moves of pods that are not in the cluster (the executor skips them as gone), with realistic name lengths."""
-    return [Move.model_validate({"pod": f"inference-team-{i % 40}/llm-server-7b-{i:05d}-6d9f8c7b5-x2k4q", "from": f"gpu-{i % 5000:05d}",
-                                 "to": f"gpu-{(i * 7) % 5000:05d}", "uid": f"0c6f4a52-1b7e-4d2a-9a3f-{i:012d}",
-                                 "owner": f"ReplicaSet/llm-server-7b-{i:05d}-6d9f8c7b5", "gpu": True,
-                                 "reason": f"frees gpu-{i % 5000:05d} (8 GPUs); gpu-{(i * 7) % 5000:05d} already runs GPU pods, 2 GPUs free before",
-                                 "requests": {"cpu": 8000, "memory": 68719476736, "nvidia.com/gpu": 2}}) for i in range(count)]
 
 
 def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:

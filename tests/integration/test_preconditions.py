@@ -7,8 +7,8 @@ from typing import Any
 
 from compactor.actions import annotations as ann
 from tests.fakecluster import FakeCluster, Obj
-from tests.integration.test_executor import SETTINGS, assert_clean, make_plan, run, setup
-from tests.integration.test_steering import spare_node_beside_a_freeable_one
+from tests.scenarios.executor import SETTINGS, assert_clean, make_plan, run, setup
+from tests.scenarios.steering import spare_node_beside_a_freeable_one
 
 AUTOSCALER_TAINT = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1767225600", "effect": "NoSchedule"}
 

@@ -15,7 +15,7 @@ from compactor.planner.movability import SAFE_TO_EVICT_ANNOTATION, Unmovable
 from compactor.settings import ExecutorSettings, PlannerSettings
 from tests.builders import node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster
-from tests.integration.test_executor import (
+from tests.scenarios.executor import (
     SETTINGS,
     assert_clean,
     evict_calls,

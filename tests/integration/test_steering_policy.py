@@ -25,10 +25,22 @@ from compactor.errors import CompactorError
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from tests.builders import node, pod, steering_policy
+from tests.builders import pdb as budget
 from tests.fakecluster import EPOCH, Crash, FakeCluster
-from tests.integration.test_executor import SETTINGS, Obj, agents, assert_clean, events, hand_plan, make_plan, marks, rs, run, writes
-from tests.integration.test_executor import pdb as budget
-from tests.integration.test_steering import gpu_nodes_of, node_drained_for_a_pending_pod, spare_node_beside_a_freeable_one
+from tests.scenarios.executor import (
+    SETTINGS,
+    Obj,
+    agents,
+    assert_clean,
+    events,
+    hand_plan,
+    make_plan,
+    marks,
+    rs,
+    run,
+    writes,
+)
+from tests.scenarios.steering import gpu_nodes_of, node_drained_for_a_pending_pod, spare_node_beside_a_freeable_one
 
 PARAMETERS = "gpu-compactor-steering"
 POLICY = SETTINGS.model_copy(update={"steering": "policy"})

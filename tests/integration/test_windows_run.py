@@ -10,7 +10,7 @@ import yaml
 
 from compactor.cli import main
 from tests.fakeapi import FakeApiServer
-from tests.integration.test_last_run import _fragmented
+from tests.scenarios.fragmented_api import fragmented
 
 CLOSED_NOW = [{"schedule": "0 12 15 6 *", "duration_minutes": 1, "timezone": "UTC"}]  # one minute a year: 15 June, noon
 ALWAYS_OPEN = [{"schedule": "* * * * *", "duration_minutes": 2, "timezone": "Europe/Paris"}]  # opens every minute
@@ -31,7 +31,7 @@ def _evictions(fake_api: FakeApiServer) -> list[object]:
 
 def test_a_run_outside_every_window_changes_nothing_and_says_when_the_next_opens(
         fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW)]) == 0
     assert not _evictions(fake_api)
     assert not [r for r in fake_api.requests if r.method == "PATCH" and "/nodes/" in r.path]  # no node fenced either
@@ -44,14 +44,14 @@ def test_a_run_outside_every_window_changes_nothing_and_says_when_the_next_opens
 
 
 def test_inside_a_window_the_same_run_moves(fake_api: FakeApiServer, tmp_path: Path) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, ALWAYS_OPEN)]) == 0
     assert len(_evictions(fake_api)) == 1
 
 
 def test_apply_outside_every_window_is_refused_in_one_line(fake_api: FakeApiServer, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = _fragmented(fake_api, tmp_path)
+    kubeconfig = fragmented(fake_api, tmp_path)
     plan = tmp_path / "plan.json"
     assert main(["plan", "--kubeconfig", kubeconfig, "--write", str(plan), "--time-limit", "5"]) == 0
     capsys.readouterr()

@@ -22,16 +22,16 @@ from hypothesis import HealthCheck, assume, given, note
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from compactor.app.plan_document import build_plan
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.baselines import greedy_drain
-from compactor.planner.budget import Budget
-from compactor.planner.compose import build_plan
+from compactor.planner.deadline import Deadline
 from compactor.planner.greedy import Drainer, greedy
 from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
+from compactor.planner.objective import empty_nodes, within_limits
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
 from compactor.planner.solution import concretise, gpu_nodes_changed
-from compactor.planner.solver import empty_nodes, within_limits
 from compactor.settings import MoveCostSettings, PlannerSettings
 from tests.builders import A100_40, H100_80, claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import (
@@ -479,7 +479,7 @@ def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(objects: 
 @given(objects=clusters(), config=planner_settings())
 def test_greedy_keeps_the_move_limits_and_counts_them_as_the_solver_does(objects: list[dict[str, Any]], config: PlannerSettings) -> None:
     """The warm start never breaks a move limit (it is the fallback when no level has time), and the running tally behind
-    that (``greedy._Tally``) agrees with ``solver.within_limits`` after every drain of the curve's greedy steps."""
+    that (``greedy._Tally``) agrees with ``objective.within_limits`` after every drain of the curve's greedy steps."""
     snapshot = cluster(*objects)
     problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))
     assert within_limits(problem, greedy(problem))
@@ -527,9 +527,9 @@ def test_move_bounds_never_claim_more_than_the_brute_force_finds(objects: list[d
     problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))
     base = config.move_cost.base
     for placed, net, _, moves in outcomes:
-        fewest = fewest_moves_cost(problem, freed_gpus=net, pending_weight=placed, budget=Budget(5, 1))
+        fewest = fewest_moves_cost(problem, freed_gpus=net, pending_weight=placed, deadline=Deadline(5, 1))
         assert fewest is not None and fewest <= base * moves, (placed, net, moves, fewest)
-    most = most_freed_within(problem, max_moves=cap, pending_weight=0, budget=Budget(5, 1))
+    most = most_freed_within(problem, max_moves=cap, pending_weight=0, deadline=Deadline(5, 1))
     assert most is not None and most >= max(net for _, net, _, moves in outcomes if moves <= cap)
     plan = _plan(snapshot, config)
     if plan.solver.move_cost_bound is not None:

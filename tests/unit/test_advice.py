@@ -23,7 +23,7 @@ from compactor.model.resources import Resources
 from compactor.model.types import Snapshot
 from compactor.report import render_report
 from tests.builders import A100_40, A100_80, cluster, node, pod
-from tests.integration.test_cli import assert_one_line_error, compactor
+from tests.command_line import assert_one_line_error, compactor
 
 GPU = "nvidia.com/gpu"
 MIG_1G = "nvidia.com/mig-1g.5gb"

@@ -20,12 +20,12 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from compactor.cli import build_parser
-from compactor.controller import cycle_limit_default
-from compactor.metrics.exporter import Exporter
+from compactor.controller.exporter import Exporter
+from compactor.controller.loop import cycle_limit_default
 from compactor.metrics.fragmentation import compute_figures
 from tests.builders import cluster, node, pod
+from tests.manifests import CONTROLLER, MONITORING, compactor_args, mounted_settings, one_object
 from tests.tools import required
-from tests.unit.test_manifests import CONTROLLER, MONITORING, _argv, _mounted_settings, _one
 
 PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
 needs_promtool = pytest.mark.usefixtures("promtool_installed")
@@ -40,7 +40,7 @@ def promtool_installed() -> None:
 
 
 def _spec() -> dict[str, Any]:
-    spec: dict[str, Any] = _one(MONITORING, "PrometheusRule")["spec"]
+    spec: dict[str, Any] = one_object(MONITORING, "PrometheusRule")["spec"]
     return spec
 
 
@@ -128,8 +128,8 @@ def test_the_stall_threshold_outlasts_the_longest_cycle_the_shipped_deployment_a
     match = re.fullmatch(r"time\(\) - gpu_compactor_last_cycle_timestamp_seconds > (\d+)", _rule("GpuCompactorCyclesStalled")["expr"])
     assert match, _rule("GpuCompactorCyclesStalled")["expr"]
     threshold = int(match[1])
-    interval = build_parser().parse_args(_argv(_one(CONTROLLER, "Deployment"))).interval
-    longest_gap = interval + cycle_limit_default(_mounted_settings(tmp_path, monkeypatch))  # the next cycle starts, then runs long
+    interval = build_parser().parse_args(compactor_args(one_object(CONTROLLER, "Deployment"))).interval
+    longest_gap = interval + cycle_limit_default(mounted_settings(tmp_path, monkeypatch))  # the next cycle starts, then runs long
     assert longest_gap < threshold <= longest_gap + 3600  # never during a legitimate cycle, and not hours later either
 
 

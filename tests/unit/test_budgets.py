@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from compactor.app.plan_document import build_plan
 from compactor.model.load import load_files
 from compactor.planner.budgets import koordinator_unavailable, share_of
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import DisruptionSettings, PlannerSettings
 from compactor.sources import example_path

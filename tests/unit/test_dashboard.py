@@ -24,11 +24,11 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from compactor.metrics.exporter import Exporter
+from compactor.controller.exporter import Exporter
 from compactor.metrics.fragmentation import compute_figures
 from tests.builders import cluster
-from tests.unit.test_exporter import small_cluster
-from tests.unit.test_manifests import MONITORING, NAMESPACE, _one
+from tests.manifests import MONITORING, NAMESPACE, one_object
+from tests.scenarios.pools import small_cluster
 
 PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
 needs_promtool = pytest.mark.usefixtures("promtool_installed")
@@ -58,7 +58,7 @@ def promtool_installed() -> None:
 
 
 def _config_map() -> Doc:
-    return _one(MONITORING, "ConfigMap", DASHBOARD)
+    return one_object(MONITORING, "ConfigMap", DASHBOARD)
 
 
 def _dashboard() -> Doc:

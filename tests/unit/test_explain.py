@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from compactor.planner.compose import build_plan
+from compactor.app.plan_document import build_plan
 from compactor.planner.explain import render_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings

@@ -8,25 +8,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from compactor.metrics.exporter import Exporter
+from compactor.controller.exporter import Exporter
 from compactor.metrics.fragmentation import compute_figures
 from tests.builders import A100_40, H100_80, cluster, node, pod
+from tests.scenarios.pools import small_cluster
 
 Obj = dict[str, Any]
-
-
-def small_cluster(*, with_h100: bool = True) -> list[Obj]:
-    """A100 pool: a-1 half used (2 pods of 2 GPUs), a-2 whole free, MIG node m-1 (one of two 3g.20gb instances idle);
-    H100 pool (unless ``with_h100`` is False): h-1 with 1 of 8 GPUs used."""
-    objects = [
-        node("a-1", gpus=8, product=A100_40), node("a-2", gpus=8, product=A100_40),
-        node("m-1", mig={"3g.20gb": 2}, product=A100_40),
-        pod("train-0", on="a-1", gpus=2), pod("train-1", on="a-1", gpus=2),
-        pod("infer-0", on="m-1", mig="3g.20gb", cpu="4", memory="16Gi"),
-    ]
-    if with_h100:
-        objects += [node("h-1", gpus=8, product=H100_80), pod("big-0", on="h-1", gpus=1)]
-    return objects
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from compactor.planner.compose import build_plan
+from compactor.app.plan_document import build_plan
 from compactor.planner.history import FAILED, MOVED, History, MoveRecord, remember, restraints_at, undoes
 from compactor.planner.movability import Unmovable
 from compactor.settings import DisruptionSettings, PlannerSettings

@@ -22,8 +22,8 @@ import pytest
 from compactor.html_report import render_plan_html
 from compactor.model.types import Snapshot
 from tests.builders import A100_40, H100_80, cluster, node, pdb, pod
+from tests.html_pages import Page, plan_of
 from tests.tools import required
-from tests.unit.test_html_report import Page, plan_of
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 WINDOW = (1100, 1300)

@@ -10,61 +10,27 @@ import json
 import re
 import sys
 import time
-from collections import Counter
 from datetime import UTC, datetime
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from compactor.app.plan_document import build_plan
 from compactor.cli import main
 from compactor.html_report import render_plan_html, render_report_html
 from compactor.metrics.fragmentation import compute_figures, figures_to_dict
 from compactor.model.load import build_snapshot
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan, Metadata, Move, PendingNote, SolverReport, apply_plan
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
+from tests.html_pages import Page, plan_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from generate_cluster import generate  # benchmarks/ is not a package
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SETTINGS = PlannerSettings(min_replicas=1, time_limit_seconds=5)
 TWO_MEGABYTES = 2 * 1024 * 1024
-
-
-class Page(HTMLParser):
-    """Every start tag of a page with its attributes and the id of the <section> around it."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.section = ""
-        self.tags: list[tuple[str, str, dict[str, str]]] = []
-        self.feed(text)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = {key: value or "" for key, value in attrs}
-        if tag == "section":
-            self.section = found.get("id", "")
-        self.tags.append((self.section, tag, found))
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "section":
-            self.section = ""
-
-    def cells(self, section: str) -> Counter[str]:
-        """GPU cells by colour class."""
-        return Counter(a["class"] for s, tag, a in self.tags if s == section and tag == "i")
-
-    def nodes(self, section: str) -> list[dict[str, str]]:
-        return [a for s, tag, a in self.tags if s == section and tag == "div" and "node" in a.get("class", "").split()]
-
-    def node(self, section: str, name: str) -> dict[str, str]:
-        (found,) = [a for a in self.nodes(section) if a["title"].startswith(f"{name} (")]
-        return found
 
 
 def two_pods_off_a_node() -> Snapshot:
@@ -75,10 +41,6 @@ def two_pods_off_a_node() -> Snapshot:
         pod("b-0", on="gpu-2", gpus=1, labels={"app": "b"}), pod("b-1", on="gpu-2", gpus=1, labels={"app": "b"}),
         pdb("b-budget", match={"app": "b"}, allowed=1),
     )
-
-
-def plan_of(snapshot: Snapshot) -> CompactionPlan:
-    return build_plan(snapshot, SETTINGS, source="test", now=NOW)
 
 
 def test_the_report_draws_a_cell_per_gpu_coloured_used_free_or_stranded() -> None:

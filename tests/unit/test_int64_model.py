@@ -12,7 +12,15 @@ import random
 import pytest
 from ortools.sat.python import cp_model
 
-from compactor.planner.int64 import REACH_LIMIT, ModelRangeError, at_most, at_most_unless_empty, checked, too_large, upper
+from compactor.planner.int64 import (
+    REACH_LIMIT,
+    ModelRangeError,
+    at_most,
+    at_most_unless_empty,
+    checked,
+    too_large,
+    upper,
+)
 
 INT64_MAX = 2**63 - 1
 

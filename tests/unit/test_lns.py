@@ -18,12 +18,12 @@ import pytest
 
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
-from compactor.planner.budget import Budget
-from compactor.planner.greedy import Assignment, greedy
+from compactor.planner.deadline import Deadline
+from compactor.planner.greedy import greedy
 from compactor.planner.lns import Stats, improve
+from compactor.planner.objective import Assignment, empty_nodes, rank, within_limits
 from compactor.planner.problem import Problem, build_problem, gpu_pods_before
 from compactor.planner.solution import pairs
-from compactor.planner.solver import _rank, empty_nodes, within_limits
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import (
@@ -79,8 +79,8 @@ def violations(snapshot: Snapshot, problem: Problem, assignment: Assignment, set
     if settings.max_moves_per_node is not None and max(per_node.values(), default=0) > settings.max_moves_per_node:
         errors.append(f"a node loses more than {settings.max_moves_per_node} pods")
     _, _, net = freed_filled(snapshot, where)
-    if net != _rank(problem, assignment)[1] - problem.empty_before_gpus:
-        errors.append(f"net freed GPUs {net} recomputed, {_rank(problem, assignment)[1] - problem.empty_before_gpus} counted")
+    if net != rank(problem, assignment)[1] - problem.empty_before_gpus:
+        errors.append(f"net freed GPUs {net} recomputed, {rank(problem, assignment)[1] - problem.empty_before_gpus} counted")
     return errors
 
 
@@ -111,8 +111,8 @@ def test_a_freed_node_that_cost_three_moves_is_traded_for_one_that_costs_one() -
     snapshot, problem, settings = _one_cheap_node_or_one_costly_node()
     start = _drained_z(problem)
     stats = Stats()
-    better = improve(problem, start, Budget(5), stats=stats)
-    assert _rank(problem, better)[1] == _rank(problem, start)[1] == 8  # the same GPUs freed
+    better = improve(problem, start, Deadline(5), stats=stats)
+    assert rank(problem, better)[1] == rank(problem, start)[1] == 8  # the same GPUs freed
     assert better.moves(problem) == 1
     assert stats.accepted >= 1
     assert violations(snapshot, problem, better, settings) == []
@@ -123,7 +123,7 @@ def test_the_move_cap_holds_and_the_fixed_part_counts_against_it() -> None:
     snapshot, problem, settings = _one_cheap_node_or_one_costly_node(max_moves=3)
     start = _drained_z(problem)
     assert within_limits(problem, start)
-    better = improve(problem, start, Budget(5))
+    better = improve(problem, start, Deadline(5))
     assert better.moves(problem) == 1 and within_limits(problem, better)
     assert violations(snapshot, problem, better, settings) == []
 
@@ -135,15 +135,15 @@ def test_a_pending_pod_the_start_left_pending_is_placed_where_a_drain_makes_room
                        pod("b1", on="b", gpus=4, owner="ReplicaSet/b"), pod("wants6", gpus=6))
     problem = build_problem(snapshot, SETTINGS, max_targets=len(snapshot.nodes))
     start = Assignment.unchanged(problem)
-    better = improve(problem, start, Budget(5))
-    assert _rank(problem, better)[0] == 1 and better.moves(problem) == 1
+    better = improve(problem, start, Deadline(5))
+    assert rank(problem, better)[0] == 1 and better.moves(problem) == 1
     assert violations(snapshot, problem, better, SETTINGS) == []
 
 
 def test_an_expired_budget_returns_the_start_unchanged_at_once() -> None:
     _, problem, _ = _one_cheap_node_or_one_costly_node()
     start = _drained_z(problem)
-    budget = Budget(1e-6)
+    budget = Deadline(1e-6)
     time.sleep(0.001)
     started = time.monotonic()
     stats = Stats()
@@ -168,8 +168,8 @@ def test_on_generated_clusters_a_poor_start_improves_and_every_plan_is_valid(see
     snapshot, problem = _generated(seed, SETTINGS)
     start = _busiest_first(problem)
     stats = Stats()
-    better = improve(problem, start, Budget(3), seed=seed, stats=stats)
-    assert _rank(problem, better) > _rank(problem, start) and stats.accepted >= 1
+    better = improve(problem, start, Deadline(3), seed=seed, stats=stats)
+    assert rank(problem, better) > rank(problem, start) and stats.accepted >= 1
     assert within_limits(problem, better)
     assert violations(snapshot, problem, start, SETTINGS) == violations(snapshot, problem, better, SETTINGS) == []
 
@@ -178,8 +178,8 @@ def test_on_generated_clusters_a_poor_start_improves_and_every_plan_is_valid(see
 def test_on_generated_clusters_greedy_is_never_made_worse(seed: int) -> None:
     snapshot, problem = _generated(seed, SETTINGS)
     start = greedy(problem)
-    better = improve(problem, start, Budget(2), seed=seed)
-    assert _rank(problem, better) >= _rank(problem, start)
+    better = improve(problem, start, Deadline(2), seed=seed)
+    assert rank(problem, better) >= rank(problem, start)
     assert violations(snapshot, problem, better, SETTINGS) == []
 
 
@@ -188,8 +188,8 @@ def test_on_generated_clusters_move_limits_hold(seed: int) -> None:
     settings = SETTINGS.model_copy(update={"max_moves": 6, "max_moves_per_node": 2})
     snapshot, problem = _generated(seed, settings)
     start = _busiest_first(problem)
-    better = improve(problem, start, Budget(3), seed=seed)
-    assert _rank(problem, better) >= _rank(problem, start)
+    better = improve(problem, start, Deadline(3), seed=seed)
+    assert rank(problem, better) >= rank(problem, start)
     assert within_limits(problem, better) and better.moves(problem) <= 6
     assert violations(snapshot, problem, better, settings) == []
 
@@ -199,7 +199,7 @@ def test_a_narrowed_plan_is_searched_further_and_what_runs_passes_the_checker() 
     plan, whichever found it, is valid and frees what the better of the two frees (one node, one move here)."""
     from datetime import UTC, datetime
 
-    from compactor.planner.compose import build_plan
+    from compactor.app.plan_document import build_plan
     from tests.plancheck import check_plan
 
     snapshot, _, settings = _one_cheap_node_or_one_costly_node(max_candidate_pods=1, objective="max-free")

@@ -15,8 +15,6 @@ probes and alerts line up with the container and the metric names; the docs inst
 from __future__ import annotations
 
 import ast
-import copy
-import functools
 import inspect
 import itertools
 import json
@@ -25,7 +23,6 @@ import re
 import shutil
 import subprocess
 import textwrap
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,179 +36,90 @@ from compactor.actions.annotations import FENCE_TAINT_PREFIX, OUR_ANNOTATIONS, S
 from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
+from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
 from compactor.kube.lease import LEASE_NAME
-from compactor.last_run import LAST_RUN_CONFIGMAP
 from compactor.settings import Settings, load_settings, worst_case_run_seconds
+from tests.manifests import (
+    BASE,
+    CONTROLLER,
+    CRONJOB,
+    GPU_OPERATOR,
+    GUARD,
+    KUSTOMIZATIONS,
+    MANIFESTS,
+    MODES,
+    MONITORING,
+    NAMESPACE,
+    OVERLAYS,
+    ROOT,
+    STEERING,
+    WORKLOADS,
+    clear_compactor_env,
+    compactor_args,
+    containers_of,
+    kustomize_build,
+    mounted_settings,
+    object_key,
+    one_object,
+    pod_spec,
+    read_kustomization,
+    resolve_kustomization,
+    shown,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = ROOT / "manifests"
-BASE = MANIFESTS / "base"
-CRONJOB = MANIFESTS / "overlays" / "cronjob"
-CONTROLLER = MANIFESTS / "overlays" / "controller"
-MONITORING = MANIFESTS / "monitoring"
-STEERING = MANIFESTS / "steering"
-GUARD = MANIFESTS / "guard"  # optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
-GPU_OPERATOR = MANIFESTS / "gpu-operator"  # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
-OVERLAYS = (CRONJOB, CONTROLLER)
-MODES = tuple(MANIFESTS / "mode" / mode for mode in ("report", "plan", "apply"))  # the ConfigMap setting COMPACTOR_MODE
-KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES)
-NAMESPACE = "gpu-compactor"
 OPERATOR_NAMESPACE_NAME = Settings().mig.operator_namespace  # where the GPU Operator's mig-parted configs are read
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
                   "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-WORKLOADS = {"CronJob", "Deployment"}
 # The name the workloads give their image, and the placeholder each overlay's `images:` entry turns it into.
 IMAGE = "gpu-compactor"
 IMAGE_PLACEHOLDER = {"name": IMAGE, "newName": "REGISTRY/gpu-compactor", "newTag": "TAG"}
 METRICS = ("gpu_compactor_stranded_share", "gpu_compactor_blocked_demand_gpu_equivalents", "gpu_compactor_runs_total",
            "gpu_compactor_cordoned_nodes", "gpu_compactor_last_cycle_timestamp_seconds", "gpu_compactor_cycle_errors_total")
-# What _resolve understands of a kustomization; anything else (patches, labels, ...) must be taught to it first,
-# or the objects checked here would differ from what `kubectl apply -k` creates.
-KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images"}
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")
 
 Doc = dict[str, Any]
 
 
-def _shown(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
-
-# ----- kustomize ----------------------------------------------------------------------------
-
-
-def _kustomization(directory: Path) -> Doc:
-    path = directory / "kustomization.yaml"
-    assert path.is_file(), f"{_shown(directory)} has no kustomization.yaml"
-    kustomization: Doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert (kustomization.get("apiVersion"), kustomization.get("kind")) == ("kustomize.config.k8s.io/v1beta1", "Kustomization"), _shown(path)
-    unknown = set(kustomization) - KUSTOMIZATION_FIELDS
-    assert not unknown, f"{_shown(path)}: {sorted(unknown)}: this test resolves only {sorted(KUSTOMIZATION_FIELDS)}"
-    return kustomization
-
-
-def _key(doc: Doc) -> tuple[str, str, str]:
-    metadata = doc.get("metadata") or {}
-    return str(doc.get("kind")), str(metadata.get("namespace", "")), str(metadata.get("name"))
-
-
-@functools.cache
-def _resolve(directory: Path) -> tuple[tuple[Path, Doc], ...]:
-    """The objects a kustomization lists (following its bases), each with its file, before the images are set."""
-    resources = _kustomization(directory).get("resources") or []
-    assert resources, f"{_shown(directory)}: the kustomization lists no resources"
-    listed_twice = sorted(entry for entry, count in Counter(resources).items() if count > 1)
-    assert not listed_twice, f"{_shown(directory)}: listed twice: {listed_twice}"
-    found: list[tuple[Path, Doc]] = []
-    for entry in resources:
-        target = (directory / entry).resolve()
-        assert target.exists(), f"{_shown(directory)}: resource {entry} does not exist"
-        assert target.is_relative_to(MANIFESTS), f"{_shown(directory)}: resource {entry} is outside manifests/"
-        if target.is_dir():
-            found.extend(_resolve(target))
-            continue
-        documents = [doc for doc in yaml.safe_load_all(target.read_text(encoding="utf-8")) if doc is not None]
-        assert documents, f"{_shown(target)} holds no YAML document"
-        for doc in documents:
-            assert isinstance(doc, dict), f"{_shown(target)}: a document is not a mapping"
-            found.append((target, doc))
-    objects = Counter(_key(doc) for _, doc in found)
-    twice = sorted(key for key, count in objects.items() if count > 1)
-    assert not twice, f"{_shown(directory)}: objects listed twice: {twice}"
-    return tuple(found)
-
-
-def _containers(workload: Doc) -> list[Doc]:
-    spec = _pod_spec(workload)
-    containers: list[Doc] = [*spec.get("initContainers", []), *spec["containers"]]
-    return containers
-
-
-def _image_name(image: str) -> str:
-    """``registry/name:tag@digest`` -> ``registry/name`` (a ':' after the last '/' starts the tag)."""
-    image = image.split("@", 1)[0]
-    head, _, last = image.rpartition("/")
-    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
-
-
-@functools.cache
-def _build(directory: Path) -> tuple[Doc, ...]:
-    """What ``kubectl kustomize DIRECTORY`` prints, for the fields this repository's kustomizations use."""
-    documents = [copy.deepcopy(doc) for _, doc in _resolve(directory)]
-    for entry in _kustomization(directory).get("images") or []:
-        for doc in documents:
-            if doc["kind"] not in WORKLOADS:
-                continue
-            for container in _containers(doc):
-                if _image_name(container["image"]) == entry["name"]:
-                    container["image"] = f"{entry.get('newName', entry['name'])}:{entry['newTag']}"
-    return tuple(documents)
-
-
 def _kubectl_kustomize(directory: Path) -> list[Doc]:
     assert KUBECTL is not None
     built = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False)
-    assert built.returncode == 0, f"kubectl kustomize {_shown(directory)}: {built.stderr.strip()}"
+    assert built.returncode == 0, f"kubectl kustomize {shown(directory)}: {built.stderr.strip()}"
     return [doc for doc in yaml.safe_load_all(built.stdout) if doc is not None]
-
-
-def _one(directory: Path, kind: str, name: str = "gpu-compactor") -> Doc:
-    matches = [doc for doc in _build(directory) if doc["kind"] == kind and doc["metadata"]["name"] == name]
-    assert len(matches) == 1, f"expected one {kind} {name} in {_shown(directory)}, found {len(matches)}"
-    return matches[0]
-
-
-def _pod_spec(workload: Doc) -> Doc:
-    if workload["kind"] == "CronJob":
-        spec: Doc = workload["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    else:
-        spec = workload["spec"]["template"]["spec"]
-    return spec
-
-
-def _argv(workload: Doc) -> list[str]:
-    """The compactor arguments of the workload's container (the image's ENTRYPOINT is ``compactor``)."""
-    (container,) = _pod_spec(workload)["containers"]
-    command = list(container.get("command") or [])
-    if command:
-        assert command[0] == "compactor", f"{workload['kind']}: command {command} does not run compactor"
-        command = command[1:]
-    return [*command, *(container.get("args") or [])]
 
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(MANIFESTS)))
 def test_each_kustomization_resolves_to_objects_that_name_their_kind_and_namespace(directory: Path) -> None:
     namespace = OPERATOR_NAMESPACE_NAME if directory == GPU_OPERATOR else NAMESPACE
-    for path, doc in _resolve(directory):
-        where = f"{_shown(path)}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+    for path, doc in resolve_kustomization(directory):
+        where = f"{shown(path)}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
         assert doc.get("apiVersion") and doc.get("kind") and doc.get("metadata", {}).get("name"), where
         if doc["kind"] not in CLUSTER_SCOPED:
             assert doc["metadata"].get("namespace") == namespace, f"{where}: not in namespace {namespace}"
     if KUBECTL is not None:  # the real build agrees with the resolution every other test reads
         built = _kubectl_kustomize(directory)
-        assert sorted(json.dumps(doc, sort_keys=True) for doc in built) == sorted(json.dumps(doc, sort_keys=True) for doc in _build(directory))
+        assert sorted(json.dumps(doc, sort_keys=True) for doc in built) == sorted(json.dumps(doc, sort_keys=True) for doc in kustomize_build(directory))
         if any(doc["kind"] == "Namespace" for doc in built):
             assert built[0]["kind"] == "Namespace", "kubectl apply -k would create objects before their namespace"
 
 
 def test_every_yaml_file_under_manifests_is_part_of_a_kustomization() -> None:
-    listed = {path for directory in KUSTOMIZATIONS for path, _ in _resolve(directory)}
+    listed = {path for directory in KUSTOMIZATIONS for path, _ in resolve_kustomization(directory)}
     files = {p for p in MANIFESTS.rglob("*") if p.suffix in (".yaml", ".yml") and p.name != "kustomization.yaml"}
-    assert files == listed, f"not in any kustomization: {sorted(map(_shown, files - listed))}"
+    assert files == listed, f"not in any kustomization: {sorted(map(shown, files - listed))}"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda d: d.name)
 def test_the_namespace_comes_first_so_apply_creates_it_before_its_objects(overlay: Path) -> None:
-    assert _kustomization(overlay)["resources"][0] == "../../base"
-    assert _build(overlay)[0]["kind"] == "Namespace"
+    assert read_kustomization(overlay)["resources"][0] == "../../base"
+    assert kustomize_build(overlay)[0]["kind"] == "Namespace"
 
 
 def test_the_overlays_install_the_base_and_either_the_cronjob_or_the_controller() -> None:
-    base = {_key(doc) for doc in _build(BASE)}
-    cronjob = {_key(doc) for doc in _build(CRONJOB)}
-    controller = {_key(doc) for doc in _build(CONTROLLER)}
+    base = {object_key(doc) for doc in kustomize_build(BASE)}
+    cronjob = {object_key(doc) for doc in kustomize_build(CRONJOB)}
+    controller = {object_key(doc) for doc in kustomize_build(CONTROLLER)}
     assert base <= cronjob and base <= controller
     assert cronjob - base == {("CronJob", NAMESPACE, "gpu-compactor")}
     assert controller - base == {("Deployment", NAMESPACE, "gpu-compactor"), ("Service", NAMESPACE, "gpu-compactor-metrics")}
@@ -221,17 +129,17 @@ def test_the_overlays_install_the_base_and_either_the_cronjob_or_the_controller(
 
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda d: d.name)
 def test_the_overlay_sets_the_image_its_workloads_name(overlay: Path) -> None:
-    assert _kustomization(overlay)["images"] == [IMAGE_PLACEHOLDER]
-    written = {container["image"] for _, doc in _resolve(overlay) if doc["kind"] in WORKLOADS for container in _containers(doc)}
+    assert read_kustomization(overlay)["images"] == [IMAGE_PLACEHOLDER]
+    written = {container["image"] for _, doc in resolve_kustomization(overlay) if doc["kind"] in WORKLOADS for container in containers_of(doc)}
     assert written == {IMAGE}, f"the workloads name {written}; the images: entry replaces {IMAGE}"
-    built = {container["image"] for doc in _build(overlay) if doc["kind"] in WORKLOADS for container in _containers(doc)}
+    built = {container["image"] for doc in kustomize_build(overlay) if doc["kind"] in WORKLOADS for container in containers_of(doc)}
     assert built == {f"{IMAGE_PLACEHOLDER['newName']}:{IMAGE_PLACEHOLDER['newTag']}"}
 
 
 @pytest.mark.parametrize("directory", [BASE, MONITORING], ids=lambda d: d.name)
 def test_the_base_and_monitoring_run_no_image_of_their_own(directory: Path) -> None:
-    assert "images" not in _kustomization(directory)
-    assert not [doc for doc in _build(directory) if doc["kind"] in WORKLOADS]
+    assert "images" not in read_kustomization(directory)
+    assert not [doc for doc in kustomize_build(directory) if doc["kind"] in WORKLOADS]
 
 
 # ----- the Kubernetes API requests compactor/kube makes, found in its source ----------------------
@@ -554,7 +462,7 @@ def _check_nothing_escapes(module: _Module, requests: list[Request]) -> None:
 def _api_requests(sources: dict[str, str] | None = None) -> list[Request]:
     """Every Kubernetes API request in compactor/kube (or in ``sources``: file name -> text)."""
     if sources is None:
-        sources = {_shown(path): path.read_text(encoding="utf-8") for path in sorted(KUBE_PACKAGE.glob("*.py"))}
+        sources = {shown(path): path.read_text(encoding="utf-8") for path in sorted(KUBE_PACKAGE.glob("*.py"))}
     modules = [_Module(source, filename) for filename, source in sources.items()]
     api_classes = _api_classes(modules)
     requests: list[Request] = []
@@ -567,13 +475,13 @@ def _api_requests(sources: dict[str, str] | None = None) -> list[Request]:
 
 def _roles() -> list[Doc]:
     """Every ClusterRole and Role the manifests ship."""
-    return [doc for directory in KUSTOMIZATIONS for _, doc in _resolve(directory) if doc["kind"] in ("ClusterRole", "Role")]
+    return [doc for directory in KUSTOMIZATIONS for _, doc in resolve_kustomization(directory) if doc["kind"] in ("ClusterRole", "Role")]
 
 
 def _granted() -> set[Permission]:
     granted: set[Permission] = set()
     for scope, (directory, kind, name) in ROLES.items():
-        for rule in _one(directory, kind, name)["rules"]:
+        for rule in one_object(directory, kind, name)["rules"]:
             assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, f"{kind} {name}: {rule}"
             for group, resource, verb in itertools.product(rule["apiGroups"], rule["resources"], rule["verbs"]):
                 granted.add(Permission(group, resource, verb, scope))
@@ -624,28 +532,28 @@ class _Extra(KubeClusterClient):
 def test_a_new_request_needs_a_grant_and_one_the_finder_cannot_follow_fails() -> None:
     path = KUBE_PACKAGE / "cluster_client.py"
     source = path.read_text(encoding="utf-8")
-    found = {r.permission() for r in _api_requests({_shown(path): source + textwrap.dedent(_NEW_CALLS)})}
+    found = {r.permission() for r in _api_requests({shown(path): source + textwrap.dedent(_NEW_CALLS)})}
     new = {Permission("", "secrets", "get", CLUSTER_WIDE), Permission("", "secrets", "get", OWN_NAMESPACE),
            Permission("", "services", "list", CLUSTER_WIDE),
            Permission("", "configmaps", "list", CLUSTER_WIDE)}  # a list in any namespace but the GPU Operator's needs a new grant
     assert new <= found and not new & _granted()
     dynamic = "\n    def read_any(self, kind: str) -> Obj | None:\n        return self._get(f'/api/v1/{kind}', {}, kind, 'x')\n"
     with pytest.raises(AssertionError, match="cannot follow the path"):
-        _api_requests({_shown(path): source + "\n\nclass _Dynamic(KubeClusterClient):" + dynamic})
+        _api_requests({shown(path): source + "\n\nclass _Dynamic(KubeClusterClient):" + dynamic})
 
 
 def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = _mounted_settings(tmp_path, monkeypatch)
+    settings = mounted_settings(tmp_path, monkeypatch)
     for kind in ("Role", "RoleBinding"):
-        assert _one(BASE, kind)["metadata"]["namespace"] == settings.executor.state_namespace
+        assert one_object(BASE, kind)["metadata"]["namespace"] == settings.executor.state_namespace
 
 
 def test_the_steering_policy_reads_the_parameter_configmap_the_compactor_writes() -> None:
     defaults = Settings().executor
     name, namespace = defaults.steering_name, defaults.state_namespace
-    policy = _one(STEERING, "MutatingAdmissionPolicy", name)
-    binding = _one(STEERING, "MutatingAdmissionPolicyBinding", name)
-    parameters = _one(BASE, "ConfigMap", name)
+    policy = one_object(STEERING, "MutatingAdmissionPolicy", name)
+    binding = one_object(STEERING, "MutatingAdmissionPolicyBinding", name)
+    parameters = one_object(BASE, "ConfigMap", name)
     assert parameters["metadata"]["namespace"] == namespace and not parameters.get("data")
     assert binding["spec"]["policyName"] == name
     assert binding["spec"]["paramRef"] == {"name": name, "namespace": namespace, "parameterNotFoundAction": "Allow"}
@@ -660,9 +568,9 @@ def test_the_steering_policy_reads_the_parameter_configmap_the_compactor_writes(
 
 def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_policy() -> None:
     name = Settings().executor.steering_name
-    role_rules = _one(BASE, "Role")["rules"]
+    role_rules = one_object(BASE, "Role")["rules"]
     assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "patch"]} in role_rules
-    admission = [r for r in _one(BASE, "ClusterRole")["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
+    admission = [r for r in one_object(BASE, "ClusterRole")["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
     assert admission == [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"],
                           "resourceNames": [name], "verbs": ["get"]}]
 
@@ -673,9 +581,9 @@ def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executo
     and annotations under compactor.io/ and the MIG config label, which cover every key the executor writes on a node.
     tests/e2e/test_node_guard.py sends each of its node patches, and each forbidden change, to a real kube-apiserver."""
     name = "gpu-compactor-node-guard"
-    spec = _one(GUARD, "ValidatingAdmissionPolicy", name)["spec"]
-    assert _one(GUARD, "ValidatingAdmissionPolicyBinding", name)["spec"] == {"policyName": name, "validationActions": ["Deny"]}
-    account = _one(BASE, "ServiceAccount")["metadata"]
+    spec = one_object(GUARD, "ValidatingAdmissionPolicy", name)["spec"]
+    assert one_object(GUARD, "ValidatingAdmissionPolicyBinding", name)["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+    account = one_object(BASE, "ServiceAccount")["metadata"]
     assert [c["expression"] for c in spec["matchConditions"]] == [
         f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:{account['name']}'"]
     assert spec["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
@@ -686,7 +594,7 @@ def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executo
     assert variables["labels"].count(f"k != '{MIG_CONFIG_LABEL}'") == 2  # changed or added, and removed
     assert variables["annotations"].count(f"!k.startsWith('{owned}')") == 2
     assert all(f"!t.key.startsWith('{owned}')" in variables[v] for v in ("oldTaints", "newTaints"))
-    settings = _mounted_settings(tmp_path, monkeypatch).executor
+    settings = mounted_settings(tmp_path, monkeypatch).executor
     for key in (settings.taint_key, FENCE_TAINT_PREFIX, *OUR_ANNOTATIONS):
         assert key.startswith(owned), f"{key}: the executor writes it on nodes, the guard refuses it (outside {owned})"
     for validation in spec["validations"]:
@@ -712,17 +620,17 @@ def test_no_role_can_delete_pods() -> None:
 
 
 def test_the_roles_are_bound_to_the_service_account() -> None:
-    account = _one(BASE, "ServiceAccount")["metadata"]
+    account = one_object(BASE, "ServiceAccount")["metadata"]
     for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        doc = _one(BASE, binding)
+        doc = one_object(BASE, binding)
         assert doc["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": "gpu-compactor"}
         assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
-    operator = _one(GPU_OPERATOR, "RoleBinding", "gpu-compactor-mig-parted")
-    assert operator["metadata"]["namespace"] == _one(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")["metadata"]["namespace"]
+    operator = one_object(GPU_OPERATOR, "RoleBinding", "gpu-compactor-mig-parted")
+    assert operator["metadata"]["namespace"] == one_object(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")["metadata"]["namespace"]
     assert operator["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpu-compactor-mig-parted"}
     assert operator["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
     for overlay, kind in ((CRONJOB, "CronJob"), (CONTROLLER, "Deployment")):
-        assert _pod_spec(_one(overlay, kind))["serviceAccountName"] == account["name"]
+        assert pod_spec(one_object(overlay, kind))["serviceAccountName"] == account["name"]
 
 
 # ----- least privilege on ConfigMaps and Leases --------------------------------------------------------
@@ -754,29 +662,29 @@ def test_configmaps_and_leases_are_granted_by_name_but_create_and_the_operators_
 
 
 def test_the_cluster_role_has_no_configmap_nor_lease_rule() -> None:
-    rules = _one(BASE, "ClusterRole")["rules"]
+    rules = one_object(BASE, "ClusterRole")["rules"]
     assert not [r for r in rules if {"configmaps", "leases"} & set(r["resources"])], "a tenant's ConfigMaps and Leases are none of ours"
 
 
 def test_the_named_rules_name_the_objects_the_code_uses() -> None:
     """The state ConfigMap, the last run's summary, the steering parameters and the Lease, each with the verbs its client sends."""
     steering = Settings().executor.steering_name
-    named = {(rule["resources"][0], name): sorted(rule["verbs"]) for rule in _one(BASE, "Role")["rules"]
+    named = {(rule["resources"][0], name): sorted(rule["verbs"]) for rule in one_object(BASE, "Role")["rules"]
              for name in rule.get("resourceNames") or []}
     assert named == {("configmaps", STATE_CONFIGMAP): ["delete", "get", "update"],  # read_state; write_state: PUT, DELETE
                      ("configmaps", LAST_RUN_CONFIGMAP): ["get", "update"],  # last_run.write_summary: read_state, write_state's PUT
                      ("configmaps", HISTORY_CONFIGMAP): ["get", "update"],  # memory.load_history / remember_run: GET, PUT
                      ("configmaps", steering): ["get", "patch"],  # get_config_map, patch_config_map
                      ("leases", LEASE_NAME): ["get", "update"]}  # LeaderElector: GET, PUT (renew, take over, release)
-    unnamed = [(rule["resources"], rule["verbs"]) for rule in _one(BASE, "Role")["rules"] if not rule.get("resourceNames")]
+    unnamed = [(rule["resources"], rule["verbs"]) for rule in one_object(BASE, "Role")["rules"] if not rule.get("resourceNames")]
     assert sorted(unnamed) == [(["configmaps"], ["create"]), (["leases"], ["create"])]  # the ConfigMaps' and the Lease's POST
 
 
 def test_the_mig_parted_configs_are_listed_only_in_the_operators_namespace() -> None:
-    role = _one(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")
+    role = one_object(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")
     assert role["metadata"]["namespace"] == OPERATOR_NAMESPACE_NAME
     assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
-    assert GPU_OPERATOR not in {(d / entry).resolve() for d in (BASE, *OVERLAYS) for entry in _kustomization(d)["resources"]}, (
+    assert GPU_OPERATOR not in {(d / entry).resolve() for d in (BASE, *OVERLAYS) for entry in read_kustomization(d)["resources"]}, (
         "the GPU Operator's namespace may not exist: its Role is applied on its own, not with the base")
 
 
@@ -784,16 +692,16 @@ def test_the_mig_parted_configs_are_listed_only_in_the_operators_namespace() -> 
 
 
 def test_the_cronjob_runs_one_cycle_in_cluster_and_never_overlaps() -> None:
-    cronjob = _one(CRONJOB, "CronJob")
+    cronjob = one_object(CRONJOB, "CronJob")
     assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
-    args = build_parser().parse_args(_argv(cronjob))
+    args = build_parser().parse_args(compactor_args(cronjob))
     assert (args.command, args.once, args.in_cluster, args.dry_run) == ("run", True, True, False)
     assert args.config == "/etc/gpu-compactor/compactor.yaml"
 
 
 def test_the_deployment_command_is_accepted_by_the_cli() -> None:
-    deployment = _one(CONTROLLER, "Deployment")
-    argv = _argv(deployment)
+    deployment = one_object(CONTROLLER, "Deployment")
+    argv = compactor_args(deployment)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
@@ -804,9 +712,9 @@ def test_the_deployment_command_is_accepted_by_the_cli() -> None:
 
 
 def test_the_controller_runs_two_replicas_live_on_healthz_and_ready_on_readyz() -> None:
-    deployment = _one(CONTROLLER, "Deployment")
+    deployment = one_object(CONTROLLER, "Deployment")
     assert deployment["spec"]["replicas"] == 2
-    (container,) = _pod_spec(deployment)["containers"]
+    (container,) = pod_spec(deployment)["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"http-metrics": 8080}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
@@ -815,7 +723,7 @@ def test_the_controller_runs_two_replicas_live_on_healthz_and_ready_on_readyz() 
 
 @pytest.mark.parametrize(("overlay", "kind"), [(CRONJOB, "CronJob"), (CONTROLLER, "Deployment")], ids=["CronJob", "Deployment"])
 def test_pods_run_as_non_root_on_a_read_only_root_filesystem(overlay: Path, kind: str) -> None:
-    spec = _pod_spec(_one(overlay, kind))
+    spec = pod_spec(one_object(overlay, kind))
     (container,) = spec["containers"]
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["runAsUser"] != 0
@@ -828,43 +736,34 @@ def test_pods_run_as_non_root_on_a_read_only_root_filesystem(overlay: Path, kind
     assert volumes["config"]["configMap"]["name"] == "gpu-compactor-config"
 
 
-def _mounted_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The settings every gpu-compactor pod loads from the ConfigMap in the base."""
-    _clear_compactor_env(monkeypatch)
-    config_map = _one(BASE, "ConfigMap", "gpu-compactor-config")
-    path = tmp_path / "compactor.yaml"
-    path.write_text(config_map["data"]["compactor.yaml"], encoding="utf-8")
-    return load_settings(str(path))
-
-
 def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = _mounted_settings(tmp_path, monkeypatch)
+    settings = mounted_settings(tmp_path, monkeypatch)
     assert {"kube-system", NAMESPACE} <= set(settings.planner.exclude_namespaces)
 
 
 def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = _mounted_settings(tmp_path, monkeypatch)
-    cronjob = _one(CRONJOB, "CronJob")
+    settings = mounted_settings(tmp_path, monkeypatch)
+    cronjob = one_object(CRONJOB, "CronJob")
     job = cronjob["spec"]["jobTemplate"]["spec"]
     assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 1,590 s could run for hours
     assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
     assert worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]  # the bound does bind: defaults would not fit
     # SIGTERM stops at the next wait; an API call in flight may take its whole timeout first
-    assert _pod_spec(cronjob)["terminationGracePeriodSeconds"] >= DEFAULT_TIMEOUT + 10
+    assert pod_spec(cronjob)["terminationGracePeriodSeconds"] >= DEFAULT_TIMEOUT + 10
 
 
 def test_the_metrics_service_selects_the_controller_pods() -> None:
-    service = _one(CONTROLLER, "Service", "gpu-compactor-metrics")
-    labels = _one(CONTROLLER, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    service = one_object(CONTROLLER, "Service", "gpu-compactor-metrics")
+    labels = one_object(CONTROLLER, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"] == [{"name": "http-metrics", "port": 8080, "targetPort": "http-metrics", "protocol": "TCP"}]
-    monitor = _one(MONITORING, "ServiceMonitor")
+    monitor = one_object(MONITORING, "ServiceMonitor")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert [endpoint["port"] for endpoint in monitor["spec"]["endpoints"]] == ["http-metrics"]
 
 
 def test_the_alerts_use_the_exported_metric_names() -> None:
-    rule = _one(MONITORING, "PrometheusRule")
+    rule = one_object(MONITORING, "PrometheusRule")
     alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
     assert len(alerts) == 9  # tests/unit/test_alert_rules.py runs the controller-health ones through promtool
     exprs = " ".join(alerts.values())
@@ -889,13 +788,13 @@ def _install_texts() -> dict[Path, str]:
 def test_the_docs_install_with_kustomizations_that_exist() -> None:
     applied: set[Path] = set()
     for path, text in _install_texts().items():
-        assert not re.search(r"kubectl apply -f\s+\S*manifests", text), f"{_shown(path)} still installs with kubectl apply -f"
+        assert not re.search(r"kubectl apply -f\s+\S*manifests", text), f"{shown(path)} still installs with kubectl apply -f"
         for target in re.findall(r"kubectl apply -k\s+([\w./-]+)", text):
             directory = (ROOT / target).resolve()
-            assert directory in KUSTOMIZATIONS, f"{_shown(path)}: kubectl apply -k {target}: not a kustomization"
+            assert directory in KUSTOMIZATIONS, f"{shown(path)}: kubectl apply -k {target}: not a kustomization"
             applied.add(directory)
         for name in re.findall(r"kustomize edit set image ([\w./-]+)=", text):
-            assert name == IMAGE, f"{_shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
+            assert name == IMAGE, f"{shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
     assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES}
     readme = _install_texts()[ROOT / "README.md"]
     for step in ("docker build -t REGISTRY/gpu-compactor:TAG .", "docker push REGISTRY/gpu-compactor:TAG",
@@ -917,18 +816,12 @@ def test_the_examples_readme_points_only_inside_the_repository() -> None:
 # ----- config and image ----------------------------------------------------------------------------
 
 
-def _clear_compactor_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("COMPACTOR_"):
-            monkeypatch.delenv(key)
-
-
 def test_the_example_config_loads() -> None:
     load_settings(str(ROOT / "config" / "compactor.yaml"))
 
 
 def test_the_example_config_lists_every_setting_at_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    _clear_compactor_env(monkeypatch)
+    clear_compactor_env(monkeypatch)
     written = _flatten(yaml.safe_load((ROOT / "config" / "compactor.yaml").read_text(encoding="utf-8")))
     defaults = _flatten(Settings().model_dump())
     assert sorted(written) == sorted(defaults), (
@@ -974,9 +867,9 @@ def test_the_dockerfile_installs_the_package_and_runs_compactor_as_a_non_root_us
 
 def test_the_shipped_config_plans_without_acting_and_each_mode_kustomization_sets_its_mode(tmp_path: Path,
                                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _mounted_settings(tmp_path, monkeypatch).mode == "plan"
+    assert mounted_settings(tmp_path, monkeypatch).mode == "plan"
     for directory in MODES:
-        (config_map,) = [doc for doc in _build(directory) if doc["kind"] == "ConfigMap"]
+        (config_map,) = [doc for doc in kustomize_build(directory) if doc["kind"] == "ConfigMap"]
         assert (config_map["metadata"]["name"], config_map["metadata"]["namespace"]) == ("gpu-compactor-mode", NAMESPACE)
         monkeypatch.setenv("COMPACTOR_MODE", config_map["data"]["COMPACTOR_MODE"])
         path = tmp_path / "compactor.yaml"
@@ -985,5 +878,5 @@ def test_the_shipped_config_plans_without_acting_and_each_mode_kustomization_set
 
 def test_both_workloads_read_the_mode_and_run_without_it(tmp_path: Path) -> None:
     for overlay, kind in ((CRONJOB, "CronJob"), (CONTROLLER, "Deployment")):
-        (container,) = _pod_spec(_one(overlay, kind))["containers"]
+        (container,) = pod_spec(one_object(overlay, kind))["containers"]
         assert {"configMapRef": {"name": "gpu-compactor-mode", "optional": True}} in container["envFrom"], overlay

@@ -11,30 +11,7 @@ from typing import Any
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.mig_advice import advise
 from tests.builders import A100_80, as_list, cluster, node, pod
-
-FILTER = '["0x20B210DE", "0x20B510DE"]'
-LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
-    f"  {name}:\n    - device-filter: {FILTER}\n      devices: all\n      mig-enabled: true\n      mig-devices: {{{body}}}\n"
-    for name, body in (("all-1g.10gb", '"1g.10gb": 7'), ("all-3g.40gb", '"3g.40gb": 2'),
-                       ("all-balanced", '"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1'))
-)
-
-
-def config_map() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
-            "data": {"config.yaml": LAYOUTS}}
-
-
-def sliced(name: str) -> dict[str, Any]:
-    """An A100-80GB node, 2 GPUs, cut into 1g.10gb slices."""
-    return node(name, mig={"1g.10gb": 14}, physical_gpus=2, product=A100_80,
-                labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.capable": "true"})
-
-
-def objects() -> list[dict[str, Any]]:
-    return [sliced("a"), sliced("b"), *[pod(f"small-{i}", on="a", mig="1g.10gb") for i in range(4)],
-            pod("wait-0", mig="3g.40gb", owner="Job/w"), pod("wait-1", mig="3g.40gb", owner="Job/w"), pod("wait-2", mig="3g.40gb", owner="Job/w"),
-            config_map()]
+from tests.scenarios.mig import LAYOUTS, config_map, objects, sliced
 
 
 def test_pending_3g_pods_on_a_pool_cut_into_1g_slices_call_for_a_3g_layout() -> None:
@@ -78,7 +55,7 @@ def test_plan_explain_mig_prints_the_advice_and_names_a_missing_config(tmp_path:
 def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = None, **settings: Any) -> Any:
     from datetime import UTC, datetime
 
-    from compactor.planner.compose import build_plan
+    from compactor.app.plan_document import build_plan
     from compactor.settings import PlannerSettings
     from tests.plancheck import assert_valid
 

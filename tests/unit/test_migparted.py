@@ -12,7 +12,7 @@ from compactor.model.migparted import PCI_IDS, find_mig_parted, layout_problem, 
 from compactor.model.types import ConfigMap
 from compactor.sources import example_path
 from tests.builders import A100_40, A100_80, H100_80, cluster, node
-from tests.unit.test_gpu_model import reference_geometry
+from tests.mig_geometry import reference_geometry
 
 SOURCE = "gpu-operator/default-mig-parted-config"
 PRODUCTS = {  # GFD product label -> catalog model
@@ -84,7 +84,7 @@ def test_placement_decides_not_slice_sums() -> None:
 
 @pytest.mark.parametrize("model_name", [m.name for m in MODELS])
 def test_each_profiles_maximum_fits_one_gpu_and_one_more_does_not(model_name: str) -> None:
-    """Against the geometry of ../shared/data/nvidia-mig/mig-geometry.json (or its copy in test_gpu_model.py)."""
+    """Against the geometry of ../shared/data/nvidia-mig/mig-geometry.json (or its copy in tests/mig_geometry.py)."""
     model = next(m for m in MODELS if m.name == model_name)
     reference = reference_geometry().get(model_name)
     for profile in model.profiles:

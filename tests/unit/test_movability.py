@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from compactor.app.plan_document import build_plan
 from compactor.errors import ConfigError
 from compactor.model.types import Snapshot, Taint
-from compactor.planner.compose import build_plan
 from compactor.planner.movability import Unmovable, movability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, load_settings

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from compactor.planner.budget import Budget
-from compactor.planner.compose import build_plan
+from compactor.app.plan_document import build_plan
+from compactor.planner.deadline import Deadline
 from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
 from compactor.planner.problem import Problem, build_problem
 from compactor.settings import PlannerSettings
@@ -25,7 +25,7 @@ def _problem(*objects: dict[str, Any], **settings: Any) -> Problem:
 
 
 def _fewest(problem: Problem, gpus: int, pending: int = 0) -> int | None:
-    found = fewest_moves_cost(problem, freed_gpus=gpus, pending_weight=pending, budget=Budget(5, 1))
+    found = fewest_moves_cost(problem, freed_gpus=gpus, pending_weight=pending, deadline=Deadline(5, 1))
     return None if found is None else found // MOVE
 
 
@@ -67,9 +67,9 @@ def test_moves_leaving_a_node_are_counted_by_its_cheapest_pods() -> None:
 
 def test_within_a_move_cap_no_plan_frees_more_than_the_nodes_that_many_moves_empty() -> None:
     problem = _problem(*_three_nodes())
-    assert most_freed_within(problem, max_moves=0, pending_weight=0, budget=Budget(5, 1)) == 0
-    assert most_freed_within(problem, max_moves=1, pending_weight=0, budget=Budget(5, 1)) == 8
-    assert most_freed_within(problem, max_moves=5, pending_weight=0, budget=Budget(5, 1)) == 8  # a third node holds 9 GPUs
+    assert most_freed_within(problem, max_moves=0, pending_weight=0, deadline=Deadline(5, 1)) == 0
+    assert most_freed_within(problem, max_moves=1, pending_weight=0, deadline=Deadline(5, 1)) == 8
+    assert most_freed_within(problem, max_moves=5, pending_weight=0, deadline=Deadline(5, 1)) == 8  # a third node holds 9 GPUs
 
 
 def test_mig_nodes_whose_pods_use_several_profiles_are_bounded() -> None:
@@ -81,7 +81,7 @@ def test_mig_nodes_whose_pods_use_several_profiles_are_bounded() -> None:
                        pod("q3", on="m1", mig="2g.10gb"))
     gpus = problem.nodes[1].gpus
     assert _fewest(problem, gpus) == 1  # m1's one pod joins m0
-    assert most_freed_within(problem, max_moves=1, pending_weight=0, budget=Budget(5, 1)) == gpus
+    assert most_freed_within(problem, max_moves=1, pending_weight=0, deadline=Deadline(5, 1)) == gpus
 
 
 def test_the_plan_report_states_the_bound_on_its_moves() -> None:

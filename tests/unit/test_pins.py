@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from compactor.actions.steering.pin import pinned
-from compactor.planner.compose import build_plan
+from compactor.app.plan_document import build_plan
 from compactor.planner.pins import without_own_pins
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod

@@ -19,9 +19,9 @@ import jsonschema
 import pydantic
 import pytest
 
+from compactor.app.plan_document import build_plan
 from compactor.cli import main
 from compactor.model.migparted import parse_mig_parted
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan, plan_json_schema
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod

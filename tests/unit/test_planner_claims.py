@@ -8,11 +8,14 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
+from compactor.planner import cpsat
 from compactor.planner.bound import whole_free_bound
-from compactor.planner.budget import Budget
-from compactor.planner.compose import build_plan
-from compactor.planner.greedy import Assignment, greedy, prune
+from compactor.planner.deadline import Deadline
+from compactor.planner.greedy import greedy, prune
+from compactor.planner.objective import Assignment
+from compactor.planner.objective import rank as objective_rank
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.solver import solve
@@ -78,9 +81,7 @@ def fragmented(nodes: int = 12) -> Snapshot:
 
 
 def rank(problem: Problem, assignment: Assignment) -> tuple[int, int, int]:
-    from compactor.planner.solver import _rank
-
-    return _rank(problem, assignment)
+    return objective_rank(problem, assignment)
 
 
 def test_a_solve_out_of_time_returns_at_least_its_warm_start_without_churn() -> None:
@@ -146,8 +147,8 @@ def test_a_deterministic_plan_is_the_same_plan_every_time_and_the_seed_reaches_c
                            [(f.freed_gpus, f.moves, f.status, f.bound) for f in plan.frontier]])
 
     assert outcome(1) == outcome(1)
-    budget = Budget(1.0, workers=2, seed=7, deterministic=True)
-    solver, _ = budget.solve(cp_model.CpModel(), 0.5)
+    deadline = Deadline(1.0, workers=2, seed=7, deterministic=True)
+    solver = cpsat.solve(cp_model.CpModel(), deadline, 0.5).solver
     assert (solver.parameters.random_seed, solver.parameters.interleave_search, solver.parameters.max_deterministic_time) == (7, True, 0.5)
 
 
@@ -178,7 +179,7 @@ def test_a_plan_that_only_a_swap_reaches_is_neither_planned_nor_claimed() -> Non
 
 def test_without_time_left_for_the_ordered_model_the_first_plan_runs_less_its_swap() -> None:
     problem = whole(swap_only())
-    result = solve(problem, budget=Budget(0.3, workers=2))  # under REORDER_MIN_SECONDS from the start
+    result = solve(problem, deadline=Deadline(0.3, workers=2))  # under REORDER_MIN_SECONDS from the start
     assert not result.problem.ordered_moves, "the ordered model was solved without the time for it"
     assert result.empty_nodes == set() and result.assignment.moves(problem) == 0
     assert result.status == "FEASIBLE" and "one eviction at a time" in result.restricted and result.whole_bound == 8

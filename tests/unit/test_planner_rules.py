@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan, Metadata, Move, Placement, SolverReport
 from compactor.settings import PlannerSettings, parse_shape
 from tests.builders import cluster, node, pod

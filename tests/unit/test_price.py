@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from compactor.app.plan_document import build_plan
 from compactor.model.types import Pod
-from compactor.planner.compose import build_plan
 from compactor.planner.price import Pricing, describe, gpu_equivalents, resource_equivalents
 from compactor.settings import MoveCostSettings, PlannerSettings
 from tests.builders import cluster, node, pod

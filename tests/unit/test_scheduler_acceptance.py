@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, A100_80, H100_80, claim_volume, cluster, node, pod, pv, pvc

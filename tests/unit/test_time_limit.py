@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from compactor.app.plan_document import build_plan
 from compactor.cli import main
-from compactor.planner.budget import Budget, OutOfTime
-from compactor.planner.compose import build_plan
+from compactor.planner.deadline import Deadline, OutOfTime
 from compactor.planner.greedy import greedy
+from compactor.planner.objective import within_limits
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
-from compactor.planner.solver import within_limits
 from compactor.planner.variables import make_variables
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
@@ -133,9 +133,9 @@ def test_deterministic_runs_ignore_the_wall_clock() -> None:
 def test_an_expired_budget_stops_model_building_only_on_the_wall_clock() -> None:
     problem = build_problem(cluster(*_three_drainable()), PlannerSettings(min_replicas=1))
     with pytest.raises(OutOfTime):
-        make_variables(problem, Budget(0.0))
-    assert make_variables(problem, Budget(0.0, deterministic=True)).final
-    assert not Budget(0.0, deterministic=True).expired() and Budget(-1.0).expired()
+        make_variables(problem, Deadline(0.0))
+    assert make_variables(problem, Deadline(0.0, deterministic=True)).final
+    assert not Deadline(0.0, deterministic=True).expired() and Deadline(-1.0).expired()
 
 
 def test_compactor_plan_reports_loading_apart(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from compactor.app.plan_document import build_plan
 from compactor.model.load import load_files
 from compactor.model.resources import GPU
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.baselines import BaselineResult, greedy_drain, high_node_utilization
-from compactor.planner.compose import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from tests.plancheck import check_plan

@@ -1,7 +1,7 @@
 """Honest fencing (issue 12, finding 9): the Lease check never waits on the API server, writes give up within the
 Lease's margin and are sent once, and what a late write can still do is caught by the state's compare-and-swap.
 
-Over real HTTP against the fake API server (``tests/wire/test_lease.py``'s ``LeaseStore`` serves the Lease).
+Over real HTTP against the fake API server (``tests/scenarios/lease.py``'s ``LeaseStore`` serves the Lease).
 A renewal is held on the server with a gate; ``holds()`` is asked from another thread meanwhile.
 """
 
@@ -28,7 +28,7 @@ from compactor.settings import LeaderElectionSettings, Settings, lease_timing_pr
 from tests.builders import node
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
-from tests.wire.test_lease import LEASE_PATH, NS, LeaseStore, Ticker, elector
+from tests.scenarios.lease import LEASE_PATH, NS, LeaseStore, Ticker, elector
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STATE = "gpu-compactor-state"
@@ -82,11 +82,6 @@ class Gate:
     def _hold(self) -> None:
         self.arrived.set()
         self.open.wait(10)
-
-
-@pytest.fixture
-def store(fake_api: FakeApiServer) -> LeaseStore:
-    return LeaseStore(fake_api)
 
 
 # ----- no lock across I/O ---------------------------------------------------------------------------------------------
@@ -258,13 +253,15 @@ def test_settings_that_break_the_rule_are_one_line_naming_the_file_and_the_field
 
 
 def test_one_shot_commands_build_their_client_and_lease_from_the_settings(fake_api: FakeApiServer, store: LeaseStore, tmp_path: Path) -> None:
-    from compactor.commands import _exclusive, _kube_client
+    from compactor.app.carry_out import exclusive as _exclusive
+    from compactor.app.invocation import from_args
+    from compactor.app.reading import cluster_client
 
     config = tmp_path / "compactor.yaml"
     config.write_text("leader_election:\n  lease_seconds: 15\n  renew_deadline_seconds: 10\n  write_timeout_seconds: 2\n", encoding="utf-8")
     args = argparse.Namespace(kubeconfig=str(fake_api.write_kubeconfig(tmp_path / "kubeconfig")), context=None, in_cluster=False,
                               config=str(config))
-    client = _kube_client(args, dry_run=False)
+    client = cluster_client(from_args(args, "apply"), dry_run=False)
     assert isinstance(client, KubeClusterClient)
     assert (client.write_timeout, client.request_timeout) == (2, DEFAULT_TIMEOUT)
     settings = load_settings(str(config))

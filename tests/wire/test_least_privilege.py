@@ -3,7 +3,7 @@
 * The requests the real clients send (``KubeClusterClient``, ``LeaderElector``, ``read_cluster``) through the
   code paths that use the state ConfigMap, the steering parameters and the Lease are recorded by the fake API
   server and each one is authorized against the shipped RBAC (manifests/base and manifests/gpu-operator, bound
-  to the service account) with Kubernetes' own rules: verb from the method, namespace, and ``resourceNames``
+  to the service account; tests/rbac.py) with Kubernetes' own rules: verb from the method, namespace, and ``resourceNames``
   matched against the name in the URL (none for a create). tests/unit/test_manifests.py checks the same rules
   against the requests found in the source; this checks the names.
 * The mig-parted configs come only from the GPU Operator's namespace (``mig.operator_namespace``): a ConfigMap
@@ -17,11 +17,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import pytest
 import yaml
@@ -33,12 +31,12 @@ from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.recovery import recover
 from compactor.actions.steering.detect import policy_problem
 from compactor.actions.steering.policy import write_entries
+from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.cli import main
 from compactor.errors import ConfigError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LEASE_NAME, LeaderElector, LeaseKeeper, acquire_once
 from compactor.kube.read import read_cluster
-from compactor.last_run import LAST_RUN_CONFIGMAP
 from compactor.model.load import load_files
 from compactor.model.migparted import find_mig_parted
 from compactor.model.types import ConfigMap
@@ -47,9 +45,9 @@ from compactor.sources import SnapshotSource, mig_parted_listing, mig_parted_nam
 from tests.builders import as_list, node, pod, steering_policy
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.server import RecordedRequest
-from tests.unit.test_manifests import BASE, GPU_OPERATOR, _build
-from tests.unit.test_mig_advice import LAYOUTS, objects
-from tests.wire.test_lease import LeaseStore
+from tests.rbac import Attributes, allowed, attributes, denied
+from tests.scenarios.lease import LeaseStore
+from tests.scenarios.mig import LAYOUTS, objects
 
 Doc = dict[str, Any]
 NAMESPACE = ExecutorSettings().state_namespace  # the compactor's own (executor.state_namespace)
@@ -71,75 +69,6 @@ def _no_ambient_kubeconfig(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 
 # --------------------------------------------------------------------------- RBAC, as the API server evaluates it
-
-
-@dataclass(frozen=True)
-class Attributes:
-    """A request as the RBAC authorizer sees it (k8s.io/apiserver RequestInfo)."""
-
-    verb: str
-    group: str
-    resource: str  # resource[/subresource]
-    namespace: str
-    name: str
-
-
-def attributes(request: RecordedRequest) -> Attributes:
-    parts = [unquote(p) for p in request.path.strip("/").split("/")]
-    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-    namespace = ""
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        namespace, rest = rest[1], rest[2:]
-    resource = rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
-    name = rest[1] if len(rest) > 1 else ""
-    verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(request.method, "")
-    if request.method == "GET":
-        verb = "get" if name else ("watch" if request.param("watch") in ("true", "1") else "list")
-    elif request.method == "DELETE":
-        verb = "delete" if name else "deletecollection"
-    if verb in ("list", "watch"):  # a list narrowed to one name is authorized as that name, as the API server does
-        selector = request.param("fieldSelector") or ""
-        names = [term.split("=", 1)[1].lstrip("=") for term in selector.split(",") if term.startswith("metadata.name=")]
-        name = names[0] if names else ""
-    return Attributes(verb, group, resource, namespace, name)
-
-
-def _grants(account: tuple[str, str] = (NAMESPACE, "gpu-compactor")) -> list[tuple[str | None, Doc]]:
-    """(namespace the rule applies in, None = all; rule) for every rule bound to the service account by the manifests."""
-    docs = [*_build(BASE), *_build(GPU_OPERATOR)]
-    roles = {(doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]): doc for doc in docs
-             if doc["kind"] in ("ClusterRole", "Role")}
-    grants: list[tuple[str | None, Doc]] = []
-    for binding in docs:
-        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
-            continue
-        subjects = {(s.get("namespace", ""), s["name"]) for s in binding["subjects"] if s["kind"] == "ServiceAccount"}
-        if account not in subjects:
-            continue
-        where = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
-        ref = binding["roleRef"]
-        role = roles[(ref["kind"], "" if ref["kind"] == "ClusterRole" else str(where), ref["name"])]
-        grants.extend((where, rule) for rule in role["rules"])
-    return grants
-
-
-def allowed(request: RecordedRequest | Attributes, grants: list[tuple[str | None, Doc]] | None = None) -> bool:
-    """Whether the shipped RBAC lets the service account send ``request`` (RBAC's rule matching: group, resource,
-    verb, then resourceNames against the request's name, which a create or an unnamed list does not have)."""
-    attrs = request if isinstance(request, Attributes) else attributes(request)
-    for namespace, rule in _grants() if grants is None else grants:
-        if namespace is not None and namespace != attrs.namespace:
-            continue
-        if attrs.group not in rule["apiGroups"] or attrs.resource not in rule["resources"] or attrs.verb not in rule["verbs"]:
-            continue
-        names = rule.get("resourceNames") or []
-        if not names or attrs.name in names:
-            return True
-    return False
-
-
-def denied(requests: list[RecordedRequest]) -> list[str]:
-    return [f"{r.method} {r.path}?{r.query} -> {attributes(r)}" for r in requests if not allowed(r)]
 
 
 def test_the_evaluator_follows_resource_names_namespaces_and_create() -> None:

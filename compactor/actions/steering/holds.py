@@ -19,12 +19,12 @@ from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import Obj
+from compactor.actions.fences import unfence
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound
 from compactor.actions.run import Abort, Run, StopHere
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.room import SOURCE, could_take, hold_over, usage, use_of
-from compactor.actions.steps.cordon import unfence
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.types import Node, Pod

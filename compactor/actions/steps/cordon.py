@@ -3,21 +3,21 @@
 The fence is this installation's own ``NoSchedule`` taint (``annotations.fence_key``), never the cordon bit: an operator's
 ``kubectl cordon`` (or drain) of the same node is theirs, before, during and after the run. The taint and the marks go in
 one merge patch (``annotations.fence_patch``), and the node is recorded in the state before the patch, so recovery finds
-it either way.
+it either way. Giving a node back is ``actions/fences.py``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
-from compactor.actions.retry import Backoff, until_deadline
 from compactor.actions.run import Abort, Run
+from compactor.actions.steps.evict import current_pod
+from compactor.actions.steps.recheck import refuse
 
 log = logging.getLogger("compactor.executor")
 
@@ -50,10 +50,6 @@ def fence_all(run: Run, *, fenced_before: bool = False) -> None:
 
 
 def _lifted(run: Run, name: str) -> None:
-    # (these steps reach this module through the steering mechanisms: imported here, not at the top)
-    from compactor.actions.steps.evict import current_pod
-    from compactor.actions.steps.recheck import refuse
-
     why = f"the fence on {name} was lifted by someone else while the run was stopped; it stays lifted"
     log.warning("fence lifted by someone else: not fenced again", extra={"node": name, "plan": run.plan_id})
     run.state.cordoned.remove(name)
@@ -66,29 +62,4 @@ def _lifted(run: Run, name: str) -> None:
             del run.state.inflight[move.pod]  # recorded, never sent (or refused): not sent now
         refuse(run, move, why)
     run.note(why)
-    run.save()
-
-
-def unfence(run: Run, name: str, mine: Callable[[Obj], bool] | None = None, *, node: Obj | None = None) -> bool:
-    """Our fence and marks off ``name`` (``mine``: only if, as read fresh, it says so); True when patched."""
-    identity, key = run.settings.identity, run.settings.taint_key
-
-    def build(current: Obj) -> Obj | None:
-        if mine is not None and not mine(current):
-            return None
-        return ann.release_patch(current, identity, key)
-
-    released = until_deadline(lambda: patch_fresh(run.client, name, build, node=node), Backoff.of(run.settings), run.clock,
-                              seconds=run.settings.release_deadline_seconds, what=f"release of node {name}")
-    return released is not None
-
-
-def release(run: Run, name: str, why: str) -> None:
-    """Give back a node this run fenced: fence and marks off, forgotten by the state, an Event."""
-    if name not in run.state.cordoned:
-        return
-    if unfence(run, name):
-        run.event(events.uncordoned(name, run.plan_id, why))
-    run.state.cordoned.remove(name)
-    run.state.reserved.pop(name, None)
     run.save()

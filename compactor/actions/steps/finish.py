@@ -9,12 +9,12 @@ from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
+from compactor.actions.fences import release, unfence
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import pod_key
 from compactor.actions.retry import Backoff, until_deadline
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
-from compactor.actions.steps.cordon import release, unfence
 from compactor.actions.steps.drained import await_drained
 from compactor.actions.steps.recut import recut_all
 from compactor.actions.steps.reservations import await_reservations

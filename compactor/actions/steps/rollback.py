@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 
 from compactor.actions import events
+from compactor.actions.fences import unfence
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
-from compactor.actions.steps.cordon import unfence
 from compactor.actions.steps.recut import midway
 from compactor.actions.steps.surge import undo
 

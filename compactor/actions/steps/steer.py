@@ -17,10 +17,10 @@ from functools import partial
 from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions.client import Obj
+from compactor.actions.fences import release
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound, is_terminating
 from compactor.actions.run import Run
-from compactor.actions.steps.cordon import release
 from compactor.errors import ClusterError
 from compactor.planner.plan import Placement
 

@@ -10,7 +10,8 @@ included), ends with:
 * one Event on that ConfigMap (``events.run_summary``: reason ``CompactorRunSummary``, Warning when the run
   failed) whose message is the summary in one line, also logged;
 * with ``metrics.pushgateway_url``, the metric families the controller exports (``Exporter``: the figures,
-  the run, the plan, the cycle) pushed to that Pushgateway, grouped by installation.
+  the run, the plan, the cycle) pushed to that Pushgateway, grouped by installation (the command gives the exporter:
+  ``compactor.controller.exporter.Exporter``, a ``Pusher`` here).
 
 These are the run's own bookkeeping, like its log lines: they go through the real client even in a dry run
 (never the recording one, whose writes are only shown), and they never change how the run ended: an API or
@@ -25,29 +26,31 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from compactor.actions.client import ClusterClient
-    from compactor.actions.executor import RunReport
-    from compactor.metrics.fragmentation import Figures, ReferenceShape
-    from compactor.model.types import Snapshot
-    from compactor.planner.plan import CompactionPlan
-    from compactor.settings import Settings
+from compactor.actions import events
+from compactor.actions.client import ClusterClient
+from compactor.actions.executor import RunReport
+from compactor.app.figures import cordoned_nodes, figures_for
+from compactor.errors import ClusterError
+from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures
+from compactor.model.types import Snapshot
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import Settings
 
-log = logging.getLogger("compactor.last_run")
+log = logging.getLogger("compactor.last_run")  # the name it had as compactor/last_run.py
 
 LAST_RUN_CONFIGMAP = "gpu-compactor-last-run"
 SUMMARY_KEY = "summary.json"
 PUSH_JOB = "gpu-compactor"
 PUSH_TIMEOUT_SECONDS = 10.0
-EXIT_STOPPED = 143  # compactor.commands.EXIT_STOPPED: SIGTERM stopped the run at a safe point
+EXIT_STOPPED = 143  # compactor.app.carry_out.EXIT_STOPPED: SIGTERM stopped the run at a safe point
 _WRITE_ATTEMPTS = 2  # a replace that meets another writer's change (409) reads again once
 
 
 @dataclass
 class RunRecord:
-    """What one ``run --once`` saw and did, filled in as it goes (``commands.cmd_run``)."""
+    """What one ``run --once`` saw and did, filled in as it goes (``commands.execute.cmd_run``)."""
 
     mode: str
     installation: str
@@ -68,13 +71,9 @@ class RunRecord:
         """The snapshot the run measured or planned on, and its reference shapes (the figures after are measured with them)."""
         self.shapes = shapes
         if figures is None and self.keep_figures:
-            from compactor.metrics.fragmentation import compute_figures
-
             figures = compute_figures(snapshot, shapes)
         if figures is not None:
-            from compactor.controller import _cordoned
-
-            self.figures, self.cordoned = figures, _cordoned(snapshot)
+            self.figures, self.cordoned = figures, cordoned_nodes(snapshot)
 
     @property
     def changed_the_cluster(self) -> bool:
@@ -82,11 +81,9 @@ class RunRecord:
         return self.report is not None and not self.report.dry_run and self.report.status != "nothing-to-do"
 
     def measure_after(self, snapshot: Snapshot, settings: Settings) -> None:
-        from compactor.controller import _cordoned
-        from compactor.metrics.fragmentation import compute_figures, reference_shapes
-
-        shapes = self.shapes if self.shapes is not None else reference_shapes(snapshot, configured=settings.metrics.shapes() or None)
-        self.figures_after, self.cordoned_after = compute_figures(snapshot, shapes), _cordoned(snapshot)
+        """The figures after the run, measured with the shapes of the figures before (derived as ``report`` derives them
+        when the run measured nothing before)."""
+        self.figures_after, self.cordoned_after = figures_for(snapshot, settings, self.shapes), cordoned_nodes(snapshot)
 
     def status(self, exit_code: int) -> str:
         """succeeded | partial | failed | nothing-to-do | dry-run (the run's report), measured (report mode), held (outside
@@ -135,6 +132,18 @@ class RunRecord:
             "startedAt": _iso(self.started),
             "endedAt": _iso(ended),
         }
+
+
+def gained(report: RunReport) -> tuple[int, int] | None:
+    """(measured, planned) whole-free GPUs of a real run; dry runs measure a world that only pretends to change."""
+    if report.dry_run or report.outcome is None:
+        return None
+    return report.outcome.freed_gpus, report.outcome.planned_freed_gpus
+
+
+def evictions(report: RunReport) -> int:
+    """The evictions a run made (none in a dry run)."""
+    return 0 if report.dry_run else max(0, report.moves_done - len(report.skipped_moves))
 
 
 def headline(figures: Figures) -> dict[str, Any]:
@@ -210,9 +219,6 @@ def describe(summary: dict[str, Any]) -> str:
 
 def write_summary(client: ClusterClient, namespace: str, summary: dict[str, Any], *, failed: bool) -> None:
     """Create or replace the ConfigMap, then send the Event on it; either failing is a warning, never raised."""
-    from compactor.actions import events
-    from compactor.errors import ClusterError
-
     data = {SUMMARY_KEY: json.dumps(summary, indent=2) + "\n"}
     where = f"configmap {namespace}/{LAST_RUN_CONFIGMAP}"
     for attempt in range(1, _WRITE_ATTEMPTS + 1):
@@ -235,13 +241,28 @@ def write_summary(client: ClusterClient, namespace: str, summary: dict[str, Any]
         log.warning(f"could not send the {event.reason} Event on {where} (the run itself is unaffected): {exc}")
 
 
-def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime) -> None:
-    """The metric families the controller exports, for this run, pushed to the Pushgateway at ``url`` (replacing this
-    installation's group); a failure is a warning, never raised."""
-    from compactor.controller import _evictions, _gained
-    from compactor.metrics.exporter import Exporter
+class Pusher(Protocol):
+    """The metric families of one run, pushed to a Pushgateway (``compactor.controller.exporter.Exporter``)."""
 
-    exporter = Exporter()
+    def set_figures(self, figures: Figures, *, cordoned_nodes: int | None = None) -> None: ...
+
+    def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
+
+    def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None,
+                   recuts: tuple[str, ...] = (), steering: str = "") -> None: ...
+
+    def set_leader(self, leader: bool) -> None: ...
+
+    def record_cycle_error(self) -> None: ...
+
+    def record_cycle(self, timestamp: float) -> None: ...
+
+    def push(self, url: str, *, job: str, grouping_key: dict[str, str], timeout: float) -> None: ...
+
+
+def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime, exporter: Pusher) -> None:
+    """The metric families the controller exports, for this run, pushed to the Pushgateway at ``url`` through ``exporter``
+    (a fresh one: replacing this installation's group); a failure is a warning, never raised."""
     figures = record.figures_after if record.figures_after is not None else record.figures
     if figures is not None:
         cordoned = record.cordoned_after if record.figures_after is not None else record.cordoned
@@ -250,7 +271,7 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime) -> Non
     if plan is not None:
         exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
     if report is not None:
-        exporter.record_run(report.shown_status, evictions=_evictions(report), gained=_gained(report),
+        exporter.record_run(report.shown_status, evictions=evictions(report), gained=gained(report),
                             recuts=tuple(report.recuts.values()), steering=report.steering)
         exporter.set_leader(not report.dry_run)  # a real run acted under the Lease
     if record.error:
@@ -266,9 +287,10 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime) -> Non
 
 
 def finish(record: RunRecord, settings: Settings, *, exit_code: int, client: Callable[[], ClusterClient],
-           reload: Callable[[], Snapshot]) -> None:
+           reload: Callable[[], Snapshot], exporter: Callable[[], Pusher]) -> None:
     """At the end of a live ``run --once``: measure again after a real run that changed something (``reload``), write the
-    summary and its Event through ``client()`` (a real client, whatever the run's mode), push the metrics if configured."""
+    summary and its Event through ``client()`` (a real client, whatever the run's mode), push the metrics through
+    ``exporter()`` if configured."""
     if record.changed_the_cluster and record.figures_after is None:
         try:
             record.measure_after(reload(), settings)
@@ -295,4 +317,4 @@ def finish(record: RunRecord, settings: Settings, *, exit_code: int, client: Cal
             if callable(close):
                 close()
     if settings.metrics.pushgateway_url:
-        push(settings.metrics.pushgateway_url, record, exit_code=exit_code, ended=ended)
+        push(settings.metrics.pushgateway_url, record, exit_code=exit_code, ended=ended, exporter=exporter())

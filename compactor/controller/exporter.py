@@ -1,5 +1,8 @@
 """Prometheus metrics of the controller: the last computed figures and the outcome of every run.
 
+It lives beside the controller loop, not in ``compactor.metrics`` (which stays pure: figures only); ``run --once``
+pushes the same families to a Pushgateway (``compactor.last_run``).
+
 The only module that imports ``prometheus_client``. ``Exporter`` is a custom collector:
 each scrape yields the series of the *last* ``Figures`` it was given, so a pool or
 node that disappeared from the cluster disappears from ``/metrics`` with the next

@@ -1,0 +1,20 @@
+"""The application layer: what the compactor does, once, for every entry point.
+
+The command line (``compactor.cli``, ``compactor.commands``) and the controller (``compactor.controller``) are adapters:
+they parse their options into one ``Invocation`` (``invocation.py``: the settings with the command's overrides, the
+input, live or dry run), make one call here and render the result. Each use case lives in one place, so ``plan``,
+``run --once``, ``report`` and a controller cycle cannot drift apart:
+
+* ``reading.py``: load a snapshot (files, the bundled example, or the live cluster: the one way it is read), the
+  dry run's copy of the cluster, the clients a live command talks through;
+* ``figures.py``: the reference shapes (``metrics.reference_shapes``, else derived with ``metrics.shape_coverage`` and
+  ``max_shapes``) and the fragmentation figures measured with them;
+* ``planning.py``: a plan of a snapshot (the checks, the shapes, the MIG layouts, the fence), what the steering and the
+  history allow;
+* ``carry_out.py``: recover an interrupted run, then execute a plan (for real under the Lease, or as a dry run);
+* ``cycle.py``: one controller cycle (recover, measure, plan, execute, measure again);
+* ``policy.py``: what the mode, the disruption windows and the circuit breaker let a run do now;
+* ``last_run.py``: what a ``run --once`` leaves behind (the summary ConfigMap, its Event, the Pushgateway).
+
+Nothing here defines command-line options, prints to the terminal or serves HTTP.
+"""

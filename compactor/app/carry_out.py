@@ -1,0 +1,144 @@
+"""Carrying a plan out: recover an interrupted run, then execute, for real or as a dry run.
+
+``carry_out`` is ``apply`` and ``run --once``: under the Lease the controller holds too (every write checked against it
+first) and the stop signals (a real run stops at its next wait, a safe point), recover first (real runs), plan if no plan
+is given (a real ``run --once`` plans only once it holds the Lease and has recovered: on the state it alone changes),
+then ``execute``. ``execute`` is one plan through the executor, refused when it would undo recent moves, remembered in the
+history after a real run: the controller's cycle (``cycle.py``) runs its plans through it too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from compactor.actions.client import ClusterClient
+from compactor.actions.clock import Clock, Interrupted, RealClock, SimulatedClock, StoppableClock, on_stop_signals
+from compactor.actions.executor import Executor, Progress, RunReport
+from compactor.actions.fencing import FencedClient
+from compactor.actions.memory import remember_run, reversals
+from compactor.actions.recovery import RecoveryReport, recover
+from compactor.actions.steering.detect import Choice, choose, planning_fence
+from compactor.app.invocation import Invocation
+from compactor.app.last_run import RunRecord
+from compactor.app.reading import cluster_client, recording_client, world_objects
+from compactor.errors import CompactorError
+from compactor.kube.cluster_client import KubeClusterClient
+from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity
+from compactor.model.text import listed
+from compactor.model.types import Taint
+from compactor.planner.history import Restraints
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import Settings
+
+log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
+
+EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
+
+
+@dataclass(frozen=True)
+class Carried:
+    """How carrying a plan out ended: its report, or the plan it was stopped in (``stopped``, "" before any plan)."""
+
+    client: ClusterClient  # what the run went through: a dry run's ``RecordingClient`` holds the calls a real run would make
+    report: RunReport | None = None
+    stopped: str | None = None
+
+
+def execute(client: ClusterClient, settings: Settings, clock: Clock, plan: CompactionPlan, *, dry_run: bool, steering: Choice | None,
+            progress: Callable[[Progress], None] | None = None, restraints: Restraints | None = None) -> RunReport:
+    """Run ``plan`` through ``client``; a real run is refused when it would undo recent moves (``restraints``), and its
+    moves join the history."""
+    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=progress, rules=settings.planner, steering=steering)
+    if not dry_run and (undone := reversals(plan, restraints)):
+        raise CompactorError(f"plan {plan.metadata.id} would undo recent moves ({listed(undone, 3)}): refused, to keep "
+                             "workloads from going back and forth (disruption.oscillation_hours)")
+    report = executor.execute(plan)
+    if not dry_run:
+        remember_run(client, settings, plan, report, clock.now())
+    return report
+
+
+def carry_out(inv: Invocation, plan: CompactionPlan | None, make_plan: Callable[[Taint | None], CompactionPlan] | None = None, *,
+              record: RunRecord | None = None, restraints: Restraints | None = None,
+              progress: Callable[[Progress], None] | None = None) -> Carried:
+    """Under the Lease and the stop signals: recover (real runs), plan if not given (``make_plan(fence)``), execute.
+    ``restraints``: what the history forbids (a plan that undoes a recent move is refused); ``record``: filled in."""
+    settings = inv.settings
+    live, real_clock, dry_run = executor_for(inv, plan)
+    with stoppable(real_clock, dry_run) as clock, exclusive(live, settings, dry_run) as client:
+        try:
+            if not dry_run:
+                say_recovered(recover(client, settings.executor, clock, rules=settings.planner))
+            choice = None
+            if plan is None:
+                if make_plan is None:
+                    raise CompactorError("no plan to carry out")
+                choice = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
+                plan = make_plan(planning_fence(choice.mechanism, settings.executor.identity))
+            if make_plan is not None:  # `run` made the plan itself: say what it is about to do
+                log.info(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}")
+            if record is not None:
+                record.plan = plan
+            report = execute(client, settings, clock, plan, dry_run=dry_run, steering=choice, progress=progress, restraints=restraints)
+            if record is not None:
+                record.report = report
+            return Carried(client, report)
+        except Interrupted:
+            return Carried(client, stopped=plan.metadata.id if plan else "")
+
+
+def executor_for(inv: Invocation, plan: CompactionPlan | None) -> tuple[ClusterClient, Clock, bool]:
+    """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
+    live = inv.live
+    if inv.server_dry_run and not live:
+        raise CompactorError("--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
+                             "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example")
+    if inv.dry_run or not live:
+        if not inv.dry_run:
+            raise CompactorError("a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)")
+        reader = cluster_client(inv, dry_run=True) if live else None  # answers the steering probe as a real run's would be
+        objects = world_objects(inv, reader)
+        return recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run), SimulatedClock(), True
+    if inv.server_dry_run:
+        raise CompactorError("--server-dry-run goes with --dry-run")
+    return cluster_client(inv, dry_run=False), RealClock(), False
+
+
+@contextmanager
+def stoppable(clock: Clock, dry_run: bool) -> Iterator[Clock]:
+    """SIGTERM/SIGINT stop a real run at its next wait (a safe point): the state stays, the next run recovers it."""
+    if dry_run or threading.current_thread() is not threading.main_thread():
+        yield clock
+        return
+    stop = threading.Event()
+    with on_stop_signals(stop.set):
+        yield StoppableClock(clock, stop)
+
+
+@contextmanager
+def exclusive(client: ClusterClient, settings: Settings, dry_run: bool) -> Iterator[ClusterClient]:
+    """Act only while holding the Lease the controller uses too, every write checked against it first (which narrows,
+    not closes, the window for a second actor: see compactor/actions/fencing.py)."""
+    if dry_run or not isinstance(client, KubeClusterClient):
+        yield client
+        return
+    elector = LeaderElector.configured(client.api_client, settings.executor.state_namespace, identity(), settings.leader_election)
+    acquire_once(elector)
+    with LeaseKeeper(elector):
+        yield FencedClient(client, elector.holds, elector.ref)
+
+
+def say_recovered(recovered: RecoveryReport) -> None:
+    """What recovery did before this run, on stderr: an interrupted plan's end, nodes released or kept."""
+    if recovered.resumed is not None:
+        resumed = recovered.resumed
+        outcome = f"; {resumed.outcome.summary()}" if resumed.outcome else ""
+        log.info(f"recovered plan {resumed.plan_id}: {resumed.status}{outcome}{f' ({resumed.reason})' if resumed.reason else ''}")
+    if recovered.discarded:
+        log.warning(f"recovery discarded the executor state: {recovered.discarded}")
+    if recovered.released or recovered.expired:
+        log.info(f"recovery released node(s): {', '.join([*recovered.released, *recovered.expired])}")

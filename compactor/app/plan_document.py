@@ -1,0 +1,61 @@
+"""The plan document: the planner's plan (``planner.compose``) with the measurements a reader of the plan needs.
+
+``build_plan`` is what every entry point calls for a ``CompactionPlan``: the planner decides the moves, placements,
+re-cuts and the curve; this adds the cluster's fragmentation figures before and after the plan (the same object as
+``compactor report --output json``'s ``figures``), why each pending GPU pod the plan leaves stays pending (naming what
+its nodes lack once the plan is carried out), and how long the whole call took (``solver.planSeconds``).
+
+Imports: ``compactor.planner`` (its compose step, the plan model, the pending pods' reasons) and
+``compactor.metrics.fragmentation``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict
+from compactor.model.migparted import Layouts
+from compactor.model.types import Snapshot, Taint
+from compactor.planner.compose import compose
+from compactor.planner.history import Restraints
+from compactor.planner.pending import left_pending
+from compactor.planner.plan import CompactionPlan, PendingNote, apply_plan
+from compactor.settings import DisruptionSettings, PlannerSettings
+
+
+def build_plan(
+    snapshot: Snapshot,
+    settings: PlannerSettings,
+    *,
+    source: str,
+    now: datetime,
+    shapes: Sequence[ReferenceShape] | None = None,
+    plan_id: str | None = None,
+    mig_parted: Layouts | None = None,
+    fence: Taint | None = None,
+    load_seconds: float | None = None,
+    stage: Callable[[str, str], None] | None = None,
+    restraints: Restraints | None = None,
+    budgets: DisruptionSettings | None = None,
+) -> CompactionPlan:
+    """The plan document of a compaction of ``snapshot``: ``planner.compose.compose`` (see there for every argument) with
+    the figures before and after it, the pending pods it leaves and why, and ``solver.planSeconds``. Pure apart from the
+    solver's wall clock; ``settings.time_limit_seconds`` bounds the whole call, figures included."""
+    began = time.monotonic()
+    before: dict[str, Any] = {}
+
+    def measure_before(planned: Snapshot, reference: tuple[ReferenceShape, ...]) -> None:
+        before.update(figures_to_dict(compute_figures(planned, reference)))
+
+    composed = compose(snapshot, settings, source=source, now=now, shapes=shapes, plan_id=plan_id, mig_parted=mig_parted, fence=fence,
+                       load_seconds=load_seconds, stage=stage, restraints=restraints, budgets=budgets, meanwhile=measure_before)
+    plan = composed.plan
+    after = compute_figures(apply_plan(composed.snapshot, plan), composed.shapes)
+    free_after = {n.name: n.free.as_dict() for n in after.nodes}
+    left = left_pending(composed.problem, composed.placed, free_after)
+    plan = plan.model_copy(update={"before": before, "after": figures_to_dict(after),
+                                   "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()]})
+    return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})

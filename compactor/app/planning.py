@@ -1,0 +1,88 @@
+"""The plan use case: a compaction plan of a snapshot, made the same way by ``plan``, ``run --once`` and the controller.
+
+``prepare`` checks what the settings ask of the snapshot (shapes its nodes offer, a planner selection that leaves some GPU
+pod movable) and derives the reference shapes (``figures.shapes_for``); ``plan_of`` plans with them, the MIG layouts
+re-cuts may use (``planner.mig_repartition``), the fence the steering will need, the history's restraints and the run
+budgets. The steering a live cluster offers and the MIG layout advice of ``plan --explain-mig`` are here too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from compactor.actions.client import ClusterClient
+from compactor.actions.steering.detect import choose, offline_mechanism, planning_fence
+from compactor.app.figures import shapes_for
+from compactor.app.plan_document import build_plan
+from compactor.errors import CompactorError
+from compactor.metrics.fragmentation import ReferenceShape
+from compactor.model.migparted import find_mig_parted, problems
+from compactor.model.types import Snapshot, Taint
+from compactor.planner.history import Restraints
+from compactor.planner.mig_advice import advise
+from compactor.planner.plan import CompactionPlan, SteeringNote
+from compactor.planner.recut import mig_parted_for
+from compactor.settings import Settings
+from compactor.sources import check_selection, check_shapes
+
+log = logging.getLogger("compactor.commands")  # what the command line says of its plans, under the name it always had
+
+
+def prepare(snapshot: Snapshot, settings: Settings) -> tuple[ReferenceShape, ...]:
+    """The reference shapes a plan of ``snapshot`` is made and measured with, once the settings are checked against it
+    (``ConfigError``: a shape no node offers, a planner selection that keeps every GPU pod in place)."""
+    check_shapes(snapshot, settings)
+    check_selection(snapshot, settings)
+    return shapes_for(snapshot, settings)
+
+
+def plan_of(snapshot: Snapshot, settings: Settings, shapes: tuple[ReferenceShape, ...], *, source: str, now: datetime, fence: Taint | None,
+            restraints: Restraints | None = None, stage: Callable[[str, str], None] | None = None,
+            load_seconds: float | None = None) -> CompactionPlan:
+    """The plan of ``snapshot`` (``prepare`` gave ``shapes``): ``settings.planner`` with the MIG layouts re-cuts may use,
+    the run budgets (``disruption``) and what the history forbids (``restraints``); ``fence``: the taint the run fences
+    with (``fence_for``, ``planning_fence``)."""
+    return build_plan(snapshot, settings.planner, source=source, now=now, shapes=shapes, mig_parted=mig_parted_for(snapshot, settings),
+                      fence=fence, load_seconds=load_seconds, stage=stage, restraints=restraints, budgets=settings.disruption)
+
+
+def steering_in(client: ClusterClient, settings: Settings) -> SteeringNote:
+    """The mechanism a run would steer with in the cluster ``client`` reads (``executor.steering: policy`` without the policy
+    says so here instead of failing: a plan is only read)."""
+    try:
+        choice = choose(client, settings.executor)
+    except CompactorError as exc:
+        return SteeringNote(mechanism="policy", why=f"a run would fail before any change: {exc}")
+    return SteeringNote(mechanism=choice.mechanism.value, why=choice.why)
+
+
+def fence_for(steering: SteeringNote | None, settings: Settings) -> Taint | None:
+    """The fence a plan must reckon with under ``steering`` (None: planned without a cluster, as the settings say)."""
+    mechanism = steering.mechanism if steering is not None else offline_mechanism(settings.executor)
+    return planning_fence(mechanism, settings.executor.identity)
+
+
+def mig_advice(snapshot: Snapshot, settings: Settings) -> tuple[list[dict[str, Any]], str | None]:
+    """The MIG layout advice, or none and why it is unavailable (the plan itself stands: advice is an extra)."""
+    config_map, namespace = settings.mig.config_map, settings.mig.operator_namespace
+    parted = find_mig_parted(snapshot.config_maps, config_map, namespace=namespace)
+    if parted is None:
+        where = config_map or f"{namespace}/custom-/default-mig-parted-config"
+        why = (f"--explain-mig: MIG advice unavailable: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... "
+               "configmaps; only the GPU Operator's namespace, mig.operator_namespace, is read)")
+        log.warning(why)
+        return [], why
+    advice = [pool.to_dict() for pool in advise(snapshot, parted)]
+    for config in parted.parsed():
+        for problem in problems(config):
+            log.warning(problem)
+    return advice, None
+
+
+def with_advice(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) -> CompactionPlan:
+    """``plan`` with the MIG layout advice (``plan --explain-mig``), and a warning when there is none to give."""
+    advice, unavailable = mig_advice(snapshot, settings)
+    return plan.model_copy(update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]})

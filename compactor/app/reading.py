@@ -1,0 +1,70 @@
+"""Reading the cluster: the snapshot a use case works on, the dry run's copy of the cluster, the clients of a live command.
+
+There is one way to read a live cluster into a snapshot (``compactor.kube.snapshot``: nodes, pods, PDBs, PersistentVolumes
+and claims, the mig-parted ConfigMaps when re-cuts need them), whether ``plan``, ``run``, ``report`` or the controller
+reads it. A dry run also needs the objects a real run would read and write (nodes, pods, PDBs) as dicts it can change:
+``world_objects`` reads them through the same client a real run would use, so a live dry run of the command line and of
+the controller start from the same copy. The planner's volumes are in the snapshot; the executor reads none.
+"""
+
+from __future__ import annotations
+
+from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.dryrun import RecordingClient
+from compactor.app.invocation import Invocation
+from compactor.kube import client as kube_api
+from compactor.kube.client import Connection
+from compactor.kube.cluster_client import KubeClusterClient
+from compactor.model.load import read_source
+from compactor.model.types import Snapshot
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import Settings
+from compactor.sources import example_path, mig_parted_namespace
+
+
+def load_snapshot(inv: Invocation, *, mig_namespace: str | None = None, connection: Connection | None = None) -> Snapshot:
+    """The invocation's snapshot. ``mig_namespace``: where the mig-parted ConfigMaps are listed (``mig_parted_namespace``;
+    None: none is read from a live cluster). ``connection``: read through it rather than through one of its own."""
+    settings = inv.settings
+    return inv.input().load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map, mig_selector=settings.mig.selector,
+                            mig_namespace=mig_namespace, connection=connection)
+
+
+def load_for_planning(inv: Invocation, *, explain_mig: bool = False, connection: Connection | None = None) -> Snapshot:
+    """The snapshot a plan is made on: with the mig-parted ConfigMaps when re-cuts (or ``--explain-mig``) need them."""
+    return load_snapshot(inv, mig_namespace=mig_parted_namespace(inv.settings, explain=explain_mig), connection=connection)
+
+
+def cluster_client(inv: Invocation, *, dry_run: bool) -> KubeClusterClient:
+    """A client of the invocation's live cluster; ``dry_run``: every write it sends is a server-side dry run (dryRun=All)."""
+    settings = inv.settings
+    api = kube_api.load_api_client(inv.source.kubeconfig, inv.source.context, in_cluster=inv.source.in_cluster)
+    return KubeClusterClient(api, dry_run_all=dry_run, namespace=settings.executor.state_namespace,
+                             write_timeout=settings.leader_election.write_timeout_seconds)
+
+
+def world_of(client: ClusterClient) -> list[Obj]:
+    """What a dry run of a live cluster starts from: the nodes, pods and PDBs ``client`` reads (owners, autoscalers, the
+    steering policy and ConfigMaps are asked of the cluster as the run needs them)."""
+    return [*client.list_nodes(), *client.list_pods(), *client.list_pdbs()]
+
+
+def world_objects(inv: Invocation, reader: ClusterClient | None) -> list[Obj]:
+    """A dry run's copy of the cluster: every object of the snapshot files (or the example), or what ``reader`` reads of
+    a live cluster (``world_of``)."""
+    source = inv.input()
+    if source.example:
+        return read_source(example_path())
+    if source.files:
+        return [obj for path in source.files for obj in read_source(path)]
+    if reader is None:
+        raise ValueError("a live dry run reads the cluster through a client")
+    return world_of(reader)
+
+
+def recording_client(objects: list[Obj], plan: CompactionPlan | None, settings: Settings, *, reader: ClusterClient | None,
+                     server_dry_run: bool = False) -> RecordingClient:
+    """The dry run's client over ``objects``: ``reader`` (a live cluster's) answers what the copy does not hold, and with
+    ``server_dry_run`` or ``executor.server_dry_run`` it is asked whether each eviction would be admitted (dryRun=All)."""
+    admitting = reader is not None and (server_dry_run or settings.executor.server_dry_run)
+    return RecordingClient(objects, plan, admission=reader if admitting else None, probe=reader, namespace=settings.executor.state_namespace)

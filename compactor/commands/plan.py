@@ -1,0 +1,102 @@
+"""``compactor plan``: a compaction plan of a snapshot or a live cluster, shown as text, JSON, markdown or a page."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from compactor.app.invocation import from_args, settings_from_args
+from compactor.app.planning import fence_for, plan_of, prepare, steering_in, with_advice
+from compactor.app.policy import restraints
+from compactor.app.reading import cluster_client, load_for_planning
+from compactor.commands.options import add_common_options, add_source_options
+from compactor.commands.progress import SolveProgress
+from compactor.commands.render import as_deployed
+from compactor.errors import CompactorError
+from compactor.html_report import render_plan_html
+from compactor.planner.explain import render_plan
+
+
+def planner_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``--time-limit``, ``--max-moves``, ``--objective`` and ``--seed`` change of the planner settings."""
+    overrides = {k: v for k, v in (("time_limit_seconds", args.time_limit), ("max_moves", args.max_moves), ("objective", args.objective),
+                                   ("seed", args.seed)) if v is not None}
+    if args.seed is not None:
+        overrides["deterministic"] = True  # a seed asks for the same plan again
+    if args.max_moves is not None and args.objective is None:
+        overrides["objective"] = "max-free"  # the freest point within the cap
+    return overrides
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, planner_overrides(args))
+    if args.seed is not None and args.seed < 0:
+        raise CompactorError(f"--seed must be >= 0, got {args.seed}")
+    if args.max_moves is not None and args.max_moves < 0:
+        raise CompactorError(f"--max-moves must be >= 0, got {args.max_moves}")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise CompactorError(f"--time-limit must be > 0, got {args.time_limit}")
+    if args.write:
+        _check_writable(args.write)  # before planning: a plan solved for minutes must not be lost to a typo in the path
+    inv = from_args(args, "plan", settings=settings)
+    source = inv.input()
+    loading = time.monotonic()
+    snapshot = load_for_planning(inv, explain_mig=args.explain_mig)
+    loaded = time.monotonic() - loading  # reported apart: planner.time_limit_seconds bounds the planning only
+    shapes = prepare(snapshot, settings)
+    steering = steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else None
+    with SolveProgress() as progress:
+        plan = plan_of(snapshot, settings, shapes, source=source.describe(), now=datetime.now(UTC), fence=fence_for(steering, settings),
+                       load_seconds=loaded, stage=progress.stage, restraints=restraints(inv, datetime.now(UTC)))
+    if args.explain_mig:
+        plan = with_advice(plan, snapshot, settings)
+    if steering is not None:
+        plan = plan.model_copy(update={"steering": steering})
+    if args.output == "html":  # the pictures before and after need the snapshot the plan was made on
+        text = render_plan_html(plan, snapshot, shapes)
+    else:
+        text = plan.to_json() if args.output == "json" else render_plan(plan, args.output) + as_deployed(plan, settings)
+    if args.write:
+        try:
+            with open(args.write, "w", encoding="utf-8") as fh:
+                fh.write(plan.to_json())
+        except OSError as exc:  # e.g. the disk filled while planning: the plan still goes to stdout
+            sys.stdout.write(text)
+            raise CompactorError(f"--write {args.write}: cannot write the plan ({exc.strerror}); it was printed above") from None
+    sys.stdout.write(text)
+    return 0
+
+
+def _check_writable(path: str) -> None:
+    """``--write PATH`` names a file that can be created or replaced: its folder exists and is writable, it is no folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CompactorError(f"--write {path}: is a directory; name a file, e.g. {os.path.join(path, 'plan.json')}")
+    if not os.path.isdir(folder):
+        raise CompactorError(f"--write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise CompactorError(f"--write {path}: not writable")
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plan = commands.add_parser("plan", help="compute a compaction plan (dry run: changes nothing)")
+    add_source_options(plan)
+    add_common_options(plan)
+    plan.add_argument("--output", "-o", choices=("text", "json", "markdown", "html"), default="text")
+    plan.add_argument("--write", metavar="FILE", help="also write the plan as JSON to FILE (for compactor apply)")
+    plan.add_argument("--time-limit", type=float, metavar="SECONDS", help="solver time limit (default from config: 10)")
+    plan.add_argument("--max-moves", type=int, metavar="N", help="at most N moves: the point of the curve freeing the most within N "
+                                                               "(unless --objective says otherwise)")
+    plan.add_argument("--explain-mig", action="store_true", help="also say, per MIG pool, which named mig-parted layout would serve "
+                                                                 "the demand best (advice: nothing is re-cut)")
+    plan.add_argument("--objective", choices=("pending-only", "balanced", "max-free"),
+                      help="which point of the trade-off curve to plan (default from config: balanced)")
+    plan.add_argument("--seed", type=int, metavar="N", help="CP-SAT seed; implies planner.deterministic: the same snapshot, settings "
+                                                             "and seed give the same plan")
+    plan.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape for the figures")
+    plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
+    plan.set_defaults(handler=cmd_plan)

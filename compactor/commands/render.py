@@ -1,0 +1,128 @@
+"""What the commands print: a run's report (a dry run's intended calls summed up, the outcome), a held run, what a plan
+would do with the deployed settings."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from datetime import UTC, datetime
+
+from compactor.actions.client import ClusterClient
+from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
+from compactor.actions.executor import RunReport
+from compactor.actions.outcome import Outcome
+from compactor.actions.scope import within_cap
+from compactor.model.text import listed
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import Settings
+from compactor.windows import window_state
+
+
+def print_run(report: RunReport, client: ClusterClient, fmt: str, verbose: bool = False) -> int:
+    """The run's report on stdout; a dry run also lists the calls a real run would make and what it cannot know."""
+    calls = client.intended_changes() if isinstance(client, RecordingClient) else None
+    if fmt == "json":
+        payload = report.to_dict()
+        if isinstance(client, RecordingClient) and calls is not None:
+            payload["intendedChanges"] = calls
+            payload["intendedCalls"] = client.intended_calls()
+            payload["notKnownUntilRealRun"] = list(NOT_KNOWN_UNTIL_REAL_RUN)
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        sys.stdout.write(run_text(report, calls, verbose))
+    return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
+
+
+def held_text(why: str, fmt: str) -> str:
+    """A run that changes nothing on purpose says so on stdout too (``status: held``), as its summary does."""
+    return (json.dumps({"status": "held", "reason": why, "movesDone": 0}) if fmt == "json" else f"held: {why}; nothing changed") + "\n"
+
+
+_DRY_VERDICTS = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}
+
+
+_CALL_KINDS = (  # (what a recorded call starts with or contains, how the summary names it), first match wins
+    ("evict ", "evictions (policy/v1 Eviction)"),
+    ("taint node/", "node taints and annotations (fences, reservations, releases)"),
+    ("annotate node/", "node annotations"),
+    ("event ", "events"),
+    ("(executor state", "state ConfigMap writes (the executor's bookkeeping)"),
+    ("patch pod/", "pod patches (tolerations for placed pending pods)"),
+)
+
+
+def _call_kind(call: str) -> str:
+    return next((kind for mark, kind in _CALL_KINDS if call.startswith(mark) or mark in call), " ".join(call.split()[:2]))
+
+
+def calls_text(calls: list[str], verbose: bool) -> list[str]:
+    """A dry run's calls: counted by kind, the full list with -v (and always in -o json)."""
+    if verbose:
+        return [f"(dry run) {line}" for line in calls]
+    counts = Counter(map(_call_kind, calls))
+    lines = [f"a real run would make {len(calls)} call(s) (-v lists each, -o json gives them all):"]
+    lines += [f"  {n:5d}  {kind}" for kind, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    return lines
+
+
+def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) -> str:
+    """The text report; a dry run words it as intentions, sums up its calls first and ends with what it cannot know."""
+    dry = report.dry_run
+    lines = calls_text(calls or [], verbose) if dry and calls else []
+    if dry:
+        lines.append(f"plan {report.plan_id}: {_DRY_VERDICTS.get(report.shown_status, report.shown_status)}; "
+                     f"{report.moves_done}/{report.moves_total} moves simulated")
+    else:
+        lines.append(f"plan {report.plan_id}: {report.status}; {report.moves_done}/{report.moves_total} moves done")
+    if report.steering:
+        lines.append(f"steering: {report.steering} ({report.steering_why})")
+    if report.freed_nodes:
+        lines.append(f"{'would free nodes' if dry else 'freed nodes'}: {listed(report.freed_nodes)}")
+    if report.skipped_moves:
+        lines.append(f"{'would skip' if dry else 'skipped'} (pod already gone or moved): {listed(report.skipped_moves)}")
+    if report.reason:
+        lines.append(f"reason: {report.reason}")
+    text = "".join(f"{line}\n" for line in lines) + (outcome_text(report.outcome) if report.outcome is not None else "")
+    if dry:
+        text += f"dry run: {len(calls or [])} call(s) {'shown' if verbose else 'summed up'} above; nothing was changed\n"
+        if report.status != "nothing-to-do":
+            text += f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n"
+    return text
+
+
+def outcome_text(outcome: Outcome) -> str:
+    """The outcome block: ``measured`` on the cluster after a real run, ``simulated`` (never measured) in a dry run."""
+    how = "simulated (not measured)" if outcome.simulated else "measured"
+    lines = [
+        f"{how}: {outcome.freed_gpus:+d} whole-free GPUs (plan: {outcome.planned_freed_gpus:+d}); "
+        f"nodes freed: {listed(outcome.freed_nodes) or 'none'}"
+        + (f"; nodes taken: {listed(outcome.taken_nodes)}" if outcome.taken_nodes else ""),
+        ("simulated: " if outcome.simulated else "")
+        + f"pending pods placed as planned: {outcome.pending_placed}/{outcome.pending_planned}; evictions: {outcome.evictions}; "
+        f"replacements Ready: {outcome.replacements_ready}; "
+        + (f"node holds: {outcome.holds} (how long each lasts is not known until a real run)" if outcome.simulated
+           else f"node holds: {outcome.holds}, {outcome.held_node_seconds:.1f} node-seconds"),
+        *(f"note: {note}" for note in outcome.notes),
+    ]
+    return "".join(f"{line}\n" for line in lines)
+
+
+_MODE_DOES = {"report": "would only measure (mode: report)", "plan": "would dry-run this plan, changing nothing (mode: plan)",
+              "apply": "would carry it out (mode: apply)"}
+
+
+def as_deployed(plan: CompactionPlan, settings: Settings) -> str:
+    """What a cycle with these settings (the deployed ones, given --config) would do of the plan: the mode, and the whole
+    nodes ``max_evictions_per_cycle`` lets one cycle take."""
+    lines = [f"\nWith these settings a run {_MODE_DOES[settings.mode]}"]
+    if settings.disruption.windows and settings.mode == "apply":
+        state = window_state(settings.disruption.windows, datetime.now(UTC))
+        lines.append(f"; now {state.why}" if state.open else f", but not now: {state.why}")
+    cap = settings.executor.max_evictions_per_cycle
+    if len(plan.moves) > cap:
+        cut = within_cap(plan, cap, {})
+        placing = f"placing {len(cut.placed_pending)} pending pod(s) and " if cut.placed_pending else ""
+        lines.append(f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (executor.max_evictions_per_cycle {cap}, "
+                     f"whole nodes only), {placing}freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on")
+    return "".join(lines) + ".\n"

@@ -1,0 +1,258 @@
+"""The controller's loop: a compaction cycle every ``interval`` seconds (``compactor.app.cycle.run_cycle``) on the replica
+that holds the Lease, figures on every replica; the probes /healthz and /readyz answer from its bookkeeping."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from compactor.actions.client import ClusterClient
+from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableClock, on_stop_signals
+from compactor.actions.executor import Progress
+from compactor.app.cycle import CycleReport, run_cycle
+from compactor.controller.exporter import Exporter
+from compactor.controller.http import HttpServer, parse_listen
+from compactor.errors import CompactorError
+from compactor.kube.lease import LeaderElector
+from compactor.model.types import Snapshot
+from compactor.settings import Settings, worst_case_run_seconds
+from compactor.windows import window_state
+
+log = logging.getLogger("compactor.controller")
+
+DEFAULT_INTERVAL = 600.0
+DEFAULT_LISTEN = ":8080"
+
+
+# How long a replica may go without renewing the Lease or seeing it change before /healthz fails: a follower
+# watching a holder that died sees no change for a whole lease duration before it takes over, then needs one
+# more round (a third of it) and the round's own requests; twice the duration covers that.
+LEASE_STALE_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    interval: float = DEFAULT_INTERVAL
+    listen: str = DEFAULT_LISTEN
+    dry_run: bool = False
+    report_only: bool = False
+    stale_after: float | None = None  # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
+    cycle_limit: float | None = None  # /healthz fails when one cycle runs longer (None: see cycle_limit_default)
+
+
+def stale_after_default(interval: float, settings: Settings) -> float:
+    """Three missed cycles, plus one plan's time limit: the scheduler starts a cycle at most ``interval`` after the last ended."""
+    return 3 * interval + settings.planner.time_limit_seconds
+
+
+def cycle_limit_default(settings: Settings) -> float:
+    """The longest a cycle can legitimately take: recovery may resume a whole interrupted run before the cycle's own run."""
+    return 2 * worst_case_run_seconds(settings)
+
+
+class Controller:
+    """The scheduler (cycle job, lease job) and the HTTP server; ``elector=None`` = always leader (--no-leader-election)."""
+
+    def __init__(
+        self,
+        *,
+        load_snapshot: Callable[[], Snapshot],
+        client: ClusterClient,
+        settings: Settings,
+        exporter: Exporter,
+        options: ControllerOptions,
+        elector: LeaderElector | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if options.interval <= 0:
+            raise CompactorError(f"--interval must be > 0, got {options.interval:g}")
+        self.stale_after = options.stale_after if options.stale_after is not None else stale_after_default(options.interval, settings)
+        if self.stale_after <= options.interval:
+            raise CompactorError(f"--stale-after must be longer than --interval ({options.interval:g} s), got {self.stale_after:g}")
+        self.cycle_limit = options.cycle_limit if options.cycle_limit is not None else cycle_limit_default(settings)
+        if self.cycle_limit <= 0:
+            raise CompactorError(f"the cycle limit must be > 0, got {self.cycle_limit:g}")
+        self.load_snapshot = load_snapshot
+        self.client = client
+        self.settings = settings
+        self.exporter = exporter
+        self.options = options
+        self.elector = elector
+        self.clock: Clock = clock or RealClock()
+        self._stopping = threading.Event()
+        self._interrupt = threading.Event()  # set on stop or lost leadership: the running cycle stops at its next wait
+        self._cycle_running = threading.Event()
+        self._scheduler: Any = None
+        # Liveness bookkeeping, read by the HTTP thread: plain float assignments, atomic under the GIL.
+        self._progress_at: float | None = None  # clock.monotonic() when a cycle last started or ended (or start() ran)
+        self._cycle_since: float | None = None  # clock.monotonic() when the running cycle started; None between cycles
+        self._lease_grace_from: float | None = None  # elector.monotonic() at start(): the first round has until then + limit
+        host, port = parse_listen(options.listen)
+        self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
+        self.cycles = 0  # completed cycles (for tests and logs)
+        exporter.set_leader(elector is None)
+
+    # ----- probes
+
+    def health_problem(self) -> str | None:
+        """Why /healthz fails, or None: the scheduler runs, cycles start and end in time, and the Lease is renewed or seen."""
+        if self._stopping.is_set():
+            return "stopping"
+        if self._scheduler is None or not self._scheduler.running:
+            return "scheduler not running"
+        return self._cycle_problem() or self._lease_problem()
+
+    def readiness_problem(self) -> str | None:
+        """Why /readyz fails, or None: healthy, and the first cycle has exported the figures."""
+        return self.health_problem() or (None if self.exporter.has_figures else "no figures yet: the first cycle has not finished reading the cluster")
+
+    def healthy(self) -> bool:
+        return self.health_problem() is None
+
+    def ready(self) -> bool:
+        return self.readiness_problem() is None
+
+    def _cycle_problem(self) -> str | None:
+        now = self.clock.monotonic()
+        since, progress = self._cycle_since, self._progress_at
+        if since is not None:
+            if now - since > self.cycle_limit:
+                return f"stuck: a cycle has been running for {now - since:.0f} s, longer than the worst case ({self.cycle_limit:.0f} s)"
+            return None
+        if progress is not None and now - progress > self.stale_after:
+            return f"no cycle started or ended for {now - progress:.0f} s (limit {self.stale_after:.0f} s)"
+        return None
+
+    def _lease_problem(self) -> str | None:
+        if self.elector is None:
+            return None
+        times = [t for t in (self.elector.last_contact(), self._lease_grace_from) if t is not None]
+        if not times:
+            return None
+        age = self.elector.monotonic() - max(times)
+        limit = LEASE_STALE_FACTOR * self.elector.lease_seconds
+        if age > limit:
+            return f"leader election: Lease {self.elector.ref} neither renewed nor seen to change for {age:.0f} s (limit {limit:.0f} s)"
+        return None
+
+    # ----- jobs
+
+    def _inside_window(self) -> bool:
+        """Cycles outside every disruption window measure and export, and act on nothing (dry runs change nothing)."""
+        if self.options.dry_run:
+            return True
+        state = window_state(self.settings.disruption.windows, self.clock.now())
+        if not state.open:
+            log.info("%s: this cycle measures only", state.why)
+        return state.open
+
+    def _lead(self) -> bool:
+        """One election round (lease job and every cycle); errors keep leadership until the renew deadline."""
+        if self.elector is None:
+            return True
+        try:
+            held = self.elector.try_acquire_or_renew(datetime.now(UTC))
+        except CompactorError as exc:
+            log.warning("leader election: %s", exc)
+            held = self.elector.is_leader
+        self.exporter.set_leader(held)
+        if not held and self._cycle_running.is_set():
+            log.warning("lost leadership during a cycle: stopping it at its next wait")
+            self._interrupt.set()
+        return held
+
+    def tick(self) -> CycleReport | None:
+        """One scheduled cycle: figures always, recovery/plan/execute only as leader (and not --report-only)."""
+        if self._stopping.is_set():
+            return None
+        leader = self._lead()
+        execute = leader and not self.options.report_only and self._inside_window()
+        self._interrupt.clear()
+        if self._stopping.is_set():
+            self._interrupt.set()
+        self._cycle_running.set()
+        self._cycle_since = self._progress_at = self.clock.monotonic()
+        try:
+            report = run_cycle(self.load_snapshot, self.client, self.settings, StoppableClock(self.clock, self._interrupt),
+                               self.exporter, execute=execute, dry_run=self.options.dry_run, progress=_log_progress)
+        except Interrupted:
+            log.warning("cycle interrupted; the executor's recovery resumes or rolls back the run on the next cycle or start")
+            return None
+        except CompactorError as exc:
+            self.exporter.record_cycle_error()
+            log.error("cycle failed: %s", exc)
+            return None
+        except Exception:  # a bug: keep the loop alive, the next cycle recovers
+            self.exporter.record_cycle_error()
+            log.exception("cycle failed unexpectedly")
+            return None
+        finally:
+            self._cycle_running.clear()
+            self._progress_at, self._cycle_since = self.clock.monotonic(), None
+        self.cycles += 1
+        log.info("cycle done", extra={"leader": leader, "executed": execute, **report.summary()})
+        return report
+
+    # ----- lifecycle
+
+    def start(self) -> None:
+        scheduler = BackgroundScheduler(timezone=UTC)
+        now = datetime.now(UTC)
+        scheduler.add_job(self.tick, "interval", seconds=self.options.interval, id="cycle", name="compaction cycle",
+                          max_instances=1, coalesce=True, next_run_time=now, misfire_grace_time=None)
+        if self.elector is not None:
+            every = max(1.0, self.elector.lease_seconds / 3)
+            scheduler.add_job(self._lead, "interval", seconds=every, id="lease", name="leader lease",
+                              max_instances=1, coalesce=True, next_run_time=now)
+        self._progress_at = self.clock.monotonic()
+        if self.elector is not None:
+            self._lease_grace_from = self.elector.monotonic()
+        self.server.start()
+        scheduler.start()
+        self._scheduler = scheduler
+        log.info("controller started", extra={"listen": f"{self.options.listen} (port {self.server.port})",
+                                              "interval": self.options.interval, "dryRun": self.options.dry_run,
+                                              "reportOnly": self.options.report_only,
+                                              "identity": self.elector.identity if self.elector else "(no leader election)"})
+
+    def request_stop(self) -> None:
+        """Ask the loop to stop (signal-handler safe: only sets events)."""
+        self._stopping.set()
+        self._interrupt.set()
+
+    def stop(self) -> None:
+        """Stop taking cycles, let a running one reach its stop point, release the Lease, close the server."""
+        self.request_stop()
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=True)
+        if self.elector is not None:
+            try:
+                self.elector.release(datetime.now(UTC))
+            except CompactorError as exc:
+                log.warning("could not release the lease: %s", exc)
+        self.exporter.set_leader(False)
+        self.server.stop()
+        log.info("controller stopped")
+
+    def run_forever(self) -> int:
+        """Run until SIGTERM/SIGINT (main thread only)."""
+        with on_stop_signals(self.request_stop):
+            try:
+                self.start()
+                while not self._stopping.wait(1.0):
+                    pass
+            finally:
+                self.stop()
+        return 0
+
+
+def _log_progress(progress: Progress) -> None:
+    log.debug("executor: [%d/%d] %s%s", progress.done, progress.total, progress.current,
+              f" (waiting: {progress.waiting})" if progress.waiting else "")
+

@@ -1,0 +1,97 @@
+"""The planner's one door to OR-Tools CP-SAT: the model types, hints, and a solve within a ``Deadline``.
+
+Every CP-SAT model of the planner (the levels, ``levels.py``; the trade-off curve's cost model, ``frontier.py``; the
+bounds, ``bound.py`` and ``move_bound.py``; the large-neighbourhood search's sub-models, through the levels) is built
+with the types re-exported here and solved by ``solve``, which sets the time limit, the seed and the workers the
+deadline asks for, charges the deterministic time spent to it, and names the status as the library does
+(``CpSolver.status_name``: OPTIMAL, FEASIBLE, INFEASIBLE, MODEL_INVALID, UNKNOWN). A model is changed only through the
+model API (``fix``: ``IntVar.with_domain``), except the solution hint, written to the model in one batch (``hint``).
+
+Imports: ``ortools`` (the only planner module that does) and ``deadline``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+from ortools.sat.python.cp_model import CpModel, Domain, IntVar, LinearExpr, LinearExprT
+
+from compactor.planner.deadline import Deadline
+
+__all__ = ["FOUND", "OPTIMAL", "CpModel", "IntVar", "LinearExpr", "LinearExprT", "Solved", "fix", "hint", "size", "solve"]
+
+WALL_CAP = 10.0  # deterministic runs: a wall-clock safety cap, this many times the deterministic limit (+1 s)
+
+OPTIMAL = "OPTIMAL"
+FOUND = frozenset({OPTIMAL, "FEASIBLE"})  # statuses that come with a solution
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A finished solve: its status (the library's name) and what the solver holds."""
+
+    status: str
+    solver: cp_model.CpSolver
+
+    @property
+    def found(self) -> bool:
+        """A solution came with it (OPTIMAL or FEASIBLE)."""
+        return self.status in FOUND
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == OPTIMAL
+
+    @property
+    def infeasible(self) -> bool:
+        return self.status == "INFEASIBLE"
+
+    @property
+    def objective(self) -> float:
+        return float(self.solver.objective_value)
+
+    @property
+    def bound(self) -> float:
+        """The best proven objective bound (infinite or meaningless when the solve proved nothing)."""
+        return float(self.solver.best_objective_bound)
+
+    def value(self, var: IntVar) -> int:
+        return int(self.solver.value(var))
+
+
+def solve(model: CpModel, deadline: Deadline, seconds: float, *, workers: int | None = None) -> Solved:
+    """Solve ``model`` within ``seconds`` of ``deadline``'s clock, with its seed and workers (or ``workers``)."""
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.random_seed = deadline.seed
+    params.num_workers = workers or deadline.workers
+    if deadline.deterministic:
+        params.interleave_search = True
+        params.max_deterministic_time = seconds
+        params.max_time_in_seconds = WALL_CAP * seconds + 1.0
+    else:
+        params.max_time_in_seconds = seconds
+    status = solver.solve(model)
+    deadline.spend(solver.deterministic_time)
+    return Solved(solver.status_name(status), solver)
+
+
+def hint(model: CpModel, indices: Sequence[int], values: Sequence[int]) -> None:
+    """Replace the model's solution hint by ``values`` for the variables of ``indices``, in one batch (``CpModel.add_hint``
+    per variable took most of a second at hundreds of thousands of variables)."""
+    model.clear_hints()  # type: ignore[no-untyped-call]
+    found = model.proto.solution_hint
+    found.vars.extend(indices)
+    found.values.extend(values)
+
+
+def fix(var: IntVar, value: int) -> None:
+    """Fix ``var`` to ``value`` for the next solves (its domain becomes that one value)."""
+    var.with_domain(Domain(value, value))
+
+
+def size(model: CpModel) -> int:
+    """The model's variables."""
+    return len(model.proto.variables)
