@@ -373,8 +373,13 @@ def linked_nodes(problem: Problem, types: Iterable[PodType]) -> list[int]:
             x = parent[x]
         return x
 
+    linked: set[tuple[int, ...]] = set()  # many types share their targets: link each such set once
     for ptype in types:
-        nodes = (*ptype.targets, *ptype.initial)
+        if ptype.targets and ptype.targets not in linked:
+            linked.add(ptype.targets)
+            for other in ptype.targets[1:]:
+                parent[find(other)] = find(ptype.targets[0])
+        nodes = (*ptype.targets[:1], *ptype.initial)
         for other in nodes[1:]:
             parent[find(other)] = find(nodes[0])
     return [find(n) for n in range(len(problem.nodes))]

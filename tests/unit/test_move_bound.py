@@ -65,6 +65,31 @@ def test_moves_leaving_a_node_are_counted_by_its_cheapest_pods() -> None:
     assert _fewest(problem, 8) == 2  # g1's two ordinary pods (2 moves) beat g0's one pod costed at 1 + 4 moves
 
 
+def test_a_pod_asking_a_whole_node_needs_a_whole_hole_not_the_scattered_free_gpus() -> None:
+    """Free GPUs scattered one per node hold no 8-GPU pod: moving 'big' (one move by GPU count) first needs a node
+    emptied for it, so freeing 8 GPUs takes the 7 moves that empty a node of 1-GPU pods (the chunk rows; a fluid count
+    of free GPUs claimed 1)."""
+    nodes = [node(f"s{i}", gpus=8) for i in range(8)]
+    small = [pod(f"p{i}-{j}", on=f"s{i}", gpus=1, owner=f"ReplicaSet/w{j}") for i in range(8) for j in range(7)]
+    problem = _problem(node("big-node", gpus=8), pod("big", on="big-node", gpus=8), *nodes, *small)
+    assert _fewest(problem, 8) == 7
+    assert most_freed_within(problem, max_moves=6, pending_weight=0, deadline=Deadline(5, 1)) == 0
+
+
+def test_pods_that_reach_only_part_of_their_pool_need_room_there() -> None:
+    """a1's pod may only run on zone-a nodes, and a2 (the other) is full: a1 cannot be freed however much room zone b
+    has, so freeing 8 GPUs takes b1's two pods (the restricted-target rows; the pool's total room claimed 1 move)."""
+    zone_a = {"zone": "a"}
+    only_a = {"zone": "a"}
+    problem = _problem(
+        node("a1", gpus=8, labels=zone_a), node("a2", gpus=8, labels=zone_a), node("b1", gpus=8, labels={"zone": "b"}),
+        pod("r0", on="a1", gpus=1, node_selector=only_a, owner="ReplicaSet/r"),
+        *[pod(f"r{i}", on="a2", gpus=1, node_selector=only_a, owner="ReplicaSet/r") for i in range(1, 9)],
+        pod("u1", on="b1", gpus=1, owner="ReplicaSet/u"), pod("u2", on="b1", gpus=1, owner="ReplicaSet/u"),
+    )
+    assert _fewest(problem, 8) == 2
+
+
 def test_within_a_move_cap_no_plan_frees_more_than_the_nodes_that_many_moves_empty() -> None:
     problem = _problem(*_three_nodes())
     assert most_freed_within(problem, max_moves=0, pending_weight=0, deadline=Deadline(5, 1)) == 0
