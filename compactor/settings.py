@@ -11,6 +11,8 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -80,8 +82,6 @@ class MetricsSettings(_Group):
     @field_validator("pushgateway_url")
     @classmethod
     def _pushgateway_is_a_url(cls, value: str) -> str:
-        from urllib.parse import urlsplit
-
         if not value:
             return value
         try:
@@ -186,8 +186,6 @@ class WindowSettings(_Group):
 
     @model_validator(mode="after")
     def _valid(self) -> WindowSettings:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
         from apscheduler.triggers.cron import CronTrigger
 
         try:

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Protocol
 
@@ -48,8 +48,6 @@ class SimulatedClock:
         self._elapsed = 0.0
 
     def now(self) -> datetime:
-        from datetime import timedelta
-
         return self._start + timedelta(seconds=self._elapsed)
 
     def monotonic(self) -> float:

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner import cpsat
-from compactor.planner.cpsat import CpModel, IntVar, LinearExpr
 from compactor.planner.deadline import Deadline
 from compactor.planner.int64 import at_most, checked, too_large
 from compactor.planner.problem import NodeState, PodType, Problem, gpu_pools, holds_gpu_load
+
+if TYPE_CHECKING:
+    from compactor.planner.cpsat import IntVar
 
 BOUND_SECONDS = 1.0
 
@@ -59,7 +62,7 @@ def whole_free_bound(problem: Problem, *, all_pending_placed: bool, deadline: De
 
 def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int],
               pending: list[PodType], deadline: Deadline) -> int:
-    model = CpModel()
+    model = cpsat.new_model()
     chosen = {s.index: model.new_bool_var(f"free_{s.index}") for s in candidates}
     terms: dict[tuple[int, str], list[tuple[IntVar, int]]] = defaultdict(list)
     for state in candidates:
@@ -68,7 +71,7 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
                 terms[group[state.index], resource].append((chosen[state.index], amount))
     for ptype in pending:  # every pod placed, each in one group its targets reach
         into = {g: model.new_int_var(0, ptype.count, f"pending_{ptype.index}_{g}") for g in sorted({group[n] for n in ptype.targets})}
-        model.add(LinearExpr.sum(list(into.values())) == ptype.count)
+        model.add(cpsat.total(list(into.values())) == ptype.count)
         for resource, amount in ptype.items:
             if is_gpu_resource(resource):
                 for g, var in into.items():
@@ -79,10 +82,10 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
         if restated is not None:
             small, room = restated
             checked(small, too_large(problem.snapshot.source, None, resource, f"{resource} amounts"))
-            model.add(LinearExpr.weighted_sum([v for v, _ in small], [a for _, a in small]) <= room)
+            model.add(cpsat.weighted_sum([v for v, _ in small], [a for _, a in small]) <= room)
     gpus = checked([(var, problem.nodes[n].gpus) for n, var in chosen.items()],
                    too_large(problem.snapshot.source, None, "status.allocatable", "GPU counts"))
-    model.maximize(LinearExpr.weighted_sum([v for v, _ in gpus], [g for _, g in gpus]))
+    model.maximize(cpsat.weighted_sum([v for v, _ in gpus], [g for _, g in gpus]))
     solved = cpsat.solve(model, deadline, max(0.05, deadline.remaining()), workers=1)  # small: one worker
     if solved.optimal:
         return round(solved.objective)

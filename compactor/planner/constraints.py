@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from compactor.model.resources import is_gpu_resource
-from compactor.planner.cpsat import IntVar, LinearExpr, LinearExprT
+from compactor.planner import cpsat
 from compactor.planner.int64 import (
     REACH_LIMIT,
     LinearTerms,
@@ -28,9 +29,12 @@ from compactor.planner.int64 import (
 from compactor.planner.problem import Problem
 from compactor.planner.variables import Variables
 
+if TYPE_CHECKING:
+    from compactor.planner.cpsat import IntVar, LinearExpr, LinearExprT
+
 
 def _weighted(terms: LinearTerms) -> LinearExpr:
-    return LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms])
+    return cpsat.weighted_sum([v for v, _ in terms], [c for _, c in terms])
 
 
 def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables, total: int | None = None) -> None:
@@ -50,9 +54,9 @@ def conservation(problem: Problem, v: Variables) -> None:
     for ptype in problem.types:
         v.tick()
         if ptype.pending:
-            v.model.add(LinearExpr.sum([v.placed[ptype.index, n] for n in ptype.targets]) <= ptype.count)
+            v.model.add(cpsat.total([v.placed[ptype.index, n] for n in ptype.targets]) <= ptype.count)
             continue
-        v.model.add(LinearExpr.sum([v.final[ptype.index, n] for n in ptype.targets]) == ptype.count)
+        v.model.add(cpsat.total([v.final[ptype.index, n] for n in ptype.targets]) == ptype.count)
         for node, pods in ptype.initial.items():
             v.model.add(v.out[ptype.index, node] + v.final[ptype.index, node] >= len(pods))
 
@@ -148,19 +152,19 @@ def move_limits(problem: Problem, v: Variables) -> None:
     """maxMoves in total, per source node and per namespace."""
     cfg = problem.settings
     if cfg.max_moves is not None:
-        v.model.add(LinearExpr.sum(list(v.out.values())) <= cfg.max_moves)
+        v.model.add(cpsat.total(list(v.out.values())) <= cfg.max_moves)
     if cfg.max_moves_per_node is not None:
         by_node: dict[int, list[IntVar]] = defaultdict(list)
         for (_, node), var in v.out.items():
             by_node[node].append(var)
         for terms in by_node.values():
-            v.model.add(LinearExpr.sum(terms) <= cfg.max_moves_per_node)
+            v.model.add(cpsat.total(terms) <= cfg.max_moves_per_node)
     if cfg.max_moves_per_namespace is not None:
         by_ns: dict[str, list[IntVar]] = defaultdict(list)
         for (t, _), var in v.out.items():
             by_ns[problem.types[t].namespace].append(var)
         for terms in by_ns.values():
-            v.model.add(LinearExpr.sum(terms) <= cfg.max_moves_per_namespace)
+            v.model.add(cpsat.total(terms) <= cfg.max_moves_per_namespace)
 
 
 def min_gain(problem: Problem, v: Variables) -> None:

@@ -12,15 +12,19 @@ Imports: ``ortools`` (the only planner module that does) and ``deadline``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-from ortools.sat.python import cp_model
-from ortools.sat.python.cp_model import CpModel, Domain, IntVar, LinearExpr, LinearExprT
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from compactor.planner.deadline import Deadline
 
-__all__ = ["FOUND", "OPTIMAL", "CpModel", "IntVar", "LinearExpr", "LinearExprT", "Solved", "fix", "hint", "size", "solve"]
+if TYPE_CHECKING:
+    from ortools.sat.python.cp_model import CpModel, CpSolver, IntVar, LinearExpr, LinearExprT
+
+__all__ = ["FOUND", "OPTIMAL", "CpModel", "IntVar", "LinearExpr", "LinearExprT", "Solved", "fix", "hint", "new_model", "size",
+           "solve", "total", "weighted_sum"]
 
 WALL_CAP = 10.0  # deterministic runs: a wall-clock safety cap, this many times the deterministic limit (+1 s)
 
@@ -33,7 +37,7 @@ class Solved:
     """A finished solve: its status (the library's name) and what the solver holds."""
 
     status: str
-    solver: cp_model.CpSolver
+    solver: CpSolver
 
     @property
     def found(self) -> bool:
@@ -63,7 +67,7 @@ class Solved:
 
 def solve(model: CpModel, deadline: Deadline, seconds: float, *, workers: int | None = None) -> Solved:
     """Solve ``model`` within ``seconds`` of ``deadline``'s clock, with its seed and workers (or ``workers``)."""
-    solver = cp_model.CpSolver()
+    solver = _cp_model().CpSolver()
     params = solver.parameters
     params.random_seed = deadline.seed
     params.num_workers = workers or deadline.workers
@@ -89,7 +93,31 @@ def hint(model: CpModel, indices: Sequence[int], values: Sequence[int]) -> None:
 
 def fix(var: IntVar, value: int) -> None:
     """Fix ``var`` to ``value`` for the next solves (its domain becomes that one value)."""
-    var.with_domain(Domain(value, value))
+    var.with_domain(_cp_model().Domain(value, value))
+
+
+def _cp_model() -> ModuleType:
+    """OR-Tools' CP-SAT module, imported on first use: it takes most of a second (it pulls in pandas), which commands
+    that never plan (``report``, ``apply`` of a written plan, the controller between cycles) should not pay."""
+    return importlib.import_module("ortools.sat.python.cp_model")
+
+
+def new_model() -> CpModel:
+    """An empty CP-SAT model."""
+    model: CpModel = _cp_model().CpModel()
+    return model
+
+
+def total(terms: Iterable[LinearExprT]) -> LinearExpr:
+    """The sum of ``terms``."""
+    found: LinearExpr = _cp_model().LinearExpr.sum(list(terms))
+    return found
+
+
+def weighted_sum(terms: Sequence[LinearExprT], coefficients: Sequence[int]) -> LinearExpr:
+    """The sum of ``terms`` weighted by ``coefficients``."""
+    found: LinearExpr = _cp_model().LinearExpr.weighted_sum(terms, coefficients)
+    return found
 
 
 def size(model: CpModel) -> int:

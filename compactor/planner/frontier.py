@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from compactor.planner import constraints as c
 from compactor.planner import cpsat
-from compactor.planner.cpsat import LinearExpr
 from compactor.planner.deadline import Deadline, OutOfTime
 from compactor.planner.greedy import Drainer, greedy
 from compactor.planner.int64 import checked
@@ -126,12 +125,12 @@ class _CostModel:
             model.add(c.pending_placed(problem, self.v) >= pending)
         ran = [var for n, var in self.v.empty.items() if problem.nodes[n].ran_gpu_pods]
         self.k = model.new_int_var(0, len(ran), "k")
-        model.add(LinearExpr.sum(ran) >= self.k) if ran else model.add(self.k == 0)
+        model.add(cpsat.total(ran) >= self.k) if ran else model.add(self.k == 0)
         self.weight = sum(s.gpus for s in problem.nodes) + 1  # freed GPUs only break ties between equal costs
         terms = [(var, cost * self.weight) for var, cost in c.move_cost_terms(problem, self.v)]
         terms += [(var, -gpus) for var, gpus in c.freed_gpu_terms(problem, self.v)]
         checked(terms, c.move_costs_too_large(problem), bound=self.v.upper)
-        model.minimize(LinearExpr.weighted_sum([var for var, _ in terms], [k for _, k in terms]))
+        model.minimize(cpsat.weighted_sum([var for var, _ in terms], [k for _, k in terms]))
         self.deadline = deadline
 
     def solve(self, k: int, hint: Assignment, seconds: float) -> tuple[str, Assignment | None, int]:

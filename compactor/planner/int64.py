@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from compactor.errors import InputError
-from compactor.planner.cpsat import IntVar
+
+if TYPE_CHECKING:
+    from compactor.planner.cpsat import IntVar
 
 REACH_LIMIT = (2**63 - 1) // 2  # CP-SAT: no linear expression may reach beyond half of int64
-LinearTerms = list[tuple[IntVar, int]]
-Bound = Callable[[IntVar], int]  # a variable's largest value (``upper``, or a faster lookup of the same)
+LinearTerms = list[tuple["IntVar", int]]
+Bound = Callable[["IntVar"], int]  # a variable's largest value (``upper``, or a faster lookup of the same)
 
 
 class ModelRangeError(InputError):

@@ -16,14 +16,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from compactor.planner import constraints as c
 from compactor.planner import cpsat, objective
-from compactor.planner.cpsat import CpModel, LinearExprT
 from compactor.planner.deadline import Deadline, OutOfTime
 from compactor.planner.objective import Assignment, empty_nodes
 from compactor.planner.problem import Problem
 from compactor.planner.variables import Variables, make_variables
+
+if TYPE_CHECKING:
+    from compactor.planner.cpsat import CpModel, LinearExprT
 
 SMALL_MODEL = 20_000  # variables: past the solves' share, a model this small still gets a moment per level (while time lasts)
 

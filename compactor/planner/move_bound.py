@@ -34,12 +34,15 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner import cpsat
-from compactor.planner.cpsat import CpModel, IntVar, LinearExpr
 from compactor.planner.deadline import Deadline
 from compactor.planner.problem import Problem, gpu_pools, holds_gpu_load
+
+if TYPE_CHECKING:
+    from compactor.planner.cpsat import CpModel, IntVar, LinearExpr
 
 BOUND_SECONDS = 1.0  # at most this for each bound: CP-SAT usually proves the model in a tenth of that
 CAPPED_MIN_SECONDS = 0.25  # a capped bound's solve gets at least this (at 5,000 nodes it proves 80 of 80 in about that)
@@ -90,7 +93,7 @@ class _Model:
 
     def sum(self, terms: Iterable[tuple[IntVar, int]]) -> LinearExpr:
         listed = [(v, c) for v, c in terms if c]
-        return LinearExpr.weighted_sum([v for v, _ in listed], [c for _, c in listed])
+        return cpsat.weighted_sum([v for v, _ in listed], [c for _, c in listed])
 
     def cost(self) -> LinearExpr:
         terms = []
@@ -226,7 +229,7 @@ def _build(problem: Problem, nodes: dict[int, _Node]) -> _Model:
     group = gpu_pools(problem)
     sets = _target_sets(problem, group)
     kinds, size = _kinds(problem, nodes, group, sets)
-    built = _Model(CpModel(), kinds, size)
+    built = _Model(cpsat.new_model(), kinds, size)
     _choices(problem, built)
     _pending(problem, built)
     _pool_rows(built)
@@ -244,7 +247,7 @@ def _choices(problem: Problem, built: _Model) -> None:
         most = pods if cap is None else min(pods, cap)
         kept = [model.new_int_var(0, size, f"kept_{i}_{k}") for k in range(most + 1)]
         freed = model.new_int_var(0, size if kind.freeable and most == pods else 0, f"freed_{i}")
-        model.add(LinearExpr.sum([*kept, freed]) == size)
+        model.add(cpsat.total([*kept, freed]) == size)
         built.kept.append(kept)
         built.freed.append(freed)
 
@@ -265,7 +268,7 @@ def _pending(problem: Problem, built: _Model) -> None:
         mine = [i for i, kind in enumerate(built.kinds) if ptype.index in kind.pending]
         for i in mine:
             built.placed[ptype.index, i] = model.new_int_var(0, ptype.count, f"placed_{ptype.index}_{i}")
-        model.add(LinearExpr.sum([built.placed[ptype.index, i] for i in mine]) <= ptype.count)
+        model.add(cpsat.total([built.placed[ptype.index, i] for i in mine]) <= ptype.count)
     arrivals: dict[tuple[int, str], list[tuple[IntVar, int]]] = defaultdict(list)
     for (t, i), var in built.placed.items():
         for resource, amount in built.asks[t].items():
@@ -277,7 +280,7 @@ def _pending(problem: Problem, built: _Model) -> None:
             continue
         room = [(v, _arrival_room(kind, resource, k)) for k, v in enumerate(built.kept[i])]
         model.add(built.sum(terms) <= built.sum(room))
-        for chunk in {a for _, a in terms}:
+        for chunk in sorted({a for _, a in terms}):
             model.add(built.sum((v, a // chunk) for v, a in terms) <= built.sum((v, r // chunk) for v, r in room))
 
 
@@ -347,6 +350,6 @@ def _target_rows(built: _Model, sets: int) -> None:
             if kind.member[j]:
                 room += [(v, sum(_arrival_room(kind, r, k) for r, _ in kind.rooms)) for k, v in enumerate(kept)]
         members = {i for i, kind in enumerate(built.kinds) if kind.member[j]}
-        for resource in {r for ask in built.asks.values() for r in ask}:
+        for resource in sorted({r for ask in built.asks.values() for r in ask}):
             placed += _placed(built, members, resource)
         built.model.add(built.sum(need + placed) <= built.sum(room))

@@ -226,8 +226,10 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
 
 
 def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool, ports: set[str]) -> NodeState:
-    capacity = {r: max(node.allocatable.get(r, 0), load.get(r, 0)) for r in set(node.allocatable) | set(load)}
-    for port in ports:
+    # Sorted: set order of strings changes with PYTHONHASHSEED, and the models are built in this order (a seed must give
+    # the same plan in every process).
+    capacity = {r: max(node.allocatable.get(r, 0), load.get(r, 0)) for r in sorted(set(node.allocatable) | set(load))}
+    for port in sorted(ports):
         capacity[port] = max(1, load.get(port, 0))
     ran_gpu = holds_gpu_load(load)
     return NodeState(

@@ -6,12 +6,15 @@ Imports: the CP-SAT types through ``cpsat`` (never ``ortools`` itself), the prob
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from compactor.planner import cpsat, int64
-from compactor.planner.cpsat import CpModel, IntVar
 from compactor.planner.deadline import Deadline
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import Problem
+
+if TYPE_CHECKING:
+    from compactor.planner.cpsat import CpModel, IntVar
 
 
 @dataclass
@@ -71,7 +74,7 @@ class Variables:
 
 def make_variables(problem: Problem, deadline: Deadline | None = None) -> Variables:
     """The variables of a model of ``problem``; with a ``deadline``, ``OutOfTime`` once it passes (here or in a builder)."""
-    model = CpModel()
+    model = cpsat.new_model()
     v = Variables(model, deadline=deadline)
     for ptype in problem.types:
         v.tick()
