@@ -74,9 +74,12 @@ def replica_sets(pods: list[JSON]) -> list[JSON]:
             if ref.get("controller") and ref.get("kind") == "ReplicaSet":
                 key = (pod["metadata"]["namespace"], ref["name"])
                 counts[key] += 1
-                owners[key] = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                               "metadata": {"name": ref["name"], "namespace": key[0], "uid": ref["uid"]},
-                               "spec": {"selector": {"matchLabels": dict(pod["metadata"].get("labels") or {})}}}
+                owners[key] = {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "metadata": {"name": ref["name"], "namespace": key[0], "uid": ref["uid"]},
+                    "spec": {"selector": {"matchLabels": dict(pod["metadata"].get("labels") or {})}},
+                }
     return [{**rs, "spec": {**rs["spec"], "replicas": counts[key]}} for key, rs in owners.items()]
 
 
@@ -86,8 +89,10 @@ class Scheduler:
 
     def __init__(self, api: FakeApiServer) -> None:
         self.api = api
-        self.nodes = {n["metadata"]["name"]: parse_node(n, source="bench", pool_label=DEFAULT_POOL_LABEL, warnings=[])
-                      for n in api.objects("Node")}
+        self.nodes = {
+            n["metadata"]["name"]: parse_node(n, source="bench", pool_label=DEFAULT_POOL_LABEL, warnings=[])
+            for n in api.objects("Node")
+        }
         self.free: dict[str, Resources] = {name: node.allocatable for name, node in self.nodes.items()}
         for raw in api.objects("Pod"):
             pod = parse_pod(raw, source="bench")
@@ -103,12 +108,19 @@ class Scheduler:
         if node in self.free:
             self.free[node] = self.free[node] + parse_pod(evicted, source="bench").requests
         owner = (meta.get("ownerReferences") or [{}])[0]
-        replacement: JSON = {"apiVersion": "v1", "kind": "Pod",
-                             "metadata": {"name": f"{owner.get('name', 'pod')}-{uuid.uuid4().hex[:5]}", "namespace": meta["namespace"],
-                                          "uid": str(uuid.uuid4()), "labels": meta.get("labels") or {},
-                                          "ownerReferences": meta.get("ownerReferences") or []},
-                             "spec": {k: v for k, v in evicted["spec"].items() if k != "nodeName"},
-                             "status": {"phase": "Pending"}}
+        replacement: JSON = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{owner.get('name', 'pod')}-{uuid.uuid4().hex[:5]}",
+                "namespace": meta["namespace"],
+                "uid": str(uuid.uuid4()),
+                "labels": meta.get("labels") or {},
+                "ownerReferences": meta.get("ownerReferences") or [],
+            },
+            "spec": {k: v for k, v in evicted["spec"].items() if k != "nodeName"},
+            "status": {"phase": "Pending"},
+        }
         server.add(self._admitted(server, replacement))
 
     @staticmethod
@@ -120,24 +132,39 @@ class Scheduler:
         return pinned(pod, node) if node else pod
 
     def _loop(self) -> None:
-        store = self.api._store  # read in place under the server's lock: copying 50,000 pods per pass would stall the API
+        store = (
+            self.api._store
+        )  # read in place under the server's lock: copying 50,000 pods per pass would stall the API
         while not self.stop.wait(0.05):
             with self.api.lock:
-                waiting = [pod for pod in store["pods"].values()
-                           if pod["status"].get("phase") == "Pending" and not pod["spec"].get("nodeName")]
+                waiting = [
+                    pod
+                    for pod in store["pods"].values()
+                    if pod["status"].get("phase") == "Pending" and not pod["spec"].get("nodeName")
+                ]
                 if waiting:
-                    current = {name: parse_node(store["nodes"][("", name)], source="bench", pool_label=DEFAULT_POOL_LABEL, warnings=[])
-                               for name in self.nodes if ("", name) in store["nodes"]}
+                    current = {
+                        name: parse_node(
+                            store["nodes"][("", name)], source="bench", pool_label=DEFAULT_POOL_LABEL, warnings=[]
+                        )
+                        for name in self.nodes
+                        if ("", name) in store["nodes"]
+                    }
                     for raw in waiting:
                         self._bind(raw, current)
 
     def _bind(self, raw: JSON, nodes: dict[str, Node]) -> None:
         pod = parse_pod(raw, source="bench")
-        feasible = [name for name, node in nodes.items()
-                    if why_ineligible(pod, node) is None and pod.requests.fits_in(self.free[name])]
+        feasible = [
+            name
+            for name, node in nodes.items()
+            if why_ineligible(pod, node) is None and pod.requests.fits_in(self.free[name])
+        ]
         if not feasible:
             return
-        target = max(feasible, key=lambda name: (sum(v for r, v in self.free[name].items() if ACCELERATOR.match(r)), name))
+        target = max(
+            feasible, key=lambda name: (sum(v for r, v in self.free[name].items() if ACCELERATOR.match(r)), name)
+        )
         self.free[target] = self.free[target] - pod.requests
         raw["spec"]["nodeName"] = target
         raw["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
@@ -149,8 +176,11 @@ def kind_of(request: RecordedRequest) -> str:
     if request.method == "GET":
         scope = "namespace" if "/namespaces/" in path else "cluster"
         resource = path.rstrip("/").split("/")[-1]
-        if re.search(r"/(nodes|pods|poddisruptionbudgets|configmaps|leases|replicasets|statefulsets|mutatingadmissionpolicies|"
-                     r"mutatingadmissionpolicybindings)/[^/]+$", path):
+        if re.search(
+            r"/(nodes|pods|poddisruptionbudgets|configmaps|leases|replicasets|statefulsets|mutatingadmissionpolicies|"
+            r"mutatingadmissionpolicybindings)/[^/]+$",
+            path,
+        ):
             return f"GET one {path.split('/')[-2]}"
         selector = " (selector)" if request.param("labelSelector") or request.param("fieldSelector") else ""
         return f"GET {scope} list {resource}{selector}"
@@ -179,7 +209,9 @@ def make_plan(items: list[JSON], args: argparse.Namespace) -> CompactionPlan:
     snapshot = build_snapshot(items, source="bench")
     from datetime import UTC, datetime
 
-    plan = build_plan(snapshot, PlannerSettings(time_limit_seconds=args.time_limit), source="bench", now=datetime.now(UTC))
+    plan = build_plan(
+        snapshot, PlannerSettings(time_limit_seconds=args.time_limit), source="bench", now=datetime.now(UTC)
+    )
     if args.write_plan:
         Path(args.write_plan).write_text(plan.model_dump_json(by_alias=True))
     return plan
@@ -195,9 +227,18 @@ def main() -> int:
     parser.add_argument("--write-plan", help="write the plan made here to this file")
     parser.add_argument("--time-limit", type=float, default=20.0)
     parser.add_argument("--moves", type=int, default=10, help="moves to execute (max_evictions_per_cycle)")
-    parser.add_argument("--steering", choices=("policy", "holds", "off"), default="policy",
-                        help="policy: the steering admission policy installed (the default); holds: not installed, nodes held")
-    parser.add_argument("--max-holds", type=int, default=100_000, help="executor.max_holds_per_move (holds only; unbounded here to measure)")
+    parser.add_argument(
+        "--steering",
+        choices=("policy", "holds", "off"),
+        default="policy",
+        help="policy: the steering admission policy installed (the default); holds: not installed, nodes held",
+    )
+    parser.add_argument(
+        "--max-holds",
+        type=int,
+        default=100_000,
+        help="executor.max_holds_per_move (holds only; unbounded here to measure)",
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="executor.max_concurrent_evictions")
     parser.add_argument("-v", "--verbose", action="store_true", help="the executor's log on stderr")
     args = parser.parse_args()
@@ -216,9 +257,16 @@ def main() -> int:
         scheduler = Scheduler(api)
         api.on_evict = scheduler.on_evict
         scheduler.thread.start()
-        settings = ExecutorSettings(max_evictions_per_cycle=args.moves, steering=args.steering, max_holds_per_move=args.max_holds,
-                                    max_concurrent_evictions=args.concurrency, poll_seconds=0.2, backoff_seconds=0.2,
-                                    replacement_timeout_seconds=120, steer_timeout_seconds=120)
+        settings = ExecutorSettings(
+            max_evictions_per_cycle=args.moves,
+            steering=args.steering,
+            max_holds_per_move=args.max_holds,
+            max_concurrent_evictions=args.concurrency,
+            poll_seconds=0.2,
+            backoff_seconds=0.2,
+            replacement_timeout_seconds=120,
+            steer_timeout_seconds=120,
+        )
         api.clear_requests()
         client = KubeClusterClient(api.api_client(), namespace="gpu-compactor")
         run_started = time.monotonic()
@@ -226,18 +274,30 @@ def main() -> int:
         wall = time.monotonic() - run_started
         scheduler.stop.set()
         requests = api.requests
-        received = sum(len(json.dumps(reply.body)) for r in requests if (reply := api.reply_to(r)) is not None and reply.body)
+        received = sum(
+            len(json.dumps(reply.body)) for r in requests if (reply := api.reply_to(r)) is not None and reply.body
+        )
     done = max(1, report.moves_done)
     freed = set(plan.freed_nodes)
-    patched = collections.Counter(r.path.rsplit("/", 1)[-1] for r in requests if r.method == "PATCH" and "/nodes/" in r.path)
-    print(f"run: {report.status} ({report.reason or 'ok'}), {report.moves_done} moves in {wall:.1f} s ({wall / done:.2f} s per move)")
+    patched = collections.Counter(
+        r.path.rsplit("/", 1)[-1] for r in requests if r.method == "PATCH" and "/nodes/" in r.path
+    )
+    print(
+        f"run: {report.status} ({report.reason or 'ok'}), {report.moves_done} moves in {wall:.1f} s ({wall / done:.2f} s per move)"
+    )
     for note in report.outcome.notes if report.outcome else []:
         print(f"note: {note}")
-    print(f"nodes: {args.nodes if not args.snapshot else '?'}; steering: {report.steering} ({report.steering_why}); "
-          f"max_concurrent_evictions {args.concurrency}")
-    print(f"requests: {len(requests)} in all, {len(requests) / done:.1f} per move; received {received / done / 1e6:.3f} MB per move")
-    print(f"node patches: {sum(patched.values())} ({sum(v for n, v in patched.items() if n in freed)} on the {len(freed)} nodes the whole "
-          f"plan frees, {sum(v for n, v in patched.items() if n not in freed)} on {sum(1 for n in patched if n not in freed)} other nodes)")
+    print(
+        f"nodes: {args.nodes if not args.snapshot else '?'}; steering: {report.steering} ({report.steering_why}); "
+        f"max_concurrent_evictions {args.concurrency}"
+    )
+    print(
+        f"requests: {len(requests)} in all, {len(requests) / done:.1f} per move; received {received / done / 1e6:.3f} MB per move"
+    )
+    print(
+        f"node patches: {sum(patched.values())} ({sum(v for n, v in patched.items() if n in freed)} on the {len(freed)} nodes the whole "
+        f"plan frees, {sum(v for n, v in patched.items() if n not in freed)} on {sum(1 for n in patched if n not in freed)} other nodes)"
+    )
     for kind, count in sorted(collections.Counter(kind_of(r) for r in requests).items(), key=lambda kv: -kv[1]):
         print(f"  {count / done:9.2f} per move  {kind}")
     return 0

@@ -89,7 +89,11 @@ def serve(args: argparse.Namespace) -> int:
 
     def lease_get(_api: FakeApiServer, _request: RecordedRequest, match: re.Match[str]) -> Reply:
         lease = leases.get((match["ns"], match["name"]))
-        return Reply(200, copy.deepcopy(lease)) if lease else Reply(404, status_body(404, f'leases "{match["name"]}" not found'))
+        return (
+            Reply(200, copy.deepcopy(lease))
+            if lease
+            else Reply(404, status_body(404, f'leases "{match["name"]}" not found'))
+        )
 
     def lease_write(_api: FakeApiServer, request: RecordedRequest, match: re.Match[str]) -> Reply:
         body = request.json()
@@ -97,7 +101,9 @@ def serve(args: argparse.Namespace) -> int:
         current = leases.get(key)
         if request.method == "POST" and current is not None:
             return Reply(409, status_body(409, "already exists", reason="AlreadyExists"))
-        if request.method == "PUT" and (current is None or body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]):
+        if request.method == "PUT" and (
+            current is None or body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]
+        ):
             return Reply(409, status_body(409, "the object has been modified"))
         body["metadata"].update(namespace=key[0], resourceVersion=str(next(versions)))
         leases[key] = body
@@ -119,8 +125,11 @@ def serve(args: argparse.Namespace) -> int:
     sample_pods = api.objects("Pod")[:: max(1, args.pods // 200)]
     sample_nodes = api.objects("Node")[:: max(1, args.nodes // 50)]
     stored = sum(len(json.dumps(p)) for p in sample_pods) / len(sample_pods)
-    sizes = {"pod": sum(len(json.dumps(dress_pod(p))) for p in sample_pods) / len(sample_pods), "podLean": stored,
-             "node": sum(len(json.dumps(dress_node(n))) for n in sample_nodes) / len(sample_nodes)}
+    sizes = {
+        "pod": sum(len(json.dumps(dress_pod(p))) for p in sample_pods) / len(sample_pods),
+        "podLean": stored,
+        "node": sum(len(json.dumps(dress_node(n))) for n in sample_nodes) / len(sample_nodes),
+    }
     api.write_kubeconfig(args.kubeconfig)
     api.clear_requests()
     print("READY", api.url, json.dumps(sizes), flush=True)
@@ -164,7 +173,11 @@ def request_counts(requests: list[Any]) -> JSON:
         selected = r.param("labelSelector") or r.param("fieldSelector")
         if r.path in ("/api/v1/pods", "/api/v1/nodes"):
             what = r.path.rsplit("/", 1)[-1]
-            key = f"{what} by selector" if selected else (f"all {what}" if not r.param("continue") else f"all {what}, later pages")
+            key = (
+                f"{what} by selector"
+                if selected
+                else (f"all {what}" if not r.param("continue") else f"all {what}, later pages")
+            )
         elif re.fullmatch(r"/api/v1/namespaces/[^/]+/pods", r.path):
             key = "pods of a namespace" + (" by selector" if selected else "")
         elif re.fullmatch(r"/api/v1/(namespaces/[^/]+/pods|nodes)/[^/]+", r.path):
@@ -196,7 +209,14 @@ def measure(args: argparse.Namespace) -> int:
 
     def mark(phase: str) -> None:
         peak, current = rss_mib()
-        marks.append({"phase": phase, "seconds": round(time.monotonic() - started, 1), "peakMiB": round(peak), "rssMiB": round(current)})
+        marks.append(
+            {
+                "phase": phase,
+                "seconds": round(time.monotonic() - started, 1),
+                "peakMiB": round(peak),
+                "rssMiB": round(current),
+            }
+        )
 
     import compactor.actions.executor as executor_module
     import compactor.app.carry_out as carry_out_module
@@ -225,15 +245,30 @@ def measure(args: argparse.Namespace) -> int:
     def execute_marked(self: Any, *a: Any, **k: Any) -> Any:
         result = execute(self, *a, **k)
         mark("execute")
-        report.update(status=result.status, moves=result.moves_done, of=result.moves_total, steering=result.steering,
-                      reason=result.reason)
+        report.update(
+            status=result.status,
+            moves=result.moves_done,
+            of=result.moves_total,
+            steering=result.steering,
+            reason=result.reason,
+        )
         return result
 
     executor_module.Executor.execute = execute_marked  # type: ignore[method-assign]
     code = compactor_main(["run", "--once", "--kubeconfig", args.kubeconfig, "--config", args.config])
     mark("exit")
-    print("RESULT", json.dumps({"code": code, "marks": marks, "report": report, "compactor": str(Path(compactor_main.__code__.co_filename).parent)}),
-          flush=True)
+    print(
+        "RESULT",
+        json.dumps(
+            {
+                "code": code,
+                "marks": marks,
+                "report": report,
+                "compactor": str(Path(compactor_main.__code__.co_filename).parent),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
@@ -241,10 +276,12 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def config_text(args: argparse.Namespace, steering: str) -> str:
-    return (f"planner:\n  time_limit_seconds: {args.time_limit}\n  place_pending: false\n"
-            f"executor:\n  steering: \"{steering}\"\n  max_evictions_per_cycle: {args.moves}\n  poll_seconds: 0.2\n  backoff_seconds: 0.2\n"
-            f"  bind_poll_seconds: 0.2\n  replacement_timeout_seconds: 120\n  steer_timeout_seconds: 120\n"
-            f"  max_holds_per_move: 100000\n  state_namespace: {NAMESPACE}\n")
+    return (
+        f"planner:\n  time_limit_seconds: {args.time_limit}\n  place_pending: false\n"
+        f'executor:\n  steering: "{steering}"\n  max_evictions_per_cycle: {args.moves}\n  poll_seconds: 0.2\n  backoff_seconds: 0.2\n'
+        f"  bind_poll_seconds: 0.2\n  replacement_timeout_seconds: 120\n  steer_timeout_seconds: 120\n"
+        f"  max_holds_per_move: 100000\n  state_namespace: {NAMESPACE}\n"
+    )
 
 
 def one_mode(args: argparse.Namespace, steering: str, workdir: Path) -> JSON:
@@ -252,20 +289,52 @@ def one_mode(args: argparse.Namespace, steering: str, workdir: Path) -> JSON:
     config.write_text(config_text(args, steering), encoding="utf-8")
     script = str(Path(__file__).resolve())
     built = time.monotonic()
-    server = subprocess.Popen([sys.executable, script, "--serve", "--nodes", str(args.nodes), "--pods", str(args.pods), "--seed",
-                               str(args.seed), "--steering", steering, "--kubeconfig", str(kubeconfig), *(["--plain"] if args.plain else [])],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            script,
+            "--serve",
+            "--nodes",
+            str(args.nodes),
+            "--pods",
+            str(args.pods),
+            "--seed",
+            str(args.seed),
+            "--steering",
+            steering,
+            "--kubeconfig",
+            str(kubeconfig),
+            *(["--plain"] if args.plain else []),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert server.stdout is not None and server.stdin is not None
         line = server.stdout.readline().split(maxsplit=2)
         if not line or line[0] != "READY":
             raise SystemExit(f"the cluster process did not start ({line})")
         sizes = json.loads(line[2])
-        sent = "as generated, not dressed" if args.plain else (f"{sizes['pod'] / 1024:.1f} KB per pod as sent ({sizes['podLean'] / 1024:.1f} KB "
-                                                               f"stored), per node {sizes['node'] / 1024:.1f} KB")
-        print(f"[{steering}] cluster served in {time.monotonic() - built:.0f} s: {args.nodes} nodes, {args.pods} pods; JSON {sent}", flush=True)
-        run = subprocess.run([sys.executable, script, "--measure", "--kubeconfig", str(kubeconfig), "--config", str(config)],
-                             capture_output=True, text=True, check=False, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        sent = (
+            "as generated, not dressed"
+            if args.plain
+            else (
+                f"{sizes['pod'] / 1024:.1f} KB per pod as sent ({sizes['podLean'] / 1024:.1f} KB "
+                f"stored), per node {sizes['node'] / 1024:.1f} KB"
+            )
+        )
+        print(
+            f"[{steering}] cluster served in {time.monotonic() - built:.0f} s: {args.nodes} nodes, {args.pods} pods; JSON {sent}",
+            flush=True,
+        )
+        run = subprocess.run(
+            [sys.executable, script, "--measure", "--kubeconfig", str(kubeconfig), "--config", str(config)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         server.stdin.write("stop\n")
         server.stdin.flush()
         counts: JSON = {}
@@ -292,11 +361,15 @@ def one_mode(args: argparse.Namespace, steering: str, workdir: Path) -> JSON:
 def show(steering: str, result: JSON) -> None:
     report = result["report"]
     moves = max(1, int(report.get("moves") or 0))
-    print(f"[{steering}] compactor run --once: exit {result['code']}, {report.get('status')} "
-          f"({report.get('moves')}/{report.get('of')} moves, steering {report.get('steering')}){': ' + report['reason'] if report.get('reason') else ''}")
+    print(
+        f"[{steering}] compactor run --once: exit {result['code']}, {report.get('status')} "
+        f"({report.get('moves')}/{report.get('of')} moves, steering {report.get('steering')}){': ' + report['reason'] if report.get('reason') else ''}"
+    )
     print(f"[{steering}]   {'after':<14} {'seconds':>8} {'peak RSS':>10} {'RSS':>8}")
     for mark in result["marks"]:
-        print(f"[{steering}]   {mark['phase']:<14} {mark['seconds']:>8.1f} {mark['peakMiB']:>6} MiB {mark['rssMiB']:>4} MiB")
+        print(
+            f"[{steering}]   {mark['phase']:<14} {mark['seconds']:>8.1f} {mark['peakMiB']:>6} MiB {mark['rssMiB']:>4} MiB"
+        )
     peak = max(m["peakMiB"] for m in result["marks"])
     print(f"[{steering}]   peak RSS of the whole run: {peak} MiB ({'under' if peak < 512 else 'OVER'} 512 MiB)")
     counts = result["requests"]
@@ -312,9 +385,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--moves", type=int, default=10, help="executor.max_evictions_per_cycle")
     parser.add_argument("--time-limit", type=float, default=10.0, help="planner.time_limit_seconds")
-    parser.add_argument("--steering", default="policy", help="comma-separated: policy, holds, off (one cluster and one run each)")
-    parser.add_argument("--plain", action="store_true", help="send the pods and nodes as generated (about 1 KB each), not dressed: "
-                                                             "the floor that no stripping can go below")
+    parser.add_argument(
+        "--steering", default="policy", help="comma-separated: policy, holds, off (one cluster and one run each)"
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="send the pods and nodes as generated (about 1 KB each), not dressed: "
+        "the floor that no stripping can go below",
+    )
     parser.add_argument("--json", action="store_true", help="also print each mode's raw measurement")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)

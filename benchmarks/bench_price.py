@@ -33,7 +33,9 @@ from compactor.settings import PlannerSettings  # noqa: E402
 from compactor.sources import example_path  # noqa: E402
 
 
-def snapshots(fills: list[float], variants: list[str], size: int, workdir: Path, files: list[str]) -> list[tuple[str, Snapshot]]:
+def snapshots(
+    fills: list[float], variants: list[str], size: int, workdir: Path, files: list[str]
+) -> list[tuple[str, Snapshot]]:
     found = [("example", load_files([example_path()]))] + [(Path(f).stem, load_files([f])) for f in files]
     for variant in variants:
         for fill in fills:
@@ -45,15 +47,21 @@ def snapshots(fills: list[float], variants: list[str], size: int, workdir: Path,
 
 
 def row(name: str, snap: Snapshot, share: float, price: float, time_limit: float) -> str:
-    settings = PlannerSettings(objective="balanced", balanced_moves_per_gpu=price, time_limit_seconds=time_limit,
-                               move_cost={"capacity_share": share})
+    settings = PlannerSettings(
+        objective="balanced",
+        balanced_moves_per_gpu=price,
+        time_limit_seconds=time_limit,
+        move_cost={"capacity_share": share},
+    )
     plan = build_plan(snap, settings, source=name, now=datetime.now(UTC))
     pods = {p.key: p for p in snap.pods}
     equivalents = resource_equivalents(snap)
     restarted = sum(gpu_equivalents(pods[m.pod], equivalents) for m in plan.moves)
     per_gpu = f"{restarted / plan.freed_gpus:.2f}" if plan.freed_gpus > 0 else "-"
-    return (f"| {name} | {share:g} | {price:g} | {plan.freed_gpus} | {len(plan.placed_pending)} | {len(plan.moves)} | "
-            f"{restarted:.2f} | {per_gpu} |")
+    return (
+        f"| {name} | {share:g} | {price:g} | {plan.freed_gpus} | {len(plan.placed_pending)} | {len(plan.moves)} | "
+        f"{restarted:.2f} | {per_gpu} |"
+    )
 
 
 def main() -> None:
@@ -64,11 +72,15 @@ def main() -> None:
     parser.add_argument("--variants", default="default,multigpu50")
     parser.add_argument("--size", type=int, default=400)
     parser.add_argument("--time-limit", type=float, default=10.0)
-    parser.add_argument("--snapshots", nargs="*", default=[], help="snapshot files (kubectl get nodes,pods,pdb -A -o json) too")
+    parser.add_argument(
+        "--snapshots", nargs="*", default=[], help="snapshot files (kubectl get nodes,pods,pdb -A -o json) too"
+    )
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
     prices = [float(p) for p in args.prices.split(",")]
-    print("| snapshot | capacity_share | balanced price | freed GPUs | pending placed | moves | GPU-eq restarted | restarted per GPU freed |")
+    print(
+        "| snapshot | capacity_share | balanced price | freed GPUs | pending placed | moves | GPU-eq restarted | restarted per GPU freed |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as workdir:
         fills = [float(f) for f in args.fills.split(",") if f]

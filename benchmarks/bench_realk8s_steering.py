@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.builders import steering_policy  # the shipped manifests, as a cluster admin installs them
 
-METRIC = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')
+METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
 NAMESPACE_OF_COMPACTOR = "gpu-compactor"
 FENCE_PREFIX = "compactor.io/"  # the executor's fence (compactor.io/fence-<installation>) and reservation taints
 
@@ -64,7 +64,12 @@ def request_totals(api: k8s.ApiClient) -> Counter[tuple[str, str, str, str]]:
         match = METRIC.match(line)
         if match:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group("labels")))
-            key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""), labels.get("system_client", ""))
+            key = (
+                labels.get("verb", ""),
+                labels.get("resource", ""),
+                labels.get("subresource", ""),
+                labels.get("system_client", ""),
+            )
             totals[key] += int(float(match.group("value")))
     return totals
 
@@ -119,7 +124,9 @@ class CordonWatch(threading.Thread):
 
     def _on(self, node: Any) -> None:
         taints = node.spec.taints or []
-        cordoned = bool(node.spec.unschedulable) or any(t.key.startswith(FENCE_PREFIX) and t.effect == "NoSchedule" for t in taints)
+        cordoned = bool(node.spec.unschedulable) or any(
+            t.key.startswith(FENCE_PREFIX) and t.effect == "NoSchedule" for t in taints
+        )
         name, now = node.metadata.name, time.monotonic()
         if cordoned and name not in self.since:
             self.since[name] = now
@@ -133,18 +140,38 @@ def build_state(apps: k8s.AppsV1Api, core: k8s.CoreV1Api, namespace: str, args: 
     core.create_namespace({"metadata": {"name": namespace}})
     for i in range(args.deployments):
         name = f"w{i:03d}"
-        spec = {"terminationGracePeriodSeconds": 0, "nodeSelector": {"realk8s/fake-node": "true"},
-                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "10m", "nvidia.com/gpu": "1"},
-                                                                               "limits": {"nvidia.com/gpu": "1"}}}]}
-        apps.create_namespaced_deployment(namespace, {"metadata": {"name": name}, "spec": {
-            "replicas": args.replicas, "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+        spec = {
+            "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {"realk8s/fake-node": "true"},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "pause",
+                    "resources": {"requests": {"cpu": "10m", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+        }
+        apps.create_namespaced_deployment(
+            namespace,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "replicas": args.replicas,
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+                },
+            },
+        )
         core_pdb = k8s.PolicyV1Api(apps.api_client)
-        core_pdb.create_namespaced_pod_disruption_budget(namespace, {"metadata": {"name": name}, "spec": {
-            "maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}}})
+        core_pdb.create_namespaced_pod_disruption_budget(
+            namespace,
+            {"metadata": {"name": name}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}}},
+        )
     wait_running(core, namespace, args.deployments * args.replicas)
     for i in range(0, args.deployments, 2):  # fragment: every other workload shrinks to a third
-        apps.patch_namespaced_deployment_scale(f"w{i:03d}", namespace, {"spec": {"replicas": max(1, args.replicas // 3)}})
+        apps.patch_namespaced_deployment_scale(
+            f"w{i:03d}", namespace, {"spec": {"replicas": max(1, args.replicas // 3)}}
+        )
     kept = sum(max(1, args.replicas // 3) if i % 2 == 0 else args.replicas for i in range(args.deployments))
     wait_running(core, namespace, kept)
 
@@ -161,8 +188,10 @@ def wait_running(core: k8s.CoreV1Api, namespace: str, count: int, timeout: float
 
 
 def install_policy(api: k8s.ApiClient, core: k8s.CoreV1Api) -> None:
-    paths = {"MutatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
-             "MutatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings"}
+    paths = {
+        "MutatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings",
+    }
     with contextlib.suppress(k8s.ApiException):  # already there
         core.create_namespace({"metadata": {"name": NAMESPACE_OF_COMPACTOR}})
     for obj in steering_policy():
@@ -171,8 +200,15 @@ def install_policy(api: k8s.ApiClient, core: k8s.CoreV1Api) -> None:
                 core.create_namespaced_config_map(NAMESPACE_OF_COMPACTOR, obj)
             continue
         try:
-            api.call_api(*api.param_serialize("POST", paths[obj["kind"]], body=obj, auth_settings=["BearerToken"],
-                                              header_params={"Content-Type": "application/json"}))
+            api.call_api(
+                *api.param_serialize(
+                    "POST",
+                    paths[obj["kind"]],
+                    body=obj,
+                    auth_settings=["BearerToken"],
+                    header_params={"Content-Type": "application/json"},
+                )
+            )
         except k8s.ApiException as exc:
             if exc.status != 409:
                 raise
@@ -180,18 +216,40 @@ def install_policy(api: k8s.ApiClient, core: k8s.CoreV1Api) -> None:
 
 
 def run_compactor(namespace: str, args: argparse.Namespace) -> tuple[dict[str, Any], float]:
-    executor: dict[str, Any] = {"max_evictions_per_cycle": args.moves, "max_concurrent_evictions": args.concurrency,
-                                "poll_seconds": 0.5, "replacement_timeout_seconds": 120}
+    executor: dict[str, Any] = {
+        "max_evictions_per_cycle": args.moves,
+        "max_concurrent_evictions": args.concurrency,
+        "poll_seconds": 0.5,
+        "replacement_timeout_seconds": 120,
+    }
     if args.steering == "holds":
         executor.update(steering_name="no-steering-policy-installed", max_holds_per_move=100_000)
-    config = {"planner": {"namespaces": [namespace], "time_limit_seconds": args.time_limit, "max_moves": args.moves},
-              "executor": executor}
+    config = {
+        "planner": {"namespaces": [namespace], "time_limit_seconds": args.time_limit, "max_moves": args.moves},
+        "executor": executor,
+    }
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
         yaml.safe_dump(config, fh)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "compactor.cli", "run", "--once", "--config", fh.name, "--kubeconfig",
-                           os.environ["KUBECONFIG"], "--output", "json"], capture_output=True, text=True, check=False,
-                          cwd=Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compactor.cli",
+            "run",
+            "--once",
+            "--config",
+            fh.name,
+            "--kubeconfig",
+            os.environ["KUBECONFIG"],
+            "--output",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     wall = time.monotonic() - started
     try:
         return json.loads(done.stdout), wall
@@ -232,19 +290,29 @@ def main() -> int:
 
     moves = max(1, int(report.get("movesDone") or 0))
     outcome = report.get("outcome") or {}
-    print(f"{nodes} fake nodes; {args.deployments} x {args.replicas} one-GPU replicas (every other one at a third); "
-          f"steering {report.get('steering', {}).get('mechanism')} ({report.get('steering', {}).get('why')})")
-    print(f"run: {report.get('status')}; {report.get('movesDone')} moves; gained {outcome.get('freedGpus')} whole-free GPUs "
-          f"(plan {outcome.get('plannedFreedGpus')}); {wall:.1f} s wall, {wall / moves:.2f} s per move (planning included)")
+    print(
+        f"{nodes} fake nodes; {args.deployments} x {args.replicas} one-GPU replicas (every other one at a third); "
+        f"steering {report.get('steering', {}).get('mechanism')} ({report.get('steering', {}).get('why')})"
+    )
+    print(
+        f"run: {report.get('status')}; {report.get('movesDone')} moves; gained {outcome.get('freedGpus')} whole-free GPUs "
+        f"(plan {outcome.get('plannedFreedGpus')}); {wall:.1f} s wall, {wall / moves:.2f} s per move (planning included)"
+    )
     scale = wall / 30  # the idle window's requests, as many seconds as the run took: what would have happened anyway
     net = {key: count - idle.get(key, 0) * scale for key, count in during.items()}
     total, background = sum(during.values()), sum(idle.values()) * scale
-    print(f"API requests during the run: {total}; background over as long idle: {background:.0f}; net {total - background:.0f} "
-          f"({(total - background) / moves:.0f} per move)")
-    print(f"node PATCHes net of background (status heartbeats): {net.get(('PATCH', 'nodes'), 0):.0f}; nodes ever fenced: "
-          f"{len(watch.names)}; most at once: {watch.peak}; node-seconds fenced: {watch.seconds:.0f} (watch restarts: {watch.errors})")
-    print(f"compactor's own count: {outcome.get('holds')} node holds, {outcome.get('heldNodeSeconds')} node-seconds held; "
-          f"notes: {outcome.get('notes')}; reason: {report.get('reason')}")
+    print(
+        f"API requests during the run: {total}; background over as long idle: {background:.0f}; net {total - background:.0f} "
+        f"({(total - background) / moves:.0f} per move)"
+    )
+    print(
+        f"node PATCHes net of background (status heartbeats): {net.get(('PATCH', 'nodes'), 0):.0f}; nodes ever fenced: "
+        f"{len(watch.names)}; most at once: {watch.peak}; node-seconds fenced: {watch.seconds:.0f} (watch restarts: {watch.errors})"
+    )
+    print(
+        f"compactor's own count: {outcome.get('holds')} node holds, {outcome.get('heldNodeSeconds')} node-seconds held; "
+        f"notes: {outcome.get('notes')}; reason: {report.get('reason')}"
+    )
     for (verb, resource), count in sorted(net.items(), key=lambda kv: -kv[1])[:14]:
         print(f"  {count:9.0f}  {verb} {resource}  (during {during[(verb, resource)]})")
     # the background comes in bursts (400 leases every --lease-interval, 400 node statuses every other one), so the net
@@ -256,8 +324,10 @@ def main() -> int:
     print("requests during the run by client (counted, not netted):")
     for who, counts in sorted(clients.items(), key=lambda kv: -sum(kv[1].values())):
         own = sum(counts.values())
-        print(f"  {who}: {own} ({own / moves:.1f} per move): "
-              + ", ".join(f"{what} {count}" for what, count in counts.most_common() if count))
+        print(
+            f"  {who}: {own} ({own / moves:.1f} per move): "
+            + ", ".join(f"{what} {count}" for what, count in counts.most_common() if count)
+        )
     if args.cleanup:
         core.delete_namespace(namespace)
     return 0

@@ -50,7 +50,12 @@ def _child(path: str, profile: int, no_gc: bool) -> dict[str, Any]:
     snapshot = load_files([path])
     result["load_s"], result["load_cpu_s"] = clock.lap()
     result["rss_after_load_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result |= {"nodes": len(snapshot.nodes), "pods": len(snapshot.pods), "pdbs": len(snapshot.pdbs), "warnings": list(snapshot.warnings)}
+    result |= {
+        "nodes": len(snapshot.nodes),
+        "pods": len(snapshot.pods),
+        "pdbs": len(snapshot.pdbs),
+        "warnings": list(snapshot.warnings),
+    }
     try:
         from compactor.metrics.fragmentation import compute_figures
     except ImportError as exc:
@@ -106,7 +111,9 @@ def _profile_text(profiler: Any, top: int) -> str:
 def measure(path: str, *, profile: int = 0, no_gc: bool = False) -> dict[str, Any]:
     """Run the measurement in a fresh interpreter and return its figures."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", path, "--profile", str(profile)] + (["--no-gc"] if no_gc else [])
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", path, "--profile", str(profile)] + (
+        ["--no-gc"] if no_gc else []
+    )
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"measurement failed (exit {done.returncode}):\n{done.stderr}")
@@ -153,7 +160,10 @@ def report(result: dict[str, Any], size_mb: float) -> tuple[str, bool]:
         ("file MB", _fmt(size_mb, 1)),
         ("import s", _fmt(result["import_s"])),
         ("load s (cpu s)", f"{_fmt(result['load_s'])} ({_fmt(result['load_cpu_s'])})"),
-        ("figures s (cpu s)", f"{_fmt(figures_s)} ({_fmt(result.get('figures_cpu_s'))})" if figures_s is not None else "n/a"),
+        (
+            "figures s (cpu s)",
+            f"{_fmt(figures_s)} ({_fmt(result.get('figures_cpu_s'))})" if figures_s is not None else "n/a",
+        ),
         ("total s (cpu s)", f"{_fmt(total)} ({_fmt(total_cpu)})"),
         ("RSS after load MiB", _fmt(result["rss_after_load_mib"], 0)),
         ("peak RSS MiB", _fmt(rss, 0)),
@@ -178,8 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the generated snapshot file (its path is printed)")
-    parser.add_argument("--profile", type=int, default=0, metavar="N", help="also cProfile the child and print the N costliest functions")
-    parser.add_argument("--runs", type=int, default=3, help="fresh measured runs; the table shows the median one (default 3)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also cProfile the child and print the N costliest functions",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, help="fresh measured runs; the table shows the median one (default 3)"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--no-gc", action="store_true", help="diagnostic: disable the cyclic GC in the measured run")
     parser.add_argument("--json", action="store_true", help="print the raw measurement as JSON")
@@ -192,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     path, temporary, generated_s = _snapshot_file(args)
     try:
         size_mb = Path(path).stat().st_size / 1e6
-        results = sorted((measure(path, profile=args.profile, no_gc=args.no_gc) for _ in range(max(1, args.runs))), key=_total)
+        results = sorted(
+            (measure(path, profile=args.profile, no_gc=args.no_gc) for _ in range(max(1, args.runs))), key=_total
+        )
     finally:
         if temporary:
             Path(path).unlink(missing_ok=True)
@@ -201,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     result = results[len(results) // 2]
     table, ok = report(result, size_mb)
     if len(results) > 1:
-        table += f"\ntotal s of {len(results)} runs: " + ", ".join(f"{_total(r):.2f}" for r in results) + " (the table shows the median run)"
+        table += (
+            f"\ntotal s of {len(results)} runs: "
+            + ", ".join(f"{_total(r):.2f}" for r in results)
+            + " (the table shows the median run)"
+        )
     if args.no_gc:
         table += "\n(cyclic GC disabled in the measured run: a diagnostic, not the shipped behaviour)"
     print(json.dumps({k: v for k, v in result.items() if k != "profile"}, indent=2) if args.json else table)

@@ -133,10 +133,19 @@ def _plan(snap: Any, source: str, settings: Any) -> Any:
 def _planner_record(plan: Any, settings: Any) -> Record:
     curve = [[p.freed_nodes, p.freed_gpus, p.moves, p.status, p.bound] for p in plan.frontier]
     return {
-        "netFreedGpus": plan.freed_gpus, "freedNodes": len(plan.freed_nodes), "moves": len(plan.moves),
-        "pendingPlaced": len(plan.placed_pending), "status": plan.solver.status, "gap": plan.solver.gap, "bound": plan.solver.bound,
-        "timeLimit": settings.time_limit_seconds, "frontierLast": curve[-1] if curve else None, "frontier": curve,
-        "planSeconds": plan.solver.plan_seconds, "moveCost": plan.solver.move_cost, "moveCostBound": plan.solver.move_cost_bound,
+        "netFreedGpus": plan.freed_gpus,
+        "freedNodes": len(plan.freed_nodes),
+        "moves": len(plan.moves),
+        "pendingPlaced": len(plan.placed_pending),
+        "status": plan.solver.status,
+        "gap": plan.solver.gap,
+        "bound": plan.solver.bound,
+        "timeLimit": settings.time_limit_seconds,
+        "frontierLast": curve[-1] if curve else None,
+        "frontier": curve,
+        "planSeconds": plan.solver.plan_seconds,
+        "moveCost": plan.solver.move_cost,
+        "moveCostBound": plan.solver.move_cost_bound,
         "moveCostGap": plan.solver.move_cost_gap,
     }
 
@@ -151,9 +160,18 @@ def _run_baseline(snap: Any, method: str) -> Record:
     if method.startswith("greedy-drain"):
         result = greedy_drain(snap, settings)
     else:
-        result = high_node_utilization(snap, settings, scoring="LeastAllocated" if method == "hnu-least" else "MostAllocated")
-    return {"netFreedGpus": result.freed_gpus, "freedNodes": len(result.freed_nodes), "moves": result.moves,
-            "pendingPlaced": result.pending_placed, "status": None, "gap": None, "bound": None}
+        result = high_node_utilization(
+            snap, settings, scoring="LeastAllocated" if method == "hnu-least" else "MostAllocated"
+        )
+    return {
+        "netFreedGpus": result.freed_gpus,
+        "freedNodes": len(result.freed_nodes),
+        "moves": result.moves,
+        "pendingPlaced": result.pending_placed,
+        "status": None,
+        "gap": None,
+        "bound": None,
+    }
 
 
 def _greedy_within_cap(snap: Any) -> Record:
@@ -168,8 +186,15 @@ def _greedy_within_cap(snap: Any) -> Record:
     moves, placements = concretise(problem, greedy(problem), {s.index for s in problem.nodes if s.gpus})
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
-    return {"netFreedGpus": gpus, "freedNodes": len(freed), "moves": len(moves), "pendingPlaced": len(placements),
-            "status": None, "gap": None, "bound": None}
+    return {
+        "netFreedGpus": gpus,
+        "freedNodes": len(freed),
+        "moves": len(moves),
+        "pendingPlaced": len(placements),
+        "status": None,
+        "gap": None,
+        "bound": None,
+    }
 
 
 # ---------------------------------------------------------------- the parent: snapshots, subprocesses
@@ -187,13 +212,26 @@ class Case:
         return f"{self.variant}/{'all' if self.size is None else self.size}/fill{self.fill:g}/seed{self.seed}"
 
 
-def cases(sizes: Sequence[int | None], fills: Sequence[float], variants: Sequence[str], seeds: Sequence[int]) -> list[Case]:
-    return [Case(size, variant, fill, seed) for size in sizes for variant in variants for fill in fills for seed in seeds]
+def cases(
+    sizes: Sequence[int | None], fills: Sequence[float], variants: Sequence[str], seeds: Sequence[int]
+) -> list[Case]:
+    return [
+        Case(size, variant, fill, seed) for size in sizes for variant in variants for fill in fills for seed in seeds
+    ]
 
 
 def run_method(method: str, snapshot: Path, args: argparse.Namespace) -> Record:
     """One method in a fresh interpreter; a failure becomes a record with ``error``."""
-    command = [sys.executable, __file__, "--child", method, "--snapshot", str(snapshot), "--long-limit", str(args.long_limit)]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        method,
+        "--snapshot",
+        str(snapshot),
+        "--long-limit",
+        str(args.long_limit),
+    ]
     if args.time_limit is not None:
         command += ["--time-limit", str(args.time_limit)]
     limit = args.long_limit if method == "planner-long" else args.time_limit or 10.0
@@ -212,14 +250,24 @@ def methods(with_long: bool) -> list[str]:
 
 
 def run_case(case: Case, args: argparse.Namespace, workdir: Path, results: Any) -> list[Record]:
-    options = trace_replay.ReplayOptions(variant=case.variant, nodes=case.size, fill=case.fill, seed=case.seed, trace_dir=args.trace_dir)
+    options = trace_replay.ReplayOptions(
+        variant=case.variant, nodes=case.size, fill=case.fill, seed=case.seed, trace_dir=args.trace_dir
+    )
     cluster, stats = trace_replay.replay(options)
     path = workdir / f"{case.variant}-{case.size or 'all'}-{case.fill:g}-{case.seed}.json"
     write(cluster, path)
     del cluster
     print(f"\n{case.name}: {stats.line()}", flush=True)
-    base = {"case": case.name, "variant": case.variant, "size": case.size or "all", "fill": case.fill, "seed": case.seed,
-            "nodes": stats.nodes, "gpus": stats.gpus, "replay": _stats_dict(stats)}
+    base = {
+        "case": case.name,
+        "variant": case.variant,
+        "size": case.size or "all",
+        "fill": case.fill,
+        "seed": case.seed,
+        "nodes": stats.nodes,
+        "gpus": stats.gpus,
+        "replay": _stats_dict(stats),
+    }
     records = []
     earlier = _earlier_baselines(args.baselines_from, case.name)
     for method in methods(args.with_long):
@@ -260,8 +308,16 @@ def _by_method(records: Iterable[Record]) -> dict[str, Record]:
 def goals(records: Sequence[Record]) -> list[tuple[str, str]]:
     """(goal, verdict) for one snapshot's records."""
     found = _by_method(records)
-    return [_greedy_goal(found), _lexicographic_goal(found), _long_goal(found), _time_goal(found), _moves_goal(found),
-            _gap_goal(found), _cap_goal(found), _valid_goal(found)]
+    return [
+        _greedy_goal(found),
+        _lexicographic_goal(found),
+        _long_goal(found),
+        _time_goal(found),
+        _moves_goal(found),
+        _gap_goal(found),
+        _cap_goal(found),
+        _valid_goal(found),
+    ]
 
 
 def _valid_goal(found: dict[str, Record]) -> tuple[str, str]:
@@ -284,8 +340,10 @@ def _greedy_goal(found: dict[str, Record]) -> tuple[str, str]:
     freed = "yes" if ours["netFreedGpus"] >= greedy["netFreedGpus"] else "NO"
     matching = long_moves_for(greedy["netFreedGpus"], ours)
     fewer = "yes" if matching is not None and matching <= greedy["moves"] else "NO"
-    return goal, (f"freed {freed} ({ours['netFreedGpus']} vs {greedy['netFreedGpus']}), "
-                  f"moves {fewer} ({matching} vs {greedy['moves']} for >= {greedy['netFreedGpus']} GPUs)")
+    return goal, (
+        f"freed {freed} ({ours['netFreedGpus']} vs {greedy['netFreedGpus']}), "
+        f"moves {fewer} ({matching} vs {greedy['moves']} for >= {greedy['netFreedGpus']} GPUs)"
+    )
 
 
 def _lexicographic_goal(found: dict[str, Record]) -> tuple[str, str]:
@@ -313,7 +371,10 @@ def _long_goal(found: dict[str, Record]) -> tuple[str, str]:
     goal = goal.replace("60 s", f"{long_run['timeLimit']:g} s")
     mine, theirs = (ours["pendingPlaced"], ours["netFreedGpus"]), (long_run["pendingPlaced"], long_run["netFreedGpus"])
     verdict = "yes" if mine > theirs or (mine == theirs and ours["moves"] <= LONG_MOVES * long_run["moves"]) else "NO"
-    return goal, f"{verdict} ({ours['netFreedGpus']} GPUs / {ours['moves']} moves vs {long_run['netFreedGpus']} / {long_run['moves']})"
+    return (
+        goal,
+        f"{verdict} ({ours['netFreedGpus']} GPUs / {ours['moves']} moves vs {long_run['netFreedGpus']} / {long_run['moves']})",
+    )
 
 
 def _time_goal(found: dict[str, Record]) -> tuple[str, str]:
@@ -321,10 +382,16 @@ def _time_goal(found: dict[str, Record]) -> tuple[str, str]:
     runs = [found[m] for m in PLANNERS if m in found]
     if not runs:
         return goal, "n/a (every planner run failed)"
-    late = [r for r in runs if r.get("planSeconds", r["seconds"]) > TIME_SLACK * r["timeLimit"] or r["peakRssMiB"] > RSS_LIMIT_MIB]
+    late = [
+        r
+        for r in runs
+        if r.get("planSeconds", r["seconds"]) > TIME_SLACK * r["timeLimit"] or r["peakRssMiB"] > RSS_LIMIT_MIB
+    ]
     worst = max(runs, key=lambda r: r.get("planSeconds", r["seconds"]) / r["timeLimit"])
-    return goal, (f"{'NO' if late else 'yes'} (slowest {worst['method']}: {worst.get('planSeconds', worst['seconds']):.1f} s at "
-                  f"{worst['timeLimit']:g} s; peak {max(r['peakRssMiB'] for r in runs)} MiB)")
+    return goal, (
+        f"{'NO' if late else 'yes'} (slowest {worst['method']}: {worst.get('planSeconds', worst['seconds']):.1f} s at "
+        f"{worst['timeLimit']:g} s; peak {max(r['peakRssMiB'] for r in runs)} MiB)"
+    )
 
 
 def _moves_goal(found: dict[str, Record]) -> tuple[str, str]:
@@ -338,8 +405,10 @@ def _moves_goal(found: dict[str, Record]) -> tuple[str, str]:
     freed = (ours["pendingPlaced"], ours["netFreedGpus"]) >= (greedy["pendingPlaced"], greedy["netFreedGpus"])
     gap = ours.get("moveCostGap")
     fewer = ours["moves"] <= MOVES_SHARE * greedy["moves"] or (gap is not None and gap <= MOVES_GAP)
-    return goal, (f"{'yes' if freed and fewer else 'NO'} ({ours['netFreedGpus']} GPUs / {ours['moves']} moves vs greedy "
-                  f"{greedy['netFreedGpus']} / {greedy['moves']}; move gap {_gap(gap)}, bound {_num(ours.get('moveCostBound'))})")
+    return goal, (
+        f"{'yes' if freed and fewer else 'NO'} ({ours['netFreedGpus']} GPUs / {ours['moves']} moves vs greedy "
+        f"{greedy['netFreedGpus']} / {greedy['moves']}; move gap {_gap(gap)}, bound {_num(ours.get('moveCostBound'))})"
+    )
 
 
 def _gap_goal(found: dict[str, Record]) -> tuple[str, str]:
@@ -350,7 +419,10 @@ def _gap_goal(found: dict[str, Record]) -> tuple[str, str]:
     if ours["nodes"] != 400 or ours["fill"] != 0.6:
         return goal, "n/a (not 400 nodes at 60%)"
     gap = ours["gap"]
-    return goal, f"{'yes' if gap is not None and gap <= GAP_AT_60 else 'NO'} (gap {_gap(gap)}, bound {_num(ours['bound'])})"
+    return (
+        goal,
+        f"{'yes' if gap is not None and gap <= GAP_AT_60 else 'NO'} (gap {_gap(gap)}, bound {_num(ours['bound'])})",
+    )
 
 
 def _cap_goal(found: dict[str, Record]) -> tuple[str, str]:
@@ -365,7 +437,10 @@ def _cap_goal(found: dict[str, Record]) -> tuple[str, str]:
     curve = (uncapped["pendingPlaced"], max(points)) if points else (0, 0)
     theirs = (greedy["pendingPlaced"], greedy["netFreedGpus"])
     verdict = "yes" if ours["moves"] <= CAP and mine >= theirs and mine >= curve else "NO"
-    return goal, f"{verdict} ({mine[1]} GPUs / {ours['moves']} moves, {mine[0]} pending; greedy {theirs[1]}, curve {curve[1]})"
+    return (
+        goal,
+        f"{verdict} ({mine[1]} GPUs / {ours['moves']} moves, {mine[0]} pending; greedy {theirs[1]}, curve {curve[1]})",
+    )
 
 
 # ---------------------------------------------------------------- output
@@ -374,9 +449,15 @@ def _cap_goal(found: dict[str, Record]) -> tuple[str, str]:
 def row_text(record: Record) -> str:
     if "error" in record:
         return f"{record['method']:<20} ERROR {' '.join(record['error'])}"
-    solver = "" if record["status"] is None else f"  {record['status']} gap {_gap(record['gap'])} bound {_num(record['bound'])}"
-    return (f"{record['method']:<20} freed {record['netFreedGpus']:>5} GPUs  moves {record['moves']:>5}  pending {record['pendingPlaced']}"
-            f"  {record['seconds']:>7.2f} s (+{record['loadSeconds']:.2f} s load)  {record['peakRssMiB']} MiB{solver}")
+    solver = (
+        ""
+        if record["status"] is None
+        else f"  {record['status']} gap {_gap(record['gap'])} bound {_num(record['bound'])}"
+    )
+    return (
+        f"{record['method']:<20} freed {record['netFreedGpus']:>5} GPUs  moves {record['moves']:>5}  pending {record['pendingPlaced']}"
+        f"  {record['seconds']:>7.2f} s (+{record['loadSeconds']:.2f} s load)  {record['peakRssMiB']} MiB{solver}"
+    )
 
 
 def _gap(value: float | None) -> str:
@@ -392,15 +473,29 @@ def _last(record: Record) -> str:
     return "-" if not last else f"{last[1]} GPUs / {last[2]} moves {last[3]}"
 
 
-TABLE_HEAD = ("| snapshot | method | net freed GPUs | moves | pending placed | seconds | load s | peak RSS MiB | status | gap | bound "
-              "| curve's last point |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
+TABLE_HEAD = (
+    "| snapshot | method | net freed GPUs | moves | pending placed | seconds | load s | peak RSS MiB | status | gap | bound "
+    "| curve's last point |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"
+)
 
 
 def table_row(record: Record) -> str:
     if "error" in record:
         return f"| {record['case']} | {record['method']} | error: {' '.join(record['error'])} |||||||||"
-    cells = [record["case"], record["method"], record["netFreedGpus"], record["moves"], record["pendingPlaced"], f"{record['seconds']:.2f}",
-             f"{record['loadSeconds']:.2f}", record["peakRssMiB"], record["status"] or "-", _gap(record["gap"]), _num(record["bound"]), _last(record)]
+    cells = [
+        record["case"],
+        record["method"],
+        record["netFreedGpus"],
+        record["moves"],
+        record["pendingPlaced"],
+        f"{record['seconds']:.2f}",
+        f"{record['loadSeconds']:.2f}",
+        record["peakRssMiB"],
+        record["status"] or "-",
+        _gap(record["gap"]),
+        _num(record["bound"]),
+        _last(record),
+    ]
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
@@ -408,7 +503,9 @@ def markdown(records: Sequence[Record], header: str) -> str:
     lines = [header, "", TABLE_HEAD, *(table_row(r) for r in records), "", "Goals:", ""]
     lines += ["| snapshot | goal | verdict |", "|---|---|---|"]
     for case in dict.fromkeys(r["case"] for r in records):
-        lines += [f"| {case} | {goal} | {verdict} |" for goal, verdict in goals([r for r in records if r["case"] == case])]
+        lines += [
+            f"| {case} | {goal} | {verdict} |" for goal, verdict in goals([r for r in records if r["case"] == case])
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -431,14 +528,18 @@ def plots(records: Sequence[Record], out: Path) -> list[Path]:
     figure, axes = plt.subplots(figsize=(7, 5))
     for method, marker in zip(dict.fromkeys(r["method"] for r in ok), MARKERS, strict=False):
         mine = [r for r in ok if r["method"] == method]
-        axes.scatter([r["moves"] for r in mine], [r["netFreedGpus"] for r in mine], label=method, marker=marker, alpha=0.6)
+        axes.scatter(
+            [r["moves"] for r in mine], [r["netFreedGpus"] for r in mine], label=method, marker=marker, alpha=0.6
+        )
     axes.set(xlabel="moves (evictions)", ylabel="net freed GPUs", title="Freed GPUs vs moves, per method")
     axes.legend()
     paths = [_save(figure, out / "freed_vs_moves.png")]
     figure, axes = plt.subplots(figsize=(7, 5))
     for method in ("planner", "planner-no-pending"):
         mine = [r for r in ok if r["method"] == method]
-        axes.scatter([r["nodes"] for r in mine], [r.get("planSeconds") or r["seconds"] for r in mine], label=method, alpha=0.7)
+        axes.scatter(
+            [r["nodes"] for r in mine], [r.get("planSeconds") or r["seconds"] for r in mine], label=method, alpha=0.7
+        )
     limits = sorted({r["timeLimit"] for r in ok if r["method"] == "planner"})
     for limit in limits:
         axes.axhline(TIME_SLACK * limit, color="red", linestyle="--", label=f"goal: {TIME_SLACK:g} x {limit:g} s")
@@ -463,18 +564,35 @@ def _sizes(text: str) -> list[int | None]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="all,400", help="comma-separated node counts, 'all' = 1,213 (default all,400)")
+    parser.add_argument(
+        "--sizes", default="all,400", help="comma-separated node counts, 'all' = 1,213 (default all,400)"
+    )
     parser.add_argument("--fills", default="0.6,0.8,0.95")
     parser.add_argument("--variants", default="default,multigpu50,gpuspec33")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--quick", action="store_true", help="one 100-node default snapshot at fill 0.8, seed 1 (overrides the four above)")
-    parser.add_argument("--time-limit", type=float, default=None, help="planner time limit (default: the settings' default, 10 s)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one 100-node default snapshot at fill 0.8, seed 1 (overrides the four above)",
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=None, help="planner time limit (default: the settings' default, 10 s)"
+    )
     parser.add_argument("--with-long", action="store_true", help="also run the planner with --long-limit")
     parser.add_argument("--long-limit", type=float, default=60.0)
     parser.add_argument("--trace-dir", type=Path, default=trace_replay.DEFAULT_TRACE_DIR)
-    parser.add_argument("--out", type=Path, default=Path("/tmp/gpu-compactor-bench"), help="results folder (default /tmp/gpu-compactor-bench)")
-    parser.add_argument("--baselines-from", type=Path, default=None,
-                        help="take the baselines' records of each snapshot from this earlier results.jsonl (deterministic) instead of running them")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("/tmp/gpu-compactor-bench"),
+        help="results folder (default /tmp/gpu-compactor-bench)",
+    )
+    parser.add_argument(
+        "--baselines-from",
+        type=Path,
+        default=None,
+        help="take the baselines' records of each snapshot from this earlier results.jsonl (deterministic) instead of running them",
+    )
     parser.add_argument("--keep-snapshots", action="store_true", help="keep the replayed snapshots in OUT/snapshots")
     parser.add_argument("--child", choices=(*PLANNERS, *BASELINES), help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", help=argparse.SUPPRESS)
@@ -491,10 +609,18 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure(args.child, args.snapshot, args.time_limit, args.long_limit)))
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    matrix = cases(_sizes(args.sizes), [float(f) for f in args.fills.split(",")], args.variants.split(","), [int(s) for s in args.seeds.split(",")])
+    matrix = cases(
+        _sizes(args.sizes),
+        [float(f) for f in args.fills.split(",")],
+        args.variants.split(","),
+        [int(s) for s in args.seeds.split(",")],
+    )
     command = "python benchmarks/bench_trace.py " + " ".join(sys.argv[1:] if argv is None else argv)
     header = f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}: `{command.strip()}`"
-    print(f"{header}\n{len(matrix)} snapshot(s) x {len(methods(args.with_long))} methods; results in {args.out}", flush=True)
+    print(
+        f"{header}\n{len(matrix)} snapshot(s) x {len(methods(args.with_long))} methods; results in {args.out}",
+        flush=True,
+    )
     records: list[Record] = []
     with (args.out / "results.jsonl").open("w", encoding="utf-8") as results, tempfile.TemporaryDirectory() as tmp:
         workdir = args.out / "snapshots" if args.keep_snapshots else Path(tmp)

@@ -82,7 +82,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TRACE_FILE = Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023" / "csv" / "openb_pod_list_default.csv"
+TRACE_FILE = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-v2023" / "csv" / "openb_pod_list_default.csv"
+)
 
 GPU = "nvidia.com/gpu"
 MIG_PROFILES = (("1g.5gb", 1 / 8), ("2g.10gb", 2 / 8), ("3g.20gb", 4 / 8))  # A100-40GB: profile, memory fraction
@@ -186,14 +188,22 @@ def load_shapes(trace: str | Path | None = None) -> tuple[list[Shape], str]:
     if path.is_file():
         with path.open(newline="") as handle:
             shapes = [
-                Shape(int(r["cpu_milli"]), int(r["memory_mib"]), int(r["num_gpu"]), int(r["gpu_milli"]), r.get("qos") or "LS")
+                Shape(
+                    int(r["cpu_milli"]),
+                    int(r["memory_mib"]),
+                    int(r["num_gpu"]),
+                    int(r["gpu_milli"]),
+                    r.get("qos") or "LS",
+                )
                 for r in csv.DictReader(handle)
             ]
         if shapes:
             return shapes, str(path)
     if trace:
         raise FileNotFoundError(f"trace file {trace} not found or empty")
-    fallback = [Shape(c, m, n, g, "LS" if i % 7 < 4 else "BE") for c, m, n, g, count in FALLBACK_SHAPES for i in range(count)]
+    fallback = [
+        Shape(c, m, n, g, "LS" if i % 7 < 4 else "BE") for c, m, n, g, count in FALLBACK_SHAPES for i in range(count)
+    ]
     return fallback, "built-in table (trace file not found)"
 
 
@@ -209,7 +219,9 @@ class NodeState:
     raw: dict[str, Any]
 
 
-def _node_names(rng: random.Random, nodes: int, gpus_per_node: int, mig_share: float, cpu_share: float) -> list[tuple[str, str]]:
+def _node_names(
+    rng: random.Random, nodes: int, gpus_per_node: int, mig_share: float, cpu_share: float
+) -> list[tuple[str, str]]:
     """(kind, mig config or product) per node, in a shuffled order."""
     n_cpu = round(nodes * cpu_share)
     n_gpu = nodes - n_cpu
@@ -275,7 +287,12 @@ def make_node(rng: random.Random, index: int, kind: str, variant: str, gpus: int
             "allocatable": allocatable,
             "capacity": capacity,
             "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": _timestamp(NOW - 86_400 * 3)}
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "lastTransitionTime": _timestamp(NOW - 86_400 * 3),
+                }
             ],
             "nodeInfo": _NODE_INFO,
         },
@@ -368,7 +385,9 @@ def route(shape: Shape, demand: Demand, gpus_per_node: int) -> tuple[str, dict[s
     return None
 
 
-def draw_deployments(rng: random.Random, shapes: Sequence[Shape], budget: int, demand: Demand, gpus_per_node: int) -> list[Deployment]:
+def draw_deployments(
+    rng: random.Random, shapes: Sequence[Shape], budget: int, demand: Demand, gpus_per_node: int
+) -> list[Deployment]:
     """Deployments until the GPU pools reach their fill target or the budget is spent."""
     deployments: list[Deployment] = []
     namespaces = [f"team-{i:02d}" for i in range(40)]
@@ -386,7 +405,9 @@ def draw_deployments(rng: random.Random, shapes: Sequence[Shape], budget: int, d
             if resource.startswith("nvidia.com/"):
                 demand.ask(resource, amount * replicas)
         deployments.append(
-            Deployment(_deployment_name(pool, shape, len(deployments)), rng.choice(namespaces), shape, request, pool, replicas)
+            Deployment(
+                _deployment_name(pool, shape, len(deployments)), rng.choice(namespaces), shape, request, pool, replicas
+            )
         )
         budget -= replicas
     return deployments
@@ -409,7 +430,9 @@ def cpu_deployments(rng: random.Random, shapes: Sequence[Shape], budget: int, fi
         shape = rng.choice(cpu_shapes)
         replicas = min(budget, rng.choice(REPLICAS))
         request = {"cpu": shape.cpu_milli, "memory": shape.memory_mib, "pods": 1}
-        out.append(Deployment(f"svc-{first_index + len(out):05d}", rng.choice(namespaces), shape, request, "cpu", replicas))
+        out.append(
+            Deployment(f"svc-{first_index + len(out):05d}", rng.choice(namespaces), shape, request, "cpu", replicas)
+        )
         budget -= replicas
     return out
 
@@ -469,7 +492,9 @@ def place_all(scheduler: Scheduler, deployments: Sequence[Deployment]) -> int:
     return placed
 
 
-def occupy_idle_gpu_nodes(rng: random.Random, nodes: Sequence[NodeState], deployments: Sequence[Deployment], gpus: int) -> None:
+def occupy_idle_gpu_nodes(
+    rng: random.Random, nodes: Sequence[NodeState], deployments: Sequence[Deployment], gpus: int
+) -> None:
     """Move one single-GPU replica onto each whole-GPU node left with every GPU free.
 
     The spreading scheduler leaves a handful of such nodes; with them the full-node
@@ -592,7 +617,12 @@ def _pdb(rng: random.Random, deployment: Deployment, expected: int, healthy: int
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": deployment.name, "namespace": deployment.namespace, "uid": _uid(rng), "creationTimestamp": created},
+        "metadata": {
+            "name": deployment.name,
+            "namespace": deployment.namespace,
+            "uid": _uid(rng),
+            "creationTimestamp": created,
+        },
         "spec": spec,
         "status": {
             "currentHealthy": healthy,
@@ -605,7 +635,9 @@ def _pdb(rng: random.Random, deployment: Deployment, expected: int, healthy: int
 
 
 def daemonset_pod(rng: random.Random, node: NodeState, owners: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    name, namespace = ("nvidia-device-plugin-daemonset", "gpu-operator") if node.kind != "cpu" else ("node-exporter", "monitoring")
+    name, namespace = (
+        ("nvidia-device-plugin-daemonset", "gpu-operator") if node.kind != "cpu" else ("node-exporter", "monitoring")
+    )
     node.free["cpu"] -= 50
     node.free["memory"] -= 64
     node.free["pods"] -= 1
@@ -640,7 +672,9 @@ _DS_CONTAINERS = {
 }
 
 
-def pending_pods(rng: random.Random, count: int, gpus_per_node: int, nodes: Sequence[NodeState]) -> list[dict[str, Any]]:
+def pending_pods(
+    rng: random.Random, count: int, gpus_per_node: int, nodes: Sequence[NodeState]
+) -> list[dict[str, Any]]:
     """Full-node GPU pods the scheduler could not place: Pending, PodScheduled=False/Unschedulable."""
     if not gpus_per_node:
         return []
@@ -648,7 +682,9 @@ def pending_pods(rng: random.Random, count: int, gpus_per_node: int, nodes: Sequ
     # Where a node could still take one (small or lightly filled clusters), the pods are
     # shown as just created, before the scheduler's first attempt: no PodScheduled condition.
     message = f"0/{len(nodes)} nodes are available: {len(nodes)} Insufficient nvidia.com/gpu."
-    conditions = [] if fits else [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
+    conditions = (
+        [] if fits else [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]
+    )
     created = _timestamp(NOW - 600)
     out = []
     for i in range(count):
@@ -664,7 +700,13 @@ def pending_pods(rng: random.Random, count: int, gpus_per_node: int, nodes: Sequ
                     "creationTimestamp": created,
                     "labels": {"app": f"llm-train-{i:03d}"},
                     "ownerReferences": [
-                        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replica_set, "uid": _uid(rng), "controller": True}
+                        {
+                            "apiVersion": "apps/v1",
+                            "kind": "ReplicaSet",
+                            "name": replica_set,
+                            "uid": _uid(rng),
+                            "controller": True,
+                        }
                     ],
                 },
                 "spec": {
@@ -672,7 +714,10 @@ def pending_pods(rng: random.Random, count: int, gpus_per_node: int, nodes: Sequ
                         {
                             "name": "main",
                             "image": "registry.example.com/ml/train:2024.03",
-                            "resources": {"requests": {"cpu": "64", "memory": "256Gi"}, "limits": {GPU: str(gpus_per_node)}},
+                            "resources": {
+                                "requests": {"cpu": "64", "memory": "256Gi"},
+                                "limits": {GPU: str(gpus_per_node)},
+                            },
                         }
                     ],
                     "schedulerName": "default-scheduler",
@@ -731,7 +776,14 @@ def _generate(
     pending = min(pods, max(3, min(10, pods // 5000)) if pending is None else pending)
     ds_owner = {
         name: [
-            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": _uid(rng), "controller": True, "blockOwnerDeletion": True}
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": name,
+                "uid": _uid(rng),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
         ]
         for name in _DS_CONTAINERS
     }

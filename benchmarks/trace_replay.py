@@ -155,7 +155,13 @@ def read_pods(trace_dir: Path, variant: str, rng: random.Random | None = None) -
 
 
 def _trace_pod(row: dict[str, str]) -> TracePod:
-    shape = Shape(int(row["cpu_milli"]), int(row["memory_mib"]), int(row["num_gpu"]), int(row["gpu_milli"]), row.get("qos") or "LS")
+    shape = Shape(
+        int(row["cpu_milli"]),
+        int(row["memory_mib"]),
+        int(row["num_gpu"]),
+        int(row["gpu_milli"]),
+        row.get("qos") or "LS",
+    )
     models = tuple(sorted({m for m in (row.get("gpu_spec") or "").split("|") if m}))
     return TracePod(row["name"], shape, models)
 
@@ -179,7 +185,9 @@ def _quotas(sizes: dict[str, int], count: int) -> dict[str, int]:
     """Largest-remainder apportionment of ``count`` over ``sizes``, at least one each while ``count`` allows."""
     total = sum(sizes.values())
     exact = {m: count * n / total for m, n in sizes.items()}
-    quotas = {m: min(n, max(1, int(exact[m]))) for m, n in sizes.items()} if count >= len(sizes) else dict.fromkeys(sizes, 0)
+    quotas = (
+        {m: min(n, max(1, int(exact[m]))) for m, n in sizes.items()} if count >= len(sizes) else dict.fromkeys(sizes, 0)
+    )
     by_remainder = sorted(sizes, key=lambda m: (-(exact[m] - int(exact[m])), -sizes[m], m))
     while sum(quotas.values()) != count:
         step = 1 if sum(quotas.values()) < count else -1
@@ -200,7 +208,9 @@ RESOURCES = 3  # cpu milli, memory MiB, nvidia.com/gpu
 class DefaultScheduler:
     """kube-scheduler's default filters and resource scores over the nodes, in node-name order (see the module docstring)."""
 
-    def __init__(self, nodes: Sequence[TraceNode], used: Sequence[Sequence[int]], pods: Sequence[int], *, balanced: bool) -> None:
+    def __init__(
+        self, nodes: Sequence[TraceNode], used: Sequence[Sequence[int]], pods: Sequence[int], *, balanced: bool
+    ) -> None:
         self.models = np.array([n.model for n in nodes])
         self.allocatable = np.array([[n.cpu_milli, n.memory_mib, n.gpus] for n in nodes], dtype=np.int64)
         self.used = np.array(used, dtype=np.int64).reshape(len(nodes), RESOURCES)
@@ -239,7 +249,11 @@ class DefaultScheduler:
         return cpu, memory, gpus
 
     def fits_anywhere(self, request: Sequence[int]) -> bool:
-        return bool(((self.used + np.array(request, dtype=np.int64) <= self.allocatable).all(axis=1) & (self.pods < MAX_PODS)).any())
+        return bool(
+            (
+                (self.used + np.array(request, dtype=np.int64) <= self.allocatable).all(axis=1) & (self.pods < MAX_PODS)
+            ).any()
+        )
 
 
 # ---------------------------------------------------------------- inflation
@@ -258,7 +272,9 @@ class Inflation:
         return self.held_gpus >= self.target_gpus
 
 
-def inflate(scheduler: DefaultScheduler, pods: Sequence[TracePod], target_gpus: float, keep: float, rng: random.Random) -> Inflation:
+def inflate(
+    scheduler: DefaultScheduler, pods: Sequence[TracePod], target_gpus: float, keep: float, rng: random.Random
+) -> Inflation:
     """Place pods in arrival order, replaying the list, until ``target_gpus`` are held or a whole cycle places nothing."""
     run = Inflation(target_gpus)
     while not run.reached:
@@ -303,13 +319,28 @@ def node_state(rng: random.Random, index: int, node: TraceNode) -> NodeState:
     raw = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": node.name, "uid": _uid(rng), "creationTimestamp": _timestamp(NOW - 86_400 * (120 + index % 200)), "labels": labels},
+        "metadata": {
+            "name": node.name,
+            "uid": _uid(rng),
+            "creationTimestamp": _timestamp(NOW - 86_400 * (120 + index % 200)),
+            "labels": labels,
+        },
         "spec": {"podCIDR": f"10.{64 + index // 256}.{index % 256}.0/24"},
         "status": {
-            "addresses": [{"type": "InternalIP", "address": _node_ip(index)}, {"type": "Hostname", "address": node.name}],
+            "addresses": [
+                {"type": "InternalIP", "address": _node_ip(index)},
+                {"type": "Hostname", "address": node.name},
+            ],
             "allocatable": resources,
             "capacity": dict(resources),
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": _timestamp(NOW - 86_400 * 3)}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "lastTransitionTime": _timestamp(NOW - 86_400 * 3),
+                }
+            ],
             "nodeInfo": _NODE_INFO,
         },
     }
@@ -317,7 +348,9 @@ def node_state(rng: random.Random, index: int, node: TraceNode) -> NodeState:
     return NodeState(node.name, "gpu", index, free, raw)
 
 
-def replica_sets(placed: Sequence[tuple[TracePod, int]], max_replicas: int, rng: random.Random) -> list[list[tuple[TracePod, int]]]:
+def replica_sets(
+    placed: Sequence[tuple[TracePod, int]], max_replicas: int, rng: random.Random
+) -> list[list[tuple[TracePod, int]]]:
     """Placed pods of one shape and gpu_spec, in arrival order, cut into groups of 1..max_replicas; groups by first arrival."""
     by_key: dict[tuple[Shape, tuple[str, ...]], list[tuple[int, TracePod, int]]] = {}
     for order, (pod, node) in enumerate(placed):
@@ -333,16 +366,25 @@ def replica_sets(placed: Sequence[tuple[TracePod, int]], max_replicas: int, rng:
     return [[(pod, node) for _, pod, node in group] for group in groups]
 
 
-def group_objects(rng: random.Random, index: int, group: Sequence[tuple[TracePod, int]], states: Sequence[NodeState]) -> list[dict[str, Any]]:
+def group_objects(
+    rng: random.Random, index: int, group: Sequence[tuple[TracePod, int]], states: Sequence[NodeState]
+) -> list[dict[str, Any]]:
     """Pods (and maybe a PDB) of one ReplicaSet, with the gpu_spec node affinity and the trace pods' names."""
     first = group[0][0]
     shape = first.shape
     kind = "train" if shape.num_gpu > 1 else "infer" if shape.num_gpu == 1 else "svc"
-    request = {"cpu": shape.cpu_milli, "memory": shape.memory_mib, "pods": 1} | ({GPU: shape.num_gpu} if shape.num_gpu else {})
-    deployment = Deployment(f"{kind}-{index:05d}", rng.choice(NAMESPACES), shape, request, "gpu", len(group), [n for _, n in group])
+    request = {"cpu": shape.cpu_milli, "memory": shape.memory_mib, "pods": 1} | (
+        {GPU: shape.num_gpu} if shape.num_gpu else {}
+    )
+    deployment = Deployment(
+        f"{kind}-{index:05d}", rng.choice(NAMESPACES), shape, request, "gpu", len(group), [n for _, n in group]
+    )
     objects = deployment_objects(rng, deployment, states)
     for obj, (pod, _) in zip((o for o in objects if o["kind"] == "Pod"), group, strict=True):
-        obj["metadata"]["annotations"] = {f"{ANNOTATION}/openb-pod": pod.name, f"{ANNOTATION}/gpu-milli": str(pod.shape.gpu_milli)}
+        obj["metadata"]["annotations"] = {
+            f"{ANNOTATION}/openb-pod": pod.name,
+            f"{ANNOTATION}/gpu-milli": str(pod.shape.gpu_milli),
+        }
         if pod.models:
             obj["spec"]["affinity"] = gpu_spec_affinity(pod.models)
     return objects
@@ -359,7 +401,13 @@ def mark_pending(pods: list[dict[str, Any]], nodes: int, *, fits: bool) -> list[
 
 def gpu_spec_affinity(models: Sequence[str]) -> dict[str, Any]:
     expression = {"key": PRODUCT_LABEL, "operator": "In", "values": list(models)}
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+    }
 
 
 # ---------------------------------------------------------------- the replay
@@ -396,10 +444,14 @@ class ReplayStats:
     last_pod_gpus: int
 
     def line(self) -> str:
-        pending = f"{self.pending} pending 8-GPU pod(s) that fit {'SOMEWHERE' if self.pending_fits_somewhere else 'nowhere'}"
-        return (f"{self.nodes} nodes / {self.gpus} GPUs, {self.held_gpus} held ({self.fill:.1%}, target {self.target_gpus:g}); "
-                f"{self.pods_placed} pods placed in {self.cycles} cycle(s), {self.pods_skipped} skipped; {self.replica_sets} ReplicaSets, "
-                f"{self.pdbs} PDBs; {pending}; {self.free_gpus} GPUs free")
+        pending = (
+            f"{self.pending} pending 8-GPU pod(s) that fit {'SOMEWHERE' if self.pending_fits_somewhere else 'nowhere'}"
+        )
+        return (
+            f"{self.nodes} nodes / {self.gpus} GPUs, {self.held_gpus} held ({self.fill:.1%}, target {self.target_gpus:g}); "
+            f"{self.pods_placed} pods placed in {self.cycles} cycle(s), {self.pods_skipped} skipped; {self.replica_sets} ReplicaSets, "
+            f"{self.pdbs} PDBs; {pending}; {self.free_gpus} GPUs free"
+        )
 
 
 def _rng(options: ReplayOptions, purpose: str) -> random.Random:
@@ -411,11 +463,25 @@ def replay(options: ReplayOptions) -> tuple[dict[str, Any], ReplayStats]:
     """The snapshot (a v1 List) and what the replay did."""
     all_nodes = read_nodes(options.trace_dir)
     nodes = stratified_sample(all_nodes, options.nodes or len(all_nodes), _rng(options, "nodes"))
-    pods = [p for p in read_pods(options.trace_dir, options.variant, _rng(options, "arrivals")) if p.shape.num_gpu > 0 or options.keep_cpu_pods]
+    pods = [
+        p
+        for p in read_pods(options.trace_dir, options.variant, _rng(options, "arrivals"))
+        if p.shape.num_gpu > 0 or options.keep_cpu_pods
+    ]
     objects_rng = _rng(options, "objects")
     states = [node_state(objects_rng, i, n) for i, n in enumerate(nodes)]
-    owners = {"nvidia-device-plugin-daemonset": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvidia-device-plugin-daemonset",
-                                                  "uid": _uid(objects_rng), "controller": True, "blockOwnerDeletion": True}]}
+    owners = {
+        "nvidia-device-plugin-daemonset": [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": "nvidia-device-plugin-daemonset",
+                "uid": _uid(objects_rng),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    }
     daemons = [daemonset_pod(objects_rng, s, owners) for s in states]
     scheduler = _scheduler(nodes, states, options)
     gpus = sum(n.gpus for n in nodes)
@@ -429,21 +495,37 @@ def replay(options: ReplayOptions) -> tuple[dict[str, Any], ReplayStats]:
         items += group_objects(objects_rng, index, group, states)
     fits = scheduler.fits_anywhere(PENDING_REQUEST)
     if fits and options.pending:
-        print("warning: a pending 8-GPU pod would fit on some node as the cluster is; written without PodScheduled=False", file=sys.stderr)
+        print(
+            "warning: a pending 8-GPU pod would fit on some node as the cluster is; written without PodScheduled=False",
+            file=sys.stderr,
+        )
     items += mark_pending(pending_pods(objects_rng, options.pending, PENDING_GPUS, states), len(states), fits=fits)
     cluster = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
     stats = ReplayStats(
-        nodes=len(nodes), gpus=gpus, target_gpus=run.target_gpus, held_gpus=run.held_gpus, fill=run.held_gpus / gpus if gpus else 0.0,
-        pods_placed=len(run.placed), pods_skipped=run.skipped, cycles=run.cycles, replica_sets=len(groups),
-        pdbs=sum(1 for i in items if i["kind"] == "PodDisruptionBudget"), pending=options.pending, pending_fits_somewhere=fits,
-        free_gpus=gpus - run.held_gpus, last_pod_gpus=run.placed[-1][0].shape.num_gpu if run.placed else 0,
+        nodes=len(nodes),
+        gpus=gpus,
+        target_gpus=run.target_gpus,
+        held_gpus=run.held_gpus,
+        fill=run.held_gpus / gpus if gpus else 0.0,
+        pods_placed=len(run.placed),
+        pods_skipped=run.skipped,
+        cycles=run.cycles,
+        replica_sets=len(groups),
+        pdbs=sum(1 for i in items if i["kind"] == "PodDisruptionBudget"),
+        pending=options.pending,
+        pending_fits_somewhere=fits,
+        free_gpus=gpus - run.held_gpus,
+        last_pod_gpus=run.placed[-1][0].shape.num_gpu if run.placed else 0,
     )
     return cluster, stats
 
 
 def _scheduler(nodes: Sequence[TraceNode], states: Sequence[NodeState], options: ReplayOptions) -> DefaultScheduler:
     """The scheduler's view once the DaemonSet pods run (they took their requests off ``states``' free records)."""
-    used = [[n.cpu_milli - s.free["cpu"], n.memory_mib - s.free["memory"], n.gpus - s.free[GPU]] for n, s in zip(nodes, states, strict=True)]
+    used = [
+        [n.cpu_milli - s.free["cpu"], n.memory_mib - s.free["memory"], n.gpus - s.free[GPU]]
+        for n, s in zip(nodes, states, strict=True)
+    ]
     pods = [MAX_PODS - s.free["pods"] for s in states]
     return DefaultScheduler(nodes, used, pods, balanced=options.scoring == SCORINGS[0])
 
@@ -483,7 +565,9 @@ def make_slice(trace_dir: Path, out: Path, *, nodes: int, pods: int, seed: int) 
     picked = {n.name for n in stratified_sample(read_nodes(trace_dir), nodes, random.Random(f"{seed}:slice"))}
     contents = [_copy_rows(trace_dir / NODE_FILE, out / NODE_FILE, lambda row: row["sn"] in picked, len(picked))]
     contents += [_copy_rows(trace_dir / pod_file(v), out / pod_file(v), lambda row: True, pods) for v in SLICE_VARIANTS]
-    (out / "README.md").write_text(SLICE_README.format(contents="\n".join(contents), nodes=nodes, pods=pods, seed=seed), encoding="utf-8")
+    (out / "README.md").write_text(
+        SLICE_README.format(contents="\n".join(contents), nodes=nodes, pods=pods, seed=seed), encoding="utf-8"
+    )
     return contents
 
 
@@ -511,28 +595,58 @@ def _node_count(text: str) -> int | None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", default="default", help="pod list: openb_pod_list_<variant>.csv (default, gpuspec33, multigpu50, ...)")
+    parser.add_argument(
+        "--variant",
+        default="default",
+        help="pod list: openb_pod_list_<variant>.csv (default, gpuspec33, multigpu50, ...)",
+    )
     parser.add_argument("--nodes", type=_node_count, default=None, help="GPU nodes to sample, or 'all' (default)")
     parser.add_argument("--fill", type=float, default=0.6, help="share of the cluster's GPUs to fill with pods")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pending", type=int, default=2, help="Pending 8-GPU pods to add")
-    parser.add_argument("--max-replicas", type=int, default=8, help="largest ReplicaSet the placed pods are grouped into")
-    parser.add_argument("--keep-cpu-pods", action="store_true", help="place the trace's CPU-only pods too (dropped by default)")
+    parser.add_argument(
+        "--max-replicas", type=int, default=8, help="largest ReplicaSet the placed pods are grouped into"
+    )
+    parser.add_argument(
+        "--keep-cpu-pods", action="store_true", help="place the trace's CPU-only pods too (dropped by default)"
+    )
     parser.add_argument("--scoring", choices=SCORINGS, default=SCORINGS[0])
-    parser.add_argument("--trace-dir", type=Path, default=DEFAULT_TRACE_DIR, help=f"folder of the trace CSVs (default {DEFAULT_TRACE_DIR})")
+    parser.add_argument(
+        "--trace-dir",
+        type=Path,
+        default=DEFAULT_TRACE_DIR,
+        help=f"folder of the trace CSVs (default {DEFAULT_TRACE_DIR})",
+    )
     parser.add_argument("--indent", type=int, default=None, help="indent the JSON (kubectl uses 4); compact by default")
     parser.add_argument("--out", help="snapshot file to write, - for stdout")
-    parser.add_argument("--make-slice", type=Path, metavar="DIR", help="instead: write the small test copy of the trace into DIR")
+    parser.add_argument(
+        "--make-slice", type=Path, metavar="DIR", help="instead: write the small test copy of the trace into DIR"
+    )
     parser.add_argument("--slice-nodes", type=int, default=40)
     parser.add_argument("--slice-pods", type=int, default=300)
     args = parser.parse_args(argv)
     if args.make_slice:
-        print("\n".join(make_slice(args.trace_dir, args.make_slice, nodes=args.slice_nodes, pods=args.slice_pods, seed=args.seed)))
+        print(
+            "\n".join(
+                make_slice(
+                    args.trace_dir, args.make_slice, nodes=args.slice_nodes, pods=args.slice_pods, seed=args.seed
+                )
+            )
+        )
         return
     if not args.out:
         parser.error("--out is required (or --make-slice)")
-    options = ReplayOptions(args.variant, args.nodes, args.fill, args.seed, args.pending, args.max_replicas, args.keep_cpu_pods,
-                            args.scoring, args.trace_dir)
+    options = ReplayOptions(
+        args.variant,
+        args.nodes,
+        args.fill,
+        args.seed,
+        args.pending,
+        args.max_replicas,
+        args.keep_cpu_pods,
+        args.scoring,
+        args.trace_dir,
+    )
     cluster, stats = replay(options)
     write(cluster, args.out, indent=args.indent)
     print(f"{args.out}: {stats.line()}", file=sys.stderr)

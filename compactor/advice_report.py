@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from compactor.settings import Settings
 
 
-def advice_from_args(args: argparse.Namespace, snapshot: Snapshot, figures: Figures, settings: Settings) -> Advice | None:
+def advice_from_args(
+    args: argparse.Namespace, snapshot: Snapshot, figures: Figures, settings: Settings
+) -> Advice | None:
     """The advice ``--advise`` asks for (None without it); ``--advise-top N`` measures the roundings of N shapes."""
     top = getattr(args, "advise_top", None)
     if not getattr(args, "advise", False):
@@ -28,5 +30,11 @@ def advice_from_args(args: argparse.Namespace, snapshot: Snapshot, figures: Figu
         return None
     if top is not None and top < 1:
         raise CompactorError(f"--advise-top must be >= 1, got {top}")
-    return advise(snapshot, figures, coverage=settings.metrics.shape_coverage, max_shapes=settings.metrics.max_shapes,
-                  top=DEFAULT_TOP if top is None else top, per_shape=DEFAULT_PER_SHAPE)
+    return advise(
+        snapshot,
+        figures,
+        coverage=settings.metrics.shape_coverage,
+        max_shapes=settings.metrics.max_shapes,
+        top=DEFAULT_TOP if top is None else top,
+        per_shape=DEFAULT_PER_SHAPE,
+    )

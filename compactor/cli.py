@@ -27,7 +27,9 @@ log = logging.getLogger("compactor")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="compactor", description="Measure and repair GPU fragmentation in Kubernetes clusters.")
+    parser = argparse.ArgumentParser(
+        prog="compactor", description="Measure and repair GPU fragmentation in Kubernetes clusters."
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -51,42 +53,51 @@ COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "allocatable against the requests of bound pods, per node, pool and cluster; whole-free "
         "GPU nodes, stranded capacity, idle MIG slices, the fragmentation rates, headroom per request shape, and the pending "
         "GPU pods that fragmentation alone keeps Pending. Reads only; changes nothing.",
-        ("compactor report --example",
-         "kubectl get nodes,pods,pdb,pv,pvc -A -o json | compactor report --snapshot - --output markdown"),
+        (
+            "compactor report --example",
+            "kubectl get nodes,pods,pdb,pv,pvc -A -o json | compactor report --snapshot - --output markdown",
+        ),
     ),
     "plan": (
         "Compute a compaction plan: which pods to move where so that pending GPU pods fit and whole GPU nodes become free, "
         "with the fewest and cheapest moves, never against PDBs, taints, affinity or capacity. Shows the trade-off curve "
         "(nodes freed against moves) and why each pod moves or stays. Reads only; --write saves the plan for `compactor apply`.",
-        ("compactor plan --example --objective max-free",
-         "compactor plan --context prod --output json --write plan.json"),
+        (
+            "compactor plan --example --objective max-free",
+            "compactor plan --context prod --output json --write plan.json",
+        ),
     ),
     "apply": (
         "Carry out a plan written by `compactor plan --write`: re-check it against the cluster as it is now, cordon, evict "
         "through the Eviction API, steer each replacement onto its planned node, then measure what the cluster gained. "
         "Recovers an interrupted run first and holds the controller's Lease while it acts. --dry-run prints the calls instead.",
-        ("compactor apply --plan plan.json --snapshot cluster.json --dry-run",
-         "compactor apply --plan plan.json --context prod"),
+        (
+            "compactor apply --plan plan.json --snapshot cluster.json --dry-run",
+            "compactor apply --plan plan.json --context prod",
+        ),
     ),
     "run": (
         "One compaction cycle: recover, read the cluster, plan and carry the plan out (plan + apply in one step). It needs "
         "--once: a single cycle is what it does; for cycles on a schedule, run `compactor controller --interval SECONDS` "
         "(or the CronJob in manifests/).",
-        ("compactor run --once --context prod --dry-run",
-         "compactor run --once --in-cluster"),
+        ("compactor run --once --context prod --dry-run", "compactor run --once --in-cluster"),
     ),
     "controller": (
         "The long-running controller: a compaction cycle every --interval seconds on the replica that holds the Lease "
         "(leader election), fragmentation figures always; serves Prometheus /metrics, /healthz and /readyz.",
-        ("compactor controller --in-cluster --interval 900",
-         "compactor controller --context staging --report-only --listen :8080"),
+        (
+            "compactor controller --in-cluster --interval 900",
+            "compactor controller --context staging --report-only --listen :8080",
+        ),
     ),
     "config": (
         "Check a config before applying it, and see what a run would use. `validate FILE` reads a settings YAML or the "
         "ConfigMap that mounts it (data.compactor.yaml) and exits 2 naming the key of the first error; `show` prints the "
         "effective settings: defaults, then --config, then COMPACTOR_* environment variables.",
-        ("compactor config validate manifests/base/config.yaml",
-         "compactor config show --config manifests/base/config.yaml --output json"),
+        (
+            "compactor config validate manifests/base/config.yaml",
+            "compactor config show --config manifests/base/config.yaml --output json",
+        ),
     ),
 }
 

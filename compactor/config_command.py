@@ -16,9 +16,13 @@ from compactor.settings import Settings, load_settings
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     config = commands.add_parser("config", help="validate a config file or ConfigMap; show the effective settings")
     actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    validate = actions.add_parser("validate", help="check FILE (settings YAML, or a ConfigMap with a compactor.yaml key)")
+    validate = actions.add_parser(
+        "validate", help="check FILE (settings YAML, or a ConfigMap with a compactor.yaml key)"
+    )
     validate.add_argument("file", metavar="FILE")
-    show = actions.add_parser("show", help="the effective settings: defaults, then --config FILE, then COMPACTOR_* variables")
+    show = actions.add_parser(
+        "show", help="the effective settings: defaults, then --config FILE, then COMPACTOR_* variables"
+    )
     show.add_argument("--config", metavar="FILE", help="settings YAML (or a ConfigMap holding it)")
     show.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml")
     config.set_defaults(handler=cmd_config)
@@ -28,17 +32,22 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.action == "validate":
         settings = load_settings(args.file)  # a settings YAML, or the ConfigMap manifest mounting one
         changed = _differences(settings)
-        sys.stdout.write(f"{args.file}: valid; mode {settings.mode}; {len(changed)} setting(s) differ from the defaults"
-                         f"{': ' + ', '.join(changed) if changed else ''}\n")
+        sys.stdout.write(
+            f"{args.file}: valid; mode {settings.mode}; {len(changed)} setting(s) differ from the defaults"
+            f"{': ' + ', '.join(changed) if changed else ''}\n"
+        )
         return 0
     settings = load_settings(args.config)
     document = settings.model_dump(mode="json")
-    sys.stdout.write(json.dumps(document, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(document, sort_keys=False))
+    sys.stdout.write(
+        json.dumps(document, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(document, sort_keys=False)
+    )
     return 0
 
 
 def _differences(settings: Settings) -> list[str]:
     """Dotted names of the settings that differ from the defaults."""
+
     def flat(value: Any, prefix: str = "") -> dict[str, Any]:
         if isinstance(value, dict):
             return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}{key}.").items()}

@@ -66,10 +66,12 @@ def _e(value: object) -> str:
 
 
 def _page(title: str, body: Iterable[str]) -> str:
-    head = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
-            f"<style>{_CSS}</style></head><body>\n")
+    head = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
+        f"<style>{_CSS}</style></head><body>\n"
+    )
     return head + "\n".join(body) + "\n</body></html>\n"
 
 
@@ -77,12 +79,18 @@ def _page(title: str, body: Iterable[str]) -> str:
 # Building blocks
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Iterable[int] = (), *, show_headers: bool = True) -> str:
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Iterable[int] = (), *, show_headers: bool = True
+) -> str:
     """A table of escaped cells; more than LONG_LIST rows fold into <details>."""
     right = frozenset(right)
     head = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>" if show_headers else ""
-    body = "".join("<tr>" + "".join(f'<td class="r">{_e(c)}</td>' if i in right else f"<td>{_e(c)}</td>" for i, c in enumerate(row))
-                   + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="r">{_e(c)}</td>' if i in right else f"<td>{_e(c)}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
     return _folded(f"<table>{head}{body}</table>", len(rows), "rows")
 
 
@@ -100,9 +108,14 @@ def _warnings(warnings: Sequence[str]) -> str:
 
 def _cards(cards: Sequence[tuple[str, str, str]]) -> str:
     """(label, value, detail) per card: the headline figures, big."""
-    return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="l">{_e(label)}</div><div class="v">{_e(value)}</div><div class="l">{_e(detail)}</div></div>'
-        for label, value, detail in cards) + "</div>"
+    return (
+        '<div class="cards">'
+        + "".join(
+            f'<div class="card"><div class="l">{_e(label)}</div><div class="v">{_e(value)}</div><div class="l">{_e(detail)}</div></div>'
+            for label, value, detail in cards
+        )
+        + "</div>"
+    )
 
 
 def _section(section: Section) -> str:
@@ -139,8 +152,12 @@ class Marks:
 NO_MARKS = Marks()
 
 _LEGEND = (
-    (USED, "used"), (MOVING, "used by a pod the plan moves {moving}"), (PLACED, "used by a pending pod the plan places"),
-    (STRANDED, "stranded: free, but no request shape in use can take it"), (FREE, "free"), (FREED, "free on a node the plan frees"),
+    (USED, "used"),
+    (MOVING, "used by a pod the plan moves {moving}"),
+    (PLACED, "used by a pending pod the plan places"),
+    (STRANDED, "stranded: free, but no request shape in use can take it"),
+    (FREE, "free"),
+    (FREED, "free on a node the plan frees"),
 )
 
 
@@ -148,10 +165,17 @@ def _legend(classes: Iterable[str], marks: Marks) -> str:
     """The colours this picture shows, and what the borders mean."""
     shown = set(classes)
     moving = "here" if marks.after else "away"
-    keys = "".join(f'<span><b class="{c}"></b>{_e(text.format(moving=moving))}</span>' for c, text in _LEGEND if c in shown)
-    borders = ["dashed border: NotReady or cordoned", *(["green border: a node the plan frees"] if marks.freed else []),
-               *(["purple border: a whole-free node the plan fills"] if marks.filled else [])]
-    return f'<div class="legend">{keys}<span>{_e("; ".join(borders))}. Hover a node for its name and figures.</span></div>'
+    keys = "".join(
+        f'<span><b class="{c}"></b>{_e(text.format(moving=moving))}</span>' for c, text in _LEGEND if c in shown
+    )
+    borders = [
+        "dashed border: NotReady or cordoned",
+        *(["green border: a node the plan frees"] if marks.freed else []),
+        *(["purple border: a whole-free node the plan fills"] if marks.filled else []),
+    ]
+    return (
+        f'<div class="legend">{keys}<span>{_e("; ".join(borders))}. Hover a node for its name and figures.</span></div>'
+    )
 
 
 def _gpu_resources(node: NodeFigures) -> list[str]:
@@ -168,36 +192,62 @@ def _cells(node: NodeFigures, resource: str, marks: Marks) -> list[str]:
     if marks.after and node.name in marks.freed:
         return [USED] * (used - moving - placed) + [MOVING] * moving + [PLACED] * placed + [FREED] * free
     stranded = min(free, node.stranded_units.get(resource, 0))
-    return [USED] * (used - moving - placed) + [MOVING] * moving + [PLACED] * placed + [STRANDED] * stranded + [FREE] * (free - stranded)
+    return (
+        [USED] * (used - moving - placed)
+        + [MOVING] * moving
+        + [PLACED] * placed
+        + [STRANDED] * stranded
+        + [FREE] * (free - stranded)
+    )
 
 
 def _node_title(node: NodeFigures, cells: Mapping[str, list[str]], marks: Marks) -> str:
     parts = []
     for resource, classes in cells.items():
-        text = f"{resource.removeprefix('nvidia.com/')} {len(classes) - classes.count(FREE) - classes.count(STRANDED) - classes.count(FREED)}" \
-               f"/{len(classes)} used"
+        text = (
+            f"{resource.removeprefix('nvidia.com/')} {len(classes) - classes.count(FREE) - classes.count(STRANDED) - classes.count(FREED)}"
+            f"/{len(classes)} used"
+        )
         extras = ((MOVING, marks.moving_word), (PLACED, "placed"), (STRANDED, "stranded"))
         text += "".join(f", {classes.count(c)} {word}" for c, word in extras if classes.count(c))
         parts.append(text)
-    state = [s for s, on in (("NotReady", not node.ready), ("cordoned", not node.schedulable), ("freed by the plan", node.name in marks.freed),
-                             ("filled by the plan", node.name in marks.filled)) if on]
+    state = [
+        s
+        for s, on in (
+            ("NotReady", not node.ready),
+            ("cordoned", not node.schedulable),
+            ("freed by the plan", node.name in marks.freed),
+            ("filled by the plan", node.name in marks.filled),
+        )
+        if on
+    ]
     return f"{node.name} ({node.pool}): " + "; ".join(parts) + "".join(f"; {s}" for s in state)
 
 
 def _node_block(node: NodeFigures, marks: Marks) -> tuple[str, list[str]]:
     """A node's block and its cell classes."""
     cells = {r: _cells(node, r, marks) for r in _gpu_resources(node)}
-    kind = "node" + (" freed" if node.name in marks.freed else "") + (" filled" if node.name in marks.filled else "") + (
-        " off" if not (node.ready and node.schedulable) else "")
-    rows = "".join('<div class="res">' + "".join(f'<i class="{c}"></i>' for c in classes) + "</div>" for classes in cells.values())
-    return f'<div class="{kind}" title="{_e(_node_title(node, cells, marks))}">{rows}</div>', [c for cs in cells.values() for c in cs]
+    kind = (
+        "node"
+        + (" freed" if node.name in marks.freed else "")
+        + (" filled" if node.name in marks.filled else "")
+        + (" off" if not (node.ready and node.schedulable) else "")
+    )
+    rows = "".join(
+        '<div class="res">' + "".join(f'<i class="{c}"></i>' for c in classes) + "</div>" for classes in cells.values()
+    )
+    return f'<div class="{kind}" title="{_e(_node_title(node, cells, marks))}">{rows}</div>', [
+        c for cs in cells.values() for c in cs
+    ]
 
 
 def _pool_heading(name: str, nodes: int, pool: AggregateFigures | None) -> str:
     if pool is None:
-        return f"<h3>{_e(name)} <span class=\"meta\">{nodes} GPU node(s)</span></h3>"
-    return (f"<h3>{_e(name)} <span class=\"meta\">{nodes} GPU node(s), {pool.gpus} GPUs (physical); whole-free GPUs "
-            f"{pool.whole_free_physical_gpus}; stranded share {_e(fmt_pct(pool.stranded_share))}</span></h3>")
+        return f'<h3>{_e(name)} <span class="meta">{nodes} GPU node(s)</span></h3>'
+    return (
+        f'<h3>{_e(name)} <span class="meta">{nodes} GPU node(s), {pool.gpus} GPUs (physical); whole-free GPUs '
+        f"{pool.whole_free_physical_gpus}; stranded share {_e(fmt_pct(pool.stranded_share))}</span></h3>"
+    )
 
 
 def occupancy(figures: Figures, marks: Marks, *, section_id: str, title: str) -> str:
@@ -213,7 +263,10 @@ def occupancy(figures: Figures, marks: Marks, *, section_id: str, title: str) ->
         nodes = sorted(by_pool[name], key=lambda n: n.name)
         blocks = [_node_block(n, marks) for n in nodes]
         drawn += [c for _, cells in blocks for c in cells]
-        out += [_pool_heading(name, len(nodes), pools.get(name)), '<div class="nodes">' + "".join(b for b, _ in blocks) + "</div>"]
+        out += [
+            _pool_heading(name, len(nodes), pools.get(name)),
+            '<div class="nodes">' + "".join(b for b, _ in blocks) + "</div>",
+        ]
     without = len(figures.nodes) - sum(len(v) for v in by_pool.values())
     if without:
         out.append(f'<p class="meta">{without} node(s) without GPUs are not drawn.</p>')
@@ -238,9 +291,13 @@ def plan_marks(plan: CompactionPlan, snapshot: Snapshot) -> tuple[Marks, Marks]:
     requests = {p.key: p.requests for p in snapshot.pods}
     freed, filled = frozenset(plan.freed_nodes), frozenset(plan.filled_nodes)
     before = Marks(moving=_units_by_node((m.from_node, m.requests) for m in plan.moves), freed=freed, filled=filled)
-    after = Marks(moving=_units_by_node((m.to_node, m.requests) for m in plan.moves),
-                  placed=_units_by_node((p.to_node, requests.get(p.pod, {})) for p in plan.placed_pending),
-                  freed=freed, filled=filled, after=True)
+    after = Marks(
+        moving=_units_by_node((m.to_node, m.requests) for m in plan.moves),
+        placed=_units_by_node((p.to_node, requests.get(p.pod, {})) for p in plan.placed_pending),
+        freed=freed,
+        filled=filled,
+        after=True,
+    )
     return before, after
 
 
@@ -255,8 +312,13 @@ def _coordinates(points: Sequence[FrontierPoint]) -> list[tuple[float, float]]:
     max_moves = max(p.moves for p in points) or 1
     low, high = min(0, *(p.freed_gpus for p in points)), max(0, *(p.freed_gpus for p in points))
     span = (high - low) or 1
-    return [(_LEFT + (_W - _LEFT - _RIGHT) * p.moves / max_moves, _H - _BOTTOM - (_H - _TOP - _BOTTOM) * (p.freed_gpus - low) / span)
-            for p in points]
+    return [
+        (
+            _LEFT + (_W - _LEFT - _RIGHT) * p.moves / max_moves,
+            _H - _BOTTOM - (_H - _TOP - _BOTTOM) * (p.freed_gpus - low) / span,
+        )
+        for p in points
+    ]
 
 
 def curve_svg(points: Sequence[FrontierPoint]) -> str:
@@ -280,29 +342,39 @@ def curve_svg(points: Sequence[FrontierPoint]) -> str:
         '<polyline class="line" points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + '"/>',
     ]
     for point, (x, y) in zip(points, xy, strict=True):
-        tip = (f"{point.moves} moves (cost {point.cost:g}), {point.freed_gpus} GPUs freed on {point.freed_nodes} node(s), {point.status}"
-               + ("" if point.status == "OPTIMAL" else f" (bound {point.bound:g})") + (" - this plan" if point.chosen else ""))
+        tip = (
+            f"{point.moves} moves (cost {point.cost:g}), {point.freed_gpus} GPUs freed on {point.freed_nodes} node(s), {point.status}"
+            + ("" if point.status == "OPTIMAL" else f" (bound {point.bound:g})")
+            + (" - this plan" if point.chosen else "")
+        )
         radius, kind = (7, "pt chosen") if point.chosen else (3.5, "pt")
         parts.append(f'<circle class="{kind}" cx="{x:.1f}" cy="{y:.1f}" r="{radius}"><title>{_e(tip)}</title></circle>')
         if point.chosen:
             anchor = "end" if x > _W / 2 else "start"
-            parts.append(f'<text x="{x + (-10 if anchor == "end" else 10):.1f}" y="{y - 8:.1f}" text-anchor="{anchor}">this plan</text>')
+            parts.append(
+                f'<text x="{x + (-10 if anchor == "end" else 10):.1f}" y="{y - 8:.1f}" text-anchor="{anchor}">this plan</text>'
+            )
     return "".join(parts) + "</svg>"
 
 
 def _curve(plan: CompactionPlan) -> str:
     if not plan.frontier:
         return ""
-    rows = [(label, moves, more, cost, gpus, status + (" (this plan)" if mark else "")) for mark, label, moves, more, cost, gpus, status
-            in _curve_rows(plan)]
-    return "\n".join([
-        "<h2>Trade-off curve</h2>",
-        f"<p>Objective <b>{_e(plan.objective)}</b>: {_e(_objective(plan))}. Each dot is the cheapest plan found that frees that many "
-        "GPUs; the big one is this plan.</p>",
-        curve_svg(plan.frontier),
-        "<details><summary>the curve as a table</summary>"
-        + _table(("point", "moves", "more", "cost", "freed GPUs (physical)", "status"), rows, (1, 2, 3, 4)) + "</details>",
-    ])
+    rows = [
+        (label, moves, more, cost, gpus, status + (" (this plan)" if mark else ""))
+        for mark, label, moves, more, cost, gpus, status in _curve_rows(plan)
+    ]
+    return "\n".join(
+        [
+            "<h2>Trade-off curve</h2>",
+            f"<p>Objective <b>{_e(plan.objective)}</b>: {_e(_objective(plan))}. Each dot is the cheapest plan found that frees that many "
+            "GPUs; the big one is this plan.</p>",
+            curve_svg(plan.frontier),
+            "<details><summary>the curve as a table</summary>"
+            + _table(("point", "moves", "more", "cost", "freed GPUs (physical)", "status"), rows, (1, 2, 3, 4))
+            + "</details>",
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -313,22 +385,34 @@ def _pdbs(moves: Sequence[Move], snapshot: Snapshot) -> dict[str, str]:
     """Moved pod -> the PodDisruptionBudgets that guard it, for people: the executor asks each one before the eviction."""
     moved = {m.pod for m in moves}
     guarded = pdbs_by_pod((p for p in snapshot.pods if p.key in moved), snapshot.pdbs)
-    return {pod: ", ".join(f"{b.key} ({b.disruptions_allowed} disruption(s) allowed)" for b in budgets) for pod, budgets in guarded.items()}
+    return {
+        pod: ", ".join(f"{b.key} ({b.disruptions_allowed} disruption(s) allowed)" for b in budgets)
+        for pod, budgets in guarded.items()
+    }
 
 
 def _moves(plan: CompactionPlan, snapshot: Snapshot) -> str:
     if not plan.moves:
         return "<h2>Moves</h2><p>None.</p>"
     pdbs = _pdbs(plan.moves, snapshot)
-    out = ["<h2>Moves, in execution order</h2>", f"<p>Steering: <b>{_e(plan.steering.mechanism)}</b> ({_e(plan.steering.why)})</p>",
-           "<table><tr><th>#</th><th>pod</th><th>from</th><th>to</th><th>the target before this move</th><th>PodDisruptionBudget</th></tr>"]
+    out = [
+        "<h2>Moves, in execution order</h2>",
+        f"<p>Steering: <b>{_e(plan.steering.mechanism)}</b> ({_e(plan.steering.why)})</p>",
+        "<table><tr><th>#</th><th>pod</th><th>from</th><th>to</th><th>the target before this move</th><th>PodDisruptionBudget</th></tr>",
+    ]
     previous = None
     for number, move in enumerate(plan.moves, 1):
         why, _, where = move.reason.partition("; ")
         if why != previous:  # consecutive moves off one node share their reason, as in the text report
             out.append(f'<tr class="why"><th colspan="6">why: {_e(why)}</th></tr>')
             previous = why
-        cells = (move.pod, move.from_node, move.to_node, where.removeprefix(f"{move.to_node} "), pdbs.get(move.pod, "-"))
+        cells = (
+            move.pod,
+            move.from_node,
+            move.to_node,
+            where.removeprefix(f"{move.to_node} "),
+            pdbs.get(move.pod, "-"),
+        )
         out.append(f'<tr><td class="r">{number}</td>' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     return "\n".join([*out, "</table>"])
 
@@ -336,11 +420,15 @@ def _moves(plan: CompactionPlan, snapshot: Snapshot) -> str:
 def _pending(plan: CompactionPlan) -> str:
     out = ["<h2>Pending GPU pods</h2>"]
     if plan.placed_pending:
-        out += [f"<h3>Placed by the plan ({len(plan.placed_pending)})</h3>",
-                _table(("pod", "node"), [(p.pod, p.to_node) for p in plan.placed_pending])]
+        out += [
+            f"<h3>Placed by the plan ({len(plan.placed_pending)})</h3>",
+            _table(("pod", "node"), [(p.pod, p.to_node) for p in plan.placed_pending]),
+        ]
     if plan.pending_not_placed:
-        out += [f"<h3>Left pending ({len(plan.pending_not_placed)})</h3>",
-                _table(("pod", "why"), [(p.pod, p.reason) for p in plan.pending_not_placed])]
+        out += [
+            f"<h3>Left pending ({len(plan.pending_not_placed)})</h3>",
+            _table(("pod", "why"), [(p.pod, p.reason) for p in plan.pending_not_placed]),
+        ]
     if len(out) == 1:
         out.append("<p>No pending GPU pod.</p>")
     return "\n".join(out)
@@ -353,9 +441,18 @@ def _staying(plan: CompactionPlan) -> str:
     rows = [(str(reason), str(count)) for reason, count in unmovable.items()]
     total = sum(int(count) for count in unmovable.values())
     sample: Mapping[str, Any] = plan.explanations.get("unmovablePodsSample") or {}
-    lists = [f"<details><summary>{_e(str(reason))} ({count})</summary>{_list(_named(sample.get(reason) or [], int(count)), 'pods')}"
-             "</details>" for reason, count in unmovable.items() if sample.get(reason)]
-    return f"<h2>Pods the plan may not move ({total})</h2>\n" + _table(("reason", "pods"), rows, (1,)) + "\n" + "\n".join(lists)
+    lists = [
+        f"<details><summary>{_e(str(reason))} ({count})</summary>{_list(_named(sample.get(reason) or [], int(count)), 'pods')}"
+        "</details>"
+        for reason, count in unmovable.items()
+        if sample.get(reason)
+    ]
+    return (
+        f"<h2>Pods the plan may not move ({total})</h2>\n"
+        + _table(("reason", "pods"), rows, (1,))
+        + "\n"
+        + "\n".join(lists)
+    )
 
 
 def _named(pods: Sequence[str], count: int) -> list[str]:
@@ -368,8 +465,10 @@ def _recuts(plan: CompactionPlan) -> str:
         rows = [(r.node, r.from_config or "-", r.to_config, r.reason) for r in plan.mig_repartition]
         out += ["<h2>MIG re-cuts (after the node is drained)</h2>", _table(("node", "from", "to", "why"), rows)]
     if plan.mig_advice:
-        out += ["<h2>MIG layout advice (nothing is re-cut)</h2>",
-                _list([f"{pool.get('pool', '')}: {pool.get('advice', '')}" for pool in plan.mig_advice], "pools")]
+        out += [
+            "<h2>MIG layout advice (nothing is re-cut)</h2>",
+            _list([f"{pool.get('pool', '')}: {pool.get('advice', '')}" for pool in plan.mig_advice], "pools"),
+        ]
     return "\n".join(out)
 
 
@@ -383,15 +482,26 @@ def _plan_cards(plan: CompactionPlan) -> str:
     def arrow(value: Any, after_value: Any, fmt: Any) -> str:
         return f"{'-' if value is None else fmt(value)} \u2192 {'-' if after_value is None else fmt(after_value)}"
 
-    return _cards((
-        ("Whole-free GPUs (physical)", arrow(_figure(before, "wholeFreePhysicalGpus"), _figure(after, "wholeFreePhysicalGpus"), str),
-         f"net {plan.freed_gpus:+d} on {len(plan.freed_nodes)} freed node(s)"),
-        ("Blocked demand (GPU-equivalents)", arrow(before.get("blockedDemandGpuEquivalents"), after.get("blockedDemandGpuEquivalents"), fmt_gpus),
-         f"{len(before.get('blockedPending', []))} \u2192 {len(after.get('blockedPending', []))} blocked pending GPU pod(s)"),
-        ("Stranded share", arrow(_figure(before, "strandedShare"), _figure(after, "strandedShare"), fmt_pct),
-         "of the free GPU capacity no request shape in use can take"),
-        ("Moves", str(len(plan.moves)), f"{len(plan.placed_pending)} pending pod(s) placed"),
-    ))
+    return _cards(
+        (
+            (
+                "Whole-free GPUs (physical)",
+                arrow(_figure(before, "wholeFreePhysicalGpus"), _figure(after, "wholeFreePhysicalGpus"), str),
+                f"net {plan.freed_gpus:+d} on {len(plan.freed_nodes)} freed node(s)",
+            ),
+            (
+                "Blocked demand (GPU-equivalents)",
+                arrow(before.get("blockedDemandGpuEquivalents"), after.get("blockedDemandGpuEquivalents"), fmt_gpus),
+                f"{len(before.get('blockedPending', []))} \u2192 {len(after.get('blockedPending', []))} blocked pending GPU pod(s)",
+            ),
+            (
+                "Stranded share",
+                arrow(_figure(before, "strandedShare"), _figure(after, "strandedShare"), fmt_pct),
+                "of the free GPU capacity no request shape in use can take",
+            ),
+            ("Moves", str(len(plan.moves)), f"{len(plan.placed_pending)} pending pod(s) placed"),
+        )
+    )
 
 
 def _solver(plan: CompactionPlan) -> str:
@@ -403,8 +513,10 @@ def _solver(plan: CompactionPlan) -> str:
         f"bound {s.bound if s.bound is not None else '-'}, gap {gap}; planned in {s.plan_seconds:.2f}s",
     ]
     if s.move_cost is not None and s.move_cost_bound is not None and s.move_cost_gap is not None:
-        lines.append(f"the max-free plan's move cost {s.move_cost:g}: no plan freeing as much costs less than {s.move_cost_bound:g} "
-                     f"(gap {fmt_pct(s.move_cost_gap)})")
+        lines.append(
+            f"the max-free plan's move cost {s.move_cost:g}: no plan freeing as much costs less than {s.move_cost_bound:g} "
+            f"(gap {fmt_pct(s.move_cost_gap)})"
+        )
     if s.note:
         lines.append(f"note: {s.note}")
     return "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
@@ -431,12 +543,25 @@ def render_report_html(figures: Figures, snapshot: Snapshot, advice: Advice | No
     body = [
         f"<h1>{_e(title)}</h1>",
         _warnings((*snapshot.warnings, *figures.warnings)),
-        _cards((
-            ("Whole-free GPUs (physical)", str(c.whole_free_physical_gpus), f"on {c.whole_free_nodes} node(s) running no GPU pod"),
-            ("Blocked demand (GPU-equivalents)", fmt_gpus(figures.blocked_demand_gpus),
-             f"{len(figures.blocked_pending)} pending GPU pod(s) that fit in total but on no single node"),
-            ("Stranded share", fmt_pct(c.stranded_share), f"{fmt_gpus(c.stranded_gpus)} of {fmt_gpus(c.free_gpus)} free GPU-equivalents"),
-        )),
+        _cards(
+            (
+                (
+                    "Whole-free GPUs (physical)",
+                    str(c.whole_free_physical_gpus),
+                    f"on {c.whole_free_nodes} node(s) running no GPU pod",
+                ),
+                (
+                    "Blocked demand (GPU-equivalents)",
+                    fmt_gpus(figures.blocked_demand_gpus),
+                    f"{len(figures.blocked_pending)} pending GPU pod(s) that fit in total but on no single node",
+                ),
+                (
+                    "Stranded share",
+                    fmt_pct(c.stranded_share),
+                    f"{fmt_gpus(c.stranded_gpus)} of {fmt_gpus(c.free_gpus)} free GPU-equivalents",
+                ),
+            )
+        ),
         occupancy(figures, NO_MARKS, section_id="occupancy", title="Occupancy"),
         # Warnings are above already; the headline section repeats the cards in words, which is what a reader quotes.
         *(_section(s) for s in report_sections(figures, snapshot, advice) if s.title != "Warnings"),

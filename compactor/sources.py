@@ -39,8 +39,15 @@ class SnapshotSource:
             return ", ".join("<stdin>" if f == "-" else f for f in self.files)
         return "cluster (in-cluster)" if self.in_cluster else f"cluster {self.context or 'current context'}"
 
-    def load(self, *, pool_label: str, mig_config_map: str = "", mig_selector: str | None = None,
-             mig_namespace: str | None = None, connection: Connection | None = None) -> Snapshot:
+    def load(
+        self,
+        *,
+        pool_label: str,
+        mig_config_map: str = "",
+        mig_selector: str | None = None,
+        mig_namespace: str | None = None,
+        connection: Connection | None = None,
+    ) -> Snapshot:
         """The snapshot. From the live API (read through ``connection`` when given, else through a connection of its own)
         it includes the mig-parted ConfigMaps only when ``mig_namespace`` (the GPU Operator's, from
         ``mig_parted_namespace``) is given: ``mig_config_map`` (namespace/name, in that namespace) when set, else those
@@ -53,28 +60,42 @@ class SnapshotSource:
         elif self.live:
             include, selector = mig_parted_listing(mig_config_map, mig_selector, mig_namespace)
             if connection is not None:
-                snapshot = live_snapshot.snapshot_from_connection(connection, pool_label=pool_label, include_config_maps=include,
-                                                                  config_map_selector=selector)
+                snapshot = live_snapshot.snapshot_from_connection(
+                    connection, pool_label=pool_label, include_config_maps=include, config_map_selector=selector
+                )
             else:
-                snapshot = live_snapshot.snapshot_from_cluster(self.kubeconfig, self.context, pool_label=pool_label, in_cluster=self.in_cluster,
-                                                               include_config_maps=include, config_map_selector=selector)
+                snapshot = live_snapshot.snapshot_from_cluster(
+                    self.kubeconfig,
+                    self.context,
+                    pool_label=pool_label,
+                    in_cluster=self.in_cluster,
+                    include_config_maps=include,
+                    config_map_selector=selector,
+                )
         else:
             raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
         if not snapshot.nodes and not self.allow_empty:
-            raise InputError(f"no Node objects: read {_contents(snapshot)}; expected `kubectl get nodes,pods,pdb,pv,pvc -A -o json` "
-                             "output (a failed kubectl prints nothing to the pipe; --allow-empty accepts a snapshot without nodes)",
-                             source=self.describe())
+            raise InputError(
+                f"no Node objects: read {_contents(snapshot)}; expected `kubectl get nodes,pods,pdb,pv,pvc -A -o json` "
+                "output (a failed kubectl prints nothing to the pipe; --allow-empty accepts a snapshot without nodes)",
+                source=self.describe(),
+            )
         return _pool_label_checked(snapshot, pool_label)
 
 
 def check_shapes(snapshot: Snapshot, settings: Settings) -> None:
     """Refuse shapes naming a resource no node offers (``nvidia.com/gpuu=1``): they would measure, or aim at, nothing."""
-    for key, texts in (("metrics.reference_shapes", settings.metrics.reference_shapes), ("planner.target_shapes", settings.planner.target_shapes)):
+    for key, texts in (
+        ("metrics.reference_shapes", settings.metrics.reference_shapes),
+        ("planner.target_shapes", settings.planner.target_shapes),
+    ):
         for text in texts:
             missing = unoffered_resources(snapshot, [parse_shape(text)])
             if missing:
-                raise ConfigError(f"{key} {text!r}: no node offers {', '.join(missing)} (resources nodes offer: "
-                                  f"{offered_gpu_resources(snapshot)})")
+                raise ConfigError(
+                    f"{key} {text!r}: no node offers {', '.join(missing)} (resources nodes offer: "
+                    f"{offered_gpu_resources(snapshot)})"
+                )
 
 
 def check_selection(snapshot: Snapshot, settings: Settings) -> None:
@@ -85,16 +106,25 @@ def check_selection(snapshot: Snapshot, settings: Settings) -> None:
     reasons = Counter(config_reason(p, planner) for p in gpu_pods)
     if not gpu_pods or None in reasons:
         return
-    chosen: dict[str, object] = {"planner.namespaces": planner.namespaces, "planner.exclude_namespaces": planner.exclude_namespaces,
-                                 "planner.pod_selector": planner.pod_selector, "planner.max_priority": planner.max_priority}
+    chosen: dict[str, object] = {
+        "planner.namespaces": planner.namespaces,
+        "planner.exclude_namespaces": planner.exclude_namespaces,
+        "planner.pod_selector": planner.pod_selector,
+        "planner.max_priority": planner.max_priority,
+    }
     if any(r is not None and r.name == "SCHEDULER" for r in reasons):
         chosen["planner.scheduler_names"] = planner.scheduler_names
     defaults = type(planner)()
-    named = ", ".join(f"{key} {value!r}" for key, value in chosen.items()
-                      if value not in (None, [], {}) and value != getattr(defaults, key.removeprefix("planner.")))
+    named = ", ".join(
+        f"{key} {value!r}"
+        for key, value in chosen.items()
+        if value not in (None, [], {}) and value != getattr(defaults, key.removeprefix("planner."))
+    )
     namespaces = ", ".join(sorted({p.namespace for p in gpu_pods})[:5])
-    raise ConfigError(f"the planner's selection ({named}) keeps all {len(gpu_pods)} GPU pod(s) in place, so no plan could move "
-                      f"one; GPU pods run in namespace(s) {namespaces}")
+    raise ConfigError(
+        f"the planner's selection ({named}) keeps all {len(gpu_pods)} GPU pod(s) in place, so no plan could move "
+        f"one; GPU pods run in namespace(s) {namespaces}"
+    )
 
 
 def mig_parted_namespace(settings: Settings, *, explain: bool = False) -> str | None:
@@ -124,17 +154,26 @@ def mig_parted_listing(config_map: str, selector: str | None, namespace: str | N
 def _check_config_map(config_map: str, namespace: str) -> None:
     where = config_map.partition("/")[0]
     if config_map and where != namespace:
-        raise ConfigError(f"mig.config_map: {config_map} is in namespace {where}, not in the GPU Operator's namespace {namespace} "
-                          "(mig.operator_namespace), the only one mig-parted configs are read from")
+        raise ConfigError(
+            f"mig.config_map: {config_map} is in namespace {where}, not in the GPU Operator's namespace {namespace} "
+            "(mig.operator_namespace), the only one mig-parted configs are read from"
+        )
 
 
 def _contents(snapshot: Snapshot) -> str:
     """What a snapshot holds, for an error about what it lacks: ``3 Pod(s), 1 PodDisruptionBudget(s)`` or ``nothing``."""
     orphans = int(snapshot.extra.get("orphan_pods", 0))
-    counts = (("Pod", len(snapshot.pods) + orphans), ("PodDisruptionBudget", len(snapshot.pdbs)), ("PersistentVolume", len(snapshot.volumes)),
-              ("PersistentVolumeClaim", len(snapshot.claims)), ("ConfigMap", len(snapshot.config_maps)))
+    counts = (
+        ("Pod", len(snapshot.pods) + orphans),
+        ("PodDisruptionBudget", len(snapshot.pdbs)),
+        ("PersistentVolume", len(snapshot.volumes)),
+        ("PersistentVolumeClaim", len(snapshot.claims)),
+        ("ConfigMap", len(snapshot.config_maps)),
+    )
     read = [f"{count} {kind}(s)" for kind, count in counts if count]
-    skipped = [f"{n} {kind}(s) the model does not use" for kind, n in sorted(snapshot.extra.get("skipped_kinds", {}).items())]
+    skipped = [
+        f"{n} {kind}(s) the model does not use" for kind, n in sorted(snapshot.extra.get("skipped_kinds", {}).items())
+    ]
     return ", ".join(read + skipped) or "no Kubernetes objects"
 
 

@@ -47,5 +47,9 @@ def window_state(windows: list[WindowSettings], now: datetime) -> WindowState:
     if not upcoming:
         return WindowState(False, why="outside the disruption windows, and none opens again")
     fire, window = min(upcoming, key=lambda pair: pair[0])
-    return WindowState(False, next_opens_at=fire, why=f"outside the disruption windows: the next opens at {fire.isoformat()} "
-                                                       f"({window.schedule!r} in {window.timezone}, for {window.duration_minutes:g} min)")
+    return WindowState(
+        False,
+        next_opens_at=fire,
+        why=f"outside the disruption windows: the next opens at {fire.isoformat()} "
+        f"({window.schedule!r} in {window.timezone}, for {window.duration_minutes:g} min)",
+    )

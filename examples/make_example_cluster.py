@@ -328,35 +328,65 @@ class Workload:
 
 WORKLOADS = (
     Workload(
-        "gpt2-online", "llm", TRITON, {"cpu": "8", "memory": "32Gi"}, {"nvidia.com/gpu": "1"},
+        "gpt2-online",
+        "llm",
+        TRITON,
+        {"cpu": "8", "memory": "32Gi"},
+        {"nvidia.com/gpu": "1"},
         (("a100-gpu-01", 3), ("a100-gpu-02", 2), ("a100-gpu-03", 1)),
-        pdb=("maxUnavailable", 1), a100_affinity=True,
+        pdb=("maxUnavailable", 1),
+        a100_affinity=True,
     ),
     Workload(
-        "bert-base", "nlp", TRITON, {"cpu": "2", "memory": "8Gi"}, {"nvidia.com/mig-1g.5gb": "1"},
+        "bert-base",
+        "nlp",
+        TRITON,
+        {"cpu": "2", "memory": "8Gi"},
+        {"nvidia.com/mig-1g.5gb": "1"},
         (("a100-mig1g-01", 12), ("a100-mig1g-02", 7), ("a100-migbal-01", 4), ("a100-migbal-02", 1)),
-        pdb=("maxUnavailable", 1), node_selector={"mig-enabled": "true"},
+        pdb=("maxUnavailable", 1),
+        node_selector={"mig-enabled": "true"},
     ),
     Workload(
-        "resnet152-batch", "vision", TRITON, {"cpu": "4", "memory": "16Gi"}, {"nvidia.com/mig-2g.10gb": "1"},
+        "resnet152-batch",
+        "vision",
+        TRITON,
+        {"cpu": "4", "memory": "16Gi"},
+        {"nvidia.com/mig-2g.10gb": "1"},
         (("a100-migbal-01", 6), ("a100-migbal-02", 3)),
-        pdb=("minAvailable", 8), node_selector={"mig-enabled": "true"},
+        pdb=("minAvailable", 8),
+        node_selector={"mig-enabled": "true"},
     ),
     Workload(
-        "distilbert-cpu", "nlp", "registry.example.com/nlp/distilbert-onnx-cpu:1.4.2", {"cpu": "4", "memory": "8Gi"}, {},
+        "distilbert-cpu",
+        "nlp",
+        "registry.example.com/nlp/distilbert-onnx-cpu:1.4.2",
+        {"cpu": "4", "memory": "8Gi"},
+        {},
         (("cpu-01", 3), ("cpu-02", 2), ("cpu-03", 1)),
-        pdb=("minAvailable", 5), node_selector={"node-pool": "cpu-micro"},
+        pdb=("minAvailable", 5),
+        node_selector={"node-pool": "cpu-micro"},
     ),
     Workload(
-        "coredns", "kube-system", "registry.k8s.io/coredns/coredns:v1.9.3", {"cpu": "100m", "memory": "70Mi"}, {},
+        "coredns",
+        "kube-system",
+        "registry.k8s.io/coredns/coredns:v1.9.3",
+        {"cpu": "100m", "memory": "70Mi"},
+        {},
         (("cpu-01", 1), ("cpu-02", 1)),
-        priority_class="system-cluster-critical", port=53,
+        priority_class="system-cluster-critical",
+        port=53,
     ),
 )
 
 PENDING = Workload(
-    "llama-70b", "llm", "ghcr.io/huggingface/text-generation-inference:1.4.3", {"cpu": "48", "memory": "400Gi"},
-    {"nvidia.com/gpu": "8"}, (), a100_affinity=True,
+    "llama-70b",
+    "llm",
+    "ghcr.io/huggingface/text-generation-inference:1.4.3",
+    {"cpu": "48", "memory": "400Gi"},
+    {"nvidia.com/gpu": "8"},
+    (),
+    a100_affinity=True,
 )
 
 
@@ -372,10 +402,22 @@ class DaemonSet:
 
 DAEMONSETS = (
     DaemonSet("kube-proxy", "kube-system", f"registry.k8s.io/kube-proxy:{K8S_VERSION}", {}, False, "/run/xtables.lock"),
-    DaemonSet("nvidia-device-plugin-daemonset", "gpu-operator", "nvcr.io/nvidia/k8s-device-plugin:v0.13.0", {}, True,
-              "/var/lib/kubelet/device-plugins"),
-    DaemonSet("nvidia-dcgm-exporter", "gpu-operator", "nvcr.io/nvidia/k8s/dcgm-exporter:3.1.7-3.1.4-ubuntu20.04",
-              {"cpu": "100m", "memory": "128Mi"}, True, "/var/lib/kubelet/pod-resources"),
+    DaemonSet(
+        "nvidia-device-plugin-daemonset",
+        "gpu-operator",
+        "nvcr.io/nvidia/k8s-device-plugin:v0.13.0",
+        {},
+        True,
+        "/var/lib/kubelet/device-plugins",
+    ),
+    DaemonSet(
+        "nvidia-dcgm-exporter",
+        "gpu-operator",
+        "nvcr.io/nvidia/k8s/dcgm-exporter:3.1.7-3.1.4-ubuntu20.04",
+        {"cpu": "100m", "memory": "128Mi"},
+        True,
+        "/var/lib/kubelet/pod-resources",
+    ),
 )
 
 A100_AFFINITY = {
@@ -473,7 +515,9 @@ def container(name: str, image: str, requests: dict[str, str], gpu: dict[str, st
         "resources": resources,
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
-        "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access", "readOnly": True}],
+        "volumeMounts": [
+            {"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "name": "kube-api-access", "readOnly": True}
+        ],
     }
 
 
@@ -509,7 +553,8 @@ def workload_pod(work: Workload, pod_name: str, node: NodeSpec | None, ip_index:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": metadata | {
+        "metadata": metadata
+        | {
             "labels": {"app": work.name, "pod-template-hash": template_hash},
             "name": pod_name,
             "namespace": work.namespace,
@@ -527,7 +572,9 @@ def workload_pod(work: Workload, pod_name: str, node: NodeSpec | None, ip_index:
             "uid": uid("Pod", f"{work.namespace}/{pod_name}"),
         },
         "spec": spec,
-        "status": running_status(pod_name, "server", work.image, node, ip_index) if node is not None else pending_status(),
+        "status": running_status(pod_name, "server", work.image, node, ip_index)
+        if node is not None
+        else pending_status(),
     }
 
 
@@ -568,7 +615,11 @@ def daemonset_pod(ds: DaemonSet, node: NodeSpec, ip_index: int) -> dict[str, Any
         "metadata": {
             "creationTimestamp": NODE_CREATED,
             "generateName": f"{ds.name}-",
-            "labels": {"app": ds.name, "controller-revision-hash": safe_hash("crh/" + ds.name, 10), "pod-template-generation": "1"},
+            "labels": {
+                "app": ds.name,
+                "controller-revision-hash": safe_hash("crh/" + ds.name, 10),
+                "pod-template-generation": "1",
+            },
             "name": pod_name,
             "namespace": ds.namespace,
             "ownerReferences": [
@@ -634,7 +685,10 @@ def mig_parted_config_map() -> dict[str, Any]:
         "kind": "ConfigMap",
         "metadata": {
             "creationTimestamp": NODE_CREATED,
-            "labels": {"app.kubernetes.io/component": "nvidia-mig-manager", "app.kubernetes.io/managed-by": "gpu-operator"},
+            "labels": {
+                "app.kubernetes.io/component": "nvidia-mig-manager",
+                "app.kubernetes.io/managed-by": "gpu-operator",
+            },
             "name": "default-mig-parted-config",
             "namespace": "gpu-operator",
             "resourceVersion": resource_version("cm/default-mig-parted-config"),
@@ -681,7 +735,9 @@ def build() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT.relative_to(ROOT)})")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT.relative_to(ROOT)})"
+    )
     args = parser.parse_args(argv)
     # kubectl indents by 4; 2 keeps the bundled file small, and the objects are the same.
     text = json.dumps(build(), indent=2) + "\n"

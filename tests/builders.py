@@ -69,7 +69,12 @@ def node(
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": f"node-{next(_uid)}", "labels": node_labels, **({"annotations": annotations} if annotations else {})},
+        "metadata": {
+            "name": name,
+            "uid": f"node-{next(_uid)}",
+            "labels": node_labels,
+            **({"annotations": annotations} if annotations else {}),
+        },
         "spec": spec,
         "status": {
             "allocatable": allocatable,
@@ -132,25 +137,52 @@ def pod(
         meta["annotations"] = annotations
     if owner:
         kind, owner_name = owner.split("/", 1)
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "uid": f"{kind}-{owner_name}", "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "name": owner_name,
+                "uid": f"{kind}-{owner_name}",
+                "controller": True,
+            }
+        ]
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
-    container: dict[str, Any] = {"name": "main", "image": "example", "resources": {"requests": requests, "limits": limits}}
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "example",
+        "resources": {"requests": requests, "limits": limits},
+    }
     if host_ports:
         container["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"} for port in host_ports]
     spec: dict[str, Any] = {"containers": [container]}
     if anti_affinity is not None:
-        affinity = {**(affinity or {}), "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": anti_affinity}}
+        affinity = {
+            **(affinity or {}),
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": anti_affinity},
+        }
     if on:
         spec["nodeName"] = on
-    for key, value in (("priority", priority), ("priorityClassName", priority_class), ("tolerations", tolerations),
-                       ("nodeSelector", node_selector), ("affinity", affinity), ("volumes", volumes),
-                       ("topologySpreadConstraints", spread), ("schedulerName", scheduler)):
+    for key, value in (
+        ("priority", priority),
+        ("priorityClassName", priority_class),
+        ("tolerations", tolerations),
+        ("nodeSelector", node_selector),
+        ("affinity", affinity),
+        ("volumes", volumes),
+        ("topologySpreadConstraints", spread),
+        ("schedulerName", scheduler),
+    ):
         if value is not None:
             spec[key] = value
     running = phase or ("Running" if on else "Pending")
-    conditions = [{"type": "Ready", "status": "True" if running == "Running" else "False",
-                   **({"lastTransitionTime": ready_since} if ready_since else {})}]
+    conditions = [
+        {
+            "type": "Ready",
+            "status": "True" if running == "Running" else "False",
+            **({"lastTransitionTime": ready_since} if ready_since else {}),
+        }
+    ]
     if scheduled:
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled})
     return {
@@ -195,8 +227,13 @@ def pv(name: str, *, on_nodes: list[str] | None = None, zone: str | None = None)
         requirement = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}
     if requirement is not None:
         spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}}
-    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "uid": f"pv-{next(_uid)}"}, "spec": spec,
-            "status": {"phase": "Bound"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "uid": f"pv-{next(_uid)}"},
+        "spec": spec,
+        "status": {"phase": "Bound"},
+    }
 
 
 def pvc(name: str, *, volume: str | None = None, namespace: str = "default") -> dict[str, Any]:
@@ -204,8 +241,13 @@ def pvc(name: str, *, volume: str | None = None, namespace: str = "default") -> 
     spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}
     if volume:
         spec["volumeName"] = volume
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace, "uid": f"pvc-{next(_uid)}"},
-            "spec": spec, "status": {"phase": "Bound" if volume else "Pending"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"pvc-{next(_uid)}"},
+        "spec": spec,
+        "status": {"phase": "Bound" if volume else "Pending"},
+    }
 
 
 def claim_volume(claim: str) -> list[dict[str, Any]]:

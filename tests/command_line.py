@@ -13,10 +13,18 @@ import subprocess
 import sys
 
 
-def compactor(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def compactor(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTOR_")} | (env or {})
-    return subprocess.run([sys.executable, "-m", "compactor.cli", *args], capture_output=True, text=True, input=stdin, env=environ,
-                          timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "compactor.cli", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env=environ,
+        timeout=240,
+    )
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:

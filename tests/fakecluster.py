@@ -35,15 +35,29 @@ from tests.fakeapi.server import label_selector_matcher
 
 def is_fenced(node: Obj) -> bool:
     """The node carries a compactor's ``compactor.io/fence-<installation>`` taint."""
-    return any(str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX) for t in (node.get("spec") or {}).get("taints") or [])
+    return any(
+        str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX) for t in (node.get("spec") or {}).get("taints") or []
+    )
+
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 STEERING_CONFIGMAP = "gpu-compactor-steering"  # executor.steering_name's default: policy, binding and parameters
 SOURCE = "fakecluster"
 SCHEDULER_MODES = ("cooperative", "spread", "ignore-cordon", "never", "slow")
 WRITES = ("patch_node", "evict", "create_event", "write_state", "patch_config_map", "patch_pod", "scale_deployment")
-METHODS = ("list_nodes", "get_node", "list_pods", "get_pod", "list_pdbs", "read_state", "get_owner", "get_admission", "get_config_map",
-           "list_autoscalers", *WRITES)
+METHODS = (
+    "list_nodes",
+    "get_node",
+    "list_pods",
+    "get_pod",
+    "list_pdbs",
+    "read_state",
+    "get_owner",
+    "get_admission",
+    "get_config_map",
+    "list_autoscalers",
+    *WRITES,
+)
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ADMISSION_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
@@ -54,8 +68,12 @@ PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget.
 PDB_MULTIPLE = "Internal error occurred: This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
 _OUTCOME_STATUS = {
-    EvictionOutcome.EVICTED: 201, EvictionOutcome.GONE: 404, EvictionOutcome.BLOCKED: 429,
-    EvictionOutcome.CONFLICT: 409, EvictionOutcome.ERROR: 500, EvictionOutcome.FORBIDDEN: 403,
+    EvictionOutcome.EVICTED: 201,
+    EvictionOutcome.GONE: 404,
+    EvictionOutcome.BLOCKED: 429,
+    EvictionOutcome.CONFLICT: 409,
+    EvictionOutcome.ERROR: 500,
+    EvictionOutcome.FORBIDDEN: 403,
 }
 
 SchedulerMode = Literal["cooperative", "spread", "ignore-cordon", "never", "slow"]
@@ -227,8 +245,13 @@ def free_gpus(node: Node, used: Resources) -> float:
 
 
 def _outcome_for(status: int) -> EvictionOutcome:
-    by_status = {200: EvictionOutcome.EVICTED, 201: EvictionOutcome.EVICTED, 404: EvictionOutcome.GONE,
-                 409: EvictionOutcome.CONFLICT, 429: EvictionOutcome.BLOCKED}
+    by_status = {
+        200: EvictionOutcome.EVICTED,
+        201: EvictionOutcome.EVICTED,
+        404: EvictionOutcome.GONE,
+        409: EvictionOutcome.CONFLICT,
+        429: EvictionOutcome.BLOCKED,
+    }
     return by_status.get(status, EvictionOutcome.ERROR if status >= 500 else EvictionOutcome.FORBIDDEN)
 
 
@@ -256,9 +279,13 @@ class FakeCluster:
         self.pdbs: dict[tuple[str, str], Obj] = {}
         self.controllers: dict[tuple[str, str, str], Controller] = {}
         self.state: dict[str, dict[str, str]] = {}
-        self.config_maps: dict[str, Obj] = {}  # ConfigMaps of the compactor's namespace besides its state (steering parameters)
+        self.config_maps: dict[
+            str, Obj
+        ] = {}  # ConfigMaps of the compactor's namespace besides its state (steering parameters)
         self.admissions: dict[tuple[str, str], Obj] = {}  # (kind, name) -> MutatingAdmissionPolicy / binding
-        self.deployments: dict[tuple[str, str], Obj] = {}  # (namespace, name) -> Deployment (spec.replicas drives its ReplicaSet)
+        self.deployments: dict[
+            tuple[str, str], Obj
+        ] = {}  # (namespace, name) -> Deployment (spec.replicas drives its ReplicaSet)
         self.deployment_of: dict[tuple[str, str], str] = {}  # (namespace, ReplicaSet) -> the Deployment that owns it
         self.autoscalers: list[Obj] = []  # HorizontalPodAutoscalers (listed, never acted on)
         self.scale_downs: list[str] = []  # "ns/name" of every pod a ReplicaSet deleted to scale down
@@ -273,7 +300,9 @@ class FakeCluster:
         self._pending_since: dict[str, float] = {}  # uid -> when it became an unbound Pending pod
         self._bound_at: dict[str, float] = {}  # uid -> when bound, until the kubelet starts it
         self._deleting_at: dict[str, float] = {}  # uid -> when deletion was requested
-        self._flipped_at: dict[str, float] = {}  # node -> when spec.unschedulable last changed (the taint follows later)
+        self._flipped_at: dict[
+            str, float
+        ] = {}  # node -> when spec.unschedulable last changed (the taint follows later)
         self._overrides: dict[tuple[str, str], int] = {}
         self._granted: dict[tuple[str, str], list[str]] = {}  # healthy pods evicted under a PDB since its last check
         self._failures: dict[str, deque[Failure]] = {}
@@ -315,25 +344,42 @@ class FakeCluster:
     def get_node(self, name: str) -> Obj | None:
         return self._call("get_node", {"name": name}, lambda: copy.deepcopy(self.nodes.get(name)))
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+    def list_pods(
+        self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
         def run() -> list[Obj]:
             selects = label_selector_matcher(label_selector or "")
-            return [copy.deepcopy(p) for (ns, _), p in sorted(self.pods.items())
-                    if (node_name is None or p.get("spec", {}).get("nodeName") == node_name) and namespace in (None, ns)
-                    and selects(p["metadata"].get("labels") or {})]
-        return self._call("list_pods", {"node_name": node_name, "namespace": namespace, "label_selector": label_selector}, run)
+            return [
+                copy.deepcopy(p)
+                for (ns, _), p in sorted(self.pods.items())
+                if (node_name is None or p.get("spec", {}).get("nodeName") == node_name)
+                and namespace in (None, ns)
+                and selects(p["metadata"].get("labels") or {})
+            ]
+
+        return self._call(
+            "list_pods", {"node_name": node_name, "namespace": namespace, "label_selector": label_selector}, run
+        )
 
     def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
         """On the wire the same request as ``list_nodes()``: recorded, and failed by ``fail_next("list_nodes")``, as one."""
-        return self._call("list_nodes", {}, lambda: [k for _, n in sorted(self.nodes.items()) if (k := keep(copy.deepcopy(n))) is not None])
+        return self._call(
+            "list_nodes",
+            {},
+            lambda: [k for _, n in sorted(self.nodes.items()) if (k := keep(copy.deepcopy(n))) is not None],
+        )
 
     def scan_pods(self, keep: Callable[[Obj], T | None]) -> list[T]:
         """On the wire the same request as ``list_pods()``: recorded, and failed by ``fail_next("list_pods")``, as one."""
-        return self._call("list_pods", {"node_name": None, "namespace": None, "label_selector": None},
-                          lambda: [k for _, p in sorted(self.pods.items()) if (k := keep(copy.deepcopy(p))) is not None])
+        return self._call(
+            "list_pods",
+            {"node_name": None, "namespace": None, "label_selector": None},
+            lambda: [k for _, p in sorted(self.pods.items()) if (k := keep(copy.deepcopy(p))) is not None],
+        )
 
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The controller as the API serves it: its uid and a selector of its template's labels (what its pods carry)."""
+
         def run() -> Obj | None:
             if kind == "Deployment":
                 return copy.deepcopy(self.deployments.get((namespace, name)))
@@ -345,18 +391,34 @@ class FakeCluster:
             owner = self.deployment_of.get((namespace, name))
             if kind == "ReplicaSet" and owner is not None:
                 uid = self.deployments[(namespace, owner)]["metadata"].get("uid")
-                meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": uid, "controller": True}]
-            return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta,
-                    "spec": {"replicas": ctl.replicas, "selector": {"matchLabels": dict(ctl.template["metadata"].get("labels") or {})}}}
+                meta["ownerReferences"] = [
+                    {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": uid, "controller": True}
+                ]
+            return {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "metadata": meta,
+                "spec": {
+                    "replicas": ctl.replicas,
+                    "selector": {"matchLabels": dict(ctl.template["metadata"].get("labels") or {})},
+                },
+            }
+
         return self._call("get_owner", {"namespace": namespace, "kind": kind, "name": name}, run)
 
     def list_autoscalers(self, namespace: str) -> list[Obj]:
-        return self._call("list_autoscalers", {"namespace": namespace},
-                          lambda: [copy.deepcopy(h) for h in self.autoscalers if h["metadata"].get("namespace", "default") == namespace])
+        return self._call(
+            "list_autoscalers",
+            {"namespace": namespace},
+            lambda: [
+                copy.deepcopy(h) for h in self.autoscalers if h["metadata"].get("namespace", "default") == namespace
+            ],
+        )
 
     def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
         """The JSON patch's ``test`` then ``replace`` of ``spec.replicas``; the Deployment controller passes it on to the one
         ReplicaSet it owns (``_reconcile_controllers`` then adds a pod, or deletes the one ranked first)."""
+
         def run() -> bool:
             deployment = self.deployments.get((namespace, name))
             if deployment is None or int(deployment["spec"].get("replicas") or 0) != expect:
@@ -366,43 +428,56 @@ class FakeCluster:
                 if (ns, owner) == (namespace, name) and ("ReplicaSet", ns, replica_set) in self.controllers:
                     self.controllers[("ReplicaSet", ns, replica_set)].replicas = to
             return True
+
         return self._call("scale_deployment", {"namespace": namespace, "name": name, "expect": expect, "to": to}, run)
 
     def get_admission(self, kind: str, name: str) -> Obj | None:
-        return self._call("get_admission", {"kind": kind, "name": name}, lambda: copy.deepcopy(self.admissions.get((kind, name))))
+        return self._call(
+            "get_admission", {"kind": kind, "name": name}, lambda: copy.deepcopy(self.admissions.get((kind, name)))
+        )
 
     def get_config_map(self, name: str) -> Obj | None:
         return self._call("get_config_map", {"name": name}, lambda: copy.deepcopy(self.config_maps.get(name)))
 
     def patch_config_map(self, name: str, patch: Obj) -> Obj:
         """Merge patch; ``metadata.resourceVersion`` in it is a precondition (409), as on the API server."""
+
         def run() -> Obj:
             current = self.config_maps.get(name)
             if current is None:
                 raise ClusterError(f'configmaps "{name}" not found', status=404)
             expected = (patch.get("metadata") or {}).get("resourceVersion")
             if expected is not None and expected != current["metadata"].get("resourceVersion"):
-                raise ClusterError(f'Operation cannot be fulfilled on configmaps "{name}": the object has been modified', status=409)
+                raise ClusterError(
+                    f'Operation cannot be fulfilled on configmaps "{name}": the object has been modified', status=409
+                )
             meta = {k: v for k, v in (patch.get("metadata") or {}).items() if k != "resourceVersion"}
             updated = merge_patch(current, {**patch, "metadata": meta})
             updated["metadata"]["resourceVersion"] = str(next(self._versions))
             self.config_maps[name] = updated
             return copy.deepcopy(updated)
+
         return self._call("patch_config_map", {"name": name, "patch": patch}, run)
 
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
         """Merge patch of ``metadata.annotations`` and of ``spec.tolerations``, which may only grow (pod update validation), with
         a resourceVersion precondition."""
+
         def run() -> Obj:
             pod = self.pods.get((namespace, name))
             if pod is None:
                 raise ClusterError(f'pods "{name}" not found', status=404)
             expected = (patch.get("metadata") or {}).get("resourceVersion")
             if expected is not None and expected != pod["metadata"].get("resourceVersion"):
-                raise ClusterError(f'Operation cannot be fulfilled on pods "{name}": the object has been modified', status=409)
+                raise ClusterError(
+                    f'Operation cannot be fulfilled on pods "{name}": the object has been modified', status=409
+                )
             if set(patch) - {"metadata", "spec"} or set(patch.get("spec") or {}) - {"tolerations"}:
-                raise ClusterError(f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
-                                   "spec.tolerations (only additions to existing tolerations)", status=422)
+                raise ClusterError(
+                    f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
+                    "spec.tolerations (only additions to existing tolerations)",
+                    status=422,
+                )
             annotations = (patch.get("metadata") or {}).get("annotations")
             if annotations:
                 pod["metadata"]["annotations"] = merge_patch(pod["metadata"].get("annotations") or {}, annotations)
@@ -411,22 +486,32 @@ class FakeCluster:
                 return copy.deepcopy(pod)
             old, new = pod["spec"].get("tolerations") or [], patch["spec"]["tolerations"] or []
             if any(t not in new for t in old):
-                raise ClusterError(f'Pod "{name}" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified '
-                                   "except its tolerationSeconds", status=422)
+                raise ClusterError(
+                    f'Pod "{name}" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified '
+                    "except its tolerationSeconds",
+                    status=422,
+                )
             pod["spec"]["tolerations"] = copy.deepcopy(new)
             self._touch_pod(pod)
             return copy.deepcopy(pod)
+
         return self._call("patch_pod", {"namespace": namespace, "name": name, "patch": patch}, run)
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
-        return self._call("get_pod", {"namespace": namespace, "name": name}, lambda: copy.deepcopy(self.pods.get((namespace, name))))
+        return self._call(
+            "get_pod", {"namespace": namespace, "name": name}, lambda: copy.deepcopy(self.pods.get((namespace, name)))
+        )
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
-        return self._call("list_pdbs", {"namespace": namespace},
-                          lambda: [copy.deepcopy(p) for (ns, _), p in sorted(self.pdbs.items()) if namespace in (None, ns)])
+        return self._call(
+            "list_pdbs",
+            {"namespace": namespace},
+            lambda: [copy.deepcopy(p) for (ns, _), p in sorted(self.pdbs.items()) if namespace in (None, ns)],
+        )
 
     def patch_node(self, name: str, patch: Obj) -> Obj:
         """JSON merge patch (RFC 7386) on the node: ``metadata.labels/annotations``, ``spec.unschedulable``, ``spec.taints``."""
+
         def run() -> Obj:
             if name not in self.nodes:
                 raise ClusterError(f'nodes "{name}" not found', status=404)
@@ -434,24 +519,34 @@ class FakeCluster:
                 raise ClusterError("a merge patch on a node must be an object", status=400)
             expected = (patch.get("metadata") or {}).get("resourceVersion")
             if expected is not None and expected != self.nodes[name]["metadata"].get("resourceVersion"):
-                raise ClusterError(f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
-                                   "please apply your changes to the latest version and try again", status=409)
+                raise ClusterError(
+                    f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
+                    "please apply your changes to the latest version and try again",
+                    status=409,
+                )
             was = bool(self.nodes[name].get("spec", {}).get("unschedulable"))
             self.nodes[name] = merge_patch(self.nodes[name], patch)
             self.touch_node(name)
             if bool(self.nodes[name].get("spec", {}).get("unschedulable")) != was:
                 self._flipped_at[name] = self.time
             return copy.deepcopy(self.nodes[name])
+
         return self._call("patch_node", {"name": name, "patch": patch}, run)
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
         """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked."""
-        return self._call("evict", {"namespace": namespace, "name": name, "dry_run": dry_run, "uid": uid},
-                          lambda: self._evict(namespace, name, dry_run, uid))
+        return self._call(
+            "evict",
+            {"namespace": namespace, "name": name, "dry_run": dry_run, "uid": uid},
+            lambda: self._evict(namespace, name, dry_run, uid),
+        )
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
         def run() -> None:
-            self.events.append({"involved": involved, "reason": reason, "message": message, "type": type_, "time": _iso(self.time)})
+            self.events.append(
+                {"involved": involved, "reason": reason, "message": message, "type": type_, "time": _iso(self.time)}
+            )
+
         self._call("create_event", {"involved": involved, "reason": reason, "message": message, "type_": type_}, run)
 
     def read_state(self, name: str) -> dict[str, str] | None:
@@ -460,13 +555,18 @@ class FakeCluster:
 
     def write_state(self, name: str, data: dict[str, str] | None) -> None:
         """Create/replace the state ConfigMap's data; None deletes it. Like the API server, refuses more than 1 MiB of data."""
+
         def run() -> None:
             if data is not None and sum(len(k) + len(v.encode()) for k, v in data.items()) > CONFIGMAP_LIMIT:
-                raise ClusterError(f'ConfigMap "{name}" is invalid: []: Too long: must have at most {CONFIGMAP_LIMIT} bytes', status=422)
+                raise ClusterError(
+                    f'ConfigMap "{name}" is invalid: []: Too long: must have at most {CONFIGMAP_LIMIT} bytes',
+                    status=422,
+                )
             if data is None:
                 self.state.pop(name, None)
             else:
                 self.state[name] = dict(data)
+
         self._call("write_state", {"name": name, "data": data}, run)
 
     # ---- time ----------------------------------------------------------------------------------------
@@ -516,8 +616,11 @@ class FakeCluster:
 
     def gpu_pods_bound(self, node: str) -> list[str]:
         """Unfinished GPU pods bound to ``node`` (terminating ones too: their containers still hold the GPUs)."""
-        return [f"{ns}/{n}" for (ns, n), p in sorted(self.pods.items())
-                if p.get("spec", {}).get("nodeName") == node and _phase(p) not in TERMINAL and self._requests(p).gpu_part()]
+        return [
+            f"{ns}/{n}"
+            for (ns, n), p in sorted(self.pods.items())
+            if p.get("spec", {}).get("nodeName") == node and _phase(p) not in TERMINAL and self._requests(p).gpu_part()
+        ]
 
     def _touch_pod(self, pod: Obj) -> None:
         """A new resourceVersion for the pod, as every write to it (bind, status, patch) gets."""
@@ -558,8 +661,9 @@ class FakeCluster:
 
     def cordoned_nodes(self) -> list[str]:
         """Nodes closed to new pods by a compactor's fence (its ``compactor.io/fence-<installation>`` taint) or a cordon."""
-        return sorted(name for name, n in self.nodes.items()
-                      if (n.get("spec") or {}).get("unschedulable") or is_fenced(n))
+        return sorted(
+            name for name, n in self.nodes.items() if (n.get("spec") or {}).get("unschedulable") or is_fenced(n)
+        )
 
     def is_fenced(self, name: str) -> bool:
         """``name`` carries a compactor's fence taint."""
@@ -571,8 +675,11 @@ class FakeCluster:
 
     def node_gpu_pods(self, name: str) -> list[str]:
         """``ns/name`` of the non-terminal pods bound to ``name`` that request GPUs (terminating ones still hold them)."""
-        return [f"{ns}/{pod_name}" for (ns, pod_name), p in sorted(self.pods.items())
-                if p.get("spec", {}).get("nodeName") == name and _phase(p) not in TERMINAL and self._requests(p).gpu_part()]
+        return [
+            f"{ns}/{pod_name}"
+            for (ns, pod_name), p in sorted(self.pods.items())
+            if p.get("spec", {}).get("nodeName") == name and _phase(p) not in TERMINAL and self._requests(p).gpu_part()
+        ]
 
     def pod(self, namespace: str, name: str) -> Obj:
         """The live stored pod (tests only)."""
@@ -638,7 +745,9 @@ class FakeCluster:
         elif kind == "ReplicaSet":  # only whom it belongs to: its pods make its controller (``_admit``)
             owner = _controller_ref_of(obj)
             if owner is not None and owner.get("kind") == "Deployment":
-                self.deployment_of[(obj["metadata"].get("namespace", "default"), obj["metadata"]["name"])] = str(owner["name"])
+                self.deployment_of[(obj["metadata"].get("namespace", "default"), obj["metadata"]["name"])] = str(
+                    owner["name"]
+                )
         elif kind == "HorizontalPodAutoscaler":
             obj["metadata"].setdefault("namespace", "default")
             self.autoscalers.append(obj)
@@ -680,12 +789,18 @@ class FakeCluster:
         return parse_pod(pod, source=SOURCE).requests
 
     def _live(self, ctl: Controller) -> list[Obj]:
-        return [p for p in self.pods.values() if _controller_ref(p) == (ctl.kind, ctl.namespace, ctl.name) and not _terminating(p)]
+        return [
+            p
+            for p in self.pods.values()
+            if _controller_ref(p) == (ctl.kind, ctl.namespace, ctl.name) and not _terminating(p)
+        ]
 
     def _selects(self, pdb: Obj, pod: Obj) -> bool:
         if _key(pdb)[0] != _key(pod)[0]:
             return False
-        selector = parse_label_selector((pdb.get("spec") or {}).get("selector"), source=SOURCE, obj=_key(pdb)[1], field="spec.selector")
+        selector = parse_label_selector(
+            (pdb.get("spec") or {}).get("selector"), source=SOURCE, obj=_key(pdb)[1], field="spec.selector"
+        )
         return label_selector_matches(selector, pod["metadata"].get("labels") or {})
 
     # eviction subresource (pkg/registry/core/pod/storage/eviction.go)
@@ -694,8 +809,11 @@ class FakeCluster:
         if pod is None:
             return EvictionResult(EvictionOutcome.GONE, 404, f'pods "{name}" not found')
         if uid and pod["metadata"].get("uid") != uid:  # deleteOptions.preconditions.uid
-            return EvictionResult(EvictionOutcome.CONFLICT, 409, f"Precondition failed: UID in precondition: {uid}, "
-                                                                f"UID in object meta: {pod['metadata'].get('uid')}")
+            return EvictionResult(
+                EvictionOutcome.CONFLICT,
+                409,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}",
+            )
         if _terminating(pod):
             return EvictionResult(EvictionOutcome.EVICTED, 201)
         budget: tuple[str, str] | None = None
@@ -792,7 +910,7 @@ class FakeCluster:
                 missing = [n for n in ctl.names if (ctl.namespace, n) not in self.pods]
             else:
                 live = self._live(ctl)
-                for pod in sorted(live, key=self._deletion_rank)[:max(0, len(live) - ctl.replicas)]:
+                for pod in sorted(live, key=self._deletion_rank)[: max(0, len(live) - ctl.replicas)]:
                     self._delete(pod)
                 missing = [self._replica_name(ctl) for _ in range(ctl.replicas - len(live))]
             for name in missing:
@@ -813,7 +931,9 @@ class FakeCluster:
             cost = int(((pod["metadata"].get("annotations") or {}).get(DELETION_COST)) or 0)
         except ValueError:
             cost = 0
-        created = datetime.fromisoformat(str(pod["metadata"].get("creationTimestamp") or "2000-01-01T00:00:00Z").replace("Z", "+00:00"))
+        created = datetime.fromisoformat(
+            str(pod["metadata"].get("creationTimestamp") or "2000-01-01T00:00:00Z").replace("Z", "+00:00")
+        )
         return int(bound), phase, int(_ready(pod)), cost, -created.timestamp()
 
     def _delete(self, pod: Obj) -> None:
@@ -846,11 +966,17 @@ class FakeCluster:
 
     def _schedule(self) -> None:
         delay = self._schedule_delay()
-        pending = sorted((self._pending_since[p["metadata"]["uid"]], key) for key, p in self.pods.items()
-                         if p["metadata"]["uid"] in self._pending_since and not _terminating(p))
+        pending = sorted(
+            (self._pending_since[p["metadata"]["uid"]], key)
+            for key, p in self.pods.items()
+            if p["metadata"]["uid"] in self._pending_since and not _terminating(p)
+        )
         if delay is None or not pending:
             return
-        nodes = [parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) for _, raw in sorted(self.nodes.items())]
+        nodes = [
+            parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
+            for _, raw in sorted(self.nodes.items())
+        ]
         used = {n.name: Resources() for n in nodes}
         for p in self.pods.values():
             bound = p.get("spec", {}).get("nodeName")
@@ -858,17 +984,33 @@ class FakeCluster:
                 used[bound] = used[bound] + self._requests(p)
         adversarial = self.scheduler == "ignore-cordon"
         spread = self.scheduler == "spread"  # the default profile's LeastAllocated: the emptiest feasible node wins
-        candidates = [replace(n, taints=tuple(t for t in n.taints if t.key != UNSCHEDULABLE_TAINT and not t.key.startswith(FENCE_TAINT_PREFIX)))
-                      for n in nodes] if adversarial else nodes  # ignore-cordon: as if every pod tolerated cordons and fences
+        candidates = (
+            [
+                replace(
+                    n,
+                    taints=tuple(
+                        t for t in n.taints if t.key != UNSCHEDULABLE_TAINT and not t.key.startswith(FENCE_TAINT_PREFIX)
+                    ),
+                )
+                for n in nodes
+            ]
+            if adversarial
+            else nodes
+        )  # ignore-cordon: as if every pod tolerated cordons and fences
         for since, key in pending:
             raw = self.pods[key]
             if self.time < since + delay or raw.get("spec", {}).get("schedulingGates"):
                 continue
             pod = parse_pod(raw, source=SOURCE)
-            fits = [n for n in candidates if why_ineligible(pod, n, ignore_unschedulable=adversarial) is None
-                    and pod.requests.fits_in(n.allocatable - used[n.name])]
+            fits = [
+                n
+                for n in candidates
+                if why_ineligible(pod, n, ignore_unschedulable=adversarial) is None
+                and pod.requests.fits_in(n.allocatable - used[n.name])
+            ]
             if not fits:
                 continue
+
             def rank(n: Node) -> tuple[bool, float, str]:
                 free = free_gpus(n, used[n.name])
                 closed = n.unschedulable or is_fenced(self.nodes[n.name])
@@ -897,7 +1039,9 @@ class FakeCluster:
         """(expectedPods, currentHealthy, desiredHealthy)."""
         selected = [p for p in self.pods.values() if self._selects(pdb, p)]
         owners = {ref for p in selected if (ref := _controller_ref(p)) in self.controllers}
-        expected = sum(self.controllers[o].replicas for o in owners) + sum(1 for p in selected if _controller_ref(p) is None)
+        expected = sum(self.controllers[o].replicas for o in owners) + sum(
+            1 for p in selected if _controller_ref(p) is None
+        )
         healthy = sum(1 for p in selected if _ready(p) and not _terminating(p))
         spec = pdb.get("spec") or {}
         if spec.get("minAvailable") is not None:
@@ -912,8 +1056,12 @@ class FakeCluster:
         for key, pdb in sorted(self.pdbs.items()):
             expected, healthy, desired = self._pdb_health(pdb)
             allowed = healthy - desired if expected > 0 and healthy > desired else 0
-            pdb["status"].update(expectedPods=expected, currentHealthy=healthy, desiredHealthy=desired,
-                                 disruptionsAllowed=self._overrides.get(key, allowed))
+            pdb["status"].update(
+                expectedPods=expected,
+                currentHealthy=healthy,
+                desiredHealthy=desired,
+                disruptionsAllowed=self._overrides.get(key, allowed),
+            )
         self._check_budgets()
 
     def _check_budgets(self) -> None:
@@ -922,8 +1070,10 @@ class FakeCluster:
             if key in self.pdbs:
                 _, healthy, desired = self._pdb_health(self.pdbs[key])
                 if healthy < desired:
-                    self.violations.append(f"PodDisruptionBudget {key[0]}/{key[1]} at t={self.time:g}s: currentHealthy {healthy} "
-                                           f"< desiredHealthy {desired} after evicting {', '.join(names)}")
+                    self.violations.append(
+                        f"PodDisruptionBudget {key[0]}/{key[1]} at t={self.time:g}s: currentHealthy {healthy} "
+                        f"< desiredHealthy {desired} after evicting {', '.join(names)}"
+                    )
 
 
 class FakeClock:

@@ -29,8 +29,12 @@ CRONJOB = MANIFESTS / "overlays" / "cronjob"
 CONTROLLER = MANIFESTS / "overlays" / "controller"
 MONITORING = MANIFESTS / "monitoring"
 STEERING = MANIFESTS / "steering"
-GUARD = MANIFESTS / "guard"  # optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
-GPU_OPERATOR = MANIFESTS / "gpu-operator"  # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
+GUARD = (
+    MANIFESTS / "guard"
+)  # optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
+GPU_OPERATOR = (
+    MANIFESTS / "gpu-operator"
+)  # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
 OVERLAYS = (CRONJOB, CONTROLLER)
 MODES = tuple(MANIFESTS / "mode" / mode for mode in ("report", "plan", "apply"))  # the ConfigMap setting COMPACTOR_MODE
 KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES)
@@ -55,7 +59,10 @@ def read_kustomization(directory: Path) -> Doc:
     path = directory / "kustomization.yaml"
     assert path.is_file(), f"{shown(directory)} has no kustomization.yaml"
     kustomization: Doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert (kustomization.get("apiVersion"), kustomization.get("kind")) == ("kustomize.config.k8s.io/v1beta1", "Kustomization"), shown(path)
+    assert (kustomization.get("apiVersion"), kustomization.get("kind")) == (
+        "kustomize.config.k8s.io/v1beta1",
+        "Kustomization",
+    ), shown(path)
     unknown = set(kustomization) - KUSTOMIZATION_FIELDS
     assert not unknown, f"{shown(path)}: {sorted(unknown)}: this test resolves only {sorted(KUSTOMIZATION_FIELDS)}"
     return kustomization
@@ -141,7 +148,6 @@ def compactor_args(workload: Doc) -> list[str]:
         assert command[0] == "compactor", f"{workload['kind']}: command {command} does not run compactor"
         command = command[1:]
     return [*command, *(container.get("args") or [])]
-
 
 
 def mounted_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:

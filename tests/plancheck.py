@@ -182,7 +182,11 @@ def volume_terms(pod: Pod, snapshot: Snapshot) -> list[tuple[NodeSelectorTerm, .
 def movable_pods(snapshot: Snapshot, settings: PlannerSettings) -> dict[str, str | None]:
     """Bound pod key -> None (movable) or the reason it is not."""
     nodes = {n.name: n for n in snapshot.nodes}
-    reasons = {p.key: movable_reason(p, nodes.get(p.node_name), snapshot.pdbs, settings) for p in snapshot.pods if uses_capacity(p)}
+    reasons = {
+        p.key: movable_reason(p, nodes.get(p.node_name), snapshot.pdbs, settings)
+        for p in snapshot.pods
+        if uses_capacity(p)
+    }
     for p in snapshot.pods:
         if uses_capacity(p) and reasons[p.key] is None and volume_terms(p, snapshot) is None:
             reasons[p.key] = "volumes: placement unknown"
@@ -193,7 +197,9 @@ def placeable_reason(pod: Pod, snapshot: Snapshot, settings: PlannerSettings) ->
     """Why a pending GPU pod may not be placed by a plan: a constraint the planner does not model, or out of scope."""
     if pod.scheduler_name not in settings.scheduler_names:
         return "another scheduler"
-    if pod.namespace in settings.exclude_namespaces or (settings.namespaces and pod.namespace not in settings.namespaces):
+    if pod.namespace in settings.exclude_namespaces or (
+        settings.namespaces and pod.namespace not in settings.namespaces
+    ):
         return "namespace out of scope"
     if pod.nominated_node:
         return "nominated (preemption under way)"
@@ -237,9 +243,15 @@ def _term_selects(term: PodAffinityTerm, holder: Pod, pod: Pod) -> bool:
     if term.selector is None:
         return False
     requirements = list(term.selector.match_expressions)
-    requirements += [SelectorRequirement(k, "In", (holder.labels[k],)) for k in term.match_label_keys if k in holder.labels]
-    requirements += [SelectorRequirement(k, "NotIn", (holder.labels[k],)) for k in term.mismatch_label_keys if k in holder.labels]
-    return all(pod.labels.get(k) == v for k, v in term.selector.match_labels) and all(_selector_requirement(r, pod.labels) for r in requirements)
+    requirements += [
+        SelectorRequirement(k, "In", (holder.labels[k],)) for k in term.match_label_keys if k in holder.labels
+    ]
+    requirements += [
+        SelectorRequirement(k, "NotIn", (holder.labels[k],)) for k in term.mismatch_label_keys if k in holder.labels
+    ]
+    return all(pod.labels.get(k) == v for k, v in term.selector.match_labels) and all(
+        _selector_requirement(r, pod.labels) for r in requirements
+    )
 
 
 def anti_affinity_reason(pod: Pod, node: Node, snapshot: Snapshot) -> str | None:
@@ -250,12 +262,18 @@ def anti_affinity_reason(pod: Pod, node: Node, snapshot: Snapshot) -> str | None
             continue
         for term in holder.affinity.anti_affinity_terms:
             where = nodes[holder.node_name].labels
-            if term.topology_key in where and node.labels.get(term.topology_key) == where[term.topology_key] and _term_selects(term, holder, pod):
+            if (
+                term.topology_key in where
+                and node.labels.get(term.topology_key) == where[term.topology_key]
+                and _term_selects(term, holder, pod)
+            ):
                 return f"target in the {term.topology_key} domain {holder.key}'s anti-affinity closes"
     return None
 
 
-def target_reason(pod: Pod, node: Node, snapshot: Snapshot | None = None, settings: PlannerSettings | None = None) -> str | None:
+def target_reason(
+    pod: Pod, node: Node, snapshot: Snapshot | None = None, settings: PlannerSettings | None = None
+) -> str | None:
     """Why ``node`` may not receive ``pod`` (capacity and host ports aside), or None.
 
     With ``snapshot`` and ``settings``, also the rules of issue [7]: anti-affinity of existing pods, PersistentVolume
@@ -381,7 +399,9 @@ def freed_filled(snapshot: Snapshot, where: Mapping[str, str]) -> tuple[set[str]
     return freed, filled, net
 
 
-def shape_headroom(node: Node, load: Mapping[str, int], cap: Mapping[str, int], shapes: Sequence[Mapping[str, int]]) -> int:
+def shape_headroom(
+    node: Node, load: Mapping[str, int], cap: Mapping[str, int], shapes: Sequence[Mapping[str, int]]
+) -> int:
     """Copies of each shape that fit in the node's free room, summed (0 on nodes that cannot receive pods)."""
     if not node.ready or node.unschedulable or node.labels.get(EXCLUDE) == "true":
         return 0
@@ -392,7 +412,9 @@ def shape_headroom(node: Node, load: Mapping[str, int], cap: Mapping[str, int], 
     return total
 
 
-def total_headroom(snapshot: Snapshot, loads: Mapping[str, Load], caps: Mapping[str, Load], shapes: Sequence[Mapping[str, int]]) -> int:
+def total_headroom(
+    snapshot: Snapshot, loads: Mapping[str, Load], caps: Mapping[str, Load], shapes: Sequence[Mapping[str, int]]
+) -> int:
     return sum(shape_headroom(n, loads[n.name], caps[n.name], shapes) for n in snapshot.nodes)
 
 
@@ -479,7 +501,11 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
             continue
         if change.to_config == change.from_config:
             errors.append(f"re-cut of {name}: {change.to_config} is its layout already")
-        kept = [p.key for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p) and p.node_name == name and p.key not in where]
+        kept = [
+            p.key
+            for p in snapshot.pods
+            if uses_capacity(p) and is_gpu_pod(p) and p.node_name == name and p.key not in where
+        ]
         if kept:
             errors.append(f"re-cut of {name} while GPU pod(s) {', '.join(kept)} stay on it")
         # Its GPU resources become the new layout's (mig-manager replaces them all).
@@ -501,10 +527,14 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
     chosen = [p for p in plan.frontier if p.chosen]
     if chosen and plan.held_back:  # a run budget kept whole source nodes of the chosen point: a part of it, never more
         if len(plan.moves) >= chosen[0].moves:
-            errors.append(f"heldBack says a budget cut the plan, but it keeps {len(plan.moves)} of the chosen point's {chosen[0].moves} moves")
+            errors.append(
+                f"heldBack says a budget cut the plan, but it keeps {len(plan.moves)} of the chosen point's {chosen[0].moves} moves"
+            )
     elif chosen and (chosen[0].freed_gpus, chosen[0].moves) != (plan.freed_gpus, len(plan.moves)):
-        errors.append(f"the curve's chosen point frees {chosen[0].freed_gpus} GPUs in {chosen[0].moves} moves; the plan frees "
-                      f"{plan.freed_gpus} in {len(plan.moves)}")
+        errors.append(
+            f"the curve's chosen point frees {chosen[0].freed_gpus} GPUs in {chosen[0].moves} moves; the plan frees "
+            f"{plan.freed_gpus} in {len(plan.moves)}"
+        )
     if len(chosen) > 1:
         errors.append(f"{len(chosen)} points of the curve are marked chosen")
 
@@ -558,12 +588,15 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
             if k > settings.max_moves_per_namespace
         )
     if settings.min_gain_per_move > 0 and plan.moves and net < settings.min_gain_per_move * len(plan.moves) - 1e-9:
-        errors.append(f"net freed {net} GPUs over {len(plan.moves)} moves < minGainPerMove {settings.min_gain_per_move}")
+        errors.append(
+            f"net freed {net} GPUs over {len(plan.moves)} moves < minGainPerMove {settings.min_gain_per_move}"
+        )
     return errors
 
 
-def _one_eviction_at_a_time(plan: CompactionPlan, pods: Mapping[str, Pod], before: Mapping[str, Load], caps: Mapping[str, Load],
-                            recut: set[str]) -> list[str]:
+def _one_eviction_at_a_time(
+    plan: CompactionPlan, pods: Mapping[str, Pod], before: Mapping[str, Load], caps: Mapping[str, Load], recut: set[str]
+) -> list[str]:
     """The executor evicts one pod at a time, in the plan's order, and its replacement must fit the target then:
     moves that fit only all together (two pods swapping full nodes) can never run."""
     now = {name: dict(load) for name, load in before.items()}
@@ -573,8 +606,10 @@ def _one_eviction_at_a_time(plan: CompactionPlan, pods: Mapping[str, Pod], befor
         if pod is None or move.from_node not in now or move.to_node not in now:
             continue
         if move.to_node not in recut and not fits(now[move.to_node], demand(pod), caps[move.to_node]):
-            errors.append(f"move {i} {move.pod} {move.from_node}->{move.to_node}: does not fit {move.to_node} when it runs "
-                          f"(after the moves before it, one eviction at a time)")
+            errors.append(
+                f"move {i} {move.pod} {move.from_node}->{move.to_node}: does not fit {move.to_node} when it runs "
+                f"(after the moves before it, one eviction at a time)"
+            )
         add(now[move.from_node], demand(pod), -1)
         add(now[move.to_node], demand(pod))
     return errors

@@ -17,7 +17,10 @@ from tests.fakeapi.server import RecordedRequest
 from tests.manifests import BASE, GPU_OPERATOR, kustomize_build
 
 Doc = dict[str, Any]
-SERVICE_ACCOUNT = (ExecutorSettings().state_namespace, "gpu-compactor")  # (namespace, name), as manifests/base creates it
+SERVICE_ACCOUNT = (
+    ExecutorSettings().state_namespace,
+    "gpu-compactor",
+)  # (namespace, name), as manifests/base creates it
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,11 @@ def attributes(request: RecordedRequest) -> Attributes:
 def grants(account: tuple[str, str] = SERVICE_ACCOUNT) -> list[tuple[str | None, Doc]]:
     """(namespace the rule applies in, None = all; rule) for every rule bound to the service account by the manifests."""
     docs = [*kustomize_build(BASE), *kustomize_build(GPU_OPERATOR)]
-    roles = {(doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]): doc for doc in docs
-             if doc["kind"] in ("ClusterRole", "Role")}
+    roles = {
+        (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]): doc
+        for doc in docs
+        if doc["kind"] in ("ClusterRole", "Role")
+    }
     grants: list[tuple[str | None, Doc]] = []
     for binding in docs:
         if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
@@ -74,10 +80,14 @@ def allowed(request: RecordedRequest | Attributes, rules: list[tuple[str | None,
     """Whether the shipped RBAC lets the service account send ``request`` (RBAC's rule matching: group, resource,
     verb, then resourceNames against the request's name, which a create or an unnamed list does not have)."""
     attrs = request if isinstance(request, Attributes) else attributes(request)
-    for namespace, rule in (grants() if rules is None else rules):
+    for namespace, rule in grants() if rules is None else rules:
         if namespace is not None and namespace != attrs.namespace:
             continue
-        if attrs.group not in rule["apiGroups"] or attrs.resource not in rule["resources"] or attrs.verb not in rule["verbs"]:
+        if (
+            attrs.group not in rule["apiGroups"]
+            or attrs.resource not in rule["resources"]
+            or attrs.verb not in rule["verbs"]
+        ):
             continue
         names = rule.get("resourceNames") or []
         if not names or attrs.name in names:

@@ -19,8 +19,18 @@ MIG_EXPECTED = "compactor.io/mig-expected"  # the GPU resources a re-cut should 
 MIG_RECUT_FAILED = "compactor.io/mig-recut-failed"
 MIG_PREVIOUS = "compactor.io/mig-previous"  # the layout a re-cut replaced: what an operator restores after a failure
 
-OUR_ANNOTATIONS = (CORDONED_BY, PLAN_ID, CORDONED_AT, AFTER_DRAIN, RESERVED_UNTIL, RESERVED_FOR, HELD_FOR, MIG_EXPECTED, MIG_RECUT_FAILED,
-                   MIG_PREVIOUS)
+OUR_ANNOTATIONS = (
+    CORDONED_BY,
+    PLAN_ID,
+    CORDONED_AT,
+    AFTER_DRAIN,
+    RESERVED_UNTIL,
+    RESERVED_FOR,
+    HELD_FOR,
+    MIG_EXPECTED,
+    MIG_RECUT_FAILED,
+    MIG_PREVIOUS,
+)
 
 
 FENCE_TAINT_PREFIX = "compactor.io/fence-"  # + the installation: each installation fences with a taint key of its own
@@ -100,8 +110,9 @@ def taint_value(pod: str) -> str:
     return value or "any"
 
 
-def reservation_patch(node: dict[str, Any], identity: str, key: str, *, pod: str, until: str,
-                      after_drain: bool = False) -> dict[str, Any] | None:
+def reservation_patch(
+    node: dict[str, Any], identity: str, key: str, *, pod: str, until: str, after_drain: bool = False
+) -> dict[str, Any] | None:
     """Our fence swapped for a ``NoSchedule`` taint ``key=<pod>`` (``any`` for no pod) that only pods tolerating it pass,
     with the pod and the deadline marked; ``after_drain``: a freed node kept so (``after_drain: taint``). Built from a fresh
     read, like ``fence_patch``; None when the node is no longer fenced by this installation."""
@@ -109,7 +120,10 @@ def reservation_patch(node: dict[str, Any], identity: str, key: str, *, pod: str
         return None
     marks = {RESERVED_FOR: pod, RESERVED_UNTIL: until, **({AFTER_DRAIN: "taint"} if after_drain else {})}
     taint = {"key": key, "value": taint_value(pod), "effect": "NoSchedule"}
-    return {"metadata": {"annotations": marks}, "spec": {"taints": [*without_taints(_taints(node), key, fence_key(identity)), taint]}}
+    return {
+        "metadata": {"annotations": marks},
+        "spec": {"taints": [*without_taints(_taints(node), key, fence_key(identity)), taint]},
+    }
 
 
 def keep_cordoned_patch() -> dict[str, Any]:

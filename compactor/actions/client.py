@@ -64,7 +64,9 @@ class ClusterClient(Protocol):
         """``scan_nodes`` for every pod (``list_pods()`` without a selector)."""
         ...
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+    def list_pods(
+        self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
         """Pods, all of them or those on ``node_name`` and/or in ``namespace`` and/or matching ``label_selector``
         (``a=b,c in (d)``: the API's text form), each narrowing the list the server sends."""
         ...

@@ -67,19 +67,37 @@ class RecordedCall:
 
 
 class RecordingClient:
-    def __init__(self, objects: list[Obj], plan: CompactionPlan | None = None, *, admission: ClusterClient | None = None,
-                 namespace: str = DEFAULT_STATE_NAMESPACE, probe: ClusterClient | None = None) -> None:
+    def __init__(
+        self,
+        objects: list[Obj],
+        plan: CompactionPlan | None = None,
+        *,
+        admission: ClusterClient | None = None,
+        namespace: str = DEFAULT_STATE_NAMESPACE,
+        probe: ClusterClient | None = None,
+    ) -> None:
         self.nodes = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects if o.get("kind") == "Node"}
         self.pods = {pod_key(o): copy.deepcopy(o) for o in objects if o.get("kind") == "Pod"}
         self.pdbs = [copy.deepcopy(o) for o in objects if o.get("kind") == "PodDisruptionBudget"]
-        self.owners = {(o["metadata"].get("namespace", "default"), o["kind"], o["metadata"]["name"]): copy.deepcopy(o)
-                       for o in objects if o.get("kind") in ("ReplicaSet", "StatefulSet", "Deployment")}
+        self.owners = {
+            (o["metadata"].get("namespace", "default"), o["kind"], o["metadata"]["name"]): copy.deepcopy(o)
+            for o in objects
+            if o.get("kind") in ("ReplicaSet", "StatefulSet", "Deployment")
+        }
         self.autoscalers = [copy.deepcopy(o) for o in objects if o.get("kind") == "HorizontalPodAutoscaler"]
-        self.admissions = {(o["kind"], o["metadata"]["name"]): copy.deepcopy(o) for o in objects
-                           if o.get("kind") in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")}
-        self.config_maps = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects
-                            if o.get("kind") == "ConfigMap" and (o.get("metadata") or {}).get("namespace") == namespace}
-        self.probe = probe  # a live cluster's reads of the steering policy, so a live dry run steers as a real run would
+        self.admissions = {
+            (o["kind"], o["metadata"]["name"]): copy.deepcopy(o)
+            for o in objects
+            if o.get("kind") in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+        }
+        self.config_maps = {
+            o["metadata"]["name"]: copy.deepcopy(o)
+            for o in objects
+            if o.get("kind") == "ConfigMap" and (o.get("metadata") or {}).get("namespace") == namespace
+        }
+        self.probe = (
+            probe  # a live cluster's reads of the steering policy, so a live dry run steers as a real run would
+        )
         self.targets = {m.pod: m.to_node for m in plan.moves} if plan else {}
         self.placements = {p.pod: p.to_node for p in plan.placed_pending} if plan else {}
         self.admission = admission
@@ -95,11 +113,18 @@ class RecordingClient:
     def get_node(self, name: str) -> Obj | None:
         return copy.deepcopy(self.nodes.get(name))
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
-        return copy.deepcopy([p for p in self.pods.values()
-                              if (node_name is None or (p.get("spec") or {}).get("nodeName") == node_name)
-                              and (namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace)
-                              and selector_text_matches(label_selector or "", (p.get("metadata") or {}).get("labels") or {})])
+    def list_pods(
+        self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
+        return copy.deepcopy(
+            [
+                p
+                for p in self.pods.values()
+                if (node_name is None or (p.get("spec") or {}).get("nodeName") == node_name)
+                and (namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace)
+                and selector_text_matches(label_selector or "", (p.get("metadata") or {}).get("labels") or {})
+            ]
+        )
 
     def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
         return [k for node in self.nodes.values() if (k := keep(copy.deepcopy(node))) is not None]
@@ -118,7 +143,9 @@ class RecordingClient:
     def list_autoscalers(self, namespace: str) -> list[Obj]:
         if self.probe is not None:
             return self.probe.list_autoscalers(namespace)
-        return copy.deepcopy([o for o in self.autoscalers if (o.get("metadata") or {}).get("namespace", "default") == namespace])
+        return copy.deepcopy(
+            [o for o in self.autoscalers if (o.get("metadata") or {}).get("namespace", "default") == namespace]
+        )
 
     def get_admission(self, kind: str, name: str) -> Obj | None:
         if self.probe is not None:
@@ -136,7 +163,13 @@ class RecordingClient:
         return copy.deepcopy(self.pods.get(f"{namespace}/{name}"))
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
-        return copy.deepcopy([p for p in self.pdbs if namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace])
+        return copy.deepcopy(
+            [
+                p
+                for p in self.pdbs
+                if namespace is None or (p.get("metadata") or {}).get("namespace", "default") == namespace
+            ]
+        )
 
     # writes (recorded)
     def patch_node(self, name: str, patch: Obj) -> Obj:
@@ -162,27 +195,53 @@ class RecordingClient:
         taints = parse_node(self.nodes[node], source="dry run", pool_label=DEFAULT_POOL_LABEL, warnings=[]).taints
         for key, target in self.placements.items():
             pod = self.pods.get(key)
-            if target == node and pod is not None and not (pod.get("spec") or {}).get("nodeName") \
-                    and untolerated_taint(parse_pod(pod, source="dry run").tolerations, taints) is None:
+            if (
+                target == node
+                and pod is not None
+                and not (pod.get("spec") or {}).get("nodeName")
+                and untolerated_taint(parse_pod(pod, source="dry run").tolerations, taints) is None
+            ):
                 pod.setdefault("spec", {})["nodeName"] = node
-                pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
+                pod["status"] = {
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+                }
 
     def patch_config_map(self, name: str, patch: Obj) -> Obj:
         entries = dict(patch.get("data") or {})
         owners = {uid: self._owner_named(uid) for uid in entries}
-        self.calls.append(RecordedCall("patch_config_map", {"namespace": self.namespace, "name": name, "entries": entries, "owners": owners}))
-        current = self.config_maps.setdefault(name, {"apiVersion": "v1", "kind": "ConfigMap",
-                                                     "metadata": {"name": name, "namespace": self.namespace}})
+        self.calls.append(
+            RecordedCall(
+                "patch_config_map", {"namespace": self.namespace, "name": name, "entries": entries, "owners": owners}
+            )
+        )
+        current = self.config_maps.setdefault(
+            name, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": self.namespace}}
+        )
         return copy.deepcopy(_merge(current, {"data": entries}))
 
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
-        before = copy.deepcopy(((self.pods.get(f"{namespace}/{name}") or {}).get("spec") or {}).get("tolerations") or [])
-        self.calls.append(RecordedCall("patch_pod", {"namespace": namespace, "name": name, "patch": copy.deepcopy(patch), "before": before}))
+        before = copy.deepcopy(
+            ((self.pods.get(f"{namespace}/{name}") or {}).get("spec") or {}).get("tolerations") or []
+        )
+        self.calls.append(
+            RecordedCall(
+                "patch_pod", {"namespace": namespace, "name": name, "patch": copy.deepcopy(patch), "before": before}
+            )
+        )
         pod = self.pods[f"{namespace}/{name}"]
         annotations = (patch.get("metadata") or {}).get("annotations")
-        _merge(pod, {k: v for k, v in patch.items() if k != "metadata"} | ({"metadata": {"annotations": annotations}} if annotations else {}))
+        _merge(
+            pod,
+            {k: v for k, v in patch.items() if k != "metadata"}
+            | ({"metadata": {"annotations": annotations}} if annotations else {}),
+        )
         target = self.placements.get(f"{namespace}/{name}")
-        if target is not None and target in self.nodes and not (self.nodes[target].get("spec") or {}).get("unschedulable"):
+        if (
+            target is not None
+            and target in self.nodes
+            and not (self.nodes[target].get("spec") or {}).get("unschedulable")
+        ):
             self._bind_pending(target)  # a toleration of the node's reservation: the scheduler binds it there now
         return copy.deepcopy(pod)
 
@@ -191,33 +250,54 @@ class RecordingClient:
         for pod in self.pods.values():
             for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("uid") == uid:
-                    return f"{ref.get('kind')} {(pod.get('metadata') or {}).get('namespace', 'default')}/{ref.get('name')}"
+                    return (
+                        f"{ref.get('kind')} {(pod.get('metadata') or {}).get('namespace', 'default')}/{ref.get('name')}"
+                    )
         return uid
 
     def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
         """Recorded; simulated as the Deployment and ReplicaSet controllers would: one more replica lands on the planned
         node of the owner's moving pod, one fewer removes the pod marked first to go."""
-        self.calls.append(RecordedCall("scale_deployment", {"namespace": namespace, "name": name, "expect": expect, "to": to}))
+        self.calls.append(
+            RecordedCall("scale_deployment", {"namespace": namespace, "name": name, "expect": expect, "to": to})
+        )
         deployment = self.owners.get((namespace, "Deployment", name))
         if deployment is None or int((deployment.get("spec") or {}).get("replicas") or 0) != expect:
             return False
         deployment = self.owners[(namespace, "Deployment", name)] = _merge(deployment, {"spec": {"replicas": to}})
         if to > expect:
             # the owner's first planned pod still here, in plan order (moved ones are gone): the one this surge moves
-            moving = next((key for key in self.targets if key in self.pods and key.startswith(f"{namespace}/")
-                           and self._deployment_of(self.pods[key]) == name), None)
+            moving = next(
+                (
+                    key
+                    for key in self.targets
+                    if key in self.pods
+                    and key.startswith(f"{namespace}/")
+                    and self._deployment_of(self.pods[key]) == name
+                ),
+                None,
+            )
             if moving is not None:
                 self._replace(self.pods[moving], self.targets[moving])
         else:
-            first = next((key for key, p in self.pods.items() if key.startswith(f"{namespace}/")
-                          and ((p.get("metadata") or {}).get("annotations") or {}).get(DELETION_COST) == FIRST_TO_GO), None)
+            first = next(
+                (
+                    key
+                    for key, p in self.pods.items()
+                    if key.startswith(f"{namespace}/")
+                    and ((p.get("metadata") or {}).get("annotations") or {}).get(DELETION_COST) == FIRST_TO_GO
+                ),
+                None,
+            )
             if first is not None:
                 del self.pods[first]
         return True
 
     def _deployment_of(self, pod: Obj) -> str:
         ref = controller_ref(pod) or {}
-        replica_set = self.get_owner((pod.get("metadata") or {}).get("namespace", "default"), "ReplicaSet", str(ref.get("name", "")))
+        replica_set = self.get_owner(
+            (pod.get("metadata") or {}).get("namespace", "default"), "ReplicaSet", str(ref.get("name", ""))
+        )
         return str((controller_ref(replica_set or {}) or {}).get("name", ""))
 
     def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
@@ -251,7 +331,10 @@ class RecordingClient:
         meta["uid"] = f"dryrun-{next(self._serial)}"
         meta.pop("deletionTimestamp", None)
         clone["spec"]["nodeName"] = target
-        clone["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
+        clone["status"] = {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+        }
         for parameters in self.config_maps.values():  # the steering policy's part: the owner's next pod comes pinned
             node = pin_for(clone, (parameters.get("data") or {}), CONTROLLER_USERS[0])
             if node is not None:
@@ -259,7 +342,9 @@ class RecordingClient:
         self.pods[pod_key(clone)] = clone
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
-        self.calls.append(RecordedCall("create_event", {"involved": involved, "reason": reason, "message": message, "type": type_}))
+        self.calls.append(
+            RecordedCall("create_event", {"involved": involved, "reason": reason, "message": message, "type": type_})
+        )
 
     def read_state(self, name: str) -> dict[str, str] | None:
         state = self.states.get(name)
@@ -267,8 +352,18 @@ class RecordingClient:
 
     def write_state(self, name: str, data: dict[str, str] | None) -> None:
         verb = "delete" if data is None else "replace" if name in self.states else "create"
-        self.calls.append(RecordedCall("write_state", {"namespace": self.namespace, "name": name, "cleared": data is None, "verb": verb,
-                                                       "phase": (data or {}).get("phase", "")}))
+        self.calls.append(
+            RecordedCall(
+                "write_state",
+                {
+                    "namespace": self.namespace,
+                    "name": name,
+                    "cleared": data is None,
+                    "verb": verb,
+                    "phase": (data or {}).get("phase", ""),
+                },
+            )
+        )
         if data is None:
             self.states.pop(name, None)
         else:
@@ -286,8 +381,12 @@ class RecordingClient:
 def _marks(node: Obj) -> dict[str, Any]:
     """What a node patch can change, as it was before the patch: to say a patch as the changes it makes."""
     meta, spec = node.get("metadata") or {}, node.get("spec") or {}
-    return {"labels": dict(meta.get("labels") or {}), "annotations": dict(meta.get("annotations") or {}),
-            "taints": copy.deepcopy(spec.get("taints") or []), "unschedulable": bool(spec.get("unschedulable"))}
+    return {
+        "labels": dict(meta.get("labels") or {}),
+        "annotations": dict(meta.get("annotations") or {}),
+        "taints": copy.deepcopy(spec.get("taints") or []),
+        "unschedulable": bool(spec.get("unschedulable")),
+    }
 
 
 def describe(call: RecordedCall) -> str:
@@ -303,13 +402,19 @@ def describe(call: RecordedCall) -> str:
     if call.method == "patch_config_map":
         return describe_steering_patch(args)
     if call.method == "scale_deployment":
-        return (f"scale deployment/{args['namespace']}/{args['name']} --current-replicas={args['expect']} --replicas={args['to']} "
-                f"(make-before-break)")
+        return (
+            f"scale deployment/{args['namespace']}/{args['name']} --current-replicas={args['expect']} --replicas={args['to']} "
+            f"(make-before-break)"
+        )
     if call.method == "patch_pod" and (args["patch"].get("metadata") or {}).get("annotations"):
-        changes = [f"{k}={v}" if v is not None else f"{k}-" for k, v in args["patch"]["metadata"]["annotations"].items()]
+        changes = [
+            f"{k}={v}" if v is not None else f"{k}-" for k, v in args["patch"]["metadata"]["annotations"].items()
+        ]
         return f"annotate pod/{args['namespace']}/{args['name']} {' '.join(changes)}"
     if call.method == "patch_pod":
-        added = [t for t in (args["patch"].get("spec") or {}).get("tolerations") or [] if t not in (args.get("before") or [])]
+        added = [
+            t for t in (args["patch"].get("spec") or {}).get("tolerations") or [] if t not in (args.get("before") or [])
+        ]
         shown = " ".join(_toleration(t) for t in added) or "(no change)"
         return f"patch pod/{args['namespace']}/{args['name']} (add toleration {shown})"
     if call.method == "write_state":
@@ -327,7 +432,9 @@ def describe_steering_patch(args: dict[str, Any]) -> str:
     parts = []
     for uid, node in (args.get("entries") or {}).items():
         owner = owners.get(uid, uid)
-        parts.append(f"{uid}={node} (pin the next pod of {owner} to node/{node})" if node else f"{uid}- (unpin {owner})")
+        parts.append(
+            f"{uid}={node} (pin the next pod of {owner} to node/{node})" if node else f"{uid}- (unpin {owner})"
+        )
     return f"patch {ref} data {'; '.join(parts)}"
 
 
@@ -382,6 +489,7 @@ def _pair_changes(patch: dict[str, Any], before: dict[str, Any] | None) -> list[
 
 def _taint_changes(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
     """``key=value:Effect`` for each taint added (or given a new value), ``key:Effect-`` for each removed."""
+
     def ident(taint: dict[str, Any]) -> tuple[str, str]:
         return str(taint.get("key", "")), str(taint.get("effect", ""))
 
@@ -427,11 +535,20 @@ def _record(call: RecordedCall) -> dict[str, Any]:
             record["answer"] = {"outcome": result.outcome.value, "status": result.status, "message": result.message}
         return record
     if call.method == "create_event":
-        return {"call": "create", "object": "event", "involvedObject": object_ref(args["involved"]), "type": args.get("type") or "Normal",
-                "reason": args["reason"], "message": args["message"]}
+        return {
+            "call": "create",
+            "object": "event",
+            "involvedObject": object_ref(args["involved"]),
+            "type": args.get("type") or "Normal",
+            "reason": args["reason"],
+            "message": args["message"],
+        }
     if call.method == "patch_config_map":
-        return {"call": "patch", "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}",
-                "mergePatch": {"data": args.get("entries") or {}}}
+        return {
+            "call": "patch",
+            "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}",
+            "mergePatch": {"data": args.get("entries") or {}},
+        }
     if call.method == "patch_pod":
         patch = copy.deepcopy(args["patch"])
         annotations = (patch.pop("metadata", None) or {}).get("annotations")
@@ -439,10 +556,18 @@ def _record(call: RecordedCall) -> dict[str, Any]:
             patch["metadata"] = {"annotations": annotations}
         return {"call": "patch", "object": f"pod/{args['namespace']}/{args['name']}", "mergePatch": patch}
     if call.method == "scale_deployment":
-        return {"call": "patch", "object": f"deployment/{args['namespace']}/{args['name']}",
-                "jsonPatch": [{"op": "test", "path": "/spec/replicas", "value": args["expect"]},
-                              {"op": "replace", "path": "/spec/replicas", "value": args["to"]}]}
+        return {
+            "call": "patch",
+            "object": f"deployment/{args['namespace']}/{args['name']}",
+            "jsonPatch": [
+                {"op": "test", "path": "/spec/replicas", "value": args["expect"]},
+                {"op": "replace", "path": "/spec/replicas", "value": args["to"]},
+            ],
+        }
     if call.method == "write_state":
-        record = {"call": args.get("verb") or "apply", "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}"}
+        record = {
+            "call": args.get("verb") or "apply",
+            "object": f"configmap/{args.get('namespace') or DEFAULT_STATE_NAMESPACE}/{args['name']}",
+        }
         return {**record, "phase": args["phase"]} if args.get("phase") else record
     return {"call": call.method}

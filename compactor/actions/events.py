@@ -40,7 +40,11 @@ def evicted(pod: str, node: str, plan: str, why: str) -> Event:
 
 
 def surged(pod: str, node: str, plan: str, why: str) -> Event:
-    return Event(_pod(pod), "CompactorSurge", f"replacement started before the pod leaves {node} (make-before-break) by plan {plan}: {why}")
+    return Event(
+        _pod(pod),
+        "CompactorSurge",
+        f"replacement started before the pod leaves {node} (make-before-break) by plan {plan}: {why}",
+    )
 
 
 def uncordoned(node: str, plan: str, why: str) -> Event:
@@ -73,16 +77,24 @@ def released(node: str, plan: str) -> Event:
 
 
 def reservation_expired(node: str, plan: str) -> Event:
-    return Event(_node(node), "CompactorReservationExpired", f"released by gpu-compactor (plan {plan} no longer active)")
+    return Event(
+        _node(node), "CompactorReservationExpired", f"released by gpu-compactor (plan {plan} no longer active)"
+    )
 
 
 def reservation_lifted(node: str, plan: str, why: str) -> Event:
-    return Event(_node(node), "CompactorReservationLifted", f"reservation of plan {plan} lifted by gpu-compactor: {why}")
+    return Event(
+        _node(node), "CompactorReservationLifted", f"reservation of plan {plan} lifted by gpu-compactor: {why}"
+    )
 
 
 def state_discarded(node: str, plan: str, why: str) -> Event:
-    return Event(_node(node), "CompactorStateDiscarded",
-                 f"released by gpu-compactor (plan {plan} no longer active); {why}; rolled back by its node marks", "Warning")
+    return Event(
+        _node(node),
+        "CompactorStateDiscarded",
+        f"released by gpu-compactor (plan {plan} no longer active); {why}; rolled back by its node marks",
+        "Warning",
+    )
 
 
 def steering_failed(pod: str, message: str) -> Event:
@@ -92,15 +104,26 @@ def steering_failed(pod: str, message: str) -> Event:
 
 def unpinned_pending(pod: str, node: str, plan: str) -> Event:
     """A pod pinned to ``node`` that cannot bind there, evicted while Pending so that its owner recreates it unpinned."""
-    return Event(_pod(pod), "CompactorUnpin", f"pinned to {node} by plan {plan} but cannot bind there; evicted while Pending "
-                                              "so that its owner recreates it unpinned")
+    return Event(
+        _pod(pod),
+        "CompactorUnpin",
+        f"pinned to {node} by plan {plan} but cannot bind there; evicted while Pending "
+        "so that its owner recreates it unpinned",
+    )
 
 
 def run_summary(namespace: str, config_map: str, message: str, *, failed: bool) -> Event:
     """The end of a ``run --once``, on the ConfigMap that holds its summary (``compactor/last_run.py``): Warning when it failed."""
-    return Event(ObjectRef("ConfigMap", config_map, namespace), "CompactorRunSummary", message, "Warning" if failed else "Normal")
+    return Event(
+        ObjectRef("ConfigMap", config_map, namespace), "CompactorRunSummary", message, "Warning" if failed else "Normal"
+    )
 
 
 def breaker_opened(namespace: str, config_map: str, until: str, why: str) -> Event:
     """The circuit breaker paused compaction (``compactor/planner/history.py``), on the ConfigMap that remembers it."""
-    return Event(ObjectRef("ConfigMap", config_map, namespace), "CompactorPaused", f"compaction paused until {until}: {why}", "Warning")
+    return Event(
+        ObjectRef("ConfigMap", config_map, namespace),
+        "CompactorPaused",
+        f"compaction paused until {until}: {why}",
+        "Warning",
+    )

@@ -45,7 +45,9 @@ class RunReport:
     moves_done: int = 0
     freed_nodes: list[str] = field(default_factory=list)
     skipped_moves: list[str] = field(default_factory=list)
-    done_pods: list[str] = field(default_factory=list)  # pods whose move is over (replaced, or found gone): the history's "moved"
+    done_pods: list[str] = field(
+        default_factory=list
+    )  # pods whose move is over (replaced, or found gone): the history's "moved"
     reason: str = ""
     dry_run: bool = False
     outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
@@ -63,9 +65,16 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "planId": self.plan_id, "status": self.shown_status, "movesTotal": self.moves_total, "movesDone": self.moves_done,
-            "freedNodes": self.freed_nodes, "skippedMoves": self.skipped_moves, "reason": self.reason, "dryRun": self.dry_run,
-            "outcome": self.outcome.to_dict() if self.outcome else None, "migRecuts": self.recuts,
+            "planId": self.plan_id,
+            "status": self.shown_status,
+            "movesTotal": self.moves_total,
+            "movesDone": self.moves_done,
+            "freedNodes": self.freed_nodes,
+            "skippedMoves": self.skipped_moves,
+            "reason": self.reason,
+            "dryRun": self.dry_run,
+            "outcome": self.outcome.to_dict() if self.outcome else None,
+            "migRecuts": self.recuts,
             "steering": {"mechanism": self.steering, "why": self.steering_why},
         }
 
@@ -100,8 +109,14 @@ class Executor:
 
     def execute(self, plan: CompactionPlan, *, resume: RunState | None = None) -> RunReport:
         """Run the plan to the end, or abort and roll back. ``resume``: the state of an interrupted run (from recovery)."""
-        report = RunReport(plan.metadata.id, "succeeded", len(plan.moves), dry_run=self.dry_run,
-                           steering=self.steering.mechanism.value, steering_why=self.steering.why)
+        report = RunReport(
+            plan.metadata.id,
+            "succeeded",
+            len(plan.moves),
+            dry_run=self.dry_run,
+            steering=self.steering.mechanism.value,
+            steering_why=self.steering.why,
+        )
         if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
             report.status = "nothing-to-do"
             report.reason = plan.held_back  # a budget may have held back every move
@@ -114,23 +129,31 @@ class Executor:
             return self.abandon(plan, resume, reason=age)
         run = self._run(plan, resume or RunState(plan_id=plan.metadata.id))
         try:
-            run.started = run.held_since = self.clock.monotonic()  # holds in a resumed state get a full steer_timeout from now
+            run.started = run.held_since = (
+                self.clock.monotonic()
+            )  # holds in a resumed state get a full steer_timeout from now
             if resume is None:
                 run = self._scoped(run)
                 if not run.plan.moves and not run.plan.mig_repartition:
                     report.status = "failed"
                     report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
                     return report
-            if run.state.phase != Phase.FINISHING:  # interrupted while finishing: every move is done, nodes may be released
+            if (
+                run.state.phase != Phase.FINISHING
+            ):  # interrupted while finishing: every move is done, nodes may be released
                 self._move_everything(run)
             report.freed_nodes = finish(run)
             if run.state.refused:
                 report.status = "partial"
-                report.reason = f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(run.notes[:3])
+                report.reason = f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(
+                    run.notes[:3]
+                )
             if run.capped:
                 report.status = "partial"
                 report.reason = f"{run.capped} reached; the rest waits for the next run"
-        except Interrupted:  # stopping (SIGTERM, lost lease): the state stays for recovery, but holds are only for a moment
+        except (
+            Interrupted
+        ):  # stopping (SIGTERM, lost lease): the state stays for recovery, but holds are only for a moment
             self._let_go_quietly(run)
             raise
         except (Abort, ClusterError) as exc:
@@ -157,20 +180,39 @@ class Executor:
         limit = self.settings.max_plan_age_seconds
         if age <= limit:
             return ""
-        return (f"plan {plan.metadata.id} was computed {age:.0f}s ago, more than executor.max_plan_age_seconds ({limit:g}); "
-                "plan again from the cluster as it is now")
+        return (
+            f"plan {plan.metadata.id} was computed {age:.0f}s ago, more than executor.max_plan_age_seconds ({limit:g}); "
+            "plan again from the cluster as it is now"
+        )
 
     def abandon(self, plan: CompactionPlan, state: RunState, *, reason: str) -> RunReport:
         """Roll back an interrupted run without resuming it."""
         run = self._run(plan, state)
         roll_back(run, reason)
-        return RunReport(plan.metadata.id, "failed", len(plan.moves), moves_done=len(run.state.done), reason=reason, dry_run=self.dry_run,
-                         steering=self.steering.mechanism.value, steering_why=self.steering.why)
+        return RunReport(
+            plan.metadata.id,
+            "failed",
+            len(plan.moves),
+            moves_done=len(run.state.done),
+            reason=reason,
+            dry_run=self.dry_run,
+            steering=self.steering.mechanism.value,
+            steering_why=self.steering.why,
+        )
 
     def _run(self, plan: CompactionPlan, state: RunState) -> Run:
         steerer: Steerer = steerer_for(self.steering)
-        return Run(plan, state, self.client, self.settings, self.clock, steerer, dry_run=self.dry_run, progress=self.progress,
-                   rules=self.rules)
+        return Run(
+            plan,
+            state,
+            self.client,
+            self.settings,
+            self.clock,
+            steerer,
+            dry_run=self.dry_run,
+            progress=self.progress,
+            rules=self.rules,
+        )
 
     @staticmethod
     def _move_everything(run: Run) -> None:
@@ -193,16 +235,22 @@ class Executor:
             run.capped = run.plan.held_back.partition(" reached")[0]
         if len(run.plan.moves) > cap:
             plan = within_cap(run.plan, cap, {})
-            log.info("per-cycle eviction cap: this run takes whole nodes up to it",
-                     extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)})
+            log.info(
+                "per-cycle eviction cap: this run takes whole nodes up to it",
+                extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)},
+            )
             run = self._run(plan, RunState(plan_id=plan.metadata.id))
             run.capped = f"max_evictions_per_cycle ({cap})"
         world = self._world(run, reads=True)
         run.state.free_before = world.whole_free
-        run.first_reads.update(world.reads)  # validating and fencing start from these reads instead of making them again
+        run.first_reads.update(
+            world.reads
+        )  # validating and fencing start from these reads instead of making them again
         if run.capped:  # the cut plan's net GPUs, counted as the planner counts them
             gpus = world.gpus
-            freed_gpus = sum(gpus.get(n, 0) for n in run.plan.freed_nodes) - sum(gpus.get(n, 0) for n in run.plan.filled_nodes)
+            freed_gpus = sum(gpus.get(n, 0) for n in run.plan.freed_nodes) - sum(
+                gpus.get(n, 0) for n in run.plan.filled_nodes
+            )
             run.plan = run.plan.model_copy(update={"freed_gpus": freed_gpus})
         return run
 
@@ -216,8 +264,12 @@ class Executor:
             return _World.of(self.client.scan_nodes(look.node), self.client.scan_pods(look.pod))
         raw = [node for name in sorted(look.nodes) if (node := self.client.get_node(name)) is not None]
         nodes = [look.node(node) for node in raw]
-        pods = [fact for node in raw for pod in self.client.list_pods(node_name=node["metadata"]["name"])
-                if (fact := look.pod(pod)) is not None]
+        pods = [
+            fact
+            for node in raw
+            for pod in self.client.list_pods(node_name=node["metadata"]["name"])
+            if (fact := look.pod(pod)) is not None
+        ]
         return _World.of(nodes, pods)
 
     def _let_go_quietly(self, run: Run) -> None:
@@ -241,8 +293,10 @@ class Executor:
         if report.status == "succeeded" and (not report.outcome.as_planned or failed_recuts):
             report.status = "partial"
             report.reason = "; ".join([report.outcome.summary(), *run.notes])
-        log.info(run.said("run outcome", "simulated run outcome (dry run)"),
-                 extra={"plan": run.plan_id, "status": report.shown_status, **report.outcome.to_dict()})
+        log.info(
+            run.said("run outcome", "simulated run outcome (dry run)"),
+            extra={"plan": run.plan_id, "status": report.shown_status, **report.outcome.to_dict()},
+        )
 
     def _measure(self, run: Run) -> Outcome:
         world = self._world(run)
@@ -250,7 +304,9 @@ class Executor:
         outcome.pending_planned = len(run.plan.placed_pending)
         outcome.pending_placed = sum(1 for p in run.plan.placed_pending if world.bound.get(p.pod) == p.to_node)
         outcome.evictions = run.state.evictions
-        outcome.replacements_ready = sum(1 for m in run.plan.moves if m.pod in run.state.done and m.pod not in run.skipped)
+        outcome.replacements_ready = sum(
+            1 for m in run.plan.moves if m.pod in run.state.done and m.pod not in run.skipped
+        )
         outcome.held_node_seconds = run.held_seconds
         outcome.holds = run.holds
         outcome.notes = list(run.notes)
@@ -310,8 +366,12 @@ class _World:
         for pod in pods:  # one pass, grouped by node: not a pass over the pods per node
             if pod.raw is not None and pod.node in reads:
                 reads[pod.node][1].append(pod.raw)
-        return cls(gpus={n.name: n.gpus for n in nodes if n.gpus is not None}, busy={p.node for p in pods if p.busy},
-                   bound={p.pending: p.node for p in pods if p.pending is not None}, reads=reads)
+        return cls(
+            gpus={n.name: n.gpus for n in nodes if n.gpus is not None},
+            busy={p.node for p in pods if p.busy},
+            bound={p.pending: p.node for p in pods if p.pending is not None},
+            reads=reads,
+        )
 
     @property
     def whole_free(self) -> dict[str, int]:
@@ -325,6 +385,8 @@ def _save_first(run: Run) -> None:
         run.save()
     except ClusterError as exc:
         if exc.status == 404:
-            raise Abort(f"cannot record the run's state ({exc}); create the state namespace "
-                        f"(kubectl create namespace {run.settings.state_namespace}) or set executor.state_namespace") from None
+            raise Abort(
+                f"cannot record the run's state ({exc}); create the state namespace "
+                f"(kubectl create namespace {run.settings.state_namespace}) or set executor.state_namespace"
+            ) from None
         raise

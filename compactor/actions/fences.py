@@ -29,8 +29,13 @@ def unfence(run: Run, name: str, mine: Callable[[Obj], bool] | None = None, *, n
             return None
         return ann.release_patch(current, identity, key)
 
-    released = until_deadline(lambda: patch_fresh(run.client, name, build, node=node), Backoff.of(run.settings), run.clock,
-                              seconds=run.settings.release_deadline_seconds, what=f"release of node {name}")
+    released = until_deadline(
+        lambda: patch_fresh(run.client, name, build, node=node),
+        Backoff.of(run.settings),
+        run.clock,
+        seconds=run.settings.release_deadline_seconds,
+        what=f"release of node {name}",
+    )
     return released is not None
 
 

@@ -54,7 +54,9 @@ class FencedClient:
 
     def _check(self, what: str) -> None:
         if not self.holds():
-            raise LeadershipLost(f"not {what}: this process no longer holds the Lease {self.lease} (another gpu-compactor may act now)")
+            raise LeadershipLost(
+                f"not {what}: this process no longer holds the Lease {self.lease} (another gpu-compactor may act now)"
+            )
 
     # reads pass through
     def list_nodes(self) -> list[Obj]:
@@ -63,7 +65,9 @@ class FencedClient:
     def get_node(self, name: str) -> Obj | None:
         return self.inner.get_node(name)
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+    def list_pods(
+        self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
         return self.inner.list_pods(node_name=node_name, namespace=namespace, label_selector=label_selector)
 
     def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:

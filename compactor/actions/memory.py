@@ -24,7 +24,9 @@ def load_history(client: ClusterClient) -> History:
     try:
         data = client.read_state(HISTORY_CONFIGMAP)
     except Exception as exc:  # the history restrains; without it a run restrains less, and says so
-        log.warning(f"could not read configmap {HISTORY_CONFIGMAP}: {exc}; cooldowns, budgets and the breaker see no history")
+        log.warning(
+            f"could not read configmap {HISTORY_CONFIGMAP}: {exc}; cooldowns, budgets and the breaker see no history"
+        )
         return History()
     if not data or HISTORY_KEY not in data:
         return History()
@@ -50,7 +52,9 @@ def _workload(pod: str, owner: str) -> str:
     return f"{pod.split('/', 1)[0]}/{owner}" if owner else ""
 
 
-def remember_run(client: ClusterClient, settings: Settings, plan: CompactionPlan, report: RunReport, now: datetime) -> None:
+def remember_run(
+    client: ClusterClient, settings: Settings, plan: CompactionPlan, report: RunReport, now: datetime
+) -> None:
     """Add a real run's moves to the history; when that opens the circuit breaker, say so (log and Event)."""
     if report.dry_run or not plan.moves:
         return

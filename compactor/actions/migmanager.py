@@ -48,7 +48,9 @@ def labels(node: Obj) -> dict[str, str]:
 
 def gpu_allocatable(node: Obj) -> dict[str, int]:
     raw = (node.get("status") or {}).get("allocatable") or {}
-    parsed = parse_resource_list(raw, source="cluster", obj=f"Node {(node.get('metadata') or {}).get('name')}", field="status.allocatable")
+    parsed = parse_resource_list(
+        raw, source="cluster", obj=f"Node {(node.get('metadata') or {}).get('name')}", field="status.allocatable"
+    )
     return {r: v for r, v in parsed.items() if is_gpu_resource(r) and v}
 
 

@@ -74,17 +74,29 @@ class Outcome:
 
     def summary(self) -> str:
         if self.simulated:
-            return (f"simulated: the cluster would gain {self.freed_gpus} whole-free GPU(s) (plan: {self.planned_freed_gpus}); "
-                    f"{self.pending_placed}/{self.pending_planned} pending pod(s) placed as planned")
-        return (f"cluster gained {self.freed_gpus} whole-free GPU(s) (plan: {self.planned_freed_gpus}); "
-                f"{self.pending_placed}/{self.pending_planned} pending pod(s) placed as planned")
+            return (
+                f"simulated: the cluster would gain {self.freed_gpus} whole-free GPU(s) (plan: {self.planned_freed_gpus}); "
+                f"{self.pending_placed}/{self.pending_planned} pending pod(s) placed as planned"
+            )
+        return (
+            f"cluster gained {self.freed_gpus} whole-free GPU(s) (plan: {self.planned_freed_gpus}); "
+            f"{self.pending_placed}/{self.pending_planned} pending pod(s) placed as planned"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "plannedFreedGpus": self.planned_freed_gpus, "freedGpus": self.freed_gpus, "freedNodes": self.freed_nodes,
-            "takenNodes": self.taken_nodes, "pendingPlanned": self.pending_planned, "pendingPlaced": self.pending_placed,
-            "evictions": self.evictions, "replacementsReady": self.replacements_ready,
-            "heldNodeSeconds": round(self.held_node_seconds, 1), "holds": self.holds, "notes": self.notes, "simulated": self.simulated,
+            "plannedFreedGpus": self.planned_freed_gpus,
+            "freedGpus": self.freed_gpus,
+            "freedNodes": self.freed_nodes,
+            "takenNodes": self.taken_nodes,
+            "pendingPlanned": self.pending_planned,
+            "pendingPlaced": self.pending_placed,
+            "evictions": self.evictions,
+            "replacementsReady": self.replacements_ready,
+            "heldNodeSeconds": round(self.held_node_seconds, 1),
+            "holds": self.holds,
+            "notes": self.notes,
+            "simulated": self.simulated,
         }
 
 

@@ -32,7 +32,11 @@ def selector_text(selector: dict[str, Any] | None) -> str:
         return ""
     parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
     for requirement in selector.get("matchExpressions") or []:
-        key, operator, values = requirement.get("key", ""), requirement.get("operator", ""), sorted(requirement.get("values") or [])
+        key, operator, values = (
+            requirement.get("key", ""),
+            requirement.get("operator", ""),
+            sorted(requirement.get("values") or []),
+        )
         if operator == "In":
             parts.append(f"{key} in ({','.join(values)})")
         elif operator == "NotIn":
@@ -97,4 +101,6 @@ def owner_selector(client: ClusterClient, pod: Obj) -> str:
 
 def owner_pods(client: ClusterClient, namespace: str, owner: str, selector: str) -> list[Obj]:
     """The pods of controller ``owner`` (uid) in ``namespace``, listed by ``selector`` (the namespace when "")."""
-    return [p for p in client.list_pods(namespace=namespace, label_selector=selector or None) if controller_uid(p) == owner]
+    return [
+        p for p in client.list_pods(namespace=namespace, label_selector=selector or None) if controller_uid(p) == owner
+    ]

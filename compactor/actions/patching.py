@@ -25,21 +25,36 @@ def _with_version(patch: Obj, current: Obj) -> Obj:
     return {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": version}}
 
 
-def patch_fresh(client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *, node: Obj | None = None) -> Obj | None:
+def patch_fresh(
+    client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *, node: Obj | None = None
+) -> Obj | None:
     """Patch ``name`` with ``build(node)``; None when the node is gone or ``build`` declines. ``node``: a read to start from."""
-    return _fresh(lambda: client.get_node(name), lambda patch: client.patch_node(name, patch), build, node, f"node {name}")
+    return _fresh(
+        lambda: client.get_node(name), lambda patch: client.patch_node(name, patch), build, node, f"node {name}"
+    )
 
 
-def patch_config_map_fresh(client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *,
-                           current: Obj | None = None) -> Obj | None:
+def patch_config_map_fresh(
+    client: ClusterClient, name: str, build: Callable[[Obj], Obj | None], *, current: Obj | None = None
+) -> Obj | None:
     """``patch_fresh`` for a ConfigMap of the compactor's namespace (the steering parameters); ``current``: a read to start
     from (the object a previous patch returned). None when it is gone or ``build`` declines."""
-    return _fresh(lambda: client.get_config_map(name), lambda patch: client.patch_config_map(name, patch), build, current,
-                  f"configmap {name}")
+    return _fresh(
+        lambda: client.get_config_map(name),
+        lambda patch: client.patch_config_map(name, patch),
+        build,
+        current,
+        f"configmap {name}",
+    )
 
 
-def _fresh(read: Callable[[], Obj | None], write: Callable[[Obj], Obj], build: Callable[[Obj], Obj | None], start: Obj | None,
-           what: str) -> Obj | None:
+def _fresh(
+    read: Callable[[], Obj | None],
+    write: Callable[[Obj], Obj],
+    build: Callable[[Obj], Obj | None],
+    start: Obj | None,
+    what: str,
+) -> Obj | None:
     """``write(build(object) + its resourceVersion)``, the object read again and the patch rebuilt after each 409."""
     for _ in range(CONFLICT_RETRIES):
         current = start if start is not None else read()

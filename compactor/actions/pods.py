@@ -59,7 +59,9 @@ def pdbs_selecting(pdbs: list[Obj], pod: Obj) -> list[Obj]:
     for pdb in pdbs:
         if (pdb.get("metadata") or {}).get("namespace", "default") != namespace:
             continue
-        selector = parse_label_selector((pdb.get("spec") or {}).get("selector"), source="api", obj="pdb", field="spec.selector")
+        selector = parse_label_selector(
+            (pdb.get("spec") or {}).get("selector"), source="api", obj="pdb", field="spec.selector"
+        )
         if label_selector_matches(selector, {str(k): str(v) for k, v in labels.items()}):
             found.append(pdb)
     return found

@@ -52,8 +52,14 @@ def _parse_time(value: str) -> datetime | None:
         return None
 
 
-def recover(client: ClusterClient, settings: ExecutorSettings, clock: Clock, *, resume: bool = True,
-            rules: PlannerSettings | None = None) -> RecoveryReport:
+def recover(
+    client: ClusterClient,
+    settings: ExecutorSettings,
+    clock: Clock,
+    *,
+    resume: bool = True,
+    rules: PlannerSettings | None = None,
+) -> RecoveryReport:
     """``rules``: the movability rules a resumed run checks each eviction against (the planner's settings)."""
     report = RecoveryReport()
     data = client.read_state(ann.STATE_CONFIGMAP)
@@ -78,7 +84,9 @@ def _resume(executor: Executor, plan: CompactionPlan, state: RunState, *, resume
     if not resume:
         return executor.abandon(plan, state, reason="resume disabled")
     if state.phase == Phase.ROLLING_BACK:  # the run had already decided to abort: finish that, never resume
-        return executor.abandon(plan, state, reason=f"interrupted while rolling back: {state.reason or 'unknown reason'}")
+        return executor.abandon(
+            plan, state, reason=f"interrupted while rolling back: {state.reason or 'unknown reason'}"
+        )
     return executor.execute(plan, resume=state)
 
 
@@ -86,7 +94,9 @@ def _remove_orphan_pins(client: ClusterClient, settings: ExecutorSettings, repor
     """Steering entries no run accounts for (a crash between writing one and removing it) go: by now no run is active."""
     try:
         parameters = client.get_config_map(settings.steering_name)
-    except ClusterError as exc:  # no policy installed needs no parameters; a failed read is retried by the next recovery
+    except (
+        ClusterError
+    ) as exc:  # no policy installed needs no parameters; a failed read is retried by the next recovery
         log.info("steering parameters not read", extra={"error": str(exc)})
         return
     entries = sorted(((parameters or {}).get("data") or {}).keys())
@@ -118,7 +128,9 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
             report.kept.append(name)
             continue
         if ann.MIG_EXPECTED in marks and _recut_unfinished(client, node, marks, identity):
-            report.kept.append(name)  # mig-manager may still be at it: opening the node now would let pods land mid re-cut
+            report.kept.append(
+                name
+            )  # mig-manager may still be at it: opening the node now would let pods land mid re-cut
             continue
         if mode == "taint":
             until = _parse_time(marks.get(ann.RESERVED_UNTIL, ""))
@@ -152,10 +164,17 @@ def _recut_unfinished(client: ClusterClient, node: dict[str, Any], marks: dict[s
     to_config = mig.labels(node).get(mig.CONFIG_LABEL, "")
     if expected and mig.progress(node, to_config, expected) == "done":
         return False
-    why = ("a MIG re-cut was under way when the run that asked for it ended without finishing it; left fenced for an operator "
-           f"({mig.restore_hint(node['metadata']['name'], marks.get(ann.MIG_PREVIOUS, ''))})")
+    why = (
+        "a MIG re-cut was under way when the run that asked for it ended without finishing it; left fenced for an operator "
+        f"({mig.restore_hint(node['metadata']['name'], marks.get(ann.MIG_PREVIOUS, ''))})"
+    )
     try:
-        patch_fresh(client, node["metadata"]["name"], lambda n: mig.failed_patch(why) if ann.is_ours(n, identity) else None, node=node)
+        patch_fresh(
+            client,
+            node["metadata"]["name"],
+            lambda n: mig.failed_patch(why) if ann.is_ours(n, identity) else None,
+            node=node,
+        )
     except ClusterError as exc:  # the node stays fenced either way; the mark is for people
         log.error("could not mark an unfinished re-cut", extra={"node": node["metadata"]["name"], "error": str(exc)})
     return True

@@ -62,7 +62,9 @@ class Steerer(Protocol):
     why: str  # how it was chosen, for the plan, the run report and the log
     exact: bool  # the replacement must land on its planned node (else the run stops and rolls back)
     parallel: bool  # moves of different owners may be in flight together (max_concurrent_evictions)
-    release_on_stop: bool  # let go at once when the process stops (holds keep other pods out); else recovery resumes them
+    release_on_stop: (
+        bool  # let go at once when the process stops (holds keep other pods out); else recovery resumes them
+    )
 
     def prepare(self, run: Run, move: Move, pod: Obj) -> None:
         """Before the eviction, reads only: the target's room checked (``Abort`` when the plan no longer holds), what steering
@@ -99,7 +101,9 @@ class Run:
     dry_run: bool = False
     progress: Callable[[Progress], None] = lambda _p: None
     rules: PlannerSettings = field(default_factory=PlannerSettings)  # the movability rules asked again at each eviction
-    capped: str = ""  # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
+    capped: str = (
+        ""  # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
+    )
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
     skipped: list[str] = field(default_factory=list)  # planned pods found gone or elsewhere
@@ -107,7 +111,9 @@ class Run:
     held_since: float = 0.0
     held_seconds: float = 0.0  # node-seconds of holds so far
     holds: int = 0  # node holds made so far
-    first_reads: dict[str, tuple[Obj, list[Obj]]] = field(default_factory=dict)  # node -> (node, its pods) read as the run began
+    first_reads: dict[str, tuple[Obj, list[Obj]]] = field(
+        default_factory=dict
+    )  # node -> (node, its pods) read as the run began
 
     def node_and_pods(self, name: str) -> tuple[Obj | None, list[Obj]]:
         """The node and the pods bound to it: as read when the run began (once, for validating and fencing right after),
@@ -178,8 +184,13 @@ class Run:
 
 
 # A progress line of a dry run says what a real run would do: its first words, for each step that reports.
-_INTENTIONS = (("evicting ", "would evict "), ("moved ", "would move "), ("placing pending ", "would place pending "),
-               ("re-cutting ", "would re-cut "), ("finishing", "would finish"))
+_INTENTIONS = (
+    ("evicting ", "would evict "),
+    ("moved ", "would move "),
+    ("placing pending ", "would place pending "),
+    ("re-cutting ", "would re-cut "),
+    ("finishing", "would finish"),
+)
 
 
 def intention(current: str) -> str:
@@ -188,5 +199,5 @@ def intention(current: str) -> str:
         return current
     for real, dry in _INTENTIONS:
         if current.startswith(real):
-            return dry + current[len(real):]
+            return dry + current[len(real) :]
     return f"(dry run) {current}"

@@ -60,9 +60,15 @@ class InFlight(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     owner: str  # the controller's uid
-    siblings: list[str] = Field(default_factory=list)  # uids of the owner's pods before the eviction: a new uid is the replacement
-    grace: float = 0.0  # the evicted pod's terminationGracePeriodSeconds: a StatefulSet replaces it only once it is gone
-    selector: str = ""  # label selector of the owner's pods (its spec.selector): the narrow read that finds the replacement
+    siblings: list[str] = Field(
+        default_factory=list
+    )  # uids of the owner's pods before the eviction: a new uid is the replacement
+    grace: float = (
+        0.0  # the evicted pod's terminationGracePeriodSeconds: a StatefulSet replaces it only once it is gone
+    )
+    selector: str = (
+        ""  # label selector of the owner's pods (its spec.selector): the narrow read that finds the replacement
+    )
     target: str = ""  # the node the plan sends the replacement to
     surge: Surge | None = None  # make-before-break: the owner's Deployment scaled up instead of an eviction
 
@@ -74,13 +80,19 @@ class RunState(BaseModel):
 
     plan_id: str
     phase: Phase = Phase.CORDONING
-    cordoned: list[str] = Field(default_factory=list)  # nodes this run fenced (and only those), written before each cordon
+    cordoned: list[str] = Field(
+        default_factory=list
+    )  # nodes this run fenced (and only those), written before each cordon
     done: list[str] = Field(default_factory=list)  # pods whose move is over (replaced, or found gone)
-    refused: dict[str, str] = Field(default_factory=dict)  # pod -> why it was not evicted (a rule failed at its eviction)
+    refused: dict[str, str] = Field(
+        default_factory=dict
+    )  # pod -> why it was not evicted (a rule failed at its eviction)
     inflight: dict[str, InFlight] = Field(default_factory=dict)  # pod -> its eviction in flight
     held: list[str] = Field(default_factory=list)  # nodes cordoned for a moment so that a pod binds on its planned node
     pins: dict[str, str] = Field(default_factory=dict)  # owner uid -> node: steering entries written (policy mechanism)
-    reserved: dict[str, str] = Field(default_factory=dict)  # node -> pending pod it is reserved for (taint + toleration)
+    reserved: dict[str, str] = Field(
+        default_factory=dict
+    )  # node -> pending pod it is reserved for (taint + toleration)
     free_before: dict[str, int] = Field(default_factory=dict)  # whole-free GPU nodes when the run began
     evictions: int = 0
     reason: str = ""  # why a rollback started
@@ -89,11 +101,19 @@ class RunState(BaseModel):
     def to_data(self, plan_record: str) -> dict[str, str]:
         """The ConfigMap's data: one key per field (JSON text), the plan as ``encode_plan`` made it."""
         return {
-            "planId": self.plan_id, "phase": self.phase.value, "updatedAt": self.updated_at,
-            "cordoned": json.dumps(self.cordoned), "done": json.dumps(self.done), "refused": json.dumps(self.refused),
+            "planId": self.plan_id,
+            "phase": self.phase.value,
+            "updatedAt": self.updated_at,
+            "cordoned": json.dumps(self.cordoned),
+            "done": json.dumps(self.done),
+            "refused": json.dumps(self.refused),
             "inflight": json.dumps({pod: flight.model_dump() for pod, flight in self.inflight.items()}),
-            "held": json.dumps(self.held), "pins": json.dumps(self.pins), "reserved": json.dumps(self.reserved),
-            "freeBefore": json.dumps(self.free_before), "evictions": str(self.evictions), "reason": self.reason,
+            "held": json.dumps(self.held),
+            "pins": json.dumps(self.pins),
+            "reserved": json.dumps(self.reserved),
+            "freeBefore": json.dumps(self.free_before),
+            "evictions": str(self.evictions),
+            "reason": self.reason,
             "plan": plan_record,
         }
 
@@ -103,20 +123,32 @@ class RunState(BaseModel):
         try:
             plan = decode_plan(data.get("plan") or "")
             fields = {
-                "plan_id": data.get("planId") or plan.metadata.id, "phase": data.get("phase") or Phase.CORDONING.value,
-                "cordoned": _json(data, "cordoned", "[]"), "done": _json(data, "done", "[]"), "refused": _json(data, "refused", "{}"),
-                "inflight": _json(data, "inflight", "{}"), "held": _json(data, "held", "[]"), "pins": _json(data, "pins", "{}"),
-                "reserved": _json(data, "reserved", "{}"), "free_before": _json(data, "freeBefore", "{}"),
-                "evictions": int(data.get("evictions") or 0), "reason": data.get("reason") or "", "updated_at": data.get("updatedAt") or "",
+                "plan_id": data.get("planId") or plan.metadata.id,
+                "phase": data.get("phase") or Phase.CORDONING.value,
+                "cordoned": _json(data, "cordoned", "[]"),
+                "done": _json(data, "done", "[]"),
+                "refused": _json(data, "refused", "{}"),
+                "inflight": _json(data, "inflight", "{}"),
+                "held": _json(data, "held", "[]"),
+                "pins": _json(data, "pins", "{}"),
+                "reserved": _json(data, "reserved", "{}"),
+                "free_before": _json(data, "freeBefore", "{}"),
+                "evictions": int(data.get("evictions") or 0),
+                "reason": data.get("reason") or "",
+                "updated_at": data.get("updatedAt") or "",
             }
             return cls.model_validate(fields), plan
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error["loc"])
-            raise StateUnreadable(f"state ConfigMap {STATE_CONFIGMAP} is unreadable ({where}: {error['msg']})") from None
+            raise StateUnreadable(
+                f"state ConfigMap {STATE_CONFIGMAP} is unreadable ({where}: {error['msg']})"
+            ) from None
         except ValueError as exc:
-            raise StateUnreadable(f"state ConfigMap {STATE_CONFIGMAP} is unreadable ({type(exc).__name__}: "
-                                  f"{str(exc).splitlines()[0][:200]})") from None
+            raise StateUnreadable(
+                f"state ConfigMap {STATE_CONFIGMAP} is unreadable ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200]})"
+            ) from None
 
 
 def _json(data: dict[str, str], key: str, empty: str) -> Any:
@@ -138,7 +170,7 @@ def decode_plan(text: str) -> CompactionPlan:
     """The plan of a state record (plain or gzipped JSON); ``ValueError``/``ValidationError`` when it is not one."""
     if text.startswith(_GZIP_PREFIX):
         try:
-            text = gzip.decompress(base64.b64decode(text[len(_GZIP_PREFIX):], validate=True)).decode()
+            text = gzip.decompress(base64.b64decode(text[len(_GZIP_PREFIX) :], validate=True)).decode()
         except (OSError, EOFError, binascii.Error) as exc:
             raise ValueError(f"the gzipped plan is damaged: {exc}") from None
     return CompactionPlan.model_validate_json(text)

@@ -48,23 +48,42 @@ class Carried:
     stopped: str | None = None
 
 
-def execute(client: ClusterClient, settings: Settings, clock: Clock, plan: CompactionPlan, *, dry_run: bool, steering: Choice | None,
-            progress: Callable[[Progress], None] | None = None, restraints: Restraints | None = None) -> RunReport:
+def execute(
+    client: ClusterClient,
+    settings: Settings,
+    clock: Clock,
+    plan: CompactionPlan,
+    *,
+    dry_run: bool,
+    steering: Choice | None,
+    progress: Callable[[Progress], None] | None = None,
+    restraints: Restraints | None = None,
+) -> RunReport:
     """Run ``plan`` through ``client``; a real run is refused when it would undo recent moves (``restraints``), and its
     moves join the history."""
-    executor = Executor(client, settings.executor, clock, dry_run=dry_run, progress=progress, rules=settings.planner, steering=steering)
+    executor = Executor(
+        client, settings.executor, clock, dry_run=dry_run, progress=progress, rules=settings.planner, steering=steering
+    )
     if not dry_run and (undone := reversals(plan, restraints)):
-        raise CompactorError(f"plan {plan.metadata.id} would undo recent moves ({listed(undone, 3)}): refused, to keep "
-                             "workloads from going back and forth (disruption.oscillation_hours)")
+        raise CompactorError(
+            f"plan {plan.metadata.id} would undo recent moves ({listed(undone, 3)}): refused, to keep "
+            "workloads from going back and forth (disruption.oscillation_hours)"
+        )
     report = executor.execute(plan)
     if not dry_run:
         remember_run(client, settings, plan, report, clock.now())
     return report
 
 
-def carry_out(inv: Invocation, plan: CompactionPlan | None, make_plan: Callable[[Taint | None], CompactionPlan] | None = None, *,
-              record: RunRecord | None = None, restraints: Restraints | None = None,
-              progress: Callable[[Progress], None] | None = None) -> Carried:
+def carry_out(
+    inv: Invocation,
+    plan: CompactionPlan | None,
+    make_plan: Callable[[Taint | None], CompactionPlan] | None = None,
+    *,
+    record: RunRecord | None = None,
+    restraints: Restraints | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> Carried:
     """Under the Lease and the stop signals: recover (real runs), plan if not given (``make_plan(fence)``), execute.
     ``restraints``: what the history forbids (a plan that undoes a recent move is refused); ``record``: filled in."""
     settings = inv.settings
@@ -80,10 +99,21 @@ def carry_out(inv: Invocation, plan: CompactionPlan | None, make_plan: Callable[
                 choice = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
                 plan = make_plan(planning_fence(choice.mechanism, settings.executor.identity))
             if make_plan is not None:  # `run` made the plan itself: say what it is about to do
-                log.info(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}")
+                log.info(
+                    f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}"
+                )
             if record is not None:
                 record.plan = plan
-            report = execute(client, settings, clock, plan, dry_run=dry_run, steering=choice, progress=progress, restraints=restraints)
+            report = execute(
+                client,
+                settings,
+                clock,
+                plan,
+                dry_run=dry_run,
+                steering=choice,
+                progress=progress,
+                restraints=restraints,
+            )
             if record is not None:
                 record.report = report
             return Carried(client, report)
@@ -95,14 +125,24 @@ def executor_for(inv: Invocation, plan: CompactionPlan | None) -> tuple[ClusterC
     """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
     live = inv.live
     if inv.server_dry_run and not live:
-        raise CompactorError("--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
-                             "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example")
+        raise CompactorError(
+            "--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
+            "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example"
+        )
     if inv.dry_run or not live:
         if not inv.dry_run:
-            raise CompactorError("a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)")
-        reader = cluster_client(inv, dry_run=True) if live else None  # answers the steering probe as a real run's would be
+            raise CompactorError(
+                "a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)"
+            )
+        reader = (
+            cluster_client(inv, dry_run=True) if live else None
+        )  # answers the steering probe as a real run's would be
         objects = world_objects(inv, reader)
-        return recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run), SimulatedClock(), True
+        return (
+            recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run),
+            SimulatedClock(),
+            True,
+        )
     if inv.server_dry_run:
         raise CompactorError("--server-dry-run goes with --dry-run")
     return cluster_client(inv, dry_run=False), RealClock(), False
@@ -126,7 +166,9 @@ def exclusive(client: ClusterClient, settings: Settings, dry_run: bool) -> Itera
     if dry_run or not isinstance(client, KubeClusterClient):
         yield client
         return
-    elector = LeaderElector.configured(client.api_client, settings.executor.state_namespace, identity(), settings.leader_election)
+    elector = LeaderElector.configured(
+        client.api_client, settings.executor.state_namespace, identity(), settings.leader_election
+    )
     acquire_once(elector)
     with LeaseKeeper(elector):
         yield FencedClient(client, elector.holds, elector.ref)
@@ -137,7 +179,9 @@ def say_recovered(recovered: RecoveryReport) -> None:
     if recovered.resumed is not None:
         resumed = recovered.resumed
         outcome = f"; {resumed.outcome.summary()}" if resumed.outcome else ""
-        log.info(f"recovered plan {resumed.plan_id}: {resumed.status}{outcome}{f' ({resumed.reason})' if resumed.reason else ''}")
+        log.info(
+            f"recovered plan {resumed.plan_id}: {resumed.status}{outcome}{f' ({resumed.reason})' if resumed.reason else ''}"
+        )
     if recovered.discarded:
         log.warning(f"recovery discarded the executor state: {recovered.discarded}")
     if recovered.released or recovered.expired:

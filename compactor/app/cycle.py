@@ -38,8 +38,15 @@ class CycleRecorder(Protocol):
 
     def set_figures(self, figures: Figures, *, cordoned_nodes: int | None = None) -> None: ...
 
-    def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None,
-                   recuts: tuple[str, ...] = (), steering: str = "") -> None: ...
+    def record_run(
+        self,
+        status: str,
+        *,
+        evictions: int = 0,
+        gained: tuple[int, int] | None = None,
+        recuts: tuple[str, ...] = (),
+        steering: str = "",
+    ) -> None: ...
 
     def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
 
@@ -63,10 +70,14 @@ class CycleReport:
     def summary(self) -> dict[str, Any]:
         cluster = self.figures.cluster if self.figures else None
         return {
-            "fragmentationRate": None if cluster is None or cluster.fragmentation_rate is None else round(cluster.fragmentation_rate, 4),
+            "fragmentationRate": None
+            if cluster is None or cluster.fragmentation_rate is None
+            else round(cluster.fragmentation_rate, 4),
             "freeGpuEquivalents": None if cluster is None else round(cluster.free_gpus, 2),
-            "plan": self.plan_id, "plannedMoves": self.planned_moves,
-            "status": self.run.status if self.run else "", "freedNodes": ",".join(self.run.freed_nodes) if self.run else "",
+            "plan": self.plan_id,
+            "plannedMoves": self.planned_moves,
+            "status": self.run.status if self.run else "",
+            "freedNodes": ",".join(self.run.freed_nodes) if self.run else "",
         }
 
 
@@ -94,7 +105,9 @@ def run_cycle(
         report.recovery = recover(client, settings.executor, clock, rules=settings.planner)
         if report.recovery.resumed is not None:
             resumed = report.recovery.resumed
-            exporter.record_run(resumed.status, evictions=evictions(resumed), gained=gained(resumed), steering=resumed.steering)
+            exporter.record_run(
+                resumed.status, evictions=evictions(resumed), gained=gained(resumed), steering=resumed.steering
+            )
     snapshot = load_snapshot()
     figures = measure(snapshot, settings).figures
     exporter.set_figures(figures, cordoned_nodes=cordoned_nodes(snapshot))
@@ -108,18 +121,52 @@ def run_cycle(
     if execute:
         check_selection(snapshot, settings)
         steering = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
-        plan = plan_of(snapshot, settings, figures.shapes, source=snapshot.source, now=clock.now(),
-                       fence=planning_fence(steering.mechanism, settings.executor.identity), restraints=restraints)
-        report.plan, report.plan_id, report.planned_moves, report.planned_freed = plan, plan.metadata.id, len(plan.moves), list(plan.freed_nodes)
+        plan = plan_of(
+            snapshot,
+            settings,
+            figures.shapes,
+            source=snapshot.source,
+            now=clock.now(),
+            fence=planning_fence(steering.mechanism, settings.executor.identity),
+            restraints=restraints,
+        )
+        report.plan, report.plan_id, report.planned_moves, report.planned_freed = (
+            plan,
+            plan.metadata.id,
+            len(plan.moves),
+            list(plan.freed_nodes),
+        )
         exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
         if dry_run:
             recording = recording_client(world_of(client), plan, settings, reader=client)
-            run = execute_plan(recording, settings, SimulatedClock(clock.now()), plan, dry_run=True, steering=steering, progress=progress)
+            run = execute_plan(
+                recording,
+                settings,
+                SimulatedClock(clock.now()),
+                plan,
+                dry_run=True,
+                steering=steering,
+                progress=progress,
+            )
         else:
-            run = execute_plan(client, settings, clock, plan, dry_run=False, steering=steering, progress=progress, restraints=restraints)
+            run = execute_plan(
+                client,
+                settings,
+                clock,
+                plan,
+                dry_run=False,
+                steering=steering,
+                progress=progress,
+                restraints=restraints,
+            )
         report.run = run
-        exporter.record_run(run.shown_status, evictions=evictions(run), gained=gained(run), recuts=tuple(run.recuts.values()),
-                            steering=run.steering)
+        exporter.record_run(
+            run.shown_status,
+            evictions=evictions(run),
+            gained=gained(run),
+            recuts=tuple(run.recuts.values()),
+            steering=run.steering,
+        )
         if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
             snapshot = load_snapshot()  # the figures after the run, not the ones it started from
             report.figures, report.cordoned_nodes = figures_for(snapshot, settings), cordoned_nodes(snapshot)

@@ -19,8 +19,12 @@ from compactor.sources import check_shapes
 
 def shapes_for(snapshot: Snapshot, settings: Settings) -> tuple[ReferenceShape, ...]:
     """The reference shapes of ``snapshot`` under ``settings`` (see the module docstring)."""
-    return reference_shapes(snapshot, configured=settings.metrics.shapes() or None, coverage=settings.metrics.shape_coverage,
-                            max_shapes=settings.metrics.max_shapes)
+    return reference_shapes(
+        snapshot,
+        configured=settings.metrics.shapes() or None,
+        coverage=settings.metrics.shape_coverage,
+        max_shapes=settings.metrics.max_shapes,
+    )
 
 
 def figures_for(snapshot: Snapshot, settings: Settings, shapes: tuple[ReferenceShape, ...] | None = None) -> Figures:

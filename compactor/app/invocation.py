@@ -48,7 +48,9 @@ class Invocation:
 
 def is_live(args: argparse.Namespace) -> bool:
     """Whether the options name a live cluster (kubeconfig, context or in-cluster) rather than a snapshot."""
-    return bool(getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False))
+    return bool(
+        getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False)
+    )
 
 
 def settings_from_args(args: argparse.Namespace, planner: dict[str, Any] | None = None) -> Settings:
@@ -103,8 +105,15 @@ def from_args(args: argparse.Namespace, command: str, *, settings: Settings | No
     )
 
 
-def for_cluster(settings: Settings, *, kubeconfig: str | None, context: str | None, in_cluster: bool, dry_run: bool,
-                command: str = "controller") -> Invocation:
+def for_cluster(
+    settings: Settings,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    in_cluster: bool,
+    dry_run: bool,
+    command: str = "controller",
+) -> Invocation:
     """The controller's invocation: always a live cluster."""
     source = SnapshotSource(kubeconfig=kubeconfig, context=context, live=True, in_cluster=in_cluster)
     return Invocation(command=command, settings=settings, source=source, dry_run=dry_run)

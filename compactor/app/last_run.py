@@ -105,8 +105,16 @@ class RunRecord:
         """The ``summary.json`` of the ConfigMap (docs/controller.md lists every field)."""
         plan, report = self.plan, self.report
         outcome = report.outcome if report is not None else None
-        measured = outcome is not None and not outcome.simulated  # a dry run's outcome is simulated: never shown as measured
-        before = headline(self.figures) if self.figures is not None else _headline_of(plan.before) if plan is not None else None
+        measured = (
+            outcome is not None and not outcome.simulated
+        )  # a dry run's outcome is simulated: never shown as measured
+        before = (
+            headline(self.figures)
+            if self.figures is not None
+            else _headline_of(plan.before)
+            if plan is not None
+            else None
+        )
         after = headline(self.figures_after) if self.figures_after is not None else None
         if after is None and report is not None and not report.dry_run and report.status == "nothing-to-do":
             after = before  # nothing was changed
@@ -188,24 +196,33 @@ def _figures_line(before: dict[str, Any], after: dict[str, Any] | None, planned:
     def pair(key: str, shown: Callable[[Any], str] = str) -> str:
         return shown(before.get(key)) + ("" if after is None else f" -> {shown(after.get(key))}")
 
-    return (f"whole-free GPUs {pair('wholeFreeGpus')}, blocked demand {pair('blockedDemandGpuEquivalents', lambda v: f'{v:g}')} "
-            f"GPU-equivalents, stranded share {pair('strandedShare', _share)}" + (" (after: as planned, not measured)" if planned else ""))
+    return (
+        f"whole-free GPUs {pair('wholeFreeGpus')}, blocked demand {pair('blockedDemandGpuEquivalents', lambda v: f'{v:g}')} "
+        f"GPU-equivalents, stranded share {pair('strandedShare', _share)}"
+        + (" (after: as planned, not measured)" if planned else "")
+    )
 
 
 def describe(summary: dict[str, Any]) -> str:
     """The summary in one line: the Event's message and the log line."""
     dry = bool(summary["dryRun"])
-    parts = [f"run --once (mode {summary['mode']}{', dry run' if dry else ''}): "
-             + (f"plan {summary['planId']} {summary['status']}" if summary["planId"] else str(summary["status"]))]
+    parts = [
+        f"run --once (mode {summary['mode']}{', dry run' if dry else ''}): "
+        + (f"plan {summary['planId']} {summary['status']}" if summary["planId"] else str(summary["status"]))
+    ]
     if summary["movesDone"] is not None:
         parts.append(f"{summary['movesDone']}/{summary['movesPlanned']} moves {'simulated' if dry else 'done'}")
     elif summary["movesPlanned"] is not None:
         parts.append(f"{summary['movesPlanned']} moves planned")
     if summary["freedGpusMeasured"] is not None:
-        parts.append(f"{summary['freedGpusMeasured']:+d} whole-free GPUs measured (plan: {summary['freedGpusPlanned']:+d}); "
-                     f"pending pods placed {summary['pendingPodsPlaced']}/{summary['pendingPodsPlanned']}")
+        parts.append(
+            f"{summary['freedGpusMeasured']:+d} whole-free GPUs measured (plan: {summary['freedGpusPlanned']:+d}); "
+            f"pending pods placed {summary['pendingPodsPlaced']}/{summary['pendingPodsPlanned']}"
+        )
     elif summary["freedGpusPlanned"] is not None:
-        parts.append(f"the plan frees {summary['freedGpusPlanned']} GPU(s) and places {summary['pendingPodsPlanned']} pending pod(s)")
+        parts.append(
+            f"the plan frees {summary['freedGpusPlanned']} GPU(s) and places {summary['pendingPodsPlanned']} pending pod(s)"
+        )
     before = summary["before"]
     if isinstance(before, dict):
         after, planned = summary["after"], False
@@ -223,7 +240,9 @@ def write_summary(client: ClusterClient, namespace: str, summary: dict[str, Any]
     where = f"configmap {namespace}/{LAST_RUN_CONFIGMAP}"
     for attempt in range(1, _WRITE_ATTEMPTS + 1):
         try:
-            client.read_state(LAST_RUN_CONFIGMAP)  # its resourceVersion: the write replaces it (PUT), or creates it (POST)
+            client.read_state(
+                LAST_RUN_CONFIGMAP
+            )  # its resourceVersion: the write replaces it (PUT), or creates it (POST)
             client.write_state(LAST_RUN_CONFIGMAP, data)
             break
         except ClusterError as exc:
@@ -232,7 +251,9 @@ def write_summary(client: ClusterClient, namespace: str, summary: dict[str, Any]
             log.warning(f"could not record the run in {where} (the run itself is unaffected): {exc}")
             break
         except Exception as exc:  # the run's bookkeeping never fails the run
-            log.warning(f"could not record the run in {where} (the run itself is unaffected): {type(exc).__name__}: {exc}")
+            log.warning(
+                f"could not record the run in {where} (the run itself is unaffected): {type(exc).__name__}: {exc}"
+            )
             break
     event = events.run_summary(namespace, LAST_RUN_CONFIGMAP, describe(summary), failed=failed)
     try:
@@ -248,8 +269,15 @@ class Pusher(Protocol):
 
     def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
 
-    def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None,
-                   recuts: tuple[str, ...] = (), steering: str = "") -> None: ...
+    def record_run(
+        self,
+        status: str,
+        *,
+        evictions: int = 0,
+        gained: tuple[int, int] | None = None,
+        recuts: tuple[str, ...] = (),
+        steering: str = "",
+    ) -> None: ...
 
     def set_leader(self, leader: bool) -> None: ...
 
@@ -271,23 +299,37 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime, export
     if plan is not None:
         exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
     if report is not None:
-        exporter.record_run(report.shown_status, evictions=evictions(report), gained=gained(report),
-                            recuts=tuple(report.recuts.values()), steering=report.steering)
+        exporter.record_run(
+            report.shown_status,
+            evictions=evictions(report),
+            gained=gained(report),
+            recuts=tuple(report.recuts.values()),
+            steering=report.steering,
+        )
         exporter.set_leader(not report.dry_run)  # a real run acted under the Lease
     if record.error:
         exporter.record_cycle_error()
     elif exit_code != EXIT_STOPPED:
         exporter.record_cycle(ended.timestamp())
     try:
-        exporter.push(url, job=PUSH_JOB, grouping_key={"installation": record.installation}, timeout=PUSH_TIMEOUT_SECONDS)
+        exporter.push(
+            url, job=PUSH_JOB, grouping_key={"installation": record.installation}, timeout=PUSH_TIMEOUT_SECONDS
+        )
     except Exception as exc:  # unreachable, refused, a proxy's error page: the run is what it was
         log.warning(f"could not push the run's metrics to the Pushgateway {url} (the run itself is unaffected): {exc}")
     else:
         log.info(f"pushed the run's metrics to the Pushgateway {url}")
 
 
-def finish(record: RunRecord, settings: Settings, *, exit_code: int, client: Callable[[], ClusterClient],
-           reload: Callable[[], Snapshot], exporter: Callable[[], Pusher]) -> None:
+def finish(
+    record: RunRecord,
+    settings: Settings,
+    *,
+    exit_code: int,
+    client: Callable[[], ClusterClient],
+    reload: Callable[[], Snapshot],
+    exporter: Callable[[], Pusher],
+) -> None:
     """At the end of a live ``run --once``: measure again after a real run that changed something (``reload``), write the
     summary and its Event through ``client()`` (a real client, whatever the run's mode), push the metrics through
     ``exporter()`` if configured."""
@@ -295,7 +337,9 @@ def finish(record: RunRecord, settings: Settings, *, exit_code: int, client: Cal
         try:
             record.measure_after(reload(), settings)
         except Exception as exc:
-            log.warning(f"could not measure the cluster after the run (its summary shows the figures before only): {exc}")
+            log.warning(
+                f"could not measure the cluster after the run (its summary shows the figures before only): {exc}"
+            )
     ended = datetime.now(UTC)
     summary = record.summary(ended=ended, exit_code=exit_code)
     failed = record.failed(exit_code)
@@ -308,7 +352,9 @@ def finish(record: RunRecord, settings: Settings, *, exit_code: int, client: Cal
     try:
         writer = client()
     except Exception as exc:
-        log.warning(f"could not record the run in configmap {settings.executor.state_namespace}/{LAST_RUN_CONFIGMAP}: {exc}")
+        log.warning(
+            f"could not record the run in configmap {settings.executor.state_namespace}/{LAST_RUN_CONFIGMAP}: {exc}"
+        )
     if writer is not None:
         try:
             write_summary(writer, settings.executor.state_namespace, summary, failed=failed)

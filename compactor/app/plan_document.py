@@ -50,12 +50,32 @@ def build_plan(
     def measure_before(planned: Snapshot, reference: tuple[ReferenceShape, ...]) -> None:
         before.update(figures_to_dict(compute_figures(planned, reference)))
 
-    composed = compose(snapshot, settings, source=source, now=now, shapes=shapes, plan_id=plan_id, mig_parted=mig_parted, fence=fence,
-                       load_seconds=load_seconds, stage=stage, restraints=restraints, budgets=budgets, meanwhile=measure_before)
+    composed = compose(
+        snapshot,
+        settings,
+        source=source,
+        now=now,
+        shapes=shapes,
+        plan_id=plan_id,
+        mig_parted=mig_parted,
+        fence=fence,
+        load_seconds=load_seconds,
+        stage=stage,
+        restraints=restraints,
+        budgets=budgets,
+        meanwhile=measure_before,
+    )
     plan = composed.plan
     after = compute_figures(apply_plan(composed.snapshot, plan), composed.shapes)
     free_after = {n.name: n.free.as_dict() for n in after.nodes}
     left = left_pending(composed.problem, composed.placed, free_after)
-    plan = plan.model_copy(update={"before": before, "after": figures_to_dict(after),
-                                   "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()]})
-    return plan.model_copy(update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})})
+    plan = plan.model_copy(
+        update={
+            "before": before,
+            "after": figures_to_dict(after),
+            "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()],
+        }
+    )
+    return plan.model_copy(
+        update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})}
+    )

@@ -39,14 +39,34 @@ def prepare(snapshot: Snapshot, settings: Settings) -> tuple[ReferenceShape, ...
     return shapes_for(snapshot, settings)
 
 
-def plan_of(snapshot: Snapshot, settings: Settings, shapes: tuple[ReferenceShape, ...], *, source: str, now: datetime, fence: Taint | None,
-            restraints: Restraints | None = None, stage: Callable[[str, str], None] | None = None,
-            load_seconds: float | None = None) -> CompactionPlan:
+def plan_of(
+    snapshot: Snapshot,
+    settings: Settings,
+    shapes: tuple[ReferenceShape, ...],
+    *,
+    source: str,
+    now: datetime,
+    fence: Taint | None,
+    restraints: Restraints | None = None,
+    stage: Callable[[str, str], None] | None = None,
+    load_seconds: float | None = None,
+) -> CompactionPlan:
     """The plan of ``snapshot`` (``prepare`` gave ``shapes``): ``settings.planner`` with the MIG layouts re-cuts may use,
     the run budgets (``disruption``) and what the history forbids (``restraints``); ``fence``: the taint the run fences
     with (``fence_for``, ``planning_fence``)."""
-    return build_plan(snapshot, settings.planner, source=source, now=now, shapes=shapes, mig_parted=mig_parted_for(snapshot, settings),
-                      fence=fence, load_seconds=load_seconds, stage=stage, restraints=restraints, budgets=settings.disruption)
+    return build_plan(
+        snapshot,
+        settings.planner,
+        source=source,
+        now=now,
+        shapes=shapes,
+        mig_parted=mig_parted_for(snapshot, settings),
+        fence=fence,
+        load_seconds=load_seconds,
+        stage=stage,
+        restraints=restraints,
+        budgets=settings.disruption,
+    )
 
 
 def steering_in(client: ClusterClient, settings: Settings) -> SteeringNote:
@@ -71,8 +91,10 @@ def mig_advice(snapshot: Snapshot, settings: Settings) -> tuple[list[dict[str, A
     parted = find_mig_parted(snapshot.config_maps, config_map, namespace=namespace)
     if parted is None:
         where = config_map or f"{namespace}/custom-/default-mig-parted-config"
-        why = (f"--explain-mig: MIG advice unavailable: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... "
-               "configmaps; only the GPU Operator's namespace, mig.operator_namespace, is read)")
+        why = (
+            f"--explain-mig: MIG advice unavailable: no mig-parted ConfigMap {where} in the snapshot (include it: kubectl get ... "
+            "configmaps; only the GPU Operator's namespace, mig.operator_namespace, is read)"
+        )
         log.warning(why)
         return [], why
     advice = [pool.to_dict() for pool in advise(snapshot, parted)]
@@ -85,4 +107,6 @@ def mig_advice(snapshot: Snapshot, settings: Settings) -> tuple[list[dict[str, A
 def with_advice(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) -> CompactionPlan:
     """``plan`` with the MIG layout advice (``plan --explain-mig``), and a warning when there is none to give."""
     advice, unavailable = mig_advice(snapshot, settings)
-    return plan.model_copy(update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]})
+    return plan.model_copy(
+        update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]}
+    )

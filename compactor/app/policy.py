@@ -25,8 +25,10 @@ def within_mode(inv: Invocation) -> Invocation:
     if settings.mode == "apply" or inv.dry_run:
         return inv
     if inv.command == "apply":
-        raise CompactorError(f"mode is {settings.mode!r} (config or COMPACTOR_MODE): this installation does not act; add --dry-run "
-                             "to see what the plan would do, or set mode: apply")
+        raise CompactorError(
+            f"mode is {settings.mode!r} (config or COMPACTOR_MODE): this installation does not act; add --dry-run "
+            "to see what the plan would do, or set mode: apply"
+        )
     if settings.mode == "plan":
         log.info("mode: plan: a dry run, nothing is changed (set mode: apply to act)")
         return replace(inv, dry_run=True)

@@ -22,25 +22,38 @@ from compactor.settings import Settings
 from compactor.sources import example_path, mig_parted_namespace
 
 
-def load_snapshot(inv: Invocation, *, mig_namespace: str | None = None, connection: Connection | None = None) -> Snapshot:
+def load_snapshot(
+    inv: Invocation, *, mig_namespace: str | None = None, connection: Connection | None = None
+) -> Snapshot:
     """The invocation's snapshot. ``mig_namespace``: where the mig-parted ConfigMaps are listed (``mig_parted_namespace``;
     None: none is read from a live cluster). ``connection``: read through it rather than through one of its own."""
     settings = inv.settings
-    return inv.input().load(pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map, mig_selector=settings.mig.selector,
-                            mig_namespace=mig_namespace, connection=connection)
+    return inv.input().load(
+        pool_label=settings.metrics.pool_label,
+        mig_config_map=settings.mig.config_map,
+        mig_selector=settings.mig.selector,
+        mig_namespace=mig_namespace,
+        connection=connection,
+    )
 
 
 def load_for_planning(inv: Invocation, *, explain_mig: bool = False, connection: Connection | None = None) -> Snapshot:
     """The snapshot a plan is made on: with the mig-parted ConfigMaps when re-cuts (or ``--explain-mig``) need them."""
-    return load_snapshot(inv, mig_namespace=mig_parted_namespace(inv.settings, explain=explain_mig), connection=connection)
+    return load_snapshot(
+        inv, mig_namespace=mig_parted_namespace(inv.settings, explain=explain_mig), connection=connection
+    )
 
 
 def cluster_client(inv: Invocation, *, dry_run: bool) -> KubeClusterClient:
     """A client of the invocation's live cluster; ``dry_run``: every write it sends is a server-side dry run (dryRun=All)."""
     settings = inv.settings
     api = kube_api.load_api_client(inv.source.kubeconfig, inv.source.context, in_cluster=inv.source.in_cluster)
-    return KubeClusterClient(api, dry_run_all=dry_run, namespace=settings.executor.state_namespace,
-                             write_timeout=settings.leader_election.write_timeout_seconds)
+    return KubeClusterClient(
+        api,
+        dry_run_all=dry_run,
+        namespace=settings.executor.state_namespace,
+        write_timeout=settings.leader_election.write_timeout_seconds,
+    )
 
 
 def world_of(client: ClusterClient) -> list[Obj]:
@@ -62,9 +75,21 @@ def world_objects(inv: Invocation, reader: ClusterClient | None) -> list[Obj]:
     return world_of(reader)
 
 
-def recording_client(objects: list[Obj], plan: CompactionPlan | None, settings: Settings, *, reader: ClusterClient | None,
-                     server_dry_run: bool = False) -> RecordingClient:
+def recording_client(
+    objects: list[Obj],
+    plan: CompactionPlan | None,
+    settings: Settings,
+    *,
+    reader: ClusterClient | None,
+    server_dry_run: bool = False,
+) -> RecordingClient:
     """The dry run's client over ``objects``: ``reader`` (a live cluster's) answers what the copy does not hold, and with
     ``server_dry_run`` or ``executor.server_dry_run`` it is asked whether each eviction would be admitted (dryRun=All)."""
     admitting = reader is not None and (server_dry_run or settings.executor.server_dry_run)
-    return RecordingClient(objects, plan, admission=reader if admitting else None, probe=reader, namespace=settings.executor.state_namespace)
+    return RecordingClient(
+        objects,
+        plan,
+        admission=reader if admitting else None,
+        probe=reader,
+        namespace=settings.executor.state_namespace,
+    )

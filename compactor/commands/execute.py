@@ -37,17 +37,26 @@ def cmd_apply(args: argparse.Namespace) -> int:
     restrained = None if inv.dry_run else restraints(inv, datetime.now(UTC))
     if restrained is not None and restrained.paused:
         raise CompactorError(f"{restrained.paused}; --dry-run shows what the plan would do")
-    return _shown(inv, carry_out(inv, load_plan(args.plan), restraints=restrained, progress=TerminalProgress(inv.log_format)))
+    return _shown(
+        inv, carry_out(inv, load_plan(args.plan), restraints=restrained, progress=TerminalProgress(inv.log_format))
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     if not args.once:
-        raise CompactorError("compactor run carries out one cycle and needs --once to say so; for cycles on a schedule run "
-                             "`compactor controller --interval SECONDS` (or the CronJob in manifests/)")
+        raise CompactorError(
+            "compactor run carries out one cycle and needs --once to say so; for cycles on a schedule run "
+            "`compactor controller --interval SECONDS` (or the CronJob in manifests/)"
+        )
     inv = from_args(args, "run")
     settings = inv.settings
-    record = RunRecord(mode=settings.mode, installation=settings.executor.identity, started=datetime.now(UTC),
-                       keep_figures=bool(settings.metrics.pushgateway_url) and inv.live, dry_run=inv.dry_run)
+    record = RunRecord(
+        mode=settings.mode,
+        installation=settings.executor.identity,
+        started=datetime.now(UTC),
+        keep_figures=bool(settings.metrics.pushgateway_url) and inv.live,
+        dry_run=inv.dry_run,
+    )
     try:
         code = _run_once(inv, record)
     except Exception as exc:  # a failed run is recorded too, then fails as it would have
@@ -79,14 +88,31 @@ def _run_once(inv: Invocation, record: RunRecord) -> int:
         shapes = prepare(snapshot, settings)
         record.saw(snapshot, shapes)
         with SolveProgress() as progress:
-            return plan_of(snapshot, settings, shapes, source=source.describe(), now=datetime.now(UTC), fence=fence, stage=progress.stage,
-                           restraints=restrained)
+            return plan_of(
+                snapshot,
+                settings,
+                shapes,
+                source=source.describe(),
+                now=datetime.now(UTC),
+                fence=fence,
+                stage=progress.stage,
+                restraints=restrained,
+            )
 
     progress = TerminalProgress(inv.log_format)
     if inv.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
         steering = steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else None
-        return _shown(inv, carry_out(inv, plan_now(fence_for(steering, settings)), plan_now, record=record, restraints=restrained,
-                                     progress=progress))
+        return _shown(
+            inv,
+            carry_out(
+                inv,
+                plan_now(fence_for(steering, settings)),
+                plan_now,
+                record=record,
+                restraints=restrained,
+                progress=progress,
+            ),
+        )
     return _shown(inv, carry_out(inv, None, plan_now, record=record, restraints=restrained, progress=progress))
 
 
@@ -94,8 +120,10 @@ def _shown(inv: Invocation, carried: Carried) -> int:
     """The run's report on stdout and its exit code, or the stop it met."""
     if carried.report is None:
         plan_id = carried.stopped or ""
-        log.warning(f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
-                    "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery")
+        log.warning(
+            f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
+            "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery"
+        )
         return EXIT_STOPPED
     return print_run(carried.report, carried.client, inv.output, inv.verbose)
 
@@ -123,8 +151,14 @@ def _leave_record(inv: Invocation, record: RunRecord, exit_code: int) -> None:
     try:
         # The run's own bookkeeping, like its log: written through the real client in every mode, dry runs included
         # (never through the recording client), and a failure to write it is a warning that leaves the exit code alone.
-        finish(record, inv.settings, exit_code=exit_code, client=lambda: cluster_client(inv, dry_run=False),
-               reload=lambda: load_for_planning(inv), exporter=Exporter)
+        finish(
+            record,
+            inv.settings,
+            exit_code=exit_code,
+            client=lambda: cluster_client(inv, dry_run=False),
+            reload=lambda: load_for_planning(inv),
+            exporter=Exporter,
+        )
     except Exception as exc:
         log.warning(f"could not record the run (the run itself is unaffected): {type(exc).__name__}: {exc}")
 
@@ -137,9 +171,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     for parser in (apply, run):
         add_source_options(parser)
         add_common_options(parser)
-        parser.add_argument("--dry-run", action="store_true", help="change nothing; print the calls a real run would make")
-        parser.add_argument("--server-dry-run", action="store_true",
-                            help="with --dry-run on a live cluster: ask the API server (dryRun=All) whether each eviction would be admitted")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="change nothing; print the calls a real run would make"
+        )
+        parser.add_argument(
+            "--server-dry-run",
+            action="store_true",
+            help="with --dry-run on a live cluster: ask the API server (dryRun=All) whether each eviction would be admitted",
+        )
         parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
     run.add_argument("--shape", action="append", metavar="RES=QTY,...", help=argparse.SUPPRESS)
     apply.set_defaults(handler=cmd_apply)

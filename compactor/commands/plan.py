@@ -23,8 +23,16 @@ from compactor.planner.explain import render_plan
 
 def planner_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """What ``--time-limit``, ``--max-moves``, ``--objective`` and ``--seed`` change of the planner settings."""
-    overrides = {k: v for k, v in (("time_limit_seconds", args.time_limit), ("max_moves", args.max_moves), ("objective", args.objective),
-                                   ("seed", args.seed)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("time_limit_seconds", args.time_limit),
+            ("max_moves", args.max_moves),
+            ("objective", args.objective),
+            ("seed", args.seed),
+        )
+        if v is not None
+    }
     if args.seed is not None:
         overrides["deterministic"] = True  # a seed asks for the same plan again
     if args.max_moves is not None and args.objective is None:
@@ -50,8 +58,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     shapes = prepare(snapshot, settings)
     steering = steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else None
     with SolveProgress() as progress:
-        plan = plan_of(snapshot, settings, shapes, source=source.describe(), now=datetime.now(UTC), fence=fence_for(steering, settings),
-                       load_seconds=loaded, stage=progress.stage, restraints=restraints(inv, datetime.now(UTC)))
+        plan = plan_of(
+            snapshot,
+            settings,
+            shapes,
+            source=source.describe(),
+            now=datetime.now(UTC),
+            fence=fence_for(steering, settings),
+            load_seconds=loaded,
+            stage=progress.stage,
+            restraints=restraints(inv, datetime.now(UTC)),
+        )
     if args.explain_mig:
         plan = with_advice(plan, snapshot, settings)
     if steering is not None:
@@ -66,7 +83,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 fh.write(plan.to_json())
         except OSError as exc:  # e.g. the disk filled while planning: the plan still goes to stdout
             sys.stdout.write(text)
-            raise CompactorError(f"--write {args.write}: cannot write the plan ({exc.strerror}); it was printed above") from None
+            raise CompactorError(
+                f"--write {args.write}: cannot write the plan ({exc.strerror}); it was printed above"
+            ) from None
     sys.stdout.write(text)
     return 0
 
@@ -89,14 +108,29 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     plan.add_argument("--output", "-o", choices=("text", "json", "markdown", "html"), default="text")
     plan.add_argument("--write", metavar="FILE", help="also write the plan as JSON to FILE (for compactor apply)")
     plan.add_argument("--time-limit", type=float, metavar="SECONDS", help="solver time limit (default from config: 10)")
-    plan.add_argument("--max-moves", type=int, metavar="N", help="at most N moves: the point of the curve freeing the most within N "
-                                                               "(unless --objective says otherwise)")
-    plan.add_argument("--explain-mig", action="store_true", help="also say, per MIG pool, which named mig-parted layout would serve "
-                                                                 "the demand best (advice: nothing is re-cut)")
-    plan.add_argument("--objective", choices=("pending-only", "balanced", "max-free"),
-                      help="which point of the trade-off curve to plan (default from config: balanced)")
-    plan.add_argument("--seed", type=int, metavar="N", help="CP-SAT seed; implies planner.deterministic: the same snapshot, settings "
-                                                             "and seed give the same plan")
+    plan.add_argument(
+        "--max-moves",
+        type=int,
+        metavar="N",
+        help="at most N moves: the point of the curve freeing the most within N (unless --objective says otherwise)",
+    )
+    plan.add_argument(
+        "--explain-mig",
+        action="store_true",
+        help="also say, per MIG pool, which named mig-parted layout would serve "
+        "the demand best (advice: nothing is re-cut)",
+    )
+    plan.add_argument(
+        "--objective",
+        choices=("pending-only", "balanced", "max-free"),
+        help="which point of the trade-off curve to plan (default from config: balanced)",
+    )
+    plan.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="CP-SAT seed; implies planner.deterministic: the same snapshot, settings and seed give the same plan",
+    )
     plan.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape for the figures")
     plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
     plan.set_defaults(handler=cmd_plan)

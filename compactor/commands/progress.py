@@ -66,8 +66,15 @@ class TerminalProgress:
             return
         self.last = line
         if self.json:
-            log.debug("progress", extra={"done": progress.done, "total": progress.total, "step": progress.current,
-                                         "waiting": progress.waiting})
+            log.debug(
+                "progress",
+                extra={
+                    "done": progress.done,
+                    "total": progress.total,
+                    "step": progress.current,
+                    "waiting": progress.waiting,
+                },
+            )
             return
         if not self.tty and progress.current.startswith(_LOGGED_STEPS):
             return

@@ -36,7 +36,11 @@ def print_run(report: RunReport, client: ClusterClient, fmt: str, verbose: bool 
 
 def held_text(why: str, fmt: str) -> str:
     """A run that changes nothing on purpose says so on stdout too (``status: held``), as its summary does."""
-    return (json.dumps({"status": "held", "reason": why, "movesDone": 0}) if fmt == "json" else f"held: {why}; nothing changed") + "\n"
+    return (
+        json.dumps({"status": "held", "reason": why, "movesDone": 0})
+        if fmt == "json"
+        else f"held: {why}; nothing changed"
+    ) + "\n"
 
 
 _DRY_VERDICTS = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}
@@ -53,7 +57,9 @@ _CALL_KINDS = (  # (what a recorded call starts with or contains, how the summar
 
 
 def _call_kind(call: str) -> str:
-    return next((kind for mark, kind in _CALL_KINDS if call.startswith(mark) or mark in call), " ".join(call.split()[:2]))
+    return next(
+        (kind for mark, kind in _CALL_KINDS if call.startswith(mark) or mark in call), " ".join(call.split()[:2])
+    )
 
 
 def calls_text(calls: list[str], verbose: bool) -> list[str]:
@@ -71,8 +77,10 @@ def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) 
     dry = report.dry_run
     lines = calls_text(calls or [], verbose) if dry and calls else []
     if dry:
-        lines.append(f"plan {report.plan_id}: {_DRY_VERDICTS.get(report.shown_status, report.shown_status)}; "
-                     f"{report.moves_done}/{report.moves_total} moves simulated")
+        lines.append(
+            f"plan {report.plan_id}: {_DRY_VERDICTS.get(report.shown_status, report.shown_status)}; "
+            f"{report.moves_done}/{report.moves_total} moves simulated"
+        )
     else:
         lines.append(f"plan {report.plan_id}: {report.status}; {report.moves_done}/{report.moves_total} moves done")
     if report.steering:
@@ -80,12 +88,16 @@ def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) 
     if report.freed_nodes:
         lines.append(f"{'would free nodes' if dry else 'freed nodes'}: {listed(report.freed_nodes)}")
     if report.skipped_moves:
-        lines.append(f"{'would skip' if dry else 'skipped'} (pod already gone or moved): {listed(report.skipped_moves)}")
+        lines.append(
+            f"{'would skip' if dry else 'skipped'} (pod already gone or moved): {listed(report.skipped_moves)}"
+        )
     if report.reason:
         lines.append(f"reason: {report.reason}")
     text = "".join(f"{line}\n" for line in lines) + (outcome_text(report.outcome) if report.outcome is not None else "")
     if dry:
-        text += f"dry run: {len(calls or [])} call(s) {'shown' if verbose else 'summed up'} above; nothing was changed\n"
+        text += (
+            f"dry run: {len(calls or [])} call(s) {'shown' if verbose else 'summed up'} above; nothing was changed\n"
+        )
         if report.status != "nothing-to-do":
             text += f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n"
     return text
@@ -101,15 +113,21 @@ def outcome_text(outcome: Outcome) -> str:
         ("simulated: " if outcome.simulated else "")
         + f"pending pods placed as planned: {outcome.pending_placed}/{outcome.pending_planned}; evictions: {outcome.evictions}; "
         f"replacements Ready: {outcome.replacements_ready}; "
-        + (f"node holds: {outcome.holds} (how long each lasts is not known until a real run)" if outcome.simulated
-           else f"node holds: {outcome.holds}, {outcome.held_node_seconds:.1f} node-seconds"),
+        + (
+            f"node holds: {outcome.holds} (how long each lasts is not known until a real run)"
+            if outcome.simulated
+            else f"node holds: {outcome.holds}, {outcome.held_node_seconds:.1f} node-seconds"
+        ),
         *(f"note: {note}" for note in outcome.notes),
     ]
     return "".join(f"{line}\n" for line in lines)
 
 
-_MODE_DOES = {"report": "would only measure (mode: report)", "plan": "would dry-run this plan, changing nothing (mode: plan)",
-              "apply": "would carry it out (mode: apply)"}
+_MODE_DOES = {
+    "report": "would only measure (mode: report)",
+    "plan": "would dry-run this plan, changing nothing (mode: plan)",
+    "apply": "would carry it out (mode: apply)",
+}
 
 
 def as_deployed(plan: CompactionPlan, settings: Settings) -> str:
@@ -123,6 +141,8 @@ def as_deployed(plan: CompactionPlan, settings: Settings) -> str:
     if len(plan.moves) > cap:
         cut = within_cap(plan, cap, {})
         placing = f"placing {len(cut.placed_pending)} pending pod(s) and " if cut.placed_pending else ""
-        lines.append(f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (executor.max_evictions_per_cycle {cap}, "
-                     f"whole nodes only), {placing}freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on")
+        lines.append(
+            f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (executor.max_evictions_per_cycle {cap}, "
+            f"whole nodes only), {placing}freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on"
+        )
     return "".join(lines) + ".\n"

@@ -17,7 +17,9 @@ from compactor.report import render_report
 def cmd_report(args: argparse.Namespace) -> int:
     inv = from_args(args, "report")
     measured = measure(load_snapshot(inv), inv.settings)
-    advice = advice_from_args(args, measured.snapshot, measured.figures, inv.settings)  # --advise: normalisation advice (None without it)
+    advice = advice_from_args(
+        args, measured.snapshot, measured.figures, inv.settings
+    )  # --advise: normalisation advice (None without it)
     if args.output == "html":  # a page with the occupancy picture: it needs the nodes, not only the report's tables
         sys.stdout.write(render_report_html(measured.figures, measured.snapshot, advice))
         return 0
@@ -30,9 +32,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_source_options(report)
     add_common_options(report)
     report.add_argument("--output", "-o", choices=("text", "json", "markdown", "html"), default="text")
-    report.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape (repeatable), e.g. nvidia.com/gpu=4")
+    report.add_argument(
+        "--shape",
+        action="append",
+        metavar="RES=QTY,...",
+        help="reference request shape (repeatable), e.g. nvidia.com/gpu=4",
+    )
     report.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")
-    report.add_argument("--advise", action="store_true", help="normalisation advice: the request shapes that strand the most "
-                        "capacity and what rounding them up to a larger request in use would change (docs/metrics.md)")
-    report.add_argument("--advise-top", type=int, metavar="N", help="with --advise: measure the roundings of the first N shapes (default 5)")
+    report.add_argument(
+        "--advise",
+        action="store_true",
+        help="normalisation advice: the request shapes that strand the most "
+        "capacity and what rounding them up to a larger request in use would change (docs/metrics.md)",
+    )
+    report.add_argument(
+        "--advise-top",
+        type=int,
+        metavar="N",
+        help="with --advise: measure the roundings of the first N shapes (default 5)",
+    )
     report.set_defaults(handler=cmd_report)

@@ -28,7 +28,11 @@ from compactor.metrics.fragmentation import AggregateFigures, Figures
 PREFIX = "gpu_compactor_"
 RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do", "dry-run")  # dry-run: walked a plan, changed nothing
 RECUT_RESULTS = ("success", "failed", "timeout")
-STEERING_MECHANISMS = ("policy", "holds", "off")  # compactor.actions.steering.Mechanism, named here to keep metrics pure
+STEERING_MECHANISMS = (
+    "policy",
+    "holds",
+    "off",
+)  # compactor.actions.steering.Mechanism, named here to keep metrics pure
 
 
 class Exporter(Collector):
@@ -64,8 +68,15 @@ class Exporter(Collector):
             if cordoned_nodes is not None:
                 self._cordoned = cordoned_nodes
 
-    def record_run(self, status: str, *, evictions: int = 0, gained: tuple[int, int] | None = None,
-                   recuts: tuple[str, ...] = (), steering: str = "") -> None:
+    def record_run(
+        self,
+        status: str,
+        *,
+        evictions: int = 0,
+        gained: tuple[int, int] | None = None,
+        recuts: tuple[str, ...] = (),
+        steering: str = "",
+    ) -> None:
         """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do | dry-run) after ``evictions`` evictions.
 
         ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured; ``recuts``: the result of
@@ -140,50 +151,88 @@ class Exporter(Collector):
             steering, steering_runs = self._steering, dict(self._steering_runs)
             plan, paused_until = self._plan, self._paused_until
         if paused_until is not None:
-            yield GaugeMetricFamily(PREFIX + "paused_until_timestamp_seconds", "Unix time the circuit breaker pauses runs until "
-                                    "(disruption.breaker_*); 0 when runs may act.", value=paused_until)
+            yield GaugeMetricFamily(
+                PREFIX + "paused_until_timestamp_seconds",
+                "Unix time the circuit breaker pauses runs until (disruption.breaker_*); 0 when runs may act.",
+                value=paused_until,
+            )
         if figures is not None:
             yield from _figure_metrics(figures)
         if cordoned is not None:
-            yield GaugeMetricFamily(PREFIX + "cordoned_nodes", "Nodes carrying gpu-compactor's cordon mark (compactor.io/cordoned-by).",
-                                    value=cordoned)
+            yield GaugeMetricFamily(
+                PREFIX + "cordoned_nodes",
+                "Nodes carrying gpu-compactor's cordon mark (compactor.io/cordoned-by).",
+                value=cordoned,
+            )
         runs_family = CounterMetricFamily(PREFIX + "runs", "Compaction runs by outcome.", labels=["status"])
         for status in sorted(runs):
             runs_family.add_metric([status], runs[status])
         yield runs_family
-        yield CounterMetricFamily(PREFIX + "evictions", "Pods evicted by gpu-compactor (real runs only).", value=evictions)
-        recut_family = CounterMetricFamily(PREFIX + "mig_reconfigurations", "MIG re-cuts gpu-compactor asked mig-manager for, by result.",
-                                           labels=["result"])
+        yield CounterMetricFamily(
+            PREFIX + "evictions", "Pods evicted by gpu-compactor (real runs only).", value=evictions
+        )
+        recut_family = CounterMetricFamily(
+            PREFIX + "mig_reconfigurations",
+            "MIG re-cuts gpu-compactor asked mig-manager for, by result.",
+            labels=["result"],
+        )
         for result in RECUT_RESULTS:
             recut_family.add_metric([result], recuts[result])
         yield recut_family
-        yield CounterMetricFamily(PREFIX + "cycle_errors", "Cycles that stopped on an error before completing.", value=errors)
+        yield CounterMetricFamily(
+            PREFIX + "cycle_errors", "Cycles that stopped on an error before completing.", value=errors
+        )
         if gained is not None:
-            yield GaugeMetricFamily(PREFIX + "last_run_freed_gpus", "Net whole-free GPUs the last run gained, measured on the cluster "
-                                    "after it (physical GPUs of GPU nodes running no GPU pod).", value=gained[0])
-            yield GaugeMetricFamily(PREFIX + "last_run_planned_freed_gpus", "Net whole-free GPUs the last run's plan promised (freedGpus).",
-                                    value=gained[1])
+            yield GaugeMetricFamily(
+                PREFIX + "last_run_freed_gpus",
+                "Net whole-free GPUs the last run gained, measured on the cluster "
+                "after it (physical GPUs of GPU nodes running no GPU pod).",
+                value=gained[0],
+            )
+            yield GaugeMetricFamily(
+                PREFIX + "last_run_planned_freed_gpus",
+                "Net whole-free GPUs the last run's plan promised (freedGpus).",
+                value=gained[1],
+            )
         if plan is not None:
-            yield GaugeMetricFamily(PREFIX + "last_plan_seconds", "Wall-clock seconds the last plan took (solver.planSeconds; "
-                                    "planner.time_limit_seconds bounds it).", value=plan[0])
-            gap = GaugeMetricFamily(PREFIX + "last_plan_gap", "Relative optimality gap (0-1) of the last plan's max-free solve "
-                                    "(solver.gap; 0 when proven optimal, no series without a proven bound).")
+            yield GaugeMetricFamily(
+                PREFIX + "last_plan_seconds",
+                "Wall-clock seconds the last plan took (solver.planSeconds; planner.time_limit_seconds bounds it).",
+                value=plan[0],
+            )
+            gap = GaugeMetricFamily(
+                PREFIX + "last_plan_gap",
+                "Relative optimality gap (0-1) of the last plan's max-free solve "
+                "(solver.gap; 0 when proven optimal, no series without a proven bound).",
+            )
             if plan[1] is not None:
                 gap.add_metric([], plan[1])
             yield gap
-            yield GaugeMetricFamily(PREFIX + "last_plan_moves", "Pod moves (evictions) the last plan holds.", value=plan[2])
+            yield GaugeMetricFamily(
+                PREFIX + "last_plan_moves", "Pod moves (evictions) the last plan holds.", value=plan[2]
+            )
         if last is not None:
-            yield GaugeMetricFamily(PREFIX + "last_cycle_timestamp_seconds", "Unix time the last cycle completed.", value=last)
-        yield GaugeMetricFamily(PREFIX + "leader", "1 when this replica holds the leader lease (runs cycles), else 0.",
-                                value=1 if leader else 0)
+            yield GaugeMetricFamily(
+                PREFIX + "last_cycle_timestamp_seconds", "Unix time the last cycle completed.", value=last
+            )
+        yield GaugeMetricFamily(
+            PREFIX + "leader",
+            "1 when this replica holds the leader lease (runs cycles), else 0.",
+            value=1 if leader else 0,
+        )
         if steering is not None:
-            mechanism = GaugeMetricFamily(PREFIX + "steering_mechanism", "1 for the steering mechanism the last run used (policy: the "
-                                          "admission policy of manifests/steering; holds: nodes cordoned for a moment; off), else 0.",
-                                          labels=["mechanism"])
+            mechanism = GaugeMetricFamily(
+                PREFIX + "steering_mechanism",
+                "1 for the steering mechanism the last run used (policy: the "
+                "admission policy of manifests/steering; holds: nodes cordoned for a moment; off), else 0.",
+                labels=["mechanism"],
+            )
             for name in STEERING_MECHANISMS:
                 mechanism.add_metric([name], 1 if name == steering else 0)
             yield mechanism
-        runs_by = CounterMetricFamily(PREFIX + "steered_runs", "Runs by the steering mechanism they used.", labels=["mechanism"])
+        runs_by = CounterMetricFamily(
+            PREFIX + "steered_runs", "Runs by the steering mechanism they used.", labels=["mechanism"]
+        )
         for name in STEERING_MECHANISMS:
             runs_by.add_metric([name], steering_runs[name])
         yield runs_by
@@ -200,35 +249,74 @@ def _pool_gauge(name: str, doc: str, pools: tuple[AggregateFigures, ...], attr: 
 
 def _figure_metrics(figures: Figures) -> Iterator[Metric]:
     pools = figures.pools
-    yield _pool_gauge("fragmentation_rate", "Share (0-1) of the pool's free GPU capacity that cannot host the reference shapes.",
-                      pools, "fragmentation_rate")
-    cluster = GaugeMetricFamily(PREFIX + "cluster_fragmentation_rate",
-                                "Share (0-1) of the cluster's free GPU capacity that cannot host the reference shapes.")
+    yield _pool_gauge(
+        "fragmentation_rate",
+        "Share (0-1) of the pool's free GPU capacity that cannot host the reference shapes.",
+        pools,
+        "fragmentation_rate",
+    )
+    cluster = GaugeMetricFamily(
+        PREFIX + "cluster_fragmentation_rate",
+        "Share (0-1) of the cluster's free GPU capacity that cannot host the reference shapes.",
+    )
     if figures.cluster.fragmentation_rate is not None:
         cluster.add_metric([], figures.cluster.fragmentation_rate)
     yield cluster
-    yield _pool_gauge("fgd_fragmentation_rate", "FGD fragmentation rate (0-1) of the pool, over all reference shapes.",
-                      pools, "fgd_fragmentation_rate")
-    yield _pool_gauge("free_gpu_equivalents", "Free GPU capacity of the pool, in GPU-equivalents (MIG instances and time-sliced "
-                      "replicas as fractions of a GPU).", pools, "free_gpus")
+    yield _pool_gauge(
+        "fgd_fragmentation_rate",
+        "FGD fragmentation rate (0-1) of the pool, over all reference shapes.",
+        pools,
+        "fgd_fragmentation_rate",
+    )
+    yield _pool_gauge(
+        "free_gpu_equivalents",
+        "Free GPU capacity of the pool, in GPU-equivalents (MIG instances and time-sliced "
+        "replicas as fractions of a GPU).",
+        pools,
+        "free_gpus",
+    )
     yield _pool_gauge("whole_free_nodes", "GPU nodes of the pool running no GPU pod.", pools, "whole_free_nodes")
-    yield _pool_gauge("whole_free_gpus", "GPUs (physical) of the pool's whole-free nodes that are Ready and schedulable: what an "
-                      "8-GPU pod or a MIG re-cut can use; plans' freedGpus changes it.", pools, "whole_free_physical_gpus")
-    yield _pool_gauge("stranded_gpu_equivalents", "Free GPU capacity (GPU-equivalents) of the pool that no GPU request shape in use "
-                      "can take (per GPU resource, after the shape taking the most fits as often as the node allows).", pools, "stranded_gpus")
-    yield _pool_gauge("stranded_share", "Share (0-1) of the pool's free GPU capacity that no GPU request shape in use can take.",
-                      pools, "stranded_share")
-    yield _pool_gauge("busy_node_free_gpu_equivalents", "Free GPU capacity (GPU-equivalents) of the pool on nodes that also run GPU "
-                      "pods.", pools, "busy_free_gpus")
-    mig = GaugeMetricFamily(PREFIX + "mig_idle_instances", "Idle MIG instances of the pool, per profile.", labels=["pool", "profile"])
+    yield _pool_gauge(
+        "whole_free_gpus",
+        "GPUs (physical) of the pool's whole-free nodes that are Ready and schedulable: what an "
+        "8-GPU pod or a MIG re-cut can use; plans' freedGpus changes it.",
+        pools,
+        "whole_free_physical_gpus",
+    )
+    yield _pool_gauge(
+        "stranded_gpu_equivalents",
+        "Free GPU capacity (GPU-equivalents) of the pool that no GPU request shape in use "
+        "can take (per GPU resource, after the shape taking the most fits as often as the node allows).",
+        pools,
+        "stranded_gpus",
+    )
+    yield _pool_gauge(
+        "stranded_share",
+        "Share (0-1) of the pool's free GPU capacity that no GPU request shape in use can take.",
+        pools,
+        "stranded_share",
+    )
+    yield _pool_gauge(
+        "busy_node_free_gpu_equivalents",
+        "Free GPU capacity (GPU-equivalents) of the pool on nodes that also run GPU pods.",
+        pools,
+        "busy_free_gpus",
+    )
+    mig = GaugeMetricFamily(
+        PREFIX + "mig_idle_instances", "Idle MIG instances of the pool, per profile.", labels=["pool", "profile"]
+    )
     for pool in pools:
         for profile, count in sorted(pool.mig_idle.items()):
             mig.add_metric([pool.name, profile], count)
     yield mig
     yield _pool_gauge("mig_idle_rate", "Share (0-1) of the pool's MIG capacity that is idle.", pools, "mig_idle_rate")
-    yield GaugeMetricFamily(PREFIX + "blocked_pending_pods",
-                            "Pending GPU pods that fit the free GPU capacity in total but no single eligible node.",
-                            value=len(figures.blocked_pending))
-    yield GaugeMetricFamily(PREFIX + "blocked_demand_gpu_equivalents",
-                            "GPU capacity (GPU-equivalents) the pending GPU pods blocked by fragmentation ask for.",
-                            value=figures.blocked_demand_gpus)
+    yield GaugeMetricFamily(
+        PREFIX + "blocked_pending_pods",
+        "Pending GPU pods that fit the free GPU capacity in total but no single eligible node.",
+        value=len(figures.blocked_pending),
+    )
+    yield GaugeMetricFamily(
+        PREFIX + "blocked_demand_gpu_equivalents",
+        "GPU capacity (GPU-equivalents) the pending GPU pods blocked by fragmentation ask for.",
+        value=figures.blocked_demand_gpus,
+    )

@@ -38,8 +38,10 @@ REQUEST_TIMEOUT_SECONDS = 5.0
 MAX_REQUEST_BYTES = 16 * 1024
 MAX_CONNECTIONS = 32
 CONNECTION_THREAD = "compactor-http-connection"
-_BUSY_REPLY = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\n"
-               b"Connection: close\r\nRetry-After: 1\r\n\r\nbusy\n")
+_BUSY_REPLY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\n"
+    b"Connection: close\r\nRetry-After: 1\r\n\r\nbusy\n"
+)
 
 
 class _RequestTooLarge(ConnectionError):
@@ -91,7 +93,9 @@ class _HttpServer(ThreadingHTTPServer):
         if not self._slots.acquire(blocking=False):
             self._refuse(request)
             return
-        thread = threading.Thread(target=self._serve_connection, args=(request, client_address), name=CONNECTION_THREAD, daemon=True)
+        thread = threading.Thread(
+            target=self._serve_connection, args=(request, client_address), name=CONNECTION_THREAD, daemon=True
+        )
         try:
             thread.start()
         except BaseException:
@@ -131,8 +135,17 @@ class HttpServer:
     A failing probe answers 503 with its reason on one line.
     """
 
-    def __init__(self, host: str, port: int, exporter: Exporter, *, health: Probe, readiness: Probe,
-                 timeout: float = REQUEST_TIMEOUT_SECONDS, max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        exporter: Exporter,
+        *,
+        health: Probe,
+        readiness: Probe,
+        timeout: float = REQUEST_TIMEOUT_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         outer = self
         request_timeout = timeout
 
@@ -143,7 +156,9 @@ class HttpServer:
             def setup(self) -> None:
                 super().setup()
                 self.rfile.close()
-                self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + outer.timeout, MAX_REQUEST_BYTES))
+                self.rfile = io.BufferedReader(
+                    _DeadlineReader(self.connection, time.monotonic() + outer.timeout, MAX_REQUEST_BYTES)
+                )
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
@@ -153,7 +168,9 @@ class HttpServer:
                 elif path in ("/healthz", "/readyz"):
                     problem = (outer.health if path == "/healthz" else outer.readiness)()
                     text = "ok" if problem is None else " ".join(problem.split())
-                    if problem is not None and path == "/healthz":  # the kubelet's event shows only the status: say why here
+                    if (
+                        problem is not None and path == "/healthz"
+                    ):  # the kubelet's event shows only the status: say why here
                         log.warning("/healthz failing: %s", text)
                     self._reply(200 if problem is None else 503, f"{text}\n".encode(), "text/plain; charset=utf-8")
                 else:
@@ -186,7 +203,9 @@ class HttpServer:
         return int(self._httpd.server_address[1])
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="compactor-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="compactor-http", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -195,4 +214,3 @@ class HttpServer:
             self._thread.join(timeout=5)
             self._thread = None
         self._httpd.server_close()
-

@@ -42,7 +42,9 @@ class ControllerOptions:
     listen: str = DEFAULT_LISTEN
     dry_run: bool = False
     report_only: bool = False
-    stale_after: float | None = None  # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
+    stale_after: float | None = (
+        None  # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
+    )
     cycle_limit: float | None = None  # /healthz fails when one cycle runs longer (None: see cycle_limit_default)
 
 
@@ -72,9 +74,13 @@ class Controller:
     ) -> None:
         if options.interval <= 0:
             raise CompactorError(f"--interval must be > 0, got {options.interval:g}")
-        self.stale_after = options.stale_after if options.stale_after is not None else stale_after_default(options.interval, settings)
+        self.stale_after = (
+            options.stale_after if options.stale_after is not None else stale_after_default(options.interval, settings)
+        )
         if self.stale_after <= options.interval:
-            raise CompactorError(f"--stale-after must be longer than --interval ({options.interval:g} s), got {self.stale_after:g}")
+            raise CompactorError(
+                f"--stale-after must be longer than --interval ({options.interval:g} s), got {self.stale_after:g}"
+            )
         self.cycle_limit = options.cycle_limit if options.cycle_limit is not None else cycle_limit_default(settings)
         if self.cycle_limit <= 0:
             raise CompactorError(f"the cycle limit must be > 0, got {self.cycle_limit:g}")
@@ -92,7 +98,9 @@ class Controller:
         # Liveness bookkeeping, read by the HTTP thread: plain float assignments, atomic under the GIL.
         self._progress_at: float | None = None  # clock.monotonic() when a cycle last started or ended (or start() ran)
         self._cycle_since: float | None = None  # clock.monotonic() when the running cycle started; None between cycles
-        self._lease_grace_from: float | None = None  # elector.monotonic() at start(): the first round has until then + limit
+        self._lease_grace_from: float | None = (
+            None  # elector.monotonic() at start(): the first round has until then + limit
+        )
         host, port = parse_listen(options.listen)
         self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)
@@ -110,7 +118,11 @@ class Controller:
 
     def readiness_problem(self) -> str | None:
         """Why /readyz fails, or None: healthy, and the first cycle has exported the figures."""
-        return self.health_problem() or (None if self.exporter.has_figures else "no figures yet: the first cycle has not finished reading the cluster")
+        return self.health_problem() or (
+            None
+            if self.exporter.has_figures
+            else "no figures yet: the first cycle has not finished reading the cluster"
+        )
 
     def healthy(self) -> bool:
         return self.health_problem() is None
@@ -179,10 +191,20 @@ class Controller:
         self._cycle_running.set()
         self._cycle_since = self._progress_at = self.clock.monotonic()
         try:
-            report = run_cycle(self.load_snapshot, self.client, self.settings, StoppableClock(self.clock, self._interrupt),
-                               self.exporter, execute=execute, dry_run=self.options.dry_run, progress=_log_progress)
+            report = run_cycle(
+                self.load_snapshot,
+                self.client,
+                self.settings,
+                StoppableClock(self.clock, self._interrupt),
+                self.exporter,
+                execute=execute,
+                dry_run=self.options.dry_run,
+                progress=_log_progress,
+            )
         except Interrupted:
-            log.warning("cycle interrupted; the executor's recovery resumes or rolls back the run on the next cycle or start")
+            log.warning(
+                "cycle interrupted; the executor's recovery resumes or rolls back the run on the next cycle or start"
+            )
             return None
         except CompactorError as exc:
             self.exporter.record_cycle_error()
@@ -204,22 +226,45 @@ class Controller:
     def start(self) -> None:
         scheduler = BackgroundScheduler(timezone=UTC)
         now = datetime.now(UTC)
-        scheduler.add_job(self.tick, "interval", seconds=self.options.interval, id="cycle", name="compaction cycle",
-                          max_instances=1, coalesce=True, next_run_time=now, misfire_grace_time=None)
+        scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=self.options.interval,
+            id="cycle",
+            name="compaction cycle",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=now,
+            misfire_grace_time=None,
+        )
         if self.elector is not None:
             every = max(1.0, self.elector.lease_seconds / 3)
-            scheduler.add_job(self._lead, "interval", seconds=every, id="lease", name="leader lease",
-                              max_instances=1, coalesce=True, next_run_time=now)
+            scheduler.add_job(
+                self._lead,
+                "interval",
+                seconds=every,
+                id="lease",
+                name="leader lease",
+                max_instances=1,
+                coalesce=True,
+                next_run_time=now,
+            )
         self._progress_at = self.clock.monotonic()
         if self.elector is not None:
             self._lease_grace_from = self.elector.monotonic()
         self.server.start()
         scheduler.start()
         self._scheduler = scheduler
-        log.info("controller started", extra={"listen": f"{self.options.listen} (port {self.server.port})",
-                                              "interval": self.options.interval, "dryRun": self.options.dry_run,
-                                              "reportOnly": self.options.report_only,
-                                              "identity": self.elector.identity if self.elector else "(no leader election)"})
+        log.info(
+            "controller started",
+            extra={
+                "listen": f"{self.options.listen} (port {self.server.port})",
+                "interval": self.options.interval,
+                "dryRun": self.options.dry_run,
+                "reportOnly": self.options.report_only,
+                "identity": self.elector.identity if self.elector else "(no leader election)",
+            },
+        )
 
     def request_stop(self) -> None:
         """Ask the loop to stop (signal-handler safe: only sets events)."""
@@ -253,6 +298,10 @@ class Controller:
 
 
 def _log_progress(progress: Progress) -> None:
-    log.debug("executor: [%d/%d] %s%s", progress.done, progress.total, progress.current,
-              f" (waiting: {progress.waiting})" if progress.waiting else "")
-
+    log.debug(
+        "executor: [%d/%d] %s%s",
+        progress.done,
+        progress.total,
+        progress.current,
+        f" (waiting: {progress.waiting})" if progress.waiting else "",
+    )

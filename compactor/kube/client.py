@@ -35,7 +35,9 @@ class Connection:
     name: str
 
 
-def load_api_client(kubeconfig: str | None = None, context: str | None = None, *, in_cluster: bool = False) -> k8s_client.ApiClient:
+def load_api_client(
+    kubeconfig: str | None = None, context: str | None = None, *, in_cluster: bool = False
+) -> k8s_client.ApiClient:
     """The API client for ``kubeconfig``/``context`` (see the module docstring for the precedence).
 
     ``in_cluster=True`` insists on the pod's service account (``--in-cluster``).
@@ -48,7 +50,12 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, in_clu
     if in_cluster and (kubeconfig is not None or context is not None):
         raise InputError("--in-cluster cannot be combined with --kubeconfig or --context")
     configuration = k8s_client.Configuration()
-    implicit = kubeconfig is None and context is None and not os.environ.get("KUBECONFIG") and os.environ.get("KUBERNETES_SERVICE_HOST")
+    implicit = (
+        kubeconfig is None
+        and context is None
+        and not os.environ.get("KUBECONFIG")
+        and os.environ.get("KUBERNETES_SERVICE_HOST")
+    )
     if in_cluster or implicit:
         _load_in_cluster(configuration)
         name = IN_CLUSTER
@@ -96,8 +103,11 @@ def _load_kubeconfig(configuration: k8s_client.Configuration, kubeconfig: str | 
     document: Any = merger.config.value
     if not isinstance(document, dict):
         raise InputError("kubeconfig: expected a mapping", source=paths)
-    names = [str(getattr(entry, "value", entry).get("name", "")) for entry in document.get("contexts") or []
-             if isinstance(getattr(entry, "value", entry), dict)]
+    names = [
+        str(getattr(entry, "value", entry).get("name", ""))
+        for entry in document.get("contexts") or []
+        if isinstance(getattr(entry, "value", entry), dict)
+    ]
     chosen = context or document.get("current-context")
     if not chosen:
         raise InputError(f"kubeconfig sets no current-context; pass --context ({_available(names)})", source=paths)

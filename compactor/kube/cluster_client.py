@@ -55,15 +55,37 @@ _EVENT_NOTE_LIMIT = 1024  # bytes of message
 _EVENT_FIELD_LIMIT = 128  # reason, action, reportingInstance
 _NAME_LIMIT = 253
 
-_API_VERSIONS = {"Node": "v1", "Pod": "v1", "ConfigMap": "v1", "Namespace": "v1", "PodDisruptionBudget": "policy/v1",
-                 "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
-                 "Job": "batch/v1", "MutatingAdmissionPolicy": "admissionregistration.k8s.io/v1",
-                 "MutatingAdmissionPolicyBinding": "admissionregistration.k8s.io/v1"}
+_API_VERSIONS = {
+    "Node": "v1",
+    "Pod": "v1",
+    "ConfigMap": "v1",
+    "Namespace": "v1",
+    "PodDisruptionBudget": "policy/v1",
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+    "MutatingAdmissionPolicy": "admissionregistration.k8s.io/v1",
+    "MutatingAdmissionPolicyBinding": "admissionregistration.k8s.io/v1",
+}
 
 _STATUS_WORDS = {
-    400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 405: "method not allowed",
-    409: "conflict", 410: "gone", 413: "request too large", 415: "unsupported media type", 422: "invalid",
-    429: "too many requests", 500: "internal error", 502: "bad gateway", 503: "service unavailable", 504: "gateway timeout",
+    400: "bad request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not found",
+    405: "method not allowed",
+    409: "conflict",
+    410: "gone",
+    413: "request too large",
+    415: "unsupported media type",
+    422: "invalid",
+    429: "too many requests",
+    500: "internal error",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
 }
 _RETRYABLE = frozenset({500, 502, 503, 504})
 
@@ -162,36 +184,78 @@ class KubeClusterClient:
     def list_nodes(self) -> list[Obj]:
         return self._list(_Listing(self._core.list_node, (), "Node", "v1", "nodes"))
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+    def list_pods(
+        self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
         field_selector = f"spec.nodeName={node_name}" if node_name else None
-        where = (f" on node {node_name}" if node_name else "") + (f" matching {label_selector}" if label_selector else "")
+        where = (f" on node {node_name}" if node_name else "") + (
+            f" matching {label_selector}" if label_selector else ""
+        )
         if namespace:
-            return self._list(_Listing(self._core.list_namespaced_pod, (namespace,), "Pod", "v1", f"pods in namespace {namespace}{where}",
-                                       field_selector=field_selector, label_selector=label_selector or None))
-        return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", f"pods{where or ' in all namespaces'}",
-                                   field_selector=field_selector, label_selector=label_selector or None))
+            return self._list(
+                _Listing(
+                    self._core.list_namespaced_pod,
+                    (namespace,),
+                    "Pod",
+                    "v1",
+                    f"pods in namespace {namespace}{where}",
+                    field_selector=field_selector,
+                    label_selector=label_selector or None,
+                )
+            )
+        return self._list(
+            _Listing(
+                self._core.list_pod_for_all_namespaces,
+                (),
+                "Pod",
+                "v1",
+                f"pods{where or ' in all namespaces'}",
+                field_selector=field_selector,
+                label_selector=label_selector or None,
+            )
+        )
 
     def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
         return self._list(_Listing(self._core.list_node, (), "Node", "v1", "nodes"), keep)
 
     def scan_pods(self, keep: Callable[[Obj], T | None]) -> list[T]:
-        return self._list(_Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"), keep)
+        return self._list(
+            _Listing(self._core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"), keep
+        )
 
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         params = {"namespace": namespace, "name": name}
         if kind == "ReplicaSet":
-            return self._get("/apis/apps/v1/namespaces/{namespace}/replicasets/{name}", params, kind, f"reading replicaset {namespace}/{name}")
+            return self._get(
+                "/apis/apps/v1/namespaces/{namespace}/replicasets/{name}",
+                params,
+                kind,
+                f"reading replicaset {namespace}/{name}",
+            )
         if kind == "StatefulSet":
-            return self._get("/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}", params, kind,
-                             f"reading statefulset {namespace}/{name}")
+            return self._get(
+                "/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}",
+                params,
+                kind,
+                f"reading statefulset {namespace}/{name}",
+            )
         if kind == "Deployment":
-            return self._get("/apis/apps/v1/namespaces/{namespace}/deployments/{name}", params, kind,
-                             f"reading deployment {namespace}/{name}")
+            return self._get(
+                "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+                params,
+                kind,
+                f"reading deployment {namespace}/{name}",
+            )
         return None
 
     def list_autoscalers(self, namespace: str) -> list[Obj]:
         what = f"listing horizontalpodautoscalers in namespace {namespace}"
-        reply = self._send("GET", "/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers", {"namespace": namespace}, what)
+        reply = self._send(
+            "GET",
+            "/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers",
+            {"namespace": namespace},
+            what,
+        )
         if not reply.ok:
             raise self._error(reply, what)
         items = reply.body.get("items") if isinstance(reply.body, dict) else None
@@ -199,31 +263,61 @@ class KubeClusterClient:
 
     def get_admission(self, kind: str, name: str) -> Obj | None:
         if kind == "MutatingAdmissionPolicy":
-            return self._get("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/{name}", {"name": name}, kind,
-                             f"reading mutatingadmissionpolicy {name}")
+            return self._get(
+                "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/{name}",
+                {"name": name},
+                kind,
+                f"reading mutatingadmissionpolicy {name}",
+            )
         if kind == "MutatingAdmissionPolicyBinding":
-            return self._get("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/{name}", {"name": name}, kind,
-                             f"reading mutatingadmissionpolicybinding {name}")
+            return self._get(
+                "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/{name}",
+                {"name": name},
+                kind,
+                f"reading mutatingadmissionpolicybinding {name}",
+            )
         raise ValueError(f"not an admission kind this client reads: {kind}")
 
     def get_config_map(self, name: str) -> Obj | None:
-        return self._get("/api/v1/namespaces/{namespace}/configmaps/{name}", {"namespace": self.namespace, "name": name}, "ConfigMap",
-                         f"reading configmap {self.namespace}/{name}")
+        return self._get(
+            "/api/v1/namespaces/{namespace}/configmaps/{name}",
+            {"namespace": self.namespace, "name": name},
+            "ConfigMap",
+            f"reading configmap {self.namespace}/{name}",
+        )
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         if namespace:
-            return self._list(_Listing(self._policy.list_namespaced_pod_disruption_budget, (namespace,), "PodDisruptionBudget",
-                                       "policy/v1", f"poddisruptionbudgets in namespace {namespace}"))
-        return self._list(_Listing(self._policy.list_pod_disruption_budget_for_all_namespaces, (), "PodDisruptionBudget",
-                                   "policy/v1", "poddisruptionbudgets in all namespaces"))
+            return self._list(
+                _Listing(
+                    self._policy.list_namespaced_pod_disruption_budget,
+                    (namespace,),
+                    "PodDisruptionBudget",
+                    "policy/v1",
+                    f"poddisruptionbudgets in namespace {namespace}",
+                )
+            )
+        return self._list(
+            _Listing(
+                self._policy.list_pod_disruption_budget_for_all_namespaces,
+                (),
+                "PodDisruptionBudget",
+                "policy/v1",
+                "poddisruptionbudgets in all namespaces",
+            )
+        )
 
     def get_node(self, name: str) -> Obj | None:
         node = self._get("/api/v1/nodes/{name}", {"name": name}, "Node", f"reading node {name}")
         return lean(node, "Node") if node is not None else None
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
-        pod = self._get("/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": namespace, "name": name}, "Pod",
-                        f"reading pod {namespace}/{name}")
+        pod = self._get(
+            "/api/v1/namespaces/{namespace}/pods/{name}",
+            {"namespace": namespace, "name": name},
+            "Pod",
+            f"reading pod {namespace}/{name}",
+        )
         return lean(pod, "Pod") if pod is not None else None
 
     # ----- writes -------------------------------------------------------------------
@@ -231,34 +325,65 @@ class KubeClusterClient:
     def patch_node(self, name: str, patch: Obj) -> Obj:
         """RFC 7386 merge patch (``application/merge-patch+json``): ``null`` deletes, lists are replaced whole."""
         what = f"patching node {name}"
-        reply = self._send("PATCH", "/api/v1/nodes/{name}", {"name": name}, what, body=patch, content_type=MERGE_PATCH,
-                           query=self._dry_run_query())
+        reply = self._send(
+            "PATCH",
+            "/api/v1/nodes/{name}",
+            {"name": name},
+            what,
+            body=patch,
+            content_type=MERGE_PATCH,
+            query=self._dry_run_query(),
+        )
         if not reply.ok:
             raise self._error(reply, what)
         return lean(self._object(reply, "Node", what), "Node")
 
     def patch_config_map(self, name: str, patch: Obj) -> Obj:
         what = f"patching configmap {self.namespace}/{name}"
-        reply = self._send("PATCH", "/api/v1/namespaces/{namespace}/configmaps/{name}", {"namespace": self.namespace, "name": name}, what,
-                           body=patch, content_type=MERGE_PATCH, query=self._dry_run_query())
+        reply = self._send(
+            "PATCH",
+            "/api/v1/namespaces/{namespace}/configmaps/{name}",
+            {"namespace": self.namespace, "name": name},
+            what,
+            body=patch,
+            content_type=MERGE_PATCH,
+            query=self._dry_run_query(),
+        )
         if not reply.ok:
             raise self._error(reply, what)
         return self._object(reply, "ConfigMap", what)
 
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
         what = f"patching pod {namespace}/{name}"
-        reply = self._send("PATCH", "/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": namespace, "name": name}, what,
-                           body=patch, content_type=MERGE_PATCH, query=self._dry_run_query())
+        reply = self._send(
+            "PATCH",
+            "/api/v1/namespaces/{namespace}/pods/{name}",
+            {"namespace": namespace, "name": name},
+            what,
+            body=patch,
+            content_type=MERGE_PATCH,
+            query=self._dry_run_query(),
+        )
         if not reply.ok:
             raise self._error(reply, what)
         return lean(self._object(reply, "Pod", what), "Pod")
 
     def scale_deployment(self, namespace: str, name: str, *, expect: int, to: int) -> bool:
         what = f"scaling deployment {namespace}/{name} from {expect} to {to} replicas"
-        body = [{"op": "test", "path": "/spec/replicas", "value": expect}, {"op": "replace", "path": "/spec/replicas", "value": to}]
+        body = [
+            {"op": "test", "path": "/spec/replicas", "value": expect},
+            {"op": "replace", "path": "/spec/replicas", "value": to},
+        ]
         # The scale subresource: the grant it needs (deployments/scale) changes replicas and nothing else of a Deployment.
-        reply = self._send("PATCH", "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale", {"namespace": namespace, "name": name},
-                           what, body=body, content_type=JSON_PATCH, query=self._dry_run_query())
+        reply = self._send(
+            "PATCH",
+            "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale",
+            {"namespace": namespace, "name": name},
+            what,
+            body=body,
+            content_type=JSON_PATCH,
+            query=self._dry_run_query(),
+        )
         if reply.status in (404, 422):  # gone, or the test failed: spec.replicas is not what it was
             return False
         if not reply.ok:
@@ -279,8 +404,14 @@ class KubeClusterClient:
         }
         what = f"evicting pod {namespace}/{name}"
         try:
-            reply = self._send("POST", "/api/v1/namespaces/{namespace}/pods/{name}/eviction", {"namespace": namespace, "name": name},
-                               what, body=body, query=[("dryRun", "All")] if dry else [])
+            reply = self._send(
+                "POST",
+                "/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                {"namespace": namespace, "name": name},
+                what,
+                body=body,
+                query=[("dryRun", "All")] if dry else [],
+            )
         except ClusterError as exc:  # no reply: timed out, connection refused or dropped
             return EvictionResult(EvictionOutcome.ERROR, exc.status, exc.message)
         status = reply.status
@@ -297,14 +428,21 @@ class KubeClusterClient:
         else:
             outcome = EvictionOutcome.FORBIDDEN
         message = "" if reply.ok else reply.message()
-        log.debug("eviction answered", extra={"pod": f"{namespace}/{name}", "status": status, "outcome": outcome.value, "dryRun": dry})
+        log.debug(
+            "eviction answered",
+            extra={"pod": f"{namespace}/{name}", "status": status, "outcome": outcome.value, "dryRun": dry},
+        )
         return EvictionResult(outcome, status, message)
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
         """A core/v1 Event about ``involved`` (cluster-scoped objects: in namespace ``default``, as kubectl does)."""
         namespace = involved.namespace or "default"
         now = datetime.now(UTC)
-        reference: Obj = {"kind": involved.kind, "name": involved.name, "apiVersion": _API_VERSIONS.get(involved.kind, "v1")}
+        reference: Obj = {
+            "kind": involved.kind,
+            "name": involved.name,
+            "apiVersion": _API_VERSIONS.get(involved.kind, "v1"),
+        }
         if involved.namespace:
             reference["namespace"] = involved.namespace
         if involved.uid:
@@ -327,15 +465,25 @@ class KubeClusterClient:
             "count": 1,
         }
         what = f"creating event {reason} for {involved.kind.lower()} {_ref_name(involved)}"
-        reply = self._send("POST", "/api/v1/namespaces/{namespace}/events", {"namespace": namespace}, what, body=body,
-                           query=self._dry_run_query())
+        reply = self._send(
+            "POST",
+            "/api/v1/namespaces/{namespace}/events",
+            {"namespace": namespace},
+            what,
+            body=body,
+            query=self._dry_run_query(),
+        )
         if not reply.ok:
             raise self._error(reply, what)
 
     def read_state(self, name: str) -> dict[str, str] | None:
         what = f"reading configmap {self.namespace}/{name}"
-        config_map = self._get("/api/v1/namespaces/{namespace}/configmaps/{name}", {"namespace": self.namespace, "name": name},
-                               "ConfigMap", what)
+        config_map = self._get(
+            "/api/v1/namespaces/{namespace}/configmaps/{name}",
+            {"namespace": self.namespace, "name": name},
+            "ConfigMap",
+            what,
+        )
         if config_map is None:
             self._state_versions.pop(name, None)
             return None
@@ -356,8 +504,14 @@ class KubeClusterClient:
             options: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
             if known:
                 options["preconditions"] = {"resourceVersion": known}
-            reply = self._send("DELETE", "/api/v1/namespaces/{namespace}/configmaps/{name}", params, what, body=options,
-                               query=self._dry_run_query())
+            reply = self._send(
+                "DELETE",
+                "/api/v1/namespaces/{namespace}/configmaps/{name}",
+                params,
+                what,
+                body=options,
+                query=self._dry_run_query(),
+            )
             if reply.status == 409:
                 raise _changed_meanwhile(what, reply)
             if not reply.ok and reply.status != 404:
@@ -374,14 +528,28 @@ class KubeClusterClient:
         if known:
             body["metadata"]["resourceVersion"] = known
             what = f"writing configmap {ref}"
-            reply = self._send("PUT", "/api/v1/namespaces/{namespace}/configmaps/{name}", params, what, body=body,
-                               query=self._dry_run_query())
+            reply = self._send(
+                "PUT",
+                "/api/v1/namespaces/{namespace}/configmaps/{name}",
+                params,
+                what,
+                body=body,
+                query=self._dry_run_query(),
+            )
         else:
             what = f"creating configmap {ref}"
-            reply = self._send("POST", "/api/v1/namespaces/{namespace}/configmaps", {"namespace": self.namespace}, what, body=body,
-                               query=self._dry_run_query())
+            reply = self._send(
+                "POST",
+                "/api/v1/namespaces/{namespace}/configmaps",
+                {"namespace": self.namespace},
+                what,
+                body=body,
+                query=self._dry_run_query(),
+            )
         if not reply.ok:
-            if reply.status == 409 or (known and reply.status == 404):  # a POST's 404 is a missing namespace, not a race
+            if reply.status == 409 or (
+                known and reply.status == 404
+            ):  # a POST's 404 is a missing namespace, not a race
                 raise _changed_meanwhile(what, reply)
             raise self._error(reply, what)
         if not self.dry_run_all:
@@ -394,7 +562,9 @@ class KubeClusterClient:
 
     def _list(self, listing: _Listing, keep: Callable[[Obj], Any] | None = None) -> list[Any]:
         """Every item, page by page, each lean as its page arrives; ``keep``: what to hold of each instead (``scan_pods``)."""
-        return _list_all(listing, page_size=self.page_size, host=self.host, request_timeout=self.request_timeout, keep=keep)
+        return _list_all(
+            listing, page_size=self.page_size, host=self.host, request_timeout=self.request_timeout, keep=keep
+        )
 
     def _get(self, path: str, params: dict[str, str], kind: str, what: str) -> Obj | None:
         reply = self._send("GET", path, params, what)
@@ -430,11 +600,18 @@ class KubeClusterClient:
         headers: dict[str, Any] = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type
-        api, timeout = (self.api_client, self.request_timeout) if method == "GET" else (self._writer, self.write_timeout)
+        api, timeout = (
+            (self.api_client, self.request_timeout) if method == "GET" else (self._writer, self.write_timeout)
+        )
         try:
             request = api.param_serialize(
-                method=method, resource_path=path, path_params=dict(params), query_params=list(query or []),
-                header_params=headers, body=body, auth_settings=["BearerToken"],
+                method=method,
+                resource_path=path,
+                path_params=dict(params),
+                query_params=list(query or []),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
             )
             response = api.call_api(*request, _request_timeout=timeout)
             try:
@@ -442,7 +619,9 @@ class KubeClusterClient:
             finally:
                 response.response.release_conn()
         except ApiException as exc:  # the client's own failures (TLS errors, an unpreparable request): no HTTP status
-            raise ClusterError(f"cannot talk to the Kubernetes API at {self.host} ({what}): {_status_message(exc) or 'no reply'}") from None
+            raise ClusterError(
+                f"cannot talk to the Kubernetes API at {self.host} ({what}): {_status_message(exc) or 'no reply'}"
+            ) from None
         except urllib3.exceptions.HTTPError as exc:
             raise ClusterError(f"cannot reach the Kubernetes API at {self.host} ({what}): {_no_reply(exc)}") from None
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw or "")
@@ -452,8 +631,11 @@ class KubeClusterClient:
 
     def _error(self, reply: _Reply, what: str) -> ClusterError:
         word = _STATUS_WORDS.get(reply.status, "HTTP error")
-        return ClusterError(_one_line(f"{word} ({reply.status}) {what}: {reply.message()}"), status=reply.status,
-                            retry_after=reply.retry_after)
+        return ClusterError(
+            _one_line(f"{word} ({reply.status}) {what}: {reply.message()}"),
+            status=reply.status,
+            retry_after=reply.retry_after,
+        )
 
 
 def _retry_after(header: str | None, body: Any) -> float | None:
@@ -506,8 +688,11 @@ def _truncate_bytes(text: str, limit: int) -> str:
 
 
 def _changed_meanwhile(what: str, reply: _Reply) -> ClusterError:
-    return ClusterError(f"{what}: changed by another writer since this process last saw it ({reply.message()}); "
-                        "another gpu-compactor may be acting", status=409)
+    return ClusterError(
+        f"{what}: changed by another writer since this process last saw it ({reply.message()}); "
+        "another gpu-compactor may be acting",
+        status=409,
+    )
 
 
 def _reporting_instance() -> str:

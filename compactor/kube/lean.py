@@ -62,8 +62,18 @@ if TYPE_CHECKING:
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
-CONTAINER_FIELDS = ("env", "envFrom", "command", "args", "volumeMounts", "volumeDevices",
-                    "livenessProbe", "readinessProbe", "startupProbe", "lifecycle")
+CONTAINER_FIELDS = (
+    "env",
+    "envFrom",
+    "command",
+    "args",
+    "volumeMounts",
+    "volumeDevices",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+)
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 CONTAINER_STATUS_FIELDS = ("state", "lastState", "volumeMounts", "user", "allocatedResourcesStatus")
 CONTAINER_STATUS_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
@@ -126,7 +136,9 @@ def lean_decoded(obj: KubeObject) -> KubeObject:
         meta.annotations.pop(LAST_APPLIED, None)
     spec = obj.spec
     if spec is not None and spec.volumes:
-        spec.volumes = [v for v in spec.volumes if any(getattr(v, f) is not None for f in v.__struct_fields__ if f != "name")] or None
+        spec.volumes = [
+            v for v in spec.volumes if any(getattr(v, f) is not None for f in v.__struct_fields__ if f != "name")
+        ] or None
     _share_values(obj)
     return obj
 

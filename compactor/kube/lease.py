@@ -179,11 +179,18 @@ class LeaderElector:
         self._epoch = 0  # bumped by release(): a round begun before it never makes us leader
 
     @classmethod
-    def configured(cls, api_client: k8s_client.ApiClient, namespace: str, identity: str,
-                   settings: LeaderElectionSettings) -> LeaderElector:
+    def configured(
+        cls, api_client: k8s_client.ApiClient, namespace: str, identity: str, settings: LeaderElectionSettings
+    ) -> LeaderElector:
         """The elector with the timings of ``settings`` (validated there: ``settings.lease_timing_problem``)."""
-        return cls(api_client, namespace, identity, settings.lease_seconds, request_timeout=settings.write_timeout_seconds,
-                   renew_deadline=settings.renew_deadline_seconds)
+        return cls(
+            api_client,
+            namespace,
+            identity,
+            settings.lease_seconds,
+            request_timeout=settings.write_timeout_seconds,
+            renew_deadline=settings.renew_deadline_seconds,
+        )
 
     @property
     def ref(self) -> str:
@@ -206,15 +213,27 @@ class LeaderElector:
                 with self._lock:
                     still = self._within_renew_deadline()
                     if self.is_leader and not still:
-                        log.warning("leadership lost: could not renew the lease in time", extra={"lease": self.ref, "identity": self.identity})
+                        log.warning(
+                            "leadership lost: could not renew the lease in time",
+                            extra={"lease": self.ref, "identity": self.identity},
+                        )
                     self.is_leader = still
                 raise
             with self._lock:
-                if epoch != self._epoch:  # release() began meanwhile: it gives the Lease up as soon as this round is done
+                if (
+                    epoch != self._epoch
+                ):  # release() began meanwhile: it gives the Lease up as soon as this round is done
                     held = False
                 if held != self.is_leader:
-                    log.info("leadership %s", "acquired" if held else "lost",
-                             extra={"lease": self.ref, "identity": self.identity, "holder": self.observed.holder if self.observed else ""})
+                    log.info(
+                        "leadership %s",
+                        "acquired" if held else "lost",
+                        extra={
+                            "lease": self.ref,
+                            "identity": self.identity,
+                            "holder": self.observed.holder if self.observed else "",
+                        },
+                    )
                 self.is_leader = held
                 if held:
                     self.renewed_at = began
@@ -239,7 +258,9 @@ class LeaderElector:
         return max(times) if times else None
 
     def _within_renew_deadline(self) -> bool:
-        return self.is_leader and self.renewed_at is not None and self.monotonic() - self.renewed_at < self.renew_deadline
+        return (
+            self.is_leader and self.renewed_at is not None and self.monotonic() - self.renewed_at < self.renew_deadline
+        )
 
     def release(self, now: datetime) -> bool:
         """Give the Lease up (client-go's ReleaseOnCancel) so a standby takes over at once; True when released.
@@ -256,8 +277,14 @@ class LeaderElector:
                 observed = self.observed
             if observed is None or observed.holder != self.identity:
                 return False
-            body = self._body(holder="", acquire=now, renew=now, transitions=observed.transitions,
-                              resource_version=observed.resource_version, seconds=1)
+            body = self._body(
+                holder="",
+                acquire=now,
+                renew=now,
+                transitions=observed.transitions,
+                resource_version=observed.resource_version,
+                seconds=1,
+            )
             status, reply = self._send("PUT", _OBJECT, body)
             if status == 409:
                 return False
@@ -292,8 +319,13 @@ class LeaderElector:
         ours = current.holder == self.identity
         acquire = current.acquire_time if ours and current.acquire_time else now
         transitions = current.transitions if ours else current.transitions + 1
-        body = self._body(holder=self.identity, acquire=acquire, renew=now, transitions=transitions,
-                          resource_version=current.resource_version)
+        body = self._body(
+            holder=self.identity,
+            acquire=acquire,
+            renew=now,
+            transitions=transitions,
+            resource_version=current.resource_version,
+        )
         status, reply = self._send("PUT", _OBJECT, body)
         if status == 409:  # the Lease changed since we read it: someone else renewed or took it
             return False
@@ -318,8 +350,16 @@ class LeaderElector:
             raise ClusterError(f"lease {self.ref}: the API replied with something other than a Lease object")
         return LeaseRecord.from_object(reply, self.lease_seconds)
 
-    def _body(self, *, holder: str, acquire: datetime, renew: datetime, transitions: int, resource_version: str = "",
-              seconds: int | None = None) -> dict[str, Any]:
+    def _body(
+        self,
+        *,
+        holder: str,
+        acquire: datetime,
+        renew: datetime,
+        transitions: int,
+        resource_version: str = "",
+        seconds: int | None = None,
+    ) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
         if resource_version:
             metadata["resourceVersion"] = resource_version
@@ -346,8 +386,13 @@ class LeaderElector:
         host = str(self._api.configuration.host)
         try:
             request = self._api.param_serialize(
-                method=method, resource_path=path, path_params={"namespace": self.namespace, "name": self.name},
-                query_params=[], header_params=headers, body=body, auth_settings=["BearerToken"],
+                method=method,
+                resource_path=path,
+                path_params={"namespace": self.namespace, "name": self.name},
+                query_params=[],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
             )
             response = self._api.call_api(*request, _request_timeout=self.request_timeout)
             try:
@@ -355,9 +400,13 @@ class LeaderElector:
             finally:
                 response.response.release_conn()
         except ApiException as exc:
-            raise ClusterError(f"cannot talk to the Kubernetes API at {host} (lease {self.ref}): {_status_message(exc) or 'no reply'}") from None
+            raise ClusterError(
+                f"cannot talk to the Kubernetes API at {host} (lease {self.ref}): {_status_message(exc) or 'no reply'}"
+            ) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise ClusterError(f"cannot reach the Kubernetes API at {host} (lease {self.ref}): {_transport_reason(exc)}") from None
+            raise ClusterError(
+                f"cannot reach the Kubernetes API at {host} (lease {self.ref}): {_transport_reason(exc)}"
+            ) from None
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw or "")
         try:
             decoded: Any = json.loads(text) if text.strip() else None
@@ -393,8 +442,10 @@ def acquire_once(elector: LeaderElector, *, sleep: Callable[[float], None] = tim
             fresh = seen.renew_time is not None and now < seen.renew_time + timedelta(seconds=seen.lease_seconds)
             if fresh or elector.changes_seen > 1:
                 renewed = f", renewed at {format_micro_time(seen.renew_time)}" if seen.renew_time else ""
-                raise HeldElsewhere(f"another gpu-compactor is acting: Lease {elector.ref} is held by {seen.holder}{renewed}; "
-                                    "nothing was changed (run again once it is done, or after its lease expires)")
+                raise HeldElsewhere(
+                    f"another gpu-compactor is acting: Lease {elector.ref} is held by {seen.holder}{renewed}; "
+                    "nothing was changed (run again once it is done, or after its lease expires)"
+                )
         sleep(poll)
 
 

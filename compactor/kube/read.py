@@ -54,15 +54,27 @@ class _Listing:
 
 @overload
 def read_cluster(
-    api_client: k8s_client.ApiClient, *, page_size: int = ..., namespaces: Sequence[str] | None = ..., include_config_maps: bool | str = ...,
-    config_map_selector: str | None = ..., request_timeout: float | None = ..., decoded: Literal[False] = ...,
+    api_client: k8s_client.ApiClient,
+    *,
+    page_size: int = ...,
+    namespaces: Sequence[str] | None = ...,
+    include_config_maps: bool | str = ...,
+    config_map_selector: str | None = ...,
+    request_timeout: float | None = ...,
+    decoded: Literal[False] = ...,
 ) -> list[dict[str, Any]]: ...
 
 
 @overload
 def read_cluster(
-    api_client: k8s_client.ApiClient, *, page_size: int = ..., namespaces: Sequence[str] | None = ..., include_config_maps: bool | str = ...,
-    config_map_selector: str | None = ..., request_timeout: float | None = ..., decoded: Literal[True],
+    api_client: k8s_client.ApiClient,
+    *,
+    page_size: int = ...,
+    namespaces: Sequence[str] | None = ...,
+    include_config_maps: bool | str = ...,
+    config_map_selector: str | None = ...,
+    request_timeout: float | None = ...,
+    decoded: Literal[True],
 ) -> list[RawObject]: ...
 
 
@@ -100,29 +112,61 @@ def read_cluster(
         raise TypeError("namespaces must be a sequence of namespace names, not a string")
     core = k8s_client.CoreV1Api(api_client)
     policy = k8s_client.PolicyV1Api(api_client)
-    listings = [_Listing(core.list_node, (), "Node", "v1", "nodes"),
-                _Listing(core.list_persistent_volume, (), "PersistentVolume", "v1", "persistentvolumes")]
+    listings = [
+        _Listing(core.list_node, (), "Node", "v1", "nodes"),
+        _Listing(core.list_persistent_volume, (), "PersistentVolume", "v1", "persistentvolumes"),
+    ]
     if namespaces is None:
         listings.append(_Listing(core.list_pod_for_all_namespaces, (), "Pod", "v1", "pods in all namespaces"))
-        listings.append(_Listing(policy.list_pod_disruption_budget_for_all_namespaces, (), "PodDisruptionBudget", "policy/v1",
-                                 "poddisruptionbudgets in all namespaces"))
-        listings.append(_Listing(core.list_persistent_volume_claim_for_all_namespaces, (), "PersistentVolumeClaim", "v1",
-                                 "persistentvolumeclaims in all namespaces"))
+        listings.append(
+            _Listing(
+                policy.list_pod_disruption_budget_for_all_namespaces,
+                (),
+                "PodDisruptionBudget",
+                "policy/v1",
+                "poddisruptionbudgets in all namespaces",
+            )
+        )
+        listings.append(
+            _Listing(
+                core.list_persistent_volume_claim_for_all_namespaces,
+                (),
+                "PersistentVolumeClaim",
+                "v1",
+                "persistentvolumeclaims in all namespaces",
+            )
+        )
     else:
         for ns in namespaces:
             listings.append(_Listing(core.list_namespaced_pod, (ns,), "Pod", "v1", f"pods in namespace {ns}"))
         for ns in namespaces:
-            listings.append(_Listing(policy.list_namespaced_pod_disruption_budget, (ns,), "PodDisruptionBudget", "policy/v1",
-                                     f"poddisruptionbudgets in namespace {ns}"))
+            listings.append(
+                _Listing(
+                    policy.list_namespaced_pod_disruption_budget,
+                    (ns,),
+                    "PodDisruptionBudget",
+                    "policy/v1",
+                    f"poddisruptionbudgets in namespace {ns}",
+                )
+            )
         for ns in namespaces:
-            listings.append(_Listing(core.list_namespaced_persistent_volume_claim, (ns,), "PersistentVolumeClaim", "v1",
-                                     f"persistentvolumeclaims in namespace {ns}"))
+            listings.append(
+                _Listing(
+                    core.list_namespaced_persistent_volume_claim,
+                    (ns,),
+                    "PersistentVolumeClaim",
+                    "v1",
+                    f"persistentvolumeclaims in namespace {ns}",
+                )
+            )
     listings.extend(_config_map_listings(core, include_config_maps, config_map_selector))
 
     host = str(api_client.configuration.host)
     objects: list[Any] = []
     for listing in listings:
-        objects.extend(_list_all(listing, page_size=page_size, host=host, request_timeout=request_timeout, decoded=decoded))
+        objects.extend(
+            _list_all(listing, page_size=page_size, host=host, request_timeout=request_timeout, decoded=decoded)
+        )
     return objects
 
 
@@ -132,14 +176,25 @@ def _config_map_listings(core: k8s_client.CoreV1Api, include: bool | str, select
     if include is False or include == "":
         return []
     if isinstance(include, bool):
-        raise ValueError("include_config_maps: ConfigMaps are listed in one namespace only (the GPU Operator's); "
-                         "expected 'NAMESPACE' or 'NAMESPACE/NAME', got True")
+        raise ValueError(
+            "include_config_maps: ConfigMaps are listed in one namespace only (the GPU Operator's); "
+            "expected 'NAMESPACE' or 'NAMESPACE/NAME', got True"
+        )
     operator_namespace, _, name = include.partition("/")
     if not operator_namespace or "/" in name:
         raise ValueError(f"include_config_maps: expected 'NAMESPACE' or 'NAMESPACE/NAME', got {include!r}")
     what = f"configmap {operator_namespace}/{name}" if name else f"configmaps in namespace {operator_namespace}"
-    return [_Listing(core.list_namespaced_config_map, (operator_namespace,), "ConfigMap", "v1", what,
-                     label_selector=selector, field_selector=f"metadata.name={name}" if name else None)]
+    return [
+        _Listing(
+            core.list_namespaced_config_map,
+            (operator_namespace,),
+            "ConfigMap",
+            "v1",
+            what,
+            label_selector=selector,
+            field_selector=f"metadata.name={name}" if name else None,
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -160,8 +215,15 @@ class _DecodedPage(msgspec.Struct):
 _PAGE_DECODER = msgspec.json.Decoder(_DecodedPage)
 
 
-def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: float | None, decoded: bool = False,
-              keep: Callable[[Any], Any] | None = None) -> list[Any]:
+def _list_all(
+    listing: _Listing,
+    *,
+    page_size: int,
+    host: str,
+    request_timeout: float | None,
+    decoded: bool = False,
+    keep: Callable[[Any], Any] | None = None,
+) -> list[Any]:
     """Every item of one list, page by page; restarts once from scratch when a continue token expires (410). ``keep``: what
     to hold of each item instead of the item (``None``: nothing), applied as its page arrives, so that only one page of
     whole items is in memory at a time."""
@@ -173,28 +235,40 @@ def _list_all(listing: _Listing, *, page_size: int, host: str, request_timeout: 
         pages = 0
         try:
             while True:
-                page = _fetch_page(listing, limit=page_size, token=token, request_timeout=request_timeout, host=host, decoded=decoded)
+                page = _fetch_page(
+                    listing, limit=page_size, token=token, request_timeout=request_timeout, host=host, decoded=decoded
+                )
                 pages += 1
-                items.extend(page.items if keep is None else (k for item in page.items if (k := keep(item)) is not None))
+                items.extend(
+                    page.items if keep is None else (k for item in page.items if (k := keep(item)) is not None)
+                )
                 token = page.token
                 del page  # not held while the next page is read
                 if token is None:
                     log.debug("listed %d %s in %d page(s)", len(items), listing.what, pages)
                     return items
                 if token in seen_tokens:
-                    raise ClusterError(f"{host}: listing {listing.what}: the server repeated a continue token (pagination loop)")
+                    raise ClusterError(
+                        f"{host}: listing {listing.what}: the server repeated a continue token (pagination loop)"
+                    )
                 seen_tokens.add(token)
         except ApiException as exc:
             if exc.status == 410 and token is not None and not restarted:
-                log.info("continue token for %s expired after %d page(s); listing again from the start", listing.what, pages)
+                log.info(
+                    "continue token for %s expired after %d page(s); listing again from the start", listing.what, pages
+                )
                 restarted = True
                 continue
             raise _api_error(exc, listing.what, host, restarted=restarted) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise ClusterError(f"cannot reach the Kubernetes API at {host} (listing {listing.what}): {_transport_reason(exc)}") from None
+            raise ClusterError(
+                f"cannot reach the Kubernetes API at {host} (listing {listing.what}): {_transport_reason(exc)}"
+            ) from None
 
 
-def _fetch_page(listing: _Listing, *, limit: int, token: str | None, request_timeout: float | None, host: str, decoded: bool) -> _Page:
+def _fetch_page(
+    listing: _Listing, *, limit: int, token: str | None, request_timeout: float | None, host: str, decoded: bool
+) -> _Page:
     kwargs: dict[str, Any] = {"limit": limit, "_preload_content": False}
     if token is not None:
         kwargs["_continue"] = token
@@ -234,9 +308,13 @@ def _raw_page(raw: bytes, listing: _Listing, *, host: str, status: int) -> _Page
     try:
         body = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise ClusterError(f"listing {listing.what}: the API replied with invalid JSON ({exc})", status=status) from None
+        raise ClusterError(
+            f"listing {listing.what}: the API replied with invalid JSON ({exc})", status=status
+        ) from None
     if not isinstance(body, dict):
-        raise ClusterError(f"listing {listing.what}: the API replied with a JSON {type(body).__name__}, expected a List", status=status)
+        raise ClusterError(
+            f"listing {listing.what}: the API replied with a JSON {type(body).__name__}, expected a List", status=status
+        )
     items = body.get("items") or []
     if not isinstance(items, list):
         raise ClusterError(f"{host}: listing {listing.what}: reply has no items list")
@@ -259,7 +337,9 @@ def _api_error(exc: ApiException, what: str, host: str, *, restarted: bool) -> C
     if status == 401:
         text = f"{host}: unauthorized (401) listing {what}: the API rejected the credentials (expired token or wrong kubeconfig user?)"
     elif status == 403:
-        text = f"{host}: forbidden (403) listing {what}: {message or 'the user or service account lacks list permission'}"
+        text = (
+            f"{host}: forbidden (403) listing {what}: {message or 'the user or service account lacks list permission'}"
+        )
     elif status == 404:
         text = f"{host}: not found (404) listing {what}: {message or 'the API does not serve this resource'}"
     elif status == 410:
@@ -303,7 +383,9 @@ def _transport_reason(exc: BaseException) -> str:
             return "cannot resolve the host name"
         if isinstance(cause, urllib3.exceptions.SSLError):
             return f"TLS error: {' '.join(str(cause).split())}"
-        if isinstance(cause, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError subclass, but not a timeout
+        if isinstance(
+            cause, urllib3.exceptions.NewConnectionError
+        ):  # a ConnectTimeoutError subclass, but not a timeout
             continue
         if isinstance(cause, TimeoutError | urllib3.exceptions.TimeoutError):
             return "timed out"

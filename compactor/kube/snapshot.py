@@ -27,8 +27,13 @@ def snapshot_from_cluster(
     """
     connection = connect(kubeconfig, context, in_cluster=in_cluster)
     try:
-        return snapshot_from_connection(connection, pool_label=pool_label, page_size=page_size, include_config_maps=include_config_maps,
-                                        config_map_selector=config_map_selector)
+        return snapshot_from_connection(
+            connection,
+            pool_label=pool_label,
+            page_size=page_size,
+            include_config_maps=include_config_maps,
+            config_map_selector=config_map_selector,
+        )
     finally:
         connection.api_client.close()  # type: ignore[no-untyped-call]
 
@@ -47,7 +52,12 @@ def snapshot_from_connection(
     controller): every list page by page, decoded straight into the schema, the volumes and claims included (the planner
     moves a pod with volumes only to nodes their PersistentVolumes' node affinity allows), the mig-parted ConfigMaps
     only as ``include_config_maps`` says."""
-    objects = read_cluster(connection.api_client, page_size=page_size, include_config_maps=include_config_maps,
-                           config_map_selector=config_map_selector, decoded=True)
+    objects = read_cluster(
+        connection.api_client,
+        page_size=page_size,
+        include_config_maps=include_config_maps,
+        config_map_selector=config_map_selector,
+        decoded=True,
+    )
     with gc_paused():
         return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=pool_label)

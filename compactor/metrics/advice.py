@@ -184,8 +184,11 @@ class _Index:
 
 
 def _larger(profile: MigProfile, than: MigProfile) -> bool:
-    return (profile.memory_slices >= than.memory_slices and profile.compute_slices >= than.compute_slices
-            and (profile.memory_slices, profile.compute_slices) != (than.memory_slices, than.compute_slices))
+    return (
+        profile.memory_slices >= than.memory_slices
+        and profile.compute_slices >= than.compute_slices
+        and (profile.memory_slices, profile.compute_slices) != (than.memory_slices, than.compute_slices)
+    )
 
 
 def _mig_models(snapshot: Snapshot) -> dict[str, tuple[GpuModel, dict[str, MigProfile]]]:
@@ -230,7 +233,9 @@ def _rank(index: _Index, figures: Figures) -> tuple[list[ShapeStranding], float]
             if node is None:
                 continue  # bound to a node the snapshot lacks: the figures do not see it either
             eq = index.node_eq.get(node.name, {})
-            held.setdefault(node.name, {}).setdefault(shape, []).append(math.fsum(v * eq.get(r, 0.0) for r, v in shape.items()))
+            held.setdefault(node.name, {}).setdefault(shape, []).append(
+                math.fsum(v * eq.get(r, 0.0) for r, v in shape.items())
+            )
             counts.setdefault(node.name, {})[shape] = counts.get(node.name, {}).get(shape, 0) + 1
     attributed: dict[Resources, list[float]] = {}
     holding: dict[Resources, list[float]] = {}
@@ -253,8 +258,15 @@ def _rank(index: _Index, figures: Figures) -> tuple[list[ShapeStranding], float]
         if entry.pod in shape_of:
             blocked.setdefault(shape_of[entry.pod], []).append(entry.gpu_equivalents)
     ranked = [
-        ShapeStranding(shape, requests_label(shape), bound.get(shape, 0), pending.get(shape, 0), math.fsum(holding.get(shape, ())),
-                       math.fsum(attributed.get(shape, ())), math.fsum(blocked.get(shape, ())))
+        ShapeStranding(
+            shape,
+            requests_label(shape),
+            bound.get(shape, 0),
+            pending.get(shape, 0),
+            math.fsum(holding.get(shape, ())),
+            math.fsum(attributed.get(shape, ())),
+            math.fsum(blocked.get(shape, ())),
+        )
         for shape in index.by_shape
     ]
     ranked.sort(key=lambda s: (-round(s.stranded_gpus, 9), -round(s.blocked_demand_gpus, 9), -s.pods, s.label))
@@ -281,7 +293,9 @@ def _headline(figures: Figures, pending_keys: Sequence[str]) -> Headline:
     )
 
 
-def _rounded_shapes(shapes: Sequence[ReferenceShape], request: Resources, rounded: Resources) -> tuple[ReferenceShape, ...]:
+def _rounded_shapes(
+    shapes: Sequence[ReferenceShape], request: Resources, rounded: Resources
+) -> tuple[ReferenceShape, ...]:
     """Configured shapes with the GPU part ``request`` asking ``rounded`` instead (the rest of each shape as it is)."""
     out = []
     for shape in shapes:
@@ -313,7 +327,9 @@ def _round(ctx: _Context, request: Resources, rounded: Resources) -> Rounding:
     def rounded_requests(pod: Pod) -> Resources:
         ident = id(pod.requests)
         if ident not in memo:
-            memo[ident] = Resources({**{r: v for r, v in pod.requests.items() if r != resource}, new_resource: new_amount})
+            memo[ident] = Resources(
+                {**{r: v for r, v in pod.requests.items() if r != resource}, new_resource: new_amount}
+            )
         return memo[ident]
 
     pods = list(ctx.snapshot.pods)
@@ -343,7 +359,9 @@ def _round(ctx: _Context, request: Resources, rounded: Resources) -> Rounding:
                 pods[i] = msgspec.structs.replace(pod, requests=rounded_requests(pod))
                 in_place += 1
             else:
-                pods[i] = msgspec.structs.replace(pod, requests=rounded_requests(pod), node_name="", phase="Pending", nominated_node="")
+                pods[i] = msgspec.structs.replace(
+                    pod, requests=rounded_requests(pod), node_name="", phase="Pending", nominated_node=""
+                )
                 displaced.append(pod.key)
     scenario = dataclasses.replace(ctx.snapshot, pods=tuple(pods))
     shapes = ctx.figures.shapes
@@ -355,7 +373,9 @@ def _round(ctx: _Context, request: Resources, rounded: Resources) -> Rounding:
     after = _headline(after_figures, ctx.pending_keys)
     out_before = _not_fitting(ctx.figures)
     out_after = _not_fitting(after_figures)
-    placed = math.fsum(ctx.own_gpus[key] * ((key not in out_after) - (key not in out_before)) for key in ctx.pending_keys)
+    placed = math.fsum(
+        ctx.own_gpus[key] * ((key not in out_after) - (key not in out_before)) for key in ctx.pending_keys
+    )
     stopped = math.fsum(ctx.own_gpus[key] for key in displaced if key in out_after)
     recovered = ctx.before.stranded_gpus - after.stranded_gpus
     result = Rounding(
@@ -405,21 +425,32 @@ def sentence(r: Rounding) -> str:
     pods = f"{r.pods} pod asks" if r.pods == 1 else f"{r.pods} pods ask"
     they = "it" if r.pods == 1 else "they"
     change = r.before.stranded_gpus - r.after.stranded_gpus
-    strand = (f"strand {_num(change)} fewer" if change > _EPS else f"strand {_num(-change)} more" if change < -_EPS
-              else "strand as much")
+    strand = (
+        f"strand {_num(change)} fewer"
+        if change > _EPS
+        else f"strand {_num(-change)} more"
+        if change < -_EPS
+        else "strand as much"
+    )
     unit = "GPU-equivalent" if abs(r.extra_gpus - 1) < _EPS else "GPU-equivalents"
     extra = f"take {_num(r.extra_gpus)} more {unit}" if r.extra_gpus > _EPS else "take no more GPU-equivalents"
-    parts = [f"{pods} for {r.shape}; as {r.rounded_to} {they} would {extra} and {strand} "
-             f"(stranded share {_pct(b.stranded_share)} -> {_pct(a.stranded_share)}), "
-             f"blocked demand {_num(b.blocked_demand_gpus)} -> {_num(a.blocked_demand_gpus)}"]
+    parts = [
+        f"{pods} for {r.shape}; as {r.rounded_to} {they} would {extra} and {strand} "
+        f"(stranded share {_pct(b.stranded_share)} -> {_pct(a.stranded_share)}), "
+        f"blocked demand {_num(b.blocked_demand_gpus)} -> {_num(a.blocked_demand_gpus)}"
+    ]
     if b.whole_free_physical_gpus != a.whole_free_physical_gpus:
         parts.append(f", whole-free GPUs {b.whole_free_physical_gpus} -> {a.whole_free_physical_gpus}")
     if b.pending:
         parts.append(f", pending GPU pods that fit {b.pending_fit} -> {a.pending_fit} of {b.pending}")
     if r.displaced == 1:
-        parts.append(f"; 1 would no longer fit where it runs ({'it would fit another node' if r.displaced_fit else 'nor on any other node'})")
+        parts.append(
+            f"; 1 would no longer fit where it runs ({'it would fit another node' if r.displaced_fit else 'nor on any other node'})"
+        )
     elif r.displaced:
-        parts.append(f"; {r.displaced} would no longer fit where they run ({r.displaced_fit} of them would fit another node, each on its own)")
+        parts.append(
+            f"; {r.displaced} would no longer fit where they run ({r.displaced_fit} of them would fit another node, each on its own)"
+        )
     return "".join(parts)
 
 
@@ -459,7 +490,9 @@ def advise(
         if targets:
             evaluated.append(shape.label)
             roundings.extend(_round(ctx, shape.request, target) for target in targets)
-    roundings.sort(key=lambda r: (-round(r.benefit_gpus, 9), round(r.extra_gpus, 9), r.displaced, r.shape, r.rounded_to))
+    roundings.sort(
+        key=lambda r: (-round(r.benefit_gpus, 9), round(r.extra_gpus, 9), r.displaced, r.shape, r.rounded_to)
+    )
     return Advice(
         stranded_gpus=figures.cluster.stranded_gpus,
         unattributed_stranded_gpus=unattributed,
@@ -479,7 +512,9 @@ def _notes(ranked: Sequence[ShapeStranding], roundings: Sequence[Rounding], unat
     elif all(r.benefit_gpus <= _EPS for r in roundings):
         notes.append("no rounding measured lowers stranded capacity or gets more pending GPU pods a place")
     if unattributed > _EPS:
-        notes.append(f"{_num(unattributed)} stranded GPU-equivalents are on nodes running no GPU pod: no shape is blamed for them")
+        notes.append(
+            f"{_num(unattributed)} stranded GPU-equivalents are on nodes running no GPU pod: no shape is blamed for them"
+        )
     return tuple(notes)
 
 
@@ -499,8 +534,13 @@ def _value(value: Any) -> Any:
     return value
 
 
-_JSON_NAMES = {"whole_free_physical_gpus": "wholeFreePhysicalGpus", "blocked_pending": "blockedPendingPods",
-               "unplaceable_pending": "unplaceablePendingPods", "pending_fit": "pendingPodsThatFit", "pending": "pendingPods"}
+_JSON_NAMES = {
+    "whole_free_physical_gpus": "wholeFreePhysicalGpus",
+    "blocked_pending": "blockedPendingPods",
+    "unplaceable_pending": "unplaceablePendingPods",
+    "pending_fit": "pendingPodsThatFit",
+    "pending": "pendingPods",
+}
 
 
 def _camel(name: str) -> str:

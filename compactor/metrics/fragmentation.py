@@ -88,7 +88,9 @@ class NodeFigures:
     whole_free: bool
     busy_free_gpus: float  # free on a node that runs GPU pods (not whole-free)
     stranded_gpus: float  # free that no GPU request shape in use can take here (docs/metrics.md)
-    stranded_units: dict[str, int] = field(hash=False)  # the same per GPU resource, in its own units (GPUs, MIG instances)
+    stranded_units: dict[str, int] = field(
+        hash=False
+    )  # the same per GPU resource, in its own units (GPUs, MIG instances)
     limited_by: str  # what keeps the shapes in use off its free GPUs (``limiting_resource``); "" when nothing does
     mig_idle: dict[str, int] = field(hash=False)
     mig_total: dict[str, int] = field(hash=False)
@@ -241,7 +243,9 @@ def _prepare(shapes: Sequence[ReferenceShape]) -> tuple[_Shape, ...]:
     gpu_total = math.fsum(s.weight for s in shapes if s.uses_gpu)
     prepared = []
     for s in shapes:
-        items = tuple(sorted(((r, v) for r, v in s.requests.items() if v > 0 and r != PODS), key=lambda kv: _label_order(kv[0])))
+        items = tuple(
+            sorted(((r, v) for r, v in s.requests.items() if v > 0 and r != PODS), key=lambda kv: _label_order(kv[0]))
+        )
         gpu_items = tuple(kv for kv in items if is_gpu_resource(kv[0]))
         headline = s.weight / gpu_total if gpu_items and gpu_total > 0 else 0.0
         prepared.append(_Shape(items, gpu_items, headline, s.weight / total if total > 0 else 0.0))
@@ -394,7 +398,9 @@ def limiting_resource(state: _NodeState, shapes: Sequence[_Shape], copies: Seque
             continue
         by_gpu = min(free.get(r, 0) // need for r, need in shape.gpu_items)
         if n < by_gpu:
-            return min(((free.get(r, 0) // need, r) for r, need in shape.items if not is_gpu_resource(r)), default=(0, "pods"))[1]
+            return min(
+                ((free.get(r, 0) // need, r) for r, need in shape.items if not is_gpu_resource(r)), default=(0, "pods")
+            )[1]
         left = [(r, free.get(r, 0) - n * need, need) for r, need in shape.gpu_items if free.get(r, 0) - n * need > 0]
         if left and n == 0:
             r, units, need = left[0]
@@ -409,7 +415,9 @@ def limiting_resource(state: _NodeState, shapes: Sequence[_Shape], copies: Seque
     return ""
 
 
-def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]) -> tuple[float, float, float, float]:
+def _gpu_sums(
+    node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, str]
+) -> tuple[float, float, float, float]:
     """(allocatable, allocated) GPUs over all GPU resources, (total, idle) GPUs over the MIG ones.
 
     Plain sums in sorted resource order: deterministic per node; only cross-node sums need ``fsum``.
@@ -425,7 +433,9 @@ def _gpu_sums(node: Node, state: _NodeState, usage: _Usage, mig: Mapping[str, st
     return total, used, mig_total, mig_idle
 
 
-def _node_figures(state: _NodeState, usage: _Usage, fragmented: float, fgd: float, stranded: dict[str, int], limited_by: str) -> NodeFigures:
+def _node_figures(
+    state: _NodeState, usage: _Usage, fragmented: float, fgd: float, stranded: dict[str, int], limited_by: str
+) -> NodeFigures:
     node = state.node
     mig = _mig_resources(node.allocatable, node.gpu.mig_strategy, node.gpu.product)
     allocatable_gpus, allocated_gpus, mig_gpus, mig_idle_gpus = _gpu_sums(node, state, usage, mig)
@@ -469,8 +479,17 @@ def _rate(part: float, whole: float) -> float | None:
     return None if whole <= 0 else min(1.0, max(0.0, part / whole))
 
 
-_FLOATS = ("allocatable_gpus", "allocated_gpus", "free_gpus", "busy_free_gpus", "stranded_gpus", "fragmented_gpus",
-           "fgd_fragmented_gpus", "mig_idle_gpus", "mig_gpus")
+_FLOATS = (
+    "allocatable_gpus",
+    "allocated_gpus",
+    "free_gpus",
+    "busy_free_gpus",
+    "stranded_gpus",
+    "fragmented_gpus",
+    "fgd_fragmented_gpus",
+    "mig_idle_gpus",
+    "mig_gpus",
+)
 _ALL_FLOATS = (*_FLOATS, "whole_free_gpus", "unavailable_free_gpus")
 _COUNTS = ("gpus", "pod_count", "gpu_pod_count")
 
@@ -573,7 +592,9 @@ def _aggregates(
     cluster = _Totals()
     for pool in sorted(by_pool):
         cluster.merge(by_pool[pool])
-    pools = tuple(by_pool[pool].finish(pool, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes) for pool in sorted(by_pool))
+    pools = tuple(
+        by_pool[pool].finish(pool, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes) for pool in sorted(by_pool)
+    )
     return cluster.finish(CLUSTER, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes), pools
 
 
@@ -626,8 +647,11 @@ class _PendingCheck:
             if requests[resource] > self.total_free.get(resource, 0):
                 have = self.total_free.get(resource, 0)
                 need = format_amount(resource, requests[resource])
-                return _Verdict("unplaceable", f"needs {need} {resource}, the Ready uncordoned nodes have "
-                                               f"{format_amount(resource, have)} free in total")
+                return _Verdict(
+                    "unplaceable",
+                    f"needs {need} {resource}, the Ready uncordoned nodes have "
+                    f"{format_amount(resource, have)} free in total",
+                )
         gpu_resource = min((r for r in requests if is_gpu_resource(r)), key=_label_order)
         candidates = [s for s in self.by_gpu.get(gpu_resource, ()) if pod.requests.fits_in(s.free)]
         refusals: Counter[str] = Counter()
@@ -655,7 +679,9 @@ class _PendingCheck:
         return f"the nodes with {need} {gpu_resource} free lack {names}"
 
 
-def _pending(snapshot: Snapshot, states: Sequence[_NodeState]) -> tuple[int, tuple[BlockedPod, ...], tuple[BlockedPod, ...]]:
+def _pending(
+    snapshot: Snapshot, states: Sequence[_NodeState]
+) -> tuple[int, tuple[BlockedPod, ...], tuple[BlockedPod, ...]]:
     """(pending GPU pods, blocked by fragmentation, unplaceable even in total)."""
     check = _PendingCheck(states)
     blocked: list[BlockedPod] = []
@@ -667,7 +693,9 @@ def _pending(snapshot: Snapshot, states: Sequence[_NodeState]) -> tuple[int, tup
         count += 1
         verdict = check.verdict(pod)
         if verdict.kind != "placeable":
-            entry = BlockedPod(pod.key, requests_label(pod.requests), pod.priority, verdict.reason, check.gpus(pod.requests))
+            entry = BlockedPod(
+                pod.key, requests_label(pod.requests), pod.priority, verdict.reason, check.gpus(pod.requests)
+            )
             (blocked if verdict.kind == "blocked" else unplaceable).append(entry)
     return count, tuple(sorted(blocked, key=_by_priority)), tuple(sorted(unplaceable, key=_by_priority))
 
@@ -722,20 +750,31 @@ def _warnings(nodes: Sequence[NodeFigures], shapes: Sequence[ReferenceShape]) ->
     over = sorted((n for n in nodes if n.overcommitted), key=lambda n: n.name)
     if over:
         sample = ", ".join(
-            f"{n.name} ({', '.join(f'{r} {n.allocated.get(r)} > {n.allocatable.get(r)}' for r in n.overcommitted)})" for n in over[:_SAMPLE]
+            f"{n.name} ({', '.join(f'{r} {n.allocated.get(r)} > {n.allocatable.get(r)}' for r in n.overcommitted)})"
+            for n in over[:_SAMPLE]
         )
         more = ", ..." if len(over) > _SAMPLE else ""
-        out.append(f"{len(over)} node(s) have more requested than allocatable: {sample}{more}; "
-                   "their free amounts are negative and count as 0 in the GPU figures")
+        out.append(
+            f"{len(over)} node(s) have more requested than allocatable: {sample}{more}; "
+            "their free amounts are negative and count as 0 in the GPU figures"
+        )
     gpu_free = any(n.free_gpus > 0 for n in nodes)
     if gpu_free and not any(s.uses_gpu for s in shapes):
-        why = ("no configured reference shape requests a GPU (--shape, metrics.reference_shapes)" if any(s.source == CONFIG for s in shapes)
-               else "no GPU request shape (no GPU pods and none configured)")
+        why = (
+            "no configured reference shape requests a GPU (--shape, metrics.reference_shapes)"
+            if any(s.source == CONFIG for s in shapes)
+            else "no GPU request shape (no GPU pods and none configured)"
+        )
         out.append(f"{why}: the fragmentation rate is undefined")
-    out.extend(f"reference shape {s.label!r} requests no GPU: it counts in the FGD rate only" for s in shapes if not s.uses_gpu)
+    out.extend(
+        f"reference shape {s.label!r} requests no GPU: it counts in the FGD rate only" for s in shapes if not s.uses_gpu
+    )
     offered = {r for n in nodes for r in n.allocatable}
-    out.extend(f"reference shape {s.label!r} requests {', '.join(sorted(set(s.requests) - offered))}, which no node offers: it fits nowhere"
-               for s in shapes if set(s.requests) - offered)
+    out.extend(
+        f"reference shape {s.label!r} requests {', '.join(sorted(set(s.requests) - offered))}, which no node offers: it fits nowhere"
+        for s in shapes
+        if set(s.requests) - offered
+    )
     return tuple(out)
 
 
@@ -748,9 +787,23 @@ def _warnings(nodes: Sequence[NodeFigures], shapes: Sequence[ReferenceShape]) ->
 _JSON_NAMES = {
     "gpus": "physicalGpus",
     "countable_gpus": "countablePhysicalGpus",
-    **{name: name.removesuffix("_gpus") + "_gpu_equivalents" for name in (
-        "allocatable_gpus", "allocated_gpus", "free_gpus", "whole_free_gpus", "busy_free_gpus", "stranded_gpus",
-        "unavailable_free_gpus", "mig_idle_gpus", "mig_gpus", "fragmented_gpus", "fgd_fragmented_gpus", "blocked_demand_gpus")},
+    **{
+        name: name.removesuffix("_gpus") + "_gpu_equivalents"
+        for name in (
+            "allocatable_gpus",
+            "allocated_gpus",
+            "free_gpus",
+            "whole_free_gpus",
+            "busy_free_gpus",
+            "stranded_gpus",
+            "unavailable_free_gpus",
+            "mig_idle_gpus",
+            "mig_gpus",
+            "fragmented_gpus",
+            "fgd_fragmented_gpus",
+            "blocked_demand_gpus",
+        )
+    },
 }
 
 

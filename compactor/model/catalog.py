@@ -50,8 +50,15 @@ class GpuModel:
 
 
 def _seven_slice_family(
-    name: str, small: str, double: str, two: str, three: str, four: str, full: str,
-    gib: tuple[float, float, float, float], verified_placements: bool = True,
+    name: str,
+    small: str,
+    double: str,
+    two: str,
+    three: str,
+    four: str,
+    full: str,
+    gib: tuple[float, float, float, float],
+    verified_placements: bool = True,
 ) -> GpuModel:
     """A100/H100/H200 share one geometry: 8 memory slots, 7 compute slices."""
     g1, g2, g4, g8 = gib
@@ -73,24 +80,55 @@ def _seven_slice_family(
 
 
 A100_40GB = _seven_slice_family(
-    "A100-40GB", "1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb",
+    "A100-40GB",
+    "1g.5gb",
+    "1g.10gb",
+    "2g.10gb",
+    "3g.20gb",
+    "4g.20gb",
+    "7g.40gb",
     (4.75, 9.62, 19.5, 39.25),
 )
 A100_80GB = _seven_slice_family(
-    "A100-80GB", "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
+    "A100-80GB",
+    "1g.10gb",
+    "1g.20gb",
+    "2g.20gb",
+    "3g.40gb",
+    "4g.40gb",
+    "7g.80gb",
     (9.5, 19.5, 39.25, 78.75),
 )
 H100_80GB = _seven_slice_family(
-    "H100-80GB", "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
+    "H100-80GB",
+    "1g.10gb",
+    "1g.20gb",
+    "2g.20gb",
+    "3g.40gb",
+    "4g.40gb",
+    "7g.80gb",
     (9.75, 19.62, 39.5, 79.25),
 )
 H100_94GB = _seven_slice_family(
-    "H100-94GB", "1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb",
+    "H100-94GB",
+    "1g.12gb",
+    "1g.24gb",
+    "2g.24gb",
+    "3g.47gb",
+    "4g.47gb",
+    "7g.94gb",
     (11.0, 22.0, 44.0, 88.0),
 )
 H200_141GB = _seven_slice_family(
-    "H200-141GB", "1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb",
-    (16.0, 32.5, 65.0, 140.0), verified_placements=False,
+    "H200-141GB",
+    "1g.18gb",
+    "1g.35gb",
+    "2g.35gb",
+    "3g.71gb",
+    "4g.71gb",
+    "7g.141gb",
+    (16.0, 32.5, 65.0, 140.0),
+    verified_placements=False,
 )
 A30_24GB = GpuModel(
     name="A30-24GB",
@@ -107,8 +145,15 @@ A30_24GB = GpuModel(
 
 # H100 on GH200 (and H20 96GB): MIG user guide "H100-96GB" table; placements assumed equal to H100-80GB.
 H100_96GB = _seven_slice_family(
-    "H100-96GB", "1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb",
-    (11.0, 22.0, 44.0, 88.0), verified_placements=False,
+    "H100-96GB",
+    "1g.12gb",
+    "1g.24gb",
+    "2g.24gb",
+    "3g.48gb",
+    "4g.48gb",
+    "7g.96gb",
+    (11.0, 22.0, 44.0, 88.0),
+    verified_placements=False,
 )
 
 MODELS: tuple[GpuModel, ...] = (A100_40GB, A100_80GB, H100_80GB, H100_94GB, H100_96GB, H200_141GB, A30_24GB)

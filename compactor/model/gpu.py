@@ -64,7 +64,9 @@ def derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) -
 
 
 @lru_cache(maxsize=10_000)
-def _shared_gpu_info(labels: tuple[tuple[str, str], ...], allocatable: tuple[tuple[str, int], ...]) -> tuple[GpuInfo, tuple[str, ...]]:
+def _shared_gpu_info(
+    labels: tuple[tuple[str, str], ...], allocatable: tuple[tuple[str, int], ...]
+) -> tuple[GpuInfo, tuple[str, ...]]:
     info, warnings = _derive_gpu_info(dict(labels), dict(allocatable))
     return info, tuple(warnings)
 
@@ -87,7 +89,9 @@ def _derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) 
             mig_profile = found.get(profile_from_resource(resource))
             if mig_profile is None or model is None:
                 where = product or "unlabelled"
-                warnings.append(f"unknown MIG profile {resource!r} (product {where}); kept as a generic extended resource")
+                warnings.append(
+                    f"unknown MIG profile {resource!r} (product {where}); kept as a generic extended resource"
+                )
                 continue
             # A time-sliced MIG device is advertised <replicas> times (GFD label nvidia.com/mig-<profile>.replicas).
             mig_replicas = max(1, _int_label(labels, f"{resource}.replicas") or 1)

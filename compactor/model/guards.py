@@ -21,9 +21,13 @@ def pool_label_unused(snapshot: Snapshot, pool_label: str) -> str | None:
     gpu_nodes = [n for n in snapshot.nodes if n.is_gpu_node]
     if not gpu_nodes or any(pool_label in n.labels for n in gpu_nodes):
         return None
-    seen = _named(sorted({label for n in gpu_nodes for label in n.labels if "gpu" in label or "product" in label}), _NAMED)
-    return (f"metrics.pool_label {pool_label!r} is on none of the {len(gpu_nodes)} GPU nodes: every GPU model would be one pool "
-            f"and plans could move pods across products; GPU-related labels the nodes carry: {seen}")
+    seen = _named(
+        sorted({label for n in gpu_nodes for label in n.labels if "gpu" in label or "product" in label}), _NAMED
+    )
+    return (
+        f"metrics.pool_label {pool_label!r} is on none of the {len(gpu_nodes)} GPU nodes: every GPU model would be one pool "
+        f"and plans could move pods across products; GPU-related labels the nodes carry: {seen}"
+    )
 
 
 def pool_label_is_default(pool_label: str) -> bool:
@@ -39,8 +43,17 @@ def unoffered_resources(snapshot: Snapshot, shapes: Iterable[Mapping[str, int]])
 
 def offered_gpu_resources(snapshot: Snapshot) -> str:
     """The GPU resources nodes offer, for a message."""
-    return _named(sorted({r for n in snapshot.nodes for r, amount in n.allocatable.items() if amount > 0 and r not in _EVERY_NODE_OFFERS}),
-                  2 * _NAMED)
+    return _named(
+        sorted(
+            {
+                r
+                for n in snapshot.nodes
+                for r, amount in n.allocatable.items()
+                if amount > 0 and r not in _EVERY_NODE_OFFERS
+            }
+        ),
+        2 * _NAMED,
+    )
 
 
 def _named(items: list[str], most: int) -> str:

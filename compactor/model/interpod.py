@@ -66,7 +66,9 @@ class AntiAffinityIndex:
                 if node is None or term.topology_key not in node.labels:
                     continue  # the holder's node is in no domain of this key: the term closes nothing
                 domain = (term.topology_key, node.labels[term.topology_key])
-                self.holders.append(_Holder(term, _effective_selector(term, pod.labels), pod.namespace, domain, pod.key))
+                self.holders.append(
+                    _Holder(term, _effective_selector(term, pod.labels), pod.namespace, domain, pod.key)
+                )
         self._cache: dict[tuple[str, frozenset[tuple[str, str]]], dict[Domain, str]] = {}
 
     def closed(self, pod: Pod) -> dict[Domain, str]:
@@ -76,8 +78,11 @@ class AntiAffinityIndex:
         if found is None:
             found = {}
             for holder in self.holders:
-                if holder.domain not in found and _namespace_matches(holder, pod.namespace) \
-                        and label_selector_matches(holder.selector, pod.labels):
+                if (
+                    holder.domain not in found
+                    and _namespace_matches(holder, pod.namespace)
+                    and label_selector_matches(holder.selector, pod.labels)
+                ):
                     found[holder.domain] = holder.owner
             self._cache[key] = found
         return found

@@ -27,8 +27,15 @@ from compactor.model.types import Claim, ConfigMap, Node, Pdb, PersistentVolume,
 from compactor.model.yamlsafe import YamlRefused, describe_yaml_error, load_yaml_documents
 
 DEFAULT_POOL_LABEL = "nvidia.com/gpu.product"
-_LIST_KINDS = {"List", "NodeList", "PodList", "PodDisruptionBudgetList", "ConfigMapList", "PersistentVolumeList",
-               "PersistentVolumeClaimList"}
+_LIST_KINDS = {
+    "List",
+    "NodeList",
+    "PodList",
+    "PodDisruptionBudgetList",
+    "ConfigMapList",
+    "PersistentVolumeList",
+    "PersistentVolumeClaimList",
+}
 _LIST_DECODER = msgspec.json.Decoder(KubeList)
 NESTED_TOO_DEEPLY = "JSON nested too deeply to read"
 
@@ -106,7 +113,10 @@ def _flatten(documents: Iterable[Any], source: str, where: str = "") -> Iterable
             if not isinstance(items, list):
                 raise InputError(f"expected a list, got {type(items).__name__}", source=source, obj=kind, field="items")
             item_kind = kind.removesuffix("List")
-            typed = [{**item, "kind": item_kind} if isinstance(item, dict) and "kind" not in item and item_kind else item for item in items]
+            typed = [
+                {**item, "kind": item_kind} if isinstance(item, dict) and "kind" not in item and item_kind else item
+                for item in items
+            ]
             yield from _flatten(typed, source, f"{kind} items")
             continue
         yield doc
@@ -179,13 +189,19 @@ class _Identities:
         name = f"{kind} {key}"
         first = self.origins.get((kind, key))
         if first is not None:
-            raise InputError(f"duplicate object (already read from {first}): give each object once",
-                             source=origin, obj=name, field="metadata.name")
+            raise InputError(
+                f"duplicate object (already read from {first}): give each object once",
+                source=origin,
+                obj=name,
+                field="metadata.name",
+            )
         self.origins[(kind, key)] = origin
         if uid:
             other = self.uids.setdefault(uid, name)
             if other != name:
-                raise InputError(f"duplicate uid {uid}: {other} has it too", source=origin, obj=name, field="metadata.uid")
+                raise InputError(
+                    f"duplicate uid {uid}: {other} has it too", source=origin, obj=name, field="metadata.uid"
+                )
 
 
 def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_label: str) -> Snapshot:
@@ -229,7 +245,9 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
             unused = str(kind or "object without kind")
             skipped[f"{origin}: {unused}"] = skipped.get(f"{origin}: {unused}", 0) + 1
             skipped_kinds[unused] = skipped_kinds.get(unused, 0) + 1
-    warnings.extend(f"{label}: skipped {n} object(s) of a kind the model does not use" for label, n in sorted(skipped.items()))
+    warnings.extend(
+        f"{label}: skipped {n} object(s) of a kind the model does not use" for label, n in sorted(skipped.items())
+    )
 
     orphans = [p for p in pods if p.node_name and p.node_name not in nodes and p.is_bound]
     if orphans:
@@ -249,7 +267,9 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
     )
 
 
-def load_files(paths: Sequence[str], *, pool_label: str = DEFAULT_POOL_LABEL, stdin_text: str | None = None) -> Snapshot:
+def load_files(
+    paths: Sequence[str], *, pool_label: str = DEFAULT_POOL_LABEL, stdin_text: str | None = None
+) -> Snapshot:
     with gc_paused():
         batches = [_read_objects(path, stdin_text) for path in paths]
         pairs = ((origin, raw) for origin, objects in batches for raw in objects)

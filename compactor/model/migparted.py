@@ -77,7 +77,9 @@ class MigParted:
         found: dict[str, int] = {}
         covered = 0
         for index in range(node.gpu.physical_gpus):
-            entry = next((e for e in entries if e.applies_to(model) and (e.devices is None or index in e.devices)), None)
+            entry = next(
+                (e for e in entries if e.applies_to(model) and (e.devices is None or index in e.devices)), None
+            )
             if entry is None:
                 continue
             covered += 1
@@ -92,8 +94,16 @@ class MigParted:
     def applicable(self, node: Node) -> list[str]:
         """Config names that configure at least one GPU of ``node``, each with layouts mig-manager can create on it."""
         model = model_for_product(node.gpu.product.removesuffix("-SHARED").split("-MIG-")[0])
-        return [name for name in self.configs if self.capacity(name, node) is not None and model is not None
-                and not any(e.mig_enabled and e.applies_to(model) and layout_problem(model, e.mig_devices) for e in self.configs[name])]
+        return [
+            name
+            for name in self.configs
+            if self.capacity(name, node) is not None
+            and model is not None
+            and not any(
+                e.mig_enabled and e.applies_to(model) and layout_problem(model, e.mig_devices)
+                for e in self.configs[name]
+            )
+        ]
 
 
 def is_mig_capable(node: Node) -> bool:
@@ -117,11 +127,15 @@ def parse_mig_parted(text: str, *, source: str) -> MigParted:
     except YamlRefused as exc:
         raise InputError(f"{CONFIG_KEY}: {exc}", source=source, obj=obj) from None
     except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML in {CONFIG_KEY}: {str(exc).splitlines()[0]}", source=source, obj=obj) from None
+        raise InputError(
+            f"malformed YAML in {CONFIG_KEY}: {str(exc).splitlines()[0]}", source=source, obj=obj
+        ) from None
     if not isinstance(raw, dict):
         raise InputError("expected a mapping with version and mig-configs", source=source, obj=obj, field=CONFIG_KEY)
     if str(raw.get("version", "")) != "v1":
-        raise InputError(f"unsupported version {raw.get('version')!r} (expected v1)", source=source, obj=obj, field="version")
+        raise InputError(
+            f"unsupported version {raw.get('version')!r} (expected v1)", source=source, obj=obj, field="version"
+        )
     configs = raw.get("mig-configs")
     if not isinstance(configs, dict):
         raise InputError("missing or not a mapping", source=source, obj=obj, field="mig-configs")
@@ -130,7 +144,9 @@ def parse_mig_parted(text: str, *, source: str) -> MigParted:
         where = f"mig-configs.{name}"
         if not isinstance(entries, list) or not entries:
             raise InputError("expected a non-empty list of device entries", source=source, obj=obj, field=where)
-        parsed[str(name)] = tuple(_entry(entry, f"{where}[{i}]", source=source, obj=obj) for i, entry in enumerate(entries))
+        parsed[str(name)] = tuple(
+            _entry(entry, f"{where}[{i}]", source=source, obj=obj) for i, entry in enumerate(entries)
+        )
     return MigParted(source=source, configs=parsed)
 
 
@@ -154,7 +170,9 @@ def _entry(raw: Any, field: str, *, source: str, obj: str) -> DeviceEntry:
     if not isinstance(enabled, bool):
         raise bad(f"expected true or false, got {enabled!r}", "mig-enabled")
     mig_devices = raw.get("mig-devices") or {}
-    if not isinstance(mig_devices, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in mig_devices.values()):
+    if not isinstance(mig_devices, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in mig_devices.values()
+    ):
         raise bad("expected profile: count (counts are whole numbers >= 0)", "mig-devices")
     if mig_devices and not enabled:
         raise bad("mig-devices given with mig-enabled: false", "mig-devices")
@@ -164,7 +182,9 @@ def _entry(raw: Any, field: str, *, source: str, obj: str) -> DeviceEntry:
     wrong = [f for f in normalised if not _PCI_ID.fullmatch(f)]
     if wrong:
         raise bad(f"not a PCI device id (0x followed by 8 hex digits): {', '.join(wrong)}", "device-filter")
-    return DeviceEntry(chosen, enabled, tuple(sorted((str(k), v) for k, v in mig_devices.items() if v)), frozenset(normalised), field)
+    return DeviceEntry(
+        chosen, enabled, tuple(sorted((str(k), v) for k, v in mig_devices.items() if v)), frozenset(normalised), field
+    )
 
 
 def layout_problem(model: GpuModel, mig_devices: Sequence[tuple[str, int]]) -> str | None:
@@ -180,7 +200,9 @@ def layout_problem(model: GpuModel, mig_devices: Sequence[tuple[str, int]]) -> s
     if sum(1 for p in wanted if p.name.endswith("+me")) > 1:
         return "more than one +me instance on one GPU"
     if sum(p.compute_slices for p in wanted) > model.compute_slices:
-        return f"needs {sum(p.compute_slices for p in wanted)} compute slices, a {model.name} has {model.compute_slices}"
+        return (
+            f"needs {sum(p.compute_slices for p in wanted)} compute slices, a {model.name} has {model.compute_slices}"
+        )
     wanted.sort(key=lambda p: (-p.memory_slices, len(p.starts)))
     if not _place(wanted, 0, [False] * model.memory_slots):
         return f"no placement of {', '.join(f'{c} x {n}' for n, c in mig_devices)} fits the {model.memory_slots} memory slices of a {model.name}"
@@ -220,7 +242,9 @@ def problems(parted: MigParted) -> list[str]:
                 models = [m for m in MODELS if all(m.profile(p) for p, _ in entry.mig_devices)]
                 if not models:
                     unknown = sorted(p for p, _ in entry.mig_devices if not any(m.profile(p) for m in MODELS))
-                    found.append(f"{where}.mig-devices: profile(s) {', '.join(unknown) or 'in this mix'} exist on no one GPU model")
+                    found.append(
+                        f"{where}.mig-devices: profile(s) {', '.join(unknown) or 'in this mix'} exist on no one GPU model"
+                    )
             found += [f"{where}.mig-devices: {why}" for m in models if (why := layout_problem(m, entry.mig_devices))]
     return found
 
@@ -260,7 +284,9 @@ class MigLayouts:
         return ", ".join(p.source for p in self.parsed())
 
 
-def find_mig_parted(config_maps: Sequence[ConfigMap], ref: str = "", *, namespace: str | None = None) -> MigLayouts | None:
+def find_mig_parted(
+    config_maps: Sequence[ConfigMap], ref: str = "", *, namespace: str | None = None
+) -> MigLayouts | None:
     """The mig-parted configs among the snapshot's ConfigMaps, as mig-manager picks them: ``ref`` (namespace/name)
     when given; else the GPU Operator's ``custom-mig-parted-config`` (it replaces generated configs); else each node's
     generated ``<node>-mig-config`` where there is one, and ``default-mig-parted-config`` for the others.

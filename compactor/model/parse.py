@@ -61,7 +61,10 @@ def _requirements(raw: list[schema.SelectorRequirement] | None) -> tuple[Selecto
 def label_selector(raw: schema.LabelSelector | None) -> LabelSelector | None:
     if raw is None:
         return None
-    return LabelSelector(match_labels=tuple(sorted((raw.match_labels or {}).items())), match_expressions=_requirements(raw.match_expressions))
+    return LabelSelector(
+        match_labels=tuple(sorted((raw.match_labels or {}).items())),
+        match_expressions=_requirements(raw.match_expressions),
+    )
 
 
 def parse_label_selector(raw: Any, *, source: str, obj: str, field: str) -> LabelSelector | None:
@@ -102,7 +105,9 @@ def node_pool(labels: dict[str, str], is_gpu: bool, pool_label: str) -> str:
 _NO_META, _NO_SPEC, _NO_STATUS = schema.ObjectMeta(), schema.ObjectSpec(), schema.ObjectStatus()
 
 
-def _sections(raw: RawObject, *, source: str) -> tuple[schema.KubeObject, schema.ObjectMeta, schema.ObjectSpec, schema.ObjectStatus]:
+def _sections(
+    raw: RawObject, *, source: str
+) -> tuple[schema.KubeObject, schema.ObjectMeta, schema.ObjectSpec, schema.ObjectStatus]:
     """(object, metadata, spec, status) of an object that must have a name."""
     kube = as_kube_object(raw, source=source)
     meta = kube.metadata or _NO_META
@@ -115,7 +120,9 @@ def parse_node(raw: RawObject, *, source: str, pool_label: str, warnings: list[s
     kube, meta, spec, status = _sections(raw, source=source)
     obj = object_name(kube)
     if status.allocatable is None:
-        raise InputError("missing (a Node must report what it can allocate)", source=source, obj=obj, field="status.allocatable")
+        raise InputError(
+            "missing (a Node must report what it can allocate)", source=source, obj=obj, field="status.allocatable"
+        )
     labels = meta.labels or {}
     allocatable = parse_resource_list(status.allocatable, source=source, obj=obj, field="status.allocatable")
     capacity = parse_resource_list(status.capacity, source=source, obj=obj, field="status.capacity")
@@ -140,7 +147,9 @@ def parse_node(raw: RawObject, *, source: str, pool_label: str, warnings: list[s
 @lru_cache(maxsize=10_000)
 def _tolerations(raw: tuple[schema.Toleration, ...]) -> tuple[Toleration, ...]:
     """Replicas of one template (and most pods' default not-ready/unreachable pair) share their tolerations."""
-    return tuple(Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "", t.toleration_seconds) for t in raw)
+    return tuple(
+        Toleration(t.key or "", t.operator or "Equal", t.value or "", t.effect or "", t.toleration_seconds) for t in raw
+    )
 
 
 @lru_cache(maxsize=10_000)
@@ -155,7 +164,10 @@ def node_selector_terms(raw: schema.NodeSelector | None) -> tuple[NodeSelectorTe
     """A required ``NodeSelector`` (node affinity, a PersistentVolume's node affinity); None = no requirement."""
     if raw is None:
         return None
-    return tuple(NodeSelectorTerm(_requirements(t.match_expressions), _requirements(t.match_fields)) for t in raw.node_selector_terms or ())
+    return tuple(
+        NodeSelectorTerm(_requirements(t.match_expressions), _requirements(t.match_fields))
+        for t in raw.node_selector_terms or ()
+    )
 
 
 def _pod_affinity_term(raw: schema.PodAffinityTerm) -> PodAffinityTerm:
@@ -172,14 +184,18 @@ def _pod_affinity_term(raw: schema.PodAffinityTerm) -> PodAffinityTerm:
 def _affinity(raw: schema.Affinity | None) -> Affinity:
     if raw is None:
         return _NO_AFFINITY
-    terms = node_selector_terms(raw.node_affinity.required_during_scheduling_ignored_during_execution if raw.node_affinity else None)
+    terms = node_selector_terms(
+        raw.node_affinity.required_during_scheduling_ignored_during_execution if raw.node_affinity else None
+    )
     pod_affinity = raw.pod_affinity.required_during_scheduling_ignored_during_execution if raw.pod_affinity else None
     anti = raw.pod_anti_affinity.required_during_scheduling_ignored_during_execution if raw.pod_anti_affinity else None
     return Affinity(terms, bool(pod_affinity), tuple(_pod_affinity_term(t) for t in anti or ()))
 
 
 def _hard_topology_spread(spec: schema.ObjectSpec) -> bool:
-    return any((c.when_unsatisfiable or "DoNotSchedule") == "DoNotSchedule" for c in spec.topology_spread_constraints or ())
+    return any(
+        (c.when_unsatisfiable or "DoNotSchedule") == "DoNotSchedule" for c in spec.topology_spread_constraints or ()
+    )
 
 
 def _local_storage(spec: schema.ObjectSpec) -> bool:
@@ -187,18 +203,31 @@ def _local_storage(spec: schema.ObjectSpec) -> bool:
 
 
 def _claims(spec: schema.ObjectSpec) -> tuple[str, ...]:
-    return tuple(v.persistent_volume_claim.claim_name or "" for v in spec.volumes or () if v.persistent_volume_claim is not None)
+    return tuple(
+        v.persistent_volume_claim.claim_name or "" for v in spec.volumes or () if v.persistent_volume_claim is not None
+    )
 
 
 def _host_ports(spec: schema.ObjectSpec) -> tuple[tuple[str, int], ...]:
     """(protocol, hostPort) of every container port bound on the host; sidecars (restartable init containers) count too."""
     containers = [*(spec.containers or ()), *(c for c in spec.init_containers or () if c.restart_policy == "Always")]
-    return tuple(sorted({(p.protocol or "TCP", p.host_port) for c in containers for p in c.ports or () if p.host_port and p.host_port > 0}))
+    return tuple(
+        sorted(
+            {
+                (p.protocol or "TCP", p.host_port)
+                for c in containers
+                for p in c.ports or ()
+                if p.host_port and p.host_port > 0
+            }
+        )
+    )
 
 
 def _pod_requests(kube: schema.KubeObject, spec: schema.ObjectSpec, *, source: str) -> Resources:
     if spec.containers is None:
-        raise InputError("missing (a Pod needs containers)", source=source, obj=object_name(kube), field="spec.containers")
+        raise InputError(
+            "missing (a Pod needs containers)", source=source, obj=object_name(kube), field="spec.containers"
+        )
     try:
         return effective_requests(spec, source=source)
     except InputError as exc:  # the object's name is only worked out when something is wrong with it
@@ -256,7 +285,9 @@ def parse_pdb(raw: RawObject, *, source: str) -> Pdb:
 
 def parse_persistent_volume(raw: RawObject, *, source: str) -> PersistentVolume:
     _, meta, spec, _ = _sections(raw, source=source)
-    return PersistentVolume(name=str(meta.name), node_terms=node_selector_terms(spec.node_affinity.required if spec.node_affinity else None))
+    return PersistentVolume(
+        name=str(meta.name), node_terms=node_selector_terms(spec.node_affinity.required if spec.node_affinity else None)
+    )
 
 
 def parse_claim(raw: RawObject, *, source: str) -> Claim:
@@ -267,4 +298,6 @@ def parse_claim(raw: RawObject, *, source: str) -> Claim:
 def parse_config_map(raw: RawObject, *, source: str) -> ConfigMap:
     kube = as_kube_object(raw, source=source)
     meta = kube.metadata or schema.ObjectMeta()
-    return ConfigMap(namespace=meta.namespace or "default", name=meta.name or "", data=kube.data or {}, labels=meta.labels or {})
+    return ConfigMap(
+        namespace=meta.namespace or "default", name=meta.name or "", data=kube.data or {}, labels=meta.labels or {}
+    )

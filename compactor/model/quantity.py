@@ -97,9 +97,17 @@ def _scheduler_units(resource: str, value: object) -> int:
         raise ValueError(f"negative quantity {value!r}")
     milli = resource in MILLI_RESOURCES
     if amount > (_MAX_CORES if milli else _MAX_AMOUNT):
-        unit = "millicores" if milli else "bytes" if resource in _BYTE_RESOURCES or resource.startswith("hugepages-") else "units"
-        raise ValueError(f"quantity {_shown(value)} is too large: kube-scheduler counts {resource} in {unit} "
-                         f"as a 64-bit integer, at most {format_amount(resource, INT64_MAX)}")
+        unit = (
+            "millicores"
+            if milli
+            else "bytes"
+            if resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
+            else "units"
+        )
+        raise ValueError(
+            f"quantity {_shown(value)} is too large: kube-scheduler counts {resource} in {unit} "
+            f"as a 64-bit integer, at most {format_amount(resource, INT64_MAX)}"
+        )
     units = _ceil(amount * 1000) if milli else _ceil(amount)
     # Rounded up, as ParseQuantity rounds to 1n: a positive amount never becomes none (1e-999999999 would underflow to 0).
     return max(units, 1) if amount > 0 else units
@@ -111,9 +119,7 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else f"{text[:20]}...{text[-12:]} ({len(text)} characters)"
 
 
-def parse_resource_list(
-    raw: object, *, source: str = "", obj: str = "", field: str = ""
-) -> dict[str, int]:
+def parse_resource_list(raw: object, *, source: str = "", obj: str = "", field: str = "") -> dict[str, int]:
     """A ``ResourceList`` (name -> quantity) in scheduler units; bad entries raise ``InputError``."""
     if raw is None:
         return {}

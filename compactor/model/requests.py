@@ -31,7 +31,9 @@ def is_pod_level_resource(name: str) -> bool:
     return name in _POD_LEVEL_RESOURCES or name.startswith(_HUGEPAGES_PREFIX)
 
 
-def _requests_and_limits(resources: ResourceRequirements | None, *, source: str, obj: str, field: str) -> tuple[dict[str, int], dict[str, int]]:
+def _requests_and_limits(
+    resources: ResourceRequirements | None, *, source: str, obj: str, field: str
+) -> tuple[dict[str, int], dict[str, int]]:
     if resources is None:
         return {}, {}
     requests = parse_resource_list(resources.requests, source=source, obj=obj, field=f"{field}.requests")

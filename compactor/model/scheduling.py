@@ -183,7 +183,11 @@ def why_ineligible(pod: Pod, node: Node, *, ignore_unschedulable: bool = False) 
     """The first rule (resources aside) that keeps ``pod`` off ``node``, or None when it may go there."""
     if not node.ready:
         return Ineligible.NOT_READY
-    if node.unschedulable and not ignore_unschedulable and not any(tolerates(t, UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+    if (
+        node.unschedulable
+        and not ignore_unschedulable
+        and not any(tolerates(t, UNSCHEDULABLE_TAINT) for t in pod.tolerations)
+    ):
         return Ineligible.UNSCHEDULABLE
     if untolerated_taint(pod.tolerations, node.taints) is not None:
         return Ineligible.TAINT

@@ -36,19 +36,27 @@ class VolumeIndex:
 
     def placement(self, pod: Pod) -> VolumePlacement:
         if pod.ephemeral_volumes:
-            return VolumePlacement(unknown="uses a generic ephemeral volume: a new pod gets a new claim, provisioned where its "
-                                           "StorageClass decides, which the planner does not model")
+            return VolumePlacement(
+                unknown="uses a generic ephemeral volume: a new pod gets a new claim, provisioned where its "
+                "StorageClass decides, which the planner does not model"
+            )
         terms: list[tuple[NodeSelectorTerm, ...]] = []
         for name in pod.claims:
             claim = self.claims.get(f"{pod.namespace}/{name}")
             if claim is None:
-                return VolumePlacement(unknown=f"PersistentVolumeClaim {pod.namespace}/{name} is not in the snapshot "
-                                               "(include pv,pvc: kubectl get nodes,pods,pdb,pv,pvc -A -o json)")
+                return VolumePlacement(
+                    unknown=f"PersistentVolumeClaim {pod.namespace}/{name} is not in the snapshot "
+                    "(include pv,pvc: kubectl get nodes,pods,pdb,pv,pvc -A -o json)"
+                )
             if not claim.volume_name:
-                return VolumePlacement(unknown=f"PersistentVolumeClaim {claim.key} is not bound: its provisioner picks the node")
+                return VolumePlacement(
+                    unknown=f"PersistentVolumeClaim {claim.key} is not bound: its provisioner picks the node"
+                )
             volume = self.volumes.get(claim.volume_name)
             if volume is None:
-                return VolumePlacement(unknown=f"PersistentVolume {claim.volume_name} (claim {claim.key}) is not in the snapshot")
+                return VolumePlacement(
+                    unknown=f"PersistentVolume {claim.volume_name} (claim {claim.key}) is not in the snapshot"
+                )
             if volume.node_terms is not None:
                 terms.append(volume.node_terms)
         return VolumePlacement(tuple(terms)) if terms else ANYWHERE

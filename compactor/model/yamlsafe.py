@@ -69,6 +69,7 @@ def describe_yaml_error(exc: yaml.YAMLError) -> str:
 
 def load_yaml_documents(text: str) -> list[Any]:
     """Every document of a YAML stream (``---`` separated); ``yaml.YAMLError`` if malformed, ``YamlRefused`` if refused."""
+
     def documents(loader: _Loader) -> list[Any]:
         found = []
         while loader.check_node():
@@ -80,6 +81,7 @@ def load_yaml_documents(text: str) -> list[Any]:
 
 def load_yaml(text: str) -> Any:
     """The single document of a YAML text (``None`` if empty), as ``yaml.safe_load`` but refusing what it would not."""
+
     def document(loader: _Loader) -> Any:
         node = loader.get_single_node()
         return None if node is None else loader.construct_document(node)

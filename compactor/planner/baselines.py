@@ -42,24 +42,36 @@ def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResul
     moves, placements = concretise(problem, assignment, freed_set)
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     return BaselineResult(
-        "greedy-drain", len(moves),
-        tuple(problem.nodes[i].node.name for i in freed), tuple(problem.nodes[i].node.name for i in filled),
-        sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled), len(placements),
+        "greedy-drain",
+        len(moves),
+        tuple(problem.nodes[i].node.name for i in freed),
+        tuple(problem.nodes[i].node.name for i in filled),
+        sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
+        len(placements),
     )
 
 
 def _unbounded(settings: PlannerSettings) -> PlannerSettings:
     """Baselines see every node and pod, and no move limit: no model-size limit (``max_candidate_pods``) applies to them, nor the planner's
     move limits (which ``greedy`` keeps as the planner's warm start)."""
-    return settings.model_copy(update={"max_candidate_pods": 10**9, "max_moves": None, "max_moves_per_node": None,
-                                       "max_moves_per_namespace": None, "min_gain_per_move": 0.0})
+    return settings.model_copy(
+        update={
+            "max_candidate_pods": 10**9,
+            "max_moves": None,
+            "max_moves_per_node": None,
+            "max_moves_per_namespace": None,
+            "min_gain_per_move": 0.0,
+        }
+    )
 
 
 def _scored_resources(pod: Pod) -> list[str]:
     return [CPU, MEMORY, *[r for r in pod.requests if is_gpu_resource(r)]]
 
 
-def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scoring: str = "LeastAllocated", threshold: float = 0.5) -> BaselineResult:
+def high_node_utilization(
+    snapshot: Snapshot, settings: PlannerSettings, *, scoring: str = "LeastAllocated", threshold: float = 0.5
+) -> BaselineResult:
     """Evict movable GPU pods from GPU nodes whose GPU utilisation is under ``threshold``, then re-schedule them."""
     problem = build_problem(snapshot, _unbounded(settings), max_targets=len(snapshot.nodes))
     loads = [dict(s.fixed) for s in problem.nodes]
@@ -94,19 +106,25 @@ def high_node_utilization(snapshot: Snapshot, settings: PlannerSettings, *, scor
     freed = [s for s in problem.nodes if s.gpus and before_pods[s.index] > 0 and after_gpu_pods[s.index] == 0]
     filled = [s for s in problem.nodes if s.gpus and before_pods[s.index] == 0 and after_gpu_pods[s.index] > 0]
     return BaselineResult(
-        f"descheduler-HighNodeUtilization/{scoring}", moves,
-        tuple(s.node.name for s in freed), tuple(s.node.name for s in filled),
+        f"descheduler-HighNodeUtilization/{scoring}",
+        moves,
+        tuple(s.node.name for s in freed),
+        tuple(s.node.name for s in filled),
         sum(s.gpus for s in freed) - sum(s.gpus for s in filled),
     )
 
 
-def _schedule(problem: Problem, loads: list[dict[str, int]], pod: Pod, requests: dict[str, int], scoring: str) -> int | None:
+def _schedule(
+    problem: Problem, loads: list[dict[str, int]], pod: Pod, requests: dict[str, int], scoring: str
+) -> int | None:
     """kube-scheduler's NodeResourcesFit scoring (equal weights) over feasible nodes."""
     best: tuple[float, str] | None = None
     chosen: int | None = None
     for state in problem.nodes:
         load = loads[state.index]
-        if not state.is_target_pool or not all(load.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in requests.items()):
+        if not state.is_target_pool or not all(
+            load.get(r, 0) + v <= state.capacity.get(r, 0) for r, v in requests.items()
+        ):
             continue
         if (problem.rules or TargetRules(problem.snapshot)).why_not(pod, state.node) is not None:
             continue

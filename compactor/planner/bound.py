@@ -60,8 +60,14 @@ def whole_free_bound(problem: Problem, *, all_pending_placed: bool, deadline: De
     return _knapsack(problem, candidates, group, spare, pending, deadline.until(BOUND_SECONDS))
 
 
-def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], spare: dict[tuple[int, str], int],
-              pending: list[PodType], deadline: Deadline) -> int:
+def _knapsack(
+    problem: Problem,
+    candidates: list[NodeState],
+    group: list[int],
+    spare: dict[tuple[int, str], int],
+    pending: list[PodType],
+    deadline: Deadline,
+) -> int:
     model = cpsat.new_model()
     chosen = {s.index: model.new_bool_var(f"free_{s.index}") for s in candidates}
     terms: dict[tuple[int, str], list[tuple[IntVar, int]]] = defaultdict(list)
@@ -70,7 +76,10 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
             if is_gpu_resource(resource) and amount:
                 terms[group[state.index], resource].append((chosen[state.index], amount))
     for ptype in pending:  # every pod placed, each in one group its targets reach
-        into = {g: model.new_int_var(0, ptype.count, f"pending_{ptype.index}_{g}") for g in sorted({group[n] for n in ptype.targets})}
+        into = {
+            g: model.new_int_var(0, ptype.count, f"pending_{ptype.index}_{g}")
+            for g in sorted({group[n] for n in ptype.targets})
+        }
         model.add(cpsat.total(list(into.values())) == ptype.count)
         for resource, amount in ptype.items:
             if is_gpu_resource(resource):
@@ -83,8 +92,10 @@ def _knapsack(problem: Problem, candidates: list[NodeState], group: list[int], s
             small, room = restated
             checked(small, too_large(problem.snapshot.source, None, resource, f"{resource} amounts"))
             model.add(cpsat.weighted_sum([v for v, _ in small], [a for _, a in small]) <= room)
-    gpus = checked([(var, problem.nodes[n].gpus) for n, var in chosen.items()],
-                   too_large(problem.snapshot.source, None, "status.allocatable", "GPU counts"))
+    gpus = checked(
+        [(var, problem.nodes[n].gpus) for n, var in chosen.items()],
+        too_large(problem.snapshot.source, None, "status.allocatable", "GPU counts"),
+    )
     model.maximize(cpsat.weighted_sum([v for v, _ in gpus], [g for _, g in gpus]))
     solved = cpsat.solve(model, deadline, max(0.05, deadline.remaining()), workers=1)  # small: one worker
     if solved.optimal:

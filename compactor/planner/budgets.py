@@ -27,7 +27,9 @@ from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.settings import DisruptionSettings
 
-Admit = Callable[[str, Sequence[Move]], str]  # (source node, its moves) -> "" to take it, else the budget it would break
+Admit = Callable[
+    [str, Sequence[Move]], str
+]  # (source node, its moves) -> "" to take it, else the budget it would break
 
 
 def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> CompactionPlan:
@@ -66,10 +68,15 @@ def take_nodes(plan: CompactionPlan, admit: Admit, gpus: Mapping[str, int]) -> t
     targets = {m.to_node for m in moves} | {p.to_node for p in placed}
     freed = [n for n in plan.freed_nodes if n in taken]
     filled = [n for n in plan.filled_nodes if n in targets]
-    return plan.model_copy(update={
-        "moves": moves, "placed_pending": placed, "freed_nodes": freed, "filled_nodes": filled,
-        "freed_gpus": sum(gpus.get(n, 0) for n in freed) - sum(gpus.get(n, 0) for n in filled),
-    }), first
+    return plan.model_copy(
+        update={
+            "moves": moves,
+            "placed_pending": placed,
+            "freed_nodes": freed,
+            "filled_nodes": filled,
+            "freed_gpus": sum(gpus.get(n, 0) for n in freed) - sum(gpus.get(n, 0) for n in filled),
+        }
+    ), first
 
 
 def koordinator_unavailable(replicas: int) -> int:

@@ -50,8 +50,15 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def solver_report(problem: Problem, result: SolveResult | None, note: str = "", *, top: Point | None = None,
-                  cut: Sequence[str] = (), moves_bound: int | None = None) -> SolverReport:
+def solver_report(
+    problem: Problem,
+    result: SolveResult | None,
+    note: str = "",
+    *,
+    top: Point | None = None,
+    cut: Sequence[str] = (),
+    moves_bound: int | None = None,
+) -> SolverReport:
     """Status, objective (net freed GPUs of the max-free plan), bound and gap as the user may read them: for the whole
     cluster. A narrowed model's own proofs hold only among what it kept, so then the status is at most FEASIBLE, the
     bound is the whole-cluster one (``bound.whole_free_bound``) and the note says what was searched. What the time
@@ -76,25 +83,46 @@ def solver_report(problem: Problem, result: SolveResult | None, note: str = "", 
     cost_proven = cost is not None and moves_bound is not None and moves_bound >= cost
     if result.restricted:
         # Proven for the whole cluster only when the freed GPUs reach its bound and the move cost its lower bound.
-        whole_proof = objective is not None and bound is not None and objective >= bound and (cost_proven or (
-            top is not None and top.status == "OPTIMAL" and top.freed_gpus == objective))
+        whole_proof = (
+            objective is not None
+            and bound is not None
+            and objective >= bound
+            and (cost_proven or (top is not None and top.status == "OPTIMAL" and top.freed_gpus == objective))
+        )
         status = "OPTIMAL" if whole_proof else "FEASIBLE"
         proven = "OPTIMAL" if result.status == "OPTIMAL" else "FEASIBLE"
         searched = f"searched {result.restricted}: {proven} there"
         if result.searched:
-            searched += (f"; then {result.searched} neighbourhood(s) of the whole cluster (large-neighbourhood search), "
-                         f"{result.improvements} improving the plan")
+            searched += (
+                f"; then {result.searched} neighbourhood(s) of the whole cluster (large-neighbourhood search), "
+                f"{result.improvements} improving the plan"
+            )
         note = f"{note}; {searched}" if note else searched
     levels = [
-        {"name": lv.name, "status": lv.status, "objective": _finite(lv.objective), "bound": _finite(lv.bound), "seconds": round(lv.seconds, 3)}
+        {
+            "name": lv.name,
+            "status": lv.status,
+            "objective": _finite(lv.objective),
+            "bound": _finite(lv.bound),
+            "seconds": round(lv.seconds, 3),
+        }
         for lv in result.levels
     ]
     base = problem.settings.move_cost.base
     return SolverReport(
-        status=status, wall_seconds=round(result.wall_seconds, 3), objective=objective, bound=bound, gap=gap,
-        variables=result.variables, levels=levels, note=note, move_cost=None if cost is None else round(cost / base, 2),
+        status=status,
+        wall_seconds=round(result.wall_seconds, 3),
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        variables=result.variables,
+        levels=levels,
+        note=note,
+        move_cost=None if cost is None else round(cost / base, 2),
         move_cost_bound=None if cost is None or moves_bound is None else round(min(cost, moves_bound) / base, 2),
-        move_cost_gap=None if cost is None or moves_bound is None else round(max(0, cost - moves_bound) / max(cost, base), 4),
+        move_cost_gap=None
+        if cost is None or moves_bound is None
+        else round(max(0, cost - moves_bound) / max(cost, base), 4),
     )
 
 
@@ -102,14 +130,18 @@ def _time_limit_notes(result: SolveResult, cut: Sequence[str]) -> list[str]:
     """What the time limit left undone, for the solver report's note."""
     notes = []
     if result.unbuilt:
-        notes.append("time limit: no CP-SAT model could be built in the time left (building the problem and the greedy warm "
-                     "start took it): the max-free plan is the greedy warm start, within the move limits, unproven")
+        notes.append(
+            "time limit: no CP-SAT model could be built in the time left (building the problem and the greedy warm "
+            "start took it): the max-free plan is the greedy warm start, within the move limits, unproven"
+        )
     elif result.unsolved:
         notes.append(f"time limit: level(s) {', '.join(result.unsolved)} not solved (the incumbent stands, unproven)")
     return notes + [f"time limit: {what}" for what in cut]
 
 
-def _move_reason(problem: Problem, move: ConcreteMove, freed: set[int], pending_targets: dict[int, str], target_free: float) -> str:
+def _move_reason(
+    problem: Problem, move: ConcreteMove, freed: set[int], pending_targets: dict[int, str], target_free: float
+) -> str:
     source = problem.nodes[move.source]
     target = problem.nodes[move.target]
     if move.source in freed:
@@ -144,13 +176,20 @@ def _owner(move: ConcreteMove) -> str:
     return f"{ctrl.kind}/{ctrl.name}" if ctrl else ""
 
 
-def _moves(problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], placements: Sequence[ConcretePlacement]) -> list[Move]:
+def _moves(
+    problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], placements: Sequence[ConcretePlacement]
+) -> list[Move]:
     pending_targets = {p.target: p.pod.key for p in placements}
     return [
         Move(
-            pod=m.pod.key, from_node=problem.nodes[m.source].node.name, to_node=problem.nodes[m.target].node.name,
-            reason=_move_reason(problem, m, freed, pending_targets, free), uid=m.pod.uid, owner=_owner(m),
-            requests={k: v for k, v in m.pod.requests.items() if k != "pods"}, gpu=m.ptype.uses_gpu,
+            pod=m.pod.key,
+            from_node=problem.nodes[m.source].node.name,
+            to_node=problem.nodes[m.target].node.name,
+            reason=_move_reason(problem, m, freed, pending_targets, free),
+            uid=m.pod.uid,
+            owner=_owner(m),
+            requests={k: v for k, v in m.pod.requests.items() if k != "pods"},
+            gpu=m.ptype.uses_gpu,
             cost=round(m.ptype.cost / problem.settings.move_cost.base, 2),
         )
         for m, free in zip(moves, _free_before_each(problem, moves), strict=True)
@@ -165,7 +204,9 @@ class Composed:
     snapshot: Snapshot  # the snapshot planned: the compactor's own pins lifted (``pins.without_own_pins``)
     shapes: tuple[ReferenceShape, ...]  # the reference shapes the plan was made with (the re-cut step's)
     problem: Problem  # the whole problem, before any narrowing
-    placed: frozenset[str]  # pending pods (namespace/name) the plan places, re-cuts' included, before the run budgets' cut
+    placed: frozenset[
+        str
+    ]  # pending pods (namespace/name) the plan places, re-cuts' included, before the run budgets' cut
 
 
 def compose(
@@ -223,15 +264,19 @@ def compose(
     if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
         # Pods and nodes were not read together: a node may run pods this snapshot does not show, so none is freed.
         settings = settings.model_copy(update={"objective": "pending-only"})
-        warnings.append("freeing no node: the snapshot is not one consistent read (pods bound to nodes it does not contain), so "
-                        "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
-                        "kubectl get nodes,pods,pdb,pv,pvc -A -o json")
+        warnings.append(
+            "freeing no node: the snapshot is not one consistent read (pods bound to nodes it does not contain), so "
+            "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
+            "kubectl get nodes,pods,pdb,pv,pvc -A -o json"
+        )
     settings, held = _restrained(settings, restraints, warnings)
     say = stage or (lambda name, best: None)
     say("building the problem", "")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     building = time.monotonic()
-    original = problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now, restraints=held)
+    original = problem = build_problem(
+        snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now, restraints=held
+    )
     built = time.monotonic() - building
     result: SolveResult | None = None
     note = ""
@@ -254,8 +299,13 @@ def compose(
         curve_end = _curve_end(settings, built)
         say("searching", "")
         # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
-        result = solve(problem, deadline=clock.until(max(0.1, share) if settings.deterministic else share),
-                       build=clock.until(curve_end - clock.elapsed()) if settings.mode == "free-nodes" and not settings.deterministic else None)
+        result = solve(
+            problem,
+            deadline=clock.until(max(0.1, share) if settings.deterministic else share),
+            build=clock.until(curve_end - clock.elapsed())
+            if settings.mode == "free-nodes" and not settings.deterministic
+            else None,
+        )
         # What does not depend on the plan (the document's figures before it) takes from the curve's time, not from finishing's.
         if meanwhile is not None:
             meanwhile(snapshot, shapes)
@@ -274,32 +324,60 @@ def compose(
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     recuts: list[Recut] = []
     if settings.mig_repartition and mig_parted is not None and chosen is not None:
-        chosen, moves, placements, recuts = _recut_step(problem, mig_parted, points, chosen, moves, placements, settings, clock, cut)
+        chosen, moves, placements, recuts = _recut_step(
+            problem, mig_parted, points, chosen, moves, placements, settings, clock, cut
+        )
         if settings.mig_rebalance_min_gain is not None:
-            idle = plan_rebalance(problem, mig_parted, moves, placements, recuts, shapes, settings.mig_rebalance_min_gain)
+            idle = plan_rebalance(
+                problem, mig_parted, moves, placements, recuts, shapes, settings.mig_rebalance_min_gain
+            )
             recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     net_gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
     if result is not None and not moves and not placements:
-        note = ("moves capped at 0 (--max-moves / planner.max_moves)" if settings.max_moves == 0
-                else "no move frees GPU capacity or places a pending pod")
+        note = (
+            "moves capped at 0 (--max-moves / planner.max_moves)"
+            if settings.max_moves == 0
+            else "no move frees GPU capacity or places a pending pod"
+        )
     plan = CompactionPlan(
-        metadata=Metadata(id=plan_id or f"plan-{uuid.uuid4().hex[:12]}", created_at=now.isoformat().replace("+00:00", "Z"), source=source),
+        metadata=Metadata(
+            id=plan_id or f"plan-{uuid.uuid4().hex[:12]}",
+            created_at=now.isoformat().replace("+00:00", "Z"),
+            source=source,
+        ),
         moves=_moves(problem, moves, set(freed), placements),
         placed_pending=[Placement(pod=p.pod.key, to_node=problem.nodes[p.target].node.name) for p in placements],
         freed_nodes=[problem.nodes[i].node.name for i in freed],
         filled_nodes=[problem.nodes[i].node.name for i in filled],
         freed_gpus=net_gpus,
-        mig_repartition=[MigRepartition(node=problem.nodes[r.node].node.name, from_config=r.from_config, to_config=r.to_config,
-                                        reason=r.reason(problem), allocatable=r.allocatable, cost=settings.recut_cost_moves) for r in recuts],
+        mig_repartition=[
+            MigRepartition(
+                node=problem.nodes[r.node].node.name,
+                from_config=r.from_config,
+                to_config=r.to_config,
+                reason=r.reason(problem),
+                allocatable=r.allocatable,
+                cost=settings.recut_cost_moves,
+            )
+            for r in recuts
+        ],
         objective=settings.objective if settings.mode == "free-nodes" else "shapes",
-        balanced_moves_per_gpu=settings.balanced_moves_per_gpu if settings.objective == "balanced" and settings.mode == "free-nodes" else None,
+        balanced_moves_per_gpu=settings.balanced_moves_per_gpu
+        if settings.objective == "balanced" and settings.mode == "free-nodes"
+        else None,
         move_price=describe(settings.move_cost),
         frontier=_frontier(points, chosen, recuts, settings, moves, len(freed), net_gpus),
         warnings=warnings,
-        solver=solver_report(problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound).model_copy(
-            update={"frontier_seconds": round(curve_seconds, 3), "load_seconds": None if load_seconds is None else round(load_seconds, 3)}),
+        solver=solver_report(
+            problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound
+        ).model_copy(
+            update={
+                "frontier_seconds": round(curve_seconds, 3),
+                "load_seconds": None if load_seconds is None else round(load_seconds, 3),
+            }
+        ),
     )
     if budgets is not None:
         plan = _within_budgets(plan, snapshot, budgets)
@@ -314,8 +392,12 @@ def _within_budgets(plan: CompactionPlan, snapshot: Snapshot, cfg: DisruptionSet
     cut, which = take_nodes(plan, budgets.admit(), gpus)
     if not which:
         return plan
-    return cut.model_copy(update={"held_back": f"{which} reached: {len(plan.moves) - len(cut.moves)} of {len(plan.moves)} moves "
-                                                f"wait for a later run"})
+    return cut.model_copy(
+        update={
+            "held_back": f"{which} reached: {len(plan.moves) - len(cut.moves)} of {len(plan.moves)} moves "
+            f"wait for a later run"
+        }
+    )
 
 
 def _best(problem: Problem, assignment: Assignment) -> str:
@@ -325,7 +407,9 @@ def _best(problem: Problem, assignment: Assignment) -> str:
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
-FINISH_PER_BUILD = 0.6  # on the wall clock, finishing takes up to about this share of the time building the problem took
+FINISH_PER_BUILD = (
+    0.6  # on the wall clock, finishing takes up to about this share of the time building the problem took
+)
 
 
 def _curve_end(settings: PlannerSettings, built: float) -> float:
@@ -336,6 +420,8 @@ def _curve_end(settings: PlannerSettings, built: float) -> float:
     if settings.deterministic:
         return limit * CURVE_END
     return limit - max(limit * (1 - CURVE_END), FINISH_PER_BUILD * built)
+
+
 def _moves_bound(whole: Problem, result: SolveResult, deadline: Deadline, cut: list[str]) -> int | None:
     """The least move cost of any plan of the whole cluster placing the max-free plan's pending pods and freeing its GPUs
     (``move_bound.fewest_moves_cost``): how far its moves may be from the fewest. Taken from the curve's time."""
@@ -344,19 +430,29 @@ def _moves_bound(whole: Problem, result: SolveResult, deadline: Deadline, cut: l
         return None
     problem, assignment = result.problem, result.assignment
     freed = sum(problem.nodes[n].gpus for n in result.empty_nodes) - problem.empty_before_gpus
-    return fewest_moves_cost(whole, freed_gpus=freed, pending_weight=pending_weight(problem, assignment), deadline=deadline)
+    return fewest_moves_cost(
+        whole, freed_gpus=freed, pending_weight=pending_weight(problem, assignment), deadline=deadline
+    )
 
 
-MOVE_BOUND_MIN_SECONDS = 0.2  # less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)
-MIN_CURVE_SECONDS = 1.0  # on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
+MOVE_BOUND_MIN_SECONDS = (
+    0.2  # less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)
+)
+MIN_CURVE_SECONDS = (
+    1.0  # on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
+)
 
 
-def _curve(problem: Problem, result: SolveResult, settings: PlannerSettings, deadline: Deadline, cut: list[str]) -> tuple[list[Point], Point]:
+def _curve(
+    problem: Problem, result: SolveResult, settings: PlannerSettings, deadline: Deadline, cut: list[str]
+) -> tuple[list[Point], Point]:
     """The trade-off curve (within as long again as the max-free solve took, at most what remains of the time limit) and
     the point to run."""
     points = frontier(problem, result, deadline=deadline.until(max(MIN_CURVE_SECONDS, result.spent)), cut=cut)
     if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
-        return [], Point(0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem))
+        return [], Point(
+            0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem)
+        )
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
 
 
@@ -365,16 +461,24 @@ def _whole_cluster_bounds(points: list[Point], whole: Problem) -> None:
     freeing k nodes that ran GPU pods moves at least every GPU pod off them: the k cheapest such nodes' pods."""
     cheapest = sorted(drain_costs(whole).values())
     for point in points:
-        point.bound = min(point.cost, sum(cheapest[:point.freed_nodes]))
+        point.bound = min(point.cost, sum(cheapest[: point.freed_nodes]))
         point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
 
 
 RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
 
 
-def _recut_step(problem: Problem, parted: Layouts, points: list[Point], chosen: Point, moves: list[ConcreteMove],
-                placements: list[ConcretePlacement], settings: PlannerSettings, clock: Deadline, cut: list[str],
-                ) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
+def _recut_step(
+    problem: Problem,
+    parted: Layouts,
+    points: list[Point],
+    chosen: Point,
+    moves: list[ConcreteMove],
+    placements: list[ConcretePlacement],
+    settings: PlannerSettings,
+    clock: Deadline,
+    cut: list[str],
+) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
     """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the
     re-cut is a step of its own: the first further point of the curve that frees such a node is taken instead.
     Each re-cut counts ``recut_cost_moves`` against ``max_moves``: a step that would pass the cap is not taken.
@@ -408,23 +512,45 @@ def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> l
     return kept
 
 
-def _frontier(points: list[Point], chosen: Point | None, recuts: list[Recut], settings: PlannerSettings, moves: list[ConcreteMove],
-              freed_nodes: int, net_gpus: int) -> list[FrontierPoint]:
+def _frontier(
+    points: list[Point],
+    chosen: Point | None,
+    recuts: list[Recut],
+    settings: PlannerSettings,
+    moves: list[ConcreteMove],
+    freed_nodes: int,
+    net_gpus: int,
+) -> list[FrontierPoint]:
     """The curve as the plan shows it; re-cuts are a step of their own, right after the point they build on (the plan's
     ``freed_nodes`` nodes and ``net_gpus`` GPUs)."""
     base = settings.move_cost.base
     rows = [_frontier_point(p, p is chosen and not recuts, base) for p in points]
     if recuts and chosen is not None:
         cost = sum(m.ptype.cost for m in moves) / base + settings.recut_cost_moves * len(recuts)
-        step = FrontierPoint(freed_nodes=freed_nodes, freed_gpus=net_gpus, moves=len(moves), cost=round(cost, 2), status="FEASIBLE",
-                             bound=round(chosen.bound / base, 2), chosen=True, recuts=len(recuts))
+        step = FrontierPoint(
+            freed_nodes=freed_nodes,
+            freed_gpus=net_gpus,
+            moves=len(moves),
+            cost=round(cost, 2),
+            status="FEASIBLE",
+            bound=round(chosen.bound / base, 2),
+            chosen=True,
+            recuts=len(recuts),
+        )
         rows.insert(points.index(chosen) + 1, step)
     return rows
 
 
 def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:
-    return FrontierPoint(freed_nodes=point.freed_nodes, freed_gpus=point.freed_gpus, moves=point.moves, cost=round(point.cost / base, 2),
-                         status=point.status, bound=round(point.bound / base, 2), chosen=chosen)
+    return FrontierPoint(
+        freed_nodes=point.freed_nodes,
+        freed_gpus=point.freed_gpus,
+        moves=point.moves,
+        cost=round(point.cost / base, 2),
+        status=point.status,
+        bound=round(point.bound / base, 2),
+        chosen=chosen,
+    )
 
 
 UNMOVABLE_SAMPLE = 50  # pods named per reason in explanations.unmovablePodsSample (a 50,000-pod plan stays small)
@@ -438,8 +564,10 @@ def _explanations(problem: Problem, restraints: Restraints | None = None) -> dic
         if reason is not None:
             pods.setdefault(reason.value, []).append(key)
     ranked = sorted(pods.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    found: dict[str, object] = {"unmovablePods": {reason: len(keys) for reason, keys in ranked},
-                                "unmovablePodsSample": {reason: sorted(keys)[:UNMOVABLE_SAMPLE] for reason, keys in ranked}}
+    found: dict[str, object] = {
+        "unmovablePods": {reason: len(keys) for reason, keys in ranked},
+        "unmovablePodsSample": {reason: sorted(keys)[:UNMOVABLE_SAMPLE] for reason, keys in ranked},
+    }
     if restraints is not None and restraints.any:
         found["cooldowns"] = _cooldowns(problem, restraints)
     return found
@@ -451,13 +579,19 @@ def _cooldowns(problem: Problem, restraints: Restraints) -> dict[str, str]:
     for key in sorted(k for k, r in problem.unmovable.items() if r in (Unmovable.COOLDOWN, Unmovable.NODE_COOLDOWN)):
         pod = by_key[key]
         node_note = restraints.nodes.get(pod.node_name)
-        notes[key] = f"its node {pod.node_name} was {node_note}" if node_note else restraints.workloads[workload_key(pod.namespace, pod.owners)]
+        notes[key] = (
+            f"its node {pod.node_name} was {node_note}"
+            if node_note
+            else restraints.workloads[workload_key(pod.namespace, pod.owners)]
+        )
         if len(notes) >= UNMOVABLE_SAMPLE:
             break
     return notes
 
 
-def _restrained(settings: PlannerSettings, restraints: Restraints | None, warnings: list[str]) -> tuple[PlannerSettings, Restraints | None]:
+def _restrained(
+    settings: PlannerSettings, restraints: Restraints | None, warnings: list[str]
+) -> tuple[PlannerSettings, Restraints | None]:
     """The settings under the hourly/daily move caps (``restraints.moves_left``), and the warnings that say what history holds back."""
     if restraints is None or not restraints.any:
         return settings, None
@@ -467,6 +601,8 @@ def _restrained(settings: PlannerSettings, restraints: Restraints | None, warnin
         settings = settings.model_copy(update={"max_moves": restraints.moves_left})
         warnings.append(f"at most {restraints.moves_left} move(s) now: {restraints.budget}")
     if restraints.workloads or restraints.nodes:
-        warnings.append(f"in their cooldown: {len(restraints.workloads)} workload(s), {len(restraints.nodes)} node(s) "
-                        "(explanations.cooldowns says why per pod)")
+        warnings.append(
+            f"in their cooldown: {len(restraints.workloads)} workload(s), {len(restraints.nodes)} node(s) "
+            "(explanations.cooldowns says why per pod)"
+        )
     return settings, restraints

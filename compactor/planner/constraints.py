@@ -37,7 +37,9 @@ def _weighted(terms: LinearTerms) -> LinearExpr:
     return cpsat.weighted_sum([v for v, _ in terms], [c for _, c in terms])
 
 
-def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables, total: int | None = None) -> None:
+def _fits(
+    problem: Problem, node: int, resource: str, terms: LinearTerms, room: int, v: Variables, total: int | None = None
+) -> None:
     """``sum(terms) <= room`` on a node, restated in small numbers; refused when still beyond the solver's integers.
     ``total``: the terms' reach (``int64.reach``) when the caller has it."""
     total = reach(terms, v.upper) if total is None else total
@@ -45,7 +47,11 @@ def _fits(problem: Problem, node: int, resource: str, terms: LinearTerms, room: 
     if restated is not None:
         terms, room = restated
         if total > REACH_LIMIT:  # restated amounts are never larger, so only then can they be too large
-            checked(terms, too_large(problem.snapshot.source, problem.nodes[node].node.name, resource, f"{resource} amounts"), bound=v.upper)
+            checked(
+                terms,
+                too_large(problem.snapshot.source, problem.nodes[node].node.name, resource, f"{resource} amounts"),
+                bound=v.upper,
+            )
         v.model.add(_weighted(terms) <= room)
 
 
@@ -64,7 +70,9 @@ def conservation(problem: Problem, v: Variables) -> None:
 def capacity(problem: Problem, v: Variables) -> None:
     """After the plan, every node fits every resource any pod requests (an overcommitted node gets no worse)."""
     per_node: dict[int, dict[str, LinearTerms]] = defaultdict(lambda: defaultdict(list))
-    reaches: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # the rows' reach, summed as they are made
+    reaches: dict[int, dict[str, int]] = defaultdict(
+        lambda: defaultdict(int)
+    )  # the rows' reach, summed as they are made
     for ptype in problem.types:
         v.tick()
         source = v.placed if ptype.pending else v.final
@@ -79,7 +87,15 @@ def capacity(problem: Problem, v: Variables) -> None:
         v.tick()
         state = problem.nodes[node]
         for resource, terms in by_resource.items():
-            _fits(problem, node, resource, terms, state.capacity.get(resource, 0) - state.fixed.get(resource, 0), v, reaches[node][resource])
+            _fits(
+                problem,
+                node,
+                resource,
+                terms,
+                state.capacity.get(resource, 0) - state.fixed.get(resource, 0),
+                v,
+                reaches[node][resource],
+            )
     # Shape mode: each shape's copies are counted against the free room on their own, as the headroom figure is.
     for (shape_index, node), var in v.headroom.items():
         state = problem.nodes[node]
@@ -99,7 +115,12 @@ def one_eviction_at_a_time(problem: Problem, v: Variables) -> None:
     if not problem.ordered_moves:
         return
     model = v.model
-    level = {n: model.new_int_var(0, ORDER_LEVELS - 1, f"level_{n}") for t in problem.types if not t.pending for n in t.initial}
+    level = {
+        n: model.new_int_var(0, ORDER_LEVELS - 1, f"level_{n}")
+        for t in problem.types
+        if not t.pending
+        for n in t.initial
+    }
     for ptype in problem.types:
         v.tick()
         if ptype.pending:
@@ -140,11 +161,18 @@ def emptiness(problem: Problem, v: Variables) -> None:
         v.tick()
         room = problem.nodes[node]
         for resource, terms in gpu_terms.get(node, {}).items():
-            restated = at_most_unless_empty(terms, room.capacity.get(resource, 0) - room.fixed.get(resource, 0), v.upper)
+            restated = at_most_unless_empty(
+                terms, room.capacity.get(resource, 0) - room.fixed.get(resource, 0), v.upper
+            )
             if restated is None:
                 continue  # every amount is zero: the type never holds the node
             small, cap = restated
-            checked(small, too_large(problem.snapshot.source, room.node.name, resource, f"{resource} amounts"), extra=cap, bound=v.upper)
+            checked(
+                small,
+                too_large(problem.snapshot.source, room.node.name, resource, f"{resource} amounts"),
+                extra=cap,
+                bound=v.upper,
+            )
             v.model.add(_weighted(small) + cap * empty <= cap)
 
 
@@ -173,15 +201,22 @@ def min_gain(problem: Problem, v: Variables) -> None:
     if per_move <= 0:
         return
     # 100 x (freed GPUs - GPUs free before) >= per_move x moves
-    terms = [(var, 100 * gpus) for var, gpus in freed_gpu_terms(problem, v)] + [(var, -per_move) for var in v.out.values()]
+    terms = [(var, 100 * gpus) for var, gpus in freed_gpu_terms(problem, v)] + [
+        (var, -per_move) for var in v.out.values()
+    ]
     before = 100 * problem.empty_before_gpus
-    v.model.add(_weighted(checked(terms, _gpus_too_large(problem, "GPU count (minGainPerMove)"), extra=before, bound=v.upper)) >= before)
+    v.model.add(
+        _weighted(checked(terms, _gpus_too_large(problem, "GPU count (minGainPerMove)"), extra=before, bound=v.upper))
+        >= before
+    )
 
 
 def _gpus_too_large(problem: Problem, what: str) -> Callable[[int], ModelRangeError]:
     """The refusal when GPU counts overflow an objective: names the node that counts the most GPUs."""
     most = max(problem.nodes, key=lambda s: (s.gpus, s.free_gpus_before))
-    return too_large(problem.snapshot.source, most.node.name, "status.allocatable", f"{what} ({most.gpus} GPUs on this node)")
+    return too_large(
+        problem.snapshot.source, most.node.name, "status.allocatable", f"{what} ({most.gpus} GPUs on this node)"
+    )
 
 
 def freed_gpu_terms(problem: Problem, v: Variables) -> LinearTerms:
@@ -214,8 +249,12 @@ def move_cost(problem: Problem, v: Variables) -> LinearExprT:
 
 
 def move_costs_too_large(problem: Problem) -> Callable[[int], ModelRangeError]:
-    return too_large(problem.snapshot.source, None, "", "move costs (planner.move_cost settings, compactor.io/move-cost, "
-                     "spare GPUs of the targets)")
+    return too_large(
+        problem.snapshot.source,
+        None,
+        "",
+        "move costs (planner.move_cost settings, compactor.io/move-cost, spare GPUs of the targets)",
+    )
 
 
 def move_cost_terms(problem: Problem, v: Variables) -> LinearTerms:
@@ -235,10 +274,14 @@ def add_headroom_vars(problem: Problem, v: Variables) -> None:
         for state in problem.nodes:
             if not state.is_target_pool:
                 continue
-            room = [(state.capacity.get(r, 0) - state.fixed.get(r, 0)) // amount for r, amount in shape.items() if amount]
+            room = [
+                (state.capacity.get(r, 0) - state.fixed.get(r, 0)) // amount for r, amount in shape.items() if amount
+            ]
             upper = max(0, min(room)) if room else 0
             if upper > REACH_LIMIT:
-                raise too_large(problem.snapshot.source, state.node.name, "shape headroom", "copies of a target shape")(upper)
+                raise too_large(problem.snapshot.source, state.node.name, "shape headroom", "copies of a target shape")(
+                    upper
+                )
             if upper:
                 v.headroom[s, state.index] = v.new_int_var(0, upper, f"head_{s}_{state.index}")
 

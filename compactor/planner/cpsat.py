@@ -23,8 +23,22 @@ from compactor.planner.deadline import Deadline
 if TYPE_CHECKING:
     from ortools.sat.python.cp_model import CpModel, CpSolver, IntVar, LinearExpr, LinearExprT
 
-__all__ = ["FOUND", "OPTIMAL", "CpModel", "IntVar", "LinearExpr", "LinearExprT", "Solved", "fix", "hint", "new_model", "size",
-           "solve", "total", "weighted_sum"]
+__all__ = [
+    "FOUND",
+    "OPTIMAL",
+    "CpModel",
+    "IntVar",
+    "LinearExpr",
+    "LinearExprT",
+    "Solved",
+    "fix",
+    "hint",
+    "new_model",
+    "size",
+    "solve",
+    "total",
+    "weighted_sum",
+]
 
 WALL_CAP = 10.0  # deterministic runs: a wall-clock safety cap, this many times the deterministic limit (+1 s)
 

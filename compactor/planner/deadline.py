@@ -68,7 +68,9 @@ class Deadline:
 
     def until(self, seconds: float) -> Deadline:
         """A deadline at most ``seconds`` from now, never past this one."""
-        return Deadline(min(seconds, self.remaining()), self.workers, self.seed, self.deterministic, self._spent, self.now())
+        return Deadline(
+            min(seconds, self.remaining()), self.workers, self.seed, self.deterministic, self._spent, self.now()
+        )
 
     def spend(self, deterministic_seconds: float) -> None:
         """Charge a solve's deterministic time (``cpsat.solve`` does, after every solve)."""
@@ -77,4 +79,9 @@ class Deadline:
 
 def deadline_for(settings: PlannerSettings, seconds: float | None = None) -> Deadline:
     """A deadline on the clock the settings ask for (``planner.deterministic``), ``seconds`` (default: the time limit) from now."""
-    return Deadline(settings.time_limit_seconds if seconds is None else seconds, settings.workers, settings.seed, settings.deterministic)
+    return Deadline(
+        settings.time_limit_seconds if seconds is None else seconds,
+        settings.workers,
+        settings.seed,
+        settings.deterministic,
+    )

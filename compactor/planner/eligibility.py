@@ -43,7 +43,9 @@ class TargetRules:
 
     def pool(self, pod: Pod) -> str:
         """The pool a bound GPU pod must stay in ("" = any)."""
-        if self.cross_pool or not pod.is_bound or not any(is_gpu_resource(r) for r in pod.requests):  # Pod.uses_gpu, unbuilt
+        if (
+            self.cross_pool or not pod.is_bound or not any(is_gpu_resource(r) for r in pod.requests)
+        ):  # Pod.uses_gpu, unbuilt
             return ""
         node = self.nodes.get(pod.node_name)
         return node.pool if node is not None else ""

@@ -49,7 +49,9 @@ def _figure(figures: dict[str, Any], key: str) -> Any:
 
 
 def _figure_rows(plan: CompactionPlan) -> list[tuple[str, str, str]]:
-    return [(label, _fmt(t, _figure(plan.before, key)), _fmt(t, _figure(plan.after, key))) for label, key, t in _FIGURES]
+    return [
+        (label, _fmt(t, _figure(plan.before, key)), _fmt(t, _figure(plan.after, key))) for label, key, t in _FIGURES
+    ]
 
 
 def _point_quality(plan: CompactionPlan) -> str:
@@ -60,8 +62,10 @@ def _point_quality(plan: CompactionPlan) -> str:
     if chosen.status == "OPTIMAL":
         return f"this plan: OPTIMAL (no plan freeing {chosen.freed_nodes} node(s) costs less than its {chosen.cost:g} moves)"
     gap = (chosen.cost - chosen.bound) / chosen.cost if chosen.cost > 0 else 0.0
-    return (f"this plan: {chosen.status}, not proven (time limit): no plan freeing {chosen.freed_nodes} node(s) costs less than "
-            f"{chosen.bound:g} moves, it costs {chosen.cost:g} (gap {gap:.1%})")
+    return (
+        f"this plan: {chosen.status}, not proven (time limit): no plan freeing {chosen.freed_nodes} node(s) costs less than "
+        f"{chosen.bound:g} moves, it costs {chosen.cost:g} (gap {gap:.1%})"
+    )
 
 
 def _headline(plan: CompactionPlan) -> list[str]:
@@ -75,8 +79,10 @@ def _headline(plan: CompactionPlan) -> list[str]:
         f"planned in {s.plan_seconds:.2f}s" + ("" if s.load_seconds is None else f" (+{s.load_seconds:.2f}s loading)"),
     ]
     if s.move_cost is not None and s.move_cost_bound is not None and s.move_cost_gap is not None:
-        lines.append(f"  the max-free plan's move cost {s.move_cost:g} (in moves): no plan freeing as much costs less than "
-                     f"{s.move_cost_bound:g} (gap {s.move_cost_gap:.1%})")
+        lines.append(
+            f"  the max-free plan's move cost {s.move_cost:g} (in moves): no plan freeing as much costs less than "
+            f"{s.move_cost_bound:g} (gap {s.move_cost_gap:.1%})"
+        )
     if plan.filled_nodes:
         lines.append(f"  note: fills previously free node(s) {listed(plan.filled_nodes)}")
     if plan.held_back:
@@ -95,6 +101,8 @@ _OBJECTIVES = {
 
 def _objective(plan: CompactionPlan) -> str:
     return _OBJECTIVES.get(plan.objective, plan.objective).format(price=plan.balanced_moves_per_gpu or 0.0)
+
+
 _MAX_CURVE_ROWS = 15
 
 
@@ -109,7 +117,17 @@ def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str
             label = f"+ {point.recuts} MIG re-cut(s)"
         more = "" if previous is None else f"+{point.moves - previous.moves}"
         status = point.status if point.status == "OPTIMAL" else f"{point.status} (bound {point.bound:g})"
-        rows.append(("*" if point.chosen else "", label, str(point.moves), more, f"{point.cost:g}", str(point.freed_gpus), status))
+        rows.append(
+            (
+                "*" if point.chosen else "",
+                label,
+                str(point.moves),
+                more,
+                f"{point.cost:g}",
+                str(point.freed_gpus),
+                status,
+            )
+        )
         previous = point
     return rows
 
@@ -136,9 +154,12 @@ def _curve_text(plan: CompactionPlan) -> list[str]:
         return []
     rows = _curve_rows(plan)
     chosen = next((i for i, p in enumerate(plan.frontier) if p.chosen), 0)
-    out = ["", f"Trade-off curve (objective {plan.objective}: {_objective(plan)}; * = this plan):",
-           *([f"  {plan.move_price}"] if plan.move_price else []),
-           f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs (physical)':>21}  status"]
+    out = [
+        "",
+        f"Trade-off curve (objective {plan.objective}: {_objective(plan)}; * = this plan):",
+        *([f"  {plan.move_price}"] if plan.move_price else []),
+        f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs (physical)':>21}  status",
+    ]
     for i in _shown(len(rows), chosen):
         if i is None:
             out.append("    ...")
@@ -151,9 +172,15 @@ def _curve_text(plan: CompactionPlan) -> list[str]:
 def _curve_markdown(plan: CompactionPlan) -> list[str]:
     if not plan.frontier:
         return []
-    out = [f"## Trade-off curve (objective {plan.objective})", "",
-           _objective(plan) + "; **bold** = this plan.", *(["", plan.move_price[0].upper() + plan.move_price[1:] + "."] if plan.move_price else []), "",
-           "| point | moves | more | cost | freed GPUs (physical) | status |", "|---|---:|---:|---:|---:|---|"]
+    out = [
+        f"## Trade-off curve (objective {plan.objective})",
+        "",
+        _objective(plan) + "; **bold** = this plan.",
+        *(["", plan.move_price[0].upper() + plan.move_price[1:] + "."] if plan.move_price else []),
+        "",
+        "| point | moves | more | cost | freed GPUs (physical) | status |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for mark, *cells in _curve_rows(plan):
         out.append("| " + " | ".join(f"**{c}**" if mark and c else c for c in cells) + " |")
     return [*out, ""]
@@ -163,17 +190,28 @@ def _mig_rows(pool: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     """(config, per node, pending hosted per node, nodes for all pending, overlap with running) for the best layouts."""
     rows = []
     for option in pool["layouts"][:4]:
-        per_node = ", ".join(f"{v} x {k.removeprefix('nvidia.com/').removeprefix('mig-')}" for k, v in option["perNode"].items()) or "-"
+        per_node = (
+            ", ".join(
+                f"{v} x {k.removeprefix('nvidia.com/').removeprefix('mig-')}" for k, v in option["perNode"].items()
+            )
+            or "-"
+        )
         needed = "-" if option["nodesForPending"] is None else str(option["nodesForPending"])
-        rows.append((option["config"], per_node, str(option["hostsPending"]), needed, f"{option['matchesRunning']:.0%}"))
+        rows.append(
+            (option["config"], per_node, str(option["hostsPending"]), needed, f"{option['matchesRunning']:.0%}")
+        )
     return rows
 
 
 def _mig_text(plan: CompactionPlan) -> list[str]:
     out: list[str] = []
     for pool in plan.mig_advice:
-        out += ["", f"MIG layouts for pool {pool['pool']} ({pool['model']}, {pool['nodes']} nodes; advice, nothing is re-cut):",
-                f"  {pool['advice']}", f"    {'layout':<16} {'per node':<44} {'pending/node':>12} {'nodes for all':>13} {'fits running':>12}"]
+        out += [
+            "",
+            f"MIG layouts for pool {pool['pool']} ({pool['model']}, {pool['nodes']} nodes; advice, nothing is re-cut):",
+            f"  {pool['advice']}",
+            f"    {'layout':<16} {'per node':<44} {'pending/node':>12} {'nodes for all':>13} {'fits running':>12}",
+        ]
         out += [f"    {c:<16} {n:<44} {h:>12} {k:>13} {m:>12}" for c, n, h, k, m in _mig_rows(pool)]
     return out
 
@@ -181,8 +219,14 @@ def _mig_text(plan: CompactionPlan) -> list[str]:
 def _mig_markdown(plan: CompactionPlan) -> list[str]:
     out: list[str] = []
     for pool in plan.mig_advice:
-        out += [f"## MIG layouts for pool {pool['pool']} ({pool['model']})", "", f"{pool['advice']} (advice: nothing is re-cut)", "",
-                "| layout | per node | pending hosted per node | nodes for all pending | fits running |", "|---|---|---:|---:|---:|"]
+        out += [
+            f"## MIG layouts for pool {pool['pool']} ({pool['model']})",
+            "",
+            f"{pool['advice']} (advice: nothing is re-cut)",
+            "",
+            "| layout | per node | pending hosted per node | nodes for all pending | fits running |",
+            "|---|---|---:|---:|---:|",
+        ]
         out += [f"| {c} | {n} | {h} | {k} | {m} |" for c, n, h, k, m in _mig_rows(pool)]
         out.append("")
     return out
@@ -197,7 +241,14 @@ def _pending_text(plan: CompactionPlan) -> list[str]:
 def _pending_markdown(plan: CompactionPlan) -> list[str]:
     if not plan.pending_not_placed:
         return []
-    return ["## Pods left pending", "", "| pod | why |", "|---|---|", *[f"| `{p.pod}` | {p.reason} |" for p in plan.pending_not_placed], ""]
+    return [
+        "## Pods left pending",
+        "",
+        "| pod | why |",
+        "|---|---|",
+        *[f"| `{p.pod}` | {p.reason} |" for p in plan.pending_not_placed],
+        "",
+    ]
 
 
 def render_text(plan: CompactionPlan) -> str:
@@ -236,17 +287,32 @@ def render_text(plan: CompactionPlan) -> str:
 
 
 def render_markdown(plan: CompactionPlan) -> str:
-    out = ["# " + _headline(plan)[0], "", *[f"> **Warning:** {w}" for w in plan.warnings], *([""] if plan.warnings else []),
-           *[f"- {line.strip()}" for line in _headline(plan)[1:]], ""]
+    out = [
+        "# " + _headline(plan)[0],
+        "",
+        *[f"> **Warning:** {w}" for w in plan.warnings],
+        *([""] if plan.warnings else []),
+        *[f"- {line.strip()}" for line in _headline(plan)[1:]],
+        "",
+    ]
     out += _curve_markdown(plan)
     if plan.mig_repartition:
         out += ["## MIG re-cuts", "", "| node | from | to | why |", "|---|---|---|---|"]
         out += [f"| {r.node} | {r.from_config or '-'} | {r.to_config} | {r.reason} |" for r in plan.mig_repartition]
         out.append("")
     if plan.moves:
-        out += ["## Moves (execution order)", "", f"Steering: **{plan.steering.mechanism}**: {plan.steering.why}", "",
-                "| # | pod | from | to | cost (moves) | why |", "|---|---|---|---|---:|---|"]
-        out += [f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.cost:g} | {m.reason} |" for i, m in enumerate(plan.moves, 1)]
+        out += [
+            "## Moves (execution order)",
+            "",
+            f"Steering: **{plan.steering.mechanism}**: {plan.steering.why}",
+            "",
+            "| # | pod | from | to | cost (moves) | why |",
+            "|---|---|---|---|---:|---|",
+        ]
+        out += [
+            f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.cost:g} | {m.reason} |"
+            for i, m in enumerate(plan.moves, 1)
+        ]
         out.append("")
     if plan.placed_pending:
         out += ["## Pending pods that fit after the plan", "", "| pod | node |", "|---|---|"]

@@ -172,7 +172,9 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
     pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
     # Made on first use: at thousands of nodes making it takes seconds, and often no point needs a solve.
     model = _LazyModel(problem, pending, deadline, top)
-    steps_need = top.greedy_seconds if not deadline.deterministic else 0.0  # the greedy steps take about as long as greedy
+    steps_need = (
+        top.greedy_seconds if not deadline.deterministic else 0.0
+    )  # the greedy steps take about as long as greedy
 
     zero = _zero_point(problem, model, top, deadline, cut, steps_need + model.need) if not deadline.expired() else None
     if zero is None:
@@ -182,16 +184,22 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
     warm = top.greedy_assignment
     if warm is not None and warm is not top.assignment and _placed(warm) == _placed(top.assignment):
-        _offer(best, problem, warm)  # at scale the search may free more for more moves: greedy drain's point stays on the curve
+        _offer(
+            best, problem, warm
+        )  # at scale the search may free more for more moves: greedy drain's point stays on the curve
     costs = drain_costs(problem)
     if zero is not None:
         _offer(best, problem, plan_of(zero))
-        steps = _Steps(problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name)))
+        steps = _Steps(
+            problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name))
+        )
         for point in steps.points(deadline):
             if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):
                 best.append(point)
         if steps.cut:
-            cut.append(f"greedy steps of the trade-off curve stopped by the time limit after {len(steps.drained)} node(s)")
+            cut.append(
+                f"greedy steps of the trade-off curve stopped by the time limit after {len(steps.drained)} node(s)"
+            )
     cheapest = sorted(costs.values())
     additive = _pending_and_draining_add_up(problem)
     top_nodes = max(p.freed_nodes for p in best)
@@ -215,13 +223,17 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
         except OutOfTime:
             cut.append("the trade-off curve's cost model: not built within the time limit (its points are unproven)")
             break
-        if deadline.remaining() <= 0:  # building the model took the time left: the solve found nothing worth waiting for
+        if (
+            deadline.remaining() <= 0
+        ):  # building the model took the time left: the solve found nothing worth waiting for
             break
         if found is not None:
             _offer(best, problem, found)
         lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)
     if unsolved and model.made is None:
-        cut.append(f"{unsolved} point(s) of the trade-off curve not solved: no time to make its cost model (greedy steps, unproven)")
+        cut.append(
+            f"{unsolved} point(s) of the trade-off curve not solved: no time to make its cost model (greedy steps, unproven)"
+        )
     for point in best:
         point.bound = min(point.cost, max(lower.get(n, 0) for n in range(point.freed_nodes + 1)))
         point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
@@ -262,8 +274,14 @@ class _LazyModel:
         return self.made
 
 
-def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveResult, deadline: Deadline, cut: list[str],
-                reserve: float = 0.0) -> Point:
+def _zero_point(
+    problem: Problem,
+    model: Callable[[], _CostModel],
+    top: SolveResult,
+    deadline: Deadline,
+    cut: list[str],
+    reserve: float = 0.0,
+) -> Point:
     """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them (unproven when the deadline,
     less ``reserve`` seconds for what follows, leaves no time to make and solve the cost model)."""
     if not any(t.pending for t in problem.types):
@@ -272,8 +290,11 @@ def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveRes
         return Point(nodes, gpus, moves, cost, "OPTIMAL", 0, unchanged)
     hint = top.assignment
     placing = greedy(problem, drain=False)  # drains only for the pending pods; usually near the cheapest
-    if _placed(placing) == _placed(top.assignment) and within_limits(problem, placing) \
-            and placing.cost(problem) <= top.assignment.cost(problem):
+    if (
+        _placed(placing) == _placed(top.assignment)
+        and within_limits(problem, placing)
+        and placing.cost(problem) <= top.assignment.cost(problem)
+    ):
         hint = placing
     seconds = max(0.1, deadline.remaining() / 3)
     if reserve:
@@ -285,7 +306,9 @@ def _zero_point(problem: Problem, model: Callable[[], _CostModel], top: SolveRes
         else:
             cut.append("the pending-only point: no time left to solve it (greedy placement, unproven)")
     except OutOfTime:
-        cut.append("the pending-only point: its cost model was not built within the time limit (greedy placement, unproven)")
+        cut.append(
+            "the pending-only point: its cost model was not built within the time limit (greedy placement, unproven)"
+        )
     if found is not None:
         runnable = executable(problem, found, empty_nodes(problem, found))
         found, status = runnable, status if _placed(runnable) == _placed(found) else "FEASIBLE"

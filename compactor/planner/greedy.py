@@ -18,8 +18,12 @@ from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_loa
 def limited(problem: Problem) -> bool:
     """Does any move limit apply (maxMoves in total, per node, per namespace, minGainPerMove)?"""
     cfg = problem.settings
-    return cfg.max_moves is not None or cfg.max_moves_per_node is not None or cfg.max_moves_per_namespace is not None \
+    return (
+        cfg.max_moves is not None
+        or cfg.max_moves_per_node is not None
+        or cfg.max_moves_per_namespace is not None
         or cfg.min_gain_per_move > 0
+    )
 
 
 class _Tally:
@@ -28,7 +32,11 @@ class _Tally:
 
     def __init__(self, problem: Problem, assignment: Assignment) -> None:
         cfg = problem.settings
-        self.max_moves, self.per_node_cap, self.per_namespace_cap = cfg.max_moves, cfg.max_moves_per_node, cfg.max_moves_per_namespace
+        self.max_moves, self.per_node_cap, self.per_namespace_cap = (
+            cfg.max_moves,
+            cfg.max_moves_per_node,
+            cfg.max_moves_per_namespace,
+        )
         self.per_move = round(cfg.min_gain_per_move * 100)
         self.empty_before = problem.empty_before_gpus
         self.total = 0
@@ -41,7 +49,9 @@ class _Tally:
             for node, pods in ptype.initial.items():
                 self._count(ptype, node, max(0, len(pods) - final.get(node, 0)))
         # Freed as ``objective.empty_nodes`` counts: every such node starts with no GPU pod, and ``_Loads`` reports each change.
-        self.emptiable = {s.index: s.gpus for s in problem.nodes if s.gpus and s.can_empty and not holds_gpu_load(s.fixed)}
+        self.emptiable = {
+            s.index: s.gpus for s in problem.nodes if s.gpus and s.can_empty and not holds_gpu_load(s.fixed)
+        }
         self.freed = sum(self.emptiable.values())
 
     def _count(self, ptype: PodType, node: int, out: int) -> None:
@@ -103,7 +113,9 @@ class _Loads:
         """A lower bound on the free GPUs a node needs to take one pod of this type."""
         found = self.needs.get(ptype.index)
         if found is None:
-            found = self.needs[ptype.index] = sum(v * self.min_equivalent.get(r, 0.0) for r, v in ptype.items if is_gpu_resource(r))
+            found = self.needs[ptype.index] = sum(
+                v * self.min_equivalent.get(r, 0.0) for r, v in ptype.items if is_gpu_resource(r)
+            )
         return found
 
     def free_gpus(self, state: NodeState) -> float:
@@ -176,17 +188,28 @@ def _best_target(loads: _Loads, ptype: PodType, avoid: set[int]) -> int | None:
     allowed = loads.target_set(ptype)
     if not ptype.uses_gpu:
         fitting = [n for n in allowed if n not in avoid and loads.fits(ptype, n)]
-        return min(fitting, key=lambda n: (loads.free_gpus(loads.problem.nodes[n]), loads.problem.nodes[n].node.name), default=None)
+        return min(
+            fitting,
+            key=lambda n: (loads.free_gpus(loads.problem.nodes[n]), loads.problem.nodes[n].node.name),
+            default=None,
+        )
     order, gpu_pods, fixed_gpu = loads.order, loads.gpu_pods, loads.fixed_gpu
     start = bisect.bisect_left(order, (loads.needs_at_least(ptype) - 1e-9,))
     for i in range(start, len(order)):  # ascending free GPUs: the first that fits is the best fit
         node = order[i][2]
-        if node in allowed and node not in avoid and (gpu_pods[node] > 0 or fixed_gpu[node]) and loads.fits(ptype, node):
+        if (
+            node in allowed
+            and node not in avoid
+            and (gpu_pods[node] > 0 or fixed_gpu[node])
+            and loads.fits(ptype, node)
+        ):
             return node
     return None
 
 
-def _drain(problem: Problem, loads: _Loads, counts: dict[int, dict[int, int]], node: int, avoid: set[int]) -> list[tuple[PodType, int]] | None:
+def _drain(
+    problem: Problem, loads: _Loads, counts: dict[int, dict[int, int]], node: int, avoid: set[int]
+) -> list[tuple[PodType, int]] | None:
     """Move every movable GPU pod off ``node``: the (type, target) of each pod moved, or None (everything undone)."""
     done: list[tuple[PodType, int]] = []
     avoiding = avoid | {node}
@@ -233,8 +256,9 @@ def _unplace(loads: _Loads, ptype: PodType, node: int, placed: dict[int, dict[in
     loads._add(ptype, node, -1)
 
 
-def _pending_target(problem: Problem, loads: _Loads, assignment: Assignment, ptype: PodType,
-                    drained: set[int]) -> tuple[int, list[tuple[PodType, int]]] | None:
+def _pending_target(
+    problem: Problem, loads: _Loads, assignment: Assignment, ptype: PodType, drained: set[int]
+) -> tuple[int, list[tuple[PodType, int]]] | None:
     """Where the next pod of a pending type goes, and the moves of the drain that made room for it (if one did)."""
     fitting = [n for n in ptype.targets if loads.fits(ptype, n)]
     if fitting:

@@ -45,18 +45,43 @@ class History:
     pause_reason: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({
-            "moves": [{"at": m.at.isoformat(), "pod": m.pod, "workload": m.workload, "from": m.from_node, "to": m.to_node,
-                       "outcome": m.outcome} for m in self.moves],
-            "pausedUntil": self.paused_until.isoformat() if self.paused_until else None, "pauseReason": self.pause_reason,
-        }, indent=1) + "\n"
+        return (
+            json.dumps(
+                {
+                    "moves": [
+                        {
+                            "at": m.at.isoformat(),
+                            "pod": m.pod,
+                            "workload": m.workload,
+                            "from": m.from_node,
+                            "to": m.to_node,
+                            "outcome": m.outcome,
+                        }
+                        for m in self.moves
+                    ],
+                    "pausedUntil": self.paused_until.isoformat() if self.paused_until else None,
+                    "pauseReason": self.pause_reason,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
 
     @classmethod
     def from_json(cls, text: str) -> History:
         """Raises ValueError (or KeyError/TypeError) on anything but what ``to_json`` writes."""
         raw: Any = json.loads(text)
-        moves = tuple(MoveRecord(datetime.fromisoformat(m["at"]), str(m["pod"]), str(m["workload"]), str(m["from"]), str(m["to"]),
-                                 _outcome(m["outcome"])) for m in raw["moves"])
+        moves = tuple(
+            MoveRecord(
+                datetime.fromisoformat(m["at"]),
+                str(m["pod"]),
+                str(m["workload"]),
+                str(m["from"]),
+                str(m["to"]),
+                _outcome(m["outcome"]),
+            )
+            for m in raw["moves"]
+        )
         until = raw.get("pausedUntil")
         return cls(moves, datetime.fromisoformat(until) if until else None, str(raw.get("pauseReason") or ""))
 
@@ -78,7 +103,9 @@ class Restraints:
 
     workloads: dict[str, str] = field(default_factory=dict)  # workload -> "moved 12 min ago; cooldown 30 min"
     nodes: dict[str, str] = field(default_factory=dict)  # node -> "drained 3 min ago; cooldown 10 min"
-    moves_left: int | None = None  # under the hourly/daily move caps (disruption.max_moves_per_hour/_per_day); None: no cap
+    moves_left: int | None = (
+        None  # under the hourly/daily move caps (disruption.max_moves_per_hour/_per_day); None: no cap
+    )
     budget: str = ""  # which of those caps sets moves_left, in words (a run budget, not the planner's time limit)
     paused: str = ""  # the circuit breaker's pause, in words; "" when runs may act
     paused_until: datetime | None = None
@@ -102,7 +129,9 @@ def restraints_at(history: History, cfg: DisruptionSettings, now: datetime) -> R
     for m in moved:  # oldest first: the latest move of each wins
         ago = now - m.at
         if m.workload and ago < timedelta(minutes=cfg.workload_cooldown_minutes):
-            workloads[m.workload] = f"its workload {m.workload} moved {_minutes(ago)} ago; cooldown {cfg.workload_cooldown_minutes:g} min"
+            workloads[m.workload] = (
+                f"its workload {m.workload} moved {_minutes(ago)} ago; cooldown {cfg.workload_cooldown_minutes:g} min"
+            )
         if ago < timedelta(minutes=cfg.node_cooldown_minutes):
             nodes[m.from_node] = f"drained {_minutes(ago)} ago; cooldown {cfg.node_cooldown_minutes:g} min"
             nodes[m.to_node] = f"filled {_minutes(ago)} ago; cooldown {cfg.node_cooldown_minutes:g} min"
@@ -116,26 +145,40 @@ def restraints_at(history: History, cfg: DisruptionSettings, now: datetime) -> R
 
 
 def _moves_left(moved: Sequence[MoveRecord], cfg: DisruptionSettings, now: datetime) -> tuple[int | None, str]:
-    limits = [(cfg.max_moves_per_hour, HOUR, "disruption.max_moves_per_hour"), (cfg.max_moves_per_day, DAY, "disruption.max_moves_per_day")]
+    limits = [
+        (cfg.max_moves_per_hour, HOUR, "disruption.max_moves_per_hour"),
+        (cfg.max_moves_per_day, DAY, "disruption.max_moves_per_day"),
+    ]
     found: list[tuple[int, str]] = []
     for limit, span, key in limits:
         if limit is not None:
             done = sum(now - m.at < span for m in moved)
-            found.append((max(0, limit - done), f"{key} {limit} ({done} moved in the last {'hour' if span == HOUR else 'day'})"))
+            found.append(
+                (max(0, limit - done), f"{key} {limit} ({done} moved in the last {'hour' if span == HOUR else 'day'})")
+            )
     if not found:
         return None, ""
     return min(found)
 
 
-def remember(history: History, moves: Iterable[tuple[str, str, str, str]], done: set[str], failed: bool, now: datetime,
-             cfg: DisruptionSettings) -> History:
+def remember(
+    history: History,
+    moves: Iterable[tuple[str, str, str, str]],
+    done: set[str],
+    failed: bool,
+    now: datetime,
+    cfg: DisruptionSettings,
+) -> History:
     """``history`` with a run's moves added ((pod, workload, from, to) each): done ones as moved; the others as failed
     when the run failed (rolled back), else left out (refused at their re-check, or not reached: nothing was tried).
     Kept to ``history_limit`` records and to what the longest rule still needs; then the circuit breaker is judged."""
-    added = [MoveRecord(now, pod, workload, source, target, MOVED if pod in done else FAILED)
-             for pod, workload, source, target in moves if pod in done or failed]
+    added = [
+        MoveRecord(now, pod, workload, source, target, MOVED if pod in done else FAILED)
+        for pod, workload, source, target in moves
+        if pod in done or failed
+    ]
     keep = max(timedelta(days=1), timedelta(minutes=max(cfg.workload_cooldown_minutes, cfg.node_cooldown_minutes)))
-    records = tuple(m for m in (*history.moves, *added) if now - m.at < keep)[-cfg.history_limit:]
+    records = tuple(m for m in (*history.moves, *added) if now - m.at < keep)[-cfg.history_limit :]
     updated = replace(history, moves=records)
     return _judged(updated, cfg, now) if added else updated
 
@@ -144,15 +187,23 @@ def _judged(history: History, cfg: DisruptionSettings, now: datetime) -> History
     """Open the breaker when ``breaker_failures`` of the last ``breaker_of_last`` moves failed (and it is not open)."""
     if cfg.breaker_failures <= 0 or (history.paused_until is not None and now < history.paused_until):
         return history
-    last = history.moves[-cfg.breaker_of_last:]
+    last = history.moves[-cfg.breaker_of_last :]
     failures = sum(m.outcome == FAILED for m in last)
     if failures < cfg.breaker_failures:
         return history
     until = now + timedelta(minutes=cfg.breaker_pause_minutes)
-    return replace(history, paused_until=until, pause_reason=f"{failures} of the last {len(last)} moves failed "
-                                                                 f"(disruption.breaker_failures {cfg.breaker_failures})")
+    return replace(
+        history,
+        paused_until=until,
+        pause_reason=f"{failures} of the last {len(last)} moves failed "
+        f"(disruption.breaker_failures {cfg.breaker_failures})",
+    )
 
 
 def undoes(moves: Iterable[tuple[str, str, str]], restraints: Restraints) -> list[str]:
     """Moves ((workload, from, to) each) that take a workload back where a recent move took it from (``returns``)."""
-    return [f"{workload} {source} -> {target}" for workload, source, target in moves if (workload, source, target) in restraints.returns]
+    return [
+        f"{workload} {source} -> {target}"
+        for workload, source, target in moves
+        if (workload, source, target) in restraints.returns
+    ]

@@ -36,7 +36,9 @@ class ModelRangeError(InputError):
 
 
 def upper(var: IntVar) -> int:
-    domain = var.proto.domain  # [lo, hi, lo, hi, ...]; this proto binding reads domain[-1] as 0, so index from the front
+    domain = (
+        var.proto.domain
+    )  # [lo, hi, lo, hi, ...]; this proto binding reads domain[-1] as 0, so index from the front
     return int(domain[len(domain) - 1])
 
 
@@ -45,7 +47,9 @@ def reach(terms: LinearTerms, bound: Bound = upper) -> int:
     return sum(abs(coefficient) * bound(var) for var, coefficient in terms)
 
 
-def checked(terms: LinearTerms, refuse: Callable[[int], ModelRangeError], extra: int = 0, bound: Bound = upper) -> LinearTerms:
+def checked(
+    terms: LinearTerms, refuse: Callable[[int], ModelRangeError], extra: int = 0, bound: Bound = upper
+) -> LinearTerms:
     """``terms`` if their sum (plus a constant of magnitude ``extra``) fits the model; else ``refuse(reach)`` is raised."""
     total = reach(terms, bound) + abs(extra)
     if total > REACH_LIMIT:
@@ -67,7 +71,9 @@ def _clamped(terms: LinearTerms, room: int) -> LinearTerms:
     return [(var, min(amount, room + 1)) for var, amount in terms] if room >= 0 else terms
 
 
-def at_most(terms: LinearTerms, room: int, bound: Bound = upper, *, total: int | None = None) -> tuple[LinearTerms, int] | None:
+def at_most(
+    terms: LinearTerms, room: int, bound: Bound = upper, *, total: int | None = None
+) -> tuple[LinearTerms, int] | None:
     """``sum(amount x var) <= room`` (amounts >= 0) with the same solutions in small numbers; ``None`` if it never binds.
     ``total``: ``reach(terms)`` when the caller has it. The restated amounts are never larger than the given ones."""
     if room >= 0 and (reach(terms, bound) if total is None else total) <= room:
@@ -93,8 +99,14 @@ def at_most_unless_empty(terms: LinearTerms, room: int, bound: Bound = upper) ->
 
 def too_large(source: str, node: str | None, field: str, what: str) -> Callable[[int], ModelRangeError]:
     """The refusal for ``checked``: names the file, and the node and resource or count at fault when there is one."""
+
     def refuse(total: int) -> ModelRangeError:
-        return ModelRangeError(f"{what} too large for the planner's 64-bit integer model (a sum reaches {total:.3g}, "
-                               f"the solver holds at most {REACH_LIMIT:.3g})", source=source,
-                               obj=f"Node {node}" if node else "", field=field)
+        return ModelRangeError(
+            f"{what} too large for the planner's 64-bit integer model (a sum reaches {total:.3g}, "
+            f"the solver holds at most {REACH_LIMIT:.3g})",
+            source=source,
+            obj=f"Node {node}" if node else "",
+            field=field,
+        )
+
     return refuse

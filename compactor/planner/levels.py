@@ -28,7 +28,9 @@ from compactor.planner.variables import Variables, make_variables
 if TYPE_CHECKING:
     from compactor.planner.cpsat import CpModel, LinearExprT
 
-SMALL_MODEL = 20_000  # variables: past the solves' share, a model this small still gets a moment per level (while time lasts)
+SMALL_MODEL = (
+    20_000  # variables: past the solves' share, a model this small still gets a moment per level (while time lasts)
+)
 
 
 def _always(problem: Problem) -> bool:
@@ -52,7 +54,9 @@ class Level:
     expression: Callable[[Problem, Variables], LinearExprT]  # the same term in the model
     share: float  # of the deadline's time left, for this level's solve
     applies: Callable[[Problem], bool] = _always  # a level that does not apply is not solved nor reported
-    ceiling: Callable[[Problem], int] | None = None  # the best value any plan may reach: a warm start reaching it needs no search
+    ceiling: Callable[[Problem], int] | None = (
+        None  # the best value any plan may reach: a warm start reaching it needs no search
+    )
 
     @property
     def name(self) -> str:
@@ -169,10 +173,18 @@ class LevelSolve:
 
     def run(self, level: Level) -> None:
         name, maximize, problem = level.name, level.maximize, self.problem
-        if not maximize and self.greedy is not self.best and self._satisfies(self.greedy) \
-                and level.value(problem, self.greedy) < level.value(problem, self.best):
+        if (
+            not maximize
+            and self.greedy is not self.best
+            and self._satisfies(self.greedy)
+            and level.value(problem, self.greedy) < level.value(problem, self.best)
+        ):
             self.best = self.greedy  # the warm start is cheaper and still meets every level fixed so far
-        if self.v is None or self.cutoff.expired() or (self.deadline.expired() and cpsat.size(self.v.model) > SMALL_MODEL):
+        if (
+            self.v is None
+            or self.cutoff.expired()
+            or (self.deadline.expired() and cpsat.size(self.v.model) > SMALL_MODEL)
+        ):
             # Out of time: the incumbent (always feasible) stands, unproven; no later level has time either. (A small
             # model past its share, the curve's time not yet gone, still gets its moment below: often enough to prove it.)
             value = level.value(problem, self.best)
@@ -205,7 +217,9 @@ class LevelSolve:
             self.status = "FEASIBLE"
 
 
-def solve_levels(problem: Problem, start: Assignment, deadline: Deadline, build: Deadline | None = None) -> tuple[LevelSolve, int]:
+def solve_levels(
+    problem: Problem, start: Assignment, deadline: Deadline, build: Deadline | None = None
+) -> tuple[LevelSolve, int]:
     """Run the lexicographic levels on one (sub)problem; returns the levels and the model size (0: not built in time)."""
     levels = LevelSolve(problem, deadline, start, build)
     for level in levels_for(problem):

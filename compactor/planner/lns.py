@@ -47,6 +47,7 @@ MIN_SECONDS = 0.05  # less than this left: not worth building a model
 MAX_STALL = 300  # iterations in a row without improvement: the neighbourhoods are exhausted (a deterministic clock
 #                  spends nothing outside CP-SAT, so tiny models might otherwise loop for long)
 
+
 @dataclass
 class Stats:
     """What a search did (for benchmarks and reports)."""
@@ -56,7 +57,9 @@ class Stats:
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # neighbourhood kind -> [tried, accepted]
 
 
-def improve(problem: Problem, start: Assignment, deadline: Deadline, *, seed: int = 1, stats: Stats | None = None) -> Assignment:
+def improve(
+    problem: Problem, start: Assignment, deadline: Deadline, *, seed: int = 1, stats: Stats | None = None
+) -> Assignment:
     """A plan of ``problem`` at least as good as ``start`` (``objective.rank``), found before ``deadline``.
 
     ``start`` must be valid; when it breaks a move limit, or in shape mode, it is returned unchanged."""
@@ -178,11 +181,17 @@ def _split(ptype: PodType, final: dict[int, int], sources: set[int]) -> _Split |
     moved_out = sum(max(0, k - final.get(n, 0)) for n, k in var_initial.items())
     arrived = sum(max(0, final.get(n, 0) - initial.get(n, 0)) for n in sources if n in final)
     # Movers from ``sources`` not landing on ``sources``: take arrivals elsewhere.
-    _take(var_final, {n: k - initial.get(n, 0) for n, k in final.items() if n not in sources and k > initial.get(n, 0)},
-          moved_out - min(moved_out, arrived))
+    _take(
+        var_final,
+        {n: k - initial.get(n, 0) for n, k in final.items() if n not in sources and k > initial.get(n, 0)},
+        moved_out - min(moved_out, arrived),
+    )
     # Arrivals on ``sources`` from outside: their homes are nodes outside that lost pods.
-    _take(var_initial, {n: k - final.get(n, 0) for n, k in initial.items() if n not in sources and k > final.get(n, 0)},
-          arrived - min(moved_out, arrived))
+    _take(
+        var_initial,
+        {n: k - final.get(n, 0) for n, k in initial.items() if n not in sources and k > final.get(n, 0)},
+        arrived - min(moved_out, arrived),
+    )
     return _Split(var_initial, var_final)
 
 
@@ -213,8 +222,11 @@ def _sub_problem(problem: Problem, current: _Incumbent, sources: set[int]) -> _S
         nodes.update(part.final)
     receivers = _receivers(problem, current, splits, nodes)
     nodes.update(receivers)
-    pending_free = {t.index: t.count - sum(k for n, k in incumbent.placed.get(t.index, {}).items() if n not in sources)
-                    for t in problem.types if t.pending}
+    pending_free = {
+        t.index: t.count - sum(k for n, k in incumbent.placed.get(t.index, {}).items() if n not in sources)
+        for t in problem.types
+        if t.pending
+    }
     types, back, hint = _sub_types(problem, incumbent, splits, pending_free, sources, sources | set(receivers))
     whole = _without_variables(incumbent, splits, sources)
     states = _sub_nodes(problem, current, splits, incumbent, sources, nodes)
@@ -225,8 +237,14 @@ def _sub_problem(problem: Problem, current: _Incumbent, sources: set[int]) -> _S
     return _Sub(sub, hint, whole, back)
 
 
-def _sub_types(problem: Problem, incumbent: Assignment, splits: dict[int, _Split], pending_free: dict[int, int], sources: set[int],
-               open_: set[int]) -> tuple[list[PodType], dict[int, int], Assignment]:
+def _sub_types(
+    problem: Problem,
+    incumbent: Assignment,
+    splits: dict[int, _Split],
+    pending_free: dict[int, int],
+    sources: set[int],
+    open_: set[int],
+) -> tuple[list[PodType], dict[int, int], Assignment]:
     """The sub-problem's types (movable ones with variable pods, pending ones with pods to place), renumbered, and the
     hint: the incumbent's variable part. ``open_``: the nodes any variable may go to (``S`` and the receivers)."""
     types: list[PodType] = []
@@ -238,7 +256,9 @@ def _sub_types(problem: Problem, incumbent: Assignment, splits: dict[int, _Split
             targets = tuple(n for n in ptype.targets if n in open_)
             if not targets or pending_free[ptype.index] <= 0:
                 continue
-            types.append(replace(ptype, index=new, pending_pods=ptype.pending_pods[:pending_free[ptype.index]], targets=targets))
+            types.append(
+                replace(ptype, index=new, pending_pods=ptype.pending_pods[: pending_free[ptype.index]], targets=targets)
+            )
             placed = {n: k for n, k in incumbent.placed.get(ptype.index, {}).items() if n in sources}
             if placed:
                 hint.placed[new] = placed
@@ -250,7 +270,9 @@ def _sub_types(problem: Problem, incumbent: Assignment, splits: dict[int, _Split
             # Its own homes and places in the incumbent, and otherwise only ``S`` and the receivers: a type reaching every
             # node of the sub-problem would make its model grow with the square of the neighbourhood.
             homes = frozenset(part.initial)
-            targets = tuple(n for n in ptype.targets if n in homes or n in part.final or (n in open_ and n not in ptype.stay_only))
+            targets = tuple(
+                n for n in ptype.targets if n in homes or n in part.final or (n in open_ and n not in ptype.stay_only)
+            )
             initial = {n: ptype.initial[n][:k] for n, k in part.initial.items()}
             types.append(replace(ptype, index=new, initial=initial, targets=targets, stay_only=ptype.stay_only & homes))
             hint.counts[new] = dict(part.final)
@@ -269,8 +291,14 @@ def _without_variables(incumbent: Assignment, splits: dict[int, _Split], sources
     return Assignment(_nonzero(counts), _nonzero(placed))
 
 
-def _sub_nodes(problem: Problem, current: _Incumbent, splits: dict[int, _Split], incumbent: Assignment, sources: set[int],
-               nodes: set[int]) -> list[NodeState]:
+def _sub_nodes(
+    problem: Problem,
+    current: _Incumbent,
+    splits: dict[int, _Split],
+    incumbent: Assignment,
+    sources: set[int],
+    nodes: set[int],
+) -> list[NodeState]:
     """Every node, its fixed load the incumbent's less the variables on it; only the sub-problem's nodes may be freed."""
     load = {n: dict(current.loads.load[n]) for n in nodes}
     for t, part in splits.items():
@@ -295,11 +323,15 @@ def _subtract(load: dict[int, dict[str, int]], ptype: PodType, per_node: dict[in
             acc[r] = acc.get(r, 0) - v * k
 
 
-def _sub_settings(problem: Problem, incumbent: Assignment, splits: dict[int, _Split], types: Sequence[PodType]) -> PlannerSettings | None:
+def _sub_settings(
+    problem: Problem, incumbent: Assignment, splits: dict[int, _Split], types: Sequence[PodType]
+) -> PlannerSettings | None:
     """The settings with each move cap less what the fixed part spends (None: it spends them all)."""
     cfg = problem.settings
     fixed_total, fixed_node, fixed_namespace = _fixed_moves(problem, incumbent, splits)
-    update: dict[str, object] = {"min_gain_per_move": 0.0}  # checked on the whole plan (it counts freed GPUs everywhere)
+    update: dict[str, object] = {
+        "min_gain_per_move": 0.0
+    }  # checked on the whole plan (it counts freed GPUs everywhere)
     if cfg.max_moves is not None:
         update["max_moves"] = cfg.max_moves - fixed_total
     if cfg.max_moves_per_node is not None:
@@ -307,13 +339,17 @@ def _sub_settings(problem: Problem, incumbent: Assignment, splits: dict[int, _Sp
         update["max_moves_per_node"] = cfg.max_moves_per_node - max((fixed_node.get(n, 0) for n in homes), default=0)
     if cfg.max_moves_per_namespace is not None:
         spaces = {t.namespace for t in types if not t.pending}
-        update["max_moves_per_namespace"] = cfg.max_moves_per_namespace - max((fixed_namespace.get(s, 0) for s in spaces), default=0)
+        update["max_moves_per_namespace"] = cfg.max_moves_per_namespace - max(
+            (fixed_namespace.get(s, 0) for s in spaces), default=0
+        )
     if any(isinstance(v, int) and v < 0 for v in update.values()):
         return None
     return cfg.model_copy(update=update)
 
 
-def _fixed_moves(problem: Problem, incumbent: Assignment, splits: dict[int, _Split]) -> tuple[int, dict[int, int], dict[str, int]]:
+def _fixed_moves(
+    problem: Problem, incumbent: Assignment, splits: dict[int, _Split]
+) -> tuple[int, dict[int, int], dict[str, int]]:
     """Moves of the fixed pods: in total, per source node, per namespace (the incumbent's less the variables')."""
     total, per_node, per_namespace = 0, dict[int, int](), dict[str, int]()
     for ptype in problem.types:
@@ -338,7 +374,9 @@ def _receivers(problem: Problem, current: _Incumbent, splits: dict[int, _Split],
     for t in splits:
         ptype = problem.types[t]
         if ptype.uses_gpu:
-            candidates.update(n for n in ptype.targets if n not in taken and n not in current.freed and n not in ptype.stay_only)
+            candidates.update(
+                n for n in ptype.targets if n not in taken and n not in current.freed and n not in ptype.stay_only
+            )
     nodes = problem.nodes
     spare = {n: current.loads.free_gpus(nodes[n]) for n in candidates}
     ranked = sorted((n for n in candidates if spare[n] > 0), key=lambda n: (-spare[n], nodes[n].node.name))
@@ -363,7 +401,12 @@ def valid(problem: Problem, assignment: Assignment) -> bool:
                 return False
             for r, v in ptype.items:
                 load[node][r] = load[node].get(r, 0) + v * k
-    return all(load[s.index].get(r, 0) <= s.capacity.get(r, 0) for s in problem.nodes for r in load[s.index] if load[s.index][r] > 0)
+    return all(
+        load[s.index].get(r, 0) <= s.capacity.get(r, 0)
+        for s in problem.nodes
+        for r in load[s.index]
+        if load[s.index][r] > 0
+    )
 
 
 class _Neighbourhoods:
@@ -388,8 +431,14 @@ class _Neighbourhoods:
     def next(self, current: _Incumbent) -> tuple[str, set[int]]:
         kind = self.KINDS[self.turn % len(self.KINDS)]
         self.turn += 1
-        pick = {"pool": self._pool, "near-empty": self._near_empty, "one-node": self._one_node, "type": self._type, "moves": self._moves,
-                "pending": self._pending}[kind]
+        pick = {
+            "pool": self._pool,
+            "near-empty": self._near_empty,
+            "one-node": self._one_node,
+            "type": self._type,
+            "moves": self._moves,
+            "pending": self._pending,
+        }[kind]
         return kind, pick(current)
 
     def _fill(self, current: _Incumbent, nodes: Iterable[int], chosen: set[int] | None = None) -> set[int]:
@@ -419,13 +468,24 @@ class _Neighbourhoods:
         (trading a costly freed node for a cheap one keeps the GPUs and saves moves) and the nodes with the most spare
         GPUs (room for the others' pods, their own pods movable too)."""
         pool, loads, nodes = self._some_pool(), current.loads, self.problem.nodes
-        almost = sorted((n for n in pool if nodes[n].can_empty and n not in current.freed and not loads.fixed_gpu[n] and loads.gpu_pods[n]),
-                        key=lambda n: (loads.gpu_pods[n], self.rng.random()))
-        costly = sorted((n for n in pool if n in current.freed and current.outs[n]), key=lambda n: (-current.outs[n], self.rng.random()))
-        roomy = sorted((n for n in pool if n not in current.freed), key=lambda n: (-loads.free_gpus(nodes[n]), self.rng.random()))
+        almost = sorted(
+            (
+                n
+                for n in pool
+                if nodes[n].can_empty and n not in current.freed and not loads.fixed_gpu[n] and loads.gpu_pods[n]
+            ),
+            key=lambda n: (loads.gpu_pods[n], self.rng.random()),
+        )
+        costly = sorted(
+            (n for n in pool if n in current.freed and current.outs[n]),
+            key=lambda n: (-current.outs[n], self.rng.random()),
+        )
+        roomy = sorted(
+            (n for n in pool if n not in current.freed), key=lambda n: (-loads.free_gpus(nodes[n]), self.rng.random())
+        )
         quarter = max(1, MAX_NODES // 4)
-        picked = self.rng.sample(almost[:2 * quarter], min(len(almost), quarter)) + costly[:quarter]
-        picked += self.rng.sample(roomy[:4 * quarter], min(len(roomy), 2 * quarter))
+        picked = self.rng.sample(almost[: 2 * quarter], min(len(almost), quarter)) + costly[:quarter]
+        picked += self.rng.sample(roomy[: 4 * quarter], min(len(roomy), 2 * quarter))
         return self._fill(current, picked)
 
     def _one_node(self, current: _Incumbent) -> set[int]:
@@ -433,8 +493,14 @@ class _Neighbourhoods:
         it, its pods need room that only a repacking of the partly full nodes may make."""
         loads, nodes = current.loads, self.problem.nodes
         pool = self._some_pool()
-        almost = sorted((n for n in pool if nodes[n].can_empty and n not in current.freed and not loads.fixed_gpu[n] and loads.gpu_pods[n]),
-                        key=lambda n: (loads.gpu_pods[n], self.rng.random()))
+        almost = sorted(
+            (
+                n
+                for n in pool
+                if nodes[n].can_empty and n not in current.freed and not loads.fixed_gpu[n] and loads.gpu_pods[n]
+            ),
+            key=lambda n: (loads.gpu_pods[n], self.rng.random()),
+        )
         if not almost:
             return set()
         node = self.rng.choice(almost[:MAX_NODES])
@@ -459,8 +525,8 @@ class _Neighbourhoods:
         loads, nodes = current.loads, self.problem.nodes
         placed = sorted(current.assignment.placed.get(ptype.index, {}))
         targets = [n for n in ptype.targets if n not in current.freed]
-        by_pods = sorted(targets, key=lambda n: (loads.gpu_pods[n], self.rng.random()))[:MAX_NODES // 4]
-        by_room = sorted(targets, key=lambda n: (-loads.free_gpus(nodes[n]), self.rng.random()))[:MAX_NODES // 2]
+        by_pods = sorted(targets, key=lambda n: (loads.gpu_pods[n], self.rng.random()))[: MAX_NODES // 4]
+        by_room = sorted(targets, key=lambda n: (-loads.free_gpus(nodes[n]), self.rng.random()))[: MAX_NODES // 2]
         return self._fill(current, [*placed, *by_pods, *by_room])
 
     def _moves(self, current: _Incumbent) -> set[int]:

@@ -27,7 +27,9 @@ class LayoutOption:
     per_node: dict[str, int]  # MIG (and whole-GPU) resources one node gets
     hosts_pending: int  # pending MIG pods of this pool one re-cut node would host
     nodes_for_pending: int | None  # re-cut nodes that would host them all (None: some profile is not in the layout)
-    matches_running: float  # overlap of the layout's and the running pods' profile mixes, in GPU shares (1 = the same mix)
+    matches_running: (
+        float  # overlap of the layout's and the running pods' profile mixes, in GPU shares (1 = the same mix)
+    )
 
 
 @dataclass
@@ -42,10 +44,26 @@ class PoolAdvice:
     options: list[LayoutOption] = field(default_factory=list)  # best first
 
     def to_dict(self) -> dict[str, object]:
-        return {"pool": self.pool, "model": self.model, "nodes": self.nodes, "wholeFree": self.whole_free, "layoutsNow": self.layouts_now,
-                "pendingMig": self.pending, "runningMig": self.running, "advice": self.summary(),
-                "layouts": [{"config": o.config, "perNode": o.per_node, "hostsPending": o.hosts_pending,
-                             "nodesForPending": o.nodes_for_pending, "matchesRunning": round(o.matches_running, 3)} for o in self.options]}
+        return {
+            "pool": self.pool,
+            "model": self.model,
+            "nodes": self.nodes,
+            "wholeFree": self.whole_free,
+            "layoutsNow": self.layouts_now,
+            "pendingMig": self.pending,
+            "runningMig": self.running,
+            "advice": self.summary(),
+            "layouts": [
+                {
+                    "config": o.config,
+                    "perNode": o.per_node,
+                    "hostsPending": o.hosts_pending,
+                    "nodesForPending": o.nodes_for_pending,
+                    "matchesRunning": round(o.matches_running, 3),
+                }
+                for o in self.options
+            ],
+        }
 
     def summary(self) -> str:
         if not self.options:
@@ -56,8 +74,11 @@ class PoolAdvice:
             return f"no MIG pod is pending; {best.config} matches the running pods' profile mix best ({best.matches_running:.0%} overlap)"
         if best.hosts_pending == 0:
             return "no named layout hosts the pending MIG pods"
-        need = f"{best.nodes_for_pending} re-cut node(s) host all {sum(self.pending.values())}" if best.nodes_for_pending \
+        need = (
+            f"{best.nodes_for_pending} re-cut node(s) host all {sum(self.pending.values())}"
+            if best.nodes_for_pending
             else f"one re-cut node hosts {best.hosts_pending}"
+        )
         return f"re-cut to {best.config} (most nodes are {now} now): {need}; {len(self.whole_free)} node(s) whole-free to re-cut today"
 
 
@@ -91,10 +112,26 @@ def advise(snapshot: Snapshot, parted: Layouts) -> list[PoolAdvice]:
                 running.update(_mig_resources(pod))
         model = model_for_product(sample.gpu.product)
         scored = [_score(o, demand, running, sample) for o in options]
-        scored.sort(key=lambda o: (-o.hosts_pending, o.nodes_for_pending if o.nodes_for_pending is not None else math.inf,
-                                   -o.matches_running, o.config))
-        advice.append(PoolAdvice(pool, model.name if model else "?", len(nodes), sorted(n.name for n in nodes if n.name not in gpu_busy),
-                                 dict(Counter(n.labels.get(MIG_CONFIG_LABEL, "") for n in nodes)), dict(demand), dict(running), scored))
+        scored.sort(
+            key=lambda o: (
+                -o.hosts_pending,
+                o.nodes_for_pending if o.nodes_for_pending is not None else math.inf,
+                -o.matches_running,
+                o.config,
+            )
+        )
+        advice.append(
+            PoolAdvice(
+                pool,
+                model.name if model else "?",
+                len(nodes),
+                sorted(n.name for n in nodes if n.name not in gpu_busy),
+                dict(Counter(n.labels.get(MIG_CONFIG_LABEL, "") for n in nodes)),
+                dict(demand),
+                dict(running),
+                scored,
+            )
+        )
     return advice
 
 

@@ -52,9 +52,13 @@ class Unmovable(enum.StrEnum):
     PDB_BLOCKS = "a PodDisruptionBudget allows no disruption"
     FEW_REPLICAS = "fewer ready replicas than planner.min_replicas and no PodDisruptionBudget: moving it is downtime"
     NODE_EXCLUDED = "its node is labelled compactor.io/exclude=true"
-    DO_NOT_DISRUPT = "annotated karpenter.sh/do-not-disrupt or descheduler.alpha.kubernetes.io/prefer-no-eviction = true"
-    NODE_DO_NOT_DISRUPT = ("its node is annotated karpenter.sh/do-not-disrupt or cluster-autoscaler.kubernetes.io/"
-                           "scale-down-disabled = true")
+    DO_NOT_DISRUPT = (
+        "annotated karpenter.sh/do-not-disrupt or descheduler.alpha.kubernetes.io/prefer-no-eviction = true"
+    )
+    NODE_DO_NOT_DISRUPT = (
+        "its node is annotated karpenter.sh/do-not-disrupt or cluster-autoscaler.kubernetes.io/"
+        "scale-down-disabled = true"
+    )
     POD_AFFINITY = "required inter-pod (anti-)affinity, which the planner does not model"
     TOPOLOGY_SPREAD = "DoNotSchedule topology spread constraint, which the planner does not model"
     VOLUMES = "where its persistent volumes may attach is unknown (claim or volume not in the snapshot, unbound, or ephemeral)"
@@ -66,8 +70,10 @@ class Unmovable(enum.StrEnum):
     TOO_YOUNG = "created or Ready too recently (planner.min_pod_age_seconds, planner.min_ready_seconds)"
     COOLDOWN = "its workload moved within disruption.workload_cooldown_minutes"
     NODE_COOLDOWN = "its node was drained or filled within disruption.node_cooldown_minutes"
-    TOLERATES_FENCES = ("tolerates the compactor's fence taint: fences cannot keep its replacement off other nodes, and only the "
-                        "steering policy (manifests/steering) places it exactly")
+    TOLERATES_FENCES = (
+        "tolerates the compactor's fence taint: fences cannot keep its replacement off other nodes, and only the "
+        "steering policy (manifests/steering) places it exactly"
+    )
 
 
 def is_system_critical(pod: Pod) -> bool:
@@ -84,8 +90,9 @@ def _ownership_reason(pod: Pod, recreating: Sequence[str]) -> Unmovable | None:
     return None
 
 
-def _contract_reason(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreating: Sequence[str], *,
-                     pdb_now: bool = True) -> Unmovable | None:
+def _contract_reason(
+    pod: Pod, node: Node | None, pdbs: Sequence[Pdb], recreating: Sequence[str], *, pdb_now: bool = True
+) -> Unmovable | None:
     """Rules 1-9 of the contract, in order. ``pdb_now``: also a PDB allowing no disruption now (the executor, which waits
     for the PodDisruptionBudget instead, asks without)."""
     if pod.deletion_timestamp:
@@ -150,6 +157,7 @@ def config_reason(pod: Pod, settings: PlannerSettings, now: datetime | None = No
 
 def _too_young(pod: Pod, settings: PlannerSettings, now: datetime) -> bool:
     """Created, or Ready, less than the configured time before ``now`` (a time the object does not say passes)."""
+
     def within(since: datetime | None, seconds: float) -> bool:
         return seconds > 0 and since is not None and (now - since).total_seconds() < seconds
 
@@ -175,14 +183,27 @@ def _steering_reason(pod: Pod, fence: Taint | None) -> Unmovable | None:
     return Unmovable.TOLERATES_FENCES if fence is not None and tolerates_fence(pod.tolerations, fence) else None
 
 
-def why_unmovable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings,
-                  volumes: VolumeIndex | None = None, *, ready_replicas: int | None = None,
-                  fence: Taint | None = None, now: datetime | None = None, restraints: Restraints | None = None) -> Unmovable | None:
+def why_unmovable(
+    pod: Pod,
+    node: Node | None,
+    pdbs: Sequence[Pdb],
+    settings: PlannerSettings,
+    volumes: VolumeIndex | None = None,
+    *,
+    ready_replicas: int | None = None,
+    fence: Taint | None = None,
+    now: datetime | None = None,
+    restraints: Restraints | None = None,
+) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
     (None: not counted); ``fence``: see ``_steering_reason``."""
-    reason = (_contract_reason(pod, node, pdbs, settings.recreating_controllers) or config_reason(pod, settings, now)
-              or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence)
-              or _restraint_reason(pod, restraints))
+    reason = (
+        _contract_reason(pod, node, pdbs, settings.recreating_controllers)
+        or config_reason(pod, settings, now)
+        or _replicas_reason(pdbs, ready_replicas, settings)
+        or _steering_reason(pod, fence)
+        or _restraint_reason(pod, restraints)
+    )
     if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
         return Unmovable.VOLUMES
     return reason
@@ -199,12 +220,24 @@ def _restraint_reason(pod: Pod, restraints: Restraints | None) -> Unmovable | No
     return None
 
 
-def why_not_evictable(pod: Pod, node: Node | None, pdbs: Sequence[Pdb], settings: PlannerSettings, *,
-                      ready_replicas: int | None, fence: Taint | None = None, now: datetime | None = None) -> Unmovable | None:
+def why_not_evictable(
+    pod: Pod,
+    node: Node | None,
+    pdbs: Sequence[Pdb],
+    settings: PlannerSettings,
+    *,
+    ready_replicas: int | None,
+    fence: Taint | None = None,
+    now: datetime | None = None,
+) -> Unmovable | None:
     """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
     its PDBs' budget now (the executor waits for it) and where its volumes attach (the snapshot said)."""
-    return (_contract_reason(pod, node, pdbs, settings.recreating_controllers, pdb_now=False) or config_reason(pod, settings, now)
-            or _replicas_reason(pdbs, ready_replicas, settings) or _steering_reason(pod, fence))
+    return (
+        _contract_reason(pod, node, pdbs, settings.recreating_controllers, pdb_now=False)
+        or config_reason(pod, settings, now)
+        or _replicas_reason(pdbs, ready_replicas, settings)
+        or _steering_reason(pod, fence)
+    )
 
 
 def controller_uid(pod: Pod) -> str:
@@ -225,7 +258,9 @@ def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex)
     """Why the plan will not place this pending GPU pod: a constraint the model does not check, or config scope."""
     if pod.scheduler_name not in settings.scheduler_names:
         return f"scheduled by {pod.scheduler_name!r}, not a scheduler the planner predicts (planner.scheduler_names)"
-    if (settings.namespaces and pod.namespace not in settings.namespaces) or pod.namespace in settings.exclude_namespaces:
+    if (
+        settings.namespaces and pod.namespace not in settings.namespaces
+    ) or pod.namespace in settings.exclude_namespaces:
         return f"namespace {pod.namespace} is outside the planner's scope (planner.namespaces / exclude_namespaces)"
     if pod.nominated_node:
         return f"kube-scheduler is preempting for it (nominated to {pod.nominated_node})"
@@ -237,7 +272,6 @@ def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex)
         if unknown:
             return unknown
     return None
-
 
 
 def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb, ...]]:
@@ -262,7 +296,9 @@ def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb
             candidates = [*others.get(pod.namespace, ())]
             for label, value in pod.labels.items():
                 candidates += by_label.get((pod.namespace, label, value), ())
-            matching = tuple(pdbs[i] for i in sorted(candidates) if label_selector_matches(pdbs[i].selector, pod.labels))
+            matching = tuple(
+                pdbs[i] for i in sorted(candidates) if label_selector_matches(pdbs[i].selector, pod.labels)
+            )
             seen[key] = matching
         if matching:
             result[pod.key] = matching
@@ -270,13 +306,31 @@ def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb
 
 
 def movability(
-    pods: Iterable[Pod], nodes: Mapping[str, Node], pdbs: Sequence[Pdb], settings: PlannerSettings, volumes: VolumeIndex | None = None,
-    *, fence: Taint | None = None, now: datetime | None = None, restraints: Restraints | None = None,
+    pods: Iterable[Pod],
+    nodes: Mapping[str, Node],
+    pdbs: Sequence[Pdb],
+    settings: PlannerSettings,
+    volumes: VolumeIndex | None = None,
+    *,
+    fence: Taint | None = None,
+    now: datetime | None = None,
+    restraints: Restraints | None = None,
 ) -> dict[str, Unmovable | None]:
     """Pod key -> None (movable) or the reason it is not, for every bound pod (``fence``: see ``_steering_reason``)."""
     bound = [p for p in pods if p.is_bound]
     covering = pdbs_by_pod(bound, pdbs)
     replicas = ready_replicas(bound)
-    return {p.key: why_unmovable(p, nodes.get(p.node_name), covering.get(p.key, ()), settings, volumes,
-                                 ready_replicas=replicas.get(controller_uid(p), 0), fence=fence, now=now, restraints=restraints)
-            for p in bound}
+    return {
+        p.key: why_unmovable(
+            p,
+            nodes.get(p.node_name),
+            covering.get(p.key, ()),
+            settings,
+            volumes,
+            ready_replicas=replicas.get(controller_uid(p), 0),
+            fence=fence,
+            now=now,
+            restraints=restraints,
+        )
+        for p in bound
+    }

@@ -57,7 +57,9 @@ class _Node:
     gpus: int  # what freeing it counts (0: freeing it gains nothing)
     freeable: bool  # may end whole-free
     costs: list[int] = field(default_factory=list)  # its movable GPU pods' move costs
-    amounts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))  # GPU resource -> those pods' amounts
+    amounts: dict[str, list[int]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # GPU resource -> those pods' amounts
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,9 @@ class _Kind:
     gpus: int
     freeable: bool
     costs: tuple[int, ...]  # ascending
-    amounts: tuple[tuple[str, tuple[int, ...]], ...]  # GPU resource -> its movable pods' amounts (0 for other pods), descending
+    amounts: tuple[
+        tuple[str, tuple[int, ...]], ...
+    ]  # GPU resource -> its movable pods' amounts (0 for other pods), descending
     rooms: tuple[tuple[str, int], ...]  # GPU resource -> capacity less what stays for good
     pending: frozenset[int]  # pending GPU types that may land here
     member: tuple[bool, ...]  # in each restricted target set
@@ -138,7 +142,9 @@ def fewest_moves_cost(problem: Problem, *, freed_gpus: int, pending_weight: int,
 def _fractional_cost(problem: Problem, nodes: dict[int, _Node], gross: int) -> int:
     """The knapsack's linear relaxation, at once: freeing ``gross`` GPUs moves at least the GPU pods of the nodes that
     free GPUs most cheaply, the last one in part (a floor under CP-SAT's bound when it has no time to prove more)."""
-    ratios = sorted((sum(node.costs) / problem.nodes[n].gpus, problem.nodes[n].gpus) for n, node in nodes.items() if node.freeable)
+    ratios = sorted(
+        (sum(node.costs) / problem.nodes[n].gpus, problem.nodes[n].gpus) for n, node in nodes.items() if node.freeable
+    )
     total, left = 0.0, gross
     for per_gpu, gpus in ratios:
         if left <= 0:
@@ -157,7 +163,9 @@ def most_freed_within(problem: Problem, *, max_moves: int, pending_weight: int, 
     built.model.add(built.pending_weight(problem) >= pending_weight)
     built.model.maximize(built.freed_gpus())
     # A moment even out of time: under a cap this is the only honest bound (the uncapped one is ~100x too high).
-    solved = cpsat.solve(built.model, deadline, max(CAPPED_MIN_SECONDS, min(BOUND_SECONDS, deadline.remaining())), workers=1)
+    solved = cpsat.solve(
+        built.model, deadline, max(CAPPED_MIN_SECONDS, min(BOUND_SECONDS, deadline.remaining())), workers=1
+    )
     if solved.optimal:
         return round(solved.objective) - problem.empty_before_gpus
     bound = solved.bound
@@ -169,7 +177,9 @@ def _nodes(problem: Problem) -> dict[int, _Node]:
     found: dict[int, _Node] = {}
     for state in problem.nodes:
         if state.gpus or holds_gpu_load(state.capacity):
-            found[state.index] = _Node(state.gpus, state.gpus > 0 and state.can_empty and not holds_gpu_load(state.fixed))
+            found[state.index] = _Node(
+                state.gpus, state.gpus > 0 and state.can_empty and not holds_gpu_load(state.fixed)
+            )
     for ptype in problem.types:
         if not ptype.uses_gpu or ptype.pending:
             continue
@@ -202,7 +212,9 @@ def _target_sets(problem: Problem, group: list[int]) -> list[frozenset[int]]:
     return partial[:MAX_TARGET_SETS]
 
 
-def _kinds(problem: Problem, nodes: dict[int, _Node], group: list[int], sets: list[frozenset[int]]) -> tuple[list[_Kind], list[int]]:
+def _kinds(
+    problem: Problem, nodes: dict[int, _Node], group: list[int], sets: list[frozenset[int]]
+) -> tuple[list[_Kind], list[int]]:
     """The kinds of ``nodes`` (``group``: node -> its pool), and how many nodes each has."""
     landing: dict[int, set[int]] = defaultdict(set)
     need: dict[int, list[int]] = defaultdict(lambda: [0] * len(sets))
@@ -218,9 +230,25 @@ def _kinds(problem: Problem, nodes: dict[int, _Node], group: list[int], sets: li
     count: Counter[_Kind] = Counter()
     for n, node in nodes.items():
         rooms = tuple(sorted((r, _room(problem, n, r)) for r in problem.nodes[n].capacity if is_gpu_resource(r)))
-        amounts = tuple(sorted((r, tuple(sorted([*v, *[0] * (len(node.costs) - len(v))], reverse=True))) for r, v in node.amounts.items()))
-        count[_Kind(group[n], node.gpus, node.freeable, tuple(sorted(node.costs)), amounts, rooms, frozenset(landing[n]),
-                    tuple(n in s for s in sets), tuple(need[n]) if n in need else (0,) * len(sets))] += 1
+        amounts = tuple(
+            sorted(
+                (r, tuple(sorted([*v, *[0] * (len(node.costs) - len(v))], reverse=True)))
+                for r, v in node.amounts.items()
+            )
+        )
+        count[
+            _Kind(
+                group[n],
+                node.gpus,
+                node.freeable,
+                tuple(sorted(node.costs)),
+                amounts,
+                rooms,
+                frozenset(landing[n]),
+                tuple(n in s for s in sets),
+                tuple(need[n]) if n in need else (0,) * len(sets),
+            )
+        ] += 1
     kinds = sorted(count, key=repr)
     return kinds, [count[k] for k in kinds]
 

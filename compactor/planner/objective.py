@@ -72,7 +72,9 @@ def empty_nodes(problem: Problem, assignment: Assignment) -> set[int]:
         for node, count in source.get(ptype.index, {}).items():
             gpu_load[node] += count
     fixed_gpu = {s.index for s in problem.nodes if holds_gpu_load(s.fixed)}
-    return {s.index for s in problem.nodes if s.gpus and s.can_empty and gpu_load[s.index] == 0 and s.index not in fixed_gpu}
+    return {
+        s.index for s in problem.nodes if s.gpus and s.can_empty and gpu_load[s.index] == 0 and s.index not in fixed_gpu
+    }
 
 
 def freed_gpus(problem: Problem, assignment: Assignment) -> int:

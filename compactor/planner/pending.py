@@ -50,13 +50,19 @@ def _short_after(ptype: PodType, receivers: Sequence[NodeState], free_after: Fre
     counts = ", ".join(f"{r} on {short[r]}" for r in sorted(short, key=lambda r: (-short[r], r)))
     node = next(s.node for s in receivers if s.node.name == closest[2])
     free = free_after[node.name]
-    has = ", ".join(f"{format_amount(r, max(0, free.get(r, 0)))} {r} free, needs {format_amount(r, ptype.requests[r])}" for r in closest[3])
+    has = ", ".join(
+        f"{format_amount(r, max(0, free.get(r, 0)))} {r} free, needs {format_amount(r, ptype.requests[r])}"
+        for r in closest[3]
+    )
     return f"; after the plan, of {len(receivers)} eligible node(s) {counts} lack room (closest: {node.name}, pool {node.pool}: {has})"
 
 
-def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[int, tuple[dict[str, int], str]],
-                  free_after: FreeAfter) -> str:
-    missing = [r for r in ptype.requests if is_gpu_resource(r) and not any(s.node.allocatable.get(r, 0) for s in problem.nodes)]
+def _why_unplaced(
+    problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[int, tuple[dict[str, int], str]], free_after: FreeAfter
+) -> str:
+    missing = [
+        r for r in ptype.requests if is_gpu_resource(r) and not any(s.node.allocatable.get(r, 0) for s in problem.nodes)
+    ]
     if missing:
         hint = " (a MIG re-cut could: compactor plan --explain-mig)" if any(is_mig_resource(r) for r in missing) else ""
         return f"no node offers {', '.join(missing)}{hint}"
@@ -67,8 +73,11 @@ def _why_unplaced(problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[i
     if roomy:
         names = ", ".join(s.node.name for s in roomy[:3])
         cap = problem.settings.max_moves
-        limit = (f"moves are capped at {cap} (--max-moves / planner.max_moves)" if cap is not None
-                 else "not within the move limits, or the room went to pending pods placed first")
+        limit = (
+            f"moves are capped at {cap} (--max-moves / planner.max_moves)"
+            if cap is not None
+            else "not within the move limits, or the room went to pending pods placed first"
+        )
         return f"room could be made on {names} by moving pods, but {limit}{_short_after(ptype, receivers, free_after)}"
     for state in receivers:
         load, pdb = blocked.get(state.index, ({}, ""))

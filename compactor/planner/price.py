@@ -52,7 +52,9 @@ def _owner_key(pod: Pod) -> str:
 
 def gpu_equivalents(pod: Pod, equivalents: Mapping[str, float]) -> float:
     """The GPU capacity the pod holds (a whole GPU when no node says what its resource stands for)."""
-    return math.fsum(amount * equivalents.get(name, 1.0) for name, amount in pod.requests.items() if is_gpu_resource(name))
+    return math.fsum(
+        amount * equivalents.get(name, 1.0) for name, amount in pod.requests.items() if is_gpu_resource(name)
+    )
 
 
 @dataclass(frozen=True)
@@ -94,11 +96,13 @@ def price(pod: Pod, cfg: MoveCostSettings, equivalents: Mapping[str, float], obs
     said = _float(pod.annotations.get(cfg.startup_annotation))
     seconds = max(0.0, said) if said is not None else observed_startup
     startup = round(cfg.per_startup_minute * min(round(seconds / 60), cfg.max_startup_minutes))  # whole minutes
-    owner = (cfg.per_priority_step * (max(0, pod.priority) // cfg.priority_step)
-             + cfg.per_deletion_cost_step * (max(0, _int(pod.annotations.get(DELETION_COST_ANNOTATION))) // cfg.deletion_cost_step)
-             + _annotated_moves(pod, cfg))
+    owner = (
+        cfg.per_priority_step * (max(0, pod.priority) // cfg.priority_step)
+        + cfg.per_deletion_cost_step
+        * (max(0, _int(pod.annotations.get(DELETION_COST_ANNOTATION))) // cfg.deletion_cost_step)
+        + _annotated_moves(pod, cfg)
+    )
     return Price(max(1, restart), startup, owner)
-
 
 
 def _annotated_moves(pod: Pod, cfg: MoveCostSettings) -> int:
@@ -114,7 +118,9 @@ def describe(cfg: MoveCostSettings) -> str:
     share = cfg.capacity_share
     parts = [f"{1 - share:g} + {share:g} x GPU-equivalents restarted" if share else "1 per restart"]
     if cfg.per_startup_minute:
-        parts.append(f"{cfg.per_startup_minute / cfg.base:g} per minute of start-up (up to {cfg.max_startup_minutes:g})")
+        parts.append(
+            f"{cfg.per_startup_minute / cfg.base:g} per minute of start-up (up to {cfg.max_startup_minutes:g})"
+        )
     if cfg.per_priority_step:
         parts.append(f"{cfg.per_priority_step / cfg.base:g} per {cfg.priority_step} of priority")
     if cfg.per_deletion_cost_step:

@@ -63,7 +63,9 @@ class PodType:
     pending_pods: list[Pod] = field(default_factory=list)
     targets: tuple[int, ...] = ()  # nodes that may end up holding pods of this type
     ranked_targets: tuple[int, ...] = ()  # eligible non-current targets, best first
-    stay_only: frozenset[int] = frozenset()  # current nodes that may keep their pods but receive none (not eligible targets)
+    stay_only: frozenset[int] = (
+        frozenset()
+    )  # current nodes that may keep their pods but receive none (not eligible targets)
     items: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)  # requests.items(), for hot loops
 
     def __post_init__(self) -> None:
@@ -85,7 +87,9 @@ class Problem:
     target_shapes: tuple[Resources, ...] = ()
     not_placeable: dict[str, str] = field(default_factory=dict)  # pending GPU pod -> why the plan leaves it alone
     rules: TargetRules | None = None
-    ordered_moves: bool = False  # constraints.one_eviction_at_a_time: set when a plan needed moves that only fit together
+    ordered_moves: bool = (
+        False  # constraints.one_eviction_at_a_time: set when a plan needed moves that only fit together
+    )
     gpu_pods_before: tuple[int, ...] = ()  # bound GPU pods per node before the plan (``gpu_pod_counts``), computed once
 
     @property
@@ -94,8 +98,17 @@ class Problem:
 
 
 def _type_key(pod: Pod, cost: int, pending: bool, rules: TargetRules) -> tuple[object, ...]:
-    return (pending, port_requests(pod), pod.tolerations, pod.node_selector, pod.affinity, cost, pod.namespace,
-            pod.priority if pending else 0, rules.signature(pod))
+    return (
+        pending,
+        port_requests(pod),
+        pod.tolerations,
+        pod.node_selector,
+        pod.affinity,
+        cost,
+        pod.namespace,
+        pod.priority if pending else 0,
+        rules.signature(pod),
+    )
 
 
 def _node_loads(snapshot: Snapshot) -> dict[str, dict[str, int]]:
@@ -144,7 +157,11 @@ def _priority_weights(pods: Sequence[Pod]) -> dict[int, int]:
 
 def _freeable(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> set[str]:
     """GPU nodes all of whose GPU pods may move."""
-    blocked = {p.node_name for p in snapshot.pods if p.is_bound and unmovable.get(p.key) is not None and requests_gpu(p.requests)}
+    blocked = {
+        p.node_name
+        for p in snapshot.pods
+        if p.is_bound and unmovable.get(p.key) is not None and requests_gpu(p.requests)
+    }
     return {n.name for n in snapshot.nodes if n.is_gpu_node and n.name not in blocked}
 
 
@@ -165,15 +182,30 @@ def _placeable(snapshot: Snapshot, settings: PlannerSettings, rules: TargetRules
     return placeable, excluded
 
 
-def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets: int | None = None, fence: Taint | None = None,
-                  now: datetime | None = None, restraints: Restraints | None = None) -> Problem:
+def build_problem(
+    snapshot: Snapshot,
+    settings: PlannerSettings,
+    *,
+    max_targets: int | None = None,
+    fence: Taint | None = None,
+    now: datetime | None = None,
+    restraints: Restraints | None = None,
+) -> Problem:
     """``fence``: the taint a run fences nodes with when fences steer replacements (None: the steering policy pins them);
     ``now``: the plan's time, for the pod age rules (None: they pass); ``restraints``: what earlier runs forbid now (nodes
     in their cooldown neither give nor receive pods)."""
     nodes_by_name = snapshot.node_by_name()
     rules = TargetRules(snapshot, cross_pool=settings.cross_pool_moves)
-    unmovable = movability(snapshot.pods, nodes_by_name, snapshot.pdbs, settings, rules.volumes, fence=fence, now=now,
-                           restraints=restraints)
+    unmovable = movability(
+        snapshot.pods,
+        nodes_by_name,
+        snapshot.pdbs,
+        settings,
+        rules.volumes,
+        fence=fence,
+        now=now,
+        restraints=restraints,
+    )
     cooling = set(restraints.nodes) if restraints else set()
     pending, not_placeable = _placeable(snapshot, settings, rules)
     loads = _node_loads(snapshot)
@@ -192,7 +224,9 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
         key = _type_key(pod, cost, is_pending, rules)
         found = types.get(key)
         if found is None:
-            found = PodType(len(types), port_requests(pod), pod, cost, pod.namespace, requests_gpu(pod.requests), is_pending)
+            found = PodType(
+                len(types), port_requests(pod), pod, cost, pod.namespace, requests_gpu(pod.requests), is_pending
+            )
             types[key] = found
         return found
 
@@ -212,20 +246,36 @@ def build_problem(snapshot: Snapshot, settings: PlannerSettings, *, max_targets:
 
     type_list = list(types.values())
     ports = {r for t in type_list for r in t.requests if r.startswith(HOST_PORT_PREFIX)}
-    states = [_node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable, ports)
-              for i, node in enumerate(snapshot.nodes)]
-    states = [replace(s, is_target_pool=False) if s.node.name in cooling else s for s in states]  # a cooling node receives nothing
+    states = [
+        _node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable, ports)
+        for i, node in enumerate(snapshot.nodes)
+    ]
+    states = [
+        replace(s, is_target_pool=False) if s.node.name in cooling else s for s in states
+    ]  # a cooling node receives nothing
     eligibility = _Eligibility(states, rules)
     for ptype in type_list:
         ptype.targets = _targets(ptype, eligibility, max_targets or settings.max_targets_per_type)
         ptype.stay_only = frozenset(ptype.initial) - eligibility.receivers(ptype)
     resources = tuple(sorted({r for t in type_list for r in t.requests}))
     shapes = tuple(parse_shape(s) for s in settings.target_shapes) if settings.mode == "shapes" else ()
-    return Problem(snapshot, settings, states, type_list, resources, unmovable, shapes, not_placeable, rules,
-                   gpu_pods_before=tuple(gpu_pod_counts(snapshot)))
+    return Problem(
+        snapshot,
+        settings,
+        states,
+        type_list,
+        resources,
+        unmovable,
+        shapes,
+        not_placeable,
+        rules,
+        gpu_pods_before=tuple(gpu_pod_counts(snapshot)),
+    )
 
 
-def _node_state(index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool, ports: set[str]) -> NodeState:
+def _node_state(
+    index: int, node: Node, load: Mapping[str, int], fixed: Mapping[str, int], freeable: bool, ports: set[str]
+) -> NodeState:
     # Sorted: set order of strings changes with PYTHONHASHSEED, and the models are built in this order (a seed must give
     # the same plan in every process).
     capacity = {r: max(node.allocatable.get(r, 0), load.get(r, 0)) for r in sorted(set(node.allocatable) | set(load))}
@@ -261,7 +311,10 @@ class _Eligibility:
         self.ranked_cache: dict[tuple[object, ...], tuple[int, ...]] = {}
         self.sorted_cache: dict[int, tuple[tuple[int, ...], dict[int, int]]] = {}  # by id of a ranked_cache tuple
         # Every node in each ranking order (see ``ranked``), its position in it, and the room a pod may take on it.
-        self.orders = {pending: sorted(range(len(states)), key=lambda i: _rank_key(states[i], pending)) for pending in (False, True)}
+        self.orders = {
+            pending: sorted(range(len(states)), key=lambda i: _rank_key(states[i], pending))
+            for pending in (False, True)
+        }
         self.positions = {pending: _positions(order) for pending, order in self.orders.items()}
         self.room = [{r: amount - state.fixed.get(r, 0) for r, amount in state.capacity.items()} for state in states]
 
@@ -274,17 +327,25 @@ class _Eligibility:
     def receivers(self, ptype: PodType) -> frozenset[int]:
         """Nodes a pod of this type may be moved or placed onto (capacity aside)."""
         pod = ptype.representative
-        key = (pod.tolerations, pod.node_selector, pod.affinity, ptype.uses_gpu, tuple(sorted(r for r in ptype.requests if is_gpu_resource(r))),
-               self.rules.signature(pod))
+        key = (
+            pod.tolerations,
+            pod.node_selector,
+            pod.affinity,
+            ptype.uses_gpu,
+            tuple(sorted(r for r in ptype.requests if is_gpu_resource(r))),
+            self.rules.signature(pod),
+        )
         found = self.cache.get(key)
         if found is None:
             found = frozenset(
-                s.index for s in self.candidates(ptype)
-                if s.is_target_pool and (s.node.is_gpu_node or not ptype.uses_gpu) and self.rules.why_not(pod, s.node) is None
+                s.index
+                for s in self.candidates(ptype)
+                if s.is_target_pool
+                and (s.node.is_gpu_node or not ptype.uses_gpu)
+                and self.rules.why_not(pod, s.node) is None
             )
             self.cache[key] = found
         return found
-
 
     def ranked(self, ptype: PodType) -> tuple[int, ...]:
         """The receivers with room for one pod of this type, best first (see ``_targets``); shared by every type with the
@@ -298,7 +359,9 @@ class _Eligibility:
             if 8 * len(receivers) >= len(self.states):
                 ranked = [i for i in self.orders[pending] if i in receivers and _fits_room(items, room[i])]
             else:
-                ranked = sorted((i for i in receivers if _fits_room(items, room[i])), key=self.positions[pending].__getitem__)
+                ranked = sorted(
+                    (i for i in receivers if _fits_room(items, room[i])), key=self.positions[pending].__getitem__
+                )
             found = self.ranked_cache[key] = tuple(ranked)
         return found
 
@@ -397,7 +460,9 @@ def movable_pods(problem: Problem) -> int:
     return sum(t.count for t in problem.types if not t.pending)
 
 
-def restrict(problem: Problem, sources: set[int], used: dict[int, set[int]] | None = None, max_targets: int | None = None) -> tuple[Problem, dict[int, int]]:
+def restrict(
+    problem: Problem, sources: set[int], used: dict[int, set[int]] | None = None, max_targets: int | None = None
+) -> tuple[Problem, dict[int, int]]:
     """The same instance with only the movable pods on ``sources`` left as variables.
 
     Pods elsewhere become fixed load; a node left with fixed GPU pods can no longer be
@@ -428,8 +493,11 @@ def restrict(problem: Problem, sources: set[int], used: dict[int, set[int]] | No
         narrowed.stay_only = frozenset(n for n in ptype.stay_only if n in kept)
         types.append(narrowed)
     states = [
-        replace(s, fixed={k: v for k, v in fixed[s.index].items() if v},
-                can_empty=s.can_empty and not holds_gpu_load(fixed[s.index]))
+        replace(
+            s,
+            fixed={k: v for k, v in fixed[s.index].items() if v},
+            can_empty=s.can_empty and not holds_gpu_load(fixed[s.index]),
+        )
         for s in problem.nodes
     ]
     return replace(problem, nodes=states, types=types), mapping

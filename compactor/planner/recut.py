@@ -32,7 +32,6 @@ from compactor.settings import Settings
 log = logging.getLogger("compactor.planner")
 
 
-
 @dataclass
 class Recut:
     node: int
@@ -56,12 +55,16 @@ def mig_parted_for(snapshot: Snapshot, settings: Settings) -> Layouts | None:
         return None
     parted = find_mig_parted(snapshot.config_maps, settings.mig.config_map, namespace=settings.mig.operator_namespace)
     if parted is None:
-        log.warning("planner.mig_repartition is on but no mig-parted ConfigMap was found: no node is re-cut",
-                    extra={"configMap": settings.mig.config_map or "custom-/default-mig-parted-config"})
+        log.warning(
+            "planner.mig_repartition is on but no mig-parted ConfigMap was found: no node is re-cut",
+            extra={"configMap": settings.mig.config_map or "custom-/default-mig-parted-config"},
+        )
     return parted
 
 
-def plan_recuts(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[Recut]:
+def plan_recuts(
+    problem: Problem, parted: Layouts, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]
+) -> list[Recut]:
     """Re-cuts (each with the pending pods it hosts) for the plan's whole-free MIG-capable nodes."""
     waiting = waiting_mig_pods(problem, placements)
     if not waiting:
@@ -84,8 +87,15 @@ def plan_recuts(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMove]
     return recuts
 
 
-def plan_rebalance(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement],
-                   taken: Sequence[Recut], shapes: Sequence[ReferenceShape], min_gain: float) -> list[Recut]:
+def plan_rebalance(
+    problem: Problem,
+    parted: Layouts,
+    moves: Sequence[ConcreteMove],
+    placements: Sequence[ConcretePlacement],
+    taken: Sequence[Recut],
+    shapes: Sequence[ReferenceShape],
+    min_gain: float,
+) -> list[Recut]:
     """Re-cuts of idle MIG-capable nodes (no GPU pod after the plan, none cut for pending pods) into the layout whose
     free slices best fit the workload's request shapes: made when the expected fragmentation rate of the node's free
     capacity (the headline figure, ``metrics.fragmentation``) drops by at least ``min_gain``."""
@@ -95,8 +105,13 @@ def plan_rebalance(problem: Problem, parted: Layouts, moves: Sequence[ConcreteMo
         if state.index in busy or not _recuttable(state):
             continue
         now = _idle_rate(state.node, dict(state.node.allocatable), shapes)
-        options = [(rate, name, cap) for name in parted.applicable(state.node) if name != state.node.labels.get(MIG_CONFIG_LABEL, "")
-                   for cap in [parted.capacity(name, state.node) or {}] if (rate := _idle_rate(state.node, cap, shapes)) is not None]
+        options = [
+            (rate, name, cap)
+            for name in parted.applicable(state.node)
+            if name != state.node.labels.get(MIG_CONFIG_LABEL, "")
+            for cap in [parted.capacity(name, state.node) or {}]
+            if (rate := _idle_rate(state.node, cap, shapes)) is not None
+        ]
         if now is None or not options:
             continue
         rate, name, cap = min(options, key=lambda o: (o[0], o[1]))
@@ -118,18 +133,26 @@ def _recuttable(state: NodeState) -> bool:
 def waiting_mig_pods(problem: Problem, placements: Sequence[ConcretePlacement]) -> list[tuple[PodType, Pod]]:
     """Pending MIG pods the plan's placements leave waiting, highest priority first."""
     placed = {p.pod.key for p in placements}
-    waiting = [(t, pod) for t in problem.types if t.pending for pod in t.pending_pods
-               if pod.key not in placed and any(is_mig_resource(r) for r in t.requests)]
+    waiting = [
+        (t, pod)
+        for t in problem.types
+        if t.pending
+        for pod in t.pending_pods
+        if pod.key not in placed and any(is_mig_resource(r) for r in t.requests)
+    ]
     return sorted(waiting, key=lambda item: (-item[0].weight, item[1].key))
 
 
-def _gpu_busy_after(problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> set[int]:
+def _gpu_busy_after(
+    problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]
+) -> set[int]:
     """Nodes that run a GPU pod after the plan (staying, arriving or placed)."""
     return {i for i, count in enumerate(gpu_pods_after(problem, moves, placements)) if count > 0}
 
 
-def _best_layout(problem: Problem, parted: Layouts, state: NodeState, waiting: list[tuple[PodType, Pod]],
-                 running: dict[str, float]) -> Recut | None:
+def _best_layout(
+    problem: Problem, parted: Layouts, state: NodeState, waiting: list[tuple[PodType, Pod]], running: dict[str, float]
+) -> Recut | None:
     """The layout hosting the most waiting pods (ties: by name); the current one is no re-cut, and pods it could host
     would have been placed by the plan already."""
     current = state.node.labels.get(MIG_CONFIG_LABEL, "")
@@ -142,8 +165,11 @@ def _best_layout(problem: Problem, parted: Layouts, state: NodeState, waiting: l
         if recut.placements:
             options.append(recut)
     # Equal counts: the layout closest to the pool's running MIG pods, so the re-cut does not fragment it further.
-    return min(options, key=lambda r: (-len(r.placements), -overlap(profile_mix(r.allocatable, state.node), running), r.to_config),
-               default=None)
+    return min(
+        options,
+        key=lambda r: (-len(r.placements), -overlap(profile_mix(r.allocatable, state.node), running), r.to_config),
+        default=None,
+    )
 
 
 def _running_mix(problem: Problem, state: NodeState) -> dict[str, float]:
@@ -156,7 +182,9 @@ def _running_mix(problem: Problem, state: NodeState) -> dict[str, float]:
     return profile_mix(running, state.node)
 
 
-def _fill(problem: Problem, state: NodeState, allocatable: dict[str, int], waiting: list[tuple[PodType, Pod]]) -> list[ConcretePlacement]:
+def _fill(
+    problem: Problem, state: NodeState, allocatable: dict[str, int], waiting: list[tuple[PodType, Pod]]
+) -> list[ConcretePlacement]:
     """Pending pods this layout would host on the node, in priority order, within every resource."""
     capacity = {r: v for r, v in state.capacity.items() if not is_gpu_resource(r)} | allocatable
     load = {r: v for r, v in state.fixed.items() if not is_gpu_resource(r)}

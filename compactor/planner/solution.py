@@ -45,7 +45,9 @@ def _pair(problem: Problem, ptype: PodType, final: dict[int, int], freed: set[in
     return moves
 
 
-def _loads_after(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> list[dict[str, int]]:
+def _loads_after(
+    problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]
+) -> list[dict[str, int]]:
     loads = [dict(s.fixed) for s in problem.nodes]
     for ptype in problem.types:
         for node, pods in ptype.initial.items():
@@ -63,7 +65,9 @@ def _add(acc: dict[str, int], ptype: PodType, count: int) -> None:
         acc[r] = acc.get(r, 0) + v * count
 
 
-def prune_churn(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement], freed: set[int]) -> list[ConcreteMove]:
+def prune_churn(
+    problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement], freed: set[int]
+) -> list[ConcreteMove]:
     """Drop moves that serve nothing: not a GPU pod leaving a freed node, and the pod could simply stay."""
     loads = _loads_after(problem, moves, placements)
     kept: list[ConcreteMove] = []
@@ -99,14 +103,19 @@ def _headroom(problem: Problem, node: int, load: dict[str, int]) -> int:
     return total
 
 
-def order_moves(problem: Problem, moves: list[ConcreteMove], freed: set[int]) -> tuple[list[ConcreteMove], list[ConcreteMove]]:
+def order_moves(
+    problem: Problem, moves: list[ConcreteMove], freed: set[int]
+) -> tuple[list[ConcreteMove], list[ConcreteMove]]:
     """(execution order, moves no order can reach). Freed nodes with the fewest moves first (a partial run still frees
     nodes); a move only once its target has room. The executor evicts one pod at a time, so moves that only fit all at
     once (a cycle: each target waits for another move's source) cannot be carried out; they come back apart."""
     per_source: dict[int, int] = defaultdict(int)
     for move in moves:
         per_source[move.source] += 1
-    preferred = sorted(moves, key=lambda m: (m.source not in freed, per_source[m.source], problem.nodes[m.source].node.name, m.pod.name))
+    preferred = sorted(
+        moves,
+        key=lambda m: (m.source not in freed, per_source[m.source], problem.nodes[m.source].node.name, m.pod.name),
+    )
     loads = _loads_after(problem, [], [])
     ordered: list[ConcreteMove] = []
     remaining = preferred
@@ -127,7 +136,9 @@ def _fits(problem: Problem, loads: list[dict[str, int]], move: ConcreteMove) -> 
     return all(acc.get(r, 0) + v <= capacity.get(r, 0) for r, v in move.ptype.items)
 
 
-def concretise(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
+def concretise(
+    problem: Problem, assignment: Assignment, freed: set[int]
+) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
     """The assignment's moves (churn pruned) in execution order, and its placements.
 
     Moves no one-at-a-time order can carry out are dropped, with whatever no longer serves a purpose or fits
@@ -160,7 +171,9 @@ def _empty_before(problem: Problem) -> set[int]:
     return {s.index for s in problem.nodes if s.gpus and not counts[s.index]}
 
 
-def _still_fitting(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> list[ConcretePlacement]:
+def _still_fitting(
+    problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]
+) -> list[ConcretePlacement]:
     """Placements, in order, that still fit after ``moves``."""
     loads = _loads_after(problem, moves, [])
     kept = []
@@ -173,7 +186,9 @@ def _still_fitting(problem: Problem, moves: list[ConcreteMove], placements: list
     return kept
 
 
-def pairs(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
+def pairs(
+    problem: Problem, assignment: Assignment, freed: set[int]
+) -> tuple[list[ConcreteMove], list[ConcretePlacement]]:
     """The assignment as concrete moves (churn pruned, in no particular order) and placements."""
     moves: list[ConcreteMove] = []
     placements: list[ConcretePlacement] = []
@@ -188,7 +203,9 @@ def pairs(problem: Problem, assignment: Assignment, freed: set[int]) -> tuple[li
     return prune_churn(problem, moves, placements, freed), placements
 
 
-def gpu_pods_after(problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]) -> list[int]:
+def gpu_pods_after(
+    problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]
+) -> list[int]:
     """Bound GPU pods per node (the snapshot's node order) once the moves and placements are made."""
     after = gpu_pods_before(problem)
     for move in moves:
@@ -201,7 +218,9 @@ def gpu_pods_after(problem: Problem, moves: Sequence[ConcreteMove], placements: 
     return after
 
 
-def gpu_nodes_changed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> tuple[list[int], list[int]]:
+def gpu_nodes_changed(
+    problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]
+) -> tuple[list[int], list[int]]:
     """(freed, filled): GPU nodes that ran a GPU pod before and none after, and the reverse."""
     before = gpu_pods_before(problem)
     after = gpu_pods_after(problem, moves, placements)

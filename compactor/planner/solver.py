@@ -45,12 +45,18 @@ class SolveResult:
     wall_seconds: float = 0.0
     variables: int = 0
     greedy_assignment: Assignment | None = None
-    restricted: str = ""  # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
-    whole_bound: int | None = None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
+    restricted: str = (
+        ""  # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
+    )
+    whole_bound: int | None = (
+        None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
+    )
     spent: float = 0.0  # on the deadline's clock (seconds, or CP-SAT deterministic time)
     unsolved: list[str] = field(default_factory=list)  # levels the time limit left unsolved (their incumbent stands)
     unbuilt: bool = False  # the time limit ran out before a CP-SAT model was built: the warm start is the result
-    greedy_seconds: float = 0.0  # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
+    greedy_seconds: float = (
+        0.0  # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
+    )
     model_seconds: float = 0.0  # wall-clock seconds building the levels model(s) took
     base: BuiltModel | None = None  # the levels model of ``problem`` as built (one component, free-nodes mode)
     searched: int = 0  # neighbourhoods the large-neighbourhood search solved (``lns``; narrowed problems only)
@@ -69,7 +75,11 @@ class _Narrowed:
         if self.sources is None:
             return assignment
         back = {new: old for old, new in self.mapping.items()}
-        counts = {t.index: {n: len(p) for n, p in t.initial.items() if n not in self.sources} for t in whole.types if not t.pending}
+        counts = {
+            t.index: {n: len(p) for n, p in t.initial.items() if n not in self.sources}
+            for t in whole.types
+            if not t.pending
+        }
         for new, per_node in assignment.counts.items():
             acc = counts.setdefault(back[new], {})
             for node, count in per_node.items():
@@ -78,7 +88,9 @@ class _Narrowed:
         return Assignment({t: {n: k for n, k in per.items() if k} for t, per in counts.items()}, placed)
 
 
-def _narrow(problem: Problem, start: Assignment, max_pods: int, max_targets: int, also: Assignment | None = None) -> _Narrowed:
+def _narrow(
+    problem: Problem, start: Assignment, max_pods: int, max_targets: int, also: Assignment | None = None
+) -> _Narrowed:
     """At scale, keep as variables only the pods the warm start moved, those on nodes it placed
     pending pods on, and those on the least GPU-loaded freeable nodes, up to ``max_pods`` movable pods.
     ``also``: another plan the narrowed problem must be able to express (its moves' pods stay variables too)."""
@@ -99,8 +111,10 @@ def _narrow(problem: Problem, start: Assignment, max_pods: int, max_targets: int
     spent = sum(movable_on.get(n, 0) for n in sources)
     if movable_pods(problem) <= max_pods:
         sources = {n for t in problem.types for n in t.initial}
-    by_load = sorted((s for s in problem.nodes if s.can_empty and s.index not in sources and s.index in movable_on),
-                     key=lambda s: (s.gpus - s.free_gpus_before, s.node.name))
+    by_load = sorted(
+        (s for s in problem.nodes if s.can_empty and s.index not in sources and s.index in movable_on),
+        key=lambda s: (s.gpus - s.free_gpus_before, s.node.name),
+    )
     for state in by_load:
         if spent + movable_on[state.index] > max_pods:
             break
@@ -145,7 +159,12 @@ def _components(problem: Problem) -> list[list[int]]:
 def _decomposable(problem: Problem) -> bool:
     """Limits and shape headroom tie every node together; without them components are independent."""
     cfg = problem.settings
-    return not problem.target_shapes and cfg.max_moves is None and cfg.max_moves_per_namespace is None and cfg.min_gain_per_move <= 0
+    return (
+        not problem.target_shapes
+        and cfg.max_moves is None
+        and cfg.max_moves_per_namespace is None
+        and cfg.min_gain_per_move <= 0
+    )
 
 
 def _part(problem: Problem, type_ids: list[int]) -> tuple[Problem, dict[int, int]]:
@@ -163,15 +182,28 @@ def _merge_levels(parts: list[list[LevelResult]], offset: dict[str, float]) -> l
         for lv in results:
             acc = merged.get(lv.name)
             if acc is None:
-                merged[lv.name] = LevelResult(lv.name, lv.status, lv.objective + offset.get(lv.name, 0.0),
-                                              lv.bound + offset.get(lv.name, 0.0), lv.seconds)
+                merged[lv.name] = LevelResult(
+                    lv.name,
+                    lv.status,
+                    lv.objective + offset.get(lv.name, 0.0),
+                    lv.bound + offset.get(lv.name, 0.0),
+                    lv.seconds,
+                )
                 continue
             status = acc.status if acc.status == lv.status == "OPTIMAL" or acc.status != "OPTIMAL" else lv.status
-            merged[lv.name] = LevelResult(lv.name, status, acc.objective + lv.objective, acc.bound + lv.bound, acc.seconds + lv.seconds)
+            merged[lv.name] = LevelResult(
+                lv.name, status, acc.objective + lv.objective, acc.bound + lv.bound, acc.seconds + lv.seconds
+            )
     return list(merged.values())
 
 
-def solve(problem: Problem, *, time_limit: float | None = None, deadline: Deadline | None = None, build: Deadline | None = None) -> SolveResult:
+def solve(
+    problem: Problem,
+    *,
+    time_limit: float | None = None,
+    deadline: Deadline | None = None,
+    build: Deadline | None = None,
+) -> SolveResult:
     """Solve, narrowing very large instances around the greedy warm start and solving independent
     components (node pools that share no pod) one by one; the result names the problem it solved.
 
@@ -257,10 +289,14 @@ def _search(problem: Problem, deadline: Deadline, build: Deadline | None = None)
     return best
 
 
-FIRST_MODEL_SHARE = 0.4  # of a narrowed search's time, for the first model; the large-neighbourhood search gets the rest
+FIRST_MODEL_SHARE = (
+    0.4  # of a narrowed search's time, for the first model; the large-neighbourhood search gets the rest
+)
 
 
-def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Assignment, deadline: Deadline) -> SolveResult:
+def _improved(
+    whole: Problem, result: SolveResult, lifted: Assignment, warm: Assignment, deadline: Deadline
+) -> SolveResult:
     """``result`` improved by a large-neighbourhood search of the whole problem from its plan (``lifted``) while ``deadline``
     lasts: the better plan as the result of a model narrowed around it and the greedy warm start ``warm`` (what the curve
     and the report read: the curve keeps the warm start as a point, which may free fewer GPUs for fewer moves)."""
@@ -274,10 +310,16 @@ def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Ass
     if around.sources is None:  # everything is a variable: the whole problem is the narrowed one
         around = _Narrowed(whole, found, {t.index: t.index for t in whole.types}, None)
     start = warm if around.sources is None else _translate(whole, warm, around.mapping, around.sources)
-    better = replace(result, problem=around.problem, assignment=around.start, status="FEASIBLE", base=None,
-                     greedy_assignment=start if within_limits(around.problem, start) else None,
-                     empty_nodes=empty_nodes(around.problem, around.start), restricted=_restriction(whole, around.problem,
-                                                                                                  whole.settings.max_targets_per_type))
+    better = replace(
+        result,
+        problem=around.problem,
+        assignment=around.start,
+        status="FEASIBLE",
+        base=None,
+        greedy_assignment=start if within_limits(around.problem, start) else None,
+        empty_nodes=empty_nodes(around.problem, around.start),
+        restricted=_restriction(whole, around.problem, whole.settings.max_targets_per_type),
+    )
     better.levels = _relevelled(around.problem, around.start, result.levels)
     return better
 
@@ -285,7 +327,10 @@ def _improved(whole: Problem, result: SolveResult, lifted: Assignment, warm: Ass
 def _relevelled(problem: Problem, assignment: Assignment, levels: list[LevelResult]) -> list[LevelResult]:
     """The levels' values for a plan the levels did not find (the search's): unproven, with no bound of their own."""
     values = {term.name: term.value(problem, assignment) for term in FREE_NODES}
-    return [LevelResult(lv.name, "FEASIBLE", float(values.get(lv.name, lv.objective)), float("nan"), lv.seconds) for lv in levels]
+    return [
+        LevelResult(lv.name, "FEASIBLE", float(values.get(lv.name, lv.objective)), float("nan"), lv.seconds)
+        for lv in levels
+    ]
 
 
 def _whole_bound(whole: Problem, best: SolveResult, deadline: Deadline) -> int:
@@ -326,7 +371,9 @@ def _at_least_the_warm_start(result: SolveResult) -> Assignment:
     if problem.target_shapes:  # shape headroom counts free room everywhere: undoing a move could cost some
         # but a plan that places nothing and gains no headroom (the warm start when no level had time) is worth nothing.
         unchanged = Assignment.unchanged(problem)
-        if not any(result.assignment.placed.values()) and headroom(problem, result.assignment) <= headroom(problem, unchanged):
+        if not any(result.assignment.placed.values()) and headroom(problem, result.assignment) <= headroom(
+            problem, unchanged
+        ):
             return unchanged
         return result.assignment
     found = prune(problem, result.assignment)
@@ -346,10 +393,20 @@ def _solve_once(problem: Problem, start: Assignment, deadline: Deadline, build: 
     groups = _components(problem) if timely and _decomposable(problem) else [[t.index for t in problem.types]]
     if len(groups) <= 1:
         levels, size = solve_levels(problem, start, deadline, build)
-        return SolveResult(problem=problem, assignment=levels.best, empty_nodes=empty_nodes(problem, levels.best),
-                           status=levels.status, levels=levels.results, wall_seconds=time.monotonic() - started,
-                           variables=size, greedy_assignment=start, unsolved=levels.unsolved, unbuilt=levels.v is None,
-                           base=levels.base, model_seconds=levels.seconds)
+        return SolveResult(
+            problem=problem,
+            assignment=levels.best,
+            empty_nodes=empty_nodes(problem, levels.best),
+            status=levels.status,
+            levels=levels.results,
+            wall_seconds=time.monotonic() - started,
+            variables=size,
+            greedy_assignment=start,
+            unsolved=levels.unsolved,
+            unbuilt=levels.v is None,
+            base=levels.base,
+            model_seconds=levels.seconds,
+        )
     weights = [sum(len(problem.types[t].targets) for t in group) for group in groups]
     assignment = Assignment()
     all_levels: list[list[LevelResult]] = []
@@ -359,10 +416,14 @@ def _solve_once(problem: Problem, start: Assignment, deadline: Deadline, build: 
         touched |= {n for t in group for n in (*problem.types[t].targets, *problem.types[t].initial)}
         share = weights[i] / max(1, sum(weights[i:]))
         back = {new: old for old, new in mapping.items()}
-        part_start = Assignment({mapping[t]: per for t, per in start.counts.items() if t in mapping},
-                                {mapping[t]: per for t, per in start.placed.items() if t in mapping})
+        part_start = Assignment(
+            {mapping[t]: per for t, per in start.counts.items() if t in mapping},
+            {mapping[t]: per for t, per in start.placed.items() if t in mapping},
+        )
         # A part with no target gets no share, but a moment to prove it (``LevelSolve.run``).
-        levels, size = solve_levels(part, part_start, deadline.until(max(0.05, deadline.remaining()) * share or 0.05), build)
+        levels, size = solve_levels(
+            part, part_start, deadline.until(max(0.05, deadline.remaining()) * share or 0.05), build
+        )
         assignment.counts.update({back[t]: per for t, per in levels.best.counts.items()})
         assignment.placed.update({back[t]: per for t, per in levels.best.placed.items()})
         all_levels.append(levels.results)
@@ -371,7 +432,19 @@ def _solve_once(problem: Problem, start: Assignment, deadline: Deadline, build: 
         unsolved += [name for name in levels.unsolved if name not in unsolved]
         unbuilt = unbuilt or levels.v is None
         model_seconds += levels.seconds
-    untouched_free = sum(s.gpus for s in problem.nodes if s.gpus and s.can_empty and not s.ran_gpu_pods and s.index not in touched)
-    return SolveResult(problem=problem, assignment=assignment, empty_nodes=empty_nodes(problem, assignment), status=status,
-                       levels=_merge_levels(all_levels, {"freedGpus": float(untouched_free)}), wall_seconds=time.monotonic() - started,
-                       variables=variables, greedy_assignment=start, unsolved=unsolved, unbuilt=unbuilt, model_seconds=model_seconds)
+    untouched_free = sum(
+        s.gpus for s in problem.nodes if s.gpus and s.can_empty and not s.ran_gpu_pods and s.index not in touched
+    )
+    return SolveResult(
+        problem=problem,
+        assignment=assignment,
+        empty_nodes=empty_nodes(problem, assignment),
+        status=status,
+        levels=_merge_levels(all_levels, {"freedGpus": float(untouched_free)}),
+        wall_seconds=time.monotonic() - started,
+        variables=variables,
+        greedy_assignment=start,
+        unsolved=unsolved,
+        unbuilt=unbuilt,
+        model_seconds=model_seconds,
+    )

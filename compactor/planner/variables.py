@@ -25,7 +25,9 @@ class Variables:
     placed: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (pending type, node) -> placed
     empty: dict[int, IntVar] = field(default_factory=dict)  # GPU node -> runs no GPU pod after
     headroom: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
-    bounds: dict[int, int] = field(default_factory=dict)  # variable index -> its largest value (reading the proto is slow)
+    bounds: dict[int, int] = field(
+        default_factory=dict
+    )  # variable index -> its largest value (reading the proto is slow)
     deadline: Deadline | None = None  # building stops (``OutOfTime``) once it has passed: see ``tick``
 
     def tick(self) -> None:
@@ -64,12 +66,19 @@ class Variables:
 
     def rebind(self, model: CpModel) -> Variables:
         """The same variables in ``model``, a clone of this model (``CpModel.clone``) made before anything was added."""
+
         def at(var: IntVar) -> IntVar:
             return model.get_int_var_from_proto_index(var.index)
 
-        return Variables(model, {k: at(v) for k, v in self.final.items()}, {k: at(v) for k, v in self.out.items()},
-                         {k: at(v) for k, v in self.placed.items()}, {k: at(v) for k, v in self.empty.items()},
-                         {k: at(v) for k, v in self.headroom.items()}, dict(self.bounds))
+        return Variables(
+            model,
+            {k: at(v) for k, v in self.final.items()},
+            {k: at(v) for k, v in self.out.items()},
+            {k: at(v) for k, v in self.placed.items()},
+            {k: at(v) for k, v in self.empty.items()},
+            {k: at(v) for k, v in self.headroom.items()},
+            dict(self.bounds),
+        )
 
 
 def make_variables(problem: Problem, deadline: Deadline | None = None) -> Variables:

@@ -81,19 +81,35 @@ def state_namespace(kube: Kube) -> Iterator[str]:
     """The compactor's namespace (its state ConfigMap lives there); created when missing, then removed again."""
     leftover = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
     if leftover is not None and _left_by_this_suite(leftover):
-        warnings.warn(f"removing {STATE_NAMESPACE}/{STATE_CONFIGMAP} left by an interrupted end-to-end run", stacklevel=1)
+        warnings.warn(
+            f"removing {STATE_NAMESPACE}/{STATE_CONFIGMAP} left by an interrupted end-to-end run", stacklevel=1
+        )
         kube.core.delete_namespaced_config_map(STATE_CONFIGMAP, STATE_NAMESPACE)
     elif leftover is not None:
         pytest.fail(
             f"configmap {STATE_NAMESPACE}/{STATE_CONFIGMAP} already exists: a compactor is running in this cluster or an earlier "
             f"run was interrupted (plan {(leftover.get('data') or {}).get('planId', '?')}). The end-to-end suite needs a cluster "
             f"where nothing else compacts; delete it (kubectl -n {STATE_NAMESPACE} delete configmap {STATE_CONFIGMAP}) once no "
-            "compactor runs.")
+            "compactor runs."
+        )
     created = False
-    wait_for(_not_terminating(kube, STATE_NAMESPACE), timeout=120, interval=1, what=f"namespace {STATE_NAMESPACE}, deleted by the previous test, to go")
+    wait_for(
+        _not_terminating(kube, STATE_NAMESPACE),
+        timeout=120,
+        interval=1,
+        what=f"namespace {STATE_NAMESPACE}, deleted by the previous test, to go",
+    )
     if get_or_none(kube.core.read_namespace, STATE_NAMESPACE) is None:
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STATE_NAMESPACE, "labels": {CREATED_LABEL: "true"}}}
-        with_retries(lambda: kube.core.create_namespace(body), what=f"creating namespace {STATE_NAMESPACE}", statuses=(429, 500, 503))
+        body = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": STATE_NAMESPACE, "labels": {CREATED_LABEL: "true"}},
+        }
+        with_retries(
+            lambda: kube.core.create_namespace(body),
+            what=f"creating namespace {STATE_NAMESPACE}",
+            statuses=(429, 500, 503),
+        )
         created = True
     try:
         yield STATE_NAMESPACE
@@ -103,7 +119,9 @@ def state_namespace(kube: Kube) -> Iterator[str]:
                 kube.core.delete_namespace(STATE_NAMESPACE)
             except ApiException as exc:
                 if exc.status != 404:
-                    warnings.warn(f"could not delete namespace {STATE_NAMESPACE}: {exc.status} {exc.reason}", stacklevel=1)
+                    warnings.warn(
+                        f"could not delete namespace {STATE_NAMESPACE}: {exc.status} {exc.reason}", stacklevel=1
+                    )
 
 
 @pytest.fixture(scope="session")
@@ -144,7 +162,9 @@ def tenant_namespace(kube: Kube) -> Iterator[str]:
 def _not_terminating(kube: Kube, name: str) -> Callable[[], tuple[bool, str]]:
     def check() -> tuple[bool, str]:
         found = get_or_none(kube.core.read_namespace, name)
-        return found is None or not (found.get("metadata") or {}).get("deletionTimestamp"), f"namespace {name}: {(found or {}).get('status')}"
+        return found is None or not (found.get("metadata") or {}).get(
+            "deletionTimestamp"
+        ), f"namespace {name}: {(found or {}).get('status')}"
 
     return check
 
@@ -178,7 +198,9 @@ def _fake_workers(kube: Kube, run_id: str, tmp_path: Path) -> AbstractContextMan
     return fake_nodes(kube.api_client, workers, tmp_path / "fake-workers.log")
 
 
-def _gpu_nodes_on(kube: Kube, chosen: list[dict[str, Any]], nodes: list[dict[str, Any]], run_id: str) -> Iterator[GpuNodes]:
+def _gpu_nodes_on(
+    kube: Kube, chosen: list[dict[str, Any]], nodes: list[dict[str, Any]], run_id: str
+) -> Iterator[GpuNodes]:
     mixed, whole = (name_of(n) for n in chosen)
     original_labels = {name_of(n): labels(n) for n in chosen}
     schedulable = {name_of(n) for n in nodes if not (n.get("spec") or {}).get("unschedulable")}
@@ -188,8 +210,12 @@ def _gpu_nodes_on(kube: Kube, chosen: list[dict[str, Any]], nodes: list[dict[str
         for name, resources, node_labels in roles:
             touched.append(name)
             release_compactor_marks(kube.core, raw(kube.core.read_node, name))  # left by an interrupted run on our node
-            set_labels(kube.core, name, {FAKE_GPU_LABEL: run_id})  # first: a crash from here on leaves a recognisable node
-            stale = [r for r in FAKE_RESOURCES if r not in resources]  # e.g. the mixed node's whole GPUs, which come later
+            set_labels(
+                kube.core, name, {FAKE_GPU_LABEL: run_id}
+            )  # first: a crash from here on leaves a recognisable node
+            stale = [
+                r for r in FAKE_RESOURCES if r not in resources
+            ]  # e.g. the mixed node's whole GPUs, which come later
             if stale:
                 withdraw(kube.core, name, stale)  # leftovers of an earlier, interrupted run
             advertise(kube.core, name, resources)
@@ -218,7 +244,9 @@ def _restore_nodes(kube: Kube, names: list[str], original_labels: dict[str, dict
         except Exception as exc:  # keep cleaning the other node
             problems.append(f"node {name}: {exc}")
     if problems:
-        raise AssertionError("cleanup of the fake GPU nodes failed (remove the nvidia.com/* capacity by hand):\n" + "\n".join(problems))
+        raise AssertionError(
+            "cleanup of the fake GPU nodes failed (remove the nvidia.com/* capacity by hand):\n" + "\n".join(problems)
+        )
 
 
 @contextmanager
@@ -242,23 +270,42 @@ def namespace(kube: Kube, gpu_nodes: GpuNodes) -> Iterator[str]:
 def gpu_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
     """16 fake H100 nodes (8 GPUs, 64 CPUs, 512Gi each) of this test alone, labelled for its nodeSelector; deleted afterwards."""
     run_id = f"e2e-{secrets.token_hex(3)}"
-    nodes = NodeSet(prefix=f"{run_id}-gpu-", count=FLEET_NODES, gpus=FLEET_GPUS_PER_NODE, cpu="64", memory="512Gi",
-                    labels={**H100_LABELS, FLEET_LABEL: run_id})
+    nodes = NodeSet(
+        prefix=f"{run_id}-gpu-",
+        count=FLEET_NODES,
+        gpus=FLEET_GPUS_PER_NODE,
+        cpu="64",
+        memory="512Gi",
+        labels={**H100_LABELS, FLEET_LABEL: run_id},
+    )
     with fake_nodes(kube.api_client, nodes, tmp_path / "fake-gpu-nodes.log") as names:
         yield Fleet(run_id=run_id, names=names, gpus_per_node=FLEET_GPUS_PER_NODE)
 
 
-MIG_NODE_LABELS = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": "1", "nvidia.com/gpu.present": "true",
-                   "nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig.config": "all-1g.10gb",
-                   "nvidia.com/mig.config.state": "success"}
+MIG_NODE_LABELS = {
+    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+    "nvidia.com/gpu.count": "1",
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/mig.capable": "true",
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/mig.config": "all-1g.10gb",
+    "nvidia.com/mig.config.state": "success",
+}
 
 
 @pytest.fixture
 def mig_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
     """Two fake A100-80GB nodes of this test alone, one GPU each cut all-1g.10gb (7 x nvidia.com/mig-1g.10gb)."""
     run_id = f"e2e-{secrets.token_hex(3)}"
-    nodes = NodeSet(prefix=f"{run_id}-mig-", count=2, gpus=0, cpu="32", memory="256Gi", labels={**MIG_NODE_LABELS, FLEET_LABEL: run_id},
-                    resources={"nvidia.com/mig-1g.10gb": "7"})
+    nodes = NodeSet(
+        prefix=f"{run_id}-mig-",
+        count=2,
+        gpus=0,
+        cpu="32",
+        memory="256Gi",
+        labels={**MIG_NODE_LABELS, FLEET_LABEL: run_id},
+        resources={"nvidia.com/mig-1g.10gb": "7"},
+    )
     with fake_nodes(kube.api_client, nodes, tmp_path / "fake-mig-nodes.log") as names:
         yield Fleet(run_id=run_id, names=names, gpus_per_node=1)
 
@@ -299,4 +346,6 @@ def _delete_namespace(kube: Kube, name: str, timeout: float = 180, *, force_pods
         if get_or_none(kube.core.read_namespace, name) is None:
             return
         time.sleep(2)
-    warnings.warn(f"namespace {name} still exists {timeout:g}s after its deletion; cleaning the nodes anyway", stacklevel=1)
+    warnings.warn(
+        f"namespace {name} still exists {timeout:g}s after its deletion; cleaning the nodes anyway", stacklevel=1
+    )

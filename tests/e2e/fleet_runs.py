@@ -53,8 +53,12 @@ STATES = [
     StartingState(seed=7),
     StartingState(seed=19),
     StartingState(seed=42),
-    StartingState(seed=5, fill=1.0, pending_gpus=8),  # every GPU taken first, so no node stays whole-free under any profile
-    StartingState(seed=11, host_port=9000, guard=True),  # moves the scheduler would refuse, were they planned (issue [7])
+    StartingState(
+        seed=5, fill=1.0, pending_gpus=8
+    ),  # every GPU taken first, so no node stays whole-free under any profile
+    StartingState(
+        seed=11, host_port=9000, guard=True
+    ),  # moves the scheduler would refuse, were they planned (issue [7])
 ]
 
 
@@ -64,22 +68,49 @@ def compactor_config(namespace: str) -> dict[str, Any]:
         # Deterministic search: `plan` and the plan `run --once` makes afresh from the same cluster are the same plan,
         # so the promise checked is the one printed (on the wall clock two runs may find different, equally valid plans).
         "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "workers": 2, "deterministic": True},
-        "executor": {"after_drain": "uncordon", "poll_seconds": 0.5, "replacement_timeout_seconds": 120,
-                     "backoff_seconds": 1, "backoff_max_seconds": 5},
+        "executor": {
+            "after_drain": "uncordon",
+            "poll_seconds": 0.5,
+            "replacement_timeout_seconds": 120,
+            "backoff_seconds": 1,
+            "backoff_max_seconds": 5,
+        },
     }
 
 
 def run_once(config: Path, _: Path) -> CompactorRun:
-    return run_compactor("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+    return run_compactor(
+        "run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT
+    )
 
 
 def apply(config: Path, plan: Path) -> CompactorRun:
-    return run_compactor("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+    return run_compactor(
+        "apply",
+        "--plan",
+        str(plan),
+        *kubeconfig_args(),
+        "--config",
+        str(config),
+        "--output",
+        "json",
+        timeout=RUN_TIMEOUT,
+    )
 
 
-def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, tmp_path: Path,
-                       carry_out: Callable[[Path, Path], CompactorRun], *, steering: str, tenant_namespace: str | None = None,
-                       executor: dict[str, Any] | None = None, steering_why: str = "") -> None:
+def plan_and_carry_out(
+    state: StartingState,
+    kube: Kube,
+    gpu_fleet: Fleet,
+    fleet_namespace: str,
+    tmp_path: Path,
+    carry_out: Callable[[Path, Path], CompactorRun],
+    *,
+    steering: str,
+    tenant_namespace: str | None = None,
+    executor: dict[str, Any] | None = None,
+    steering_why: str = "",
+) -> None:
     """Build ``state``, `compactor plan --write`, ``carry_out(config, plan file)`` under the watch, and check every promise."""
     clock = Stopwatch()
     frag.build(kube, fleet_namespace, gpu_fleet, state)
@@ -98,20 +129,38 @@ def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet
     guarded = guard_a_planned_target(kube, fleet_namespace, gpu_fleet, config) if state.guard else None
     clock.lap("setup")
 
-    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", "--write", str(written),
-                            timeout=PLAN_TIMEOUT)
+    planned = run_compactor(
+        "plan",
+        *kubeconfig_args(),
+        "--config",
+        str(config),
+        "--output",
+        "json",
+        "--write",
+        str(written),
+        timeout=PLAN_TIMEOUT,
+    )
     assert planned.returncode == 0, planned.describe()
     plan = planned.json()
-    assert plan.get("moves"), f"the starting state {state.label} gave the planner nothing to do, so it tests nothing:\n{planned.describe()}"
+    assert plan.get("moves"), (
+        f"the starting state {state.label} gave the planner nothing to do, so it tests nothing:\n{planned.describe()}"
+    )
     if guarded is not None:
-        refused = [m for m in plan["moves"] if (app_by_pod(kube, fleet_namespace).get(m["pod"].split("/")[1]), m["to"]) == guarded]
-        assert not refused, f"the plan sends {guarded[0]} to {guarded[1]}, where the guard's anti-affinity keeps it out: {refused}"
+        refused = [
+            m
+            for m in plan["moves"]
+            if (app_by_pod(kube, fleet_namespace).get(m["pod"].split("/")[1]), m["to"]) == guarded
+        ]
+        assert not refused, (
+            f"the plan sends {guarded[0]} to {guarded[1]}, where the guard's anti-affinity keeps it out: {refused}"
+        )
     if state.host_port:
         assert_no_port_clash(kube, fleet_namespace, plan)
     clock.lap("plan")
 
     assert plan["steering"]["mechanism"] == steering and steering_why in plan["steering"]["why"], (
-        f"compactor plan names the steering in force: {plan['steering']}")
+        f"compactor plan names the steering in force: {plan['steering']}"
+    )
     before = frag.whole_free_gpus(kube, gpu_fleet)
     tenant = Tenant(kube, tenant_namespace, gpu_fleet.selector) if tenant_namespace else nullcontext()
     with RunWatcher(kube, fleet_namespace) as watcher:
@@ -123,12 +172,26 @@ def plan_and_carry_out(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet
     after = frag.whole_free_gpus(kube, gpu_fleet)
     clock.lap("settle")
 
-    outcome = Outcome(state, plan, ran, observed, before, after, placed_now(kube, fleet_namespace, waiting), clock,
-                      steering=steering, steering_why=steering_why, tenant=tenant.result if isinstance(tenant, Tenant) else None)
+    outcome = Outcome(
+        state,
+        plan,
+        ran,
+        observed,
+        before,
+        after,
+        placed_now(kube, fleet_namespace, waiting),
+        clock,
+        steering=steering,
+        steering_why=steering_why,
+        tenant=tenant.result if isinstance(tenant, Tenant) else None,
+    )
     publish(outcome.results_line())
     failures = [f"- {what}: {detail}" for what, ok, detail in outcome.checks(kube, gpu_fleet, whole) if not ok]
-    assert not failures, (f"{state.label}: the cluster did not end where the plan said:\n" + "\n".join(failures)
-                          + f"\n\n{ran.describe()}\n\npods now:\n{describe_pods(frag.pods(kube, fleet_namespace))}")
+    assert not failures, (
+        f"{state.label}: the cluster did not end where the plan said:\n"
+        + "\n".join(failures)
+        + f"\n\n{ran.describe()}\n\npods now:\n{describe_pods(frag.pods(kube, fleet_namespace))}"
+    )
 
 
 # --------------------------------------------------------------------------- measuring
@@ -158,7 +221,9 @@ def guard_a_planned_target(kube: Kube, namespace: str, fleet: Fleet, config: Pat
 
     Returns (workload, node): the next plan must not send that workload there (the real scheduler would refuse it).
     """
-    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=PLAN_TIMEOUT)
+    planned = run_compactor(
+        "plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=PLAN_TIMEOUT
+    )
     assert planned.returncode == 0, planned.describe()
     apps = app_by_pod(kube, namespace)
     where = {(frag.app_of(p), frag.node_of(p)) for p in frag.pods(kube, namespace)}
@@ -167,11 +232,18 @@ def guard_a_planned_target(kube: Kube, namespace: str, fleet: Fleet, config: Pat
         if app and (app, move["to"]) not in where:
             frag.add_guard(kube, namespace, fleet, app, move["to"])
             return app, move["to"]
-    raise AssertionError(f"no planned move targets a node free of the mover's workload, so no guard can test it:\n{planned.describe()}")
+    raise AssertionError(
+        f"no planned move targets a node free of the mover's workload, so no guard can test it:\n{planned.describe()}"
+    )
 
 
 def host_ports(pod: Obj) -> list[int]:
-    return [int(c["hostPort"]) for k in (pod.get("spec") or {}).get("containers") or [] for c in k.get("ports") or [] if c.get("hostPort")]
+    return [
+        int(c["hostPort"])
+        for k in (pod.get("spec") or {}).get("containers") or []
+        for c in k.get("ports") or []
+        if c.get("hostPort")
+    ]
 
 
 def assert_no_port_clash(kube: Kube, namespace: str, plan: Obj) -> None:
@@ -182,8 +254,12 @@ def assert_no_port_clash(kube: Kube, namespace: str, plan: Obj) -> None:
     final.update({m["pod"].split("/")[1]: m["to"] for m in plan["moves"]})
     holders = Counter((port, final[name]) for name, p in now.items() for port in host_ports(p) if final[name])
     clashes = sorted(key for key, count in holders.items() if count > 1)
-    assert not clashes, f"the plan puts two pods binding one host port on a node (port, node): {clashes}; moves {plan['moves']}"
-    assert any(host_ports(now[m["pod"].split("/")[1]]) for m in plan["moves"]), f"no planned move carries a host port: {plan['moves']}"
+    assert not clashes, (
+        f"the plan puts two pods binding one host port on a node (port, node): {clashes}; moves {plan['moves']}"
+    )
+    assert any(host_ports(now[m["pod"].split("/")[1]]) for m in plan["moves"]), (
+        f"no planned move carries a host port: {plan['moves']}"
+    )
 
 
 def pending_pods(kube: Kube, namespace: str) -> list[str]:
@@ -199,7 +275,9 @@ def placed_now(kube: Kube, namespace: str, waiting: list[str]) -> dict[str, str]
 def settle(kube: Kube, namespace: str) -> tuple[bool, str]:
     """Wait until every Deployment is whole and Ready again, with no terminating pod; (done, what was seen last)."""
     try:
-        return True, wait_for(frag.whole_again(kube, namespace), timeout=WHOLE_TIMEOUT, interval=1, what="every Deployment whole")
+        return True, wait_for(
+            frag.whole_again(kube, namespace), timeout=WHOLE_TIMEOUT, interval=1, what="every Deployment whole"
+        )
     except AssertionError as exc:
         return False, str(exc)
 
@@ -222,16 +300,30 @@ def leftovers(kube: Kube, fleet: Fleet, observed: Observed) -> list[str]:
         found.append(f"steering entries left in {STATE_NAMESPACE}/gpu-compactor-steering: {parameters['data']}")
     state = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
     if state is not None:
-        found.append(f"executor state {STATE_NAMESPACE}/{STATE_CONFIGMAP} still there (plan {(state.get('data') or {}).get('planId')})")
+        found.append(
+            f"executor state {STATE_NAMESPACE}/{STATE_CONFIGMAP} still there (plan {(state.get('data') or {}).get('planId')})"
+        )
     return found
 
 
 class Outcome:
     """What the plan promised beside what the cluster and the watch streams show."""
 
-    def __init__(self, state: StartingState, plan: Obj, ran: CompactorRun, observed: Observed, before: dict[str, int],
-                 after: dict[str, int], placed: dict[str, str], clock: Stopwatch, *, steering: str, steering_why: str,
-                 tenant: TenantWaits | None) -> None:
+    def __init__(
+        self,
+        state: StartingState,
+        plan: Obj,
+        ran: CompactorRun,
+        observed: Observed,
+        before: dict[str, int],
+        after: dict[str, int],
+        placed: dict[str, str],
+        clock: Stopwatch,
+        *,
+        steering: str,
+        steering_why: str,
+        tenant: TenantWaits | None,
+    ) -> None:
         self.state, self.plan, self.ran, self.observed = state, plan, ran, observed
         self.before, self.after, self.placed, self.clock = before, after, placed, clock
         self.steering, self.steering_why, self.tenant = steering, steering_why, tenant
@@ -262,9 +354,11 @@ class Outcome:
         if not self.observed.run_plan:
             return "the run's plan was not seen in the executor's state"
         run_plan = self.observed.run_plan
-        return (f"the run carried out plan {(run_plan.get('metadata') or {}).get('id')}: freedGpus {run_plan.get('freedGpus')}, "
-                f"{len(run_plan.get('moves') or [])} moves, frees {sorted(run_plan.get('freedNodes') or [])}, "
-                f"places {[(p.get('pod'), p.get('to')) for p in run_plan.get('placedPending') or []]}")
+        return (
+            f"the run carried out plan {(run_plan.get('metadata') or {}).get('id')}: freedGpus {run_plan.get('freedGpus')}, "
+            f"{len(run_plan.get('moves') or [])} moves, frees {sorted(run_plan.get('freedNodes') or [])}, "
+            f"places {[(p.get('pod'), p.get('to')) for p in run_plan.get('placedPending') or []]}"
+        )
 
     def replacements_on_plan(self) -> tuple[int, int]:
         """(moves of the executed plan whose owner got a new pod on the planned node, its moves): where the scheduler put them."""
@@ -305,50 +399,94 @@ class Outcome:
 
     def checks(self, kube: Kube, fleet: Fleet, whole: tuple[bool, str]) -> list[tuple[str, bool, str]]:
         """(what, held, detail) for every promise; all are evaluated, whatever fails first."""
-        expected_free = (set(self.before) - set(self.executed.get("filledNodes") or [])) | set(self.executed.get("freedNodes") or [])
-        planned_nodes = {str(p.get("pod", "")).split("/")[-1]: str(p.get("to", "")) for p in self.executed.get("placedPending") or []}
+        expected_free = (set(self.before) - set(self.executed.get("filledNodes") or [])) | set(
+            self.executed.get("freedNodes") or []
+        )
+        planned_nodes = {
+            str(p.get("pod", "")).split("/")[-1]: str(p.get("to", "")) for p in self.executed.get("placedPending") or []
+        }
         placed = {pod: node for pod, node in self.placed.items() if node}
         watch_trouble = self.observed.errors + self.observed.gaps
         left = leftovers(kube, fleet, self.observed)
         printed, carried_out = _moves_of(self.plan), _moves_of(self.executed)
         return [
-            ("the run reports succeeded", self.report.get("status") == "succeeded", f"report {self.report}; {self.run_plan()}"),
-            ("the run carried out the moves `compactor plan` printed (deterministic search, same cluster)", printed == carried_out,
-             f"printed {printed}; carried out {carried_out}"),
-            ("net whole-free GPUs gained == plan freedGpus", self.gain == self.plan.get("freedGpus"),
-             f"gained {self.gain} ({sum(self.before.values())} -> {sum(self.after.values())}), plan says {self.plan.get('freedGpus')}; "
-             f"whole-free in the executed plan's picture but busy now: {sorted(expected_free - set(self.after))}; whole-free now but "
-             f"not in that picture: {sorted(set(self.after) - expected_free)}; {self.run_plan()}"),
-            ("pending pods placed == plan placedPending", len(placed) == len(self.placements),
-             f"placed {placed} of the pending {sorted(self.placed)}; `compactor plan` places {len(self.placements)}; {self.run_plan()}"),
-            ("each placed pending pod runs on the node the executed plan says", all(placed.get(pod) == node for pod, node in planned_nodes.items()),
-             f"planned {planned_nodes}, running on {placed}; {self.run_plan()}"),
-            ("evictions == planned moves", len(self.observed.evicted) == len(self.moves),
-             f"{len(self.observed.evicted)} pods evicted {sorted(self.observed.evicted.items())}; {len(self.moves)} planned moves; "
-             f"{self.run_plan()}"),
-            ("no PDB below its desired healthy count (watched)", not self.observed.pdb_violations and not watch_trouble
-             and self.observed.pdb_events > 0,
-             f"violations {self.observed.pdb_violations[:10]}; watch errors/gaps {watch_trouble[:10]}; {self.observed.pdb_events} PDB events"),
-            ("no node left cordoned, tainted or annotated compactor.io/*, no steering entry left", not left, "; ".join(left)),
+            (
+                "the run reports succeeded",
+                self.report.get("status") == "succeeded",
+                f"report {self.report}; {self.run_plan()}",
+            ),
+            (
+                "the run carried out the moves `compactor plan` printed (deterministic search, same cluster)",
+                printed == carried_out,
+                f"printed {printed}; carried out {carried_out}",
+            ),
+            (
+                "net whole-free GPUs gained == plan freedGpus",
+                self.gain == self.plan.get("freedGpus"),
+                f"gained {self.gain} ({sum(self.before.values())} -> {sum(self.after.values())}), plan says {self.plan.get('freedGpus')}; "
+                f"whole-free in the executed plan's picture but busy now: {sorted(expected_free - set(self.after))}; whole-free now but "
+                f"not in that picture: {sorted(set(self.after) - expected_free)}; {self.run_plan()}",
+            ),
+            (
+                "pending pods placed == plan placedPending",
+                len(placed) == len(self.placements),
+                f"placed {placed} of the pending {sorted(self.placed)}; `compactor plan` places {len(self.placements)}; {self.run_plan()}",
+            ),
+            (
+                "each placed pending pod runs on the node the executed plan says",
+                all(placed.get(pod) == node for pod, node in planned_nodes.items()),
+                f"planned {planned_nodes}, running on {placed}; {self.run_plan()}",
+            ),
+            (
+                "evictions == planned moves",
+                len(self.observed.evicted) == len(self.moves),
+                f"{len(self.observed.evicted)} pods evicted {sorted(self.observed.evicted.items())}; {len(self.moves)} planned moves; "
+                f"{self.run_plan()}",
+            ),
+            (
+                "no PDB below its desired healthy count (watched)",
+                not self.observed.pdb_violations and not watch_trouble and self.observed.pdb_events > 0,
+                f"violations {self.observed.pdb_violations[:10]}; watch errors/gaps {watch_trouble[:10]}; {self.observed.pdb_events} PDB events",
+            ),
+            (
+                "no node left cordoned, tainted or annotated compactor.io/*, no steering entry left",
+                not left,
+                "; ".join(left),
+            ),
             ("every Deployment whole and Ready again", whole[0], whole[1][-3000:]),
-            (f"the run steered with {self.steering} and said why", (self.report.get("steering") or {}).get("mechanism") == self.steering
-             and self.steering_why in str((self.report.get("steering") or {}).get("why")), f"report steering {self.report.get('steering')}"),
+            (
+                f"the run steered with {self.steering} and said why",
+                (self.report.get("steering") or {}).get("mechanism") == self.steering
+                and self.steering_why in str((self.report.get("steering") or {}).get("why")),
+                f"report steering {self.report.get('steering')}",
+            ),
             *self._steering_checks(),
         ]
 
     def _steering_checks(self) -> list[tuple[str, bool, str]]:
         checks = []
         if self.steering == "policy":
-            fenced = set(self.executed.get("freedNodes") or []) | {str(p.get("to")) for p in self.executed.get("placedPending") or []}
+            fenced = set(self.executed.get("freedNodes") or []) | {
+                str(p.get("to")) for p in self.executed.get("placedPending") or []
+            }
             others = sorted(set(self.observed.cordon_seconds) - fenced)
-            checks.append(("no node but those the plan frees or drains for a pending pod was ever cordoned (watched)", not others,
-                           f"also cordoned: {others}; fenced by the plan: {sorted(fenced)}"))
+            checks.append(
+                (
+                    "no node but those the plan frees or drains for a pending pod was ever cordoned (watched)",
+                    not others,
+                    f"also cordoned: {others}; fenced by the plan: {sorted(fenced)}",
+                )
+            )
         if self.tenant is not None:
             t = self.tenant
-            checks.append(("another team's pods created during the run each got a node within 5 s",
-                           t.created >= 3 and not t.unbound and t.longest <= 5.0 and not t.errors,
-                           f"{t.created} created, longest wait {t.longest}s, unbound {t.unbound}, refused {t.errors[:5]}, "
-                           f"watch reopened {len(t.watch_reopens)}x {t.watch_reopens[:2]}"))
+            checks.append(
+                (
+                    "another team's pods created during the run each got a node within 5 s",
+                    t.created >= 3 and not t.unbound and t.longest <= 5.0 and not t.errors,
+                    f"{t.created} created, longest wait {t.longest}s, unbound {t.unbound}, refused {t.errors[:5]}, "
+                    f"watch reopened {len(t.watch_reopens)}x {t.watch_reopens[:2]}",
+                )
+            )
         return checks
 
 

@@ -43,7 +43,11 @@ from tests.e2e.helpers import (
 )
 
 FLEET_LABEL = "gpu-compactor-e2e/fleet"  # valued with the test's run id: the workload's nodeSelector
-H100_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8", "nvidia.com/gpu.present": "true"}
+H100_LABELS = {
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/gpu.present": "true",
+}
 GPU_SIZES = (1, 2, 4)
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 WORKLOAD_LABEL = "gpu-compactor-e2e/workload"
@@ -93,8 +97,11 @@ class StartingState:
 
     @property
     def label(self) -> str:
-        extras = [f"pending{self.pending_gpus}gpu" if self.pending_gpus else "", f"hostport{self.host_port}" if self.host_port else "",
-                  "guard" if self.guard else ""]
+        extras = [
+            f"pending{self.pending_gpus}gpu" if self.pending_gpus else "",
+            f"hostport{self.host_port}" if self.host_port else "",
+            "guard" if self.guard else "",
+        ]
         return "-".join([f"seed{self.seed}", *filter(None, extras)])
 
     def workloads(self, total_gpus: int) -> list[Workload]:
@@ -116,10 +123,18 @@ class StartingState:
         if self.host_port:
             # Every workload binds a port of its own (host_port + i): no two replicas of one workload may share a node, so
             # every move's target must run none of its siblings. Replicas are capped so that each finds a node with the port free.
-            found = [Workload(w.name, w.gpus, min(w.replicas, HOST_PORT_MAX_REPLICAS),
-                              min(w.keep, max(1, min(w.replicas, HOST_PORT_MAX_REPLICAS) // 2)) if w.keep != w.replicas
-                              else min(w.replicas, HOST_PORT_MAX_REPLICAS), self.host_port + i)
-                     for i, w in enumerate(found)]
+            found = [
+                Workload(
+                    w.name,
+                    w.gpus,
+                    min(w.replicas, HOST_PORT_MAX_REPLICAS),
+                    min(w.keep, max(1, min(w.replicas, HOST_PORT_MAX_REPLICAS) // 2))
+                    if w.keep != w.replicas
+                    else min(w.replicas, HOST_PORT_MAX_REPLICAS),
+                    self.host_port + i,
+                )
+                for i, w in enumerate(found)
+            ]
         return found
 
 
@@ -131,15 +146,23 @@ def build(kube: Kube, namespace: str, fleet: Fleet, state: StartingState) -> lis
             if w.gpus == size:
                 create_workload(kube, namespace, fleet, w)
         running = {w.name: w.replicas for w in workloads if w.gpus >= size}
-        wait_for(settled(kube, namespace, running), timeout=SETTLE_TIMEOUT, interval=1,
-                 what=f"the {size}-GPU Deployments to run and their PDBs to allow one disruption")
+        wait_for(
+            settled(kube, namespace, running),
+            timeout=SETTLE_TIMEOUT,
+            interval=1,
+            what=f"the {size}-GPU Deployments to run and their PDBs to allow one disruption",
+        )
     if state.pending_gpus:
         keep_one_pod_per_node(kube, namespace, fleet, workloads)
     for w in workloads:
         if w.keep != w.replicas:
             scale(kube, namespace, w.name, w.keep)
-    wait_for(settled(kube, namespace, {w.name: w.keep for w in workloads}), timeout=SETTLE_TIMEOUT, interval=1,
-             what="the scaled-down pods to be gone and every PDB to allow one disruption")
+    wait_for(
+        settled(kube, namespace, {w.name: w.keep for w in workloads}),
+        timeout=SETTLE_TIMEOUT,
+        interval=1,
+        what="the scaled-down pods to be gone and every PDB to allow one disruption",
+    )
     if state.pending_gpus:
         add_pending(kube, namespace, fleet, state.pending_gpus)
     return workloads
@@ -147,29 +170,65 @@ def build(kube: Kube, namespace: str, fleet: Fleet, state: StartingState) -> lis
 
 def create_workload(kube: Kube, namespace: str, fleet: Fleet, w: Workload) -> None:
     pdb = pod_disruption_budget(w.name, app_label=w.name)
-    deploy = deployment(w.name, replicas=w.replicas, resource=GPU, amount=w.gpus, cpu="100m", memory="128Mi", memory_limit="128Mi",
-                        spread=False, app_label=w.name, extra_labels={WORKLOAD_LABEL: "true"}, node_selector=fleet.selector)
+    deploy = deployment(
+        w.name,
+        replicas=w.replicas,
+        resource=GPU,
+        amount=w.gpus,
+        cpu="100m",
+        memory="128Mi",
+        memory_limit="128Mi",
+        spread=False,
+        app_label=w.name,
+        extra_labels={WORKLOAD_LABEL: "true"},
+        node_selector=fleet.selector,
+    )
     if w.host_port:
         container = deploy["spec"]["template"]["spec"]["containers"][0]
         container["ports"] = [{"containerPort": w.host_port, "hostPort": w.host_port, "protocol": "TCP"}]
-    with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, pdb), what=f"creating PDB {w.name}",
-                 statuses=(429, 500, 503))
-    with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what=f"creating Deployment {w.name}",
-                 statuses=(429, 500, 503))
+    with_retries(
+        lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, pdb),
+        what=f"creating PDB {w.name}",
+        statuses=(429, 500, 503),
+    )
+    with_retries(
+        lambda: kube.apps.create_namespaced_deployment(namespace, deploy),
+        what=f"creating Deployment {w.name}",
+        statuses=(429, 500, 503),
+    )
 
 
 def add_guard(kube: Kube, namespace: str, fleet: Fleet, app: str, node: str) -> None:
     """A GPU-less pod on ``node`` (chosen by nodeSelector; the scheduler binds it) whose required anti-affinity keeps
     pods of ``app`` off that node: kube-scheduler refuses them there even though they have no affinity of their own."""
-    deploy = deployment(GUARD_NAME, replicas=1, resource=GPU, amount=0, cpu="10m", memory="16Mi", memory_limit="32Mi", spread=False,
-                        app_label=GUARD_NAME, extra_labels={}, node_selector={**fleet.selector, "kubernetes.io/hostname": node})
+    deploy = deployment(
+        GUARD_NAME,
+        replicas=1,
+        resource=GPU,
+        amount=0,
+        cpu="10m",
+        memory="16Mi",
+        memory_limit="32Mi",
+        spread=False,
+        app_label=GUARD_NAME,
+        extra_labels={},
+        node_selector={**fleet.selector, "kubernetes.io/hostname": node},
+    )
     resources = deploy["spec"]["template"]["spec"]["containers"][0]["resources"]
     for section in resources.values():
         section.pop(GPU)  # no GPU at all (not even 0): a node that runs only the guard is whole-free
-    deploy["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
-    with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what="creating the guard Deployment",
-                 statuses=(429, 500, 503))
+    deploy["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    with_retries(
+        lambda: kube.apps.create_namespaced_deployment(namespace, deploy),
+        what="creating the guard Deployment",
+        statuses=(429, 500, 503),
+    )
 
     def running() -> tuple[bool, str]:
         mine = [p for p in pods(kube, namespace) if app_of(p) == GUARD_NAME]
@@ -179,8 +238,10 @@ def add_guard(kube: Kube, namespace: str, fleet: Fleet, app: str, node: str) -> 
 
 
 def scale(kube: Kube, namespace: str, name: str, replicas: int) -> None:
-    with_retries(lambda: kube.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": replicas}}),
-                 what=f"scaling Deployment {name} to {replicas}")
+    with_retries(
+        lambda: kube.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": replicas}}),
+        what=f"scaling Deployment {name} to {replicas}",
+    )
 
 
 def pending_name(gpus: int) -> str:
@@ -190,11 +251,30 @@ def pending_name(gpus: int) -> str:
 def add_pending(kube: Kube, namespace: str, fleet: Fleet, gpus: int) -> None:
     """One replica asking for ``gpus`` GPUs and no PDB; waits until the scheduler has found no node for it."""
     name = pending_name(gpus)
-    deploy = deployment(name, replicas=1, resource=GPU, amount=gpus, cpu="100m", memory="128Mi", memory_limit="128Mi", spread=False,
-                        app_label=name, extra_labels={WORKLOAD_LABEL: "true"}, node_selector=fleet.selector)
-    with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what=f"creating Deployment {name}",
-                 statuses=(429, 500, 503))
-    wait_for(unschedulable(kube, namespace, name), timeout=60, interval=1, what=f"the scheduler to leave the {gpus}-GPU pod Pending")
+    deploy = deployment(
+        name,
+        replicas=1,
+        resource=GPU,
+        amount=gpus,
+        cpu="100m",
+        memory="128Mi",
+        memory_limit="128Mi",
+        spread=False,
+        app_label=name,
+        extra_labels={WORKLOAD_LABEL: "true"},
+        node_selector=fleet.selector,
+    )
+    with_retries(
+        lambda: kube.apps.create_namespaced_deployment(namespace, deploy),
+        what=f"creating Deployment {name}",
+        statuses=(429, 500, 503),
+    )
+    wait_for(
+        unschedulable(kube, namespace, name),
+        timeout=60,
+        interval=1,
+        what=f"the scheduler to leave the {gpus}-GPU pod Pending",
+    )
 
 
 def pods(kube: Kube, namespace: str) -> list[Obj]:
@@ -214,11 +294,15 @@ def unschedulable(kube: Kube, namespace: str, app: str) -> Any:
 
     def check() -> tuple[bool, str]:
         mine = [p for p in pods(kube, namespace) if app_of(p) == app]
-        conditions = [c for p in mine for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"]
+        conditions = [
+            c for p in mine for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"
+        ]
         done = len(mine) == 1 and not node_of(mine[0]) and any(c.get("reason") == "Unschedulable" for c in conditions)
         if mine and node_of(mine[0]):
-            raise AssertionError(f"the starting state is not fragmented enough: the scheduler bound {name_of(mine[0])} to "
-                                 f"{node_of(mine[0])}\n{describe_pods(pods(kube, namespace))}")
+            raise AssertionError(
+                f"the starting state is not fragmented enough: the scheduler bound {name_of(mine[0])} to "
+                f"{node_of(mine[0])}\n{describe_pods(pods(kube, namespace))}"
+            )
         return done, describe_pods(mine)
 
     return check
@@ -230,9 +314,15 @@ def settled(kube: Kube, namespace: str, expected: Mapping[str, int]) -> Any:
     def check() -> tuple[bool, str]:
         live = pods(kube, namespace)
         deployments = {name_of(d): d for d in raw(kube.apps.list_namespaced_deployment, namespace).get("items") or []}
-        budgets = {name_of(p): p for p in raw(kube.policy.list_namespaced_pod_disruption_budget, namespace).get("items") or []}
-        lines = [_settled_line(name, want, deployments.get(name) or {}, budgets.get(name) or {}, [p for p in live if app_of(p) == name])
-                 for name, want in sorted(expected.items())]
+        budgets = {
+            name_of(p): p for p in raw(kube.policy.list_namespaced_pod_disruption_budget, namespace).get("items") or []
+        }
+        lines = [
+            _settled_line(
+                name, want, deployments.get(name) or {}, budgets.get(name) or {}, [p for p in live if app_of(p) == name]
+            )
+            for name, want in sorted(expected.items())
+        ]
         return all(ok for ok, _ in lines), "\n".join(line for _, line in lines) + "\npods:\n" + describe_pods(live)
 
     return check
@@ -243,12 +333,19 @@ def _settled_line(name: str, want: int, deploy: Obj, pdb: Obj, mine: list[Obj]) 
     pdb_status = pdb.get("status") or {}
     observed = int(pdb_status.get("observedGeneration") or 0) >= int((pdb.get("metadata") or {}).get("generation") or 1)
     ready = [p for p in mine if is_running_ready(p) and not is_terminating(p)]
-    ok = (int(status.get("readyReplicas") or 0) == want and len(ready) == len(mine) == want and observed
-          and int(pdb_status.get("expectedPods") or 0) == want and int(pdb_status.get("currentHealthy") or 0) == want
-          and int(pdb_status.get("disruptionsAllowed") or 0) == 1)
-    return ok, (f"{name}: want {want}, readyReplicas={status.get('readyReplicas')}, {len(ready)}/{len(mine)} pods Ready; PDB "
-                f"expectedPods={pdb_status.get('expectedPods')} currentHealthy={pdb_status.get('currentHealthy')} "
-                f"disruptionsAllowed={pdb_status.get('disruptionsAllowed')}{'' if observed else ' (not observed yet)'}")
+    ok = (
+        int(status.get("readyReplicas") or 0) == want
+        and len(ready) == len(mine) == want
+        and observed
+        and int(pdb_status.get("expectedPods") or 0) == want
+        and int(pdb_status.get("currentHealthy") or 0) == want
+        and int(pdb_status.get("disruptionsAllowed") or 0) == 1
+    )
+    return ok, (
+        f"{name}: want {want}, readyReplicas={status.get('readyReplicas')}, {len(ready)}/{len(mine)} pods Ready; PDB "
+        f"expectedPods={pdb_status.get('expectedPods')} currentHealthy={pdb_status.get('currentHealthy')} "
+        f"disruptionsAllowed={pdb_status.get('disruptionsAllowed')}{'' if observed else ' (not observed yet)'}"
+    )
 
 
 def keep_one_pod_per_node(kube: Kube, namespace: str, fleet: Fleet, workloads: list[Workload]) -> None:
@@ -258,10 +355,14 @@ def keep_one_pod_per_node(kube: Kube, namespace: str, fleet: Fleet, workloads: l
     for pod in pods(kube, namespace):
         by_node.setdefault(node_of(pod), []).append(pod)
     for node in fleet.names:
-        choices = sorted(by_node.get(node, []), key=lambda p: (budget.get(app_of(p), 0) == 0, -budget.get(app_of(p), 0), name_of(p)))
+        choices = sorted(
+            by_node.get(node, []), key=lambda p: (budget.get(app_of(p), 0) == 0, -budget.get(app_of(p), 0), name_of(p))
+        )
         chosen = next((p for p in choices if budget.get(app_of(p), 0) > 0), None)
         if chosen is None:
-            raise AssertionError(f"node {node} runs no pod that survives the scale-down:\n{describe_pods(by_node.get(node, []))}")
+            raise AssertionError(
+                f"node {node} runs no pod that survives the scale-down:\n{describe_pods(by_node.get(node, []))}"
+            )
         budget[app_of(chosen)] -= 1
         protect(kube, namespace, name_of(chosen))
 
@@ -273,8 +374,11 @@ def protect(kube: Kube, namespace: str, pod: str) -> None:
 
 def whole_free_gpus(kube: Kube, fleet: Fleet) -> dict[str, int]:
     """Fleet node -> its allocatable GPUs, for every fleet node that runs no unfinished pod asking for a GPU (any namespace)."""
-    busy = {node_of(p) for p in raw(kube.core.list_pod_for_all_namespaces).get("items") or []
-            if node_of(p) and pod_requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
+    busy = {
+        node_of(p)
+        for p in raw(kube.core.list_pod_for_all_namespaces).get("items") or []
+        if node_of(p) and pod_requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    }
     found = {}
     for node in raw(kube.core.list_node, label_selector=f"{FLEET_LABEL}={fleet.run_id}").get("items") or []:
         gpus = int(((node.get("status") or {}).get("allocatable") or {}).get(GPU) or 0)

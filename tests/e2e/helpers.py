@@ -30,8 +30,10 @@ T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Every end-to-end module: a disposable cluster in KUBECONFIG, else the module does not run.
-NEEDS_CLUSTER = pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
-                                   reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')")
+NEEDS_CLUSTER = pytest.mark.skipif(
+    not os.environ.get("KUBECONFIG"),
+    reason="end-to-end tests need a disposable cluster: set KUBECONFIG (README: 'End-to-end tests on a real cluster')",
+)
 
 GPU = "nvidia.com/gpu"
 MIG_1G = "nvidia.com/mig-1g.10gb"
@@ -53,7 +55,11 @@ FENCE_TAINT_PREFIX = "compactor.io/fence-"  # + the installation (compactor.acti
 def is_closed(node: Obj) -> bool:
     """Closed to new pods by a compactor's fence taint or a cordon."""
     spec = node.get("spec") or {}
-    return bool(spec.get("unschedulable")) or any(str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX) for t in spec.get("taints") or [])
+    return bool(spec.get("unschedulable")) or any(
+        str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX) for t in spec.get("taints") or []
+    )
+
+
 # Pick these nodes instead of the first two eligible ones (comma-separated). Not COMPACTOR_*: that prefix is the product's settings.
 NODES_ENV = "GPU_COMPACTOR_E2E_NODES"
 
@@ -135,8 +141,9 @@ def raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
 def api_request(kube: Kube, method: str, path: str, body: Obj | None = None) -> tuple[int, Obj]:
     """A raw request to ``path`` (objects the typed client has no API class for, e.g. admission policies): status and body."""
     headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if body is not None else {})}
-    request = kube.api_client.param_serialize(method=method, resource_path=path, header_params=headers, body=body,
-                                              auth_settings=["BearerToken"])
+    request = kube.api_client.param_serialize(
+        method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"]
+    )
     try:
         response = kube.api_client.call_api(*request)
         text = response.read()
@@ -155,7 +162,9 @@ def get_or_none(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj | No
         raise
 
 
-def with_retries(action: Callable[[], T], *, what: str, attempts: int = 8, statuses: Iterable[int] = (409, 429, 500, 503, 504)) -> T:
+def with_retries(
+    action: Callable[[], T], *, what: str, attempts: int = 8, statuses: Iterable[int] = (409, 429, 500, 503, 504)
+) -> T:
     """Run ``action``, retrying on conflicts and transient server errors with a short backoff."""
     retryable = frozenset(statuses)
     delay = 0.5
@@ -204,8 +213,11 @@ def is_ready_node(node: Obj) -> bool:
 
 
 def blocking_taints(node: Obj) -> list[str]:
-    return [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in (node.get("spec") or {}).get("taints") or []
-            if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return [
+        f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
+        for t in (node.get("spec") or {}).get("taints") or []
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+    ]
 
 
 def compactor_marks(node: Obj) -> dict[str, str]:
@@ -237,8 +249,11 @@ def why_not_candidate(node: Obj) -> str:
         return "not Ready"
     if (node.get("spec") or {}).get("unschedulable") and not (ours and marks.get("compactor.io/cordoned-by")):
         return "cordoned"
-    taints = [t for t in blocking_taints(node)
-              if not (ours and (t.startswith(f"{COMPACTOR_TAINT_KEY}=") or t.startswith(FENCE_TAINT_PREFIX)))]
+    taints = [
+        t
+        for t in blocking_taints(node)
+        if not (ours and (t.startswith(f"{COMPACTOR_TAINT_KEY}=") or t.startswith(FENCE_TAINT_PREFIX)))
+    ]
     if taints:
         return f"tainted {', '.join(taints)}"
     if node_labels.get("compactor.io/exclude") == "true":
@@ -259,7 +274,8 @@ def pick_worker_nodes(nodes: list[Obj], wanted: int = 2, names: list[str] | None
         bad = {n: reasons[n] for n in names if n in by_name and reasons[n]}
         if missing or bad or len(names) < wanted:
             raise AssertionError(
-                f"{NODES_ENV}={','.join(names)}: need {wanted} usable nodes; missing {missing}, unusable {bad}")
+                f"{NODES_ENV}={','.join(names)}: need {wanted} usable nodes; missing {missing}, unusable {bad}"
+            )
         return [by_name[n] for n in names[:wanted]]
     chosen = [by_name[name] for name, reason in reasons.items() if not reason][:wanted]
     if len(chosen) < wanted:
@@ -267,7 +283,8 @@ def pick_worker_nodes(nodes: list[Obj], wanted: int = 2, names: list[str] | None
         raise AssertionError(
             f"the end-to-end suite needs {wanted} Ready, schedulable worker nodes without NoSchedule/NoExecute taints "
             f"and without real GPU resources, found {len(chosen)} ({detail}). "
-            "Create a kind cluster with two workers: kind create cluster --config tests/e2e/kind-config.yaml")
+            "Create a kind cluster with two workers: kind create cluster --config tests/e2e/kind-config.yaml"
+        )
     return chosen
 
 
@@ -277,10 +294,15 @@ def advertise(core: Any, node: str, resources: Mapping[str, int]) -> None:
     JSON-patch ``/status/capacity/<name>``; ``/status/allocatable`` too, because simulated
     kubelets (kwok) do not derive allocatable from capacity (a real kubelet does, to the same value).
     """
-    ops = [{"op": "add", "path": f"/status/{part}/{pointer(res)}", "value": str(qty)}
-           for part in ("capacity", "allocatable") for res, qty in resources.items()]
-    with_retries(lambda: core.patch_node_status(node, ops, _content_type="application/json-patch+json"),
-                 what=f"advertising {dict(resources)} on node {node}")
+    ops = [
+        {"op": "add", "path": f"/status/{part}/{pointer(res)}", "value": str(qty)}
+        for part in ("capacity", "allocatable")
+        for res, qty in resources.items()
+    ]
+    with_retries(
+        lambda: core.patch_node_status(node, ops, _content_type="application/json-patch+json"),
+        what=f"advertising {dict(resources)} on node {node}",
+    )
 
 
 def advertised(core: Any, name: str, resources: Mapping[str, int]) -> Callable[[], tuple[bool, str]]:
@@ -304,8 +326,12 @@ def withdraw(core: Any, node: str, resource_names: Iterable[str]) -> None:
         if current is None:
             return
         status = current.get("status") or {}
-        ops = [{"op": "remove", "path": f"/status/{part}/{pointer(res)}"}
-               for part in ("capacity", "allocatable") for res in wanted if res in (status.get(part) or {})]
+        ops = [
+            {"op": "remove", "path": f"/status/{part}/{pointer(res)}"}
+            for part in ("capacity", "allocatable")
+            for res in wanted
+            if res in (status.get(part) or {})
+        ]
         if ops:
             core.patch_node_status(node, ops, _content_type="application/json-patch+json")
 
@@ -330,20 +356,37 @@ def release_compactor_marks(core: Any, node: Obj) -> bool:
     if marks.get("compactor.io/cordoned-by"):
         body["spec"] = {"unschedulable": None}
     taints = spec.get("taints") or []
-    kept = [t for t in taints if t.get("key") != COMPACTOR_TAINT_KEY and not str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX)]
+    kept = [
+        t
+        for t in taints
+        if t.get("key") != COMPACTOR_TAINT_KEY and not str(t.get("key", "")).startswith(FENCE_TAINT_PREFIX)
+    ]
     if len(kept) != len(taints):
         body.setdefault("spec", {})["taints"] = kept
-    with_retries(lambda: core.patch_node(name, body, _content_type="application/merge-patch+json"),
-                 what=f"releasing compactor marks on node {name}")
+    with_retries(
+        lambda: core.patch_node(name, body, _content_type="application/merge-patch+json"),
+        what=f"releasing compactor marks on node {name}",
+    )
     return True
 
 
 # --------------------------------------------------------------------------- workloads
 
 
-def deployment(name: str, *, replicas: int, resource: str, app_label: str, extra_labels: Mapping[str, str],
-               node_selector: Mapping[str, str], amount: int = 1, cpu: str = "5m", memory: str = "8Mi", memory_limit: str = "32Mi",
-               spread: bool = True) -> Obj:
+def deployment(
+    name: str,
+    *,
+    replicas: int,
+    resource: str,
+    app_label: str,
+    extra_labels: Mapping[str, str],
+    node_selector: Mapping[str, str],
+    amount: int = 1,
+    cpu: str = "5m",
+    memory: str = "8Mi",
+    memory_limit: str = "32Mi",
+    spread: bool = True,
+) -> Obj:
     """Pause pods asking for ``amount`` of one ``resource`` each, kept to the test's nodes, by default spread by *preferred* anti-affinity.
 
     Preferred only: the planner does not move pods with required inter-pod (anti-)affinity,
@@ -356,21 +399,32 @@ def deployment(name: str, *, replicas: int, resource: str, app_label: str, extra
         "terminationGracePeriodSeconds": 1,
         "automountServiceAccountToken": False,
         "nodeSelector": dict(node_selector),
-        "containers": [{
-            "name": "pause",
-            "image": PAUSE_IMAGE,
-            "imagePullPolicy": "IfNotPresent",
-            "resources": {
-                "requests": {"cpu": cpu, "memory": memory, resource: str(amount)},
-                "limits": {"memory": memory_limit, resource: str(amount)},
-            },
-        }],
+        "containers": [
+            {
+                "name": "pause",
+                "image": PAUSE_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory, resource: str(amount)},
+                    "limits": {"memory": memory_limit, resource: str(amount)},
+                },
+            }
+        ],
     }
     if spread:
-        spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100,
-            "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": app_label}}},
-        }]}}
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": app_label}},
+                        },
+                    }
+                ]
+            }
+        }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -403,11 +457,17 @@ def pod_requests_gpu(pod: Obj) -> bool:
 
 
 def condition(pod: Obj, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def is_running_ready(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") == "Running" and condition(pod, "PodScheduled") and condition(pod, "Ready")
+    return (
+        (pod.get("status") or {}).get("phase") == "Running"
+        and condition(pod, "PodScheduled")
+        and condition(pod, "Ready")
+    )
 
 
 def is_terminating(pod: Obj) -> bool:
@@ -425,7 +485,8 @@ def describe_pods(pods: Iterable[Obj]) -> str:
         lines.append(
             f"  {name_of(pod)} node={(pod.get('spec') or {}).get('nodeName') or '-'} phase={status.get('phase')} "
             f"Ready={(conds.get('Ready') or {}).get('status', '?')} PodScheduled={scheduled.get('status', '?')}"
-            f"{' terminating' if is_terminating(pod) else ''}{why}")
+            f"{' terminating' if is_terminating(pod) else ''}{why}"
+        )
     return "\n".join(lines) or "  (no pods)"
 
 
@@ -457,8 +518,10 @@ class CompactorRun:
     seconds: float
 
     def describe(self) -> str:
-        return (f"$ {' '.join(self.args)}\nexit code {self.returncode} after {self.seconds:.1f}s\n"
-                f"--- stdout ---\n{self.stdout[-6000:]}\n--- stderr ---\n{self.stderr[-6000:]}")
+        return (
+            f"$ {' '.join(self.args)}\nexit code {self.returncode} after {self.seconds:.1f}s\n"
+            f"--- stdout ---\n{self.stdout[-6000:]}\n--- stderr ---\n{self.stderr[-6000:]}"
+        )
 
     def json(self) -> Obj:
         try:
@@ -495,8 +558,12 @@ def start_compactor(*args: str, env: Mapping[str, str] | None = None, log: Path 
     environment.update(env or {})
     if log is not None:
         with log.open("w", encoding="utf-8") as sink:
-            return subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=sink, stderr=subprocess.STDOUT, text=True)
-    return subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            return subprocess.Popen(
+                command, cwd=REPO_ROOT, env=environment, stdout=sink, stderr=subprocess.STDOUT, text=True
+            )
+    return subprocess.Popen(
+        command, cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def run_compactor(*args: str, timeout: float) -> CompactorRun:
@@ -504,12 +571,16 @@ def run_compactor(*args: str, timeout: float) -> CompactorRun:
     command, env = _compactor(*args)
     started = time.monotonic()
     try:
-        done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        raise AssertionError(f"$ {' '.join(command)}\ndid not finish within {timeout:g}s\n--- stdout ---\n{out[-6000:]}\n"
-                             f"--- stderr ---\n{err[-6000:]}") from None
+        raise AssertionError(
+            f"$ {' '.join(command)}\ndid not finish within {timeout:g}s\n--- stdout ---\n{out[-6000:]}\n"
+            f"--- stderr ---\n{err[-6000:]}"
+        ) from None
     return CompactorRun(command, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 
@@ -522,8 +593,12 @@ class Watch:
 
     samples: int = 0
     violations: list[str] = field(default_factory=list)
-    cordoned: dict[str, list[float]] = field(default_factory=dict)  # node -> seconds (since start) it was seen unschedulable
-    min_healthy: dict[str, tuple[int, int]] = field(default_factory=dict)  # pdb -> (lowest currentHealthy, its desiredHealthy)
+    cordoned: dict[str, list[float]] = field(
+        default_factory=dict
+    )  # node -> seconds (since start) it was seen unschedulable
+    min_healthy: dict[str, tuple[int, int]] = field(
+        default_factory=dict
+    )  # pdb -> (lowest currentHealthy, its desiredHealthy)
     errors: list[str] = field(default_factory=list)
 
 
@@ -556,7 +631,10 @@ class PdbWatcher(threading.Thread):
 
     def _sample(self) -> None:
         now = round(time.monotonic() - self._started_at, 1)
-        pdbs = raw(self.policy.list_namespaced_pod_disruption_budget, self.namespace, _request_timeout=10).get("items") or []
+        pdbs = (
+            raw(self.policy.list_namespaced_pod_disruption_budget, self.namespace, _request_timeout=10).get("items")
+            or []
+        )
         for pdb in pdbs:
             status = pdb.get("status") or {}
             meta = pdb.get("metadata") or {}
@@ -571,7 +649,8 @@ class PdbWatcher(threading.Thread):
             if current < desired:
                 self.result.violations.append(
                     f"t={now}s PDB {name}: currentHealthy={current} < desiredHealthy={desired} "
-                    f"(expectedPods={status.get('expectedPods')}, disruptionsAllowed={status.get('disruptionsAllowed')})")
+                    f"(expectedPods={status.get('expectedPods')}, disruptionsAllowed={status.get('disruptionsAllowed')})"
+                )
         for name in self.nodes:
             node = raw(self.core.read_node, name, _request_timeout=10)
             if is_closed(node):

@@ -85,19 +85,31 @@ class NodeSet:
 
     def capacity(self) -> dict[str, str]:
         """status.capacity (and allocatable) of every node."""
-        found = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods), "ephemeral-storage": self.ephemeral_storage}
+        found = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "pods": str(self.pods),
+            "ephemeral-storage": self.ephemeral_storage,
+        }
         if self.gpus:
             found[GPU] = str(self.gpus)
         found.update({name: str(qty) for name, qty in self.resources.items()})
         return found
 
     def node_labels(self, name: str) -> dict[str, str]:
-        return {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", MARKER_LABEL: "true",
-                **self.labels}
+        return {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            MARKER_LABEL: "true",
+            **self.labels,
+        }
 
 
 @contextmanager
-def fake_nodes(api_client: Any, nodes: NodeSet, log_file: Path, *, termination_delay: float = 0.0) -> Iterator[list[str]]:
+def fake_nodes(
+    api_client: Any, nodes: NodeSet, log_file: Path, *, termination_delay: float = 0.0
+) -> Iterator[list[str]]:
     """Serve ``nodes`` until the block ends; yields their names once all are Ready and untainted. Logs to ``log_file``.
 
     ``api_client`` only lends its configuration: the kubelets open their own connections.
@@ -105,8 +117,12 @@ def fake_nodes(api_client: Any, nodes: NodeSet, log_file: Path, *, termination_d
     kubelets = FakeKubelets(api_client, nodes, log_file, termination_delay=termination_delay)
     try:
         kubelets.start()
-        wait_for(kubelets.all_usable, timeout=STARTUP_TIMEOUT, interval=1,
-                 what=f"fake nodes {nodes.prefix}0..{nodes.count - 1} to be Ready and untainted (log: {log_file})")
+        wait_for(
+            kubelets.all_usable,
+            timeout=STARTUP_TIMEOUT,
+            interval=1,
+            what=f"fake nodes {nodes.prefix}0..{nodes.count - 1} to be Ready and untainted (log: {log_file})",
+        )
         yield nodes.names
     except BaseException:
         kubelets.close(strict=False)  # the original error says more than a cleanup problem
@@ -128,7 +144,9 @@ class FakeKubelets:
         self._handler = logging.FileHandler(log_file, mode="w", encoding="utf-8")
         self._handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(levelname)s %(message)s"))
         self.log.addHandler(self._handler)
-        self._api: Any = k8s.ApiClient(api_client.configuration)  # own pool: a watch held open never starves the test's requests
+        self._api: Any = k8s.ApiClient(
+            api_client.configuration
+        )  # own pool: a watch held open never starves the test's requests
         self.core = k8s.CoreV1Api(self._api)
         self.coordination = k8s.CoordinationV1Api(self._api)
         self.uids: dict[str, str] = {}  # node -> its UID, for every node this instance created (or adopted)
@@ -147,15 +165,25 @@ class FakeKubelets:
 
     def start(self) -> None:
         """Create the nodes, write their status and Leases, and start the threads."""
-        self.log.info("starting fake kubelets for %s (capacity %s, labels %s)", sorted(self.names), self.nodes.capacity(),
-                      dict(self.nodes.labels))
+        self.log.info(
+            "starting fake kubelets for %s (capacity %s, labels %s)",
+            sorted(self.names),
+            self.nodes.capacity(),
+            dict(self.nodes.labels),
+        )
         for name in self.nodes.names:
             self._create_node(name)
         for name in self.nodes.names:
             self._write_first_status(name)
             self._renew_lease(name)
-        for what, target in (("heartbeat", self._heartbeat_loop), ("pods", self._pod_loop), ("terminator", self._terminator_loop)):
-            thread = threading.Thread(target=self._guarded, args=(what, target), name=f"kubelet-{self.nodes.prefix}{what}", daemon=True)
+        for what, target in (
+            ("heartbeat", self._heartbeat_loop),
+            ("pods", self._pod_loop),
+            ("terminator", self._terminator_loop),
+        ):
+            thread = threading.Thread(
+                target=self._guarded, args=(what, target), name=f"kubelet-{self.nodes.prefix}{what}", daemon=True
+            )
             self._threads.append(thread)
             thread.start()
 
@@ -173,8 +201,10 @@ class FakeKubelets:
             self.log.removeHandler(self._handler)
             self._handler.close()
         if problems and strict:
-            raise AssertionError(f"fake kubelets {self.nodes.prefix}*: {'; '.join(problems)} "
-                                 f"(by hand: kubectl delete node {' '.join(self.nodes.names)}; log {self.log_file})")
+            raise AssertionError(
+                f"fake kubelets {self.nodes.prefix}*: {'; '.join(problems)} "
+                f"(by hand: kubectl delete node {' '.join(self.nodes.names)}; log {self.log_file})"
+            )
         return problems
 
     def _stop_threads(self, problems: list[str]) -> None:
@@ -192,7 +222,8 @@ class FakeKubelets:
         for name in self.nodes.names:
             uid = self.uids.get(name)
             deletions: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = [
-                ("lease", self.coordination.delete_namespaced_lease, (name, LEASE_NAMESPACE), {})]
+                ("lease", self.coordination.delete_namespaced_lease, (name, LEASE_NAMESPACE), {})
+            ]
             if uid:  # by UID: never a node of the same name that is not ours
                 deletions.insert(0, ("node", self.core.delete_node, (name,), {"body": {"preconditions": {"uid": uid}}}))
             for what, delete, args, kwargs in deletions:
@@ -216,8 +247,13 @@ class FakeKubelets:
         """A ``wait_for`` check: every node exists, is Ready and carries no NoSchedule/NoExecute taint."""
         if self.failures:
             raise AssertionError(f"fake kubelets {self.nodes.prefix}*: {self.failures}\n{self.tail()}")
-        found = {name_of(n): n for n in raw(self.core.list_node, label_selector=f"{MARKER_LABEL}=true",
-                                                _request_timeout=REQUEST_TIMEOUT).get("items") or []}
+        found = {
+            name_of(n): n
+            for n in raw(
+                self.core.list_node, label_selector=f"{MARKER_LABEL}=true", _request_timeout=REQUEST_TIMEOUT
+            ).get("items")
+            or []
+        }
         waiting = {name: _why_not_usable(found.get(name)) for name in self.nodes.names}
         waiting = {name: why for name, why in waiting.items() if why}
         return not waiting, f"not usable yet: {waiting}\n--- {self.log_file} ---\n{self.tail()}"
@@ -241,9 +277,16 @@ class FakeKubelets:
                 raise
             existing = raw(self.core.read_node, name, _request_timeout=REQUEST_TIMEOUT)
             if labels(existing).get(MARKER_LABEL) != "true":
-                raise AssertionError(f"node {name} already exists and was not made by fake kubelets ({MARKER_LABEL}): leaving it alone") from None
-            node = raw(self.core.patch_node, name, {"metadata": {"labels": node_labels}}, _content_type=MERGE,
-                       _request_timeout=REQUEST_TIMEOUT)
+                raise AssertionError(
+                    f"node {name} already exists and was not made by fake kubelets ({MARKER_LABEL}): leaving it alone"
+                ) from None
+            node = raw(
+                self.core.patch_node,
+                name,
+                {"metadata": {"labels": node_labels}},
+                _content_type=MERGE,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
             self.log.warning("node %s was left by an earlier run; adopted it", name)
         self.uids[name] = str((node.get("metadata") or {}).get("uid") or "")
 
@@ -256,31 +299,65 @@ class FakeKubelets:
             "conditions": _conditions(_now(), {}),
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {"machineID": name, "systemUUID": name, "bootID": name, "kernelVersion": "fake", "osImage": "gpu-compactor e2e fake node",
-                         "containerRuntimeVersion": "fake://0", "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
-                         "operatingSystem": "linux", "architecture": "amd64"},
+            "nodeInfo": {
+                "machineID": name,
+                "systemUUID": name,
+                "bootID": name,
+                "kernelVersion": "fake",
+                "osImage": "gpu-compactor e2e fake node",
+                "containerRuntimeVersion": "fake://0",
+                "kubeletVersion": KUBELET_VERSION,
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
         }
-        raw(self.core.patch_node_status, name, {"status": status}, _content_type=STRATEGIC, _request_timeout=REQUEST_TIMEOUT)
+        raw(
+            self.core.patch_node_status,
+            name,
+            {"status": status},
+            _content_type=STRATEGIC,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
         self.log.info("node %s: capacity = allocatable = %s, Ready", name, capacity)
 
     def _refresh_conditions(self, name: str) -> None:
         node = raw(self.core.read_node, name, _request_timeout=REQUEST_TIMEOUT)
         current = {str(c.get("type")): c for c in (node.get("status") or {}).get("conditions") or []}
-        raw(self.core.patch_node_status, name, {"status": {"conditions": _conditions(_now(), current)}}, _content_type=STRATEGIC,
-            _request_timeout=REQUEST_TIMEOUT)
+        raw(
+            self.core.patch_node_status,
+            name,
+            {"status": {"conditions": _conditions(_now(), current)}},
+            _content_type=STRATEGIC,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
 
     def _renew_lease(self, name: str) -> None:
-        spec = {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION_SECONDS, "renewTime": _micro_time(_now())}
+        spec = {
+            "holderIdentity": name,
+            "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+            "renewTime": _micro_time(_now()),
+        }
         try:
-            raw(self.coordination.patch_namespaced_lease, name, LEASE_NAMESPACE, {"spec": spec}, _content_type=MERGE,
-                _request_timeout=REQUEST_TIMEOUT)
+            raw(
+                self.coordination.patch_namespaced_lease,
+                name,
+                LEASE_NAMESPACE,
+                {"spec": spec},
+                _content_type=MERGE,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
             return
         except ApiException as exc:
             if exc.status != 404:
                 raise
         owner = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": self.uids[name]}
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]}, "spec": spec}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]},
+            "spec": spec,
+        }
         raw(self.coordination.create_namespaced_lease, LEASE_NAMESPACE, body, _request_timeout=REQUEST_TIMEOUT)
         self.log.info("created lease %s/%s", LEASE_NAMESPACE, name)
 
@@ -330,8 +407,13 @@ class FakeKubelets:
         response: Any
         try:
             response = self.core.list_pod_for_all_namespaces(
-                watch=True, resource_version=resource_version, allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
-                _preload_content=False, _request_timeout=(REQUEST_TIMEOUT, WATCH_SECONDS + REQUEST_TIMEOUT))
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_SECONDS,
+                _preload_content=False,
+                _request_timeout=(REQUEST_TIMEOUT, WATCH_SECONDS + REQUEST_TIMEOUT),
+            )
         except ApiException as exc:
             if exc.status == 410:
                 raise _Expired(f"HTTP 410 at resourceVersion {resource_version}") from None
@@ -379,26 +461,44 @@ class FakeKubelets:
             self._running.add(uid)
             return
         try:
-            raw(self.core.patch_namespaced_pod_status, name_of(pod), meta.get("namespace"), _running_status(pod), _content_type=STRATEGIC,
-                _request_timeout=REQUEST_TIMEOUT)
+            raw(
+                self.core.patch_namespaced_pod_status,
+                name_of(pod),
+                meta.get("namespace"),
+                _running_status(pod),
+                _content_type=STRATEGIC,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
             self._running.add(uid)
             self.log.info("pod %s/%s on %s: Running, Ready", meta.get("namespace"), name_of(pod), spec.get("nodeName"))
-        except ApiException as exc:  # 404/409/422: gone, or replaced by a pod of the same name; else the next event retries
+        except (
+            ApiException
+        ) as exc:  # 404/409/422: gone, or replaced by a pod of the same name; else the next event retries
             log = self.log.info if exc.status in (404, 409, 422) else self.log.warning
-            log("pod %s/%s: status patch failed: HTTP %s %s", meta.get("namespace"), name_of(pod), exc.status, exc.reason)
+            log(
+                "pod %s/%s: status patch failed: HTTP %s %s",
+                meta.get("namespace"),
+                name_of(pod),
+                exc.status,
+                exc.reason,
+            )
 
     def _forget(self, pod: Obj) -> None:
         self._running.discard(str((pod.get("metadata") or {}).get("uid") or ""))
 
     # ----------------------------------------------------------------- graceful deletions
 
-    def _queue_final_delete(self, namespace: str, name: str, uid: str, *, attempt: int = 0, delay: float | None = None) -> None:
+    def _queue_final_delete(
+        self, namespace: str, name: str, uid: str, *, attempt: int = 0, delay: float | None = None
+    ) -> None:
         with self._lock:
             if attempt == 0:
                 if uid in self._finishing:
                     return
                 self._finishing.add(uid)
-                self.log.info("pod %s/%s is terminating; final delete in %.1fs", namespace, name, self.termination_delay)
+                self.log.info(
+                    "pod %s/%s is terminating; final delete in %.1fs", namespace, name, self.termination_delay
+                )
             self._seq += 1
             due = time.monotonic() + (self.termination_delay if delay is None else delay)
             heapq.heappush(self._queue, (due, self._seq, namespace, name, uid, attempt))
@@ -425,11 +525,18 @@ class FakeKubelets:
                 self.log.info("pod %s/%s: final delete not needed (HTTP %s)", namespace, name, status)
             elif attempt + 1 < FINAL_DELETE_ATTEMPTS:
                 retry = min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX)
-                self.log.warning("pod %s/%s: final delete failed: %s; retrying in %.1fs", namespace, name, _describe(exc), retry)
+                self.log.warning(
+                    "pod %s/%s: final delete failed: %s; retrying in %.1fs", namespace, name, _describe(exc), retry
+                )
                 self._queue_final_delete(namespace, name, uid, attempt=attempt + 1, delay=retry)
             else:
-                self.log.error("pod %s/%s: final delete failed %d times: %s; giving up", namespace, name, FINAL_DELETE_ATTEMPTS,
-                               _describe(exc))
+                self.log.error(
+                    "pod %s/%s: final delete failed %d times: %s; giving up",
+                    namespace,
+                    name,
+                    FINAL_DELETE_ATTEMPTS,
+                    _describe(exc),
+                )
 
 
 class _Expired(Exception):
@@ -492,7 +599,13 @@ def _conditions(moment: datetime, current: Mapping[str, Obj]) -> list[Obj]:
     """The node's conditions with a fresh heartbeat; a transition time only where the status changes (or is new)."""
     found = []
     for kind, status, reason, message in NODE_CONDITIONS:
-        condition: Obj = {"type": kind, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": _time(moment)}
+        condition: Obj = {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": _time(moment),
+        }
         if (current.get(kind) or {}).get("status") != status:
             condition["lastTransitionTime"] = _time(moment)
         found.append(condition)
@@ -504,7 +617,12 @@ def _running_and_ready(pod: Obj) -> bool:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     containers = (pod.get("spec") or {}).get("containers") or []
     statuses = status.get("containerStatuses") or []
-    return status.get("phase") == "Running" and ready and len(statuses) == len(containers) and all(s.get("ready") for s in statuses)
+    return (
+        status.get("phase") == "Running"
+        and ready
+        and len(statuses) == len(containers)
+        and all(s.get("ready") for s in statuses)
+    )
 
 
 def _running_status(pod: Obj) -> Obj:
@@ -516,10 +634,25 @@ def _running_status(pod: Obj) -> Obj:
 
     def container(c: Obj, *, init: bool) -> Obj:
         image = str(c.get("image") or "")
-        found: Obj = {"name": c.get("name"), "image": image, "imageID": f"fake://{image}", "containerID": f"fake://{uid}/{c.get('name')}",
-                      "restartCount": 0, "ready": True, "started": True, "state": {"running": {"startedAt": started}}}
-        if init and c.get("restartPolicy") != "Always":  # a plain init container has run to completion; a sidecar keeps running
-            found.update(started=False, state={"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": started}})
+        found: Obj = {
+            "name": c.get("name"),
+            "image": image,
+            "imageID": f"fake://{image}",
+            "containerID": f"fake://{uid}/{c.get('name')}",
+            "restartCount": 0,
+            "ready": True,
+            "started": True,
+            "state": {"running": {"startedAt": started}},
+        }
+        if (
+            init and c.get("restartPolicy") != "Always"
+        ):  # a plain init container has run to completion; a sidecar keeps running
+            found.update(
+                started=False,
+                state={
+                    "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": started}
+                },
+            )
         return found
 
     status: Obj = {
@@ -527,8 +660,10 @@ def _running_status(pod: Obj) -> Obj:
         "hostIP": "127.0.0.1",
         "hostIPs": [{"ip": "127.0.0.1"}],
         "startTime": started,
-        "conditions": [{"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
-                       for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")],
+        "conditions": [
+            {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+            for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+        ],
         "containerStatuses": [container(c, init=False) for c in spec.get("containers") or []],
     }
     if spec.get("initContainers"):

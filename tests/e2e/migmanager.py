@@ -67,10 +67,19 @@ class FakeMigManager:
         self.kube.core.patch_node(name, {"metadata": {"labels": {STATE_LABEL: state}}})
 
     def _gpu_pods(self, node: str) -> list[Obj]:
-        pods = raw(self.kube.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}").get("items") or []
-        return [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                and any(r.startswith("nvidia.com/") for c in (p.get("spec") or {}).get("containers") or []
-                        for r in ((c.get("resources") or {}).get("limits") or {}))]
+        pods = (
+            raw(self.kube.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}").get("items") or []
+        )
+        return [
+            p
+            for p in pods
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and any(
+                r.startswith("nvidia.com/")
+                for c in (p.get("spec") or {}).get("containers") or []
+                for r in ((c.get("resources") or {}).get("limits") or {})
+            )
+        ]
 
 
 @contextmanager

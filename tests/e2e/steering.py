@@ -43,7 +43,10 @@ def install_policy(kube: Kube, *, only: str = "") -> None:
         if kind == "ConfigMap":
             body = {**obj, "metadata": {**obj["metadata"], "namespace": STATE_NAMESPACE}}
             if get_or_none(kube.core.read_namespaced_config_map, name, STATE_NAMESPACE) is None:
-                with_retries(lambda body=body: kube.core.create_namespaced_config_map(STATE_NAMESPACE, body), what=f"creating configmap {name}")
+                with_retries(
+                    lambda body=body: kube.core.create_namespaced_config_map(STATE_NAMESPACE, body),
+                    what=f"creating configmap {name}",
+                )
             continue
         status, found = api_request(kube, "GET", f"{_PATHS[kind]}/{name}")
         if status == 200:
@@ -51,14 +54,18 @@ def install_policy(kube: Kube, *, only: str = "") -> None:
             status, _ = api_request(kube, "PUT", f"{_PATHS[kind]}/{name}", replaced)
         else:
             status, _ = api_request(kube, "POST", _PATHS[kind], obj)
-        assert status in (200, 201), f"installing {kind} {name}: HTTP {status} (Kubernetes v1.36+ serves admissionregistration.k8s.io/v1)"
+        assert status in (200, 201), (
+            f"installing {kind} {name}: HTTP {status} (Kubernetes v1.36+ serves admissionregistration.k8s.io/v1)"
+        )
     time.sleep(2)  # the API server's admission plugin picks policies, bindings and parameters up from its informers
 
 
 @dataclass
 class TenantWaits:
     created: int = 0
-    waits: dict[str, float] = field(default_factory=dict)  # pod -> seconds from just before its create call to the event showing it bound
+    waits: dict[str, float] = field(
+        default_factory=dict
+    )  # pod -> seconds from just before its create call to the event showing it bound
     unbound: list[str] = field(default_factory=list)  # pods still unbound when the tenant stopped
     errors: list[str] = field(default_factory=list)  # pods the API server refused
     watch_reopens: list[str] = field(default_factory=list)  # dropped watches (a wait is only ever overstated by one)
@@ -79,7 +86,10 @@ class Tenant:
         self._stop = threading.Event()
         self._creating = threading.Event()  # set: stop creating pods
         self._added: dict[str, float] = {}
-        self._threads = [threading.Thread(target=self._create, daemon=True), threading.Thread(target=self._watch, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._create, daemon=True),
+            threading.Thread(target=self._watch, daemon=True),
+        ]
 
     def __enter__(self) -> Tenant:
         for thread in self._threads:
@@ -103,9 +113,16 @@ class Tenant:
             if self._creating.wait(self.interval):
                 return
             name = f"tenant-{i}"
-            body: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "tenant"}},
-                         "spec": {"nodeSelector": self.selector, "terminationGracePeriodSeconds": 0,
-                                  "containers": [{"name": "c", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "10m"}}}]}}
+            body: Obj = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": {"app": "tenant"}},
+                "spec": {
+                    "nodeSelector": self.selector,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "c", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "10m"}}}],
+                },
+            }
             self._added[name] = time.monotonic()
             try:
                 self.kube.core.create_namespaced_pod(self.namespace, body)
@@ -116,7 +133,9 @@ class Tenant:
             self.result.created += 1
             names.append(name)
             if len(names) > 12:
-                with contextlib.suppress(ApiException):  # keeps the namespace small; one not deleted goes with the namespace
+                with contextlib.suppress(
+                    ApiException
+                ):  # keeps the namespace small; one not deleted goes with the namespace
                     self.kube.core.delete_namespaced_pod(names.pop(0), self.namespace, grace_period_seconds=0)
 
     def _watch(self) -> None:

@@ -83,12 +83,24 @@ def _pods(kube: Kube, namespace: str) -> list[dict[str, Any]]:
 
 def _create_workload(kube: Kube, namespace: str, nodes: GpuNodes, name: str, resource: str, replicas: int) -> None:
     pdb = pod_disruption_budget(name, app_label=name)
-    deploy = deployment(name, replicas=replicas, resource=resource, app_label=name, extra_labels={"gpu-compactor-e2e/workload": "true"},
-                        node_selector={FAKE_GPU_LABEL: nodes.run_id})
-    with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, pdb), what=f"creating PDB {name}",
-                 statuses=(429, 500, 503))
-    with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what=f"creating Deployment {name}",
-                 statuses=(429, 500, 503))
+    deploy = deployment(
+        name,
+        replicas=replicas,
+        resource=resource,
+        app_label=name,
+        extra_labels={"gpu-compactor-e2e/workload": "true"},
+        node_selector={FAKE_GPU_LABEL: nodes.run_id},
+    )
+    with_retries(
+        lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, pdb),
+        what=f"creating PDB {name}",
+        statuses=(429, 500, 503),
+    )
+    with_retries(
+        lambda: kube.apps.create_namespaced_deployment(namespace, deploy),
+        what=f"creating Deployment {name}",
+        statuses=(429, 500, 503),
+    )
 
 
 def _workload_settled(kube: Kube, namespace: str, names: list[str]) -> Callable[[], tuple[bool, str]]:
@@ -97,7 +109,9 @@ def _workload_settled(kube: Kube, namespace: str, names: list[str]) -> Callable[
     def check() -> tuple[bool, str]:
         pods = _pods(kube, namespace)
         deployments = {name_of(d): d for d in raw(kube.apps.list_namespaced_deployment, namespace).get("items") or []}
-        pdbs = {name_of(p): p for p in raw(kube.policy.list_namespaced_pod_disruption_budget, namespace).get("items") or []}
+        pdbs = {
+            name_of(p): p for p in raw(kube.policy.list_namespaced_pod_disruption_budget, namespace).get("items") or []
+        }
         lines: list[str] = []
         done = True
         for name in names:
@@ -107,15 +121,23 @@ def _workload_settled(kube: Kube, namespace: str, names: list[str]) -> Callable[
             ready = [p for p in mine if is_running_ready(p) and not is_terminating(p)]
             pdb = pdbs.get(name) or {}
             pdb_status = pdb.get("status") or {}
-            observed = int(pdb_status.get("observedGeneration") or 0) >= int((pdb.get("metadata") or {}).get("generation") or 1)
-            ok = (int(status.get("readyReplicas") or 0) == spec_replicas > 0 and len(ready) == len(mine) == spec_replicas
-                  and observed and int(pdb_status.get("currentHealthy") or 0) == spec_replicas
-                  and int(pdb_status.get("disruptionsAllowed") or 0) == 1)
+            observed = int(pdb_status.get("observedGeneration") or 0) >= int(
+                (pdb.get("metadata") or {}).get("generation") or 1
+            )
+            ok = (
+                int(status.get("readyReplicas") or 0) == spec_replicas > 0
+                and len(ready) == len(mine) == spec_replicas
+                and observed
+                and int(pdb_status.get("currentHealthy") or 0) == spec_replicas
+                and int(pdb_status.get("disruptionsAllowed") or 0) == 1
+            )
             done = done and ok
-            lines.append(f"Deployment {name}: readyReplicas={status.get('readyReplicas')}/{spec_replicas}, {len(ready)}/{len(mine)} pods "
-                         f"Running+Ready; PDB currentHealthy={pdb_status.get('currentHealthy')} desiredHealthy="
-                         f"{pdb_status.get('desiredHealthy')} disruptionsAllowed={pdb_status.get('disruptionsAllowed')}"
-                         f"{'' if observed else ' (not observed yet)'}")
+            lines.append(
+                f"Deployment {name}: readyReplicas={status.get('readyReplicas')}/{spec_replicas}, {len(ready)}/{len(mine)} pods "
+                f"Running+Ready; PDB currentHealthy={pdb_status.get('currentHealthy')} desiredHealthy="
+                f"{pdb_status.get('desiredHealthy')} disruptionsAllowed={pdb_status.get('disruptionsAllowed')}"
+                f"{'' if observed else ' (not observed yet)'}"
+            )
         return done, "\n".join(lines) + "\npods:\n" + describe_pods(pods)
 
     return check
@@ -131,20 +153,29 @@ def _gpu_pods_by_node(kube: Kube, namespace: str) -> dict[str, list[str]]:
     return placed
 
 
-def test_run_once_frees_a_node_without_violating_any_pdb(kube: Kube, gpu_nodes: GpuNodes, namespace: str, steering_policy: str,
-                                                        tmp_path: Path) -> None:
+def test_run_once_frees_a_node_without_violating_any_pdb(
+    kube: Kube, gpu_nodes: GpuNodes, namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     # 1. A fragmented workload. The mixed node advertises only MIG slices so far, so the MIG pods can run only
     #    there and the whole-GPU pods only on the whole node; then the mixed node's 4 whole GPUs come online.
     for name, (resource, replicas) in WORKLOADS.items():
         _create_workload(kube, namespace, gpu_nodes, name, resource, replicas)
-    wait_for(_workload_settled(kube, namespace, list(WORKLOADS)), timeout=READY_TIMEOUT, interval=2,
-             what="every Deployment Ready and every PDB allowing one disruption")
+    wait_for(
+        _workload_settled(kube, namespace, list(WORKLOADS)),
+        timeout=READY_TIMEOUT,
+        interval=2,
+        what="every Deployment Ready and every PDB allowing one disruption",
+    )
     placement = _gpu_pods_by_node(kube, namespace)
     assert sorted(placement) == sorted(gpu_nodes.names), (
-        f"setup did not fragment: each of {gpu_nodes.names} should run GPU pods, got {placement}\n{describe_pods(_pods(kube, namespace))}")
+        f"setup did not fragment: each of {gpu_nodes.names} should run GPU pods, got {placement}\n{describe_pods(_pods(kube, namespace))}"
+    )
     advertise(kube.core, gpu_nodes.mixed, MIXED_NODE_LATER)
-    wait_for(advertised(kube.core, gpu_nodes.mixed, {**MIXED_NODE_FIRST, **MIXED_NODE_LATER}), timeout=60,
-             what=f"node {gpu_nodes.mixed} to advertise its whole GPUs")
+    wait_for(
+        advertised(kube.core, gpu_nodes.mixed, {**MIXED_NODE_FIRST, **MIXED_NODE_LATER}),
+        timeout=60,
+        what=f"node {gpu_nodes.mixed} to advertise its whole GPUs",
+    )
 
     config = tmp_path / "compactor.yaml"
     config.write_text(yaml.safe_dump(_config(namespace)), encoding="utf-8")
@@ -174,18 +205,32 @@ def test_run_once_frees_a_node_without_violating_any_pdb(kube: Kube, gpu_nodes: 
         freed_all = sorted({*freed, *run_freed})
 
         # 4. The freed nodes end without GPU pods of the test (evicted pods may take a moment to terminate).
-        wait_for(lambda: (not any(_gpu_pods_by_node(kube, namespace).get(n) for n in freed_all),
-                          f"GPU pods by node: {_gpu_pods_by_node(kube, namespace)}\n{describe_pods(_pods(kube, namespace))}"),
-                 timeout=120, interval=2, what=f"no GPU pod of {namespace} on the freed node(s) {freed_all}")
-        wait_for(_deployments_whole(kube, namespace), timeout=120, interval=2, what="every Deployment to have readyReplicas == replicas")
+        wait_for(
+            lambda: (
+                not any(_gpu_pods_by_node(kube, namespace).get(n) for n in freed_all),
+                f"GPU pods by node: {_gpu_pods_by_node(kube, namespace)}\n{describe_pods(_pods(kube, namespace))}",
+            ),
+            timeout=120,
+            interval=2,
+            what=f"no GPU pod of {namespace} on the freed node(s) {freed_all}",
+        )
+        wait_for(
+            _deployments_whole(kube, namespace),
+            timeout=120,
+            interval=2,
+            what="every Deployment to have readyReplicas == replicas",
+        )
     finally:
         watch = watcher.stop()
 
     assert watch.samples > 0, f"the PDB watcher took no sample: {watch.errors}"
-    assert not watch.violations, "a PodDisruptionBudget was violated during the run:\n" + "\n".join(watch.violations[:20])
+    assert not watch.violations, "a PodDisruptionBudget was violated during the run:\n" + "\n".join(
+        watch.violations[:20]
+    )
     cordoned = sorted(watch.cordoned)
     assert set(cordoned) <= set(freed_all), (
-        f"nodes {cordoned} were seen cordoned, but only the freed nodes {freed_all} may be (seen at {watch.cordoned})")
+        f"nodes {cordoned} were seen cordoned, but only the freed nodes {freed_all} may be (seen at {watch.cordoned})"
+    )
 
     # 5. Nothing is left behind: no marks, nothing newly unschedulable, no executor state.
     nodes = raw(kube.core.list_node).get("items") or []
@@ -195,14 +240,21 @@ def test_run_once_frees_a_node_without_violating_any_pdb(kube: Kube, gpu_nodes: 
     newly = sorted(set(unschedulable) & gpu_nodes.schedulable_before)
     assert not newly, f"nodes schedulable before the test are cordoned now: {newly}"
     leftover = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
-    assert leftover is None, f"the executor's state configmap {STATE_NAMESPACE}/{STATE_CONFIGMAP} is still there: {leftover.get('data')}"
+    assert leftover is None, (
+        f"the executor's state configmap {STATE_NAMESPACE}/{STATE_CONFIGMAP} is still there: {leftover.get('data')}"
+    )
 
 
 def _deployments_whole(kube: Kube, namespace: str) -> Callable[[], tuple[bool, str]]:
     def check() -> tuple[bool, str]:
         items = raw(kube.apps.list_namespaced_deployment, namespace).get("items") or []
-        state = {name_of(d): (int((d.get("status") or {}).get("readyReplicas") or 0), int((d.get("spec") or {}).get("replicas") or 0))
-                 for d in items}
+        state = {
+            name_of(d): (
+                int((d.get("status") or {}).get("readyReplicas") or 0),
+                int((d.get("spec") or {}).get("replicas") or 0),
+            )
+            for d in items
+        }
         done = len(state) == len(WORKLOADS) and all(ready == want for ready, want in state.values())
         return done, f"(readyReplicas, replicas) by Deployment: {state}\n{describe_pods(_pods(kube, namespace))}"
 

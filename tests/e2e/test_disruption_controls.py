@@ -58,14 +58,18 @@ pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
 HISTORY_CONFIGMAP = "gpu-compactor-history"
 HISTORY_KEY = "history.json"
 COOLDOWN_MINUTES = 30
-STEERED_TO = "compactor.io/steered-to"  # compactor/actions/steering/pin.py: the node the steering policy pinned a pod to
+STEERED_TO = (
+    "compactor.io/steered-to"  # compactor/actions/steering/pin.py: the node the steering policy pinned a pod to
+)
 BALANCED_MOVES_PER_GPU = 0.5  # planner.balanced_moves_per_gpu: a node is freed only while it costs at most this per GPU
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _write_config(path: Path, namespace: str, *, disruption: dict[str, Any], planner: dict[str, Any] | None = None) -> Path:
+def _write_config(
+    path: Path, namespace: str, *, disruption: dict[str, Any], planner: dict[str, Any] | None = None
+) -> Path:
     settings = compactor_config(namespace)
     settings["planner"].update(planner or {})
     settings["disruption"] = disruption
@@ -74,13 +78,17 @@ def _write_config(path: Path, namespace: str, *, disruption: dict[str, Any], pla
 
 
 def _plan(config: Path, *, output: str = "json") -> CompactorRun:
-    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", output, timeout=PLAN_TIMEOUT)
+    planned = run_compactor(
+        "plan", *kubeconfig_args(), "--config", str(config), "--output", output, timeout=PLAN_TIMEOUT
+    )
     assert planned.returncode == 0, planned.describe()
     return planned
 
 
 def _run_once(config: Path) -> CompactorRun:
-    return run_compactor("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT)
+    return run_compactor(
+        "run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=RUN_TIMEOUT
+    )
 
 
 def _placement(kube: Kube, namespace: str) -> dict[str, tuple[str, str]]:
@@ -129,7 +137,8 @@ def _closed_window(now: datetime) -> tuple[str, str]:
 
 
 def test_a_run_outside_its_disruption_window_changes_nothing_and_says_when_it_opens(
-        kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     frag.build(kube, fleet_namespace, gpu_fleet, STATES[0])
     schedule, opens_at = _closed_window(datetime.now(UTC))
     window = {"schedule": schedule, "duration_minutes": 30, "timezone": "UTC"}
@@ -138,9 +147,13 @@ def test_a_run_outside_its_disruption_window_changes_nothing_and_says_when_it_op
 
     # A dry run may run at any time: `compactor plan` shows the plan, and says that a run would not carry it out now.
     plan = _plan(config).json()
-    assert plan.get("moves"), f"the starting state gave the planner nothing to do, so a closed window proves nothing:\n{json.dumps(plan)[:3000]}"
+    assert plan.get("moves"), (
+        f"the starting state gave the planner nothing to do, so a closed window proves nothing:\n{json.dumps(plan)[:3000]}"
+    )
     text = _plan(config, output="text")
-    assert f"With these settings a run would carry it out (mode: apply), but not now: {next_opening}." in text.stdout, text.describe()
+    assert f"With these settings a run would carry it out (mode: apply), but not now: {next_opening}." in text.stdout, (
+        text.describe()
+    )
 
     before = _placement(kube, fleet_namespace)
     history_before = _history(kube)
@@ -155,9 +168,13 @@ def test_a_run_outside_its_disruption_window_changes_nothing_and_says_when_it_op
     assert f"{next_opening}: this run changes nothing" in ran.stderr, ran.describe()
     report = ran.json()
     assert (report["status"], report["movesDone"]) == ("held", 0) and next_opening in report["reason"], ran.describe()
-    assert after == before, (f"the pods changed outside the window:\nbefore {sorted(before.values())}\nafter {sorted(after.values())}\n"
-                             f"{ran.describe()}")
-    assert not observed.evicted and not observed.created, f"evicted {observed.evicted}, created {observed.created}\n{ran.describe()}"
+    assert after == before, (
+        f"the pods changed outside the window:\nbefore {sorted(before.values())}\nafter {sorted(after.values())}\n"
+        f"{ran.describe()}"
+    )
+    assert not observed.evicted and not observed.created, (
+        f"evicted {observed.evicted}, created {observed.created}\n{ran.describe()}"
+    )
     assert not observed.cordon_seconds, f"nodes closed during the run: {observed.cordon_seconds}\n{ran.describe()}"
     assert not observed.run_plan, f"the run wrote executor state: {observed.run_plan.get('metadata')}\n{ran.describe()}"
     assert not observed.errors and not observed.gaps, observed.errors + observed.gaps
@@ -165,10 +182,15 @@ def test_a_run_outside_its_disruption_window_changes_nothing_and_says_when_it_op
     assert get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) is None, ran.describe()
     history_after = _history(kube)
     assert (history_after or {}).get("data") == (history_before or {}).get("data"), (
-        f"configmap {STATE_NAMESPACE}/{HISTORY_CONFIGMAP} was written by a run outside its window: {history_after}")
+        f"configmap {STATE_NAMESPACE}/{HISTORY_CONFIGMAP} was written by a run outside its window: {history_after}"
+    )
     if history_before is None:
-        assert history_after is None, f"configmap {STATE_NAMESPACE}/{HISTORY_CONFIGMAP} created outside the window: {history_after}"
-    print(f"\nE2E-WINDOW {json.dumps({'planMoves': len(plan['moves']), 'schedule': schedule, 'runSeconds': round(ran.seconds, 1)})}")
+        assert history_after is None, (
+            f"configmap {STATE_NAMESPACE}/{HISTORY_CONFIGMAP} created outside the window: {history_after}"
+        )
+    print(
+        f"\nE2E-WINDOW {json.dumps({'planMoves': len(plan['moves']), 'schedule': schedule, 'runSeconds': round(ran.seconds, 1)})}"
+    )
 
 
 # --------------------------------------------------------------------------- 2. workload cooldown
@@ -186,32 +208,48 @@ def _refragment_around(kube: Kube, namespace: str, fleet: Fleet, workloads: set[
     live = [p for p in frag.pods(kube, namespace) if frag.node_of(p)]
     on: dict[str, list[Obj]] = {n: [p for p in live if frag.node_of(p) == n] for n in fleet.names}
     free = {n: fleet.gpus_per_node - sum(_gpus(p) for p in pods) for n, pods in on.items()}
-    replicas = {name_of(d): int((d.get("spec") or {}).get("replicas") or 0)
-                for d in raw(kube.apps.list_namespaced_deployment, namespace).get("items") or []}
+    replicas = {
+        name_of(d): int((d.get("spec") or {}).get("replicas") or 0)
+        for d in raw(kube.apps.list_namespaced_deployment, namespace).get("items") or []
+    }
 
-    def removable(victims: list[Obj]) -> bool:  # every Deployment keeps a replica (a PDB over no pod allows no disruption)
+    def removable(
+        victims: list[Obj],
+    ) -> bool:  # every Deployment keeps a replica (a PDB over no pod allows no disruption)
         return all(replicas[app] - n >= 1 for app, n in Counter(frag.app_of(v) for v in victims).items())
 
     apps = sorted({frag.app_of(p) for p in live if _workload_of(p) in workloads})
-    candidates = sorted(((app, node) for app in apps for node in fleet.names if any(frag.app_of(p) == app for p in on[node])),
-                        key=lambda c: (_cost([p for p in on[c[1]] if frag.app_of(p) == c[0]]), c))
+    candidates = sorted(
+        ((app, node) for app in apps for node in fleet.names if any(frag.app_of(p) == app for p in on[node])),
+        key=lambda c: (_cost([p for p in on[c[1]] if frag.app_of(p) == c[0]]), c),
+    )
     for app, drain in candidates:
         movers = [p for p in on[drain] if frag.app_of(p) == app]
         victims = [p for p in on[drain] if frag.app_of(p) != app]
         busy = {n: free[n] for n in fleet.names if n != drain and on[n]}
-        if any(_pinned(p) for p in movers):  # the steering policy pinned run 1's replacements to their nodes: see _pinned
+        if any(
+            _pinned(p) for p in movers
+        ):  # the steering policy pinned run 1's replacements to their nodes: see _pinned
             continue
-        if _cost(movers) > BALANCED_MOVES_PER_GPU * fleet.gpus_per_node or not removable(victims):  # not worth freeing drain
+        if _cost(movers) > BALANCED_MOVES_PER_GPU * fleet.gpus_per_node or not removable(
+            victims
+        ):  # not worth freeing drain
             continue
         for node in sorted(busy, key=lambda n: (-busy[n], n)):  # make room where there is most already
             others = sorted((p for p in on[node] if frag.app_of(p) != app), key=lambda p: (-_gpus(p), name_of(p)))
-            while _room(busy, victims, _gpus(movers[0])) < len(movers) and len(others) > 1 and removable([*victims, others[0]]):
+            while (
+                _room(busy, victims, _gpus(movers[0])) < len(movers)
+                and len(others) > 1
+                and removable([*victims, others[0]])
+            ):
                 victims.append(others.pop(0))  # never the node's last pod: it stays busy, so a move there frees drain
         if _room(busy, victims, _gpus(movers[0])) >= len(movers):
             _remove(kube, namespace, victims, replicas)
             return app, drain, sorted(name_of(p) for p in victims)
-    raise AssertionError(f"no node can be left running only pods of one of {sorted(workloads)} with room for them elsewhere:\n"
-                         f"{describe_pods(live)}")
+    raise AssertionError(
+        f"no node can be left running only pods of one of {sorted(workloads)} with room for them elsewhere:\n"
+        f"{describe_pods(live)}"
+    )
 
 
 def _pinned(pod: Obj) -> bool:
@@ -238,7 +276,10 @@ def _remove(kube: Kube, namespace: str, victims: list[Obj], replicas: dict[str, 
     """Scale each victim's Deployment down by its victims, which go first (the lowest ``pod-deletion-cost``)."""
     body = {"metadata": {"annotations": {frag.DELETION_COST: "-1000"}}}
     for name in sorted(name_of(v) for v in victims):
-        with_retries(partial(kube.core.patch_namespaced_pod, name, namespace, body), what=f"giving pod {name} the lowest deletion cost")
+        with_retries(
+            partial(kube.core.patch_namespaced_pod, name, namespace, body),
+            what=f"giving pod {name} the lowest deletion cost",
+        )
     wanted = dict(replicas)
     for app, n in Counter(frag.app_of(v) for v in victims).items():
         wanted[app] -= n
@@ -250,12 +291,17 @@ def _remove(kube: Kube, namespace: str, victims: list[Obj], replicas: dict[str, 
         return not gone & {name_of(p) for p in now}, describe_pods(now)
 
     wait_for(victims_gone, timeout=frag.SETTLE_TIMEOUT, interval=1, what=f"the scaled-down pods {sorted(gone)} to go")
-    wait_for(frag.settled(kube, namespace, wanted), timeout=frag.SETTLE_TIMEOUT, interval=1,
-             what="every Deployment to run its replicas and every PDB to allow one disruption")
+    wait_for(
+        frag.settled(kube, namespace, wanted),
+        timeout=frag.SETTLE_TIMEOUT,
+        interval=1,
+        what="every Deployment to run its replicas and every PDB to allow one disruption",
+    )
 
 
 def test_a_second_run_within_the_workload_cooldown_moves_no_workload_the_first_run_moved(
-        kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     frag.build(kube, fleet_namespace, gpu_fleet, STATES[0])
     cooled = {"workload_cooldown_minutes": COOLDOWN_MINUTES, "node_cooldown_minutes": 0}
     config = _write_config(tmp_path / "compactor.yaml", fleet_namespace, disruption=cooled)
@@ -273,15 +319,27 @@ def test_a_second_run_within_the_workload_cooldown_moves_no_workload_the_first_r
     history = _history(kube)
     assert history is not None, f"run 1 wrote no configmap {STATE_NAMESPACE}/{HISTORY_CONFIGMAP}\n{first.describe()}"
     records = json.loads(history["data"][HISTORY_KEY])["moves"]
-    ours = [r for r in records if str(r["pod"]).startswith(f"{fleet_namespace}/") and datetime.fromisoformat(r["at"]) >= started]
+    ours = [
+        r
+        for r in records
+        if str(r["pod"]).startswith(f"{fleet_namespace}/") and datetime.fromisoformat(r["at"]) >= started
+    ]
     moved = {str(r["pod"]).split("/", 1)[1]: str(r["workload"]) for r in ours if r["outcome"] == "moved"}
     evicted = watcher.observed.evicted
     assert set(moved) == set(evicted) and len(moved) == first_report["movesDone"], (
-        f"history {ours}\nevicted {sorted(evicted)}\n{first.describe()}")
+        f"history {ours}\nevicted {sorted(evicted)}\n{first.describe()}"
+    )
     workloads = set(moved.values())
-    in_cooldown = {str(r["workload"]) for r in records if r["outcome"] == "moved"  # ours, and any other a history kept in the last 30 min
-                   and datetime.now(UTC) - datetime.fromisoformat(r["at"]) < timedelta(minutes=COOLDOWN_MINUTES - 5)}
-    assert workloads == {f"{fleet_namespace}/ReplicaSet/{watcher.observed.owners[pod]}" for pod in evicted}, (workloads, watcher.observed.owners)
+    in_cooldown = {
+        str(r["workload"])
+        for r in records
+        if r["outcome"] == "moved"  # ours, and any other a history kept in the last 30 min
+        and datetime.now(UTC) - datetime.fromisoformat(r["at"]) < timedelta(minutes=COOLDOWN_MINUTES - 5)
+    }
+    assert workloads == {f"{fleet_namespace}/ReplicaSet/{watcher.observed.owners[pod]}" for pod in evicted}, (
+        workloads,
+        watcher.observed.owners,
+    )
 
     # Fragmented again: a node runs only pods of one of those workloads (``app``), with room for them elsewhere, and from
     # here on only that workload may move (planner.pod_selector). Without the cooldown, the plan WOULD move its pods again
@@ -289,39 +347,61 @@ def test_a_second_run_within_the_workload_cooldown_moves_no_workload_the_first_r
     app, drain, removed = _refragment_around(kube, fleet_namespace, gpu_fleet, workloads)
     selected = {"pod_selector": {"app": app}}
     config = _write_config(tmp_path / "second.yaml", fleet_namespace, disruption=cooled, planner=selected)
-    without = _write_config(tmp_path / "without-cooldown.yaml", fleet_namespace, planner=selected,
-                            disruption={"workload_cooldown_minutes": 0, "node_cooldown_minutes": 0})
+    without = _write_config(
+        tmp_path / "without-cooldown.yaml",
+        fleet_namespace,
+        planner=selected,
+        disruption={"workload_cooldown_minutes": 0, "node_cooldown_minutes": 0},
+    )
     uncooled = _plan(without).json()
     again = [m for m in uncooled.get("moves") or [] if _move_workload(m) in workloads]
     assert again, (
         f"without the cooldown the plan does not move {app} (moved by run 1; {drain} runs only its pods), so the cooldown is not tested "
         f"(removed {removed}); plan moves {uncooled.get('moves')}, frees {uncooled.get('freedNodes')}; unmovable "
         f"{(uncooled.get('explanations') or {}).get('unmovablePods')}; warnings {uncooled.get('warnings')}; solver {uncooled.get('solver')}\n"
-        f"{describe_pods(frag.pods(kube, fleet_namespace))}")
+        f"{describe_pods(frag.pods(kube, fleet_namespace))}"
+    )
 
     # With it, the plan keeps them where they are and says why, pod by pod.
     cooling = {name_of(p): p for p in frag.pods(kube, fleet_namespace) if _workload_of(p) in workloads}
-    selectable = {name: pod for name, pod in cooling.items() if frag.app_of(pod) == app}  # the others stay for pod_selector
+    selectable = {
+        name: pod for name, pod in cooling.items() if frag.app_of(pod) == app
+    }  # the others stay for pod_selector
     second_plan = _plan(config).json()
-    assert not second_plan.get("moves"), f"only {app} may move, and it is in its cooldown; the plan moves {second_plan['moves']}"
+    assert not second_plan.get("moves"), (
+        f"only {app} may move, and it is in its cooldown; the plan moves {second_plan['moves']}"
+    )
     explanations = second_plan.get("explanations") or {}
     cooldowns: dict[str, str] = explanations.get("cooldowns") or {}
     keys = {f"{fleet_namespace}/{name}": _workload_of(pod) for name, pod in selectable.items()}
-    counted = {reason: n for reason, n in (explanations.get("unmovablePods") or {}).items() if "workload_cooldown_minutes" in reason}
+    counted = {
+        reason: n
+        for reason, n in (explanations.get("unmovablePods") or {}).items()
+        if "workload_cooldown_minutes" in reason
+    }
     assert list(counted.values()) == [len(selectable)], (
-        f"explanations.unmovablePods {explanations.get('unmovablePods')}; {len(selectable)} pods of {app}, in its cooldown")
-    assert cooldowns and set(cooldowns) <= set(keys), f"explanations.cooldowns {sorted(cooldowns)}; cooling pods {sorted(keys)}"
-    wrong = {pod: note for pod, note in cooldowns.items()
-             if not re.fullmatch(rf"its workload {re.escape(keys[pod])} moved \d+ min ago; cooldown {COOLDOWN_MINUTES} min", note)}
+        f"explanations.unmovablePods {explanations.get('unmovablePods')}; {len(selectable)} pods of {app}, in its cooldown"
+    )
+    assert cooldowns and set(cooldowns) <= set(keys), (
+        f"explanations.cooldowns {sorted(cooldowns)}; cooling pods {sorted(keys)}"
+    )
+    wrong = {
+        pod: note
+        for pod, note in cooldowns.items()
+        if not re.fullmatch(
+            rf"its workload {re.escape(keys[pod])} moved \d+ min ago; cooldown {COOLDOWN_MINUTES} min", note
+        )
+    }
     assert not wrong, f"explanations.cooldowns does not say the workload and its cooldown: {wrong}"
     # The notes are a sample of the first pods by name (compose.UNMOVABLE_SAMPLE); within it, every pod the plan without
     # the cooldown moves has its note.
-    sampled = sorted(keys)[:len(cooldowns)]
+    sampled = sorted(keys)[: len(cooldowns)]
     assert sorted(cooldowns) == sampled, f"explanations.cooldowns {sorted(cooldowns)}; first cooling pods {sampled}"
     unexplained = [m["pod"] for m in again if m["pod"] <= sampled[-1] and m["pod"] not in cooldowns]
     assert not unexplained, f"pods held by the cooldown without a note: {unexplained}; notes {cooldowns}"
-    assert any(f"in their cooldown: {len(in_cooldown)} workload(s), 0 node(s)" in w for w in second_plan.get("warnings") or []), (
-        second_plan.get("warnings"))
+    assert any(
+        f"in their cooldown: {len(in_cooldown)} workload(s), 0 node(s)" in w for w in second_plan.get("warnings") or []
+    ), second_plan.get("warnings")
 
     # Run 2 with the cooldown: no pod of a run-1 workload is evicted (same uids on the same nodes).
     before_second = {str(p["metadata"]["uid"]): (name, frag.node_of(p)) for name, p in cooling.items()}
@@ -331,14 +411,28 @@ def test_a_second_run_within_the_workload_cooldown_moves_no_workload_the_first_r
     assert second.returncode == 0, second.describe()
     assert whole[0], whole[1][-3000:]
     after_second = {uid: where for uid, where in _placement(kube, fleet_namespace).items() if uid in before_second}
-    assert after_second == before_second, (f"run 2 moved pods of workloads in their cooldown: before {sorted(before_second.values())}, "
-                                           f"after {sorted(after_second.values())}\n{second.describe()}")
+    assert after_second == before_second, (
+        f"run 2 moved pods of workloads in their cooldown: before {sorted(before_second.values())}, "
+        f"after {sorted(after_second.values())}\n{second.describe()}"
+    )
     hit = sorted(set(watcher.observed.evicted) & set(cooling))
     assert not hit, f"run 2 evicted {hit}, of workloads run 1 moved\n{second.describe()}"
     report = second.json()
     assert report["status"] == "nothing-to-do" and report["movesTotal"] == 0, second.describe()
-    assert not watcher.observed.evicted and not watcher.observed.run_plan, (watcher.observed.evicted, watcher.observed.run_plan)
+    assert not watcher.observed.evicted and not watcher.observed.run_plan, (
+        watcher.observed.evicted,
+        watcher.observed.run_plan,
+    )
     assert _node_leftovers(kube, gpu_fleet) == {}, second.describe()
-    summary = {"run1Moved": len(moved), "workloads": len(workloads), "app": app, "drain": drain, "removed": len(removed),
-               "wouldMoveAgain": len(again), "cooling": len(selectable), "notes": len(cooldowns), "run2": report["status"]}
+    summary = {
+        "run1Moved": len(moved),
+        "workloads": len(workloads),
+        "app": app,
+        "drain": drain,
+        "removed": len(removed),
+        "wouldMoveAgain": len(again),
+        "cooling": len(selectable),
+        "notes": len(cooldowns),
+        "run2": report["status"],
+    }
     print(f"\nE2E-COOLDOWN {json.dumps(summary)}")

@@ -73,34 +73,71 @@ pytestmark = [
 
 
 @pytest.mark.parametrize("state", STATES, ids=lambda s: s.label)
-def test_run_once_ends_where_the_plan_says(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                           steering_policy: str, tenant_namespace: str, tmp_path: Path) -> None:
+def test_run_once_ends_where_the_plan_says(
+    state: StartingState,
+    kube: Kube,
+    gpu_fleet: Fleet,
+    fleet_namespace: str,
+    steering_policy: str,
+    tenant_namespace: str,
+    tmp_path: Path,
+) -> None:
     """With the steering policy installed, as the shipped manifests install it, and another team creating pods meanwhile."""
-    plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="policy", tenant_namespace=tenant_namespace)
+    plan_and_carry_out(
+        state,
+        kube,
+        gpu_fleet,
+        fleet_namespace,
+        tmp_path,
+        run_once,
+        steering="policy",
+        tenant_namespace=tenant_namespace,
+    )
 
 
 @pytest.mark.parametrize("state", [STATES[0], STATES[-1]], ids=lambda s: s.label)
-def test_apply_carries_out_the_written_plan(state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                            steering_policy: str, tmp_path: Path) -> None:
+def test_apply_carries_out_the_written_plan(
+    state: StartingState, kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     """The README's way to run exactly the plan one read: `plan --write`, then `apply --plan` on the live cluster."""
     plan_and_carry_out(state, kube, gpu_fleet, fleet_namespace, tmp_path, apply, steering="policy")
 
 
 def test_without_the_policy_a_run_falls_back_to_holds_says_so_and_still_ends_where_the_plan_says(
-        kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, without_steering_policy: str, tmp_path: Path) -> None:
-    plan_and_carry_out(STATES[0], kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="holds",
-                       executor={"steering_name": without_steering_policy}, steering_why="is not installed")
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, without_steering_policy: str, tmp_path: Path
+) -> None:
+    plan_and_carry_out(
+        STATES[0],
+        kube,
+        gpu_fleet,
+        fleet_namespace,
+        tmp_path,
+        run_once,
+        steering="holds",
+        executor={"steering_name": without_steering_policy},
+        steering_why="is not installed",
+    )
 
 
-def test_concurrent_moves_of_different_owners_end_where_the_plan_says(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                                                      steering_policy: str, tmp_path: Path) -> None:
+def test_concurrent_moves_of_different_owners_end_where_the_plan_says(
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     """executor.max_concurrent_evictions 4 with the policy: owners move side by side, each replacement pinned to its node."""
-    plan_and_carry_out(STATES[1], kube, gpu_fleet, fleet_namespace, tmp_path, run_once, steering="policy",
-                       executor={"max_concurrent_evictions": 4})
+    plan_and_carry_out(
+        STATES[1],
+        kube,
+        gpu_fleet,
+        fleet_namespace,
+        tmp_path,
+        run_once,
+        steering="policy",
+        executor={"max_concurrent_evictions": 4},
+    )
 
 
-def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str,
-                                                   tmp_path: Path) -> None:
+def test_two_runs_started_together_exactly_one_acts(
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     frag.build(kube, fleet_namespace, gpu_fleet, StartingState(seed=19))
     config = tmp_path / "compactor.yaml"
     config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
@@ -117,7 +154,9 @@ def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet
     report = acted[0].json()
     assert report["status"] == "succeeded" and report["movesTotal"] > 0, described
     observed = watcher.observed
-    assert len(observed.evicted) == report["movesTotal"], f"evicted {sorted(observed.evicted)}\n{described}"  # nobody evicted twice
+    assert len(observed.evicted) == report["movesTotal"], (
+        f"evicted {sorted(observed.evicted)}\n{described}"
+    )  # nobody evicted twice
     gain = sum(frag.whole_free_gpus(kube, gpu_fleet).values()) - sum(before.values())
     assert gain == report["outcome"]["plannedFreedGpus"] == report["outcome"]["freedGpus"], described
     assert not observed.pdb_violations and not observed.errors and not observed.gaps, observed.pdb_violations[:5]
@@ -128,8 +167,9 @@ def test_two_runs_started_together_exactly_one_acts(kube: Kube, gpu_fleet: Fleet
     assert lease is None or not (lease.get("spec") or {}).get("holderIdentity"), f"the lease was not released: {lease}"
 
 
-def test_sigterm_stops_a_run_at_a_safe_point_and_the_next_run_finishes_it(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                                                          steering_policy: str, tmp_path: Path) -> None:
+def test_sigterm_stops_a_run_at_a_safe_point_and_the_next_run_finishes_it(
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     frag.build(kube, fleet_namespace, gpu_fleet, StartingState(seed=42))
     config = tmp_path / "compactor.yaml"
     config.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
@@ -137,19 +177,34 @@ def test_sigterm_stops_a_run_at_a_safe_point_and_the_next_run_finishes_it(kube: 
     command = ("run", "--once", *kubeconfig_args(), "--config", str(config), "--output", "json")
     with RunWatcher(kube, fleet_namespace) as watcher:
         first = start_compactor(*command)
-        wait_for(lambda: (bool(watcher.observed.evicted), "no eviction yet"), timeout=120, interval=0.2, what="the first eviction")
+        wait_for(
+            lambda: (bool(watcher.observed.evicted), "no eviction yet"),
+            timeout=120,
+            interval=0.2,
+            what="the first eviction",
+        )
         stopped_at = time.monotonic()
         first.send_signal(signal.SIGTERM)
         out, err = first.communicate(timeout=60)
         stop_seconds = time.monotonic() - stopped_at
-        assert first.returncode == EXIT_STOPPED and "stopped at a safe point" in err, f"exit {first.returncode}\n{out}\n{err}"
+        assert first.returncode == EXIT_STOPPED and "stopped at a safe point" in err, (
+            f"exit {first.returncode}\n{out}\n{err}"
+        )
         assert stop_seconds < 35, f"took {stop_seconds:.1f}s to stop"  # the CronJob's grace period is 60 s
         interrupted = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE)
         assert interrupted is not None, "the interrupted run must leave its state for recovery"
-        held = [name_of(n) for n in raw(kube.core.list_node).get("items") or [] if "compactor.io/held-for" in compactor_marks(n)]
+        held = [
+            name_of(n)
+            for n in raw(kube.core.list_node).get("items") or []
+            if "compactor.io/held-for" in compactor_marks(n)
+        ]
         assert not held, f"nodes still held after the stop: {held}"
-        lease = get_or_none(k8s.CoordinationV1Api(kube.api_client).read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE)
-        assert lease is not None and not (lease.get("spec") or {}).get("holderIdentity"), f"the lease was not released: {lease}"
+        lease = get_or_none(
+            k8s.CoordinationV1Api(kube.api_client).read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE
+        )
+        assert lease is not None and not (lease.get("spec") or {}).get("holderIdentity"), (
+            f"the lease was not released: {lease}"
+        )
 
         second = run_compactor(*command, timeout=RUN_TIMEOUT)
         whole = settle(kube, fleet_namespace)

@@ -44,7 +44,10 @@ class ServingWatch:
             if kind == "DELETED":
                 self.serving.pop(str(meta.get("uid")), None)
             else:
-                self.serving[str(meta.get("uid"))] = (app, condition(pod, "Ready") and not meta.get("deletionTimestamp"))
+                self.serving[str(meta.get("uid"))] = (
+                    app,
+                    condition(pod, "Ready") and not meta.get("deletionTimestamp"),
+                )
             if kind != "LISTED":  # the first list arrives pod by pod: counted once it is whole (``__enter__``)
                 self._count()
 
@@ -71,7 +74,8 @@ def deployments(kube: Kube, namespace: str) -> dict[str, int]:
 
 
 def test_make_before_break_moves_keep_every_replica_serving_land_as_planned_and_leave_the_spec(
-        kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     seen: dict[str, Any] = {}
 
     def surge_under_watch(config: Path, plan: Path) -> CompactorRun:
@@ -83,14 +87,25 @@ def test_make_before_break_moves_keep_every_replica_serving_land_as_planned_and_
 
     # plan_and_carry_out checks that the run ends where the plan says: each new replica bound on its planned node, the
     # freed nodes whole-free, no PDB violated, nothing left fenced.
-    plan_and_carry_out(STATES[0], kube, gpu_fleet, fleet_namespace, tmp_path, surge_under_watch, steering="policy",
-                       executor={"make_before_break_selector": {WORKLOAD_LABEL: "true"}})
+    plan_and_carry_out(
+        STATES[0],
+        kube,
+        gpu_fleet,
+        fleet_namespace,
+        tmp_path,
+        surge_under_watch,
+        steering="policy",
+        executor={"make_before_break_selector": {WORKLOAD_LABEL: "true"}},
+    )
     watch: ServingWatch = seen["watch"]
     assert not watch.observed.errors and not watch.observed.gaps, watch.observed.errors + watch.observed.gaps
     spec: dict[str, int] = seen["spec"]
     pending = {name for name in spec if name.startswith("waiting-")}
-    short = {app: (watch.least.get(app, 0), replicas) for app, replicas in spec.items()
-             if app not in pending and watch.least.get(app, 0) < replicas}
+    short = {
+        app: (watch.least.get(app, 0), replicas)
+        for app, replicas in spec.items()
+        if app not in pending and watch.least.get(app, 0) < replicas
+    }
     assert not short, f"workloads with fewer Ready replicas than their spec during the run (least seen, spec): {short}"
     assert seen["after"] == spec, "a Deployment's spec.replicas changed"
     report = seen["ran"].json()

@@ -63,27 +63,72 @@ mig-configs:
 def config(namespace: str) -> dict[str, object]:
     return {
         "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "mig_repartition": True},
-        "mig": {"config_map": f"{namespace}/mig-layouts", "operator_namespace": namespace},  # the test's namespace plays the GPU Operator's
-        "executor": {"poll_seconds": 0.5, "replacement_timeout_seconds": 120, "mig_reconfigure_timeout_seconds": 120,
-                     "backoff_seconds": 1, "backoff_max_seconds": 5},
+        "mig": {
+            "config_map": f"{namespace}/mig-layouts",
+            "operator_namespace": namespace,
+        },  # the test's namespace plays the GPU Operator's
+        "executor": {
+            "poll_seconds": 0.5,
+            "replacement_timeout_seconds": 120,
+            "mig_reconfigure_timeout_seconds": 120,
+            "backoff_seconds": 1,
+            "backoff_max_seconds": 5,
+        },
     }
 
 
-def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(kube: Kube, mig_fleet: Fleet, mig_namespace: str, steering_policy: str,
-                                                            tmp_path: Path) -> None:
+def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(
+    kube: Kube, mig_fleet: Fleet, mig_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     ns = mig_namespace
-    layouts = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig-layouts"}, "data": {"config.yaml": MIG_PARTED}}
+    layouts = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "mig-layouts"},
+        "data": {"config.yaml": MIG_PARTED},
+    }
     with_retries(lambda: kube.core.create_namespaced_config_map(ns, layouts), what="creating the mig-parted ConfigMap")
-    small = deployment("small", replicas=4, resource=SMALL, app_label="small", extra_labels={}, node_selector=mig_fleet.selector,
-                       spread=False, cpu="100m", memory="64Mi", memory_limit="64Mi")
-    with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(ns, pod_disruption_budget("small", app_label="small")),
-                 what="creating PDB small")
+    small = deployment(
+        "small",
+        replicas=4,
+        resource=SMALL,
+        app_label="small",
+        extra_labels={},
+        node_selector=mig_fleet.selector,
+        spread=False,
+        cpu="100m",
+        memory="64Mi",
+        memory_limit="64Mi",
+    )
+    with_retries(
+        lambda: kube.policy.create_namespaced_pod_disruption_budget(
+            ns, pod_disruption_budget("small", app_label="small")
+        ),
+        what="creating PDB small",
+    )
     with_retries(lambda: kube.apps.create_namespaced_deployment(ns, small), what="creating Deployment small")
-    wait_for(frag.settled(kube, ns, {"small": 4}), timeout=120, interval=1, what="the 1g.10gb pods to run and their PDB to allow one")
-    big = deployment("big", replicas=2, resource=BIG, app_label="big", extra_labels={}, node_selector=mig_fleet.selector, spread=False,
-                     cpu="100m", memory="64Mi", memory_limit="64Mi")
+    wait_for(
+        frag.settled(kube, ns, {"small": 4}),
+        timeout=120,
+        interval=1,
+        what="the 1g.10gb pods to run and their PDB to allow one",
+    )
+    big = deployment(
+        "big",
+        replicas=2,
+        resource=BIG,
+        app_label="big",
+        extra_labels={},
+        node_selector=mig_fleet.selector,
+        spread=False,
+        cpu="100m",
+        memory="64Mi",
+        memory_limit="64Mi",
+    )
     with_retries(lambda: kube.apps.create_namespaced_deployment(ns, big), what="creating Deployment big")
-    wait_for(lambda: _big_pending(kube, ns), timeout=60, interval=1, what="the scheduler to leave both 3g.40gb pods Pending")
+    wait_for(
+        lambda: _big_pending(kube, ns), timeout=60, interval=1, what="the scheduler to leave both 3g.40gb pods Pending"
+    )
     settings = tmp_path / "compactor.yaml"
     settings.write_text(yaml.safe_dump(config(ns)), encoding="utf-8")
 
@@ -95,15 +140,25 @@ def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(kube: Kube, mig_fle
     assert sorted(p["to"] for p in plan["placedPending"]) == [recut["node"]] * 2, planned.describe()
 
     with running(FakeMigManager(kube, mig_fleet.names, LAYOUTS)) as manager:
-        ran = run_compactor("run", "--once", *kubeconfig_args(), "--config", str(settings), "--output", "json", timeout=420)
+        ran = run_compactor(
+            "run", "--once", *kubeconfig_args(), "--config", str(settings), "--output", "json", timeout=420
+        )
         report = ran.json()
-        where = set(wait_for(lambda: _big_running(kube, ns), timeout=120, interval=1, what="both 3g.40gb pods Running and Ready").split(","))
+        where = set(
+            wait_for(
+                lambda: _big_running(kube, ns), timeout=120, interval=1, what="both 3g.40gb pods Running and Ready"
+            ).split(",")
+        )
     assert report["status"] == "succeeded", ran.describe()
     target = report["migRecuts"] and next(iter(report["migRecuts"]))
     assert report["migRecuts"] == {target: "success"}, ran.describe()
-    assert [(node, layout) for node, layout, result in manager.done if result == "success"] == [(target, "all-3g.40gb")], manager.done
+    assert [(node, layout) for node, layout, result in manager.done if result == "success"] == [
+        (target, "all-3g.40gb")
+    ], manager.done
     assert where == {target}, describe_pods(frag.pods(kube, ns))
-    wait_for(frag.settled(kube, ns, {"small": 4}), timeout=120, interval=1, what="every displaced 1g.10gb pod Ready again")
+    wait_for(
+        frag.settled(kube, ns, {"small": 4}), timeout=120, interval=1, what="every displaced 1g.10gb pod Ready again"
+    )
     assert all(frag.node_of(p) != target for p in frag.pods(kube, ns) if frag.app_of(p) == "small")
     for name in mig_fleet.names:
         node = raw(kube.core.read_node, name)

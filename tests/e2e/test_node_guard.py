@@ -51,9 +51,12 @@ GUARD = REPO_ROOT / "manifests" / "guard" / "policy.yaml"
 BASE_RBAC = REPO_ROOT / "manifests" / "base" / "rbac.yaml"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
-PATHS = {"ValidatingAdmissionPolicy": f"{ADMISSION}/validatingadmissionpolicies",
-         "ValidatingAdmissionPolicyBinding": f"{ADMISSION}/validatingadmissionpolicybindings",
-         "ClusterRole": f"{RBAC}/clusterroles", "ClusterRoleBinding": f"{RBAC}/clusterrolebindings"}
+PATHS = {
+    "ValidatingAdmissionPolicy": f"{ADMISSION}/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": f"{ADMISSION}/validatingadmissionpolicybindings",
+    "ClusterRole": f"{RBAC}/clusterroles",
+    "ClusterRoleBinding": f"{RBAC}/clusterrolebindings",
+}
 ACTIVATION_TIMEOUT = 60
 
 # An operator's marks on the node: none of them is the compactor's to change.
@@ -156,6 +159,7 @@ def _policy_active(probe: KubeClusterClient, node: str) -> Callable[[], tuple[bo
         except ClusterError as exc:  # 403 from RBAC first, until the new ClusterRoleBinding is seen; then the policy's
             return _denied_by_policy(exc), str(exc)
         return False, "a cordon by the service account was admitted"
+
     return check
 
 
@@ -163,24 +167,53 @@ def _policy_active(probe: KubeClusterClient, node: str) -> Callable[[], tuple[bo
 def guarded(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
     run_id = f"e2e-{secrets.token_hex(3)}"
     role = f"gpu-compactor-e2e-guard-{run_id}"
-    shipped_rules = next(d for d in _documents(BASE_RBAC) if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpu-compactor")["rules"]
-    rbac = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role}, "rules": shipped_rules},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": role},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-             "subjects": [{"kind": "ServiceAccount", "name": _ACCOUNT["name"], "namespace": _ACCOUNT["namespace"]},
-                          {"kind": "ServiceAccount", "name": BYSTANDER_NAME, "namespace": _ACCOUNT["namespace"]}]}]
-    nodes = NodeSet(prefix=f"{run_id}-guard-", count=1, gpus=8, labels={FOREIGN_LABEL[0]: FOREIGN_LABEL[1], mig.CONFIG_LABEL: "all-disabled"})
+    shipped_rules = next(
+        d for d in _documents(BASE_RBAC) if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpu-compactor"
+    )["rules"]
+    rbac = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": shipped_rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": _ACCOUNT["name"], "namespace": _ACCOUNT["namespace"]},
+                {"kind": "ServiceAccount", "name": BYSTANDER_NAME, "namespace": _ACCOUNT["namespace"]},
+            ],
+        },
+    ]
+    nodes = NodeSet(
+        prefix=f"{run_id}-guard-",
+        count=1,
+        gpus=8,
+        labels={FOREIGN_LABEL[0]: FOREIGN_LABEL[1], mig.CONFIG_LABEL: "all-disabled"},
+    )
     created: list[Obj] = []
-    clients = [_client(SERVICE_ACCOUNT), _client(SERVICE_ACCOUNT, dry_run=True), _client(BYSTANDER, dry_run=True), _client(dry_run=True),
-               _client()]
+    clients = [
+        _client(SERVICE_ACCOUNT),
+        _client(SERVICE_ACCOUNT, dry_run=True),
+        _client(BYSTANDER, dry_run=True),
+        _client(dry_run=True),
+        _client(),
+    ]
     try:
         with fake_nodes(kube.api_client, nodes, tmp_path_factory.mktemp("guard") / "fake-node.log") as (node,):
             for obj in [*rbac, *SHIPPED]:
                 if _create(kube, _marked(obj)):
                     created.append(obj)
             guarded = Guarded(node, *clients)
-            wait_for(_policy_active(guarded.probe, node), timeout=ACTIVATION_TIMEOUT, interval=0.5,
-                     what=f"the ValidatingAdmissionPolicy {POLICY_NAME} to refuse a cordon by {SERVICE_ACCOUNT}")
+            wait_for(
+                _policy_active(guarded.probe, node),
+                timeout=ACTIVATION_TIMEOUT,
+                interval=0.5,
+                what=f"the ValidatingAdmissionPolicy {POLICY_NAME} to refuse a cordon by {SERVICE_ACCOUNT}",
+            )
             yield guarded
     finally:
         for obj in reversed(created):  # the binding before the policy, the policy before the RBAC
@@ -192,13 +225,25 @@ def guarded(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gu
 @pytest.fixture
 def node(guarded: Guarded) -> str:
     """The node as an operator left it: their taint, label and annotation; the MIG layout all-disabled; nothing of ours."""
+
     def reset(current: Obj) -> Obj:  # also undoes whatever an earlier case got through (a broken policy)
         stale = ("compactor.io/", "example.com/")
         labels = {k: None for k in mig.labels(current) if k.startswith(stale)}
         annotations = {k: None for k in ann.node_annotations(current) if k.startswith(stale)}
-        return {"metadata": {"labels": {**labels, FOREIGN_LABEL[0]: FOREIGN_LABEL[1], mig.CONFIG_LABEL: "all-disabled", mig.STATE_LABEL: "success"},
-                             "annotations": {**annotations, FOREIGN_ANNOTATION[0]: FOREIGN_ANNOTATION[1]}, "finalizers": None, "ownerReferences": None},
-                "spec": {"taints": [FOREIGN_TAINT], "unschedulable": None, "providerID": None}}
+        return {
+            "metadata": {
+                "labels": {
+                    **labels,
+                    FOREIGN_LABEL[0]: FOREIGN_LABEL[1],
+                    mig.CONFIG_LABEL: "all-disabled",
+                    mig.STATE_LABEL: "success",
+                },
+                "annotations": {**annotations, FOREIGN_ANNOTATION[0]: FOREIGN_ANNOTATION[1]},
+                "finalizers": None,
+                "ownerReferences": None,
+            },
+            "spec": {"taints": [FOREIGN_TAINT], "unschedulable": None, "providerID": None},
+        }
 
     patch_fresh(guarded.setter, guarded.node, reset)
     return guarded.node
@@ -247,35 +292,58 @@ def test_every_node_patch_the_executor_makes_is_admitted_for_its_service_account
     fenced = send(partial(ann.fence_patch, identity=IDENTITY, plan_id="plan-e2e", at=_stamp()), "the fence")
     assert ann.has_fence(fenced, IDENTITY) and ann.node_annotations(fenced)[ann.CORDONED_BY] == IDENTITY
     relabelled = send(lambda n: mig.relabel_patch("all-1g.10gb", {"nvidia.com/mig-1g.10gb": 7}), "the MIG re-cut label")
-    assert mig.labels(relabelled)[mig.CONFIG_LABEL] == "all-1g.10gb" and ann.MIG_EXPECTED in ann.node_annotations(relabelled)
+    assert mig.labels(relabelled)[mig.CONFIG_LABEL] == "all-1g.10gb" and ann.MIG_EXPECTED in ann.node_annotations(
+        relabelled
+    )
     send(lambda n: mig.failed_patch("mig-manager reported failed"), "the failed re-cut marks")
     send(lambda n: ann.keep_cordoned_patch(), "after_drain: keepCordoned")
     released = send(release, "the release")
-    assert fence not in _keys(released) and not any(k.startswith("compactor.io/") for k in ann.node_annotations(released))
+    assert fence not in _keys(released) and not any(
+        k.startswith("compactor.io/") for k in ann.node_annotations(released)
+    )
 
     # a hold (steering by holds): the fence with held-for, released by the same function
-    held = send(partial(ann.fence_patch, identity=IDENTITY, plan_id="plan-e2e", at=_stamp(), held_for="ml/train-0"), "a hold")
+    held = send(
+        partial(ann.fence_patch, identity=IDENTITY, plan_id="plan-e2e", at=_stamp(), held_for="ml/train-0"), "a hold"
+    )
     assert ann.is_held(held, IDENTITY)
     send(release, "the release of a hold")
 
     # a pending pod placed on a node drained for it: the fence swapped for the reservation, then released
     send(partial(ann.fence_patch, identity=IDENTITY, plan_id="plan-e2e", at=_stamp()), "the fence")
-    reserved = send(partial(ann.reservation_patch, identity=IDENTITY, key=RESERVATION_KEY, pod="ml/pending-0", until=_stamp(300)),
-                    "the reservation for a pending pod")
+    reserved = send(
+        partial(ann.reservation_patch, identity=IDENTITY, key=RESERVATION_KEY, pod="ml/pending-0", until=_stamp(300)),
+        "the reservation for a pending pod",
+    )
     assert fence not in _keys(reserved) and RESERVATION_KEY in _keys(reserved)
     assert RESERVATION_KEY not in _keys(send(release, "the release of a reservation"))
 
     # after_drain: taint (the freed node reserved at the end of the run), lifted at its TTL by release_patch
     send(partial(ann.fence_patch, identity=IDENTITY, plan_id="plan-e2e", at=_stamp()), "the fence")
-    assert RESERVATION_KEY in _keys(send(partial(ann.reservation_patch, identity=IDENTITY, key=RESERVATION_KEY, pod="", until=_stamp(600), after_drain=True),
-                                       "after_drain: taint"))
+    assert RESERVATION_KEY in _keys(
+        send(
+            partial(
+                ann.reservation_patch,
+                identity=IDENTITY,
+                key=RESERVATION_KEY,
+                pod="",
+                until=_stamp(600),
+                after_drain=True,
+            ),
+            "after_drain: taint",
+        )
+    )
     send(release, "the reservation lifted")
 
     # another installation's fence (compactor.io/fence-<installation>) and release
     other = "team-b"
     send(partial(ann.fence_patch, identity=other, plan_id="plan-b", at=_stamp()), "another installation's fence")
-    assert ann.fence_key(other) not in _keys(send(partial(ann.release_patch, identity=other, reservation_key=RESERVATION_KEY),
-                                                  "another installation's release"))
+    assert ann.fence_key(other) not in _keys(
+        send(
+            partial(ann.release_patch, identity=other, reservation_key=RESERVATION_KEY),
+            "another installation's release",
+        )
+    )
 
     # a node whose only taint is ours: the release drops spec.taints altogether (taints: null)
     patch_fresh(guarded.setter, node, lambda n: {"spec": {"taints": None}})
@@ -304,7 +372,10 @@ def _fence_dropping_foreign(node: Obj) -> Obj:
 
 
 def _changed_foreign(node: Obj) -> Obj:
-    taints = [{**t, "value": "inference"} if t.get("key") == FOREIGN_TAINT["key"] else t for t in (node.get("spec") or {}).get("taints") or []]
+    taints = [
+        {**t, "value": "inference"} if t.get("key") == FOREIGN_TAINT["key"] else t
+        for t in (node.get("spec") or {}).get("taints") or []
+    ]
     return _with_taints(taints)
 
 
@@ -312,37 +383,87 @@ FORBIDDEN: dict[str, tuple[Callable[[Obj], Obj], str, str]] = {
     # name: (the patch, built from the node as read; the policy's message; what the message names)
     "cordon": (lambda n: {"spec": {"unschedulable": True}}, SPEC, "spec.unschedulable"),
     "provider-id": (lambda n: {"spec": {"providerID": "fake://stolen"}}, SPEC, "spec.providerID"),
-    "foreign-taint-removed": (lambda n: _with_taints(_without_foreign(n)), TAINTS, f"were [{FOREIGN_TAINT['key']}], now []"),
-    "foreign-taint-added": (lambda n: _with_taints([*((n.get("spec") or {}).get("taints") or []), {"key": "example.com/x", "effect": "NoSchedule"}]),
-                            TAINTS, "example.com/x"),
+    "foreign-taint-removed": (
+        lambda n: _with_taints(_without_foreign(n)),
+        TAINTS,
+        f"were [{FOREIGN_TAINT['key']}], now []",
+    ),
+    "foreign-taint-added": (
+        lambda n: _with_taints(
+            [*((n.get("spec") or {}).get("taints") or []), {"key": "example.com/x", "effect": "NoSchedule"}]
+        ),
+        TAINTS,
+        "example.com/x",
+    ),
     "foreign-taint-changed": (_changed_foreign, TAINTS, FOREIGN_TAINT["key"]),
     "fence-dropping-a-foreign-taint": (_fence_dropping_foreign, TAINTS, f"were [{FOREIGN_TAINT['key']}], now []"),
-    "foreign-label-changed": (lambda n: {"metadata": {"labels": {FOREIGN_LABEL[0]: "speech"}}}, LABELS, FOREIGN_LABEL[0]),
+    "foreign-label-changed": (
+        lambda n: {"metadata": {"labels": {FOREIGN_LABEL[0]: "speech"}}},
+        LABELS,
+        FOREIGN_LABEL[0],
+    ),
     "foreign-label-added": (lambda n: {"metadata": {"labels": {"example.com/new": "x"}}}, LABELS, "example.com/new"),
     "foreign-label-removed": (lambda n: {"metadata": {"labels": {FOREIGN_LABEL[0]: None}}}, LABELS, FOREIGN_LABEL[0]),
     "mig-state-label": (lambda n: {"metadata": {"labels": {mig.STATE_LABEL: "pending"}}}, LABELS, mig.STATE_LABEL),
-    "foreign-annotation-changed": (lambda n: {"metadata": {"annotations": {FOREIGN_ANNOTATION[0]: "me"}}}, ANNOTATIONS, FOREIGN_ANNOTATION[0]),
-    "foreign-annotation-added": (lambda n: {"metadata": {"annotations": {"example.com/new": "x"}}}, ANNOTATIONS, "example.com/new"),
-    "foreign-annotation-removed": (lambda n: {"metadata": {"annotations": {FOREIGN_ANNOTATION[0]: None}}}, ANNOTATIONS, FOREIGN_ANNOTATION[0]),
+    "foreign-annotation-changed": (
+        lambda n: {"metadata": {"annotations": {FOREIGN_ANNOTATION[0]: "me"}}},
+        ANNOTATIONS,
+        FOREIGN_ANNOTATION[0],
+    ),
+    "foreign-annotation-added": (
+        lambda n: {"metadata": {"annotations": {"example.com/new": "x"}}},
+        ANNOTATIONS,
+        "example.com/new",
+    ),
+    "foreign-annotation-removed": (
+        lambda n: {"metadata": {"annotations": {FOREIGN_ANNOTATION[0]: None}}},
+        ANNOTATIONS,
+        FOREIGN_ANNOTATION[0],
+    ),
     "compactor-mark-with-a-foreign-annotation": (
-        lambda n: {"metadata": {"annotations": {ann.CORDONED_BY: IDENTITY, "example.com/new": "x"}}}, ANNOTATIONS, "example.com/new"),
+        lambda n: {"metadata": {"annotations": {ann.CORDONED_BY: IDENTITY, "example.com/new": "x"}}},
+        ANNOTATIONS,
+        "example.com/new",
+    ),
     "finalizer": (lambda n: {"metadata": {"finalizers": ["example.com/keep"]}}, METADATA, "metadata.finalizers"),
-    "owner-reference": (lambda n: {"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "default",
-                                                                     "uid": "00000000-0000-0000-0000-000000000000"}]}},
-                        METADATA, "metadata.ownerReferences"),
+    "owner-reference": (
+        lambda n: {
+            "metadata": {
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "name": "default",
+                        "uid": "00000000-0000-0000-0000-000000000000",
+                    }
+                ]
+            }
+        },
+        METADATA,
+        "metadata.ownerReferences",
+    ),
 }
 
 
 def _what_matters(node: Obj) -> Obj:
     """Everything a forbidden patch could have changed (not the API server's bookkeeping nor the kubelet's status)."""
     meta = node["metadata"]
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != "node.alpha.kubernetes.io/ttl"}  # the TTL controller's
-    return {"labels": meta.get("labels"), "annotations": annotations, "finalizers": meta.get("finalizers"),
-            "ownerReferences": meta.get("ownerReferences"), "spec": node.get("spec")}
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k != "node.alpha.kubernetes.io/ttl"
+    }  # the TTL controller's
+    return {
+        "labels": meta.get("labels"),
+        "annotations": annotations,
+        "finalizers": meta.get("finalizers"),
+        "ownerReferences": meta.get("ownerReferences"),
+        "spec": node.get("spec"),
+    }
 
 
 @pytest.mark.parametrize("case", FORBIDDEN, ids=str)
-def test_any_other_node_change_by_the_service_account_is_refused_with_the_policys_message(guarded: Guarded, node: str, case: str) -> None:
+def test_any_other_node_change_by_the_service_account_is_refused_with_the_policys_message(
+    guarded: Guarded, node: str, case: str
+) -> None:
     build, message, names = FORBIDDEN[case]
     before = _read(guarded)
     with pytest.raises(ClusterError) as refused:
@@ -368,4 +489,3 @@ def test_the_policy_type_checks_against_the_node_schema(kube: Kube, guarded: Gua
     assert checked.get("observedGeneration") == found["metadata"]["generation"], checked
     assert not (checked.get("typeChecking") or {}).get("expressionWarnings"), checked
     assert not [c for c in checked.get("conditions") or [] if c.get("status") == "False"], checked
-

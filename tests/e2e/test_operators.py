@@ -48,23 +48,45 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MERGE_PATCH = "application/merge-patch+json"  # lists replaced whole (a strategic merge would merge taints by key)
 
 
-def _plan(kube: Kube, namespace: str, fleet: Fleet, tmp_path: Path, executor: dict[str, Any] | None = None) -> tuple[Path, Path, dict[str, Any]]:
+def _plan(
+    kube: Kube, namespace: str, fleet: Fleet, tmp_path: Path, executor: dict[str, Any] | None = None
+) -> tuple[Path, Path, dict[str, Any]]:
     frag.build(kube, namespace, fleet, STATES[1])
     config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
     settings = compactor_config(namespace)
     settings["executor"].update(executor or {})
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
-    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", "--write", str(written),
-                            timeout=PLAN_TIMEOUT)
+    planned = run_compactor(
+        "plan",
+        *kubeconfig_args(),
+        "--config",
+        str(config),
+        "--output",
+        "json",
+        "--write",
+        str(written),
+        timeout=PLAN_TIMEOUT,
+    )
     assert planned.returncode == 0, planned.describe()
     plan = planned.json()
-    assert plan.get("moves") and plan.get("freedNodes"), f"the starting state gave the planner nothing to do:\n{planned.describe()}"
+    assert plan.get("moves") and plan.get("freedNodes"), (
+        f"the starting state gave the planner nothing to do:\n{planned.describe()}"
+    )
     return config, written, plan
 
 
 def _apply(config: Path, written: Path) -> dict[str, Any]:
-    ran = run_compactor("apply", "--plan", str(written), *kubeconfig_args(), "--config", str(config), "--output", "json",
-                        timeout=RUN_TIMEOUT)
+    ran = run_compactor(
+        "apply",
+        "--plan",
+        str(written),
+        *kubeconfig_args(),
+        "--config",
+        str(config),
+        "--output",
+        "json",
+        timeout=RUN_TIMEOUT,
+    )
     assert ran.returncode in (0, 1), ran.describe()
     return ran.json()
 
@@ -74,14 +96,21 @@ def _node(kube: Kube, name: str) -> dict[str, Any]:
 
 
 def _compactor_taints(node: dict[str, Any]) -> list[str]:
-    return [str(t.get("key")) for t in (node.get("spec") or {}).get("taints") or [] if str(t.get("key", "")).startswith("compactor.io/")]
+    return [
+        str(t.get("key"))
+        for t in (node.get("spec") or {}).get("taints") or []
+        if str(t.get("key", "")).startswith("compactor.io/")
+    ]
 
 
-def test_an_operators_cordon_and_an_opt_out_made_after_planning_are_respected(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                                                              steering_policy: str, tmp_path: Path) -> None:
+def test_an_operators_cordon_and_an_opt_out_made_after_planning_are_respected(
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     config, written, plan = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
     cordoned = plan["freedNodes"][0]
-    kube.core.patch_node(cordoned, {"spec": {"unschedulable": True}})  # kubectl cordon, as an operator would for maintenance
+    kube.core.patch_node(
+        cordoned, {"spec": {"unschedulable": True}}
+    )  # kubectl cordon, as an operator would for maintenance
     # a move off another node when the plan has one; a plan that frees one node gets its last move opted out instead
     opted = next((m for m in plan["moves"] if m["from"] != cordoned), plan["moves"][-1])
     namespace, name = opted["pod"].split("/", 1)
@@ -90,50 +119,80 @@ def test_an_operators_cordon_and_an_opt_out_made_after_planning_are_respected(ku
         report = _apply(config, written)
         settle(kube, fleet_namespace)
         pod = raw(kube.core.read_namespaced_pod, name, namespace)
-        assert pod["metadata"]["uid"] == opted["uid"], f"{opted['pod']} was annotated safe-to-evict=false and still evicted"
+        assert pod["metadata"]["uid"] == opted["uid"], (
+            f"{opted['pod']} was annotated safe-to-evict=false and still evicted"
+        )
         assert report["status"] == "partial" and f"not moved {opted['pod']}" in report["reason"], report
-        assert _node(kube, cordoned)["spec"].get("unschedulable") is True, f"the operator's cordon of {cordoned} was undone"
-        left = {name_of(n): (compactor_marks(n), _compactor_taints(n)) for n in raw(kube.core.list_node).get("items") or []
-                if compactor_marks(n) or _compactor_taints(n)}
+        assert _node(kube, cordoned)["spec"].get("unschedulable") is True, (
+            f"the operator's cordon of {cordoned} was undone"
+        )
+        left = {
+            name_of(n): (compactor_marks(n), _compactor_taints(n))
+            for n in raw(kube.core.list_node).get("items") or []
+            if compactor_marks(n) or _compactor_taints(n)
+        }
         assert left == {}, f"the run left compactor marks or fences: {left}"
     finally:
         kube.core.patch_node(cordoned, {"spec": {"unschedulable": None}}, _content_type=MERGE_PATCH)
 
 
-def test_a_second_installation_never_releases_the_first_ones_fence(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                                                  steering_policy: str, tmp_path: Path) -> None:
+def test_a_second_installation_never_releases_the_first_ones_fence(
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     # the other installation keeps the node it freed fenced (after_drain keepCordoned), in a namespace of its own
     other_ns = f"{fleet_namespace}-other"
     kube.core.create_namespace({"metadata": {"name": other_ns}})
     try:
-        config, written, plan = _plan(kube, fleet_namespace, gpu_fleet, tmp_path,
-                                      executor={"state_namespace": other_ns, "installation": "other", "after_drain": "keepCordoned",
-                                                "steering_name": "absent-steering-policy", "steering": "holds"})
+        config, written, plan = _plan(
+            kube,
+            fleet_namespace,
+            gpu_fleet,
+            tmp_path,
+            executor={
+                "state_namespace": other_ns,
+                "installation": "other",
+                "after_drain": "keepCordoned",
+                "steering_name": "absent-steering-policy",
+                "steering": "holds",
+            },
+        )
         report = _apply(config, written)
         kept = [n for n in plan["freedNodes"] if "compactor.io/fence-other" in _compactor_taints(_node(kube, n))]
         assert kept, f"the other installation kept no node fenced: {report}"
         # this installation's run (its recovery first) in the default namespace: the other's fence is not ours
         mine = tmp_path / "mine.yaml"
         mine.write_text(yaml.safe_dump(compactor_config(fleet_namespace)), encoding="utf-8")
-        ran = run_compactor("run", "--once", *kubeconfig_args(), "--config", str(mine), "--output", "json", timeout=RUN_TIMEOUT)
+        ran = run_compactor(
+            "run", "--once", *kubeconfig_args(), "--config", str(mine), "--output", "json", timeout=RUN_TIMEOUT
+        )
         assert ran.returncode in (0, 1), ran.describe()
         for name in kept:
             node = _node(kube, name)
-            assert "compactor.io/fence-other" in _compactor_taints(node), f"{name}: the other installation's fence was released"
+            assert "compactor.io/fence-other" in _compactor_taints(node), (
+                f"{name}: the other installation's fence was released"
+            )
             assert compactor_marks(node).get("compactor.io/cordoned-by") == "other", compactor_marks(node)
     finally:
-        for node in raw(kube.core.list_node).get("items") or []:  # the other installation's keepCordoned fences go with the test
+        for node in (
+            raw(kube.core.list_node).get("items") or []
+        ):  # the other installation's keepCordoned fences go with the test
             taints = (node.get("spec") or {}).get("taints") or []
             kept_taints = [t for t in taints if t.get("key") != "compactor.io/fence-other"]
             if len(kept_taints) != len(taints):
-                kube.core.patch_node(name_of(node), {"spec": {"taints": kept_taints or None},
-                                                     "metadata": {"annotations": dict.fromkeys(compactor_marks(node))}},
-                                     _content_type=MERGE_PATCH)
+                kube.core.patch_node(
+                    name_of(node),
+                    {
+                        "spec": {"taints": kept_taints or None},
+                        "metadata": {"annotations": dict.fromkeys(compactor_marks(node))},
+                    },
+                    _content_type=MERGE_PATCH,
+                )
         kube.core.delete_namespace(other_ns)
 
 
-def test_a_two_second_api_outage_mid_run_ends_with_nothing_left_fenced(kube: Kube, gpu_fleet: Fleet, fleet_namespace: str,
-                                                                      steering_policy: str, tmp_path: Path) -> None:
+def test_a_two_second_api_outage_mid_run_ends_with_nothing_left_fenced(
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     """The compactor reaches the API server through a proxy; as its first eviction is under way, the proxy cuts every
     connection and refuses new ones for 2 s. Whatever the run then decides (carry on, or roll back), it must end with
     no fence, no mark and no state left."""
@@ -142,16 +201,32 @@ def test_a_two_second_api_outage_mid_run_ends_with_nothing_left_fenced(kube: Kub
     proxy = FlakyProxy(upstream_of(kubeconfig))
     try:
         through = proxy.kubeconfig(kubeconfig, tmp_path / "through-proxy")
-        run = start_compactor("apply", "--plan", str(written), "--kubeconfig", str(through), "--config", str(config), "--output", "json")
-        phase = lambda: ((get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) or {}).get("data") or {}).get("phase")  # noqa: E731
-        wait_for(lambda: (phase() == "evicting", f"phase {phase()}"), timeout=120, interval=0.05, what="the run to start evicting")
+        run = start_compactor(
+            "apply", "--plan", str(written), "--kubeconfig", str(through), "--config", str(config), "--output", "json"
+        )
+
+        def phase() -> str | None:
+            state = get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) or {}
+            return (state.get("data") or {}).get("phase")
+
+        wait_for(
+            lambda: (phase() == "evicting", f"phase {phase()}"),
+            timeout=120,
+            interval=0.05,
+            what="the run to start evicting",
+        )
         proxy.outage(2.0)
         out, err = run.communicate(timeout=RUN_TIMEOUT)
         assert run.returncode in (0, 1), f"exit {run.returncode}\n{out}\n{err}"
-        assert "cannot reach the Kubernetes API" in err, f"the run never met the outage, so this tests nothing:\n{err[-3000:]}"
+        assert "cannot reach the Kubernetes API" in err, (
+            f"the run never met the outage, so this tests nothing:\n{err[-3000:]}"
+        )
         settle(kube, fleet_namespace)
-        left = {name_of(n): (compactor_marks(n), _compactor_taints(n)) for n in raw(kube.core.list_node).get("items") or []
-                if compactor_marks(n) or _compactor_taints(n)}
+        left = {
+            name_of(n): (compactor_marks(n), _compactor_taints(n))
+            for n in raw(kube.core.list_node).get("items") or []
+            if compactor_marks(n) or _compactor_taints(n)
+        }
         assert left == {}, f"the outage left fences or marks behind: {left}\n{err[-3000:]}"
         assert get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) is None, err[-3000:]
     finally:
@@ -169,7 +244,9 @@ def _scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
 
 
 def _gauge(text: str, name: str) -> float | None:
-    line = next((line for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")), None)
+    line = next(
+        (line for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")), None
+    )
     return float(line.rsplit(" ", 1)[1]) if line else None
 
 
@@ -180,7 +257,8 @@ def _free_port() -> int:
 
 
 def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within_seconds_on_sigterm(
-        kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     """The Deployment mode: two ``compactor controller`` replicas with leader election on the same cluster, each through a
     proxy of its own; once the leader has handed over, the survivor's API server stops answering and its /healthz fails."""
     config, _written, _plan_made = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
@@ -188,17 +266,37 @@ def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within
     logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
     kubeconfig = Path(os.environ["KUBECONFIG"])
     proxies = [FlakyProxy(upstream_of(kubeconfig)) for _ in range(2)]  # each replica's own path to the API server
-    replicas = [start_compactor("controller", "--kubeconfig", str(proxy.kubeconfig(kubeconfig, tmp_path / f"kubeconfig-{i}")),
-                                "--config", str(config), "--interval", "5", "--stale-after", "30",
-                                "--listen", f"127.0.0.1:{port}", env={"POD_NAME": f"replica-{i}"}, log=logs[i])
-                for i, (port, proxy) in enumerate(zip(ports, proxies, strict=True))]
+    replicas = [
+        start_compactor(
+            "controller",
+            "--kubeconfig",
+            str(proxy.kubeconfig(kubeconfig, tmp_path / f"kubeconfig-{i}")),
+            "--config",
+            str(config),
+            "--interval",
+            "5",
+            "--stale-after",
+            "30",
+            "--listen",
+            f"127.0.0.1:{port}",
+            env={"POD_NAME": f"replica-{i}"},
+            log=logs[i],
+        )
+        for i, (port, proxy) in enumerate(zip(ports, proxies, strict=True))
+    ]
     try:
+
         def leaders() -> tuple[list[float | None], str]:
             seen = [_gauge(_scrape(port)[1], "gpu_compactor_leader") for port in ports]
             return seen, f"leader gauges {seen}"
 
-        wait_for(lambda: (sorted(g if g is not None else -1.0 for g in leaders()[0]) == [0.0, 1.0], leaders()[1]),
-                 timeout=90, interval=0.5, what="exactly one replica to lead")
+        wait_for(
+            lambda: (sorted(g if g is not None else -1.0 for g in leaders()[0]) == [0.0, 1.0], leaders()[1]),
+            timeout=90,
+            interval=0.5,
+            what="exactly one replica to lead",
+        )
+
         def figures() -> tuple[bool, str]:
             found = [_gauge(_scrape(port)[1], "gpu_compactor_blocked_pending_pods") for port in ports]
             return all(f is not None for f in found), f"figures exported: {found}"
@@ -206,33 +304,59 @@ def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within
         wait_for(figures, timeout=120, interval=1, what="both replicas to export the figures")
         leader = leaders()[0].index(1.0)
         leases = k8s.CoordinationV1Api(kube.api_client)
-        holder = lambda: raw(leases.read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE)["spec"].get("holderIdentity")  # noqa: E731
+
+        def holder() -> str | None:
+            return raw(leases.read_namespaced_lease, "gpu-compactor-leader", STATE_NAMESPACE)["spec"].get(
+                "holderIdentity"
+            )
+
         assert holder() == f"replica-{leader}"
-        wait_for(lambda: (_acted(kube, fleet_namespace), "no eviction yet"), timeout=120, interval=1, what="the leader to act")
+        wait_for(
+            lambda: (_acted(kube, fleet_namespace), "no eviction yet"),
+            timeout=120,
+            interval=1,
+            what="the leader to act",
+        )
         assert "evicted pod=" in logs[leader].read_text(), "the leader's log shows its evictions"
-        assert "evicted pod=" not in logs[1 - leader].read_text(), f"the follower acted:\n{logs[1 - leader].read_text()[-3000:]}"
+        assert "evicted pod=" not in logs[1 - leader].read_text(), (
+            f"the follower acted:\n{logs[1 - leader].read_text()[-3000:]}"
+        )
         replicas[leader].send_signal(signal.SIGTERM)
         stopped = time.monotonic()
-        wait_for(lambda: (holder() == f"replica-{1 - leader}", f"holder {holder()}"), timeout=30, interval=0.2,
-                 what="the other replica to take the Lease")
+        wait_for(
+            lambda: (holder() == f"replica-{1 - leader}", f"holder {holder()}"),
+            timeout=30,
+            interval=0.2,
+            what="the other replica to take the Lease",
+        )
         handover = time.monotonic() - stopped
         assert handover < 15, f"the Lease moved only after {handover:.1f}s"
         replicas[leader].wait(timeout=120)
-        assert replicas[leader].returncode in (0, 143), f"exit {replicas[leader].returncode}:\n{logs[leader].read_text()[-3000:]}"
+        assert replicas[leader].returncode in (0, 143), (
+            f"exit {replicas[leader].returncode}:\n{logs[leader].read_text()[-3000:]}"
+        )
         survivor = 1 - leader
         status, body = _scrape(ports[survivor], "/healthz")
         assert status == 200, body
         # the API server stops answering the survivor: its cycles and Lease renewals hang, and /healthz must say so
         proxies[survivor].stall()
         stalled = time.monotonic()
-        wait_for(lambda: (_scrape(ports[survivor], "/healthz")[0] == 503, str(_scrape(ports[survivor], "/healthz"))),
-                 timeout=120, interval=1, what="/healthz to fail while cycles and Lease renewals stop")
+        wait_for(
+            lambda: (_scrape(ports[survivor], "/healthz")[0] == 503, str(_scrape(ports[survivor], "/healthz"))),
+            timeout=120,
+            interval=1,
+            what="/healthz to fail while cycles and Lease renewals stop",
+        )
         status, body = _scrape(ports[survivor], "/healthz")
         assert "Lease" in body or "cycle" in body, body
         assert time.monotonic() - stalled < 90, "a liveness probe would have waited too long"
         proxies[survivor].resume()
-        wait_for(lambda: (_scrape(ports[survivor], "/healthz")[0] == 200, str(_scrape(ports[survivor], "/healthz"))),
-                 timeout=120, interval=1, what="/healthz to recover once the API server answers again")
+        wait_for(
+            lambda: (_scrape(ports[survivor], "/healthz")[0] == 200, str(_scrape(ports[survivor], "/healthz"))),
+            timeout=120,
+            interval=1,
+            what="/healthz to recover once the API server answers again",
+        )
     finally:
         for proxy in proxies:
             proxy.resume()

@@ -27,8 +27,16 @@ pytestmark = [
 
 def test_a_5000_node_plans_state_is_written_read_back_and_small(state_namespace: str) -> None:
     plan = make_plan(two_freed_nodes())
-    per_node = {f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)}
-    heavy = plan.model_copy(update={"before": {"nodes": per_node}, "after": {"nodes": per_node}, "moves": plan.moves + synthetic_moves(2000)})
+    per_node = {
+        f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)
+    }
+    heavy = plan.model_copy(
+        update={
+            "before": {"nodes": per_node},
+            "after": {"nodes": per_node},
+            "moves": plan.moves + synthetic_moves(2000),
+        }
+    )
     assert len(heavy.to_json()) > 2 * 1024 * 1024
     state = RunState(plan_id=heavy.metadata.id, done=[m.pod for m in heavy.moves], updated_at="2026-01-01T00:00:00Z")
     record = state.to_data(encode_plan(heavy))  # the largest it gets: every move done

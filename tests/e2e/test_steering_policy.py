@@ -54,15 +54,50 @@ NODES = 4
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 SHAPES: dict[str, Obj | None] = {
     "none": None,
-    "pod-affinity-only": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"x": "y"}}}}]}},
-    "preferred-only": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 1, "preference": {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}}]}},
-    "required-expressions": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]},
-        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
-    "required-fields": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [
-        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["no-such-node"]}]}]}}},
+    "pod-affinity-only": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"x": "y"}},
+                    },
+                }
+            ]
+        }
+    },
+    "preferred-only": {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {
+                        "matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]
+                    },
+                }
+            ]
+        }
+    },
+    "required-expressions": {
+        "nodeAffinity": {
+            REQUIRED: {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]},
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]},
+                ]
+            }
+        }
+    },
+    "required-fields": {
+        "nodeAffinity": {
+            REQUIRED: {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["no-such-node"]}]}
+                ]
+            }
+        }
+    },
 }
 STATEFUL = "statefulset"
 
@@ -103,9 +138,17 @@ def slow_namespace(kube: Kube, slow_fleet: tuple[str, list[str]]) -> Iterator[st
 
 
 def pod_spec(selector: dict[str, str], affinity: Obj | None) -> Obj:
-    spec: Obj = {"terminationGracePeriodSeconds": 1, "nodeSelector": selector,
-                 "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "5m", "nvidia.com/gpu": "1"},
-                                                                                       "limits": {"nvidia.com/gpu": "1"}}}]}
+    spec: Obj = {
+        "terminationGracePeriodSeconds": 1,
+        "nodeSelector": selector,
+        "containers": [
+            {
+                "name": "pause",
+                "image": PAUSE_IMAGE,
+                "resources": {"requests": {"cpu": "5m", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+            }
+        ],
+    }
     if affinity is not None:
         spec["affinity"] = affinity
     return spec
@@ -113,13 +156,31 @@ def pod_spec(selector: dict[str, str], affinity: Obj | None) -> Obj:
 
 def create_workloads(kube: Kube, namespace: str, selector: dict[str, str]) -> None:
     for name, affinity in [*SHAPES.items(), ("bystander", None)]:
-        body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-                         "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(selector, affinity)}}}
-        with_retries(lambda body=body: kube.apps.create_namespaced_deployment(namespace, body), what=f"creating deployment {name}")
-    body = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": STATEFUL},
-            "spec": {"replicas": 1, "serviceName": STATEFUL, "selector": {"matchLabels": {"app": STATEFUL}},
-                     "template": {"metadata": {"labels": {"app": STATEFUL}}, "spec": pod_spec(selector, None)}}}
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(selector, affinity)},
+            },
+        }
+        with_retries(
+            lambda body=body: kube.apps.create_namespaced_deployment(namespace, body),
+            what=f"creating deployment {name}",
+        )
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": STATEFUL},
+        "spec": {
+            "replicas": 1,
+            "serviceName": STATEFUL,
+            "selector": {"matchLabels": {"app": STATEFUL}},
+            "template": {"metadata": {"labels": {"app": STATEFUL}}, "spec": pod_spec(selector, None)},
+        },
+    }
     with_retries(lambda: kube.apps.create_namespaced_stateful_set(namespace, body), what="creating the statefulset")
 
 
@@ -133,9 +194,14 @@ def pods_by_app(kube: Kube, namespace: str) -> dict[str, list[Obj]]:
 def running(kube: Kube, namespace: str, apps: list[str]) -> Any:
     def check() -> tuple[bool, str]:
         pods = pods_by_app(kube, namespace)
-        live = {app: [p for p in pods.get(app, []) if is_running_ready(p) and not p["metadata"].get("deletionTimestamp")] for app in apps}
+        live = {
+            app: [p for p in pods.get(app, []) if is_running_ready(p) and not p["metadata"].get("deletionTimestamp")]
+            for app in apps
+        }
         return all(len(v) == 1 for v in live.values()) and all(len(pods.get(a, [])) == 1 for a in apps), str(
-            {a: [(name_of(p), (p.get("spec") or {}).get("nodeName")) for p in pods.get(a, [])] for a in apps})
+            {a: [(name_of(p), (p.get("spec") or {}).get("nodeName")) for p in pods.get(a, [])] for a in apps}
+        )
+
     return check
 
 
@@ -148,14 +214,35 @@ def hand_plan(moves: list[tuple[Obj, str]], gpus: dict[str, int]) -> Obj:
         after[target] = after.get(target, 0) + 1
     freed = sorted(n for n in sources if after.get(n, 0) == 0)
     filled = sorted(n for n, count in after.items() if count and not gpus.get(n))
-    owner = {p["metadata"]["uid"]: next(f"{r['kind']}/{r['name']}" for r in p["metadata"]["ownerReferences"] if r.get("controller"))
-             for p, _ in moves}
+    owner = {
+        p["metadata"]["uid"]: next(
+            f"{r['kind']}/{r['name']}" for r in p["metadata"]["ownerReferences"] if r.get("controller")
+        )
+        for p, _ in moves
+    }
     return {
-        "apiVersion": "compactor/v1alpha1", "kind": "CompactionPlan",
-        "metadata": {"id": f"plan-shapes-{secrets.token_hex(3)}", "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "test"},
-        "moves": [{"pod": f"{p['metadata']['namespace']}/{name_of(p)}", "from": p["spec"]["nodeName"], "to": target, "reason": "shape",
-                   "uid": p["metadata"]["uid"], "owner": owner[p["metadata"]["uid"]], "gpu": True} for p, target in moves],
-        "freedNodes": freed, "filledNodes": filled, "freedGpus": 8 * (len(freed) - len(filled)),
+        "apiVersion": "compactor/v1alpha1",
+        "kind": "CompactionPlan",
+        "metadata": {
+            "id": f"plan-shapes-{secrets.token_hex(3)}",
+            "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "source": "test",
+        },
+        "moves": [
+            {
+                "pod": f"{p['metadata']['namespace']}/{name_of(p)}",
+                "from": p["spec"]["nodeName"],
+                "to": target,
+                "reason": "shape",
+                "uid": p["metadata"]["uid"],
+                "owner": owner[p["metadata"]["uid"]],
+                "gpu": True,
+            }
+            for p, target in moves
+        ],
+        "freedNodes": freed,
+        "filledNodes": filled,
+        "freedGpus": 8 * (len(freed) - len(filled)),
         "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
     }
 
@@ -163,14 +250,27 @@ def hand_plan(moves: list[tuple[Obj, str]], gpus: dict[str, int]) -> Obj:
 def config_file(tmp_path: Path, namespace: str) -> Path:
     config = tmp_path / "compactor.yaml"
     # one-replica workloads without a PDB on purpose: min_replicas 1 lets them move (the guard has tests of its own)
-    config.write_text(yaml.safe_dump({"planner": {"namespaces": [namespace], "min_replicas": 1},
-                                      "executor": {"steering": "policy", "poll_seconds": 0.5, "replacement_timeout_seconds": 60,
-                                                   "backoff_seconds": 1, "backoff_max_seconds": 5}}), encoding="utf-8")
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "planner": {"namespaces": [namespace], "min_replicas": 1},
+                "executor": {
+                    "steering": "policy",
+                    "poll_seconds": 0.5,
+                    "replacement_timeout_seconds": 60,
+                    "backoff_seconds": 1,
+                    "backoff_max_seconds": 5,
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     return config
 
 
 def test_every_shape_of_existing_affinity_gets_the_constraint_anded_and_lands_on_its_node(
-        kube: Kube, small_fleet: tuple[str, list[str]], shapes_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    kube: Kube, small_fleet: tuple[str, list[str]], shapes_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     run_id, names = small_fleet
     selector = {FLEET_LABEL: run_id}
     create_workloads(kube, shapes_namespace, selector)
@@ -180,13 +280,24 @@ def test_every_shape_of_existing_affinity_gets_the_constraint_anded_and_lands_on
     gpus = {n: 0 for n in names}
     for pods in before.values():
         gpus[pods[0]["spec"]["nodeName"]] += 1
-    moves = [(before[app][0], next(n for n in [*names[i % NODES:], *names] if n != before[app][0]["spec"]["nodeName"]))
-             for i, app in enumerate(movers)]
+    moves = [
+        (before[app][0], next(n for n in [*names[i % NODES :], *names] if n != before[app][0]["spec"]["nodeName"]))
+        for i, app in enumerate(movers)
+    ]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(hand_plan(moves, gpus)), encoding="utf-8")
 
-    ran = run_compactor("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config_file(tmp_path, shapes_namespace)),
-                        "--output", "json", timeout=300)
+    ran = run_compactor(
+        "apply",
+        "--plan",
+        str(plan),
+        *kubeconfig_args(),
+        "--config",
+        str(config_file(tmp_path, shapes_namespace)),
+        "--output",
+        "json",
+        timeout=300,
+    )
     report = ran.json()
     assert report["status"] == "succeeded" and report["movesDone"] == len(movers), ran.describe()
     assert report["steering"]["mechanism"] == "policy", ran.describe()
@@ -198,38 +309,70 @@ def test_every_shape_of_existing_affinity_gets_the_constraint_anded_and_lands_on
         app = old["metadata"]["labels"]["app"]
         new = after[app][0]
         expected = pinned(old, target)["spec"]["affinity"]
-        if new["spec"].get("nodeName") != target or new["spec"].get("affinity") != expected or new["metadata"].get("annotations",
-                                                                                                                 {}).get(STEERED_TO) != target:
-            wrong.append(f"{app}: on {new['spec'].get('nodeName')} (planned {target}), affinity {new['spec'].get('affinity')}, "
-                         f"expected {expected}, annotations {new['metadata'].get('annotations')}")
+        if (
+            new["spec"].get("nodeName") != target
+            or new["spec"].get("affinity") != expected
+            or new["metadata"].get("annotations", {}).get(STEERED_TO) != target
+        ):
+            wrong.append(
+                f"{app}: on {new['spec'].get('nodeName')} (planned {target}), affinity {new['spec'].get('affinity')}, "
+                f"expected {expected}, annotations {new['metadata'].get('annotations')}"
+            )
     assert not wrong, "\n".join(wrong)
 
     bystander = after["bystander"][0]
     kube.core.delete_namespaced_pod(name_of(bystander), shapes_namespace)  # its owner recreates it: no entry, so no pin
-    wait_for(lambda: (name_of(pods_by_app(kube, shapes_namespace)["bystander"][0]) != name_of(bystander), "not yet recreated"),
-             timeout=60, what="the bystander's new pod")
+    wait_for(
+        lambda: (
+            name_of(pods_by_app(kube, shapes_namespace)["bystander"][0]) != name_of(bystander),
+            "not yet recreated",
+        ),
+        timeout=60,
+        what="the bystander's new pod",
+    )
     fresh = pods_by_app(kube, shapes_namespace)["bystander"]
-    assert all("affinity" not in p["spec"] and STEERED_TO not in (p["metadata"].get("annotations") or {}) for p in fresh), fresh
+    assert all(
+        "affinity" not in p["spec"] and STEERED_TO not in (p["metadata"].get("annotations") or {}) for p in fresh
+    ), fresh
     assert not (raw(kube.core.read_namespaced_config_map, "gpu-compactor-steering", STATE_NAMESPACE).get("data"))
-    assert not [n for n in raw(kube.core.list_node).get("items") or [] if compactor_marks(n) or (n.get("spec") or {}).get("unschedulable")]
+    assert not [
+        n
+        for n in raw(kube.core.list_node).get("items") or []
+        if compactor_marks(n) or (n.get("spec") or {}).get("unschedulable")
+    ]
 
 
 def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_runs_recovery(
-        kube: Kube, slow_fleet: tuple[str, list[str]], slow_namespace: str, steering_policy: str, tmp_path: Path) -> None:
+    kube: Kube, slow_fleet: tuple[str, list[str]], slow_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
     """The replacement waits (pinned, Pending) for its target's GPUs, held by a pod that takes 20 s to terminate (counted
     as gone by the room check, as the scheduler will once it is deleted): the run is killed in that window, every time."""
     run_id, names = slow_fleet
     shapes_namespace = slow_namespace
-    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "slow"},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "slow"}},
-                     "template": {"metadata": {"labels": {"app": "slow"}}, "spec": pod_spec({FLEET_LABEL: run_id}, None)}}}
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "slow"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "slow"}},
+            "template": {"metadata": {"labels": {"app": "slow"}}, "spec": pod_spec({FLEET_LABEL: run_id}, None)},
+        },
+    }
     kube.apps.create_namespaced_deployment(shapes_namespace, body)
     wait_for(running(kube, shapes_namespace, ["slow"]), timeout=120, what="the workload Running")
     pod = pods_by_app(kube, shapes_namespace)["slow"][0]
     target = next(n for n in names if n != pod["spec"]["nodeName"])
-    blocker = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "blocker", "labels": {"app": "blocker"}},
-               "spec": {**pod_spec({"kubernetes.io/hostname": target}, None), "terminationGracePeriodSeconds": 30}}
-    blocker["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "5m", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}
+    blocker = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "blocker", "labels": {"app": "blocker"}},
+        "spec": {**pod_spec({"kubernetes.io/hostname": target}, None), "terminationGracePeriodSeconds": 30},
+    }
+    blocker["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "5m", "nvidia.com/gpu": "8"},
+        "limits": {"nvidia.com/gpu": "8"},
+    }
     kube.core.create_namespaced_pod(shapes_namespace, blocker)
     wait_for(running(kube, shapes_namespace, ["blocker"]), timeout=60, what="the blocker Running on the target")
     kube.core.delete_namespaced_pod("blocker", shapes_namespace)  # terminating for 20 s, its GPUs held meanwhile
@@ -240,7 +383,10 @@ def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_
     command = ("apply", "--plan", str(plan), *kubeconfig_args(), "--config", str(config), "--output", "json")
 
     first = start_compactor(*command)  # pins, evicts; the pinned replacement waits for the blocker to go
-    entries = lambda: (raw(kube.core.read_namespaced_config_map, "gpu-compactor-steering", STATE_NAMESPACE).get("data") or {})  # noqa: E731
+
+    def entries() -> dict[str, str]:
+        return raw(kube.core.read_namespaced_config_map, "gpu-compactor-steering", STATE_NAMESPACE).get("data") or {}
+
     wait_for(lambda: (bool(entries()), "no entry yet"), timeout=60, interval=0.05, what="the steering entry")
     first.send_signal(signal.SIGKILL)  # dies between writing the entry and removing it, as an OOM kill would
     first.communicate(timeout=30)
@@ -249,7 +395,11 @@ def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_
     deadline = time.monotonic() + 120
     while True:  # the killed run's Lease is taken over once it stayed unchanged for a lease duration
         second = run_compactor(*command, timeout=300)
-        if second.returncode != 2 or "another gpu-compactor is acting" not in second.stderr or time.monotonic() > deadline:
+        if (
+            second.returncode != 2
+            or "another gpu-compactor is acting" not in second.stderr
+            or time.monotonic() > deadline
+        ):
             break
         time.sleep(5)
     assert second.returncode == 0, second.describe()

@@ -39,7 +39,9 @@ class Observed:
     pdb_violations: list[str] = field(default_factory=list)
     pdb_events: int = 0
     evicted: dict[str, str] = field(default_factory=dict)  # pod -> node it was on when it got its deletionTimestamp
-    created: dict[str, str] = field(default_factory=dict)  # pod created while watched -> node it is bound to ("" = none yet)
+    created: dict[str, str] = field(
+        default_factory=dict
+    )  # pod created while watched -> node it is bound to ("" = none yet)
     owners: dict[str, str] = field(default_factory=dict)  # pod -> its controller's name
     cordon_seconds: dict[str, float] = field(default_factory=dict)  # node -> seconds it was seen unschedulable
     still_cordoned: list[str] = field(default_factory=list)  # nodes unschedulable when the watch stopped
@@ -58,8 +60,15 @@ class ObjectWatch(threading.Thread):
     ``handle(kind, obj)`` gets ``LISTED`` for the first list, ``RELISTED`` after an expired watch, else the event type.
     """
 
-    def __init__(self, what: str, list_call: Callable[..., Any], args: tuple[Any, ...], handle: Callable[[str, Obj], None],
-                 observed: Observed, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        what: str,
+        list_call: Callable[..., Any],
+        args: tuple[Any, ...],
+        handle: Callable[[str, Obj], None],
+        observed: Observed,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name=f"watch-{what}", daemon=True)
         self.what = what
         self.list_call = list_call
@@ -91,7 +100,9 @@ class ObjectWatch(threading.Thread):
                 if self._stopping.is_set():
                     return
                 if exc.status == 410:
-                    self.observed.gaps.append(f"{self.what}: watch expired at resourceVersion {self.resource_version}; re-listed")
+                    self.observed.gaps.append(
+                        f"{self.what}: watch expired at resourceVersion {self.resource_version}; re-listed"
+                    )
                     self._relist("RELISTED")
                 else:
                     self._error(f"HTTP {exc.status} {exc.reason}")
@@ -102,8 +113,16 @@ class ObjectWatch(threading.Thread):
 
     def _watch_once(self) -> None:
         self._stream = k8s_watch.Watch()  # type: ignore[no-untyped-call]
-        for event in self._stream.stream(self.list_call, *self.args, **self.kwargs, resource_version=self.resource_version, deserialize=False,
-                                         allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS, _request_timeout=WATCH_SECONDS + 15):
+        for event in self._stream.stream(
+            self.list_call,
+            *self.args,
+            **self.kwargs,
+            resource_version=self.resource_version,
+            deserialize=False,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS,
+            _request_timeout=WATCH_SECONDS + 15,
+        ):
             obj = event.get("object") or {}
             version = (obj.get("metadata") or {}).get("resourceVersion")
             if version:
@@ -133,11 +152,19 @@ class RunWatcher:
         self._terminating_before: set[str] = set()
         self._cordoned_since: dict[str, float] = {}
         self._watches = [
-            ObjectWatch("pdbs", kube.policy.list_namespaced_pod_disruption_budget, (namespace,), self._on_pdb, self.observed),
+            ObjectWatch(
+                "pdbs", kube.policy.list_namespaced_pod_disruption_budget, (namespace,), self._on_pdb, self.observed
+            ),
             ObjectWatch("pods", kube.core.list_namespaced_pod, (namespace,), self._on_pod, self.observed),
             ObjectWatch("nodes", kube.core.list_node, (), self._on_node, self.observed),
-            ObjectWatch("executor state", kube.core.list_namespaced_config_map, (STATE_NAMESPACE,), self._on_state, self.observed,
-                        field_selector=f"metadata.name={STATE_CONFIGMAP}"),
+            ObjectWatch(
+                "executor state",
+                kube.core.list_namespaced_config_map,
+                (STATE_NAMESPACE,),
+                self._on_state,
+                self.observed,
+                field_selector=f"metadata.name={STATE_CONFIGMAP}",
+            ),
         ]
 
     def __enter__(self) -> RunWatcher:
@@ -171,7 +198,8 @@ class RunWatcher:
         if current < desired:
             self.observed.pdb_violations.append(
                 f"PDB {name_of(pdb)} ({kind}, resourceVersion {meta.get('resourceVersion')}): currentHealthy={current} < "
-                f"desiredHealthy={desired} (expectedPods={status.get('expectedPods')}, disruptionsAllowed={status.get('disruptionsAllowed')})")
+                f"desiredHealthy={desired} (expectedPods={status.get('expectedPods')}, disruptionsAllowed={status.get('disruptionsAllowed')})"
+            )
 
     def _on_pod(self, kind: str, pod: Obj) -> None:
         name = name_of(pod)

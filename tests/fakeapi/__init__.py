@@ -12,4 +12,14 @@ from tests.fakeapi.server import (
     status_body,
 )
 
-__all__ = ["RESOURCE_TYPES", "ApiError", "DisruptionController", "FakeApiServer", "Injection", "RecordedRequest", "Reply", "ResourceType", "status_body"]
+__all__ = [
+    "RESOURCE_TYPES",
+    "ApiError",
+    "DisruptionController",
+    "FakeApiServer",
+    "Injection",
+    "RecordedRequest",
+    "Reply",
+    "ResourceType",
+    "status_body",
+]

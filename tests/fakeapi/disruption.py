@@ -37,7 +37,9 @@ class SyncFailed(Exception):
 
 
 def _controller_ref(obj: JSON) -> JSON | None:
-    return next((ref for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("controller")), None)
+    return next(
+        (ref for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("controller")), None
+    )
 
 
 def _scaled(value: int | str, total: int) -> int:
@@ -47,7 +49,10 @@ def _scaled(value: int | str, total: int) -> int:
 
 
 def _ready(pod: JSON) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def _parse_time(text: str) -> datetime:
@@ -60,8 +65,13 @@ class DisruptionController:
     def __init__(self, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.now = now
 
-    def sync(self, store: dict[str, dict[tuple[str, str], JSON]], matches: Callable[[JSON | None, dict[str, str]], bool],
-             next_rv: Callable[[], str], namespaces: Iterable[str] | None = None) -> None:
+    def sync(
+        self,
+        store: dict[str, dict[tuple[str, str], JSON]],
+        matches: Callable[[JSON | None, dict[str, str]], bool],
+        next_rv: Callable[[], str],
+        namespaces: Iterable[str] | None = None,
+    ) -> None:
         """Recompute the budgets of ``namespaces`` (all when None): those where a write happened."""
         wanted = None if namespaces is None else set(namespaces)
         pods_by_namespace: dict[str, list[JSON]] = {}
@@ -78,9 +88,18 @@ class DisruptionController:
             try:
                 status = self._status(budget, pods, lambda ref, ns=namespace: self._scale(store, ns, ref))
             except SyncFailed as failure:
-                status = {**(budget.get("status") or {}), "disruptionsAllowed": 0,
-                          "conditions": [{"type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed",
-                                          "message": str(failure)}]}
+                status = {
+                    **(budget.get("status") or {}),
+                    "disruptionsAllowed": 0,
+                    "conditions": [
+                        {
+                            "type": "DisruptionAllowed",
+                            "status": "False",
+                            "reason": "SyncFailed",
+                            "message": str(failure),
+                        }
+                    ],
+                }
             if status != budget.get("status"):
                 budget["status"] = status
                 budget["metadata"]["resourceVersion"] = next_rv()
@@ -89,19 +108,34 @@ class DisruptionController:
         expected, desired = self._expected_and_desired(budget.get("spec") or {}, pods, scale)
         now = self.now()
         disrupted = self._still_disrupted(budget, pods, now)
-        healthy = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")
-                      and p["metadata"]["name"] not in disrupted and _ready(p))
+        healthy = sum(
+            1
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp") and p["metadata"]["name"] not in disrupted and _ready(p)
+        )
         allowed = healthy - desired if expected > 0 and healthy > desired else 0
-        status: JSON = {"currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected,
-                        "disruptionsAllowed": allowed, "observedGeneration": budget["metadata"].get("generation", 1),
-                        "conditions": [{"type": "DisruptionAllowed", "status": "True" if allowed > 0 else "False",
-                                        "reason": "SufficientPods" if allowed > 0 else "InsufficientPods"}]}
+        status: JSON = {
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "expectedPods": expected,
+            "disruptionsAllowed": allowed,
+            "observedGeneration": budget["metadata"].get("generation", 1),
+            "conditions": [
+                {
+                    "type": "DisruptionAllowed",
+                    "status": "True" if allowed > 0 else "False",
+                    "reason": "SufficientPods" if allowed > 0 else "InsufficientPods",
+                }
+            ],
+        }
         if disrupted:
             status["disruptedPods"] = disrupted
         return status
 
     @staticmethod
-    def _expected_and_desired(spec: JSON, pods: list[JSON], scale: Callable[[JSON], tuple[str, int]]) -> tuple[int, int]:
+    def _expected_and_desired(
+        spec: JSON, pods: list[JSON], scale: Callable[[JSON], tuple[str, int]]
+    ) -> tuple[int, int]:
         if spec.get("maxUnavailable") is not None:
             expected = _controllers_scale(pods, scale)
             return expected, max(0, expected - _scaled(spec["maxUnavailable"], expected))
@@ -115,9 +149,13 @@ class DisruptionController:
     @staticmethod
     def _still_disrupted(budget: JSON, pods: Iterable[JSON], now: datetime) -> dict[str, str]:
         recorded = (budget.get("status") or {}).get("disruptedPods") or {}
-        return {p["metadata"]["name"]: recorded[p["metadata"]["name"]] for p in pods
-                if not p["metadata"].get("deletionTimestamp") and p["metadata"]["name"] in recorded
-                and _parse_time(recorded[p["metadata"]["name"]]) + DELETION_TIMEOUT > now}
+        return {
+            p["metadata"]["name"]: recorded[p["metadata"]["name"]]
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and p["metadata"]["name"] in recorded
+            and _parse_time(recorded[p["metadata"]["name"]]) + DELETION_TIMEOUT > now
+        }
 
     @staticmethod
     def _scale(store: dict[str, dict[tuple[str, str], JSON]], namespace: str, ref: JSON) -> tuple[str, int]:
@@ -147,8 +185,11 @@ class _LabelIndex:
         if not match_labels:
             return [p for p in self.pods if matches(selector, (p.get("metadata") or {}).get("labels") or {})]
         candidates = set.intersection(*(set(self.by_label.get(item, ())) for item in match_labels.items()))
-        return [self.pods[i] for i in sorted(candidates)
-                if matches(selector, (self.pods[i].get("metadata") or {}).get("labels") or {})]
+        return [
+            self.pods[i]
+            for i in sorted(candidates)
+            if matches(selector, (self.pods[i].get("metadata") or {}).get("labels") or {})
+        ]
 
 
 def _controllers_scale(pods: list[JSON], scale: Callable[[JSON], tuple[str, int]]) -> int:

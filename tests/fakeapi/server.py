@@ -75,10 +75,19 @@ class ResourceType:
         return f"{self.group}/{self.plural}" if self.group else self.plural
 
 
-_POD_FIELDS = frozenset({
-    "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
-    "status.phase", "status.podIP", "status.podIPs", "status.nominatedNodeName",
-})
+_POD_FIELDS = frozenset(
+    {
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.podIPs",
+        "status.nominatedNodeName",
+    }
+)
 
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "nodes", "Node", False, frozenset({"spec.unschedulable"})),
@@ -96,7 +105,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True),
     ResourceType("batch", "v1", "jobs", "Job", True),
     ResourceType("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy", False),
-    ResourceType("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", False),
+    ResourceType(
+        "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", False
+    ),
 )
 _BY_PATH = {(rt.prefix, rt.plural): rt for rt in RESOURCE_TYPES}
 
@@ -104,9 +115,12 @@ _BY_PATH = {(rt.prefix, rt.plural): rt for rt in RESOURCE_TYPES}
 def resource_type(spec: str, api_version: str | None = None) -> ResourceType:
     """``"Pod"``, ``"pods"``, ``"pod"`` or ``"events.k8s.io/events"``; ``api_version`` disambiguates a kind."""
     lowered = spec.lower()
-    matches = [rt for rt in RESOURCE_TYPES
-               if lowered in (rt.kind.lower(), rt.plural, rt.key, rt.kind.lower() + "s")
-               and (api_version is None or rt.api_version == api_version)]
+    matches = [
+        rt
+        for rt in RESOURCE_TYPES
+        if lowered in (rt.kind.lower(), rt.plural, rt.key, rt.kind.lower() + "s")
+        and (api_version is None or rt.api_version == api_version)
+    ]
     if not matches and api_version is not None:
         matches = [rt for rt in RESOURCE_TYPES if lowered in (rt.kind.lower(), rt.plural)]
     if not matches:
@@ -193,14 +207,31 @@ class Injection:
 
 
 _REASONS = {
-    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-    406: "NotAcceptable", 409: "Conflict", 410: "Expired", 415: "UnsupportedMediaType", 422: "Invalid",
-    429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout",
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 
-def status_body(code: int, message: str = "", *, reason: str | None = None, details: JSON | None = None,
-                metadata: JSON | None = None) -> JSON:
+def status_body(
+    code: int,
+    message: str = "",
+    *,
+    reason: str | None = None,
+    details: JSON | None = None,
+    metadata: JSON | None = None,
+) -> JSON:
     """A ``metav1.Status`` as the API server writes it."""
     body: JSON = {
         "kind": "Status",
@@ -223,8 +254,15 @@ def status_body(code: int, message: str = "", *, reason: str | None = None, deta
 class ApiError(Exception):
     """Raised inside handlers; becomes a ``Status`` reply."""
 
-    def __init__(self, code: int, message: str, *, reason: str | None = None, details: JSON | None = None,
-                 metadata: JSON | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: JSON | None = None,
+        metadata: JSON | None = None,
+    ) -> None:
         super().__init__(message)
         self.reply = Reply(code, status_body(code, message, reason=reason, details=details, metadata=metadata))
 
@@ -239,9 +277,12 @@ def _not_found(rt: ResourceType, name: str) -> ApiError:
 
 def _conflict(rt: ResourceType, name: str) -> ApiError:
     what = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
-    return ApiError(409, f'Operation cannot be fulfilled on {what} "{name}": the object has been modified; '
-                         "please apply your changes to the latest version and try again",
-                    details={"name": name, "kind": rt.plural, **({"group": rt.group} if rt.group else {})})
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {what} "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again",
+        details={"name": name, "kind": rt.plural, **({"group": rt.group} if rt.group else {})},
+    )
 
 
 # --------------------------------------------------------------------------- selectors
@@ -339,7 +380,7 @@ def field_selector_matcher(rt: ResourceType, text: str) -> Callable[[JSON], bool
         path, op, value = m.groups()
         allowed = path in ("metadata.name", "metadata.namespace") or rt.field_labels is None or path in rt.field_labels
         if not allowed:
-            raise ApiError(400, f'field label not supported: {path}')
+            raise ApiError(400, f"field label not supported: {path}")
         if op == "!=":
             checks.append(lambda obj, p=path, v=value: _field_value(obj, p) != v)
         else:
@@ -490,11 +531,16 @@ def _check_size(rt: ResourceType, body: JSON) -> None:
     """The API server refuses a ConfigMap whose data and binaryData (keys and values) exceed 1 MiB."""
     if rt.kind != "ConfigMap":
         return
-    total = sum(len(str(k)) + len(str(v).encode()) for part in ("data", "binaryData") for k, v in (body.get(part) or {}).items())
+    total = sum(
+        len(str(k)) + len(str(v).encode()) for part in ("data", "binaryData") for k, v in (body.get(part) or {}).items()
+    )
     if total > CONFIGMAP_LIMIT:
         name = (body.get("metadata") or {}).get("name", "")
-        raise ApiError(422, f'ConfigMap "{name}" is invalid: []: Too long: must have at most {CONFIGMAP_LIMIT} bytes',
-                       details={"name": name, "kind": "configmaps"})
+        raise ApiError(
+            422,
+            f'ConfigMap "{name}" is invalid: []: Too long: must have at most {CONFIGMAP_LIMIT} bytes',
+            details={"name": name, "kind": "configmaps"},
+        )
 
 
 def _namespace_of(path: str) -> str:
@@ -561,8 +607,12 @@ class FakeApiServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"fake-kube-api-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-kube-api-{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -645,7 +695,12 @@ class FakeApiServer:
             for obj in objects:
                 if "items" in obj and str(obj.get("kind", "List")).endswith("List"):
                     item_kind = str(obj.get("kind", "")).removesuffix("List")
-                    self.add(*({"kind": item_kind, **item} if item_kind and "kind" not in item else item for item in obj["items"]))
+                    self.add(
+                        *(
+                            {"kind": item_kind, **item} if item_kind and "kind" not in item else item
+                            for item in obj["items"]
+                        )
+                    )
                     continue
                 rt = resource_type(str(obj.get("kind", "")), obj.get("apiVersion"))
                 stored = copy.deepcopy(obj)
@@ -678,8 +733,11 @@ class FakeApiServer:
     def objects(self, kind: str, namespace: str | None = None) -> list[JSON]:
         rt = resource_type(kind)
         with self.lock:
-            return [copy.deepcopy(obj) for (ns, _), obj in sorted(self._store[rt.key].items())
-                    if namespace is None or ns == namespace]
+            return [
+                copy.deepcopy(obj)
+                for (ns, _), obj in sorted(self._store[rt.key].items())
+                if namespace is None or ns == namespace
+            ]
 
     def events(self, namespace: str | None = None) -> list[JSON]:
         """Events posted through either events API (core v1 first)."""
@@ -872,7 +930,8 @@ class FakeApiServer:
                         metadata={"continue": fresh},
                     )
         selected = [
-            (key, obj) for key, obj in sorted(self._store[rt.key].items())
+            (key, obj)
+            for key, obj in sorted(self._store[rt.key].items())
             if (namespace is None or key[0] == namespace)
             and (start is None or key > start)
             and labels_ok((obj.get("metadata") or {}).get("labels") or {})
@@ -891,7 +950,9 @@ class FakeApiServer:
             item.pop("kind", None)  # the real server omits kind/apiVersion on list items
             item.pop("apiVersion", None)
             items.append(item)
-        return Reply(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": metadata, "items": items})
+        return Reply(
+            200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": metadata, "items": items}
+        )
 
     def _body_object(self, request: RecordedRequest) -> Any:
         try:
@@ -901,8 +962,11 @@ class FakeApiServer:
 
     def _create(self, rt: ResourceType, namespace: str | None, request: RecordedRequest) -> Reply:
         if request.content_type not in ("application/json", ""):
-            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: application/json; "
-                                f"got {request.content_type}")
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types include: application/json; "
+                f"got {request.content_type}",
+            )
         body = self._body_object(request)
         if not isinstance(body, dict):
             raise ApiError(400, "the request body must be a JSON object")
@@ -911,18 +975,27 @@ class FakeApiServer:
         meta = body.setdefault("metadata", {})
         if namespace is not None:
             if meta.get("namespace") not in (None, "", namespace):
-                raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+                raise ApiError(
+                    400, "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = namespace
         if not meta.get("name"):
             if not meta.get("generateName"):
-                raise ApiError(422, f"{rt.kind} is invalid: metadata.name: Required value: name or generateName is required",
-                               details={"kind": rt.plural})
+                raise ApiError(
+                    422,
+                    f"{rt.kind} is invalid: metadata.name: Required value: name or generateName is required",
+                    details={"kind": rt.plural},
+                )
             meta["name"] = f"{meta['generateName']}{next(self._uid):05d}"
         key = (meta.get("namespace", ""), meta["name"])
         if key in self._store[rt.key]:
             what = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
-            raise ApiError(409, f'{what} "{meta["name"]}" already exists', reason="AlreadyExists",
-                           details={"name": meta["name"], "kind": rt.plural})
+            raise ApiError(
+                409,
+                f'{what} "{meta["name"]}" already exists',
+                reason="AlreadyExists",
+                details={"name": meta["name"], "kind": rt.plural},
+            )
         body["kind"], body["apiVersion"] = rt.kind, rt.api_version
         _check_size(rt, body)
         meta["uid"] = f"fake-uid-{next(self._uid)}"
@@ -943,16 +1016,25 @@ class FakeApiServer:
                 if not isinstance(patch, dict):
                     raise ApiError(400, "a merge patch must be a JSON object")
                 patched = merge_patch(current, patch, strategic=content_type.startswith("application/strategic"))
-                precondition = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch.get("metadata"), dict) else None
+                precondition = (
+                    (patch.get("metadata") or {}).get("resourceVersion")
+                    if isinstance(patch.get("metadata"), dict)
+                    else None
+                )
             elif content_type == "application/json-patch+json":
                 patched = json_patch(current, patch)
-                precondition = (patched.get("metadata") or {}).get("resourceVersion") if isinstance(patched, dict) else None
+                precondition = (
+                    (patched.get("metadata") or {}).get("resourceVersion") if isinstance(patched, dict) else None
+                )
                 if precondition == current["metadata"]["resourceVersion"]:
                     precondition = None
             else:
-                raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: "
-                                    f"application/json-patch+json, application/merge-patch+json, "
-                                    f"application/strategic-merge-patch+json; got {content_type or 'none'}")
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"application/json-patch+json, application/merge-patch+json, "
+                    f"application/strategic-merge-patch+json; got {content_type or 'none'}",
+                )
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
         except PatchError as exc:
@@ -1003,11 +1085,19 @@ class FakeApiServer:
         options = self._body_object(request) or {}
         preconditions = options.get("preconditions") or {} if isinstance(options, dict) else {}
         if preconditions.get("uid") and preconditions["uid"] != current["metadata"].get("uid"):
-            raise ApiError(409, f"Precondition failed: UID in precondition: {preconditions['uid']}, "
-                                f"UID in object meta: {current['metadata'].get('uid')}")
-        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                f"Precondition failed: UID in precondition: {preconditions['uid']}, "
+                f"UID in object meta: {current['metadata'].get('uid')}",
+            )
+        if (
+            preconditions.get("resourceVersion")
+            and preconditions["resourceVersion"] != current["metadata"]["resourceVersion"]
+        ):
             raise _conflict(rt, name)
-        dry_run = request.param("dryRun") == "All" or "All" in ((options.get("dryRun") or []) if isinstance(options, dict) else [])
+        dry_run = request.param("dryRun") == "All" or "All" in (
+            (options.get("dryRun") or []) if isinstance(options, dict) else []
+        )
         if not dry_run:
             del self._store[rt.key][(ns, name)]
             self._next_rv()
@@ -1032,18 +1122,30 @@ class FakeApiServer:
         dry_run = request.param("dryRun") == "All" or "All" in (options.get("dryRun") or [])
         preconditions = options.get("preconditions") or {}
         if preconditions.get("uid") and preconditions["uid"] != pod["metadata"].get("uid"):
-            raise ApiError(409, f"Precondition failed: UID in precondition: {preconditions['uid']}, "
-                                f"UID in object meta: {pod['metadata'].get('uid')}")
-        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != pod["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                f"Precondition failed: UID in precondition: {preconditions['uid']}, "
+                f"UID in object meta: {pod['metadata'].get('uid')}",
+            )
+        if (
+            preconditions.get("resourceVersion")
+            and preconditions["resourceVersion"] != pod["metadata"]["resourceVersion"]
+        ):
             raise _conflict(resource_type("pods"), name)
         phase = (pod.get("status") or {}).get("phase")
         ignore_pdb = phase in ("Succeeded", "Failed", "Pending") or bool(pod["metadata"].get("deletionTimestamp"))
         if not ignore_pdb:
             labels = pod["metadata"].get("labels") or {}
-            budgets = [pdb for (pdb_ns, _), pdb in sorted(self._store["policy/poddisruptionbudgets"].items())
-                       if pdb_ns == ns and selector_matches((pdb.get("spec") or {}).get("selector"), labels)]
+            budgets = [
+                pdb
+                for (pdb_ns, _), pdb in sorted(self._store["policy/poddisruptionbudgets"].items())
+                if pdb_ns == ns and selector_matches((pdb.get("spec") or {}).get("selector"), labels)
+            ]
             if len(budgets) > 1:
-                raise ApiError(500, "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
+                raise ApiError(
+                    500,
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                )
             if budgets:
                 budget = budgets[0]
                 status = budget.setdefault("status", {})
@@ -1052,11 +1154,15 @@ class FakeApiServer:
                     raise ApiError(
                         429,
                         "Cannot evict pod as it would violate the pod's disruption budget.",
-                        details={"causes": [{
-                            "reason": "DisruptionBudget",
-                            "message": f"The disruption budget {budget_name} needs {status.get('desiredHealthy', 0)} healthy pods "
-                                       f"and has {status.get('currentHealthy', 0)} currently",
-                        }]},
+                        details={
+                            "causes": [
+                                {
+                                    "reason": "DisruptionBudget",
+                                    "message": f"The disruption budget {budget_name} needs {status.get('desiredHealthy', 0)} healthy pods "
+                                    f"and has {status.get('currentHealthy', 0)} currently",
+                                }
+                            ]
+                        },
                     )
                 if not dry_run:
                     status["disruptionsAllowed"] = int(status["disruptionsAllowed"]) - 1
@@ -1101,8 +1207,11 @@ class _Handler(BaseHTTPRequestHandler):
             if outcome.passthrough:
                 reply = self.fake.answer(request)
             else:
-                reply = Reply(outcome.status, outcome.body if outcome.body is not None else status_body(outcome.status),
-                              dict(outcome.headers))
+                reply = Reply(
+                    outcome.status,
+                    outcome.body if outcome.body is not None else status_body(outcome.status),
+                    dict(outcome.headers),
+                )
         else:
             reply = outcome
         self.fake._sent(request, reply)
@@ -1120,4 +1229,3 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
-

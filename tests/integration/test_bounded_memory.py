@@ -30,11 +30,17 @@ class NoWholeLists(FakeCluster):
     """A fake cluster whose whole-cluster lists fail: every node or every pod must be scanned, not held."""
 
     def list_nodes(self) -> list[Obj]:
-        raise AssertionError("list_nodes(): every node of the cluster held at once; scan_nodes keeps only what is needed")
+        raise AssertionError(
+            "list_nodes(): every node of the cluster held at once; scan_nodes keeps only what is needed"
+        )
 
-    def list_pods(self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+    def list_pods(
+        self, *, node_name: str | None = None, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
         if node_name is None and namespace is None and not label_selector:
-            raise AssertionError("list_pods(): every pod of the cluster held at once; scan_pods keeps only what is needed")
+            raise AssertionError(
+                "list_pods(): every pod of the cluster held at once; scan_pods keeps only what is needed"
+            )
         return super().list_pods(node_name=node_name, namespace=namespace, label_selector=label_selector)
 
 
@@ -56,7 +62,11 @@ def test_without_steering_whole_free_gpus_are_counted_from_scans_before_and_afte
     assert gpu_nodes_of(c, "serve") == ["gpu-4", "gpu-4"]  # as test_steering's unsteered run: measured, not assumed
     assert report.status == "partial"
     assert report.reason == "cluster gained 0 whole-free GPU(s) (plan: 8); 0/0 pending pod(s) placed as planned"
-    assert report.outcome is not None and report.outcome.taken_nodes == ["gpu-4"] and report.outcome.freed_nodes == ["gpu-3"]
+    assert (
+        report.outcome is not None
+        and report.outcome.taken_nodes == ["gpu-4"]
+        and report.outcome.freed_nodes == ["gpu-3"]
+    )
     assert whole_lists(c) == {"nodes": 2, "pods": 2}  # the run's start and its outcome
     assert_clean(c)
 
@@ -84,13 +94,20 @@ def test_holds_are_chosen_from_scans() -> None:
 
 
 def test_a_run_without_steering_keeps_only_the_plans_nodes_and_their_pods_as_read() -> None:
-    objects: list[dict[str, Any]] = [*spare_node_beside_a_freeable_one(), node("cpu-1", gpus=0),
-                                     *(pod(f"web-{i}", on="cpu-1", owner="ReplicaSet/web") for i in range(5))]
+    objects: list[dict[str, Any]] = [
+        *spare_node_beside_a_freeable_one(),
+        node("cpu-1", gpus=0),
+        *(pod(f"web-{i}", on="cpu-1", owner="ReplicaSet/web") for i in range(5)),
+    ]
     c, plan = NoWholeLists(objects), make_plan(objects)
     executor = Executor(c, UNSTEERED, c.clock)
     scoped = executor._scoped(executor._run(plan, RunState(plan_id=plan.metadata.id)))
-    assert sorted(scoped.first_reads) == measured_nodes(plan) == ["gpu-3"]  # the node it frees (gpu-1 runs GPU pods before)
+    assert (
+        sorted(scoped.first_reads) == measured_nodes(plan) == ["gpu-3"]
+    )  # the node it frees (gpu-1 runs GPU pods before)
     for name, (read, pods) in scoped.first_reads.items():
         assert read["metadata"]["name"] == name
-        assert sorted(p["metadata"]["name"] for p in pods) == sorted(p["metadata"]["name"] for p in c.list_pods(node_name=name))
+        assert sorted(p["metadata"]["name"] for p in pods) == sorted(
+            p["metadata"]["name"] for p in c.list_pods(node_name=name)
+        )
     assert scoped.state.free_before == {"gpu-4": 8}

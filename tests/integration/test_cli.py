@@ -38,8 +38,11 @@ def test_the_examples_default_plan_places_its_pending_pod_with_few_moves_and_sho
     assert plan.objective == "balanced" and len(plan.moves) == 10 and plan.freed_gpus == 16
     assert plan.freed_nodes == ["a100-gpu-02", "a100-mig1g-02"]
     assert [(p.freed_nodes, p.freed_gpus, p.moves, p.cost, p.status, p.chosen) for p in plan.frontier] == [
-        (0, 0, 1, 1, "OPTIMAL", False), (1, 8, 3, 3, "OPTIMAL", False), (2, 16, 10, 6.92, "OPTIMAL", True),
-        (3, 24, 22, 13.64, "OPTIMAL", False)]
+        (0, 0, 1, 1, "OPTIMAL", False),
+        (1, 8, 3, 3, "OPTIMAL", False),
+        (2, 16, 10, 6.92, "OPTIMAL", True),
+        (3, 24, 22, 13.64, "OPTIMAL", False),
+    ]
     assert sorted({m.cost for m in plan.moves}) == [0.56, 1.0]
     text = compactor("plan", "--example", "--time-limit", "5").stdout
     assert "Trade-off curve (objective balanced" in text
@@ -52,7 +55,9 @@ def test_the_examples_default_plan_places_its_pending_pod_with_few_moves_and_sho
 
 def test_each_objective_and_max_moves_pick_their_point_of_the_curve() -> None:
     def moves(*args: str) -> tuple[int, int, int]:
-        plan = CompactionPlan.model_validate(json.loads(compactor("plan", "--example", "--output", "json", "--time-limit", "5", *args).stdout))
+        plan = CompactionPlan.model_validate(
+            json.loads(compactor("plan", "--example", "--output", "json", "--time-limit", "5", *args).stdout)
+        )
         assert check_plan(load_files([example_path()]), plan, PlannerSettings()) == []
         return len(plan.moves), plan.freed_gpus, len(plan.placed_pending)
 
@@ -122,7 +127,9 @@ def test_a_written_plan_applies_in_a_dry_run_without_touching_the_snapshot(tmp_p
     assert sorted(report["freedNodes"]) == sorted(plan["freedNodes"])
     evictions = [line for line in report["intendedChanges"] if line.startswith("evict ")]
     assert evictions == [f"evict pod/{m['pod']} (policy/v1 Eviction)" for m in plan["moves"]]
-    assert [c["object"] for c in report["intendedCalls"] if c["call"] == "evict"] == [f"pod/{m['pod']}" for m in plan["moves"]]
+    assert [c["object"] for c in report["intendedCalls"] if c["call"] == "evict"] == [
+        f"pod/{m['pod']}" for m in plan["moves"]
+    ]
     assert len(report["intendedCalls"]) == len(report["intendedChanges"])
     assert any("kube-scheduler" in line for line in report["notKnownUntilRealRun"])
     assert Path(example_path()).read_bytes() == before
@@ -134,7 +141,9 @@ def test_apply_refuses_to_change_a_snapshot_without_dry_run(tmp_path: Path) -> N
     assert_one_line_error(compactor("apply", "--plan", str(plan_file), "--example"), "--dry-run")
 
 
-def test_pods_tolerating_every_taint_stay_in_a_plan_made_without_a_cluster_unless_the_steering_policy_is_configured(tmp_path: Path) -> None:
+def test_pods_tolerating_every_taint_stay_in_a_plan_made_without_a_cluster_unless_the_steering_policy_is_configured(
+    tmp_path: Path,
+) -> None:
     raw = json.loads(Path(example_path()).read_text(encoding="utf-8"))
     for item in raw["items"]:
         if item["kind"] == "Pod" and item["spec"].get("nodeName"):
@@ -143,12 +152,17 @@ def test_pods_tolerating_every_taint_stay_in_a_plan_made_without_a_cluster_unles
     snapshot.write_text(json.dumps(raw), encoding="utf-8")
     auto = json.loads(compactor("plan", "--snapshot", str(snapshot), "--output", "json", "--time-limit", "5").stdout)
     assert auto["moves"] == [] and auto["freedNodes"] == []
-    assert any("tolerates the compactor's fence taint" in reason for reason in auto["explanations"]["unmovablePods"]), auto["explanations"]
+    assert any("tolerates the compactor's fence taint" in reason for reason in auto["explanations"]["unmovablePods"]), (
+        auto["explanations"]
+    )
     assert "planned as for holds" in auto["steering"]["why"]
     config = tmp_path / "policy.yaml"
     config.write_text("executor:\n  steering: policy\n", encoding="utf-8")
-    pinned = json.loads(compactor("plan", "--snapshot", str(snapshot), "--config", str(config), "--output", "json",
-                                  "--time-limit", "5").stdout)
+    pinned = json.loads(
+        compactor(
+            "plan", "--snapshot", str(snapshot), "--config", str(config), "--output", "json", "--time-limit", "5"
+        ).stdout
+    )
     assert pinned["moves"] and pinned["freedNodes"], "with the steering policy, tolerating pods move like any other"
 
 

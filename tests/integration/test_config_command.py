@@ -22,20 +22,34 @@ def test_a_bad_key_exits_2_naming_the_key_in_a_plain_file_and_inside_a_configmap
     plain = tmp_path / "settings.yaml"
     plain.write_text("planner:\n  max_movez: 3\n", encoding="utf-8")
     assert one_line_error(compactor("config", "validate", str(plain))) == (
-        f"compactor: error: {plain}: planner.max_movez: Extra inputs are not permitted")
+        f"compactor: error: {plain}: planner.max_movez: Extra inputs are not permitted"
+    )
     config_map = tmp_path / "cm.yaml"
-    config_map.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gpu-compactor-config}\ndata:\n"
-                          "  compactor.yaml: |\n    mode: applied\n", encoding="utf-8")
+    config_map.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gpu-compactor-config}\ndata:\n"
+        "  compactor.yaml: |\n    mode: applied\n",
+        encoding="utf-8",
+    )
     line = one_line_error(compactor("config", "validate", str(config_map)))
-    assert line.startswith(f"compactor: error: {config_map}: ConfigMap data.compactor.yaml: mode: Input should be "), line
+    assert line.startswith(f"compactor: error: {config_map}: ConfigMap data.compactor.yaml: mode: Input should be "), (
+        line
+    )
     config_map.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\ndata: {}\n", encoding="utf-8")
     assert one_line_error(compactor("config", "validate", str(config_map))) == (
-        f"compactor: error: {config_map}: ConfigMap other: data.compactor.yaml: missing (the key gpu-compactor mounts)")
+        f"compactor: error: {config_map}: ConfigMap other: data.compactor.yaml: missing (the key gpu-compactor mounts)"
+    )
 
 
 def test_show_prints_the_settings_after_the_file_and_the_environment() -> None:
-    result = compactor("config", "show", "--config", str(ROOT / "manifests" / "base" / "config.yaml"), "-o", "json",
-                       env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "7"})
+    result = compactor(
+        "config",
+        "show",
+        "--config",
+        str(ROOT / "manifests" / "base" / "config.yaml"),
+        "-o",
+        "json",
+        env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "7"},
+    )
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     assert (shown["mode"], shown["planner"]["max_moves"], shown["planner"]["time_limit_seconds"]) == ("plan", 20, 7.0)
@@ -43,12 +57,24 @@ def test_show_prints_the_settings_after_the_file_and_the_environment() -> None:
 
 
 def test_plan_previews_with_the_deployed_configmap_and_says_what_one_cycle_would_run() -> None:
-    deployed = compactor("plan", "--example", "--config", str(ROOT / "manifests" / "base" / "config.yaml"),
-                         env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"})
+    deployed = compactor(
+        "plan",
+        "--example",
+        "--config",
+        str(ROOT / "manifests" / "base" / "config.yaml"),
+        env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"},
+    )
     assert deployed.returncode == 0, deployed.stderr
-    assert deployed.stdout.endswith("With these settings a run would dry-run this plan, changing nothing (mode: plan).\n")
-    capped = compactor("plan", "--example", env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5",
-                                                 "COMPACTOR_EXECUTOR__MAX_EVICTIONS_PER_CYCLE": "2"})
+    assert deployed.stdout.endswith(
+        "With these settings a run would dry-run this plan, changing nothing (mode: plan).\n"
+    )
+    capped = compactor(
+        "plan",
+        "--example",
+        env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5", "COMPACTOR_EXECUTOR__MAX_EVICTIONS_PER_CYCLE": "2"},
+    )
     # the node drained for the pending pod first (1 move); a100-gpu-02's 2 moves would pass the cap
-    assert ("one cycle would run 1 of 10 moves (executor.max_evictions_per_cycle 2, whole nodes only), placing 1 pending pod(s) "
-            "and freeing no node; later cycles re-plan and go on.") in capped.stdout
+    assert (
+        "one cycle would run 1 of 10 moves (executor.max_evictions_per_cycle 2, whole nodes only), placing 1 pending pod(s) "
+        "and freeing no node; later cycles re-plan and go on."
+    ) in capped.stdout

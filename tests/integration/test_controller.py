@@ -57,7 +57,11 @@ def test_a_cycle_frees_a_node_and_exports_the_outcome() -> None:
     assert sample(exporter, "gpu_compactor_runs_total", status="succeeded") == 1
     assert sample(exporter, "gpu_compactor_runs_total", status="failed") == 0
     assert sample(exporter, "gpu_compactor_evictions_total") == 3
-    assert sample(exporter, "gpu_compactor_last_run_freed_gpus") == sample(exporter, "gpu_compactor_last_run_planned_freed_gpus") == 8
+    assert (
+        sample(exporter, "gpu_compactor_last_run_freed_gpus")
+        == sample(exporter, "gpu_compactor_last_run_planned_freed_gpus")
+        == 8
+    )
     # the figures are those after the run: gpu-3 is whole free now, and nothing is left cordoned
     assert sample(exporter, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
     assert sample(exporter, "gpu_compactor_cordoned_nodes") == 0
@@ -126,7 +130,11 @@ def test_an_interrupted_cycle_leaves_its_state_and_the_next_cycle_recovers_it() 
     assert c.state, "the run's state must stay for recovery"
     # the nodes held while the replacement bound are released on the way out (a hold lasts a moment, never until the next run)
     assert not any(c.nodes[n]["metadata"].get("annotations", {}).get(HELD_FOR) for n in c.nodes)
-    assert any(call.args["patch"]["metadata"]["annotations"].get(HELD_FOR) == sent[0] for call in c.history if call.method == "patch_node")
+    assert any(
+        call.args["patch"]["metadata"]["annotations"].get(HELD_FOR) == sent[0]
+        for call in c.history
+        if call.method == "patch_node"
+    )
     assert c.cordoned_nodes() == ["gpu-3"]
     assert len(c.evicted) == 1  # the step in progress finished, nothing after it
 
@@ -145,8 +153,9 @@ def test_a_stop_between_moves_is_honoured_before_the_next_eviction_even_without_
     objects = one_freed_node()
     c = FakeCluster(objects)
     stop = threading.Event()
-    executor = Executor(c, SETTINGS_ALL.executor, StoppableClock(c.clock, stop),
-                        progress=lambda p: stop.set() if p.done == 1 else None)
+    executor = Executor(
+        c, SETTINGS_ALL.executor, StoppableClock(c.clock, stop), progress=lambda p: stop.set() if p.done == 1 else None
+    )
     with pytest.raises(Interrupted):
         executor.execute(make_plan(objects))
     assert len(c.evicted) == 1
@@ -206,8 +215,15 @@ def test_only_the_leader_executes(fake_api: FakeApiServer) -> None:
     assert other.try_acquire_or_renew(datetime.now(UTC))  # a fresh lease held by another replica
     c = FakeCluster(one_freed_node())
     ours = LeaderElector(fake_api.api_client(), NS, "pod-ours")
-    controller = Controller(load_snapshot=loader(c), client=c, settings=SETTINGS_ALL, exporter=Exporter(CollectorRegistry()),
-                            options=ControllerOptions(interval=3600, listen="127.0.0.1:0"), elector=ours, clock=c.clock)
+    controller = Controller(
+        load_snapshot=loader(c),
+        client=c,
+        settings=SETTINGS_ALL,
+        exporter=Exporter(CollectorRegistry()),
+        options=ControllerOptions(interval=3600, listen="127.0.0.1:0"),
+        elector=ours,
+        clock=c.clock,
+    )
     try:
         report = controller.tick()
         assert report is not None and report.run is None and report.figures is not None  # figures, no run
@@ -246,22 +262,41 @@ def test_controller_help_parses(capsys: pytest.CaptureFixture[str]) -> None:
         main(["controller", "--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--interval", "--listen", "--dry-run", "--no-leader-election", "--report-only", "--in-cluster", "--config"):
+    for flag in (
+        "--interval",
+        "--listen",
+        "--dry-run",
+        "--no-leader-election",
+        "--report-only",
+        "--in-cluster",
+        "--config",
+    ):
         assert flag in out
 
 
 def test_controller_arguments_and_defaults() -> None:
     args = build_parser().parse_args(["controller", "--in-cluster", "--config", "x.yaml", "--log-format", "json"])
-    assert (args.command, args.in_cluster, args.config, args.interval, args.listen) == ("controller", True, "x.yaml", 600.0, ":8080")
+    assert (args.command, args.in_cluster, args.config, args.interval, args.listen) == (
+        "controller",
+        True,
+        "x.yaml",
+        600.0,
+        ":8080",
+    )
     assert (args.dry_run, args.no_leader_election, args.report_only) == (False, False, False)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["controller", "--interval", "0"], "--interval must be > 0"),
-    (["controller", "--listen", "8080"], "expected [HOST]:PORT"),
-    (["controller", "--listen", ":http"], "is not a number"),
-])
-def test_bad_controller_options_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["controller", "--interval", "0"], "--interval must be > 0"),
+        (["controller", "--listen", "8080"], "expected [HOST]:PORT"),
+        (["controller", "--listen", ":http"], "is not a number"),
+    ],
+)
+def test_bad_controller_options_are_one_line_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
@@ -286,16 +321,31 @@ def test_the_configured_mode_only_ever_makes_the_controller_safer() -> None:
         options = controller_options(args, Settings(mode=mode))
         return options.dry_run, options.report_only
 
-    assert [safety(plain, mode) for mode in ("apply", "plan", "report")] == [(False, False), (True, False), (False, True)]
+    assert [safety(plain, mode) for mode in ("apply", "plan", "report")] == [
+        (False, False),
+        (True, False),
+        (False, True),
+    ]
     assert safety(dry, "apply") == (True, False)  # a flag is never undone by the mode
 
 
 def test_outside_every_disruption_window_a_cycle_measures_and_changes_nothing() -> None:
     c = FakeCluster(one_freed_node())
-    closed = SETTINGS_ALL.model_copy(update={"disruption": DisruptionSettings(windows=[
-        WindowSettings(schedule="0 12 15 6 *", duration_minutes=1, timezone="UTC")])})  # one minute a year (15 June)
-    controller = Controller(load_snapshot=loader(c), client=c, settings=closed, exporter=Exporter(CollectorRegistry()),
-                            options=ControllerOptions(interval=3600, listen="127.0.0.1:0"), clock=c.clock)
+    closed = SETTINGS_ALL.model_copy(
+        update={
+            "disruption": DisruptionSettings(
+                windows=[WindowSettings(schedule="0 12 15 6 *", duration_minutes=1, timezone="UTC")]
+            )
+        }
+    )  # one minute a year (15 June)
+    controller = Controller(
+        load_snapshot=loader(c),
+        client=c,
+        settings=closed,
+        exporter=Exporter(CollectorRegistry()),
+        options=ControllerOptions(interval=3600, listen="127.0.0.1:0"),
+        clock=c.clock,
+    )
     try:
         report = controller.tick()
         assert report is not None and report.run is None and report.figures is not None
@@ -307,7 +357,9 @@ def test_outside_every_disruption_window_a_cycle_measures_and_changes_nothing() 
 def test_while_the_circuit_breaker_holds_a_cycle_measures_exports_the_pause_and_changes_nothing() -> None:
     c = FakeCluster(one_freed_node())
     until = c.clock.now() + timedelta(minutes=30)
-    c.state[HISTORY_CONFIGMAP] = {HISTORY_KEY: History(paused_until=until, pause_reason="5 of the last 10 moves failed").to_json()}
+    c.state[HISTORY_CONFIGMAP] = {
+        HISTORY_KEY: History(paused_until=until, pause_reason="5 of the last 10 moves failed").to_json()
+    }
     controller = make_controller(c)
     try:
         report = controller.tick()

@@ -51,8 +51,15 @@ def small_server() -> Iterator[HttpServer]:
 
 def _serve(max_connections: int) -> Iterator[HttpServer]:
     exporter = Exporter(CollectorRegistry())
-    http = HttpServer("127.0.0.1", 0, exporter, health=lambda: None, readiness=lambda: None, timeout=TIMEOUT,
-                      max_connections=max_connections)
+    http = HttpServer(
+        "127.0.0.1",
+        0,
+        exporter,
+        health=lambda: None,
+        readiness=lambda: None,
+        timeout=TIMEOUT,
+        max_connections=max_connections,
+    )
     http.start()
     try:
         yield http
@@ -118,7 +125,8 @@ def test_a_request_past_the_size_limit_is_dropped_without_an_answer(server: Http
 
 
 def test_beyond_the_cap_a_connection_gets_503_at_once_without_a_thread_and_scrapes_return_after_the_idle_ones_go(
-        small_server: HttpServer) -> None:
+    small_server: HttpServer,
+) -> None:
     before = handler_threads()
     idle = [connect(small_server.port) for _ in range(40)]
     try:
@@ -194,7 +202,9 @@ def test_healthz_fails_when_no_cycle_starts_within_stale_after_and_passes_again_
         controller.stop()
 
 
-def test_a_failed_cycle_counts_an_error_keeps_the_last_completed_time_and_still_counts_as_progress(cluster: FakeCluster) -> None:
+def test_a_failed_cycle_counts_an_error_keeps_the_last_completed_time_and_still_counts_as_progress(
+    cluster: FakeCluster,
+) -> None:
     controller = make_controller(cluster, report_only=True)
     controller.start()
     try:
@@ -205,7 +215,9 @@ def test_a_failed_cycle_counts_an_error_keeps_the_last_completed_time_and_still_
         cluster.fail_next("list_nodes", 503)
         assert controller.tick() is None
         assert sample(controller.exporter, "gpu_compactor_cycle_errors_total") == 1
-        assert sample(controller.exporter, "gpu_compactor_last_cycle_timestamp_seconds") == completed  # the alert's clock runs on
+        assert (
+            sample(controller.exporter, "gpu_compactor_last_cycle_timestamp_seconds") == completed
+        )  # the alert's clock runs on
         cluster.advance(2)  # past stale_after since the last success, not since the failed cycle
         assert http_get(controller.server.port, "/healthz") == (200, "ok\n")  # the loop is alive: the error alert tells
     finally:
@@ -221,9 +233,14 @@ def test_healthz_fails_when_a_cycle_runs_longer_than_the_limit(cluster: FakeClus
         assert release.wait(10), "the test never released the cycle"
         return load()
 
-    controller = Controller(load_snapshot=blocking_load, client=cluster, settings=SETTINGS_ALL, exporter=Exporter(CollectorRegistry()),
-                            options=ControllerOptions(interval=3600, listen="127.0.0.1:0", report_only=True, cycle_limit=600),
-                            clock=cluster.clock)
+    controller = Controller(
+        load_snapshot=blocking_load,
+        client=cluster,
+        settings=SETTINGS_ALL,
+        exporter=Exporter(CollectorRegistry()),
+        options=ControllerOptions(interval=3600, listen="127.0.0.1:0", report_only=True, cycle_limit=600),
+        clock=cluster.clock,
+    )
     controller.start()
     try:
         assert entered.wait(5)
@@ -253,9 +270,13 @@ def test_the_default_cycle_limit_allows_a_recovered_run_and_a_new_one() -> None:
 @pytest.mark.parametrize("stale_after", [3600, 10])
 def test_stale_after_must_exceed_the_interval(stale_after: float) -> None:
     with pytest.raises(CompactorError, match="--stale-after must be longer than --interval"):
-        Controller(load_snapshot=loader(FakeCluster(one_freed_node())), client=FakeCluster(one_freed_node()), settings=SETTINGS_ALL,
-                   exporter=Exporter(CollectorRegistry()),
-                   options=ControllerOptions(interval=3600, listen="127.0.0.1:0", stale_after=stale_after))
+        Controller(
+            load_snapshot=loader(FakeCluster(one_freed_node())),
+            client=FakeCluster(one_freed_node()),
+            settings=SETTINGS_ALL,
+            exporter=Exporter(CollectorRegistry()),
+            options=ControllerOptions(interval=3600, listen="127.0.0.1:0", stale_after=stale_after),
+        )
 
 
 # --------------------------------------------------------------------------- /healthz: the Lease
@@ -273,9 +294,15 @@ class HandClock:
 
 def lease_controller(fake_api: FakeApiServer, cluster: FakeCluster, clock: HandClock) -> Controller:
     elector = LeaderElector(fake_api.api_client(retries=False), NS, "pod-ours", monotonic=clock, request_timeout=2)
-    return Controller(load_snapshot=loader(cluster), client=cluster, settings=SETTINGS_ALL, exporter=Exporter(CollectorRegistry()),
-                      options=ControllerOptions(interval=3600, listen="127.0.0.1:0", report_only=True), elector=elector,
-                      clock=cluster.clock)
+    return Controller(
+        load_snapshot=loader(cluster),
+        client=cluster,
+        settings=SETTINGS_ALL,
+        exporter=Exporter(CollectorRegistry()),
+        options=ControllerOptions(interval=3600, listen="127.0.0.1:0", report_only=True),
+        elector=elector,
+        clock=cluster.clock,
+    )
 
 
 @pytest.fixture
@@ -303,8 +330,9 @@ def test_a_leader_that_renews_is_healthy(started: tuple[Controller, HandClock]) 
     assert http_get(controller.server.port, "/healthz") == (200, "ok\n")
 
 
-def test_a_leader_that_cannot_renew_fails_healthz_after_two_lease_durations(started: tuple[Controller, HandClock],
-                                                                           fake_api: FakeApiServer) -> None:
+def test_a_leader_that_cannot_renew_fails_healthz_after_two_lease_durations(
+    started: tuple[Controller, HandClock], fake_api: FakeApiServer
+) -> None:
     controller, clock = started
     lease_failing(fake_api)
     clock.now += 59
@@ -314,11 +342,15 @@ def test_a_leader_that_cannot_renew_fails_healthz_after_two_lease_durations(star
     controller._lead()
     status, body = http_get(controller.server.port, "/healthz")
     assert status == 503
-    assert body == "leader election: Lease gpu-compactor/gpu-compactor-leader neither renewed nor seen to change for 61 s (limit 60 s)\n"
+    assert (
+        body
+        == "leader election: Lease gpu-compactor/gpu-compactor-leader neither renewed nor seen to change for 61 s (limit 60 s)\n"
+    )
 
 
 def test_a_follower_that_sees_the_leader_renew_is_healthy_and_one_that_cannot_read_the_lease_is_not(
-        fake_api: FakeApiServer, cluster: FakeCluster) -> None:
+    fake_api: FakeApiServer, cluster: FakeCluster
+) -> None:
     LeaseStore(fake_api)
     leader = LeaderElector(fake_api.api_client(), NS, "pod-leader")
     assert leader.try_acquire_or_renew(datetime.now(UTC))
@@ -338,12 +370,16 @@ def test_a_follower_that_sees_the_leader_renew_is_healthy_and_one_that_cannot_re
         clock.now += 61
         controller._lead()
         status, body = http_get(controller.server.port, "/healthz")
-        assert status == 503 and body.startswith("leader election: Lease gpu-compactor/gpu-compactor-leader neither renewed")
+        assert status == 503 and body.startswith(
+            "leader election: Lease gpu-compactor/gpu-compactor-leader neither renewed"
+        )
     finally:
         controller.stop()
 
 
-def test_a_replica_that_never_reached_the_lease_fails_healthz_after_its_grace(fake_api: FakeApiServer, cluster: FakeCluster) -> None:
+def test_a_replica_that_never_reached_the_lease_fails_healthz_after_its_grace(
+    fake_api: FakeApiServer, cluster: FakeCluster
+) -> None:
     LeaseStore(fake_api)
     lease_failing(fake_api)
     clock = HandClock()

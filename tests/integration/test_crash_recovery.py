@@ -73,7 +73,9 @@ def refuse(pod_name: str) -> Callable[[FakeCluster], None]:
 SCENARIOS = {
     "two-freed": Scenario(two_freed_nodes),
     # two evictions in flight at once (of different owners): a crash can leave both unconfirmed
-    "two-freed-width-2": Scenario(two_freed_nodes, settings=SETTINGS.model_copy(update={"max_concurrent_evictions": 2})),
+    "two-freed-width-2": Scenario(
+        two_freed_nodes, settings=SETTINGS.model_copy(update={"max_concurrent_evictions": 2})
+    ),
     "one-freed": Scenario(one_freed_node),
     # aborts after one move (the 2nd eviction is refused) and rolls back: crashes land in the rollback too
     "refused-2nd": Scenario(two_freed_nodes, prepare=refuse("train-a"), outcome="failed"),
@@ -96,10 +98,17 @@ def world(name: str) -> World:
     w = World(FakeCluster(objects, scheduler=scenario.scheduler), make_plan(objects), scenario.settings)
     scenario.prepare(w.cluster)
     c = w.cluster
-    intercept_evictions(c, lambda ns, pod_name: w.at_eviction.append({
-        "pod": f"{ns}/{pod_name}", "uncordoned": [n for n in w.plan.freed_nodes if not c.is_fenced(n)],
-        "in_flight": in_flight(c), "owner": owner_of(c, ns, pod_name) if (ns, pod_name) in c.pods else "",
-    }))
+    intercept_evictions(
+        c,
+        lambda ns, pod_name: w.at_eviction.append(
+            {
+                "pod": f"{ns}/{pod_name}",
+                "uncordoned": [n for n in w.plan.freed_nodes if not c.is_fenced(n)],
+                "in_flight": in_flight(c),
+                "owner": owner_of(c, ns, pod_name) if (ns, pod_name) in c.pods else "",
+            }
+        ),
+    )
     return w
 
 
@@ -112,8 +121,12 @@ def baseline(name: str) -> list[str]:
 
 
 BASELINES = {name: baseline(name) for name in SCENARIOS}
-CASES = [pytest.param(name, k, when, id=f"{name}-{k}-{when}-{method}")
-         for name, methods in BASELINES.items() for k, method in enumerate(methods, 1) for when in ("before", "after")]
+CASES = [
+    pytest.param(name, k, when, id=f"{name}-{k}-{when}-{method}")
+    for name, methods in BASELINES.items()
+    for k, method in enumerate(methods, 1)
+    for when in ("before", "after")
+]
 
 
 @functools.cache
@@ -121,9 +134,15 @@ def first_rollback_write(name: str) -> int:
     """1-based index of the first write of the rollback in an undisturbed run of an aborting scenario."""
     w = world(name)
     run(w.cluster, w.plan, w.settings)
-    return next(i for i, call in enumerate(w.cluster.history, 1)
-                if (call.method == "write_state" and call.args["data"] and call.args["data"].get("phase") == "rollingBack")
-                or (call.method == "patch_node" and call.args["patch"]["metadata"]["annotations"].get(ann.CORDONED_BY, "") is None))
+    return next(
+        i
+        for i, call in enumerate(w.cluster.history, 1)
+        if (call.method == "write_state" and call.args["data"] and call.args["data"].get("phase") == "rollingBack")
+        or (
+            call.method == "patch_node"
+            and call.args["patch"]["metadata"]["annotations"].get(ann.CORDONED_BY, "") is None
+        )
+    )
 
 
 def crash_at(name: str, k: int, when: When) -> World:
@@ -143,7 +162,9 @@ def check_invariants(w: World) -> None:
     for eviction in w.at_eviction:
         assert eviction["uncordoned"] == [], f"evicted {eviction['pod']} while {eviction['uncordoned']} was schedulable"
         if width == 1:
-            assert eviction["in_flight"] == set(), f"evicted {eviction['pod']} while {eviction['in_flight']} was not whole"
+            assert eviction["in_flight"] == set(), (
+                f"evicted {eviction['pod']} while {eviction['in_flight']} was not whole"
+            )
         else:
             assert eviction["owner"] not in eviction["in_flight"] and len(eviction["in_flight"]) < width, eviction
     assert len(c.evicted) == len(set(c.evicted)), "a pod was evicted twice"
@@ -231,7 +252,11 @@ def test_without_resume_recovery_rolls_back() -> None:
     k = methods.index("evict") + 1
     w = crash_at("two-freed", k, "after")
     recovered = recover(w.cluster, SETTINGS, w.cluster.clock, resume=False)
-    assert recovered.resumed is not None and recovered.resumed.status == "failed" and recovered.resumed.reason == "resume disabled"
+    assert (
+        recovered.resumed is not None
+        and recovered.resumed.status == "failed"
+        and recovered.resumed.reason == "resume disabled"
+    )
     assert len(w.cluster.evicted) == 1
     check_invariants(w)
 
@@ -286,8 +311,13 @@ def test_a_crash_while_finishing_does_not_undo_a_completed_plan() -> None:
     assert recovered.resumed.freed_nodes == ["gpu-3"]  # gpu-2 has been given back (and used) already
     assert [e["reason"] for e in c.events].count("CompactorAbort") == 0
     # gpu-2 was released before the crash (its event died with the process): neither cordoned again nor patched again
-    assert [call.args["name"] for call in c.history[first_uncordon - 1:] if call.method == "patch_node"] == ["gpu-2", "gpu-3"]
-    assert [e["involved"].name for e in c.events if e["reason"] in ("CompactorUncordon", "CompactorCordon")][-1:] == ["gpu-3"]
+    assert [call.args["name"] for call in c.history[first_uncordon - 1 :] if call.method == "patch_node"] == [
+        "gpu-2",
+        "gpu-3",
+    ]
+    assert [e["involved"].name for e in c.events if e["reason"] in ("CompactorUncordon", "CompactorCordon")][-1:] == [
+        "gpu-3"
+    ]
     check_invariants(w)
 
 
@@ -297,9 +327,12 @@ def _after_drain_writes(mode: str) -> list[str]:
     return [call.method for call in w.cluster.history]
 
 
-AFTER_DRAIN_CASES = [pytest.param(mode, k, when, id=f"{mode}-{k}-{when}-{method}")
-                     for mode in ("keepCordoned", "taint") for k, method in enumerate(_after_drain_writes(mode), 1)
-                     for when in ("before", "after")]
+AFTER_DRAIN_CASES = [
+    pytest.param(mode, k, when, id=f"{mode}-{k}-{when}-{method}")
+    for mode in ("keepCordoned", "taint")
+    for k, method in enumerate(_after_drain_writes(mode), 1)
+    for when in ("before", "after")
+]
 
 
 @pytest.mark.parametrize(("mode", "k", "when"), AFTER_DRAIN_CASES)
@@ -325,4 +358,6 @@ def test_crashes_with_after_drain_modes_leave_only_deliberate_marks(mode: str, k
         else:
             assert not node_obj["spec"].get("taints"), node_name
     again = recover(c, settings, c.clock)  # a later restart keeps them, and changes nothing
-    assert not again.changed and sorted(again.kept) == sorted(n for n, o in c.nodes.items() if ann.is_ours(o, ann.IDENTITY))
+    assert not again.changed and sorted(again.kept) == sorted(
+        n for n, o in c.nodes.items() if ann.is_ours(o, ann.IDENTITY)
+    )

@@ -36,7 +36,9 @@ def _normal_message(message: str) -> str:
 def _normal_patch(patch: Obj) -> Obj:
     """The patch with times blanked (the reservation deadline, a hold's cordon time): real time passed waiting for pods."""
     patch = copy.deepcopy(patch)
-    (patch.get("metadata") or {}).pop("resourceVersion", None)  # the fake API's versions; a snapshot's nodes carry their own
+    (patch.get("metadata") or {}).pop(
+        "resourceVersion", None
+    )  # the fake API's versions; a snapshot's nodes carry their own
     annotations = (patch.get("metadata") or {}).get("annotations") or {}
     if annotations.get(ann.RESERVED_UNTIL):
         annotations[ann.RESERVED_UNTIL] = "<now+ttl>"
@@ -56,7 +58,15 @@ def real_steps(history: list[Call]) -> list[Step]:
             steps.append(("evict", f"{a['namespace']}/{a['name']}"))
         elif call.method == "create_event":
             ref = a["involved"]
-            steps.append(("event", f"{ref.kind}/{ref.namespace}/{ref.name}", a["reason"], _normal_message(a["message"]), a["type_"]))
+            steps.append(
+                (
+                    "event",
+                    f"{ref.kind}/{ref.namespace}/{ref.name}",
+                    a["reason"],
+                    _normal_message(a["message"]),
+                    a["type_"],
+                )
+            )
         elif call.method == "write_state":
             steps.append(("write_state", a["name"], a["data"] is None))
     return steps
@@ -72,14 +82,27 @@ def dry_steps(calls: list[RecordedCall]) -> list[Step]:
             steps.append(("evict", f"{a['namespace']}/{a['name']}"))
         elif call.method == "create_event":
             ref = a["involved"]
-            steps.append(("event", f"{ref.kind}/{ref.namespace}/{ref.name}", a["reason"], _normal_message(a["message"]), a["type"]))
+            steps.append(
+                (
+                    "event",
+                    f"{ref.kind}/{ref.namespace}/{ref.name}",
+                    a["reason"],
+                    _normal_message(a["message"]),
+                    a["type"],
+                )
+            )
         elif call.method == "write_state":
             steps.append(("write_state", a["name"], a["cleared"]))
     return steps
 
 
-def side_by_side(objects: list[Obj], plan: CompactionPlan, settings: ExecutorSettings = SETTINGS, *,
-                 real_world: Callable[[FakeCluster], None] = lambda _c: None) -> tuple[RunReport, FakeCluster, RunReport, RecordingClient]:
+def side_by_side(
+    objects: list[Obj],
+    plan: CompactionPlan,
+    settings: ExecutorSettings = SETTINGS,
+    *,
+    real_world: Callable[[FakeCluster], None] = lambda _c: None,
+) -> tuple[RunReport, FakeCluster, RunReport, RecordingClient]:
     fake = FakeCluster(objects)
     real_world(fake)
     real = Executor(fake, settings, fake.clock).execute(plan)
@@ -108,7 +131,12 @@ def test_real_and_dry_runs_make_the_same_calls(scenario: Callable[[], list[Obj]]
     settings = SETTINGS.model_copy(update={"after_drain": after_drain})
     real, fake, dry, recording = side_by_side(objects, plan, settings)
     assert real.status == dry.status == "succeeded"
-    assert (dry.moves_done, dry.freed_nodes, dry.dry_run, real.dry_run) == (real.moves_done, real.freed_nodes, True, False)
+    assert (dry.moves_done, dry.freed_nodes, dry.dry_run, real.dry_run) == (
+        real.moves_done,
+        real.freed_nodes,
+        True,
+        False,
+    )
     steps = real_steps(fake.history)
     assert dry_steps(recording.calls) == steps
     # and the sequence is the whole story: cordons, then one eviction per move, then the after-drain patches
@@ -118,7 +146,11 @@ def test_real_and_dry_runs_make_the_same_calls(scenario: Callable[[], list[Obj]]
     lifts = plan.freed_nodes if after_drain == "taint" else []  # the same run lifts each reservation at its TTL
     assert [name for name, _ in patches if name in plan.freed_nodes] == plan.freed_nodes * 2 + lifts
     holds = [name for name, patch in patches if patch["metadata"]["annotations"].get(ann.HELD_FOR)]
-    releases = [name for name, patch in patches if name not in plan.freed_nodes and not patch["metadata"]["annotations"].get(ann.HELD_FOR)]
+    releases = [
+        name
+        for name, patch in patches
+        if name not in plan.freed_nodes and not patch["metadata"]["annotations"].get(ann.HELD_FOR)
+    ]
     assert sorted(holds) == sorted(releases)  # every node held while a replacement bound was released again
     if scenario is one_freed_node:  # gpu-1 and gpu-2 can both take gpu-3's pods: the one not planned is held
         assert holds
@@ -128,13 +160,20 @@ def test_an_aborting_plan_makes_the_same_calls_in_both() -> None:
     """The serve PDB allows no disruption in both worlds: both wait the timeout out, abort and roll back alike."""
     objects = two_freed_nodes()
     plan = make_plan(objects)
-    real, fake, dry, recording = side_by_side(with_budget(objects, "serve", 0), plan,
-                                              real_world=lambda c: c.set_pdb_allowed("default", "serve", 0))
+    real, fake, dry, recording = side_by_side(
+        with_budget(objects, "serve", 0), plan, real_world=lambda c: c.set_pdb_allowed("default", "serve", 0)
+    )
     assert real.status == dry.status == "failed" and real.reason == dry.reason
     assert "PodDisruptionBudget default/serve allows no disruption" in real.reason
     steps = real_steps(fake.history)
     assert dry_steps(recording.calls) == steps
-    assert ("event", "Node//gpu-2", "CompactorAbort", f"plan {plan.metadata.id} aborted: {real.reason}", "Warning") in steps
+    assert (
+        "event",
+        "Node//gpu-2",
+        "CompactorAbort",
+        f"plan {plan.metadata.id} aborted: {real.reason}",
+        "Warning",
+    ) in steps
     assert [s for s in steps if s[0] == "evict"] == []
 
 
@@ -154,8 +193,9 @@ def test_the_dry_run_changes_nothing_it_was_given() -> None:
     given = copy.deepcopy(objects)
     plan_before = plan.model_dump()
     recording = RecordingClient(objects, plan)
-    report = Executor(recording, SETTINGS.model_copy(update={"after_drain": "keepCordoned"}), SimulatedClock(EPOCH),
-                      dry_run=True).execute(plan)
+    report = Executor(
+        recording, SETTINGS.model_copy(update={"after_drain": "keepCordoned"}), SimulatedClock(EPOCH), dry_run=True
+    ).execute(plan)
     assert report.status == "succeeded" and report.dry_run
     assert objects == given and plan.model_dump() == plan_before
     # ... while its own copy did change, so the comparison above is not vacuous
@@ -171,16 +211,25 @@ def test_intended_changes_say_every_write_the_state_included_one_line_each() -> 
     Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
     lines = recording.intended_changes()
     assert len(lines) == len(recording.calls) == len(recording.intended_calls())
-    assert [line for line in lines if line.startswith("evict ")] == [f"evict pod/{m.pod} (policy/v1 Eviction)" for m in plan.moves]
+    assert [line for line in lines if line.startswith("evict ")] == [
+        f"evict pod/{m.pod} (policy/v1 Eviction)" for m in plan.moves
+    ]
     state = f"configmap/gpu-compactor/{ann.STATE_CONFIGMAP}"
     assert lines[0] == f"create {state} (executor state, phase cordoning)"
     assert lines[-1] == f"delete {state} (executor state)"
-    assert sum(line.startswith(f"replace {state} ") for line in lines) == len([c for c in recording.calls if c.method == "write_state"]) - 2
+    assert (
+        sum(line.startswith(f"replace {state} ") for line in lines)
+        == len([c for c in recording.calls if c.method == "write_state"]) - 2
+    )
     fence = next(line for line in lines if line.startswith("taint node/gpu-3 compactor.io/fence-"))
-    assert fence.startswith(f"taint node/gpu-3 compactor.io/fence-gpu-compactor={plan.metadata.id}:NoSchedule + annotate node/gpu-3 "
-                            f"compactor.io/cordoned-by=gpu-compactor compactor.io/plan-id={plan.metadata.id} compactor.io/cordoned-at="), fence
-    assert lines[lines.index(fence) + 1] == (f"event Normal CompactorCordon node/gpu-3: fenced by gpu-compactor "
-                                             f"(taint compactor.io/fence-gpu-compactor:NoSchedule) for plan {plan.metadata.id}")
+    assert fence.startswith(
+        f"taint node/gpu-3 compactor.io/fence-gpu-compactor={plan.metadata.id}:NoSchedule + annotate node/gpu-3 "
+        f"compactor.io/cordoned-by=gpu-compactor compactor.io/plan-id={plan.metadata.id} compactor.io/cordoned-at="
+    ), fence
+    assert lines[lines.index(fence) + 1] == (
+        f"event Normal CompactorCordon node/gpu-3: fenced by gpu-compactor "
+        f"(taint compactor.io/fence-gpu-compactor:NoSchedule) for plan {plan.metadata.id}"
+    )
     for line in lines:
         assert "None" not in line and "{'" not in line and "//" not in line and "resourceVersion" not in line, line
 
@@ -205,6 +254,8 @@ def test_server_side_admission_refusing_makes_the_dry_run_fail_like_the_real_one
     recording = RecordingClient(objects, plan, admission=api)
     report = Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
     assert report.status == "failed" and "429" in report.reason and plan.moves[0].pod in report.reason
-    assert [(c.method, c.args["dry_run"]) for c in api.history] == [("evict", True)] * (1 + SETTINGS.eviction_retry_limit)
+    assert [(c.method, c.args["dry_run"]) for c in api.history] == [("evict", True)] * (
+        1 + SETTINGS.eviction_retry_limit
+    )
     assert api.evicted == [] and api.state == {} and api.cordoned_nodes() == []
     assert not is_fenced(recording.nodes["gpu-2"])  # rolled back in the dry world too

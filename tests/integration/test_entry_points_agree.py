@@ -43,8 +43,10 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     for key in [k for k in os.environ if k.startswith("COMPACTOR_")]:
         monkeypatch.delenv(key)
     path = tmp_path / "compactor.yaml"
-    path.write_text(yaml.safe_dump({"metrics": METRICS, "planner": {"deterministic": True, "seed": 3, "time_limit_seconds": 20}}),
-                    encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump({"metrics": METRICS, "planner": {"deterministic": True, "seed": 3, "time_limit_seconds": 20}}),
+        encoding="utf-8",
+    )
     return str(path)
 
 
@@ -85,10 +87,13 @@ def _plan_facts(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_plan_run_report_and_a_controller_cycle_measure_and_plan_the_same(
-        config: str, executed: list[CompactionPlan], capsys: pytest.CaptureFixture[str]) -> None:
+    config: str, executed: list[CompactionPlan], capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = load_settings(config)
     planned = _plan_facts(_json(capsys, ["plan", "--example", "--config", config, "--output", "json"]))
-    assert len(planned["shapes"]) == METRICS["max_shapes"]  # the settings were applied: one shape, not the default's several
+    assert (
+        len(planned["shapes"]) == METRICS["max_shapes"]
+    )  # the settings were applied: one shape, not the default's several
     assert planned["moves"], "the example needs moves, or agreeing plans would prove nothing"
 
     report = _json(capsys, ["report", "--example", "--config", config, "--output", "json"])
@@ -102,10 +107,19 @@ def test_plan_run_report_and_a_controller_cycle_measure_and_plan_the_same(
     assert run["freedNodes"] == planned["freedNodes"]
 
     invocation = Invocation(command="controller", settings=settings, source=SnapshotSource(example=True))
-    cycle = run_cycle(lambda: load_for_planning(invocation), RecordingClient(read_source(example_path())), settings,
-                      SimulatedClock(datetime.now(UTC)), Exporter(CollectorRegistry(auto_describe=False)), execute=True, dry_run=True)
+    cycle = run_cycle(
+        lambda: load_for_planning(invocation),
+        RecordingClient(read_source(example_path())),
+        settings,
+        SimulatedClock(datetime.now(UTC)),
+        Exporter(CollectorRegistry(auto_describe=False)),
+        execute=True,
+        dry_run=True,
+    )
     assert cycle.figures is not None and cycle.plan is not None and len(executed) == 2
-    assert json.loads(json.dumps(figures_to_dict(cycle.figures))) == report["figures"], "a controller cycle measures otherwise"
+    assert json.loads(json.dumps(figures_to_dict(cycle.figures))) == report["figures"], (
+        "a controller cycle measures otherwise"
+    )
     assert _plan_facts(json.loads(cycle.plan.to_json())) == planned, "a controller cycle planned otherwise than plan"
     assert executed[1] is cycle.plan
 
@@ -115,11 +129,20 @@ def test_a_dry_run_cycle_asks_the_api_server_as_the_command_line_does(config: st
     """``executor.server_dry_run`` makes every dry run of a live cluster ask about each eviction (dryRun=All): ``run --once
     --dry-run`` (tests/wire/test_server_dry_run.py) and the controller's dry-run cycles alike."""
     settings = load_settings(config)
-    settings = settings.model_copy(update={"executor": settings.executor.model_copy(update={"server_dry_run": server_dry_run})})
+    settings = settings.model_copy(
+        update={"executor": settings.executor.model_copy(update={"server_dry_run": server_dry_run})}
+    )
     cluster = RecordingClient(read_source(example_path()))  # the "live" cluster the cycle reads and would ask
     invocation = Invocation(command="controller", settings=settings, source=SnapshotSource(example=True))
-    cycle = run_cycle(lambda: load_for_planning(invocation), cluster, settings, SimulatedClock(datetime.now(UTC)),
-                      Exporter(CollectorRegistry(auto_describe=False)), execute=True, dry_run=True)
+    cycle = run_cycle(
+        lambda: load_for_planning(invocation),
+        cluster,
+        settings,
+        SimulatedClock(datetime.now(UTC)),
+        Exporter(CollectorRegistry(auto_describe=False)),
+        execute=True,
+        dry_run=True,
+    )
     assert cycle.run is not None and cycle.run.dry_run and cycle.plan is not None and cycle.plan.moves
     asked = [call for call in cluster.calls if call.method == "evict"]
     assert len(asked) == (len(cycle.plan.moves) if server_dry_run else 0)

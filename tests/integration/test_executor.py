@@ -64,7 +64,12 @@ from tests.scenarios.executor import (
 def test_the_scenarios_plan_what_the_tests_assume() -> None:
     plan = make_plan(two_freed_nodes())
     assert sorted(plan.freed_nodes) == ["gpu-2", "gpu-3"] and len(plan.moves) == 4
-    assert sorted(m.pod for m in plan.moves) == ["default/serve-a", "default/serve-b", "default/train-a", "default/train-b"]
+    assert sorted(m.pod for m in plan.moves) == [
+        "default/serve-a",
+        "default/serve-b",
+        "default/train-a",
+        "default/train-b",
+    ]
     plan = make_plan(one_freed_node())
     assert plan.freed_nodes == ["gpu-3"] and len(plan.moves) == 3
 
@@ -94,7 +99,11 @@ def test_every_freed_node_is_cordoned_and_marked_before_the_first_eviction() -> 
     for name in plan.freed_nodes:
         unschedulable, node_marks = seen[0][name]
         assert unschedulable is True
-        assert node_marks == {ann.CORDONED_BY: "gpu-compactor", ann.PLAN_ID: PLAN_ID, ann.CORDONED_AT: "2026-01-01T00:00:00Z"}
+        assert node_marks == {
+            ann.CORDONED_BY: "gpu-compactor",
+            ann.PLAN_ID: PLAN_ID,
+            ann.CORDONED_AT: "2026-01-01T00:00:00Z",
+        }
     first_evict = c.history.index(writes(c, "evict")[0])
     cordons = [i for i, call in enumerate(c.history) if call.method == "patch_node" and adds_fence(call.args["patch"])]
     assert [c.history[i].args["name"] for i in cordons] == plan.freed_nodes and max(cordons) < first_evict
@@ -104,7 +113,9 @@ def test_the_state_is_written_before_each_cordon() -> None:
     c, plan = setup()
     run(c, plan)
     for name in plan.freed_nodes:
-        cordon = next(i for i, call in enumerate(c.history) if call.method == "patch_node" and call.args["name"] == name)
+        cordon = next(
+            i for i, call in enumerate(c.history) if call.method == "patch_node" and call.args["name"] == name
+        )
         ahead = [call for call in c.history[:cordon] if call.method == "write_state"]
         assert ahead and name in ahead[-1].args["data"]["cordoned"] and ahead[-1].args["data"]["planId"] == PLAN_ID
 
@@ -182,8 +193,11 @@ def test_404_counts_as_evicted() -> None:
     assert_clean(c)
 
 
-@pytest.mark.parametrize("failure", [409, 500, 503, EvictionResult(EvictionOutcome.ERROR, 0, "timed out")],
-                         ids=["409", "500", "503", "timeout"])
+@pytest.mark.parametrize(
+    "failure",
+    [409, 500, 503, EvictionResult(EvictionOutcome.ERROR, 0, "timed out")],
+    ids=["409", "500", "503", "timeout"],
+)
 def test_transient_failures_are_retried(failure: Any) -> None:
     c, plan = setup()
     c.fail_next("evict", failure, times=SETTINGS.eviction_retry_limit)
@@ -193,7 +207,9 @@ def test_transient_failures_are_retried(failure: Any) -> None:
     assert_clean(c)
 
 
-@pytest.mark.parametrize("failure", [409, 500, EvictionResult(EvictionOutcome.ERROR, 0, "timed out")], ids=["409", "500", "timeout"])
+@pytest.mark.parametrize(
+    "failure", [409, 500, EvictionResult(EvictionOutcome.ERROR, 0, "timed out")], ids=["409", "500", "timeout"]
+)
 def test_transient_failures_are_retried_a_bounded_number_of_times(failure: Any) -> None:
     c, plan = setup()
     c.fail_next("evict", failure, times=SETTINGS.eviction_retry_limit + 1)
@@ -231,7 +247,9 @@ def test_concurrent_evictions_never_two_of_one_owner() -> None:
     c, plan = setup()
     seen: list[tuple[str, set[str]]] = []
     intercept_evictions(c, lambda ns, name: seen.append((owner_of(c, ns, name), in_flight(c))))
-    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2, "steering": "off"})  # holds steer one at a time
+    settings = SETTINGS.model_copy(
+        update={"max_concurrent_evictions": 2, "steering": "off"}
+    )  # holds steer one at a time
     assert run(c, plan, settings).status == "succeeded"
     assert len(seen) == 4
     assert all(owner not in busy for owner, busy in seen)  # never a second pod of an owner still being replaced
@@ -270,8 +288,14 @@ def test_a_cap_that_cuts_a_node_in_half_leaves_that_node_untouched_and_the_run_d
     report = run(c, plan, SETTINGS.model_copy(update={"max_evictions_per_cycle": 3}))
     assert c.evicted == [m.pod for m in plan.moves[:2]]  # gpu-2 whole; gpu-3's first move alone would free nothing
     assert report.status == "partial" and "max_evictions_per_cycle (3)" in report.reason
-    drain_cordons = [call for call in c.history if call.method == "patch_node" and call.args["name"] == "gpu-3"
-                     and adds_fence(call.args["patch"]) and not call.args["patch"]["metadata"]["annotations"].get(ann.HELD_FOR)]
+    drain_cordons = [
+        call
+        for call in c.history
+        if call.method == "patch_node"
+        and call.args["name"] == "gpu-3"
+        and adds_fence(call.args["patch"])
+        and not call.args["patch"]["metadata"]["annotations"].get(ann.HELD_FOR)
+    ]
     assert drain_cordons == []  # held for a moment while gpu-2's pods bound on gpu-1, never cordoned to be drained
     assert report.outcome is not None and (report.outcome.planned_freed_gpus, report.outcome.freed_gpus) == (8, 8)
     assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds  # no wait for a node this run never drained
@@ -281,8 +305,14 @@ def test_a_cap_that_cuts_a_node_in_half_leaves_that_node_untouched_and_the_run_d
 def test_a_plan_a_run_budget_cut_runs_its_whole_nodes_and_the_run_names_the_budget() -> None:
     objects = two_freed_nodes()
     c = FakeCluster(objects)
-    plan = build_plan(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=PLAN_ID,
-                      budgets=DisruptionSettings(max_draining_per_pool=1))
+    plan = build_plan(
+        cluster(*objects),
+        PLANNER,
+        source="test",
+        now=EPOCH,
+        plan_id=PLAN_ID,
+        budgets=DisruptionSettings(max_draining_per_pool=1),
+    )
     assert plan.freed_nodes == ["gpu-2"] and plan.held_back.startswith("disruption.max_draining_per_pool (1 of pool")
     report = run(c, plan)
     assert c.evicted == [m.pod for m in plan.moves] and len(c.evicted) == 2
@@ -455,12 +485,16 @@ def test_an_abort_without_freed_nodes_still_raises_an_event() -> None:
 def test_a_brownout_during_the_rollback_is_retried_until_every_fence_is_released(failure: int) -> None:
     c, plan = setup()
 
-    def refuse_and_break_the_next_patches() -> None:  # once fenced: the eviction is refused, the API fails the next 4 patches
+    def refuse_and_break_the_next_patches() -> (
+        None
+    ):  # once fenced: the eviction is refused, the API fails the next 4 patches
         c.fail_next("evict", 403)
         c.fail_next("patch_node", ClusterError("brownout", status=failure, retry_after=3.0), times=4)
 
     started = c.clock.monotonic()
-    report = run(c, plan, progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_next_patches))
+    report = run(
+        c, plan, progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_next_patches)
+    )
     assert report.status == "failed" and "refused (403)" in report.reason
     assert c.clock.monotonic() - started >= 4 * 3.0  # each retry waited at least as long as the API server asked
     assert_clean(c)  # nothing fenced, no state: the next cycle has nothing to clean up
@@ -474,7 +508,12 @@ def test_a_rollback_that_cannot_release_a_fence_by_its_deadline_keeps_the_state_
         c.fail_next("evict", 403)
         c.fail_next("patch_node", 503, times=1000)
 
-    report = run(c, plan, settings, progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_patches))
+    report = run(
+        c,
+        plan,
+        settings,
+        progress=on_progress(lambda p: p.current.startswith("evicting"), refuse_and_break_the_patches),
+    )
     assert report.status == "failed"
     assert c.cordoned_nodes() == ["gpu-2", "gpu-3"] and c.state, "the state stays while a fence it records is still on"
     c._failures.clear()  # the API server is back
@@ -533,7 +572,9 @@ def test_after_drain_taint_reserves_the_freed_nodes_and_the_same_run_lifts_them_
     assert c.clock.monotonic() >= reserved_at + 300
     assert c.nodes["gpu-2"]["spec"]["taints"] == [foreign] and not c.nodes["gpu-3"]["spec"].get("taints")
     assert [(involved(e), "300s are over" in e["message"]) for e in events(c, "CompactorReservationLifted")] == [
-        ("Node/gpu-2", True), ("Node/gpu-3", True)]
+        ("Node/gpu-2", True),
+        ("Node/gpu-3", True),
+    ]
     assert_clean(c)
 
 
@@ -541,8 +582,13 @@ def test_a_reservation_is_lifted_as_soon_as_a_pod_tolerating_it_is_bound_there()
     c, plan = setup()
     settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 600})
     real_patch = c.patch_node
-    trainer = pod("trainer", gpus=8, owner="ReplicaSet/trainer", labels={"app": "trainer"},
-                  tolerations=[{"key": "compactor.io/reserved", "operator": "Exists", "effect": "NoSchedule"}])
+    trainer = pod(
+        "trainer",
+        gpus=8,
+        owner="ReplicaSet/trainer",
+        labels={"app": "trainer"},
+        tolerations=[{"key": "compactor.io/reserved", "operator": "Exists", "effect": "NoSchedule"}],
+    )
     trainer["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "gpu-3"}
 
     def reserving(name: str, patch: Obj) -> Obj:
@@ -588,7 +634,9 @@ def test_a_resumed_run_does_not_fence_again_a_node_whose_fence_an_operator_lifte
     c, plan = setup()
     first = plan.moves[0]
 
-    def die(namespace: str, name: str) -> None:  # the process dies as its first eviction goes out: every fence is placed
+    def die(
+        namespace: str, name: str
+    ) -> None:  # the process dies as its first eviction goes out: every fence is placed
         raise Crash("evict", "before")
 
     intercept_evictions(c, die)
@@ -596,15 +644,21 @@ def test_a_resumed_run_does_not_fence_again_a_node_whose_fence_an_operator_lifte
         run(c, plan)
     assert sorted(n for n in c.nodes if c.is_fenced(n)) == ["gpu-2", "gpu-3"]
     lifted = first.from_node  # the operator needs that node open: kubectl taint node gpu-2 compactor.io/fence-...-
-    c.nodes[lifted]["spec"]["taints"] = [t for t in c.nodes[lifted]["spec"]["taints"] if not t["key"].startswith("compactor.io/fence-")]
+    c.nodes[lifted]["spec"]["taints"] = [
+        t for t in c.nodes[lifted]["spec"]["taints"] if not t["key"].startswith("compactor.io/fence-")
+    ]
     c.touch_node(lifted)
     c.evict = FakeCluster.evict.__get__(c)  # type: ignore[method-assign]  # the process is back
     recovered = recover(c, SETTINGS, c.clock)
     assert recovered.resumed is not None and recovered.resumed.status == "partial", recovered.resumed
     assert f"the fence on {lifted} was lifted by someone else" in recovered.resumed.reason
     assert not c.is_fenced(lifted), "fenced again after an operator lifted the fence"
-    assert not [call for call in c.history if call.method == "evict" and call.args["name"] in
-                {m.pod.split("/")[1] for m in plan.moves if m.from_node == lifted}], "a pod of the node left open was evicted"
+    assert not [
+        call
+        for call in c.history
+        if call.method == "evict"
+        and call.args["name"] in {m.pod.split("/")[1] for m in plan.moves if m.from_node == lifted}
+    ], "a pod of the node left open was evicted"
     assert c.cordoned_nodes() == [] and c.state == {}
 
 
@@ -615,9 +669,11 @@ def test_events_on_each_cordon_eviction_and_uncordon_name_the_plan() -> None:
     c, plan = setup()
     run(c, plan)
     assert [(e["reason"], involved(e)) for e in c.events] == [
-        ("CompactorCordon", "Node/gpu-2"), ("CompactorCordon", "Node/gpu-3"),
+        ("CompactorCordon", "Node/gpu-2"),
+        ("CompactorCordon", "Node/gpu-3"),
         *[("CompactorEvict", f"Pod/{m.pod}") for m in plan.moves],
-        ("CompactorUncordon", "Node/gpu-2"), ("CompactorUncordon", "Node/gpu-3"),
+        ("CompactorUncordon", "Node/gpu-2"),
+        ("CompactorUncordon", "Node/gpu-3"),
     ]
     assert all(PLAN_ID in e["message"] and e["type"] == "Normal" for e in c.events)
 
@@ -626,7 +682,11 @@ def test_events_on_abort_name_the_plan() -> None:
     c, plan = setup(scheduler="never")
     run(c, plan)
     reasons = [(e["reason"], involved(e)) for e in c.events]
-    assert reasons[-3:] == [("CompactorUncordon", "Node/gpu-2"), ("CompactorUncordon", "Node/gpu-3"), ("CompactorAbort", "Node/gpu-2")]
+    assert reasons[-3:] == [
+        ("CompactorUncordon", "Node/gpu-2"),
+        ("CompactorUncordon", "Node/gpu-3"),
+        ("CompactorAbort", "Node/gpu-2"),
+    ]
     assert all(PLAN_ID in e["message"] for e in c.events)
 
 
@@ -655,17 +715,25 @@ def test_nothing_to_do() -> None:
 
 def test_a_statefulset_pod_is_replaced_under_its_own_name() -> None:
     objects = [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
         pod("pinned", on="gpu-1", gpus=4, owner=None),
-        rs("db-0", "gpu-2", "db", kind="StatefulSet"), rs("db-1", "gpu-2", "db", kind="StatefulSet"),
+        rs("db-0", "gpu-2", "db", kind="StatefulSet"),
+        rs("db-1", "gpu-2", "db", kind="StatefulSet"),
         pdb("db", match={"app": "db"}, max_unavailable=1),
     ]
     c = FakeCluster(objects)
-    plan = hand_plan([("default/db-0", "gpu-2", "gpu-1", "StatefulSet/db"), ("default/db-1", "gpu-2", "gpu-1", "StatefulSet/db")],
-                     freed=["gpu-2"], c=c)
+    plan = hand_plan(
+        [("default/db-0", "gpu-2", "gpu-1", "StatefulSet/db"), ("default/db-1", "gpu-2", "gpu-1", "StatefulSet/db")],
+        freed=["gpu-2"],
+        c=c,
+    )
     report = run(c, plan)
     assert report.status == "succeeded", report.reason
-    assert c.pod("default", "db-0")["spec"]["nodeName"] == "gpu-1" and c.pod("default", "db-1")["spec"]["nodeName"] == "gpu-1"
+    assert (
+        c.pod("default", "db-0")["spec"]["nodeName"] == "gpu-1"
+        and c.pod("default", "db-1")["spec"]["nodeName"] == "gpu-1"
+    )
     assert c.evicted == ["default/db-0", "default/db-1"]
     assert_clean(c)
 
@@ -682,7 +750,9 @@ def test_a_new_gpu_pod_on_a_source_cordoned_by_someone_else_aborts_too() -> None
 
 def test_an_unexpected_error_rolls_back_instead_of_escaping() -> None:
     c, plan = setup()
-    progress = on_progress(lambda p: "replacement" in p.waiting, lambda: c.fail_next("list_pods", RuntimeError("connection reset by peer")))
+    progress = on_progress(
+        lambda p: "replacement" in p.waiting, lambda: c.fail_next("list_pods", RuntimeError("connection reset by peer"))
+    )
     report = run(c, plan, progress=progress)
     assert report.status == "failed" and "connection reset by peer" in report.reason and "RuntimeError" in report.reason
     assert len(events(c, "CompactorAbort")) == 1
@@ -692,22 +762,44 @@ def test_an_unexpected_error_rolls_back_instead_of_escaping() -> None:
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")  # what the API server accepts as a taint value
 
 
-@pytest.mark.parametrize(("pending", "value"), [
-    ("default/big-job", "default.big-job"),
-    ("research-team-gpu-workloads/" + "llm-finetune-" + "x" * 40 + "-7", "research-team-gpu-workloads.llm-finetune-" + "x" * 22),
-    ("team-a/" + "job-" + "y" * 53 + "-.-z", "team-a.job-" + "y" * 52),
-])
+@pytest.mark.parametrize(
+    ("pending", "value"),
+    [
+        ("default/big-job", "default.big-job"),
+        (
+            "research-team-gpu-workloads/" + "llm-finetune-" + "x" * 40 + "-7",
+            "research-team-gpu-workloads.llm-finetune-" + "x" * 22,
+        ),
+        ("team-a/" + "job-" + "y" * 53 + "-.-z", "team-a.job-" + "y" * 52),
+    ],
+)
 def test_the_reservation_taint_value_is_one_the_api_server_accepts(pending: str, value: str) -> None:
     c = FakeCluster(two_freed_nodes())
-    plan = hand_plan([("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"), ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train")],
-                     freed=["gpu-2"], pending=[(pending, "gpu-2")], c=c)
+    plan = hand_plan(
+        [
+            ("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"),
+            ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train"),
+        ],
+        freed=["gpu-2"],
+        pending=[(pending, "gpu-2")],
+        c=c,
+    )
     report = run(c, plan, SETTINGS.model_copy(update={"after_drain": "taint"}))
-    assert report.status == "partial" and f"pending pod {pending} is gone" in report.reason  # the cluster has no such pod
-    (reservation,) = [call.args["patch"] for call in c.history if call.method == "patch_node" and call.args["name"] == "gpu-2"
-                      and call.args["patch"]["metadata"]["annotations"].get(ann.AFTER_DRAIN) == "taint"]
+    assert (
+        report.status == "partial" and f"pending pod {pending} is gone" in report.reason
+    )  # the cluster has no such pod
+    (reservation,) = [
+        call.args["patch"]
+        for call in c.history
+        if call.method == "patch_node"
+        and call.args["name"] == "gpu-2"
+        and call.args["patch"]["metadata"]["annotations"].get(ann.AFTER_DRAIN) == "taint"
+    ]
     (taint,) = reservation["spec"]["taints"]
     assert len(taint["value"]) <= 63 and LABEL_VALUE.fullmatch(taint["value"]) and taint["value"] == value
-    assert reservation["metadata"]["annotations"][ann.RESERVED_FOR] == pending  # the full name is kept where length does not matter
+    assert (
+        reservation["metadata"]["annotations"][ann.RESERVED_FOR] == pending
+    )  # the full name is kept where length does not matter
     assert not c.nodes["gpu-2"]["spec"].get("taints"), "the same run lifts the reservation at its TTL"
 
 
@@ -727,7 +819,9 @@ def test_a_failing_final_state_delete_is_retried_and_never_turns_a_done_run_into
     write_state = c.write_state
     refused: list[int] = []
 
-    def delete_refused(name: str, data: dict[str, str] | None) -> None:  # the API server refuses the delete `outage` times
+    def delete_refused(
+        name: str, data: dict[str, str] | None
+    ) -> None:  # the API server refuses the delete `outage` times
         if data is None and len(refused) < outage:
             refused.append(1)
             raise ClusterError("service unavailable", status=503)

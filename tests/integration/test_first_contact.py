@@ -32,13 +32,22 @@ def test_an_empty_file_an_empty_list_and_empty_stdin_are_errors_naming_what_was_
     empty = tmp_path / "e.json"
     empty.write_text("", encoding="utf-8")
     line = one_line_error(compactor("report", "--snapshot", str(empty)))
-    assert line.startswith(f"compactor: error: {empty}: no Node objects: read no Kubernetes objects") and "--allow-empty" in line
+    assert (
+        line.startswith(f"compactor: error: {empty}: no Node objects: read no Kubernetes objects")
+        and "--allow-empty" in line
+    )
     line = one_line_error(compactor("report", "--snapshot", write_list(tmp_path / "l.json", [])))
     assert "l.json: no Node objects: read no Kubernetes objects" in line
-    line = one_line_error(compactor("plan", "--snapshot", "-", stdin=""))  # `kubectl get ... | compactor` after kubectl failed
+    line = one_line_error(
+        compactor("plan", "--snapshot", "-", stdin="")
+    )  # `kubectl get ... | compactor` after kubectl failed
     assert "<stdin>: no Node objects" in line
-    services = write_list(tmp_path / "s.json", [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "d"}}])
-    assert "no Node objects: read 1 Service(s) the model does not use;" in one_line_error(compactor("report", "--snapshot", services))
+    services = write_list(
+        tmp_path / "s.json", [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "d"}}]
+    )
+    assert "no Node objects: read 1 Service(s) the model does not use;" in one_line_error(
+        compactor("report", "--snapshot", services)
+    )
 
 
 def test_a_pods_only_file_says_what_it_holds_and_allow_empty_accepts_it(tmp_path: Path) -> None:
@@ -55,8 +64,10 @@ def test_the_same_pods_given_twice_is_an_error_naming_the_first_duplicate(tmp_pa
     pods = write_list(tmp_path / "pods.json", of_kind("Pod"))
     first_pod = of_kind("Pod")[0]["metadata"]
     line = one_line_error(compactor("report", "--snapshot", nodes, pods, pods))
-    assert line == (f"compactor: error: {pods}: Pod {first_pod['namespace']}/{first_pod['name']}: metadata.name: "
-                    f"duplicate object (already read from {pods}): give each object once")
+    assert line == (
+        f"compactor: error: {pods}: Pod {first_pod['namespace']}/{first_pod['name']}: metadata.name: "
+        f"duplicate object (already read from {pods}): give each object once"
+    )
 
 
 def test_two_objects_with_one_uid_are_an_error(tmp_path: Path) -> None:
@@ -76,17 +87,27 @@ def test_pods_on_nodes_missing_from_the_snapshot_are_said_first_and_the_plan_fre
     text = compactor("plan", "--snapshot", partial, "--objective", "max-free", "--time-limit", "5").stdout
     assert text.startswith("warning: ") and "bound to nodes not in the snapshot" in text.splitlines()[0]
     assert "warning: freeing no node: the snapshot is not one consistent read" in text
-    plan = json.loads(compactor("plan", "--snapshot", partial, "--objective", "max-free", "--output", "json", "--time-limit", "5").stdout)
+    plan = json.loads(
+        compactor(
+            "plan", "--snapshot", partial, "--objective", "max-free", "--output", "json", "--time-limit", "5"
+        ).stdout
+    )
     assert plan["freedNodes"] == [] and plan["freedGpus"] <= 0 and len(plan["warnings"]) == 2
-    complete = json.loads(compactor("plan", "--example", "--objective", "max-free", "--output", "json", "--time-limit", "5").stdout)
+    complete = json.loads(
+        compactor("plan", "--example", "--objective", "max-free", "--output", "json", "--time-limit", "5").stdout
+    )
     assert complete["freedNodes"] and complete["warnings"] == []  # the control: the full snapshot frees nodes
 
 
 def test_an_environment_variable_naming_no_setting_is_an_error_with_the_closest_key() -> None:
     line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANER__MAX_MOVES": "2"}))
-    assert line == ("compactor: error: environment: COMPACTOR_PLANER__MAX_MOVES names no setting; "
-                    "did you mean COMPACTOR_PLANNER__MAX_MOVES?")
-    assert "COMPACTOR_<GROUP>__<FIELD>" in one_line_error(compactor("report", "--example", env={"COMPACTOR_NOTHING": "1"}))
+    assert line == (
+        "compactor: error: environment: COMPACTOR_PLANER__MAX_MOVES names no setting; "
+        "did you mean COMPACTOR_PLANNER__MAX_MOVES?"
+    )
+    assert "COMPACTOR_<GROUP>__<FIELD>" in one_line_error(
+        compactor("report", "--example", env={"COMPACTOR_NOTHING": "1"})
+    )
     honoured = compactor("plan", "--example", "--output", "json", env={"COMPACTOR_PLANNER__MAX_MOVES": "1"})
     assert honoured.returncode == 0 and len(json.loads(honoured.stdout)["moves"]) <= 1
 
@@ -108,7 +129,9 @@ def test_server_dry_run_without_a_live_cluster_is_refused(tmp_path: Path) -> Non
     assert compactor("plan", "--example", "--write", str(plan), "--time-limit", "5").returncode == 0
     line = one_line_error(compactor("apply", "--plan", str(plan), "--example", "--dry-run", "--server-dry-run"))
     assert "--server-dry-run asks a live API server" in line
-    assert "--server-dry-run asks" in one_line_error(compactor("run", "--once", "--example", "--dry-run", "--server-dry-run"))
+    assert "--server-dry-run asks" in one_line_error(
+        compactor("run", "--once", "--example", "--dry-run", "--server-dry-run")
+    )
 
 
 def test_a_plan_file_holding_a_number_as_a_string_is_refused_as_its_schema_says(tmp_path: Path) -> None:
@@ -133,7 +156,9 @@ def test_the_report_names_physical_gpus_and_gpu_equivalents_apart() -> None:
     assert not re.search(r"\d GPUs\b(?! \(physical)", text)  # every GPU count says its unit
     figures = json.loads(compactor("report", "--example", "--output", "json").stdout)["figures"]["cluster"]
     assert (figures["physicalGpus"], figures["allocatableGpuEquivalents"]) == (56, 54.0)
-    assert not {key for key in figures if key.endswith("Gpus") and not key.endswith("PhysicalGpus") and key != "physicalGpus"}
+    assert not {
+        key for key in figures if key.endswith("Gpus") and not key.endswith("PhysicalGpus") and key != "physicalGpus"
+    }
 
 
 def test_the_plan_says_physical_gpus_and_gpu_equivalents_and_tracks_free_capacity_move_by_move() -> None:
@@ -141,7 +166,9 @@ def test_the_plan_says_physical_gpus_and_gpu_equivalents_and_tracks_free_capacit
     assert "frees 3 node(s): net 24 whole-free GPU(s) (physical)" in text
     assert re.search(r"whole-free GPUs \(physical\) +0 +24\n", text)
     assert re.search(r"whole-free GPU capacity \(GPU-equivalents\) +0\.00 +22\.00\n", text)
-    onto_gpu_01 = re.findall(r"-> a100-gpu-01 +\(1 move; already runs GPU pods, ([\d.]+) GPU-equivalents free before this move\)", text)
+    onto_gpu_01 = re.findall(
+        r"-> a100-gpu-01 +\(1 move; already runs GPU pods, ([\d.]+) GPU-equivalents free before this move\)", text
+    )
     assert [float(f) for f in onto_gpu_01] == [5.0, 4.0, 3.0]  # each move finds the capacity the earlier ones left
 
 
@@ -191,15 +218,27 @@ def _example_plan(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 def test_a_plan_made_for_another_cluster_says_so_and_changes_nothing(tmp_path: Path) -> None:
     plan, document = _example_plan(tmp_path)
-    other = write_list(tmp_path / "other.json", [
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "elsewhere-1", "uid": "n-1"},
-         "status": {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"},
-                    "conditions": [{"type": "Ready", "status": "True"}]}}])
+    other = write_list(
+        tmp_path / "other.json",
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "elsewhere-1", "uid": "n-1"},
+                "status": {
+                    "allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        ],
+    )
     result = compactor("apply", "--plan", str(plan), "--snapshot", other, "--dry-run", "--allow-empty")
     out = result.stdout + result.stderr
     assert result.returncode != 0
-    assert (f"plan {document['metadata']['id']} was made for another cluster (example cluster): none of its 5 node(s) exist here "
-            "(a100-gpu-01, a100-gpu-02, a100-gpu-03, ...)") in out
+    assert (
+        f"plan {document['metadata']['id']} was made for another cluster (example cluster): none of its 5 node(s) exist here "
+        "(a100-gpu-01, a100-gpu-02, a100-gpu-03, ...)"
+    ) in out
     assert "stale" not in out
     assert "cordon" not in out.lower() and "taint" not in out.lower()  # nothing fenced before it said so
 
@@ -219,12 +258,17 @@ def test_a_hand_edited_move_is_named_as_not_matching_the_cluster_before_anything
 
 def test_a_selection_that_keeps_every_gpu_pod_in_place_is_refused_naming_the_setting() -> None:
     line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANNER__NAMESPACES": '["lmm"]'}))
-    assert line == ("compactor: error: the planner's selection (planner.namespaces ['lmm']) keeps all 39 GPU pod(s) in place, so no "
-                    "plan could move one; GPU pods run in namespace(s) llm, nlp, vision")
+    assert line == (
+        "compactor: error: the planner's selection (planner.namespaces ['lmm']) keeps all 39 GPU pod(s) in place, so no "
+        "plan could move one; GPU pods run in namespace(s) llm, nlp, vision"
+    )
     line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANNER__POD_SELECTOR": '{"tier": "batch"}'}))
     assert "planner.pod_selector {'tier': 'batch'}" in line
     # a selection that keeps some GPU pods movable is a choice, not a mistake
-    assert compactor("plan", "--example", "--time-limit", "5", env={"COMPACTOR_PLANNER__NAMESPACES": '["llm"]'}).returncode == 0
+    assert (
+        compactor("plan", "--example", "--time-limit", "5", env={"COMPACTOR_PLANNER__NAMESPACES": '["llm"]'}).returncode
+        == 0
+    )
 
 
 # ------------------------------------------------------------------ the mode: a first install that cannot hurt (issue 14, item 4)
@@ -235,7 +279,9 @@ def test_report_mode_measures_only_and_plan_mode_dry_runs(tmp_path: Path) -> Non
     assert report.returncode == 0, report.stderr
     assert report.stdout.startswith("GPU fragmentation report: example cluster")
     assert "mode: report: measured only" in report.stderr and "evict" not in report.stdout + report.stderr
-    planned = compactor("run", "--once", "--example", env={"COMPACTOR_MODE": "plan", "COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"})
+    planned = compactor(
+        "run", "--once", "--example", env={"COMPACTOR_MODE": "plan", "COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"}
+    )
     assert planned.returncode == 0, planned.stderr
     assert "mode: plan: a dry run, nothing is changed" in planned.stderr
     assert "dry run:" in planned.stdout and "nothing was changed" in planned.stdout
@@ -244,9 +290,14 @@ def test_report_mode_measures_only_and_plan_mode_dry_runs(tmp_path: Path) -> Non
 def test_apply_refuses_to_act_outside_apply_mode_and_a_dry_run_stays_allowed(tmp_path: Path) -> None:
     plan, _ = _example_plan(tmp_path)
     line = one_line_error(compactor("apply", "--plan", str(plan), "--context", "prod", env={"COMPACTOR_MODE": "plan"}))
-    assert line == ("compactor: error: mode is 'plan' (config or COMPACTOR_MODE): this installation does not act; add --dry-run to see "
-                    "what the plan would do, or set mode: apply")
-    assert compactor("apply", "--plan", str(plan), "--example", "--dry-run", env={"COMPACTOR_MODE": "report"}).returncode == 0
+    assert line == (
+        "compactor: error: mode is 'plan' (config or COMPACTOR_MODE): this installation does not act; add --dry-run to see "
+        "what the plan would do, or set mode: apply"
+    )
+    assert (
+        compactor("apply", "--plan", str(plan), "--example", "--dry-run", env={"COMPACTOR_MODE": "report"}).returncode
+        == 0
+    )
 
 
 # ------------------------------------------------------------------ output people read (issue 14, item 5)
@@ -254,14 +305,19 @@ def test_apply_refuses_to_act_outside_apply_mode_and_a_dry_run_stays_allowed(tmp
 
 def test_a_directory_as_config_is_one_line_naming_it(tmp_path: Path) -> None:
     assert one_line_error(compactor("plan", "--example", "--config", str(tmp_path))) == (
-        f"compactor: error: {tmp_path}: cannot read: [Errno 21] Is a directory: '{tmp_path}'")
+        f"compactor: error: {tmp_path}: cannot read: [Errno 21] Is a directory: '{tmp_path}'"
+    )
 
 
 def test_log_format_json_puts_only_json_on_stderr(tmp_path: Path) -> None:
     plan, _ = _example_plan(tmp_path)
     quick = {"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"}
-    for args in (("plan", "--example"), ("apply", "--plan", str(plan), "--example", "--dry-run"), ("run", "--once", "--example", "--dry-run"),
-                 ("run", "--once", "--example")):
+    for args in (
+        ("plan", "--example"),
+        ("apply", "--plan", str(plan), "--example", "--dry-run"),
+        ("run", "--once", "--example", "--dry-run"),
+        ("run", "--once", "--example"),
+    ):
         result = compactor(*args, "--log-format", "json", "-v", env={**quick, "COMPACTOR_MODE": "plan"})
         assert result.returncode == 0, (args, result.stderr)
         records = [json.loads(line) for line in result.stderr.splitlines()]  # every line one JSON object, or this fails

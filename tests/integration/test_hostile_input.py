@@ -43,14 +43,23 @@ def compactor(*args: str, tmp_path: Path) -> Run:
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     started = time.monotonic()
     with out.open("w") as stdout, err.open("w") as stderr:
-        child = subprocess.Popen([sys.executable, "-m", "compactor.cli", *args], stdout=stdout, stderr=stderr, env=environ)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "compactor.cli", *args], stdout=stdout, stderr=stderr, env=environ
+        )
         try:
             _, status, usage = os.wait4(child.pid, 0)
         finally:
             child.returncode = 0  # reaped above: keep Popen from waiting on a pid that is gone
     seconds = time.monotonic() - started
     peak_mb = usage.ru_maxrss / 1024  # Linux reports kilobytes
-    return Run(os.waitstatus_to_exitcode(status), out.read_text(), err.read_text(), seconds, usage.ru_utime + usage.ru_stime, peak_mb)
+    return Run(
+        os.waitstatus_to_exitcode(status),
+        out.read_text(),
+        err.read_text(),
+        seconds,
+        usage.ru_utime + usage.ru_stime,
+        peak_mb,
+    )
 
 
 def refused(run: Run, *parts: str) -> str:
@@ -104,44 +113,68 @@ def test_an_alias_bomb_as_snapshot_is_refused_at_once(tmp_path: Path) -> None:
 
 
 def test_an_alias_in_a_mig_parted_config_map_is_refused_naming_the_config_map(tmp_path: Path) -> None:
-    config = "version: v1\nmig-configs:\n  all-disabled: &off\n    - devices: all\n      mig-enabled: false\n  copy: *off\n"
-    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
-                  "data": {"config.yaml": config}}
+    config = (
+        "version: v1\nmig-configs:\n  all-disabled: &off\n    - devices: all\n      mig-enabled: false\n  copy: *off\n"
+    )
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
+        "data": {"config.yaml": config},
+    }
     snapshot = write_cluster(tmp_path / "cluster.json", node("n1", gpus=8), config_map)
-    refused(compactor("plan", "--snapshot", snapshot, "--explain-mig", tmp_path=tmp_path),
-            "ConfigMap gpu-operator/default-mig-parted-config", "config.yaml", "YAML anchors and aliases", "(line 3)")
+    refused(
+        compactor("plan", "--snapshot", snapshot, "--explain-mig", tmp_path=tmp_path),
+        "ConfigMap gpu-operator/default-mig-parted-config",
+        "config.yaml",
+        "YAML anchors and aliases",
+        "(line 3)",
+    )
 
 
 # ------------------------------------------------------------------ quantities no scheduler can count
 
 
 def test_a_pod_asking_for_1e18_cores_is_refused_naming_the_pod_and_field(tmp_path: Path) -> None:
-    snapshot = write_cluster(tmp_path / "cluster.json", node("n1", gpus=8), pod("greedy", on="n1", gpus=1, cpu="1e18", namespace="team"))
+    snapshot = write_cluster(
+        tmp_path / "cluster.json", node("n1", gpus=8), pod("greedy", on="n1", gpus=1, cpu="1e18", namespace="team")
+    )
     line = refused(compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path))
-    assert line == (f"compactor: error: {snapshot}: Pod team/greedy: spec.containers[0].resources.requests.cpu: quantity '1e18' "
-                    "is too large: kube-scheduler counts cpu in millicores as a 64-bit integer, at most 9223372036854775807m")
+    assert line == (
+        f"compactor: error: {snapshot}: Pod team/greedy: spec.containers[0].resources.requests.cpu: quantity '1e18' "
+        "is too large: kube-scheduler counts cpu in millicores as a 64-bit integer, at most 9223372036854775807m"
+    )
 
 
 def test_a_gpu_limit_of_1e100000_is_refused_naming_the_pod_and_field(tmp_path: Path) -> None:
     greedy = pod("greedy", gpus=1)
     greedy["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1e100000"
     snapshot = write_cluster(tmp_path / "cluster.json", node("n1", gpus=8), greedy)
-    refused(compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path),
-            f"{snapshot}: Pod default/greedy: spec.containers[0].resources.limits.nvidia.com/gpu: quantity '1e100000' is too large")
+    refused(
+        compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path),
+        f"{snapshot}: Pod default/greedy: spec.containers[0].resources.limits.nvidia.com/gpu: quantity '1e100000' is too large",
+    )
 
 
 def test_node_allocatable_beyond_int64_is_refused_naming_the_node(tmp_path: Path) -> None:
     snapshot = write_cluster(tmp_path / "cluster.json", node("n1", gpus=8, memory="1e19"))
-    refused(compactor("report", "--snapshot", snapshot, tmp_path=tmp_path),
-            f"{snapshot}: Node n1: status.allocatable.memory: quantity '1e19' is too large", "in bytes")
+    refused(
+        compactor("report", "--snapshot", snapshot, tmp_path=tmp_path),
+        f"{snapshot}: Node n1: status.allocatable.memory: quantity '1e19' is too large",
+        "in bytes",
+    )
 
 
 def test_huge_amounts_kubernetes_admits_are_planned_exactly_without_overflowing_the_solver(tmp_path: Path) -> None:
     """cpu 2e15 cores per pod (2e18 millicores) on nodes of 9e15: four pods fit a node; before, the capacity rows passed
     half of int64 and CP-SAT returned MODEL_INVALID, leaving the two drainable nodes undrained."""
     nodes = [node(name, gpus=8, cpu="9e15") for name in ("n1", "n2", "n3")]
-    pods = [pod("a1", on="n1", gpus=1, cpu="2e15"), pod("a2", on="n1", gpus=1, cpu="2e15"),
-            pod("b", on="n2", gpus=1, cpu="2e15"), pod("c", on="n3", gpus=1, cpu="2e15")]
+    pods = [
+        pod("a1", on="n1", gpus=1, cpu="2e15"),
+        pod("a2", on="n1", gpus=1, cpu="2e15"),
+        pod("b", on="n2", gpus=1, cpu="2e15"),
+        pod("c", on="n3", gpus=1, cpu="2e15"),
+    ]
     snapshot = write_cluster(tmp_path / "cluster.json", *nodes, *pods)
     run = compactor("plan", "--snapshot", snapshot, "--output", "json", tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -154,8 +187,12 @@ def test_huge_amounts_kubernetes_admits_are_planned_exactly_without_overflowing_
 def test_memory_capped_like_parse_quantity_fits_exactly_three_of_four_exbibyte_pods(tmp_path: Path) -> None:
     """8Ei of memory is stored by the API server as 2^63-1 bytes: three pods of 2Ei fit, a fourth (2^63) does not."""
     nodes = [node(name, gpus=8, memory="8Ei") for name in ("n1", "n2", "n3")]
-    pods = [pod("a1", on="n1", gpus=1, memory="2Ei"), pod("a2", on="n1", gpus=1, memory="2Ei"),
-            pod("b", on="n2", gpus=1, memory="2Ei"), pod("c", on="n3", gpus=1, memory="2Ei")]
+    pods = [
+        pod("a1", on="n1", gpus=1, memory="2Ei"),
+        pod("a2", on="n1", gpus=1, memory="2Ei"),
+        pod("b", on="n2", gpus=1, memory="2Ei"),
+        pod("c", on="n3", gpus=1, memory="2Ei"),
+    ]
     snapshot = write_cluster(tmp_path / "cluster.json", *nodes, *pods)
     run = compactor("plan", "--snapshot", snapshot, "--output", "json", tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -165,12 +202,17 @@ def test_memory_capped_like_parse_quantity_fits_exactly_three_of_four_exbibyte_p
 
 
 def test_gpu_counts_beyond_the_solvers_integers_are_refused_naming_a_node(tmp_path: Path) -> None:
-    gpus = 4 * 10**18  # admitted by Kubernetes (below 2^63), but three such nodes' sum passes the solver's half of int64
+    gpus = (
+        4 * 10**18
+    )  # admitted by Kubernetes (below 2^63), but three such nodes' sum passes the solver's half of int64
     nodes = [node(name, gpus=gpus) for name in ("n1", "n2", "n3")]
     pods = [pod("a", on="n1", gpus=1), pod("b", on="n2", gpus=1), pod("c", on="n3", gpus=1)]
     snapshot = write_cluster(tmp_path / "cluster.json", *nodes, *pods)
-    refused(compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path),
-            f"{snapshot}: Node n", f"GPU count ({gpus} GPUs on this node) too large for the planner's 64-bit integer model")
+    refused(
+        compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path),
+        f"{snapshot}: Node n",
+        f"GPU count ({gpus} GPUs on this node) too large for the planner's 64-bit integer model",
+    )
 
 
 # ------------------------------------------------------------------ documents nested 200,000 deep
@@ -178,13 +220,19 @@ def test_gpu_counts_beyond_the_solvers_integers_are_refused_naming_a_node(tmp_pa
 
 def test_a_200000_deep_json_snapshot_is_refused(tmp_path: Path) -> None:
     snapshot = write(tmp_path / "deep.json", '{"a":' * DEPTH + "1" + "}" * DEPTH)
-    assert refused(compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path)) == \
-        f"compactor: error: {snapshot}: JSON nested too deeply to read"
+    assert (
+        refused(compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path))
+        == f"compactor: error: {snapshot}: JSON nested too deeply to read"
+    )
 
 
 def test_a_200000_deep_yaml_snapshot_is_refused(tmp_path: Path) -> None:
     snapshot = write(tmp_path / "deep.yaml", "kind: List\nitems: " + "[" * DEPTH + "]" * DEPTH + "\n")
-    refused(compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path), f"{snapshot}: malformed YAML at line 2", "nesting depth")
+    refused(
+        compactor("plan", "--snapshot", snapshot, tmp_path=tmp_path),
+        f"{snapshot}: malformed YAML at line 2",
+        "nesting depth",
+    )
 
 
 def test_a_deep_yaml_snapshot_within_the_parsers_limit_is_refused_too(tmp_path: Path) -> None:
@@ -195,7 +243,11 @@ def test_a_deep_yaml_snapshot_within_the_parsers_limit_is_refused_too(tmp_path: 
 
 def test_a_200000_deep_config_is_refused(tmp_path: Path) -> None:
     config = write(tmp_path / "deep.yaml", "planner: " + "[" * DEPTH + "]" * DEPTH + "\n")
-    refused(compactor("plan", "--example", "--config", config, tmp_path=tmp_path), f"{config}: malformed YAML", "nesting depth")
+    refused(
+        compactor("plan", "--example", "--config", config, tmp_path=tmp_path),
+        f"{config}: malformed YAML",
+        "nesting depth",
+    )
 
 
 def test_a_200000_deep_plan_file_given_to_apply_is_refused(tmp_path: Path) -> None:
@@ -208,4 +260,7 @@ def test_a_200000_deep_plan_file_given_to_apply_is_refused(tmp_path: Path) -> No
 def test_a_plan_file_with_a_5000_digit_number_given_to_apply_is_refused(tmp_path: Path) -> None:
     snapshot = write_cluster(tmp_path / "cluster.json", node("n1", gpus=8))
     plan = write(tmp_path / "plan.json", '{"freedGpus": ' + "9" * 5000 + "}")
-    refused(compactor("apply", "--plan", plan, "--snapshot", snapshot, "--dry-run", tmp_path=tmp_path), f"{plan}: unreadable JSON")
+    refused(
+        compactor("apply", "--plan", plan, "--snapshot", snapshot, "--dry-run", tmp_path=tmp_path),
+        f"{plan}: unreadable JSON",
+    )

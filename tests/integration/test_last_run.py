@@ -54,7 +54,12 @@ def _config(tmp_path: Path, mode: str, **metrics: Any) -> str:
     settings: dict[str, Any] = {
         "mode": mode,
         "planner": {"time_limit_seconds": 5},
-        "executor": {"poll_seconds": 0.05, "bind_poll_seconds": 0.05, "backoff_seconds": 0.05, "replacement_timeout_seconds": 20},
+        "executor": {
+            "poll_seconds": 0.05,
+            "bind_poll_seconds": 0.05,
+            "backoff_seconds": 0.05,
+            "replacement_timeout_seconds": 20,
+        },
     }
     if metrics:
         settings["metrics"] = metrics
@@ -89,48 +94,93 @@ def _the_event(fake_api: FakeApiServer) -> dict[str, Any]:
 
 
 def test_an_applied_run_records_what_it_did_and_the_figures_measured_before_and_after(
-        fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "apply")) == 0, capsys.readouterr().err
     report = json.loads(capsys.readouterr().out)
     assert (report["status"], report["movesDone"], report["dryRun"]) == ("succeeded", 1, False)
 
     summary = _summary(fake_api)
-    assert {k: summary[k] for k in ("mode", "dryRun", "planId", "status", "exitCode", "movesPlanned", "movesDone", "freedGpusPlanned",
-                                    "freedGpusMeasured", "pendingPodsPlanned", "pendingPodsPlaced", "installation", "reason")} == {
-        "mode": "apply", "dryRun": False, "planId": report["planId"], "status": "succeeded", "exitCode": 0, "movesPlanned": 1,
-        "movesDone": 1, "freedGpusPlanned": 8, "freedGpusMeasured": 8, "pendingPodsPlanned": 0, "pendingPodsPlaced": 0,
-        "installation": NAMESPACE, "reason": ""}
+    assert {
+        k: summary[k]
+        for k in (
+            "mode",
+            "dryRun",
+            "planId",
+            "status",
+            "exitCode",
+            "movesPlanned",
+            "movesDone",
+            "freedGpusPlanned",
+            "freedGpusMeasured",
+            "pendingPodsPlanned",
+            "pendingPodsPlaced",
+            "installation",
+            "reason",
+        )
+    } == {
+        "mode": "apply",
+        "dryRun": False,
+        "planId": report["planId"],
+        "status": "succeeded",
+        "exitCode": 0,
+        "movesPlanned": 1,
+        "movesDone": 1,
+        "freedGpusPlanned": 8,
+        "freedGpusMeasured": 8,
+        "pendingPodsPlanned": 0,
+        "pendingPodsPlaced": 0,
+        "installation": NAMESPACE,
+        "reason": "",
+    }
     assert summary["freedNodes"] == report["freedNodes"] and len(summary["freedNodes"]) == 1
     assert summary["before"]["wholeFreeGpus"] == 0 and summary["before"]["freeGpuEquivalents"] == 14
-    assert summary["after"]["wholeFreeGpus"] == 8 and summary["after"]["wholeFreeNodes"] == 1  # measured on the cluster again
+    assert (
+        summary["after"]["wholeFreeGpus"] == 8 and summary["after"]["wholeFreeNodes"] == 1
+    )  # measured on the cluster again
     assert summary["plannedAfter"]["wholeFreeGpus"] == 8
     assert summary["before"]["blockedDemandGpuEquivalents"] == 0 and summary["before"]["blockedPendingPods"] == 0
     assert summary["startedAt"] <= summary["endedAt"] and summary["endedAt"].endswith("Z")
 
     event = _the_event(fake_api)
     assert event["type"] == "Normal"
-    assert event["message"].startswith(f"run --once (mode apply): plan {report['planId']} succeeded; 1/1 moves done; "
-                                       "+8 whole-free GPUs measured (plan: +8)")
+    assert event["message"].startswith(
+        f"run --once (mode apply): plan {report['planId']} succeeded; 1/1 moves done; "
+        "+8 whole-free GPUs measured (plan: +8)"
+    )
     assert "whole-free GPUs 0 -> 8" in event["message"]
-    assert not denied(fake_api.requests), denied(fake_api.requests)  # the whole run, its record included, within the RBAC
+    assert not denied(fake_api.requests), denied(
+        fake_api.requests
+    )  # the whole run, its record included, within the RBAC
 
 
 def test_a_plan_mode_run_writes_its_record_for_real_and_changes_nothing_else(
-        fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "plan")) == 0, capsys.readouterr().err
     report = json.loads(capsys.readouterr().out)
     assert report["dryRun"] is True and report["status"] == "dry-run"
 
     summary = _summary(fake_api)
-    assert (summary["mode"], summary["dryRun"], summary["status"], summary["planId"]) == ("plan", True, "dry-run", report["planId"])
+    assert (summary["mode"], summary["dryRun"], summary["status"], summary["planId"]) == (
+        "plan",
+        True,
+        "dry-run",
+        report["planId"],
+    )
     assert (summary["movesPlanned"], summary["movesDone"], summary["freedGpusPlanned"]) == (1, 1, 8)
     assert summary["freedGpusMeasured"] is None and summary["pendingPodsPlaced"] is None  # a dry run measures nothing
-    assert summary["after"] is None and summary["plannedAfter"]["wholeFreeGpus"] == 8 and summary["before"]["wholeFreeGpus"] == 0
+    assert (
+        summary["after"] is None
+        and summary["plannedAfter"]["wholeFreeGpus"] == 8
+        and summary["before"]["wholeFreeGpus"] == 0
+    )
     event = _the_event(fake_api)
     assert event["type"] == "Normal" and event["message"].startswith(
-        f"run --once (mode plan, dry run): plan {report['planId']} dry-run; 1/1 moves simulated; the plan frees 8 GPU(s)")
+        f"run --once (mode plan, dry run): plan {report['planId']} dry-run; 1/1 moves simulated; the plan frees 8 GPU(s)"
+    )
     assert "whole-free GPUs 0 -> 8" in event["message"] and "as planned, not measured" in event["message"]
 
     # written for real (no dryRun=All), the only writes of the run: nothing evicted, fenced nor kept in the state ConfigMap
@@ -143,22 +193,37 @@ def test_a_plan_mode_run_writes_its_record_for_real_and_changes_nothing_else(
 
 
 def test_a_report_mode_run_records_the_figures_and_the_next_run_replaces_them(
-        fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
-    fake_api.add(pod("waiting", gpus=8, namespace="ml", owner="ReplicaSet/big"))  # fits 14 free GPUs in total, no node: blocked
+    fake_api.add(
+        pod("waiting", gpus=8, namespace="ml", owner="ReplicaSet/big")
+    )  # fits 14 free GPUs in total, no node: blocked
     assert _run(kubeconfig, _config(tmp_path, "report")) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["figures"]["cluster"]["wholeFreePhysicalGpus"] == 0
 
     summary = _summary(fake_api)
     assert (summary["mode"], summary["dryRun"], summary["status"], summary["planId"], summary["movesPlanned"]) == (
-        "report", False, "measured", None, None)
-    assert summary["before"] == {"wholeFreeGpus": 0, "wholeFreeNodes": 0, "blockedDemandGpuEquivalents": 8, "blockedPendingPods": 1,
-                                 "strandedShare": summary["before"]["strandedShare"], "strandedGpuEquivalents": 0,
-                                 "freeGpuEquivalents": 14}
+        "report",
+        False,
+        "measured",
+        None,
+        None,
+    )
+    assert summary["before"] == {
+        "wholeFreeGpus": 0,
+        "wholeFreeNodes": 0,
+        "blockedDemandGpuEquivalents": 8,
+        "blockedPendingPods": 1,
+        "strandedShare": summary["before"]["strandedShare"],
+        "strandedGpuEquivalents": 0,
+        "freeGpuEquivalents": 14,
+    }
     assert summary["after"] is None and summary["plannedAfter"] is None
     assert _the_event(fake_api)["message"] == (
         f"run --once (mode report): measured; whole-free GPUs 0, blocked demand 8 GPU-equivalents, stranded share "
-        f"{summary['before']['strandedShare']:.1%}")
+        f"{summary['before']['strandedShare']:.1%}"
+    )
     first = fake_api.get("ConfigMap", LAST_RUN_CONFIGMAP, NAMESPACE)
 
     fake_api.clear_requests()  # the next run (plan mode) replaces the summary with a PUT of the version it read
@@ -174,26 +239,46 @@ def test_a_report_mode_run_records_the_figures_and_the_next_run_replaces_them(
 # --------------------------------------------------------------------------- failed runs, failed writes, no cluster
 
 
-def test_a_run_that_fails_is_recorded_as_a_warning(fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_that_fails_is_recorded_as_a_warning(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
-    fake_api.inject("/api/v1/namespaces/ml/pods/train-a/eviction", 403, times=None,
-                    body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'))
-    fake_api.inject("/api/v1/namespaces/ml/pods/train-b/eviction", 403, times=None,
-                    body=status_body(403, 'pods "train-b" is forbidden: cannot create resource "pods/eviction"'))
+    fake_api.inject(
+        "/api/v1/namespaces/ml/pods/train-a/eviction",
+        403,
+        times=None,
+        body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'),
+    )
+    fake_api.inject(
+        "/api/v1/namespaces/ml/pods/train-b/eviction",
+        403,
+        times=None,
+        body=status_body(403, 'pods "train-b" is forbidden: cannot create resource "pods/eviction"'),
+    )
     assert _run(kubeconfig, _config(tmp_path, "apply")) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["status"] == "failed"
 
     summary = _summary(fake_api)
-    assert (summary["status"], summary["exitCode"], summary["movesDone"], summary["reason"]) == ("failed", 1, 0, report["reason"])
+    assert (summary["status"], summary["exitCode"], summary["movesDone"], summary["reason"]) == (
+        "failed",
+        1,
+        0,
+        report["reason"],
+    )
     assert "forbidden" in summary["reason"]
     assert summary["after"]["wholeFreeGpus"] == 0  # rolled back: measured again, nothing freed
     event = _the_event(fake_api)
-    assert event["type"] == "Warning" and f"plan {report['planId']} failed" in event["message"] and "forbidden" in event["message"]
+    assert (
+        event["type"] == "Warning"
+        and f"plan {report['planId']} failed" in event["message"]
+        and "forbidden" in event["message"]
+    )
 
 
-def test_a_run_stopped_by_an_error_is_recorded_and_fails_as_before(fake_api: FakeApiServer, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_stopped_by_an_error_is_recorded_and_fails_as_before(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     # another gpu-compactor (the controller) holds the Lease: the run refuses to act
     assert LeaderElector(fake_api.api_client(), NAMESPACE, "controller-0").try_acquire_or_renew(datetime.now(UTC))
@@ -210,7 +295,8 @@ def test_a_run_stopped_by_an_error_is_recorded_and_fails_as_before(fake_api: Fak
 
 @pytest.mark.parametrize("mode", ["report", "plan", "apply"])
 def test_a_summary_the_api_server_refuses_is_a_warning_and_the_exit_code_stays(
-        fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str) -> None:
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     refused: list[str] = []
 
@@ -218,21 +304,30 @@ def test_a_summary_the_api_server_refuses_is_a_warning_and_the_exit_code_stays(
         if request.json()["metadata"]["name"] != LAST_RUN_CONFIGMAP:
             return None  # the executor's state ConfigMap (apply) is created as usual
         refused.append(request.method)
-        return Reply(403, status_body(403, f'configmaps "{LAST_RUN_CONFIGMAP}" is forbidden: cannot create resource "configmaps"'))
+        return Reply(
+            403,
+            status_body(403, f'configmaps "{LAST_RUN_CONFIGMAP}" is forbidden: cannot create resource "configmaps"'),
+        )
 
     fake_api.route("POST", CONFIGMAPS, refuse_the_summary)
-    fake_api.inject(EVENTS, 500, method="POST", times=None)  # every Event of the namespace: only the summary's is sent there
+    fake_api.inject(
+        EVENTS, 500, method="POST", times=None
+    )  # every Event of the namespace: only the summary's is sent there
     assert _run(kubeconfig, _config(tmp_path, mode)) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)  # the run's own report, whole
-    assert f"could not record the run in configmap {NAMESPACE}/{LAST_RUN_CONFIGMAP} (the run itself is unaffected)" in captured.err
+    assert (
+        f"could not record the run in configmap {NAMESPACE}/{LAST_RUN_CONFIGMAP} (the run itself is unaffected)"
+        in captured.err
+    )
     assert "forbidden" in captured.err and "could not send the CompactorRunSummary Event" in captured.err
     assert fake_api.get("ConfigMap", LAST_RUN_CONFIGMAP, NAMESPACE) is None and not _summary_events(fake_api)
     assert refused == ["POST"]  # it did try, once (a refusal is no conflict to retry)
 
 
-def test_a_snapshot_run_writes_nothing_and_pushes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                          monkeypatch: pytest.MonkeyPatch, pushgateway: Pushgateway) -> None:
+def test_a_snapshot_run_writes_nothing_and_pushes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pushgateway: Pushgateway
+) -> None:
     import compactor.kube.client as kube_client
 
     def no_cluster(*_args: Any, **_kwargs: Any) -> Any:
@@ -241,7 +336,9 @@ def test_a_snapshot_run_writes_nothing_and_pushes_nothing(tmp_path: Path, capsys
     monkeypatch.setattr(kube_client, "load_api_client", no_cluster)
     for mode in ("report", "plan"):
         config = _config(tmp_path, mode, pushgateway_url=pushgateway.url)
-        assert main(["run", "--once", "--example", "--config", config, "--output", "json"]) == 0, capsys.readouterr().err
+        assert main(["run", "--once", "--example", "--config", config, "--output", "json"]) == 0, (
+            capsys.readouterr().err
+        )
         assert "could not" not in capsys.readouterr().err
     assert pushgateway.received == []
 
@@ -302,8 +399,9 @@ def _sample(families: dict[str, Any], name: str, **labels: str) -> float:
     return float(values[0])
 
 
-def test_an_applied_run_pushes_the_controllers_metric_families(fake_api: FakeApiServer, tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str], pushgateway: Pushgateway) -> None:
+def test_an_applied_run_pushes_the_controllers_metric_families(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], pushgateway: Pushgateway
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "apply", pushgateway_url=pushgateway.url)) == 0, capsys.readouterr().err
     capsys.readouterr()
@@ -316,14 +414,18 @@ def test_an_applied_run_pushes_the_controllers_metric_families(fake_api: FakeApi
     assert _sample(families, "gpu_compactor_runs_total", status="succeeded") == 1
     assert _sample(families, "gpu_compactor_runs_total", status="failed") == 0
     assert _sample(families, "gpu_compactor_evictions_total") == 1
-    assert _sample(families, "gpu_compactor_last_run_freed_gpus") == 8 and _sample(families, "gpu_compactor_last_run_planned_freed_gpus") == 8
+    assert (
+        _sample(families, "gpu_compactor_last_run_freed_gpus") == 8
+        and _sample(families, "gpu_compactor_last_run_planned_freed_gpus") == 8
+    )
     assert _sample(families, "gpu_compactor_last_plan_moves") == 1
     assert _sample(families, "gpu_compactor_cycle_errors_total") == 0 and _sample(families, "gpu_compactor_leader") == 1
     assert _sample(families, "gpu_compactor_last_cycle_timestamp_seconds") > 0
 
 
-def test_a_report_mode_run_pushes_the_figures(fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              pushgateway: Pushgateway) -> None:
+def test_a_report_mode_run_pushes_the_figures(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], pushgateway: Pushgateway
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     assert _run(kubeconfig, _config(tmp_path, "report", pushgateway_url=pushgateway.url)) == 0, capsys.readouterr().err
     capsys.readouterr()
@@ -335,8 +437,9 @@ def test_a_report_mode_run_pushes_the_figures(fake_api: FakeApiServer, tmp_path:
     assert "gpu_compactor_last_plan_moves" not in families
 
 
-def test_an_unreachable_pushgateway_is_a_warning_and_the_run_stands(fake_api: FakeApiServer, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_pushgateway_is_a_warning_and_the_run_stands(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -25,26 +25,60 @@ REPLICA_SET = "web-7d9f"
 
 
 def deployment(name: str = "web", replicas: int = 3) -> Obj:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default", "uid": f"deploy-{name}"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "uid": f"deploy-{name}"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}},
+    }
 
 
 def replica_set(name: str = REPLICA_SET, owner: str = "web", replicas: int = 3) -> Obj:
-    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": "default", "ownerReferences": [
-        {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": f"deploy-{owner}", "controller": True}]},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": owner}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": owner,
+                    "uid": f"deploy-{owner}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": owner}}},
+    }
 
 
 def web(name: str, on: str, *, opted: bool = True) -> Obj:
-    return pod(name, on=on, gpus=1, owner=f"ReplicaSet/{REPLICA_SET}", labels={"app": "web"},
-               annotations={OPT_IN: "true"} if opted else None)
+    return pod(
+        name,
+        on=on,
+        gpus=1,
+        owner=f"ReplicaSet/{REPLICA_SET}",
+        labels={"app": "web"},
+        annotations={OPT_IN: "true"} if opted else None,
+    )
 
 
 def fleet(*extra: Obj, opted: bool = True) -> list[Obj]:
     """gpu-1 has room (a bare pod keeps it the only target); gpu-2 runs two web replicas, gpu-1 the third."""
-    return [node("gpu-1", gpus=8), node("gpu-2", gpus=8), pod("pinned", on="gpu-1", gpus=4, owner=None),
-            web("web-a", "gpu-2", opted=opted), web("web-b", "gpu-2", opted=opted), web("web-c", "gpu-1", opted=opted),
-            deployment(), replica_set(), *agents("gpu-1", "gpu-2"), *extra]
+    return [
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        pod("pinned", on="gpu-1", gpus=4, owner=None),
+        web("web-a", "gpu-2", opted=opted),
+        web("web-b", "gpu-2", opted=opted),
+        web("web-c", "gpu-1", opted=opted),
+        deployment(),
+        replica_set(),
+        *agents("gpu-1", "gpu-2"),
+        *extra,
+    ]
 
 
 def web_pods(c: FakeCluster) -> list[Obj]:
@@ -53,8 +87,12 @@ def web_pods(c: FakeCluster) -> list[Obj]:
 
 def ready_web(c: FakeCluster) -> int:
     """Replicas serving: Ready and not terminating (a terminating pod leaves its Service's endpoints at once)."""
-    return sum(1 for p in web_pods(c) if not p["metadata"].get("deletionTimestamp")
-               and any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions") or []))
+    return sum(
+        1
+        for p in web_pods(c)
+        if not p["metadata"].get("deletionTimestamp")
+        and any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions") or [])
+    )
 
 
 def watch_ready(c: FakeCluster) -> list[int]:
@@ -106,12 +144,22 @@ def test_a_selector_opts_a_workload_in_without_annotations() -> None:
     objects = fleet(opted=False)
     c, plan = FakeCluster(objects), make_plan(objects)
     report = run(c, plan, SETTINGS.model_copy(update={"make_before_break_selector": {"app": "web"}}))
-    assert report.status == "succeeded" and c.evicted == [] and sorted(c.scale_downs) == ["default/web-a", "default/web-b"]
+    assert (
+        report.status == "succeeded" and c.evicted == [] and sorted(c.scale_downs) == ["default/web-a", "default/web-b"]
+    )
 
 
 def _hpa() -> Obj:
-    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "minReplicas": 2, "maxReplicas": 6}}
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2,
+            "maxReplicas": 6,
+        },
+    }
 
 
 def test_a_workload_an_autoscaler_scales_is_evicted_and_the_run_says_why() -> None:
@@ -126,7 +174,9 @@ def test_a_workload_an_autoscaler_scales_is_evicted_and_the_run_says_why() -> No
 
 
 def test_a_deployment_in_a_rollout_is_not_surged() -> None:
-    objects = [o for o in fleet() if o.get("kind") != "Deployment"] + [deployment(replicas=5)]  # another ReplicaSet holds 2
+    objects = [o for o in fleet() if o.get("kind") != "Deployment"] + [
+        deployment(replicas=5)
+    ]  # another ReplicaSet holds 2
     c, plan = FakeCluster(objects), make_plan(objects)
     report = run(c, plan)
     assert sorted(c.evicted) == ["default/web-a", "default/web-b"], report.reason
@@ -140,8 +190,15 @@ def test_a_surge_whose_replacement_never_starts_is_undone_the_old_pod_serving_an
     assert report.status == "failed" and "still Pending" in report.reason
     c.settle()
     assert c.deployments[("default", "web")]["spec"]["replicas"] == 3 and c.evicted == []
-    assert sorted(p["metadata"]["name"] for p in web_pods(c) if not p["metadata"].get("deletionTimestamp")) == ["web-a", "web-b", "web-c"]
-    assert all("controller.kubernetes.io/pod-deletion-cost" not in (p["metadata"].get("annotations") or {}) for p in web_pods(c))
+    assert sorted(p["metadata"]["name"] for p in web_pods(c) if not p["metadata"].get("deletionTimestamp")) == [
+        "web-a",
+        "web-b",
+        "web-c",
+    ]
+    assert all(
+        "controller.kubernetes.io/pod-deletion-cost" not in (p["metadata"].get("annotations") or {})
+        for p in web_pods(c)
+    )
     assert_clean(c)
 
 
@@ -160,7 +217,10 @@ def test_someone_scaling_the_deployment_during_a_surge_keeps_their_replicas() ->
     report = run(c, plan)
     assert report.status == "failed" and "scaled to 6 by someone else" in report.reason
     assert c.deployments[("default", "web")]["spec"]["replicas"] == 6  # theirs: never overwritten
-    assert all((p["metadata"].get("annotations") or {}).get("controller.kubernetes.io/pod-deletion-cost") is None for p in web_pods(c))
+    assert all(
+        (p["metadata"].get("annotations") or {}).get("controller.kubernetes.io/pod-deletion-cost") is None
+        for p in web_pods(c)
+    )
     assert_clean(c)
 
 
@@ -180,7 +240,9 @@ def test_a_crash_mid_surge_resumes_without_surging_twice() -> None:
     surges = [call for call in c.history if call.method == "scale_deployment"]
     assert [(s.args["expect"], s.args["to"]) for s in surges][:1] == [(3, 4)], [call.method for call in c.history]
     recovery = recover(c, SETTINGS, c.clock, rules=PLANNER)
-    assert recovery.resumed is not None and recovery.resumed.status == "succeeded", recovery.resumed and recovery.resumed.reason
+    assert recovery.resumed is not None and recovery.resumed.status == "succeeded", (
+        recovery.resumed and recovery.resumed.reason
+    )
     c.settle()
     assert c.deployments[("default", "web")]["spec"]["replicas"] == 3 and c.evicted == []
     assert sorted(c.scale_downs) == ["default/web-a", "default/web-b"]

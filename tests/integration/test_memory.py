@@ -22,10 +22,22 @@ from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented
 
 def _config(tmp_path: Path, **disruption: Any) -> str:
     path = tmp_path / "compactor.yaml"
-    path.write_text(yaml.safe_dump({
-        "mode": "apply", "planner": {"time_limit_seconds": 5}, "disruption": disruption,
-        "executor": {"poll_seconds": 0.05, "bind_poll_seconds": 0.05, "backoff_seconds": 0.05, "replacement_timeout_seconds": 20},
-    }), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "mode": "apply",
+                "planner": {"time_limit_seconds": 5},
+                "disruption": disruption,
+                "executor": {
+                    "poll_seconds": 0.05,
+                    "bind_poll_seconds": 0.05,
+                    "backoff_seconds": 0.05,
+                    "replacement_timeout_seconds": 20,
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     return str(path)
 
 
@@ -52,9 +64,9 @@ def _spread_again(fake_api: FakeApiServer) -> None:
 
 
 @pytest.mark.parametrize(("cooldown", "second_run_moves"), [(30, 0), (0, 1)], ids=["within-cooldown", "no-cooldown"])
-def test_two_runs_do_not_move_one_workload_twice_within_its_cooldown(fake_api: FakeApiServer, tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str], cooldown: int,
-                                                                     second_run_moves: int) -> None:
+def test_two_runs_do_not_move_one_workload_twice_within_its_cooldown(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], cooldown: int, second_run_moves: int
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     config = _config(tmp_path, workload_cooldown_minutes=cooldown)
     assert _run(kubeconfig, config) == 0
@@ -68,18 +80,27 @@ def test_two_runs_do_not_move_one_workload_twice_within_its_cooldown(fake_api: F
     assert len(_history(fake_api)["moves"]) == 1 + second_run_moves
 
 
-def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(fake_api: FakeApiServer, tmp_path: Path,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     for name in ("train-a", "train-b"):
-        fake_api.inject(f"/api/v1/namespaces/ml/pods/{name}/eviction", 403, times=1,
-                        body=status_body(403, f'pods "{name}" is forbidden: cannot create resource "pods/eviction"'))
+        fake_api.inject(
+            f"/api/v1/namespaces/ml/pods/{name}/eviction",
+            403,
+            times=1,
+            body=status_body(403, f'pods "{name}" is forbidden: cannot create resource "pods/eviction"'),
+        )
     config = _config(tmp_path, breaker_failures=1, breaker_of_last=3, breaker_pause_minutes=60)
     assert _run(kubeconfig, config) == 1  # the eviction is refused: the run fails and rolls back
     history = _history(fake_api)
     assert [m["outcome"] for m in history["moves"]] == ["failed"] and history["pausedUntil"]
     (event,) = [e for e in fake_api.events(STATE_NAMESPACE) if e["reason"] == "CompactorPaused"]
-    assert event["type"] == "Warning" and "compaction paused until" in event["message"] and "1 of the last 1 moves failed" in event["message"]
+    assert (
+        event["type"] == "Warning"
+        and "compaction paused until" in event["message"]
+        and "1 of the last 1 moves failed" in event["message"]
+    )
     attempts = len(_evictions(fake_api))
     capsys.readouterr()
     assert _run(kubeconfig, config) == 0  # paused: the injected refusals are spent, but nothing is tried
@@ -89,13 +110,26 @@ def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(fak
 
 @pytest.mark.parametrize(("hours", "code", "evictions"), [(24, 2, 0), (0, 0, 1)], ids=["guarded", "guard-off"])
 def test_a_plan_taking_a_workload_back_where_a_recent_move_took_it_from_is_refused(
-        fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: int, code: int, evictions: int) -> None:
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: int, code: int, evictions: int
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
-    hour_ago = datetime.now(UTC) - timedelta(hours=1)  # the train workload went both ways an hour ago: any move now is back
-    history = History(tuple(MoveRecord(hour_ago, "ml/train-x", "ml/ReplicaSet/train", a, b, MOVED)
-                            for a, b in (("gpu-1", "gpu-2"), ("gpu-2", "gpu-1"))))
-    fake_api.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": HISTORY_CONFIGMAP, "namespace": STATE_NAMESPACE},
-                  "data": {HISTORY_KEY: history.to_json()}})
+    hour_ago = datetime.now(UTC) - timedelta(
+        hours=1
+    )  # the train workload went both ways an hour ago: any move now is back
+    history = History(
+        tuple(
+            MoveRecord(hour_ago, "ml/train-x", "ml/ReplicaSet/train", a, b, MOVED)
+            for a, b in (("gpu-1", "gpu-2"), ("gpu-2", "gpu-1"))
+        )
+    )
+    fake_api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": HISTORY_CONFIGMAP, "namespace": STATE_NAMESPACE},
+            "data": {HISTORY_KEY: history.to_json()},
+        }
+    )
     assert _run(kubeconfig, _config(tmp_path, oscillation_hours=hours)) == code
     assert len(_evictions(fake_api)) == evictions
     if code:

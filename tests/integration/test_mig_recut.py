@@ -28,28 +28,50 @@ LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
     for name, body in (("all-1g.10gb", '"1g.10gb": 7'), ("all-3g.40gb", '"3g.40gb": 2'))
 )
 CUT = {"all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}, "all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4}}
-SETTINGS = ExecutorSettings(poll_seconds=1, replacement_timeout_seconds=60, mig_reconfigure_timeout_seconds=120, steer_timeout_seconds=30)
+SETTINGS = ExecutorSettings(
+    poll_seconds=1, replacement_timeout_seconds=60, mig_reconfigure_timeout_seconds=120, steer_timeout_seconds=30
+)
 
 RULES = PlannerSettings(min_replicas=1)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
 
 
 def sliced(name: str) -> dict[str, Any]:
-    return node(name, mig={"1g.10gb": 14}, physical_gpus=2, product=A100_80,
-                labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
+    return node(
+        name,
+        mig={"1g.10gb": 14},
+        physical_gpus=2,
+        product=A100_80,
+        labels={
+            "nvidia.com/mig.config": "all-1g.10gb",
+            "nvidia.com/mig.config.state": "success",
+            "nvidia.com/mig.capable": "true",
+        },
+    )
 
 
 def objects() -> list[dict[str, Any]]:
     """b runs one movable 1g.10gb pod that a can take; two 3g.40gb pods wait, which only a re-cut b can host."""
-    return [sliced("a"), sliced("b"), pod("small-a", on="a", mig="1g.10gb", owner=None),
-            pod("small-b", on="b", mig="1g.10gb", owner="ReplicaSet/small"),
-            pod("wait-0", mig="3g.40gb", owner=None), pod("wait-1", mig="3g.40gb", owner=None)]
+    return [
+        sliced("a"),
+        sliced("b"),
+        pod("small-a", on="a", mig="1g.10gb", owner=None),
+        pod("small-b", on="b", mig="1g.10gb", owner="ReplicaSet/small"),
+        pod("wait-0", mig="3g.40gb", owner=None),
+        pod("wait-1", mig="3g.40gb", owner=None),
+    ]
 
 
 def recut_plan(objects_: list[dict[str, Any]]) -> CompactionPlan:
     """The planner's plan for these objects (the same dicts as the fake cluster's, so the uids match)."""
     settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True)
-    plan = build_plan(cluster(*objects_), settings, source="test", now=EPOCH, plan_id="plan-recut",
-                      mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"))
+    plan = build_plan(
+        cluster(*objects_),
+        settings,
+        source="test",
+        now=EPOCH,
+        plan_id="plan-recut",
+        mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+    )
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
     assert [(m.pod, m.to_node) for m in plan.moves] == [("default/small-b", "a")]
     return plan
@@ -77,7 +99,9 @@ def test_a_drained_node_is_re_cut_and_the_pending_pods_run_there() -> None:
     assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("b", "b")
     assert [e["reason"] for e in c.events if e["involved"].name == "b"].count("CompactorMigRecut") == 1
     # the label was changed only once the node ran no GPU pod, and while it was cordoned by us
-    relabel = next(call for call in c.history if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {}))
+    relabel = next(
+        call for call in c.history if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {})
+    )
     assert relabel.args["name"] == "b"
     assert_clean(c)
 
@@ -96,7 +120,9 @@ def test_a_failed_re_cut_leaves_the_node_cordoned_with_a_warning_and_no_retry() 
     assert "mig-manager reports failed" in marks(c, "b")[ann.MIG_RECUT_FAILED]
     assert any(e["reason"] == "CompactorMigRecutFailed" and e["type"] == "Warning" for e in c.events)
     assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("", "")
-    relabels = [call for call in c.history if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {})]
+    relabels = [
+        call for call in c.history if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {})
+    ]
     assert len(relabels) == 1  # never retried
     assert "re-cut of b to all-3g.40gb failed" in report.reason
     # the layout it replaced is recorded, and the report says how to restore it (the compactor never re-cuts a failed node)
@@ -131,7 +157,11 @@ def test_a_crash_while_mig_manager_works_is_resumed_and_the_label_written_once()
     # Where the relabel falls among the run's writes, from an identical run without the crash.
     clean, _ = run(FakeMigManager(CUT, takes=40))
     writes = list(clean.history)
-    k = next(i for i, call in enumerate(writes, 1) if call.method == "patch_node" and call.args["patch"]["metadata"].get("labels"))
+    k = next(
+        i
+        for i, call in enumerate(writes, 1)
+        if call.method == "patch_node" and call.args["patch"]["metadata"].get("labels")
+    )
     world = objects()
     c = FakeCluster(world)
     manager = FakeMigManager(CUT, takes=40)
@@ -144,11 +174,15 @@ def test_a_crash_while_mig_manager_works_is_resumed_and_the_label_written_once()
         pass
     else:
         raise AssertionError("the run did not crash at the relabel")
-    assert c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb" and c.state  # mid-reconfigure, state kept
+    assert (
+        c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb" and c.state
+    )  # mid-reconfigure, state kept
     c.advance(10)  # the process restarts while mig-manager is still at it
     recovered = recover(c, SETTINGS, c.clock)
     assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed
-    relabels = [call for call in c.history if call.method == "patch_node" and call.args["patch"]["metadata"].get("labels")]
+    relabels = [
+        call for call in c.history if call.method == "patch_node" and call.args["patch"]["metadata"].get("labels")
+    ]
     assert len(relabels) == 1 and manager.reconfigured == [("b", "all-3g.40gb")]
     assert (bound(c, "wait-0"), bound(c, "wait-1")) == ("b", "b")
     assert_clean(c)
@@ -170,11 +204,24 @@ def test_a_rollback_while_mig_manager_works_leaves_the_node_cordoned_not_release
 
 def idle_in_the_wrong_sizes() -> tuple[list[dict[str, Any]], CompactionPlan]:
     """An idle node cut all-3g.40gb beside pinned 1g.10gb pods, and the plan that re-cuts it (mig_rebalance_min_gain)."""
-    idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
-                labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
+    idle = node(
+        "idle",
+        mig={"3g.40gb": 2},
+        physical_gpus=1,
+        product=A100_80,
+        labels={
+            "nvidia.com/mig.config": "all-3g.40gb",
+            "nvidia.com/mig.config.state": "success",
+            "nvidia.com/mig.capable": "true",
+        },
+    )
     world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)]]
-    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25)
-    return world, build_plan(cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y"))
+    settings = PlannerSettings(
+        min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25
+    )
+    return world, build_plan(
+        cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y")
+    )
 
 
 def test_an_idle_node_re_cut_for_the_workload_alone_is_relabelled_and_released() -> None:
@@ -184,8 +231,10 @@ def test_an_idle_node_re_cut_for_the_workload_alone_is_relabelled_and_released()
     c.mig_manager = FakeMigManager({**CUT, "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 7}}, takes=10)
     report = Executor(c, SETTINGS, c.clock, rules=RULES).execute(plan)
     assert report.status == "succeeded" and report.recuts == {"idle": "success"}, report.reason
-    assert c.nodes["idle"]["status"]["allocatable"] == {**{k: v for k, v in c.nodes["idle"]["status"]["allocatable"].items()
-                                                           if not k.startswith("nvidia.com/")}, "nvidia.com/mig-1g.10gb": "7"}
+    assert c.nodes["idle"]["status"]["allocatable"] == {
+        **{k: v for k, v in c.nodes["idle"]["status"]["allocatable"].items() if not k.startswith("nvidia.com/")},
+        "nvidia.com/mig-1g.10gb": "7",
+    }
     assert_clean(c)
 
 
@@ -203,6 +252,7 @@ def test_a_node_mid_re_cut_whose_run_state_was_lost_stays_fenced_until_mig_manag
     world = objects()
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager(CUT, takes=60)
+
     def die() -> None:  # the process dies while mig-manager works (an OOM kill, a node drain of the compactor itself)
         raise Crash("sleep", "before")
 
@@ -210,7 +260,9 @@ def test_a_node_mid_re_cut_whose_run_state_was_lost_stays_fenced_until_mig_manag
     with pytest.raises(Crash):
         Executor(c, SETTINGS, c.clock, progress=stop, rules=RULES).execute(recut_plan(world))
     assert c.is_fenced("b") and c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
-    c.state = {ann.STATE_CONFIGMAP: {"plan": "not a plan any version wrote"}}  # lost: recovery can only read the node's marks
+    c.state = {
+        ann.STATE_CONFIGMAP: {"plan": "not a plan any version wrote"}
+    }  # lost: recovery can only read the node's marks
     if finished:
         c.advance(120)  # mig-manager reports success and the new slices are advertised
     recovered = recover(c, SETTINGS, c.clock)

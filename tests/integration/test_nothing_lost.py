@@ -24,7 +24,10 @@ from tests.scenarios.executor import (
     two_freed_nodes,
 )
 
-TWO_MOVES = [("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train"), ("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve")]
+TWO_MOVES = [
+    ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train"),
+    ("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"),
+]
 
 
 def test_a_pod_recreated_under_the_same_name_is_never_evicted_in_its_place() -> None:
@@ -50,8 +53,12 @@ def test_a_pod_that_lost_its_controller_since_planning_is_not_evicted() -> None:
     for ref in c.pod("default", "train-a")["metadata"]["ownerReferences"]:
         ref["controller"] = False  # orphaned (e.g. kubectl delete rs --cascade=orphan, then adopted by nobody)
     report = run(c, plan)
-    assert report.status == "partial" and "not moved default/train-a: no controller owner" in report.reason, report.reason
-    assert c.evicted == [] and evict_calls(c) == []  # refused before any eviction: train-b, whose node it was, not moved either
+    assert report.status == "partial" and "not moved default/train-a: no controller owner" in report.reason, (
+        report.reason
+    )
+    assert (
+        c.evicted == [] and evict_calls(c) == []
+    )  # refused before any eviction: train-b, whose node it was, not moved either
     assert "depends on the move of default/train-a" in report.reason
     assert_clean(c)
 
@@ -63,16 +70,25 @@ def test_a_second_budget_appearing_after_planning_refuses_the_move_before_asking
     c.tick()
     report = run(c, plan)
     assert report.status == "partial" and "more than one PodDisruptionBudget" in report.reason
-    assert evict_calls(c) == []  # refused at its eviction, as the planner would have: the Eviction API refuses such pods
+    assert (
+        evict_calls(c) == []
+    )  # refused at its eviction, as the planner would have: the Eviction API refuses such pods
     assert c.evicted == []
     assert_clean(c)
 
 
 def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
     c, plan = setup()
-    per_node = {f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)}
-    heavy = plan.model_copy(update={"before": {"nodes": per_node}, "after": {"nodes": per_node},
-                                    "moves": plan.moves + synthetic_moves(2000)})  # a 5,000-node cluster's worth
+    per_node = {
+        f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)
+    }
+    heavy = plan.model_copy(
+        update={
+            "before": {"nodes": per_node},
+            "after": {"nodes": per_node},
+            "moves": plan.moves + synthetic_moves(2000),
+        }
+    )  # a 5,000-node cluster's worth
     assert len(heavy.to_json()) > 1024 * 1024  # as a whole, the plan would not fit in a ConfigMap
     states: list[dict[str, str]] = []
     original = c.write_state
@@ -89,8 +105,13 @@ def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
     assert largest < 256 * 1024
     kept = decode_plan(states[-1]["plan"])
     assert [(m.pod, m.from_node, m.to_node, m.uid, m.owner) for m in kept.moves] == [
-        (m.pod, m.from_node, m.to_node, m.uid, m.owner) for m in heavy.moves]
-    assert (kept.freed_nodes, kept.placed_pending, kept.freed_gpus) == (heavy.freed_nodes, heavy.placed_pending, heavy.freed_gpus)
+        (m.pod, m.from_node, m.to_node, m.uid, m.owner) for m in heavy.moves
+    ]
+    assert (kept.freed_nodes, kept.placed_pending, kept.freed_gpus) == (
+        heavy.freed_nodes,
+        heavy.placed_pending,
+        heavy.freed_gpus,
+    )
     assert ann.STATE_CONFIGMAP not in c.state
 
 
@@ -110,11 +131,14 @@ def test_a_permanent_read_error_while_waiting_still_rolls_back() -> None:
     assert_clean(c)
 
 
-@pytest.mark.parametrize("damage", [
-    {"plan": "{not json"},
-    {"plan": '{"apiVersion": "compactor/v0", "kind": "CompactionPlan"}'},  # another version's plan
-    {"cordoned": '{"gpu-2": true}'},  # a list field that is not a list
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"plan": "{not json"},
+        {"plan": '{"apiVersion": "compactor/v0", "kind": "CompactionPlan"}'},  # another version's plan
+        {"cordoned": '{"gpu-2": true}'},  # a list field that is not a list
+    ],
+)
 def test_an_unreadable_state_rolls_back_by_the_node_marks_and_says_so(damage: dict[str, str]) -> None:
     c, plan = setup()
     c.crash_after(4, when="after")  # state written, gpu-2 cordoned, state written again: a run interrupted early
@@ -131,18 +155,25 @@ def test_an_unreadable_state_rolls_back_by_the_node_marks_and_says_so(damage: di
 
 def test_a_long_grace_period_is_waited_out_not_taken_for_a_stuck_replacement() -> None:
     objects = [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
         pod("pinned", on="gpu-1", gpus=4, owner=None),
-        rs("db-0", "gpu-2", "db", kind="StatefulSet"), rs("db-1", "gpu-2", "db", kind="StatefulSet"),
+        rs("db-0", "gpu-2", "db", kind="StatefulSet"),
+        rs("db-1", "gpu-2", "db", kind="StatefulSet"),
         pdb("db", match={"app": "db"}, max_unavailable=1),
     ]
     for obj in objects:
         if obj["kind"] == "Pod" and obj["metadata"]["name"].startswith("db-"):
             obj["spec"]["terminationGracePeriodSeconds"] = 200  # a model server that drains its requests
     c = FakeCluster(objects)
-    plan = hand_plan([("default/db-0", "gpu-2", "gpu-1", "StatefulSet/db"), ("default/db-1", "gpu-2", "gpu-1", "StatefulSet/db")],
-                     freed=["gpu-2"], c=c)
-    report = run(c, plan, SETTINGS)  # replacement_timeout_seconds 60 < 200: a StatefulSet recreates only once the pod is gone
+    plan = hand_plan(
+        [("default/db-0", "gpu-2", "gpu-1", "StatefulSet/db"), ("default/db-1", "gpu-2", "gpu-1", "StatefulSet/db")],
+        freed=["gpu-2"],
+        c=c,
+    )
+    report = run(
+        c, plan, SETTINGS
+    )  # replacement_timeout_seconds 60 < 200: a StatefulSet recreates only once the pod is gone
     assert report.status == "succeeded", report.reason
     assert report.outcome is not None and report.outcome.freed_nodes == ["gpu-2"]
     assert c.clock.monotonic() >= 400  # both pods took their full grace period
@@ -152,7 +183,9 @@ def test_a_long_grace_period_is_waited_out_not_taken_for_a_stuck_replacement() -
 def test_a_run_past_its_time_budget_starts_no_further_eviction() -> None:
     c, plan = setup()
     report = run(c, plan, SETTINGS.model_copy(update={"max_run_seconds": 1}))  # each move takes longer than that
-    assert report.status == "partial" and report.reason.startswith("max_run_seconds (1) reached; the rest waits for the next run")
+    assert report.status == "partial" and report.reason.startswith(
+        "max_run_seconds (1) reached; the rest waits for the next run"
+    )
     assert len(c.evicted) == 1 and report.moves_done == 1
     # the nodes whose moves did not start are released at once, not waited for until replacement_timeout_seconds
     assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds

@@ -13,7 +13,9 @@ from tests.scenarios.steering import spare_node_beside_a_freeable_one
 AUTOSCALER_TAINT = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1767225600", "effect": "NoSchedule"}
 
 
-def before_first_patch(c: FakeCluster, wanted: Callable[[str, Obj], bool], meanwhile: Callable[[str], None]) -> list[str]:
+def before_first_patch(
+    c: FakeCluster, wanted: Callable[[str, Obj], bool], meanwhile: Callable[[str], None]
+) -> list[str]:
     """Run ``meanwhile(node)`` just before the first node patch that ``wanted`` picks reaches the cluster; the nodes it ran on."""
     original = c.patch_node
     fired: list[str] = []
@@ -32,8 +34,11 @@ def before_first_patch(c: FakeCluster, wanted: Callable[[str, Obj], bool], meanw
 def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> None:
     c, plan = setup()
     settings = SETTINGS.model_copy(update={"after_drain": "taint"})
-    releasing = before_first_patch(c, lambda _n, p: ann.AFTER_DRAIN in p["metadata"].get("annotations", {}),
-                                   lambda n: c.nodes[n]["spec"].setdefault("taints", []).append(dict(AUTOSCALER_TAINT)))
+    releasing = before_first_patch(
+        c,
+        lambda _n, p: ann.AFTER_DRAIN in p["metadata"].get("annotations", {}),
+        lambda n: c.nodes[n]["spec"].setdefault("taints", []).append(dict(AUTOSCALER_TAINT)),
+    )
     reserved: list[list[str]] = []
     real_patch = c.patch_node
 
@@ -47,7 +52,9 @@ def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> 
     report = run(c, plan, settings)
     assert report.status == "succeeded", report.reason
     (node,) = releasing
-    assert reserved == [["ToBeDeletedByClusterAutoscaler", settings.taint_key]]  # the autoscaler's taint is kept beside ours
+    assert reserved == [
+        ["ToBeDeletedByClusterAutoscaler", settings.taint_key]
+    ]  # the autoscaler's taint is kept beside ours
     # and when the same run lifts the reservation at its TTL, the autoscaler's taint is still kept
     assert [t["key"] for t in c.nodes[node]["spec"]["taints"]] == ["ToBeDeletedByClusterAutoscaler"]
     assert not c.nodes[node]["spec"].get("unschedulable")
@@ -56,10 +63,15 @@ def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> 
 def test_a_node_an_operator_cordons_while_it_is_being_held_stays_the_operators() -> None:
     objects = spare_node_beside_a_freeable_one()
     c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
-    taken = before_first_patch(c, lambda _n, p: bool(p["metadata"].get("annotations", {}).get(ann.HELD_FOR)),
-                               lambda n: c.nodes[n]["spec"].update(unschedulable=True))
+    taken = before_first_patch(
+        c,
+        lambda _n, p: bool(p["metadata"].get("annotations", {}).get(ann.HELD_FOR)),
+        lambda n: c.nodes[n]["spec"].update(unschedulable=True),
+    )
     report = run(c, plan)
     assert report.status == "succeeded", report.reason
     (node,) = taken
-    assert c.operator_cordons() == [node] and not ann.is_ours(c.nodes[node], ann.IDENTITY)  # our hold lifted, their cordon kept
+    assert c.operator_cordons() == [node] and not ann.is_ours(
+        c.nodes[node], ann.IDENTITY
+    )  # our hold lifted, their cordon kept
     assert_clean(c, still_cordoned=(node,))

@@ -42,10 +42,15 @@ def test_a_pod_opted_out_after_planning_is_not_evicted_and_neither_is_the_rest_o
     assert report.status == "partial" and Unmovable.OPTED_OUT.value in report.reason, report.reason
     assert not set(GPU_2) & set(evicted_names(c))  # gpu-2 stays as it is
     assert sorted(c.evicted) == GPU_3 and report.freed_nodes == ["gpu-3"]
-    assert report.skipped_moves == ["default/serve-a"] and sorted(report.outcome.notes if report.outcome else []) == sorted(
-        ["not moved default/serve-a: opted out (compactor.io/evict or safe-to-evict = false)",
-         "not moved default/train-a: depends on the move of default/serve-a, refused: opted out (compactor.io/evict or "
-         "safe-to-evict = false)"])
+    assert report.skipped_moves == ["default/serve-a"] and sorted(
+        report.outcome.notes if report.outcome else []
+    ) == sorted(
+        [
+            "not moved default/serve-a: opted out (compactor.io/evict or safe-to-evict = false)",
+            "not moved default/train-a: depends on the move of default/serve-a, refused: opted out (compactor.io/evict or "
+            "safe-to-evict = false)",
+        ]
+    )
     assert_clean(c)
 
 
@@ -63,17 +68,43 @@ def test_a_pod_opted_out_while_the_run_is_under_way_is_not_evicted() -> None:
     assert_clean(c)
 
 
-@pytest.mark.parametrize(("change", "why"), [
-    (lambda p: p["metadata"]["ownerReferences"][0].update(kind="DaemonSet"), Unmovable.DAEMONSET.value),
-    (lambda p: p["metadata"]["ownerReferences"][0].update(kind="Job"), "its controller does not recreate evicted pods"),
-    (lambda p: p["metadata"].setdefault("annotations", {}).update({"kubernetes.io/config.mirror": "x"}), Unmovable.MIRROR.value),
-    (lambda p: p["spec"].update(priorityClassName="system-node-critical"), Unmovable.SYSTEM_CRITICAL.value),
-    (lambda p: p["spec"].update(volumes=[{"name": "scratch", "emptyDir": {}}]), "uses emptyDir/hostPath storage"),
-    (lambda p: p["metadata"].setdefault("annotations", {}).update({"karpenter.sh/do-not-disrupt": "true"}),
-     Unmovable.DO_NOT_DISRUPT.value),
-    (lambda p: p["metadata"].setdefault("annotations", {}).update({"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"}),
-     Unmovable.DO_NOT_DISRUPT.value),
-], ids=["daemonset", "job", "mirror", "system-critical", "empty-dir", "karpenter-do-not-disrupt", "descheduler-opt-out"])
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda p: p["metadata"]["ownerReferences"][0].update(kind="DaemonSet"), Unmovable.DAEMONSET.value),
+        (
+            lambda p: p["metadata"]["ownerReferences"][0].update(kind="Job"),
+            "its controller does not recreate evicted pods",
+        ),
+        (
+            lambda p: p["metadata"].setdefault("annotations", {}).update({"kubernetes.io/config.mirror": "x"}),
+            Unmovable.MIRROR.value,
+        ),
+        (lambda p: p["spec"].update(priorityClassName="system-node-critical"), Unmovable.SYSTEM_CRITICAL.value),
+        (lambda p: p["spec"].update(volumes=[{"name": "scratch", "emptyDir": {}}]), "uses emptyDir/hostPath storage"),
+        (
+            lambda p: p["metadata"].setdefault("annotations", {}).update({"karpenter.sh/do-not-disrupt": "true"}),
+            Unmovable.DO_NOT_DISRUPT.value,
+        ),
+        (
+            lambda p: (
+                p["metadata"]
+                .setdefault("annotations", {})
+                .update({"descheduler.alpha.kubernetes.io/prefer-no-eviction": "true"})
+            ),
+            Unmovable.DO_NOT_DISRUPT.value,
+        ),
+    ],
+    ids=[
+        "daemonset",
+        "job",
+        "mirror",
+        "system-critical",
+        "empty-dir",
+        "karpenter-do-not-disrupt",
+        "descheduler-opt-out",
+    ],
+)
 def test_a_pod_changed_since_planning_into_one_the_rules_keep_is_never_evicted(change: object, why: str) -> None:
     c, plan = setup()
     change(c.pod("default", "serve-b"))  # type: ignore[operator]  # the first move off gpu-3
@@ -104,21 +135,39 @@ def test_a_target_an_operator_cordoned_since_planning_receives_nothing() -> None
 
 def lone_replica() -> list[object]:
     """gpu-2 runs the only replica of ``serve`` (no PDB) and one of ``train`` (two replicas, PDB)."""
-    return [node("gpu-1", gpus=8), node("gpu-2", gpus=8), pod("pinned", on="gpu-1", gpus=4, owner=None),
-            rs("serve-a", "gpu-2", "serve"), rs("train-a", "gpu-2", "train"), rs("train-b", "gpu-1", "train"),
-            pdb("train", match={"app": "train"}, max_unavailable=1)]
+    return [
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        pod("pinned", on="gpu-1", gpus=4, owner=None),
+        rs("serve-a", "gpu-2", "serve"),
+        rs("train-a", "gpu-2", "train"),
+        rs("train-b", "gpu-1", "train"),
+        pdb("train", match={"app": "train"}, max_unavailable=1),
+    ]
 
 
 def test_the_only_ready_replica_without_a_budget_is_not_moved_by_the_planner_nor_the_executor() -> None:
     c = FakeCluster(lone_replica())  # type: ignore[arg-type]
-    plan = hand_plan([("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"), ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train")],
-                     freed=["gpu-2"], c=c)
+    plan = hand_plan(
+        [
+            ("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"),
+            ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train"),
+        ],
+        freed=["gpu-2"],
+        c=c,
+    )
     report = Executor(c, SETTINGS, c.clock, rules=PlannerSettings()).execute(plan)  # min_replicas 2 by default
     assert evict_calls(c) == [] and Unmovable.FEW_REPLICAS.value in report.reason
     # with a budget the owner says what it accepts: the guard steps aside
     c2 = FakeCluster([*lone_replica(), pdb("serve", match={"app": "serve"}, max_unavailable=1)])  # type: ignore[list-item]
-    plan2 = hand_plan([("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"), ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train")],
-                      freed=["gpu-2"], c=c2)
+    plan2 = hand_plan(
+        [
+            ("default/serve-a", "gpu-2", "gpu-1", "ReplicaSet/serve"),
+            ("default/train-a", "gpu-2", "gpu-1", "ReplicaSet/train"),
+        ],
+        freed=["gpu-2"],
+        c=c2,
+    )
     assert Executor(c2, SETTINGS, c2.clock, rules=PlannerSettings()).execute(plan2).status == "succeeded"
     assert sorted(c2.evicted) == ["default/serve-a", "default/train-a"]
 
@@ -155,7 +204,10 @@ def test_an_interrupted_run_of_a_plan_past_the_limit_is_rolled_back_not_resumed(
 def test_the_age_limit_is_a_setting() -> None:
     c, plan = setup()
     c.advance(2 * 3600)
-    assert run(c, plan, ExecutorSettings(**{**SETTINGS.model_dump(), "max_plan_age_seconds": 3 * 3600})).status == "succeeded"
+    assert (
+        run(c, plan, ExecutorSettings(**{**SETTINGS.model_dump(), "max_plan_age_seconds": 3 * 3600})).status
+        == "succeeded"
+    )
 
 
 def test_a_source_node_marked_do_not_disrupt_since_planning_keeps_its_pods() -> None:
@@ -171,7 +223,8 @@ def test_a_source_node_marked_do_not_disrupt_since_planning_keeps_its_pods() -> 
 def test_a_pod_restarted_since_planning_is_not_moved_before_it_has_been_ready_long_enough() -> None:
     c, plan = setup()
     c.pod("default", "serve-b")["status"]["conditions"] = [  # it restarted and turned Ready just as the run began
-        {"type": "Ready", "status": "True", "lastTransitionTime": c.clock.now().isoformat()}]
+        {"type": "Ready", "status": "True", "lastTransitionTime": c.clock.now().isoformat()}
+    ]
     report = run(c, plan, rules=PlannerSettings(min_replicas=1, min_ready_seconds=600))
     assert not set(GPU_3) & set(evicted_names(c))
     assert f"not moved default/serve-b: {Unmovable.TOO_YOUNG.value}" in report.reason, report.reason

@@ -13,15 +13,48 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _cluster(path: Path) -> Path:
-    subprocess.run([sys.executable, str(BENCHMARKS / "generate_cluster.py"), "--nodes", "200", "--pods", "1600", "--seed", "3",
-                    "--out", str(path)], check=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "generate_cluster.py"),
+            "--nodes",
+            "200",
+            "--pods",
+            "1600",
+            "--seed",
+            "3",
+            "--out",
+            str(path),
+        ],
+        check=True,
+        timeout=120,
+    )
     return path
 
 
 def _moves(snapshot: Path, hash_seed: str) -> list[tuple[str, str, str]]:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    done = subprocess.run([sys.executable, "-m", "compactor.cli", "plan", "--snapshot", str(snapshot), "--seed", "1", "--time-limit", "3",
-                           "-o", "json"], env=env, capture_output=True, text=True, check=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compactor.cli",
+            "plan",
+            "--snapshot",
+            str(snapshot),
+            "--seed",
+            "1",
+            "--time-limit",
+            "3",
+            "-o",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     plan = json.loads(done.stdout)
     return [(m["pod"], m["from"], m["to"]) for m in plan["moves"]]
 

@@ -16,7 +16,9 @@ print(" ".join(m for m in ("ortools", "pandas") if m in sys.modules))
 
 
 def _loaded_by(*argv: str) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", LOADED, *argv], capture_output=True, text=True, check=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, *argv], capture_output=True, text=True, check=True, timeout=120
+    )
     return set(done.stdout.split())
 
 

@@ -42,7 +42,11 @@ def test_without_steering_the_run_reports_the_real_gain_not_the_planned_one() ->
     assert gpu_nodes_of(c, "serve") == ["gpu-4", "gpu-4"]  # the emptiest node took both replacements
     assert report.status == "partial"
     assert report.reason == "cluster gained 0 whole-free GPU(s) (plan: 8); 0/0 pending pod(s) placed as planned"
-    assert report.outcome is not None and report.outcome.taken_nodes == ["gpu-4"] and report.outcome.freed_nodes == ["gpu-3"]
+    assert (
+        report.outcome is not None
+        and report.outcome.taken_nodes == ["gpu-4"]
+        and report.outcome.freed_nodes == ["gpu-3"]
+    )
     assert_clean(c)
 
 
@@ -101,7 +105,9 @@ def test_a_target_without_room_is_caught_before_the_eviction() -> None:
     c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
     c.add_pod(pod("newcomer", on="gpu-1", gpus=4, owner=None))  # takes gpu-1's room after the plan was made
     report = run(c, plan)
-    assert report.status == "failed" and report.reason.startswith("plan is stale: gpu-1 has no room for default/serve-a now")
+    assert report.status == "failed" and report.reason.startswith(
+        "plan is stale: gpu-1 has no room for default/serve-a now"
+    )
     assert c.evicted == []
     assert_clean(c)
 

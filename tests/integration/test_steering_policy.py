@@ -59,8 +59,11 @@ def entries(c: FakeCluster) -> dict[str, str]:
 def cordoned_ever(c: FakeCluster) -> set[str]:
     """Every node a patch of the run fenced (this installation's taint put on)."""
     key = ann.fence_key(ann.IDENTITY)
-    return {call.args["name"] for call in writes(c, "patch_node")
-            if any(t.get("key") == key for t in (call.args["patch"].get("spec") or {}).get("taints") or [])}
+    return {
+        call.args["name"]
+        for call in writes(c, "patch_node")
+        if any(t.get("key") == key for t in (call.args["patch"].get("spec") or {}).get("taints") or [])
+    }
 
 
 def assert_no_steering_left(c: FakeCluster) -> None:
@@ -71,11 +74,17 @@ def assert_no_steering_left(c: FakeCluster) -> None:
 def two_owners_onto_two_targets() -> list[Obj]:
     """gpu-3 runs two pods of two ReplicaSets; the plan moves them to gpu-1 and gpu-2; gpu-4 is empty (a spreader's choice)."""
     return [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8), node("gpu-4", gpus=8),
-        pod("pin-1", on="gpu-1", gpus=6, owner=None), pod("pin-2", on="gpu-2", gpus=6, owner=None),
-        rs("serve-a", "gpu-3", "serve", gpus=2), rs("train-a", "gpu-3", "train", gpus=2),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8),
+        node("gpu-4", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None),
+        pod("pin-2", on="gpu-2", gpus=6, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2),
+        rs("train-a", "gpu-3", "train", gpus=2),
         *agents("gpu-1", "gpu-2", "gpu-3", "gpu-4"),
-        budget("serve", match={"app": "serve"}, max_unavailable=1), budget("train", match={"app": "train"}, max_unavailable=1),
+        budget("serve", match={"app": "serve"}, max_unavailable=1),
+        budget("train", match={"app": "train"}, max_unavailable=1),
     ]
 
 
@@ -84,11 +93,19 @@ def test_each_replacement_is_pinned_to_its_planned_node_and_no_other_node_is_cor
     assert {m.to_node for m in plan.moves} == {"gpu-1"} and plan.freed_nodes == ["gpu-3"]
     report = run(c, plan)
     assert report.status == "succeeded", report.reason
-    assert report.steering == "policy" and "MutatingAdmissionPolicy gpu-compactor-steering installed" in report.steering_why
+    assert (
+        report.steering == "policy"
+        and "MutatingAdmissionPolicy gpu-compactor-steering installed" in report.steering_why
+    )
     assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]  # the spreading scheduler would have chosen gpu-4
     assert [node for _, node in c.pinned] == ["gpu-1", "gpu-1"]
     assert cordoned_ever(c) == {"gpu-3"}  # only the node being freed; no hold anywhere
-    assert report.outcome is not None and report.outcome.held_node_seconds == 0 and report.outcome.holds == 0 and report.outcome.freed_gpus == 8
+    assert (
+        report.outcome is not None
+        and report.outcome.held_node_seconds == 0
+        and report.outcome.holds == 0
+        and report.outcome.freed_gpus == 8
+    )
     assert_no_steering_left(c)
 
 
@@ -98,10 +115,19 @@ def test_an_entry_is_recorded_before_it_is_written_and_removed_once_the_replacem
     order = [call.method for call in c.history if call.method in ("write_state", "patch_config_map", "evict")]
     pins = [call for call in c.history if call.method == "patch_config_map"]
     assert [set(call.args["patch"]["data"].values()) for call in pins] == [{"gpu-1"}, {None}, {"gpu-1"}, {None}]
-    assert all("resourceVersion" in call.args["patch"]["metadata"] for call in pins)  # a precondition, as every other write
+    assert all(
+        "resourceVersion" in call.args["patch"]["metadata"] for call in pins
+    )  # a precondition, as every other write
     first_pin = order.index("patch_config_map")
-    assert order[first_pin - 1: first_pin + 2] == ["write_state", "patch_config_map", "evict"]  # state, entry, eviction
-    assert order[first_pin + 2: first_pin + 4] == ["patch_config_map", "write_state"]  # removed, then the move's end saved
+    assert order[first_pin - 1 : first_pin + 2] == [
+        "write_state",
+        "patch_config_map",
+        "evict",
+    ]  # state, entry, eviction
+    assert order[first_pin + 2 : first_pin + 4] == [
+        "patch_config_map",
+        "write_state",
+    ]  # removed, then the move's end saved
     assert pins[1].time - pins[0].time < c.ready_after  # removed at the bind, before the replacement is Ready
     assert_no_steering_left(c)
 
@@ -109,15 +135,22 @@ def test_an_entry_is_recorded_before_it_is_written_and_removed_once_the_replacem
 def test_moves_of_different_owners_run_at_once_and_each_lands_where_planned() -> None:
     objects = two_owners_onto_two_targets()
     c, plan = with_policy(objects)
-    assert sorted((m.pod, m.to_node) for m in plan.moves) == [("default/serve-a", "gpu-1"), ("default/train-a", "gpu-2")] or \
-        sorted(m.to_node for m in plan.moves) == ["gpu-1", "gpu-2"]
+    assert sorted((m.pod, m.to_node) for m in plan.moves) == [
+        ("default/serve-a", "gpu-1"),
+        ("default/train-a", "gpu-2"),
+    ] or sorted(m.to_node for m in plan.moves) == ["gpu-1", "gpu-2"]
     in_flight: list[int] = []
-    report = run(c, plan, POLICY.model_copy(update={"max_concurrent_evictions": 2}),
-                 progress=lambda _p: in_flight.append(len(c.config_maps[PARAMETERS].get("data") or {})))
+    report = run(
+        c,
+        plan,
+        POLICY.model_copy(update={"max_concurrent_evictions": 2}),
+        progress=lambda _p: in_flight.append(len(c.config_maps[PARAMETERS].get("data") or {})),
+    )
     assert report.status == "succeeded", report.reason
     assert max(in_flight) == 2  # both owners pinned at once
-    assert {(m.pod.split("/")[1].split("-")[0], m.to_node) for m in plan.moves} == \
-        {(app, node) for app in ("serve", "train") for node in gpu_nodes_of(c, app)}
+    assert {(m.pod.split("/")[1].split("-")[0], m.to_node) for m in plan.moves} == {
+        (app, node) for app in ("serve", "train") for node in gpu_nodes_of(c, app)
+    }
     assert cordoned_ever(c) == {"gpu-3"}
     assert_no_steering_left(c)
 
@@ -146,7 +179,12 @@ def test_a_steered_pending_pod_gets_its_node_reserved_and_no_other_node_is_held(
     assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
     assert reserved and reserved[0] == [{"key": SETTINGS.taint_key, "value": "default.big", "effect": "NoSchedule"}]
     tolerations = c.pod("default", "big")["spec"]["tolerations"]
-    assert {"key": SETTINGS.taint_key, "operator": "Equal", "value": "default.big", "effect": "NoSchedule"} in tolerations
+    assert {
+        "key": SETTINGS.taint_key,
+        "operator": "Equal",
+        "value": "default.big",
+        "effect": "NoSchedule",
+    } in tolerations
     assert cordoned_ever(c) == {"gpu-3"}  # the fence only; nothing held for the pending pod either
     assert not c.nodes["gpu-3"]["spec"].get("taints")  # the reservation goes once it is bound
     assert_no_steering_left(c)
@@ -169,16 +207,24 @@ def test_auto_falls_back_to_holds_when_the_binding_is_missing_and_says_so() -> N
     report = run(c, plan)
     assert report.status == "succeeded", report.reason
     assert report.steering == "holds"
-    assert report.steering_why.startswith("auto: MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed")
+    assert report.steering_why.startswith(
+        "auto: MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed"
+    )
     assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"] and cordoned_ever(c) > {"gpu-3"}  # held instead
     assert_clean(c)
 
 
-@pytest.mark.parametrize(("objects", "problem"), [
-    ([], "MutatingAdmissionPolicy gpu-compactor-steering is not installed"),
-    (steering_policy(binding=False), "MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed"),
-    (steering_policy(parameters=False), "the parameter configmap gpu-compactor/gpu-compactor-steering does not exist"),
-])
+@pytest.mark.parametrize(
+    ("objects", "problem"),
+    [
+        ([], "MutatingAdmissionPolicy gpu-compactor-steering is not installed"),
+        (steering_policy(binding=False), "MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed"),
+        (
+            steering_policy(parameters=False),
+            "the parameter configmap gpu-compactor/gpu-compactor-steering does not exist",
+        ),
+    ],
+)
 def test_steering_policy_insists_and_the_run_changes_nothing_without_it(objects: list[Obj], problem: str) -> None:
     base = spare_node_beside_a_freeable_one()
     c = FakeCluster([*base, *objects])
@@ -193,10 +239,16 @@ def test_a_policy_of_another_version_or_binding_elsewhere_is_not_used() -> None:
     policy, binding, parameters = steering_policy()
     old = {**policy, "metadata": {**policy["metadata"], "annotations": {"compactor.io/steering-policy-version": "0"}}}
     assert "is version 0" in choose(FakeCluster([old, binding, parameters]), SETTINGS).why
-    elsewhere = {**binding, "spec": {**binding["spec"], "paramRef": {**binding["spec"]["paramRef"], "namespace": "other"}}}
+    elsewhere = {
+        **binding,
+        "spec": {**binding["spec"], "paramRef": {**binding["spec"]["paramRef"], "namespace": "other"}},
+    }
     why = choose(FakeCluster([policy, elsewhere, parameters]), SETTINGS).why
     assert "does not bind policy gpu-compactor-steering to configmap gpu-compactor/gpu-compactor-steering" in why
-    assert choose(FakeCluster([policy, binding, parameters]), SETTINGS.model_copy(update={"steering": "off"})).mechanism == "off"
+    assert (
+        choose(FakeCluster([policy, binding, parameters]), SETTINGS.model_copy(update={"steering": "off"})).mechanism
+        == "off"
+    )
 
 
 def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_not_in_effect() -> None:
@@ -208,8 +260,14 @@ def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_no
     assert [e["reason"] for e in events(c, "CompactorSteeringFailed")] == ["CompactorSteeringFailed"]
     assert c.evicted == ["default/serve-a"]
     assert_no_steering_left(c)
-    next_run = choose(c, SETTINGS)  # the next run does not fail its first move the same way: it holds until an admin says
-    assert next_run.mechanism == "holds" and "found the policy not in effect" in next_run.why and NOT_IN_EFFECT in next_run.why
+    next_run = choose(
+        c, SETTINGS
+    )  # the next run does not fail its first move the same way: it holds until an admin says
+    assert (
+        next_run.mechanism == "holds"
+        and "found the policy not in effect" in next_run.why
+        and NOT_IN_EFFECT in next_run.why
+    )
     del c.config_maps[PARAMETERS]["metadata"]["annotations"][NOT_IN_EFFECT]
     assert choose(c, SETTINGS).mechanism == "policy"
 
@@ -222,7 +280,9 @@ def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending
     def evict_then_fill_the_target(namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> Any:
         result = original(namespace, name, uid=uid, dry_run=dry_run)
         if name == "serve-a":
-            c.add_pod(pod("squatter", on="gpu-1", gpus=4, owner=None))  # the target's room goes before the replacement binds
+            c.add_pod(
+                pod("squatter", on="gpu-1", gpus=4, owner=None)
+            )  # the target's room goes before the replacement binds
         return result
 
     c.evict = evict_then_fill_the_target  # type: ignore[method-assign]
@@ -238,9 +298,13 @@ def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending
 
 def test_a_pod_the_owner_makes_meanwhile_and_that_cannot_bind_is_evicted_so_it_comes_back_unpinned() -> None:
     objects = [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
-        pod("pin-1", on="gpu-1", gpus=6, owner=None), pod("pin-2", on="gpu-2", gpus=4, owner=None),
-        rs("serve-a", "gpu-3", "serve", gpus=2), *agents("gpu-1", "gpu-2", "gpu-3"),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None),
+        pod("pin-2", on="gpu-2", gpus=4, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2),
+        *agents("gpu-1", "gpu-2", "gpu-3"),
     ]
     c = FakeCluster([*objects, *steering_policy()], scheduler="spread")
     plan = hand_plan([("default/serve-a", "gpu-3", "gpu-1", "ReplicaSet/serve")], freed=["gpu-3"], c=c)
@@ -249,7 +313,9 @@ def test_a_pod_the_owner_makes_meanwhile_and_that_cannot_bind_is_evicted_so_it_c
     def scale_up_while_pinned(progress: Progress) -> None:
         if not scaled and entries(c):
             scaled.append(True)
-            c.controllers[("ReplicaSet", "default", "serve")].replicas += 1  # created pinned too; gpu-1 fits only one of them
+            c.controllers[
+                ("ReplicaSet", "default", "serve")
+            ].replicas += 1  # created pinned too; gpu-1 fits only one of them
 
     report = run(c, plan, progress=scale_up_while_pinned, rules=RULES)
     assert scaled and report.status == "succeeded", report.reason
@@ -257,15 +323,22 @@ def test_a_pod_the_owner_makes_meanwhile_and_that_cannot_bind_is_evicted_so_it_c
     c.settle()
     serve = [p for p in c.pods.values() if (p["metadata"].get("labels") or {}).get("app") == "serve"]
     assert len(serve) == 2 and all(p["spec"].get("nodeName") for p in serve)  # none left Pending for good
-    assert [STEERED_TO in (p["metadata"].get("annotations") or {}) for p in sorted(serve, key=lambda p: p["spec"]["nodeName"])] == [
-        True, False]  # the replacement pinned on gpu-1; the scale-up came back unpinned, wherever the scheduler sent it
+    assert [
+        STEERED_TO in (p["metadata"].get("annotations") or {})
+        for p in sorted(serve, key=lambda p: p["spec"]["nodeName"])
+    ] == [
+        True,
+        False,
+    ]  # the replacement pinned on gpu-1; the scale-up came back unpinned, wherever the scheduler sent it
     assert_no_steering_left(c)
 
 
 def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_runs_recovery() -> None:
     objects = spare_node_beside_a_freeable_one()
     c, plan = with_policy(objects)
-    first_pin = next(i for i, call in enumerate(_baseline_history(objects, plan), 1) if call.method == "patch_config_map")
+    first_pin = next(
+        i for i, call in enumerate(_baseline_history(objects, plan), 1) if call.method == "patch_config_map"
+    )
     c.crash_after(first_pin, when="after")
     with pytest.raises(Crash):
         run(c, plan)
@@ -299,7 +372,9 @@ def test_without_resume_recovery_removes_the_entry_and_evicts_a_pinned_pod_left_
     assert entries(c) == {}
     c.scheduler = "spread"
     c.settle()
-    assert not any(STEERED_TO in (p["metadata"].get("annotations") or {}) for p in c.pods.values())  # recreated unpinned
+    assert not any(
+        STEERED_TO in (p["metadata"].get("annotations") or {}) for p in c.pods.values()
+    )  # recreated unpinned
     assert_clean(c)
 
 
@@ -311,7 +386,11 @@ def test_a_dry_run_with_the_policy_in_the_snapshot_shows_each_entry_and_changes_
     assert report.shown_status == "dry-run" and report.steering == "policy"
     lines = client.intended_changes()
     pins = [line for line in lines if line.startswith("patch configmap/gpu-compactor/gpu-compactor-steering")]
-    assert len(pins) == 4 and "(pin the next pod of ReplicaSet default/serve to node/gpu-1)" in pins[0] and "(unpin ReplicaSet default/serve)" in pins[1]
+    assert (
+        len(pins) == 4
+        and "(pin the next pod of ReplicaSet default/serve to node/gpu-1)" in pins[0]
+        and "(unpin ReplicaSet default/serve)" in pins[1]
+    )
     assert not any(line.startswith("cordon node/gpu-1") or "held-for" in line for line in lines)
     assert all(not marks(FakeCluster(objects), n) for n in ("gpu-1", "gpu-2", "gpu-3"))
     assert ann.HELD_FOR not in " ".join(lines)

@@ -18,10 +18,22 @@ ALWAYS_OPEN = [{"schedule": "* * * * *", "duration_minutes": 2, "timezone": "Eur
 
 def _config(tmp_path: Path, windows: list[dict[str, object]]) -> str:
     path = tmp_path / "compactor.yaml"
-    path.write_text(yaml.safe_dump({
-        "mode": "apply", "planner": {"time_limit_seconds": 5}, "disruption": {"windows": windows},
-        "executor": {"poll_seconds": 0.05, "bind_poll_seconds": 0.05, "backoff_seconds": 0.05, "replacement_timeout_seconds": 20},
-    }), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "mode": "apply",
+                "planner": {"time_limit_seconds": 5},
+                "disruption": {"windows": windows},
+                "executor": {
+                    "poll_seconds": 0.05,
+                    "bind_poll_seconds": 0.05,
+                    "backoff_seconds": 0.05,
+                    "replacement_timeout_seconds": 20,
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     return str(path)
 
 
@@ -30,17 +42,30 @@ def _evictions(fake_api: FakeApiServer) -> list[object]:
 
 
 def test_a_run_outside_every_window_changes_nothing_and_says_when_the_next_opens(
-        fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW)]) == 0
     assert not _evictions(fake_api)
     assert not [r for r in fake_api.requests if r.method == "PATCH" and "/nodes/" in r.path]  # no node fenced either
     said = capsys.readouterr()
     assert "outside the disruption windows: the next opens at " in said.err and "this run changes nothing" in said.err
-    assert said.out.startswith("held: outside the disruption windows: the next opens at ") and "nothing changed" in said.out
-    assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW), "--output", "json"]) == 0
+    assert (
+        said.out.startswith("held: outside the disruption windows: the next opens at ")
+        and "nothing changed" in said.out
+    )
+    assert (
+        main(
+            ["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW), "--output", "json"]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
-    assert report["status"] == "held" and report["movesDone"] == 0 and report["reason"].startswith("outside the disruption windows")
+    assert (
+        report["status"] == "held"
+        and report["movesDone"] == 0
+        and report["reason"].startswith("outside the disruption windows")
+    )
 
 
 def test_inside_a_window_the_same_run_moves(fake_api: FakeApiServer, tmp_path: Path) -> None:
@@ -49,13 +74,20 @@ def test_inside_a_window_the_same_run_moves(fake_api: FakeApiServer, tmp_path: P
     assert len(_evictions(fake_api)) == 1
 
 
-def test_apply_outside_every_window_is_refused_in_one_line(fake_api: FakeApiServer, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_outside_every_window_is_refused_in_one_line(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
     plan = tmp_path / "plan.json"
     assert main(["plan", "--kubeconfig", kubeconfig, "--write", str(plan), "--time-limit", "5"]) == 0
     capsys.readouterr()
-    assert main(["apply", "--plan", str(plan), "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW)]) == 2
+    assert (
+        main(["apply", "--plan", str(plan), "--kubeconfig", kubeconfig, "--config", _config(tmp_path, CLOSED_NOW)]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "outside the disruption windows: the next opens at " in err[0] and "(disruption.windows)" in err[0]
+    assert (
+        len(err) == 1
+        and "outside the disruption windows: the next opens at " in err[0]
+        and "(disruption.windows)" in err[0]
+    )
     assert not _evictions(fake_api)

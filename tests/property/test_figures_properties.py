@@ -19,7 +19,13 @@ from compactor.model.resources import Resources
 from tests.builders import A100_40, cluster, node, pod
 
 # Valid A100-40GB mixed layouts (memory slices <= 8 per GPU).
-MIG_LAYOUTS = ({"1g.5gb": 7}, {"3g.20gb": 2}, {"2g.10gb": 3}, {"3g.20gb": 1, "1g.5gb": 3}, {"4g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1})
+MIG_LAYOUTS = (
+    {"1g.5gb": 7},
+    {"3g.20gb": 2},
+    {"2g.10gb": 3},
+    {"3g.20gb": 1, "1g.5gb": 3},
+    {"4g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1},
+)
 MIG_PROFILES = ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb")
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -90,7 +96,9 @@ def check_balance(allocatable: Resources, allocated: Resources, free: Resources)
 
 @SETTINGS
 @given(clusters())
-def test_free_plus_allocated_is_allocatable_for_every_node_pool_and_the_cluster(objects: tuple[list[Any], list[Any]]) -> None:
+def test_free_plus_allocated_is_allocatable_for_every_node_pool_and_the_cluster(
+    objects: tuple[list[Any], list[Any]],
+) -> None:
     figures = compute_figures(cluster(*objects[0], *objects[1]))
     for item in figures.nodes:
         check_balance(item.allocatable, item.allocated, item.free)
@@ -100,10 +108,29 @@ def test_free_plus_allocated_is_allocatable_for_every_node_pool_and_the_cluster(
 
 def pool_sums(figures: Figures) -> None:
     c = figures.cluster
-    for name in ("node_count", "gpu_node_count", "gpus", "whole_free_nodes", "overcommitted_nodes", "pod_count", "gpu_pod_count"):
+    for name in (
+        "node_count",
+        "gpu_node_count",
+        "gpus",
+        "whole_free_nodes",
+        "overcommitted_nodes",
+        "pod_count",
+        "gpu_pod_count",
+    ):
         assert sum(getattr(p, name) for p in figures.pools) == getattr(c, name), name
-    for name in ("allocatable_gpus", "allocated_gpus", "free_gpus", "whole_free_gpus", "busy_free_gpus", "stranded_gpus", "unavailable_free_gpus",
-                 "fragmented_gpus", "fgd_fragmented_gpus", "mig_idle_gpus", "mig_gpus"):
+    for name in (
+        "allocatable_gpus",
+        "allocated_gpus",
+        "free_gpus",
+        "whole_free_gpus",
+        "busy_free_gpus",
+        "stranded_gpus",
+        "unavailable_free_gpus",
+        "fragmented_gpus",
+        "fgd_fragmented_gpus",
+        "mig_idle_gpus",
+        "mig_gpus",
+    ):
         assert math.isclose(math.fsum(getattr(p, name) for p in figures.pools), getattr(c, name), abs_tol=1e-9), name
     for name in ("allocatable", "allocated", "free"):
         total: Resources = Resources()
@@ -129,7 +156,9 @@ def test_every_rate_lies_between_zero_and_one(objects: tuple[list[Any], list[Any
 
 @SETTINGS
 @given(clusters())
-def test_node_fragments_stay_within_the_free_capacity_and_the_headline_bounds_fgd(objects: tuple[list[Any], list[Any]]) -> None:
+def test_node_fragments_stay_within_the_free_capacity_and_the_headline_bounds_fgd(
+    objects: tuple[list[Any], list[Any]],
+) -> None:
     figures = compute_figures(cluster(*objects[0], *objects[1]))
     for n in figures.nodes:
         assert n.free_gpus >= 0

@@ -49,14 +49,20 @@ from tests.plancheck import (
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-BY_COUNT = MoveCostSettings(capacity_share=0.0, per_startup_minute=0)  # brute forces count moves: every move priced alike
+BY_COUNT = MoveCostSettings(
+    capacity_share=0.0, per_startup_minute=0
+)  # brute forces count moves: every move priced alike
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
 DRAINING = {"key": "draining", "value": "", "effect": "NoExecute"}
-TOLERATE_DRAINING = ({"key": "draining", "operator": "Exists", "effect": "NoExecute"},
-                     {"key": "draining", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60})
-KEEP_WEB_OUT = ({"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"},
-                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"})
+TOLERATE_DRAINING = (
+    {"key": "draining", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "draining", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+)
+KEEP_WEB_OUT = (
+    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"},
+    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"},
+)
 MIG_PROFILES = ("1g.5gb", "2g.10gb")
 # PLANNER_PROPERTY_EXAMPLES=1000 for a longer hunt; 30 keeps the suite well under a minute.
 PROPERTY = hsettings(
@@ -70,7 +76,9 @@ PROPERTY = hsettings(
 
 
 @st.composite
-def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pending: int = 2, tiny: bool = False) -> list[dict[str, Any]]:
+def clusters(
+    draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pending: int = 2, tiny: bool = False
+) -> list[dict[str, Any]]:
     """Kubernetes objects for a random small GPU cluster (sometimes with a CPU-only node and CPU-only pods)."""
     objects: list[dict[str, Any]] = []
     free: dict[str, dict[str, int]] = {}
@@ -130,8 +138,24 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
         free[where]["cpu"] -= cpu
         bound += 1
         namespace = draw(st.sampled_from(["default"] * 4 + ["team"]))
-        feature = draw(st.sampled_from(["plain"] * 6 + ["bare", "pdb", "local", "daemonset", "evict-true-local", "web", "anti", "port",
-                                                        "pvc-zonal", "pvc-local", "pvc-unknown"]))
+        feature = draw(
+            st.sampled_from(
+                ["plain"] * 6
+                + [
+                    "bare",
+                    "pdb",
+                    "local",
+                    "daemonset",
+                    "evict-true-local",
+                    "web",
+                    "anti",
+                    "port",
+                    "pvc-zonal",
+                    "pvc-local",
+                    "pvc-unknown",
+                ]
+            )
+        )
         extra: dict[str, Any] = {}
         if feature == "web":
             extra["labels"] = {"app": "web"}
@@ -143,9 +167,14 @@ def clusters(draw: st.DrawFn, *, max_nodes: int = 5, max_bound: int = 12, max_pe
             extra["volumes"] = claim_volume(f"claim{j}")
             if feature != "pvc-unknown":
                 zonal = feature == "pvc-zonal"
-                objects += [pvc(f"claim{j}", volume=f"vol{j}", namespace=namespace),
-                            pv(f"vol{j}", zone=f"z{int(where[1:]) % 2}" if zonal and where != "cpu0" else None,
-                               on_nodes=None if zonal else [where])]
+                objects += [
+                    pvc(f"claim{j}", volume=f"vol{j}", namespace=namespace),
+                    pv(
+                        f"vol{j}",
+                        zone=f"z{int(where[1:]) % 2}" if zonal and where != "cpu0" else None,
+                        on_nodes=None if zonal else [where],
+                    ),
+                ]
         elif feature == "bare":
             extra["owner"] = None
         elif feature == "pdb":
@@ -204,11 +233,14 @@ def _pod_shape(draw: st.DrawFn, free: dict[str, int]) -> dict[str, Any] | None:
 @st.composite
 def planner_settings(draw: st.DrawFn) -> PlannerSettings:
     shapes = draw(st.integers(0, 4)) == 0
-    return PlannerSettings(min_replicas=1,
+    return PlannerSettings(
+        min_replicas=1,
         time_limit_seconds=5,
         workers=2,
         mode="shapes" if shapes else "free-nodes",
-        target_shapes=[draw(st.sampled_from(["nvidia.com/gpu=2", "nvidia.com/gpu=4", "nvidia.com/mig-1g.5gb=1"]))] if shapes else [],
+        target_shapes=[draw(st.sampled_from(["nvidia.com/gpu=2", "nvidia.com/gpu=4", "nvidia.com/mig-1g.5gb=1"]))]
+        if shapes
+        else [],
         max_moves=draw(st.sampled_from([None, None, 0, 1, 3])),
         max_moves_per_node=draw(st.sampled_from([None, None, 1, 2])),
         max_moves_per_namespace=draw(st.sampled_from([None, None, 1, 2])),
@@ -251,7 +283,9 @@ def brute_force_curve(snapshot: Snapshot, config: PlannerSettings) -> dict[int, 
     """With the most pending pods placed: k freed nodes -> the fewest moves of any assignment freeing at least k."""
     leaves = enumerate_outcomes(snapshot, config)
     most = max(leaf[0] for leaf in leaves)
-    best = {leaf[2]: min(m for p, _, n, m in leaves if p == most and n >= leaf[2]) for leaf in leaves if leaf[0] == most}
+    best = {
+        leaf[2]: min(m for p, _, n, m in leaves if p == most and n >= leaf[2]) for leaf in leaves if leaf[0] == most
+    }
     return dict(sorted(best.items()))
 
 
@@ -274,7 +308,9 @@ def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple
     index = {name: i for i, name in enumerate(names)}
     reasons = movable_pods(snapshot, config)
     movable = [p for p in snapshot.pods if uses_capacity(p) and reasons[p.key] is None]
-    pending = [p for p in snapshot.pods if is_pending(p) and is_gpu_pod(p) and placeable_reason(p, snapshot, config) is None]
+    pending = [
+        p for p in snapshot.pods if is_pending(p) and is_gpu_pod(p) and placeable_reason(p, snapshot, config) is None
+    ]
     before = loads_before(snapshot)
     caps = [capacity_of(n, before[n.name], snapshot) for n in nodes]
     loads = [dict(before[name]) for name in names]
@@ -282,14 +318,18 @@ def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple
         for r, v in demand(p).items():
             loads[index[p.node_name]][r] -= v
     gpu_before = Counter(index[p.node_name] for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p))
-    gpu_now = Counter(index[p.node_name] for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p) and reasons[p.key] is not None)
+    gpu_now = Counter(
+        index[p.node_name] for p in snapshot.pods if uses_capacity(p) and is_gpu_pod(p) and reasons[p.key] is not None
+    )
     gpus = [node_gpus(n) for n in nodes]
 
     def options(p: Pod, current: int | None) -> list[int | None]:
         others = [i for i, n in enumerate(nodes) if i != current and target_reason(p, n, snapshot, config) is None]
         return [current, *others]
 
-    items: list[tuple[Pod, int | None, list[int | None]]] = [(p, index[p.node_name], options(p, index[p.node_name])) for p in movable]
+    items: list[tuple[Pod, int | None, list[int | None]]] = [
+        (p, index[p.node_name], options(p, index[p.node_name])) for p in movable
+    ]
     items += [(p, None, options(p, None)) for p in pending]
     outcomes: set[tuple[int, int, int, int]] = set()
 
@@ -387,7 +427,9 @@ def test_plan_matches_brute_force_optimum(objects: list[dict[str, Any]]) -> None
 
 @PROPERTY
 @given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True))
-def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optimum(objects: list[dict[str, Any]]) -> None:
+def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optimum(
+    objects: list[dict[str, Any]],
+) -> None:
     """Each objective's plan passes the checker; every point costs at least the brute force's fewest moves for its
     freed-node count, and exactly that where it claims OPTIMAL (move cost = moves: no cost annotations here, every move priced
     alike)."""
@@ -396,11 +438,15 @@ def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optim
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     curve = brute_force_curve(snapshot, config)
     note(f"brute force curve: {curve}")
-    plans = {o: _plan(snapshot, config.model_copy(update={"objective": o})) for o in ("pending-only", "balanced", "max-free")}
+    plans = {
+        o: _plan(snapshot, config.model_copy(update={"objective": o})) for o in ("pending-only", "balanced", "max-free")
+    }
     for objective, plan in plans.items():
         assert not check_plan(snapshot, plan, config), (objective, check_plan(snapshot, plan, config))
         chosen = [p for p in plan.frontier if p.chosen]
-        assert len(chosen) == 1 and (chosen[0].moves, chosen[0].freed_gpus) == (len(plan.moves), plan.freed_gpus), objective
+        assert len(chosen) == 1 and (chosen[0].moves, chosen[0].freed_gpus) == (len(plan.moves), plan.freed_gpus), (
+            objective
+        )
     frontier = plans["balanced"].frontier
     assert (frontier[0].moves, frontier[-1].moves) == (len(plans["pending-only"].moves), len(plans["max-free"].moves))
     by_gpus = brute_force_gpu_curve(snapshot, config)
@@ -408,7 +454,9 @@ def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optim
         fewest = min(m for k, m in curve.items() if k >= point.freed_nodes)
         assert point.moves >= fewest
         # The max-free point's claim is about its GPUs: no plan freeing as many costs less.
-        assert point.bound <= (fewest if point is not frontier[-1] else min(m for g, m in by_gpus.items() if g >= point.freed_gpus))
+        assert point.bound <= (
+            fewest if point is not frontier[-1] else min(m for g, m in by_gpus.items() if g >= point.freed_gpus)
+        )
         if point.status == "OPTIMAL" and point is not frontier[-1]:
             assert point.moves == fewest, point
     assert [p.freed_gpus for p in frontier] == sorted({p.freed_gpus for p in frontier})  # strictly more GPUs ...
@@ -419,7 +467,9 @@ def test_brute_force_sees_what_the_planner_must_do() -> None:
     """The brute force itself on hand-checked cases."""
     snapshot = cluster(
         *[node(f"g{i}", gpus=8) for i in range(3)],
-        pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2),
+        pod("a", on="g0", gpus=4),
+        pod("b", on="g1", gpus=4),
+        pod("c", on="g2", gpus=2),
         pod("big", gpus=8, owner="Job/big"),
     )
     config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2)
@@ -427,37 +477,62 @@ def test_brute_force_sees_what_the_planner_must_do() -> None:
     assert brute_force(snapshot, config) == (1, 0, 1)
     # Without the pending pod: c joins a or b and g2 is freed.
     snapshot = cluster(
-        *[node(f"g{i}", gpus=8) for i in range(3)], pod("a", on="g0", gpus=4), pod("b", on="g1", gpus=4), pod("c", on="g2", gpus=2)
+        *[node(f"g{i}", gpus=8) for i in range(3)],
+        pod("a", on="g0", gpus=4),
+        pod("b", on="g1", gpus=4),
+        pod("c", on="g2", gpus=2),
     )
     assert brute_force(snapshot, config) == (0, 8, 1)
     # A cordoned node is no target (a stays), and freeing it is worth nothing (c stays).
-    snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8, unschedulable=True), pod("a", on="g0", gpus=4), pod("c", on="g1", gpus=2))
+    snapshot = cluster(
+        node("g0", gpus=8), node("g1", gpus=8, unschedulable=True), pod("a", on="g0", gpus=4), pod("c", on="g1", gpus=2)
+    )
     assert brute_force(snapshot, config) == (0, 0, 0)
     # An existing pod's anti-affinity against web keeps web off g1, and its hostPort, taken on g2, off g2.
     keep_out = [{"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]
-    snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8), node("g2", gpus=8),
-                       pod("web", on="g0", gpus=2, labels={"app": "web"}, host_ports=[9000]), pod("guard", on="g1", gpus=2, owner=None, anti_affinity=keep_out),
-                       pod("edge", on="g2", gpus=2, owner=None, host_ports=[9000]))
+    snapshot = cluster(
+        node("g0", gpus=8),
+        node("g1", gpus=8),
+        node("g2", gpus=8),
+        pod("web", on="g0", gpus=2, labels={"app": "web"}, host_ports=[9000]),
+        pod("guard", on="g1", gpus=2, owner=None, anti_affinity=keep_out),
+        pod("edge", on="g2", gpus=2, owner=None, host_ports=[9000]),
+    )
     assert brute_force(snapshot, config) == (0, 0, 0)
-    snapshot = cluster(node("g0", gpus=8), node("g1", gpus=8), node("g2", gpus=8),
-                       pod("ported", on="g0", gpus=2, host_ports=[9000]), pod("guard", on="g1", gpus=2, owner=None, anti_affinity=keep_out),
-                       pod("edge", on="g2", gpus=2, owner=None, host_ports=[9000]))
+    snapshot = cluster(
+        node("g0", gpus=8),
+        node("g1", gpus=8),
+        node("g2", gpus=8),
+        pod("ported", on="g0", gpus=2, host_ports=[9000]),
+        pod("guard", on="g1", gpus=2, owner=None, anti_affinity=keep_out),
+        pod("edge", on="g2", gpus=2, owner=None, host_ports=[9000]),
+    )
     assert brute_force(snapshot, config) == (0, 8, 1)  # anti-affinity selects only web: ported joins guard on g1
-
 
 
 # ---------------------------------------------------------------------------- property 3: claims that hold for the whole cluster
 
 
 @PROPERTY
-@given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True),
-       narrow=st.sampled_from([(1, 1), (1, 2), (2, 1), (24, 1500)]))
-def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(objects: list[dict[str, Any]], narrow: tuple[int, int]) -> None:
+@given(
+    objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True),
+    narrow=st.sampled_from([(1, 1), (1, 2), (2, 1), (24, 1500)]),
+)
+def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(
+    objects: list[dict[str, Any]], narrow: tuple[int, int]
+) -> None:
     """However narrow the model (targets per type, candidate pods), the plan is valid, its bound is at least the true
     optimum, OPTIMAL means the true optimum, and it is never worse than the greedy warm start."""
     snapshot = cluster(*objects)
     targets, pods = narrow
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free", max_targets_per_type=targets, max_candidate_pods=pods)
+    config = PlannerSettings(
+        min_replicas=1,
+        time_limit_seconds=5,
+        workers=2,
+        objective="max-free",
+        max_targets_per_type=targets,
+        max_candidate_pods=pods,
+    )
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     plan = _plan(snapshot, config)
     assert not check_plan(snapshot, plan, config)
@@ -469,7 +544,12 @@ def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(objects: 
         assert (len(plan.placed_pending), plan.freed_gpus, len(plan.moves)) == (placed, net, moves)
     warm = greedy_drain(snapshot, config)
     mine, theirs = (len(plan.placed_pending), plan.freed_gpus), (warm.pending_placed, warm.freed_gpus)
-    assert mine > theirs or (mine == theirs and len(plan.moves) <= warm.moves), (mine, len(plan.moves), theirs, warm.moves)
+    assert mine > theirs or (mine == theirs and len(plan.moves) <= warm.moves), (
+        mine,
+        len(plan.moves),
+        theirs,
+        warm.moves,
+    )
 
 
 # ---------------------------------------------------------------------------- property 4: the time limit is a contract
@@ -477,7 +557,9 @@ def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(objects: 
 
 @PROPERTY
 @given(objects=clusters(), config=planner_settings())
-def test_greedy_keeps_the_move_limits_and_counts_them_as_the_solver_does(objects: list[dict[str, Any]], config: PlannerSettings) -> None:
+def test_greedy_keeps_the_move_limits_and_counts_them_as_the_solver_does(
+    objects: list[dict[str, Any]], config: PlannerSettings
+) -> None:
     """The warm start never breaks a move limit (it is the fallback when no level has time), and the running tally behind
     that (``greedy._Tally``) agrees with ``objective.within_limits`` after every drain of the curve's greedy steps."""
     snapshot = cluster(*objects)
@@ -491,7 +573,9 @@ def test_greedy_keeps_the_move_limits_and_counts_them_as_the_solver_does(objects
 
 @PROPERTY
 @given(objects=clusters(), config=planner_settings())
-def test_a_plan_with_no_time_left_is_valid_and_never_below_the_greedy_warm_start(objects: list[dict[str, Any]], config: PlannerSettings) -> None:
+def test_a_plan_with_no_time_left_is_valid_and_never_below_the_greedy_warm_start(
+    objects: list[dict[str, Any]], config: PlannerSettings
+) -> None:
     """A microsecond's limit has run out before the problem is built: the plan is still valid, not claimed OPTIMAL unless
     there was nothing to plan, and places and frees at least what greedy does within the same limits."""
     snapshot = cluster(*objects)
@@ -508,7 +592,12 @@ def test_a_plan_with_no_time_left_is_valid_and_never_below_the_greedy_warm_start
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     theirs = (len(placements), sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled))
     mine = (len(plan.placed_pending), plan.freed_gpus)
-    assert mine > theirs or (mine == theirs and len(plan.moves) <= len(moves)), (mine, len(plan.moves), theirs, len(moves))
+    assert mine > theirs or (mine == theirs and len(plan.moves) <= len(moves)), (
+        mine,
+        len(plan.moves),
+        theirs,
+        len(moves),
+    )
 
 
 # ---------------------------------------------------------------------------- property 5: move bounds never claim too much
@@ -542,8 +631,9 @@ def test_move_bounds_never_claim_more_than_the_brute_force_finds(objects: list[d
 
 @PROPERTY
 @given(objects=clusters(), config=planner_settings())
-def test_a_plan_that_frees_nodes_or_places_pending_pods_shows_it_in_the_headline_figures(objects: list[dict[str, Any]],
-                                                                                        config: PlannerSettings) -> None:
+def test_a_plan_that_frees_nodes_or_places_pending_pods_shows_it_in_the_headline_figures(
+    objects: list[dict[str, Any]], config: PlannerSettings
+) -> None:
     plan = _plan(cluster(*objects), config)
     before, after = plan.before, plan.after
     gained = after["cluster"]["wholeFreePhysicalGpus"] - before["cluster"]["wholeFreePhysicalGpus"]
@@ -557,4 +647,7 @@ def test_a_plan_that_frees_nodes_or_places_pending_pods_shows_it_in_the_headline
     newly = {b["pod"]: b["gpuEquivalents"] for b in after["blockedPending"] if b["pod"] not in blocked}
     assert set(newly) <= {p.pod for p in plan.pending_not_placed}
     placed = sum(blocked.get(p.pod, 0.0) for p in plan.placed_pending)
-    assert after["blockedDemandGpuEquivalents"] <= before["blockedDemandGpuEquivalents"] - placed + sum(newly.values()) + 1e-6
+    assert (
+        after["blockedDemandGpuEquivalents"]
+        <= before["blockedDemandGpuEquivalents"] - placed + sum(newly.values()) + 1e-6
+    )

@@ -29,6 +29,7 @@ SETTINGS_ALL = Settings(planner=PLANNER, executor=SETTINGS)
 def loader(c: FakeCluster) -> Any:
     def load() -> Snapshot:
         return build_snapshot([*c.list_nodes(), *c.list_pods(), *c.list_pdbs()], source="fakecluster")
+
     return load
 
 
@@ -53,5 +54,11 @@ def wait_for(predicate: Any, timeout: float = 60.0) -> None:
 
 
 def make_controller(c: FakeCluster, **options: Any) -> Controller:
-    return Controller(load_snapshot=loader(c), client=c, settings=SETTINGS_ALL, exporter=Exporter(CollectorRegistry()),
-                      options=ControllerOptions(interval=3600, listen="127.0.0.1:0", **options), clock=c.clock)
+    return Controller(
+        load_snapshot=loader(c),
+        client=c,
+        settings=SETTINGS_ALL,
+        exporter=Exporter(CollectorRegistry()),
+        options=ControllerOptions(interval=3600, listen="127.0.0.1:0", **options),
+        clock=c.clock,
+    )

@@ -26,14 +26,18 @@ from tests.fakecluster import EPOCH, FakeCluster
 Obj = dict[str, Any]
 
 PLAN_ID = "plan-test-1"
-SETTINGS = ExecutorSettings(poll_seconds=1, replacement_timeout_seconds=60, backoff_seconds=1, backoff_max_seconds=8, eviction_retry_limit=3)
+SETTINGS = ExecutorSettings(
+    poll_seconds=1, replacement_timeout_seconds=60, backoff_seconds=1, backoff_max_seconds=8, eviction_retry_limit=3
+)
 PLANNER = PlannerSettings(time_limit_seconds=5, workers=1)
 
 
 # --------------------------------------------------------------------------- scenarios and helpers
 
 
-def rs(name: str, on: str, app: str, *, gpus: int = 1, kind: str = "ReplicaSet", labels: dict[str, str] | None = None) -> Obj:
+def rs(
+    name: str, on: str, app: str, *, gpus: int = 1, kind: str = "ReplicaSet", labels: dict[str, str] | None = None
+) -> Obj:
     """A GPU pod of controller ``kind/app`` labelled ``app=<app>`` (plus ``labels``)."""
     return pod(name, on=on, gpus=gpus, owner=f"{kind}/{app}", labels={"app": app, **(labels or {})})
 
@@ -50,13 +54,23 @@ def two_freed_nodes(*, shared_pdb: bool = False) -> list[Obj]:
     ReplicaSet has its own PDB; with ``shared_pdb`` one PDB (maxUnavailable 2) selects both.
     """
     team = {"team": "ml"} if shared_pdb else {}
-    budgets = ([pdb("ml", match={"team": "ml"}, max_unavailable=2, allowed=2)] if shared_pdb else
-               [pdb("train", match={"app": "train"}, max_unavailable=1), pdb("serve", match={"app": "serve"}, min_available=1)])
+    budgets = (
+        [pdb("ml", match={"team": "ml"}, max_unavailable=2, allowed=2)]
+        if shared_pdb
+        else [
+            pdb("train", match={"app": "train"}, max_unavailable=1),
+            pdb("serve", match={"app": "serve"}, min_available=1),
+        ]
+    )
     return [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8),
         pod("pinned", on="gpu-1", gpus=4, owner=None),
-        rs("train-a", "gpu-2", "train", labels=team), rs("serve-a", "gpu-2", "serve", labels=team),
-        rs("train-b", "gpu-3", "train", labels=team), rs("serve-b", "gpu-3", "serve", labels=team),
+        rs("train-a", "gpu-2", "train", labels=team),
+        rs("serve-a", "gpu-2", "serve", labels=team),
+        rs("train-b", "gpu-3", "train", labels=team),
+        rs("serve-b", "gpu-3", "serve", labels=team),
         *agents("gpu-1", "gpu-2", "gpu-3"),
         *budgets,
     ]
@@ -65,12 +79,19 @@ def two_freed_nodes(*, shared_pdb: bool = False) -> list[Obj]:
 def one_freed_node() -> list[Obj]:
     """3 GPU nodes; the plan frees gpu-3 with 3 moves, two of them of one ReplicaSet under a PDB."""
     return [
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
-        pod("pin-1", on="gpu-1", gpus=4, owner=None), pod("pin-2", on="gpu-2", gpus=4, owner=None),
-        rs("train-a", "gpu-3", "train"), rs("train-b", "gpu-3", "train"), rs("serve-a", "gpu-3", "serve"),
-        rs("train-c", "gpu-1", "train"), rs("serve-b", "gpu-2", "serve"),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=4, owner=None),
+        pod("pin-2", on="gpu-2", gpus=4, owner=None),
+        rs("train-a", "gpu-3", "train"),
+        rs("train-b", "gpu-3", "train"),
+        rs("serve-a", "gpu-3", "serve"),
+        rs("train-c", "gpu-1", "train"),
+        rs("serve-b", "gpu-2", "serve"),
         *agents("gpu-1", "gpu-2", "gpu-3"),
-        pdb("train", match={"app": "train"}, max_unavailable=1), pdb("serve", match={"app": "serve"}, min_available=1),
+        pdb("train", match={"app": "train"}, max_unavailable=1),
+        pdb("serve", match={"app": "serve"}, min_available=1),
     ]
 
 
@@ -88,18 +109,36 @@ def run(c: FakeCluster, plan: CompactionPlan, settings: ExecutorSettings = SETTI
     return Executor(c, settings, c.clock, **options).execute(plan)
 
 
-def hand_plan(moves: list[tuple[str, str, str, str]], *, freed: list[str], c: FakeCluster, plan_id: str = PLAN_ID,
-              pending: Sequence[tuple[str, str]] = ()) -> CompactionPlan:
+def hand_plan(
+    moves: list[tuple[str, str, str, str]],
+    *,
+    freed: list[str],
+    c: FakeCluster,
+    plan_id: str = PLAN_ID,
+    pending: Sequence[tuple[str, str]] = (),
+) -> CompactionPlan:
     """A plan written by hand: (pod key, from, to, owner) moves, uids read from the fake cluster."""
-    return CompactionPlan.model_validate({
-        "metadata": {"id": plan_id, "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
-        "moves": [{"pod": key, "from": src, "to": dst, "owner": owner, "reason": "test", "gpu": True,
-                   "uid": c.pod(*key.split("/"))["metadata"]["uid"]} for key, src, dst, owner in moves],
-        "placedPending": [{"pod": key, "to": dst} for key, dst in pending],
-        "freedNodes": freed,
-        "freedGpus": sum(int(c.nodes[n]["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in freed),
-        "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
-    })
+    return CompactionPlan.model_validate(
+        {
+            "metadata": {"id": plan_id, "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
+            "moves": [
+                {
+                    "pod": key,
+                    "from": src,
+                    "to": dst,
+                    "owner": owner,
+                    "reason": "test",
+                    "gpu": True,
+                    "uid": c.pod(*key.split("/"))["metadata"]["uid"],
+                }
+                for key, src, dst, owner in moves
+            ],
+            "placedPending": [{"pod": key, "to": dst} for key, dst in pending],
+            "freedNodes": freed,
+            "freedGpus": sum(int(c.nodes[n]["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in freed),
+            "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
+        }
+    )
 
 
 def marks(c: FakeCluster, name: str) -> dict[str, str]:
@@ -121,7 +160,9 @@ def writes(c: FakeCluster, method: str) -> list[Any]:
 
 
 def evict_calls(c: FakeCluster, key: str | None = None) -> list[Any]:
-    return [call for call in writes(c, "evict") if key is None or f"{call.args['namespace']}/{call.args['name']}" == key]
+    return [
+        call for call in writes(c, "evict") if key is None or f"{call.args['namespace']}/{call.args['name']}" == key
+    ]
 
 
 def adds_fence(patch: dict[str, Any]) -> bool:
@@ -135,7 +176,9 @@ def assert_clean(c: FakeCluster, *, still_cordoned: tuple[str, ...] = ()) -> Non
     assert c.cordoned_nodes() == sorted(still_cordoned), "a node was left cordoned"
     assert {n: marks(c, n) for n in c.nodes if marks(c, n)} == {}, "a node still carries the executor's marks"
     # The run's state ConfigMap goes with the run; the history of moves (cooldowns, budgets, the breaker) is meant to stay.
-    assert {name: data for name, data in c.state.items() if name != HISTORY_CONFIGMAP} == {}, "the state ConfigMap outlived the run"
+    assert {name: data for name, data in c.state.items() if name != HISTORY_CONFIGMAP} == {}, (
+        "the state ConfigMap outlived the run"
+    )
     c.assert_no_pdb_violation()
     assert c.lost_pods() == []
     assert all(not call.args.get("dry_run") for call in writes(c, "evict"))
@@ -168,11 +211,21 @@ def in_flight(c: FakeCluster) -> set[str]:
     """Controllers not whole right now: a pod terminating, or fewer Ready pods than replicas."""
     broken = set()
     for (kind, namespace, name), ctl in c.controllers.items():
-        mine = [p for p in c.pods.values() if any(r.get("controller") and r.get("name") == name and r.get("kind") == kind
-                                                     for r in p["metadata"].get("ownerReferences") or [])
-                and (p["metadata"].get("namespace") or "default") == namespace]
-        ready = [p for p in mine if not p["metadata"].get("deletionTimestamp")
-                 and any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions") or [])]
+        mine = [
+            p
+            for p in c.pods.values()
+            if any(
+                r.get("controller") and r.get("name") == name and r.get("kind") == kind
+                for r in p["metadata"].get("ownerReferences") or []
+            )
+            and (p["metadata"].get("namespace") or "default") == namespace
+        ]
+        ready = [
+            p
+            for p in mine
+            if not p["metadata"].get("deletionTimestamp")
+            and any(x["type"] == "Ready" and x["status"] == "True" for x in p["status"].get("conditions") or [])
+        ]
         if len(ready) < ctl.replicas or len(mine) != len(ready):
             broken.add(f"{kind}/{name}")
     return broken
@@ -185,8 +238,18 @@ def owner_of(c: FakeCluster, namespace: str, name: str) -> str:
 
 def synthetic_moves(count: int) -> list[Move]:
     """Moves of pods that are not in the cluster (the executor skips them as gone), with realistic name lengths."""
-    return [Move.model_validate({"pod": f"inference-team-{i % 40}/llm-server-7b-{i:05d}-6d9f8c7b5-x2k4q", "from": f"gpu-{i % 5000:05d}",
-                                 "to": f"gpu-{(i * 7) % 5000:05d}", "uid": f"0c6f4a52-1b7e-4d2a-9a3f-{i:012d}",
-                                 "owner": f"ReplicaSet/llm-server-7b-{i:05d}-6d9f8c7b5", "gpu": True,
-                                 "reason": f"frees gpu-{i % 5000:05d} (8 GPUs); gpu-{(i * 7) % 5000:05d} already runs GPU pods, 2 GPUs free before",
-                                 "requests": {"cpu": 8000, "memory": 68719476736, "nvidia.com/gpu": 2}}) for i in range(count)]
+    return [
+        Move.model_validate(
+            {
+                "pod": f"inference-team-{i % 40}/llm-server-7b-{i:05d}-6d9f8c7b5-x2k4q",
+                "from": f"gpu-{i % 5000:05d}",
+                "to": f"gpu-{(i * 7) % 5000:05d}",
+                "uid": f"0c6f4a52-1b7e-4d2a-9a3f-{i:012d}",
+                "owner": f"ReplicaSet/llm-server-7b-{i:05d}-6d9f8c7b5",
+                "gpu": True,
+                "reason": f"frees gpu-{i % 5000:05d} (8 GPUs); gpu-{(i * 7) % 5000:05d} already runs GPU pods, 2 GPUs free before",
+                "requests": {"cpu": 8000, "memory": 68719476736, "nvidia.com/gpu": 2},
+            }
+        )
+        for i in range(count)
+    ]

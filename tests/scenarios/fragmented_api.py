@@ -25,19 +25,33 @@ def fragmented(fake_api: FakeApiServer, tmp_path: Path) -> str:
     An eviction deletes the pod and its ReplicaSet's replacement appears, Ready, on the other node."""
     fake_api.disruption_controller = DisruptionController()
     fake_api.add(
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
         pod("train-a", on="gpu-1", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
         pod("train-b", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
         pdb("train", match={"app": "train"}, namespace="ml", max_unavailable=1),
-        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "train", "namespace": "ml", "uid": "ReplicaSet-train"},
-         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "train"}}}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "ReplicaSet-train"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "train"}}},
+        },
     )
 
     def replace(server: FakeApiServer, evicted: dict[str, Any]) -> None:
         meta = evicted["metadata"]
         server.delete("Pod", meta["name"], meta["namespace"])
         other = "gpu-2" if evicted["spec"]["nodeName"] == "gpu-1" else "gpu-1"
-        server.add(pod(f"{meta['name']}-new", on=other, gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}))
+        server.add(
+            pod(
+                f"{meta['name']}-new",
+                on=other,
+                gpus=1,
+                namespace="ml",
+                owner="ReplicaSet/train",
+                labels={"app": "train"},
+            )
+        )
 
     fake_api.on_evict = replace
     LeaseStore(fake_api)

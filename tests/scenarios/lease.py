@@ -47,7 +47,9 @@ class LeaseStore:
         body = request.json()
         key = (match["ns"], body["metadata"]["name"])
         if key in self.leases:
-            return Reply(409, status_body(409, f'leases.coordination.k8s.io "{key[1]}" already exists', reason="AlreadyExists"))
+            return Reply(
+                409, status_body(409, f'leases.coordination.k8s.io "{key[1]}" already exists', reason="AlreadyExists")
+            )
         return self._store(key, body, 201)
 
     def put(self, _api: FakeApiServer, request: RecordedRequest, match: re.Match[str]) -> Reply:
@@ -59,8 +61,14 @@ class LeaseStore:
         if current is None:
             return Reply(404, status_body(404, "not found"))
         if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            return Reply(409, status_body(409, f'Operation cannot be fulfilled on leases.coordination.k8s.io "{key[1]}": '
-                                               "the object has been modified; please apply your changes to the latest version and try again"))
+            return Reply(
+                409,
+                status_body(
+                    409,
+                    f'Operation cannot be fulfilled on leases.coordination.k8s.io "{key[1]}": '
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ),
+            )
         return self._store(key, body, 200)
 
     def _store(self, key: tuple[str, str], body: dict[str, Any], status: int) -> Reply:

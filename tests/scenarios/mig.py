@@ -14,23 +14,41 @@ from tests.builders import A100_80, node, pod
 FILTER = '["0x20B210DE", "0x20B510DE"]'
 LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
     f"  {name}:\n    - device-filter: {FILTER}\n      devices: all\n      mig-enabled: true\n      mig-devices: {{{body}}}\n"
-    for name, body in (("all-1g.10gb", '"1g.10gb": 7'), ("all-3g.40gb", '"3g.40gb": 2'),
-                       ("all-balanced", '"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1'))
+    for name, body in (
+        ("all-1g.10gb", '"1g.10gb": 7'),
+        ("all-3g.40gb", '"3g.40gb": 2'),
+        ("all-balanced", '"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1'),
+    )
 )
 
 
 def config_map() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
-            "data": {"config.yaml": LAYOUTS}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
+        "data": {"config.yaml": LAYOUTS},
+    }
 
 
 def sliced(name: str) -> dict[str, Any]:
     """An A100-80GB node, 2 GPUs, cut into 1g.10gb slices."""
-    return node(name, mig={"1g.10gb": 14}, physical_gpus=2, product=A100_80,
-                labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.capable": "true"})
+    return node(
+        name,
+        mig={"1g.10gb": 14},
+        physical_gpus=2,
+        product=A100_80,
+        labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.capable": "true"},
+    )
 
 
 def objects() -> list[dict[str, Any]]:
-    return [sliced("a"), sliced("b"), *[pod(f"small-{i}", on="a", mig="1g.10gb") for i in range(4)],
-            pod("wait-0", mig="3g.40gb", owner="Job/w"), pod("wait-1", mig="3g.40gb", owner="Job/w"), pod("wait-2", mig="3g.40gb", owner="Job/w"),
-            config_map()]
+    return [
+        sliced("a"),
+        sliced("b"),
+        *[pod(f"small-{i}", on="a", mig="1g.10gb") for i in range(4)],
+        pod("wait-0", mig="3g.40gb", owner="Job/w"),
+        pod("wait-1", mig="3g.40gb", owner="Job/w"),
+        pod("wait-2", mig="3g.40gb", owner="Job/w"),
+        config_map(),
+    ]

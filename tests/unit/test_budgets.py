@@ -33,8 +33,12 @@ def _plan(objects: list[dict[str, Any]], **budgets: Any) -> CompactionPlan:
 
 def _four_nodes_to_free() -> list[dict[str, Any]]:
     """g0..g3 each run one 1-GPU replica of their own workload; t has room for all four: max-free frees g0..g3."""
-    return [node("t", gpus=8), pod("anchor", on="t", gpus=4, owner=None),
-            *[node(f"g{i}", gpus=8) for i in range(4)], *[pod(f"w{i}", on=f"g{i}", gpus=1, owner=f"ReplicaSet/w{i}") for i in range(4)]]
+    return [
+        node("t", gpus=8),
+        pod("anchor", on="t", gpus=4, owner=None),
+        *[node(f"g{i}", gpus=8) for i in range(4)],
+        *[pod(f"w{i}", on=f"g{i}", gpus=1, owner=f"ReplicaSet/w{i}") for i in range(4)],
+    ]
 
 
 def test_koordinators_default_unavailability_per_workload() -> None:
@@ -49,43 +53,66 @@ def test_a_pool_share_is_rounded_down_but_never_below_one() -> None:
 def test_at_most_so_many_nodes_of_a_pool_are_drained_by_one_run(limit: int | str) -> None:
     plan = _plan(_four_nodes_to_free(), max_draining_per_pool=limit)
     assert len(plan.freed_nodes) == 2 and len(plan.moves) == 2 and plan.freed_gpus == 16
-    assert plan.held_back == ("disruption.max_draining_per_pool (2 of pool NVIDIA-A100-SXM4-40GB's 5 nodes at once) reached: "
-                              "2 of 4 moves wait for a later run")
+    assert plan.held_back == (
+        "disruption.max_draining_per_pool (2 of pool NVIDIA-A100-SXM4-40GB's 5 nodes at once) reached: "
+        "2 of 4 moves wait for a later run"
+    )
     assert _plan(_four_nodes_to_free()).held_back == ""  # no budget: the whole point
 
 
 def _replicas_of_one_workload(replicas: int) -> list[dict[str, Any]]:
     """``replicas`` of ReplicaSet/llm, one per node g0.., and room on t for every one of them."""
-    return [node("t", gpus=8), pod("anchor", on="t", gpus=1, owner=None),
-            *[node(f"g{i}", gpus=8) for i in range(replicas)],
-            *[pod(f"llm-{i}", on=f"g{i}", gpus=1, owner="ReplicaSet/llm", labels={"app": "llm"}) for i in range(replicas)]]
+    return [
+        node("t", gpus=8),
+        pod("anchor", on="t", gpus=1, owner=None),
+        *[node(f"g{i}", gpus=8) for i in range(replicas)],
+        *[pod(f"llm-{i}", on=f"g{i}", gpus=1, owner="ReplicaSet/llm", labels={"app": "llm"}) for i in range(replicas)],
+    ]
 
 
 def test_auto_moves_a_workload_without_a_pdb_as_koordinator_would_and_leaves_one_with_a_pdb_to_its_pdb() -> None:
     plan = _plan(_replicas_of_one_workload(5), max_moves_per_workload="auto")
     assert len(plan.moves) == 2  # 5 replicas, no PDB: 2 per run
-    assert plan.held_back == ("disruption.max_moves_per_workload (default/ReplicaSet/llm: 2 per run: 5 replicas, no "
-                              "PodDisruptionBudget) reached: 3 of 5 moves wait for a later run")
-    guarded = _plan([*_replicas_of_one_workload(5), pdb("llm", match={"app": "llm"}, allowed=1)], max_moves_per_workload="auto")
-    assert len(guarded.moves) == 5 and guarded.held_back == ""  # the PDB governs: the executor moves one at a time under it
+    assert plan.held_back == (
+        "disruption.max_moves_per_workload (default/ReplicaSet/llm: 2 per run: 5 replicas, no "
+        "PodDisruptionBudget) reached: 3 of 5 moves wait for a later run"
+    )
+    guarded = _plan(
+        [*_replicas_of_one_workload(5), pdb("llm", match={"app": "llm"}, allowed=1)], max_moves_per_workload="auto"
+    )
+    assert (
+        len(guarded.moves) == 5 and guarded.held_back == ""
+    )  # the PDB governs: the executor moves one at a time under it
     fixed = _plan(_replicas_of_one_workload(5), max_moves_per_workload=1)
     assert len(fixed.moves) == 1 and "default/ReplicaSet/llm: 1 per run" in fixed.held_back
 
 
 def test_a_node_whose_moves_would_pass_a_budget_is_skipped_and_a_later_one_that_fits_is_taken() -> None:
     """g0 runs two llm replicas (a cap of 1 refuses it whole), g1 one replica of another workload: g1 is taken."""
-    objects = [node("t", gpus=8), pod("anchor", on="t", gpus=1, owner=None), node("g0", gpus=8), node("g1", gpus=8),
-               pod("llm-0", on="g0", gpus=1, owner="ReplicaSet/llm"), pod("llm-1", on="g0", gpus=1, owner="ReplicaSet/llm"),
-               pod("web-0", on="g1", gpus=1, owner="ReplicaSet/web")]
+    objects = [
+        node("t", gpus=8),
+        pod("anchor", on="t", gpus=1, owner=None),
+        node("g0", gpus=8),
+        node("g1", gpus=8),
+        pod("llm-0", on="g0", gpus=1, owner="ReplicaSet/llm"),
+        pod("llm-1", on="g0", gpus=1, owner="ReplicaSet/llm"),
+        pod("web-0", on="g1", gpus=1, owner="ReplicaSet/web"),
+    ]
     plan = _plan(objects, max_moves_per_workload=1)
     assert [m.pod for m in plan.moves] == ["default/web-0"] and plan.freed_nodes == ["g1"]
     assert "disruption.max_moves_per_workload (default/ReplicaSet/llm: 1 per run)" in plan.held_back
 
 
-@pytest.mark.parametrize(("field", "value", "says"), [
-    ("max_draining_per_pool", "ten", "expected a node count or a share"), ("max_draining_per_pool", "0%", "expected a node count"),
-    ("max_draining_per_pool", 0, "at least 1"), ("max_moves_per_workload", 0, "at least 1"),
-    ("max_moves_per_workload", "some", "auto")])
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("max_draining_per_pool", "ten", "expected a node count or a share"),
+        ("max_draining_per_pool", "0%", "expected a node count"),
+        ("max_draining_per_pool", 0, "at least 1"),
+        ("max_moves_per_workload", 0, "at least 1"),
+        ("max_moves_per_workload", "some", "auto"),
+    ],
+)
 def test_budgets_that_mean_nothing_are_refused(field: str, value: object, says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         DisruptionSettings(**{field: value})

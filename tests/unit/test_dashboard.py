@@ -38,12 +38,26 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 POOL_FILTER = '{pool=~"$pool"}'
 METRIC = re.compile(r"\b(gpu_compactor_\w+)(\{[^}]*\})?")
 # What the dashboard is for (issue 14): these must be exported and shown, whatever else is.
-HEADLINE = ("gpu_compactor_whole_free_gpus", "gpu_compactor_stranded_share", "gpu_compactor_stranded_gpu_equivalents",
-            "gpu_compactor_free_gpu_equivalents", "gpu_compactor_blocked_demand_gpu_equivalents", "gpu_compactor_blocked_pending_pods",
-            "gpu_compactor_last_run_planned_freed_gpus", "gpu_compactor_last_run_freed_gpus", "gpu_compactor_runs_total",
-            "gpu_compactor_evictions_total", "gpu_compactor_last_plan_seconds", "gpu_compactor_last_plan_gap",
-            "gpu_compactor_last_plan_moves", "gpu_compactor_steering_mechanism", "gpu_compactor_steered_runs_total",
-            "gpu_compactor_cordoned_nodes", "gpu_compactor_leader", "gpu_compactor_mig_idle_instances")
+HEADLINE = (
+    "gpu_compactor_whole_free_gpus",
+    "gpu_compactor_stranded_share",
+    "gpu_compactor_stranded_gpu_equivalents",
+    "gpu_compactor_free_gpu_equivalents",
+    "gpu_compactor_blocked_demand_gpu_equivalents",
+    "gpu_compactor_blocked_pending_pods",
+    "gpu_compactor_last_run_planned_freed_gpus",
+    "gpu_compactor_last_run_freed_gpus",
+    "gpu_compactor_runs_total",
+    "gpu_compactor_evictions_total",
+    "gpu_compactor_last_plan_seconds",
+    "gpu_compactor_last_plan_gap",
+    "gpu_compactor_last_plan_moves",
+    "gpu_compactor_steering_mechanism",
+    "gpu_compactor_steered_runs_total",
+    "gpu_compactor_cordoned_nodes",
+    "gpu_compactor_leader",
+    "gpu_compactor_mig_idle_instances",
+)
 
 Doc = dict[str, Any]
 
@@ -53,7 +67,9 @@ def promtool_installed() -> None:
     """As in tests/unit/test_alert_rules.py: skip without promtool, fail when CI requires it."""
     if PROMTOOL is None:
         if os.environ.get("GPU_COMPACTOR_REQUIRE_PROMTOOL"):
-            pytest.fail("promtool not installed but GPU_COMPACTOR_REQUIRE_PROMTOOL is set (Debian: apt-get install prometheus)")
+            pytest.fail(
+                "promtool not installed but GPU_COMPACTOR_REQUIRE_PROMTOOL is set (Debian: apt-get install prometheus)"
+            )
         pytest.skip("promtool not installed (Debian: apt-get install prometheus, or set PROMTOOL)")
 
 
@@ -159,7 +175,9 @@ def test_every_panel_is_a_timeseries_or_stat_on_the_chosen_datasource_with_an_id
         taken: dict[tuple[int, int], str] = {}
         for panel in group:
             pos = panel["gridPos"]
-            assert pos["w"] > 0 and pos["h"] > 0 and pos["x"] >= 0 and pos["y"] >= 0 and pos["x"] + pos["w"] <= 24, panel["title"]
+            assert pos["w"] > 0 and pos["h"] > 0 and pos["x"] >= 0 and pos["y"] >= 0 and pos["x"] + pos["w"] <= 24, (
+                panel["title"]
+            )
             for x in range(pos["x"], pos["x"] + pos["w"]):
                 for y in range(pos["y"], pos["y"] + pos["h"]):
                     assert (x, y) not in taken, f"{panel['title']} overlaps {taken[(x, y)]}"
@@ -187,7 +205,11 @@ def test_the_panels_read_exactly_the_metrics_the_exporter_defines() -> None:
 def test_pool_series_are_filtered_by_the_pool_variable_and_only_those() -> None:
     exported = _exported()
     pooled = {name for name, labels in exported.items() if "pool" in labels}
-    assert {"gpu_compactor_whole_free_gpus", "gpu_compactor_stranded_share", "gpu_compactor_mig_idle_instances"} <= pooled
+    assert {
+        "gpu_compactor_whole_free_gpus",
+        "gpu_compactor_stranded_share",
+        "gpu_compactor_mig_idle_instances",
+    } <= pooled
     for expr in _exprs():
         for match in METRIC.finditer(expr):
             name, selector = match.group(1), match.group(2) or ""
@@ -203,7 +225,7 @@ def test_every_series_is_aggregated_over_the_replicas_or_is_the_leader_filter() 
     aggregated = re.compile(r"\b(max|sum)( (by|without) \([\w, ]*\))? ?\((increase\()?$")
     for expr in _exprs():
         for match in METRIC.finditer(expr):
-            before = expr[:match.start()]
+            before = expr[: match.start()]
             if match.group(1) == "gpu_compactor_leader" and before.endswith("and on (instance) ("):
                 continue
             assert aggregated.search(before), f"{expr}: {match.group(1)} is not aggregated over the replicas"
@@ -220,9 +242,14 @@ def _promtool(tmp_path: Path, *args: str) -> None:
 
 def _write_rules(tmp_path: Path) -> None:
     """Every panel expression as a recording rule (promtool checks rule files, not bare expressions)."""
-    rules = [{"record": f"dashboard:panel_{panel['id']}:{target['refId'].lower()}", "expr": _promql(target["expr"])}
-             for panel in _graphs() for target in panel["targets"]]
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}), encoding="utf-8")
+    rules = [
+        {"record": f"dashboard:panel_{panel['id']}:{target['refId'].lower()}", "expr": _promql(target["expr"])}
+        for panel in _graphs()
+        for target in panel["targets"]
+    ]
+    (tmp_path / "rules.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}), encoding="utf-8"
+    )
 
 
 @needs_promtool
@@ -231,8 +258,10 @@ def test_promtool_accepts_every_panel_expression(tmp_path: Path) -> None:
     _promtool(tmp_path, "check", "rules", "rules.yaml")
 
 
-REPLICAS = {"a": '{instance="10.0.0.1:8080", pod="gpu-compactor-a", job="gpu-compactor-metrics", namespace="gpu-compactor"',
-            "b": '{instance="10.0.0.2:8080", pod="gpu-compactor-b", job="gpu-compactor-metrics", namespace="gpu-compactor"'}
+REPLICAS = {
+    "a": '{instance="10.0.0.1:8080", pod="gpu-compactor-a", job="gpu-compactor-metrics", namespace="gpu-compactor"',
+    "b": '{instance="10.0.0.2:8080", pod="gpu-compactor-b", job="gpu-compactor-metrics", namespace="gpu-compactor"',
+}
 
 
 def _series(name: str, replica: str, values: str, **labels: str) -> Doc:
@@ -245,19 +274,26 @@ def _sample(value: float, **labels: str) -> Doc:
 
 
 @needs_promtool
-def test_two_replicas_count_figures_once_add_their_runs_and_the_leader_speaks_for_the_last_run_and_plan(tmp_path: Path) -> None:
+def test_two_replicas_count_figures_once_add_their_runs_and_the_leader_speaks_for_the_last_run_and_plan(
+    tmp_path: Path,
+) -> None:
     # Two hours at one sample a minute; replica a leads the first hour, b the second.
     series = []
     for replica in REPLICAS:  # the same figures from both replicas
-        series += [_series("gpu_compactor_whole_free_gpus", replica, "8x120", pool="a100"),
-                   _series("gpu_compactor_whole_free_gpus", replica, "16x120", pool="h100"),
-                   _series("gpu_compactor_stranded_share", replica, "0.25x120", pool="a100"),
-                   _series("gpu_compactor_blocked_demand_gpu_equivalents", replica, "4x120")]
+        series += [
+            _series("gpu_compactor_whole_free_gpus", replica, "8x120", pool="a100"),
+            _series("gpu_compactor_whole_free_gpus", replica, "16x120", pool="h100"),
+            _series("gpu_compactor_stranded_share", replica, "0.25x120", pool="a100"),
+            _series("gpu_compactor_blocked_demand_gpu_equivalents", replica, "4x120"),
+        ]
     series += [
-        _series("gpu_compactor_leader", "a", "1x60 0x59"), _series("gpu_compactor_leader", "b", "0x60 1x59"),
+        _series("gpu_compactor_leader", "a", "1x60 0x59"),
+        _series("gpu_compactor_leader", "b", "0x60 1x59"),
         # a planned and ran in the first hour and keeps its last values as a standby; b's are the last ones in the second
-        _series("gpu_compactor_last_plan_seconds", "a", "30x120"), _series("gpu_compactor_last_plan_seconds", "b", "12x120"),
-        _series("gpu_compactor_last_run_planned_freed_gpus", "a", "16x120"), _series("gpu_compactor_last_run_planned_freed_gpus", "b", "8x120"),
+        _series("gpu_compactor_last_plan_seconds", "a", "30x120"),
+        _series("gpu_compactor_last_plan_seconds", "b", "12x120"),
+        _series("gpu_compactor_last_run_planned_freed_gpus", "a", "16x120"),
+        _series("gpu_compactor_last_run_planned_freed_gpus", "b", "8x120"),
         _series("gpu_compactor_steering_mechanism", "a", "1x120", mechanism="policy"),
         _series("gpu_compactor_steering_mechanism", "a", "0x120", mechanism="holds"),
         _series("gpu_compactor_steering_mechanism", "b", "0x120", mechanism="policy"),
@@ -271,22 +307,45 @@ def test_two_replicas_count_figures_once_add_their_runs_and_the_leader_speaks_fo
     steering, runs = _expr("Steering mechanism"), _expr("Runs by status (last hour)")
     blocked = _expr("Blocked demand")
     tests = [
-        {"expr": _promql(whole_free), "eval_time": "30m", "exp_samples": [_sample(8, pool="a100"), _sample(16, pool="h100")]},
+        {
+            "expr": _promql(whole_free),
+            "eval_time": "30m",
+            "exp_samples": [_sample(8, pool="a100"), _sample(16, pool="h100")],
+        },
         {"expr": _promql(whole_free, "a100"), "eval_time": "30m", "exp_samples": [_sample(8, pool="a100")]},
-        {"expr": _promql(_expr("Whole-free GPUs")), "eval_time": "30m", "exp_samples": [_sample(24)]},  # 8 + 16, not twice that
+        {
+            "expr": _promql(_expr("Whole-free GPUs")),
+            "eval_time": "30m",
+            "exp_samples": [_sample(24)],
+        },  # 8 + 16, not twice that
         {"expr": _promql(stranded), "eval_time": "30m", "exp_samples": [_sample(0.25, pool="a100")]},
         {"expr": _promql(blocked), "eval_time": "30m", "exp_samples": [_sample(4)]},
         {"expr": _promql(plan_seconds), "eval_time": "30m", "exp_samples": [_sample(30)]},
-        {"expr": _promql(plan_seconds), "eval_time": "90m", "exp_samples": [_sample(12)]},  # not a's larger, older value
+        {
+            "expr": _promql(plan_seconds),
+            "eval_time": "90m",
+            "exp_samples": [_sample(12)],
+        },  # not a's larger, older value
         {"expr": _promql(planned), "eval_time": "90m", "exp_samples": [_sample(8)]},
         {"expr": _promql(steering), "eval_time": "30m", "exp_samples": [_sample(1, mechanism="policy")]},
         {"expr": _promql(steering), "eval_time": "90m", "exp_samples": [_sample(1, mechanism="holds")]},
         {"expr": _promql(runs), "eval_time": "60m", "exp_samples": [_sample(60, status="succeeded")]},
-        {"expr": _promql(runs), "eval_time": "120m", "exp_samples": [_sample(60, status="succeeded")]},  # b's runs, after a's
-        {"expr": _promql(runs), "eval_time": "90m", "exp_samples": [_sample(60, status="succeeded")]},  # 30 of a's and 30 of b's
+        {
+            "expr": _promql(runs),
+            "eval_time": "120m",
+            "exp_samples": [_sample(60, status="succeeded")],
+        },  # b's runs, after a's
+        {
+            "expr": _promql(runs),
+            "eval_time": "90m",
+            "exp_samples": [_sample(60, status="succeeded")],
+        },  # 30 of a's and 30 of b's
     ]
     _write_rules(tmp_path)
-    unit = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
-            "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}]}
+    unit = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}],
+    }
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(unit, sort_keys=False), encoding="utf-8")
     _promtool(tmp_path, "test", "rules", "test.yaml")

@@ -29,19 +29,29 @@ RESERVED = "compactor.io/reserved"  # ExecutorSettings.taint_key
 FENCE = ann.fence_key(ann.IDENTITY)
 
 
-def gpu_node(name: str = "gpu-1", *, fenced: bool = False, taints: list[Obj] | None = None, labels: dict[str, str] | None = None) -> Obj:
+def gpu_node(
+    name: str = "gpu-1", *, fenced: bool = False, taints: list[Obj] | None = None, labels: dict[str, str] | None = None
+) -> Obj:
     annotations = {ann.CORDONED_BY: ann.IDENTITY, ann.PLAN_ID: PLAN_ID, ann.CORDONED_AT: AT} if fenced else {}
     spec: Obj = {}
     all_taints = [*(taints or []), *([{"key": FENCE, "value": PLAN_ID, "effect": "NoSchedule"}] if fenced else [])]
     if all_taints:
         spec["taints"] = all_taints
-    return {"kind": "Node", "metadata": {"name": name, "resourceVersion": "42", "labels": labels or {}, "annotations": annotations},
-            "spec": spec, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "resourceVersion": "42", "labels": labels or {}, "annotations": annotations},
+        "spec": spec,
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
 
 
 def a_pod(namespace: str = "nlp", name: str = "bert-0", node: str = "gpu-1") -> Obj:
-    return {"kind": "Pod", "metadata": {"name": name, "namespace": namespace, "uid": "u-1"}, "spec": {"nodeName": node},
-            "status": {"phase": "Running"}}
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": "u-1"},
+        "spec": {"nodeName": node},
+        "status": {"phase": "Running"},
+    }
 
 
 def last_line(client: RecordingClient) -> str:
@@ -62,7 +72,8 @@ def test_a_fence_reads_as_taint_and_annotate_in_one_line() -> None:
     client.patch_node("gpu-1", with_version(ann.fence_patch(node, ann.IDENTITY, PLAN_ID, AT)))
     assert client.intended_changes() == [
         f"taint node/gpu-1 {FENCE}={PLAN_ID}:NoSchedule + annotate node/gpu-1 compactor.io/cordoned-by=gpu-compactor "
-        f"compactor.io/plan-id={PLAN_ID} compactor.io/cordoned-at={AT}"]
+        f"compactor.io/plan-id={PLAN_ID} compactor.io/cordoned-at={AT}"
+    ]
 
 
 def test_a_release_removes_only_the_fence_and_the_marks_the_node_carries_as_kubectl_annotate_removes() -> None:
@@ -72,12 +83,16 @@ def test_a_release_removes_only_the_fence_and_the_marks_the_node_carries_as_kube
     release = ann.release_patch(node, ann.IDENTITY, RESERVED)
     assert release is not None
     client.patch_node("gpu-1", with_version(release))
-    assert last_line(client) == (f"taint node/gpu-1 {FENCE}:NoSchedule- + "
-                                 "annotate node/gpu-1 compactor.io/cordoned-by- compactor.io/plan-id- compactor.io/cordoned-at-")
+    assert last_line(client) == (
+        f"taint node/gpu-1 {FENCE}:NoSchedule- + "
+        "annotate node/gpu-1 compactor.io/cordoned-by- compactor.io/plan-id- compactor.io/cordoned-at-"
+    )
     # without the node as it was, every removal the patch asks for is said
     alone = describe_node_patch("gpu-1", release)
-    assert alone.startswith("taint node/gpu-1 (taints replaced by: nvidia.com/gpu=present:NoSchedule) + "
-                            "annotate node/gpu-1 compactor.io/cordoned-by- ")
+    assert alone.startswith(
+        "taint node/gpu-1 (taints replaced by: nvidia.com/gpu=present:NoSchedule) + "
+        "annotate node/gpu-1 compactor.io/cordoned-by- "
+    )
     assert describe_node_patch("gpu-1", {"spec": {"taints": None}}) == "taint node/gpu-1 (all taints removed)"
     assert all(f"{key}-" in alone for key in ann.OUR_ANNOTATIONS)
 
@@ -86,11 +101,20 @@ def test_taints_read_as_kubectl_taint_adds_and_removes_them() -> None:
     other = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
     client = RecordingClient([gpu_node(fenced=True, taints=[other])])
     reservation = {"key": RESERVED, "value": "llm.llama-70b-0", "effect": "NoSchedule"}
-    client.patch_node("gpu-1", with_version({"metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_FOR: "llm/llama-70b-0"}},
-                                             "spec": {"taints": [other, reservation]}}))
-    assert last_line(client) == (f"taint node/gpu-1 {RESERVED}=llm.llama-70b-0:NoSchedule "
-                                 f"{FENCE}:NoSchedule- + annotate node/gpu-1 compactor.io/after-drain=taint "
-                                 "compactor.io/reserved-for=llm/llama-70b-0")
+    client.patch_node(
+        "gpu-1",
+        with_version(
+            {
+                "metadata": {"annotations": {ann.AFTER_DRAIN: "taint", ann.RESERVED_FOR: "llm/llama-70b-0"}},
+                "spec": {"taints": [other, reservation]},
+            }
+        ),
+    )
+    assert last_line(client) == (
+        f"taint node/gpu-1 {RESERVED}=llm.llama-70b-0:NoSchedule "
+        f"{FENCE}:NoSchedule- + annotate node/gpu-1 compactor.io/after-drain=taint "
+        "compactor.io/reserved-for=llm/llama-70b-0"
+    )
     client.patch_node("gpu-1", {"spec": {"taints": [other]}})  # the reservation lifted, a value-less taint added
     assert last_line(client) == f"taint node/gpu-1 {RESERVED}:NoSchedule-"
     client.patch_node("gpu-1", {"spec": {"taints": [other, {"key": "maintenance", "effect": "NoExecute"}]}})
@@ -102,12 +126,17 @@ def test_taints_read_as_kubectl_taint_adds_and_removes_them() -> None:
 def test_a_mig_recut_reads_as_kubectl_label_with_its_annotation_quoted_for_a_shell() -> None:
     client = RecordingClient([gpu_node(fenced=True, labels={mig.CONFIG_LABEL: "all-disabled"})])
     client.patch_node("gpu-1", with_version(mig.relabel_patch("all-1g.5gb", {"nvidia.com/mig-1g.5gb": 56})))
-    assert last_line(client) == ("label node/gpu-1 nvidia.com/mig.config=all-1g.5gb + "
-                                 """annotate node/gpu-1 compactor.io/mig-expected='{"nvidia.com/mig-1g.5gb":56}'""")
+    assert last_line(client) == (
+        "label node/gpu-1 nvidia.com/mig.config=all-1g.5gb + "
+        """annotate node/gpu-1 compactor.io/mig-expected='{"nvidia.com/mig-1g.5gb":56}'"""
+    )
     client.patch_node("gpu-1", {"metadata": {"labels": {mig.CONFIG_LABEL: None, "absent": None}}})
     assert last_line(client) == "label node/gpu-1 nvidia.com/mig.config-"
     failed = describe_node_patch("gpu-1", mig.failed_patch("mig-manager reports failed"))
-    assert failed == "annotate node/gpu-1 compactor.io/after-drain=keepCordoned compactor.io/mig-recut-failed='mig-manager reports failed'"
+    assert (
+        failed
+        == "annotate node/gpu-1 compactor.io/after-drain=keepCordoned compactor.io/mig-recut-failed='mig-manager reports failed'"
+    )
 
 
 def test_a_patch_that_changes_nothing_says_so() -> None:
@@ -121,7 +150,9 @@ def test_an_eviction_reads_as_the_policy_v1_eviction_it_posts() -> None:
     client = RecordingClient([gpu_node(), a_pod()])
     assert client.evict("nlp", "bert-0", uid="u-1").outcome == EvictionOutcome.EVICTED
     assert last_line(client) == "evict pod/nlp/bert-0 (policy/v1 Eviction)"
-    assert client.evict("nlp", "bert-0").outcome == EvictionOutcome.GONE  # already gone in the dry world: the answer is said
+    assert (
+        client.evict("nlp", "bert-0").outcome == EvictionOutcome.GONE
+    )  # already gone in the dry world: the answer is said
     assert last_line(client) == "evict pod/nlp/bert-0 (policy/v1 Eviction) -> gone (404): not found"
 
 
@@ -137,11 +168,15 @@ class Admission:
 
 
 def test_a_server_dry_run_eviction_says_what_the_api_server_answered() -> None:
-    refused = EvictionResult(EvictionOutcome.BLOCKED, 429, "Cannot evict pod as it would violate the pod's disruption budget.")
+    refused = EvictionResult(
+        EvictionOutcome.BLOCKED, 429, "Cannot evict pod as it would violate the pod's disruption budget."
+    )
     client = RecordingClient([gpu_node(), a_pod()], admission=Admission(refused))  # type: ignore[arg-type]
     client.evict("nlp", "bert-0")
-    assert last_line(client) == ("evict pod/nlp/bert-0 (policy/v1 Eviction) -> blocked (429): "
-                                 "Cannot evict pod as it would violate the pod's disruption budget.")
+    assert last_line(client) == (
+        "evict pod/nlp/bert-0 (policy/v1 Eviction) -> blocked (429): "
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    )
     client = RecordingClient([gpu_node(), a_pod()], admission=Admission(EvictionResult(EvictionOutcome.EVICTED, 201)))  # type: ignore[arg-type]
     client.evict("nlp", "bert-0")
     assert last_line(client) == "evict pod/nlp/bert-0 (policy/v1 Eviction): admitted by the API server (dryRun=All)"
@@ -149,10 +184,16 @@ def test_a_server_dry_run_eviction_says_what_the_api_server_answered() -> None:
 
 def test_events_read_type_reason_object_and_message() -> None:
     client = RecordingClient([gpu_node(), a_pod()])
-    client.create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message=f"cordoned by gpu-compactor for plan {PLAN_ID}")
-    client.create_event(ObjectRef("Pod", "bert-0", "nlp"), reason="CompactorAbort", message="plan aborted", type_="Warning")
-    assert client.intended_changes() == [f"event Normal CompactorCordon node/gpu-1: cordoned by gpu-compactor for plan {PLAN_ID}",
-                                         "event Warning CompactorAbort pod/nlp/bert-0: plan aborted"]
+    client.create_event(
+        ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message=f"cordoned by gpu-compactor for plan {PLAN_ID}"
+    )
+    client.create_event(
+        ObjectRef("Pod", "bert-0", "nlp"), reason="CompactorAbort", message="plan aborted", type_="Warning"
+    )
+    assert client.intended_changes() == [
+        f"event Normal CompactorCordon node/gpu-1: cordoned by gpu-compactor for plan {PLAN_ID}",
+        "event Warning CompactorAbort pod/nlp/bert-0: plan aborted",
+    ]
 
 
 def test_the_state_configmap_reads_as_create_replace_delete_in_its_namespace() -> None:
@@ -160,9 +201,11 @@ def test_the_state_configmap_reads_as_create_replace_delete_in_its_namespace() -
     client.write_state(ann.STATE_CONFIGMAP, {"planId": PLAN_ID, "phase": "cordoning"})
     client.write_state(ann.STATE_CONFIGMAP, {"planId": PLAN_ID, "phase": "evicting"})
     client.write_state(ann.STATE_CONFIGMAP, None)
-    assert client.intended_changes() == [f"create configmap/ops/{ann.STATE_CONFIGMAP} (executor state, phase cordoning)",
-                                         f"replace configmap/ops/{ann.STATE_CONFIGMAP} (executor state, phase evicting)",
-                                         f"delete configmap/ops/{ann.STATE_CONFIGMAP} (executor state)"]
+    assert client.intended_changes() == [
+        f"create configmap/ops/{ann.STATE_CONFIGMAP} (executor state, phase cordoning)",
+        f"replace configmap/ops/{ann.STATE_CONFIGMAP} (executor state, phase evicting)",
+        f"delete configmap/ops/{ann.STATE_CONFIGMAP} (executor state)",
+    ]
     assert RecordingClient([]).namespace == "gpu-compactor"  # the executor's default state namespace
 
 
@@ -177,7 +220,14 @@ def test_intended_calls_are_json_with_the_merge_patch_but_not_its_precondition()
     assert calls == [
         {"call": "patch", "object": "node/gpu-1", "mergePatch": fence},
         {"call": "evict", "object": "pod/nlp/bert-0", "answer": {"outcome": "evicted", "status": 201, "message": ""}},
-        {"call": "create", "object": "event", "involvedObject": "node/gpu-1", "type": "Normal", "reason": "CompactorCordon", "message": "m"},
+        {
+            "call": "create",
+            "object": "event",
+            "involvedObject": "node/gpu-1",
+            "type": "Normal",
+            "reason": "CompactorCordon",
+            "message": "m",
+        },
         {"call": "create", "object": f"configmap/gpu-compactor/{ann.STATE_CONFIGMAP}", "phase": "cordoning"},
     ]
 
@@ -186,13 +236,17 @@ def test_no_line_of_any_kind_carries_a_python_repr() -> None:
     node = gpu_node(fenced=True)
     client = RecordingClient([node, a_pod()])
     client.patch_node("gpu-1", with_version(ann.release_patch(node, ann.IDENTITY, RESERVED) or {}))
-    client.patch_node("gpu-1", with_version(ann.fence_patch(gpu_node(), ann.IDENTITY, PLAN_ID, AT, held_for="nlp/bert-0")))
+    client.patch_node(
+        "gpu-1", with_version(ann.fence_patch(gpu_node(), ann.IDENTITY, PLAN_ID, AT, held_for="nlp/bert-0"))
+    )
     client.evict("nlp", "bert-0")
     client.create_event(ObjectRef("Node", "gpu-1"), reason="R", message="m")
     client.write_state(ann.STATE_CONFIGMAP, None)
     for call in client.calls:
         line = describe(call)
-        assert "None" not in line and "{'" not in line and "//" not in line and "True" not in line and "42" not in line, line
+        assert (
+            "None" not in line and "{'" not in line and "//" not in line and "True" not in line and "42" not in line
+        ), line
 
 
 # ----- the outcome block ------------------------------------------------------------------
@@ -200,7 +254,9 @@ def test_no_line_of_any_kind_carries_a_python_repr() -> None:
 
 def test_a_dry_runs_outcome_is_labelled_simulated_a_real_runs_measured() -> None:
     simulated = _outcome_text(Outcome(8, 8, freed_nodes=["gpu-2"], simulated=True))
-    assert simulated.startswith("simulated (not measured): +8 whole-free GPUs (plan: +8); nodes freed: gpu-2\nsimulated: pending pods")
+    assert simulated.startswith(
+        "simulated (not measured): +8 whole-free GPUs (plan: +8); nodes freed: gpu-2\nsimulated: pending pods"
+    )
     assert "measured:" not in simulated.replace("(not measured):", "")
     assert _outcome_text(Outcome(8, 8, freed_nodes=["gpu-2"])).startswith("measured: +8 whole-free GPUs")
     assert Outcome(8, 0, simulated=True).summary().startswith("simulated: the cluster would gain 0 whole-free GPU(s)")
@@ -217,25 +273,37 @@ def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_apply_dry_run_reads_like_kubectl_and_says_what_it_cannot_know(plan_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_dry_run_reads_like_kubectl_and_says_what_it_cannot_know(
+    plan_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     capsys.readouterr()
     plan = json.loads(plan_file.read_text(encoding="utf-8"))
-    assert main(["apply", "--plan", str(plan_file), "--example", "--dry-run", "-v"]) == 0  # -v: every call, one line each
+    assert (
+        main(["apply", "--plan", str(plan_file), "--example", "--dry-run", "-v"]) == 0
+    )  # -v: every call, one line each
     out, err = capsys.readouterr()
     lines = out.splitlines()
     calls = [line for line in lines if line.startswith("(dry run) ")]
-    summary = lines[len(calls):]
-    assert calls and lines[:len(calls)] == calls  # every intended call first, one line each, then the summary
-    assert any(line.startswith("(dry run) taint node/") and ":NoSchedule + annotate" in line for line in calls)  # fenced
-    assert any(line.startswith("(dry run) taint node/") and ":NoSchedule- + annotate" in line for line in calls)  # released
+    summary = lines[len(calls) :]
+    assert calls and lines[: len(calls)] == calls  # every intended call first, one line each, then the summary
+    assert any(
+        line.startswith("(dry run) taint node/") and ":NoSchedule + annotate" in line for line in calls
+    )  # fenced
+    assert any(
+        line.startswith("(dry run) taint node/") and ":NoSchedule- + annotate" in line for line in calls
+    )  # released
     assert not any(" cordon node/" in line or "uncordon" in line for line in calls)
     assert [line for line in calls if line.startswith("(dry run) evict ")] == [
-        f"(dry run) evict pod/{m['pod']} (policy/v1 Eviction)" for m in plan["moves"]]
+        f"(dry run) evict pod/{m['pod']} (policy/v1 Eviction)" for m in plan["moves"]
+    ]
     assert any(line.startswith("(dry run) event Normal CompactorCordon node/") for line in calls)
     assert any(line.startswith("(dry run) create configmap/gpu-compactor/") for line in calls)
     for text in ("None", "{'", "//", "succeeded", "resourceVersion"):
         assert text not in out, text
-    assert summary[0] == f"plan {plan['metadata']['id']}: dry run; {len(plan['moves'])}/{len(plan['moves'])} moves simulated"
+    assert (
+        summary[0]
+        == f"plan {plan['metadata']['id']}: dry run; {len(plan['moves'])}/{len(plan['moves'])} moves simulated"
+    )
     assert any(line.startswith("simulated (not measured): +16 whole-free GPUs") for line in summary)
     assert not any(line.startswith("measured:") for line in summary)
     assert summary[-2] == f"dry run: {len(calls)} call(s) shown above; nothing was changed"
@@ -257,7 +325,9 @@ def test_apply_dry_run_json_is_honest_too(plan_file: Path, capsys: pytest.Captur
     assert not any("None" in line or "//" in line for line in report["intendedChanges"])
 
 
-def test_a_dry_run_the_executor_aborts_says_so_and_exits_non_zero(plan_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_dry_run_the_executor_aborts_says_so_and_exits_non_zero(
+    plan_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     plan = json.loads(plan_file.read_text(encoding="utf-8"))
     plan["freedNodes"] = ["no-such-node", *plan["freedNodes"]]  # validation against the snapshot refuses it
     stale = tmp_path / "stale.json"
@@ -285,8 +355,9 @@ def test_a_dry_runs_progress_says_intentions() -> None:
     assert intention("something new") == "(dry run) something new"
 
 
-def test_without_v_a_dry_run_sums_up_its_calls_by_kind_and_prints_each_eviction_once(plan_file: Path,
-                                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_v_a_dry_run_sums_up_its_calls_by_kind_and_prints_each_eviction_once(
+    plan_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     capsys.readouterr()
     moves = len(json.loads(plan_file.read_text(encoding="utf-8"))["moves"])
     assert main(["apply", "--plan", str(plan_file), "--example", "--dry-run"]) == 0
@@ -300,4 +371,6 @@ def test_without_v_a_dry_run_sums_up_its_calls_by_kind_and_prints_each_eviction_
     assert counts["state ConfigMap writes (the executor's bookkeeping)"] > 0
     assert f"dry run: {total} call(s) summed up above; nothing was changed" in out
     assert sum(line.startswith("info: would evict") for line in err.splitlines()) == moves
-    assert not any("] would evict" in line for line in err.splitlines())  # once each: the log line, no progress line too
+    assert not any(
+        "] would evict" in line for line in err.splitlines()
+    )  # once each: the log line, no progress line too

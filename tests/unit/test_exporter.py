@@ -34,10 +34,14 @@ def test_the_pool_series_carry_the_figures_of_each_pool() -> None:
         assert value(registry, "gpu_compactor_whole_free_nodes", pool=name) == pool.whole_free_nodes
         assert value(registry, "gpu_compactor_stranded_gpu_equivalents", pool=name) == pytest.approx(pool.stranded_gpus)
         assert value(registry, "gpu_compactor_stranded_share", pool=name) == pytest.approx(pool.stranded_share)
-        assert value(registry, "gpu_compactor_busy_node_free_gpu_equivalents", pool=name) == pytest.approx(pool.busy_free_gpus)
+        assert value(registry, "gpu_compactor_busy_node_free_gpu_equivalents", pool=name) == pytest.approx(
+            pool.busy_free_gpus
+        )
         assert value(registry, "gpu_compactor_whole_free_gpus", pool=name) == pool.whole_free_physical_gpus
         assert value(registry, "gpu_compactor_fragmentation_rate", pool=name) == pytest.approx(pool.fragmentation_rate)
-        assert value(registry, "gpu_compactor_fgd_fragmentation_rate", pool=name) == pytest.approx(pool.fgd_fragmentation_rate)
+        assert value(registry, "gpu_compactor_fgd_fragmentation_rate", pool=name) == pytest.approx(
+            pool.fgd_fragmentation_rate
+        )
     # concrete numbers: A100 pool = 4 free on a-1, 8 on a-2, half a GPU of MIG on m-1; H100 = 7 free
     assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=A100_40) == pytest.approx(12.5)
     assert value(registry, "gpu_compactor_free_gpu_equivalents", pool=H100_80) == pytest.approx(7.0)
@@ -51,7 +55,9 @@ def test_the_pool_series_carry_the_figures_of_each_pool() -> None:
     assert value(registry, "gpu_compactor_mig_idle_instances", pool=A100_40, profile="3g.20gb") == 1
     assert value(registry, "gpu_compactor_mig_idle_rate", pool=A100_40) == pytest.approx(0.5)
     assert value(registry, "gpu_compactor_mig_idle_rate", pool=H100_80) is None  # no MIG: undefined, no series
-    assert value(registry, "gpu_compactor_cluster_fragmentation_rate") == pytest.approx(figures.cluster.fragmentation_rate)
+    assert value(registry, "gpu_compactor_cluster_fragmentation_rate") == pytest.approx(
+        figures.cluster.fragmentation_rate
+    )
     assert value(registry, "gpu_compactor_blocked_pending_pods") == 0
     assert value(registry, "gpu_compactor_cordoned_nodes") == 1
 
@@ -60,8 +66,13 @@ def test_blocked_pending_pods_counts_the_pods_fragmentation_keeps_pending() -> N
     registry = CollectorRegistry()
     exporter = Exporter(registry)
     # 4 + 4 GPUs free, on two nodes: an 8-GPU pod fits the total but no node
-    snapshot = cluster(node("a-1", gpus=8), node("a-2", gpus=8), pod("x", on="a-1", gpus=4), pod("y", on="a-2", gpus=4),
-                       pod("wants-8", gpus=8))
+    snapshot = cluster(
+        node("a-1", gpus=8),
+        node("a-2", gpus=8),
+        pod("x", on="a-1", gpus=4),
+        pod("y", on="a-2", gpus=4),
+        pod("wants-8", gpus=8),
+    )
     figures = compute_figures(snapshot)
     assert len(figures.blocked_pending) == 1
     exporter.set_figures(figures)
@@ -109,7 +120,9 @@ def test_the_last_measured_gain_is_exported_beside_the_planned_one() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)
     exporter.record_run("succeeded", evictions=2)
-    assert value(registry, "gpu_compactor_last_run_freed_gpus") is None  # never measured: no series rather than a made-up 0
+    assert (
+        value(registry, "gpu_compactor_last_run_freed_gpus") is None
+    )  # never measured: no series rather than a made-up 0
     exporter.record_run("partial", evictions=17, gained=(64, 72))
     assert value(registry, "gpu_compactor_last_run_freed_gpus") == 64
     assert value(registry, "gpu_compactor_last_run_planned_freed_gpus") == 72
@@ -124,7 +137,9 @@ def test_mig_reconfigurations_count_by_result() -> None:
     exporter.record_run("succeeded", recuts=("success", "success"))
     exporter.record_run("partial", recuts=("timeout",))
     exporter.record_run("partial", recuts=("failed",))
-    assert [value(registry, "gpu_compactor_mig_reconfigurations_total", result=r) for r in ("success", "failed", "timeout")] == [2, 1, 1]
+    assert [
+        value(registry, "gpu_compactor_mig_reconfigurations_total", result=r) for r in ("success", "failed", "timeout")
+    ] == [2, 1, 1]
     with pytest.raises(ValueError, match="unknown re-cut result"):
         exporter.record_run("failed", recuts=("maybe",))
 
@@ -136,17 +151,25 @@ def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> Non
     body, content_type = exporter.render()
     assert content_type.startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
-    for name in ("gpu_compactor_fragmentation_rate", "gpu_compactor_blocked_pending_pods", "gpu_compactor_cordoned_nodes",
-                 "gpu_compactor_runs", "gpu_compactor_leader", "gpu_compactor_mig_idle_instances"):
+    for name in (
+        "gpu_compactor_fragmentation_rate",
+        "gpu_compactor_blocked_pending_pods",
+        "gpu_compactor_cordoned_nodes",
+        "gpu_compactor_runs",
+        "gpu_compactor_leader",
+        "gpu_compactor_mig_idle_instances",
+    ):
         assert name in families, name
     assert families["gpu_compactor_runs"].type == "counter"
-    assert "gpu_compactor_runs_total{status=\"failed\"} 0.0" in body.decode()
+    assert 'gpu_compactor_runs_total{status="failed"} 0.0' in body.decode()
 
 
 def test_cycle_errors_count_and_the_last_cycle_is_a_timestamp_gauge_the_alerts_read() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)
-    assert value(registry, "gpu_compactor_cycle_errors_total") == 0  # present from the start: increase() sees the first error
+    assert (
+        value(registry, "gpu_compactor_cycle_errors_total") == 0
+    )  # present from the start: increase() sees the first error
     assert value(registry, "gpu_compactor_last_cycle_timestamp_seconds") is None  # no cycle yet: no made-up time
     exporter.record_cycle_error()
     exporter.record_cycle_error()
@@ -172,8 +195,16 @@ def test_the_steering_mechanism_of_the_last_run_is_one_series_at_1_and_each_mech
     assert value(registry, "gpu_compactor_steering_mechanism", mechanism="policy") is None  # no run yet: no claim
     exporter.record_run("succeeded", evictions=3, steering="holds")
     exporter.record_run("succeeded", evictions=2, steering="policy")
-    assert [value(registry, "gpu_compactor_steering_mechanism", mechanism=m) for m in ("policy", "holds", "off")] == [1, 0, 0]
-    assert [value(registry, "gpu_compactor_steered_runs_total", mechanism=m) for m in ("policy", "holds", "off")] == [1, 1, 0]
+    assert [value(registry, "gpu_compactor_steering_mechanism", mechanism=m) for m in ("policy", "holds", "off")] == [
+        1,
+        0,
+        0,
+    ]
+    assert [value(registry, "gpu_compactor_steered_runs_total", mechanism=m) for m in ("policy", "holds", "off")] == [
+        1,
+        1,
+        0,
+    ]
     with pytest.raises(ValueError, match="unknown steering mechanism"):
         exporter.record_run("succeeded", steering="webhook")
 
@@ -181,7 +212,9 @@ def test_the_steering_mechanism_of_the_last_run_is_one_series_at_1_and_each_mech
 def test_blocked_demand_is_exported_in_gpu_equivalents_beside_the_blocked_pod_count() -> None:
     registry = CollectorRegistry()
     # 4 GPUs free on each of two nodes: the 8-GPU pod fits the free capacity in total, no single node
-    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), pod("p", on="a", gpus=4), pod("q", on="b", gpus=4), pod("big", gpus=8))
+    snapshot = cluster(
+        node("a", gpus=8), node("b", gpus=8), pod("p", on="a", gpus=4), pod("q", on="b", gpus=4), pod("big", gpus=8)
+    )
     Exporter(registry).set_figures(compute_figures(snapshot), cordoned_nodes=0)
     assert value(registry, "gpu_compactor_blocked_demand_gpu_equivalents") == 8
     assert value(registry, "gpu_compactor_blocked_pending_pods") == 1
@@ -196,12 +229,17 @@ def test_the_last_plan_exports_its_solver_time_gap_and_moves() -> None:
     assert value(registry, "gpu_compactor_last_plan_seconds") == 12.5
     assert value(registry, "gpu_compactor_last_plan_gap") == pytest.approx(0.04)
     assert value(registry, "gpu_compactor_last_plan_moves") == 7
-    exporter.record_plan(seconds=0.3, gap=None, moves=0)  # no proven bound: the gap has no series, the rest is the new plan's
+    exporter.record_plan(
+        seconds=0.3, gap=None, moves=0
+    )  # no proven bound: the gap has no series, the rest is the new plan's
     assert value(registry, "gpu_compactor_last_plan_gap") is None
     assert value(registry, "gpu_compactor_last_plan_seconds") == pytest.approx(0.3)
     assert value(registry, "gpu_compactor_last_plan_moves") == 0
     families = {f.name: f for f in text_string_to_metric_families(exporter.render()[0].decode())}
-    assert {families[n].type for n in ("gpu_compactor_last_plan_seconds", "gpu_compactor_last_plan_gap", "gpu_compactor_last_plan_moves")} == {"gauge"}
+    assert {
+        families[n].type
+        for n in ("gpu_compactor_last_plan_seconds", "gpu_compactor_last_plan_gap", "gpu_compactor_last_plan_moves")
+    } == {"gauge"}
     with pytest.raises(ValueError):
         exporter.record_plan(seconds=-1.0, gap=0.0, moves=1)
     with pytest.raises(ValueError):

@@ -49,13 +49,16 @@ def test_pdb_status_is_recomputed_like_the_disruption_controller() -> None:
     assert status(c) == {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3}
 
 
-@pytest.mark.parametrize(("spec", "desired", "allowed"), [
-    ({"min_available": 3}, 3, 1),
-    ({"min_available": "50%"}, 2, 2),  # ceil(4 * 0.5)
-    ({"min_available": "30%"}, 2, 2),  # ceil(1.2)
-    ({"max_unavailable": "30%"}, 2, 2),  # 4 - ceil(1.2)
-    ({"max_unavailable": 0}, 4, 0),
-])
+@pytest.mark.parametrize(
+    ("spec", "desired", "allowed"),
+    [
+        ({"min_available": 3}, 3, 1),
+        ({"min_available": "50%"}, 2, 2),  # ceil(4 * 0.5)
+        ({"min_available": "30%"}, 2, 2),  # ceil(1.2)
+        ({"max_unavailable": "30%"}, 2, 2),  # 4 - ceil(1.2)
+        ({"max_unavailable": 0}, 4, 0),
+    ],
+)
 def test_desired_healthy_rounds_percentages_up(spec: dict[str, Any], desired: int, allowed: int) -> None:
     c = world(pods=4, budget=pdb("app-pdb", match={"app": "app"}, **spec))
     assert (status(c)["desiredHealthy"], status(c)["disruptionsAllowed"]) == (desired, allowed)
@@ -131,8 +134,10 @@ def test_missing_pod_is_gone_and_terminating_pod_is_evicted_again_for_free() -> 
 
 
 def test_a_pdb_in_another_namespace_or_not_matching_does_not_apply() -> None:
-    c = world(pdb("elsewhere", match={"app": "app"}, namespace="other", min_available=5),
-              pdb("unrelated", match={"app": "db"}, min_available=5))
+    c = world(
+        pdb("elsewhere", match={"app": "app"}, namespace="other", min_available=5),
+        pdb("unrelated", match={"app": "db"}, min_available=5),
+    )
     assert c.evict("default", "app-x0").outcome is EvictionOutcome.EVICTED
 
 
@@ -166,12 +171,18 @@ def test_dry_run_checks_everything_and_changes_nothing() -> None:
 
 
 def gpu_world(scheduler: str = "cooperative") -> FakeCluster:
-    return FakeCluster([
-        node("busy", gpus=8), node("empty", gpus=8), node("cordoned", gpus=8, unschedulable=True),
-        node("tainted", gpus=8, taints=[{"key": "team", "value": "x", "effect": "NoSchedule"}]),
-        node("down", gpus=8, ready=False),
-        pod("fill", on="busy", gpus=6, owner=None), pod("fill2", on="cordoned", gpus=7, owner=None),
-    ], scheduler=scheduler)
+    return FakeCluster(
+        [
+            node("busy", gpus=8),
+            node("empty", gpus=8),
+            node("cordoned", gpus=8, unschedulable=True),
+            node("tainted", gpus=8, taints=[{"key": "team", "value": "x", "effect": "NoSchedule"}]),
+            node("down", gpus=8, ready=False),
+            pod("fill", on="busy", gpus=6, owner=None),
+            pod("fill2", on="cordoned", gpus=7, owner=None),
+        ],
+        scheduler=scheduler,
+    )
 
 
 def place(c: FakeCluster, name: str, **kwargs: Any) -> Any:
@@ -263,7 +274,10 @@ def test_replicaset_below_replicas_is_lost() -> None:
 
 
 def test_merge_patch_follows_rfc_7386() -> None:
-    assert merge_patch({"a": "b", "c": {"d": "e", "f": "g"}}, {"a": "z", "c": {"f": None}}) == {"a": "z", "c": {"d": "e"}}
+    assert merge_patch({"a": "b", "c": {"d": "e", "f": "g"}}, {"a": "z", "c": {"f": None}}) == {
+        "a": "z",
+        "c": {"d": "e"},
+    }
     assert merge_patch({"a": [{"b": "c"}]}, {"a": [1]}) == {"a": [1]}
     assert merge_patch({"a": "b"}, {"c": {"d": None}}) == {"a": "b", "c": {}}
     assert merge_patch({"e": None}, {"a": 1}) == {"e": None, "a": 1}
@@ -273,12 +287,21 @@ def test_merge_patch_follows_rfc_7386() -> None:
 
 
 def test_patch_node_applies_a_merge_patch_and_reads_are_copies() -> None:
-    c = FakeCluster([node("n", gpus=8, labels={"keep": "1", "drop": "1"}, taints=[{"key": "a", "effect": "NoSchedule"}])])
-    patched = c.patch_node("n", {"metadata": {"labels": {"drop": None, "new": "2"}},
-                                 "spec": {"unschedulable": True, "taints": [{"key": "b", "effect": "NoExecute"}]}})
+    c = FakeCluster(
+        [node("n", gpus=8, labels={"keep": "1", "drop": "1"}, taints=[{"key": "a", "effect": "NoSchedule"}])]
+    )
+    patched = c.patch_node(
+        "n",
+        {
+            "metadata": {"labels": {"drop": None, "new": "2"}},
+            "spec": {"unschedulable": True, "taints": [{"key": "b", "effect": "NoExecute"}]},
+        },
+    )
     assert patched == c.get_node("n")
     assert patched["metadata"]["labels"]["keep"] == "1" and "drop" not in patched["metadata"]["labels"]
-    assert patched["metadata"]["labels"]["new"] == "2" and patched["spec"]["taints"] == [{"key": "b", "effect": "NoExecute"}]
+    assert patched["metadata"]["labels"]["new"] == "2" and patched["spec"]["taints"] == [
+        {"key": "b", "effect": "NoExecute"}
+    ]
     assert c.cordoned_nodes() == ["n"]
     c.patch_node("n", {"spec": {"unschedulable": None}})
     assert c.cordoned_nodes() == []
@@ -304,8 +327,15 @@ def test_events_and_state() -> None:
     ref = ObjectRef("Node", "n1", uid="u")
     c.clock.sleep(2)
     c.create_event(ref, reason="Cordoned", message="freeing n1")
-    assert c.events == [{"involved": ref, "reason": "Cordoned", "message": "freeing n1", "type": "Normal",
-                         "time": "2026-01-01T00:00:02Z"}]
+    assert c.events == [
+        {
+            "involved": ref,
+            "reason": "Cordoned",
+            "message": "freeing n1",
+            "type": "Normal",
+            "time": "2026-01-01T00:00:02Z",
+        }
+    ]
     assert c.read_state("run") is None
     data = {"step": "1"}
     c.write_state("run", data)
@@ -323,8 +353,10 @@ def test_calls_record_everything_and_history_only_writes() -> None:
     c.clock.sleep(1)
     c.write_state("s", {"k": "v"})
     assert [(x.method, x.args) for x in c.calls] == [
-        ("list_nodes", {}), ("get_pod", {"namespace": "default", "name": "app-x0"}),
-        ("evict", {"namespace": "default", "name": "app-x0", "dry_run": True, "uid": ""}), ("write_state", {"name": "s", "data": {"k": "v"}}),
+        ("list_nodes", {}),
+        ("get_pod", {"namespace": "default", "name": "app-x0"}),
+        ("evict", {"namespace": "default", "name": "app-x0", "dry_run": True, "uid": ""}),
+        ("write_state", {"name": "s", "data": {"k": "v"}}),
     ]
     assert [(x.method, x.time) for x in c.history] == [("evict", 0.0), ("write_state", 1.0)]
 
@@ -403,7 +435,9 @@ def test_pdb_violation_is_detected_when_a_forced_budget_lets_an_eviction_through
     c.assert_no_pdb_violation()
     c.set_pdb_allowed("default", "app-pdb", 1)
     assert c.evict("default", "app-x0").outcome is EvictionOutcome.EVICTED
-    with pytest.raises(AssertionError, match=r"app-pdb .*currentHealthy 1 < desiredHealthy 2 after evicting default/app-x0"):
+    with pytest.raises(
+        AssertionError, match=r"app-pdb .*currentHealthy 1 < desiredHealthy 2 after evicting default/app-x0"
+    ):
         c.assert_no_pdb_violation()
 
 

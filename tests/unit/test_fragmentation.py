@@ -72,11 +72,24 @@ def test_the_docs_worked_example_gives_the_documented_numbers() -> None:
     ]
     assert [s["weight"] for s in doc["shapes"]] == [0.3333, 0.3333, 0.3333]
     gpu_a, mig_b = doc["nodes"]
-    assert (gpu_a["freeGpuEquivalents"], gpu_a["fragmentedGpuEquivalents"], gpu_a["fgdFragmentedGpuEquivalents"]) == (3.0, 1.3333, 1.0)
-    assert (mig_b["freeGpuEquivalents"], mig_b["fragmentedGpuEquivalents"], mig_b["fgdFragmentedGpuEquivalents"]) == (0.5, 0.3333, 0.3333)
+    assert (gpu_a["freeGpuEquivalents"], gpu_a["fragmentedGpuEquivalents"], gpu_a["fgdFragmentedGpuEquivalents"]) == (
+        3.0,
+        1.3333,
+        1.0,
+    )
+    assert (mig_b["freeGpuEquivalents"], mig_b["fragmentedGpuEquivalents"], mig_b["fgdFragmentedGpuEquivalents"]) == (
+        0.5,
+        0.3333,
+        0.3333,
+    )
     assert gpu_a["free"] == {"cpu": 56000, "ephemeral-storage": 100 * GiB, "memory": 448 * GiB, GPU: 3, "pods": 109}
     c = doc["cluster"]
-    assert (c["freeGpuEquivalents"], c["allocatableGpuEquivalents"], c["allocatedGpuEquivalents"], c["gpuUtilisation"]) == (3.5, 5.0, 1.5, 0.3)
+    assert (
+        c["freeGpuEquivalents"],
+        c["allocatableGpuEquivalents"],
+        c["allocatedGpuEquivalents"],
+        c["gpuUtilisation"],
+    ) == (3.5, 5.0, 1.5, 0.3)
     assert (c["fragmentedGpuEquivalents"], c["fragmentationRate"]) == (1.6667, 0.4762)
     assert (c["fgdFragmentedGpuEquivalents"], c["fgdFragmentationRate"]) == (1.3333, 0.381)
     assert (c["wholeFreeNodes"], c["busyFreeGpuEquivalents"]) == (0, 3.5)
@@ -86,7 +99,10 @@ def test_the_docs_worked_example_gives_the_documented_numbers() -> None:
     assert (doc["pendingGpuPods"], doc["blockedPending"], doc["unplaceablePending"]) == (1, [], [])
     pools = {p["name"]: p for p in doc["pools"]}
     assert pools["NVIDIA-A100-SXM4-40GB"]["fragmentationRate"] == 0.6667
-    assert (pools["NVIDIA-A100-SXM4-80GB"]["fragmentationRate"], pools["NVIDIA-A100-SXM4-80GB"]["fgdFragmentationRate"]) == (0.4444, 0.3333)
+    assert (
+        pools["NVIDIA-A100-SXM4-80GB"]["fragmentationRate"],
+        pools["NVIDIA-A100-SXM4-80GB"]["fgdFragmentationRate"],
+    ) == (0.4444, 0.3333)
 
 
 # ---------------------------------------------------------------------------
@@ -152,7 +168,9 @@ def test_workload_shapes_leave_out_cpu_only_finished_and_gated_pods() -> None:
 
 def test_configured_shapes_get_equal_weight_and_a_repeated_shape_counts_twice() -> None:
     snapshot = cluster(node("a", gpus=8), pod("p", on="a", gpus=1))
-    shapes = reference_shapes(snapshot, configured=[shape(gpu=4), shape(mig3g=1), shape(gpu=4, cpu=0), {GPU: 1, "pods": 1}])
+    shapes = reference_shapes(
+        snapshot, configured=[shape(gpu=4), shape(mig3g=1), shape(gpu=4, cpu=0), {GPU: 1, "pods": 1}]
+    )
     assert [(s.label, s.weight, s.source) for s in shapes] == [
         ("nvidia.com/gpu=4", 0.5, CONFIG),
         ("nvidia.com/mig-3g.20gb=1", 0.25, CONFIG),
@@ -334,14 +352,20 @@ def test_pool_figures_add_up_to_the_cluster() -> None:
 
 def test_a_pending_pod_that_fits_the_total_but_no_single_node_is_blocked() -> None:
     snapshot = cluster(
-        node("a", gpus=4), node("b", gpus=4),
-        pod("a0", on="a", gpus=2), pod("b0", on="b", gpus=2),
+        node("a", gpus=4),
+        node("b", gpus=4),
+        pod("a0", on="a", gpus=2),
+        pod("b0", on="b", gpus=2),
         pod("wide", gpus=4, priority=10),
     )
     figures = compute_figures(snapshot)
     assert figures.pending_gpu_pods == 1
     (blocked,) = figures.blocked_pending
-    assert (blocked.pod, blocked.priority, blocked.requests) == ("default/wide", 10, "nvidia.com/gpu=4 cpu=1 memory=1Gi")
+    assert (blocked.pod, blocked.priority, blocked.requests) == (
+        "default/wide",
+        10,
+        "nvidia.com/gpu=4 cpu=1 memory=1Gi",
+    )
     assert "at most 2 nvidia.com/gpu free on one node, needs 4" in blocked.reason
     assert figures.unplaceable_pending == ()
 
@@ -358,7 +382,8 @@ def test_a_pending_pod_whose_only_node_with_room_is_tainted_is_blocked_by_the_ta
 
 def test_a_pod_whose_node_lacks_cpu_rather_than_gpus_is_blocked_with_that_resource_named() -> None:
     snapshot = cluster(
-        node("a", gpus=4, cpu="8"), node("b", gpus=0, cpu="64"),
+        node("a", gpus=4, cpu="8"),
+        node("b", gpus=0, cpu="64"),
         pod("a0", on="a", cpu="6"),
         pod("job", gpus=2, cpu="16"),
     )
@@ -385,10 +410,17 @@ def test_pending_pods_that_fit_a_node_cpu_only_pods_and_gated_pods_are_not_liste
 
 def test_blocked_pods_are_listed_by_priority_then_name() -> None:
     snapshot = cluster(
-        node("a", gpus=2), node("b", gpus=2),
-        pod("low-b", gpus=3, priority=0), pod("high", gpus=3, priority=100), pod("low-a", gpus=4, priority=0),
+        node("a", gpus=2),
+        node("b", gpus=2),
+        pod("low-b", gpus=3, priority=0),
+        pod("high", gpus=3, priority=100),
+        pod("low-a", gpus=4, priority=0),
     )
-    assert [b.pod for b in compute_figures(snapshot).blocked_pending] == ["default/high", "default/low-a", "default/low-b"]
+    assert [b.pod for b in compute_figures(snapshot).blocked_pending] == [
+        "default/high",
+        "default/low-a",
+        "default/low-b",
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -399,12 +431,27 @@ def test_figures_to_dict_is_json_with_camel_case_keys_integer_amounts_and_rounde
     doc = figures_to_dict(compute_figures(docs_example_cluster()))
     assert json.loads(json.dumps(doc)) == doc
     assert set(doc) == {
-        "cluster", "pools", "nodes", "shapes", "headroom", "blockedPending", "unplaceablePending", "pendingGpuPods", "warnings",
+        "cluster",
+        "pools",
+        "nodes",
+        "shapes",
+        "headroom",
+        "blockedPending",
+        "unplaceablePending",
+        "pendingGpuPods",
+        "warnings",
         "blockedDemandGpuEquivalents",
     }
-    assert {"fragmentationRate", "fgdFragmentationRate", "migIdleRate", "wholeFreeGpuEquivalents", "busyFreeGpuEquivalents",
-            "strandedGpuEquivalents", "strandedShare",
-            "wholeFreePhysicalGpus"} <= set(doc["cluster"])
+    assert {
+        "fragmentationRate",
+        "fgdFragmentationRate",
+        "migIdleRate",
+        "wholeFreeGpuEquivalents",
+        "busyFreeGpuEquivalents",
+        "strandedGpuEquivalents",
+        "strandedShare",
+        "wholeFreePhysicalGpus",
+    } <= set(doc["cluster"])
     assert isinstance(doc["cluster"]["allocatable"]["memory"], int)
     assert doc["shapes"][0]["requests"] == {"cpu": 8000, "memory": 64 * GiB, GPU: 1}
 
@@ -418,7 +465,11 @@ def test_resources_given_to_reference_shapes_may_be_resources_objects() -> None:
 def test_an_empty_snapshot_gives_zero_figures_and_no_rates() -> None:
     figures = compute_figures(cluster())
     assert (figures.cluster.node_count, figures.cluster.free_gpus, figures.pools, figures.nodes) == (0, 0, (), ())
-    assert (figures.cluster.fragmentation_rate, figures.cluster.gpu_utilisation, figures.cluster.mig_idle_rate) == (None, None, None)
+    assert (figures.cluster.fragmentation_rate, figures.cluster.gpu_utilisation, figures.cluster.mig_idle_rate) == (
+        None,
+        None,
+        None,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -429,7 +480,10 @@ def test_stranded_capacity_is_what_no_request_shape_in_use_can_take() -> None:
     # The only shape in use asks 2 GPUs and 4 CPUs. odd: 1 GPU left (no shape asks 1); cpu-bound: 2 GPUs left but no CPU;
     # roomy: 6 GPUs, three 2-GPU copies fit; idle: whole-free.
     snapshot = cluster(
-        node("odd", gpus=3), node("cpu-bound", gpus=8, cpu="12"), node("roomy", gpus=8), node("idle", gpus=8),
+        node("odd", gpus=3),
+        node("cpu-bound", gpus=8, cpu="12"),
+        node("roomy", gpus=8),
+        node("idle", gpus=8),
         pod("a", on="odd", gpus=2, cpu="4"),
         *(pod(f"b{i}", on="cpu-bound", gpus=2, cpu="4") for i in range(3)),
         pod("c", on="roomy", gpus=2, cpu="4"),
@@ -461,8 +515,14 @@ def test_blocked_demand_sums_the_gpu_capacity_blocked_pending_pods_ask_for() -> 
     # 4 + 4 GPUs free on two nodes: the 8-GPU pod and the 6-GPU pod are blocked (14 GPUs asked), the 2-GPU one fits and
     # the 16-GPU one is larger than all the free capacity (unplaceable, not blocked).
     snapshot = cluster(
-        node("a", gpus=8), node("b", gpus=8), pod("x", on="a", gpus=4), pod("y", on="b", gpus=4),
-        pod("big", gpus=8), pod("mid", gpus=6), pod("small", gpus=2), pod("huge", gpus=16),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("x", on="a", gpus=4),
+        pod("y", on="b", gpus=4),
+        pod("big", gpus=8),
+        pod("mid", gpus=6),
+        pod("small", gpus=2),
+        pod("huge", gpus=16),
     )
     figures = compute_figures(snapshot)
     assert sorted(b.pod.split("/")[1] for b in figures.blocked_pending) == ["big", "mid"]
@@ -474,20 +534,31 @@ def test_each_fragmented_node_names_what_limits_it() -> None:
     # The only shape asks 2 GPUs and 4 CPUs. cpu-bound has 2 GPUs but no CPU left; odd has 1 GPU left; mig has an idle
     # 3g.20gb no pod asks for; roomy has nothing fragmented.
     snapshot = cluster(
-        node("odd", gpus=3), node("cpu-bound", gpus=8, cpu="12"), node("roomy", gpus=8),
+        node("odd", gpus=3),
+        node("cpu-bound", gpus=8, cpu="12"),
+        node("roomy", gpus=8),
         node("mig", mig={"3g.20gb": 2}, product=A100_40),
-        pod("a", on="odd", gpus=2, cpu="4"), *(pod(f"b{i}", on="cpu-bound", gpus=2, cpu="4") for i in range(3)),
+        pod("a", on="odd", gpus=2, cpu="4"),
+        *(pod(f"b{i}", on="cpu-bound", gpus=2, cpu="4") for i in range(3)),
         pod("c", on="roomy", gpus=2, cpu="4"),
     )
     figures = compute_figures(snapshot, reference_shapes(snapshot, configured=[shape(gpu=2, cpu=4000)]))
     limits = {n.name: n.limited_by for n in figures.nodes}
-    assert limits == {"odd": "1 nvidia.com/gpu left, the shape asks 2", "cpu-bound": "cpu", "roomy": "",
-                      "mig": "no shape asks nvidia.com/mig-3g.20gb"}
+    assert limits == {
+        "odd": "1 nvidia.com/gpu left, the shape asks 2",
+        "cpu-bound": "cpu",
+        "roomy": "",
+        "mig": "no shape asks nvidia.com/mig-3g.20gb",
+    }
     assert "Limited by" in render_report(figures, snapshot, "text")
 
 
 def test_a_node_whose_free_gpus_no_popular_request_can_use_says_which_requests_find_none() -> None:
-    snapshot = cluster(node("plain", gpus=8), node("m", mig={"1g.5gb": 7}, product=A100_40),
-                       pod("p", on="plain", gpus=1), *(pod(f"s{i}", on="m", mig="1g.5gb") for i in range(3)))
+    snapshot = cluster(
+        node("plain", gpus=8),
+        node("m", mig={"1g.5gb": 7}, product=A100_40),
+        pod("p", on="plain", gpus=1),
+        *(pod(f"s{i}", on="m", mig="1g.5gb") for i in range(3)),
+    )
     limits = {n.name: n.limited_by for n in compute_figures(snapshot).nodes}
     assert limits["plain"] == "75% of GPU requests need nvidia.com/mig-1g.5gb: none free"

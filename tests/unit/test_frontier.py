@@ -9,7 +9,10 @@ BASE = 100  # move_cost.base: a cost of 100 is one move
 
 def curve(*points: tuple[int, float]) -> list[Point]:
     """Points as (freed GPUs, cost in moves), the first being the pending-only point."""
-    return [Point(gpus // 8, gpus, round(moves), round(moves * BASE), "OPTIMAL", round(moves * BASE), None) for gpus, moves in points]
+    return [
+        Point(gpus // 8, gpus, round(moves), round(moves * BASE), "OPTIMAL", round(moves * BASE), None)
+        for gpus, moves in points
+    ]
 
 
 def test_pending_only_and_max_free_take_the_ends() -> None:

@@ -240,8 +240,12 @@ def test_time_sliced_mig_devices_divide_by_their_own_replicas_label() -> None:
 
 
 def test_pools_default_to_the_gpu_product_label() -> None:
-    snap = cluster(node("a", gpus=8, product=A100_80), node("b", gpus=8, product=H100_80), node("c"),
-                   bare_node("d", {"nvidia.com/gpu": "2"}))
+    snap = cluster(
+        node("a", gpus=8, product=A100_80),
+        node("b", gpus=8, product=H100_80),
+        node("c"),
+        bare_node("d", {"nvidia.com/gpu": "2"}),
+    )
     assert {n.name: n.pool for n in snap.nodes} == {"a": A100_80, "b": H100_80, "c": "cpu-only", "d": "gpu-unlabelled"}
 
 
@@ -284,7 +288,9 @@ def test_gfd_product_names_map_to_catalog_models(product: str, model: str | None
 
 
 def test_a_gh200_node_resolves_its_96gb_profiles() -> None:
-    gpu_node, warnings = one_node(node("gh", mig={"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1}, product="NVIDIA-GH200-480GB"))
+    gpu_node, warnings = one_node(
+        node("gh", mig={"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1}, product="NVIDIA-GH200-480GB")
+    )
     assert warnings == ()
     assert gpu_node.gpu.physical_gpus == 1
     assert gpu_node.gpu.equivalent("nvidia.com/mig-3g.48gb") == 0.5
@@ -308,7 +314,10 @@ def test_the_mig_catalog_matches_the_reference_geometry(model_name: str) -> None
     for profile in model.profiles:
         compute, memory, max_instances, starts, gib, verified = profiles[profile.name]
         assert (profile.compute_slices, profile.memory_slices, profile.max_instances, profile.starts) == (
-            compute, memory, max_instances, starts
+            compute,
+            memory,
+            max_instances,
+            starts,
         ), profile.name
         if gib is not None:
             assert profile.memory_gib == gib, profile.name
@@ -323,7 +332,10 @@ def test_the_written_geometry_agrees_with_the_shared_fixture_when_present() -> N
 def test_every_catalog_placement_fits_inside_the_gpu() -> None:
     for model in MODELS:
         for profile in model.profiles:
-            assert all(start + profile.memory_slices <= model.memory_slots for start in profile.starts), (model.name, profile.name)
+            assert all(start + profile.memory_slices <= model.memory_slots for start in profile.starts), (
+                model.name,
+                profile.name,
+            )
             assert profile.compute_slices <= profile.memory_slices, (model.name, profile.name)
 
 

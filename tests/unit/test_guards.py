@@ -25,12 +25,16 @@ def test_a_chosen_pool_label_no_gpu_node_carries_is_refused_in_one_line(capsys: 
     assert "nvidia.com/gpu.count" in error  # names labels the nodes do carry
 
 
-def test_the_default_pool_label_missing_everywhere_is_a_warning_on_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_default_pool_label_missing_everywhere_is_a_warning_on_the_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Without GPU Feature Discovery no node carries nvidia.com/gpu.product: one pool is then the truth, said aloud."""
     unlabelled = as_list(node("g0", gpus=8), node("g1", gpus=8), pod("a", on="g0", gpus=1), pod("b", on="g1", gpus=1))
     for item in unlabelled["items"]:
         if item["kind"] == "Node":
-            item["metadata"]["labels"] = {k: v for k, v in item["metadata"]["labels"].items() if k != "nvidia.com/gpu.product"}
+            item["metadata"]["labels"] = {
+                k: v for k, v in item["metadata"]["labels"].items() if k != "nvidia.com/gpu.product"
+            }
     path = tmp_path / "cluster.json"
     path.write_text(json.dumps(unlabelled))
     assert main(["plan", "--snapshot", str(path), "--output", "json"]) == 0
@@ -45,7 +49,9 @@ def test_a_pool_label_some_gpu_node_carries_is_accepted() -> None:
 
 
 @pytest.mark.parametrize("command", [["report"], ["plan"]])
-def test_a_shape_naming_a_resource_no_node_offers_is_refused(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_shape_naming_a_resource_no_node_offers_is_refused(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([*command, "--example", "--shape", "nvidia.com/gpuu=1"]) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error
@@ -55,13 +61,19 @@ def test_a_shape_naming_a_resource_no_node_offers_is_refused(command: list[str],
 
 def test_shapes_of_offered_resources_pass_and_cpu_memory_need_no_offer() -> None:
     snapshot = cluster(node("g0", gpus=8), node("m0", mig={"1g.5gb": 7}))
-    assert unoffered_resources(snapshot, [parse_shape("nvidia.com/gpu=2,cpu=8,memory=32Gi"), parse_shape("nvidia.com/mig-1g.5gb=1")]) == []
+    assert (
+        unoffered_resources(
+            snapshot, [parse_shape("nvidia.com/gpu=2,cpu=8,memory=32Gi"), parse_shape("nvidia.com/mig-1g.5gb=1")]
+        )
+        == []
+    )
     assert unoffered_resources(snapshot, [parse_shape("nvidia.com/mig-3g.40gb=1")]) == ["nvidia.com/mig-3g.40gb"]
 
 
 @pytest.mark.parametrize("target, why", [("missing/plan.json", "does not exist"), (".", "is a directory")])
-def test_a_plan_file_that_cannot_be_written_is_refused_before_planning(tmp_path: Path, target: str, why: str,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plan_file_that_cannot_be_written_is_refused_before_planning(
+    tmp_path: Path, target: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Once a plan took minutes to solve, a typo in --write used to end in a traceback and the plan lost."""
     path = tmp_path / target
     assert main(["plan", "--example", "--write", str(path)]) == 2

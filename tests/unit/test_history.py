@@ -15,8 +15,14 @@ NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 COOL = DisruptionSettings(workload_cooldown_minutes=30, node_cooldown_minutes=10)
 
 
-def moved(minutes_ago: float, pod_: str = "ml/a-0", workload: str = "ml/ReplicaSet/a", source: str = "gpu-1", target: str = "gpu-2",
-          outcome: str = MOVED) -> MoveRecord:
+def moved(
+    minutes_ago: float,
+    pod_: str = "ml/a-0",
+    workload: str = "ml/ReplicaSet/a",
+    source: str = "gpu-1",
+    target: str = "gpu-2",
+    outcome: str = MOVED,
+) -> MoveRecord:
     return MoveRecord(NOW - timedelta(minutes=minutes_ago), pod_, workload, source, target, outcome)
 
 
@@ -25,7 +31,10 @@ def test_a_workload_and_its_nodes_cool_down_for_their_configured_minutes() -> No
     assert restraints.workloads == {"ml/ReplicaSet/a": "its workload ml/ReplicaSet/a moved 12 min ago; cooldown 30 min"}
     assert restraints.nodes == {}  # 12 minutes is past the nodes' 10
     restraints = restraints_at(History((moved(4),)), COOL, NOW)
-    assert restraints.nodes == {"gpu-1": "drained 4 min ago; cooldown 10 min", "gpu-2": "filled 4 min ago; cooldown 10 min"}
+    assert restraints.nodes == {
+        "gpu-1": "drained 4 min ago; cooldown 10 min",
+        "gpu-2": "filled 4 min ago; cooldown 10 min",
+    }
     assert not restraints_at(History((moved(31),)), COOL, NOW).any
     assert not restraints_at(History((moved(4, outcome=FAILED),)), COOL, NOW).workloads  # only moves that happened cool
 
@@ -73,27 +82,46 @@ def test_a_move_back_where_a_recent_move_came_from_is_an_oscillation() -> None:
 
 
 def _cluster() -> object:
-    return cluster(node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8),
-                   pod("keep", on="gpu-1", gpus=4, owner=None),
-                   pod("a-0", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/a"),
-                   pod("b-0", on="gpu-3", gpus=1, namespace="ml", owner="ReplicaSet/b"))
+    return cluster(
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8),
+        pod("keep", on="gpu-1", gpus=4, owner=None),
+        pod("a-0", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/a"),
+        pod("b-0", on="gpu-3", gpus=1, namespace="ml", owner="ReplicaSet/b"),
+    )
 
 
 def test_the_plan_leaves_a_cooling_workload_in_place_and_says_why_per_pod() -> None:
     restraints = restraints_at(History((moved(12, pod_="ml/a-old", source="gpu-9", target="gpu-8"),)), COOL, NOW)
-    plan = build_plan(_cluster(), PlannerSettings(min_replicas=1, time_limit_seconds=5), source="t", now=NOW,  # type: ignore[arg-type]
-                      restraints=restraints)
+    plan = build_plan(
+        _cluster(),
+        PlannerSettings(min_replicas=1, time_limit_seconds=5),
+        source="t",
+        now=NOW,  # type: ignore[arg-type]
+        restraints=restraints,
+    )
     assert [m.pod for m in plan.moves] == ["ml/b-0"]  # a-0's workload moved 12 minutes ago
-    assert plan.explanations["cooldowns"] == {"ml/a-0": "its workload ml/ReplicaSet/a moved 12 min ago; cooldown 30 min"}
+    assert plan.explanations["cooldowns"] == {
+        "ml/a-0": "its workload ml/ReplicaSet/a moved 12 min ago; cooldown 30 min"
+    }
     assert plan.explanations["unmovablePods"][Unmovable.COOLDOWN.value] == 1
     assert any(w.startswith("in their cooldown: 1 workload(s), 0 node(s)") for w in plan.warnings)
 
 
 def test_a_cooling_node_is_neither_drained_nor_filled_and_the_budget_caps_the_plan() -> None:
-    restraints = restraints_at(History((moved(4, pod_="ml/x-0", workload="ml/ReplicaSet/x", source="gpu-3", target="gpu-9"),)),
-                               DisruptionSettings(node_cooldown_minutes=10, max_moves_per_hour=1), NOW)
-    plan = build_plan(_cluster(), PlannerSettings(min_replicas=1, time_limit_seconds=5), source="t", now=NOW,  # type: ignore[arg-type]
-                      restraints=restraints)
+    restraints = restraints_at(
+        History((moved(4, pod_="ml/x-0", workload="ml/ReplicaSet/x", source="gpu-3", target="gpu-9"),)),
+        DisruptionSettings(node_cooldown_minutes=10, max_moves_per_hour=1),
+        NOW,
+    )
+    plan = build_plan(
+        _cluster(),
+        PlannerSettings(min_replicas=1, time_limit_seconds=5),
+        source="t",
+        now=NOW,  # type: ignore[arg-type]
+        restraints=restraints,
+    )
     assert "gpu-3" not in {m.from_node for m in plan.moves} | {m.to_node for m in plan.moves}
     assert plan.explanations["cooldowns"] == {"ml/b-0": "its node gpu-3 was drained 4 min ago; cooldown 10 min"}
     assert len(plan.moves) <= 1 and any(w.startswith("at most 0 move(s) now") for w in plan.warnings)

@@ -25,7 +25,12 @@ from tests.builders import A100_40, H100_80, cluster, node, pdb, pod
 from tests.html_pages import Page, plan_of
 from tests.tools import required
 
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM = (
+    os.environ.get("CHROMIUM")
+    or shutil.which("chromium")
+    or shutil.which("chromium-browser")
+    or shutil.which("google-chrome")
+)
 WINDOW = (1100, 1300)
 # The cell colours of compactor/html_report.py's stylesheet, as the screenshot must show them.
 USED, MOVING, FREED = (0x4A, 0x6F, 0xA5), (0xE0, 0xA5, 0x26), (0x2E, 0xA4, 0x4F)
@@ -36,15 +41,31 @@ INNER_PIXELS = 4 * 4  # of a 6 x 6 px cell, whatever sub-pixel offset its edges 
 def chromium() -> str:
     """On a laptop without Chromium these tests skip; CI installs it and sets GPU_COMPACTOR_REQUIRE_CHROMIUM, so there a
     missing browser fails them instead of leaving the page unchecked."""
-    return required(CHROMIUM, name="chromium", require_env="GPU_COMPACTOR_REQUIRE_CHROMIUM",
-                    install="Debian: apt-get install chromium, or set CHROMIUM")
+    return required(
+        CHROMIUM,
+        name="chromium",
+        require_env="GPU_COMPACTOR_REQUIRE_CHROMIUM",
+        install="Debian: apt-get install chromium, or set CHROMIUM",
+    )
 
 
 def _browse(chromium: str, page: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Chromium headless on ``page``, its console on stderr (a fresh profile: nothing cached, no other instance to join)."""
-    command = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-               "--no-first-run", f"--user-data-dir={page.parent / 'profile'}", "--enable-logging=stderr", "--v=0",
-               f"--window-size={WINDOW[0]},{WINDOW[1]}", *args, page.as_uri()]
+    command = [
+        chromium,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--no-first-run",
+        f"--user-data-dir={page.parent / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        *args,
+        page.as_uri(),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     return result
@@ -60,8 +81,8 @@ def _pixels(png: bytes) -> Counter[tuple[int, int, int]]:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     position, data = 8, b""
     while position < len(png):
-        (length,), kind = struct.unpack(">I", png[position:position + 4]), png[position + 4:position + 8]
-        chunk = png[position + 8:position + 8 + length]
+        (length,), kind = struct.unpack(">I", png[position : position + 4]), png[position + 4 : position + 8]
+        chunk = png[position + 8 : position + 8 + length]
         if kind == b"IHDR":
             width, height, depth, colour = struct.unpack(">IIBB", chunk[:10])
             assert depth == 8 and colour in (2, 6), (depth, colour)
@@ -72,7 +93,9 @@ def _pixels(png: bytes) -> Counter[tuple[int, int, int]]:
     stride, raw, previous = width * size, zlib.decompress(data), bytearray(width * size)
     counts: Counter[tuple[int, int, int]] = Counter()
     for y in range(height):
-        line = _unfilter(raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)]), previous, size)
+        line = _unfilter(
+            raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]), previous, size
+        )
         counts.update(zip(line[0::size], line[1::size], line[2::size], strict=True))
         previous = line
     return counts
@@ -99,11 +122,18 @@ def _unfilter(kind: int, line: bytearray, above: bytearray, size: int) -> bytear
 def small_cluster() -> Snapshot:
     """Two pools, a MIG node, a cordoned node; the plan moves gpu-2's pods onto gpu-1 and frees gpu-2."""
     return cluster(
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8), node("gpu-3", gpus=8, unschedulable=True),
-        node("mig-1", mig={"1g.5gb": 7}, product=A100_40), node("h100-1", gpus=8, product=H100_80), node("cpu-1"),
-        pod("a-0", on="gpu-1", gpus=4, owner=None), pod("c-0", on="gpu-3", gpus=2, owner=None),
-        pod("b-0", on="gpu-2", gpus=1, labels={"app": "b"}), pod("b-1", on="gpu-2", gpus=1, labels={"app": "b"}),
-        pod("s-0", on="mig-1", mig="1g.5gb", owner=None), pod("h-0", on="h100-1", gpus=2, owner=None),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8, unschedulable=True),
+        node("mig-1", mig={"1g.5gb": 7}, product=A100_40),
+        node("h100-1", gpus=8, product=H100_80),
+        node("cpu-1"),
+        pod("a-0", on="gpu-1", gpus=4, owner=None),
+        pod("c-0", on="gpu-3", gpus=2, owner=None),
+        pod("b-0", on="gpu-2", gpus=1, labels={"app": "b"}),
+        pod("b-1", on="gpu-2", gpus=1, labels={"app": "b"}),
+        pod("s-0", on="mig-1", mig="1g.5gb", owner=None),
+        pod("h-0", on="h100-1", gpus=2, owner=None),
         pdb("b-budget", match={"app": "b"}, allowed=1),
     )
 
@@ -122,11 +152,15 @@ def plan_page(tmp_path: Path) -> tuple[Path, str]:
 def test_the_browser_reports_no_console_error_on_a_page_that_has_one(chromium: str, tmp_path: Path) -> None:
     """The console check below can fail: a page with a script error is caught by it."""
     page = tmp_path / "broken.html"
-    page.write_text('<!DOCTYPE html><html><body><script>throw new Error("boom")</script></body></html>', encoding="utf-8")
+    page.write_text(
+        '<!DOCTYPE html><html><body><script>throw new Error("boom")</script></body></html>', encoding="utf-8"
+    )
     assert any("Uncaught Error: boom" in line for line in _console(_browse(chromium, page, "--dump-dom").stderr))
 
 
-def test_the_dom_chromium_builds_has_every_node_and_cell_and_no_console_error(chromium: str, plan_page: tuple[Path, str]) -> None:
+def test_the_dom_chromium_builds_has_every_node_and_cell_and_no_console_error(
+    chromium: str, plan_page: tuple[Path, str]
+) -> None:
     page, text = plan_page
     rendered = _browse(chromium, page, "--dump-dom")
     assert _console(rendered.stderr) == []

@@ -48,7 +48,10 @@ def random_row(rng: random.Random) -> tuple[list[cp_model.IntVar], list[int], in
 
 def test_upper_reads_the_largest_value_of_a_domain() -> None:
     x, b = variables([7])[0], cp_model.CpModel().new_bool_var("b")
-    assert (upper(x), upper(b)) == (7, 1)  # domain[-1] reads 0 in this proto binding: a guard built on it would drop every row
+    assert (upper(x), upper(b)) == (
+        7,
+        1,
+    )  # domain[-1] reads 0 in this proto binding: a guard built on it would drop every row
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -99,5 +102,7 @@ def test_what_cannot_be_restated_is_refused_with_the_node_and_field() -> None:
     with pytest.raises(ModelRangeError) as caught:
         checked([(x, REACH_LIMIT // 4 + 1)], refuse)
     message = str(caught.value)
-    assert message.startswith("snap.json: Node n1: status.allocatable: GPU count too large for the planner's 64-bit integer model")
+    assert message.startswith(
+        "snap.json: Node n1: status.allocatable: GPU count too large for the planner's 64-bit integer model"
+    )
     assert "\n" not in message

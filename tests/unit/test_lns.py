@@ -65,7 +65,9 @@ def violations(snapshot: Snapshot, problem: Problem, assignment: Assignment, set
         where[move.pod.key] = target
     for placement in placements:
         target = problem.nodes[placement.target].node.name
-        why = placeable_reason(placement.pod, snapshot, settings) or target_reason(placement.pod, nodes[target], snapshot, settings)
+        why = placeable_reason(placement.pod, snapshot, settings) or target_reason(
+            placement.pod, nodes[target], snapshot, settings
+        )
         if why:
             errors.append(f"{placement.pod.key} placed on {target}: {why}")
         add(after[target], demand(placement.pod))
@@ -80,7 +82,9 @@ def violations(snapshot: Snapshot, problem: Problem, assignment: Assignment, set
         errors.append(f"a node loses more than {settings.max_moves_per_node} pods")
     _, _, net = freed_filled(snapshot, where)
     if net != rank(problem, assignment)[1] - problem.empty_before_gpus:
-        errors.append(f"net freed GPUs {net} recomputed, {rank(problem, assignment)[1] - problem.empty_before_gpus} counted")
+        errors.append(
+            f"net freed GPUs {net} recomputed, {rank(problem, assignment)[1] - problem.empty_before_gpus} counted"
+        )
     return errors
 
 
@@ -89,9 +93,13 @@ def _one_cheap_node_or_one_costly_node(**config: Any) -> tuple[Snapshot, Problem
     ``z`` three 2-GPU pods. 18 GPUs in use on 32 and ``t`` cannot be freed, so one of x, y, z can: x or y by one move
     (onto the other), z by three (two onto t, one onto x or y)."""
     objects = [
-        node("t", gpus=8), node("x", gpus=8), node("y", gpus=8), node("z", gpus=8),
+        node("t", gpus=8),
+        node("x", gpus=8),
+        node("y", gpus=8),
+        node("z", gpus=8),
         pod("anchor", on="t", gpus=4, owner=None),
-        pod("x1", on="x", gpus=4, owner="ReplicaSet/x"), pod("y1", on="y", gpus=4, owner="ReplicaSet/y"),
+        pod("x1", on="x", gpus=4, owner="ReplicaSet/x"),
+        pod("y1", on="y", gpus=4, owner="ReplicaSet/y"),
         *(pod(f"z{i}", on="z", gpus=2, owner="ReplicaSet/z") for i in range(3)),
     ]
     snapshot = cluster(*objects)
@@ -131,8 +139,13 @@ def test_the_move_cap_holds_and_the_fixed_part_counts_against_it() -> None:
 def test_a_pending_pod_the_start_left_pending_is_placed_where_a_drain_makes_room() -> None:
     """``a`` and ``b`` run one 4-GPU pod each; a 6-GPU pod is pending. The start does nothing; the pending pod fits only
     once one of them moves onto the other, which the search finds (placing a pod outranks everything else)."""
-    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), pod("a1", on="a", gpus=4, owner="ReplicaSet/a"),
-                       pod("b1", on="b", gpus=4, owner="ReplicaSet/b"), pod("wants6", gpus=6))
+    snapshot = cluster(
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("a1", on="a", gpus=4, owner="ReplicaSet/a"),
+        pod("b1", on="b", gpus=4, owner="ReplicaSet/b"),
+        pod("wants6", gpus=6),
+    )
     problem = build_problem(snapshot, SETTINGS, max_targets=len(snapshot.nodes))
     start = Assignment.unchanged(problem)
     better = improve(problem, start, Deadline(5))
@@ -160,7 +173,10 @@ def _busiest_first(problem: Problem) -> Assignment:
     """A poor start: greedy draining the nodes with the most GPU pods first (greedy's own order, least used first, is
     optimal on these small clusters and would leave nothing to improve)."""
     pods = gpu_pods_before(problem)
-    return greedy(problem, order=sorted((s.index for s in problem.nodes if s.can_empty and pods[s.index]), key=lambda n: (-pods[n], n)))
+    return greedy(
+        problem,
+        order=sorted((s.index for s in problem.nodes if s.can_empty and pods[s.index]), key=lambda n: (-pods[n], n)),
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

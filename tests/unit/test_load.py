@@ -134,8 +134,11 @@ def test_items_of_a_plain_list_without_a_kind_are_skipped_with_a_warning() -> No
 
 
 def test_config_maps_are_kept_with_their_data() -> None:
-    config = {"kind": "ConfigMap", "metadata": {"name": "mig-parted", "namespace": "gpu-operator"},
-              "data": {"config.yaml": "version: v1\n"}}
+    config = {
+        "kind": "ConfigMap",
+        "metadata": {"name": "mig-parted", "namespace": "gpu-operator"},
+        "data": {"config.yaml": "version: v1\n"},
+    }
     snap = cluster(config)
     (kept,) = snap.config_maps
     assert (kept.namespace, kept.name, kept.data) == ("gpu-operator", "mig-parted", {"config.yaml": "version: v1\n"})
@@ -143,7 +146,13 @@ def test_config_maps_are_kept_with_their_data() -> None:
 
 def test_unknown_kinds_are_skipped_with_one_warning_per_kind() -> None:
     service = {"kind": "Service", "metadata": {"name": "s"}}
-    objects = [node("n1"), service, dict(service), {"kind": "Deployment", "metadata": {"name": "d"}}, {"metadata": {"name": "x"}}]
+    objects = [
+        node("n1"),
+        service,
+        dict(service),
+        {"kind": "Deployment", "metadata": {"name": "d"}},
+        {"metadata": {"name": "x"}},
+    ]
     snap = cluster(*objects)
     assert [n.name for n in snap.nodes] == ["n1"]
     assert snap.warnings == (
@@ -157,7 +166,9 @@ def test_pods_bound_to_nodes_outside_the_snapshot_are_counted_warned_and_left_ou
     snap = cluster(node("n1"), pod("here", on="n1"), pod("lost-1", on="gone"), pod("lost-2", on="gone"), pod("waiting"))
     assert sorted(p.name for p in snap.pods) == ["here", "waiting"]
     assert snap.extra["orphan_pods"] == 2
-    assert snap.warnings == ("2 pod(s) bound to nodes not in the snapshot, not counted (default/lost-1 -> gone, default/lost-2 -> gone)",)
+    assert snap.warnings == (
+        "2 pod(s) bound to nodes not in the snapshot, not counted (default/lost-1 -> gone, default/lost-2 -> gone)",
+    )
 
 
 def test_finished_pods_on_unknown_nodes_are_not_orphans() -> None:
@@ -239,8 +250,13 @@ def test_a_node_without_allocatable_is_named_with_the_field(tmp_path: Path) -> N
 
 
 def test_an_invalid_quantity_names_pod_container_and_resource(tmp_path: Path) -> None:
-    error = load_error(tmp_path, "snap.yaml", yaml.safe_dump(as_list(node("n1"), pod("train-0", namespace="ml", cpu="2 cores"))))
-    assert str(error) == f"{tmp_path / 'snap.yaml'}: Pod ml/train-0: spec.containers[0].resources.requests.cpu: invalid quantity '2 cores'"
+    error = load_error(
+        tmp_path, "snap.yaml", yaml.safe_dump(as_list(node("n1"), pod("train-0", namespace="ml", cpu="2 cores")))
+    )
+    assert (
+        str(error)
+        == f"{tmp_path / 'snap.yaml'}: Pod ml/train-0: spec.containers[0].resources.requests.cpu: invalid quantity '2 cores'"
+    )
 
 
 def test_a_negative_quantity_is_rejected_with_its_field(tmp_path: Path) -> None:
@@ -259,7 +275,10 @@ def test_duplicate_node_names_are_rejected_naming_the_second_file(tmp_path: Path
     second = write(tmp_path, "b.json", json.dumps(as_list(node("gpu-1"))))
     with pytest.raises(InputError) as caught:
         load_files([first, second])
-    assert str(caught.value) == f"{second}: Node gpu-1: metadata.name: duplicate object (already read from {first}): give each object once"
+    assert (
+        str(caught.value)
+        == f"{second}: Node gpu-1: metadata.name: duplicate object (already read from {first}): give each object once"
+    )
 
 
 def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
@@ -286,9 +305,18 @@ def test_a_file_that_is_not_utf8_is_an_input_error(tmp_path: Path) -> None:
     ("text", "where", "what"),
     [
         pytest.param("hello\n", "document 1", "str", id="scalar-document"),
-        pytest.param("kind: Node\nmetadata: {name: a}\nstatus: {allocatable: {}}\n---\n42\n", "document 2", "int", id="second-document"),
-        pytest.param('{"kind": "List", "items": [{"kind": "ConfigMap", "metadata": {"name": "c"}}, "oops"]}', "List items[1]", "str",
-                     id="list-item"),
+        pytest.param(
+            "kind: Node\nmetadata: {name: a}\nstatus: {allocatable: {}}\n---\n42\n",
+            "document 2",
+            "int",
+            id="second-document",
+        ),
+        pytest.param(
+            '{"kind": "List", "items": [{"kind": "ConfigMap", "metadata": {"name": "c"}}, "oops"]}',
+            "List items[1]",
+            "str",
+            id="list-item",
+        ),
         pytest.param("[1]", "document 1[0]", "int", id="array-item"),
     ],
 )
@@ -308,17 +336,46 @@ def test_list_items_that_are_not_a_list_are_an_input_error(tmp_path: Path) -> No
     [
         pytest.param(lambda raw: raw.update(metadata=["x"]), "Pod <unnamed>", "metadata", id="pod-metadata-list"),
         pytest.param(lambda raw: raw.update(spec="x"), "Pod default/p", "spec", id="pod-spec-string"),
-        pytest.param(lambda raw: raw["spec"].update(containers={"main": {}}), "Pod default/p", "spec.containers", id="containers-map"),
-        pytest.param(lambda raw: raw["spec"].update(tolerations=["x"]), "Pod default/p", "spec.tolerations[0]", id="toleration-string"),
-        pytest.param(lambda raw: raw["spec"].update(affinity={"nodeAffinity": ["x"]}), "Pod default/p", "spec.affinity.nodeAffinity",
-                     id="node-affinity-list"),
-        pytest.param(lambda raw: raw["spec"].update(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": ["x"]}}}), "Pod default/p",
-            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]", id="term-string"),
-        pytest.param(lambda raw: raw["spec"].update(priority="high"), "Pod default/p", "spec.priority", id="priority-string"),
-        pytest.param(lambda raw: raw["metadata"].update(labels=["a"]), "Pod default/p", "metadata.labels", id="labels-list"),
-        pytest.param(lambda raw: raw["metadata"].update(ownerReferences=["rs"]), "Pod default/p", "metadata.ownerReferences[0]",
-                     id="owner-string"),
+        pytest.param(
+            lambda raw: raw["spec"].update(containers={"main": {}}),
+            "Pod default/p",
+            "spec.containers",
+            id="containers-map",
+        ),
+        pytest.param(
+            lambda raw: raw["spec"].update(tolerations=["x"]),
+            "Pod default/p",
+            "spec.tolerations[0]",
+            id="toleration-string",
+        ),
+        pytest.param(
+            lambda raw: raw["spec"].update(affinity={"nodeAffinity": ["x"]}),
+            "Pod default/p",
+            "spec.affinity.nodeAffinity",
+            id="node-affinity-list",
+        ),
+        pytest.param(
+            lambda raw: raw["spec"].update(
+                affinity={
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": ["x"]}}
+                }
+            ),
+            "Pod default/p",
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]",
+            id="term-string",
+        ),
+        pytest.param(
+            lambda raw: raw["spec"].update(priority="high"), "Pod default/p", "spec.priority", id="priority-string"
+        ),
+        pytest.param(
+            lambda raw: raw["metadata"].update(labels=["a"]), "Pod default/p", "metadata.labels", id="labels-list"
+        ),
+        pytest.param(
+            lambda raw: raw["metadata"].update(ownerReferences=["rs"]),
+            "Pod default/p",
+            "metadata.ownerReferences[0]",
+            id="owner-string",
+        ),
     ],
 )
 def test_wrongly_shaped_pod_sections_are_input_errors(tmp_path: Path, mutate: Any, obj: str, field: str) -> None:
@@ -332,9 +389,15 @@ def test_wrongly_shaped_pod_sections_are_input_errors(tmp_path: Path, mutate: An
     ("mutate", "field"),
     [
         pytest.param(lambda raw: raw.update(status=[]), "status", id="status-list"),
-        pytest.param(lambda raw: raw["spec"].update(taints=["gpu=true:NoSchedule"]), "spec.taints[0]", id="taint-string"),
-        pytest.param(lambda raw: raw["spec"].update(unschedulable="false"), "spec.unschedulable", id="unschedulable-string"),
-        pytest.param(lambda raw: raw["status"].update(allocatable=["cpu"]), "status.allocatable", id="allocatable-list"),
+        pytest.param(
+            lambda raw: raw["spec"].update(taints=["gpu=true:NoSchedule"]), "spec.taints[0]", id="taint-string"
+        ),
+        pytest.param(
+            lambda raw: raw["spec"].update(unschedulable="false"), "spec.unschedulable", id="unschedulable-string"
+        ),
+        pytest.param(
+            lambda raw: raw["status"].update(allocatable=["cpu"]), "status.allocatable", id="allocatable-list"
+        ),
     ],
 )
 def test_wrongly_shaped_node_sections_are_input_errors(tmp_path: Path, mutate: Any, field: str) -> None:
@@ -348,7 +411,10 @@ def test_an_error_message_stays_on_one_line_even_when_a_name_has_a_line_break() 
     raw = pod("two\nlines", cpu="x")
     with pytest.raises(InputError) as caught:
         cluster(raw)
-    assert str(caught.value) == "test: Pod default/two\\nlines: spec.containers[0].resources.requests.cpu: invalid quantity 'x'"
+    assert (
+        str(caught.value)
+        == "test: Pod default/two\\nlines: spec.containers[0].resources.requests.cpu: invalid quantity 'x'"
+    )
 
 
 def test_loaded_requests_match_what_the_builders_asked_for() -> None:
@@ -362,16 +428,35 @@ def test_loaded_requests_match_what_the_builders_asked_for() -> None:
 
 
 def rich_cluster() -> list[dict[str, Any]]:
-    sidecar = pod("serve-0", on="gpu-1", gpus=1, namespace="ml", priority=100, priority_class="high",
-                  tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                  node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
-                  affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                      {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", "b"]}]}]}},
-                      "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]}},
-                  volumes=[{"name": "cache", "emptyDir": {}}], spread=[{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}],
-                  deleting=True)
-    sidecar["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}},
-                                         {"name": "warmup", "resources": {"limits": {"memory": "8Gi"}}}]
+    sidecar = pod(
+        "serve-0",
+        on="gpu-1",
+        gpus=1,
+        namespace="ml",
+        priority=100,
+        priority_class="high",
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", "b"]}]}
+                    ]
+                }
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]
+            },
+        },
+        volumes=[{"name": "cache", "emptyDir": {}}],
+        spread=[{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}],
+        deleting=True,
+    )
+    sidecar["spec"]["initContainers"] = [
+        {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}},
+        {"name": "warmup", "resources": {"limits": {"memory": "8Gi"}}},
+    ]
     sidecar["spec"]["overhead"] = {"cpu": "100m"}
     sidecar["spec"]["schedulingGates"] = []
     return [
@@ -382,7 +467,12 @@ def rich_cluster() -> list[dict[str, Any]]:
         pod("train-0", on="mig-1", mig="3g.20gb", namespace="ml"),
         pod("waiting", gpus=8, phase="Pending"),
         pdb("serve", match={"app": "app"}, namespace="ml", min_available="50%"),
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mig-parted", "namespace": "gpu-operator"}, "data": {"config.yaml": "x"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "mig-parted", "namespace": "gpu-operator"},
+            "data": {"config.yaml": "x"},
+        },
     ]
 
 
@@ -400,13 +490,22 @@ def test_the_one_pass_json_decoder_and_the_dict_path_build_the_same_snapshot(tmp
         assert typed.config_maps == other.config_maps
     serve = next(p for p in typed.pods if p.name == "serve-0")
     assert serve.requests == {"cpu": 1350, "memory": 8 * GI, "nvidia.com/gpu": 1, "pods": 1}
-    assert (serve.local_storage, serve.has_hard_topology_spread, serve.affinity.has_required_pod_anti_affinity) == (True, True, True)
+    assert (serve.local_storage, serve.has_hard_topology_spread, serve.affinity.has_required_pod_anti_affinity) == (
+        True,
+        True,
+        True,
+    )
     assert serve.deletion_timestamp and serve.created is not None and serve.created.tzinfo is not None
 
 
 def test_an_unknown_kind_whose_fields_clash_with_the_schema_is_still_only_skipped(tmp_path: Path) -> None:
-    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
-              "spec": {"priority": "very high", "containers": "none"}, "status": {"phase": {"nested": True}}}
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w"},
+        "spec": {"priority": "very high", "containers": "none"},
+        "status": {"phase": {"nested": True}},
+    }
     path = write(tmp_path, "snap.json", json.dumps(as_list(*small_cluster(), widget)))
     snap = load_files([path])
     assert summary(snap) == EXPECTED
@@ -428,7 +527,9 @@ def test_a_single_object_file_loads(tmp_path: Path) -> None:
 def test_explicit_nulls_read_as_absent_fields_as_the_api_server_decodes_them(tmp_path: Path) -> None:
     raw = pod("p", on="n1", tolerations=[{"key": None, "operator": "Exists", "value": None, "effect": None}])
     raw["metadata"].update(labels=None, annotations=None, ownerReferences=None)
-    raw["spec"].update(nodeSelector=None, affinity=None, volumes=None, initContainers=None, priority=None, schedulingGates=None)
+    raw["spec"].update(
+        nodeSelector=None, affinity=None, volumes=None, initContainers=None, priority=None, schedulingGates=None
+    )
     raw["spec"]["containers"][0]["resources"]["limits"] = None
     loaded = load_files([write(tmp_path, "snap.json", json.dumps(as_list(node("n1"), raw)))]).pods[0]
     assert (loaded.labels, loaded.owners, loaded.priority, loaded.node_selector) == ({}, (), 0, ())
@@ -447,7 +548,9 @@ def test_label_values_must_be_strings_as_the_api_requires(tmp_path: Path, name: 
 def test_a_bad_field_deep_in_a_json_list_is_named_by_object_and_path(tmp_path: Path) -> None:
     bad = pod("train-3", namespace="ml", on="gpu-1")
     bad["spec"]["nodeName"] = 3
-    error = load_error(tmp_path, "snap.json", json.dumps(as_list(node("gpu-1"), *[pod(f"ok-{i}", on="gpu-1") for i in range(5)], bad)))
+    error = load_error(
+        tmp_path, "snap.json", json.dumps(as_list(node("gpu-1"), *[pod(f"ok-{i}", on="gpu-1") for i in range(5)], bad))
+    )
     assert str(error) == f"{tmp_path / 'snap.json'}: Pod ml/train-3: spec.nodeName: expected str, got int"
 
 

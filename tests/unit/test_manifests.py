@@ -70,13 +70,26 @@ from tests.manifests import (
 )
 
 OPERATOR_NAMESPACE_NAME = Settings().mig.operator_namespace  # where the GPU Operator's mig-parted configs are read
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
-                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 # The name the workloads give their image, and the placeholder each overlay's `images:` entry turns it into.
 IMAGE = "gpu-compactor"
 IMAGE_PLACEHOLDER = {"name": IMAGE, "newName": "REGISTRY/gpu-compactor", "newTag": "TAG"}
-METRICS = ("gpu_compactor_stranded_share", "gpu_compactor_blocked_demand_gpu_equivalents", "gpu_compactor_runs_total",
-           "gpu_compactor_cordoned_nodes", "gpu_compactor_last_cycle_timestamp_seconds", "gpu_compactor_cycle_errors_total")
+METRICS = (
+    "gpu_compactor_stranded_share",
+    "gpu_compactor_blocked_demand_gpu_equivalents",
+    "gpu_compactor_runs_total",
+    "gpu_compactor_cordoned_nodes",
+    "gpu_compactor_last_cycle_timestamp_seconds",
+    "gpu_compactor_cycle_errors_total",
+)
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")
 
 Doc = dict[str, Any]
@@ -84,7 +97,9 @@ Doc = dict[str, Any]
 
 def _kubectl_kustomize(directory: Path) -> list[Doc]:
     assert KUBECTL is not None
-    built = subprocess.run([KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False)
+    built = subprocess.run(
+        [KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert built.returncode == 0, f"kubectl kustomize {shown(directory)}: {built.stderr.strip()}"
     return [doc for doc in yaml.safe_load_all(built.stdout) if doc is not None]
 
@@ -99,7 +114,9 @@ def test_each_kustomization_resolves_to_objects_that_name_their_kind_and_namespa
             assert doc["metadata"].get("namespace") == namespace, f"{where}: not in namespace {namespace}"
     if KUBECTL is not None:  # the real build agrees with the resolution every other test reads
         built = _kubectl_kustomize(directory)
-        assert sorted(json.dumps(doc, sort_keys=True) for doc in built) == sorted(json.dumps(doc, sort_keys=True) for doc in kustomize_build(directory))
+        assert sorted(json.dumps(doc, sort_keys=True) for doc in built) == sorted(
+            json.dumps(doc, sort_keys=True) for doc in kustomize_build(directory)
+        )
         if any(doc["kind"] == "Namespace" for doc in built):
             assert built[0]["kind"] == "Namespace", "kubectl apply -k would create objects before their namespace"
 
@@ -122,17 +139,37 @@ def test_the_overlays_install_the_base_and_either_the_cronjob_or_the_controller(
     controller = {object_key(doc) for doc in kustomize_build(CONTROLLER)}
     assert base <= cronjob and base <= controller
     assert cronjob - base == {("CronJob", NAMESPACE, "gpu-compactor")}
-    assert controller - base == {("Deployment", NAMESPACE, "gpu-compactor"), ("Service", NAMESPACE, "gpu-compactor-metrics")}
-    assert {kind for kind, _, _ in base} == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                                             "ConfigMap"}
+    assert controller - base == {
+        ("Deployment", NAMESPACE, "gpu-compactor"),
+        ("Service", NAMESPACE, "gpu-compactor-metrics"),
+    }
+    assert {kind for kind, _, _ in base} == {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+    }
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda d: d.name)
 def test_the_overlay_sets_the_image_its_workloads_name(overlay: Path) -> None:
     assert read_kustomization(overlay)["images"] == [IMAGE_PLACEHOLDER]
-    written = {container["image"] for _, doc in resolve_kustomization(overlay) if doc["kind"] in WORKLOADS for container in containers_of(doc)}
+    written = {
+        container["image"]
+        for _, doc in resolve_kustomization(overlay)
+        if doc["kind"] in WORKLOADS
+        for container in containers_of(doc)
+    }
     assert written == {IMAGE}, f"the workloads name {written}; the images: entry replaces {IMAGE}"
-    built = {container["image"] for doc in kustomize_build(overlay) if doc["kind"] in WORKLOADS for container in containers_of(doc)}
+    built = {
+        container["image"]
+        for doc in kustomize_build(overlay)
+        if doc["kind"] in WORKLOADS
+        for container in containers_of(doc)
+    }
     assert built == {f"{IMAGE_PLACEHOLDER['newName']}:{IMAGE_PLACEHOLDER['newTag']}"}
 
 
@@ -148,10 +185,15 @@ KUBE_PACKAGE = ROOT / "compactor" / "kube"
 HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 CLUSTER_WIDE = "ClusterRole"  # cluster-scoped objects, all namespaces, or a namespace only known at run time
 OWN_NAMESPACE = "Role"  # the compactor's own namespace (``self.namespace``: executor.state_namespace)
-OPERATOR_NAMESPACE = "Role in the GPU Operator's namespace"  # a namespace held by a name ``operator_namespace`` (mig.operator_namespace)
+OPERATOR_NAMESPACE = (
+    "Role in the GPU Operator's namespace"  # a namespace held by a name ``operator_namespace`` (mig.operator_namespace)
+)
 # Where each scope is granted: (kustomization, kind, name).
-ROLES = {CLUSTER_WIDE: (BASE, "ClusterRole", "gpu-compactor"), OWN_NAMESPACE: (BASE, "Role", "gpu-compactor"),
-         OPERATOR_NAMESPACE: (GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")}
+ROLES = {
+    CLUSTER_WIDE: (BASE, "ClusterRole", "gpu-compactor"),
+    OWN_NAMESPACE: (BASE, "Role", "gpu-compactor"),
+    OPERATOR_NAMESPACE: (GPU_OPERATOR, "Role", "gpu-compactor-mig-parted"),
+}
 _PRIMITIVE = "param_serialize"  # ApiClient.param_serialize: every raw request goes through it
 
 
@@ -173,7 +215,9 @@ class Request:
     method: str
     path: str
     own_namespace: bool  # the path's {namespace} is always ``self.namespace``
-    operator_namespace: bool = False  # the path's {namespace} is always the GPU Operator's (a value named ``operator_namespace``)
+    operator_namespace: bool = (
+        False  # the path's {namespace} is always the GPU Operator's (a value named ``operator_namespace``)
+    )
 
     def permission(self) -> Permission:
         parts = self.path.strip("/").split("/")
@@ -181,11 +225,18 @@ class Request:
         namespaced = len(rest) > 2 and rest[:2] == ["namespaces", "{namespace}"]
         if namespaced:
             rest = rest[2:]
-        assert 1 <= len(rest) <= 3 and (len(rest) == 1 or rest[1] == "{name}"), f"{self.where}: cannot read the path {self.path}"
+        assert 1 <= len(rest) <= 3 and (len(rest) == 1 or rest[1] == "{name}"), (
+            f"{self.where}: cannot read the path {self.path}"
+        )
         named = len(rest) > 1  # [resource, {name}, subresource]
         resource = f"{rest[0]}/{rest[2]}" if len(rest) == 3 else rest[0]
-        verb = {"GET": "get" if named else "list", "POST": "create", "PUT": "update", "PATCH": "patch",
-                "DELETE": "delete" if named else "deletecollection"}[self.method]
+        verb = {
+            "GET": "get" if named else "list",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if named else "deletecollection",
+        }[self.method]
         scope = CLUSTER_WIDE
         if namespaced and self.own_namespace:
             scope = OWN_NAMESPACE
@@ -256,11 +307,22 @@ class _Module:
     def namespace_value(self, node: ast.expr, fn: ast.FunctionDef) -> str:
         """OWN when the namespace is ``self.namespace``; OPERATOR when it is a value named ``operator_namespace`` (a
         parameter, local or attribute: the GPU Operator's namespace, mig.operator_namespace); ANY for any other value."""
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr == "namespace":
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and node.attr == "namespace"
+        ):
             return OWN
-        if (isinstance(node, ast.Name) and node.id == "operator_namespace") or (isinstance(node, ast.Attribute) and node.attr == "operator_namespace"):
+        if (isinstance(node, ast.Name) and node.id == "operator_namespace") or (
+            isinstance(node, ast.Attribute) and node.attr == "operator_namespace"
+        ):
             return OPERATOR
-        if isinstance(node, ast.Name) and not _is_parameter(node.id, fn) and (bound := self.lookup(node.id, fn)) is not None:
+        if (
+            isinstance(node, ast.Name)
+            and not _is_parameter(node.id, fn)
+            and (bound := self.lookup(node.id, fn)) is not None
+        ):
             return self.namespace_value(bound, fn)
         return ANY
 
@@ -271,7 +333,12 @@ class _Module:
                 if isinstance(key, ast.Constant) and key.value == "namespace":
                     return self.namespace_value(value, fn)
             return NO_NAMESPACE
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) == 1:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "dict"
+            and len(node.args) == 1
+        ):
             return self.path_params_namespace(node.args[0], fn)
         if isinstance(node, ast.Name):
             if _is_parameter(node.id, fn):
@@ -332,7 +399,9 @@ def _requests_in_module(module: _Module) -> list[Request]:
     primitive = ast.parse("def param_serialize(method, resource_path, path_params): pass").body[0]
     assert isinstance(primitive, ast.FunctionDef)
     primitive_parameters = list(inspect.signature(k8s_client.ApiClient.param_serialize).parameters)
-    senders: dict[str, _Sender] = {_PRIMITIVE: _Sender(primitive, _Param("method"), _Param("resource_path"), _Param("path_params"))}
+    senders: dict[str, _Sender] = {
+        _PRIMITIVE: _Sender(primitive, _Param("method"), _Param("resource_path"), _Param("path_params"))
+    }
     requests: dict[str, Request] = {}
     changed = True
     while changed:  # until no new sender appears: a function forwarding its path parameter to a sender is one too
@@ -367,13 +436,17 @@ def _requests_in_module(module: _Module) -> list[Request]:
                 assert isinstance(method, str)
                 requests[where] = Request(where, method, path, namespace == OWN, namespace == OPERATOR)
             elif isinstance(path_argument, ast.Name) and _is_parameter(path_argument.id, fn):
-                assert sum(f.name == fn.name for f in module.functions) == 1, f"{where}: two functions named {fn.name} send requests"
+                assert sum(f.name == fn.name for f in module.functions) == 1, (
+                    f"{where}: two functions named {fn.name} send requests"
+                )
                 new = _Sender(fn, method, _Param(path_argument.id), namespace)
                 if senders.get(fn.name) != new:
                     senders[fn.name] = new
                     changed = True
             else:
-                raise AssertionError(f"{where}: cannot follow the path {name}() requests; build it from literals and constants")
+                raise AssertionError(
+                    f"{where}: cannot follow the path {name}() requests; build it from literals and constants"
+                )
     return list(requests.values())
 
 
@@ -393,8 +466,11 @@ def _typed_request(api_class: type, method_name: str) -> tuple[str, str]:
     recorder = _PathRecorder()
     try:
         bound = getattr(api_class(recorder), method_name)
-        required = [p for p in inspect.signature(bound).parameters.values()
-                    if p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        required = [
+            p
+            for p in inspect.signature(bound).parameters.values()
+            if p.default is inspect.Parameter.empty and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        ]
         try:
             bound(*({} if p.name == "body" else "x" for p in required))
         except _Recorded as recorded:
@@ -422,15 +498,24 @@ def _typed_requests_in_module(module: _Module, api_classes: list[type]) -> list[
             if not (isinstance(node, ast.Attribute) and node.attr in methods):
                 continue
             owners = methods[node.attr]
-            assert len(owners) == 1, f"{module.where(node)}: {node.attr} is a method of {[c.__name__ for c in owners]}: which?"
+            assert len(owners) == 1, (
+                f"{module.where(node)}: {node.attr} is a method of {[c.__name__ for c in owners]}: which?"
+            )
             method, path = _typed_request(owners[0], node.attr)
             namespace = ANY
             call = calls.get(id(node))
             listing = listings.get(id(node))
             if call is not None:
-                given = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "namespace"), None)
+                given = (
+                    call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "namespace"), None)
+                )
                 namespace = ANY if given is None else module.namespace_value(given, fn)
-            elif listing is not None and len(listing.args) > 1 and isinstance(listing.args[1], ast.Tuple) and listing.args[1].elts:
+            elif (
+                listing is not None
+                and len(listing.args) > 1
+                and isinstance(listing.args[1], ast.Tuple)
+                and listing.args[1].elts
+            ):
                 namespace = module.namespace_value(listing.args[1].elts[0], fn)
             found.append(Request(module.where(node), method, path, namespace == OWN, namespace == OPERATOR))
     return found
@@ -439,7 +524,10 @@ def _typed_requests_in_module(module: _Module, api_classes: list[type]) -> list[
 def _api_classes(modules: list[_Module]) -> list[type]:
     """The typed API classes compactor/kube instantiates (``k8s_client.CoreV1Api(api_client)``, ...)."""
     names = {_callee(call) for module in modules for _, call in module.calls()}
-    classes = [getattr(k8s_client, name) for name in sorted(n for n in names if n and n.endswith("Api") and hasattr(k8s_client, n))]
+    classes = [
+        getattr(k8s_client, name)
+        for name in sorted(n for n in names if n and n.endswith("Api") and hasattr(k8s_client, n))
+    ]
     assert classes, "compactor/kube instantiates no typed API class"
     return classes
 
@@ -449,14 +537,19 @@ def _check_nothing_escapes(module: _Module, requests: list[Request]) -> None:
     for fn, call in module.calls():
         if _callee(call) == "call_api":
             assert any(_callee(c) == _PRIMITIVE for c in ast.walk(fn) if isinstance(c, ast.Call)), (
-                f"{module.where(call)}: call_api without param_serialize in {fn.name}()")
-        assert all(keyword.arg != "watch" for keyword in call.keywords), f"{module.where(call)}: a watch needs the watch verb"
+                f"{module.where(call)}: call_api without param_serialize in {fn.name}()"
+            )
+        assert all(keyword.arg != "watch" for keyword in call.keywords), (
+            f"{module.where(call)}: a watch needs the watch verb"
+        )
     paths = {request.path for request in requests}
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             assert node.value != "watch", f"{module.where(node)}: a watch needs the watch verb"
             if node.value.startswith(("/api/", "/apis/")):
-                assert node.value in paths, f"{module.where(node)}: the API path {node.value} is used in a way the test cannot follow"
+                assert node.value in paths, (
+                    f"{module.where(node)}: the API path {node.value} is used in a way the test cannot follow"
+                )
 
 
 def _api_requests(sources: dict[str, str] | None = None) -> list[Request]:
@@ -475,7 +568,12 @@ def _api_requests(sources: dict[str, str] | None = None) -> list[Request]:
 
 def _roles() -> list[Doc]:
     """Every ClusterRole and Role the manifests ship."""
-    return [doc for directory in KUSTOMIZATIONS for _, doc in resolve_kustomization(directory) if doc["kind"] in ("ClusterRole", "Role")]
+    return [
+        doc
+        for directory in KUSTOMIZATIONS
+        for _, doc in resolve_kustomization(directory)
+        if doc["kind"] in ("ClusterRole", "Role")
+    ]
 
 
 def _granted() -> set[Permission]:
@@ -503,16 +601,32 @@ def test_rbac_grants_exactly_the_requests_compactor_kube_makes() -> None:
 def test_the_request_finder_sees_each_way_compactor_kube_calls_the_api() -> None:
     requests = _api_requests()
     seen = {(r.method, r.path, r.own_namespace) for r in requests}
-    assert not [r for r in requests if r.path == "/api/v1/configmaps"]  # never across namespaces: any tenant may label a ConfigMap
+    assert not [
+        r for r in requests if r.path == "/api/v1/configmaps"
+    ]  # never across namespaces: any tenant may label a ConfigMap
     operator = {(r.method, r.path) for r in requests if r.operator_namespace}
-    assert operator == {("GET", "/api/v1/namespaces/{namespace}/configmaps")}  # typed list passed on to _Listing: the mig-parted configs
-    assert ("GET", "/api/v1/namespaces/{namespace}/configmaps/{name}", True) in seen  # raw, through _get: the state ConfigMap
-    assert ("DELETE", "/api/v1/namespaces/{namespace}/configmaps/{name}", True) in seen  # raw, path parameters in a local
+    assert operator == {
+        ("GET", "/api/v1/namespaces/{namespace}/configmaps")
+    }  # typed list passed on to _Listing: the mig-parted configs
+    assert (
+        "GET",
+        "/api/v1/namespaces/{namespace}/configmaps/{name}",
+        True,
+    ) in seen  # raw, through _get: the state ConfigMap
+    assert (
+        "DELETE",
+        "/api/v1/namespaces/{namespace}/configmaps/{name}",
+        True,
+    ) in seen  # raw, path parameters in a local
     assert ("POST", "/api/v1/namespaces/{namespace}/pods/{name}/eviction", False) in seen  # raw: any pod's namespace
-    assert ("PUT", "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}", True) in seen  # path constant, namespace set in _send
+    assert (
+        "PUT",
+        "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+        True,
+    ) in seen  # path constant, namespace set in _send
 
 
-_NEW_CALLS = '''
+_NEW_CALLS = """
 
 class _Extra(KubeClusterClient):
     def read_secret(self, namespace: str, name: str) -> Obj | None:
@@ -526,23 +640,28 @@ class _Extra(KubeClusterClient):
 
     def list_config_maps_in(self, namespace: str) -> list[Obj]:
         return self._list(_Listing(self._core.list_namespaced_config_map, (namespace,), "ConfigMap", "v1", "configmaps"))
-'''
+"""
 
 
 def test_a_new_request_needs_a_grant_and_one_the_finder_cannot_follow_fails() -> None:
     path = KUBE_PACKAGE / "cluster_client.py"
     source = path.read_text(encoding="utf-8")
     found = {r.permission() for r in _api_requests({shown(path): source + textwrap.dedent(_NEW_CALLS)})}
-    new = {Permission("", "secrets", "get", CLUSTER_WIDE), Permission("", "secrets", "get", OWN_NAMESPACE),
-           Permission("", "services", "list", CLUSTER_WIDE),
-           Permission("", "configmaps", "list", CLUSTER_WIDE)}  # a list in any namespace but the GPU Operator's needs a new grant
+    new = {
+        Permission("", "secrets", "get", CLUSTER_WIDE),
+        Permission("", "secrets", "get", OWN_NAMESPACE),
+        Permission("", "services", "list", CLUSTER_WIDE),
+        Permission("", "configmaps", "list", CLUSTER_WIDE),
+    }  # a list in any namespace but the GPU Operator's needs a new grant
     assert new <= found and not new & _granted()
     dynamic = "\n    def read_any(self, kind: str) -> Obj | None:\n        return self._get(f'/api/v1/{kind}', {}, kind, 'x')\n"
     with pytest.raises(AssertionError, match="cannot follow the path"):
         _api_requests({shown(path): source + "\n\nclass _Dynamic(KubeClusterClient):" + dynamic})
 
 
-def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = mounted_settings(tmp_path, monkeypatch)
     for kind in ("Role", "RoleBinding"):
         assert one_object(BASE, kind)["metadata"]["namespace"] == settings.executor.state_namespace
@@ -560,8 +679,9 @@ def test_the_steering_policy_reads_the_parameter_configmap_the_compactor_writes(
     assert policy["metadata"]["annotations"][POLICY_VERSION_ANNOTATION] == POLICY_VERSION  # what detect.py insists on
     spec = policy["spec"]
     assert spec["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"} and spec["failurePolicy"] == "Ignore"
-    assert spec["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                                                          "resources": ["pods"]}]
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+    ]
     creators = next(c["expression"] for c in spec["matchConditions"] if c["name"] == "creators")
     assert re.findall(r"'([^']+)'", creators) == list(CONTROLLER_USERS)  # the pin's Python mirror admits the same users
 
@@ -569,25 +689,44 @@ def test_the_steering_policy_reads_the_parameter_configmap_the_compactor_writes(
 def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_policy() -> None:
     name = Settings().executor.steering_name
     role_rules = one_object(BASE, "Role")["rules"]
-    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get", "patch"]} in role_rules
-    admission = [r for r in one_object(BASE, "ClusterRole")["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
-    assert admission == [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"],
-                          "resourceNames": [name], "verbs": ["get"]}]
+    assert {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": [name],
+        "verbs": ["get", "patch"],
+    } in role_rules
+    admission = [
+        r for r in one_object(BASE, "ClusterRole")["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]
+    ]
+    assert admission == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"],
+            "resourceNames": [name],
+            "verbs": ["get"],
+        }
+    ]
 
 
-def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executor_writes(tmp_path: Path,
-                                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executor_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """manifests/guard: node UPDATEs by the base's service account only, denied (403) unless they change nothing but taints
     and annotations under compactor.io/ and the MIG config label, which cover every key the executor writes on a node.
     tests/e2e/test_node_guard.py sends each of its node patches, and each forbidden change, to a real kube-apiserver."""
     name = "gpu-compactor-node-guard"
     spec = one_object(GUARD, "ValidatingAdmissionPolicy", name)["spec"]
-    assert one_object(GUARD, "ValidatingAdmissionPolicyBinding", name)["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+    assert one_object(GUARD, "ValidatingAdmissionPolicyBinding", name)["spec"] == {
+        "policyName": name,
+        "validationActions": ["Deny"],
+    }
     account = one_object(BASE, "ServiceAccount")["metadata"]
     assert [c["expression"] for c in spec["matchConditions"]] == [
-        f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:{account['name']}'"]
-    assert spec["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
-                                                          "resources": ["nodes"]}]
+        f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:{account['name']}'"
+    ]
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+    ]
     assert spec["failurePolicy"] == "Fail" and "paramKind" not in spec
     owned = "compactor.io/"
     variables = {v["name"]: v["expression"] for v in spec["variables"]}
@@ -599,7 +738,9 @@ def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executo
         assert key.startswith(owned), f"{key}: the executor writes it on nodes, the guard refuses it (outside {owned})"
     for validation in spec["validations"]:
         assert validation["reason"] == "Forbidden"
-        assert validation["messageExpression"].startswith(f"'{validation['message']}; "), "the message, then what was changed"
+        assert validation["messageExpression"].startswith(f"'{validation['message']}; "), (
+            "the message, then what was changed"
+        )
 
 
 def test_rbac_grants_no_wildcards() -> None:
@@ -624,11 +765,22 @@ def test_the_roles_are_bound_to_the_service_account() -> None:
     for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
         doc = one_object(BASE, binding)
         assert doc["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": "gpu-compactor"}
-        assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
+        assert doc["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+        ]
     operator = one_object(GPU_OPERATOR, "RoleBinding", "gpu-compactor-mig-parted")
-    assert operator["metadata"]["namespace"] == one_object(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")["metadata"]["namespace"]
-    assert operator["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpu-compactor-mig-parted"}
-    assert operator["subjects"] == [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}]
+    assert (
+        operator["metadata"]["namespace"]
+        == one_object(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")["metadata"]["namespace"]
+    )
+    assert operator["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "gpu-compactor-mig-parted",
+    }
+    assert operator["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
     for overlay, kind in ((CRONJOB, "CronJob"), (CONTROLLER, "Deployment")):
         assert pod_spec(one_object(overlay, kind))["serviceAccountName"] == account["name"]
 
@@ -658,34 +810,51 @@ def test_configmaps_and_leases_are_granted_by_name_but_create_and_the_operators_
             elif role["metadata"]["namespace"] == OPERATOR_NAMESPACE_NAME:
                 assert rule["resources"] == ["configmaps"] and verbs == {"list"}, f"{where}: {rule}"
             else:
-                assert verbs == {"create"}, f"{where}: {rule}: {sorted(verbs - {'create'})} on every object, not by name"
+                assert verbs == {"create"}, (
+                    f"{where}: {rule}: {sorted(verbs - {'create'})} on every object, not by name"
+                )
 
 
 def test_the_cluster_role_has_no_configmap_nor_lease_rule() -> None:
     rules = one_object(BASE, "ClusterRole")["rules"]
-    assert not [r for r in rules if {"configmaps", "leases"} & set(r["resources"])], "a tenant's ConfigMaps and Leases are none of ours"
+    assert not [r for r in rules if {"configmaps", "leases"} & set(r["resources"])], (
+        "a tenant's ConfigMaps and Leases are none of ours"
+    )
 
 
 def test_the_named_rules_name_the_objects_the_code_uses() -> None:
     """The state ConfigMap, the last run's summary, the steering parameters and the Lease, each with the verbs its client sends."""
     steering = Settings().executor.steering_name
-    named = {(rule["resources"][0], name): sorted(rule["verbs"]) for rule in one_object(BASE, "Role")["rules"]
-             for name in rule.get("resourceNames") or []}
-    assert named == {("configmaps", STATE_CONFIGMAP): ["delete", "get", "update"],  # read_state; write_state: PUT, DELETE
-                     ("configmaps", LAST_RUN_CONFIGMAP): ["get", "update"],  # last_run.write_summary: read_state, write_state's PUT
-                     ("configmaps", HISTORY_CONFIGMAP): ["get", "update"],  # memory.load_history / remember_run: GET, PUT
-                     ("configmaps", steering): ["get", "patch"],  # get_config_map, patch_config_map
-                     ("leases", LEASE_NAME): ["get", "update"]}  # LeaderElector: GET, PUT (renew, take over, release)
-    unnamed = [(rule["resources"], rule["verbs"]) for rule in one_object(BASE, "Role")["rules"] if not rule.get("resourceNames")]
-    assert sorted(unnamed) == [(["configmaps"], ["create"]), (["leases"], ["create"])]  # the ConfigMaps' and the Lease's POST
+    named = {
+        (rule["resources"][0], name): sorted(rule["verbs"])
+        for rule in one_object(BASE, "Role")["rules"]
+        for name in rule.get("resourceNames") or []
+    }
+    assert named == {
+        ("configmaps", STATE_CONFIGMAP): ["delete", "get", "update"],  # read_state; write_state: PUT, DELETE
+        ("configmaps", LAST_RUN_CONFIGMAP): ["get", "update"],  # last_run.write_summary: read_state, write_state's PUT
+        ("configmaps", HISTORY_CONFIGMAP): ["get", "update"],  # memory.load_history / remember_run: GET, PUT
+        ("configmaps", steering): ["get", "patch"],  # get_config_map, patch_config_map
+        ("leases", LEASE_NAME): ["get", "update"],
+    }  # LeaderElector: GET, PUT (renew, take over, release)
+    unnamed = [
+        (rule["resources"], rule["verbs"])
+        for rule in one_object(BASE, "Role")["rules"]
+        if not rule.get("resourceNames")
+    ]
+    assert sorted(unnamed) == [
+        (["configmaps"], ["create"]),
+        (["leases"], ["create"]),
+    ]  # the ConfigMaps' and the Lease's POST
 
 
 def test_the_mig_parted_configs_are_listed_only_in_the_operators_namespace() -> None:
     role = one_object(GPU_OPERATOR, "Role", "gpu-compactor-mig-parted")
     assert role["metadata"]["namespace"] == OPERATOR_NAMESPACE_NAME
     assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]
-    assert GPU_OPERATOR not in {(d / entry).resolve() for d in (BASE, *OVERLAYS) for entry in read_kustomization(d)["resources"]}, (
-        "the GPU Operator's namespace may not exist: its Role is applied on its own, not with the base")
+    assert GPU_OPERATOR not in {
+        (d / entry).resolve() for d in (BASE, *OVERLAYS) for entry in read_kustomization(d)["resources"]
+    }, "the GPU Operator's namespace may not exist: its Role is applied on its own, not with the base"
 
 
 # ----- the workloads --------------------------------------------------------------------------
@@ -721,7 +890,9 @@ def test_the_controller_runs_two_replicas_live_on_healthz_and_ready_on_readyz() 
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
 
 
-@pytest.mark.parametrize(("overlay", "kind"), [(CRONJOB, "CronJob"), (CONTROLLER, "Deployment")], ids=["CronJob", "Deployment"])
+@pytest.mark.parametrize(
+    ("overlay", "kind"), [(CRONJOB, "CronJob"), (CONTROLLER, "Deployment")], ids=["CronJob", "Deployment"]
+)
 def test_pods_run_as_non_root_on_a_read_only_root_filesystem(overlay: Path, kind: str) -> None:
     spec = pod_spec(one_object(overlay, kind))
     (container,) = spec["containers"]
@@ -736,18 +907,24 @@ def test_pods_run_as_non_root_on_a_read_only_root_filesystem(overlay: Path, kind
     assert volumes["config"]["configMap"]["name"] == "gpu-compactor-config"
 
 
-def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = mounted_settings(tmp_path, monkeypatch)
     assert {"kube-system", NAMESPACE} <= set(settings.planner.exclude_namespaces)
 
 
-def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = mounted_settings(tmp_path, monkeypatch)
     cronjob = one_object(CRONJOB, "CronJob")
     job = cronjob["spec"]["jobTemplate"]["spec"]
     assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 1,590 s could run for hours
     assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
-    assert worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]  # the bound does bind: defaults would not fit
+    assert (
+        worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]
+    )  # the bound does bind: defaults would not fit
     # SIGTERM stops at the next wait; an API call in flight may take its whole timeout first
     assert pod_spec(cronjob)["terminationGracePeriodSeconds"] >= DEFAULT_TIMEOUT + 10
 
@@ -756,7 +933,9 @@ def test_the_metrics_service_selects_the_controller_pods() -> None:
     service = one_object(CONTROLLER, "Service", "gpu-compactor-metrics")
     labels = one_object(CONTROLLER, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
-    assert service["spec"]["ports"] == [{"name": "http-metrics", "port": 8080, "targetPort": "http-metrics", "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [
+        {"name": "http-metrics", "port": 8080, "targetPort": "http-metrics", "protocol": "TCP"}
+    ]
     monitor = one_object(MONITORING, "ServiceMonitor")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert [endpoint["port"] for endpoint in monitor["spec"]["endpoints"]] == ["http-metrics"]
@@ -770,7 +949,10 @@ def test_the_alerts_use_the_exported_metric_names() -> None:
     for metric in METRICS:
         assert metric in exprs, f"no alert on {metric}"
     assert 'gpu_compactor_runs_total{status="failed"}' in exprs
-    assert "gpu_compactor_last_run_planned_freed_gpus and on (instance) (gpu_compactor_leader == 1)" in alerts["GpuCompactorRunFellShort"]
+    assert (
+        "gpu_compactor_last_run_planned_freed_gpus and on (instance) (gpu_compactor_leader == 1)"
+        in alerts["GpuCompactorRunFellShort"]
+    )
     assert "by (pool)" in alerts["GpuCapacityStranded"]
     assert "fragmentation_rate" not in exprs  # compaction cannot lower it: no alert keys on it (issue 14)
     assert 'gpu_compactor_mig_reconfigurations_total{result!="success"}' in alerts["GpuCompactorMigRecutFailed"]
@@ -780,27 +962,38 @@ def test_the_alerts_use_the_exported_metric_names() -> None:
 
 
 def _install_texts() -> dict[Path, str]:
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "README.md", ROOT / "Dockerfile",
-             *sorted(MANIFESTS.rglob("*.yaml"))]
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "examples" / "README.md",
+        ROOT / "Dockerfile",
+        *sorted(MANIFESTS.rglob("*.yaml")),
+    ]
     return {path: path.read_text(encoding="utf-8") for path in files}
 
 
 def test_the_docs_install_with_kustomizations_that_exist() -> None:
     applied: set[Path] = set()
     for path, text in _install_texts().items():
-        assert not re.search(r"kubectl apply -f\s+\S*manifests", text), f"{shown(path)} still installs with kubectl apply -f"
+        assert not re.search(r"kubectl apply -f\s+\S*manifests", text), (
+            f"{shown(path)} still installs with kubectl apply -f"
+        )
         for target in re.findall(r"kubectl apply -k\s+([\w./-]+)", text):
             directory = (ROOT / target).resolve()
             assert directory in KUSTOMIZATIONS, f"{shown(path)}: kubectl apply -k {target}: not a kustomization"
             applied.add(directory)
         for name in re.findall(r"kustomize edit set image ([\w./-]+)=", text):
-            assert name == IMAGE, f"{shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
+            assert name == IMAGE, (
+                f"{shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
+            )
     assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES}
     readme = _install_texts()[ROOT / "README.md"]
-    for step in ("docker build -t REGISTRY/gpu-compactor:TAG .", "docker push REGISTRY/gpu-compactor:TAG",
-                 f"kustomize edit set image {IMAGE}=REGISTRY/gpu-compactor:TAG"):
+    for step in (
+        "docker build -t REGISTRY/gpu-compactor:TAG .",
+        "docker push REGISTRY/gpu-compactor:TAG",
+        f"kustomize edit set image {IMAGE}=REGISTRY/gpu-compactor:TAG",
+    ):
         assert step in readme, f"README.md does not say {step}"
-
 
 
 def test_the_examples_readme_points_only_inside_the_repository() -> None:
@@ -811,7 +1004,10 @@ def test_the_examples_readme_points_only_inside_the_repository() -> None:
         if re.match(r"[a-z]+://", target):
             continue
         resolved = (readme.parent / target).resolve()
-        assert resolved.is_relative_to(ROOT) and resolved.exists(), f"examples/README.md points at {target}, not a file of the repository"
+        assert resolved.is_relative_to(ROOT) and resolved.exists(), (
+            f"examples/README.md points at {target}, not a file of the repository"
+        )
+
 
 # ----- config and image ----------------------------------------------------------------------------
 
@@ -826,7 +1022,8 @@ def test_the_example_config_lists_every_setting_at_its_default(monkeypatch: pyte
     defaults = _flatten(Settings().model_dump())
     assert sorted(written) == sorted(defaults), (
         f"config/compactor.yaml lacks {sorted(defaults.keys() - written.keys())}, "
-        f"has unknown {sorted(written.keys() - defaults.keys())}")
+        f"has unknown {sorted(written.keys() - defaults.keys())}"
+    )
     differing = {k: {"written": v, "default": defaults[k]} for k, v in written.items() if v != defaults[k]}
     assert not differing, f"config/compactor.yaml shows values other than the defaults: {differing}"
 
@@ -865,12 +1062,16 @@ def test_the_dockerfile_installs_the_package_and_runs_compactor_as_a_non_root_us
 # ----- a first install that cannot hurt (issue 14, item 4) --------------------------------------------
 
 
-def test_the_shipped_config_plans_without_acting_and_each_mode_kustomization_sets_its_mode(tmp_path: Path,
-                                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_shipped_config_plans_without_acting_and_each_mode_kustomization_sets_its_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert mounted_settings(tmp_path, monkeypatch).mode == "plan"
     for directory in MODES:
         (config_map,) = [doc for doc in kustomize_build(directory) if doc["kind"] == "ConfigMap"]
-        assert (config_map["metadata"]["name"], config_map["metadata"]["namespace"]) == ("gpu-compactor-mode", NAMESPACE)
+        assert (config_map["metadata"]["name"], config_map["metadata"]["namespace"]) == (
+            "gpu-compactor-mode",
+            NAMESPACE,
+        )
         monkeypatch.setenv("COMPACTOR_MODE", config_map["data"]["COMPACTOR_MODE"])
         path = tmp_path / "compactor.yaml"
         assert load_settings(str(path)).mode == directory.name  # the environment overrides the mounted file's plan

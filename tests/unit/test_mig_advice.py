@@ -21,7 +21,10 @@ def test_pending_3g_pods_on_a_pool_cut_into_1g_slices_call_for_a_3g_layout() -> 
     assert pool.pending == {"nvidia.com/mig-3g.40gb": 3} and pool.running == {"nvidia.com/mig-1g.10gb": 4}
     ranked = [(o.config, o.hosts_pending, o.nodes_for_pending) for o in pool.options]
     assert ranked == [("all-3g.40gb", 3, 1), ("all-balanced", 2, 2), ("all-1g.10gb", 0, None)]
-    assert pool.summary() == "re-cut to all-3g.40gb (most nodes are all-1g.10gb now): 1 re-cut node(s) host all 3; 1 node(s) whole-free to re-cut today"
+    assert (
+        pool.summary()
+        == "re-cut to all-3g.40gb (most nodes are all-1g.10gb now): 1 re-cut node(s) host all 3; 1 node(s) whole-free to re-cut today"
+    )
 
 
 def test_without_pending_pods_the_layout_closest_to_the_running_mix_ranks_first() -> None:
@@ -34,15 +37,46 @@ def test_without_pending_pods_the_layout_closest_to_the_running_mix_ranks_first(
 def test_plan_explain_mig_prints_the_advice_and_names_a_missing_config(tmp_path: Path) -> None:
     snapshot = tmp_path / "cluster.json"
     snapshot.write_text(json.dumps(as_list(*objects())), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "compactor.cli", "plan", "--snapshot", str(snapshot), "--explain-mig", "--time-limit", "5"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compactor.cli",
+            "plan",
+            "--snapshot",
+            str(snapshot),
+            "--explain-mig",
+            "--time-limit",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert "MIG layouts for pool NVIDIA-A100-SXM4-80GB (A100-80GB, 2 nodes; advice, nothing is re-cut):" in run.stdout
     assert "re-cut to all-3g.40gb" in run.stdout
-    assert "default/wait-0: no node offers nvidia.com/mig-3g.40gb (a MIG re-cut could: compactor plan --explain-mig)" in run.stdout
+    assert (
+        "default/wait-0: no node offers nvidia.com/mig-3g.40gb (a MIG re-cut could: compactor plan --explain-mig)"
+        in run.stdout
+    )
     snapshot.write_text(json.dumps(as_list(*objects()[:-1])), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "compactor.cli", "plan", "--snapshot", str(snapshot), "--explain-mig", "--time-limit", "5"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compactor.cli",
+            "plan",
+            "--snapshot",
+            str(snapshot),
+            "--explain-mig",
+            "--time-limit",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     # No config: the plan stands (advice is an extra), and says in one line why there is no advice (issue 14).
     assert run.returncode == 0 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert "MIG advice unavailable: no mig-parted ConfigMap" in run.stderr and "Traceback" not in run.stderr
@@ -61,8 +95,13 @@ def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = N
 
     snapshot = cluster(*(objects_ if objects_ is not None else objects()), *extra)
     config = PlannerSettings(**{"time_limit_seconds": 5, "workers": 2, "mig_repartition": True, **settings})
-    plan = build_plan(snapshot, config, source="test", now=datetime(2026, 1, 1, tzinfo=UTC),
-                      mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"))
+    plan = build_plan(
+        snapshot,
+        config,
+        source="test",
+        now=datetime(2026, 1, 1, tzinfo=UTC),
+        mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+    )
     assert_valid(snapshot, plan, config)
     return snapshot, plan
 
@@ -96,7 +135,9 @@ def test_freeing_a_node_to_re_cut_it_is_a_step_of_its_own_beyond_the_balanced_pr
     assert [(p.chosen, p.recuts) for p in plan.frontier] == [(False, 0), (False, 0), (True, 1)]
     # 2 moves of a 1g.10gb slice (0.5 + 0.5 x 1/8 = 0.56 each: 1.12 moves for 2 GPUs, above 0.5 a GPU) + a re-cut at 20
     assert (plan.frontier[2].moves, plan.frontier[2].cost) == (2, 21.12)
-    _, plan = recut_plan(pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"), mig_repartition=False)
+    _, plan = recut_plan(
+        pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"), mig_repartition=False
+    )
     assert plan.moves == [] and plan.mig_repartition == []  # without re-cuts, balanced leaves b as it is
 
 
@@ -123,11 +164,18 @@ def test_without_mig_repartition_nothing_is_re_cut() -> None:
 def test_an_idle_node_cut_in_sizes_nobody_asks_for_is_re_cut_to_fit_the_workload() -> None:
     """With mig_rebalance_min_gain, an idle node cut all-3g.40gb while the workload runs 1g.10gb pods is re-cut
     all-1g.10gb: its free GPUs' expected fragmentation against the workload's shapes drops from 100% to 0%."""
-    idle = node("idle", mig={"3g.40gb": 2}, physical_gpus=1, product=A100_80,
-                labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.capable": "true"})
+    idle = node(
+        "idle",
+        mig={"3g.40gb": 2},
+        physical_gpus=1,
+        product=A100_80,
+        labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.capable": "true"},
+    )
     world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)], config_map()]
     _, plan = recut_plan(objects_=world, mig_rebalance_min_gain=0.25)
-    assert [(r.node, r.from_config, r.to_config) for r in plan.mig_repartition] == [("idle", "all-3g.40gb", "all-1g.10gb")]
+    assert [(r.node, r.from_config, r.to_config) for r in plan.mig_repartition] == [
+        ("idle", "all-3g.40gb", "all-1g.10gb")
+    ]
     assert "from 100% to 0%" in plan.mig_repartition[0].reason and plan.placed_pending == []
     _, plan = recut_plan(objects_=world)  # off by default
     assert plan.mig_repartition == []

@@ -16,8 +16,13 @@ from tests.mig_geometry import reference_geometry
 
 SOURCE = "gpu-operator/default-mig-parted-config"
 PRODUCTS = {  # GFD product label -> catalog model
-    A100_40: "A100-40GB", A100_80: "A100-80GB", H100_80: "H100-80GB", "NVIDIA-H100-NVL": "H100-94GB",
-    "NVIDIA-GH200-480GB": "H100-96GB", "NVIDIA-H200": "H200-141GB", "NVIDIA-A30": "A30-24GB",
+    A100_40: "A100-40GB",
+    A100_80: "A100-80GB",
+    H100_80: "H100-80GB",
+    "NVIDIA-H100-NVL": "H100-94GB",
+    "NVIDIA-GH200-480GB": "H100-96GB",
+    "NVIDIA-H200": "H200-141GB",
+    "NVIDIA-A30": "A30-24GB",
 }
 
 
@@ -29,18 +34,40 @@ def test_the_operators_default_config_in_the_example_parses_and_is_valid() -> No
     parted = find_mig_parted(load_files([example_path()]).config_maps)
     assert parted is not None and parted.source == SOURCE
     (shared,) = parted.parsed()
-    assert list(shared.configs) == ["all-disabled", "all-enabled", "all-1g.5gb", "all-2g.10gb", "all-3g.20gb", "all-balanced"]
+    assert list(shared.configs) == [
+        "all-disabled",
+        "all-enabled",
+        "all-1g.5gb",
+        "all-2g.10gb",
+        "all-3g.20gb",
+        "all-balanced",
+    ]
     assert problems(shared) == []
 
 
-@pytest.mark.parametrize(("body", "field", "message"), [
-    ("  x:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {1g.5gb: 7}\n      extra: 1\n", "mig-configs.x[0]", "unknown key"),
-    ("  x:\n    - devices: all\n      mig-enabled: false\n      mig-devices: {1g.5gb: 7}\n", "mig-configs.x[0].mig-devices", "mig-enabled: false"),
-    ("  x:\n    - devices: all\n      mig-enabled: true\n      device-filter: [20B010DE]\n", "mig-configs.x[0].device-filter", "PCI device id"),
-    ("  x:\n    - devices: [0, one]\n      mig-enabled: true\n", "mig-configs.x[0].devices", "GPU indices"),
-    ("  x:\n    - devices: all\n      mig-enabled: yes please\n", "mig-configs.x[0].mig-enabled", "true or false"),
-    ("  x: []\n", "mig-configs.x", "non-empty list"),
-])
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        (
+            "  x:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {1g.5gb: 7}\n      extra: 1\n",
+            "mig-configs.x[0]",
+            "unknown key",
+        ),
+        (
+            "  x:\n    - devices: all\n      mig-enabled: false\n      mig-devices: {1g.5gb: 7}\n",
+            "mig-configs.x[0].mig-devices",
+            "mig-enabled: false",
+        ),
+        (
+            "  x:\n    - devices: all\n      mig-enabled: true\n      device-filter: [20B010DE]\n",
+            "mig-configs.x[0].device-filter",
+            "PCI device id",
+        ),
+        ("  x:\n    - devices: [0, one]\n      mig-enabled: true\n", "mig-configs.x[0].devices", "GPU indices"),
+        ("  x:\n    - devices: all\n      mig-enabled: yes please\n", "mig-configs.x[0].mig-enabled", "true or false"),
+        ("  x: []\n", "mig-configs.x", "non-empty list"),
+    ],
+)
 def test_a_bad_entry_is_one_error_naming_configmap_and_field(body: str, field: str, message: str) -> None:
     with pytest.raises(InputError) as caught:
         parse_mig_parted(config(body), source=SOURCE)
@@ -49,21 +76,30 @@ def test_a_bad_entry_is_one_error_naming_configmap_and_field(body: str, field: s
 
 
 def test_version_and_yaml_errors_name_the_configmap() -> None:
-    for text, expected in (("version: v2\nmig-configs: {}\n", "unsupported version"), ("version: v1\nmig-configs: [\n", "malformed YAML")):
+    for text, expected in (
+        ("version: v2\nmig-configs: {}\n", "unsupported version"),
+        ("version: v1\nmig-configs: [\n", "malformed YAML"),
+    ):
         with pytest.raises(InputError, match=expected):
             parse_mig_parted(text, source=SOURCE)
 
 
 def test_layouts_mig_manager_would_reject_are_named_with_config_and_device() -> None:
-    parted = parse_mig_parted(config(
-        '  wrong-size:\n    - device-filter: ["0x20B010DE"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"3g.40gb": 2}\n'
-        '  too-much:\n    - device-filter: ["0x20B010DE"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"4g.20gb": 1, "3g.20gb": 2}\n'
-        '  two-me:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {"1g.5gb+me": 2}\n'
-        '  fine:\n    - device-filter: ["0x20B010DE"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"4g.20gb": 1, "3g.20gb": 1}\n'
-        '  nobody:\n    - device-filter: ["0x12345678"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"1g.5gb": 1}\n'
-    ), source=SOURCE)
+    parted = parse_mig_parted(
+        config(
+            '  wrong-size:\n    - device-filter: ["0x20B010DE"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"3g.40gb": 2}\n'
+            '  too-much:\n    - device-filter: ["0x20B010DE"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"4g.20gb": 1, "3g.20gb": 2}\n'
+            '  two-me:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {"1g.5gb+me": 2}\n'
+            '  fine:\n    - device-filter: ["0x20B010DE"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"4g.20gb": 1, "3g.20gb": 1}\n'
+            '  nobody:\n    - device-filter: ["0x12345678"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {"1g.5gb": 1}\n'
+        ),
+        source=SOURCE,
+    )
     found = problems(parted)
-    assert f"ConfigMap {SOURCE}: mig-configs.wrong-size[0].mig-devices: profile 3g.40gb does not exist on A100-40GB" in found
+    assert (
+        f"ConfigMap {SOURCE}: mig-configs.wrong-size[0].mig-devices: profile 3g.40gb does not exist on A100-40GB"
+        in found
+    )
     assert any(p.startswith(f"ConfigMap {SOURCE}: mig-configs.too-much[0].mig-devices: ") for p in found)
     assert any("mig-configs.two-me[0].mig-devices" in p for p in found)
     assert f"ConfigMap {SOURCE}: mig-configs.nobody[0].device-filter: names no GPU model the planner knows" in found
@@ -99,19 +135,24 @@ def test_capacity_of_a_named_config_is_count_times_gpus_of_the_matching_model(pr
     half = next(p for p in model.profiles if p.max_instances == 2)  # the 3g (A30: 2g) profile
     smallest = next(p for p in model.profiles if p.max_instances == max(q.max_instances for q in model.profiles))
     ids = ", ".join(f'"{i}"' for i in sorted(PCI_IDS[model_name]))
-    parted = parse_mig_parted(config(
-        f'  halves:\n    - device-filter: [{ids}]\n      devices: all\n      mig-enabled: true\n      mig-devices: {{"{half.name}": 2}}\n'
-        f'  split:\n    - device-filter: [{ids}]\n      devices: [0, 1]\n      mig-enabled: true\n'
-        f'      mig-devices: {{"{smallest.name}": {smallest.max_instances}}}\n'
-        f'    - device-filter: [{ids}]\n      devices: all\n      mig-enabled: false\n'
-        '  elsewhere:\n    - device-filter: ["0x12345678"]\n      devices: all\n      mig-enabled: false\n'
-    ), source=SOURCE)
+    parted = parse_mig_parted(
+        config(
+            f'  halves:\n    - device-filter: [{ids}]\n      devices: all\n      mig-enabled: true\n      mig-devices: {{"{half.name}": 2}}\n'
+            f"  split:\n    - device-filter: [{ids}]\n      devices: [0, 1]\n      mig-enabled: true\n"
+            f'      mig-devices: {{"{smallest.name}": {smallest.max_instances}}}\n'
+            f"    - device-filter: [{ids}]\n      devices: all\n      mig-enabled: false\n"
+            '  elsewhere:\n    - device-filter: ["0x12345678"]\n      devices: all\n      mig-enabled: false\n'
+        ),
+        source=SOURCE,
+    )
     snapshot = cluster(node("n", gpus=4, product=product))
     (gpu_node,) = snapshot.nodes
     resource = "nvidia.com/mig-" + half.name
     assert parted.capacity("halves", gpu_node) == {resource: 8}
-    assert parted.capacity("split", gpu_node) == {"nvidia.com/mig-" + smallest.name.replace("+", "."): 2 * smallest.max_instances,
-                                                  "nvidia.com/gpu": 2}
+    assert parted.capacity("split", gpu_node) == {
+        "nvidia.com/mig-" + smallest.name.replace("+", "."): 2 * smallest.max_instances,
+        "nvidia.com/gpu": 2,
+    }
     assert parted.capacity("elsewhere", gpu_node) is None  # no entry applies: mig-manager would fail
     assert parted.capacity("missing", gpu_node) is None
     assert parted.applicable(gpu_node) == ["halves", "split"]
@@ -120,9 +161,12 @@ def test_capacity_of_a_named_config_is_count_times_gpus_of_the_matching_model(pr
 
 def test_the_configmap_is_found_by_reference_or_as_the_operators_own() -> None:
     body = config("  all-disabled:\n    - devices: all\n      mig-enabled: false\n")
-    maps = [ConfigMap("gpu-operator", "default-mig-parted-config", {"config.yaml": body}),
-            ConfigMap("gpu-operator", "custom-mig-parted-config", {"config.yaml": body}),
-            ConfigMap("mine", "layouts", {"config.yaml": body}), ConfigMap("mine", "empty", {})]
+    maps = [
+        ConfigMap("gpu-operator", "default-mig-parted-config", {"config.yaml": body}),
+        ConfigMap("gpu-operator", "custom-mig-parted-config", {"config.yaml": body}),
+        ConfigMap("mine", "layouts", {"config.yaml": body}),
+        ConfigMap("mine", "empty", {}),
+    ]
     assert find_mig_parted(maps) is not None and find_mig_parted(maps).source == "gpu-operator/custom-mig-parted-config"  # type: ignore[union-attr]
     assert find_mig_parted(maps, "mine/layouts").source == "mine/layouts"  # type: ignore[union-attr]
     assert find_mig_parted(maps, "mine/absent") is None
@@ -133,19 +177,30 @@ def test_the_configmap_is_found_by_reference_or_as_the_operators_own() -> None:
 def test_each_node_reads_its_generated_config_unless_a_custom_one_replaces_them() -> None:
     """mig-manager (GPU Operator >= v26.3) writes ConfigMap <node>-mig-config, labelled nvidia.com/node-name, from NVML;
     a custom config replaces the generated ones; nodes without one read default-mig-parted-config."""
+
     def body(name: str) -> str:
         return config(f'  {name}:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {{"1g.10gb": 7}}\n')
 
-    generated = ConfigMap("gpu-operator", "n1-mig-config", {"config.yaml": body("generated")}, {"nvidia.com/node-name": "n1"})
+    generated = ConfigMap(
+        "gpu-operator", "n1-mig-config", {"config.yaml": body("generated")}, {"nvidia.com/node-name": "n1"}
+    )
     default = ConfigMap("gpu-operator", "default-mig-parted-config", {"config.yaml": body("shared")})
     custom = ConfigMap("gpu-operator", "custom-mig-parted-config", {"config.yaml": body("custom")})
-    stray = ConfigMap("gpu-operator", "n2-mig-config", {"config.yaml": body("stray")}, {"nvidia.com/node-name": "someone-else"})
+    stray = ConfigMap(
+        "gpu-operator", "n2-mig-config", {"config.yaml": body("stray")}, {"nvidia.com/node-name": "someone-else"}
+    )
     n1, n2 = cluster(node("n1", gpus=1, product=A100_80), node("n2", gpus=1, product=A100_80)).nodes
     layouts = find_mig_parted([generated, default, stray])
     assert layouts is not None
     assert (layouts.applicable(n1), layouts.applicable(n2)) == (["generated"], ["shared"])
-    assert layouts.capacity("generated", n1) == {"nvidia.com/mig-1g.10gb": 7} and layouts.capacity("generated", n2) is None
+    assert (
+        layouts.capacity("generated", n1) == {"nvidia.com/mig-1g.10gb": 7} and layouts.capacity("generated", n2) is None
+    )
     layouts = find_mig_parted([generated, default, custom])
     assert layouts is not None and (layouts.applicable(n1), layouts.applicable(n2)) == (["custom"], ["custom"])
     only_generated = find_mig_parted([generated])
-    assert only_generated is not None and only_generated.applicable(n2) == [] and only_generated.applicable(n1) == ["generated"]
+    assert (
+        only_generated is not None
+        and only_generated.applicable(n2) == []
+        and only_generated.applicable(n1) == ["generated"]
+    )

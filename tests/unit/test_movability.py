@@ -24,7 +24,11 @@ from tests.builders import claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import assert_valid, movable_reason
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-FAST = {"time_limit_seconds": 5, "workers": 2, "min_replicas": 1}  # single replicas on purpose: the guard has tests of its own
+FAST = {
+    "time_limit_seconds": 5,
+    "workers": 2,
+    "min_replicas": 1,
+}  # single replicas on purpose: the guard has tests of its own
 EMPTY_DIR = [{"name": "scratch", "emptyDir": {}}]
 HOST_PATH = [{"name": "host", "hostPath": {"path": "/var/data"}}]
 AFFINITY_TERM = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
@@ -34,8 +38,12 @@ def settings(**overrides: Any) -> PlannerSettings:
     return PlannerSettings(**{**FAST, **overrides})
 
 
-def scenario(candidate: dict[str, Any] | None = None, *extra: dict[str, Any], src: dict[str, Any] | None = None,
-             config: PlannerSettings | None = None) -> tuple[Snapshot, CompactionPlan]:
+def scenario(
+    candidate: dict[str, Any] | None = None,
+    *extra: dict[str, Any],
+    src: dict[str, Any] | None = None,
+    config: PlannerSettings | None = None,
+) -> tuple[Snapshot, CompactionPlan]:
     cand = {"on": "src", "gpus": 2, **(candidate or {})}
     snapshot = cluster(
         node("keep", gpus=8),
@@ -127,13 +135,18 @@ def test_rule3_an_owner_that_is_not_a_controller_keeps_the_pod() -> None:
     candidate = pod("c", on="src", gpus=2)
     for ref in candidate["metadata"]["ownerReferences"]:
         ref["controller"] = False  # e.g. an object that only garbage-collects the pod
-    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None), candidate)
+    snapshot = cluster(
+        node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None), candidate
+    )
     plan = build_plan(snapshot, settings(), source="test", now=NOW)
     assert_stays(plan, Unmovable.NO_CONTROLLER)
 
 
 def test_rule7_a_pod_covered_by_two_budgets_stays() -> None:
-    budgets = (pdb("a", match={"app": "app"}, max_unavailable=1, allowed=1), pdb("b", match={"app": "app"}, max_unavailable=1, allowed=1))
+    budgets = (
+        pdb("a", match={"app": "app"}, max_unavailable=1, allowed=1),
+        pdb("b", match={"app": "app"}, max_unavailable=1, allowed=1),
+    )
     _, plan = scenario({"labels": {"app": "app"}}, *budgets)
     assert_stays(plan, Unmovable.MULTIPLE_PDBS)
 
@@ -182,7 +195,10 @@ def test_rule5_local_storage_annotated_evict_true_moves(volumes: list[dict[str, 
 
 
 def test_rule5_control_other_volumes_move() -> None:
-    volumes = [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]
+    volumes = [
+        {"name": "cfg", "configMap": {"name": "x"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+    ]
     _, plan = scenario({"volumes": volumes}, pvc("d", volume="disk"), pv("disk"))
     assert_moves(plan)
 
@@ -194,7 +210,9 @@ def test_a_pod_whose_volume_placement_is_unknown_stays(objects: list[dict[str, A
 
 
 def test_a_generic_ephemeral_volume_keeps_the_pod_in_place() -> None:
-    ephemeral = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}]
+    ephemeral = [
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}
+    ]
     _, plan = scenario({"volumes": ephemeral})
     assert_stays(plan, Unmovable.VOLUMES)
 
@@ -204,8 +222,11 @@ def test_a_generic_ephemeral_volume_keeps_the_pod_in_place() -> None:
 
 @pytest.mark.parametrize(
     "annotations",
-    [{"compactor.io/evict": "false"}, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
-     {"compactor.io/evict": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}],
+    [
+        {"compactor.io/evict": "false"},
+        {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+        {"compactor.io/evict": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+    ],
     ids=["evict-false", "safe-to-evict-false", "evict-true-but-safe-to-evict-false"],
 )
 def test_rule6_opted_out_stays(annotations: dict[str, str]) -> None:
@@ -218,7 +239,9 @@ def test_rule6_control_safe_to_evict_true_moves() -> None:
     assert_moves(plan)
 
 
-@pytest.mark.parametrize("annotation", ["karpenter.sh/do-not-disrupt", "descheduler.alpha.kubernetes.io/prefer-no-eviction"])
+@pytest.mark.parametrize(
+    "annotation", ["karpenter.sh/do-not-disrupt", "descheduler.alpha.kubernetes.io/prefer-no-eviction"]
+)
 def test_rule6_other_tools_do_not_disrupt_marks_keep_the_pod(annotation: str) -> None:
     _, plan = scenario({"annotations": {annotation: "true"}})
     assert_stays(plan, Unmovable.DO_NOT_DISRUPT)
@@ -270,7 +293,9 @@ def test_rule8_pod_on_excluded_node_stays() -> None:
     assert_stays(plan, Unmovable.NODE_EXCLUDED)
 
 
-@pytest.mark.parametrize("annotation", ["karpenter.sh/do-not-disrupt", "cluster-autoscaler.kubernetes.io/scale-down-disabled"])
+@pytest.mark.parametrize(
+    "annotation", ["karpenter.sh/do-not-disrupt", "cluster-autoscaler.kubernetes.io/scale-down-disabled"]
+)
 def test_rule8_a_node_other_tools_may_not_disrupt_keeps_its_pods(annotation: str) -> None:
     _, plan = scenario(src={"annotations": {annotation: "true"}})
     assert_stays(plan, Unmovable.NODE_DO_NOT_DISRUPT)
@@ -294,7 +319,11 @@ def test_rule9_required_inter_pod_affinity_stays(kind: str) -> None:
 
 @pytest.mark.parametrize("when", ["DoNotSchedule", None])
 def test_rule9_hard_topology_spread_stays(when: str | None) -> None:
-    constraint: dict[str, Any] = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "app"}}}
+    constraint: dict[str, Any] = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {"app": "app"}},
+    }
     if when:
         constraint["whenUnsatisfiable"] = when  # absent defaults to DoNotSchedule
     _, plan = scenario({"spread": [constraint]})
@@ -303,8 +332,14 @@ def test_rule9_hard_topology_spread_stays(when: str | None) -> None:
 
 def test_rule9_control_preferred_affinity_and_soft_spread_move() -> None:
     preferred = [{"weight": 10, "podAffinityTerm": AFFINITY_TERM}]
-    soft = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
-             "labelSelector": {"matchLabels": {"app": "app"}}}]
+    soft = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "app"}},
+        }
+    ]
     affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
     _, plan = scenario({"affinity": affinity, "spread": soft})
     assert_moves(plan)
@@ -342,21 +377,29 @@ def test_config_exclusion_wins_over_selection() -> None:
 
 
 def test_config_pod_selector_mismatch_stays() -> None:
-    _, plan = scenario({"labels": {"app": "x", "compactable": "no"}}, config=settings(pod_selector={"compactable": "yes"}))
+    _, plan = scenario(
+        {"labels": {"app": "x", "compactable": "no"}}, config=settings(pod_selector={"compactable": "yes"})
+    )
     assert_stays(plan, Unmovable.SELECTOR)
     _, plan = scenario({"labels": {"app": "x"}}, config=settings(pod_selector={"compactable": "yes"}))
     assert_stays(plan, Unmovable.SELECTOR)
 
 
 def test_config_pod_selector_match_moves() -> None:
-    _, plan = scenario({"labels": {"app": "x", "compactable": "yes"}}, config=settings(pod_selector={"compactable": "yes"}))
+    _, plan = scenario(
+        {"labels": {"app": "x", "compactable": "yes"}}, config=settings(pod_selector={"compactable": "yes"})
+    )
     assert_moves(plan)
 
 
-@pytest.mark.parametrize(("candidate", "config"), [
-    ({"created": "2025-12-31T23:50:00Z"}, {"min_pod_age_seconds": 3600}),  # created 10 minutes before the plan
-    ({"ready_since": "2025-12-31T23:55:00Z"}, {"min_ready_seconds": 900}),  # Ready for 5 minutes, still warming up
-], ids=["younger-than-min-age", "ready-for-less-than-min-ready"])
+@pytest.mark.parametrize(
+    ("candidate", "config"),
+    [
+        ({"created": "2025-12-31T23:50:00Z"}, {"min_pod_age_seconds": 3600}),  # created 10 minutes before the plan
+        ({"ready_since": "2025-12-31T23:55:00Z"}, {"min_ready_seconds": 900}),  # Ready for 5 minutes, still warming up
+    ],
+    ids=["younger-than-min-age", "ready-for-less-than-min-ready"],
+)
 def test_config_a_pod_too_young_or_ready_too_recently_stays(candidate: dict[str, Any], config: dict[str, Any]) -> None:
     _, plan = scenario(candidate, config=settings(**config))
     assert_stays(plan, Unmovable.TOO_YOUNG)
@@ -365,8 +408,10 @@ def test_config_a_pod_too_young_or_ready_too_recently_stays(candidate: dict[str,
 
 
 def test_config_a_pod_old_enough_and_ready_long_enough_moves() -> None:
-    _, plan = scenario({"created": "2025-12-31T22:00:00Z", "ready_since": "2025-12-31T23:00:00Z"},
-                       config=settings(min_pod_age_seconds=3600, min_ready_seconds=900))
+    _, plan = scenario(
+        {"created": "2025-12-31T22:00:00Z", "ready_since": "2025-12-31T23:00:00Z"},
+        config=settings(min_pod_age_seconds=3600, min_ready_seconds=900),
+    )
     assert_moves(plan)
 
 
@@ -423,12 +468,20 @@ def test_movability_reasons_agree_with_checker() -> None:
         pod("local-ok", on="src", gpus=1, volumes=EMPTY_DIR, annotations={"compactor.io/evict": "true"}),
         pod("opt", on="src", gpus=1, annotations={"compactor.io/evict": "false"}),
         pod("pdb", on="src", gpus=1, labels={"app": "p"}),
-        pod("anti", on="src", gpus=1, affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [AFFINITY_TERM]}}),
+        pod(
+            "anti",
+            on="src",
+            gpus=1,
+            affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [AFFINITY_TERM]}},
+        ),
         pod("sys", on="src", gpus=1, namespace="kube-system"),
         pod("excl", on="x", gpus=1),
     ]
     snapshot = cluster(
-        node("src", gpus=8), node("x", gpus=8, labels={"compactor.io/exclude": "true"}), pdb("p", match={"app": "p"}, allowed=0), *cases
+        node("src", gpus=8),
+        node("x", gpus=8, labels={"compactor.io/exclude": "true"}),
+        pdb("p", match={"app": "p"}, allowed=0),
+        *cases,
     )
     cfg = settings()
     planner = movability(snapshot.pods, snapshot.node_by_name(), snapshot.pdbs, cfg)
@@ -460,12 +513,16 @@ def test_two_ready_replicas_may_move_but_one_not_ready_sibling_does_not_count() 
 
 
 def test_a_budget_says_what_the_owner_accepts_so_the_guard_steps_aside() -> None:
-    reasons = guard_reasons(pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"), pdb("solo", match={"app": "solo"}, allowed=1))
+    reasons = guard_reasons(
+        pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"), pdb("solo", match={"app": "solo"}, allowed=1)
+    )
     assert reasons["default/solo"] is None
 
 
 def test_min_replicas_one_turns_the_guard_off() -> None:
-    assert guard_reasons(pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"), min_replicas=1)["default/solo"] is None
+    assert (
+        guard_reasons(pod("solo", on="gpu-1", gpus=1, owner="ReplicaSet/solo"), min_replicas=1)["default/solo"] is None
+    )
 
 
 # ----- pods that tolerate the compactor's fences (issue [12], finding 5) --------------------------------------------------
@@ -473,24 +530,49 @@ def test_min_replicas_one_turns_the_guard_off() -> None:
 FENCE = Taint(key="compactor.io/fence-gpu-compactor", value="any-plan", effect="NoSchedule")
 
 
-@pytest.mark.parametrize("tolerations", [[{"operator": "Exists"}], [{"key": "compactor.io/fence-gpu-compactor", "operator": "Exists"}],
-                                         [{"operator": "Exists", "effect": "NoSchedule"}]])
+@pytest.mark.parametrize(
+    "tolerations",
+    [
+        [{"operator": "Exists"}],
+        [{"key": "compactor.io/fence-gpu-compactor", "operator": "Exists"}],
+        [{"operator": "Exists", "effect": "NoSchedule"}],
+    ],
+)
 def test_a_pod_tolerating_the_fence_stays_when_fences_steer(tolerations: list[dict[str, str]]) -> None:
-    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None),
-                       pod("c", on="src", gpus=2, tolerations=tolerations))
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod("c", on="src", gpus=2, tolerations=tolerations),
+    )
     plan = build_plan(snapshot, settings(), source="test", now=NOW, fence=FENCE)
     assert_stays(plan, Unmovable.TOLERATES_FENCES)
 
 
 def test_a_pod_tolerating_the_fence_moves_when_the_steering_policy_pins_replacements() -> None:
-    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None),
-                       pod("c", on="src", gpus=2, tolerations=[{"operator": "Exists"}]))
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod("c", on="src", gpus=2, tolerations=[{"operator": "Exists"}]),
+    )
     assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, fence=None))
 
 
 def test_a_toleration_of_other_taints_or_another_installations_fence_does_not_hold_a_pod() -> None:
-    snapshot = cluster(node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None),
-                       pod("c", on="src", gpus=2, tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"},
-                                                               {"key": "compactor.io/fence-other", "operator": "Exists"},
-                                                               {"operator": "Exists", "effect": "NoExecute"}]))
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod(
+            "c",
+            on="src",
+            gpus=2,
+            tolerations=[
+                {"key": "nvidia.com/gpu", "operator": "Exists"},
+                {"key": "compactor.io/fence-other", "operator": "Exists"},
+                {"operator": "Exists", "effect": "NoExecute"},
+            ],
+        ),
+    )
     assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, fence=FENCE))

@@ -56,7 +56,11 @@ def pod_deletes(source: str, filename: str = "<snippet>") -> list[str]:
                 found(node, f"HTTP DELETE on a pods path: {ast.unparse(node)[:120]}")
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in ("delete", "delete_collection"):
-                around = ast.unparse(func.value) + " " + " ".join(ast.unparse(a) for a in [*node.args, *(k.value for k in node.keywords)])
+                around = (
+                    ast.unparse(func.value)
+                    + " "
+                    + " ".join(ast.unparse(a) for a in [*node.args, *(k.value for k in node.keywords)])
+                )
                 if POD_WORD.search(around):
                     found(node, f".{func.attr}() on a pod resource: {ast.unparse(node)[:120]}")
     return findings
@@ -106,8 +110,12 @@ def test_the_scanner_leaves_other_code_alone(snippet: str) -> None:
 
 def test_no_code_under_compactor_deletes_a_pod() -> None:
     files = sorted(ROOT.rglob("*.py"))
-    assert len(files) > 30 and ROOT / "kube" / "cluster_client.py" in files and ROOT / "actions" / "executor.py" in files
-    findings = [f for path in files for f in pod_deletes(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT.parent)))]
+    assert (
+        len(files) > 30 and ROOT / "kube" / "cluster_client.py" in files and ROOT / "actions" / "executor.py" in files
+    )
+    findings = [
+        f for path in files for f in pod_deletes(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT.parent)))
+    ]
     assert findings == []
 
 

@@ -48,7 +48,9 @@ def pins() -> dict[str, str]:
 def test_constraints_pin_the_whole_runtime_closure_as_installed() -> None:
     installed, pinned = runtime_closure(), pins()
     assert set(installed) <= set(pinned), f"constraints.txt lacks {sorted(set(installed) - set(pinned))}"
-    assert set(pinned) <= set(installed), f"constraints.txt pins packages nothing needs: {sorted(set(pinned) - set(installed))}"
+    assert set(pinned) <= set(installed), (
+        f"constraints.txt pins packages nothing needs: {sorted(set(pinned) - set(installed))}"
+    )
     differing = {name: (pinned[name], version) for name, version in installed.items() if pinned[name] != version}
     assert not differing, f"installed versions differ from the pins (pinned, installed): {differing}"
 
@@ -56,14 +58,20 @@ def test_constraints_pin_the_whole_runtime_closure_as_installed() -> None:
 def test_every_pin_is_within_pyproject_ranges() -> None:
     pinned = pins()
     for requirement in filter(None, map(_needed, distribution("gpu-compactor").requires or [])):
-        assert requirement.specifier.contains(pinned[canonicalize_name(requirement.name)], prereleases=True), requirement
+        assert requirement.specifier.contains(pinned[canonicalize_name(requirement.name)], prereleases=True), (
+            requirement
+        )
 
 
 def test_the_image_and_ci_install_with_the_constraints() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert re.search(r"^COPY [^\n]*constraints\.txt", dockerfile, re.M)
-    assert re.search(r"pip install [^\n]*-c constraints\.txt[^\n]* \.$", dockerfile, re.M), "the image installs unpinned"
-    assert re.search(r"pip install [^\n]*-c constraints\.txt", (ROOT / ".ci" / "run").read_text(encoding="utf-8")), "CI tests unpinned"
+    assert re.search(r"pip install [^\n]*-c constraints\.txt[^\n]* \.$", dockerfile, re.M), (
+        "the image installs unpinned"
+    )
+    assert re.search(r"pip install [^\n]*-c constraints\.txt", (ROOT / ".ci" / "run").read_text(encoding="utf-8")), (
+        "CI tests unpinned"
+    )
 
 
 if __name__ == "__main__":

@@ -18,14 +18,23 @@ from tests.plancheck import check_plan
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = PlannerSettings(min_replicas=1, objective="max-free", time_limit_seconds=5)
-ZONE_A = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+ZONE_A = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+        }
+    }
+}
 
 
 def _cluster(moved: dict[str, Any]) -> list[dict[str, Any]]:
     """g1 runs only ``moved``; g0 has room for it (a bare pod keeps g0 busy)."""
-    return [node("g0", gpus=8, labels={"zone": "a"}), node("g1", gpus=8, labels={"zone": "a"}),
-            pod("anchor", on="g0", gpus=4, owner=None), moved]
+    return [
+        node("g0", gpus=8, labels={"zone": "a"}),
+        node("g1", gpus=8, labels={"zone": "a"}),
+        pod("anchor", on="g0", gpus=4, owner=None),
+        moved,
+    ]
 
 
 def _parsed(raw: dict[str, Any]) -> Any:
@@ -36,7 +45,9 @@ def test_a_replacement_the_policy_pinned_is_planned_like_its_siblings() -> None:
     moved = pinned(pod("web-1", on="g1", gpus=1, owner="ReplicaSet/web"), "g1")
     snapshot = cluster(*_cluster(moved))
     plan = build_plan(snapshot, SETTINGS, source="test", now=NOW)
-    assert [(m.pod, m.from_node, m.to_node) for m in plan.moves] == [("default/web-1", "g1", "g0")] and plan.freed_nodes == ["g1"]
+    assert [(m.pod, m.from_node, m.to_node) for m in plan.moves] == [
+        ("default/web-1", "g1", "g0")
+    ] and plan.freed_nodes == ["g1"]
     assert check_plan(snapshot, plan, SETTINGS) == []
 
 
@@ -44,9 +55,21 @@ def test_the_pod_keeps_its_own_node_affinity_and_a_pin_its_template_wrote_itself
     own = pod("web-1", on="g1", gpus=1, owner="ReplicaSet/web", affinity=ZONE_A)
     seen = without_own_pins(cluster(*_cluster(pinned(own, "g1")))).pods[-1]
     assert seen.affinity == _parsed(own).affinity  # the zone rule stays, the pin goes
-    fixed = pod("web-1", on="g1", gpus=1, owner="ReplicaSet/web", affinity={"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["g1"]}]}]}}})
+    fixed = pod(
+        "web-1",
+        on="g1",
+        gpus=1,
+        owner="ReplicaSet/web",
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["g1"]}]}
+                    ]
+                }
+            }
+        },
+    )
     plan = build_plan(cluster(*_cluster(fixed)), SETTINGS, source="test", now=NOW)
     assert plan.moves == []  # no steered-to mark: the pin is the owner's own rule
     twice = without_own_pins(cluster(*_cluster(pinned(fixed, "g1")))).pods[-1]

@@ -43,14 +43,19 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def schema_errors(document: Any) -> list[str]:
-    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}" for e in validator().iter_errors(document)]
+    return [
+        f"{'/'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}"
+        for e in validator().iter_errors(document)
+    ]
 
 
 # ---------------------------------------------------------------- (a) the committed schema is current
 
 
 def test_the_committed_schema_is_what_the_model_generates() -> None:
-    assert committed_schema() == plan_json_schema(), f"docs/plan-schema.json is stale: regenerate it with `{REGENERATE}`"
+    assert committed_schema() == plan_json_schema(), (
+        f"docs/plan-schema.json is stale: regenerate it with `{REGENERATE}`"
+    )
 
 
 def test_the_schema_is_a_valid_draft_2020_12_schema_that_refuses_unknown_keys() -> None:
@@ -59,7 +64,9 @@ def test_the_schema_is_a_valid_draft_2020_12_schema_that_refuses_unknown_keys() 
     assert schema["$id"] and schema["title"]
     jsonschema.Draft202012Validator.check_schema(schema)
     objects = [schema, *schema["$defs"].values()]
-    assert all(o.get("additionalProperties") is False for o in objects), "every model forbids extra keys; the schema should too"
+    assert all(o.get("additionalProperties") is False for o in objects), (
+        "every model forbids extra keys; the schema should too"
+    )
 
 
 def test_the_schema_describes_every_field() -> None:
@@ -79,15 +86,20 @@ def compactor_logger() -> Iterator[None]:
     logger.handlers[:], logger.level, logger.propagate = saved
 
 
-@pytest.mark.parametrize("args", [
-    [],
-    ["--objective", "max-free"],
-    ["--objective", "pending-only"],
-    ["--max-moves", "0"],
-    ["--explain-mig"],
-], ids=["balanced", "max-free", "pending-only", "max-moves-0", "explain-mig"])
-def test_plans_written_by_the_cli_validate(args: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                           compactor_logger: None) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--objective", "max-free"],
+        ["--objective", "pending-only"],
+        ["--max-moves", "0"],
+        ["--explain-mig"],
+    ],
+    ids=["balanced", "max-free", "pending-only", "max-moves-0", "explain-mig"],
+)
+def test_plans_written_by_the_cli_validate(
+    args: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, compactor_logger: None
+) -> None:
     written = tmp_path / "plan.json"
     code = main(["plan", "--example", "--output", "json", "--time-limit", "5", "--write", str(written), *args])
     out, err = capsys.readouterr()
@@ -107,8 +119,12 @@ def gpu_cluster_plan(*objects: dict[str, Any], **settings: Any) -> CompactionPla
 
 
 def two_half_full_nodes() -> list[dict[str, Any]]:
-    return [node("gpu-1", gpus=8), node("gpu-2", gpus=8),
-            pod("a", gpus=2, on="gpu-1", owner="ReplicaSet/a"), pod("b", gpus=2, on="gpu-2", owner="ReplicaSet/b")]
+    return [
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        pod("a", gpus=2, on="gpu-1", owner="ReplicaSet/a"),
+        pod("b", gpus=2, on="gpu-2", owner="ReplicaSet/b"),
+    ]
 
 
 # A re-cut (tests/integration/test_mig_recut.py): b runs one movable 1g.10gb pod that a can take; two pending 3g.40gb pods
@@ -121,17 +137,37 @@ MIG_LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
 
 
 def mig_node(name: str) -> dict[str, Any]:
-    return node(name, mig={"1g.10gb": 14}, physical_gpus=2, product="NVIDIA-A100-SXM4-80GB",
-                labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success", "nvidia.com/mig.capable": "true"})
+    return node(
+        name,
+        mig={"1g.10gb": 14},
+        physical_gpus=2,
+        product="NVIDIA-A100-SXM4-80GB",
+        labels={
+            "nvidia.com/mig.config": "all-1g.10gb",
+            "nvidia.com/mig.config.state": "success",
+            "nvidia.com/mig.capable": "true",
+        },
+    )
 
 
 def recut_plan() -> CompactionPlan:
-    objects = [mig_node("a"), mig_node("b"), pod("small-a", on="a", mig="1g.10gb", owner=None),
-               pod("small-b", on="b", mig="1g.10gb", owner="ReplicaSet/small"),
-               pod("wait-0", mig="3g.40gb", owner=None), pod("wait-1", mig="3g.40gb", owner=None)]
+    objects = [
+        mig_node("a"),
+        mig_node("b"),
+        pod("small-a", on="a", mig="1g.10gb", owner=None),
+        pod("small-b", on="b", mig="1g.10gb", owner="ReplicaSet/small"),
+        pod("wait-0", mig="3g.40gb", owner=None),
+        pod("wait-1", mig="3g.40gb", owner=None),
+    ]
     settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True)
-    return build_plan(cluster(*objects), settings, source="test", now=NOW, plan_id="plan-recut",
-                      mig_parted=parse_mig_parted(MIG_LAYOUTS, source="gpu-operator/default-mig-parted-config"))
+    return build_plan(
+        cluster(*objects),
+        settings,
+        source="test",
+        now=NOW,
+        plan_id="plan-recut",
+        mig_parted=parse_mig_parted(MIG_LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+    )
 
 
 def built_plans() -> Iterator[tuple[str, CompactionPlan, Any]]:
@@ -140,7 +176,9 @@ def built_plans() -> Iterator[tuple[str, CompactionPlan, Any]]:
     yield "frees a node", plan, plan.freed_nodes and plan.moves and plan.frontier
     plan = gpu_cluster_plan(*two_half_full_nodes(), pod("huge", gpus=16, owner="Job/huge"))
     yield "a pod stays pending", plan, plan.pending_not_placed
-    plan = gpu_cluster_plan(node("gpu-1", gpus=8), node("gpu-2", gpus=8), pod("a", gpus=6, on="gpu-1"), pod("new", gpus=4, owner="Job/new"))
+    plan = gpu_cluster_plan(
+        node("gpu-1", gpus=8), node("gpu-2", gpus=8), pod("a", gpus=6, on="gpu-1"), pod("new", gpus=4, owner="Job/new")
+    )
     yield "a pending pod fills a free node", plan, plan.placed_pending and plan.filled_nodes
     plan = gpu_cluster_plan(node("gpu-1", gpus=8), pod("ds", gpus=1, on="gpu-1", owner="DaemonSet/ds"))
     yield "nothing to plan", plan, plan.solver.note and plan.explanations.get("unmovablePods")
@@ -185,8 +223,10 @@ def broken(document: dict[str, Any], how: str) -> dict[str, Any]:
     return bad
 
 
-@pytest.mark.parametrize("how", ["move from is an integer", "unknown top-level key", "unknown key in a move", "no metadata",
-                                 "another apiVersion"])
+@pytest.mark.parametrize(
+    "how",
+    ["move from is an integer", "unknown top-level key", "unknown key in a move", "no metadata", "another apiVersion"],
+)
 def test_a_malformed_plan_fails_the_schema_as_it_fails_the_model(how: str) -> None:
     bad = broken(example_plan_document(), how)
     assert schema_errors(bad), f"the schema accepts a plan with {how}"

@@ -46,9 +46,15 @@ def type_on(problem: Problem, node_name: str) -> int:
 
 
 def test_prune_undoes_a_move_that_frees_nothing_and_keeps_the_one_that_frees_a_node() -> None:
-    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), node("c", gpus=8),
-                       pod("stay-0", on="a", gpus=2, owner="ReplicaSet/stay"), pod("stay-1", on="a", gpus=2, owner="ReplicaSet/stay"),
-                       pod("lone", on="c", gpus=3, owner="ReplicaSet/lone"), pod("anchor", on="b", gpus=4, owner=None))
+    snapshot = cluster(
+        node("a", gpus=8),
+        node("b", gpus=8),
+        node("c", gpus=8),
+        pod("stay-0", on="a", gpus=2, owner="ReplicaSet/stay"),
+        pod("stay-1", on="a", gpus=2, owner="ReplicaSet/stay"),
+        pod("lone", on="c", gpus=3, owner="ReplicaSet/lone"),
+        pod("anchor", on="b", gpus=4, owner=None),
+    )
     problem = whole(snapshot)
     a, b = (next(s.index for s in problem.nodes if s.node.name == n) for n in "ab")
     stay, lone = type_on(problem, "a"), type_on(problem, "c")
@@ -61,8 +67,12 @@ def test_prune_undoes_a_move_that_frees_nothing_and_keeps_the_one_that_frees_a_n
 
 
 def test_prune_keeps_a_move_whose_source_has_no_room_left() -> None:
-    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), pod("x", on="a", gpus=4, owner="ReplicaSet/x"),
-                       pod("big", gpus=8, owner="Job/big"))
+    snapshot = cluster(
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("x", on="a", gpus=4, owner="ReplicaSet/x"),
+        pod("big", gpus=8, owner="Job/big"),
+    )
     problem = whole(snapshot)
     a, b = (next(s.index for s in problem.nodes if s.node.name == n) for n in "ab")
     x = type_on(problem, "a")
@@ -76,7 +86,11 @@ def test_prune_keeps_a_move_whose_source_has_no_room_left() -> None:
 
 def fragmented(nodes: int = 12) -> Snapshot:
     objects: list[dict[str, Any]] = [node(f"gpu-{i:02d}", gpus=8) for i in range(nodes)]
-    objects += [pod(f"web-{i:02d}-{k}", on=f"gpu-{i:02d}", gpus=1 + (i % 3), owner=f"ReplicaSet/web-{i % 4}") for i in range(nodes) for k in range(2)]
+    objects += [
+        pod(f"web-{i:02d}-{k}", on=f"gpu-{i:02d}", gpus=1 + (i % 3), owner=f"ReplicaSet/web-{i % 4}")
+        for i in range(nodes)
+        for k in range(2)
+    ]
     return cluster(*objects)
 
 
@@ -108,8 +122,12 @@ def test_a_narrowed_model_says_what_it_searched_and_reports_the_whole_cluster_bo
 
 def test_where_cpu_keeps_a_node_busy_the_narrowed_plan_is_feasible_with_an_honest_gap() -> None:
     # GPUs would allow freeing one node, but the pods' CPU does not fit elsewhere: the GPU-only bound is loose.
-    snapshot = cluster(node("a", gpus=8, cpu="8"), node("b", gpus=8, cpu="8"),
-                       pod("p", on="a", gpus=2, cpu="6", owner="ReplicaSet/p"), pod("q", on="b", gpus=2, cpu="6", owner="ReplicaSet/q"))
+    snapshot = cluster(
+        node("a", gpus=8, cpu="8"),
+        node("b", gpus=8, cpu="8"),
+        pod("p", on="a", gpus=2, cpu="6", owner="ReplicaSet/p"),
+        pod("q", on="b", gpus=2, cpu="6", owner="ReplicaSet/q"),
+    )
     plan = plan_for(snapshot, max_targets_per_type=1, max_candidate_pods=1)
     assert plan.freed_gpus == 0 and plan.moves == []
     assert plan.solver.status == "FEASIBLE" and plan.solver.bound == 8 and plan.solver.gap == 1.0
@@ -117,8 +135,11 @@ def test_where_cpu_keeps_a_node_busy_the_narrowed_plan_is_feasible_with_an_hones
 
 def test_the_whole_cluster_bound_counts_gpu_capacity_per_group_of_reachable_nodes() -> None:
     ones = [pod(f"one-{i}", on=f"a-{i % 3}", gpus=1, owner="ReplicaSet/one") for i in range(12)]  # 12 of 24 A100 GPUs
-    h100 = [node("h-0", gpus=8, product=H100_80), node("h-1", gpus=8, product=H100_80),
-            pod("h", on="h-0", gpus=7, owner="ReplicaSet/h")]
+    h100 = [
+        node("h-0", gpus=8, product=H100_80),
+        node("h-1", gpus=8, product=H100_80),
+        pod("h", on="h-0", gpus=7, owner="ReplicaSet/h"),
+    ]
     snapshot = cluster(*[node(f"a-{i}", gpus=8) for i in range(3)], *ones, *h100)
     # A100s: 12 free GPUs -> one 8-GPU node at most; H100s: h-1 is free already, h-0 keeps its 7-GPU pod (1 spare).
     assert whole_free_bound(whole(snapshot), all_pending_placed=True) == 8 + 8
@@ -128,8 +149,12 @@ def test_the_whole_cluster_bound_counts_gpu_capacity_per_group_of_reachable_node
 
 
 def test_a_pending_pod_counts_in_the_bound_only_when_every_pending_pod_is_placed() -> None:
-    snapshot = cluster(node("a", gpus=8), node("b", gpus=8), pod("x", on="a", gpus=4, owner="ReplicaSet/x"),
-                       pod("big", gpus=8, owner="Job/big"))
+    snapshot = cluster(
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("x", on="a", gpus=4, owner="ReplicaSet/x"),
+        pod("big", gpus=8, owner="Job/big"),
+    )
     problem = whole(snapshot)
     assert whole_free_bound(problem, all_pending_placed=False) == 8
     assert whole_free_bound(problem, all_pending_placed=True) == 0
@@ -143,13 +168,22 @@ def test_a_deterministic_plan_is_the_same_plan_every_time_and_the_seed_reaches_c
 
     def outcome(seed: int) -> str:
         plan = plan_for(snapshot, deterministic=True, seed=seed, time_limit_seconds=2)
-        return json.dumps([[m.model_dump() for m in plan.moves], [p.model_dump() for p in plan.placed_pending],
-                           [(f.freed_gpus, f.moves, f.status, f.bound) for f in plan.frontier]])
+        return json.dumps(
+            [
+                [m.model_dump() for m in plan.moves],
+                [p.model_dump() for p in plan.placed_pending],
+                [(f.freed_gpus, f.moves, f.status, f.bound) for f in plan.frontier],
+            ]
+        )
 
     assert outcome(1) == outcome(1)
     deadline = Deadline(1.0, workers=2, seed=7, deterministic=True)
     solver = cpsat.solve(cp_model.CpModel(), deadline, 0.5).solver
-    assert (solver.parameters.random_seed, solver.parameters.interleave_search, solver.parameters.max_deterministic_time) == (7, True, 0.5)
+    assert (
+        solver.parameters.random_seed,
+        solver.parameters.interleave_search,
+        solver.parameters.max_deterministic_time,
+    ) == (7, True, 0.5)
 
 
 # ------------------------------------------------------------------ one eviction at a time
@@ -159,10 +193,17 @@ def swap_only(*more: dict[str, Any]) -> Snapshot:
     """Freeing c needs its edge pod on a (b's proxy holds its host port) and a has 1 GPU free: x (4 GPUs, a -> b) and
     y (2 GPUs, b -> a) swapping makes room, and neither fits before the other has left (x, w and y keep to pool ab)."""
     ab, keep = {"pool": "ab"}, {"node_selector": {"pool": "ab"}}
-    return cluster(node("a", gpus=8, labels=ab), node("b", gpus=8, labels=ab), node("c", gpus=8),
-                   pod("x", on="a", gpus=4, owner="ReplicaSet/x", **keep), pod("w", on="a", gpus=3, owner="ReplicaSet/w", **keep),
-                   pod("y", on="b", gpus=2, owner="ReplicaSet/y", **keep), pod("proxy", on="b", gpus=4, owner=None, host_ports=[80]),
-                   pod("edge", on="c", gpus=2, owner="ReplicaSet/edge", host_ports=[80]), *more)
+    return cluster(
+        node("a", gpus=8, labels=ab),
+        node("b", gpus=8, labels=ab),
+        node("c", gpus=8),
+        pod("x", on="a", gpus=4, owner="ReplicaSet/x", **keep),
+        pod("w", on="a", gpus=3, owner="ReplicaSet/w", **keep),
+        pod("y", on="b", gpus=2, owner="ReplicaSet/y", **keep),
+        pod("proxy", on="b", gpus=4, owner=None, host_ports=[80]),
+        pod("edge", on="c", gpus=2, owner="ReplicaSet/edge", host_ports=[80]),
+        *more,
+    )
 
 
 def test_a_plan_that_only_a_swap_reaches_is_neither_planned_nor_claimed() -> None:
@@ -187,7 +228,9 @@ def test_without_time_left_for_the_ordered_model_the_first_plan_runs_less_its_sw
 
 def test_with_room_for_one_mover_the_plan_frees_the_node_by_a_chain_of_moves_in_an_order_that_runs() -> None:
     # d takes y (2 GPUs), not the edge pod (its anchor holds port 80): then x or w fits b, then the edge pod fits a.
-    snapshot = swap_only(node("d", gpus=8, labels={"pool": "ab"}), pod("anchor", on="d", gpus=6, owner=None, host_ports=[80]))
+    snapshot = swap_only(
+        node("d", gpus=8, labels={"pool": "ab"}), pod("anchor", on="d", gpus=6, owner=None, host_ports=[80])
+    )
     plan = plan_for(snapshot, time_limit_seconds=5)
     assert plan.freed_nodes == ["c"] and len(plan.moves) == 3, plan.moves
     first, last = plan.moves[0], plan.moves[-1]
@@ -199,7 +242,11 @@ def test_a_narrowed_model_sends_no_pod_to_a_node_whose_pods_it_left_out() -> Non
     pods may stay but never move. Narrowed to one pod, the other node's pod became fixed load there, yet that node, where
     the warm start keeps its pod, was kept as a target without its stay-only mark: a move onto an untolerated taint."""
     taint = [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
-    snapshot = cluster(node("n0", gpus=8, taints=taint), node("n3", gpus=8, taints=taint),
-                       pod("p0", on="n0", gpus=1, owner="ReplicaSet/x"), pod("p2", on="n3", gpus=1, owner="ReplicaSet/x"))
+    snapshot = cluster(
+        node("n0", gpus=8, taints=taint),
+        node("n3", gpus=8, taints=taint),
+        pod("p0", on="n0", gpus=1, owner="ReplicaSet/x"),
+        pod("p2", on="n3", gpus=1, owner="ReplicaSet/x"),
+    )
     plan = plan_for(snapshot, max_candidate_pods=1)  # plan_for checks the plan
     assert plan.moves == []

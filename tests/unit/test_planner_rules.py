@@ -21,7 +21,12 @@ from tests.plancheck import assert_valid, capacity_of, check_plan, loads_before,
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 # These tests pin the lexicographic optimum (pending, then freed GPUs, then moves): the max-free point of the curve.
-FAST = {"time_limit_seconds": 5, "workers": 2, "objective": "max-free", "min_replicas": 1}  # the replica guard is tested in test_movability
+FAST = {
+    "time_limit_seconds": 5,
+    "workers": 2,
+    "objective": "max-free",
+    "min_replicas": 1,
+}  # the replica guard is tested in test_movability
 
 
 def settings(**overrides: Any) -> PlannerSettings:
@@ -48,8 +53,12 @@ def moved(plan: CompactionPlan) -> list[tuple[str, str, str]]:
 # ``c`` moves and ``src`` is freed; when a rule binds, the plan is empty.
 
 
-def target_case(t: dict[str, Any] | None = None, c: dict[str, Any] | None = None, anchor: dict[str, Any] | None = None,
-                **node_kwargs: Any) -> CompactionPlan:
+def target_case(
+    t: dict[str, Any] | None = None,
+    c: dict[str, Any] | None = None,
+    anchor: dict[str, Any] | None = None,
+    **node_kwargs: Any,
+) -> CompactionPlan:
     objects = [
         node("t", gpus=8, **(t or {})),
         node("src", gpus=8, **node_kwargs),
@@ -139,21 +148,35 @@ def test_required_node_affinity_match_fields_binds() -> None:
 
 
 def test_preferred_node_affinity_does_not_bind() -> None:
-    preferred = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["elsewhere"]}]}}]}}
+    preferred = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["elsewhere"]}]},
+                }
+            ]
+        }
+    }
     assert_goes(target_case(c={"affinity": preferred}))
 
 
 def test_ineligible_current_node_of_a_sibling_is_no_target() -> None:
     """Regression: pods of one type on a cordoned/NotReady/tainted node must not attract their siblings there."""
-    _, plan = plan_for(node("x", gpus=8, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]), node("y", gpus=8),
-                       pod("p1", on="x", gpus=2), pod("p2", on="y", gpus=2))
+    _, plan = plan_for(
+        node("x", gpus=8, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+        node("y", gpus=8),
+        pod("p1", on="x", gpus=2),
+        pod("p2", on="y", gpus=2),
+    )
     assert moved(plan) == [("p1", "x", "y")]
     assert plan.freed_nodes == ["x"]
     for bad in ({"unschedulable": True}, {"ready": False}):
         # Freeing a cordoned or NotReady node gains nothing (see test_freed_counts_only_ready_schedulable_allocatable_gpus),
         # and its pods' siblings must not go there either: nothing moves.
-        _, plan = plan_for(node("x", gpus=8, **bad), node("y", gpus=8), pod("p1", on="x", gpus=2), pod("p2", on="y", gpus=2))
+        _, plan = plan_for(
+            node("x", gpus=8, **bad), node("y", gpus=8), pod("p1", on="x", gpus=2), pod("p2", on="y", gpus=2)
+        )
         assert moved(plan) == []
 
 
@@ -166,14 +189,24 @@ def test_ineligible_current_node_of_a_sibling_is_no_target() -> None:
         ({"cpu": "8"}, {"cpu": "7"}, {"cpu": "2"}, {"cpu": "1"}),
         ({"memory": "16Gi"}, {"memory": "12Gi"}, {"memory": "5Gi"}, {"memory": "4Gi"}),
         ({"pods": 2}, {}, {}, {}),  # the anchor takes one slot; blocked variant uses pods=1 below
-        ({"extra": {"example.com/fpga": "3"}}, {"extra_requests": {"example.com/fpga": "2"}},
-         {"extra_requests": {"example.com/fpga": "2"}}, {"extra_requests": {"example.com/fpga": "1"}}),
-        ({}, {"extra_requests": {"ephemeral-storage": "60Gi"}},
-         {"extra_requests": {"ephemeral-storage": "50Gi"}}, {"extra_requests": {"ephemeral-storage": "40Gi"}}),
+        (
+            {"extra": {"example.com/fpga": "3"}},
+            {"extra_requests": {"example.com/fpga": "2"}},
+            {"extra_requests": {"example.com/fpga": "2"}},
+            {"extra_requests": {"example.com/fpga": "1"}},
+        ),
+        (
+            {},
+            {"extra_requests": {"ephemeral-storage": "60Gi"}},
+            {"extra_requests": {"ephemeral-storage": "50Gi"}},
+            {"extra_requests": {"ephemeral-storage": "40Gi"}},
+        ),
     ],
     ids=["cpu", "memory", "pods", "extended-resource", "ephemeral-storage"],
 )
-def test_capacity_per_resource_binds(t: dict[str, Any], anchor: dict[str, Any], c_blocked: dict[str, Any], c_fits: dict[str, Any]) -> None:
+def test_capacity_per_resource_binds(
+    t: dict[str, Any], anchor: dict[str, Any], c_blocked: dict[str, Any], c_fits: dict[str, Any]
+) -> None:
     if "pods" in t:
         assert_blocked(target_case({"pods": 1}))
         assert_goes(target_case({"pods": 2}))
@@ -239,8 +272,10 @@ def test_overcommitted_node_may_be_left_and_swapped_even() -> None:
 def test_pending_pod_placed_by_moving_others() -> None:
     """What must move for this Pending pod to run: one of the two half-full nodes is drained into the other."""
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
-        pod("p", on="a", gpus=4), pod("q", on="b", gpus=4),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("p", on="a", gpus=4),
+        pod("q", on="b", gpus=4),
         pod("big", gpus=8, owner="Job/big"),
     )
     assert [p.pod for p in plan.placed_pending] == ["default/big"]
@@ -264,8 +299,10 @@ def test_pending_pod_placed_while_another_node_is_freed() -> None:
 
 def test_pending_pod_that_fits_nowhere_is_not_placed_and_nothing_moves() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
-        pod("p", on="a", gpus=6, owner=None), pod("q", on="b", gpus=6, owner=None),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("p", on="a", gpus=6, owner=None),
+        pod("q", on="b", gpus=6, owner=None),
         pod("big", gpus=4, owner="Job/big"),
     )
     assert plan.placed_pending == [] and plan.moves == []
@@ -273,8 +310,10 @@ def test_pending_pod_that_fits_nowhere_is_not_placed_and_nothing_moves() -> None
 
 def test_higher_priority_pending_pod_wins_when_only_one_fits() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
-        pod("p", on="a", gpus=4), pod("q", on="b", gpus=4),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("p", on="a", gpus=4),
+        pod("q", on="b", gpus=4),
         pod("low", gpus=8, owner="Job/low", priority=10),
         pod("high", gpus=8, owner="Job/high", priority=1000),
         pod("mid", gpus=8, owner="Job/mid", priority=100),
@@ -295,8 +334,11 @@ def test_never_trade_a_free_big_node_for_a_small_one() -> None:
 
 def test_free_node_stays_free_when_a_full_target_exists() -> None:
     _, plan = plan_for(
-        node("empty", gpus=8), node("a", gpus=8), node("b", gpus=8),
-        pod("p", on="a", gpus=2), pod("anchor", on="b", gpus=4, owner=None),
+        node("empty", gpus=8),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("p", on="a", gpus=2),
+        pod("anchor", on="b", gpus=4, owner=None),
     )
     assert moved(plan) == [("p", "a", "b")]
     assert plan.freed_gpus == 8 and plan.filled_nodes == []
@@ -305,8 +347,11 @@ def test_free_node_stays_free_when_a_full_target_exists() -> None:
 def test_bigger_net_gain_wins_over_fewer_moves() -> None:
     # Freeing the 8-GPU node takes 2 moves; freeing the 4-GPU node takes 1. The 8 GPUs win.
     _, plan = plan_for(
-        node("big", gpus=8), node("small", gpus=4), node("t", gpus=8),
-        pod("b1", on="big", gpus=1), pod("b2", on="big", gpus=1),
+        node("big", gpus=8),
+        node("small", gpus=4),
+        node("t", gpus=8),
+        pod("b1", on="big", gpus=1),
+        pod("b2", on="big", gpus=1),
         pod("s1", on="small", gpus=1),
         pod("anchor", on="t", gpus=6, owner=None),
     )
@@ -315,9 +360,12 @@ def test_bigger_net_gain_wins_over_fewer_moves() -> None:
 
 def test_fewest_moves_among_equal_freed() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
+        node("a", gpus=8),
+        node("b", gpus=8),
         pod("a1", on="a", gpus=2),
-        pod("b1", on="b", gpus=2), pod("b2", on="b", gpus=2), pod("b3", on="b", gpus=2),
+        pod("b1", on="b", gpus=2),
+        pod("b2", on="b", gpus=2),
+        pod("b3", on="b", gpus=2),
     )
     assert plan.freed_gpus == 8 and len(plan.moves) == 1
     assert plan.freed_nodes == ["a"]
@@ -328,7 +376,8 @@ def test_move_cost_annotation_steers_which_pod_moves() -> None:
     def case(expensive: str) -> CompactionPlan:
         costly = {"compactor.io/move-cost": "5"}
         return plan_for(
-            node("x", gpus=8), node("y", gpus=8),
+            node("x", gpus=8),
+            node("y", gpus=8),
             pod("px", on="x", gpus=2, annotations=costly if expensive == "px" else None),
             pod("py", on="y", gpus=2, annotations=costly if expensive == "py" else None),
         )[1]
@@ -340,9 +389,11 @@ def test_move_cost_annotation_steers_which_pod_moves() -> None:
 def test_move_cost_one_expensive_pod_outweighs_two_cheap() -> None:
     # Freeing a: 1 move of a pod costing 1 + 3 = 4 moves; freeing b: 2 plain moves. b goes.
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
+        node("a", gpus=8),
+        node("b", gpus=8),
         pod("pa", on="a", gpus=2, annotations={"compactor.io/move-cost": "3"}),
-        pod("b1", on="b", gpus=2), pod("b2", on="b", gpus=2),
+        pod("b1", on="b", gpus=2),
+        pod("b2", on="b", gpus=2),
     )
     assert plan.freed_nodes == ["b"] and len(plan.moves) == 2
 
@@ -351,7 +402,8 @@ def test_move_cost_one_expensive_pod_outweighs_two_cheap() -> None:
 def test_absurd_move_cost_annotation_does_not_break_the_planner(value: str) -> None:
     """Regression: "inf" raised OverflowError, "1e30" overflowed the solver's int64 coefficients."""
     _, plan = plan_for(
-        node("x", gpus=8), node("y", gpus=8),
+        node("x", gpus=8),
+        node("y", gpus=8),
         pod("px", on="x", gpus=2, annotations={"compactor.io/move-cost": value}),
         pod("py", on="y", gpus=2),
     )
@@ -362,8 +414,13 @@ def test_absurd_move_cost_annotation_does_not_break_the_planner(value: str) -> N
 
 def test_no_churn_when_nothing_can_be_freed() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8), node("c", gpus=4),
-        pod("a1", on="a", gpus=7), pod("b1", on="b", gpus=6), pod("b2", on="b", gpus=1), pod("c1", on="c", gpus=3),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        node("c", gpus=4),
+        pod("a1", on="a", gpus=7),
+        pod("b1", on="b", gpus=6),
+        pod("b2", on="b", gpus=1),
+        pod("c1", on="c", gpus=3),
     )
     assert plan.moves == [] and plan.placed_pending == [] and plan.freed_gpus == 0
     assert plan.solver.note
@@ -371,7 +428,9 @@ def test_no_churn_when_nothing_can_be_freed() -> None:
 
 def test_no_churn_on_an_already_compact_cluster() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8), node("cpu", cpu="32"),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        node("cpu", cpu="32"),
         *[pod(f"a{i}", on="a", gpus=2) for i in range(4)],
         pod("web", on="cpu", cpu="2"),
     )
@@ -380,8 +439,10 @@ def test_no_churn_on_an_already_compact_cluster() -> None:
 
 def test_cpu_pods_on_a_gpu_node_do_not_keep_it_from_being_freed() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
-        pod("g", on="a", gpus=2), pod("side", on="a", cpu="2"),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("g", on="a", gpus=2),
+        pod("side", on="a", cpu="2"),
         pod("anchor", on="b", gpus=4, owner=None),
     )
     assert moved(plan) == [("g", "a", "b")] and plan.freed_nodes == ["a"]
@@ -392,9 +453,12 @@ def test_movable_pod_on_an_unfreeable_node_makes_room() -> None:
     so a node that could only be freed by first moving them out of the way was never freed."""
     _, plan = plan_for(
         *[node(f"n{i}", gpus=8) for i in range(1, 5)],
-        pod("u1", on="n1", gpus=4, owner=None), pod("m1", on="n1", gpus=2), pod("m2", on="n1", gpus=2),
+        pod("u1", on="n1", gpus=4, owner=None),
+        pod("m1", on="n1", gpus=2),
+        pod("m2", on="n1", gpus=2),
         pod("b", on="n2", gpus=4, owner="ReplicaSet/b"),
-        pod("u3", on="n3", gpus=6, owner=None), pod("u4", on="n4", gpus=6, owner=None),
+        pod("u3", on="n3", gpus=6, owner=None),
+        pod("u4", on="n4", gpus=6, owner=None),
     )
     assert plan.freed_nodes == ["n2"] and plan.freed_gpus == 8 and len(plan.moves) == 3
 
@@ -404,9 +468,12 @@ def test_movable_pod_on_an_unfreeable_node_makes_room() -> None:
 
 def _two_freeable(**config: Any) -> CompactionPlan:
     return plan_for(
-        node("t", gpus=8), node("a", gpus=8), node("b", gpus=8),
+        node("t", gpus=8),
+        node("a", gpus=8),
+        node("b", gpus=8),
         pod("anchor", on="t", gpus=4, owner=None),
-        pod("pa", on="a", gpus=2, namespace="ns-a"), pod("pb", on="b", gpus=2, namespace="ns-b"),
+        pod("pa", on="a", gpus=2, namespace="ns-a"),
+        pod("pb", on="b", gpus=2, namespace="ns-b"),
         config=settings(**config),
     )[1]
 
@@ -424,9 +491,11 @@ def test_max_moves_caps_the_plan(limit: int, freed: int) -> None:
 
 def _one_node_two_pods(namespaces: tuple[str, str] = ("default", "default"), **config: Any) -> CompactionPlan:
     return plan_for(
-        node("t", gpus=8), node("a", gpus=8),
+        node("t", gpus=8),
+        node("a", gpus=8),
         pod("anchor", on="t", gpus=4, owner=None),
-        pod("p1", on="a", gpus=2, namespace=namespaces[0]), pod("p2", on="a", gpus=2, namespace=namespaces[1]),
+        pod("p1", on="a", gpus=2, namespace=namespaces[0]),
+        pod("p2", on="a", gpus=2, namespace=namespaces[1]),
         config=settings(**config),
     )[1]
 
@@ -449,7 +518,8 @@ def test_max_moves_per_namespace() -> None:
 def test_min_gain_per_move_rejects_low_gain_plans() -> None:
     def case(min_gain: float) -> CompactionPlan:
         return plan_for(
-            node("t", gpus=8), node("a", gpus=8),
+            node("t", gpus=8),
+            node("a", gpus=8),
             pod("anchor", on="t", gpus=4, owner=None),
             *[pod(f"p{i}", on="a", gpus=1) for i in range(4)],
             config=settings(min_gain_per_move=min_gain),
@@ -464,14 +534,15 @@ def test_min_gain_per_move_rejects_low_gain_plans() -> None:
 def test_min_gain_keeps_the_best_paying_part_of_a_plan() -> None:
     # Freeing a takes 1 move (8 GPUs), freeing b 4 more (8 GPUs): both = 16/5 = 3.2 per move, a alone = 8.
     plan = plan_for(
-        node("t", gpus=16), node("a", gpus=8), node("b", gpus=8),
+        node("t", gpus=16),
+        node("a", gpus=8),
+        node("b", gpus=8),
         pod("anchor", on="t", gpus=8, owner=None),
         pod("a1", on="a", gpus=2),
         *[pod(f"b{i}", on="b", gpus=1) for i in range(4)],
         config=settings(min_gain_per_move=3.5),
     )[1]
     assert plan.freed_nodes == ["a"] and len(plan.moves) == 1
-
 
 
 @pytest.mark.parametrize(
@@ -483,8 +554,10 @@ def test_limits_bind_pending_placements_too(limit: dict[str, Any]) -> None:
     """Regression: when the greedy warm start placed every pending pod by moving others, it fixed the
     pending level (and stayed the incumbent) even where the limits forbid those moves."""
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
-        pod("p", on="a", gpus=4), pod("q", on="b", gpus=4),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("p", on="a", gpus=4),
+        pod("q", on="b", gpus=4),
         pod("big", gpus=8, owner="Job/big"),
         config=settings(**limit),
     )
@@ -498,12 +571,15 @@ def test_limits_bind_pending_placements_too(limit: dict[str, Any]) -> None:
 
 def test_max_moves_lets_the_pending_pod_in_when_it_allows_the_move() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
-        pod("p", on="a", gpus=4), pod("q", on="b", gpus=4),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("p", on="a", gpus=4),
+        pod("q", on="b", gpus=4),
         pod("big", gpus=8, owner="Job/big"),
         config=settings(max_moves=1, max_moves_per_node=1, max_moves_per_namespace=1),
     )
     assert [p.pod for p in plan.placed_pending] == ["default/big"] and len(plan.moves) == 1
+
 
 # ======================================================================== shape mode
 
@@ -511,8 +587,12 @@ def test_max_moves_lets_the_pending_pod_in_when_it_allows_the_move() -> None:
 def test_shape_mode_increases_headroom_without_freeing_a_node() -> None:
     """Regression: the one move that makes room for a 4-GPU shape was pruned as churn (its source is not freed)."""
     objects = [
-        node("a", gpus=8), node("b", gpus=8),
-        pod("a1", on="a", gpus=1), pod("a2", on="a", gpus=1), pod("a3", on="a", gpus=1), pod("a4", on="a", gpus=2, owner="ReplicaSet/x"),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("a1", on="a", gpus=1),
+        pod("a2", on="a", gpus=1),
+        pod("a3", on="a", gpus=1),
+        pod("a4", on="a", gpus=2, owner="ReplicaSet/x"),
         pod("b1", on="b", gpus=2, owner=None),
     ]
     cfg = settings(mode="shapes", target_shapes=["nvidia.com/gpu=4"])
@@ -538,8 +618,10 @@ def test_shape_mode_increases_headroom_without_freeing_a_node() -> None:
 
 def test_shape_mode_no_churn_when_headroom_cannot_grow() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), node("b", gpus=8),
-        pod("a1", on="a", gpus=4), pod("b1", on="b", gpus=4),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("a1", on="a", gpus=4),
+        pod("b1", on="b", gpus=4),
         config=settings(mode="shapes", target_shapes=["nvidia.com/gpu=4"]),
     )
     assert plan.moves == []
@@ -548,21 +630,33 @@ def test_shape_mode_no_churn_when_headroom_cannot_grow() -> None:
 # ======================================================================== the checker itself catches violations
 
 
-def _fake_plan(moves: list[dict[str, str]], placed: list[dict[str, str]] | None = None, freed: list[str] | None = None,
-               filled: list[str] | None = None, freed_gpus: int = 0) -> CompactionPlan:
+def _fake_plan(
+    moves: list[dict[str, str]],
+    placed: list[dict[str, str]] | None = None,
+    freed: list[str] | None = None,
+    filled: list[str] | None = None,
+    freed_gpus: int = 0,
+) -> CompactionPlan:
     return CompactionPlan(
         metadata=Metadata(id="x", createdAt="2026-01-01T00:00:00Z", source="test"),
         moves=[Move(pod=m["pod"], **{"from": m["from"], "to": m["to"]}, gpu=m.get("gpu", "1") == "1") for m in moves],
         placedPending=[Placement(pod=p["pod"], to=p["to"]) for p in placed or []],
-        freedNodes=freed or [], filledNodes=filled or [], freedGpus=freed_gpus,
+        freedNodes=freed or [],
+        filledNodes=filled or [],
+        freedGpus=freed_gpus,
         solver=SolverReport(status="OPTIMAL", wallSeconds=0.0),
     )
 
 
 def test_checker_catches_each_kind_of_violation() -> None:
     snapshot = cluster(
-        node("a", gpus=8), node("b", gpus=8), node("cordoned", gpus=8, unschedulable=True), node("e", gpus=8),
-        pod("p", on="a", gpus=2), pod("bare", on="a", gpus=2, owner=None), pod("big", on="b", gpus=8),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        node("cordoned", gpus=8, unschedulable=True),
+        node("e", gpus=8),
+        pod("p", on="a", gpus=2),
+        pod("bare", on="a", gpus=2, owner=None),
+        pod("big", on="b", gpus=8),
         pod("wait", gpus=2, owner="Job/w"),
     )
     cfg = settings(max_moves=1)
@@ -577,10 +671,16 @@ def test_checker_catches_each_kind_of_violation() -> None:
     assert "over capacity" in errors(_fake_plan([{"pod": "default/p", "from": "a", "to": "b"}]))
     assert "freedNodes" in errors(_fake_plan([{"pod": "default/p", "from": "a", "to": "e"}], freed=["a"], filled=["e"]))
     assert "filledNodes" in errors(_fake_plan([{"pod": "default/p", "from": "a", "to": "e"}]))
-    assert "freedGpus 0 != recomputed -8" in errors(_fake_plan([{"pod": "default/p", "from": "a", "to": "e"}], filled=["e"]))
-    trade = errors(_fake_plan([{"pod": "default/big", "from": "b", "to": "e"}], freed=["b"], filled=["e"], freed_gpus=0))
+    assert "freedGpus 0 != recomputed -8" in errors(
+        _fake_plan([{"pod": "default/p", "from": "a", "to": "e"}], filled=["e"])
+    )
+    trade = errors(
+        _fake_plan([{"pod": "default/big", "from": "b", "to": "e"}], freed=["b"], filled=["e"], freed_gpus=0)
+    )
     assert "net freed GPUs is 0" in trade and "freedGpus" not in trade
-    assert "serves nothing" in errors(_fake_plan([{"pod": "default/p", "from": "a", "to": "e"}], filled=["e"], freed_gpus=-8))
+    assert "serves nothing" in errors(
+        _fake_plan([{"pod": "default/p", "from": "a", "to": "e"}], filled=["e"], freed_gpus=-8)
+    )
     two = [{"pod": "default/p", "from": "a", "to": "e"}, {"pod": "default/p", "from": "a", "to": "e"}]
     assert "more than once" in errors(_fake_plan(two))
     assert "maxMoves" in errors(_fake_plan(two))
@@ -593,8 +693,14 @@ def test_moves_that_only_fit_all_at_once_are_not_ordered_one_at_a_time() -> None
     from compactor.planner.problem import build_problem
     from compactor.planner.solution import ConcreteMove, order_moves
 
-    snapshot = cluster(node("x", gpus=8), node("y", gpus=8), pod("p", on="x", gpus=4, cpu="2"), pod("q", on="x", gpus=4, owner=None),
-                       pod("r", on="y", gpus=4, cpu="3"), pod("s", on="y", gpus=4, owner=None))
+    snapshot = cluster(
+        node("x", gpus=8),
+        node("y", gpus=8),
+        pod("p", on="x", gpus=4, cpu="2"),
+        pod("q", on="x", gpus=4, owner=None),
+        pod("r", on="y", gpus=4, cpu="3"),
+        pod("s", on="y", gpus=4, owner=None),
+    )
     problem = build_problem(snapshot, settings())
     by_pod = {pods[0].name: (t, n) for t in problem.types for n, pods in t.initial.items()}
     (tp, x), (tr, y) = by_pod["p"], by_pod["r"]

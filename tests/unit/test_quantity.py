@@ -102,7 +102,9 @@ def test_yaml_scalars_parse_as_the_api_server_would_receive_them(document: str, 
 
 
 def test_yaml_booleans_and_nulls_are_not_quantities() -> None:
-    assert parse_resource_list({"nvidia.com/gpu": 1}) == {"nvidia.com/gpu": 1}  # memoised: True == 1 must not hit this entry
+    assert parse_resource_list({"nvidia.com/gpu": 1}) == {
+        "nvidia.com/gpu": 1
+    }  # memoised: True == 1 must not hit this entry
     with pytest.raises(InputError, match="invalid quantity True"):
         parse_resource_list(yaml.safe_load("nvidia.com/gpu: yes"))
     with pytest.raises(InputError, match="invalid quantity None"):
@@ -133,12 +135,18 @@ def test_yaml_booleans_and_nulls_are_not_quantities() -> None:
         pytest.param("hugepages-2Mi", "4Mi", 4 * MI, id="hugepages-bytes"),
     ],
 )
-def test_scheduler_units_are_millicores_for_cpu_and_whole_units_otherwise(resource: str, text: object, expected: int) -> None:
+def test_scheduler_units_are_millicores_for_cpu_and_whole_units_otherwise(
+    resource: str, text: object, expected: int
+) -> None:
     assert to_scheduler_units(resource, text) == expected
 
 
 def test_a_resource_list_keeps_zero_entries_and_parses_every_value() -> None:
-    assert parse_resource_list({"cpu": "0", "memory": "1Gi", "nvidia.com/gpu": 8}) == {"cpu": 0, "memory": GI, "nvidia.com/gpu": 8}
+    assert parse_resource_list({"cpu": "0", "memory": "1Gi", "nvidia.com/gpu": 8}) == {
+        "cpu": 0,
+        "memory": GI,
+        "nvidia.com/gpu": 8,
+    }
 
 
 def test_an_absent_resource_list_is_empty() -> None:
@@ -147,7 +155,9 @@ def test_an_absent_resource_list_is_empty() -> None:
 
 def test_a_negative_quantity_in_a_resource_list_names_the_resource() -> None:
     with pytest.raises(InputError) as caught:
-        parse_resource_list({"cpu": "-1"}, source="snap.json", obj="Pod ns/a", field="spec.containers[0].resources.requests")
+        parse_resource_list(
+            {"cpu": "-1"}, source="snap.json", obj="Pod ns/a", field="spec.containers[0].resources.requests"
+        )
     assert str(caught.value) == "snap.json: Pod ns/a: spec.containers[0].resources.requests.cpu: negative quantity '-1'"
 
 
@@ -243,9 +253,13 @@ def test_amounts_beyond_the_schedulers_int64_are_refused_quickly(resource: str, 
 
 def test_a_too_large_quantity_in_a_pod_names_file_pod_and_field() -> None:
     with pytest.raises(InputError) as caught:
-        parse_resource_list({"cpu": "1e18"}, source="snap.json", obj="Pod ns/a", field="spec.containers[0].resources.requests")
-    assert str(caught.value) == ("snap.json: Pod ns/a: spec.containers[0].resources.requests.cpu: quantity '1e18' is too large: "
-                                 "kube-scheduler counts cpu in millicores as a 64-bit integer, at most 9223372036854775807m")
+        parse_resource_list(
+            {"cpu": "1e18"}, source="snap.json", obj="Pod ns/a", field="spec.containers[0].resources.requests"
+        )
+    assert str(caught.value) == (
+        "snap.json: Pod ns/a: spec.containers[0].resources.requests.cpu: quantity '1e18' is too large: "
+        "kube-scheduler counts cpu in millicores as a 64-bit integer, at most 9223372036854775807m"
+    )
 
 
 def test_memory_limits_are_stated_in_bytes() -> None:

@@ -69,6 +69,7 @@ def test_the_text_report_fits_the_width_without_losing_a_word() -> None:
     figures = compute_figures(snapshot)
     wide, narrow = (render_report(figures, snapshot, "text", width=w) for w in (400, 100))
     assert max(map(len, narrow.splitlines())) <= 100 < max(map(len, wide.splitlines()))
+
     def characters(text: str) -> list[str]:  # what the text says, whatever its line breaks and column rules
         return sorted("".join(line for line in text.split() if set(line) != {"-"}))
 
@@ -135,8 +136,12 @@ def test_an_unknown_format_is_rejected() -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [pytest.param(3.0, "3", id="whole"), pytest.param(3.5, "3.5", id="half"),
-     pytest.param(1 / 3, "0.33", id="third"), pytest.param(-0.0001, "0", id="negative-zero")],
+    [
+        pytest.param(3.0, "3", id="whole"),
+        pytest.param(3.5, "3.5", id="half"),
+        pytest.param(1 / 3, "0.33", id="third"),
+        pytest.param(-0.0001, "0", id="negative-zero"),
+    ],
 )
 def test_gpu_counts_show_up_to_two_decimals(value: float, text: str) -> None:
     assert fmt_gpus(value) == text

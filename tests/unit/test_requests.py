@@ -21,8 +21,13 @@ from tests.builders import cluster, node, pod
 GI = 1 << 30
 
 
-def container(name: str = "c", *, requests: dict[str, Any] | None = None, limits: dict[str, Any] | None = None,
-              sidecar: bool = False) -> dict[str, Any]:
+def container(
+    name: str = "c",
+    *,
+    requests: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    sidecar: bool = False,
+) -> dict[str, Any]:
     resources: dict[str, Any] = {}
     if requests is not None:
         resources["requests"] = requests
@@ -44,10 +49,12 @@ def requests_of(spec: dict[str, Any]) -> dict[str, int]:
 
 
 def test_app_container_requests_are_summed_per_resource() -> None:
-    spec = {"containers": [
-        container("a", requests={"cpu": "500m", "memory": "1Gi"}),
-        container("b", requests={"cpu": "1500m", "memory": "512Mi", "nvidia.com/gpu": "1"}),
-    ]}
+    spec = {
+        "containers": [
+            container("a", requests={"cpu": "500m", "memory": "1Gi"}),
+            container("b", requests={"cpu": "1500m", "memory": "512Mi", "nvidia.com/gpu": "1"}),
+        ]
+    }
     assert requests_of(spec) == {"cpu": 2000, "memory": GI + GI // 2, "nvidia.com/gpu": 1, "pods": 1}
 
 
@@ -80,7 +87,9 @@ def test_init_and_app_maxima_are_taken_per_resource() -> None:
     ("init_containers", "containers", "expected_cpu"),
     [
         pytest.param(cpu("1", sidecar=(0,)), cpu("1"), 2000, id="restartable-init-plus-regular=2"),
-        pytest.param(cpu("5", "1", "2", "3", sidecar=(1, 2, 3)), cpu("1"), 7000, id="multiple-restartable=max(5,3+2+1+1)=7"),
+        pytest.param(
+            cpu("5", "1", "2", "3", sidecar=(1, 2, 3)), cpu("1"), 7000, id="multiple-restartable=max(5,3+2+1+1)=7"
+        ),
         pytest.param(cpu("5", "1", "2", "5", "3", sidecar=(1, 2, 4)), cpu("1"), 8000, id="init-after-sidecars=5+1+2=8"),
         pytest.param(cpu("10", "200", sidecar=(0,)), cpu("100"), 210000, id="sidecar-then-big-init=210"),
     ],
@@ -92,8 +101,10 @@ def test_sidecars_follow_the_upstream_worked_examples(
 
 
 def test_a_sidecar_is_added_to_the_app_containers_for_the_pods_whole_life() -> None:
-    spec = {"initContainers": [container("proxy", requests={"cpu": "500m", "memory": "256Mi"}, sidecar=True)],
-            "containers": [container("app", requests={"cpu": "2", "memory": "1Gi"})]}
+    spec = {
+        "initContainers": [container("proxy", requests={"cpu": "500m", "memory": "256Mi"}, sidecar=True)],
+        "containers": [container("app", requests={"cpu": "2", "memory": "1Gi"})],
+    }
     assert requests_of(spec) == {"cpu": 2500, "memory": GI + 256 * (1 << 20), "pods": 1}
 
 
@@ -147,7 +158,10 @@ def test_an_explicit_zero_request_is_not_replaced_by_the_limit() -> None:
 def test_pod_level_requests_replace_the_container_aggregate_for_cpu_and_memory() -> None:
     spec = {
         "resources": {"requests": {"cpu": "3", "memory": "2Gi"}},
-        "containers": [container(requests={"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}), container("b", requests={"cpu": "1"})],
+        "containers": [
+            container(requests={"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}),
+            container("b", requests={"cpu": "1"}),
+        ],
     }
     assert requests_of(spec) == {"cpu": 3000, "memory": 2 * GI, "nvidia.com/gpu": 1, "pods": 1}
 
@@ -158,12 +172,18 @@ def test_pod_level_requests_leave_unnamed_resources_to_the_containers() -> None:
 
 
 def test_pod_level_requests_ignore_resources_kubernetes_does_not_support_there() -> None:
-    spec = {"resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "4"}}, "containers": [container(limits={"nvidia.com/gpu": "1"})]}
+    spec = {
+        "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "4"}},
+        "containers": [container(limits={"nvidia.com/gpu": "1"})],
+    }
     assert requests_of(spec) == {"cpu": 2000, "nvidia.com/gpu": 1, "pods": 1}
 
 
 def test_pod_level_hugepages_requests_replace_the_container_aggregate() -> None:
-    spec = {"resources": {"requests": {"hugepages-2Mi": "8Mi"}}, "containers": [container(requests={"hugepages-2Mi": "2Mi"})]}
+    spec = {
+        "resources": {"requests": {"hugepages-2Mi": "8Mi"}},
+        "containers": [container(requests={"hugepages-2Mi": "2Mi"})],
+    }
     assert requests_of(spec)["hugepages-2Mi"] == 8 * (1 << 20)
 
 
@@ -178,7 +198,11 @@ def test_pod_level_limits_leave_cpu_that_containers_request_to_the_containers() 
 
 
 def test_overhead_is_added_on_top_of_pod_level_requests() -> None:
-    spec = {"resources": {"requests": {"cpu": "2"}}, "overhead": {"cpu": "100m"}, "containers": [container(requests={"cpu": "1"})]}
+    spec = {
+        "resources": {"requests": {"cpu": "2"}},
+        "overhead": {"cpu": "100m"},
+        "containers": [container(requests={"cpu": "1"})],
+    }
     assert requests_of(spec)["cpu"] == 2100
 
 
@@ -193,15 +217,35 @@ def test_loaded_pods_carry_their_effective_requests() -> None:
     ("spec", "field"),
     [
         pytest.param({"containers": ["app"]}, "spec.containers[0]", id="container-not-an-object"),
-        pytest.param({"containers": [{"name": "a", "resources": ["cpu"]}]}, "spec.containers[0].resources", id="resources-not-an-object"),
-        pytest.param({"containers": [], "initContainers": {"a": 1}}, "spec.initContainers", id="init-containers-not-a-list"),
-        pytest.param({"containers": [container(requests={"cpu": "1x"})]}, "spec.containers[0].resources.requests.cpu", id="bad-request"),
-        pytest.param({"containers": [container(limits={"nvidia.com/gpu": "-1"})]}, "spec.containers[0].resources.limits.nvidia.com/gpu",
-                     id="negative-limit"),
-        pytest.param({"containers": [], "initContainers": [container(requests={"memory": "NaN"})]},
-                     "spec.initContainers[0].resources.requests.memory", id="bad-init-request"),
+        pytest.param(
+            {"containers": [{"name": "a", "resources": ["cpu"]}]},
+            "spec.containers[0].resources",
+            id="resources-not-an-object",
+        ),
+        pytest.param(
+            {"containers": [], "initContainers": {"a": 1}}, "spec.initContainers", id="init-containers-not-a-list"
+        ),
+        pytest.param(
+            {"containers": [container(requests={"cpu": "1x"})]},
+            "spec.containers[0].resources.requests.cpu",
+            id="bad-request",
+        ),
+        pytest.param(
+            {"containers": [container(limits={"nvidia.com/gpu": "-1"})]},
+            "spec.containers[0].resources.limits.nvidia.com/gpu",
+            id="negative-limit",
+        ),
+        pytest.param(
+            {"containers": [], "initContainers": [container(requests={"memory": "NaN"})]},
+            "spec.initContainers[0].resources.requests.memory",
+            id="bad-init-request",
+        ),
         pytest.param({"containers": [], "overhead": {"cpu": "abc"}}, "spec.overhead.cpu", id="bad-overhead"),
-        pytest.param({"containers": [], "resources": {"requests": {"cpu": "1_0"}}}, "spec.resources.requests.cpu", id="bad-pod-level"),
+        pytest.param(
+            {"containers": [], "resources": {"requests": {"cpu": "1_0"}}},
+            "spec.resources.requests.cpu",
+            id="bad-pod-level",
+        ),
     ],
 )
 def test_malformed_containers_are_one_line_input_errors_naming_the_field(spec: dict[str, Any], field: str) -> None:

@@ -40,8 +40,12 @@ def keep_out(app: str, topology: str = "kubernetes.io/hostname", **term: Any) ->
 
 def test_an_existing_pods_anti_affinity_keeps_the_mover_off_its_node() -> None:
     # The only room for web is beside the guard, which refuses app=web: web stays.
-    guarded = [node("src", gpus=8), node("guarded", gpus=8), pod("web", on="src", gpus=2, labels={"app": "web"}),
-               pod("guard", on="guarded", gpus=6, owner=None, anti_affinity=keep_out("web"))]
+    guarded = [
+        node("src", gpus=8),
+        node("guarded", gpus=8),
+        pod("web", on="src", gpus=2, labels={"app": "web"}),
+        pod("guard", on="guarded", gpus=6, owner=None, anti_affinity=keep_out("web")),
+    ]
     _, plan = plan_for(*guarded)
     assert plan.moves == []
     # With another node, web goes there instead.
@@ -51,7 +55,9 @@ def test_an_existing_pods_anti_affinity_keeps_the_mover_off_its_node() -> None:
 
 def test_a_zone_wide_anti_affinity_closes_every_node_of_the_zone() -> None:
     _, plan = plan_for(
-        node("src", gpus=8, labels={"zone": "a"}), node("near", gpus=8, labels={"zone": "b"}), node("guarded", gpus=8, labels={"zone": "b"}),
+        node("src", gpus=8, labels={"zone": "a"}),
+        node("near", gpus=8, labels={"zone": "b"}),
+        node("guarded", gpus=8, labels={"zone": "b"}),
         pod("web", on="src", gpus=2, labels={"app": "web"}),
         pod("guard", on="guarded", gpus=2, owner=None, anti_affinity=keep_out("web", "zone")),
         pod("anchor", on="near", gpus=4, owner=None),
@@ -62,15 +68,21 @@ def test_a_zone_wide_anti_affinity_closes_every_node_of_the_zone() -> None:
 def test_anti_affinity_selects_only_its_namespaces_and_labels() -> None:
     guard = keep_out("web")
     _, plan = plan_for(
-        node("src", gpus=8), node("guarded", gpus=8),
-        pod("web", on="src", gpus=2, labels={"app": "web"}, namespace="other"),  # the term looks in the guard's namespace only
+        node("src", gpus=8),
+        node("guarded", gpus=8),
+        pod(
+            "web", on="src", gpus=2, labels={"app": "web"}, namespace="other"
+        ),  # the term looks in the guard's namespace only
         pod("guard", on="guarded", gpus=2, owner=None, anti_affinity=guard),
     )
     assert moves(plan) == [("web", "src", "guarded")]
     _, plan = plan_for(
-        node("src", gpus=8), node("guarded", gpus=8),
+        node("src", gpus=8),
+        node("guarded", gpus=8),
         pod("web", on="src", gpus=2, labels={"app": "web"}, namespace="other"),
-        pod("guard", on="guarded", gpus=2, owner=None, anti_affinity=keep_out("web", namespaceSelector={})),  # every namespace
+        pod(
+            "guard", on="guarded", gpus=2, owner=None, anti_affinity=keep_out("web", namespaceSelector={})
+        ),  # every namespace
     )
     assert plan.moves == []
 
@@ -78,7 +90,8 @@ def test_anti_affinity_selects_only_its_namespaces_and_labels() -> None:
 def test_match_label_keys_narrow_the_term_to_the_holders_own_value() -> None:
     term = keep_out("web", matchLabelKeys=["version"])
     _, plan = plan_for(
-        node("src", gpus=8), node("guarded", gpus=8),
+        node("src", gpus=8),
+        node("guarded", gpus=8),
         pod("web", on="src", gpus=2, labels={"app": "web", "version": "v2"}),
         pod("guard", on="guarded", gpus=2, owner=None, labels={"app": "guard", "version": "v1"}, anti_affinity=term),
     )
@@ -87,22 +100,28 @@ def test_match_label_keys_narrow_the_term_to_the_holders_own_value() -> None:
 
 def test_a_pending_pod_is_not_placed_where_anti_affinity_keeps_it_out() -> None:
     _, plan = plan_for(
-        node("free", gpus=8), node("full", gpus=8),
+        node("free", gpus=8),
+        node("full", gpus=8),
         pod("guard", on="free", gpus=0, owner=None, anti_affinity=keep_out("web")),
         pod("anchor", on="full", gpus=8, owner=None),
         pod("big", gpus=8, labels={"app": "web"}, owner="Job/big"),
     )
     assert plan.placed_pending == []
     assert [(p.pod, p.reason) for p in plan.pending_not_placed] == [
-        ("default/big", "no node fits it even after every pod that may move has left")]
+        ("default/big", "no node fits it even after every pod that may move has left")
+    ]
 
 
 # ---------------------------------------------------------------- host ports
 
 
 def test_a_host_port_taken_on_the_target_keeps_the_mover_off() -> None:
-    taken = [node("src", gpus=8), node("taken", gpus=8), pod("edge", on="src", gpus=2, host_ports=[8443]),
-             pod("proxy", on="taken", gpus=6, owner=None, host_ports=[8443])]
+    taken = [
+        node("src", gpus=8),
+        node("taken", gpus=8),
+        pod("edge", on="src", gpus=2, host_ports=[8443]),
+        pod("proxy", on="taken", gpus=6, owner=None, host_ports=[8443]),
+    ]
     _, plan = plan_for(*taken)
     assert plan.moves == []
     _, plan = plan_for(*taken, node("roomy", gpus=8), pod("anchor", on="roomy", gpus=4, owner=None))
@@ -111,9 +130,13 @@ def test_a_host_port_taken_on_the_target_keeps_the_mover_off() -> None:
 
 def test_two_movers_with_one_host_port_never_share_a_node() -> None:
     _, plan = plan_for(
-        node("src", gpus=8), node("t", gpus=8), node("u", gpus=8),
-        pod("edge-a", on="src", gpus=1, host_ports=[8443]), pod("edge-b", on="src", gpus=1, host_ports=[8443]),
-        pod("anchor-t", on="t", gpus=6, owner=None), pod("anchor-u", on="u", gpus=4, owner=None),
+        node("src", gpus=8),
+        node("t", gpus=8),
+        node("u", gpus=8),
+        pod("edge-a", on="src", gpus=1, host_ports=[8443]),
+        pod("edge-b", on="src", gpus=1, host_ports=[8443]),
+        pod("anchor-t", on="t", gpus=6, owner=None),
+        pod("anchor-u", on="u", gpus=4, owner=None),
     )
     assert sorted(to for _, _, to in moves(plan)) == ["t", "u"]
 
@@ -122,8 +145,11 @@ def test_a_port_freed_by_a_leaving_pod_is_free_for_another() -> None:
     # x's edge pod leaves for z; only then may y's edge pod take x's port... but x is being freed, so y's pod waits: nothing
     # breaks capacity either way, and the plan frees one node with the ports never doubled.
     _, plan = plan_for(
-        node("x", gpus=8), node("y", gpus=8), node("z", gpus=8),
-        pod("edge-x", on="x", gpus=1, host_ports=[80]), pod("edge-y", on="y", gpus=1, host_ports=[80]),
+        node("x", gpus=8),
+        node("y", gpus=8),
+        node("z", gpus=8),
+        pod("edge-x", on="x", gpus=1, host_ports=[80]),
+        pod("edge-y", on="y", gpus=1, host_ports=[80]),
         pod("anchor", on="z", gpus=6, owner=None),
     )
     assert len(plan.freed_nodes) == 1
@@ -133,29 +159,45 @@ def test_a_port_freed_by_a_leaving_pod_is_free_for_another() -> None:
 
 
 def test_a_zonal_volume_keeps_its_pod_in_the_zone() -> None:
-    zonal = [node("src", gpus=8, labels={"topology.kubernetes.io/zone": "a"}), node("other-zone", gpus=8, labels={"topology.kubernetes.io/zone": "b"}),
-             pod("db", on="src", gpus=2, volumes=claim_volume("data")), pvc("data", volume="disk"), pv("disk", zone="a"),
-             pod("anchor-b", on="other-zone", gpus=6, owner=None)]
+    zonal = [
+        node("src", gpus=8, labels={"topology.kubernetes.io/zone": "a"}),
+        node("other-zone", gpus=8, labels={"topology.kubernetes.io/zone": "b"}),
+        pod("db", on="src", gpus=2, volumes=claim_volume("data")),
+        pvc("data", volume="disk"),
+        pv("disk", zone="a"),
+        pod("anchor-b", on="other-zone", gpus=6, owner=None),
+    ]
     _, plan = plan_for(*zonal)
     assert plan.moves == []
-    _, plan = plan_for(*zonal, node("same-zone", gpus=8, labels={"topology.kubernetes.io/zone": "a"}),
-                       pod("anchor-a", on="same-zone", gpus=4, owner=None))
+    _, plan = plan_for(
+        *zonal,
+        node("same-zone", gpus=8, labels={"topology.kubernetes.io/zone": "a"}),
+        pod("anchor-a", on="same-zone", gpus=4, owner=None),
+    )
     assert moves(plan) == [("db", "src", "same-zone")]
 
 
 def test_a_local_volume_pins_its_pod() -> None:
     _, plan = plan_for(
-        node("src", gpus=8), node("t", gpus=8),
-        pod("db", on="src", gpus=2, volumes=claim_volume("data")), pvc("data", volume="disk"), pv("disk", on_nodes=["src"]),
+        node("src", gpus=8),
+        node("t", gpus=8),
+        pod("db", on="src", gpus=2, volumes=claim_volume("data")),
+        pvc("data", volume="disk"),
+        pv("disk", on_nodes=["src"]),
         pod("anchor", on="t", gpus=2, owner=None),
     )
     assert plan.moves == []
 
 
 def test_a_pending_pod_with_an_unbound_claim_is_left_with_its_reason() -> None:
-    _, plan = plan_for(node("free", gpus=8), pod("train", gpus=8, owner="Job/train", volumes=claim_volume("data")), pvc("data"))
+    _, plan = plan_for(
+        node("free", gpus=8), pod("train", gpus=8, owner="Job/train", volumes=claim_volume("data")), pvc("data")
+    )
     assert plan.placed_pending == []
-    assert plan.pending_not_placed[0].reason == "PersistentVolumeClaim default/data is not bound: its provisioner picks the node"
+    assert (
+        plan.pending_not_placed[0].reason
+        == "PersistentVolumeClaim default/data is not bound: its provisioner picks the node"
+    )
 
 
 # ---------------------------------------------------------------- NoExecute with tolerationSeconds
@@ -164,11 +206,16 @@ def test_a_pending_pod_with_an_unbound_claim_is_left_with_its_reason() -> None:
 def test_a_no_execute_taint_tolerated_for_a_while_is_no_target() -> None:
     draining = [{"key": "draining", "effect": "NoExecute"}]
     forever = {"key": "draining", "operator": "Exists", "effect": "NoExecute"}
-    for tolerations, expected in (([{**forever, "tolerationSeconds": 60}], []), ([forever], [("p", "src", "draining")]),
-                                  ([{**forever, "tolerationSeconds": 60}, forever], [])):  # the first matching toleration counts
+    for tolerations, expected in (
+        ([{**forever, "tolerationSeconds": 60}], []),
+        ([forever], [("p", "src", "draining")]),
+        ([{**forever, "tolerationSeconds": 60}, forever], []),
+    ):  # the first matching toleration counts
         _, plan = plan_for(
-            node("src", gpus=8), node("draining", gpus=8, taints=draining),
-            pod("p", on="src", gpus=2, tolerations=tolerations), pod("anchor", on="draining", gpus=6, owner=None),
+            node("src", gpus=8),
+            node("draining", gpus=8, taints=draining),
+            pod("p", on="src", gpus=2, tolerations=tolerations),
+            pod("anchor", on="draining", gpus=6, owner=None),
         )
         assert moves(plan) == expected, tolerations
 
@@ -178,14 +225,31 @@ def test_a_no_execute_taint_tolerated_for_a_while_is_no_target() -> None:
 
 def test_pending_pods_the_model_cannot_judge_drive_no_evictions() -> None:
     waiting = [
-        pod("spread", gpus=8, owner="Job/a", spread=[{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
-                                                      "labelSelector": {"matchLabels": {"app": "a"}}}]),
+        pod(
+            "spread",
+            gpus=8,
+            owner="Job/a",
+            spread=[
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "a"}},
+                }
+            ],
+        ),
         pod("other-scheduler", gpus=8, owner="Job/b", scheduler="volcano"),
         pod("system", gpus=8, owner="Job/c", namespace="kube-system"),
         pod("anti", gpus=8, owner="Job/d", anti_affinity=keep_out("x")),
     ]
-    _, plan = plan_for(node("a", gpus=8), node("b", gpus=8), pod("p", on="a", gpus=2), pod("q", on="b", gpus=2), *waiting,
-                       config=MAX_FREE.model_copy(update={"objective": "pending-only"}))
+    _, plan = plan_for(
+        node("a", gpus=8),
+        node("b", gpus=8),
+        pod("p", on="a", gpus=2),
+        pod("q", on="b", gpus=2),
+        *waiting,
+        config=MAX_FREE.model_copy(update={"objective": "pending-only"}),
+    )
     assert plan.moves == [] and plan.placed_pending == []
     reasons = {p.pod.split("/")[1]: p.reason for p in plan.pending_not_placed}
     assert reasons == {
@@ -198,13 +262,23 @@ def test_pending_pods_the_model_cannot_judge_drive_no_evictions() -> None:
 
 def test_a_pending_pod_blocked_by_a_pdb_says_which() -> None:
     _, plan = plan_for(
-        node("a", gpus=8), pod("p", on="a", gpus=2, labels={"app": "serve"}),
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "serve", "namespace": "default"},
-         "spec": {"selector": {"matchLabels": {"app": "serve"}}, "maxUnavailable": 0}, "status": {"disruptionsAllowed": 0}},
+        node("a", gpus=8),
+        pod("p", on="a", gpus=2, labels={"app": "serve"}),
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "serve", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "serve"}}, "maxUnavailable": 0},
+            "status": {"disruptionsAllowed": 0},
+        },
         pod("big", gpus=8, owner="Job/big"),
     )
     assert [(p.pod, p.reason) for p in plan.pending_not_placed] == [
-        ("default/big", "fits on a only if pods protected by PodDisruptionBudget default/serve (no disruption allowed) moved")]
+        (
+            "default/big",
+            "fits on a only if pods protected by PodDisruptionBudget default/serve (no disruption allowed) moved",
+        )
+    ]
 
 
 # ---------------------------------------------------------------- what a freed node counts
@@ -212,12 +286,21 @@ def test_a_pending_pod_blocked_by_a_pdb_says_which() -> None:
 
 def test_freed_counts_only_ready_schedulable_allocatable_gpus() -> None:
     # GFD says 8 GPUs, the device plugin offers 6: freeing the node is worth 6.
-    _, plan = plan_for(node("short", gpus=6, physical_gpus=8), node("t", gpus=8), pod("p", on="short", gpus=1),
-                       pod("anchor", on="t", gpus=4, owner=None))
+    _, plan = plan_for(
+        node("short", gpus=6, physical_gpus=8),
+        node("t", gpus=8),
+        pod("p", on="short", gpus=1),
+        pod("anchor", on="t", gpus=4, owner=None),
+    )
     assert plan.freed_nodes == ["short"] and plan.freed_gpus == 6
     # Someone else's cordon, or NotReady: freeing it gains nothing, so nothing moves.
     for bad in ({"unschedulable": True}, {"ready": False}):
-        _, plan = plan_for(node("x", gpus=8, **bad), node("t", gpus=8), pod("p", on="x", gpus=1), pod("anchor", on="t", gpus=4, owner=None))
+        _, plan = plan_for(
+            node("x", gpus=8, **bad),
+            node("t", gpus=8),
+            pod("p", on="x", gpus=1),
+            pod("anchor", on="t", gpus=4, owner=None),
+        )
         assert plan.moves == [] and plan.freed_gpus == 0, bad
 
 
@@ -226,13 +309,21 @@ def test_freed_counts_only_ready_schedulable_allocatable_gpus() -> None:
 
 def test_a_gpu_pod_stays_in_its_pool_unless_crossing_is_allowed() -> None:
     objects = [
-        node("h100-a", gpus=8, product=H100_80), node("h100-b", gpus=8, product=H100_80), node("a100", gpus=8, product=A100_40),
-        pod("llm", on="h100-a", gpus=2), pod("anchor-h", on="h100-b", gpus=8, owner=None), pod("anchor-a", on="a100", gpus=4, owner=None),
+        node("h100-a", gpus=8, product=H100_80),
+        node("h100-b", gpus=8, product=H100_80),
+        node("a100", gpus=8, product=A100_40),
+        pod("llm", on="h100-a", gpus=2),
+        pod("anchor-h", on="h100-b", gpus=8, owner=None),
+        pod("anchor-a", on="a100", gpus=4, owner=None),
     ]
     _, plan = plan_for(*objects)
     assert plan.moves == []  # the only room is on an A100-40GB: a model sized for 80 GB would not start there
     _, plan = plan_for(*objects, config=MAX_FREE.model_copy(update={"cross_pool_moves": True}))
     assert moves(plan) == [("llm", "h100-a", "a100")]
-    _, plan = plan_for(node("x", gpus=8, product=A100_80), node("y", gpus=8, product=A100_80), pod("p", on="x", gpus=2),
-                       pod("anchor", on="y", gpus=4, owner=None))
+    _, plan = plan_for(
+        node("x", gpus=8, product=A100_80),
+        node("y", gpus=8, product=A100_80),
+        pod("p", on="x", gpus=2),
+        pod("anchor", on="y", gpus=4, owner=None),
+    )
     assert moves(plan) == [("p", "x", "y")]  # within a pool, as before

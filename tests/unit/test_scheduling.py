@@ -69,23 +69,37 @@ GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
     ("toleration", "taint_", "expected"),
     [
         pytest.param(Toleration(operator="Exists"), GPU_TAINT, True, id="exists-empty-key-tolerates-any-key"),
-        pytest.param(Toleration(operator="Exists"), Taint("x", "y", "NoExecute"), True, id="exists-empty-key-any-effect"),
-        pytest.param(Toleration(operator="Exists", effect="NoSchedule"), Taint("x", "", "NoExecute"), False,
-                     id="exists-empty-key-but-effect-given"),
+        pytest.param(
+            Toleration(operator="Exists"), Taint("x", "y", "NoExecute"), True, id="exists-empty-key-any-effect"
+        ),
+        pytest.param(
+            Toleration(operator="Exists", effect="NoSchedule"),
+            Taint("x", "", "NoExecute"),
+            False,
+            id="exists-empty-key-but-effect-given",
+        ),
         pytest.param(Toleration("nvidia.com/gpu", "Exists"), GPU_TAINT, True, id="exists-ignores-value"),
         pytest.param(Toleration("nvidia.com/gpu", "Equal", "present"), GPU_TAINT, True, id="equal-value-matches"),
         pytest.param(Toleration("nvidia.com/gpu", "Equal", "absent"), GPU_TAINT, False, id="equal-value-differs"),
         pytest.param(Toleration("nvidia.com/gpu", "", "present"), GPU_TAINT, True, id="empty-operator-means-equal"),
         pytest.param(Toleration("nvidia.com/gpu", "Equal"), GPU_TAINT, False, id="equal-empty-value-vs-valued-taint"),
-        pytest.param(Toleration("dedicated", "Equal"), Taint("dedicated", "", "NoSchedule"), True, id="equal-both-empty-values"),
+        pytest.param(
+            Toleration("dedicated", "Equal"), Taint("dedicated", "", "NoSchedule"), True, id="equal-both-empty-values"
+        ),
         pytest.param(Toleration("other", "Exists"), GPU_TAINT, False, id="key-differs"),
         pytest.param(Toleration("nvidia.com/gpu", "Exists", effect="NoExecute"), GPU_TAINT, False, id="effect-differs"),
         pytest.param(Toleration("nvidia.com/gpu", "Exists", effect="NoSchedule"), GPU_TAINT, True, id="effect-equal"),
-        pytest.param(Toleration("nvidia.com/gpu", "Gt", "1"), Taint("nvidia.com/gpu", "2", "NoSchedule"), False,
-                     id="unknown-operator-tolerates-nothing"),
+        pytest.param(
+            Toleration("nvidia.com/gpu", "Gt", "1"),
+            Taint("nvidia.com/gpu", "2", "NoSchedule"),
+            False,
+            id="unknown-operator-tolerates-nothing",
+        ),
     ],
 )
-def test_tolerations_match_taints_as_v1_toleration_tolerates_taint(toleration: Toleration, taint_: Taint, expected: bool) -> None:
+def test_tolerations_match_taints_as_v1_toleration_tolerates_taint(
+    toleration: Toleration, taint_: Taint, expected: bool
+) -> None:
     assert tolerates(toleration, taint_) is expected
 
 
@@ -103,9 +117,9 @@ def test_one_untolerated_taint_among_tolerated_ones_is_enough_to_keep_a_pod_off(
     taints = [taint("nvidia.com/gpu", value="present"), taint("dedicated", "NoExecute", "ml")]
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
     assert verdict(node("n1", taints=taints), pod("p", tolerations=tolerations)) is Ineligible.TAINT
-    assert untolerated_taint((Toleration("nvidia.com/gpu", "Exists"),), (GPU_TAINT, Taint("dedicated", "ml", "NoExecute"))) == Taint(
-        "dedicated", "ml", "NoExecute"
-    )
+    assert untolerated_taint(
+        (Toleration("nvidia.com/gpu", "Exists"),), (GPU_TAINT, Taint("dedicated", "ml", "NoExecute"))
+    ) == Taint("dedicated", "ml", "NoExecute")
 
 
 def test_a_toleration_without_effect_covers_both_hard_effects() -> None:
@@ -141,7 +155,10 @@ def test_a_cordoned_node_can_be_looked_at_as_if_uncordoned() -> None:
 @pytest.mark.parametrize(
     "toleration",
     [
-        pytest.param({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}, id="daemonset-style"),
+        pytest.param(
+            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+            id="daemonset-style",
+        ),
         pytest.param({"operator": "Exists"}, id="tolerate-everything"),
     ],
 )
@@ -161,7 +178,10 @@ def test_a_node_without_conditions_is_taken_as_ready() -> None:
 def test_node_selector_needs_every_label_with_the_same_value() -> None:
     labels = {"pool": "a100", "zone": "z1"}
     assert verdict(node("n1", labels=labels), pod("p", node_selector={"pool": "a100", "zone": "z1"})) is None
-    assert verdict(node("n1", labels=labels), pod("p", node_selector={"pool": "a100", "zone": "z2"})) is Ineligible.NODE_SELECTOR
+    assert (
+        verdict(node("n1", labels=labels), pod("p", node_selector={"pool": "a100", "zone": "z2"}))
+        is Ineligible.NODE_SELECTOR
+    )
     assert verdict(node("n1", labels=labels), pod("p", node_selector={"rack": "r1"})) is Ineligible.NODE_SELECTOR
 
 
@@ -213,7 +233,9 @@ def test_node_selector_and_node_affinity_must_both_match() -> None:
         pytest.param({}, expr("bad key", "DoesNotExist"), False, id="invalid-key"),
     ],
 )
-def test_node_affinity_expressions_follow_component_helpers(labels: dict[str, str], expression: dict[str, Any], expected: bool) -> None:
+def test_node_affinity_expressions_follow_component_helpers(
+    labels: dict[str, str], expression: dict[str, Any], expected: bool
+) -> None:
     assert affinity_allows(labels, term(expression)) is expected
 
 
@@ -280,8 +302,13 @@ def test_match_fields_and_match_expressions_in_one_term_are_anded() -> None:
 
 
 def test_preferred_node_affinity_does_not_restrict_placement() -> None:
-    preferred = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 1, "preference": term(expr("zone", "In", "elsewhere"))}]}}
+    preferred = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": term(expr("zone", "In", "elsewhere"))}
+            ]
+        }
+    }
     assert verdict(node("n1"), pod("p", affinity=preferred)) is None
 
 
@@ -314,14 +341,18 @@ def test_match_labels_need_every_pair() -> None:
         pytest.param(req("app", "DoesNotExist"), {"app": "a"}, False, id="doesnotexist"),
     ],
 )
-def test_match_expressions_follow_labels_requirement(requirement: SelectorRequirement, labels: dict[str, str], expected: bool) -> None:
+def test_match_expressions_follow_labels_requirement(
+    requirement: SelectorRequirement, labels: dict[str, str], expected: bool
+) -> None:
     assert label_selector_matches(LabelSelector(match_expressions=(requirement,)), labels) is expected
 
 
 @pytest.mark.parametrize(
     "selector",
     [
-        pytest.param(LabelSelector(match_expressions=(req("rank", "Gt", "1"),)), id="gt-is-not-a-label-selector-operator"),
+        pytest.param(
+            LabelSelector(match_expressions=(req("rank", "Gt", "1"),)), id="gt-is-not-a-label-selector-operator"
+        ),
         pytest.param(LabelSelector(match_expressions=(req("app", "In"),)), id="in-without-values"),
         pytest.param(LabelSelector(match_expressions=(req("app", "Exists", "x"),)), id="exists-with-values"),
         pytest.param(LabelSelector(match_labels=(("bad key", "x"),)), id="invalid-key"),

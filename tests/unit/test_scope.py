@@ -8,20 +8,37 @@ from compactor.planner.plan import CompactionPlan
 GPUS = {"gpu-1": 8, "gpu-2": 8, "gpu-3": 8, "gpu-4": 4, "spare": 8}
 
 
-def plan(moves: list[tuple[str, str, str]], *, freed: list[str], filled: tuple[str, ...] = (),
-         pending: tuple[tuple[str, str], ...] = ()) -> CompactionPlan:
-    return CompactionPlan.model_validate({
-        "metadata": {"id": "plan-scope", "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
-        "moves": [{"pod": key, "from": src, "to": dst, "reason": "test"} for key, src, dst in moves],
-        "placedPending": [{"pod": key, "to": dst} for key, dst in pending],
-        "freedNodes": freed, "filledNodes": list(filled), "freedGpus": 0,
-        "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
-    })
+def plan(
+    moves: list[tuple[str, str, str]],
+    *,
+    freed: list[str],
+    filled: tuple[str, ...] = (),
+    pending: tuple[tuple[str, str], ...] = (),
+) -> CompactionPlan:
+    return CompactionPlan.model_validate(
+        {
+            "metadata": {"id": "plan-scope", "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
+            "moves": [{"pod": key, "from": src, "to": dst, "reason": "test"} for key, src, dst in moves],
+            "placedPending": [{"pod": key, "to": dst} for key, dst in pending],
+            "freedNodes": freed,
+            "filledNodes": list(filled),
+            "freedGpus": 0,
+            "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
+        }
+    )
 
 
 def test_whole_nodes_in_plan_order_up_to_the_cap_skipping_one_that_does_not_fit() -> None:
-    full = plan([("ml/a", "gpu-2", "gpu-1"), ("ml/b", "gpu-3", "gpu-1"), ("ml/c", "gpu-3", "gpu-1"), ("ml/d", "gpu-4", "spare")],
-                freed=["gpu-2", "gpu-3", "gpu-4"], filled=("spare",))
+    full = plan(
+        [
+            ("ml/a", "gpu-2", "gpu-1"),
+            ("ml/b", "gpu-3", "gpu-1"),
+            ("ml/c", "gpu-3", "gpu-1"),
+            ("ml/d", "gpu-4", "spare"),
+        ],
+        freed=["gpu-2", "gpu-3", "gpu-4"],
+        filled=("spare",),
+    )
     scoped = within_cap(full, 2, GPUS)
     assert [m.pod for m in scoped.moves] == ["ml/a", "ml/d"]  # gpu-3 needs 2 more: skipped, gpu-4's single move fits
     assert scoped.freed_nodes == ["gpu-2", "gpu-4"] and scoped.filled_nodes == ["spare"]
@@ -29,8 +46,11 @@ def test_whole_nodes_in_plan_order_up_to_the_cap_skipping_one_that_does_not_fit(
 
 
 def test_a_pending_pod_comes_along_only_when_its_node_is_drained_in_this_run() -> None:
-    full = plan([("ml/a", "gpu-2", "gpu-1"), ("ml/b", "gpu-3", "gpu-1"), ("ml/c", "gpu-3", "gpu-1")], freed=["gpu-2"],
-                pending=(("ml/big", "gpu-3"), ("ml/small", "gpu-1")))
+    full = plan(
+        [("ml/a", "gpu-2", "gpu-1"), ("ml/b", "gpu-3", "gpu-1"), ("ml/c", "gpu-3", "gpu-1")],
+        freed=["gpu-2"],
+        pending=(("ml/big", "gpu-3"), ("ml/small", "gpu-1")),
+    )
     scoped = within_cap(full, 1, GPUS)
     assert [p.pod for p in scoped.placed_pending] == ["ml/small"]  # gpu-1 is drained by nobody: it fits as it is
     assert within_cap(full, 3, GPUS).placed_pending == full.placed_pending

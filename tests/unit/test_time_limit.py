@@ -33,11 +33,16 @@ def _three_drainable() -> list[dict[str, Any]]:
     """``t`` keeps 6 GPUs free beside an unmovable anchor; ``a`` runs one 1-GPU pod, ``b`` and ``c`` two each. Greedy
     drains the least used first, each onto ``t``: a (1 move), b (2), c (2): 24 GPUs for 5 moves."""
     return [
-        node("t", gpus=8), node("a", gpus=8), node("b", gpus=8), node("c", gpus=8),
+        node("t", gpus=8),
+        node("a", gpus=8),
+        node("b", gpus=8),
+        node("c", gpus=8),
         pod("anchor", on="t", gpus=2, owner=None),
         pod("a1", on="a", gpus=1),
-        pod("b1", on="b", gpus=1), pod("b2", on="b", gpus=1),
-        pod("c1", on="c", gpus=1), pod("c2", on="c", gpus=1),
+        pod("b1", on="b", gpus=1),
+        pod("b2", on="b", gpus=1),
+        pod("c1", on="c", gpus=1),
+        pod("c2", on="c", gpus=1),
     ]
 
 
@@ -91,12 +96,19 @@ def test_a_cap_that_no_drain_fits_leaves_the_cluster_as_it_is() -> None:
     assert plan.moves == [] and plan.freed_gpus == 0
 
 
-@pytest.mark.parametrize(("limits", "freed", "moves"), [
-    ({"max_moves": 4}, 16, 3),  # a and b; c would make 5
-    ({"max_moves_per_node": 1}, 8, 1),  # only a leaves one pod
-    ({"min_gain_per_move": 5.0}, 16, 3),  # a: 8 GPUs for 1 move, then b: 16 for 3 (5.3); c would make 24 for 5 (4.8)
-    ({"min_gain_per_move": 6.0}, 8, 1),  # b or c after a: 16 for 3
-])
+@pytest.mark.parametrize(
+    ("limits", "freed", "moves"),
+    [
+        ({"max_moves": 4}, 16, 3),  # a and b; c would make 5
+        ({"max_moves_per_node": 1}, 8, 1),  # only a leaves one pod
+        (
+            {"min_gain_per_move": 5.0},
+            16,
+            3,
+        ),  # a: 8 GPUs for 1 move, then b: 16 for 3 (5.3); c would make 24 for 5 (4.8)
+        ({"min_gain_per_move": 6.0}, 8, 1),  # b or c after a: 16 for 3
+    ],
+)
 def test_greedy_keeps_every_move_limit(limits: dict[str, Any], freed: int, moves: int) -> None:
     snapshot = cluster(*_three_drainable())
     problem = build_problem(snapshot, PlannerSettings(min_replicas=1, **limits), max_targets=len(snapshot.nodes))
@@ -111,9 +123,13 @@ def test_a_pending_placement_that_would_break_the_cap_is_taken_back() -> None:
     """The pending pod needs all of ``a`` (two pods to move; ``b`` is too small for it); a cap of one move keeps it
     pending, and greedy still drains ``b`` (one move)."""
     objects = [
-        node("t", gpus=8), node("a", gpus=8), node("b", gpus=4),
+        node("t", gpus=8),
+        node("a", gpus=8),
+        node("b", gpus=4),
         pod("anchor", on="t", gpus=5, owner=None),
-        pod("a1", on="a", gpus=1), pod("a2", on="a", gpus=1), pod("b1", on="b", gpus=1),
+        pod("a1", on="a", gpus=1),
+        pod("a2", on="a", gpus=1),
+        pod("b1", on="b", gpus=1),
         pod("big", gpus=8, phase="Pending"),
     ]
     uncapped = _plan(objects, time_limit_seconds=NO_TIME)

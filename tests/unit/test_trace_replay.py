@@ -89,7 +89,9 @@ def _free(node: Node, used: dict[str, int]) -> dict[str, int]:
 
 @pytest.mark.parametrize("fill", FILLS)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_no_node_is_over_allocated_and_every_pod_runs_on_a_gpu_model_its_spec_allows(replayed: Callable[..., Replayed], variant: str, fill: float) -> None:
+def test_no_node_is_over_allocated_and_every_pod_runs_on_a_gpu_model_its_spec_allows(
+    replayed: Callable[..., Replayed], variant: str, fill: float
+) -> None:
     snapshot = load_files([str(replayed(variant, fill)[0])])
     assert snapshot.warnings == ()
     used = _used(snapshot)
@@ -131,7 +133,9 @@ def test_the_fill_target_is_reached_within_one_pods_gpus(replayed: Callable[...,
 
 
 @pytest.mark.parametrize("fill", FILLS)
-def test_the_pending_8_gpu_pods_fit_nowhere_though_the_cluster_has_8_free_gpus(replayed: Callable[..., Replayed], fill: float) -> None:
+def test_the_pending_8_gpu_pods_fit_nowhere_though_the_cluster_has_8_free_gpus(
+    replayed: Callable[..., Replayed], fill: float
+) -> None:
     path, stats = replayed("default", fill)
     snapshot = load_files([str(path)])
     pending = snapshot.pending_pods()
@@ -148,7 +152,9 @@ def test_the_pending_8_gpu_pods_fit_nowhere_though_the_cluster_has_8_free_gpus(r
 
 def test_the_same_seed_gives_a_byte_identical_snapshot(tmp_path: Path) -> None:
     def written(seed: int, name: str) -> bytes:
-        cluster, _ = trace_replay.replay(trace_replay.ReplayOptions(variant="gpuspec33", nodes=20, fill=0.8, seed=seed, trace_dir=SLICE))
+        cluster, _ = trace_replay.replay(
+            trace_replay.ReplayOptions(variant="gpuspec33", nodes=20, fill=0.8, seed=seed, trace_dir=SLICE)
+        )
         write(cluster, tmp_path / name)
         return (tmp_path / name).read_bytes()
 
@@ -185,7 +191,9 @@ def test_the_scheduler_spreads_by_least_allocated_breaks_ties_by_name_and_honour
 
 
 def test_inflation_replays_the_pod_list_until_the_target_and_skips_what_fits_nowhere() -> None:
-    scheduler = trace_replay.DefaultScheduler([_trace_node("a", 16), _trace_node("b", 16)], [[0, 0, 0]] * 2, [0] * 2, balanced=True)
+    scheduler = trace_replay.DefaultScheduler(
+        [_trace_node("a", 16), _trace_node("b", 16)], [[0, 0, 0]] * 2, [0] * 2, balanced=True
+    )
     pods = [_trace_pod("one", 1), _trace_pod("t4", 1, ("T4",)), _trace_pod("four", 4)]
     run = trace_replay.inflate(scheduler, pods, target_gpus=12, keep=1.0, rng=random.Random(0))
     assert run.held_gpus == 15 and run.cycles == 3  # 5 GPUs a cycle; the pod crossing 12 is the last
@@ -235,7 +243,11 @@ def runs(request: pytest.FixtureRequest, replayed: Callable[..., Replayed]) -> R
         "hnu-least": high_node_utilization(snapshot, PLANNER, scoring="LeastAllocated"),
         "hnu-most": high_node_utilization(snapshot, PLANNER, scoring="MostAllocated"),
     }
-    outcomes = [_outcome("planner", planner), _outcome("planner-no-pending", no_pending), *(_outcome(m, r) for m, r in baselines.items())]
+    outcomes = [
+        _outcome("planner", planner),
+        _outcome("planner-no-pending", no_pending),
+        *(_outcome(m, r) for m, r in baselines.items()),
+    ]
     return Runs(snapshot, planner, no_pending, tuple(outcomes))
 
 
@@ -250,12 +262,17 @@ def test_no_method_frees_more_gpus_than_the_planners_proven_bound(runs: Runs) ->
     over = []
     bound = runs.no_pending.solver.bound
     if bound is not None:
-        over += [f"{o.method}: {o.freed_gpus} > no-pending bound {bound:g}" for o in runs.outcomes if o.freed_gpus > bound]
+        over += [
+            f"{o.method}: {o.freed_gpus} > no-pending bound {bound:g}" for o in runs.outcomes if o.freed_gpus > bound
+        ]
     bound = runs.planner.solver.bound
     placed = len(runs.planner.placed_pending)
     if bound is not None:
-        over += [f"{o.method}: {o.freed_gpus} > bound {bound:g} with {placed} pending placed"
-                 for o in runs.outcomes if o.pending_placed >= placed and o.freed_gpus > bound]
+        over += [
+            f"{o.method}: {o.freed_gpus} > bound {bound:g} with {placed} pending placed"
+            for o in runs.outcomes
+            if o.pending_placed >= placed and o.freed_gpus > bound
+        ]
     assert over == []
 
 

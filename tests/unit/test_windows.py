@@ -13,7 +13,9 @@ from compactor.errors import ConfigError
 from compactor.settings import Settings, WindowSettings, load_settings
 from compactor.windows import window_state
 
-NIGHTLY_PARIS = WindowSettings(schedule="0 22 * * *", duration_minutes=240, timezone="Europe/Paris")  # 22:00-02:00 local
+NIGHTLY_PARIS = WindowSettings(
+    schedule="0 22 * * *", duration_minutes=240, timezone="Europe/Paris"
+)  # 22:00-02:00 local
 
 
 def at(text: str) -> datetime:
@@ -24,13 +26,17 @@ def test_without_windows_a_run_may_act_at_any_time() -> None:
     assert window_state([], at("2026-12-04T12:00:00+00:00")).open
 
 
-@pytest.mark.parametrize(("when", "open_"), [
-    ("2026-12-04T21:59:00+01:00", False),
-    ("2026-12-04T22:00:00+01:00", True),
-    ("2026-12-04T23:59:00+01:00", True),
-    ("2026-12-05T01:59:00+01:00", True),  # across midnight
-    ("2026-12-05T02:00:00+01:00", False),  # closed at the end of its 240 minutes
-], ids=["before", "opening", "before-midnight", "after-midnight", "closing"])
+@pytest.mark.parametrize(
+    ("when", "open_"),
+    [
+        ("2026-12-04T21:59:00+01:00", False),
+        ("2026-12-04T22:00:00+01:00", True),
+        ("2026-12-04T23:59:00+01:00", True),
+        ("2026-12-05T01:59:00+01:00", True),  # across midnight
+        ("2026-12-05T02:00:00+01:00", False),  # closed at the end of its 240 minutes
+    ],
+    ids=["before", "opening", "before-midnight", "after-midnight", "closing"],
+)
 def test_a_nightly_window_is_open_from_its_start_for_its_duration_across_midnight(when: str, open_: bool) -> None:
     state = window_state([NIGHTLY_PARIS], at(when))
     assert state.open is open_
@@ -56,13 +62,17 @@ def test_of_several_windows_the_open_one_counts_and_the_next_one_is_the_earliest
     assert window_state([NIGHTLY_PARIS, weekdays_noon], at("2026-12-04T12:10:00+00:00")).open
 
 
-@pytest.mark.parametrize(("window", "message"), [
-    ({"schedule": "0 22 * *", "duration_minutes": 60, "timezone": "UTC"}, "expected 5 cron fields"),
-    ({"schedule": "0 25 * * *", "duration_minutes": 60, "timezone": "UTC"}, "schedule '0 25 * * *'"),
-    ({"schedule": "0 22 * * *", "duration_minutes": 60, "timezone": "Europe/Pariss"}, "not an IANA timezone"),
-    ({"schedule": "0 22 * * *", "duration_minutes": 0, "timezone": "UTC"}, "duration_minutes"),
-    ({"schedule": "0 22 * * *", "duration_minutes": 60}, "timezone"),
-], ids=["four-fields", "hour-25", "unknown-zone", "zero-length", "no-timezone"])
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        ({"schedule": "0 22 * *", "duration_minutes": 60, "timezone": "UTC"}, "expected 5 cron fields"),
+        ({"schedule": "0 25 * * *", "duration_minutes": 60, "timezone": "UTC"}, "schedule '0 25 * * *'"),
+        ({"schedule": "0 22 * * *", "duration_minutes": 60, "timezone": "Europe/Pariss"}, "not an IANA timezone"),
+        ({"schedule": "0 22 * * *", "duration_minutes": 0, "timezone": "UTC"}, "duration_minutes"),
+        ({"schedule": "0 22 * * *", "duration_minutes": 60}, "timezone"),
+    ],
+    ids=["four-fields", "hour-25", "unknown-zone", "zero-length", "no-timezone"],
+)
 def test_a_bad_window_is_a_config_error_naming_the_key(tmp_path: Path, window: dict[str, object], message: str) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps({"disruption": {"windows": [window]}}), encoding="utf-8")

@@ -8,8 +8,10 @@ import yaml
 
 from compactor.model.yamlsafe import YamlRefused, describe_yaml_error, load_yaml, load_yaml_documents
 
-STREAM = ("kind: Pod\nmetadata: {name: a, labels: {app: web}}\nspec:\n  containers:\n  - resources: {requests: {cpu: 500m}}\n"
-          "---\n---\nx: [1, 2.5, true, null, '3']\n")
+STREAM = (
+    "kind: Pod\nmetadata: {name: a, labels: {app: web}}\nspec:\n  containers:\n  - resources: {requests: {cpu: 500m}}\n"
+    "---\n---\nx: [1, 2.5, true, null, '3']\n"
+)
 
 
 def test_plain_documents_read_as_safe_load_reads_them() -> None:

@@ -83,8 +83,15 @@ def test_list_all_pods_has_no_field_selector(fake_api: FakeApiServer) -> None:
     assert len(requests) == 3 and all(r.param("fieldSelector") is None for r in requests)
 
 
-def test_scans_send_the_same_paginated_lists_and_keep_what_keep_returns_of_each_lean_item(fake_api: FakeApiServer) -> None:
-    fake_api.add(*(node(f"gpu-{i}", gpus=8) for i in range(3)), pod("a", on="gpu-1"), pod("b", on="gpu-2", namespace="ml"), pod("pending"))
+def test_scans_send_the_same_paginated_lists_and_keep_what_keep_returns_of_each_lean_item(
+    fake_api: FakeApiServer,
+) -> None:
+    fake_api.add(
+        *(node(f"gpu-{i}", gpus=8) for i in range(3)),
+        pod("a", on="gpu-1"),
+        pod("b", on="gpu-2", namespace="ml"),
+        pod("pending"),
+    )
     client = _client(fake_api, page_size=2)
     seen: list[str] = []
 
@@ -126,8 +133,10 @@ def test_get_node_and_pod_return_raw_objects_or_none_on_404(fake_api: FakeApiSer
     assert found is not None and found["spec"]["nodeName"] == "gpu-1"
     assert client.get_pod("default", "p") is None
     assert [(r.method, r.path) for r in fake_api.requests] == [
-        ("GET", "/api/v1/nodes/gpu-1"), ("GET", "/api/v1/nodes/gone"),
-        ("GET", "/api/v1/namespaces/ml/pods/p"), ("GET", "/api/v1/namespaces/default/pods/p"),
+        ("GET", "/api/v1/nodes/gpu-1"),
+        ("GET", "/api/v1/nodes/gone"),
+        ("GET", "/api/v1/namespaces/ml/pods/p"),
+        ("GET", "/api/v1/namespaces/default/pods/p"),
     ]
 
 
@@ -172,7 +181,9 @@ def test_connection_refused(fake_api: FakeApiServer) -> None:
         client.get_node("gpu-1")
     assert _one_line(info.value) == f"cannot reach the Kubernetes API at {url} (reading node gpu-1): connection refused"
     result = client.evict("default", "p")
-    assert result.outcome == EvictionOutcome.ERROR and result.status == 0 and result.message.endswith("connection refused")
+    assert (
+        result.outcome == EvictionOutcome.ERROR and result.status == 0 and result.message.endswith("connection refused")
+    )
 
 
 # ---------------------------------------------------------------- patch_node
@@ -186,7 +197,9 @@ def test_patch_node_is_a_json_merge_patch(fake_api: FakeApiServer) -> None:
     assert (request.method, request.path, request.query) == ("PATCH", "/api/v1/nodes/gpu-1", {})
     assert request.content_type == "application/merge-patch+json"
     assert request.json() == patch
-    assert patched["kind"] == "Node" and patched["spec"]["taints"] == [{"key": ann.fence_key(ann.IDENTITY), "value": "plan-1", "effect": "NoSchedule"}]
+    assert patched["kind"] == "Node" and patched["spec"]["taints"] == [
+        {"key": ann.fence_key(ann.IDENTITY), "value": "plan-1", "effect": "NoSchedule"}
+    ]
     assert patched["metadata"]["annotations"][ann.CORDONED_BY] == "gpu-compactor"
 
 
@@ -220,7 +233,9 @@ def test_the_kubernetes_client_alone_would_send_a_strategic_merge_patch(fake_api
 def test_patch_node_forbidden_is_one_line(fake_api: FakeApiServer) -> None:
     message = 'nodes "gpu-1" is forbidden: User "system:serviceaccount:gpu-compactor:gpu-compactor" cannot patch resource "nodes"'
     fake_api.add(node("gpu-1"))
-    fake_api.inject("/api/v1/nodes/gpu-1", 403, method="PATCH", body=status_body(403, message + "\n  at the cluster scope"))
+    fake_api.inject(
+        "/api/v1/nodes/gpu-1", 403, method="PATCH", body=status_body(403, message + "\n  at the cluster scope")
+    )
     with pytest.raises(ClusterError) as info:
         _client(fake_api).patch_node("gpu-1", {"spec": {"unschedulable": True}})
     assert _one_line(info.value) == f"forbidden (403) patching node gpu-1: {message} at the cluster scope"
@@ -237,7 +252,9 @@ def test_patch_missing_node_and_server_errors_raise(fake_api: FakeApiServer) -> 
     fake_api.inject("/api/v1/nodes/gpu-1", 503, method="PATCH")
     with pytest.raises(ClusterError) as info:
         client.patch_node("gpu-1", {"spec": {"unschedulable": True}})
-    assert _one_line(info.value).startswith("service unavailable (503) patching node gpu-1") and info.value.status == 503
+    assert (
+        _one_line(info.value).startswith("service unavailable (503) patching node gpu-1") and info.value.status == 503
+    )
 
 
 def test_patch_timeout_is_not_retried(fake_api: FakeApiServer) -> None:
@@ -330,7 +347,9 @@ def test_evict_timeout_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> 
     assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 0)
     assert result.message == f"cannot reach the Kubernetes API at {fake_api.url} (evicting pod default/p): timed out"
     assert time.monotonic() - started < 0.9
-    assert len(fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")) == 1  # POST is never retried by urllib3
+    assert (
+        len(fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")) == 1
+    )  # POST is never retried by urllib3
 
 
 def test_evict_dropped_connection_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> None:
@@ -348,7 +367,9 @@ def test_no_code_path_deletes_a_pod(fake_api: FakeApiServer) -> None:
     assert "delete_namespaced_pod" not in source and "delete_collection_namespaced_pod" not in source
     client = _client(fake_api)
     with pytest.raises(AssertionError):
-        client._send("DELETE", "/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": "default", "name": "p"}, "deleting")
+        client._send(
+            "DELETE", "/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": "default", "name": "p"}, "deleting"
+        )
     assert fake_api.requests == []
 
 
@@ -356,7 +377,9 @@ def test_no_code_path_deletes_a_pod(fake_api: FakeApiServer) -> None:
 
 
 def test_node_event_goes_to_default_namespace(fake_api: FakeApiServer) -> None:
-    _client(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="cordoned by gpu-compactor")
+    _client(fake_api).create_event(
+        ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="cordoned by gpu-compactor"
+    )
     (request,) = fake_api.requests
     assert (request.method, request.path, request.query) == ("POST", "/api/v1/namespaces/default/events", {})
     assert request.content_type == "application/json"
@@ -376,13 +399,21 @@ def test_node_event_goes_to_default_namespace(fake_api: FakeApiServer) -> None:
 
 def test_pod_event_goes_to_the_pods_namespace(fake_api: FakeApiServer) -> None:
     client = _client(fake_api)
-    client.create_event(ObjectRef("Pod", "train-0", "ml", "uid-1"), reason="CompactorEvict", message="moved", type_="Warning")
+    client.create_event(
+        ObjectRef("Pod", "train-0", "ml", "uid-1"), reason="CompactorEvict", message="moved", type_="Warning"
+    )
     client.create_event(ObjectRef("Pod", "train-0", "ml", "uid-1"), reason="CompactorEvict", message="again")
     events = fake_api.events("ml")
     assert len(events) == 2 and events[0]["metadata"]["name"] != events[1]["metadata"]["name"]
     body = fake_api.requests[0].json()
     assert fake_api.requests[0].path == "/api/v1/namespaces/ml/events"
-    assert body["involvedObject"] == {"kind": "Pod", "name": "train-0", "namespace": "ml", "uid": "uid-1", "apiVersion": "v1"}
+    assert body["involvedObject"] == {
+        "kind": "Pod",
+        "name": "train-0",
+        "namespace": "ml",
+        "uid": "uid-1",
+        "apiVersion": "v1",
+    }
     assert body["type"] == "Warning"
 
 
@@ -422,7 +453,11 @@ def test_state_configmap_round_trip(fake_api: FakeApiServer) -> None:
         ("DELETE", STATE_PATH),  # 404
     ]
     created = writes[0].json()
-    assert created["kind"] == "ConfigMap" and created["metadata"]["name"] == STATE and created["data"]["phase"] == "cordoning"
+    assert (
+        created["kind"] == "ConfigMap"
+        and created["metadata"]["name"] == STATE
+        and created["data"]["phase"] == "cordoning"
+    )
     # compare-and-swap: each replace and the delete name the version this client last read
     assert writes[1].json()["metadata"]["resourceVersion"] and writes[2].json()["preconditions"]["resourceVersion"]
 
@@ -436,7 +471,9 @@ def test_state_in_another_namespace(fake_api: FakeApiServer) -> None:
 def test_a_state_written_by_someone_else_meanwhile_is_a_conflict_never_overwritten(fake_api: FakeApiServer) -> None:
     client = _client(fake_api)
     assert client.read_state(STATE) is None
-    fake_api.add({"kind": "ConfigMap", "metadata": {"name": STATE, "namespace": "gpu-compactor"}, "data": {"theirs": "1"}})
+    fake_api.add(
+        {"kind": "ConfigMap", "metadata": {"name": STATE, "namespace": "gpu-compactor"}, "data": {"theirs": "1"}}
+    )
     with pytest.raises(ClusterError, match="changed by another writer") as info:
         client.write_state(STATE, {"mine": "2"})  # it was absent when read: create, and find it there (409)
     assert info.value.status == 409
@@ -457,11 +494,18 @@ def test_state_errors_are_cluster_errors(fake_api: FakeApiServer) -> None:
     with pytest.raises(ClusterError) as info:
         client.read_state(STATE)
     assert _one_line(info.value) == f"forbidden (403) reading configmap gpu-compactor/{STATE}: configmaps is forbidden"
-    fake_api.inject("/api/v1/namespaces/gpu-compactor/configmaps", 404, method="POST",
-                    body=status_body(404, 'namespaces "gpu-compactor" not found'))
+    fake_api.inject(
+        "/api/v1/namespaces/gpu-compactor/configmaps",
+        404,
+        method="POST",
+        body=status_body(404, 'namespaces "gpu-compactor" not found'),
+    )
     with pytest.raises(ClusterError) as info:
         client.write_state(STATE, {"a": "1"})
-    assert _one_line(info.value) == f'not found (404) creating configmap gpu-compactor/{STATE}: namespaces "gpu-compactor" not found'
+    assert (
+        _one_line(info.value)
+        == f'not found (404) creating configmap gpu-compactor/{STATE}: namespaces "gpu-compactor" not found'
+    )
     fake_api.inject(STATE_PATH, 500, method="DELETE")
     with pytest.raises(ClusterError) as info:
         client.write_state(STATE, None)
@@ -494,30 +538,50 @@ def test_dry_run_all_marks_every_write_and_persists_nothing(fake_api: FakeApiSer
 
 
 def _plan(pod_uid: str, *, freed: tuple[str, ...] = ("gpu-1",)) -> CompactionPlan:
-    return CompactionPlan.model_validate({
-        "apiVersion": "compactor/v1alpha1",
-        "kind": "CompactionPlan",
-        "metadata": {"id": "plan-wire-1", "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "test"},  # just made
-        "moves": [{"pod": "ml/train-a", "from": "gpu-1", "to": "gpu-2", "reason": "consolidate", "uid": pod_uid,
-                   "owner": "ReplicaSet/train", "gpu": True}],
-        "freedNodes": list(freed),
-        "filledNodes": ["gpu-2"],
-        "freedGpus": 8,
-        "solver": {"status": "OPTIMAL", "wallSeconds": 0.01},
-    })
+    return CompactionPlan.model_validate(
+        {
+            "apiVersion": "compactor/v1alpha1",
+            "kind": "CompactionPlan",
+            "metadata": {
+                "id": "plan-wire-1",
+                "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "source": "test",
+            },  # just made
+            "moves": [
+                {
+                    "pod": "ml/train-a",
+                    "from": "gpu-1",
+                    "to": "gpu-2",
+                    "reason": "consolidate",
+                    "uid": pod_uid,
+                    "owner": "ReplicaSet/train",
+                    "gpu": True,
+                }
+            ],
+            "freedNodes": list(freed),
+            "filledNodes": ["gpu-2"],
+            "freedGpus": 8,
+            "solver": {"status": "OPTIMAL", "wallSeconds": 0.01},
+        }
+    )
 
 
 def _cluster(fake_api: FakeApiServer) -> str:
     fake_api.disruption_controller = DisruptionController()  # budgets recomputed as kube-controller-manager does
     moving = pod("train-a", on="gpu-1", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"})
     fake_api.add(
-        node("gpu-1", gpus=8), node("gpu-2", gpus=8),
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
         moving,
         pod("train-x", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
         pod("agent", on="gpu-1", namespace="kube-system", owner="DaemonSet/agent"),  # not a GPU pod: may stay
         pdb("train", match={"app": "train"}, namespace="ml", max_unavailable=1),
-        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "train", "namespace": "ml", "uid": "ReplicaSet-train"},
-         "spec": {"replicas": 2}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "ReplicaSet-train"},
+            "spec": {"replicas": 2},
+        },
     )
     return str(moving["metadata"]["uid"])
 
@@ -528,7 +592,9 @@ def _replace_on(target: str, *, ready: bool = True) -> Any:
     def hook(server: FakeApiServer, evicted: dict[str, Any]) -> None:
         meta = evicted["metadata"]
         server.delete("Pod", meta["name"], meta["namespace"])
-        replacement = pod("train-b", on=target, gpus=1, namespace=meta["namespace"], owner="ReplicaSet/train", labels={"app": "train"})
+        replacement = pod(
+            "train-b", on=target, gpus=1, namespace=meta["namespace"], owner="ReplicaSet/train", labels={"app": "train"}
+        )
         if not ready:
             replacement["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
         server.add(replacement)
@@ -536,7 +602,9 @@ def _replace_on(target: str, *, ready: bool = True) -> Any:
     return hook
 
 
-def _assert_in_order(requests: list[RecordedRequest], steps: list[tuple[str, str | re.Pattern[str]]]) -> list[RecordedRequest]:
+def _assert_in_order(
+    requests: list[RecordedRequest], steps: list[tuple[str, str | re.Pattern[str]]]
+) -> list[RecordedRequest]:
     """Each (method, path) step matches a later request than the previous one; returns the matched requests."""
     matched: list[RecordedRequest] = []
     position = 0
@@ -565,19 +633,24 @@ def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
 
     assert (report.status, report.moves_done, report.freed_nodes, report.reason) == ("succeeded", 1, ["gpu-1"], "")
     requests = fake_api.requests
-    state_write, cordon, _, evict, _, uncordon, _, state_delete = _assert_in_order(requests, [
-        ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),  # write-ahead state, before anything changes
-        ("PATCH", "/api/v1/nodes/gpu-1"),
-        ("POST", EVENTS_DEFAULT),
-        ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
-        ("POST", "/api/v1/namespaces/ml/events"),
-        ("PATCH", "/api/v1/nodes/gpu-1"),
-        ("POST", EVENTS_DEFAULT),
-        ("DELETE", STATE_PATH),
-    ])
+    state_write, cordon, _, evict, _, uncordon, _, state_delete = _assert_in_order(
+        requests,
+        [
+            ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),  # write-ahead state, before anything changes
+            ("PATCH", "/api/v1/nodes/gpu-1"),
+            ("POST", EVENTS_DEFAULT),
+            ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
+            ("POST", "/api/v1/namespaces/ml/events"),
+            ("PATCH", "/api/v1/nodes/gpu-1"),
+            ("POST", EVENTS_DEFAULT),
+            ("DELETE", STATE_PATH),
+        ],
+    )
     assert state_write.json()["data"]["planId"] == "plan-wire-1"
     assert cordon.content_type == "application/merge-patch+json"
-    assert cordon.json()["spec"]["taints"] == [{"key": ann.fence_key(ann.IDENTITY), "value": "plan-wire-1", "effect": "NoSchedule"}]
+    assert cordon.json()["spec"]["taints"] == [
+        {"key": ann.fence_key(ann.IDENTITY), "value": "plan-wire-1", "effect": "NoSchedule"}
+    ]
     assert "unschedulable" not in cordon.json()["spec"]  # the cordon bit is the operators' own
     assert cordon.json()["metadata"]["annotations"][ann.CORDONED_BY] == "gpu-compactor"
     assert cordon.json()["metadata"]["annotations"][ann.PLAN_ID] == "plan-wire-1"
@@ -599,7 +672,11 @@ def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
     assert fake_api.get("Pod", "train-a", "ml") is None and fake_api.get("Pod", "train-b", "ml") is not None
     assert fake_api.objects("ConfigMap") == []
     reasons = [e["reason"] for e in fake_api.events()]
-    assert reasons.count("CompactorCordon") == 1 and reasons.count("CompactorEvict") == 1 and reasons.count("CompactorUncordon") == 1
+    assert (
+        reasons.count("CompactorCordon") == 1
+        and reasons.count("CompactorEvict") == 1
+        and reasons.count("CompactorUncordon") == 1
+    )
     # the eviction spent the budget; the disruption controller gave it back once the replacement was Ready
     assert fake_api.get("PodDisruptionBudget", "train", "ml")["status"]["disruptionsAllowed"] == 1  # type: ignore[index]
     _no_pod_deletes(fake_api)
@@ -628,31 +705,48 @@ def test_executor_waits_for_the_replacement_in_real_time(fake_api: FakeApiServer
     helper.join(timeout=5)
     assert report.status == "succeeded", report.reason
     evicted_at = fake_api.requests_to("/api/v1/namespaces/ml/pods/train-a/eviction")[0].at
-    polls = [r for r in fake_api.requests_to("/api/v1/namespaces/ml/pods", "GET") if r.at > evicted_at and r.param("fieldSelector") is None]
+    polls = [
+        r
+        for r in fake_api.requests_to("/api/v1/namespaces/ml/pods", "GET")
+        if r.at > evicted_at and r.param("fieldSelector") is None
+    ]
     assert len(polls) >= 2  # it polled the namespace's pods (not every pod) until the replacement was Ready
     _no_pod_deletes(fake_api)
 
 
 def test_executor_rolls_back_when_the_eviction_is_refused(fake_api: FakeApiServer) -> None:
     uid = _cluster(fake_api)
-    fake_api.inject("/api/v1/namespaces/ml/pods/train-a/eviction", 403,
-                    body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'))
+    fake_api.inject(
+        "/api/v1/namespaces/ml/pods/train-a/eviction",
+        403,
+        body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'),
+    )
     report = Executor(_client(fake_api), ExecutorSettings(), SimulatedClock()).execute(_plan(uid))
     assert report.status == "failed" and "refused (403)" in report.reason and "pods/eviction" in report.reason
-    _assert_in_order(fake_api.requests, [
-        ("PATCH", "/api/v1/nodes/gpu-1"),
-        ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
-        ("PATCH", "/api/v1/nodes/gpu-1"),
-        ("DELETE", STATE_PATH),
-    ])
+    _assert_in_order(
+        fake_api.requests,
+        [
+            ("PATCH", "/api/v1/nodes/gpu-1"),
+            ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
+            ("PATCH", "/api/v1/nodes/gpu-1"),
+            ("DELETE", STATE_PATH),
+        ],
+    )
     gpu_1 = fake_api.get("Node", "gpu-1")
-    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"] and not gpu_1["spec"].get("taints") and not gpu_1["metadata"].get("annotations")
+    assert (
+        gpu_1 is not None
+        and "unschedulable" not in gpu_1["spec"]
+        and not gpu_1["spec"].get("taints")
+        and not gpu_1["metadata"].get("annotations")
+    )
     assert fake_api.get("Pod", "train-a", "ml") is not None
     assert "CompactorAbort" in [e["reason"] for e in fake_api.events()]
     _no_pod_deletes(fake_api)
 
 
-def test_a_state_over_the_api_servers_1_mib_limit_is_refused_by_the_fake_api_as_by_the_real_one(fake_api: FakeApiServer) -> None:
+def test_a_state_over_the_api_servers_1_mib_limit_is_refused_by_the_fake_api_as_by_the_real_one(
+    fake_api: FakeApiServer,
+) -> None:
     client = _client(fake_api)
     client.read_state(STATE)
     with pytest.raises(ClusterError) as info:
@@ -661,14 +755,29 @@ def test_a_state_over_the_api_servers_1_mib_limit_is_refused_by_the_fake_api_as_
     client.write_state(STATE, {"plan": "x" * 200_000})  # what the executor writes stays far below it
 
 
-@pytest.mark.parametrize(("headers", "body", "expected"), [
-    ({"Retry-After": "7"}, None, 7.0),
-    ({}, {"kind": "Status", "status": "Failure", "code": 429, "message": "slow down", "details": {"retryAfterSeconds": 3}}, 3.0),
-    ({}, None, None),
-    ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None, None),  # an HTTP date: not seconds, so not guessed at
-], ids=["header", "status-details", "none", "http-date"])
-def test_a_refused_patch_says_how_long_the_api_server_asked_to_wait(fake_api: FakeApiServer, headers: dict[str, str],
-                                                                    body: dict[str, Any] | None, expected: float | None) -> None:
+@pytest.mark.parametrize(
+    ("headers", "body", "expected"),
+    [
+        ({"Retry-After": "7"}, None, 7.0),
+        (
+            {},
+            {
+                "kind": "Status",
+                "status": "Failure",
+                "code": 429,
+                "message": "slow down",
+                "details": {"retryAfterSeconds": 3},
+            },
+            3.0,
+        ),
+        ({}, None, None),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None, None),  # an HTTP date: not seconds, so not guessed at
+    ],
+    ids=["header", "status-details", "none", "http-date"],
+)
+def test_a_refused_patch_says_how_long_the_api_server_asked_to_wait(
+    fake_api: FakeApiServer, headers: dict[str, str], body: dict[str, Any] | None, expected: float | None
+) -> None:
     fake_api.add(node("gpu-1", gpus=8))
     options: dict[str, Any] = {"headers": headers} | ({"body": body} if body is not None else {})
     fake_api.inject("/api/v1/nodes/gpu-1", 429, **options)

@@ -122,7 +122,9 @@ def test_patch_node_strategic_merge_by_default(fake_api: FakeApiServer) -> None:
     core = _core(fake_api)
     before = fake_api.get("Node", "n1")
     assert before is not None
-    patched = core.patch_node("n1", {"spec": {"unschedulable": True}, "metadata": {"labels": {"drop-me": None, "new": "y"}}})
+    patched = core.patch_node(
+        "n1", {"spec": {"unschedulable": True}, "metadata": {"labels": {"drop-me": None, "new": "y"}}}
+    )
     assert patched.spec.unschedulable is True
     stored = fake_api.get("Node", "n1")
     assert stored is not None
@@ -144,24 +146,33 @@ def test_patch_node_merge_patch_and_resource_version_conflict(fake_api: FakeApiS
     assert stored is not None and stored["spec"]["taints"] == [taint]  # lists are replaced
     assert fake_api.requests[-1].content_type == "application/merge-patch+json"
     with pytest.raises(ApiException) as info:
-        core.patch_node("n1", {"metadata": {"resourceVersion": "1"}, "spec": {"unschedulable": True}},
-                        _content_type="application/merge-patch+json")
+        core.patch_node(
+            "n1",
+            {"metadata": {"resourceVersion": "1"}, "spec": {"unschedulable": True}},
+            _content_type="application/merge-patch+json",
+        )
     assert info.value.status == 409 and _status(info.value)["reason"] == "Conflict"
     stored_after = fake_api.get("Node", "n1")
     assert stored_after is not None and not stored_after["spec"].get("unschedulable")
     current = stored_after["metadata"]["resourceVersion"]
-    core.patch_node("n1", {"metadata": {"resourceVersion": current}, "spec": {"unschedulable": True}},
-                    _content_type="application/merge-patch+json")
+    core.patch_node(
+        "n1",
+        {"metadata": {"resourceVersion": current}, "spec": {"unschedulable": True}},
+        _content_type="application/merge-patch+json",
+    )
     assert fake_api.get("Node", "n1")["spec"]["unschedulable"] is True  # type: ignore[index]
 
 
 def test_patch_node_json_patch(fake_api: FakeApiServer) -> None:
     fake_api.add(node("n1"))
     core = _core(fake_api)
-    core.patch_node("n1", [
-        {"op": "add", "path": "/spec/taints", "value": [{"key": "k", "effect": "NoSchedule"}]},
-        {"op": "add", "path": "/metadata/labels/compactor~1state", "value": "draining"},
-    ])
+    core.patch_node(
+        "n1",
+        [
+            {"op": "add", "path": "/spec/taints", "value": [{"key": "k", "effect": "NoSchedule"}]},
+            {"op": "add", "path": "/metadata/labels/compactor~1state", "value": "draining"},
+        ],
+    )
     request = fake_api.requests[-1]
     assert request.content_type == "application/json-patch+json"
     stored = fake_api.get("Node", "n1")
@@ -198,7 +209,10 @@ def test_eviction_deletes_the_pod_then_404(fake_api: FakeApiServer) -> None:
     (request,) = fake_api.requests_to("/api/v1/namespaces/default/pods/p1/eviction", "POST")
     reply = fake_api.reply_to(request)
     assert reply is not None and reply.status == 201 and reply.body["status"] == "Success"
-    assert request.content_type in ("", "application/json")  # client v37 sends none on POST; the API server assumes JSON
+    assert request.content_type in (
+        "",
+        "application/json",
+    )  # client v37 sends none on POST; the API server assumes JSON
     assert request.json()["kind"] == "Eviction" and request.json()["apiVersion"] == "policy/v1"
     assert request.json()["metadata"] == {"name": "p1", "namespace": "default"}
     with pytest.raises(ApiException) as info:
@@ -229,7 +243,9 @@ def test_eviction_consumes_disruptions_allowed(fake_api: FakeApiServer) -> None:
     core = _core(fake_api)
     core.create_namespaced_pod_eviction("p1", "default", _eviction("p1"))
     budget = fake_api.get("PodDisruptionBudget", "web")
-    assert budget is not None and budget["status"]["disruptionsAllowed"] == 0 and "p1" in budget["status"]["disruptedPods"]
+    assert (
+        budget is not None and budget["status"]["disruptionsAllowed"] == 0 and "p1" in budget["status"]["disruptedPods"]
+    )
     with pytest.raises(ApiException) as info:
         core.create_namespaced_pod_eviction("p2", "default", _eviction("p2"))
     assert info.value.status == 429
@@ -290,25 +306,42 @@ def test_on_evict_hook_can_mark_terminating_instead(fake_api: FakeApiServer) -> 
 
 def test_events_through_both_apis(fake_api: FakeApiServer) -> None:
     core = _core(fake_api)
-    core.create_namespaced_event("default", k8s.CoreV1Event(
-        metadata=k8s.V1ObjectMeta(generate_name="compactor-"),
-        involved_object=k8s.V1ObjectReference(kind="Node", name="n1"),
-        reason="Cordoned", message="cordoned for compaction", type="Normal",
-    ))
+    core.create_namespaced_event(
+        "default",
+        k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(generate_name="compactor-"),
+            involved_object=k8s.V1ObjectReference(kind="Node", name="n1"),
+            reason="Cordoned",
+            message="cordoned for compaction",
+            type="Normal",
+        ),
+    )
     events_api = k8s.EventsV1Api(fake_api.api_client())
-    events_api.create_namespaced_event("default", k8s.EventsV1Event(
-        metadata=k8s.V1ObjectMeta(name="compactor.1", namespace="default"),
-        event_time=datetime(2026, 1, 1, tzinfo=UTC), reason="Evicted", note="evicted p1", type="Normal", action="Evict",
-        reporting_controller="gpu-compactor", reporting_instance="test",
-    ))
+    events_api.create_namespaced_event(
+        "default",
+        k8s.EventsV1Event(
+            metadata=k8s.V1ObjectMeta(name="compactor.1", namespace="default"),
+            event_time=datetime(2026, 1, 1, tzinfo=UTC),
+            reason="Evicted",
+            note="evicted p1",
+            type="Normal",
+            action="Evict",
+            reporting_controller="gpu-compactor",
+            reporting_instance="test",
+        ),
+    )
     events = fake_api.events()
     assert [e["reason"] for e in events] == ["Cordoned", "Evicted"]
     assert events[0]["metadata"]["name"].startswith("compactor-") and events[0]["apiVersion"] == "v1"
     assert events[1]["apiVersion"] == "events.k8s.io/v1"
     assert fake_api.requests_to("/apis/events.k8s.io/v1/namespaces/default/events", "POST")
     with pytest.raises(ApiException) as info:  # same name again
-        events_api.create_namespaced_event("default", k8s.EventsV1Event(
-            metadata=k8s.V1ObjectMeta(name="compactor.1"), event_time=datetime(2026, 1, 1, tzinfo=UTC)))
+        events_api.create_namespaced_event(
+            "default",
+            k8s.EventsV1Event(
+                metadata=k8s.V1ObjectMeta(name="compactor.1"), event_time=datetime(2026, 1, 1, tzinfo=UTC)
+            ),
+        )
     assert info.value.status == 409 and _status(info.value)["reason"] == "AlreadyExists"
 
 
@@ -328,8 +361,12 @@ def test_delete_pod(fake_api: FakeApiServer) -> None:
 def test_injected_statuses_then_normal_service(fake_api: FakeApiServer) -> None:
     fake_api.add(node("n1"))
     injection = fake_api.inject("/api/v1/nodes/n1", 500, times=2, method="PATCH")
-    fake_api.inject(re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/eviction"), 409, times=1,
-                    body={"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409})
+    fake_api.inject(
+        re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/eviction"),
+        409,
+        times=1,
+        body={"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409},
+    )
     core = _core(fake_api)
     for _ in range(2):
         with pytest.raises(ApiException) as info:
@@ -393,8 +430,11 @@ def test_bearer_token_required_when_configured() -> None:
 
 
 def test_custom_route(fake_api: FakeApiServer) -> None:
-    fake_api.route("GET", r"/api/v1/nodes/(?P<name>[^/]+)/proxy/metrics",
-                   lambda server, request, match: Reply(200, {"node": match["name"]}))
+    fake_api.route(
+        "GET",
+        r"/api/v1/nodes/(?P<name>[^/]+)/proxy/metrics",
+        lambda server, request, match: Reply(200, {"node": match["name"]}),
+    )
     response = fake_api.api_client().call_api("GET", f"{fake_api.url}/api/v1/nodes/n9/proxy/metrics")
     response.read()
     assert json.loads(response.data) == {"node": "n9"}
@@ -410,12 +450,21 @@ def test_unknown_paths_are_404_status(fake_api: FakeApiServer) -> None:
 # ---------------------------------------------------------------- the disruption controller (kube-controller-manager's)
 
 
-def _owner(kind: str, name: str, replicas: int, *, namespace: str = "default", parent: str | None = None) -> dict[str, object]:
+def _owner(
+    kind: str, name: str, replicas: int, *, namespace: str = "default", parent: str | None = None
+) -> dict[str, object]:
     meta: dict[str, object] = {"name": name, "namespace": namespace, "uid": f"{kind}-{name}"}
     if parent:
         parent_kind, parent_name = parent.split("/")
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": parent_kind, "name": parent_name,
-                                    "uid": f"{parent_kind}-{parent_name}", "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": parent_kind,
+                "name": parent_name,
+                "uid": f"{parent_kind}-{parent_name}",
+                "controller": True,
+            }
+        ]
     return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": {"replicas": replicas}}
 
 
@@ -432,9 +481,15 @@ def _kcm(now: list[datetime] | None = None) -> FakeApiServer:
 
 def test_the_budget_an_eviction_spends_comes_back_when_the_replacement_is_ready() -> None:
     with _kcm() as fake:
-        fake.add(_owner("ReplicaSet", "web", 2), pod("a", on="n1", owner="ReplicaSet/web"), pod("b", on="n1", owner="ReplicaSet/web"),
-                 pdb("web", match={"app": "web"}, allowed=0, max_unavailable=1))
-        assert _budget(fake, "web")["disruptionsAllowed"] == 1  # recomputed from the pods, not the status it was created with
+        fake.add(
+            _owner("ReplicaSet", "web", 2),
+            pod("a", on="n1", owner="ReplicaSet/web"),
+            pod("b", on="n1", owner="ReplicaSet/web"),
+            pdb("web", match={"app": "web"}, allowed=0, max_unavailable=1),
+        )
+        assert (
+            _budget(fake, "web")["disruptionsAllowed"] == 1
+        )  # recomputed from the pods, not the status it was created with
         _core(fake).create_namespaced_pod_eviction("a", "default", _eviction("a"))
         spent = _budget(fake, "web")
         assert (spent["disruptionsAllowed"], spent["currentHealthy"], spent["expectedPods"]) == (0, 1, 2)
@@ -452,8 +507,12 @@ def test_an_evicted_pod_not_yet_deleted_stays_disrupted_for_two_minutes() -> Non
     now = [datetime.now(UTC)]  # the API server stamps disruptedPods with its wall clock
     with _kcm(now) as fake:
         fake.on_evict = lambda _server, _pod: None  # the kubelet has not acted yet: the pod is still there, Ready
-        fake.add(_owner("ReplicaSet", "web", 2), pod("a", on="n1", owner="ReplicaSet/web"), pod("b", on="n1", owner="ReplicaSet/web"),
-                 pdb("web", match={"app": "web"}, max_unavailable=1))
+        fake.add(
+            _owner("ReplicaSet", "web", 2),
+            pod("a", on="n1", owner="ReplicaSet/web"),
+            pod("b", on="n1", owner="ReplicaSet/web"),
+            pdb("web", match={"app": "web"}, max_unavailable=1),
+        )
         _core(fake).create_namespaced_pod_eviction("a", "default", _eviction("a"))
         status = _budget(fake, "web")
         assert status["disruptionsAllowed"] == 0 and "a" in status["disruptedPods"]  # type: ignore[operator]
@@ -469,10 +528,17 @@ def test_an_evicted_pod_not_yet_deleted_stays_disrupted_for_two_minutes() -> Non
 def test_expected_pods_follow_the_rules_of_each_budget_form() -> None:
     with _kcm() as fake:
         fake.add(
-            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "uid": "Deployment-api"}, "spec": {"replicas": 4}},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "api", "uid": "Deployment-api"},
+                "spec": {"replicas": 4},
+            },
             _owner("ReplicaSet", "api-1", 3, parent="Deployment/api"),
             *(pod(f"api-{i}", on="n1", owner="ReplicaSet/api-1", labels={"app": "api"}) for i in range(3)),
-            pdb("pct", match={"app": "api"}, min_available="50%"),  # the Deployment's 4 replicas, not the ReplicaSet's 3
+            pdb(
+                "pct", match={"app": "api"}, min_available="50%"
+            ),  # the Deployment's 4 replicas, not the ReplicaSet's 3
             pdb("count", match={"app": "api"}, min_available=2, namespace="default"),
         )
         pct, count = _budget(fake, "pct"), _budget(fake, "count")
@@ -482,8 +548,11 @@ def test_expected_pods_follow_the_rules_of_each_budget_form() -> None:
 
 def test_a_budget_over_pods_whose_controller_is_missing_allows_nothing() -> None:
     with _kcm() as fake:
-        fake.add(pod("a", on="n1", owner="ReplicaSet/gone"), pod("b", on="n1", owner="ReplicaSet/gone"),
-                 pdb("gone", match={"app": "gone"}, allowed=5, max_unavailable=1))
+        fake.add(
+            pod("a", on="n1", owner="ReplicaSet/gone"),
+            pod("b", on="n1", owner="ReplicaSet/gone"),
+            pdb("gone", match={"app": "gone"}, allowed=5, max_unavailable=1),
+        )
         status = _budget(fake, "gone")
         assert status["disruptionsAllowed"] == 0
         assert status["conditions"][0]["reason"] == "SyncFailed"  # type: ignore[index]

@@ -87,7 +87,9 @@ class Gate:
 # ----- no lock across I/O ---------------------------------------------------------------------------------------------
 
 
-def test_holds_and_last_contact_never_wait_for_a_renewal_stuck_on_the_api_server(fake_api: FakeApiServer, store: LeaseStore) -> None:
+def test_holds_and_last_contact_never_wait_for_a_renewal_stuck_on_the_api_server(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
     a = elector(fake_api, "pod-a")
     assert a.try_acquire_or_renew(T0)
     contact = a.last_contact()
@@ -95,7 +97,9 @@ def test_holds_and_last_contact_never_wait_for_a_renewal_stuck_on_the_api_server
     renewal = Background(lambda: a.try_acquire_or_renew(T0 + timedelta(seconds=10)))
     try:
         assert gate.arrived.wait(5), "the renewal's PUT never reached the API server"
-        assert answers_within(a.holds) is True  # the last renewal is recent: writes go on while the next one is in flight
+        assert (
+            answers_within(a.holds) is True
+        )  # the last renewal is recent: writes go on while the next one is in flight
         assert answers_within(a.last_contact) == contact  # the liveness probe does not wait either
         cluster = FakeCluster([node("gpu-1", gpus=8)])
         fenced = FencedClient(cluster, a.holds, a.ref)
@@ -126,7 +130,9 @@ def test_a_release_during_a_renewal_stops_writes_at_once_then_gives_up_the_lease
         assert not renewal.done_within(0) and not release.done_within(0)  # its PUT waits for the round in flight
     finally:
         gate.open.set()
-    assert renewal.result() is False  # the renewal landed, but a release began meanwhile: it does not make us leader again
+    assert (
+        renewal.result() is False
+    )  # the renewal landed, but a release began meanwhile: it does not make us leader again
     assert release.result() is True  # and the release's PUT carried the resourceVersion the renewal wrote (no 409)
     assert not a.is_leader and not a.holds()
     assert store.spec()["holderIdentity"] == ""
@@ -135,7 +141,9 @@ def test_a_release_during_a_renewal_stops_writes_at_once_then_gives_up_the_lease
     assert b.try_acquire_or_renew(T0 + timedelta(seconds=12)) is True  # a standby takes over at once
 
 
-def test_a_renewal_counts_from_when_its_round_began_not_when_its_slow_reply_came(fake_api: FakeApiServer, store: LeaseStore) -> None:
+def test_a_renewal_counts_from_when_its_round_began_not_when_its_slow_reply_came(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
     """Another replica measures its lease duration from when it saw the record change, which is after the round began:
     counting the renew deadline from the reply would let a slow round stretch the time this replica acts."""
     clock = Ticker()
@@ -158,7 +166,9 @@ def test_a_renewal_counts_from_when_its_round_began_not_when_its_slow_reply_came
 # ----- writes: sent once, within the margin ---------------------------------------------------------------------------
 
 
-def test_a_lease_request_is_sent_once_and_gives_up_after_its_timeout(fake_api: FakeApiServer, store: LeaseStore) -> None:
+def test_a_lease_request_is_sent_once_and_gives_up_after_its_timeout(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
     a = elector(fake_api, "pod-a", request_timeout=0.3)
     assert a.try_acquire_or_renew(T0)
     fake_api.inject(LEASE_PATH, method="PUT", delay=1.0, passthrough=True)
@@ -169,7 +179,9 @@ def test_a_lease_request_is_sent_once_and_gives_up_after_its_timeout(fake_api: F
     assert len(fake_api.requests_to(LEASE_PATH, "PUT")) == 1  # urllib3 would have sent it again, unchecked
 
 
-def test_a_state_write_is_sent_once_may_still_land_late_and_the_next_save_is_then_a_conflict(fake_api: FakeApiServer) -> None:
+def test_a_state_write_is_sent_once_may_still_land_late_and_the_next_save_is_then_a_conflict(
+    fake_api: FakeApiServer,
+) -> None:
     """The limit, shown: a client-side timeout cancels nothing on the server. The guard, shown: the compare-and-swap."""
     client = KubeClusterClient(fake_api.api_client(), namespace=NS, write_timeout=0.3)
     client.write_state(STATE, {"phase": "cordoning"})
@@ -180,9 +192,13 @@ def test_a_state_write_is_sent_once_may_still_land_late_and_the_next_save_is_the
     assert time.monotonic() - started < 0.7
     assert len(fake_api.requests_to(STATE_PATH, "PUT")) == 1
     deadline = time.monotonic() + 3
-    while (fake_api.get("ConfigMap", STATE, NS) or {}).get("data") != {"phase": "evicting"} and time.monotonic() < deadline:
+    while (fake_api.get("ConfigMap", STATE, NS) or {}).get("data") != {
+        "phase": "evicting"
+    } and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert (fake_api.get("ConfigMap", STATE, NS) or {}).get("data") == {"phase": "evicting"}  # applied after the client gave up
+    assert (fake_api.get("ConfigMap", STATE, NS) or {}).get("data") == {
+        "phase": "evicting"
+    }  # applied after the client gave up
     with pytest.raises(ClusterError, match="changed by another writer") as info:
         client.write_state(STATE, {"phase": "finishing"})
     assert info.value.status == 409
@@ -195,10 +211,16 @@ def test_reads_keep_their_own_longer_timeout_and_writes_carry_the_same_credentia
         api_client = api.api_client()
         api_client.user_agent = "gpu-compactor/test"
         client = KubeClusterClient(api_client, namespace=NS)
-        assert (client.request_timeout, client.write_timeout) == (DEFAULT_TIMEOUT, Settings().leader_election.write_timeout_seconds)
+        assert (client.request_timeout, client.write_timeout) == (
+            DEFAULT_TIMEOUT,
+            Settings().leader_election.write_timeout_seconds,
+        )
         assert client.get_node("gpu-1") is not None
         client.patch_node("gpu-1", {"metadata": {"labels": {"a": "b"}}})  # a 401 would raise
-        read, write = api.requests_to("/api/v1/nodes/gpu-1", "GET")[0], api.requests_to("/api/v1/nodes/gpu-1", "PATCH")[0]
+        read, write = (
+            api.requests_to("/api/v1/nodes/gpu-1", "GET")[0],
+            api.requests_to("/api/v1/nodes/gpu-1", "PATCH")[0],
+        )
         assert read.header("User-Agent") == write.header("User-Agent") == "gpu-compactor/test"
         client.close()
 
@@ -206,15 +228,39 @@ def test_reads_keep_their_own_longer_timeout_and_writes_carry_the_same_credentia
 # ----- the timing rule ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("lease", "renew", "write", "problem"), [
-    (30, 20, 4, None),  # the defaults: 2 x 4 <= 10, and 10 + 8 < 20
-    (15, 10, 2, None),
-    (60, 40, 8, None),
-    (30, 20, 6, "leader_election.write_timeout_seconds (6) must be at most half of lease_seconds - renew_deadline_seconds (10 s), i.e. 5"),
-    (30, 20, 5, "leader_election.renew_deadline_seconds (20) must exceed a third of lease_seconds plus a renewal round"),
-    (30, 30, 1, "leader_election.renew_deadline_seconds (30) must be shorter than leader_election.lease_seconds (30)"),
-    (15, 20, 1, "leader_election.renew_deadline_seconds (20) must be shorter than leader_election.lease_seconds (15)"),
-], ids=["defaults", "client-go-like", "long", "write-too-long", "round-too-long", "no-margin", "deadline-past-lease"])
+@pytest.mark.parametrize(
+    ("lease", "renew", "write", "problem"),
+    [
+        (30, 20, 4, None),  # the defaults: 2 x 4 <= 10, and 10 + 8 < 20
+        (15, 10, 2, None),
+        (60, 40, 8, None),
+        (
+            30,
+            20,
+            6,
+            "leader_election.write_timeout_seconds (6) must be at most half of lease_seconds - renew_deadline_seconds (10 s), i.e. 5",
+        ),
+        (
+            30,
+            20,
+            5,
+            "leader_election.renew_deadline_seconds (20) must exceed a third of lease_seconds plus a renewal round",
+        ),
+        (
+            30,
+            30,
+            1,
+            "leader_election.renew_deadline_seconds (30) must be shorter than leader_election.lease_seconds (30)",
+        ),
+        (
+            15,
+            20,
+            1,
+            "leader_election.renew_deadline_seconds (20) must be shorter than leader_election.lease_seconds (15)",
+        ),
+    ],
+    ids=["defaults", "client-go-like", "long", "write-too-long", "round-too-long", "no-margin", "deadline-past-lease"],
+)
 def test_the_timing_rule(lease: int, renew: float, write: float, problem: str | None) -> None:
     found = lease_timing_problem(lease, renew, write)
     assert (found is None) == (problem is None), found
@@ -222,17 +268,25 @@ def test_the_timing_rule(lease: int, renew: float, write: float, problem: str | 
         assert found is not None and found.startswith(problem)
 
 
-def test_the_elector_refuses_timings_that_break_the_rule_and_takes_them_from_the_settings(fake_api: FakeApiServer) -> None:
+def test_the_elector_refuses_timings_that_break_the_rule_and_takes_them_from_the_settings(
+    fake_api: FakeApiServer,
+) -> None:
     with pytest.raises(ValueError, match=r"write_timeout_seconds \(6\) must be at most half"):
         LeaderElector(fake_api.api_client(), NS, "pod-a", request_timeout=6)
     scaled = LeaderElector(fake_api.api_client(), NS, "pod-a", 15)  # unset: the defaults' proportions of a 30 s lease
     assert (scaled.renew_deadline, scaled.request_timeout) == (10, 2)
-    configured = LeaderElector.configured(fake_api.api_client(), NS, "pod-a",
-                                          LeaderElectionSettings(lease_seconds=60, renew_deadline_seconds=40, write_timeout_seconds=8))
+    configured = LeaderElector.configured(
+        fake_api.api_client(),
+        NS,
+        "pod-a",
+        LeaderElectionSettings(lease_seconds=60, renew_deadline_seconds=40, write_timeout_seconds=8),
+    )
     assert (configured.lease_seconds, configured.renew_deadline, configured.request_timeout) == (60, 40, 8)
 
 
-def test_settings_that_break_the_rule_are_one_line_naming_the_file_and_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_that_break_the_rule_are_one_line_naming_the_file_and_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for key in [k for k in os.environ if k.startswith("COMPACTOR_")]:
         monkeypatch.delenv(key)
     config = tmp_path / "compactor.yaml"
@@ -241,26 +295,44 @@ def test_settings_that_break_the_rule_are_one_line_naming_the_file_and_the_field
         load_settings(str(config))
     assert str(info.value).startswith(f"{config}: leader_election.write_timeout_seconds (6) must be at most half of")
     monkeypatch.setenv("COMPACTOR_LEADER_ELECTION__RENEW_DEADLINE_SECONDS", "30")
-    with pytest.raises(ConfigError, match=r"^environment: leader_election.renew_deadline_seconds \(30\) must be shorter"):
+    with pytest.raises(
+        ConfigError, match=r"^environment: leader_election.renew_deadline_seconds \(30\) must be shorter"
+    ):
         load_settings(None)
 
-    result = subprocess.run([sys.executable, "-m", "compactor.cli", "plan", "--example", "--config", str(config)],
-                            capture_output=True, text=True, timeout=120,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("COMPACTOR_")})
+    result = subprocess.run(
+        [sys.executable, "-m", "compactor.cli", "plan", "--example", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("COMPACTOR_")},
+    )
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
-    assert f"{config}: leader_election.write_timeout_seconds (6) must be at most half" in line and "Traceback" not in result.stderr
+    assert (
+        f"{config}: leader_election.write_timeout_seconds (6) must be at most half" in line
+        and "Traceback" not in result.stderr
+    )
 
 
-def test_one_shot_commands_build_their_client_and_lease_from_the_settings(fake_api: FakeApiServer, store: LeaseStore, tmp_path: Path) -> None:
+def test_one_shot_commands_build_their_client_and_lease_from_the_settings(
+    fake_api: FakeApiServer, store: LeaseStore, tmp_path: Path
+) -> None:
     from compactor.app.carry_out import exclusive as _exclusive
     from compactor.app.invocation import from_args
     from compactor.app.reading import cluster_client
 
     config = tmp_path / "compactor.yaml"
-    config.write_text("leader_election:\n  lease_seconds: 15\n  renew_deadline_seconds: 10\n  write_timeout_seconds: 2\n", encoding="utf-8")
-    args = argparse.Namespace(kubeconfig=str(fake_api.write_kubeconfig(tmp_path / "kubeconfig")), context=None, in_cluster=False,
-                              config=str(config))
+    config.write_text(
+        "leader_election:\n  lease_seconds: 15\n  renew_deadline_seconds: 10\n  write_timeout_seconds: 2\n",
+        encoding="utf-8",
+    )
+    args = argparse.Namespace(
+        kubeconfig=str(fake_api.write_kubeconfig(tmp_path / "kubeconfig")),
+        context=None,
+        in_cluster=False,
+        config=str(config),
+    )
     client = cluster_client(from_args(args, "apply"), dry_run=False)
     assert isinstance(client, KubeClusterClient)
     assert (client.write_timeout, client.request_timeout) == (2, DEFAULT_TIMEOUT)

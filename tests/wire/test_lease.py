@@ -77,7 +77,9 @@ def test_a_candidate_takes_over_only_after_a_lease_duration_of_its_own_time_with
     assert not a.is_leader and not a.holds()
 
 
-def test_a_holder_that_keeps_renewing_is_never_taken_over_whatever_the_clocks_say(fake_api: FakeApiServer, store: LeaseStore) -> None:
+def test_a_holder_that_keeps_renewing_is_never_taken_over_whatever_the_clocks_say(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
     a_time, b_time = Ticker(), Ticker()
     a, b = elector(fake_api, "pod-a", monotonic=a_time), elector(fake_api, "pod-b", monotonic=b_time)
     behind = T0 - timedelta(hours=2)  # a's wall clock lags: every renewTime it writes looks two hours old to b
@@ -110,7 +112,9 @@ def test_a_conflicting_write_means_the_round_is_lost(fake_api: FakeApiServer, st
 
 
 def test_a_create_race_lost_on_409_already_exists(fake_api: FakeApiServer, store: LeaseStore) -> None:
-    fake_api.inject(re.compile(LEASES), 409, method="POST", body=status_body(409, "already exists", reason="AlreadyExists"))
+    fake_api.inject(
+        re.compile(LEASES), 409, method="POST", body=status_body(409, "already exists", reason="AlreadyExists")
+    )
     a = elector(fake_api, "pod-a")
     assert a.try_acquire_or_renew(T0) is False
 
@@ -121,7 +125,13 @@ def test_api_failures_are_one_line_cluster_errors_and_leadership_survives_until_
     a_time = Ticker()
     a = elector(fake_api, "pod-a", monotonic=a_time)
     assert a.try_acquire_or_renew(T0)
-    fake_api.inject(LEASE_PATH, 403, method="GET", times=2, body=status_body(403, 'leases.coordination.k8s.io "x" is forbidden:\nno'))
+    fake_api.inject(
+        LEASE_PATH,
+        403,
+        method="GET",
+        times=2,
+        body=status_body(403, 'leases.coordination.k8s.io "x" is forbidden:\nno'),
+    )
     a_time.t += 10
     with pytest.raises(ClusterError) as caught:
         a.try_acquire_or_renew(T0 + timedelta(days=1))  # a wall-clock jump changes nothing: only monotonic time counts
@@ -148,7 +158,9 @@ def test_bad_arguments_are_refused() -> None:
         LeaderElector(object(), NS, "x", 0)  # type: ignore[arg-type]
 
 
-def test_a_one_shot_command_refuses_at_once_when_the_holder_is_alive(fake_api: FakeApiServer, store: LeaseStore) -> None:
+def test_a_one_shot_command_refuses_at_once_when_the_holder_is_alive(
+    fake_api: FakeApiServer, store: LeaseStore
+) -> None:
     a_time, b_time = Ticker(), Ticker()
     a, b = elector(fake_api, "controller", monotonic=a_time), elector(fake_api, "run-once", monotonic=b_time)
     assert a.try_acquire_or_renew(T0)
@@ -160,7 +172,10 @@ def test_a_one_shot_command_refuses_at_once_when_the_holder_is_alive(fake_api: F
         a_time.t += seconds
         a.try_acquire_or_renew(T0 + timedelta(seconds=len(slept)))
 
-    with pytest.raises(HeldElsewhere, match=re.escape("held by controller, renewed at 2026-01-01T00:00:01.000000Z; nothing was changed")):
+    with pytest.raises(
+        HeldElsewhere,
+        match=re.escape("held by controller, renewed at 2026-01-01T00:00:01.000000Z; nothing was changed"),
+    ):
         acquire_once(b, sleep=sleep)
     assert len(slept) == 1 and store.spec()["holderIdentity"] == "controller"
 
@@ -184,9 +199,12 @@ def test_writes_are_fenced_on_the_lease_and_reads_are_not() -> None:
     fenced.patch_node("gpu-1", {"metadata": {"labels": {"a": "b"}}})
     leading[0] = False
     assert fenced.get_node("gpu-1") is not None and fenced.list_pods(namespace="default")
-    for write in (lambda: fenced.patch_node("gpu-1", {"spec": {"unschedulable": True}}), lambda: fenced.evict("default", "p"),
-                  lambda: fenced.write_state("s", {"k": "v"}),
-                  lambda: fenced.create_event(ObjectRef("Node", "gpu-1"), reason="R", message="m")):
+    for write in (
+        lambda: fenced.patch_node("gpu-1", {"spec": {"unschedulable": True}}),
+        lambda: fenced.evict("default", "p"),
+        lambda: fenced.write_state("s", {"k": "v"}),
+        lambda: fenced.create_event(ObjectRef("Node", "gpu-1"), reason="R", message="m"),
+    ):
         with pytest.raises(LeadershipLost, match="no longer holds the Lease gpu-compactor/gpu-compactor-leader"):
             write()
     assert not cluster.nodes["gpu-1"]["spec"].get("unschedulable") and cluster.evicted == [] and cluster.state == {}

@@ -52,10 +52,12 @@ from tests.scenarios.mig import LAYOUTS, objects
 Doc = dict[str, Any]
 NAMESPACE = ExecutorSettings().state_namespace  # the compactor's own (executor.state_namespace)
 OPERATOR = MigSettings().operator_namespace  # the GPU Operator's (mig.operator_namespace)
-MIG_LABEL = dict(part.split("=", 1) for part in MigSettings().selector.split(","))  # mig-manager's label, which anyone may set
+MIG_LABEL = dict(
+    part.split("=", 1) for part in MigSettings().selector.split(",")
+)  # mig-manager's label, which anyone may set
 TENANT = "tenant"
 # A tenant's ConfigMap dressed as the operator's own: mig-manager's label and the name that would replace every other config.
-TENANT_LAYOUTS = "version: v1\nmig-configs:\n  tenant-layout:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"7g.80gb\": 1}\n"
+TENANT_LAYOUTS = 'version: v1\nmig-configs:\n  tenant-layout:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {"7g.80gb": 1}\n'
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +81,9 @@ def test_the_evaluator_follows_resource_names_namespaces_and_create() -> None:
     assert allowed(Attributes("list", "", "configmaps", OPERATOR, ""))
     assert allowed(Attributes("create", "coordination.k8s.io", "leases", NAMESPACE, ""))
     # what this change took away: any other ConfigMap or Lease of the namespace, the steering one replaced, any tenant's
-    assert not allowed(Attributes("get", "", "configmaps", NAMESPACE, "gpu-compactor-config"))  # the settings: mounted, never read
+    assert not allowed(
+        Attributes("get", "", "configmaps", NAMESPACE, "gpu-compactor-config")
+    )  # the settings: mounted, never read
     assert not allowed(Attributes("update", "", "configmaps", NAMESPACE, "someone-elses"))
     assert not allowed(Attributes("delete", "", "configmaps", NAMESPACE, steering))
     assert not allowed(Attributes("update", "", "configmaps", NAMESPACE, steering))
@@ -151,10 +155,17 @@ def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_all
     sent = fake_api.requests
     assert not denied(sent), denied(sent)
     seen = {(a.resource, a.verb, a.name) for a in map(attributes, sent) if a.resource in ("configmaps", "leases")}
-    assert seen == {("configmaps", "get", STATE_CONFIGMAP), ("configmaps", "create", ""), ("configmaps", "update", STATE_CONFIGMAP),
-                    ("configmaps", "delete", STATE_CONFIGMAP), ("configmaps", "get", settings.steering_name),
-                    ("configmaps", "patch", settings.steering_name),
-                    ("leases", "get", LEASE_NAME), ("leases", "create", ""), ("leases", "update", LEASE_NAME)}
+    assert seen == {
+        ("configmaps", "get", STATE_CONFIGMAP),
+        ("configmaps", "create", ""),
+        ("configmaps", "update", STATE_CONFIGMAP),
+        ("configmaps", "delete", STATE_CONFIGMAP),
+        ("configmaps", "get", settings.steering_name),
+        ("configmaps", "patch", settings.steering_name),
+        ("leases", "get", LEASE_NAME),
+        ("leases", "create", ""),
+        ("leases", "update", LEASE_NAME),
+    }
     assert all(a.namespace == NAMESPACE for a in map(attributes, sent) if a.resource in ("configmaps", "leases"))
 
 
@@ -162,16 +173,24 @@ def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_all
 
 
 def _mig_config_map(namespace: str, name: str, body: str, labels: dict[str, str] | None = None) -> Doc:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "data": {"config.yaml": body}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "data": {"config.yaml": body},
+    }
 
 
 def _world() -> list[Doc]:
     """Two MIG nodes cut 1g.10gb, pending 3g.40gb pods, the operator's layouts, and a tenant's labelled look-alike."""
     operator = _mig_config_map(OPERATOR, "default-mig-parted-config", LAYOUTS, dict(MIG_LABEL))
     tenant = _mig_config_map(TENANT, "custom-mig-parted-config", TENANT_LAYOUTS, dict(MIG_LABEL))
-    return [*[o for o in objects() if o["kind"] != "ConfigMap"], operator, tenant,
-            _mig_config_map(TENANT, "unrelated", "x: 1", {"app": "web"})]
+    return [
+        *[o for o in objects() if o["kind"] != "ConfigMap"],
+        operator,
+        tenant,
+        _mig_config_map(TENANT, "unrelated", "x: 1", {"app": "web"}),
+    ]
 
 
 def _config_map_lists(api: FakeApiServer) -> list[RecordedRequest]:
@@ -192,15 +211,22 @@ def _config(tmp_path: Path, **groups: dict[str, Any]) -> str:
 
 
 def test_a_live_read_lists_the_operators_namespace_only_and_a_tenants_labelled_configmap_is_never_read(
-        fake_api: FakeApiServer, cluster: str) -> None:
+    fake_api: FakeApiServer, cluster: str
+) -> None:
     settings = Settings(planner=PlannerSettings(mig_repartition=True))
     fake_api.clear_requests()
     snapshot = SnapshotSource(kubeconfig=cluster, live=True).load(
-        pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map, mig_selector=settings.mig.selector,
-        mig_namespace=mig_parted_namespace(settings))
+        pool_label=settings.metrics.pool_label,
+        mig_config_map=settings.mig.config_map,
+        mig_selector=settings.mig.selector,
+        mig_namespace=mig_parted_namespace(settings),
+    )
     assert [(cm.namespace, cm.name) for cm in snapshot.config_maps] == [(OPERATOR, "default-mig-parted-config")]
     (listed,) = _config_map_lists(fake_api)
-    assert listed.path == f"/api/v1/namespaces/{OPERATOR}/configmaps" and listed.param("labelSelector") == settings.mig.selector
+    assert (
+        listed.path == f"/api/v1/namespaces/{OPERATOR}/configmaps"
+        and listed.param("labelSelector") == settings.mig.selector
+    )
     assert not denied(fake_api.requests), denied(fake_api.requests)
 
     fake_api.clear_requests()  # one ConfigMap by name (mig.config_map): a list narrowed to it, in the operator's namespace
@@ -211,20 +237,29 @@ def test_a_live_read_lists_the_operators_namespace_only_and_a_tenants_labelled_c
     assert listed.param("fieldSelector") == "metadata.name=default-mig-parted-config" and not denied([listed])
 
 
-def test_without_mig_repartition_a_live_read_lists_no_configmap_at_all(fake_api: FakeApiServer, cluster: str, tmp_path: Path,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_mig_repartition_a_live_read_lists_no_configmap_at_all(
+    fake_api: FakeApiServer, cluster: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = Settings()
     assert not settings.planner.mig_repartition and mig_parted_namespace(settings) is None
-    assert mig_parted_listing(settings.mig.config_map, settings.mig.selector, None) == (False, None)  # as the controller reads
+    assert mig_parted_listing(settings.mig.config_map, settings.mig.selector, None) == (
+        False,
+        None,
+    )  # as the controller reads
     fake_api.clear_requests()
     snapshot = SnapshotSource(kubeconfig=cluster, live=True).load(
-        pool_label=settings.metrics.pool_label, mig_config_map=settings.mig.config_map, mig_selector=settings.mig.selector,
-        mig_namespace=mig_parted_namespace(settings))
+        pool_label=settings.metrics.pool_label,
+        mig_config_map=settings.mig.config_map,
+        mig_selector=settings.mig.selector,
+        mig_namespace=mig_parted_namespace(settings),
+    )
     assert snapshot.config_maps == () and snapshot.nodes
     assert not _config_map_lists(fake_api)
 
-    for argv in (["plan", "--kubeconfig", cluster, "--time-limit", "5", "--output", "json"],  # the defaults: no re-cuts
-                 ["report", "--kubeconfig", cluster]):  # the figures never need the layouts
+    for argv in (
+        ["plan", "--kubeconfig", cluster, "--time-limit", "5", "--output", "json"],  # the defaults: no re-cuts
+        ["report", "--kubeconfig", cluster],
+    ):  # the figures never need the layouts
         fake_api.clear_requests()
         assert main(argv) == 0, capsys.readouterr().err
         assert not _config_map_lists(fake_api), [r.path for r in _config_map_lists(fake_api)]
@@ -232,10 +267,13 @@ def test_without_mig_repartition_a_live_read_lists_no_configmap_at_all(fake_api:
     capsys.readouterr()
 
 
-def test_plan_explain_mig_live_reads_the_operators_layouts_not_the_tenants(fake_api: FakeApiServer, cluster: str, tmp_path: Path,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_explain_mig_live_reads_the_operators_layouts_not_the_tenants(
+    fake_api: FakeApiServer, cluster: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake_api.clear_requests()
-    assert main(["plan", "--kubeconfig", cluster, "--explain-mig", "--time-limit", "5", "--output", "json"]) == 0, capsys.readouterr().err
+    assert main(["plan", "--kubeconfig", cluster, "--explain-mig", "--time-limit", "5", "--output", "json"]) == 0, (
+        capsys.readouterr().err
+    )
     advice = json.loads(capsys.readouterr().out)["migAdvice"]
     layouts = {option["config"] for pool in advice for option in pool["layouts"]}
     assert "all-3g.40gb" in layouts and "tenant-layout" not in layouts
@@ -243,23 +281,34 @@ def test_plan_explain_mig_live_reads_the_operators_layouts_not_the_tenants(fake_
     assert not denied(fake_api.requests), denied(fake_api.requests)
 
 
-def test_a_tenants_labelled_configmap_in_a_snapshot_is_never_used(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_tenants_labelled_configmap_in_a_snapshot_is_never_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snapshot = tmp_path / "cluster.json"
     snapshot.write_text(json.dumps(as_list(*_world())), encoding="utf-8")
     config_maps = load_files([str(snapshot)]).config_maps
-    assert {(cm.namespace, cm.name) for cm in config_maps} >= {(TENANT, "custom-mig-parted-config"), (OPERATOR, "default-mig-parted-config")}
+    assert {(cm.namespace, cm.name) for cm in config_maps} >= {
+        (TENANT, "custom-mig-parted-config"),
+        (OPERATOR, "default-mig-parted-config"),
+    }
     parted = find_mig_parted(config_maps, namespace=OPERATOR)
-    assert parted is not None and parted.source == f"{OPERATOR}/default-mig-parted-config"  # not the tenant's "custom" one
+    assert (
+        parted is not None and parted.source == f"{OPERATOR}/default-mig-parted-config"
+    )  # not the tenant's "custom" one
 
     config = _config(tmp_path, planner={"mig_repartition": True, "time_limit_seconds": 5})
-    assert main(["plan", "--snapshot", str(snapshot), "--config", config, "--explain-mig", "--output", "json"]) == 0, capsys.readouterr().err
+    assert main(["plan", "--snapshot", str(snapshot), "--config", config, "--explain-mig", "--output", "json"]) == 0, (
+        capsys.readouterr().err
+    )
     plan = json.loads(capsys.readouterr().out)
     assert {option["config"] for pool in plan["migAdvice"] for option in pool["layouts"]} >= {"all-3g.40gb"}
     assert "tenant-layout" not in json.dumps(plan)
     assert [recut["to"] for recut in plan["migRepartition"]] == ["all-3g.40gb"]
 
     only_tenant = tmp_path / "tenant-only.json"  # the tenant's alone: no layouts at all, not the tenant's
-    only_tenant.write_text(json.dumps(as_list(*[o for o in _world() if o["metadata"].get("namespace") != OPERATOR])), encoding="utf-8")
+    only_tenant.write_text(
+        json.dumps(as_list(*[o for o in _world() if o["metadata"].get("namespace") != OPERATOR])), encoding="utf-8"
+    )
     assert main(["plan", "--snapshot", str(only_tenant), "--explain-mig", "--time-limit", "5", "--output", "json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["migAdvice"] == []
@@ -268,9 +317,11 @@ def test_a_tenants_labelled_configmap_in_a_snapshot_is_never_used(tmp_path: Path
 
 def test_find_mig_parted_ignores_every_configmap_outside_the_namespace() -> None:
     body = "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n"
-    maps = [ConfigMap(TENANT, "custom-mig-parted-config", {"config.yaml": body}, dict(MIG_LABEL)),
-            ConfigMap(TENANT, "n1-mig-config", {"config.yaml": body}, {"nvidia.com/node-name": "n1"}),
-            ConfigMap(TENANT, "default-mig-parted-config", {"config.yaml": body})]
+    maps = [
+        ConfigMap(TENANT, "custom-mig-parted-config", {"config.yaml": body}, dict(MIG_LABEL)),
+        ConfigMap(TENANT, "n1-mig-config", {"config.yaml": body}, {"nvidia.com/node-name": "n1"}),
+        ConfigMap(TENANT, "default-mig-parted-config", {"config.yaml": body}),
+    ]
     assert find_mig_parted(maps, namespace=OPERATOR) is None
     assert find_mig_parted(maps, f"{TENANT}/custom-mig-parted-config", namespace=OPERATOR) is None
     operator = ConfigMap(OPERATOR, "default-mig-parted-config", {"config.yaml": body})
@@ -278,24 +329,38 @@ def test_find_mig_parted_ignores_every_configmap_outside_the_namespace() -> None
     assert found is not None and found.source == f"{OPERATOR}/default-mig-parted-config" and not found.per_node
 
 
-@pytest.mark.parametrize("argv", [["plan", "--example"], ["run", "--once", "--example", "--dry-run"],
-                                  ["controller", "--kubeconfig", "/nonexistent/kubeconfig", "--report-only"]],
-                         ids=["plan", "run", "controller"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--example"],
+        ["run", "--once", "--example", "--dry-run"],
+        ["controller", "--kubeconfig", "/nonexistent/kubeconfig", "--report-only"],
+    ],
+    ids=["plan", "run", "controller"],
+)
 @pytest.mark.parametrize("repartition", [True, False], ids=["repartition", "advice-only"])
-def test_a_mig_config_map_outside_the_operators_namespace_is_refused(argv: list[str], repartition: bool, tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_mig_config_map_outside_the_operators_namespace_is_refused(
+    argv: list[str], repartition: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = _config(tmp_path, planner={"mig_repartition": repartition}, mig={"config_map": f"{TENANT}/x"})
     assert main([*argv, "--config", config]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert err.startswith(f"compactor: error: mig.config_map: {TENANT}/x is in namespace {TENANT}, not in the GPU Operator's namespace "
-                          f"{OPERATOR} (mig.operator_namespace)"), err
+    assert err.startswith(
+        f"compactor: error: mig.config_map: {TENANT}/x is in namespace {TENANT}, not in the GPU Operator's namespace "
+        f"{OPERATOR} (mig.operator_namespace)"
+    ), err
 
 
 def test_the_operators_namespace_is_a_setting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    settings = Settings(planner=PlannerSettings(mig_repartition=True), mig=MigSettings(config_map="nvidia/layouts", operator_namespace="nvidia"))
+    settings = Settings(
+        planner=PlannerSettings(mig_repartition=True),
+        mig=MigSettings(config_map="nvidia/layouts", operator_namespace="nvidia"),
+    )
     assert mig_parted_namespace(settings) == "nvidia"
     assert mig_parted_listing(settings.mig.config_map, settings.mig.selector, "nvidia") == ("nvidia/layouts", None)
-    with pytest.raises(ConfigError, match=r"^mig\.config_map: nvidia/layouts is in namespace nvidia, not .* gpu-operator"):
+    with pytest.raises(
+        ConfigError, match=r"^mig\.config_map: nvidia/layouts is in namespace nvidia, not .* gpu-operator"
+    ):
         mig_parted_listing("nvidia/layouts", None, OPERATOR)
     assert mig_parted_namespace(Settings(), explain=True) == OPERATOR  # plan --explain-mig needs the layouts

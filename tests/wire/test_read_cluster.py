@@ -143,13 +143,19 @@ def test_decoded_lists_build_the_same_snapshot_as_the_dicts(fake_api: FakeApiSer
     fake_api.add(*objects)
     decoded = read_cluster(fake_api_client, page_size=2, decoded=True)
     assert all(isinstance(o, KubeObject) for o in decoded)  # every page fitted the schema: no dict fallback
-    assert sorted(str(o.kind) for o in decoded) == sorted(o["kind"] for o in objects)  # list items carry no kind: filled in
+    assert sorted(str(o.kind) for o in decoded) == sorted(
+        o["kind"] for o in objects
+    )  # list items carry no kind: filled in
     live = build_snapshot(decoded, source="live")
     assert _by_name(live) == _by_name(build_snapshot(objects, source="file"))
-    assert {p.key: p.labels for p in live.pods} == {p.key: p.labels for p in build_snapshot(objects, source="file").pods}
+    assert {p.key: p.labels for p in live.pods} == {
+        p.key: p.labels for p in build_snapshot(objects, source="file").pods
+    }
 
 
-def test_a_page_that_does_not_fit_the_schema_is_named_field_by_field(fake_api: FakeApiServer, fake_api_client: Any) -> None:
+def test_a_page_that_does_not_fit_the_schema_is_named_field_by_field(
+    fake_api: FakeApiServer, fake_api_client: Any
+) -> None:
     bad = pod("train-9", on="gpu-1", namespace="ml")
     bad["spec"]["priority"] = "urgent"
     fake_api.add(node("gpu-1", gpus=8), pod("ok", on="gpu-1"), bad)
@@ -176,8 +182,9 @@ def test_snapshot_from_cluster_through_a_kubeconfig(fake_api: FakeApiServer, tmp
     assert len(fake_api.requests_to(PODS)) == 2  # 4 pods, page size 3
 
 
-def test_snapshot_uses_the_current_context_of_kubeconfig_env(fake_api: FakeApiServer, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_snapshot_uses_the_current_context_of_kubeconfig_env(
+    fake_api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake_api.add(node("n1"))
     kubeconfig = fake_api.write_kubeconfig(tmp_path / "config", context="from-env")
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{kubeconfig}")
@@ -191,8 +198,12 @@ def test_snapshot_uses_the_current_context_of_kubeconfig_env(fake_api: FakeApiSe
 
 
 def _config_map(name: str, namespace: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "data": {"config.yaml": f"version: v1 # {name}"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "data": {"config.yaml": f"version: v1 # {name}"},
+    }
 
 
 def test_config_maps_only_when_asked(fake_api: FakeApiServer, fake_api_client: Any) -> None:
@@ -209,15 +220,26 @@ def test_config_maps_only_when_asked(fake_api: FakeApiServer, fake_api_client: A
 
     assert config_maps() == []
     assert not [r for r in fake_api.requests if "configmaps" in r.path]
-    with pytest.raises(ValueError, match="one namespace only"):  # never across namespaces: any tenant may label a ConfigMap
+    with pytest.raises(
+        ValueError, match="one namespace only"
+    ):  # never across namespaces: any tenant may label a ConfigMap
         read_cluster(fake_api_client, include_config_maps=True)
-    assert config_maps(include_config_maps="gpu-operator") == ["gpu-operator/default-mig-parted-config", "gpu-operator/other"]
-    assert [r.path for r in fake_api.requests if "configmaps" in r.path] == ["/api/v1/namespaces/gpu-operator/configmaps"]
-    assert config_maps(include_config_maps="gpu-operator/default-mig-parted-config") == ["gpu-operator/default-mig-parted-config"]
+    assert config_maps(include_config_maps="gpu-operator") == [
+        "gpu-operator/default-mig-parted-config",
+        "gpu-operator/other",
+    ]
+    assert [r.path for r in fake_api.requests if "configmaps" in r.path] == [
+        "/api/v1/namespaces/gpu-operator/configmaps"
+    ]
+    assert config_maps(include_config_maps="gpu-operator/default-mig-parted-config") == [
+        "gpu-operator/default-mig-parted-config"
+    ]
     (request,) = [r for r in fake_api.requests if "configmaps" in r.path]
     assert request.param("fieldSelector") == "metadata.name=default-mig-parted-config"
     assert config_maps(include_config_maps="gpu-operator/absent") == []
-    assert config_maps(include_config_maps="gpu-operator", config_map_selector="app=mig") == ["gpu-operator/default-mig-parted-config"]
+    assert config_maps(include_config_maps="gpu-operator", config_map_selector="app=mig") == [
+        "gpu-operator/default-mig-parted-config"
+    ]
 
     objects = read_cluster(fake_api_client, include_config_maps="gpu-operator/default-mig-parted-config")
     snapshot = build_snapshot(objects, source="live")
@@ -231,8 +253,13 @@ def test_namespaces_restrict_pods_and_pdbs(fake_api: FakeApiServer, fake_api_cli
     fake_api.add(*_small_cluster())
     objects = read_cluster(fake_api_client, namespaces=["ml"])
     paths = [r.path for r in fake_api.requests]
-    assert paths == ["/api/v1/nodes", "/api/v1/persistentvolumes", "/api/v1/namespaces/ml/pods",
-                     "/apis/policy/v1/namespaces/ml/poddisruptionbudgets", "/api/v1/namespaces/ml/persistentvolumeclaims"]
+    assert paths == [
+        "/api/v1/nodes",
+        "/api/v1/persistentvolumes",
+        "/api/v1/namespaces/ml/pods",
+        "/apis/policy/v1/namespaces/ml/poddisruptionbudgets",
+        "/api/v1/namespaces/ml/persistentvolumeclaims",
+    ]
     assert [o["metadata"]["name"] for o in objects if o["kind"] != "Node"] == ["train-1", "train"]
 
 
@@ -240,9 +267,14 @@ def test_namespaces_restrict_pods_and_pdbs(fake_api: FakeApiServer, fake_api_cli
 
 
 FORBIDDEN = {
-    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden", "code": 403,
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Failure",
+    "reason": "Forbidden",
+    "code": 403,
     "message": 'pods is forbidden: User "system:serviceaccount:gpu:compactor" cannot list resource "pods" '
-               'in API group "" at the cluster scope',
+    'in API group "" at the cluster scope',
     "details": {"kind": "pods"},
 }
 
@@ -376,8 +408,9 @@ def test_in_cluster_config_inside_a_pod(tmp_path: Path, monkeypatch: pytest.Monk
     assert _one_line(info.value).startswith("in-cluster: cannot use the pod's service account")
 
 
-def test_in_cluster_flag_insists_on_the_service_account(fake_api: FakeApiServer, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_cluster_flag_insists_on_the_service_account(
+    fake_api: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(fake_api.write_kubeconfig(tmp_path / "config")))  # ignored with in_cluster
     with pytest.raises(InputError) as info:  # not in a pod
         load_api_client(in_cluster=True)

@@ -39,15 +39,24 @@ def choose(client: ClusterClient, settings: ExecutorSettings) -> Choice:
     if wanted == "off":
         return Choice(Mechanism.OFF, "executor.steering: off")
     if wanted == "holds":
-        return Choice(Mechanism.HOLDS, f"executor.steering: holds (at most {settings.max_holds_per_move} node(s) per move)")
+        return Choice(
+            Mechanism.HOLDS, f"executor.steering: holds (at most {settings.max_holds_per_move} node(s) per move)"
+        )
     problem = policy_problem(client, settings)
     if not problem:
-        return Choice(Mechanism.POLICY, f"{POLICY} {settings.steering_name} installed; entries in configmap "
-                                        f"{settings.state_namespace}/{settings.steering_name}")
+        return Choice(
+            Mechanism.POLICY,
+            f"{POLICY} {settings.steering_name} installed; entries in configmap "
+            f"{settings.state_namespace}/{settings.steering_name}",
+        )
     if wanted == "policy":
-        raise CompactorError(f"executor.steering: policy, but {problem}; {INSTALL_HINT}, or set executor.steering: auto")
-    return Choice(Mechanism.HOLDS, f"auto: {problem}; holding nodes instead (at most {settings.max_holds_per_move} per move; "
-                                   f"{INSTALL_HINT})")
+        raise CompactorError(
+            f"executor.steering: policy, but {problem}; {INSTALL_HINT}, or set executor.steering: auto"
+        )
+    return Choice(
+        Mechanism.HOLDS,
+        f"auto: {problem}; holding nodes instead (at most {settings.max_holds_per_move} per move; {INSTALL_HINT})",
+    )
 
 
 def policy_problem(client: ClusterClient, settings: ExecutorSettings) -> str:
@@ -60,8 +69,10 @@ def policy_problem(client: ClusterClient, settings: ExecutorSettings) -> str:
     except ClusterError as exc:
         return f"cannot read the steering policy ({exc})"
     if policy is None:
-        return (f"{POLICY} {name} is not installed (or admissionregistration.k8s.io/v1 mutatingadmissionpolicies is not served: "
-                "Kubernetes before v1.36)")
+        return (
+            f"{POLICY} {name} is not installed (or admissionregistration.k8s.io/v1 mutatingadmissionpolicies is not served: "
+            "Kubernetes before v1.36)"
+        )
     version = _annotations(policy).get(POLICY_VERSION_ANNOTATION, "")
     if version != POLICY_VERSION:
         return f"{POLICY} {name} is version {version or 'unknown'} ({POLICY_VERSION_ANNOTATION}); this gpu-compactor needs {POLICY_VERSION}"
@@ -71,14 +82,18 @@ def policy_problem(client: ClusterClient, settings: ExecutorSettings) -> str:
         return f"{BINDING} {name} is not installed: the policy is never applied"
     ref = _spec(binding).get("paramRef") or {}
     if _spec(binding).get("policyName") != name or ref.get("name") != name or ref.get("namespace") != namespace:
-        return (f"{BINDING} {name} does not bind policy {name} to configmap {namespace}/{name} "
-                f"(policyName {_spec(binding).get('policyName')!r}, paramRef {ref.get('namespace')}/{ref.get('name')})")
+        return (
+            f"{BINDING} {name} does not bind policy {name} to configmap {namespace}/{name} "
+            f"(policyName {_spec(binding).get('policyName')!r}, paramRef {ref.get('namespace')}/{ref.get('name')})"
+        )
     if parameters is None:
         return f"the parameter configmap {namespace}/{name} does not exist (kubectl apply -k manifests/base creates it)"
     seen = _annotations(parameters).get(NOT_IN_EFFECT, "")
     if seen:
-        return (f"a run found the policy not in effect ({seen.split(' ', 1)[0]}: a replacement arrived unpinned); once fixed, "
-                f"kubectl -n {namespace} annotate configmap {name} {NOT_IN_EFFECT}-")
+        return (
+            f"a run found the policy not in effect ({seen.split(' ', 1)[0]}: a replacement arrived unpinned); once fixed, "
+            f"kubectl -n {namespace} annotate configmap {name} {NOT_IN_EFFECT}-"
+        )
     return ""
 
 
@@ -94,7 +109,10 @@ def _annotations(obj: Obj) -> dict[str, str]:
 def steerer_for(choice: Choice) -> Steerer:
     """The ``Steerer`` that carries out ``choice``."""
     kinds: dict[Mechanism, type[PolicySteerer] | type[HoldSteerer] | type[NoSteering]] = {
-        Mechanism.POLICY: PolicySteerer, Mechanism.HOLDS: HoldSteerer, Mechanism.OFF: NoSteering}
+        Mechanism.POLICY: PolicySteerer,
+        Mechanism.HOLDS: HoldSteerer,
+        Mechanism.OFF: NoSteering,
+    }
     return kinds[choice.mechanism](choice.why)
 
 
@@ -110,4 +128,10 @@ def planning_fence(mechanism: Mechanism | str, identity: str) -> Taint | None:
 def offline_mechanism(settings: ExecutorSettings) -> Mechanism:
     """The mechanism a plan made without a cluster assumes: what ``executor.steering`` says, and for ``auto`` (decided
     when the run starts) the one that moves fewer pods, holds, so a run never meets a move it must refuse."""
-    return Mechanism.POLICY if settings.steering == "policy" else Mechanism.OFF if settings.steering == "off" else Mechanism.HOLDS
+    return (
+        Mechanism.POLICY
+        if settings.steering == "policy"
+        else Mechanism.OFF
+        if settings.steering == "off"
+        else Mechanism.HOLDS
+    )

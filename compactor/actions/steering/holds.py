@@ -98,8 +98,10 @@ def choose_holds(run: Run, pod: Obj, *, target: str, why: str) -> Holds:
         lacking = ", ".join(f"{r} {v}" for r, v in sorted(plan.room.short.items())) or "the node is gone"
         raise Abort(f"plan is stale: {target} has no room for {why} now (short of {lacking})")
     if len(plan.rivals) > run.settings.max_holds_per_move:
-        raise StopHere(f"max_holds_per_move ({run.settings.max_holds_per_move}): moving {why} to {target} would hold "
-                       f"{len(plan.rivals)} node(s); install the steering policy (manifests/steering) to steer without holds")
+        raise StopHere(
+            f"max_holds_per_move ({run.settings.max_holds_per_move}): moving {why} to {target} would hold "
+            f"{len(plan.rivals)} node(s); install the steering policy (manifests/steering) to steer without holds"
+        )
     read = {node.name: raw for node, raw in nodes if raw is not None}
     if plan.rivals:
         run.state.held = sorted({*run.state.held, *plan.rivals})
@@ -132,7 +134,10 @@ def make_holds(run: Run, holds: Holds) -> None:
             run.state.held.remove(name)  # fenced by us already (or gone): not a hold to release
         else:
             run.holds += 1
-    log.info(run.said("holding nodes", "would hold nodes (dry run)"), extra={"pod": holds.why, "target": holds.target, "held": len(holds.nodes)})
+    log.info(
+        run.said("holding nodes", "would hold nodes (dry run)"),
+        extra={"pod": holds.why, "target": holds.target, "held": len(holds.nodes)},
+    )
 
 
 def release_holds(run: Run) -> None:
@@ -148,5 +153,7 @@ def release_holds(run: Run) -> None:
 def check_hold_age(run: Run, what: str) -> None:
     held_for = run.clock.monotonic() - run.held_since
     if run.state.held and held_for >= run.settings.steer_timeout_seconds:
-        raise Abort(f"{what} was not bound within steer_timeout_seconds ({run.settings.steer_timeout_seconds:g}s) "
-                    f"while {len(run.state.held)} node(s) were held; stopped and rolled back")
+        raise Abort(
+            f"{what} was not bound within steer_timeout_seconds ({run.settings.steer_timeout_seconds:g}s) "
+            f"while {len(run.state.held)} node(s) were held; stopped and rolled back"
+        )

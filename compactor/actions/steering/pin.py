@@ -49,7 +49,9 @@ def pinned(pod: Obj, node: str) -> Obj:
     node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
-        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [{"matchFields": [field]}]}
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [{"matchFields": [field]}]
+        }
     else:
         for term in required.get("nodeSelectorTerms") or []:
             term.setdefault("matchFields", []).append(dict(field))

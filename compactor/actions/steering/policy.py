@@ -40,13 +40,19 @@ class PolicySteerer:
     mechanism = Mechanism.POLICY
     exact = True
     parallel = True
-    release_on_stop = False  # an entry removed at a stop would let the replacement of an eviction in flight arrive unpinned
+    release_on_stop = (
+        False  # an entry removed at a stop would let the replacement of an eviction in flight arrive unpinned
+    )
 
     def __init__(self, why: str) -> None:
         self.why = why
-        self.parameters: Obj | None = None  # the parameter ConfigMap as the last patch returned it (its resourceVersion)
+        self.parameters: Obj | None = (
+            None  # the parameter ConfigMap as the last patch returned it (its resourceVersion)
+        )
         self._pending_since: dict[str, float] = {}  # pod -> when this process first saw its pinned replacement Pending
-        self._allowance: dict[str, float] = {}  # pod -> grace left to pods still terminating on its target when it was pinned
+        self._allowance: dict[
+            str, float
+        ] = {}  # pod -> grace left to pods still terminating on its target when it was pinned
         self._movers: dict[str, Obj] = {}  # pod -> as read before its eviction, while its move is in flight
 
     def prepare(self, run: Run, move: Move, pod: Obj) -> None:
@@ -58,7 +64,9 @@ class PolicySteerer:
             raise Abort(f"plan is stale: {move.to_node} has no room for {move.pod} now (short of {lacking})")
         self._allowance[move.pod] = max((grace_seconds(p) for p in on_target if is_terminating(p)), default=0.0)
         self._movers[move.pod] = pod
-        run.state.pins[controller_uid(pod)] = move.to_node  # saved before engage writes it: recovery removes an entry not in a state
+        run.state.pins[controller_uid(pod)] = (
+            move.to_node
+        )  # saved before engage writes it: recovery removes an entry not in a state
 
     def _arriving(self, run: Run, target: str, on_target: list[Obj]) -> list[Obj]:
         """Moves in flight to ``target`` whose replacement is not bound there yet: their room is taken already (concurrent
@@ -68,10 +76,18 @@ class PolicySteerer:
             flight = run.state.inflight.get(key)
             if flight is None or flight.target != target or key in run.state.done:
                 continue
-            landed = any(controller_uid(p) == flight.owner and str(p["metadata"].get("uid")) not in flight.siblings for p in on_target)
+            landed = any(
+                controller_uid(p) == flight.owner and str(p["metadata"].get("uid")) not in flight.siblings
+                for p in on_target
+            )
             if not landed:
-                arriving.append({**mover, "spec": {**(mover.get("spec") or {}), "nodeName": target},
-                                 "metadata": {**(mover.get("metadata") or {}), "name": f"{key}-arriving"}})
+                arriving.append(
+                    {
+                        **mover,
+                        "spec": {**(mover.get("spec") or {}), "nodeName": target},
+                        "metadata": {**(mover.get("metadata") or {}), "name": f"{key}-arriving"},
+                    }
+                )
         return arriving
 
     def engage(self, run: Run, move: Move) -> None:
@@ -82,9 +98,11 @@ class PolicySteerer:
         for pod in fresh:
             node = (pod.get("spec") or {}).get("nodeName")
             if node and not any(steered_to(p) for p in fresh):
-                message = (f"replacement {pod_key(pod)} for {move.pod} was created without the steering pin and bound to {node}: "
-                           f"MutatingAdmissionPolicy {run.settings.steering_name} is not in effect (its binding missing or not "
-                           "matching, the pod's creator not among its creators, or the API server not reading its parameters)")
+                message = (
+                    f"replacement {pod_key(pod)} for {move.pod} was created without the steering pin and bound to {node}: "
+                    f"MutatingAdmissionPolicy {run.settings.steering_name} is not in effect (its binding missing or not "
+                    "matching, the pod's creator not among its creators, or the API server not reading its parameters)"
+                )
                 self._mark_not_in_effect(run, message)
                 self._failed(run, pod, message)
             if node:
@@ -99,16 +117,22 @@ class PolicySteerer:
             self._unpin(run, owner)
             for pod in waiting:
                 evict_pending(run, pod, move.to_node)
-            self._failed(run, waiting[0], f"replacement {pod_key(waiting[0])} for {move.pod} is pinned to {move.to_node} but did not "
-                                          f"bind within {limit:g}s (steer_timeout_seconds): the node lost the room; unpinned and "
-                                          "evicted while Pending, its owner recreates it unpinned")
+            self._failed(
+                run,
+                waiting[0],
+                f"replacement {pod_key(waiting[0])} for {move.pod} is pinned to {move.to_node} but did not "
+                f"bind within {limit:g}s (steer_timeout_seconds): the node lost the room; unpinned and "
+                "evicted while Pending, its owner recreates it unpinned",
+            )
 
     def after_move(self, run: Run, move: Move, fresh: list[Obj]) -> None:
         self._movers.pop(move.pod, None)
         self._pending_since.pop(move.pod, None)
         self._allowance.pop(move.pod, None)
         self._unpin(run, run.state.inflight[move.pod].owner)
-        for pod in fresh:  # pinned pods the owner made besides the replacement (a scale-up meanwhile) and that wait for room
+        for (
+            pod
+        ) in fresh:  # pinned pods the owner made besides the replacement (a scale-up meanwhile) and that wait for room
             if steered_to(pod) and not (pod.get("spec") or {}).get("nodeName") and not is_terminating(pod):
                 evict_pending(run, pod, steered_to(pod))
 
@@ -145,14 +169,18 @@ class PolicySteerer:
     def _write(self, run: Run, entries: dict[str, str | None]) -> None:
         self.parameters = write_entries(run.client, run.settings.steering_name, entries, current=self.parameters)
         if self.parameters is None:
-            raise Abort(f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone")
+            raise Abort(
+                f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone"
+            )
 
     def _mark_not_in_effect(self, run: Run, message: str) -> None:
         """Said on the parameter ConfigMap, so the next runs steer with holds instead of failing their first move the same way
         (``detect.policy_problem``) until an admin who fixed it removes the annotation."""
         mark = {"metadata": {"annotations": {NOT_IN_EFFECT: f"{run.stamp()} {message}"[:4096]}}}
         try:
-            self.parameters = patch_config_map_fresh(run.client, run.settings.steering_name, lambda _cm: mark, current=self.parameters)
+            self.parameters = patch_config_map_fresh(
+                run.client, run.settings.steering_name, lambda _cm: mark, current=self.parameters
+            )
         except ClusterError as exc:
             log.warning("could not mark the steering policy as not in effect", extra={"error": str(exc)})
 
@@ -162,7 +190,9 @@ class PolicySteerer:
         raise Abort(message)
 
 
-def write_entries(client: ClusterClient, name: str, entries: dict[str, str | None], *, current: Obj | None = None) -> Obj | None:
+def write_entries(
+    client: ClusterClient, name: str, entries: dict[str, str | None], *, current: Obj | None = None
+) -> Obj | None:
     """Merge ``entries`` into the parameter ConfigMap (None removes one) against its resourceVersion (``current``: the object
     as last seen, re-read on a conflict); the ConfigMap as patched, None when it does not exist."""
     return patch_config_map_fresh(client, name, lambda _cm: {"data": entries}, current=current)
@@ -172,10 +202,16 @@ def evict_pending(run: Run, pod: Obj, node: str) -> None:
     """A pinned pod that cannot bind stays Pending for good (affinity is immutable): evicted while Pending (the API server
     asks no PodDisruptionBudget for a Pending pod), its owner recreates it, unpinned once the entry is gone."""
     meta = pod.get("metadata") or {}
-    result = run.client.evict(str(meta.get("namespace", "default")), str(meta.get("name", "")), uid=str(meta.get("uid") or ""))
+    result = run.client.evict(
+        str(meta.get("namespace", "default")), str(meta.get("name", "")), uid=str(meta.get("uid") or "")
+    )
     if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
         run.event(events.unpinned_pending(pod_key(pod), node, run.plan_id))
-        log.warning(run.said("evicted a pinned pod that could not bind", "would evict a pinned pod that cannot bind (dry run)"),
-                    extra={"pod": pod_key(pod), "node": node})
+        log.warning(
+            run.said("evicted a pinned pod that could not bind", "would evict a pinned pod that cannot bind (dry run)"),
+            extra={"pod": pod_key(pod), "node": node},
+        )
     else:
-        run.note(f"pod {pod_key(pod)} is pinned to {node} and cannot bind; evicting it failed ({result.status} {result.message})")
+        run.note(
+            f"pod {pod_key(pod)} is pinned to {node} and cannot bind; evicting it failed ({result.status} {result.message})"
+        )

@@ -115,7 +115,9 @@ def hold_over(nodes: Iterable[Node], used: Mapping[str, Resources], pod: Pod, *,
     free = _free(found, used) if found is not None else Resources()
     short = {r: v - free.get(r, 0) for r, v in pod.requests.items() if v > free.get(r, 0)}
     room = Room(target, found is not None and not short, short if found is not None else {})
-    others = sorted(node.name for node in nodes if could_take(pod, node, target=target) and pod.requests.fits_in(_free(node, used)))
+    others = sorted(
+        node.name for node in nodes if could_take(pod, node, target=target) and pod.requests.fits_in(_free(node, used))
+    )
     return Hold(room, others)
 
 

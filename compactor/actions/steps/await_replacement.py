@@ -31,11 +31,15 @@ def await_replacement(run: Run, move: Move) -> None:
     siblings = set(flight.siblings)
     deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds + flight.grace
     while True:
-        pods = run.read(lambda: owner_pods(run.client, namespace, flight.owner, flight.selector), "listing the owner's pods")
+        pods = run.read(
+            lambda: owner_pods(run.client, namespace, flight.owner, flight.selector), "listing the owner's pods"
+        )
         fresh = [p for p in pods if str(p["metadata"].get("uid")) not in siblings and not is_terminating(p)]
         run.steerer.observe(run, move, fresh)  # first: the mechanism knows best why a landing went wrong
         pinned = [p for p in fresh if steered_to(p)]
-        for pod in pinned or fresh:  # pinned by the policy: the replacement; unpinned pods besides them are the owner's own business
+        for pod in (
+            pinned or fresh
+        ):  # pinned by the policy: the replacement; unpinned pods besides them are the owner's own business
             _check_landing(run, move, pod)
         if any(is_bound(p) and is_ready(p) for p in fresh):
             if _last_from(run, move) and (move.from_node in run.freed or move.from_node in run.fences):
@@ -55,12 +59,18 @@ def _check_landing(run: Run, move: Move, pod: Obj) -> None:
     if not node:
         return
     if node in run.freed:
-        raise Abort(f"replacement {pod_key(pod)} for {move.pod} landed on {node}, a node this plan frees; stopped and rolled back")
+        raise Abort(
+            f"replacement {pod_key(pod)} for {move.pod} landed on {node}, a node this plan frees; stopped and rolled back"
+        )
     if run.steerer.exact and node != move.to_node:
-        raise Abort(f"replacement {pod_key(pod)} for {move.pod} was bound to {node}, not the planned {move.to_node}; "
-                    f"stopped after {len(run.state.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)")
+        raise Abort(
+            f"replacement {pod_key(pod)} for {move.pod} was bound to {node}, not the planned {move.to_node}; "
+            f"stopped after {len(run.state.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)"
+        )
 
 
 def _last_from(run: Run, move: Move) -> bool:
     """Whether ``move`` is the last of its source node still to finish: the node should now hold no GPU pod of anyone."""
-    return not any(m.from_node == move.from_node and m.pod != move.pod and m.pod not in run.state.done for m in run.plan.moves)
+    return not any(
+        m.from_node == move.from_node and m.pod != move.pod and m.pod not in run.state.done for m in run.plan.moves
+    )

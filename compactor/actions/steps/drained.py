@@ -29,5 +29,8 @@ def await_drained(run: Run, nodes: list[str]) -> dict[str, list[Obj]]:
 
 def gpu_pods_holding(run: Run, node: str) -> list[Obj]:
     """GPU pods still on ``node``, terminating ones included: they hold the node until deleted."""
-    return [p for p in run.client.list_pods(node_name=node)
-            if requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    return [
+        p
+        for p in run.client.list_pods(node_name=node)
+        if requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]

@@ -81,7 +81,9 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
             if move.pod in run.state.done:
                 continue  # refused with a move of this batch it depended on
             flight = run.state.inflight.get(move.pod)
-            if flight is not None and flight.surge is not None:  # surged before a restart: see it through, never surge twice
+            if (
+                flight is not None and flight.surge is not None
+            ):  # surged before a restart: see it through, never surge twice
                 if pod is not None:
                     surge.scale_up(run, move, flight.surge)
                 waits.append(move)
@@ -117,15 +119,18 @@ def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> None:
     """Steering in place, the eviction sent; the owner's pods as the re-check listed them, if it did (no wait since)."""
     owner = controller_uid(pod)
     if not owner:
-        raise Abort(f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)")
+        raise Abort(
+            f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)"
+        )
     run.clock.checkpoint()  # a stop received since the last wait takes effect before the next eviction, not after it
     namespace = move.pod.split("/", 1)[0]
     selector = checked.selector if checked.selector is not None else owner_selector(run.client, pod)
     listed = checked.siblings if checked.siblings is not None else owner_pods(run.client, namespace, owner, selector)
     siblings = sorted(str(p["metadata"].get("uid")) for p in listed)
     surged = _surge_for(run, move, pod, listed)
-    run.state.inflight[move.pod] = InFlight(owner=owner, siblings=siblings, grace=grace_seconds(pod), selector=selector,
-                                            target=move.to_node, surge=surged)
+    run.state.inflight[move.pod] = InFlight(
+        owner=owner, siblings=siblings, grace=grace_seconds(pod), selector=selector, target=move.to_node, surge=surged
+    )
     run.steerer.prepare(run, move, pod)
     run.save()  # write-ahead: after a crash, recovery still waits for this replacement (and finds its steering)
     run.steerer.engage(run, move)
@@ -195,7 +200,9 @@ def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> bool:
             return waited
         if run.clock.monotonic() >= deadline:
             limit = run.settings.replacement_timeout_seconds
-            raise Abort(f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {limit:g}s")
+            raise Abort(
+                f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {limit:g}s"
+            )
         run.report(f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
         run.clock.sleep(run.settings.poll_seconds)
         waited = True
@@ -211,14 +218,19 @@ def _evict(run: Run, move: Move) -> None:
         if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
             run.state.evictions += result.outcome == EvictionOutcome.EVICTED
             run.event(events.evicted(move.pod, move.from_node, run.plan_id, move.reason))
-            log.info(run.said("evicted", "would evict (dry run)"), extra={"pod": move.pod, "node": move.from_node, "plan": run.plan_id})
+            log.info(
+                run.said("evicted", "would evict (dry run)"),
+                extra={"pod": move.pod, "node": move.from_node, "plan": run.plan_id},
+            )
             return
         if result.outcome == EvictionOutcome.FORBIDDEN or MULTIPLE_PDBS in result.message:  # no retry changes these
             raise Abort(f"eviction of {move.pod} refused ({result.status}): {result.message}")
         attempts += 1
         delay = next(delays, None)
         if delay is None:
-            raise Abort(f"eviction of {move.pod} failed {attempts} times, last {result.status} {result.outcome.value}: {result.message}")
+            raise Abort(
+                f"eviction of {move.pod} failed {attempts} times, last {result.status} {result.outcome.value}: {result.message}"
+            )
         run.report(f"evicting {move.pod}", waiting=f"{result.outcome.value} ({result.status}), retry in {delay:g}s")
         run.clock.sleep(delay)
         if current_pod(run, move) is None:

@@ -46,7 +46,10 @@ def finish(run: Run) -> list[str]:
             continue
         leftovers = [pod_key(p) for p in staying.get(name, [])]
         if leftovers:
-            log.warning(run.said("node not freed", "node would not be freed (dry run)"), extra={"node": name, "pods": leftovers[:5]})
+            log.warning(
+                run.said("node not freed", "node would not be freed (dry run)"),
+                extra={"node": name, "pods": leftovers[:5]},
+            )
         else:
             freed.append(name)
         if _after_drain(run, name, freed=not leftovers):
@@ -62,8 +65,13 @@ def _forget(run: Run) -> None:
     """The state goes once the plan is done, retried through a brownout; a delete that still fails does not turn a completed
     run into a rollback: the next recovery finds a plan whose every move is done and deletes the state then."""
     try:
-        until_deadline(lambda: run.client.write_state(STATE_CONFIGMAP, None), Backoff.of(run.settings), run.clock,
-                       seconds=run.settings.release_deadline_seconds, what="deleting the executor state")
+        until_deadline(
+            lambda: run.client.write_state(STATE_CONFIGMAP, None),
+            Backoff.of(run.settings),
+            run.clock,
+            seconds=run.settings.release_deadline_seconds,
+            what="deleting the executor state",
+        )
     except ClusterError as exc:
         log.error("could not delete the executor state; the next recovery will", extra={"error": str(exc)})
         run.note(f"executor state not deleted ({exc}); the next run's recovery deletes it")
@@ -78,7 +86,9 @@ def _after_drain(run: Run, name: str, *, freed: bool) -> bool:
         if unfence(run, name):
             run.event(events.uncordoned(name, run.plan_id, "fence lifted after the plan"))
     elif mode == "keepCordoned":
-        if patch_fresh(run.client, name, lambda n: ann.keep_cordoned_patch() if ann.has_fence(n, run.settings.identity) else None):
+        if patch_fresh(
+            run.client, name, lambda n: ann.keep_cordoned_patch() if ann.has_fence(n, run.settings.identity) else None
+        ):
             run.event(events.kept_cordoned(name, run.plan_id))
     else:
         return _reserve_freed(run, name)
@@ -90,8 +100,14 @@ def _reserve_freed(run: Run, name: str) -> bool:
     pending pod the plan placed here when that pod was not bound in time) may pass. True when the node is reserved."""
     placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
     until = run.stamp(offset=run.settings.taint_ttl_seconds)
-    build = partial(ann.reservation_patch, identity=run.settings.identity, key=run.settings.taint_key, pod=placed, until=until,
-                    after_drain=True)
+    build = partial(
+        ann.reservation_patch,
+        identity=run.settings.identity,
+        key=run.settings.taint_key,
+        pod=placed,
+        until=until,
+        after_drain=True,
+    )
     if patch_fresh(run.client, name, build) is None:
         return False
     run.event(events.reserved(name, placed, until, run.plan_id))

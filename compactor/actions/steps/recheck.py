@@ -44,10 +44,21 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
     source = parse_node(source_raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) if source_raw else None
     model = parse_pod(pod, source=SOURCE)
     replicas = None if pdbs or run.rules.min_replicas <= 1 else _ready_replicas(run, pod, checked)
-    reason = why_not_evictable(model, source, [parse_pdb(p, source=SOURCE) for p in pdbs], run.rules, ready_replicas=replicas,
-                               fence=planning_fence(run.steerer.mechanism, run.settings.identity), now=run.clock.now())
+    reason = why_not_evictable(
+        model,
+        source,
+        [parse_pdb(p, source=SOURCE) for p in pdbs],
+        run.rules,
+        ready_replicas=replicas,
+        fence=planning_fence(run.steerer.mechanism, run.settings.identity),
+        now=run.clock.now(),
+    )
     if reason is not None:
-        checked.refusal = f"{reason.value} (steering {run.steerer.mechanism})" if reason is Unmovable.TOLERATES_FENCES else reason.value
+        checked.refusal = (
+            f"{reason.value} (steering {run.steerer.mechanism})"
+            if reason is Unmovable.TOLERATES_FENCES
+            else reason.value
+        )
     elif source is None or not source.ready:
         checked.refusal = f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
     else:
@@ -84,7 +95,9 @@ def refuse(run: Run, move: Move, why: str) -> None:
     stuck = {move.from_node}
     refused = {move.pod: why}
     changed = True
-    while changed:  # a refused move keeps its pod on its source: moves off that node, or onto it, lose their point or room
+    while (
+        changed
+    ):  # a refused move keeps its pod on its source: moves off that node, or onto it, lose their point or room
         changed = False
         for other in run.plan.moves:
             if other.pod in refused or other.pod in run.state.done or other.pod in run.state.inflight:
@@ -94,7 +107,10 @@ def refuse(run: Run, move: Move, why: str) -> None:
                 stuck.add(other.from_node)
                 changed = True
     for pod, reason in refused.items():
-        log.warning(run.said("move refused at its eviction", "move would be refused (dry run)"), extra={"pod": pod, "reason": reason})
+        log.warning(
+            run.said("move refused at its eviction", "move would be refused (dry run)"),
+            extra={"pod": pod, "reason": reason},
+        )
         run.note(f"not moved {pod}: {reason}")
         run.state.refused[pod] = reason
         run.state.done.append(pod)

@@ -62,21 +62,33 @@ def _recut(run: Run, change: MigRepartition) -> str:
         if state == "done":
             return "success"
         if state == "failed":
-            return _failed(run, change, f"mig-manager reports {mig.labels(node).get(mig.STATE_LABEL, 'a changed label')}", "failed")
+            return _failed(
+                run, change, f"mig-manager reports {mig.labels(node).get(mig.STATE_LABEL, 'a changed label')}", "failed"
+            )
         if run.clock.monotonic() >= deadline:
-            return _failed(run, change, f"not done within {run.settings.mig_reconfigure_timeout_seconds:g}s "
-                                        f"(state {mig.labels(node).get(mig.STATE_LABEL, '-')})", "timeout")
+            return _failed(
+                run,
+                change,
+                f"not done within {run.settings.mig_reconfigure_timeout_seconds:g}s "
+                f"(state {mig.labels(node).get(mig.STATE_LABEL, '-')})",
+                "timeout",
+            )
         run.report(f"re-cutting {name}", waiting=f"mig-manager: {mig.labels(node).get(mig.STATE_LABEL, '-')}")
         run.clock.sleep(run.settings.poll_seconds)
 
 
 def _failed(run: Run, change: MigRepartition, why: str, result: str) -> str:
-    message = (f"re-cut of {change.node} to {change.to_config} failed: {why}; left fenced for an operator "
-               f"({mig.restore_hint(change.node, change.from_config)})")
-    log.warning(run.said("mig re-cut failed", "mig re-cut would fail (dry run)"),
-                extra={"node": change.node, "to": change.to_config, "reason": why})
-    if change.node in run.state.cordoned and patch_fresh(run.client, change.node,
-                                                         lambda n: mig.failed_patch(why) if ann.is_ours(n, run.settings.identity) else None):
+    message = (
+        f"re-cut of {change.node} to {change.to_config} failed: {why}; left fenced for an operator "
+        f"({mig.restore_hint(change.node, change.from_config)})"
+    )
+    log.warning(
+        run.said("mig re-cut failed", "mig re-cut would fail (dry run)"),
+        extra={"node": change.node, "to": change.to_config, "reason": why},
+    )
+    if change.node in run.state.cordoned and patch_fresh(
+        run.client, change.node, lambda n: mig.failed_patch(why) if ann.is_ours(n, run.settings.identity) else None
+    ):
         run.state.cordoned.remove(change.node)  # deliberately kept: recovery and finish leave it
         run.save()
     run.event(events.recut_failed(change.node, message))

@@ -30,16 +30,24 @@ def await_reservations(run: Run, nodes: list[str]) -> None:
         for name in list(waiting):
             user = _user(run, name)
             if user or expired:
-                _lift(run, name, f"{user} is bound there" if user else f"its {run.settings.taint_ttl_seconds}s are over")
+                _lift(
+                    run, name, f"{user} is bound there" if user else f"its {run.settings.taint_ttl_seconds}s are over"
+                )
                 waiting.remove(name)
         if waiting:
-            run.report("reserving freed nodes", waiting=f"a pod tolerating {run.settings.taint_key} on {', '.join(waiting)}")
+            run.report(
+                "reserving freed nodes", waiting=f"a pod tolerating {run.settings.taint_key} on {', '.join(waiting)}"
+            )
             run.clock.sleep(run.settings.poll_seconds)
 
 
 def _user(run: Run, name: str) -> str:
     """A GPU pod bound to the reserved node since it was drained: the one it was kept for has arrived."""
-    bound = [p for p in run.read(partial(gpu_pods_holding, run, name), "reading a reserved node's pods") if not is_terminating(p)]
+    bound = [
+        p
+        for p in run.read(partial(gpu_pods_holding, run, name), "reading a reserved node's pods")
+        if not is_terminating(p)
+    ]
     if not bound:
         return ""
     meta = bound[0].get("metadata") or {}
@@ -55,5 +63,7 @@ def _lift(run: Run, name: str, why: str) -> None:
         return ann.release_patch(node, identity, key)
 
     if patch_fresh(run.client, name, build) is not None:
-        log.info(run.said("reservation lifted", "reservation would be lifted (dry run)"), extra={"node": name, "why": why})
+        log.info(
+            run.said("reservation lifted", "reservation would be lifted (dry run)"), extra={"node": name, "why": why}
+        )
         run.event(events.reservation_lifted(name, run.plan_id, why))

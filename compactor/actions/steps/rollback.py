@@ -22,8 +22,10 @@ log = logging.getLogger("compactor.executor")
 
 
 def roll_back(run: Run, reason: str) -> None:
-    log.error(run.said("aborting plan", "aborting plan (dry run: the rollback's calls are recorded, not made)"),
-              extra={"plan": run.plan_id, "reason": reason})
+    log.error(
+        run.said("aborting plan", "aborting plan (dry run: the rollback's calls are recorded, not made)"),
+        extra={"plan": run.plan_id, "reason": reason},
+    )
     run.state.phase, run.state.reason = Phase.ROLLING_BACK, reason
     try:
         run.save()  # so that a crash from here on makes recovery finish the rollback, not resume the plan

@@ -61,7 +61,13 @@ def reserve(run: Run, placement: Placement, pod: Obj) -> bool:
     until = run.stamp(offset=run.settings.steer_timeout_seconds)
     run.state.reserved[node] = placement.pod
     run.save()
-    build = partial(ann.reservation_patch, identity=run.settings.identity, key=run.settings.taint_key, pod=placement.pod, until=until)
+    build = partial(
+        ann.reservation_patch,
+        identity=run.settings.identity,
+        key=run.settings.taint_key,
+        pod=placement.pod,
+        until=until,
+    )
     if patch_fresh(run.client, node, build) is None:
         run.note(f"{node} is no longer fenced by gpu-compactor; not reserved for {placement.pod}")
         return False
@@ -92,5 +98,6 @@ def tolerate(run: Run, pod: Obj, toleration: Obj) -> None:
             if exc.status != 409:
                 raise
         current = run.client.get_pod(namespace, name)
-    run.note(f"pending pod {namespace}/{name} changed under every toleration patch; it may not bind on its reserved node")
-
+    run.note(
+        f"pending pod {namespace}/{name} changed under every toleration patch; it may not bind on its reserved node"
+    )

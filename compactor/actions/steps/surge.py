@@ -49,7 +49,10 @@ def plan_surge(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> tuple[Sur
     namespace = move.pod.split("/", 1)[0]
     ref = controller_ref(pod) or {}
     if ref.get("kind") != "ReplicaSet":
-        return None, f"its owner is a {ref.get('kind', 'bare pod')}, not a ReplicaSet (a StatefulSet's pods keep their identity)"
+        return (
+            None,
+            f"its owner is a {ref.get('kind', 'bare pod')}, not a ReplicaSet (a StatefulSet's pods keep their identity)",
+        )
     replica_set = run.client.get_owner(namespace, "ReplicaSet", str(ref.get("name", "")))
     deployment_ref = controller_ref(replica_set or {}) or {}
     if replica_set is None or deployment_ref.get("kind") != "Deployment":
@@ -60,7 +63,10 @@ def plan_surge(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> tuple[Sur
         return None, f"Deployment {name} not found"
     replicas = int((deployment.get("spec") or {}).get("replicas") or 0)
     if int((replica_set.get("spec") or {}).get("replicas") or 0) != replicas:
-        return None, f"Deployment {name} is rolling out (its ReplicaSet {ref.get('name')} does not hold all {replicas} replicas)"
+        return (
+            None,
+            f"Deployment {name} is rolling out (its ReplicaSet {ref.get('name')} does not hold all {replicas} replicas)",
+        )
     if any(_scales(hpa, name) for hpa in run.client.list_autoscalers(namespace)):
         return None, f"a HorizontalPodAutoscaler sets Deployment {name}'s replicas and would undo a surge"
     if len(siblings) != replicas or not all(is_bound(p) and is_ready(p) and not is_terminating(p) for p in siblings):
@@ -68,7 +74,9 @@ def plan_surge(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> tuple[Sur
     if any(_deletion_cost(p) == FIRST_TO_GO for p in siblings):
         return None, f"a replica of Deployment {name} already ranks first for deletion"
     own = ((pod.get("metadata") or {}).get("annotations") or {}).get(DELETION_COST)
-    return Surge(deployment=name, replicas=replicas, pod_uid=str((pod.get("metadata") or {}).get("uid")), deletion_cost=own), ""
+    return Surge(
+        deployment=name, replicas=replicas, pod_uid=str((pod.get("metadata") or {}).get("uid")), deletion_cost=own
+    ), ""
 
 
 def _scales(hpa: Obj, deployment: str) -> bool:
@@ -84,13 +92,17 @@ def scale_up(run: Run, move: Move, surge: Surge) -> None:
     """One replica more (idempotent: already one more is as good, after a restart)."""
     namespace = move.pod.split("/", 1)[0]
     if run.client.scale_deployment(namespace, surge.deployment, expect=surge.replicas, to=surge.replicas + 1):
-        log.info(run.said("surged", "would surge (dry run)"), extra={"pod": move.pod, "deployment": surge.deployment,
-                                                                    "replicas": surge.replicas + 1})
+        log.info(
+            run.said("surged", "would surge (dry run)"),
+            extra={"pod": move.pod, "deployment": surge.deployment, "replicas": surge.replicas + 1},
+        )
         return
     now = _replicas(run, namespace, surge.deployment)
     if now != surge.replicas + 1:
-        raise Abort(f"Deployment {namespace}/{surge.deployment} was scaled to {now} by someone else before the surge of {move.pod}; "
-                    f"not surged")
+        raise Abort(
+            f"Deployment {namespace}/{surge.deployment} was scaled to {now} by someone else before the surge of {move.pod}; "
+            f"not surged"
+        )
 
 
 def retire(run: Run, move: Move, surge: Surge) -> None:
@@ -109,14 +121,20 @@ def retire(run: Run, move: Move, surge: Surge) -> None:
         now = _replicas(run, namespace, surge.deployment)
         if now != surge.replicas:  # someone scaled it meanwhile: theirs to decide; our pod no longer ranks first
             _unmark(run, namespace, name, surge)
-            raise Abort(f"Deployment {namespace}/{surge.deployment} was scaled to {now} by someone else during the surge of {move.pod}")
+            raise Abort(
+                f"Deployment {namespace}/{surge.deployment} was scaled to {now} by someone else during the surge of {move.pod}"
+            )
     while _still_there(run, namespace, name, surge):
         if run.clock.monotonic() >= deadline:
-            raise Abort(f"the ReplicaSet did not remove {move.pod} after the scale-down of Deployment {surge.deployment}")
+            raise Abort(
+                f"the ReplicaSet did not remove {move.pod} after the scale-down of Deployment {surge.deployment}"
+            )
         run.report(f"moved {move.pod}", waiting=f"the ReplicaSet to remove {move.pod} (make-before-break)")
         run.clock.sleep(run.settings.poll_seconds)
-    log.info(run.said("old replica retired", "old replica would be retired (dry run)"), extra={"pod": move.pod,
-                                                                                              "deployment": surge.deployment})
+    log.info(
+        run.said("old replica retired", "old replica would be retired (dry run)"),
+        extra={"pod": move.pod, "deployment": surge.deployment},
+    )
 
 
 def _still_there(run: Run, namespace: str, name: str, surge: Surge) -> bool:
@@ -128,13 +146,18 @@ def _await_every_replica_ready(run: Run, move: Move, owner: str, selector: str, 
     """The scale-down removes a not-Ready replica before any other: every replica (the new one included) must be Ready."""
     namespace = move.pod.split("/", 1)[0]
     while True:
-        pods = [p for p in run.read(lambda: owner_pods(run.client, namespace, owner, selector), "listing the owner's pods")
-                if not is_terminating(p)]
+        pods = [
+            p
+            for p in run.read(lambda: owner_pods(run.client, namespace, owner, selector), "listing the owner's pods")
+            if not is_terminating(p)
+        ]
         if len(pods) == surge.replicas + 1 and all(is_bound(p) and is_ready(p) for p in pods):
             return
         if run.clock.monotonic() >= deadline:
-            raise Abort(f"not every replica of Deployment {surge.deployment} Ready during the surge of {move.pod}; "
-                        f"scaling back would remove another one")
+            raise Abort(
+                f"not every replica of Deployment {surge.deployment} Ready during the surge of {move.pod}; "
+                f"scaling back would remove another one"
+            )
         run.report(f"moved {move.pod}", waiting=f"every replica of {surge.deployment} Ready (make-before-break)")
         run.clock.sleep(run.settings.poll_seconds)
 
@@ -147,8 +170,10 @@ def undo(run: Run, pod_key: str, surge: Surge) -> None:
         if not run.client.scale_deployment(namespace, surge.deployment, expect=surge.replicas + 1, to=surge.replicas):
             now = _replicas(run, namespace, surge.deployment)
             if now not in (None, surge.replicas):  # (== replicas: never surged, or already back)
-                log.warning("surge not undone: the Deployment was scaled by someone else",
-                            extra={"deployment": surge.deployment, "replicas": now})
+                log.warning(
+                    "surge not undone: the Deployment was scaled by someone else",
+                    extra={"deployment": surge.deployment, "replicas": now},
+                )
         _unmark(run, namespace, name, surge)
     except ClusterError as exc:
         log.error("could not undo a surge", extra={"pod": pod_key, "deployment": surge.deployment, "error": str(exc)})
@@ -158,7 +183,11 @@ def undo(run: Run, pod_key: str, surge: Surge) -> None:
 def _unmark(run: Run, namespace: str, name: str, surge: Surge) -> None:
     """The old pod's own deletion cost back (none when it had none)."""
     pod = run.client.get_pod(namespace, name)
-    if pod is not None and str((pod.get("metadata") or {}).get("uid")) == surge.pod_uid and _deletion_cost(pod) == FIRST_TO_GO:
+    if (
+        pod is not None
+        and str((pod.get("metadata") or {}).get("uid")) == surge.pod_uid
+        and _deletion_cost(pod) == FIRST_TO_GO
+    ):
         run.client.patch_pod(namespace, name, {"metadata": {"annotations": {DELETION_COST: surge.deletion_cost}}})
 
 

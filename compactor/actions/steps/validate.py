@@ -8,7 +8,12 @@ from compactor.planner.plan import CompactionPlan
 
 
 def plan_nodes(plan: CompactionPlan) -> set[str]:
-    return {*plan.freed_nodes, *(m.from_node for m in plan.moves), *(m.to_node for m in plan.moves), *(p.to_node for p in plan.placed_pending)}
+    return {
+        *plan.freed_nodes,
+        *(m.from_node for m in plan.moves),
+        *(m.to_node for m in plan.moves),
+        *(p.to_node for p in plan.placed_pending),
+    }
 
 
 def plan_belongs_here(run: Run) -> None:
@@ -20,8 +25,10 @@ def plan_belongs_here(run: Run) -> None:
     here = run.client.scan_nodes(lambda n: n["metadata"]["name"] if n["metadata"]["name"] in named else None)
     if not here:
         sample = ", ".join(sorted(named)[:3]) + (", ..." if len(named) > 3 else "")
-        raise Abort(f"plan {run.plan.metadata.id} was made for another cluster ({run.plan.metadata.source}): none of its "
-                    f"{len(named)} node(s) exist here ({sample})")
+        raise Abort(
+            f"plan {run.plan.metadata.id} was made for another cluster ({run.plan.metadata.source}): none of its "
+            f"{len(named)} node(s) exist here ({sample})"
+        )
 
 
 def plan_still_holds(run: Run) -> None:
@@ -35,8 +42,10 @@ def plan_still_holds(run: Run) -> None:
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
         strangers = [key for p in gpu_pods(pods) if (key := pod_key(p)) not in planned and key not in run.state.done]
         if strangers:
-            raise Abort(f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}"
-                        f"{_mismatch(run.plan, name, {pod_key(p) for p in pods}, strangers)}")
+            raise Abort(
+                f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}"
+                f"{_mismatch(run.plan, name, {pod_key(p) for p in pods}, strangers)}"
+            )
 
 
 def _mismatch(plan: CompactionPlan, name: str, there: set[str], strangers: list[str]) -> str:
