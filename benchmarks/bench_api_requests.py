@@ -132,9 +132,8 @@ class Scheduler:
         return pinned(pod, node) if node else pod
 
     def _loop(self) -> None:
-        store = (
-            self.api._store
-        )  # read in place under the server's lock: copying 50,000 pods per pass would stall the API
+        # read in place under the server's lock: copying 50,000 pods per pass would stall the API
+        store = self.api._store
         while not self.stop.wait(0.05):
             with self.api.lock:
                 waiting = [

@@ -305,9 +305,8 @@ def main() -> None:
         return
     for size in args.sizes.split(","):
         nodes, pods = (int(x) for x in size.split(":"))
-        limit = args.time_limit or (
-            10.0 if nodes <= 400 else 25.0
-        )  # 25 s of solving leaves room for load and figures in 30 s
+        # 25 s of solving leaves room for load and figures in 30 s
+        limit = args.time_limit or (10.0 if nodes <= 400 else 25.0)
         print_size(run_size(nodes, pods, limit, args.workers, args.fill), limit)
 
 

@@ -248,9 +248,8 @@ def report_sections(figures: Figures, snapshot: Snapshot, advice: Advice | None 
     """The report's content, independent of the output format."""
     warnings = (*snapshot.warnings, *figures.warnings)
     return [
-        *(
-            [Section("Warnings", tuple(f"- {w}" for w in warnings))] if warnings else []
-        ),  # first: they qualify every figure below
+        # first: they qualify every figure below
+        *([Section("Warnings", tuple(f"- {w}" for w in warnings))] if warnings else []),
         Section("Headline", (_headline(figures.cluster, figures),)),
         Section("Cluster", (_summary(figures.cluster, figures),)),
         _shapes(figures),

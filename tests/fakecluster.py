@@ -984,6 +984,7 @@ class FakeCluster:
                 used[bound] = used[bound] + self._requests(p)
         adversarial = self.scheduler == "ignore-cordon"
         spread = self.scheduler == "spread"  # the default profile's LeastAllocated: the emptiest feasible node wins
+        # ignore-cordon: as if every pod tolerated cordons and fences
         candidates = (
             [
                 replace(
@@ -996,7 +997,7 @@ class FakeCluster:
             ]
             if adversarial
             else nodes
-        )  # ignore-cordon: as if every pod tolerated cordons and fences
+        )
         for since, key in pending:
             raw = self.pods[key]
             if self.time < since + delay or raw.get("spec", {}).get("schedulingGates"):

@@ -29,12 +29,10 @@ CRONJOB = MANIFESTS / "overlays" / "cronjob"
 CONTROLLER = MANIFESTS / "overlays" / "controller"
 MONITORING = MANIFESTS / "monitoring"
 STEERING = MANIFESTS / "steering"
-GUARD = (
-    MANIFESTS / "guard"
-)  # optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
-GPU_OPERATOR = (
-    MANIFESTS / "gpu-operator"
-)  # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
+# optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
+GUARD = MANIFESTS / "guard"
+# optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
+GPU_OPERATOR = MANIFESTS / "gpu-operator"
 OVERLAYS = (CRONJOB, CONTROLLER)
 MODES = tuple(MANIFESTS / "mode" / mode for mode in ("report", "plan", "apply"))  # the ConfigMap setting COMPACTOR_MODE
 KUSTOMIZATIONS = (BASE, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES)

@@ -17,10 +17,11 @@ from tests.fakeapi.server import RecordedRequest
 from tests.manifests import BASE, GPU_OPERATOR, kustomize_build
 
 Doc = dict[str, Any]
+# (namespace, name), as manifests/base creates it
 SERVICE_ACCOUNT = (
     ExecutorSettings().state_namespace,
     "gpu-compactor",
-)  # (namespace, name), as manifests/base creates it
+)
 
 
 @dataclass(frozen=True)

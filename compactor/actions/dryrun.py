@@ -95,9 +95,8 @@ class RecordingClient:
             for o in objects
             if o.get("kind") == "ConfigMap" and (o.get("metadata") or {}).get("namespace") == namespace
         }
-        self.probe = (
-            probe  # a live cluster's reads of the steering policy, so a live dry run steers as a real run would
-        )
+        # a live cluster's reads of the steering policy, so a live dry run steers as a real run would
+        self.probe = probe
         self.targets = {m.pod: m.to_node for m in plan.moves} if plan else {}
         self.placements = {p.pod: p.to_node for p in plan.placed_pending} if plan else {}
         self.admission = admission

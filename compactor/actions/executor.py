@@ -45,9 +45,8 @@ class RunReport:
     moves_done: int = 0
     freed_nodes: list[str] = field(default_factory=list)
     skipped_moves: list[str] = field(default_factory=list)
-    done_pods: list[str] = field(
-        default_factory=list
-    )  # pods whose move is over (replaced, or found gone): the history's "moved"
+    # pods whose move is over (replaced, or found gone): the history's "moved"
+    done_pods: list[str] = field(default_factory=list)
     reason: str = ""
     dry_run: bool = False
     outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
@@ -129,9 +128,8 @@ class Executor:
             return self.abandon(plan, resume, reason=age)
         run = self._run(plan, resume or RunState(plan_id=plan.metadata.id))
         try:
-            run.started = run.held_since = (
-                self.clock.monotonic()
-            )  # holds in a resumed state get a full steer_timeout from now
+            # holds in a resumed state get a full steer_timeout from now
+            run.started = run.held_since = self.clock.monotonic()
             if resume is None:
                 run = self._scoped(run)
                 if not run.plan.moves and not run.plan.mig_repartition:
@@ -243,9 +241,8 @@ class Executor:
             run.capped = f"max_evictions_per_cycle ({cap})"
         world = self._world(run, reads=True)
         run.state.free_before = world.whole_free
-        run.first_reads.update(
-            world.reads
-        )  # validating and fencing start from these reads instead of making them again
+        # validating and fencing start from these reads instead of making them again
+        run.first_reads.update(world.reads)
         if run.capped:  # the cut plan's net GPUs, counted as the planner counts them
             gpus = world.gpus
             freed_gpus = sum(gpus.get(n, 0) for n in run.plan.freed_nodes) - sum(

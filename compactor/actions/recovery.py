@@ -128,9 +128,8 @@ def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: C
             report.kept.append(name)
             continue
         if ann.MIG_EXPECTED in marks and _recut_unfinished(client, node, marks, identity):
-            report.kept.append(
-                name
-            )  # mig-manager may still be at it: opening the node now would let pods land mid re-cut
+            # mig-manager may still be at it: opening the node now would let pods land mid re-cut
+            report.kept.append(name)
             continue
         if mode == "taint":
             until = _parse_time(marks.get(ann.RESERVED_UNTIL, ""))

@@ -101,9 +101,8 @@ class Run:
     dry_run: bool = False
     progress: Callable[[Progress], None] = lambda _p: None
     rules: PlannerSettings = field(default_factory=PlannerSettings)  # the movability rules asked again at each eviction
-    capped: str = (
-        ""  # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
-    )
+    # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
+    capped: str = ""
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
     skipped: list[str] = field(default_factory=list)  # planned pods found gone or elsewhere
@@ -111,9 +110,8 @@ class Run:
     held_since: float = 0.0
     held_seconds: float = 0.0  # node-seconds of holds so far
     holds: int = 0  # node holds made so far
-    first_reads: dict[str, tuple[Obj, list[Obj]]] = field(
-        default_factory=dict
-    )  # node -> (node, its pods) read as the run began
+    # node -> (node, its pods) read as the run began
+    first_reads: dict[str, tuple[Obj, list[Obj]]] = field(default_factory=dict)
 
     def node_and_pods(self, name: str) -> tuple[Obj | None, list[Obj]]:
         """The node and the pods bound to it: as read when the run began (once, for validating and fencing right after),

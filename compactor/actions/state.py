@@ -60,15 +60,12 @@ class InFlight(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     owner: str  # the controller's uid
-    siblings: list[str] = Field(
-        default_factory=list
-    )  # uids of the owner's pods before the eviction: a new uid is the replacement
-    grace: float = (
-        0.0  # the evicted pod's terminationGracePeriodSeconds: a StatefulSet replaces it only once it is gone
-    )
-    selector: str = (
-        ""  # label selector of the owner's pods (its spec.selector): the narrow read that finds the replacement
-    )
+    # uids of the owner's pods before the eviction: a new uid is the replacement
+    siblings: list[str] = Field(default_factory=list)
+    # the evicted pod's terminationGracePeriodSeconds: a StatefulSet replaces it only once it is gone
+    grace: float = 0.0
+    # label selector of the owner's pods (its spec.selector): the narrow read that finds the replacement
+    selector: str = ""
     target: str = ""  # the node the plan sends the replacement to
     surge: Surge | None = None  # make-before-break: the owner's Deployment scaled up instead of an eviction
 
@@ -80,19 +77,16 @@ class RunState(BaseModel):
 
     plan_id: str
     phase: Phase = Phase.CORDONING
-    cordoned: list[str] = Field(
-        default_factory=list
-    )  # nodes this run fenced (and only those), written before each cordon
+    # nodes this run fenced (and only those), written before each cordon
+    cordoned: list[str] = Field(default_factory=list)
     done: list[str] = Field(default_factory=list)  # pods whose move is over (replaced, or found gone)
-    refused: dict[str, str] = Field(
-        default_factory=dict
-    )  # pod -> why it was not evicted (a rule failed at its eviction)
+    # pod -> why it was not evicted (a rule failed at its eviction)
+    refused: dict[str, str] = Field(default_factory=dict)
     inflight: dict[str, InFlight] = Field(default_factory=dict)  # pod -> its eviction in flight
     held: list[str] = Field(default_factory=list)  # nodes cordoned for a moment so that a pod binds on its planned node
     pins: dict[str, str] = Field(default_factory=dict)  # owner uid -> node: steering entries written (policy mechanism)
-    reserved: dict[str, str] = Field(
-        default_factory=dict
-    )  # node -> pending pod it is reserved for (taint + toleration)
+    # node -> pending pod it is reserved for (taint + toleration)
+    reserved: dict[str, str] = Field(default_factory=dict)
     free_before: dict[str, int] = Field(default_factory=dict)  # whole-free GPU nodes when the run began
     evictions: int = 0
     reason: str = ""  # why a rollback started

@@ -134,9 +134,8 @@ def executor_for(inv: Invocation, plan: CompactionPlan | None) -> tuple[ClusterC
             raise CompactorError(
                 "a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)"
             )
-        reader = (
-            cluster_client(inv, dry_run=True) if live else None
-        )  # answers the steering probe as a real run's would be
+        # answers the steering probe as a real run's would be
+        reader = cluster_client(inv, dry_run=True) if live else None
         objects = world_objects(inv, reader)
         return (
             recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run),

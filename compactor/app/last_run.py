@@ -105,9 +105,8 @@ class RunRecord:
         """The ``summary.json`` of the ConfigMap (docs/controller.md lists every field)."""
         plan, report = self.plan, self.report
         outcome = report.outcome if report is not None else None
-        measured = (
-            outcome is not None and not outcome.simulated
-        )  # a dry run's outcome is simulated: never shown as measured
+        # a dry run's outcome is simulated: never shown as measured
+        measured = outcome is not None and not outcome.simulated
         before = (
             headline(self.figures)
             if self.figures is not None
@@ -240,9 +239,8 @@ def write_summary(client: ClusterClient, namespace: str, summary: dict[str, Any]
     where = f"configmap {namespace}/{LAST_RUN_CONFIGMAP}"
     for attempt in range(1, _WRITE_ATTEMPTS + 1):
         try:
-            client.read_state(
-                LAST_RUN_CONFIGMAP
-            )  # its resourceVersion: the write replaces it (PUT), or creates it (POST)
+            # its resourceVersion: the write replaces it (PUT), or creates it (POST)
+            client.read_state(LAST_RUN_CONFIGMAP)
             client.write_state(LAST_RUN_CONFIGMAP, data)
             break
         except ClusterError as exc:

@@ -34,9 +34,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
     inv = for_cluster(
         settings, kubeconfig=args.kubeconfig, context=args.context, in_cluster=args.in_cluster, dry_run=options.dry_run
     )
-    mig_parted_namespace(
-        settings
-    )  # a mig.config_map outside the GPU Operator's namespace: refused at the start, not every cycle
+    # a mig.config_map outside the GPU Operator's namespace: refused at the start, not every cycle
+    mig_parted_namespace(settings)
     connection = connect(args.kubeconfig, args.context, in_cluster=args.in_cluster)
     namespace = settings.executor.state_namespace
     # writes give up well within the Lease's margin (leader_election.write_timeout_seconds, validated with the settings)
@@ -52,9 +51,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
         if args.no_leader_election
         else LeaderElector.configured(connection.api_client, namespace, identity(), settings.leader_election)
     )
-    acting: ClusterClient = (
-        client if elector is None else FencedClient(client, elector.holds, elector.ref)
-    )  # writes only while leading
+    # writes only while leading
+    acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)
     controller = Controller(
         load_snapshot=load_snapshot,
         client=acting,

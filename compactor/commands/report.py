@@ -17,9 +17,8 @@ from compactor.report import render_report
 def cmd_report(args: argparse.Namespace) -> int:
     inv = from_args(args, "report")
     measured = measure(load_snapshot(inv), inv.settings)
-    advice = advice_from_args(
-        args, measured.snapshot, measured.figures, inv.settings
-    )  # --advise: normalisation advice (None without it)
+    # --advise: normalisation advice (None without it)
+    advice = advice_from_args(args, measured.snapshot, measured.figures, inv.settings)
     if args.output == "html":  # a page with the occupancy picture: it needs the nodes, not only the report's tables
         sys.stdout.write(render_report_html(measured.figures, measured.snapshot, advice))
         return 0

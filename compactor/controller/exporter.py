@@ -28,11 +28,12 @@ from compactor.metrics.fragmentation import AggregateFigures, Figures
 PREFIX = "gpu_compactor_"
 RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do", "dry-run")  # dry-run: walked a plan, changed nothing
 RECUT_RESULTS = ("success", "failed", "timeout")
+# compactor.actions.steering.Mechanism, named here to keep metrics pure
 STEERING_MECHANISMS = (
     "policy",
     "holds",
     "off",
-)  # compactor.actions.steering.Mechanism, named here to keep metrics pure
+)
 
 
 class Exporter(Collector):

@@ -42,9 +42,8 @@ class ControllerOptions:
     listen: str = DEFAULT_LISTEN
     dry_run: bool = False
     report_only: bool = False
-    stale_after: float | None = (
-        None  # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
-    )
+    # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
+    stale_after: float | None = None
     cycle_limit: float | None = None  # /healthz fails when one cycle runs longer (None: see cycle_limit_default)
 
 
@@ -98,9 +97,8 @@ class Controller:
         # Liveness bookkeeping, read by the HTTP thread: plain float assignments, atomic under the GIL.
         self._progress_at: float | None = None  # clock.monotonic() when a cycle last started or ended (or start() ran)
         self._cycle_since: float | None = None  # clock.monotonic() when the running cycle started; None between cycles
-        self._lease_grace_from: float | None = (
-            None  # elector.monotonic() at start(): the first round has until then + limit
-        )
+        # elector.monotonic() at start(): the first round has until then + limit
+        self._lease_grace_from: float | None = None
         host, port = parse_listen(options.listen)
         self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)

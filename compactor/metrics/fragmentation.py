@@ -88,9 +88,8 @@ class NodeFigures:
     whole_free: bool
     busy_free_gpus: float  # free on a node that runs GPU pods (not whole-free)
     stranded_gpus: float  # free that no GPU request shape in use can take here (docs/metrics.md)
-    stranded_units: dict[str, int] = field(
-        hash=False
-    )  # the same per GPU resource, in its own units (GPUs, MIG instances)
+    # the same per GPU resource, in its own units (GPUs, MIG instances)
+    stranded_units: dict[str, int] = field(hash=False)
     limited_by: str  # what keeps the shapes in use off its free GPUs (``limiting_resource``); "" when nothing does
     mig_idle: dict[str, int] = field(hash=False)
     mig_total: dict[str, int] = field(hash=False)

@@ -27,9 +27,8 @@ from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.settings import DisruptionSettings
 
-Admit = Callable[
-    [str, Sequence[Move]], str
-]  # (source node, its moves) -> "" to take it, else the budget it would break
+# (source node, its moves) -> "" to take it, else the budget it would break
+Admit = Callable[[str, Sequence[Move]], str]
 
 
 def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> CompactionPlan:

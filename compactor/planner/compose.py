@@ -204,9 +204,8 @@ class Composed:
     snapshot: Snapshot  # the snapshot planned: the compactor's own pins lifted (``pins.without_own_pins``)
     shapes: tuple[ReferenceShape, ...]  # the reference shapes the plan was made with (the re-cut step's)
     problem: Problem  # the whole problem, before any narrowing
-    placed: frozenset[
-        str
-    ]  # pending pods (namespace/name) the plan places, re-cuts' included, before the run budgets' cut
+    # pending pods (namespace/name) the plan places, re-cuts' included, before the run budgets' cut
+    placed: frozenset[str]
 
 
 def compose(
@@ -407,9 +406,8 @@ def _best(problem: Problem, assignment: Assignment) -> str:
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
-FINISH_PER_BUILD = (
-    0.6  # on the wall clock, finishing takes up to about this share of the time building the problem took
-)
+# on the wall clock, finishing takes up to about this share of the time building the problem took
+FINISH_PER_BUILD = 0.6
 
 
 def _curve_end(settings: PlannerSettings, built: float) -> float:
@@ -435,12 +433,10 @@ def _moves_bound(whole: Problem, result: SolveResult, deadline: Deadline, cut: l
     )
 
 
-MOVE_BOUND_MIN_SECONDS = (
-    0.2  # less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)
-)
-MIN_CURVE_SECONDS = (
-    1.0  # on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
-)
+# less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)
+MOVE_BOUND_MIN_SECONDS = 0.2
+# on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
+MIN_CURVE_SECONDS = 1.0
 
 
 def _curve(

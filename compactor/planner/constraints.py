@@ -70,9 +70,8 @@ def conservation(problem: Problem, v: Variables) -> None:
 def capacity(problem: Problem, v: Variables) -> None:
     """After the plan, every node fits every resource any pod requests (an overcommitted node gets no worse)."""
     per_node: dict[int, dict[str, LinearTerms]] = defaultdict(lambda: defaultdict(list))
-    reaches: dict[int, dict[str, int]] = defaultdict(
-        lambda: defaultdict(int)
-    )  # the rows' reach, summed as they are made
+    # the rows' reach, summed as they are made
+    reaches: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for ptype in problem.types:
         v.tick()
         source = v.placed if ptype.pending else v.final

@@ -172,9 +172,8 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
     pending = round(next((lv.objective for lv in top.levels if lv.name == "pending"), 0.0))
     # Made on first use: at thousands of nodes making it takes seconds, and often no point needs a solve.
     model = _LazyModel(problem, pending, deadline, top)
-    steps_need = (
-        top.greedy_seconds if not deadline.deterministic else 0.0
-    )  # the greedy steps take about as long as greedy
+    # the greedy steps take about as long as greedy
+    steps_need = top.greedy_seconds if not deadline.deterministic else 0.0
 
     zero = _zero_point(problem, model, top, deadline, cut, steps_need + model.need) if not deadline.expired() else None
     if zero is None:
@@ -184,9 +183,8 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
     warm = top.greedy_assignment
     if warm is not None and warm is not top.assignment and _placed(warm) == _placed(top.assignment):
-        _offer(
-            best, problem, warm
-        )  # at scale the search may free more for more moves: greedy drain's point stays on the curve
+        # at scale the search may free more for more moves: greedy drain's point stays on the curve
+        _offer(best, problem, warm)
     costs = drain_costs(problem)
     if zero is not None:
         _offer(best, problem, plan_of(zero))

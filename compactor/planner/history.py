@@ -103,9 +103,8 @@ class Restraints:
 
     workloads: dict[str, str] = field(default_factory=dict)  # workload -> "moved 12 min ago; cooldown 30 min"
     nodes: dict[str, str] = field(default_factory=dict)  # node -> "drained 3 min ago; cooldown 10 min"
-    moves_left: int | None = (
-        None  # under the hourly/daily move caps (disruption.max_moves_per_hour/_per_day); None: no cap
-    )
+    # under the hourly/daily move caps (disruption.max_moves_per_hour/_per_day); None: no cap
+    moves_left: int | None = None
     budget: str = ""  # which of those caps sets moves_left, in words (a run budget, not the planner's time limit)
     paused: str = ""  # the circuit breaker's pause, in words; "" when runs may act
     paused_until: datetime | None = None

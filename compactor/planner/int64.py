@@ -36,9 +36,8 @@ class ModelRangeError(InputError):
 
 
 def upper(var: IntVar) -> int:
-    domain = (
-        var.proto.domain
-    )  # [lo, hi, lo, hi, ...]; this proto binding reads domain[-1] as 0, so index from the front
+    # [lo, hi, lo, hi, ...]; this proto binding reads domain[-1] as 0, so index from the front
+    domain = var.proto.domain
     return int(domain[len(domain) - 1])
 
 

@@ -28,9 +28,8 @@ from compactor.planner.variables import Variables, make_variables
 if TYPE_CHECKING:
     from compactor.planner.cpsat import CpModel, LinearExprT
 
-SMALL_MODEL = (
-    20_000  # variables: past the solves' share, a model this small still gets a moment per level (while time lasts)
-)
+# variables: past the solves' share, a model this small still gets a moment per level (while time lasts)
+SMALL_MODEL = 20_000
 
 
 def _always(problem: Problem) -> bool:
@@ -54,9 +53,8 @@ class Level:
     expression: Callable[[Problem, Variables], LinearExprT]  # the same term in the model
     share: float  # of the deadline's time left, for this level's solve
     applies: Callable[[Problem], bool] = _always  # a level that does not apply is not solved nor reported
-    ceiling: Callable[[Problem], int] | None = (
-        None  # the best value any plan may reach: a warm start reaching it needs no search
-    )
+    # the best value any plan may reach: a warm start reaching it needs no search
+    ceiling: Callable[[Problem], int] | None = None
 
     @property
     def name(self) -> str:

@@ -57,9 +57,8 @@ class _Node:
     gpus: int  # what freeing it counts (0: freeing it gains nothing)
     freeable: bool  # may end whole-free
     costs: list[int] = field(default_factory=list)  # its movable GPU pods' move costs
-    amounts: dict[str, list[int]] = field(
-        default_factory=lambda: defaultdict(list)
-    )  # GPU resource -> those pods' amounts
+    # GPU resource -> those pods' amounts
+    amounts: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
 
 
 @dataclass(frozen=True)
@@ -70,9 +69,8 @@ class _Kind:
     gpus: int
     freeable: bool
     costs: tuple[int, ...]  # ascending
-    amounts: tuple[
-        tuple[str, tuple[int, ...]], ...
-    ]  # GPU resource -> its movable pods' amounts (0 for other pods), descending
+    # GPU resource -> its movable pods' amounts (0 for other pods), descending
+    amounts: tuple[tuple[str, tuple[int, ...]], ...]
     rooms: tuple[tuple[str, int], ...]  # GPU resource -> capacity less what stays for good
     pending: frozenset[int]  # pending GPU types that may land here
     member: tuple[bool, ...]  # in each restricted target set

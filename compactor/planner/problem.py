@@ -63,9 +63,8 @@ class PodType:
     pending_pods: list[Pod] = field(default_factory=list)
     targets: tuple[int, ...] = ()  # nodes that may end up holding pods of this type
     ranked_targets: tuple[int, ...] = ()  # eligible non-current targets, best first
-    stay_only: frozenset[int] = (
-        frozenset()
-    )  # current nodes that may keep their pods but receive none (not eligible targets)
+    # current nodes that may keep their pods but receive none (not eligible targets)
+    stay_only: frozenset[int] = frozenset()
     items: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)  # requests.items(), for hot loops
 
     def __post_init__(self) -> None:
@@ -87,9 +86,8 @@ class Problem:
     target_shapes: tuple[Resources, ...] = ()
     not_placeable: dict[str, str] = field(default_factory=dict)  # pending GPU pod -> why the plan leaves it alone
     rules: TargetRules | None = None
-    ordered_moves: bool = (
-        False  # constraints.one_eviction_at_a_time: set when a plan needed moves that only fit together
-    )
+    # constraints.one_eviction_at_a_time: set when a plan needed moves that only fit together
+    ordered_moves: bool = False
     gpu_pods_before: tuple[int, ...] = ()  # bound GPU pods per node before the plan (``gpu_pod_counts``), computed once
 
     @property
@@ -250,9 +248,8 @@ def build_problem(
         _node_state(i, node, loads.get(node.name, {}), fixed.get(node.name, {}), node.name in freeable, ports)
         for i, node in enumerate(snapshot.nodes)
     ]
-    states = [
-        replace(s, is_target_pool=False) if s.node.name in cooling else s for s in states
-    ]  # a cooling node receives nothing
+    # a cooling node receives nothing
+    states = [replace(s, is_target_pool=False) if s.node.name in cooling else s for s in states]
     eligibility = _Eligibility(states, rules)
     for ptype in type_list:
         ptype.targets = _targets(ptype, eligibility, max_targets or settings.max_targets_per_type)

@@ -45,18 +45,15 @@ class SolveResult:
     wall_seconds: float = 0.0
     variables: int = 0
     greedy_assignment: Assignment | None = None
-    restricted: str = (
-        ""  # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
-    )
-    whole_bound: int | None = (
-        None  # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
-    )
+    # empty: the model was the whole problem; else what it was narrowed to (its proofs hold only there)
+    restricted: str = ""
+    # freedGpus level: an upper bound valid for the whole problem (bound.whole_free_bound)
+    whole_bound: int | None = None
     spent: float = 0.0  # on the deadline's clock (seconds, or CP-SAT deterministic time)
     unsolved: list[str] = field(default_factory=list)  # levels the time limit left unsolved (their incumbent stands)
     unbuilt: bool = False  # the time limit ran out before a CP-SAT model was built: the warm start is the result
-    greedy_seconds: float = (
-        0.0  # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
-    )
+    # wall-clock seconds of the greedy warm start (the curve's greedy steps take about as long)
+    greedy_seconds: float = 0.0
     model_seconds: float = 0.0  # wall-clock seconds building the levels model(s) took
     base: BuiltModel | None = None  # the levels model of ``problem`` as built (one component, free-nodes mode)
     searched: int = 0  # neighbourhoods the large-neighbourhood search solved (``lns``; narrowed problems only)
@@ -289,9 +286,8 @@ def _search(problem: Problem, deadline: Deadline, build: Deadline | None = None)
     return best
 
 
-FIRST_MODEL_SHARE = (
-    0.4  # of a narrowed search's time, for the first model; the large-neighbourhood search gets the rest
-)
+# of a narrowed search's time, for the first model; the large-neighbourhood search gets the rest
+FIRST_MODEL_SHARE = 0.4
 
 
 def _improved(

@@ -25,9 +25,8 @@ class Variables:
     placed: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (pending type, node) -> placed
     empty: dict[int, IntVar] = field(default_factory=dict)  # GPU node -> runs no GPU pod after
     headroom: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
-    bounds: dict[int, int] = field(
-        default_factory=dict
-    )  # variable index -> its largest value (reading the proto is slow)
+    # variable index -> its largest value (reading the proto is slow)
+    bounds: dict[int, int] = field(default_factory=dict)
     deadline: Deadline | None = None  # building stops (``OutOfTime``) once it has passed: see ``tick``
 
     def tick(self) -> None:

@@ -210,12 +210,10 @@ def _gpu_nodes_on(
         for name, resources, node_labels in roles:
             touched.append(name)
             release_compactor_marks(kube.core, raw(kube.core.read_node, name))  # left by an interrupted run on our node
-            set_labels(
-                kube.core, name, {FAKE_GPU_LABEL: run_id}
-            )  # first: a crash from here on leaves a recognisable node
-            stale = [
-                r for r in FAKE_RESOURCES if r not in resources
-            ]  # e.g. the mixed node's whole GPUs, which come later
+            # first: a crash from here on leaves a recognisable node
+            set_labels(kube.core, name, {FAKE_GPU_LABEL: run_id})
+            # e.g. the mixed node's whole GPUs, which come later
+            stale = [r for r in FAKE_RESOURCES if r not in resources]
             if stale:
                 withdraw(kube.core, name, stale)  # leftovers of an earlier, interrupted run
             advertise(kube.core, name, resources)

@@ -53,12 +53,10 @@ STATES = [
     StartingState(seed=7),
     StartingState(seed=19),
     StartingState(seed=42),
-    StartingState(
-        seed=5, fill=1.0, pending_gpus=8
-    ),  # every GPU taken first, so no node stays whole-free under any profile
-    StartingState(
-        seed=11, host_port=9000, guard=True
-    ),  # moves the scheduler would refuse, were they planned (issue [7])
+    # every GPU taken first, so no node stays whole-free under any profile
+    StartingState(seed=5, fill=1.0, pending_gpus=8),
+    # moves the scheduler would refuse, were they planned (issue [7])
+    StartingState(seed=11, host_port=9000, guard=True),
 ]
 
 

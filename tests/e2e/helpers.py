@@ -593,12 +593,10 @@ class Watch:
 
     samples: int = 0
     violations: list[str] = field(default_factory=list)
-    cordoned: dict[str, list[float]] = field(
-        default_factory=dict
-    )  # node -> seconds (since start) it was seen unschedulable
-    min_healthy: dict[str, tuple[int, int]] = field(
-        default_factory=dict
-    )  # pdb -> (lowest currentHealthy, its desiredHealthy)
+    # node -> seconds (since start) it was seen unschedulable
+    cordoned: dict[str, list[float]] = field(default_factory=dict)
+    # pdb -> (lowest currentHealthy, its desiredHealthy)
+    min_healthy: dict[str, tuple[int, int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
 

@@ -144,9 +144,8 @@ class FakeKubelets:
         self._handler = logging.FileHandler(log_file, mode="w", encoding="utf-8")
         self._handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(levelname)s %(message)s"))
         self.log.addHandler(self._handler)
-        self._api: Any = k8s.ApiClient(
-            api_client.configuration
-        )  # own pool: a watch held open never starves the test's requests
+        # own pool: a watch held open never starves the test's requests
+        self._api: Any = k8s.ApiClient(api_client.configuration)
         self.core = k8s.CoreV1Api(self._api)
         self.coordination = k8s.CoordinationV1Api(self._api)
         self.uids: dict[str, str] = {}  # node -> its UID, for every node this instance created (or adopted)

@@ -63,9 +63,8 @@ def install_policy(kube: Kube, *, only: str = "") -> None:
 @dataclass
 class TenantWaits:
     created: int = 0
-    waits: dict[str, float] = field(
-        default_factory=dict
-    )  # pod -> seconds from just before its create call to the event showing it bound
+    # pod -> seconds from just before its create call to the event showing it bound
+    waits: dict[str, float] = field(default_factory=dict)
     unbound: list[str] = field(default_factory=list)  # pods still unbound when the tenant stopped
     errors: list[str] = field(default_factory=list)  # pods the API server refused
     watch_reopens: list[str] = field(default_factory=list)  # dropped watches (a wait is only ever overstated by one)

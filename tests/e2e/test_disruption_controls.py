@@ -58,9 +58,8 @@ pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
 HISTORY_CONFIGMAP = "gpu-compactor-history"
 HISTORY_KEY = "history.json"
 COOLDOWN_MINUTES = 30
-STEERED_TO = (
-    "compactor.io/steered-to"  # compactor/actions/steering/pin.py: the node the steering policy pinned a pod to
-)
+# compactor/actions/steering/pin.py: the node the steering policy pinned a pod to
+STEERED_TO = "compactor.io/steered-to"
 BALANCED_MOVES_PER_GPU = 0.5  # planner.balanced_moves_per_gpu: a node is freed only while it costs at most this per GPU
 
 

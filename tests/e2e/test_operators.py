@@ -108,9 +108,8 @@ def test_an_operators_cordon_and_an_opt_out_made_after_planning_are_respected(
 ) -> None:
     config, written, plan = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
     cordoned = plan["freedNodes"][0]
-    kube.core.patch_node(
-        cordoned, {"spec": {"unschedulable": True}}
-    )  # kubectl cordon, as an operator would for maintenance
+    # kubectl cordon, as an operator would for maintenance
+    kube.core.patch_node(cordoned, {"spec": {"unschedulable": True}})
     # a move off another node when the plan has one; a plan that frees one node gets its last move opted out instead
     opted = next((m for m in plan["moves"] if m["from"] != cordoned), plan["moves"][-1])
     namespace, name = opted["pod"].split("/", 1)

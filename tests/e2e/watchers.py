@@ -39,9 +39,8 @@ class Observed:
     pdb_violations: list[str] = field(default_factory=list)
     pdb_events: int = 0
     evicted: dict[str, str] = field(default_factory=dict)  # pod -> node it was on when it got its deletionTimestamp
-    created: dict[str, str] = field(
-        default_factory=dict
-    )  # pod created while watched -> node it is bound to ("" = none yet)
+    # pod created while watched -> node it is bound to ("" = none yet)
+    created: dict[str, str] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)  # pod -> its controller's name
     cordon_seconds: dict[str, float] = field(default_factory=dict)  # node -> seconds it was seen unschedulable
     still_cordoned: list[str] = field(default_factory=list)  # nodes unschedulable when the watch stopped

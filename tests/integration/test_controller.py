@@ -331,13 +331,14 @@ def test_the_configured_mode_only_ever_makes_the_controller_safer() -> None:
 
 def test_outside_every_disruption_window_a_cycle_measures_and_changes_nothing() -> None:
     c = FakeCluster(one_freed_node())
+    # one minute a year (15 June)
     closed = SETTINGS_ALL.model_copy(
         update={
             "disruption": DisruptionSettings(
                 windows=[WindowSettings(schedule="0 12 15 6 *", duration_minutes=1, timezone="UTC")]
             )
         }
-    )  # one minute a year (15 June)
+    )
     controller = Controller(
         load_snapshot=loader(c),
         client=c,

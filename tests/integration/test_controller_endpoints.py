@@ -215,9 +215,8 @@ def test_a_failed_cycle_counts_an_error_keeps_the_last_completed_time_and_still_
         cluster.fail_next("list_nodes", 503)
         assert controller.tick() is None
         assert sample(controller.exporter, "gpu_compactor_cycle_errors_total") == 1
-        assert (
-            sample(controller.exporter, "gpu_compactor_last_cycle_timestamp_seconds") == completed
-        )  # the alert's clock runs on
+        # the alert's clock runs on
+        assert sample(controller.exporter, "gpu_compactor_last_cycle_timestamp_seconds") == completed
         cluster.advance(2)  # past stale_after since the last success, not since the failed cycle
         assert http_get(controller.server.port, "/healthz") == (200, "ok\n")  # the loop is alive: the error alert tells
     finally:

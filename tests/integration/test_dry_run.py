@@ -36,9 +36,8 @@ def _normal_message(message: str) -> str:
 def _normal_patch(patch: Obj) -> Obj:
     """The patch with times blanked (the reservation deadline, a hold's cordon time): real time passed waiting for pods."""
     patch = copy.deepcopy(patch)
-    (patch.get("metadata") or {}).pop(
-        "resourceVersion", None
-    )  # the fake API's versions; a snapshot's nodes carry their own
+    # the fake API's versions; a snapshot's nodes carry their own
+    (patch.get("metadata") or {}).pop("resourceVersion", None)
     annotations = (patch.get("metadata") or {}).get("annotations") or {}
     if annotations.get(ann.RESERVED_UNTIL):
         annotations[ann.RESERVED_UNTIL] = "<now+ttl>"

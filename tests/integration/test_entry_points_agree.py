@@ -91,9 +91,8 @@ def test_plan_run_report_and_a_controller_cycle_measure_and_plan_the_same(
 ) -> None:
     settings = load_settings(config)
     planned = _plan_facts(_json(capsys, ["plan", "--example", "--config", config, "--output", "json"]))
-    assert (
-        len(planned["shapes"]) == METRICS["max_shapes"]
-    )  # the settings were applied: one shape, not the default's several
+    # the settings were applied: one shape, not the default's several
+    assert len(planned["shapes"]) == METRICS["max_shapes"]
     assert planned["moves"], "the example needs moves, or agreeing plans would prove nothing"
 
     report = _json(capsys, ["report", "--example", "--config", config, "--output", "json"])

@@ -247,9 +247,8 @@ def test_concurrent_evictions_never_two_of_one_owner() -> None:
     c, plan = setup()
     seen: list[tuple[str, set[str]]] = []
     intercept_evictions(c, lambda ns, name: seen.append((owner_of(c, ns, name), in_flight(c))))
-    settings = SETTINGS.model_copy(
-        update={"max_concurrent_evictions": 2, "steering": "off"}
-    )  # holds steer one at a time
+    # holds steer one at a time
+    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2, "steering": "off"})
     assert run(c, plan, settings).status == "succeeded"
     assert len(seen) == 4
     assert all(owner not in busy for owner, busy in seen)  # never a second pod of an owner still being replaced
@@ -785,9 +784,8 @@ def test_the_reservation_taint_value_is_one_the_api_server_accepts(pending: str,
         c=c,
     )
     report = run(c, plan, SETTINGS.model_copy(update={"after_drain": "taint"}))
-    assert (
-        report.status == "partial" and f"pending pod {pending} is gone" in report.reason
-    )  # the cluster has no such pod
+    # the cluster has no such pod
+    assert report.status == "partial" and f"pending pod {pending} is gone" in report.reason
     (reservation,) = [
         call.args["patch"]
         for call in c.history
@@ -797,9 +795,8 @@ def test_the_reservation_taint_value_is_one_the_api_server_accepts(pending: str,
     ]
     (taint,) = reservation["spec"]["taints"]
     assert len(taint["value"]) <= 63 and LABEL_VALUE.fullmatch(taint["value"]) and taint["value"] == value
-    assert (
-        reservation["metadata"]["annotations"][ann.RESERVED_FOR] == pending
-    )  # the full name is kept where length does not matter
+    # the full name is kept where length does not matter
+    assert reservation["metadata"]["annotations"][ann.RESERVED_FOR] == pending
     assert not c.nodes["gpu-2"]["spec"].get("taints"), "the same run lifts the reservation at its TTL"
 
 

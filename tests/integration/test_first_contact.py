@@ -38,9 +38,8 @@ def test_an_empty_file_an_empty_list_and_empty_stdin_are_errors_naming_what_was_
     )
     line = one_line_error(compactor("report", "--snapshot", write_list(tmp_path / "l.json", [])))
     assert "l.json: no Node objects: read no Kubernetes objects" in line
-    line = one_line_error(
-        compactor("plan", "--snapshot", "-", stdin="")
-    )  # `kubectl get ... | compactor` after kubectl failed
+    # `kubectl get ... | compactor` after kubectl failed
+    line = one_line_error(compactor("plan", "--snapshot", "-", stdin=""))
     assert "<stdin>: no Node objects" in line
     services = write_list(
         tmp_path / "s.json", [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "d"}}]

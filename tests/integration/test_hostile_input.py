@@ -202,9 +202,8 @@ def test_memory_capped_like_parse_quantity_fits_exactly_three_of_four_exbibyte_p
 
 
 def test_gpu_counts_beyond_the_solvers_integers_are_refused_naming_a_node(tmp_path: Path) -> None:
-    gpus = (
-        4 * 10**18
-    )  # admitted by Kubernetes (below 2^63), but three such nodes' sum passes the solver's half of int64
+    # admitted by Kubernetes (below 2^63), but three such nodes' sum passes the solver's half of int64
+    gpus = 4 * 10**18
     nodes = [node(name, gpus=gpus) for name in ("n1", "n2", "n3")]
     pods = [pod("a", on="n1", gpus=1), pod("b", on="n2", gpus=1), pod("c", on="n3", gpus=1)]
     snapshot = write_cluster(tmp_path / "cluster.json", *nodes, *pods)

@@ -136,9 +136,8 @@ def test_an_applied_run_records_what_it_did_and_the_figures_measured_before_and_
     }
     assert summary["freedNodes"] == report["freedNodes"] and len(summary["freedNodes"]) == 1
     assert summary["before"]["wholeFreeGpus"] == 0 and summary["before"]["freeGpuEquivalents"] == 14
-    assert (
-        summary["after"]["wholeFreeGpus"] == 8 and summary["after"]["wholeFreeNodes"] == 1
-    )  # measured on the cluster again
+    # measured on the cluster again
+    assert summary["after"]["wholeFreeGpus"] == 8 and summary["after"]["wholeFreeNodes"] == 1
     assert summary["plannedAfter"]["wholeFreeGpus"] == 8
     assert summary["before"]["blockedDemandGpuEquivalents"] == 0 and summary["before"]["blockedPendingPods"] == 0
     assert summary["startedAt"] <= summary["endedAt"] and summary["endedAt"].endswith("Z")
@@ -150,9 +149,8 @@ def test_an_applied_run_records_what_it_did_and_the_figures_measured_before_and_
         "+8 whole-free GPUs measured (plan: +8)"
     )
     assert "whole-free GPUs 0 -> 8" in event["message"]
-    assert not denied(fake_api.requests), denied(
-        fake_api.requests
-    )  # the whole run, its record included, within the RBAC
+    # the whole run, its record included, within the RBAC
+    assert not denied(fake_api.requests), denied(fake_api.requests)
 
 
 def test_a_plan_mode_run_writes_its_record_for_real_and_changes_nothing_else(
@@ -196,9 +194,8 @@ def test_a_report_mode_run_records_the_figures_and_the_next_run_replaces_them(
     fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
-    fake_api.add(
-        pod("waiting", gpus=8, namespace="ml", owner="ReplicaSet/big")
-    )  # fits 14 free GPUs in total, no node: blocked
+    # fits 14 free GPUs in total, no node: blocked
+    fake_api.add(pod("waiting", gpus=8, namespace="ml", owner="ReplicaSet/big"))
     assert _run(kubeconfig, _config(tmp_path, "report")) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["figures"]["cluster"]["wholeFreePhysicalGpus"] == 0
 
@@ -310,9 +307,8 @@ def test_a_summary_the_api_server_refuses_is_a_warning_and_the_exit_code_stays(
         )
 
     fake_api.route("POST", CONFIGMAPS, refuse_the_summary)
-    fake_api.inject(
-        EVENTS, 500, method="POST", times=None
-    )  # every Event of the namespace: only the summary's is sent there
+    # every Event of the namespace: only the summary's is sent there
+    fake_api.inject(EVENTS, 500, method="POST", times=None)
     assert _run(kubeconfig, _config(tmp_path, mode)) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)  # the run's own report, whole

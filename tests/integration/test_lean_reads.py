@@ -246,12 +246,10 @@ def assert_lean(api: FakeApiServer, obj: dict[str, Any]) -> None:
 
 
 def client_reads(api: FakeApiServer) -> dict[str, list[dict[str, Any]]]:
-    client = KubeClusterClient(
-        api.api_client(), namespace="gpu-compactor", page_size=1
-    )  # one object per page: every page is made lean
-    patched_pod = client.patch_pod(
-        NAMESPACE, "trainer-0", {"metadata": {"labels": {"patched": "yes"}}}
-    )  # first: later reads see it
+    # one object per page: every page is made lean
+    client = KubeClusterClient(api.api_client(), namespace="gpu-compactor", page_size=1)
+    # first: later reads see it
+    patched_pod = client.patch_pod(NAMESPACE, "trainer-0", {"metadata": {"labels": {"patched": "yes"}}})
     patched_node = client.patch_node("gpu-2", {"metadata": {"labels": {"patched": "yes"}}})
     trainer = client.get_pod(NAMESPACE, "trainer-0")
     gpu_1 = client.get_node("gpu-1")
@@ -336,10 +334,11 @@ def test_a_snapshot_read_live_is_the_snapshot_of_the_full_objects(served: FakeAp
         if isinstance(o, schema.KubeObject) and o.kind == "Pod"
     )
     assert decoded_pod.metadata and decoded_pod.spec and decoded_pod.spec.volumes
+    # the configMap, secret and token volumes are gone
     assert [v.name for v in decoded_pod.spec.volumes] == [
         "data",
         "scratch",
-    ]  # the configMap, secret and token volumes are gone
+    ]
     assert decoded_pod.metadata.annotations and LAST_APPLIED not in decoded_pod.metadata.annotations
     for decoded in (False, True):
         snapshot = build_snapshot(read_cluster(served.api_client(), page_size=2, decoded=decoded), source="test")

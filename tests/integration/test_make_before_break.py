@@ -174,9 +174,8 @@ def test_a_workload_an_autoscaler_scales_is_evicted_and_the_run_says_why() -> No
 
 
 def test_a_deployment_in_a_rollout_is_not_surged() -> None:
-    objects = [o for o in fleet() if o.get("kind") != "Deployment"] + [
-        deployment(replicas=5)
-    ]  # another ReplicaSet holds 2
+    # another ReplicaSet holds 2
+    objects = [o for o in fleet() if o.get("kind") != "Deployment"] + [deployment(replicas=5)]
     c, plan = FakeCluster(objects), make_plan(objects)
     report = run(c, plan)
     assert sorted(c.evicted) == ["default/web-a", "default/web-b"], report.reason

@@ -113,9 +113,8 @@ def test_a_plan_taking_a_workload_back_where_a_recent_move_took_it_from_is_refus
     fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], hours: int, code: int, evictions: int
 ) -> None:
     kubeconfig = fragmented(fake_api, tmp_path)
-    hour_ago = datetime.now(UTC) - timedelta(
-        hours=1
-    )  # the train workload went both ways an hour ago: any move now is back
+    # the train workload went both ways an hour ago: any move now is back
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
     history = History(
         tuple(
             MoveRecord(hour_ago, "ml/train-x", "ml/ReplicaSet/train", a, b, MOVED)

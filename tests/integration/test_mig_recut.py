@@ -174,9 +174,8 @@ def test_a_crash_while_mig_manager_works_is_resumed_and_the_label_written_once()
         pass
     else:
         raise AssertionError("the run did not crash at the relabel")
-    assert (
-        c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb" and c.state
-    )  # mid-reconfigure, state kept
+    # mid-reconfigure, state kept
+    assert c.nodes["b"]["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb" and c.state
     c.advance(10)  # the process restarts while mig-manager is still at it
     recovered = recover(c, SETTINGS, c.clock)
     assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed

@@ -56,9 +56,8 @@ def test_a_pod_that_lost_its_controller_since_planning_is_not_evicted() -> None:
     assert report.status == "partial" and "not moved default/train-a: no controller owner" in report.reason, (
         report.reason
     )
-    assert (
-        c.evicted == [] and evict_calls(c) == []
-    )  # refused before any eviction: train-b, whose node it was, not moved either
+    # refused before any eviction: train-b, whose node it was, not moved either
+    assert c.evicted == [] and evict_calls(c) == []
     assert "depends on the move of default/train-a" in report.reason
     assert_clean(c)
 
@@ -70,9 +69,8 @@ def test_a_second_budget_appearing_after_planning_refuses_the_move_before_asking
     c.tick()
     report = run(c, plan)
     assert report.status == "partial" and "more than one PodDisruptionBudget" in report.reason
-    assert (
-        evict_calls(c) == []
-    )  # refused at its eviction, as the planner would have: the Eviction API refuses such pods
+    # refused at its eviction, as the planner would have: the Eviction API refuses such pods
+    assert evict_calls(c) == []
     assert c.evicted == []
     assert_clean(c)
 
@@ -82,13 +80,14 @@ def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
     per_node = {
         f"gpu-{i:05d}": {"allocatable": 8, "allocated": 3, "free": 5, "fragmentation": 0.25} for i in range(5000)
     }
+    # a 5,000-node cluster's worth
     heavy = plan.model_copy(
         update={
             "before": {"nodes": per_node},
             "after": {"nodes": per_node},
             "moves": plan.moves + synthetic_moves(2000),
         }
-    )  # a 5,000-node cluster's worth
+    )
     assert len(heavy.to_json()) > 1024 * 1024  # as a whole, the plan would not fit in a ConfigMap
     states: list[dict[str, str]] = []
     original = c.write_state
@@ -171,9 +170,8 @@ def test_a_long_grace_period_is_waited_out_not_taken_for_a_stuck_replacement() -
         freed=["gpu-2"],
         c=c,
     )
-    report = run(
-        c, plan, SETTINGS
-    )  # replacement_timeout_seconds 60 < 200: a StatefulSet recreates only once the pod is gone
+    # replacement_timeout_seconds 60 < 200: a StatefulSet recreates only once the pod is gone
+    report = run(c, plan, SETTINGS)
     assert report.status == "succeeded", report.reason
     assert report.outcome is not None and report.outcome.freed_nodes == ["gpu-2"]
     assert c.clock.monotonic() >= 400  # both pods took their full grace period

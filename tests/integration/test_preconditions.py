@@ -52,9 +52,8 @@ def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> 
     report = run(c, plan, settings)
     assert report.status == "succeeded", report.reason
     (node,) = releasing
-    assert reserved == [
-        ["ToBeDeletedByClusterAutoscaler", settings.taint_key]
-    ]  # the autoscaler's taint is kept beside ours
+    # the autoscaler's taint is kept beside ours
+    assert reserved == [["ToBeDeletedByClusterAutoscaler", settings.taint_key]]
     # and when the same run lifts the reservation at its TTL, the autoscaler's taint is still kept
     assert [t["key"] for t in c.nodes[node]["spec"]["taints"]] == ["ToBeDeletedByClusterAutoscaler"]
     assert not c.nodes[node]["spec"].get("unschedulable")
@@ -71,7 +70,6 @@ def test_a_node_an_operator_cordons_while_it_is_being_held_stays_the_operators()
     report = run(c, plan)
     assert report.status == "succeeded", report.reason
     (node,) = taken
-    assert c.operator_cordons() == [node] and not ann.is_ours(
-        c.nodes[node], ann.IDENTITY
-    )  # our hold lifted, their cordon kept
+    # our hold lifted, their cordon kept
+    assert c.operator_cordons() == [node] and not ann.is_ours(c.nodes[node], ann.IDENTITY)
     assert_clean(c, still_cordoned=(node,))

@@ -115,19 +115,20 @@ def test_an_entry_is_recorded_before_it_is_written_and_removed_once_the_replacem
     order = [call.method for call in c.history if call.method in ("write_state", "patch_config_map", "evict")]
     pins = [call for call in c.history if call.method == "patch_config_map"]
     assert [set(call.args["patch"]["data"].values()) for call in pins] == [{"gpu-1"}, {None}, {"gpu-1"}, {None}]
-    assert all(
-        "resourceVersion" in call.args["patch"]["metadata"] for call in pins
-    )  # a precondition, as every other write
+    # a precondition, as every other write
+    assert all("resourceVersion" in call.args["patch"]["metadata"] for call in pins)
     first_pin = order.index("patch_config_map")
+    # state, entry, eviction
     assert order[first_pin - 1 : first_pin + 2] == [
         "write_state",
         "patch_config_map",
         "evict",
-    ]  # state, entry, eviction
+    ]
+    # removed, then the move's end saved
     assert order[first_pin + 2 : first_pin + 4] == [
         "patch_config_map",
         "write_state",
-    ]  # removed, then the move's end saved
+    ]
     assert pins[1].time - pins[0].time < c.ready_after  # removed at the bind, before the replacement is Ready
     assert_no_steering_left(c)
 
@@ -260,9 +261,8 @@ def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_no
     assert [e["reason"] for e in events(c, "CompactorSteeringFailed")] == ["CompactorSteeringFailed"]
     assert c.evicted == ["default/serve-a"]
     assert_no_steering_left(c)
-    next_run = choose(
-        c, SETTINGS
-    )  # the next run does not fail its first move the same way: it holds until an admin says
+    # the next run does not fail its first move the same way: it holds until an admin says
+    next_run = choose(c, SETTINGS)
     assert (
         next_run.mechanism == "holds"
         and "found the policy not in effect" in next_run.why
@@ -280,9 +280,8 @@ def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending
     def evict_then_fill_the_target(namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> Any:
         result = original(namespace, name, uid=uid, dry_run=dry_run)
         if name == "serve-a":
-            c.add_pod(
-                pod("squatter", on="gpu-1", gpus=4, owner=None)
-            )  # the target's room goes before the replacement binds
+            # the target's room goes before the replacement binds
+            c.add_pod(pod("squatter", on="gpu-1", gpus=4, owner=None))
         return result
 
     c.evict = evict_then_fill_the_target  # type: ignore[method-assign]
@@ -326,10 +325,11 @@ def test_a_pod_the_owner_makes_meanwhile_and_that_cannot_bind_is_evicted_so_it_c
     assert [
         STEERED_TO in (p["metadata"].get("annotations") or {})
         for p in sorted(serve, key=lambda p: p["spec"]["nodeName"])
+        # the replacement pinned on gpu-1; the scale-up came back unpinned, wherever the scheduler sent it
     ] == [
         True,
         False,
-    ]  # the replacement pinned on gpu-1; the scale-up came back unpinned, wherever the scheduler sent it
+    ]
     assert_no_steering_left(c)
 
 
@@ -372,9 +372,8 @@ def test_without_resume_recovery_removes_the_entry_and_evicts_a_pinned_pod_left_
     assert entries(c) == {}
     c.scheduler = "spread"
     c.settle()
-    assert not any(
-        STEERED_TO in (p["metadata"].get("annotations") or {}) for p in c.pods.values()
-    )  # recreated unpinned
+    # recreated unpinned
+    assert not any(STEERED_TO in (p["metadata"].get("annotations") or {}) for p in c.pods.values())
     assert_clean(c)
 
 

@@ -49,9 +49,8 @@ from tests.plancheck import (
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-BY_COUNT = MoveCostSettings(
-    capacity_share=0.0, per_startup_minute=0
-)  # brute forces count moves: every move priced alike
+# brute forces count moves: every move priced alike
+BY_COUNT = MoveCostSettings(capacity_share=0.0, per_startup_minute=0)
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
 DRAINING = {"key": "draining", "value": "", "effect": "NoExecute"}

@@ -117,9 +117,8 @@ def test_the_docs_worked_example_gives_the_documented_numbers() -> None:
     )
     docs = DOCS.read_text(encoding="utf-8")
     section = docs[docs.index("## Normalisation advice") : docs.index("## References")]
-    flat = (
-        re.sub(r"\s+", " ", section).replace("\u00d7", "x").replace("\u2212", "-")
-    )  # the docs print multiplication and minus signs
+    # the docs print multiplication and minus signs
+    flat = re.sub(r"\s+", " ", section).replace("\u00d7", "x").replace("\u2212", "-")
     for line in (mig.sentence, whole.sentence):
         assert line in flat
     for figure in (
@@ -347,13 +346,13 @@ def test_candidates_are_never_smaller_and_never_a_request_no_node_offers() -> No
     assert {shape: sorted(to) for shape, to in targets.items()} == {
         "nvidia.com/gpu=1": ["nvidia.com/gpu=2", "nvidia.com/gpu=4"],  # never 16
         "nvidia.com/gpu=2": ["nvidia.com/gpu=4"],  # never 1
+        # never 1g.5gb, never A100-80GB's
         "nvidia.com/mig-2g.10gb=1": [
             "nvidia.com/mig-3g.20gb=1",
             "nvidia.com/mig-4g.20gb=1",
-        ],  # never 1g.5gb, never A100-80GB's
-        "nvidia.com/mig-3g.20gb=1": [
-            "nvidia.com/mig-4g.20gb=1"
-        ],  # 4 compute slices to 3: larger, at no extra GPU-equivalent
+        ],
+        # 4 compute slices to 3: larger, at no extra GPU-equivalent
+        "nvidia.com/mig-3g.20gb=1": ["nvidia.com/mig-4g.20gb=1"],
         "nvidia.com/mig-1g.10gb=1": ["nvidia.com/mig-3g.40gb=1"],  # the A100-80GB's own larger profile
     }
     assert "nvidia.com/gpu=4" not in targets and "nvidia.com/gpu=16" not in targets

@@ -172,9 +172,8 @@ def test_the_stall_threshold_outlasts_the_longest_cycle_the_shipped_deployment_a
     assert match, _rule("GpuCompactorCyclesStalled")["expr"]
     threshold = int(match[1])
     interval = build_parser().parse_args(compactor_args(one_object(CONTROLLER, "Deployment"))).interval
-    longest_gap = interval + cycle_limit_default(
-        mounted_settings(tmp_path, monkeypatch)
-    )  # the next cycle starts, then runs long
+    # the next cycle starts, then runs long
+    longest_gap = interval + cycle_limit_default(mounted_settings(tmp_path, monkeypatch))
     assert longest_gap < threshold <= longest_gap + 3600  # never during a legitimate cycle, and not hours later either
 
 

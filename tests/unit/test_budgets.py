@@ -80,9 +80,8 @@ def test_auto_moves_a_workload_without_a_pdb_as_koordinator_would_and_leaves_one
     guarded = _plan(
         [*_replicas_of_one_workload(5), pdb("llm", match={"app": "llm"}, allowed=1)], max_moves_per_workload="auto"
     )
-    assert (
-        len(guarded.moves) == 5 and guarded.held_back == ""
-    )  # the PDB governs: the executor moves one at a time under it
+    # the PDB governs: the executor moves one at a time under it
+    assert len(guarded.moves) == 5 and guarded.held_back == ""
     fixed = _plan(_replicas_of_one_workload(5), max_moves_per_workload=1)
     assert len(fixed.moves) == 1 and "default/ReplicaSet/llm: 1 per run" in fixed.held_back
 

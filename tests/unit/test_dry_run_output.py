@@ -150,9 +150,8 @@ def test_an_eviction_reads_as_the_policy_v1_eviction_it_posts() -> None:
     client = RecordingClient([gpu_node(), a_pod()])
     assert client.evict("nlp", "bert-0", uid="u-1").outcome == EvictionOutcome.EVICTED
     assert last_line(client) == "evict pod/nlp/bert-0 (policy/v1 Eviction)"
-    assert (
-        client.evict("nlp", "bert-0").outcome == EvictionOutcome.GONE
-    )  # already gone in the dry world: the answer is said
+    # already gone in the dry world: the answer is said
+    assert client.evict("nlp", "bert-0").outcome == EvictionOutcome.GONE
     assert last_line(client) == "evict pod/nlp/bert-0 (policy/v1 Eviction) -> gone (404): not found"
 
 
@@ -278,20 +277,17 @@ def test_apply_dry_run_reads_like_kubectl_and_says_what_it_cannot_know(
 ) -> None:
     capsys.readouterr()
     plan = json.loads(plan_file.read_text(encoding="utf-8"))
-    assert (
-        main(["apply", "--plan", str(plan_file), "--example", "--dry-run", "-v"]) == 0
-    )  # -v: every call, one line each
+    # -v: every call, one line each
+    assert main(["apply", "--plan", str(plan_file), "--example", "--dry-run", "-v"]) == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
     calls = [line for line in lines if line.startswith("(dry run) ")]
     summary = lines[len(calls) :]
     assert calls and lines[: len(calls)] == calls  # every intended call first, one line each, then the summary
-    assert any(
-        line.startswith("(dry run) taint node/") and ":NoSchedule + annotate" in line for line in calls
-    )  # fenced
-    assert any(
-        line.startswith("(dry run) taint node/") and ":NoSchedule- + annotate" in line for line in calls
-    )  # released
+    # fenced
+    assert any(line.startswith("(dry run) taint node/") and ":NoSchedule + annotate" in line for line in calls)
+    # released
+    assert any(line.startswith("(dry run) taint node/") and ":NoSchedule- + annotate" in line for line in calls)
     assert not any(" cordon node/" in line or "uncordon" in line for line in calls)
     assert [line for line in calls if line.startswith("(dry run) evict ")] == [
         f"(dry run) evict pod/{m['pod']} (policy/v1 Eviction)" for m in plan["moves"]
@@ -371,6 +367,5 @@ def test_without_v_a_dry_run_sums_up_its_calls_by_kind_and_prints_each_eviction_
     assert counts["state ConfigMap writes (the executor's bookkeeping)"] > 0
     assert f"dry run: {total} call(s) summed up above; nothing was changed" in out
     assert sum(line.startswith("info: would evict") for line in err.splitlines()) == moves
-    assert not any(
-        "] would evict" in line for line in err.splitlines()
-    )  # once each: the log line, no progress line too
+    # once each: the log line, no progress line too
+    assert not any("] would evict" in line for line in err.splitlines())

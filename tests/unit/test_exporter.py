@@ -120,9 +120,8 @@ def test_the_last_measured_gain_is_exported_beside_the_planned_one() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)
     exporter.record_run("succeeded", evictions=2)
-    assert (
-        value(registry, "gpu_compactor_last_run_freed_gpus") is None
-    )  # never measured: no series rather than a made-up 0
+    # never measured: no series rather than a made-up 0
+    assert value(registry, "gpu_compactor_last_run_freed_gpus") is None
     exporter.record_run("partial", evictions=17, gained=(64, 72))
     assert value(registry, "gpu_compactor_last_run_freed_gpus") == 64
     assert value(registry, "gpu_compactor_last_run_planned_freed_gpus") == 72
@@ -167,9 +166,8 @@ def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> Non
 def test_cycle_errors_count_and_the_last_cycle_is_a_timestamp_gauge_the_alerts_read() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)
-    assert (
-        value(registry, "gpu_compactor_cycle_errors_total") == 0
-    )  # present from the start: increase() sees the first error
+    # present from the start: increase() sees the first error
+    assert value(registry, "gpu_compactor_cycle_errors_total") == 0
     assert value(registry, "gpu_compactor_last_cycle_timestamp_seconds") is None  # no cycle yet: no made-up time
     exporter.record_cycle_error()
     exporter.record_cycle_error()
@@ -229,9 +227,8 @@ def test_the_last_plan_exports_its_solver_time_gap_and_moves() -> None:
     assert value(registry, "gpu_compactor_last_plan_seconds") == 12.5
     assert value(registry, "gpu_compactor_last_plan_gap") == pytest.approx(0.04)
     assert value(registry, "gpu_compactor_last_plan_moves") == 7
-    exporter.record_plan(
-        seconds=0.3, gap=None, moves=0
-    )  # no proven bound: the gap has no series, the rest is the new plan's
+    # no proven bound: the gap has no series, the rest is the new plan's
+    exporter.record_plan(seconds=0.3, gap=None, moves=0)
     assert value(registry, "gpu_compactor_last_plan_gap") is None
     assert value(registry, "gpu_compactor_last_plan_seconds") == pytest.approx(0.3)
     assert value(registry, "gpu_compactor_last_plan_moves") == 0

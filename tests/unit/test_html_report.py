@@ -141,9 +141,8 @@ def test_the_curve_has_a_dot_per_point_and_marks_the_chosen_one_where_it_lies() 
     (chosen,) = [a for a in dots if a["class"] == "pt chosen"]
     point = next(p for p in plan.frontier if p.chosen)
     most = max(p.moves for p in plan.frontier)
-    assert float(chosen["cx"]) == pytest.approx(
-        60 + (640 - 60 - 24) * point.moves / most, abs=0.1
-    )  # x: moves, inside the margins
+    # x: moves, inside the margins
+    assert float(chosen["cx"]) == pytest.approx(60 + (640 - 60 - 24) * point.moves / most, abs=0.1)
     assert float(chosen["cy"]) == pytest.approx(20, abs=0.1)  # the most GPUs freed: the top of the chart
 
 
@@ -172,9 +171,8 @@ def test_pod_names_and_reasons_are_escaped() -> None:
     )
     text = render_plan_html(plan, snapshot)
     assert "<script" not in text and "<img" not in text
-    assert (
-        text.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5
-    )  # two moves, their reason, the pending pod and its reason, the warning
+    # two moves, their reason, the pending pod and its reason, the warning
+    assert text.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5
 
 
 def test_a_hostile_node_name_stays_inside_its_title_attribute() -> None:

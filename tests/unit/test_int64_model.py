@@ -48,10 +48,11 @@ def random_row(rng: random.Random) -> tuple[list[cp_model.IntVar], list[int], in
 
 def test_upper_reads_the_largest_value_of_a_domain() -> None:
     x, b = variables([7])[0], cp_model.CpModel().new_bool_var("b")
+    # domain[-1] reads 0 in this proto binding: a guard built on it would drop every row
     assert (upper(x), upper(b)) == (
         7,
         1,
-    )  # domain[-1] reads 0 in this proto binding: a guard built on it would drop every row
+    )
 
 
 @pytest.mark.parametrize("seed", range(40))

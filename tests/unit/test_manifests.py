@@ -185,9 +185,8 @@ KUBE_PACKAGE = ROOT / "compactor" / "kube"
 HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 CLUSTER_WIDE = "ClusterRole"  # cluster-scoped objects, all namespaces, or a namespace only known at run time
 OWN_NAMESPACE = "Role"  # the compactor's own namespace (``self.namespace``: executor.state_namespace)
-OPERATOR_NAMESPACE = (
-    "Role in the GPU Operator's namespace"  # a namespace held by a name ``operator_namespace`` (mig.operator_namespace)
-)
+# a namespace held by a name ``operator_namespace`` (mig.operator_namespace)
+OPERATOR_NAMESPACE = "Role in the GPU Operator's namespace"
 # Where each scope is granted: (kustomization, kind, name).
 ROLES = {
     CLUSTER_WIDE: (BASE, "ClusterRole", "gpu-compactor"),
@@ -215,9 +214,8 @@ class Request:
     method: str
     path: str
     own_namespace: bool  # the path's {namespace} is always ``self.namespace``
-    operator_namespace: bool = (
-        False  # the path's {namespace} is always the GPU Operator's (a value named ``operator_namespace``)
-    )
+    # the path's {namespace} is always the GPU Operator's (a value named ``operator_namespace``)
+    operator_namespace: bool = False
 
     def permission(self) -> Permission:
         parts = self.path.strip("/").split("/")
@@ -601,9 +599,8 @@ def test_rbac_grants_exactly_the_requests_compactor_kube_makes() -> None:
 def test_the_request_finder_sees_each_way_compactor_kube_calls_the_api() -> None:
     requests = _api_requests()
     seen = {(r.method, r.path, r.own_namespace) for r in requests}
-    assert not [
-        r for r in requests if r.path == "/api/v1/configmaps"
-    ]  # never across namespaces: any tenant may label a ConfigMap
+    # never across namespaces: any tenant may label a ConfigMap
+    assert not [r for r in requests if r.path == "/api/v1/configmaps"]
     operator = {(r.method, r.path) for r in requests if r.operator_namespace}
     assert operator == {
         ("GET", "/api/v1/namespaces/{namespace}/configmaps")
@@ -842,10 +839,11 @@ def test_the_named_rules_name_the_objects_the_code_uses() -> None:
         for rule in one_object(BASE, "Role")["rules"]
         if not rule.get("resourceNames")
     ]
+    # the ConfigMaps' and the Lease's POST
     assert sorted(unnamed) == [
         (["configmaps"], ["create"]),
         (["leases"], ["create"]),
-    ]  # the ConfigMaps' and the Lease's POST
+    ]
 
 
 def test_the_mig_parted_configs_are_listed_only_in_the_operators_namespace() -> None:
@@ -922,9 +920,8 @@ def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(
     job = cronjob["spec"]["jobTemplate"]["spec"]
     assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 1,590 s could run for hours
     assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
-    assert (
-        worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]
-    )  # the bound does bind: defaults would not fit
+    # the bound does bind: defaults would not fit
+    assert worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]
     # SIGTERM stops at the next wait; an API call in flight may take its whole timeout first
     assert pod_spec(cronjob)["terminationGracePeriodSeconds"] >= DEFAULT_TIMEOUT + 10
 

@@ -110,9 +110,8 @@ def test_within_a_move_cap_no_plan_frees_more_than_the_nodes_that_many_moves_emp
     problem = _problem(*_three_nodes())
     assert most_freed_within(problem, max_moves=0, pending_weight=0, deadline=Deadline(5, 1)) == 0
     assert most_freed_within(problem, max_moves=1, pending_weight=0, deadline=Deadline(5, 1)) == 8
-    assert (
-        most_freed_within(problem, max_moves=5, pending_weight=0, deadline=Deadline(5, 1)) == 8
-    )  # a third node holds 9 GPUs
+    # a third node holds 9 GPUs
+    assert most_freed_within(problem, max_moves=5, pending_weight=0, deadline=Deadline(5, 1)) == 8
 
 
 def test_mig_nodes_whose_pods_use_several_profiles_are_bounded() -> None:

@@ -70,9 +70,8 @@ def test_anti_affinity_selects_only_its_namespaces_and_labels() -> None:
     _, plan = plan_for(
         node("src", gpus=8),
         node("guarded", gpus=8),
-        pod(
-            "web", on="src", gpus=2, labels={"app": "web"}, namespace="other"
-        ),  # the term looks in the guard's namespace only
+        # the term looks in the guard's namespace only
+        pod("web", on="src", gpus=2, labels={"app": "web"}, namespace="other"),
         pod("guard", on="guarded", gpus=2, owner=None, anti_affinity=guard),
     )
     assert moves(plan) == [("web", "src", "guarded")]
@@ -80,9 +79,8 @@ def test_anti_affinity_selects_only_its_namespaces_and_labels() -> None:
         node("src", gpus=8),
         node("guarded", gpus=8),
         pod("web", on="src", gpus=2, labels={"app": "web"}, namespace="other"),
-        pod(
-            "guard", on="guarded", gpus=2, owner=None, anti_affinity=keep_out("web", namespaceSelector={})
-        ),  # every namespace
+        # every namespace
+        pod("guard", on="guarded", gpus=2, owner=None, anti_affinity=keep_out("web", namespaceSelector={})),
     )
     assert plan.moves == []
 

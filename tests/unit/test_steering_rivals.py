@@ -20,10 +20,11 @@ def h100(name: str, **kwargs: object) -> dict[str, object]:
 def test_every_other_node_with_room_is_a_rival_and_the_target_is_not() -> None:
     nodes = [h100("gpu-1"), h100("gpu-2"), h100("gpu-3"), h100("gpu-4")]
     pods = [mover(), pod("big", on="gpu-3", gpus=7, owner=None)]
+    # gpu-3 has 1 GPU free; gpu-1 is the source
     assert rivals(nodes, pods, mover(), target="gpu-2") == [
         "gpu-1",
         "gpu-4",
-    ]  # gpu-3 has 1 GPU free; gpu-1 is the source
+    ]
 
 
 def test_nodes_the_scheduler_would_filter_out_need_no_hold() -> None:

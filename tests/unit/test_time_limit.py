@@ -101,11 +101,12 @@ def test_a_cap_that_no_drain_fits_leaves_the_cluster_as_it_is() -> None:
     [
         ({"max_moves": 4}, 16, 3),  # a and b; c would make 5
         ({"max_moves_per_node": 1}, 8, 1),  # only a leaves one pod
+        # a: 8 GPUs for 1 move, then b: 16 for 3 (5.3); c would make 24 for 5 (4.8)
         (
             {"min_gain_per_move": 5.0},
             16,
             3,
-        ),  # a: 8 GPUs for 1 move, then b: 16 for 3 (5.3); c would make 24 for 5 (4.8)
+        ),
         ({"min_gain_per_move": 6.0}, 8, 1),  # b or c after a: 16 for 3
     ],
 )

@@ -13,9 +13,8 @@ from compactor.errors import ConfigError
 from compactor.settings import Settings, WindowSettings, load_settings
 from compactor.windows import window_state
 
-NIGHTLY_PARIS = WindowSettings(
-    schedule="0 22 * * *", duration_minutes=240, timezone="Europe/Paris"
-)  # 22:00-02:00 local
+# 22:00-02:00 local
+NIGHTLY_PARIS = WindowSettings(schedule="0 22 * * *", duration_minutes=240, timezone="Europe/Paris")
 
 
 def at(text: str) -> datetime:

@@ -347,9 +347,8 @@ def test_evict_timeout_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> 
     assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 0)
     assert result.message == f"cannot reach the Kubernetes API at {fake_api.url} (evicting pod default/p): timed out"
     assert time.monotonic() - started < 0.9
-    assert (
-        len(fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")) == 1
-    )  # POST is never retried by urllib3
+    # POST is never retried by urllib3
+    assert len(fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")) == 1
 
 
 def test_evict_dropped_connection_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> None:

@@ -209,10 +209,11 @@ def test_eviction_deletes_the_pod_then_404(fake_api: FakeApiServer) -> None:
     (request,) = fake_api.requests_to("/api/v1/namespaces/default/pods/p1/eviction", "POST")
     reply = fake_api.reply_to(request)
     assert reply is not None and reply.status == 201 and reply.body["status"] == "Success"
+    # client v37 sends none on POST; the API server assumes JSON
     assert request.content_type in (
         "",
         "application/json",
-    )  # client v37 sends none on POST; the API server assumes JSON
+    )
     assert request.json()["kind"] == "Eviction" and request.json()["apiVersion"] == "policy/v1"
     assert request.json()["metadata"] == {"name": "p1", "namespace": "default"}
     with pytest.raises(ApiException) as info:
@@ -487,9 +488,8 @@ def test_the_budget_an_eviction_spends_comes_back_when_the_replacement_is_ready(
             pod("b", on="n1", owner="ReplicaSet/web"),
             pdb("web", match={"app": "web"}, allowed=0, max_unavailable=1),
         )
-        assert (
-            _budget(fake, "web")["disruptionsAllowed"] == 1
-        )  # recomputed from the pods, not the status it was created with
+        # recomputed from the pods, not the status it was created with
+        assert _budget(fake, "web")["disruptionsAllowed"] == 1
         _core(fake).create_namespaced_pod_eviction("a", "default", _eviction("a"))
         spent = _budget(fake, "web")
         assert (spent["disruptionsAllowed"], spent["currentHealthy"], spent["expectedPods"]) == (0, 1, 2)
@@ -536,9 +536,8 @@ def test_expected_pods_follow_the_rules_of_each_budget_form() -> None:
             },
             _owner("ReplicaSet", "api-1", 3, parent="Deployment/api"),
             *(pod(f"api-{i}", on="n1", owner="ReplicaSet/api-1", labels={"app": "api"}) for i in range(3)),
-            pdb(
-                "pct", match={"app": "api"}, min_available="50%"
-            ),  # the Deployment's 4 replicas, not the ReplicaSet's 3
+            # the Deployment's 4 replicas, not the ReplicaSet's 3
+            pdb("pct", match={"app": "api"}, min_available="50%"),
             pdb("count", match={"app": "api"}, min_available=2, namespace="default"),
         )
         pct, count = _budget(fake, "pct"), _budget(fake, "count")

@@ -97,9 +97,8 @@ def test_holds_and_last_contact_never_wait_for_a_renewal_stuck_on_the_api_server
     renewal = Background(lambda: a.try_acquire_or_renew(T0 + timedelta(seconds=10)))
     try:
         assert gate.arrived.wait(5), "the renewal's PUT never reached the API server"
-        assert (
-            answers_within(a.holds) is True
-        )  # the last renewal is recent: writes go on while the next one is in flight
+        # the last renewal is recent: writes go on while the next one is in flight
+        assert answers_within(a.holds) is True
         assert answers_within(a.last_contact) == contact  # the liveness probe does not wait either
         cluster = FakeCluster([node("gpu-1", gpus=8)])
         fenced = FencedClient(cluster, a.holds, a.ref)
@@ -130,9 +129,8 @@ def test_a_release_during_a_renewal_stops_writes_at_once_then_gives_up_the_lease
         assert not renewal.done_within(0) and not release.done_within(0)  # its PUT waits for the round in flight
     finally:
         gate.open.set()
-    assert (
-        renewal.result() is False
-    )  # the renewal landed, but a release began meanwhile: it does not make us leader again
+    # the renewal landed, but a release began meanwhile: it does not make us leader again
+    assert renewal.result() is False
     assert release.result() is True  # and the release's PUT carried the resourceVersion the renewal wrote (no 409)
     assert not a.is_leader and not a.holds()
     assert store.spec()["holderIdentity"] == ""

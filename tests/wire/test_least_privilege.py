@@ -52,9 +52,8 @@ from tests.scenarios.mig import LAYOUTS, objects
 Doc = dict[str, Any]
 NAMESPACE = ExecutorSettings().state_namespace  # the compactor's own (executor.state_namespace)
 OPERATOR = MigSettings().operator_namespace  # the GPU Operator's (mig.operator_namespace)
-MIG_LABEL = dict(
-    part.split("=", 1) for part in MigSettings().selector.split(",")
-)  # mig-manager's label, which anyone may set
+# mig-manager's label, which anyone may set
+MIG_LABEL = dict(part.split("=", 1) for part in MigSettings().selector.split(","))
 TENANT = "tenant"
 # A tenant's ConfigMap dressed as the operator's own: mig-manager's label and the name that would replace every other config.
 TENANT_LAYOUTS = 'version: v1\nmig-configs:\n  tenant-layout:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {"7g.80gb": 1}\n'
@@ -81,9 +80,8 @@ def test_the_evaluator_follows_resource_names_namespaces_and_create() -> None:
     assert allowed(Attributes("list", "", "configmaps", OPERATOR, ""))
     assert allowed(Attributes("create", "coordination.k8s.io", "leases", NAMESPACE, ""))
     # what this change took away: any other ConfigMap or Lease of the namespace, the steering one replaced, any tenant's
-    assert not allowed(
-        Attributes("get", "", "configmaps", NAMESPACE, "gpu-compactor-config")
-    )  # the settings: mounted, never read
+    # the settings: mounted, never read
+    assert not allowed(Attributes("get", "", "configmaps", NAMESPACE, "gpu-compactor-config"))
     assert not allowed(Attributes("update", "", "configmaps", NAMESPACE, "someone-elses"))
     assert not allowed(Attributes("delete", "", "configmaps", NAMESPACE, steering))
     assert not allowed(Attributes("update", "", "configmaps", NAMESPACE, steering))
@@ -242,10 +240,11 @@ def test_without_mig_repartition_a_live_read_lists_no_configmap_at_all(
 ) -> None:
     settings = Settings()
     assert not settings.planner.mig_repartition and mig_parted_namespace(settings) is None
+    # as the controller reads
     assert mig_parted_listing(settings.mig.config_map, settings.mig.selector, None) == (
         False,
         None,
-    )  # as the controller reads
+    )
     fake_api.clear_requests()
     snapshot = SnapshotSource(kubeconfig=cluster, live=True).load(
         pool_label=settings.metrics.pool_label,
@@ -292,9 +291,8 @@ def test_a_tenants_labelled_configmap_in_a_snapshot_is_never_used(
         (OPERATOR, "default-mig-parted-config"),
     }
     parted = find_mig_parted(config_maps, namespace=OPERATOR)
-    assert (
-        parted is not None and parted.source == f"{OPERATOR}/default-mig-parted-config"
-    )  # not the tenant's "custom" one
+    # not the tenant's "custom" one
+    assert parted is not None and parted.source == f"{OPERATOR}/default-mig-parted-config"
 
     config = _config(tmp_path, planner={"mig_repartition": True, "time_limit_seconds": 5})
     assert main(["plan", "--snapshot", str(snapshot), "--config", config, "--explain-mig", "--output", "json"]) == 0, (

@@ -143,9 +143,8 @@ def test_decoded_lists_build_the_same_snapshot_as_the_dicts(fake_api: FakeApiSer
     fake_api.add(*objects)
     decoded = read_cluster(fake_api_client, page_size=2, decoded=True)
     assert all(isinstance(o, KubeObject) for o in decoded)  # every page fitted the schema: no dict fallback
-    assert sorted(str(o.kind) for o in decoded) == sorted(
-        o["kind"] for o in objects
-    )  # list items carry no kind: filled in
+    # list items carry no kind: filled in
+    assert sorted(str(o.kind) for o in decoded) == sorted(o["kind"] for o in objects)
     live = build_snapshot(decoded, source="live")
     assert _by_name(live) == _by_name(build_snapshot(objects, source="file"))
     assert {p.key: p.labels for p in live.pods} == {

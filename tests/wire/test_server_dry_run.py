@@ -53,7 +53,6 @@ def test_the_setting_makes_every_live_dry_run_ask_the_api_server(
         == 0
     ), capsys.readouterr().err
     asked = _evictions(fake_api)
-    assert asked == (
-        ["All", "All"] if server_dry_run else []
-    )  # every eviction asked with dryRun=All, or none asked at all
+    # every eviction asked with dryRun=All, or none asked at all
+    assert asked == (["All", "All"] if server_dry_run else [])
     assert fake_api.get("Pod", "serve-a", "default") is not None  # nothing evicted for real

@@ -40,15 +40,13 @@ class PolicySteerer:
     mechanism = Mechanism.POLICY
     exact = True
     parallel = True
-    release_on_stop = (
-        False  # an entry removed at a stop would let the replacement of an eviction in flight arrive unpinned
-    )
+    # an entry removed at a stop would let the replacement of an eviction in flight arrive unpinned
+    release_on_stop = False
 
     def __init__(self, why: str) -> None:
         self.why = why
-        self.parameters: Obj | None = (
-            None  # the parameter ConfigMap as the last patch returned it (its resourceVersion)
-        )
+        # the parameter ConfigMap as the last patch returned it (its resourceVersion)
+        self.parameters: Obj | None = None
         self._pending_since: dict[str, float] = {}  # pod -> when this process first saw its pinned replacement Pending
         self._allowance: dict[
             str, float
@@ -64,9 +62,8 @@ class PolicySteerer:
             raise Abort(f"plan is stale: {move.to_node} has no room for {move.pod} now (short of {lacking})")
         self._allowance[move.pod] = max((grace_seconds(p) for p in on_target if is_terminating(p)), default=0.0)
         self._movers[move.pod] = pod
-        run.state.pins[controller_uid(pod)] = (
-            move.to_node
-        )  # saved before engage writes it: recovery removes an entry not in a state
+        # saved before engage writes it: recovery removes an entry not in a state
+        run.state.pins[controller_uid(pod)] = move.to_node
 
     def _arriving(self, run: Run, target: str, on_target: list[Obj]) -> list[Obj]:
         """Moves in flight to ``target`` whose replacement is not bound there yet: their room is taken already (concurrent
