@@ -12,7 +12,6 @@ Imports: ``ortools`` (the only planner module that does) and ``deadline``.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -113,7 +112,9 @@ def fix(var: IntVar, value: int) -> None:
 def _cp_model() -> ModuleType:
     """OR-Tools' CP-SAT module, imported on first use: it takes most of a second (it pulls in pandas), which commands
     that never plan (``report``, ``apply`` of a written plan, the controller between cycles) should not pay."""
-    return importlib.import_module("ortools.sat.python.cp_model")
+    from ortools.sat.python import cp_model  # a heavy optional import, deferred on purpose (see above)
+
+    return cp_model
 
 
 def new_model() -> CpModel:

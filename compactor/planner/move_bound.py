@@ -244,7 +244,7 @@ def _kinds(
                 rooms,
                 frozenset(landing[n]),
                 tuple(n in s for s in sets),
-                tuple(need[n]) if n in need else (0,) * len(sets),
+                tuple(need[n]),
             )
         ] += 1
     kinds = sorted(count, key=repr)
