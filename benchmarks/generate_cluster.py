@@ -184,6 +184,8 @@ class Shape:
 
 def load_shapes(trace: str | Path | None = None) -> tuple[list[Shape], str]:
     """Every pod row of the trace (one entry per pod, so drawing is frequency-weighted), and where they came from."""
+    if str(trace) == BUILTIN:
+        return _builtin_shapes(), "built-in table (--trace builtin)"
     path = Path(trace) if trace else TRACE_FILE
     if path.is_file():
         with path.open(newline="") as handle:
@@ -201,10 +203,16 @@ def load_shapes(trace: str | Path | None = None) -> tuple[list[Shape], str]:
             return shapes, str(path)
     if trace:
         raise FileNotFoundError(f"trace file {trace} not found or empty")
-    fallback = [
+    return _builtin_shapes(), f"built-in table ({path} not found)"
+
+
+BUILTIN = "builtin"  # --trace builtin: the built-in table, whether or not the trace file is there
+
+
+def _builtin_shapes() -> list[Shape]:
+    return [
         Shape(c, m, n, g, "LS" if i % 7 < 4 else "BE") for c, m, n, g, count in FALLBACK_SHAPES for i in range(count)
     ]
-    return fallback, "built-in table (trace file not found)"
 
 
 # ---------------------------------------------------------------- nodes
@@ -768,7 +776,8 @@ def _generate(
     trace: str | Path | None,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
-    shapes, _ = load_shapes(trace)
+    shapes, origin = load_shapes(trace)
+    print(f"pod shapes: {origin}", file=sys.stderr)
     states = [
         make_node(rng, i, kind, variant, gpus_per_node)
         for i, (kind, variant) in enumerate(_node_names(rng, nodes, gpus_per_node, mig_share, cpu_share))
@@ -838,7 +847,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cpu-share", type=float, default=0.1, help="share of nodes that are CPU-only")
     parser.add_argument("--fill", type=float, default=0.75, help="target share of each GPU pool's capacity to allocate")
     parser.add_argument("--pending", type=int, default=None, help="Pending pods (default 3-10)")
-    parser.add_argument("--trace", default=None, help=f"trace CSV (default {TRACE_FILE}, built-in table if missing)")
+    parser.add_argument(
+        "--trace",
+        default=None,
+        help=f"trace CSV (default {TRACE_FILE}, the built-in table if missing; said on stderr), or '{BUILTIN}' for the "
+        "built-in table",
+    )
     parser.add_argument("--indent", type=int, default=None, help="indent the JSON (kubectl uses 4); compact by default")
     parser.add_argument("--out", required=True, help="output file, - for stdout")
     args = parser.parse_args(argv)

@@ -6,10 +6,12 @@
   MostAllocated (the bin-packing profile the descheduler docs pair it with).
 - ``greedy_drain``: cluster-autoscaler style scale-down. Repeatedly drain the
   least-used GPU node if all its GPU pods fit elsewhere (never onto a drained node).
+- ``chain_placement``: pending pods only, by evictions and one-hop chains, first fit (issue 17's heuristic: on GPU
+  nodes crowded by pods without GPUs, what a simple constructive method places).
 
-Both return the same ``BaselineResult`` figures the planner reports.
+All return the same ``BaselineResult`` figures the planner reports.
 
-Imports: the problem, greedy, eligibility, solution, ``compactor.model``, ``compactor.settings``; no solver.
+Imports: the problem, greedy, the loads, the objective's ``Assignment``, eligibility, solution, ``compactor.model``, ``compactor.settings``; no solver.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from compactor.model.resources import CPU, MEMORY, is_gpu_resource
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.greedy import greedy
+from compactor.planner.loads import first_fit
+from compactor.planner.objective import Assignment
 from compactor.planner.problem import Problem, build_problem, gpu_pods_before
 from compactor.planner.solution import concretise, gpu_nodes_changed
 from compactor.settings import PlannerSettings
@@ -37,12 +41,24 @@ class BaselineResult:
 
 def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
     problem = build_problem(snapshot, _unbounded(settings), max_targets=len(snapshot.nodes))
-    assignment = greedy(problem)
+    assignment = greedy(problem, chains=False)  # cluster-autoscaler moves a pod only where it fits as it is
+    return _result("greedy-drain", problem, assignment)
+
+
+def chain_placement(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
+    """Place pending pods only: for each, make room on the node that needs the fewest evictions (GPU pods and pods
+    without GPUs alike), re-place every evicted pod first fit, and where a displaced GPU pod finds free GPUs but not the
+    CPU or memory to go with them, first move pods without GPUs off that node (a chain of one hop: ``chains.py``)."""
+    problem = build_problem(snapshot, _unbounded(settings), max_targets=len(snapshot.nodes))
+    return _result("chain-placement", problem, greedy(problem, drain=False, fit=first_fit))
+
+
+def _result(name: str, problem: Problem, assignment: Assignment) -> BaselineResult:
     freed_set = {s.index for s in problem.nodes if s.gpus}
     moves, placements = concretise(problem, assignment, freed_set)
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     return BaselineResult(
-        "greedy-drain",
+        name,
         len(moves),
         tuple(problem.nodes[i].node.name for i in freed),
         tuple(problem.nodes[i].node.name for i in filled),

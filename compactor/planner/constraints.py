@@ -140,6 +140,30 @@ def one_eviction_at_a_time(problem: Problem, v: Variables) -> None:
             model.add(level[node] <= threshold).only_enforce_if(arrives)
 
 
+def sinks(problem: Problem, v: Variables) -> None:
+    """Pods without GPUs arrive only on nodes that lose no pod (sinks). Where they land (nodes without GPUs, full GPU
+    nodes) is rarely where room is made, and the rule keeps the plans one eviction at a time can run: two nodes that
+    both give and take pods are what swaps are made of, and CPU pods, movable almost anywhere, made most of them."""
+    plain = [t for t in problem.types if not t.pending and not t.uses_gpu]
+    if not plain:
+        return
+    losing: dict[int, list[tuple[IntVar, int]]] = defaultdict(list)  # node -> its out variables and their pods
+    for (t, node), var in v.out.items():
+        losing[node].append((var, len(problem.types[t].initial[node])))
+    for ptype in plain:
+        v.tick()
+        for node in ptype.targets:
+            if node not in losing or node in ptype.stay_only:
+                continue
+            sink = v.sink.get(node)
+            if sink is None:
+                sink = v.sink[node] = v.new_bool_var(f"sink_{node}")
+                pods = sum(k for _, k in losing[node])
+                v.model.add(cpsat.total([var for var, _ in losing[node]]) + pods * sink <= pods)
+            initial = len(ptype.initial.get(node, ()))
+            v.model.add(v.final[ptype.index, node] <= initial + (ptype.count - initial) * sink)
+
+
 def emptiness(problem: Problem, v: Variables) -> None:
     """A node counted as freed ends with no GPU pod: none stays, none arrives, no pending pod lands.
 
@@ -285,4 +309,4 @@ def add_headroom_vars(problem: Problem, v: Variables) -> None:
                 v.headroom[s, state.index] = v.new_int_var(0, upper, f"head_{s}_{state.index}")
 
 
-ALL_CONSTRAINTS = (conservation, capacity, one_eviction_at_a_time, emptiness, move_limits, min_gain)
+ALL_CONSTRAINTS = (conservation, capacity, one_eviction_at_a_time, sinks, emptiness, move_limits, min_gain)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from compactor.planner import constraints as c
 from compactor.planner import cpsat
 from compactor.planner.deadline import Deadline, OutOfTime
-from compactor.planner.greedy import Drainer, greedy
+from compactor.planner.greedy import Drainer, greedy, prune
 from compactor.planner.int64 import checked
 from compactor.planner.levels import BuiltModel, extract
 from compactor.planner.objective import Assignment, empty_nodes, within_limits
@@ -85,8 +85,10 @@ class _Steps:
             if moved is None:
                 continue
             # Each (type, node) pair contributes max(0, initial - final) moves; only the pairs the drain touched change.
-            changes = Counter((t.index, target) for t, target in moved)
-            changes.update({(t, node): -k for t, k in Counter(t.index for t, _ in moved).items()})
+            changes: Counter[tuple[int, int]] = Counter()
+            for mover, source, target in moved:
+                changes[mover.index, target] += 1
+                changes[mover.index, source] -= 1
             for (t, n), arrived in changes.items():
                 ptype = problem.types[t]
                 initial, final = len(ptype.initial.get(n, ())), counts.get(t, {}).get(n, 0)
@@ -287,13 +289,14 @@ def _zero_point(
         nodes, gpus, moves, cost = summarise(problem, unchanged)
         return Point(nodes, gpus, moves, cost, "OPTIMAL", 0, unchanged)
     hint = top.assignment
-    placing = greedy(problem, drain=False)  # drains only for the pending pods; usually near the cheapest
-    if (
-        _placed(placing) == _placed(top.assignment)
-        and within_limits(problem, placing)
-        and placing.cost(problem) <= top.assignment.cost(problem)
-    ):
-        hint = placing
+    # Makes room only for the pending pods; usually near the cheapest. And the max-free plan with its drains taken back.
+    for placing in (greedy(problem, drain=False), prune(problem, top.assignment, keep_freed=False)):
+        if (
+            _placed(placing) == _placed(top.assignment)
+            and within_limits(problem, placing)
+            and placing.cost(problem) <= hint.cost(problem)
+        ):
+            hint = placing
     seconds = max(0.1, deadline.remaining() / 3)
     if reserve:
         seconds = min(seconds, deadline.remaining() - reserve)

@@ -33,8 +33,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from compactor.planner.deadline import Deadline
-from compactor.planner.greedy import _Loads, prune
+from compactor.planner.greedy import prune
 from compactor.planner.levels import solve_levels
+from compactor.planner.loads import Loads
 from compactor.planner.objective import Assignment, Rank, empty_nodes, rank, within_limits
 from compactor.planner.problem import NodeState, PodType, Problem, gpu_pools, holds_gpu_load
 from compactor.settings import PlannerSettings
@@ -97,7 +98,7 @@ class _Incumbent:
         self.problem = problem
         self.assignment = assignment
         self.rank: Rank = rank(problem, assignment)
-        self.loads = _Loads(problem, assignment)
+        self.loads = Loads(problem, assignment)
         self.freed = empty_nodes(problem, assignment)
         self.outs = [0] * len(problem.nodes)  # moves out of each node
         self.pods = [0] * len(problem.nodes)  # movable pods a node holds or held: what putting it in ``S`` costs

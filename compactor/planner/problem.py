@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from compactor.model.resources import Resources, is_gpu_resource
+from compactor.model.resources import CPU, MEMORY, Resources, is_gpu_resource
 from compactor.model.types import Node, Pod, Snapshot, Taint
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.history import Restraints
@@ -47,6 +47,7 @@ class NodeState:
     ran_gpu_pods: bool
     can_empty: bool  # a GPU node all of whose GPU pods may move
     is_target_pool: bool  # may receive pods (Ready, schedulable, not excluded)
+    spare: float = 0.0  # the smaller of the CPU and memory shares of allocatable left free before the plan
 
 
 @dataclass
@@ -279,6 +280,10 @@ def _node_state(
     for port in sorted(ports):
         capacity[port] = max(1, load.get(port, 0))
     ran_gpu = holds_gpu_load(load)
+    spare = min(
+        (1 - load.get(r, 0) / node.allocatable[r] for r in (CPU, MEMORY) if node.allocatable.get(r, 0) > 0),
+        default=0.0,
+    )
     return NodeState(
         index=index,
         node=node,
@@ -289,6 +294,7 @@ def _node_state(
         ran_gpu_pods=ran_gpu,
         can_empty=freeable or (node.is_gpu_node and not ran_gpu),
         is_target_pool=node.ready and not node.unschedulable and node.labels.get("compactor.io/exclude") != "true",
+        spare=spare,
     )
 
 
@@ -308,11 +314,8 @@ class _Eligibility:
         self.ranked_cache: dict[tuple[object, ...], tuple[int, ...]] = {}
         self.sorted_cache: dict[int, tuple[tuple[int, ...], dict[int, int]]] = {}  # by id of a ranked_cache tuple
         # Every node in each ranking order (see ``ranked``), its position in it, and the room a pod may take on it.
-        self.orders = {
-            pending: sorted(range(len(states)), key=lambda i: _rank_key(states[i], pending))
-            for pending in (False, True)
-        }
-        self.positions = {pending: _positions(order) for pending, order in self.orders.items()}
+        self.orders = {kind: sorted(range(len(states)), key=lambda i: _rank_key(states[i], kind)) for kind in RANKINGS}
+        self.positions = {kind: _positions(order) for kind, order in self.orders.items()}
         self.room = [{r: amount - state.fixed.get(r, 0) for r, amount in state.capacity.items()} for state in states]
 
     def candidates(self, ptype: PodType) -> Sequence[NodeState]:
@@ -348,16 +351,17 @@ class _Eligibility:
         """The receivers with room for one pod of this type, best first (see ``_targets``); shared by every type with the
         same receivers, requests and pending-ness (thousands of types, a few hundred such keys)."""
         receivers = self.receivers(ptype)
-        key = (receivers, tuple(sorted(ptype.requests.items())), ptype.pending)
+        kind = _ranking(ptype)
+        key = (receivers, tuple(sorted(ptype.requests.items())), kind)
         found = self.ranked_cache.get(key)
         if found is None:
             # In ``_rank_key`` order: walked through the whole order when most nodes receive, else sorted by position.
-            pending, room, items = ptype.pending, self.room, ptype.items
+            room, items = self.room, ptype.items
             if 8 * len(receivers) >= len(self.states):
-                ranked = [i for i in self.orders[pending] if i in receivers and _fits_room(items, room[i])]
+                ranked = [i for i in self.orders[kind] if i in receivers and _fits_room(items, room[i])]
             else:
                 ranked = sorted(
-                    (i for i in receivers if _fits_room(items, room[i])), key=self.positions[pending].__getitem__
+                    (i for i in receivers if _fits_room(items, room[i])), key=self.positions[kind].__getitem__
                 )
             found = self.ranked_cache[key] = tuple(ranked)
         return found
@@ -370,11 +374,26 @@ class _Eligibility:
         return found
 
 
-def _rank_key(state: NodeState, pending: bool) -> tuple[object, ...]:
-    """Best target first. A pending pod wants the node that needs the least draining: the most free GPUs. A moved pod:
-    best fit (see ``_targets``)."""
-    if pending:
+RANKINGS = (
+    "pending",
+    "gpu",
+    "plain",
+)  # how targets are ranked: for pending pods, moved GPU pods, moved pods without GPUs
+
+
+def _ranking(ptype: PodType) -> str:
+    return "pending" if ptype.pending else "gpu" if ptype.uses_gpu else "plain"
+
+
+def _rank_key(state: NodeState, kind: str) -> tuple[object, ...]:
+    """Best target first. A pending pod wants the node that needs the least draining: the most free GPUs. A moved GPU
+    pod: best fit (see ``_targets``). A moved pod without GPUs: a node without GPUs, the roomiest first, then the GPU
+    node with the fewest free GPUs (its CPU and memory are the least wanted by GPU pods): CPU pods moving between GPU
+    nodes only shift the crowding, and pods swapping nodes cannot run one eviction at a time."""
+    if kind == "pending":
         return (-state.free_gpus_before, state.node.name)
+    if kind == "plain":
+        return (state.node.is_gpu_node, state.free_gpus_before, -state.spare, state.node.name)
     return (state.can_empty, not state.ran_gpu_pods, state.free_gpus_before, state.node.name)
 
 
@@ -460,7 +479,8 @@ def movable_pods(problem: Problem) -> int:
 def restrict(
     problem: Problem, sources: set[int], used: dict[int, set[int]] | None = None, max_targets: int | None = None
 ) -> tuple[Problem, dict[int, int]]:
-    """The same instance with only the movable pods on ``sources`` left as variables.
+    """The same instance with only the movable pods on ``sources`` left as variables; with ``max_targets``, each movable
+    type keeps that many of its best-ranked targets, plus the nodes ``used`` says a plan moves pods of it to.
 
     Pods elsewhere become fixed load; a node left with fixed GPU pods can no longer be
     freed. Returns the narrowed problem and the old -> new type index map.
@@ -488,6 +508,12 @@ def restrict(
             targets = sorted(set(ranked) | set(kept) | used_nodes)
         narrowed.targets = tuple(targets)
         narrowed.stay_only = frozenset(n for n in ptype.stay_only if n in kept)
+        if max_targets is not None and not ptype.pending and not ptype.uses_gpu:
+            # A pod without GPUs arrives only where it ranks (nodes without GPUs first) or the warm start put one: its
+            # other homes, GPU nodes, keep their pods but take no more (CPU pods trading GPU nodes only swap the crowding,
+            # and a swap cannot run one eviction at a time).
+            receiving = set(ranked) | used_nodes
+            narrowed.stay_only |= {n for n in kept if n not in receiving and problem.nodes[n].node.is_gpu_node}
         types.append(narrowed)
     states = [
         replace(

@@ -117,10 +117,11 @@ def _narrow(
             break
         sources.add(state.index)
         spent += movable_on[state.index]
-    used: dict[int, set[int]] = {}
+    used: dict[int, set[int]] = {}  # type -> nodes a plan moves pods of it to
     for plan in plans:
         for t, per_node in plan.counts.items():
-            used.setdefault(t, set()).update(per_node)
+            initial = problem.types[t].initial
+            used.setdefault(t, set()).update(n for n, k in per_node.items() if k > len(initial.get(n, ())))
     narrowed, mapping = restrict(problem, sources, used, max_targets)
     return _Narrowed(narrowed, _translate(problem, start, mapping, sources), mapping, sources)
 
@@ -238,6 +239,11 @@ def _runnable(problem: Problem, result: SolveResult, deadline: Deadline) -> Solv
     if rank(result.problem, kept) >= rank(result.problem, result.assignment):
         return result
     bound = _freed_bound(result)
+    warm = result.greedy_assignment
+    if warm is not None and within_limits(result.problem, warm):
+        # The warm start, made move by move, runs as it is (almost always): the fallback that never places fewer.
+        warm = executable(result.problem, warm, empty_nodes(result.problem, warm))
+        kept = max(kept, warm, key=lambda plan: rank(result.problem, plan))
     result.assignment, result.empty_nodes = kept, empty_nodes(result.problem, kept)
     result.status = "FEASIBLE"  # its proofs were for the plan it can no longer run
     best = result

@@ -25,6 +25,8 @@ class Variables:
     placed: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (pending type, node) -> placed
     empty: dict[int, IntVar] = field(default_factory=dict)  # GPU node -> runs no GPU pod after
     headroom: dict[tuple[int, int], IntVar] = field(default_factory=dict)  # (shape, node) -> copies that fit
+    # node -> pods without GPUs may arrive (then none of its pods leaves): ``constraints.sinks``
+    sink: dict[int, IntVar] = field(default_factory=dict)
     # variable index -> its largest value (reading the proto is slow)
     bounds: dict[int, int] = field(default_factory=dict)
     deadline: Deadline | None = None  # building stops (``OutOfTime``) once it has passed: see ``tick``
@@ -61,6 +63,10 @@ class Variables:
         values += [max(0, len(problem.types[t].initial.get(n, ())) - counts.get(t, {}).get(n, 0)) for t, n in self.out]
         indices += [var.index for var in self.empty.values()]
         values += [1 if n in empty_nodes else 0 for n in self.empty]
+        if self.sink:
+            receiving = plain_arrivals(problem, assignment)
+            indices += [var.index for var in self.sink.values()]
+            values += [1 if n in receiving else 0 for n in self.sink]
         cpsat.hint(self.model, indices, values)
 
     def rebind(self, model: CpModel) -> Variables:
@@ -76,8 +82,20 @@ class Variables:
             {k: at(v) for k, v in self.placed.items()},
             {k: at(v) for k, v in self.empty.items()},
             {k: at(v) for k, v in self.headroom.items()},
+            {k: at(v) for k, v in self.sink.items()},
             dict(self.bounds),
         )
+
+
+def plain_arrivals(problem: Problem, assignment: Assignment) -> set[int]:
+    """Nodes where pods without GPUs arrive under ``assignment``."""
+    found: set[int] = set()
+    for ptype in problem.types:
+        if not ptype.pending and not ptype.uses_gpu:
+            for node, count in assignment.counts.get(ptype.index, {}).items():
+                if count > len(ptype.initial.get(node, ())):
+                    found.add(node)
+    return found
 
 
 def make_variables(problem: Problem, deadline: Deadline | None = None) -> Variables:
