@@ -26,7 +26,7 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
-from compactor.planner.explain import _curve_rows, _figure_rows, _objective, _point_quality
+from compactor.planner.explain import _curve_rows, _figure_rows, _objective, _point_quality, figure_notes
 from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, FrontierPoint, Move, apply_plan
 from compactor.report import Section, Table, fmt_gpus, fmt_pct, report_sections
@@ -361,8 +361,8 @@ def _curve(plan: CompactionPlan) -> str:
     if not plan.frontier:
         return ""
     rows = [
-        (label, moves, more, cost, gpus, status + (" (this plan)" if mark else ""))
-        for mark, label, moves, more, cost, gpus, status in _curve_rows(plan)
+        (label, moves, more, cost, gpus, usable, status + (" (this plan)" if mark else ""))
+        for mark, label, moves, more, cost, gpus, usable, status in _curve_rows(plan)
     ]
     return "\n".join(
         [
@@ -371,7 +371,9 @@ def _curve(plan: CompactionPlan) -> str:
             "GPUs; the big one is this plan.</p>",
             curve_svg(plan.frontier),
             "<details><summary>the curve as a table</summary>"
-            + _table(("point", "moves", "more", "cost", "freed GPUs (physical)", "status"), rows, (1, 2, 3, 4))
+            + _table(
+                ("point", "moves", "more", "cost", "freed GPUs (physical)", "usable", "status"), rows, (1, 2, 3, 4, 5)
+            )
             + "</details>",
         ]
     )
@@ -487,7 +489,8 @@ def _plan_cards(plan: CompactionPlan) -> str:
             (
                 "Whole-free GPUs (physical)",
                 arrow(_figure(before, "wholeFreePhysicalGpus"), _figure(after, "wholeFreePhysicalGpus"), str),
-                f"net {plan.freed_gpus:+d} on {len(plan.freed_nodes)} freed node(s)",
+                f"net {plan.freed_gpus:+d} on {len(plan.freed_nodes)} freed node(s)"
+                + ("" if plan.usable_freed_gpus is None else f", {plan.usable_freed_gpus} usable by the shapes in use"),
             ),
             (
                 "Blocked demand (GPU-equivalents)",
@@ -495,9 +498,12 @@ def _plan_cards(plan: CompactionPlan) -> str:
                 f"{len(before.get('blockedPending', []))} \u2192 {len(after.get('blockedPending', []))} blocked pending GPU pod(s)",
             ),
             (
-                "Stranded share",
-                arrow(_figure(before, "strandedShare"), _figure(after, "strandedShare"), fmt_pct),
-                "of the free GPU capacity no request shape in use can take",
+                "Stranded GPU capacity (GPU-equivalents)",
+                arrow(_figure(before, "strandedGpuEquivalents"), _figure(after, "strandedGpuEquivalents"), fmt_gpus),
+                "free capacity no request shape in use can take: "
+                + arrow(_figure(before, "strandedShare"), _figure(after, "strandedShare"), fmt_pct)
+                + " of the free capacity"
+                + (f" ({plan.figure_notes['strandedShare']})" if "strandedShare" in plan.figure_notes else ""),
             ),
             ("Moves", str(len(plan.moves)), f"{len(plan.placed_pending)} pending pod(s) placed"),
         )
@@ -594,5 +600,6 @@ def render_plan_html(plan: CompactionPlan, snapshot: Snapshot, shapes: Sequence[
         _recuts(plan),
         "<h2>Before and after</h2>",
         _table(("figure", "before", "after"), _figure_rows(plan), (1, 2)),
+        *(f"<p class=note>{_e(note)}</p>" for note in figure_notes(plan)),
     ]
     return _page(title, body)

@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from compactor.metrics.fragmentation import ReferenceShape, compute_figures, figures_to_dict
+from compactor.metrics.change import ratio_notes
+from compactor.metrics.fragmentation import (
+    ReferenceShape,
+    compute_figures,
+    cpu_pods_on_gpu_nodes,
+    figures_to_dict,
+    held_by_node,
+)
 from compactor.model.migparted import Layouts
 from compactor.model.types import Snapshot, Taint
 from compactor.planner.compose import compose
@@ -40,6 +47,7 @@ def build_plan(
     stage: Callable[[str, str], None] | None = None,
     restraints: Restraints | None = None,
     budgets: DisruptionSettings | None = None,
+    max_evictions: int | None = None,
 ) -> CompactionPlan:
     """The plan document of a compaction of ``snapshot``: ``planner.compose.compose`` (see there for every argument) with
     the figures before and after it, the pending pods it leaves and why, and ``solver.planSeconds``. Pure apart from the
@@ -63,17 +71,23 @@ def build_plan(
         stage=stage,
         restraints=restraints,
         budgets=budgets,
+        max_evictions=max_evictions,
         meanwhile=measure_before,
     )
     plan = composed.plan
-    after = compute_figures(apply_plan(composed.snapshot, plan), composed.shapes)
+    planned = apply_plan(composed.snapshot, plan)
+    after = compute_figures(planned, composed.shapes)
     free_after = {n.name: n.free.as_dict() for n in after.nodes}
-    left = left_pending(composed.problem, composed.placed, free_after)
+    left = left_pending(composed.problem, composed.placed, free_after, held_by_node(cpu_pods_on_gpu_nodes(planned)))
+    after_figures = figures_to_dict(after)
     plan = plan.model_copy(
         update={
             "before": before,
-            "after": figures_to_dict(after),
+            "after": after_figures,
             "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()],
+            "figure_notes": ratio_notes(
+                before.get("cluster", {}), after_figures.get("cluster", {}), len(plan.placed_pending)
+            ),
         }
     )
     return plan.model_copy(

@@ -66,6 +66,7 @@ def plan_of(
         stage=stage,
         restraints=restraints,
         budgets=settings.disruption,
+        max_evictions=settings.executor.max_evictions_per_cycle,
     )
 
 

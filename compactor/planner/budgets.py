@@ -1,7 +1,8 @@
 """Run budgets: the part of a plan one run may carry out, cut by whole source nodes, and which budget cut it.
 
 A run fences every node it takes pods off at once and moves one replica of a workload at a time, so what it may take is
-counted in source nodes: at most ``disruption.max_draining_per_pool`` nodes (or a share) of one pool drained together,
+counted in source nodes (taken in groups: a node that receives a pod and loses pods to make room for it goes with the
+node the pod comes from): at most ``disruption.max_draining_per_pool`` nodes (or a share) of one pool drained together,
 and at most ``disruption.max_moves_per_workload`` replicas of one workload moved in one run (``auto``: Koordinator's
 per-workload unavailability for workloads no PodDisruptionBudget covers, 1 below 4 replicas, 2 up to 10, 10% above;
 a PDB's own budget governs the others). Nodes are taken in plan order, each with all its moves, while every budget
@@ -24,42 +25,74 @@ from dataclasses import dataclass, field
 from compactor.model.types import Snapshot
 from compactor.planner.history import workload_key
 from compactor.planner.movability import pdbs_by_pod
-from compactor.planner.plan import CompactionPlan, Move
+from compactor.planner.plan import CompactionPlan, Move, Placement
 from compactor.settings import DisruptionSettings
 
-# (source node, its moves) -> "" to take it, else the budget it would break
-Admit = Callable[[str, Sequence[Move]], str]
+# (source nodes, each with its moves), taken together -> "" to take them all, else the budget one of them would break;
+# a refused group changes no count
+Admit = Callable[[Sequence[tuple[str, Sequence[Move]]]], str]
 
 
 def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> CompactionPlan:
     """The whole source nodes of ``plan``, in order, whose moves add up to at most ``cap``; ``gpus``: node -> physical GPUs."""
-    left = [cap]
+    return take_nodes(plan, RunBudgets().admit(cap), gpus)[0]
 
-    def admit(_: str, moves: Sequence[Move]) -> str:
-        if len(moves) > left[0]:
-            return f"max_evictions_per_cycle ({cap})"
-        left[0] -= len(moves)
-        return ""
 
-    return take_nodes(plan, admit, gpus)[0]
+def refusal(moves: Sequence[Move], placed: Sequence[Placement], admit: Admit) -> str:
+    """ "" when ``admit`` takes every source node of ``moves`` (a run could carry all of them out), else the first budget
+    that refuses one; ``placed``: the pending pods the moves make room for."""
+    per_node = _per_node(moves)
+    for group in groups(moves, placed):
+        why = admit([(node, per_node[node]) for node in group])
+        if why:
+            return why
+    return ""
+
+
+def _per_node(moves: Sequence[Move]) -> dict[str, list[Move]]:
+    per_node: dict[str, list[Move]] = {}
+    for move in moves:  # insertion order: the plan's order of source nodes
+        per_node.setdefault(move.from_node, []).append(move)
+    return per_node
+
+
+def groups(moves: Sequence[Move], placed: Sequence[Placement]) -> list[list[str]]:
+    """The plan's source nodes in the groups a run takes or leaves whole: a node that receives a pod is grouped with
+    the node it comes from when it loses pods itself (the room the move needs is made by its own departures: a chain),
+    so no kept move waits for a move left to a later run. Nodes drained for a pending pod first, then in plan order."""
+    order: dict[str, None] = {}
+    for move in moves:
+        order.setdefault(move.from_node, None)
+    parent = {node: node for node in order}
+
+    def find(node: str) -> str:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for move in moves:
+        if move.to_node in parent:
+            parent[find(move.to_node)] = find(move.from_node)
+    grouped: dict[str, list[str]] = {}
+    for node in order:
+        grouped.setdefault(find(node), []).append(node)
+    for_pending = {p.to_node for p in placed}
+    return sorted(grouped.values(), key=lambda nodes: not any(n in for_pending for n in nodes))
 
 
 def take_nodes(plan: CompactionPlan, admit: Admit, gpus: Mapping[str, int]) -> tuple[CompactionPlan, str]:
-    """``plan`` with only the source nodes ``admit`` takes (each whole; those drained for a pending pod first, then in plan
-    order), and the first budget that left one."""
-    per_node: dict[str, list[Move]] = {}
-    for move in plan.moves:  # insertion order: the plan's order of source nodes
-        per_node.setdefault(move.from_node, []).append(move)
+    """``plan`` with only the source nodes ``admit`` takes, group by group (``groups``: those drained for a pending pod
+    first, then in plan order), and the first budget that left one."""
+    per_node = _per_node(plan.moves)
     taken: set[str] = set()
     first = ""
-    # Nodes drained for a pending pod first: placing pending pods is the plan's first goal (the moves keep plan order).
-    for_pending = {p.to_node for p in plan.placed_pending}
-    for node, moves in sorted(per_node.items(), key=lambda item: item[0] not in for_pending):
-        why = admit(node, moves)
+    for group in groups(plan.moves, plan.placed_pending):
+        why = admit([(node, per_node[node]) for node in group])
         if why:
             first = first or why
         else:
-            taken.add(node)
+            taken.update(group)
     if not first:
         return plan, ""
     moves = [m for m in plan.moves if m.from_node in taken]
@@ -130,22 +163,29 @@ class RunBudgets:
                 cap = koordinator_unavailable(replicas[key])
                 self.workload_cap[key] = (cap, f"{cap} per run: {replicas[key]} replicas, no PodDisruptionBudget")
 
-    def admit(self) -> Admit:
+    def admit(self, cap: int | None = None) -> Admit:
+        """Admits groups of source nodes while every budget holds, and (``cap``: ``executor.max_evictions_per_cycle``)
+        their moves add up to at most ``cap``."""
         draining: Counter[str] = Counter()
         moving: Counter[str] = Counter()
+        total = [0]
 
-        def admit(node: str, moves: Sequence[Move]) -> str:
-            pool = self.pool_of.get(node)
-            if pool is not None and pool in self.pool_cap and draining[pool] + 1 > self.pool_cap[pool][0]:
-                cap, size = self.pool_cap[pool]
-                return f"disruption.max_draining_per_pool ({cap} of pool {pool}'s {size} nodes at once)"
-            counts = Counter(self.workload_of[m.pod] for m in moves if m.pod in self.workload_of)
-            for key, count in counts.items():
-                if key in self.workload_cap and moving[key] + count > self.workload_cap[key][0]:
+        def admit(group: Sequence[tuple[str, Sequence[Move]]]) -> str:
+            evictions = sum(len(moves) for _, moves in group)
+            if cap is not None and total[0] + evictions > cap:
+                return f"max_evictions_per_cycle ({cap})"
+            pools = Counter(pool for node, _ in group if (pool := self.pool_of.get(node)) is not None)
+            for pool, nodes in pools.items():
+                if pool in self.pool_cap and draining[pool] + nodes > self.pool_cap[pool][0]:
+                    most, size = self.pool_cap[pool]
+                    return f"disruption.max_draining_per_pool ({most} of pool {pool}'s {size} nodes at once)"
+            counts = Counter(self.workload_of[m.pod] for _, moves in group for m in moves if m.pod in self.workload_of)
+            for key, moved in counts.items():
+                if key in self.workload_cap and moving[key] + moved > self.workload_cap[key][0]:
                     return f"disruption.max_moves_per_workload ({key}: {self.workload_cap[key][1]})"
-            if pool is not None:
-                draining[pool] += 1
+            draining.update(pools)
             moving.update(counts)
+            total[0] += evictions
             return ""
 
         return admit

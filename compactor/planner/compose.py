@@ -15,13 +15,13 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, reference_shapes
 from compactor.model.migparted import Layouts
 from compactor.model.types import Node, Snapshot, Taint
-from compactor.planner.budgets import RunBudgets, take_nodes
+from compactor.planner.budgets import RunBudgets, refusal, take_nodes
 from compactor.planner.deadline import Deadline, deadline_for
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.history import Restraints, workload_key
@@ -41,8 +41,16 @@ from compactor.planner.plan import (
 from compactor.planner.price import describe
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
-from compactor.planner.solution import ConcreteMove, ConcretePlacement, concretise, gpu_nodes_changed
+from compactor.planner.solution import (
+    ConcreteMove,
+    ConcretePlacement,
+    concretise,
+    gpu_nodes_changed,
+    loads_after,
+    usable_freed,
+)
 from compactor.planner.solver import SolveResult, solve
+from compactor.planner.usable import usage_shapes, why_unusable
 from compactor.settings import DisruptionSettings, PlannerSettings
 
 
@@ -222,6 +230,7 @@ def compose(
     stage: Callable[[str, str], None] | None = None,
     restraints: Restraints | None = None,
     budgets: DisruptionSettings | None = None,
+    max_evictions: int | None = None,
     meanwhile: Callable[[Snapshot, tuple[ReferenceShape, ...]], None] | None = None,
 ) -> Composed:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
@@ -233,8 +242,10 @@ def compose(
     it), given the snapshot planned and the shapes, done once the max-free solve is in: on the trade-off curve's time
     rather than on the time left to finish.
 
-    ``budgets``: the run budgets (``disruption.max_draining_per_pool``, ``max_moves_per_workload``): the chosen plan keeps
-    the whole source nodes one run may take (``budgets.py``); ``heldBack`` says which budget left the rest for later runs.
+    ``budgets``: the run budgets (``disruption.max_draining_per_pool``, ``max_moves_per_workload``) and ``max_evictions``
+    (``executor.max_evictions_per_cycle``): the plan is the best point of the curve one run can carry out whole; when
+    none can, the chosen point cut to the whole source nodes one run may take (``budgets.py``), a row of the curve of
+    its own. ``heldBack`` says which budget held the rest back for later runs.
 
     ``restraints``: what earlier runs forbid now (``history.restraints_at``): workloads and nodes in their cooldown stay
     as they are, the hourly/daily move caps (``disruption.max_moves_per_hour``/``_per_day``) cap the moves, and an open
@@ -273,12 +284,12 @@ def compose(
     say("building the problem", "")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     building = time.monotonic()
-    original = problem = build_problem(
-        snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now, restraints=held
-    )
+    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now, restraints=held)
+    original = problem = replace(problem, usage_shapes=usage_shapes(problem, [s.requests for s in shapes]))
     built = time.monotonic() - building
     result: SolveResult | None = None
     note = ""
+    held_by = ""  # the run budget that held the chosen point back, when a cheaper one was taken instead
     cut: list[str] = []  # what the time limit left undone, for the report
     moves_bound: int | None = None
     curve_seconds = 0.0
@@ -315,6 +326,17 @@ def compose(
             moves_bound = _moves_bound(original, result, clock.until(curve_end - clock.elapsed()), cut)
             started = time.monotonic()
             points, chosen = _curve(problem, result, settings, clock.until(curve_end - clock.elapsed()), cut)
+            chosen, note = _hollow(points, chosen, settings.objective)
+            if budgets is not None or max_evictions is not None:
+                chosen, held_by = _within_run_budgets(
+                    problem,
+                    snapshot,
+                    points,
+                    chosen,
+                    budgets or DisruptionSettings(),
+                    max_evictions,
+                    settings.objective,
+                )
             if result.restricted:
                 _whole_cluster_bounds(points, original)
             curve_seconds = time.monotonic() - started
@@ -335,11 +357,12 @@ def compose(
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     net_gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
     if result is not None and not moves and not placements:
-        note = (
+        empty = (
             "moves capped at 0 (--max-moves / planner.max_moves)"
             if settings.max_moves == 0
-            else "no move frees GPU capacity or places a pending pod"
+            else "this search found no move that frees usable GPU capacity or places a pending pod"
         )
+        note = f"{empty}; {note}" if note else empty
     plan = CompactionPlan(
         metadata=Metadata(
             id=plan_id or f"plan-{uuid.uuid4().hex[:12]}",
@@ -351,6 +374,8 @@ def compose(
         freed_nodes=[problem.nodes[i].node.name for i in freed],
         filled_nodes=[problem.nodes[i].node.name for i in filled],
         freed_gpus=net_gpus,
+        usable_freed_gpus=usable_freed(problem, moves, placements),
+        unusable=why_unusable(problem, loads_after(problem, moves, placements), freed),
         mig_repartition=[
             MigRepartition(
                 node=problem.nodes[r.node].node.name,
@@ -367,7 +392,9 @@ def compose(
         if settings.objective == "balanced" and settings.mode == "free-nodes"
         else None,
         move_price=describe(settings.move_cost),
-        frontier=_frontier(points, chosen, recuts, settings, moves, len(freed), net_gpus),
+        frontier=_frontier(
+            points, chosen, recuts, settings, moves, len(freed), net_gpus, usable_freed(problem, moves, placements)
+        ),
         warnings=warnings,
         solver=solver_report(
             problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound
@@ -378,23 +405,79 @@ def compose(
             }
         ),
     )
-    if budgets is not None:
-        plan = _within_budgets(plan, snapshot, budgets)
+    if held_by:
+        plan = plan.model_copy(update={"held_back": held_by})
+    if budgets is not None or max_evictions is not None:
+        plan = _within_budgets(plan, snapshot, budgets or DisruptionSettings(), max_evictions)
     plan = plan.model_copy(update={"explanations": _explanations(problem, held)})
     return Composed(plan, snapshot, shapes, original, frozenset(p.pod.key for p in placements))
 
 
-def _within_budgets(plan: CompactionPlan, snapshot: Snapshot, cfg: DisruptionSettings) -> CompactionPlan:
-    """The plan cut to the whole source nodes the run budgets let one run take (``budgets.py``), saying which one cut it."""
+BUDGET_POINTS = 30  # points of the curve tried, from the chosen one down, for one a run can carry out whole
+
+
+def _within_run_budgets(
+    problem: Problem,
+    snapshot: Snapshot,
+    points: list[Point],
+    chosen: Point,
+    cfg: DisruptionSettings,
+    cap: int | None,
+    objective: str,
+) -> tuple[Point, str]:
+    """The chosen point when one run can carry it out whole under the run budgets, else the freest cheaper point of the
+    curve that it can, and the ``heldBack`` that says which budget held the chosen one back ("" when none did, or when
+    no point fits whole: then ``_within_budgets`` cuts the chosen one)."""
+    cheaper = sorted((p for p in points if p.cost < chosen.cost), key=lambda p: (-p.usable_gpus, p.cost))
+    held = ""
+    for point in [chosen, *cheaper][:BUDGET_POINTS]:
+        assignment = plan_of(point)
+        moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
+        docs = _moves(problem, moves, set(), placements)
+        placed = [Placement(pod=p.pod.key, to_node=problem.nodes[p.target].node.name) for p in placements]
+        why = refusal(docs, placed, RunBudgets.of(snapshot, cfg, [m.pod for m in docs]).admit(cap))
+        if not why:
+            if point is chosen:
+                return chosen, ""
+            return point, (
+                f"{held} reached by the {objective} point ({chosen.moves} moves, {chosen.usable_gpus} usable GPUs): "
+                f"this plan is the best point one run can carry out whole ({len(moves)} move(s)); the rest waits for a "
+                "later run"
+            )
+        held = held or why
+    return chosen, ""
+
+
+def _within_budgets(
+    plan: CompactionPlan, snapshot: Snapshot, cfg: DisruptionSettings, cap: int | None
+) -> CompactionPlan:
+    """The plan cut to the whole source nodes the run budgets let one run take (``budgets.py``), saying which one cut it;
+    the cut plan is a row of the curve of its own, marked as the one carried out."""
     budgets = RunBudgets.of(snapshot, cfg, [m.pod for m in plan.moves])
     gpus = {n.name: n.countable_gpus for n in snapshot.nodes}
-    cut, which = take_nodes(plan, budgets.admit(), gpus)
+    cut, which = take_nodes(plan, budgets.admit(cap), gpus)
     if not which:
         return plan
+    row = FrontierPoint(
+        freed_nodes=len(cut.freed_nodes),
+        freed_gpus=cut.freed_gpus,
+        usable_gpus=None,
+        moves=len(cut.moves),
+        cost=round(sum(m.cost for m in cut.moves), 2),
+        status="FEASIBLE",
+        bound=0.0,
+        chosen=True,
+        budget_cut=True,
+    )
+    frontier = [p.model_copy(update={"chosen": False}) for p in plan.frontier]
+    at = next((i + 1 for i, p in enumerate(plan.frontier) if p.chosen), len(frontier))
     return cut.model_copy(
         update={
             "held_back": f"{which} reached: {len(plan.moves) - len(cut.moves)} of {len(plan.moves)} moves "
-            f"wait for a later run"
+            f"wait for a later run",
+            "frontier": [*frontier[:at], row, *frontier[at:]],
+            "usable_freed_gpus": None,
+            "unusable": "",
         }
     )
 
@@ -450,6 +533,17 @@ def _curve(
             0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem)
         )
     return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
+
+
+def _hollow(points: list[Point], chosen: Point, objective: str) -> tuple[Point, str]:
+    """The chosen point, or the curve's first (pending pods placed, nothing freed on purpose) when the chosen one costs
+    more for no usable GPU more: freed GPUs no request shape in use can take are no gain. And the note that says so."""
+    if not points or chosen.cost <= points[0].cost or chosen.usable_gpus > points[0].usable_gpus:
+        return chosen, ""
+    return points[0], (
+        f"the {objective} point frees {chosen.freed_gpus} GPU(s) no request shape in use can take: the first point of "
+        "the curve is carried out instead"
+    )
 
 
 def _whole_cluster_bounds(points: list[Point], whole: Problem) -> None:
@@ -516,6 +610,7 @@ def _frontier(
     moves: list[ConcreteMove],
     freed_nodes: int,
     net_gpus: int,
+    usable: int,
 ) -> list[FrontierPoint]:
     """The curve as the plan shows it; re-cuts are a step of their own, right after the point they build on (the plan's
     ``freed_nodes`` nodes and ``net_gpus`` GPUs)."""
@@ -526,6 +621,7 @@ def _frontier(
         step = FrontierPoint(
             freed_nodes=freed_nodes,
             freed_gpus=net_gpus,
+            usable_gpus=usable,
             moves=len(moves),
             cost=round(cost, 2),
             status="FEASIBLE",
@@ -541,6 +637,7 @@ def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:
     return FrontierPoint(
         freed_nodes=point.freed_nodes,
         freed_gpus=point.freed_gpus,
+        usable_gpus=point.usable_gpus,
         moves=point.moves,
         cost=round(point.cost / base, 2),
         status=point.status,

@@ -13,12 +13,14 @@ from compactor.planner.plan import CompactionPlan
 # Two units, never under one name: GPUs (physical) count devices; GPU capacity (GPU-equivalents) maps MIG instances and
 # time-sliced replicas back to fractions of a GPU (a 3g.20gb on an A100-40GB is 4/8), so it can be lower than the devices.
 _FIGURES = (
-    # The headline figures first (docs/metrics.md): what a plan that frees nodes or places pending pods moves.
+    # The headline figures first (docs/metrics.md): what a plan that frees nodes or places pending pods moves, led by the
+    # quantities a good plan cannot make worse; the shares of free capacity after them, with ``figureNotes``' reason
+    # where one rose only because pending pods placed used free capacity.
     ("blocked pending GPU pods", "@blockedPods", "{:d}"),
     ("blocked demand (GPU-equivalents)", "@blockedDemandGpuEquivalents", "{:.2f}"),
+    ("stranded GPU capacity (GPU-equivalents)", "strandedGpuEquivalents", "{:.2f}"),
     ("whole-free GPUs (physical)", "wholeFreePhysicalGpus", "{:d}"),
     ("stranded share of free GPU capacity", "strandedShare", "{:.1%}"),
-    ("stranded GPU capacity (GPU-equivalents)", "strandedGpuEquivalents", "{:.2f}"),
     ("free GPU capacity (GPU-equivalents)", "freeGpuEquivalents", "{:.2f}"),
     ("whole-free GPU nodes", "wholeFreeNodes", "{:d}"),
     ("whole-free GPU capacity (GPU-equivalents)", "wholeFreeGpuEquivalents", "{:.2f}"),
@@ -49,9 +51,21 @@ def _figure(figures: dict[str, Any], key: str) -> Any:
 
 
 def _figure_rows(plan: CompactionPlan) -> list[tuple[str, str, str]]:
+    """(label, before, after) per figure; an after value that ``figureNotes`` explains is marked ``*``."""
     return [
-        (label, _fmt(t, _figure(plan.before, key)), _fmt(t, _figure(plan.after, key))) for label, key, t in _FIGURES
+        (
+            label,
+            _fmt(t, _figure(plan.before, key)),
+            _fmt(t, _figure(plan.after, key)) + (" *" if key in plan.figure_notes else ""),
+        )
+        for label, key, t in _FIGURES
     ]
+
+
+def figure_notes(plan: CompactionPlan) -> list[str]:
+    """The notes of the figures marked ``*``: "* stranded share of free GPU capacity: up only because ..."."""
+    labels = {key: label for label, key, _ in _FIGURES}
+    return [f"* {labels.get(key, key)}: {note}" for key, note in plan.figure_notes.items()]
 
 
 def _point_quality(plan: CompactionPlan) -> str:
@@ -59,6 +73,8 @@ def _point_quality(plan: CompactionPlan) -> str:
     chosen = next((p for p in plan.frontier if p.chosen), None)
     if chosen is None:
         return "this plan: not proven (shape mode draws no curve; the search's status is below)"
+    if chosen.budget_cut:
+        return "this plan: the point above it, cut to what one run may carry out (budget below)"
     if chosen.status == "OPTIMAL":
         return f"this plan: OPTIMAL (no plan freeing {chosen.freed_nodes} node(s) costs less than its {chosen.cost:g} moves)"
     gap = (chosen.cost - chosen.bound) / chosen.cost if chosen.cost > 0 else 0.0
@@ -73,7 +89,8 @@ def _headline(plan: CompactionPlan) -> list[str]:
     gap = "-" if s.gap is None else f"{s.gap:.1%}"
     lines = [
         f"Compaction plan {plan.metadata.id} for {plan.metadata.source} ({plan.metadata.created_at})",
-        f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} whole-free GPU(s) (physical)",
+        f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} whole-free GPU(s) "
+        f"(physical){_usable(plan)}",
         f"  pending pods placed: {len(plan.placed_pending)}; {_point_quality(plan)}",
         f"  the search for the most GPUs: {s.status} in {s.wall_seconds:.2f}s, gap {gap} (freed GPUs against its bound); "
         f"planned in {s.plan_seconds:.2f}s" + ("" if s.load_seconds is None else f" (+{s.load_seconds:.2f}s loading)"),
@@ -83,6 +100,8 @@ def _headline(plan: CompactionPlan) -> list[str]:
             f"  the max-free plan's move cost {s.move_cost:g} (in moves): no plan freeing as much costs less than "
             f"{s.move_cost_bound:g} (gap {s.move_cost_gap:.1%})"
         )
+    if plan.unusable:
+        lines.append(f"  usable: {plan.unusable}")
     if plan.filled_nodes:
         lines.append(f"  note: fills previously free node(s) {listed(plan.filled_nodes)}")
     if plan.held_back:
@@ -92,9 +111,16 @@ def _headline(plan: CompactionPlan) -> list[str]:
     return lines
 
 
+def _usable(plan: CompactionPlan) -> str:
+    """ ", 12 usable" (by a request shape in use) when the plan frees GPUs and says how many are usable."""
+    if plan.usable_freed_gpus is None or not plan.freed_gpus:
+        return ""
+    return f", {plan.usable_freed_gpus} usable by the request shapes in use"
+
+
 _OBJECTIVES = {
     "pending-only": "place pending pods, free nothing more",
-    "balanced": "free more nodes while each costs at most {price:g} moves per GPU it frees",
+    "balanced": "free more nodes while each costs at most {price:g} moves per usable GPU it frees",
     "max-free": "free the most",
 }
 
@@ -106,8 +132,8 @@ def _objective(plan: CompactionPlan) -> str:
 _MAX_CURVE_ROWS = 15
 
 
-def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str, str]]:
-    """(mark, point, moves, more moves, cost, freed GPUs, status) per point of the trade-off curve."""
+def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str, str, str]]:
+    """(mark, point, moves, more moves, cost, freed GPUs, usable of them, status) per point of the trade-off curve."""
     rows = []
     previous = None
     for point in plan.frontier:
@@ -115,6 +141,8 @@ def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str
         label = first if previous is None else f"{point.freed_nodes} node(s) freed"
         if point.recuts:
             label = f"+ {point.recuts} MIG re-cut(s)"
+        if point.budget_cut:
+            label = "within the run budgets"
         more = "" if previous is None else f"+{point.moves - previous.moves}"
         status = point.status if point.status == "OPTIMAL" else f"{point.status} (bound {point.bound:g})"
         rows.append(
@@ -125,6 +153,7 @@ def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str
                 more,
                 f"{point.cost:g}",
                 str(point.freed_gpus),
+                "-" if point.usable_gpus is None else str(point.usable_gpus),
                 status,
             )
         )
@@ -158,14 +187,14 @@ def _curve_text(plan: CompactionPlan) -> list[str]:
         "",
         f"Trade-off curve (objective {plan.objective}: {_objective(plan)}; * = this plan):",
         *([f"  {plan.move_price}"] if plan.move_price else []),
-        f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs (physical)':>21}  status",
+        f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs (physical)':>21} {'usable':>6}  status",
     ]
     for i in _shown(len(rows), chosen):
         if i is None:
             out.append("    ...")
             continue
-        mark, label, moves, more, cost, gpus, status = rows[i]
-        out.append(f"  {mark:1} {label:<22} {moves:>6} {more:>6} {cost:>7} {gpus:>21}  {status}")
+        mark, label, moves, more, cost, gpus, usable, status = rows[i]
+        out.append(f"  {mark:1} {label:<22} {moves:>6} {more:>6} {cost:>7} {gpus:>21} {usable:>6}  {status}")
     return out
 
 
@@ -178,8 +207,8 @@ def _curve_markdown(plan: CompactionPlan) -> list[str]:
         _objective(plan) + "; **bold** = this plan.",
         *(["", plan.move_price[0].upper() + plan.move_price[1:] + "."] if plan.move_price else []),
         "",
-        "| point | moves | more | cost | freed GPUs (physical) | status |",
-        "|---|---:|---:|---:|---:|---|",
+        "| point | moves | more | cost | freed GPUs (physical) | usable | status |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for mark, *cells in _curve_rows(plan):
         out.append("| " + " | ".join(f"**{c}**" if mark and c else c for c in cells) + " |")
@@ -276,8 +305,9 @@ def render_text(plan: CompactionPlan) -> str:
         out += [f"  {p.pod} -> {p.to_node}" for p in plan.placed_pending]
     out += _pending_text(plan)
     width = max(len(label) for label, _, _ in _FIGURES)
-    out += ["", f"  {'figure':<{width}} {'before':>10} {'after':>10}"]
-    out += [f"  {label:<{width}} {b:>10} {a:>10}" for label, b, a in _figure_rows(plan)]
+    out += ["", f"  {'figure':<{width}} {'before':>10} {'after':>12}"]
+    out += [f"  {label:<{width}} {b:>10} {a:>12}" for label, b, a in _figure_rows(plan)]
+    out += [f"  {note}" for note in figure_notes(plan)]
     unmovable = plan.explanations.get("unmovablePods") or {}
     if unmovable:
         out += ["", "Pods the plan may not move, by reason:"]
@@ -321,6 +351,7 @@ def render_markdown(plan: CompactionPlan) -> str:
     out += _pending_markdown(plan)
     out += ["## Before and after", "", "| figure | before | after |", "|---|---:|---:|"]
     out += [f"| {label} | {b} | {a} |" for label, b, a in _figure_rows(plan)]
+    out += ["", *(f"\\{note}" for note in figure_notes(plan))] if plan.figure_notes else []
     unmovable = plan.explanations.get("unmovablePods") or {}
     if unmovable:
         out += ["", "## Pods the plan may not move", "", "| reason | pods |", "|---|---:|"]

@@ -33,8 +33,9 @@ from compactor.planner.int64 import checked
 from compactor.planner.levels import BuiltModel, extract
 from compactor.planner.objective import Assignment, empty_nodes, within_limits
 from compactor.planner.problem import Problem
-from compactor.planner.solution import concretise, executable, gpu_nodes_changed
+from compactor.planner.solution import concretise, executable, gpu_nodes_changed, usable_freed
 from compactor.planner.solver import SolveResult
+from compactor.planner.usable import usable_gpus
 from compactor.planner.variables import make_variables
 
 MIN_SOLVE_SECONDS = 0.5
@@ -51,6 +52,11 @@ class Point:
     assignment: Assignment | None  # None: a greedy step, replayed on demand (``plan_of``)
     step: int = -1
     steps: _Steps | None = None
+    usable: int | None = None  # net freed GPUs a shape in use can take (``usable.py``); None: all of them
+
+    @property
+    def usable_gpus(self) -> int:
+        return self.freed_gpus if self.usable is None else self.usable
 
 
 def plan_of(point: Point) -> Assignment:
@@ -75,7 +81,8 @@ class _Steps:
         problem, zero = self.problem, self.zero
         drainer = Drainer(problem, plan_of(zero))
         counts = drainer.assignment.counts
-        moves, cost, freed, gpus = zero.moves, zero.cost, zero.freed_nodes, zero.freed_gpus
+        moves, cost, freed, gpus, usable = zero.moves, zero.cost, zero.freed_nodes, zero.freed_gpus, zero.usable_gpus
+        shapes = problem.usage_shapes
         found: list[Point] = []
         for node in self.order:
             if deadline.expired():
@@ -95,9 +102,11 @@ class _Steps:
                 delta = max(0, initial - final) - max(0, initial - (final - arrived))
                 moves, cost = moves + delta, cost + delta * ptype.cost
             freed, gpus = freed + 1, gpus + problem.nodes[node].gpus
+            # nothing arrives on a drained node later (drains avoid them): what is usable there now stays so
+            usable += usable_gpus(problem.nodes[node], drainer.loads.load[node], shapes)
             self.drained.append(node)
             if drainer.loads.within_limits():
-                found.append(Point(freed, gpus, moves, cost, "FEASIBLE", 0, None, len(self.drained), self))
+                found.append(Point(freed, gpus, moves, cost, "FEASIBLE", 0, None, len(self.drained), self, usable))
         return found
 
     def assignment(self, step: int) -> Assignment:
@@ -156,13 +165,16 @@ def drain_costs(problem: Problem) -> dict[int, int]:
     return costs
 
 
-def summarise(problem: Problem, assignment: Assignment) -> tuple[int, int, int, int]:
-    """(freed nodes, net freed GPUs, moves, cost) of the plan this assignment makes: churn pruned, and without the moves
-    no one-at-a-time order reaches (``concretise``, as the plan is built from the chosen point)."""
+def summarise(problem: Problem, assignment: Assignment, status: str = "FEASIBLE", bound: int = 0) -> Point:
+    """The point of the plan this assignment makes (freed nodes, net freed GPUs and usable ones, moves, cost): churn
+    pruned, and without the moves no one-at-a-time order reaches (``concretise``, as the plan is built from the chosen
+    point)."""
     moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
-    return len(freed), gpus, len(moves), sum(m.ptype.cost for m in moves)
+    cost = sum(m.ptype.cost for m in moves)
+    usable = usable_freed(problem, moves, placements)
+    return Point(len(freed), gpus, len(moves), cost, status, bound, assignment, usable=usable)
 
 
 def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: list[str] | None = None) -> list[Point]:
@@ -284,10 +296,9 @@ def _zero_point(
 ) -> Point:
     """Pending pods placed, nothing else freed on purpose: the cheapest plan that places them (unproven when the deadline,
     less ``reserve`` seconds for what follows, leaves no time to make and solve the cost model)."""
-    if not any(t.pending for t in problem.types):
-        unchanged = Assignment.unchanged(problem)
-        nodes, gpus, moves, cost = summarise(problem, unchanged)
-        return Point(nodes, gpus, moves, cost, "OPTIMAL", 0, unchanged)
+    if not any(t.pending for t in problem.types) or not _placed(top.assignment):
+        # nothing pending to place, or the search placed none: the first point is no move at all
+        return summarise(problem, Assignment.unchanged(problem), "OPTIMAL")
     hint = top.assignment
     # Makes room only for the pending pods; usually near the cheapest. And the max-free plan with its drains taken back.
     for placing in (greedy(problem, drain=False), prune(problem, top.assignment, keep_freed=False)):
@@ -315,8 +326,9 @@ def _zero_point(
         found, status = runnable, status if _placed(runnable) == _placed(found) else "FEASIBLE"
     if found is None or _placed(found) < _placed(hint) or found.cost(problem) > hint.cost(problem):
         found, status = hint, "FEASIBLE"
-    nodes, gpus, moves, cost = summarise(problem, found)
-    return Point(nodes, gpus, moves, cost, status, cost if status == "OPTIMAL" else min(bound, cost), found)
+    point = summarise(problem, found, status)
+    point.bound = point.cost if status == "OPTIMAL" else min(bound, point.cost)
+    return point
 
 
 def _placed(assignment: Assignment) -> int:
@@ -324,9 +336,9 @@ def _placed(assignment: Assignment) -> int:
 
 
 def _offer(best: list[Point], problem: Problem, assignment: Assignment) -> None:
-    nodes, gpus, moves, cost = summarise(problem, assignment)
-    if not any(p.cost == cost and p.freed_gpus == gpus for p in best):  # the first offered of equals stays
-        best.append(Point(nodes, gpus, moves, cost, "FEASIBLE", 0, assignment))
+    point = summarise(problem, assignment)
+    if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):  # the first of equals stays
+        best.append(point)
 
 
 def _cheapest_freeing(best: list[Point], k: int) -> Point:
@@ -346,24 +358,34 @@ def _undominated(best: list[Point]) -> list[Point]:
 def choose(points: Sequence[Point], objective: str, price: float, base: int) -> Point:
     """The point the policy executes: pending-only (the first), max-free (the last), or balanced.
 
-    balanced: along the lower convex hull of the curve (freed GPUs against cost), where each step's
+    balanced: along the lower convex hull of the curve (usable freed GPUs against cost), where each step's
     slope is the true marginal price, step on while a step costs at most ``price`` moves (cost / ``base``)
-    per GPU it frees. A dear point that a cheaper farther one makes up for is skipped, not stopped at.
+    per usable GPU it frees. A dear point that a cheaper farther one makes up for is skipped, not stopped at;
+    GPUs no shape in use can take buy nothing.
     """
     if objective == "pending-only":
         return points[0]
     if objective == "max-free":
         return points[-1]
     chosen = points[0]
-    for point in _lower_hull(points)[1:]:
-        if (point.cost - chosen.cost) / base > price * (point.freed_gpus - chosen.freed_gpus) + 1e-9:
+    for point in _lower_hull(_by_usable(points))[1:]:
+        if (point.cost - chosen.cost) / base > price * (point.usable_gpus - chosen.usable_gpus) + 1e-9:
             break
         chosen = point
     return chosen
 
 
+def _by_usable(points: Sequence[Point]) -> list[Point]:
+    """The first point, then the points that make more usable GPUs than every cheaper one, by usable GPUs."""
+    kept = [points[0]]
+    for point in sorted(points[1:], key=lambda p: (p.cost, -p.usable_gpus)):
+        if point.usable_gpus > kept[-1].usable_gpus:
+            kept.append(point)
+    return kept
+
+
 def _lower_hull(points: Sequence[Point]) -> list[Point]:
-    """Andrew's monotone chain, lower half, over points sorted by freed GPUs (costs rising)."""
+    """Andrew's monotone chain, lower half, over points sorted by usable GPUs (costs rising)."""
     hull: list[Point] = []
     for point in points:
         while len(hull) >= 2 and _cross(hull[-2], hull[-1], point) <= 0:
@@ -374,4 +396,4 @@ def _lower_hull(points: Sequence[Point]) -> list[Point]:
 
 def _cross(a: Point, b: Point, c: Point) -> float:
     """> 0 when a -> b -> c turns left (convex from below)."""
-    return (b.freed_gpus - a.freed_gpus) * (c.cost - a.cost) - (b.cost - a.cost) * (c.freed_gpus - a.freed_gpus)
+    return (b.usable_gpus - a.usable_gpus) * (c.cost - a.cost) - (b.cost - a.cost) * (c.usable_gpus - a.usable_gpus)

@@ -207,9 +207,9 @@ class SolverReport(_Doc):
     )
     note: str = Field(
         "",
-        description="Why the plan is empty, when it is (e.g. `nothing to plan: ...`, `no move frees GPU capacity or places "
-        "a pending pod`), what a narrowed model searched, and what the time limit left undone (each part "
-        "`time limit: ...`); parts separated by `; `.",
+        description="Why the plan is empty, when it is (e.g. `nothing to plan: ...`, `this search found no move that "
+        "frees usable GPU capacity or places a pending pod`), what a narrowed model searched, and what the time limit "
+        "left undone (each part `time limit: ...`); parts separated by `; `.",
     )
 
 
@@ -223,6 +223,12 @@ class FrontierPoint(_Doc):
         alias="freedGpus",
         description="Net physical GPUs the point makes whole-free, counted as the top-level freedGpus "
         "(GPUs of the nodes it frees minus those of whole-free nodes it fills).",
+    )
+    usable_gpus: int | None = Field(
+        None,
+        alias="usableFreedGpus",
+        description="Of freedGpus, those a request shape in use can take (the top-level usableFreedGpus): what the "
+        "balanced objective prices. Null in documents written before it was measured.",
     )
     moves: int = Field(description="Pod evictions in the point's plan.")
     cost: float = Field(
@@ -239,6 +245,12 @@ class FrontierPoint(_Doc):
     recuts: int = Field(
         0,
         description="MIG re-cuts this step adds to the point before it (their cost included in cost); 0 on an ordinary point.",
+    )
+    budget_cut: bool = Field(
+        False,
+        alias="budgetCut",
+        description="True on a row that is the point before it cut to what one run may carry out under the run budgets "
+        "(heldBack says which), when no point of the curve fits them whole; its bound is not proven (0).",
     )
 
 
@@ -310,6 +322,19 @@ class CompactionPlan(_Doc):
         "filledNodes, each node counting the whole physical GPUs its allocatable offers (Ready, schedulable nodes "
         "only). Negative when the plan fills more than it frees.",
     )
+    usable_freed_gpus: int | None = Field(
+        None,
+        alias="usableFreedGpus",
+        description="Of freedGpus, those a request shape in use can take on the freed nodes with the CPU, memory "
+        "and pod slots the plan leaves there (the pending pods' shapes first, then the workload's reference shapes; "
+        "compactor/planner/usable.py): freedGpus less the GPUs of freedNodes no such shape can take, so never more "
+        "than freedGpus. Null in documents written before it was measured.",
+    )
+    unusable: str = Field(
+        "",
+        description="Why some freed GPUs are not usable, in one line naming the nodes and what they lack for the "
+        "shapes in use; empty when every freed GPU is usable.",
+    )
     mig_repartition: list[MigRepartition] = Field(
         default_factory=list,
         alias="migRepartition",
@@ -361,6 +386,13 @@ class CompactionPlan(_Doc):
         default_factory=dict,
         description="The same figures as before, for the cluster as it would be after the "
         "plan (moves made, pending pods placed, nodes re-cut).",
+    )
+    figure_notes: dict[str, str] = Field(
+        default_factory=dict,
+        alias="figureNotes",
+        description="Why a ratio of `after` rose although the plan made nothing worse, by the ratio's JSON name "
+        "(`strandedShare`, `fragmentationRate`, `fgdFragmentationRate`): a share of the free GPU capacity rises when "
+        "pending pods placed use some of it while the stranded or fragmented capacity stays. Empty when none did.",
     )
     explanations: dict[str, Any] = Field(
         default_factory=dict,

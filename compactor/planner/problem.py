@@ -90,6 +90,8 @@ class Problem:
     # constraints.one_eviction_at_a_time: set when a plan needed moves that only fit together
     ordered_moves: bool = False
     gpu_pods_before: tuple[int, ...] = ()  # bound GPU pods per node before the plan (``gpu_pod_counts``), computed once
+    # the request shapes a freed node's GPUs are usable for (``usable.usage_shapes``); empty: every freed GPU is usable
+    usage_shapes: tuple[tuple[tuple[str, int], ...], ...] = ()
 
     @property
     def empty_before_gpus(self) -> int:

@@ -1,6 +1,6 @@
 """From per-type counts to concrete moves: which pod, from where, to where, in what order, and why.
 
-Imports: ``compactor.model``, the problem, the objective's ``Assignment``; no solver.
+Imports: ``compactor.model``, the problem, the objective's ``Assignment``, ``usable``; no solver.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import PodType, Problem, gpu_pods_before
+from compactor.planner.usable import usable_change
 
 
 @dataclass
@@ -45,7 +46,7 @@ def _pair(problem: Problem, ptype: PodType, final: dict[int, int], freed: set[in
     return moves
 
 
-def _loads_after(
+def loads_after(
     problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]
 ) -> list[dict[str, int]]:
     loads = [dict(s.fixed) for s in problem.nodes]
@@ -69,7 +70,7 @@ def prune_churn(
     problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement], freed: set[int]
 ) -> list[ConcreteMove]:
     """Drop moves that serve nothing: not a GPU pod leaving a freed node, and the pod could simply stay."""
-    loads = _loads_after(problem, moves, placements)
+    loads = loads_after(problem, moves, placements)
     kept: list[ConcreteMove] = []
     for move in moves:
         if move.ptype.uses_gpu and move.source in freed:
@@ -116,7 +117,7 @@ def order_moves(
         moves,
         key=lambda m: (m.source not in freed, per_source[m.source], problem.nodes[m.source].node.name, m.pod.name),
     )
-    loads = _loads_after(problem, [], [])
+    loads = loads_after(problem, [], [])
     ordered: list[ConcreteMove] = []
     remaining = preferred
     while remaining:
@@ -175,7 +176,7 @@ def _still_fitting(
     problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]
 ) -> list[ConcretePlacement]:
     """Placements, in order, that still fit after ``moves``."""
-    loads = _loads_after(problem, moves, [])
+    loads = loads_after(problem, moves, [])
     kept = []
     for placement in placements:
         capacity = problem.nodes[placement.target].capacity
@@ -228,6 +229,14 @@ def gpu_nodes_changed(
     freed = [s.index for s in gpu_nodes if before[s.index] > 0 and after[s.index] == 0]
     filled = [s.index for s in gpu_nodes if before[s.index] == 0 and after[s.index] > 0]
     return freed, filled
+
+
+def usable_freed(problem: Problem, moves: list[ConcreteMove], placements: list[ConcretePlacement]) -> int:
+    """Net usable GPUs the moves and placements make whole-free (``usable.usable_change``)."""
+    freed, filled = gpu_nodes_changed(problem, moves, placements)
+    if not problem.usage_shapes:
+        return sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
+    return usable_change(problem, loads_after(problem, moves, placements), freed, filled)
 
 
 def uses_gpu(requests: dict[str, int]) -> bool:

@@ -73,8 +73,10 @@ def test_plan_previews_with_the_deployed_configmap_and_says_what_one_cycle_would
         "--example",
         env={"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5", "COMPACTOR_EXECUTOR__MAX_EVICTIONS_PER_CYCLE": "2"},
     )
-    # the node drained for the pending pod first (1 move); a100-gpu-02's 2 moves would pass the cap
+    # one plan, one story (issue 17): the plan is the curve's best point one cycle can run whole (placing the pending pod
+    # takes 1 move; freeing a100-gpu-02 too takes 3, over the cap), and its header says which budget held the rest back
+    assert "  1 move(s); frees 0 node(s)" in capped.stdout
     assert (
-        "one cycle would run 1 of 10 moves (executor.max_evictions_per_cycle 2, whole nodes only), placing 1 pending pod(s) "
-        "and freeing no node; later cycles re-plan and go on."
+        "budget: max_evictions_per_cycle (2) reached by the balanced point (10 moves, 16 usable GPUs): this plan is the "
+        "best point one run can carry out whole (1 move(s)); the rest waits for a later run"
     ) in capped.stdout

@@ -177,7 +177,7 @@ def test_the_plan_says_physical_gpus_and_gpu_equivalents_and_tracks_free_capacit
 def test_max_moves_zero_says_moves_are_capped_and_why_the_pending_pod_waits() -> None:
     text = compactor("plan", "--example", "--max-moves", "0").stdout
     assert "note: moves capped at 0 (--max-moves / planner.max_moves)" in text
-    assert "no move frees GPU capacity" not in text
+    assert "found no move that frees usable GPU capacity" not in text
     assert "llm/llama-70b-0: room could be made on a100-gpu-01" in text and "but moves are capped at 0" in text
 
 

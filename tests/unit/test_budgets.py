@@ -1,7 +1,8 @@
 """Run budgets (issue [15] item 1): nodes of a pool drained at once, replicas of a workload moved in one run.
 
-A run takes the chosen plan's source nodes in order, each whole, while every budget holds, and the plan says which
-budget held the rest back for a later run."""
+The plan is the best point of the trade-off curve one run can carry out whole (issue 17: one plan, one story); when
+none can, the chosen point cut to whole source nodes, a row of the curve of its own. The plan says which budget held
+the rest back for a later run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 from compactor.app.plan_document import build_plan
 from compactor.model.load import load_files
 from compactor.planner.budgets import koordinator_unavailable, share_of
+from compactor.planner.explain import render_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import DisruptionSettings, PlannerSettings
 from compactor.sources import example_path
@@ -54,9 +56,12 @@ def test_at_most_so_many_nodes_of_a_pool_are_drained_by_one_run(limit: int | str
     plan = _plan(_four_nodes_to_free(), max_draining_per_pool=limit)
     assert len(plan.freed_nodes) == 2 and len(plan.moves) == 2 and plan.freed_gpus == 16
     assert plan.held_back == (
-        "disruption.max_draining_per_pool (2 of pool NVIDIA-A100-SXM4-40GB's 5 nodes at once) reached: "
-        "2 of 4 moves wait for a later run"
+        "disruption.max_draining_per_pool (2 of pool NVIDIA-A100-SXM4-40GB's 5 nodes at once) reached by the max-free "
+        "point (4 moves, 32 usable GPUs): this plan is the best point one run can carry out whole (2 move(s)); the rest "
+        "waits for a later run"
     )
+    chosen = [p for p in plan.frontier if p.chosen]  # the curve's mark is on the plan printed
+    assert [(p.freed_nodes, p.moves) for p in chosen] == [(2, 2)]
     assert _plan(_four_nodes_to_free()).held_back == ""  # no budget: the whole point
 
 
@@ -73,9 +78,9 @@ def _replicas_of_one_workload(replicas: int) -> list[dict[str, Any]]:
 def test_auto_moves_a_workload_without_a_pdb_as_koordinator_would_and_leaves_one_with_a_pdb_to_its_pdb() -> None:
     plan = _plan(_replicas_of_one_workload(5), max_moves_per_workload="auto")
     assert len(plan.moves) == 2  # 5 replicas, no PDB: 2 per run
-    assert plan.held_back == (
+    assert plan.held_back.startswith(
         "disruption.max_moves_per_workload (default/ReplicaSet/llm: 2 per run: 5 replicas, no "
-        "PodDisruptionBudget) reached: 3 of 5 moves wait for a later run"
+        "PodDisruptionBudget) reached by the max-free point (5 moves, 40 usable GPUs)"
     )
     guarded = _plan(
         [*_replicas_of_one_workload(5), pdb("llm", match={"app": "llm"}, allowed=1)], max_moves_per_workload="auto"
@@ -132,3 +137,23 @@ def test_the_node_drained_for_a_pending_pod_is_taken_first_whatever_its_place_in
     assert [(m.from_node, m.to_node) for m in cut.moves] == [("a100-gpu-03", "a100-gpu-01")]
     assert [(p.pod, p.to_node) for p in cut.placed_pending] == [("llm/llama-70b-0", "a100-gpu-03")]
     assert check_plan(snapshot, cut, settings) == []
+
+
+def test_when_no_point_fits_whole_the_chosen_one_is_cut_and_marked_as_a_row_of_its_own() -> None:
+    """Two pending 8-GPU pods, each placed by moving one pod off g0 or g1: every point of the curve takes 2 evictions,
+    over a cap of 1. The chosen point is cut to the node that fits, and the curve marks the cut, not the point."""
+    objects = [
+        node("t", gpus=8),
+        pod("anchor", on="t", gpus=1, owner=None),
+        *[node(f"g{i}", gpus=8) for i in range(2)],
+        *[pod(f"w{i}", on=f"g{i}", gpus=1, owner=f"ReplicaSet/w{i}") for i in range(2)],
+        *[pod(f"big-{i}", gpus=8, owner="Job/big") for i in range(2)],
+    ]
+    snapshot = cluster(*objects)
+    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW, budgets=DisruptionSettings(), max_evictions=1)
+    assert check_plan(snapshot, plan, SETTINGS) == []
+    assert len(plan.moves) == 1 and len(plan.placed_pending) == 1
+    assert plan.held_back == "max_evictions_per_cycle (1) reached: 1 of 2 moves wait for a later run"
+    rows = [p for p in plan.frontier if p.chosen]
+    assert len(rows) == 1 and rows[0].budget_cut and rows[0].moves == 1
+    assert "within the run budgets" in render_plan(plan, "text")

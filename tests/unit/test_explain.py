@@ -82,9 +82,11 @@ def test_an_unproven_point_says_so_with_its_bound_and_gap() -> None:
 def test_the_before_after_table_leads_with_the_headline_figures() -> None:
     text = render_plan(_two_pod_plan(), "text")
     table = text.split("  figure ")[1].splitlines()
-    assert [row.strip().split("  ")[0] for row in table[1:5]] == [
+    # what a good plan cannot make worse first; the share of free capacity after the absolute figures (issue 17)
+    assert [row.strip().split("  ")[0] for row in table[1:6]] == [
         "blocked pending GPU pods",
         "blocked demand (GPU-equivalents)",
+        "stranded GPU capacity (GPU-equivalents)",
         "whole-free GPUs (physical)",
         "stranded share of free GPU capacity",
     ]
