@@ -14,8 +14,10 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from compactor.metrics.advice import Advice, Headline, advice_to_dict
+from compactor.metrics.advice import Advice, advice_to_dict
+from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpus, memory, stranded_change
 from compactor.metrics.fragmentation import AggregateFigures, BlockedPod, Figures, NodeFigures, figures_to_dict
+from compactor.metrics.headline import Headline
 from compactor.model.types import Snapshot
 
 API_VERSION = "compactor/v1alpha1"
@@ -256,7 +258,7 @@ def report_sections(figures: Figures, snapshot: Snapshot, advice: Advice | None 
         _pools(figures),
         _worst_nodes(figures),
         *_pending(figures),
-        *([advice_section(advice)] if advice is not None else []),  # report --advise
+        *(advice_sections(advice) if advice is not None else []),  # report --advise
     ]
 
 
@@ -391,6 +393,25 @@ def render_report(
 
 ADVICE_TITLE = "Normalisation advice"
 ADVICE_SHAPES_SHOWN = 10
+CPU_PODS_TITLE = "CPU-only pods on GPU nodes"
+
+
+def advice_sections(advice: Advice) -> list[Section]:
+    """What ``report --advise`` adds: the CPU-only pods on GPU nodes when they keep GPU demand out (the cause first),
+    then the request-shape advice."""
+    cpu_pods = advice.cpu_pods_on_gpu_nodes
+    return [*([cpu_pods_section(cpu_pods)] if cpu_pods is not None else []), advice_section(advice)]
+
+
+def cpu_pods_section(a: CpuPodsOnGpuNodes) -> Section:
+    """The cause and the pools as a table, then the measured effect, the room CPU-only nodes have and the remedy."""
+    cause, *rest = a.sentences
+    rows = tuple(
+        (p.pool, str(p.gpu_nodes), f"{p.pods:,}", cpus(p.cpu_millicores), memory(p.memory_bytes), stranded_change(p))
+        for p in a.pools
+    )
+    headers = ("Pool", "GPU nodes", "CPU-only pods", "CPUs", "Memory", "Stranded (GPU-eq.)")
+    return Section(CPU_PODS_TITLE, (cause, Table(headers, rows, frozenset({1, 2, 3, 4, 5})), *(f"- {s}" for s in rest)))
 
 
 def _arrow(before: str, after: str) -> str:

@@ -42,7 +42,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--advise",
         action="store_true",
         help="normalisation advice: the request shapes that strand the most "
-        "capacity and what rounding them up to a larger request in use would change (docs/metrics.md)",
+        "capacity and what rounding them up to a larger request in use would change, and CPU-only pods on GPU "
+        "nodes that keep GPU demand out (docs/metrics.md)",
     )
     report.add_argument(
         "--advise-top",

@@ -17,6 +17,7 @@ Definitions and a worked example: ``docs/metrics.md``, "Normalisation advice"; `
 * In the rounded cluster a bound pod stays on its node while the node has room for the rounded request (as many of
   the shape's pods as fit, in name order); the others are *displaced*: unbound and pending with their rounded request,
   so the pending-pod figures judge them like any other pending pod. MIG layouts and every other pod stay as they are.
+* The advice also carries ``cpu_pods.cpu_pods_advice``: CPU-only pods on GPU nodes that keep GPU demand out.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpu_pods_advice
 from compactor.metrics.fragmentation import (
     CONFIG,
     Figures,
@@ -37,6 +39,7 @@ from compactor.metrics.fragmentation import (
     reference_shapes,
     requests_label,
 )
+from compactor.metrics.headline import Headline, headline, not_fitting
 from compactor.model.catalog import GpuModel, MigProfile, profile_from_resource, resolve_profiles
 from compactor.model.resources import Resources, is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod, Snapshot
@@ -65,22 +68,6 @@ class ShapeStranding:
     @property
     def pods(self) -> int:
         return self.bound_pods + self.pending_pods
-
-
-@dataclass(frozen=True)
-class Headline:
-    """The headline figures of one cluster state (``compute_figures``), and how many of the snapshot's own pending GPU
-    pods fit a node."""
-
-    stranded_gpus: float
-    free_gpus: float
-    stranded_share: float | None
-    whole_free_physical_gpus: int
-    blocked_demand_gpus: float
-    blocked_pending: int
-    unplaceable_pending: int
-    pending_fit: int  # the snapshot's pending GPU pods neither blocked nor unplaceable
-    pending: int  # the snapshot's pending GPU pods
 
 
 @dataclass(frozen=True)
@@ -113,6 +100,8 @@ class Advice:
     roundings: tuple[Rounding, ...]  # most benefit first
     evaluated_shapes: tuple[str, ...]  # the shapes whose roundings were measured
     notes: tuple[str, ...]
+    # CPU-only pods on GPU nodes keeping GPU demand out, measured (None when there are none or it would change nothing)
+    cpu_pods_on_gpu_nodes: CpuPodsOnGpuNodes | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -277,22 +266,6 @@ def _rank(index: _Index, figures: Figures) -> tuple[list[ShapeStranding], float]
 # Measuring one rounding
 
 
-def _headline(figures: Figures, pending_keys: Sequence[str]) -> Headline:
-    out = _not_fitting(figures)
-    c = figures.cluster
-    return Headline(
-        stranded_gpus=c.stranded_gpus,
-        free_gpus=c.free_gpus,
-        stranded_share=c.stranded_share,
-        whole_free_physical_gpus=c.whole_free_physical_gpus,
-        blocked_demand_gpus=figures.blocked_demand_gpus,
-        blocked_pending=len(figures.blocked_pending),
-        unplaceable_pending=len(figures.unplaceable_pending),
-        pending_fit=sum(1 for key in pending_keys if key not in out),
-        pending=len(pending_keys),
-    )
-
-
 def _rounded_shapes(
     shapes: Sequence[ReferenceShape], request: Resources, rounded: Resources
 ) -> tuple[ReferenceShape, ...]:
@@ -370,9 +343,9 @@ def _round(ctx: _Context, request: Resources, rounded: Resources) -> Rounding:
     else:
         chosen = reference_shapes(scenario, coverage=ctx.coverage, max_shapes=ctx.max_shapes)
     after_figures = compute_figures(scenario, chosen)
-    after = _headline(after_figures, ctx.pending_keys)
-    out_before = _not_fitting(ctx.figures)
-    out_after = _not_fitting(after_figures)
+    after = headline(after_figures, ctx.pending_keys)
+    out_before = not_fitting(ctx.figures)
+    out_after = not_fitting(after_figures)
     placed = math.fsum(
         ctx.own_gpus[key] * ((key not in out_after) - (key not in out_before)) for key in ctx.pending_keys
     )
@@ -397,11 +370,6 @@ def _round(ctx: _Context, request: Resources, rounded: Resources) -> Rounding:
         sentence="",
     )
     return dataclasses.replace(result, sentence=sentence(result))
-
-
-def _not_fitting(figures: Figures) -> set[str]:
-    """Keys of the pending GPU pods that fit no node now: blocked or unplaceable."""
-    return {b.pod for b in figures.blocked_pending} | {b.pod for b in figures.unplaceable_pending}
 
 
 # ---------------------------------------------------------------------------
@@ -480,7 +448,7 @@ def advise(
     ranked, unattributed = _rank(index, figures)
     pending = tuple(sorted(p.key for p in snapshot.pending_pods() if p.uses_gpu))
     own = {p.key: index.gpus(p.requests) for p in snapshot.pods if p.uses_gpu}
-    ctx = _Context(snapshot, figures, index, _headline(figures, pending), pending, own, coverage, max_shapes)
+    ctx = _Context(snapshot, figures, index, headline(figures, pending), pending, own, coverage, max_shapes)
     roundings: list[Rounding] = []
     evaluated: list[str] = []
     for shape in ranked:
@@ -500,6 +468,7 @@ def advise(
         roundings=tuple(roundings),
         evaluated_shapes=tuple(evaluated),
         notes=_notes(ranked, roundings, unattributed),
+        cpu_pods_on_gpu_nodes=cpu_pods_advice(snapshot, figures),
     )
 
 

@@ -13,6 +13,7 @@ resources stay in scheduler units (millicores, bytes).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -598,6 +599,52 @@ def _aggregates(
 
 
 # ---------------------------------------------------------------------------
+# CPU-only pods on GPU nodes
+
+# Owners whose pods belong on every node (a GPU taint would not, and should not, keep them off): the GPU operator's
+# device plugin and exporters, kube-proxy, log agents; a kind "Node" owner marks a static (mirror) pod.
+_EVERY_NODE_OWNERS = ("DaemonSet", "Node")
+
+
+def cpu_pods_on_gpu_nodes(snapshot: Snapshot) -> tuple[Pod, ...]:
+    """Bound pods that request no GPU resource yet run on a GPU node, DaemonSet and static pods aside: the pods whose
+    CPU, memory and pod slots GPU pods could otherwise use there (``docs/metrics.md``, "CPU-only pods on GPU nodes")."""
+    gpu_nodes = {n.name for n in snapshot.nodes if n.is_gpu_node}
+    uses_gpu: dict[int, bool] = {}  # per requests object: replicas share one
+    found = []
+    for pod in snapshot.pods:
+        if pod.node_name not in gpu_nodes or pod.phase in _TERMINATED:
+            continue
+        ident = id(pod.requests)
+        if ident not in uses_gpu:
+            uses_gpu[ident] = any(is_gpu_resource(r) for r in pod.requests)
+        if not uses_gpu[ident] and not any(o.kind in _EVERY_NODE_OWNERS for o in pod.owners):
+            found.append(pod)
+    return tuple(found)
+
+
+def held_by_node(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
+    """Node name -> the summed requests of ``pods`` bound to it (``pods`` counts them)."""
+    held: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        _add_into(held.setdefault(pod.node_name, {}), pod.requests)
+    return held
+
+
+def cpu_pods_hold(
+    held: Mapping[str, Mapping[str, int]], free: Mapping[str, Mapping[str, int]], requests: Mapping[str, int]
+) -> str:
+    """``40 cpu, 64Gi memory``: what CPU-only pods (``held``, per node) hold of what ``requests`` lacks on the nodes of
+    ``free`` (node -> free resources), when without them ``requests`` would fit one of those nodes; "" otherwise, so a
+    reason names them only where they are what keeps the pod out."""
+    if not any(all(f.get(r, 0) + held.get(n, {}).get(r, 0) >= v for r, v in requests.items()) for n, f in free.items()):
+        return ""
+    short = {r for f in free.values() for r, v in requests.items() if f.get(r, 0) < v and not is_gpu_resource(r)}
+    sums = {r: sum(held.get(n, {}).get(r, 0) for n in free) for r in sorted(short, key=_label_order)}
+    return ", ".join(f"{format_amount(r, v)} {r}" for r, v in sums.items() if v > 0)
+
+
+# ---------------------------------------------------------------------------
 # Pending pods
 
 
@@ -610,7 +657,8 @@ class _Verdict:
 class _PendingCheck:
     """Where pending GPU pods could go; results cached per (requests, placement rules)."""
 
-    def __init__(self, states: Sequence[_NodeState]) -> None:
+    def __init__(self, states: Sequence[_NodeState], snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
         self.total_free: dict[str, int] = {}
         for state in states:
             if state.hostable:
@@ -662,27 +710,38 @@ class _PendingCheck:
         if candidates:
             detail = "; ".join(f"{why}: {n}" for why, n in sorted(refusals.items()))
             return _Verdict("blocked", f"the {len(candidates)} node(s) with room are ineligible ({detail})")
-        return _Verdict("blocked", self._split(requests, gpu_resource))
+        return _Verdict("blocked", self._split(pod, requests, gpu_resource))
 
-    def _split(self, requests: Mapping[str, int], gpu_resource: str) -> str:
+    def _split(self, pod: Pod, requests: Mapping[str, int], gpu_resource: str) -> str:
         need = requests[gpu_resource]
         holders = self.by_gpu.get(gpu_resource, [])
         best = max((s.free.get(gpu_resource, 0) for s in holders), default=0)
         if best < need:
             return f"at most {best} {gpu_resource} free on one node, needs {need}"
         lacking: Counter[str] = Counter()
+        eligible: dict[str, dict[str, int]] = {}  # of the nodes with the GPUs free, those the pod may use
         for state in holders:
             if state.free.get(gpu_resource, 0) >= need:
                 lacking.update(r for r in requests if requests[r] > state.free.get(r, 0))
-        names = ", ".join(sorted(lacking, key=lambda r: (-lacking[r], r))[:2])
-        return f"the nodes with {need} {gpu_resource} free lack {names}"
+                if state.hostable and why_ineligible(pod, state.node) is None:
+                    eligible[state.node.name] = state.free
+        named = sorted(lacking, key=lambda r: (-lacking[r], r))[:2]
+        held = cpu_pods_hold(self.cpu_pods_held, eligible, requests) if eligible else ""
+        return f"the nodes with {need} {gpu_resource} free lack {', '.join(named)}" + (
+            f"; CPU-only pods hold {held} on the eligible ones" if held else ""
+        )
+
+    @functools.cached_property
+    def cpu_pods_held(self) -> dict[str, dict[str, int]]:
+        """What CPU-only pods hold per GPU node: worked out only when a pod is blocked for lack of CPU or memory."""
+        return held_by_node(cpu_pods_on_gpu_nodes(self.snapshot))
 
 
 def _pending(
     snapshot: Snapshot, states: Sequence[_NodeState]
 ) -> tuple[int, tuple[BlockedPod, ...], tuple[BlockedPod, ...]]:
     """(pending GPU pods, blocked by fragmentation, unplaceable even in total)."""
-    check = _PendingCheck(states)
+    check = _PendingCheck(states, snapshot)
     blocked: list[BlockedPod] = []
     unplaceable: list[BlockedPod] = []
     count = 0

@@ -1,6 +1,6 @@
 """Why a pending GPU pod stays pending after the plan: the one sentence a user needs to act on it.
 
-Imports: ``compactor.model``, the problem, movability.
+Imports: ``compactor.model``, the problem, movability, and from the figures what CPU-only pods hold on GPU nodes.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
+from compactor.metrics.fragmentation import cpu_pods_hold
 from compactor.model.quantity import format_amount
 from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod
@@ -15,11 +16,19 @@ from compactor.planner.movability import Unmovable, pdbs_by_pod
 from compactor.planner.problem import NodeState, PodType, Problem
 
 FreeAfter = Mapping[str, Mapping[str, int]]  # node name -> its free resources once the plan is carried out
+# GPU node name -> what its CPU-only pods request once the plan is carried out
+HeldAfter = Mapping[str, Mapping[str, int]]
 
 
-def left_pending(problem: Problem, placed: Collection[str], free_after: FreeAfter | None = None) -> dict[str, str]:
+def left_pending(
+    problem: Problem,
+    placed: Collection[str],
+    free_after: FreeAfter | None = None,
+    cpu_pods_after: HeldAfter | None = None,
+) -> dict[str, str]:
     """Pending GPU pod -> why the plan does not place it, for every one it does not place (``free_after``: what each
-    node has free after the plan, to name the resource that is short)."""
+    node has free after the plan, to name the resource that is short; ``cpu_pods_after``: what CPU-only pods hold on
+    each GPU node after the plan, ``metrics.fragmentation.held_by_node``, to say when they hold it)."""
     reasons = dict(problem.not_placeable)
     blocked = _pdb_blocked_load(problem)
     for ptype in problem.types:
@@ -27,11 +36,11 @@ def left_pending(problem: Problem, placed: Collection[str], free_after: FreeAfte
             continue
         for pod in ptype.pending_pods:
             if pod.key not in placed:
-                reasons[pod.key] = _why_unplaced(problem, ptype, pod, blocked, free_after or {})
+                reasons[pod.key] = _why_unplaced(problem, ptype, pod, blocked, free_after or {}, cpu_pods_after or {})
     return dict(sorted(reasons.items()))
 
 
-def _short_after(ptype: PodType, receivers: Sequence[NodeState], free_after: FreeAfter) -> str:
+def _short_after(ptype: PodType, receivers: Sequence[NodeState], free_after: FreeAfter, held_after: HeldAfter) -> str:
     """What the eligible nodes lack after the plan (per resource, on how many of them), and the node closest to taking
     the pod (fewest resources short, then the smallest shortfall) with what it has and needs: what to add or free."""
     short: Counter[str] = Counter()
@@ -54,11 +63,32 @@ def _short_after(ptype: PodType, receivers: Sequence[NodeState], free_after: Fre
         f"{format_amount(r, max(0, free.get(r, 0)))} {r} free, needs {format_amount(r, ptype.requests[r])}"
         for r in closest[3]
     )
-    return f"; after the plan, of {len(receivers)} eligible node(s) {counts} lack room (closest: {node.name}, pool {node.pool}: {has})"
+    return (
+        f"; after the plan, of {len(receivers)} eligible node(s) {counts} lack room (closest: {node.name}, pool "
+        f"{node.pool}: {has}){_cpu_pods_there(ptype, receivers, free_after, held_after)}"
+    )
+
+
+def _cpu_pods_there(ptype: PodType, receivers: Sequence[NodeState], free_after: FreeAfter, held: HeldAfter) -> str:
+    """What CPU-only pods hold of the short CPU, memory or pod slots on the eligible nodes that have the pod's GPUs
+    free, when without them it would fit one: the room a taint on GPU nodes would give back."""
+    gpus_free = {
+        s.node.name: free_after[s.node.name]
+        for s in receivers
+        if s.node.name in free_after
+        and all(free_after[s.node.name].get(r, 0) >= v for r, v in ptype.items if is_gpu_resource(r))
+    }
+    hold = cpu_pods_hold(held, gpus_free, ptype.requests)
+    return f"; on the {len(gpus_free)} with its GPUs free, CPU-only pods hold {hold}" if hold else ""
 
 
 def _why_unplaced(
-    problem: Problem, ptype: PodType, pod: Pod, blocked: Mapping[int, tuple[dict[str, int], str]], free_after: FreeAfter
+    problem: Problem,
+    ptype: PodType,
+    pod: Pod,
+    blocked: Mapping[int, tuple[dict[str, int], str]],
+    free_after: FreeAfter,
+    held_after: HeldAfter,
 ) -> str:
     missing = [
         r for r in ptype.requests if is_gpu_resource(r) and not any(s.node.allocatable.get(r, 0) for s in problem.nodes)
@@ -78,7 +108,7 @@ def _why_unplaced(
             if cap is not None
             else "not within the move limits, or the room went to pending pods placed first"
         )
-        return f"room could be made on {names} by moving pods, but {limit}{_short_after(ptype, receivers, free_after)}"
+        return f"room could be made on {names} by moving pods, but {limit}{_short_after(ptype, receivers, free_after, held_after)}"
     for state in receivers:
         load, pdb = blocked.get(state.index, ({}, ""))
         if pdb and _fits(ptype.requests, state, load):
