@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -304,12 +304,22 @@ def leftovers(kube: Kube, fleet: Fleet, observed: Observed) -> list[str]:
     return found
 
 
+class Described(Protocol):
+    """What a results line says of the starting state: its label and its seed (None: a state with no random choice)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def seed(self) -> int | None: ...
+
+
 class Outcome:
     """What the plan promised beside what the cluster and the watch streams show."""
 
     def __init__(
         self,
-        state: StartingState,
+        state: Described,
         plan: Obj,
         ran: CompactorRun,
         observed: Observed,

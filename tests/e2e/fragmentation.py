@@ -248,15 +248,15 @@ def pending_name(gpus: int) -> str:
     return f"waiting-{gpus}gpu"
 
 
-def add_pending(kube: Kube, namespace: str, fleet: Fleet, gpus: int) -> None:
-    """One replica asking for ``gpus`` GPUs and no PDB; waits until the scheduler has found no node for it."""
+def add_pending(kube: Kube, namespace: str, fleet: Fleet, gpus: int, *, cpu: str = "100m") -> None:
+    """One replica asking for ``gpus`` GPUs (and ``cpu``) and no PDB; waits until the scheduler has found no node for it."""
     name = pending_name(gpus)
     deploy = deployment(
         name,
         replicas=1,
         resource=GPU,
         amount=gpus,
-        cpu="100m",
+        cpu=cpu,
         memory="128Mi",
         memory_limit="128Mi",
         spread=False,
