@@ -15,8 +15,15 @@ subprocess, so the peak RSS is that method's own (import, load and method):
 * ``planner-long``: the same as ``planner`` with ``--long-limit`` (60 s), only with ``--with-long``;
 * ``planner-cap``: the same as ``planner`` with ``max_moves`` 20 (``CAP``), and ``greedy-drain-cap``: greedy drain's
   steps that fit 20 moves (as the planner's capped warm start takes them);
-* ``greedy-drain`` (and ``greedy-drain-no-pending``), ``hnu-least``, ``hnu-most``: the baselines of compactor/planner/baselines.py (greedy drain,
-  descheduler HighNodeUtilization re-scheduling with LeastAllocated or MostAllocated).
+* ``planner-default``, ``planner-default-again`` and ``planner-default-seeded`` (``--stability``): ``build_plan`` at
+  the default settings (``balanced``, moves priced as shipped), twice, and with ``planner.deterministic`` (CP-SAT's
+  deterministic time, seed 1), for issue 17's stability goals;
+* ``greedy-drain`` (and ``greedy-drain-no-pending``), ``hnu-least``, ``hnu-most``, ``chain-placement``: the baselines of
+  compactor/planner/baselines.py (greedy drain, descheduler HighNodeUtilization re-scheduling with LeastAllocated or
+  MostAllocated, issue 17's chain heuristic: pending pods only, by evictions and one-hop chains, first fit).
+
+``--files A.json B.json`` runs the same methods on snapshot files (e.g. ``generate_cluster.py``'s) instead of the
+replay matrix.
 
 Recorded per method: net freed GPUs, freed nodes, moves, pending pods placed, wall seconds of the method and of
 loading the snapshot, peak RSS, and for planner runs the solver's status, gap and bound (``plan.solver``: the
@@ -36,7 +43,10 @@ Goals checked per snapshot (the harness reports, it does not fail; issue 13's, s
 * 400 nodes at 60% fill: gap to the whole-cluster bound <= 0.5%;
 * ``--max-moves 20``: >= greedy drain's steps within 20 moves and >= the uncapped curve's best point within 20 moves;
 * every plan the planner runs produced passes the independent checker, ``tests/plancheck.py`` (run after the figures,
-  outside the planner's time and memory).
+  outside the planner's time and memory);
+* issue 17: pending pods placed >= the chain baseline's; (pending placed, usable freed GPUs) >= greedy drain's;
+  with ``--stability``, the default settings run again and seeded place the same pending pods and come within 2% of
+  the usable GPUs of the default run.
 """
 
 from __future__ import annotations
@@ -63,8 +73,17 @@ sys.path.insert(0, str(HERE))
 import trace_replay  # noqa: E402  (benchmarks/ is not a package)
 from generate_cluster import write  # noqa: E402
 
-PLANNERS = ("planner", "planner-no-pending", "planner-long", "planner-cap")
-BASELINES = ("greedy-drain", "greedy-drain-no-pending", "greedy-drain-cap", "hnu-least", "hnu-most")
+PLANNERS = (
+    "planner",
+    "planner-no-pending",
+    "planner-long",
+    "planner-cap",
+    "planner-default",
+    "planner-default-again",
+    "planner-default-seeded",
+)
+BASELINES = ("greedy-drain", "greedy-drain-no-pending", "greedy-drain-cap", "hnu-least", "hnu-most", "chain-placement")
+STABLE_SHARE = 0.02  # issue 17: another run, or a seeded one, within 2% of the plan's usable GPUs (same pending placed)
 CAP = 20  # --max-moves of planner-cap and greedy-drain-cap (the shipped manifests cap a cycle at 20 moves)
 TIME_SLACK = 1.1  # planner.time_limit_seconds bounds the plan (loading apart): at most 10% over
 RSS_LIMIT_MIB = 1024
@@ -111,12 +130,17 @@ def _plan_errors(snap: Any, plan: Any, settings: Any) -> list[str]:
 def _planner_settings(method: str, time_limit: float | None, long_limit: float) -> Any:
     from compactor.settings import PlannerSettings
 
-    # Issue 13's goals compare move counts with greedy drain's: every move costs one, so the planner minimises moves too.
-    update: dict[str, Any] = {"objective": "max-free", "move_cost": {"capacity_share": 0.0, "per_startup_minute": 0}}
+    update: dict[str, Any] = {}
+    if not method.startswith("planner-default"):
+        # Issue 13's goals compare move counts with greedy drain's: every move costs one, so the planner minimises
+        # moves too. The planner-default runs are what a user runs: balanced, moves priced as shipped.
+        update = {"objective": "max-free", "move_cost": {"capacity_share": 0.0, "per_startup_minute": 0}}
     if method == "planner-no-pending":
         update["place_pending"] = False
     if method == "planner-cap":
         update["max_moves"] = CAP
+    if method == "planner-default-seeded":
+        update["deterministic"] = True
     if method == "planner-long":
         update["time_limit_seconds"] = long_limit
     elif time_limit is not None:
@@ -134,6 +158,7 @@ def _planner_record(plan: Any, settings: Any) -> Record:
     curve = [[p.freed_nodes, p.freed_gpus, p.moves, p.status, p.bound] for p in plan.frontier]
     return {
         "netFreedGpus": plan.freed_gpus,
+        "usableFreedGpus": plan.usable_freed_gpus,
         "freedNodes": len(plan.freed_nodes),
         "moves": len(plan.moves),
         "pendingPlaced": len(plan.placed_pending),
@@ -151,13 +176,15 @@ def _planner_record(plan: Any, settings: Any) -> Record:
 
 
 def _run_baseline(snap: Any, method: str) -> Record:
-    from compactor.planner.baselines import greedy_drain, high_node_utilization
+    from compactor.planner.baselines import chain_placement, greedy_drain, high_node_utilization
     from compactor.settings import PlannerSettings
 
     settings = PlannerSettings(place_pending=method != "greedy-drain-no-pending")
     if method == "greedy-drain-cap":
         return _greedy_within_cap(snap)
-    if method.startswith("greedy-drain"):
+    if method == "chain-placement":
+        result = chain_placement(snap, settings)
+    elif method.startswith("greedy-drain"):
         result = greedy_drain(snap, settings)
     else:
         result = high_node_utilization(
@@ -165,6 +192,7 @@ def _run_baseline(snap: Any, method: str) -> Record:
         )
     return {
         "netFreedGpus": result.freed_gpus,
+        "usableFreedGpus": result.usable_gpus,
         "freedNodes": len(result.freed_nodes),
         "moves": result.moves,
         "pendingPlaced": result.pending_placed,
@@ -245,8 +273,15 @@ def run_method(method: str, snapshot: Path, args: argparse.Namespace) -> Record:
     return record
 
 
-def methods(with_long: bool) -> list[str]:
-    return ["planner", "planner-no-pending", "planner-cap", *(["planner-long"] if with_long else []), *BASELINES]
+def methods(with_long: bool, stability: bool = False) -> list[str]:
+    return [
+        "planner",
+        "planner-no-pending",
+        "planner-cap",
+        *(["planner-long"] if with_long else []),
+        *(["planner-default", "planner-default-again", "planner-default-seeded"] if stability else []),
+        *BASELINES,
+    ]
 
 
 def run_case(case: Case, args: argparse.Namespace, workdir: Path, results: Any) -> list[Record]:
@@ -268,17 +303,33 @@ def run_case(case: Case, args: argparse.Namespace, workdir: Path, results: Any) 
         "gpus": stats.gpus,
         "replay": _stats_dict(stats),
     }
+    records = run_methods(case.name, base, path, args, results)
+    if not args.keep_snapshots:
+        path.unlink()
+    return records
+
+
+def run_file(path: Path, args: argparse.Namespace, results: Any) -> list[Record]:
+    """The methods on a snapshot file as it is (a generated cluster, a captured one): named by the file."""
+    print(f"\n{path}", flush=True)
+    items = json.loads(path.read_text(encoding="utf-8")).get("items", [])
+    nodes = [i for i in items if i.get("kind") == "Node"]
+    gpus = sum(int(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0)) for n in nodes)
+    base = {"case": path.name, "variant": "file", "size": "file", "fill": None, "seed": None, "nodes": len(nodes)}
+    base["gpus"] = gpus
+    return run_methods(path.name, base, path, args, results)
+
+
+def run_methods(name: str, base: Record, path: Path, args: argparse.Namespace, results: Any) -> list[Record]:
     records = []
-    earlier = _earlier_baselines(args.baselines_from, case.name)
-    for method in methods(args.with_long):
+    earlier = _earlier_baselines(args.baselines_from, name)
+    for method in methods(args.with_long, args.stability):
         reused = earlier.get(method)
         record = reused if reused is not None else base | {"method": method} | run_method(method, path, args)
         records.append(record)
         results.write(json.dumps(record) + "\n")
         results.flush()
         print("  " + row_text(record), flush=True)
-    if not args.keep_snapshots:
-        path.unlink()
     for goal, verdict in goals(records):
         print(f"  goal: {goal}: {verdict}", flush=True)
     return records
@@ -317,7 +368,48 @@ def goals(records: Sequence[Record]) -> list[tuple[str, str]]:
         _gap_goal(found),
         _cap_goal(found),
         _valid_goal(found),
+        _chain_goal(found),
+        _usable_goal(found),
+        _stable_goal(found, "planner-default-again", "default settings, run again"),
+        _stable_goal(found, "planner-default-seeded", "default settings, seeded (deterministic)"),
     ]
+
+
+def _chain_goal(found: dict[str, Record]) -> tuple[str, str]:
+    """Issue 17: the planner places at least the chain baseline's pending pods."""
+    goal = "pending placed >= the chain baseline's"
+    plan, chain = found.get("planner"), found.get("chain-placement")
+    if plan is None or chain is None:
+        return goal, "n/a"
+    verdict = "yes" if plan["pendingPlaced"] >= chain["pendingPlaced"] else "NO"
+    return goal, f"{verdict} ({plan['pendingPlaced']} vs {chain['pendingPlaced']})"
+
+
+def _usable_goal(found: dict[str, Record]) -> tuple[str, str]:
+    """Issue 17: the planner's usable freed GPUs are at least greedy drain's, pending pods placed first (as the planner's
+    objective orders them: a pod placed uses capacity a plan that places none may free)."""
+    goal = "(pending placed, usable GPUs) >= greedy drain's"
+    plan, drain = found.get("planner"), found.get("greedy-drain")
+    if plan is None or drain is None or plan.get("usableFreedGpus") is None or drain.get("usableFreedGpus") is None:
+        return goal, "n/a"
+    mine = (plan["pendingPlaced"], plan["usableFreedGpus"])
+    theirs = (drain["pendingPlaced"], drain["usableFreedGpus"])
+    return goal, f"{'yes' if mine >= theirs else 'NO'} ({mine} vs {theirs})"
+
+
+def _stable_goal(found: dict[str, Record], method: str, what: str) -> tuple[str, str]:
+    """Issue 17: ``method`` places the default plan's pending pods and comes within 2% of its usable GPUs."""
+    goal = f"{what}: same pending placed, usable GPUs within {STABLE_SHARE:.0%}"
+    plan, other = found.get("planner-default"), found.get(method)
+    if plan is None or other is None or plan.get("usableFreedGpus") is None:
+        return goal, "n/a"
+    usable, theirs = plan["usableFreedGpus"], other.get("usableFreedGpus") or 0
+    close = abs(usable - theirs) <= STABLE_SHARE * max(abs(usable), 1)
+    verdict = "yes" if close and plan["pendingPlaced"] == other["pendingPlaced"] else "NO"
+    return goal, (
+        f"{verdict} (pending {plan['pendingPlaced']} vs {other['pendingPlaced']}, usable {usable} vs {theirs}, "
+        f"{other.get('planSeconds')} s)"
+    )
 
 
 def _valid_goal(found: dict[str, Record]) -> tuple[str, str]:
@@ -379,7 +471,8 @@ def _long_goal(found: dict[str, Record]) -> tuple[str, str]:
 
 def _time_goal(found: dict[str, Record]) -> tuple[str, str]:
     goal = f"plan seconds <= {TIME_SLACK:g} x limit (loading apart), peak RSS <= {RSS_LIMIT_MIB} MiB"
-    runs = [found[m] for m in PLANNERS if m in found]
+    # a seeded run's limit is CP-SAT's deterministic time, not seconds (docs/planner.md, "Determinism")
+    runs = [found[m] for m in PLANNERS if m in found and m != "planner-default-seeded"]
     if not runs:
         return goal, "n/a (every planner run failed)"
     late = [
@@ -455,7 +548,8 @@ def row_text(record: Record) -> str:
         else f"  {record['status']} gap {_gap(record['gap'])} bound {_num(record['bound'])}"
     )
     return (
-        f"{record['method']:<20} freed {record['netFreedGpus']:>5} GPUs  moves {record['moves']:>5}  pending {record['pendingPlaced']}"
+        f"{record['method']:<20} freed {record['netFreedGpus']:>5} GPUs ({_num(record.get('usableFreedGpus'))} usable)  "
+        f"moves {record['moves']:>5}  pending {record['pendingPlaced']}"
         f"  {record['seconds']:>7.2f} s (+{record['loadSeconds']:.2f} s load)  {record['peakRssMiB']} MiB{solver}"
     )
 
@@ -474,18 +568,19 @@ def _last(record: Record) -> str:
 
 
 TABLE_HEAD = (
-    "| snapshot | method | net freed GPUs | moves | pending placed | seconds | load s | peak RSS MiB | status | gap | bound "
-    "| curve's last point |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"
+    "| snapshot | method | net freed GPUs | usable | moves | pending placed | seconds | load s | peak RSS MiB | status "
+    "| gap | bound | curve's last point |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"
 )
 
 
 def table_row(record: Record) -> str:
     if "error" in record:
-        return f"| {record['case']} | {record['method']} | error: {' '.join(record['error'])} |||||||||"
+        return f"| {record['case']} | {record['method']} | error: {' '.join(record['error'])} ||||||||||"
     cells = [
         record["case"],
         record["method"],
         record["netFreedGpus"],
+        _num(record.get("usableFreedGpus")),
         record["moves"],
         record["pendingPlaced"],
         f"{record['seconds']:.2f}",
@@ -594,6 +689,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="take the baselines' records of each snapshot from this earlier results.jsonl (deterministic) instead of running them",
     )
     parser.add_argument("--keep-snapshots", action="store_true", help="keep the replayed snapshots in OUT/snapshots")
+    parser.add_argument(
+        "--stability",
+        action="store_true",
+        help="also run the planner at default settings twice and seeded (planner.deterministic): issue 17's stability",
+    )
+    parser.add_argument(
+        "--files",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="run the methods on these snapshot files (e.g. generate_cluster.py's) instead of the replay matrix",
+    )
     parser.add_argument("--child", choices=(*PLANNERS, *BASELINES), help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -618,14 +725,17 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/bench_trace.py " + " ".join(sys.argv[1:] if argv is None else argv)
     header = f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}: `{command.strip()}`"
     print(
-        f"{header}\n{len(matrix)} snapshot(s) x {len(methods(args.with_long))} methods; results in {args.out}",
+        f"{header}\n{len(args.files or matrix)} snapshot(s) x {len(methods(args.with_long, args.stability))} methods; "
+        f"results in {args.out}",
         flush=True,
     )
     records: list[Record] = []
     with (args.out / "results.jsonl").open("w", encoding="utf-8") as results, tempfile.TemporaryDirectory() as tmp:
         workdir = args.out / "snapshots" if args.keep_snapshots else Path(tmp)
         workdir.mkdir(exist_ok=True)
-        for case in matrix:
+        for path in args.files or []:
+            records += run_file(path, args, results)
+        for case in matrix if args.files is None else []:
             records += run_case(case, args, workdir, results)
     (args.out / "results.md").write_text(markdown(records, header), encoding="utf-8")
     written = [args.out / "results.jsonl", args.out / "results.md", *plots(records, args.out)]

@@ -16,8 +16,9 @@ Imports: the problem, greedy, the loads, the objective's ``Assignment``, eligibi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from compactor.metrics.fragmentation import reference_shapes
 from compactor.model.resources import CPU, MEMORY, is_gpu_resource
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.eligibility import TargetRules
@@ -25,7 +26,8 @@ from compactor.planner.greedy import greedy
 from compactor.planner.loads import first_fit
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import Problem, build_problem, gpu_pods_before
-from compactor.planner.solution import concretise, gpu_nodes_changed
+from compactor.planner.solution import concretise, gpu_nodes_changed, usable_freed
+from compactor.planner.usable import usage_shapes
 from compactor.settings import PlannerSettings
 
 
@@ -37,6 +39,7 @@ class BaselineResult:
     filled_nodes: tuple[str, ...]
     freed_gpus: int
     pending_placed: int = 0
+    usable_gpus: int | None = None  # of freed_gpus, those a request shape in use can take (``usable.py``)
 
 
 def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
@@ -57,6 +60,9 @@ def _result(name: str, problem: Problem, assignment: Assignment) -> BaselineResu
     freed_set = {s.index for s in problem.nodes if s.gpus}
     moves, placements = concretise(problem, assignment, freed_set)
     freed, filled = gpu_nodes_changed(problem, moves, placements)
+    judged = replace(
+        problem, usage_shapes=usage_shapes(problem, [s.requests for s in reference_shapes(problem.snapshot)])
+    )
     return BaselineResult(
         name,
         len(moves),
@@ -64,6 +70,7 @@ def _result(name: str, problem: Problem, assignment: Assignment) -> BaselineResu
         tuple(problem.nodes[i].node.name for i in filled),
         sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled),
         len(placements),
+        usable_freed(judged, moves, placements),
     )
 
 

@@ -66,7 +66,8 @@ def _unplace(loads: Loads, ptype: PodType, node: int, placed: Counts) -> None:
     loads._add(ptype, node, -1)
 
 
-ROOM_NODES = 16  # nodes tried per pending pod to make room on, those needing the fewest evictions first
+ROOM_NODES = 512  # nodes tried per pending pod to make room on, those needing the fewest evictions first (a bound
+#                   on the work when none can take it: a try that fails costs well under a millisecond)
 
 
 def _pending_target(

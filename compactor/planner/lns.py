@@ -32,6 +32,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from compactor.model.resources import CPU
 from compactor.planner.deadline import Deadline
 from compactor.planner.greedy import prune
 from compactor.planner.levels import solve_levels
@@ -43,6 +44,7 @@ from compactor.settings import PlannerSettings
 MAX_NODES = 16  # nodes in a neighbourhood ``S``
 MAX_PODS = 160  # movable pods the neighbourhood's nodes hold or held (the sub-model's size, roughly)
 RECEIVERS = 8  # nodes outside ``S`` with spare GPUs that may receive
+PLAIN_RECEIVERS = 4  # nodes without GPUs outside ``S`` that may receive CPU pods
 SUB_SECONDS = 0.5  # at most this per sub-solve: many small solves beat a few long ones
 MIN_SECONDS = 0.05  # less than this left: not worth building a model
 MAX_STALL = 300  # iterations in a row without improvement: the neighbourhoods are exhausted (a deterministic clock
@@ -370,18 +372,25 @@ def _fixed_moves(
 
 
 def _receivers(problem: Problem, current: _Incumbent, splits: dict[int, _Split], taken: set[int]) -> list[int]:
-    """Up to ``RECEIVERS`` not-freed nodes with the most spare GPUs among the variable GPU pods' targets."""
-    candidates: set[int] = set()
+    """Up to ``RECEIVERS`` not-freed nodes with the most spare GPUs among the variable GPU pods' targets, and up to
+    ``PLAIN_RECEIVERS`` nodes without GPUs with the most spare CPU among the variable CPU pods' targets (where the room
+    a pending pod or a displaced GPU pod needs beside GPUs goes)."""
+    gpu_candidates: set[int] = set()
+    plain_candidates: set[int] = set()
     for t in splits:
         ptype = problem.types[t]
-        if ptype.uses_gpu:
-            candidates.update(
-                n for n in ptype.targets if n not in taken and n not in current.freed and n not in ptype.stay_only
-            )
-    nodes = problem.nodes
-    spare = {n: current.loads.free_gpus(nodes[n]) for n in candidates}
-    ranked = sorted((n for n in candidates if spare[n] > 0), key=lambda n: (-spare[n], nodes[n].node.name))
-    return ranked[:RECEIVERS]
+        found = gpu_candidates if ptype.uses_gpu else plain_candidates
+        found.update(n for n in ptype.targets if n not in taken and n not in current.freed and n not in ptype.stay_only)
+    nodes, loads = problem.nodes, current.loads
+    spare = {n: loads.free_gpus(nodes[n]) for n in gpu_candidates}
+    ranked = sorted((n for n in gpu_candidates if spare[n] > 0), key=lambda n: (-spare[n], nodes[n].node.name))
+    cpu = {
+        n: nodes[n].capacity.get(CPU, 0) - loads.load[n].get(CPU, 0)
+        for n in plain_candidates
+        if not nodes[n].node.is_gpu_node
+    }
+    roomy = sorted((n for n, free in cpu.items() if free > 0), key=lambda n: (-cpu[n], nodes[n].node.name))
+    return ranked[:RECEIVERS] + roomy[:PLAIN_RECEIVERS]
 
 
 def valid(problem: Problem, assignment: Assignment) -> bool:
