@@ -155,7 +155,7 @@ def _plan(snap: Any, source: str, settings: Any) -> Any:
 
 
 def _planner_record(plan: Any, settings: Any) -> Record:
-    curve = [[p.freed_nodes, p.freed_gpus, p.moves, p.status, p.bound] for p in plan.frontier]
+    curve = [[p.freed_nodes, p.freed_gpus, p.moves, p.status, p.bound, p.usable_gpus] for p in plan.frontier]
     return {
         "netFreedGpus": plan.freed_gpus,
         "usableFreedGpus": plan.usable_freed_gpus,
@@ -205,20 +205,19 @@ def _run_baseline(snap: Any, method: str) -> Record:
 def _greedy_within_cap(snap: Any) -> Record:
     """Greedy drain's steps that fit ``CAP`` moves (a step passing it is skipped and the next tried: at least what its
     first CAP moves make), as the planner's capped warm start takes them."""
-    from compactor.planner.greedy import greedy
-    from compactor.planner.problem import build_problem
-    from compactor.planner.solution import concretise, gpu_nodes_changed
+    from compactor.planner.baselines import warm_start
     from compactor.settings import PlannerSettings
 
-    problem = build_problem(snap, PlannerSettings(max_moves=CAP, max_candidate_pods=10**9), max_targets=len(snap.nodes))
-    moves, placements = concretise(problem, greedy(problem), {s.index for s in problem.nodes if s.gpus})
-    freed, filled = gpu_nodes_changed(problem, moves, placements)
-    gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
+    # priced as planner-cap is (every move one): greedy's choices break ties on price
+    result = warm_start(
+        snap, PlannerSettings(max_moves=CAP, move_cost={"capacity_share": 0.0, "per_startup_minute": 0})
+    )
     return {
-        "netFreedGpus": gpus,
-        "freedNodes": len(freed),
-        "moves": len(moves),
-        "pendingPlaced": len(placements),
+        "netFreedGpus": result.freed_gpus,
+        "usableFreedGpus": result.usable_gpus,
+        "freedNodes": len(result.freed_nodes),
+        "moves": result.moves,
+        "pendingPlaced": result.pending_placed,
         "status": None,
         "gap": None,
         "bound": None,
@@ -449,7 +448,7 @@ def _lexicographic_goal(found: dict[str, Record]) -> tuple[str, str]:
 
 def long_moves_for(freed: int, long_run: Record) -> int | None:
     """Fewest moves on a planner run's curve among points freeing at least ``freed`` GPUs (None: no such point)."""
-    moves = [m for _, gpus, m, _, _ in long_run.get("frontier") or () if gpus >= freed]
+    moves = [point[2] for point in long_run.get("frontier") or () if point[1] >= freed]
     if long_run["netFreedGpus"] >= freed:
         moves.append(long_run["moves"])
     return min(moves) if moves else None
@@ -525,14 +524,26 @@ def _cap_goal(found: dict[str, Record]) -> tuple[str, str]:
     ours, greedy, uncapped = found.get("planner-cap"), found.get("greedy-drain-cap"), found.get("planner")
     if ours is None or greedy is None or uncapped is None:
         return goal, "n/a (a run failed)"
-    mine = (ours["pendingPlaced"], ours["netFreedGpus"])
-    points = [gpus for _, gpus, moves, _, _ in uncapped.get("frontier") or () if moves <= CAP]
+    # Freed GPUs count as usable ones where both runs measured them (issue 17: freed GPUs no shape in use can take are
+    # no gain, and the planner does not carry out a point that only frees such GPUs).
+    key = (
+        "usableFreedGpus"
+        if ours.get("usableFreedGpus") is not None and greedy.get("usableFreedGpus") is not None
+        else "netFreedGpus"
+    )
+    mine = (ours["pendingPlaced"], ours[key])
+    points = [
+        point[5] if key == "usableFreedGpus" and len(point) > 5 and point[5] is not None else point[1]
+        for point in uncapped.get("frontier") or ()
+        if point[2] <= CAP
+    ]
     curve = (uncapped["pendingPlaced"], max(points)) if points else (0, 0)
-    theirs = (greedy["pendingPlaced"], greedy["netFreedGpus"])
+    theirs = (greedy["pendingPlaced"], greedy[key])
     verdict = "yes" if ours["moves"] <= CAP and mine >= theirs and mine >= curve else "NO"
     return (
         goal,
-        f"{verdict} ({mine[1]} GPUs / {ours['moves']} moves, {mine[0]} pending; greedy {theirs[1]}, curve {curve[1]})",
+        f"{verdict} ({mine[1]} {'usable ' if key == 'usableFreedGpus' else ''}GPUs / {ours['moves']} moves, {mine[0]} "
+        f"pending; greedy {theirs[1]}, curve {curve[1]})",
     )
 
 

@@ -48,6 +48,15 @@ def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResul
     return _result("greedy-drain", problem, assignment)
 
 
+def warm_start(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
+    """The planner's own greedy warm start (pending pods placed with chains, then drains) within the settings' move
+    limits: what a plan never does worse than (the capped benchmarks compare with it)."""
+    problem = build_problem(
+        snapshot, settings.model_copy(update={"max_candidate_pods": 10**9}), max_targets=len(snapshot.nodes)
+    )
+    return _result("warm-start", problem, greedy(problem))
+
+
 def chain_placement(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
     """Place pending pods only: for each, make room on the node that needs the fewest evictions (GPU pods and pods
     without GPUs alike), re-place every evicted pod first fit, and where a displaced GPU pod finds free GPUs but not the
