@@ -68,7 +68,8 @@ COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "apply": (
-        "Carry out a plan written by `compactor plan --write`: re-check it against the cluster as it is now, cordon, evict "
+        "Carry out a plan written by `compactor plan --write`: re-check it against the cluster as it is now, fence the "
+        "nodes to free (a NoSchedule taint of the installation's own; an operator's cordon is never touched), evict "
         "through the Eviction API, steer each replacement onto its planned node, then measure what the cluster gained. "
         "Recovers an interrupted run first and holds the controller's Lease while it acts. --dry-run prints the calls instead.",
         (

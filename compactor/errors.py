@@ -45,6 +45,10 @@ class ClusterError(CompactorError):
     asked the client to wait before trying again (429, some 5xx), when it said.
     """
 
+    # True when retrying cannot help, whatever the status says (a write this process may no longer make): the retries
+    # of ``actions/retry.py`` give up at once
+    final = False
+
     def __init__(self, message: str, *, status: int = 0, retry_after: float | None = None) -> None:
         self.message = message
         self.status = status

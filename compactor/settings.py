@@ -217,8 +217,8 @@ class PlannerSettings(_Group):
     )
     scheduler_names: list[str] = Field(
         default_factory=lambda: ["default-scheduler"],
-        description="schedulerNames whose pods the plan may move or place (their scheduler honours cordons "
-        "and the filters the planner models)",
+        description="schedulerNames whose pods the plan may move or place (their scheduler honours taints, "
+        "the fence among them, and the filters the planner models)",
     )
     objective: Literal["pending-only", "balanced", "max-free"] = Field(
         "balanced",
@@ -383,7 +383,7 @@ class ExecutorSettings(_Group):
     steering: Literal["auto", "policy", "holds", "off"] = Field(
         "auto",
         description="how each replacement is made to bind on its planned node: policy (the MutatingAdmissionPolicy of "
-        "manifests/steering pins it; no node touched), holds (the other nodes that could take it are cordoned "
+        "manifests/steering pins it; no node touched), holds (the other nodes that could take it are fenced "
         "for a moment), off; auto: policy when installed, else holds (docs/executor.md, Steering)",
     )
     steering_name: str = Field(
@@ -403,7 +403,7 @@ class ExecutorSettings(_Group):
     max_holds_per_move: int = Field(
         25,
         ge=1,
-        description="holds: a move that would cordon more nodes than this stops the run "
+        description="holds: a move that would fence more nodes than this stops the run "
         "there (partial); install the policy for large clusters",
     )
     steer_timeout_seconds: float = Field(

@@ -460,8 +460,8 @@ class FakeCluster:
         return self._call("patch_config_map", {"name": name, "patch": patch}, run)
 
     def patch_pod(self, namespace: str, name: str, patch: Obj) -> Obj:
-        """Merge patch of ``metadata.annotations`` and of ``spec.tolerations``, which may only grow (pod update validation), with
-        a resourceVersion precondition."""
+        """Merge patch of ``metadata.annotations``, ``metadata.labels`` and of ``spec.tolerations``, which may only grow (pod
+        update validation), with a resourceVersion precondition."""
 
         def run() -> Obj:
             pod = self.pods.get((namespace, name))
@@ -478,9 +478,10 @@ class FakeCluster:
                     "spec.tolerations (only additions to existing tolerations)",
                     status=422,
                 )
-            annotations = (patch.get("metadata") or {}).get("annotations")
-            if annotations:
-                pod["metadata"]["annotations"] = merge_patch(pod["metadata"].get("annotations") or {}, annotations)
+            for key in ("annotations", "labels"):  # a merge patch: a null value removes the key, as the API server does
+                change = (patch.get("metadata") or {}).get(key)
+                if change:
+                    pod["metadata"][key] = merge_patch(pod["metadata"].get(key) or {}, change)
             if "spec" not in patch:
                 self._touch_pod(pod)
                 return copy.deepcopy(pod)

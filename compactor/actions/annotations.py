@@ -1,4 +1,8 @@
-"""The marks the executor leaves on nodes, so any restart can account for every node it touched."""
+"""The marks the executor leaves on nodes, so any restart can account for every node it touched.
+
+The keys keep the names they had when fences were cordons (``cordoned-by``, ``cordoned-at``, ``after-drain:
+keepCordoned``): they are state on the nodes, written by older runs and found by recovery.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ CORDONED_AT = "compactor.io/cordoned-at"
 AFTER_DRAIN = "compactor.io/after-drain"
 RESERVED_UNTIL = "compactor.io/reserved-until"
 RESERVED_FOR = "compactor.io/reserved-for"
-HELD_FOR = "compactor.io/held-for"  # a node cordoned for a moment so that this pod binds only on its planned node
+HELD_FOR = "compactor.io/held-for"  # a node fenced for a moment so that this pod binds only on its planned node
 IDENTITY = "gpu-compactor"
 STATE_CONFIGMAP = "gpu-compactor-state"
 

@@ -229,12 +229,8 @@ class RecordingClient:
             )
         )
         pod = self.pods[f"{namespace}/{name}"]
-        annotations = (patch.get("metadata") or {}).get("annotations")
-        _merge(
-            pod,
-            {k: v for k, v in patch.items() if k != "metadata"}
-            | ({"metadata": {"annotations": annotations}} if annotations else {}),
-        )
+        meta = {k: v for k, v in (patch.get("metadata") or {}).items() if k in ("annotations", "labels") and v}
+        _merge(pod, {k: v for k, v in patch.items() if k != "metadata"} | ({"metadata": meta} if meta else {}))
         target = self.placements.get(f"{namespace}/{name}")
         if (
             target is not None
@@ -405,11 +401,15 @@ def describe(call: RecordedCall) -> str:
             f"scale deployment/{args['namespace']}/{args['name']} --current-replicas={args['expect']} --replicas={args['to']} "
             f"(make-before-break)"
         )
-    if call.method == "patch_pod" and (args["patch"].get("metadata") or {}).get("annotations"):
-        changes = [
-            f"{k}={v}" if v is not None else f"{k}-" for k, v in args["patch"]["metadata"]["annotations"].items()
+    meta = args["patch"].get("metadata") or {} if call.method == "patch_pod" else {}
+    if meta.get("annotations") or meta.get("labels"):
+        said = [
+            f"{verb} pod/{args['namespace']}/{args['name']} "
+            + " ".join(f"{k}={v}" if v is not None else f"{k}-" for k, v in meta[key].items())
+            for verb, key in (("label", "labels"), ("annotate", "annotations"))
+            if meta.get(key)
         ]
-        return f"annotate pod/{args['namespace']}/{args['name']} {' '.join(changes)}"
+        return "; ".join(said)
     if call.method == "patch_pod":
         added = [
             t for t in (args["patch"].get("spec") or {}).get("tolerations") or [] if t not in (args.get("before") or [])

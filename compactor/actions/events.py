@@ -31,7 +31,8 @@ def _pod(key: str) -> ObjectRef:
 
 
 def cordoned(node: str, plan: str, fence: str) -> Event:
-    """The reason keeps its name; the fence is a taint of the installation's own (``fence``), not the cordon bit."""
+    """The reason keeps its name (kubectl field selectors and alert routes match it); the fence is a taint of the
+    installation's own (``fence``), not the cordon bit."""
     return Event(_node(node), "CompactorCordon", f"fenced by gpu-compactor (taint {fence}:NoSchedule) for plan {plan}")
 
 
@@ -53,7 +54,7 @@ def uncordoned(node: str, plan: str, why: str) -> Event:
 
 
 def kept_cordoned(node: str, plan: str) -> Event:
-    return Event(_node(node), "CompactorKeepCordoned", f"freed by plan {plan}; kept cordoned")
+    return Event(_node(node), "CompactorKeepCordoned", f"freed by plan {plan}; kept fenced (after_drain: keepCordoned)")
 
 
 def reserved(node: str, pod: str, until: str, plan: str) -> Event:
@@ -125,5 +126,15 @@ def breaker_opened(namespace: str, config_map: str, until: str, why: str) -> Eve
         ObjectRef("ConfigMap", config_map, namespace),
         "CompactorPaused",
         f"compaction paused until {until}: {why}",
+        "Warning",
+    )
+
+
+def state_refused(namespace: str, config_map: str, why: str) -> Event:
+    """A state record naming what its plan does not, or outside the planner's scope (``trust.py``): dropped, not acted on."""
+    return Event(
+        ObjectRef("ConfigMap", config_map, namespace),
+        "CompactorStateRefused",
+        f"executor state refused and dropped, nothing in it acted on ({why}); nodes released by their own marks",
         "Warning",
     )

@@ -1,4 +1,4 @@
-"""Carry out a ``CompactionPlan`` safely: validate, cordon, evict under PDBs with steering, finish, or roll back.
+"""Carry out a ``CompactionPlan`` safely: validate, fence, evict under PDBs with steering, finish, or roll back.
 
 The same code runs for real and dry runs; only the ``ClusterClient`` differs. The executor strings
 the steps together (``actions/steps/``, one module each) over one ``Run``, and owns two rules:
@@ -89,7 +89,11 @@ class Executor:
         progress: Callable[[Progress], None] | None = None,
         steering: Choice | None = None,
         rules: PlannerSettings | None = None,
+        may_go_on: Callable[[], str] | None = None,
     ) -> None:
+        """``may_go_on``: asked before each eviction; a reason stops the run there, as a budget does (the disruption
+        window closing: ``app/carry_out.py``)."""
+        self.may_go_on = may_go_on or (lambda: "")
         self.client = client
         self.settings = settings
         self.clock = clock
@@ -157,7 +161,7 @@ class Executor:
         except (Abort, ClusterError) as exc:
             roll_back(run, str(exc))
             report.status, report.reason = "failed", str(exc)
-        except Exception as exc:  # a bug or an unexpected client failure must not leave nodes cordoned
+        except Exception as exc:  # a bug or an unexpected client failure must not leave nodes fenced
             log.exception("unexpected error while executing", extra={"plan": plan.metadata.id})
             report.status, report.reason = "failed", f"unexpected {type(exc).__name__}: {exc}"
             roll_back(run, report.reason)
@@ -210,6 +214,7 @@ class Executor:
             dry_run=self.dry_run,
             progress=self.progress,
             rules=self.rules,
+            may_go_on=self.may_go_on,
         )
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""Writes only while we hold the Lease: a ``ClusterClient`` that asks before every cordon, eviction, event, steering entry or state write.
+"""Writes only while we hold the Lease: a ``ClusterClient`` that asks before every fence, eviction, event, steering entry or state write.
 
 A replica (or a ``run --once``) that lost the Lease, or could not renew it within the renew
 deadline, may still be in the middle of a run. Its next write is refused here, before it
@@ -43,7 +43,10 @@ from compactor.errors import ClusterError
 
 
 class LeadershipLost(ClusterError):
-    """A write was refused because this process no longer holds the Lease."""
+    """A write was refused because this process no longer holds the Lease: refused here, so retrying it through a
+    "brownout" only delays the end (each release of a rollback used to be retried for 120 s)."""
+
+    final = True
 
 
 class FencedClient:

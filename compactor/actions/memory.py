@@ -1,6 +1,9 @@
 """The history the restraints of ``compactor/planner/history.py`` read: kept in the ConfigMap gpu-compactor-history of
-the state namespace, written after every real run (never by a dry run). Reading or writing it never fails a run: an
-unreadable history is a warning and counts as empty (nothing restrained), a failed write a warning."""
+the state namespace, written after every real run (never by a dry run). Reading fails closed: when the API server does
+not answer the read and a control needs the history (the circuit breaker, cooldowns, move budgets, the oscillation
+guard), the run acts on nothing and says so, as an open breaker holds it: one 503 used to read as "no history" and let
+an eviction through an open breaker. A history that reads but does not parse starts anew (a warning); a failed write is
+a warning."""
 
 from __future__ import annotations
 
@@ -20,14 +23,16 @@ HISTORY_CONFIGMAP = "gpu-compactor-history"
 HISTORY_KEY = "history.json"
 
 
+class HistoryUnread(Exception):
+    """The history could not be read (the API server did not answer it): nothing may act that needs it."""
+
+
 def load_history(client: ClusterClient) -> History:
+    """The history (empty when there is none yet, or it does not parse); ``HistoryUnread`` when the read failed."""
     try:
         data = client.read_state(HISTORY_CONFIGMAP)
-    except Exception as exc:  # the history restrains; without it a run restrains less, and says so
-        log.warning(
-            f"could not read configmap {HISTORY_CONFIGMAP}: {exc}; cooldowns, budgets and the breaker see no history"
-        )
-        return History()
+    except Exception as exc:
+        raise HistoryUnread(f"could not read configmap {HISTORY_CONFIGMAP}: {exc}") from exc
     if not data or HISTORY_KEY not in data:
         return History()
     try:
@@ -38,7 +43,29 @@ def load_history(client: ClusterClient) -> History:
 
 
 def restraints_now(client: ClusterClient, settings: Settings, now: datetime) -> Restraints:
-    return restraints_at(load_history(client), settings.disruption, now)
+    """What the history forbids now; when it cannot be read and a control needs it, a pause that says so (fail closed)."""
+    try:
+        return restraints_at(load_history(client), settings.disruption, now)
+    except HistoryUnread as exc:
+        if not needs_history(settings):
+            log.warning(f"{exc} (no control needs it)")
+            return Restraints()
+        log.error(f"{exc}: this run acts on nothing (the breaker, cooldowns and budgets fail closed)")
+        return Restraints(paused=f"{exc}; the circuit breaker, cooldowns and move budgets cannot be checked")
+
+
+def needs_history(settings: Settings) -> bool:
+    """Does a control read the history (the circuit breaker, a cooldown, an hourly or daily move budget, the oscillation
+    guard)?"""
+    cfg = settings.disruption
+    return bool(
+        cfg.breaker_failures > 0
+        or cfg.workload_cooldown_minutes > 0
+        or cfg.node_cooldown_minutes > 0
+        or cfg.max_moves_per_hour is not None
+        or cfg.max_moves_per_day is not None
+        or cfg.oscillation_hours > 0
+    )
 
 
 def reversals(plan: CompactionPlan, restraints: Restraints | None) -> list[str]:
@@ -58,7 +85,11 @@ def remember_run(
     """Add a real run's moves to the history; when that opens the circuit breaker, say so (log and Event)."""
     if report.dry_run or not plan.moves:
         return
-    before = load_history(client)
+    try:
+        before = load_history(client)
+    except HistoryUnread as exc:  # writing a history of this run alone would erase the others': keep theirs
+        log.warning(f"{exc}: this run's moves are not remembered")
+        return
     moves = [(m.pod, _workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves]
     after = remember(before, moves, set(report.done_pods), report.status == "failed", now, settings.disruption)
     try:

@@ -23,7 +23,7 @@ from compactor.model.resources import is_gpu_resource
 CONFIG_LABEL = MIG_CONFIG_LABEL
 STATE_LABEL = MIG_CONFIG_STATE_LABEL
 EXPECTED = ann.MIG_EXPECTED  # the GPU resources the new layout should advertise (JSON), for people and dry runs
-RECUT_FAILED = ann.MIG_RECUT_FAILED  # why a re-cut failed; the node stays cordoned for an operator
+RECUT_FAILED = ann.MIG_RECUT_FAILED  # why a re-cut failed; the node stays fenced for an operator
 
 
 def relabel_patch(to_config: str, expected: Mapping[str, int], *, previous: str = "") -> dict[str, Any]:
@@ -79,5 +79,5 @@ def simulate(node: Obj) -> None:
 
 
 def failed_patch(reason: str) -> dict[str, Any]:
-    """Keep the node cordoned and marked, so that recovery leaves it to an operator."""
+    """Keep the node fenced and marked, so that recovery leaves it to an operator."""
     return {"metadata": {"annotations": {ann.AFTER_DRAIN: "keepCordoned", RECUT_FAILED: reason[:500]}}}

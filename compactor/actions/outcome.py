@@ -5,7 +5,7 @@ none after, minus those of nodes that run none before and some after, each node
 counting what ``Node.countable_gpus`` says (Ready, schedulable, the physical GPUs its
 allocatable offers). Measured on the cluster, that is the change in *whole-free GPUs*:
 the same count over GPU nodes with no bound, unfinished GPU pod (a terminating pod
-still holds its node). A node the executor itself keeps cordoned (``after_drain:
+still holds its node). A node the executor itself keeps fenced (``after_drain:
 keepCordoned``) still counts. The run compares the two and says ``succeeded`` only
 when they agree. In a dry run the figures come from the dry run's own copy of the
 objects, changed as the run pretends to change them: ``simulated``, never measured.

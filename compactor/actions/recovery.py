@@ -2,7 +2,7 @@
 
 Rules: a node carrying our marks is either part of the active plan (recorded in the
 state ConfigMap), deliberately kept (``after-drain`` keepCordoned, or a reservation
-taint whose TTL has not passed), or an orphan to uncordon. The active plan resumes
+taint whose TTL has not passed), or an orphan whose fence goes. The active plan resumes
 when it still validates against the cluster, otherwise it is rolled back.
 """
 
@@ -24,6 +24,8 @@ from compactor.actions.executor import Executor, RunReport
 from compactor.actions.patching import patch_fresh
 from compactor.actions.state import Phase, RunState, StateUnreadable
 from compactor.actions.steering.policy import write_entries
+from compactor.actions.steps import surge
+from compactor.actions.trust import untrusted
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
@@ -34,15 +36,34 @@ log = logging.getLogger("compactor.recovery")
 @dataclass
 class RecoveryReport:
     resumed: RunReport | None = None
-    released: list[str] = field(default_factory=list)  # orphan cordons undone
+    released: list[str] = field(default_factory=list)  # orphan fences lifted
     expired: list[str] = field(default_factory=list)  # reservation taints past their TTL removed
-    kept: list[str] = field(default_factory=list)  # nodes deliberately left cordoned/reserved
+    kept: list[str] = field(default_factory=list)  # nodes deliberately left fenced/reserved
     discarded: str = ""  # why an unreadable state was dropped (its nodes are then released by their marks)
     unpinned: list[str] = field(default_factory=list)  # steering entries (owner uids) no run accounted for, removed
+    unsurged: list[str] = field(
+        default_factory=list
+    )  # Deployments a lost run left surged, scaled back (namespace/name)
 
     @property
     def changed(self) -> bool:
-        return bool(self.resumed or self.released or self.expired or self.discarded or self.unpinned)
+        return bool(self.resumed or self.released or self.expired or self.discarded or self.unpinned or self.unsurged)
+
+    def said(self) -> str:
+        """What recovery found and did, in one line for people ("" when it found nothing to do)."""
+        parts = []
+        if self.resumed is not None:
+            how = "finished" if self.resumed.status in ("succeeded", "partial", "nothing-to-do") else "rolled back"
+            parts.append(f"{how} interrupted plan {self.resumed.plan_id} ({self.resumed.status})")
+        if self.discarded:
+            parts.append(f"dropped an unreadable executor state ({self.discarded})")
+        if self.released or self.expired:
+            parts.append(f"released node(s) {', '.join([*self.released, *self.expired])}")
+        if self.unpinned:
+            parts.append(f"removed {len(self.unpinned)} steering entr{'y' if len(self.unpinned) == 1 else 'ies'}")
+        if self.unsurged:
+            parts.append(f"scaled back surged Deployment(s) {', '.join(self.unsurged)}")
+        return "; ".join(parts)
 
 
 def _parse_time(value: str) -> datetime | None:
@@ -71,11 +92,19 @@ def recover(
             client.write_state(ann.STATE_CONFIGMAP, None)
             report.discarded = str(exc)
         else:
-            report.resumed = _resume(Executor(client, settings, clock, rules=rules), plan, active, resume=resume)
+            refused = untrusted(active, plan, rules or PlannerSettings())
+            if refused:  # planted, or from a run this scope never allowed: never act on it (trust.py)
+                log.error("refusing an executor state that names what its plan does not", extra={"reason": refused})
+                client.write_state(ann.STATE_CONFIGMAP, None)
+                report.discarded = f"refused: {refused}"
+                _event(client, events.state_refused(settings.state_namespace, ann.STATE_CONFIGMAP, refused))
+            else:
+                report.resumed = _resume(Executor(client, settings, clock, rules=rules), plan, active, resume=resume)
     elif data is not None:
         client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume
     _release_orphans(client, settings, clock, report)
     _remove_orphan_pins(client, settings, report)
+    _undo_orphan_surges(client, settings, report)
     return report
 
 
@@ -108,6 +137,54 @@ def _remove_orphan_pins(client: ClusterClient, settings: ExecutorSettings, repor
         log.error("could not remove steering entries", extra={"entries": entries, "error": str(exc)})
         return
     report.unpinned = entries
+
+
+def leftovers(client: ClusterClient, settings: ExecutorSettings) -> bool:
+    """Is there anything for recovery to do: a state record, a node carrying this installation's marks, a steering entry,
+    a pod carrying its surge mark? Reads only, so a run that may not act takes the Lease only when it must."""
+    if client.read_state(ann.STATE_CONFIGMAP) is not None:
+        return True
+    if any(ann.is_ours(node, settings.identity) for node in client.list_nodes()):
+        return True
+    try:
+        parameters = client.get_config_map(settings.steering_name)
+    except ClusterError:  # no policy installed, or not readable: recovery will say so if it must
+        parameters = None
+    if (parameters or {}).get("data"):
+        return True
+    return bool(client.list_pods(label_selector=f"{surge.SURGED_BY}={settings.identity}"))
+
+
+def _undo_orphan_surges(client: ClusterClient, settings: ExecutorSettings, report: RecoveryReport) -> None:
+    """Make-before-break surges no state accounts for (the state was lost, or dropped as unreadable): found by the mark the
+    surge left on the old pod (``surge.SURGED_BY``), each Deployment scaled back from the surged count it recorded (only
+    from exactly that) and the pod's marks off. Without this, a lost state left the Deployment one replica over, for
+    good."""
+    data = client.read_state(ann.STATE_CONFIGMAP)
+    active = (data or {}).get("planId", "")
+    try:
+        marked = client.list_pods(label_selector=f"{surge.SURGED_BY}={settings.identity}")
+    except ClusterError as exc:  # the marks stay: the next recovery retries
+        log.info("surge marks not read", extra={"error": str(exc)})
+        return
+    for pod in marked:
+        note = surge.surge_note(pod) or {}
+        if active and note.get("plan") == active:
+            continue  # the active run's own surge: its state says what to do with it
+        meta = pod["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], str(meta.get("uid"))
+        deployment, recorded = str(note.get("deployment", "")), note.get("replicas")
+        replicas = recorded if isinstance(recorded, int) else 0
+        try:
+            surged = bool(deployment) and replicas >= 1
+            if surged and client.scale_deployment(namespace, deployment, expect=replicas + 1, to=replicas):
+                report.unsurged.append(f"{namespace}/{deployment}")
+            cost = note.get("deletionCost")
+            surge.unmark(client, namespace, name, uid, cost if isinstance(cost, str) else None)
+        except ClusterError as exc:
+            log.error(
+                "could not undo a surge left by a lost run", extra={"pod": f"{namespace}/{name}", "error": str(exc)}
+            )
 
 
 def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport) -> None:

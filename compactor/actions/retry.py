@@ -45,7 +45,7 @@ def retrying(call: Callable[[], T], backoff: Backoff, clock: Clock, *, what: str
         try:
             return call()
         except ClusterError as exc:
-            if exc.status not in TRANSIENT:
+            if exc.final or exc.status not in TRANSIENT:
                 raise
             log.warning("%s failed; retrying", what, extra={"error": str(exc), "retryIn": delay})
             clock.sleep(delay)
@@ -65,7 +65,7 @@ def until_deadline(call: Callable[[], T], backoff: Backoff, clock: Clock, *, sec
         except ClusterError as exc:
             delay = next(delays, delay)
             wait = max(delay, exc.retry_after or 0.0, 0.1)
-            if exc.status not in TRANSIENT or clock.monotonic() + wait > deadline:
+            if exc.final or exc.status not in TRANSIENT or clock.monotonic() + wait > deadline:
                 raise
             log.warning("%s failed; retrying", what, extra={"error": str(exc), "retryIn": wait})
             clock.sleep(wait)

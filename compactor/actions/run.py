@@ -89,6 +89,13 @@ class Steerer(Protocol):
     def release(self, run: Run) -> None:
         """Stopping or rolling back: let go of everything this mechanism holds for the run."""
 
+    def step_aside(self, run: Run) -> None:
+        """The eviction was refused for now (a PodDisruptionBudget, throttling) and will be retried: let go, while the run
+        waits, of what keeps other pods off other nodes (holds); ``step_in`` takes it up again before the retry."""
+
+    def step_in(self, run: Run, move: Move, pod: Obj) -> None:
+        """Before an eviction is retried: steering as ``prepare`` and ``engage`` made it, read afresh."""
+
 
 @dataclass
 class Run:
@@ -101,6 +108,7 @@ class Run:
     dry_run: bool = False
     progress: Callable[[Progress], None] = lambda _p: None
     rules: PlannerSettings = field(default_factory=PlannerSettings)  # the movability rules asked again at each eviction
+    may_go_on: Callable[[], str] = lambda: ""  # asked before each batch of evictions: a reason stops the run there
     # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
     capped: str = ""
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run

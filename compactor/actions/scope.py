@@ -1,10 +1,10 @@
 """The part of a plan one run may carry out under ``max_evictions_per_cycle``: whole nodes, never half of one.
 
-Cutting the move list at the cap would cordon every node the plan frees, drain a few
+Cutting the move list at the cap would fence every node the plan frees, drain a few
 halfway, then wait for the rest to empty, which they never do in this run. A run
 therefore takes the plan's source nodes in plan order, each with all of its moves,
 while they fit under the cap; the nodes it does not take stay untouched (not even
-cordoned) for a later run, which re-plans from live state anyway. The same cut serves the
+fenced) for a later run, which re-plans from live state anyway. The same cut serves the
 run budgets the planner applies (``compactor/planner/budgets.py``).
 """
 

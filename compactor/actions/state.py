@@ -77,13 +77,13 @@ class RunState(BaseModel):
 
     plan_id: str
     phase: Phase = Phase.CORDONING
-    # nodes this run fenced (and only those), written before each cordon
+    # nodes this run fenced (and only those), written before each fence; the key keeps its name (state older runs wrote)
     cordoned: list[str] = Field(default_factory=list)
     done: list[str] = Field(default_factory=list)  # pods whose move is over (replaced, or found gone)
     # pod -> why it was not evicted (a rule failed at its eviction)
     refused: dict[str, str] = Field(default_factory=dict)
     inflight: dict[str, InFlight] = Field(default_factory=dict)  # pod -> its eviction in flight
-    held: list[str] = Field(default_factory=list)  # nodes cordoned for a moment so that a pod binds on its planned node
+    held: list[str] = Field(default_factory=list)  # nodes fenced for a moment so that a pod binds on its planned node
     pins: dict[str, str] = Field(default_factory=dict)  # owner uid -> node: steering entries written (policy mechanism)
     # node -> pending pod it is reserved for (taint + toleration)
     reserved: dict[str, str] = Field(default_factory=dict)

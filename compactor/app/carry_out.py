@@ -4,7 +4,8 @@
 first) and the stop signals (a real run stops at its next wait, a safe point), recover first (real runs), plan if no plan
 is given (a real ``run --once`` plans only once it holds the Lease and has recovered: on the state it alone changes),
 then ``execute``. ``execute`` is one plan through the executor, refused when it would undo recent moves, remembered in the
-history after a real run: the controller's cycle (``cycle.py``) runs its plans through it too.
+history after a real run: the controller's cycle (``cycle.py``) runs its plans through it too. ``clean_up`` is the
+recovery of a run that may not act: it clears a dead run's leftovers and resumes nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from compactor.actions.clock import Clock, Interrupted, RealClock, SimulatedCloc
 from compactor.actions.executor import Executor, Progress, RunReport
 from compactor.actions.fencing import FencedClient
 from compactor.actions.memory import remember_run, reversals
-from compactor.actions.recovery import RecoveryReport, recover
+from compactor.actions.recovery import RecoveryReport, leftovers, recover
 from compactor.actions.steering.detect import Choice, choose, planning_fence
 from compactor.app.invocation import Invocation
 from compactor.app.last_run import RunRecord
@@ -33,6 +34,7 @@ from compactor.model.types import Taint
 from compactor.planner.history import Restraints
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
+from compactor.windows import window_state
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
 
@@ -62,7 +64,14 @@ def execute(
     """Run ``plan`` through ``client``; a real run is refused when it would undo recent moves (``restraints``), and its
     moves join the history."""
     executor = Executor(
-        client, settings.executor, clock, dry_run=dry_run, progress=progress, rules=settings.planner, steering=steering
+        client,
+        settings.executor,
+        clock,
+        dry_run=dry_run,
+        progress=progress,
+        rules=settings.planner,
+        steering=steering,
+        may_go_on=None if dry_run else window_keeper(settings, clock),
     )
     if not dry_run and (undone := reversals(plan, restraints)):
         raise CompactorError(
@@ -73,6 +82,20 @@ def execute(
     if not dry_run:
         remember_run(client, settings, plan, report, clock.now())
     return report
+
+
+def window_keeper(settings: Settings, clock: Clock) -> Callable[[], str]:
+    """What stops a real run before its next eviction once every disruption window has closed (a run started a minute
+    before the window closes used to evict until it ended: up to an hour with the shipped settings)."""
+    windows = settings.disruption.windows
+
+    def may_go_on() -> str:
+        if not windows:
+            return ""
+        state = window_state(windows, clock.now())
+        return "" if state.open else f"the end of the disruption window ({state.why})"
+
+    return may_go_on
 
 
 def carry_out(
@@ -119,6 +142,24 @@ def carry_out(
             return Carried(client, report)
         except Interrupted:
             return Carried(client, stopped=plan.metadata.id if plan else "")
+
+
+def clean_up(inv: Invocation) -> RecoveryReport | None:
+    """What a dead run left, cleared by a run that may not act (``mode: report`` or ``plan``, outside every window, the
+    circuit breaker open): under the Lease, recovery rolls an interrupted plan back, never resumes it, and releases the
+    fences, holds, reservations past their time and steering entries no run accounts for, as cluster-autoscaler clears
+    its leftover taints at every start. Such leftovers would otherwise wait for the next run that may act: a week for a
+    weekly window, for ever in ``mode: report``. None for a snapshot or an operator's ``--dry-run``: those change
+    nothing, leftovers included."""
+    if not inv.live or inv.dry_run:
+        return None
+    live = cluster_client(inv, dry_run=False)
+    if not leftovers(live, inv.settings.executor):  # the common case: no Lease taken, nothing written
+        return None
+    with stoppable(RealClock(), False) as clock, exclusive(live, inv.settings, False) as client:
+        recovered = recover(client, inv.settings.executor, clock, resume=False, rules=inv.settings.planner)
+    say_recovered(recovered)
+    return recovered
 
 
 def executor_for(inv: Invocation, plan: CompactionPlan | None) -> tuple[ClusterClient, Clock, bool]:

@@ -90,6 +90,7 @@ def run_cycle(
     *,
     execute: bool,
     dry_run: bool = False,
+    clean: bool = False,
     progress: Callable[[Progress], None] | None = None,
 ) -> CycleReport:
     """One cycle; the exporter sees the figures and the run's outcome. Raises ``CompactorError`` when the cluster cannot be
@@ -97,27 +98,32 @@ def run_cycle(
 
     ``execute=False``: figures only (report-only mode, or a replica that is not the leader).
     ``execute=True``: recover an interrupted run, plan, and carry the plan out through ``client``.
-    ``dry_run``: no recovery; the plan runs against a ``RecordingClient`` over what ``client``
+    ``dry_run``: the plan runs against a ``RecordingClient`` over what ``client``
     reads, so nothing is changed (it counts in ``runs_total{status="dry-run"}``, never as succeeded nor in evictions).
+    ``clean``: the leader, and not an operator's ``--dry-run``: a dead run's leftovers are cleared first whatever the
+    mode, window or breaker say; an interrupted plan is resumed only by a cycle that may act, else rolled back.
     """
     report = CycleReport(started=clock.now())
-    if execute and not dry_run:
-        report.recovery = recover(client, settings.executor, clock, rules=settings.planner)
-        if report.recovery.resumed is not None:
-            resumed = report.recovery.resumed
-            exporter.record_run(
-                resumed.status, evictions=evictions(resumed), gained=gained(resumed), steering=resumed.steering
-            )
-    snapshot = load_snapshot()
-    figures = measure(snapshot, settings).figures
-    exporter.set_figures(figures, cordoned_nodes=cordoned_nodes(snapshot))
-    report.figures, report.cordoned_nodes = figures, cordoned_nodes(snapshot)
     restraints = restraints_now(client, settings, clock.now()) if execute else None
     if restraints is not None:
         exporter.set_pause(restraints.paused_until.timestamp() if restraints.paused_until else 0.0)
     if restraints is not None and restraints.paused and not dry_run:
         log.warning("%s: this cycle measures only", restraints.paused)
         execute = False
+    if clean or (execute and not dry_run):
+        acting = execute and not dry_run
+        report.recovery = recover(client, settings.executor, clock, resume=acting, rules=settings.planner)
+        if report.recovery.resumed is not None:
+            resumed = report.recovery.resumed
+            exporter.record_run(
+                resumed.status, evictions=evictions(resumed), gained=gained(resumed), steering=resumed.steering
+            )
+        if not acting and report.recovery.said():
+            log.info("cleared a dead run's leftovers: %s", report.recovery.said())
+    snapshot = load_snapshot()
+    figures = measure(snapshot, settings).figures
+    exporter.set_figures(figures, cordoned_nodes=cordoned_nodes(snapshot))
+    report.figures, report.cordoned_nodes = figures, cordoned_nodes(snapshot)
     if execute:
         check_selection(snapshot, settings)
         steering = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place

@@ -33,7 +33,8 @@ def figures_for(snapshot: Snapshot, settings: Settings, shapes: tuple[ReferenceS
 
 
 def cordoned_nodes(snapshot: Snapshot) -> int:
-    """Nodes carrying the compactor's cordon mark."""
+    """Nodes carrying the compactor's fence mark (``compactor.io/cordoned-by``: the key kept from when fences were
+    cordons); gpu_compactor_fenced_nodes."""
     return sum(1 for node in snapshot.nodes if ann.CORDONED_BY in node.annotations)
 
 

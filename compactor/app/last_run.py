@@ -11,7 +11,9 @@ included), ends with:
   failed) whose message is the summary in one line, also logged;
 * with ``metrics.pushgateway_url``, the metric families the controller exports (``Exporter``: the figures,
   the run, the plan, the cycle) pushed to that Pushgateway, grouped by installation (the command gives the exporter:
-  ``compactor.controller.exporter.Exporter``, a ``Pusher`` here).
+  ``compactor.controller.exporter.Exporter``, a ``Pusher`` here). Each push replaces the group, so its counters count
+  one run: the CronJob's alerts read the last run's gauges instead (``gpu_compactor_last_run_status``, its end, and the
+  end of the last successful run, carried forward from the previous summary's ``lastSucceededAt``).
 
 These are the run's own bookkeeping, like its log lines: they go through the real client even in a dry run
 (never the recording one, whose writes are only shown), and they never change how the run ended: an API or
@@ -31,6 +33,7 @@ from typing import Any, Protocol
 from compactor.actions import events
 from compactor.actions.client import ClusterClient
 from compactor.actions.executor import RunReport
+from compactor.actions.recovery import RecoveryReport
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.errors import ClusterError
 from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures
@@ -46,6 +49,15 @@ PUSH_JOB = "gpu-compactor"
 PUSH_TIMEOUT_SECONDS = 10.0
 EXIT_STOPPED = 143  # compactor.app.carry_out.EXIT_STOPPED: SIGTERM stopped the run at a safe point
 _WRITE_ATTEMPTS = 2  # a replace that meets another writer's change (409) reads again once
+# Every status a run ends with (``RunRecord.status``): the executor's (``RunReport.shown_status``), then measured (report
+# mode), held (outside every window, or the circuit breaker open) and stopped (SIGTERM at a safe point: the Job's
+# activeDeadlineSeconds, a drained node). The values of gpu_compactor_last_run_status{status}, pushed and exported.
+LAST_RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do", "dry-run", "held", "measured", "stopped")
+# A run that did what its mode asks and got to its end: partial fell short of its plan, held changed nothing on purpose,
+# failed and stopped did not finish. Its end is the summary's lastSucceededAt and
+# gpu_compactor_last_run_success_timestamp_seconds.
+SUCCESSFUL_STATUSES = frozenset({"succeeded", "nothing-to-do", "dry-run", "measured"})
+_ISO = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass
@@ -61,11 +73,22 @@ class RunRecord:
     report: RunReport | None = None
     shapes: tuple[ReferenceShape, ...] | None = None
     figures: Figures | None = None  # measured before the run (report mode: all it does)
-    cordoned: int | None = None
+    fenced: int | None = None  # nodes carrying a fence mark, before the run
     figures_after: Figures | None = None  # measured after a real run that changed something
-    cordoned_after: int | None = None
+    fenced_after: int | None = None
     error: str = ""  # why the run stopped on an error (exit 2), empty otherwise
     held: str = ""  # why the run changed nothing on purpose (outside every disruption window, the circuit breaker open)
+    recovery: RecoveryReport | None = (
+        None  # a run that may not act cleared a dead run's leftovers (``carry_out.clean_up``)
+    )
+    # When the last successful run before this one ended, as the previous summary says (``finish`` reads it): each run
+    # replaces the summary and the Pushgateway's group, so the last success is carried forward from run to run.
+    succeeded_before: datetime | None = None
+
+    @property
+    def cleaned_up(self) -> str:
+        """What the run cleared of a dead run's leftovers, in one line ("" when nothing)."""
+        return self.recovery.said() if self.recovery is not None else ""
 
     def saw(self, snapshot: Snapshot, shapes: tuple[ReferenceShape, ...], figures: Figures | None = None) -> None:
         """The snapshot the run measured or planned on, and its reference shapes (the figures after are measured with them)."""
@@ -73,7 +96,7 @@ class RunRecord:
         if figures is None and self.keep_figures:
             figures = compute_figures(snapshot, shapes)
         if figures is not None:
-            self.figures, self.cordoned = figures, cordoned_nodes(snapshot)
+            self.figures, self.fenced = figures, cordoned_nodes(snapshot)
 
     @property
     def changed_the_cluster(self) -> bool:
@@ -83,7 +106,7 @@ class RunRecord:
     def measure_after(self, snapshot: Snapshot, settings: Settings) -> None:
         """The figures after the run, measured with the shapes of the figures before (derived as ``report`` derives them
         when the run measured nothing before)."""
-        self.figures_after, self.cordoned_after = figures_for(snapshot, settings, self.shapes), cordoned_nodes(snapshot)
+        self.figures_after, self.fenced_after = figures_for(snapshot, settings, self.shapes), cordoned_nodes(snapshot)
 
     def status(self, exit_code: int) -> str:
         """succeeded | partial | failed | nothing-to-do | dry-run (the run's report), measured (report mode), held (outside
@@ -100,6 +123,11 @@ class RunRecord:
 
     def failed(self, exit_code: int) -> bool:
         return self.status(exit_code) == "failed"
+
+    def last_success(self, *, ended: datetime, exit_code: int) -> datetime | None:
+        """When the last successful run ended: this one if it succeeded (``SUCCESSFUL_STATUSES``), else the one before
+        (None when none is known)."""
+        return ended if self.status(exit_code) in SUCCESSFUL_STATUSES else self.succeeded_before
 
     def summary(self, *, ended: datetime, exit_code: int) -> dict[str, Any]:
         """The ``summary.json`` of the ConfigMap (docs/controller.md lists every field)."""
@@ -124,6 +152,7 @@ class RunRecord:
             "planId": plan.metadata.id if plan is not None else None,
             "status": self.status(exit_code),
             "reason": self.error or self.held or (report.reason if report is not None else ""),
+            "cleanedUp": self.cleaned_up,
             "exitCode": exit_code,
             "movesPlanned": len(plan.moves) if plan is not None else None,
             "movesDone": report.moves_done if report is not None else None,
@@ -138,6 +167,7 @@ class RunRecord:
             "plannedAfter": _headline_of(plan.after) if plan is not None and plan.after else None,
             "startedAt": _iso(self.started),
             "endedAt": _iso(ended),
+            "lastSucceededAt": _iso_or_none(self.last_success(ended=ended, exit_code=exit_code)),
         }
 
 
@@ -184,7 +214,28 @@ def _headline_of(figures: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime(_ISO)
+
+
+def _iso_or_none(moment: datetime | None) -> str | None:
+    return None if moment is None else _iso(moment)
+
+
+def _parsed_iso(text: Any) -> datetime | None:
+    try:
+        return datetime.strptime(text, _ISO).replace(tzinfo=UTC)
+    except (TypeError, ValueError):
+        return None
+
+
+def last_success_in(previous: dict[str, Any] | None) -> datetime | None:
+    """When the last successful run ended, as the previous run's summary says (None when it does not say)."""
+    if previous is None:
+        return None
+    if "lastSucceededAt" in previous:
+        return _parsed_iso(previous["lastSucceededAt"])
+    # a summary written before lastSucceededAt existed still tells whether its own run succeeded
+    return _parsed_iso(previous.get("endedAt")) if previous.get("status") in SUCCESSFUL_STATUSES else None
 
 
 def _share(value: Any) -> str:
@@ -233,14 +284,34 @@ def describe(summary: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def write_summary(client: ClusterClient, namespace: str, summary: dict[str, Any], *, failed: bool) -> None:
-    """Create or replace the ConfigMap, then send the Event on it; either failing is a warning, never raised."""
+def read_previous(client: ClusterClient, namespace: str) -> tuple[bool, dict[str, Any] | None]:
+    """(read, summary): the summary the previous run left, None when there is none or it is not a JSON object; ``read`` is
+    False when the ConfigMap could not be read (logged: the write after it says whether the API answers)."""
+    try:
+        data = client.read_state(LAST_RUN_CONFIGMAP)
+    except Exception as exc:
+        log.info(f"could not read the previous run's summary in configmap {namespace}/{LAST_RUN_CONFIGMAP}: {exc}")
+        return False, None
+    try:
+        previous = json.loads((data or {}).get(SUMMARY_KEY) or "null")
+    except ValueError:
+        previous = None
+    return True, previous if isinstance(previous, dict) else None
+
+
+def write_summary(
+    client: ClusterClient, namespace: str, summary: dict[str, Any], *, failed: bool, read: bool = False
+) -> None:
+    """Create or replace the ConfigMap, then send the Event on it; either failing is a warning, never raised.
+
+    ``read``: ``client`` has just read the ConfigMap (``read_previous``), so the first write replaces that version."""
     data = {SUMMARY_KEY: json.dumps(summary, indent=2) + "\n"}
     where = f"configmap {namespace}/{LAST_RUN_CONFIGMAP}"
     for attempt in range(1, _WRITE_ATTEMPTS + 1):
         try:
             # its resourceVersion: the write replaces it (PUT), or creates it (POST)
-            client.read_state(LAST_RUN_CONFIGMAP)
+            if attempt > 1 or not read:
+                client.read_state(LAST_RUN_CONFIGMAP)
             client.write_state(LAST_RUN_CONFIGMAP, data)
             break
         except ClusterError as exc:
@@ -283,6 +354,8 @@ class Pusher(Protocol):
 
     def record_cycle(self, timestamp: float) -> None: ...
 
+    def record_last_run(self, status: str, *, ended: float, succeeded_at: float | None = None) -> None: ...
+
     def push(self, url: str, *, job: str, grouping_key: dict[str, str], timeout: float) -> None: ...
 
 
@@ -291,8 +364,8 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime, export
     (a fresh one: replacing this installation's group); a failure is a warning, never raised."""
     figures = record.figures_after if record.figures_after is not None else record.figures
     if figures is not None:
-        cordoned = record.cordoned_after if record.figures_after is not None else record.cordoned
-        exporter.set_figures(figures, cordoned_nodes=cordoned)
+        fenced = record.fenced_after if record.figures_after is not None else record.fenced
+        exporter.set_figures(figures, cordoned_nodes=fenced)
     plan, report = record.plan, record.report
     if plan is not None:
         exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
@@ -309,6 +382,14 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime, export
         exporter.record_cycle_error()
     elif exit_code != EXIT_STOPPED:
         exporter.record_cycle(ended.timestamp())
+    # What the CronJob's alerts read (manifests/monitoring): counters pushed by each run count that run only, so increase()
+    # sees no series of runs; these gauges say how the last run ended, when, and when the last success ended.
+    succeeded = record.last_success(ended=ended, exit_code=exit_code)
+    exporter.record_last_run(
+        record.status(exit_code),
+        ended=ended.timestamp(),
+        succeeded_at=None if succeeded is None else succeeded.timestamp(),
+    )
     try:
         exporter.push(
             url, job=PUSH_JOB, grouping_key={"installation": record.installation}, timeout=PUSH_TIMEOUT_SECONDS
@@ -339,6 +420,16 @@ def finish(
                 f"could not measure the cluster after the run (its summary shows the figures before only): {exc}"
             )
     ended = datetime.now(UTC)
+    namespace = settings.executor.state_namespace
+    writer: ClusterClient | None = None
+    try:
+        writer = client()
+    except Exception as exc:
+        log.warning(f"could not record the run in configmap {namespace}/{LAST_RUN_CONFIGMAP}: {exc}")
+    read = False
+    if writer is not None:
+        read, previous = read_previous(writer, namespace)
+        record.succeeded_before = last_success_in(previous)
     summary = record.summary(ended=ended, exit_code=exit_code)
     failed = record.failed(exit_code)
     line = describe(summary)
@@ -346,16 +437,9 @@ def finish(
         log.warning(line)
     else:
         log.info(line)
-    writer: ClusterClient | None = None
-    try:
-        writer = client()
-    except Exception as exc:
-        log.warning(
-            f"could not record the run in configmap {settings.executor.state_namespace}/{LAST_RUN_CONFIGMAP}: {exc}"
-        )
     if writer is not None:
         try:
-            write_summary(writer, settings.executor.state_namespace, summary, failed=failed)
+            write_summary(writer, namespace, summary, failed=failed, read=read)
         finally:
             close = getattr(writer, "close", None)
             if callable(close):

@@ -74,6 +74,7 @@ def controller_options(args: argparse.Namespace, settings: Settings) -> Controll
         listen=args.listen,
         dry_run=args.dry_run or settings.mode == "plan",
         report_only=args.report_only or settings.mode == "report",
+        clean_up=not args.dry_run,
         stale_after=args.stale_after,
     )
 

@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from compactor.app.carry_out import EXIT_STOPPED, Carried, carry_out
+from compactor.app.carry_out import EXIT_STOPPED, Carried, carry_out, clean_up
 from compactor.app.figures import measure
 from compactor.app.invocation import Invocation, from_args
 from compactor.app.last_run import RunRecord, finish
@@ -20,6 +20,7 @@ from compactor.commands.render import held_text, print_run
 from compactor.controller.exporter import Exporter
 from compactor.errors import CompactorError
 from compactor.model.types import Taint
+from compactor.planner.history import Restraints
 from compactor.planner.plan import CompactionPlan, load_plan
 from compactor.report import render_report
 from compactor.sources import mig_parted_namespace
@@ -69,14 +70,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_once(inv: Invocation, record: RunRecord) -> int:
     settings = inv.settings
+    now = datetime.now(UTC)
+    restrained = None
+    if not inv.dry_run:  # an operator's --dry-run changes nothing; any other run clears leftovers, acting or not
+        held, restrained = _why_not_act(inv, now)
+        if held:
+            record.recovery = clean_up(inv)
     if settings.mode == "report" and not inv.dry_run:
         return _report_only(inv, record)
     inv = within_mode(inv)
     record.dry_run = inv.dry_run
-    if (closed := window_closed(inv, datetime.now(UTC))) is not None:
+    if (closed := window_closed(inv, now)) is not None:
         log.info(f"{closed}: this run changes nothing")
         return _held(inv, record, closed)
-    restrained = restraints(inv, datetime.now(UTC))
+    if restrained is None:
+        restrained = restraints(inv, now)
     if restrained is not None and restrained.paused and not inv.dry_run:
         log.warning(f"{restrained.paused}: this run changes nothing")
         return _held(inv, record, restrained.paused)
@@ -122,10 +130,22 @@ def _shown(inv: Invocation, carried: Carried) -> int:
         plan_id = carried.stopped or ""
         log.warning(
             f"stopped at a safe point{f' during plan {plan_id}' if plan_id else ''}; held nodes were released, "
-            "the rest (cordons, the state ConfigMap) is resumed or rolled back by the next run's recovery"
+            "the rest (fences, the state ConfigMap) is resumed or rolled back by the next run's recovery"
         )
         return EXIT_STOPPED
     return print_run(carried.report, carried.client, inv.output, inv.verbose)
+
+
+def _why_not_act(inv: Invocation, now: datetime) -> tuple[str, Restraints | None]:
+    """Why this run may not act ("" when it may: then it recovers, resuming, under the Lease it acts under), and what the
+    history forbids (read once)."""
+    mode = inv.settings.mode
+    if mode != "apply":
+        return f"mode: {mode}", None
+    if (closed := window_closed(inv, now)) is not None:
+        return closed, None
+    restrained = restraints(inv, now)
+    return (restrained.paused if restrained is not None and restrained.paused else ""), restrained
 
 
 def _report_only(inv: Invocation, record: RunRecord) -> int:
@@ -139,7 +159,7 @@ def _report_only(inv: Invocation, record: RunRecord) -> int:
 
 def _held(inv: Invocation, record: RunRecord, why: str) -> int:
     record.held = why
-    sys.stdout.write(held_text(why, inv.output))
+    sys.stdout.write(held_text(why, inv.output, record.cleaned_up))
     return 0
 
 

@@ -34,13 +34,15 @@ def print_run(report: RunReport, client: ClusterClient, fmt: str, verbose: bool 
     return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
 
 
-def held_text(why: str, fmt: str) -> str:
-    """A run that changes nothing on purpose says so on stdout too (``status: held``), as its summary does."""
+def held_text(why: str, fmt: str, cleaned_up: str = "") -> str:
+    """A run that changes nothing on purpose says so on stdout too (``status: held``), as its summary does, with what it
+    cleared of a dead run's leftovers (``cleaned_up``)."""
+    if fmt == "json":
+        return json.dumps({"status": "held", "reason": why, "movesDone": 0, "cleanedUp": cleaned_up}) + "\n"
+    nothing = "no move made" if cleaned_up else "nothing changed"
     return (
-        json.dumps({"status": "held", "reason": why, "movesDone": 0})
-        if fmt == "json"
-        else f"held: {why}; nothing changed"
-    ) + "\n"
+        f"held: {why}; {nothing}" + (f"; cleaned up a dead run's leftovers: {cleaned_up}" if cleaned_up else "") + "\n"
+    )
 
 
 _DRY_VERDICTS = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}

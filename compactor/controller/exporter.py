@@ -16,13 +16,15 @@ Metric names are what ``manifests/monitoring/prometheusrule.yaml`` alerts on.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, push_to_gateway
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from compactor.app.last_run import LAST_RUN_STATUSES, SUCCESSFUL_STATUSES
 from compactor.metrics.fragmentation import AggregateFigures, Figures
 
 PREFIX = "gpu_compactor_"
@@ -42,11 +44,13 @@ class Exporter(Collector):
     Registers itself in ``registry`` (a fresh ``CollectorRegistry`` when none is given).
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, clock: Callable[[], float] = time.time) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
+        # Unix seconds, read when a controller's run ends: ``record_run`` is told the status, not the time
+        self._clock = clock
         self._lock = threading.Lock()
         self._figures: Figures | None = None
-        self._cordoned: int | None = None
+        self._fenced: int | None = None  # nodes carrying a fence mark
         self._runs: dict[str, int] = dict.fromkeys(RUN_STATUSES, 0)
         self._evictions = 0
         self._cycle_errors = 0
@@ -58,16 +62,19 @@ class Exporter(Collector):
         self._steering_runs: dict[str, int] = dict.fromkeys(STEERING_MECHANISMS, 0)
         self._plan: tuple[float, float | None, int] | None = None
         self._paused_until: float | None = None  # Unix seconds the circuit breaker pauses runs until; 0 when not paused
+        self._last_run: tuple[str, float] | None = None  # (status, Unix seconds it ended)
+        self._last_success: float | None = None  # Unix seconds the last successful run ended
         self.registry.register(self)
 
     # ----- updates (from the controller loop) ------------------------------------------
 
     def set_figures(self, figures: Figures, *, cordoned_nodes: int | None = None) -> None:
-        """Replace the figures every per-pool series comes from (pools absent here vanish from /metrics)."""
+        """Replace the figures every per-pool series comes from (pools absent here vanish from /metrics); ``cordoned_nodes``
+        (the name callers pass it by): the nodes carrying a fence mark, ``compactor.app.figures.cordoned_nodes``."""
         with self._lock:
             self._figures = figures
             if cordoned_nodes is not None:
-                self._cordoned = cordoned_nodes
+                self._fenced = cordoned_nodes
 
     def record_run(
         self,
@@ -78,11 +85,14 @@ class Exporter(Collector):
         recuts: tuple[str, ...] = (),
         steering: str = "",
     ) -> None:
-        """One executor run ended with ``status`` (succeeded | partial | failed | nothing-to-do | dry-run) after ``evictions`` evictions.
+        """One executor run ended, now, with ``status`` (succeeded | partial | failed | nothing-to-do | dry-run) after
+        ``evictions`` evictions; it is also the last run (``record_last_run``) as of the exporter's clock.
 
         ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured; ``recuts``: the result of
         each MIG re-cut it attempted (success | failed | timeout); ``steering``: the mechanism in force (policy | holds | off).
         """
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}; expected {RUN_STATUSES}")
         if evictions < 0:
             raise ValueError(f"evictions must be >= 0, got {evictions}")
         unknown = sorted(set(recuts) - set(RECUT_RESULTS))
@@ -94,12 +104,29 @@ class Exporter(Collector):
             if steering:
                 self._steering = steering
                 self._steering_runs[steering] += 1
-            self._runs[status] = self._runs.get(status, 0) + 1
+            self._runs[status] += 1
             self._evictions += evictions
             if gained is not None:
                 self._gained = gained
             for result in recuts:
                 self._recuts[result] += 1
+        self.record_last_run(status, ended=self._clock())
+
+    def record_last_run(self, status: str, *, ended: float, succeeded_at: float | None = None) -> None:
+        """The last run ended at ``ended`` (Unix seconds) with ``status`` (one of ``LAST_RUN_STATUSES``).
+
+        ``succeeded_at``: when the last successful run ended, if it was not this one and is known: ``run --once`` reads it
+        from the previous run's summary, since each push to the Pushgateway replaces the one before. A successful run is
+        its own last success; otherwise the last success stays as this exporter knew it, unless ``succeeded_at`` says.
+        """
+        if status not in LAST_RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r}; expected {LAST_RUN_STATUSES}")
+        with self._lock:
+            self._last_run = (status, ended)
+            if status in SUCCESSFUL_STATUSES:
+                self._last_success = ended
+            elif succeeded_at is not None:
+                self._last_success = succeeded_at
 
     def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None:
         """The cycle built a plan: ``seconds`` of planning (the plan's solver.planSeconds), the max-free solve's relative
@@ -146,11 +173,12 @@ class Exporter(Collector):
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            figures, cordoned, leader = self._figures, self._cordoned, self._leader
+            figures, fenced, leader = self._figures, self._fenced, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
             gained, recuts = self._gained, dict(self._recuts)
             steering, steering_runs = self._steering, dict(self._steering_runs)
             plan, paused_until = self._plan, self._paused_until
+            last_run, last_success = self._last_run, self._last_success
         if paused_until is not None:
             yield GaugeMetricFamily(
                 PREFIX + "paused_until_timestamp_seconds",
@@ -159,11 +187,12 @@ class Exporter(Collector):
             )
         if figures is not None:
             yield from _figure_metrics(figures)
-        if cordoned is not None:
+        if fenced is not None:
+            # named gpu_compactor_cordoned_nodes until fences became taints (CHANGELOG, Changed)
             yield GaugeMetricFamily(
-                PREFIX + "cordoned_nodes",
-                "Nodes carrying gpu-compactor's cordon mark (compactor.io/cordoned-by).",
-                value=cordoned,
+                PREFIX + "fenced_nodes",
+                "Nodes carrying gpu-compactor's fence mark (annotation compactor.io/cordoned-by).",
+                value=fenced,
             )
         runs_family = CounterMetricFamily(PREFIX + "runs", "Compaction runs by outcome.", labels=["status"])
         for status in sorted(runs):
@@ -195,6 +224,8 @@ class Exporter(Collector):
                 "Net whole-free GPUs the last run's plan promised (freedGpus).",
                 value=gained[1],
             )
+        if last_run is not None:
+            yield from _last_run_metrics(*last_run, last_success)
         if plan is not None:
             yield GaugeMetricFamily(
                 PREFIX + "last_plan_seconds",
@@ -225,7 +256,7 @@ class Exporter(Collector):
             mechanism = GaugeMetricFamily(
                 PREFIX + "steering_mechanism",
                 "1 for the steering mechanism the last run used (policy: the "
-                "admission policy of manifests/steering; holds: nodes cordoned for a moment; off), else 0.",
+                "admission policy of manifests/steering; holds: nodes fenced for a moment; off), else 0.",
                 labels=["mechanism"],
             )
             for name in STEERING_MECHANISMS:
@@ -237,6 +268,25 @@ class Exporter(Collector):
         for name in STEERING_MECHANISMS:
             runs_by.add_metric([name], steering_runs[name])
         yield runs_by
+
+
+def _last_run_metrics(status: str, ended: float, last_success: float | None) -> Iterator[Metric]:
+    family = GaugeMetricFamily(
+        PREFIX + "last_run_status",
+        "1 for the status the last run ended with (succeeded, partial, failed, nothing-to-do, dry-run, held, measured, "
+        "stopped), else 0.",
+        labels=["status"],
+    )
+    for name in LAST_RUN_STATUSES:
+        family.add_metric([name], 1 if name == status else 0)
+    yield family
+    yield GaugeMetricFamily(PREFIX + "last_run_timestamp_seconds", "Unix time the last run ended.", value=ended)
+    if last_success is not None:  # never known (no success yet, or the previous summary unreadable): no made-up time
+        yield GaugeMetricFamily(
+            PREFIX + "last_run_success_timestamp_seconds",
+            "Unix time the last successful run ended (succeeded, nothing-to-do, dry-run or measured).",
+            value=last_success,
+        )
 
 
 def _pool_gauge(name: str, doc: str, pools: tuple[AggregateFigures, ...], attr: str) -> GaugeMetricFamily:

@@ -30,7 +30,7 @@ DEFAULT_INTERVAL = 600.0
 DEFAULT_LISTEN = ":8080"
 
 
-# How long a replica may go without renewing the Lease or seeing it change before /healthz fails: a follower
+# How long a replica may go without renewing the Lease or seeing it change before /readyz fails: a follower
 # watching a holder that died sees no change for a whole lease duration before it takes over, then needs one
 # more round (a third of it) and the round's own requests; twice the duration covers that.
 LEASE_STALE_FACTOR = 2
@@ -42,6 +42,7 @@ class ControllerOptions:
     listen: str = DEFAULT_LISTEN
     dry_run: bool = False
     report_only: bool = False
+    clean_up: bool = True  # clear a dead run's leftovers as leader in every mode (false: an operator's --dry-run)
     # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
     stale_after: float | None = None
     cycle_limit: float | None = None  # /healthz fails when one cycle runs longer (None: see cycle_limit_default)
@@ -107,19 +108,26 @@ class Controller:
     # ----- probes
 
     def health_problem(self) -> str | None:
-        """Why /healthz fails, or None: the scheduler runs, cycles start and end in time, and the Lease is renewed or seen."""
+        """Why /healthz (liveness) fails, or None: the process's own health only: the scheduler runs, cycles start and end
+        in time. Not the API server's: a brownout that keeps every replica from renewing or reading the Lease would
+        then restart them all at once, when a restart cures nothing (that is readiness: ``readiness_problem``)."""
         if self._stopping.is_set():
             return "stopping"
         if self._scheduler is None or not self._scheduler.running:
             return "scheduler not running"
-        return self._cycle_problem() or self._lease_problem()
+        return self._cycle_problem()
 
     def readiness_problem(self) -> str | None:
-        """Why /readyz fails, or None: healthy, and the first cycle has exported the figures."""
-        return self.health_problem() or (
-            None
-            if self.exporter.has_figures
-            else "no figures yet: the first cycle has not finished reading the cluster"
+        """Why /readyz fails, or None: healthy, the Lease renewed or seen to change within two lease durations, and the
+        first cycle has exported the figures."""
+        return (
+            self.health_problem()
+            or self._lease_problem()
+            or (
+                None
+                if self.exporter.has_figures
+                else "no figures yet: the first cycle has not finished reading the cluster"
+            )
         )
 
     def healthy(self) -> bool:
@@ -197,6 +205,7 @@ class Controller:
                 self.exporter,
                 execute=execute,
                 dry_run=self.options.dry_run,
+                clean=leader and self.options.clean_up,
                 progress=_log_progress,
             )
         except Interrupted:

@@ -5,7 +5,7 @@ map of every writer), the ``kubectl apply`` copy of the whole manifest, each con
 environment, command line, probes and mounts, and the kubelet's account of every container's
 past. A realistic pod is about 20 KB of JSON and several times that as Python dicts; held for
 50,000 pods it is gigabytes, more than the controller's memory limit, and an out-of-memory
-kill after cordoning repeats at the same point on every resumed run. Every list and get of
+kill after fencing repeats at the same point on every resumed run. Every list and get of
 pods and nodes in ``compactor.kube`` (``read.py``, ``cluster_client.py``) therefore drops
 these fields from each object as its page arrives, so a page's bulk is garbage before the
 next page is read.

@@ -241,8 +241,8 @@ class LeaderElector:
 
     def holds(self) -> bool:
         """True while we lead and our last successful renewal began less than ``renew_deadline`` ago: checked
-        before every write, so a replica that lost the Lease (or cannot renew it) stops before its next cordon
-        or eviction. Never waits for a round's requests. Not a fencing token: see the module docstring."""
+        before every write, so a replica that lost the Lease (or cannot renew it) stops before it fences another
+        node or evicts another pod. Never waits for a round's requests. Not a fencing token: see the module docstring."""
         with self._lock:
             return self._within_renew_deadline()
 

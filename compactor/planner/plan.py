@@ -37,7 +37,7 @@ class Metadata(_Doc):
 
     id: str = Field(
         description="Plan identifier: `plan-` and 12 hex digits unless the caller names it. The executor records it on the nodes it "
-        "cordons, in its events and in its state record."
+        "fences, in its events and in its state record."
     )
     created_at: str = Field(
         alias="createdAt",
@@ -115,7 +115,7 @@ class SteeringNote(_Doc):
 
     mechanism: str = Field(
         description="`policy` (the MutatingAdmissionPolicy of manifests/steering pins each replacement; no node "
-        "is touched), `holds` (the other nodes that could take it are cordoned for a moment), `off`, or "
+        "is touched), `holds` (the other nodes that could take it are fenced for a moment), `off`, or "
         "`auto` when the plan was made from a snapshot: decided when the run starts."
     )
     why: str = Field(

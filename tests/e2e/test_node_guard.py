@@ -12,9 +12,10 @@ carries an operator's taint, label and annotation. Then, through the compactor's
   ``release_patch``, ``reservation_patch``, ``keep_cordoned_patch``, ``migmanager.relabel_patch``,
   ``failed_patch``), is admitted, and leaves the operator's marks as they were;
 * every other change (the cordon bit, another spec field, an operator's taint added, changed or
-  removed, even inside a fence patch, an operator's label or annotation, the MIG state label,
-  a finalizer, an ownerReference) is refused with 403 and the policy's own message, and the node
-  is unchanged; the same request is admitted for a cluster admin and for the bystander account
+  removed, even inside a fence patch, a compactor.io/ taint with another effect than NoSchedule (a
+  NoExecute one would evict every pod of the node, no PodDisruptionBudget asked), an operator's
+  label or annotation, the MIG state label, a finalizer, an ownerReference) is refused with 403
+  and the policy's own message, and the node is unchanged; the same request is admitted for a cluster admin and for the bystander account
   (server-side dry runs: admission runs in full, nothing is written).
 
 A policy takes about a second to take effect after its creation: the fixture waits until a
@@ -23,18 +24,14 @@ forbidden change is refused, as a real client would have to.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 
 import pytest
-import yaml
-from kubernetes import config as k8s_config
 
 from compactor.actions import annotations as ann
 from compactor.actions import migmanager as mig
@@ -42,21 +39,24 @@ from compactor.actions.patching import patch_fresh
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.settings import Settings
-from tests.e2e.helpers import CREATED_LABEL, NEEDS_CLUSTER, REPO_ROOT, Kube, Obj, api_request, wait_for
+from tests.e2e.guards import (
+    BYSTANDER,
+    SERVICE_ACCOUNT,
+    compactor_client,
+    denied_by,
+    install,
+    message,
+    one,
+    path,
+    rbac_for_both,
+    remove,
+    shipped,
+)
+from tests.e2e.helpers import NEEDS_CLUSTER, Kube, Obj, api_request, wait_for
 from tests.e2e.kubelets import NodeSet, fake_nodes
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(300)]
 
-GUARD = REPO_ROOT / "manifests" / "guard" / "policy.yaml"
-BASE_RBAC = REPO_ROOT / "manifests" / "base" / "rbac.yaml"
-ADMISSION = "/apis/admissionregistration.k8s.io/v1"
-RBAC = "/apis/rbac.authorization.k8s.io/v1"
-PATHS = {
-    "ValidatingAdmissionPolicy": f"{ADMISSION}/validatingadmissionpolicies",
-    "ValidatingAdmissionPolicyBinding": f"{ADMISSION}/validatingadmissionpolicybindings",
-    "ClusterRole": f"{RBAC}/clusterroles",
-    "ClusterRoleBinding": f"{RBAC}/clusterrolebindings",
-}
 ACTIVATION_TIMEOUT = 60
 
 # An operator's marks on the node: none of them is the compactor's to change.
@@ -66,76 +66,16 @@ FOREIGN_ANNOTATION = ("example.com/owner", "ml-platform")
 SETTINGS = Settings().executor
 IDENTITY, RESERVATION_KEY = SETTINGS.identity, SETTINGS.taint_key
 
-
-def _documents(path: Path) -> list[Obj]:
-    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
-
-
-def _one(docs: list[Obj], kind: str) -> Obj:
-    (found,) = [doc for doc in docs if doc["kind"] == kind]
-    return found
-
-
-SHIPPED = _documents(GUARD)
-POLICY = _one(SHIPPED, "ValidatingAdmissionPolicy")
+SHIPPED = shipped("nodes.yaml")
+POLICY = one(SHIPPED, "ValidatingAdmissionPolicy")
 POLICY_NAME = POLICY["metadata"]["name"]
-MESSAGES: set[str] = {str(v["message"]) for v in POLICY["spec"]["validations"]}
-_ACCOUNT = _one(_documents(BASE_RBAC), "ServiceAccount")["metadata"]
-SERVICE_ACCOUNT = f"system:serviceaccount:{_ACCOUNT['namespace']}:{_ACCOUNT['name']}"
-BYSTANDER_NAME = "gpu-compactor-e2e-bystander"  # same namespace, same RBAC: only the policy's username tells them apart
-BYSTANDER = f"system:serviceaccount:{_ACCOUNT['namespace']}:{BYSTANDER_NAME}"
+SPEC, TAINTS = message(POLICY, "spec field"), message(POLICY, "node taints")
+EFFECT = message(POLICY, "effect NoSchedule")
+LABELS, ANNOTATIONS = message(POLICY, "node label"), message(POLICY, "node annotations")
+METADATA = message(POLICY, "metadata")
 
 
-def _message(words: str) -> str:
-    (found,) = [m for m in MESSAGES if words in m]
-    return found
-
-
-SPEC, TAINTS = _message("spec field"), _message("node taints")
-LABELS, ANNOTATIONS, METADATA = _message("node label"), _message("node annotations"), _message("metadata")
-
-
-# --------------------------------------------------------------------------- cluster-scoped objects, through the raw API
-
-
-def _create(kube: Kube, obj: Obj) -> bool:
-    """``obj`` created (True), or left as found when it exists and was not made by this suite (False); one this suite left
-    behind in an interrupted run is replaced."""
-    kind, name = obj["kind"], obj["metadata"]["name"]
-    status, found = api_request(kube, "GET", f"{PATHS[kind]}/{name}")
-    if status == 200:
-        if (found["metadata"].get("labels") or {}).get(CREATED_LABEL) != "true":
-            spec = {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
-            assert {k: found.get(k) for k in spec} == spec, f"{kind} {name} is installed, but not as shipped: {found}"
-            return False  # an admin's install of the same thing: used, never removed
-        replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": found["metadata"]["resourceVersion"]}}
-        status, reply = api_request(kube, "PUT", f"{PATHS[kind]}/{name}", replaced)
-    else:
-        status, reply = api_request(kube, "POST", PATHS[kind], obj)
-    assert status in (200, 201), f"creating {kind} {name}: HTTP {status} {reply.get('message', '')}"
-    return True
-
-
-def _delete(kube: Kube, kind: str, name: str) -> None:
-    status, reply = api_request(kube, "DELETE", f"{PATHS[kind]}/{name}")
-    assert status in (200, 202, 404), f"deleting {kind} {name}: HTTP {status} {reply.get('message', '')}"
-
-
-def _marked(obj: Obj) -> Obj:
-    """``obj`` labelled as this suite's, so a run interrupted before its cleanup is recognised by the next one."""
-    meta = obj["metadata"]
-    return {**obj, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), CREATED_LABEL: "true"}}}
-
-
-# --------------------------------------------------------------------------- clients
-
-
-def _client(user: str = "", *, dry_run: bool = False) -> KubeClusterClient:
-    """The compactor's own client; ``user``: impersonated (the kubeconfig is a cluster admin's, who may impersonate)."""
-    api_client = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"], persist_config=False)  # type: ignore[no-untyped-call]
-    if user:
-        api_client.set_default_header("Impersonate-User", user)  # before the client copies its headers for writes
-    return KubeClusterClient(api_client, dry_run_all=dry_run)
+# --------------------------------------------------------------------------- the guarded node
 
 
 @dataclass
@@ -149,7 +89,7 @@ class Guarded:
 
 
 def _denied_by_policy(exc: ClusterError) -> bool:
-    return exc.status == 403 and f"ValidatingAdmissionPolicy '{POLICY_NAME}'" in str(exc)
+    return denied_by(exc, POLICY_NAME)
 
 
 def _policy_active(probe: KubeClusterClient, node: str) -> Callable[[], tuple[bool, str]]:
@@ -166,28 +106,7 @@ def _policy_active(probe: KubeClusterClient, node: str) -> Callable[[], tuple[bo
 @pytest.fixture(scope="module")
 def guarded(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
     run_id = f"e2e-{secrets.token_hex(3)}"
-    role = f"gpu-compactor-e2e-guard-{run_id}"
-    shipped_rules = next(
-        d for d in _documents(BASE_RBAC) if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpu-compactor"
-    )["rules"]
-    rbac = [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": role},
-            "rules": shipped_rules,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [
-                {"kind": "ServiceAccount", "name": _ACCOUNT["name"], "namespace": _ACCOUNT["namespace"]},
-                {"kind": "ServiceAccount", "name": BYSTANDER_NAME, "namespace": _ACCOUNT["namespace"]},
-            ],
-        },
-    ]
+    rbac = rbac_for_both(f"gpu-compactor-e2e-guard-{run_id}")
     nodes = NodeSet(
         prefix=f"{run_id}-guard-",
         count=1,
@@ -196,16 +115,16 @@ def guarded(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gu
     )
     created: list[Obj] = []
     clients = [
-        _client(SERVICE_ACCOUNT),
-        _client(SERVICE_ACCOUNT, dry_run=True),
-        _client(BYSTANDER, dry_run=True),
-        _client(dry_run=True),
-        _client(),
+        compactor_client(SERVICE_ACCOUNT),
+        compactor_client(SERVICE_ACCOUNT, dry_run=True),
+        compactor_client(BYSTANDER, dry_run=True),
+        compactor_client(dry_run=True),
+        compactor_client(),
     ]
     try:
         with fake_nodes(kube.api_client, nodes, tmp_path_factory.mktemp("guard") / "fake-node.log") as (node,):
             for obj in [*rbac, *SHIPPED]:
-                if _create(kube, _marked(obj)):
+                if install(kube, obj):
                     created.append(obj)
             guarded = Guarded(node, *clients)
             wait_for(
@@ -217,7 +136,7 @@ def guarded(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gu
             yield guarded
     finally:
         for obj in reversed(created):  # the binding before the policy, the policy before the RBAC
-            _delete(kube, obj["kind"], obj["metadata"]["name"])
+            remove(kube, obj)
         for client in clients:
             client.close()
 
@@ -379,6 +298,26 @@ def _changed_foreign(node: Obj) -> Obj:
     return _with_taints(taints)
 
 
+def _fence_with_effect(effect: str) -> Callable[[Obj], Obj]:
+    """The executor's own fence patch, its fence taint given ``effect`` instead of NoSchedule."""
+
+    def build(node: Obj) -> Obj:
+        patch = ann.fence_patch(node, IDENTITY, "plan-e2e", _stamp())
+        fence = ann.fence_key(IDENTITY)
+        patch["spec"]["taints"] = [{**t, "effect": effect} if t["key"] == fence else t for t in patch["spec"]["taints"]]
+        return patch
+
+    return build
+
+
+def _with_reservation(effect: str) -> Callable[[Obj], Obj]:
+    def build(node: Obj) -> Obj:
+        taint = {"key": RESERVATION_KEY, "value": "any", "effect": effect}
+        return _with_taints([*((node.get("spec") or {}).get("taints") or []), taint])
+
+    return build
+
+
 FORBIDDEN: dict[str, tuple[Callable[[Obj], Obj], str, str]] = {
     # name: (the patch, built from the node as read; the policy's message; what the message names)
     "cordon": (lambda n: {"spec": {"unschedulable": True}}, SPEC, "spec.unschedulable"),
@@ -397,6 +336,14 @@ FORBIDDEN: dict[str, tuple[Callable[[Obj], Obj], str, str]] = {
     ),
     "foreign-taint-changed": (_changed_foreign, TAINTS, FOREIGN_TAINT["key"]),
     "fence-dropping-a-foreign-taint": (_fence_dropping_foreign, TAINTS, f"were [{FOREIGN_TAINT['key']}], now []"),
+    # the compactor's own taints, with an effect that is not a fence: NoExecute evicts every pod at once, no PDB asked
+    "fence-as-no-execute": (_fence_with_effect("NoExecute"), EFFECT, f"{ann.fence_key(IDENTITY)}:NoExecute"),
+    "reservation-as-no-execute": (_with_reservation("NoExecute"), EFFECT, f"{RESERVATION_KEY}:NoExecute"),
+    "fence-as-prefer-no-schedule": (
+        _fence_with_effect("PreferNoSchedule"),
+        EFFECT,
+        f"{ann.fence_key(IDENTITY)}:PreferNoSchedule",
+    ),
     "foreign-label-changed": (
         lambda n: {"metadata": {"labels": {FOREIGN_LABEL[0]: "speech"}}},
         LABELS,
@@ -483,7 +430,7 @@ def test_any_other_node_change_by_the_service_account_is_refused_with_the_policy
 
 def test_the_policy_type_checks_against_the_node_schema(kube: Kube, guarded: Guarded) -> None:
     """kube-apiserver checks every expression against the Node schema once the policy is stored: no warning."""
-    status, found = api_request(kube, "GET", f"{PATHS['ValidatingAdmissionPolicy']}/{POLICY_NAME}")
+    status, found = api_request(kube, "GET", path("ValidatingAdmissionPolicy", POLICY_NAME))
     assert status == 200
     checked = found.get("status") or {}
     assert checked.get("observedGeneration") == found["metadata"]["generation"], checked

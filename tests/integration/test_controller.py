@@ -62,9 +62,9 @@ def test_a_cycle_frees_a_node_and_exports_the_outcome() -> None:
         == sample(exporter, "gpu_compactor_last_run_planned_freed_gpus")
         == 8
     )
-    # the figures are those after the run: gpu-3 is whole free now, and nothing is left cordoned
+    # the figures are those after the run: gpu-3 is whole free now, and nothing is left fenced
     assert sample(exporter, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
-    assert sample(exporter, "gpu_compactor_cordoned_nodes") == 0
+    assert sample(exporter, "gpu_compactor_fenced_nodes") == 0
     assert sample(exporter, "gpu_compactor_last_cycle_timestamp_seconds") == pytest.approx(c.clock.now().timestamp())
 
 
@@ -145,6 +145,42 @@ def test_an_interrupted_cycle_leaves_its_state_and_the_next_cycle_recovers_it() 
     assert report.recovery.resumed.status == "succeeded"
     assert gpu_pods_on(c, "gpu-3") == []
     assert_clean(c)
+
+
+def _interrupted(c: FakeCluster) -> None:
+    """A cycle stopped as its first eviction is sent: its fence and state stay for the next cycle."""
+    stop = threading.Event()
+    intercept_evictions(c, lambda namespace, name: stop.set())
+    with pytest.raises(Interrupted):
+        run_cycle(
+            loader(c), c, SETTINGS_ALL, StoppableClock(c.clock, stop), Exporter(CollectorRegistry()), execute=True
+        )
+    assert c.state and c.cordoned_nodes() == ["gpu-3"]
+
+
+@pytest.mark.parametrize("options", [{"report_only": True}, {"dry_run": True}], ids=["mode-report", "mode-plan"])
+def test_a_leader_that_may_not_act_rolls_a_dead_cycle_back_instead_of_resuming_it(options: dict[str, bool]) -> None:
+    """Issue 18, item 1: mode report or plan (the controller's dry run) still clears what a dead cycle left."""
+    c = FakeCluster(one_freed_node())
+    _interrupted(c)
+    c.advance(30)
+    controller = make_controller(c, **options)
+    report = controller.tick()
+    controller.server.stop()
+    assert report is not None and report.recovery is not None and report.recovery.resumed is not None
+    assert report.recovery.resumed.status == "failed" and report.recovery.resumed.reason == "resume disabled"
+    assert not c.state and c.cordoned_nodes() == []
+    assert len(c.evicted) == 1  # nothing moved after the dead cycle's one eviction
+
+
+def test_an_operators_dry_run_controller_clears_nothing() -> None:
+    c = FakeCluster(one_freed_node())
+    _interrupted(c)
+    controller = make_controller(c, dry_run=True, clean_up=False)
+    report = controller.tick()
+    controller.server.stop()
+    assert report is not None and report.recovery is None
+    assert c.state and c.cordoned_nodes() == ["gpu-3"]
 
 
 def test_a_stop_between_moves_is_honoured_before_the_next_eviction_even_without_a_wait() -> None:

@@ -1,4 +1,4 @@
-"""The controller's HTTP endpoints under misbehaving clients, and what /healthz says about progress and the Lease.
+"""The controller's HTTP endpoints under misbehaving clients, what /healthz says about progress and /readyz about the Lease.
 
 HTTP: a silent or trickling client is dropped at the request deadline, a connection beyond the cap is
 answered 503 by the accepting thread without a thread of its own, and scrapes work again once the
@@ -278,7 +278,7 @@ def test_stale_after_must_exceed_the_interval(stale_after: float) -> None:
         )
 
 
-# --------------------------------------------------------------------------- /healthz: the Lease
+# --------------------------------------------------------------------------- /readyz: the Lease (never /healthz)
 
 
 class HandClock:
@@ -329,22 +329,25 @@ def test_a_leader_that_renews_is_healthy(started: tuple[Controller, HandClock]) 
     assert http_get(controller.server.port, "/healthz") == (200, "ok\n")
 
 
-def test_a_leader_that_cannot_renew_fails_healthz_after_two_lease_durations(
+def test_a_leader_that_cannot_renew_is_not_ready_after_two_lease_durations_but_stays_alive(
     started: tuple[Controller, HandClock], fake_api: FakeApiServer
 ) -> None:
+    """Issue 18: an API brownout kept every replica from the Lease and failed /healthz, so the kubelet restarted them all
+    at once, which cures nothing. It is readiness now; liveness is the process's own."""
     controller, clock = started
     lease_failing(fake_api)
     clock.now += 59
-    assert not controller._lead()  # past the renew deadline: no longer leads, still within the liveness limit
-    assert http_get(controller.server.port, "/healthz") == (200, "ok\n")
+    assert not controller._lead()  # past the renew deadline: no longer leads, still within the limit
+    assert http_get(controller.server.port, "/readyz") == (200, "ok\n")
     clock.now += 2
     controller._lead()
-    status, body = http_get(controller.server.port, "/healthz")
+    status, body = http_get(controller.server.port, "/readyz")
     assert status == 503
     assert (
         body
         == "leader election: Lease gpu-compactor/gpu-compactor-leader neither renewed nor seen to change for 61 s (limit 60 s)\n"
     )
+    assert http_get(controller.server.port, "/healthz") == (200, "ok\n")
 
 
 def test_a_follower_that_sees_the_leader_renew_is_healthy_and_one_that_cannot_read_the_lease_is_not(
@@ -368,15 +371,16 @@ def test_a_follower_that_sees_the_leader_renew_is_healthy_and_one_that_cannot_re
         lease_failing(fake_api)  # the API stops answering us (and the leader; its fate does not matter here)
         clock.now += 61
         controller._lead()
-        status, body = http_get(controller.server.port, "/healthz")
+        status, body = http_get(controller.server.port, "/readyz")
         assert status == 503 and body.startswith(
             "leader election: Lease gpu-compactor/gpu-compactor-leader neither renewed"
         )
+        assert http_get(controller.server.port, "/healthz") == (200, "ok\n")
     finally:
         controller.stop()
 
 
-def test_a_replica_that_never_reached_the_lease_fails_healthz_after_its_grace(
+def test_a_replica_that_never_reached_the_lease_is_not_ready_after_its_grace(
     fake_api: FakeApiServer, cluster: FakeCluster
 ) -> None:
     LeaseStore(fake_api)
@@ -386,8 +390,9 @@ def test_a_replica_that_never_reached_the_lease_fails_healthz_after_its_grace(
     controller.start()
     try:
         wait_for(lambda: controller.cycles >= 1, timeout=10)
-        assert http_get(controller.server.port, "/healthz") == (200, "ok\n")  # just started: within the grace
+        assert http_get(controller.server.port, "/readyz") == (200, "ok\n")  # just started: within the grace
         clock.now += 61
-        assert http_get(controller.server.port, "/healthz")[0] == 503
+        assert http_get(controller.server.port, "/readyz")[0] == 503
+        assert http_get(controller.server.port, "/healthz") == (200, "ok\n")
     finally:
         controller.stop()

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import pytest
 
 from compactor.actions import annotations as ann
+from compactor.actions.fencing import FencedClient, LeadershipLost
 from compactor.actions.recovery import recover
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
@@ -361,3 +362,18 @@ def test_crashes_with_after_drain_modes_leave_only_deliberate_marks(mode: str, k
     assert not again.changed and sorted(again.kept) == sorted(
         n for n, o in c.nodes.items() if ann.is_ours(o, ann.IDENTITY)
     )
+
+
+def test_a_rollback_after_the_lease_is_lost_ends_at_once_instead_of_retrying_each_release() -> None:
+    """Issue 18, item 7: after losing the Lease, each release of a rollback was refused here but retried as if the API
+    server browned out, for release_deadline_seconds (120) per node, while the fences stayed anyway. A write refused for
+    want of the Lease cannot succeed by waiting: the rollback ends now, the fences and state left to the Lease's holder."""
+    w = crash_at("two-freed", BASELINES["two-freed"].index("evict") + 1, "after")
+    fenced = w.cluster.cordoned_nodes()
+    assert fenced, "the crashed run left no fence to release"
+    started = w.cluster.clock.monotonic()
+    lost = FencedClient(w.cluster, lambda: False, "gpu-compactor/gpu-compactor-leader")
+    with contextlib.suppress(LeadershipLost):
+        recover(lost, SETTINGS, w.cluster.clock, resume=False)
+    assert w.cluster.clock.monotonic() - started < SETTINGS.release_deadline_seconds
+    assert w.cluster.cordoned_nodes() == fenced  # nothing written without the Lease

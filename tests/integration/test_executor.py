@@ -28,9 +28,10 @@ from compactor.actions.client import EvictionOutcome, EvictionResult
 from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.recovery import recover
+from compactor.app.carry_out import window_keeper
 from compactor.app.plan_document import build_plan
 from compactor.errors import ClusterError
-from compactor.settings import DisruptionSettings
+from compactor.settings import DisruptionSettings, Settings
 from tests.builders import cluster, node, pdb, pod
 from tests.fakecluster import EPOCH, Crash, FakeCluster
 from tests.scenarios.executor import (
@@ -57,6 +58,7 @@ from tests.scenarios.executor import (
     two_freed_nodes,
     writes,
 )
+from tests.scenarios.steering import spare_node_beside_a_freeable_one
 
 # --------------------------------------------------------------------------- the scenarios themselves
 
@@ -156,6 +158,36 @@ def test_429_backs_off_and_checks_again() -> None:
     times = [call.time for call in evict_calls(c, first)]
     assert len(times) == 3 and [b - a for a, b in itertools.pairwise(times)] == [1.0, 2.0]  # backoff 1 s, doubled
     assert c.evicted.count(first) == 1
+    assert_clean(c)
+
+
+def test_a_refused_eviction_lets_go_of_its_holds_while_it_waits_to_retry() -> None:
+    """Issue 18: a PDB's 429 retried with every rival node still held kept them fenced through the backoff (62 s
+    reproduced). The holds go before each wait and are taken again, read afresh, before the retry."""
+    objects = spare_node_beside_a_freeable_one()  # gpu-2 and gpu-4 could take serve-a too: held while it moves
+    c, plan = FakeCluster(objects), make_plan(objects)
+    first = plan.moves[0].pod
+    held_while_sleeping: list[tuple[float, list[str]]] = []
+    sleep = c.clock.sleep
+
+    def watched(seconds: float) -> None:
+        held = sorted(n for n, obj in c.nodes.items() if (obj["metadata"].get("annotations") or {}).get(ann.HELD_FOR))
+        held_while_sleeping.append((c.clock.monotonic(), held))
+        sleep(seconds)
+
+    c.clock.sleep = watched  # type: ignore[method-assign]
+    c.fail_next("evict", 429, times=2)
+    assert run(c, plan).status == "succeeded"
+    attempts = [call.time for call in evict_calls(c, first)]
+    assert len(attempts) == 3
+    backoffs = [held for at, held in held_while_sleeping if attempts[0] <= at < attempts[-1]]
+    assert backoffs and all(held == [] for held in backoffs), held_while_sleeping
+    holds_made = [
+        call
+        for call in c.history
+        if call.method == "patch_node" and call.args["patch"]["metadata"]["annotations"].get(ann.HELD_FOR) == first
+    ]
+    assert len({call.time for call in holds_made}) == 3  # made afresh before each of the three attempts
     assert_clean(c)
 
 
@@ -395,12 +427,12 @@ def test_a_pdb_at_zero_that_recovers_within_the_wait_lets_the_run_go_on() -> Non
     assert_clean(c)
 
 
-def test_a_new_gpu_pod_on_a_cordoned_source_aborts() -> None:
+def test_a_new_gpu_pod_on_a_fenced_source_aborts() -> None:
     c, plan = setup()
     intruder = pod("intruder", on="gpu-3", gpus=1, owner=None, labels={"app": "intruder"})
     progress = on_progress(lambda p: "replacement" in p.waiting, lambda: c.add_pod(intruder))
     report = run(c, plan, progress=progress)
-    assert report.status == "failed" and report.reason == "new GPU pod default/intruder appeared on cordoned node gpu-3"
+    assert report.status == "failed" and report.reason == "new GPU pod default/intruder appeared on fenced node gpu-3"
     assert "default/intruder" not in c.evicted and c.pod("default", "intruder")["spec"]["nodeName"] == "gpu-3"
     assert_clean(c)
 
@@ -743,7 +775,7 @@ def test_a_new_gpu_pod_on_a_source_cordoned_by_someone_else_aborts_too() -> None
     intruder = pod("intruder", on="gpu-3", gpus=1, owner=None, labels={"app": "intruder"})
     progress = on_progress(lambda p: "replacement" in p.waiting, lambda: c.add_pod(intruder))
     report = run(c, plan, progress=progress)
-    assert report.status == "failed" and report.reason == "new GPU pod default/intruder appeared on cordoned node gpu-3"
+    assert report.status == "failed" and report.reason == "new GPU pod default/intruder appeared on fenced node gpu-3"
     assert_clean(c, still_cordoned=("gpu-3",))
 
 
@@ -835,3 +867,28 @@ def test_a_failing_final_state_delete_is_retried_and_never_turns_a_done_run_into
         assert recovered.resumed is not None and recovered.resumed.status == "succeeded"
         assert c.evicted.count(plan.moves[0].pod) == 1  # nothing moved twice
     assert_clean(c)
+
+
+def test_a_run_stops_before_its_next_eviction_once_its_window_has_closed() -> None:
+    """Issue 18, item 8: the window was checked only when a run started, so a run started a minute before it closed evicted
+    until it ended. Now it is asked before each eviction; here the window closes once the first pod is evicted."""
+    objects = two_freed_nodes()
+    c, plan = FakeCluster(objects), make_plan(objects)
+    closed = "the end of the disruption window (outside the disruption windows: the next opens at 2026-01-02T00:00:00Z)"
+    executor = Executor(c, SETTINGS, c.clock, rules=PLANNER, may_go_on=lambda: closed if c.evicted else "")
+    report = executor.execute(plan)
+    assert len(plan.moves) > 1 and len(c.evicted) == 1
+    assert report.status == "partial" and report.reason == f"{closed} reached; the rest waits for the next run"
+    assert_clean(c)
+
+
+def test_the_window_keeper_reads_the_windows_at_each_ask() -> None:
+    """``carry_out.window_keeper``: nothing configured never stops; a window open now, then closed a minute later, stops."""
+    c = FakeCluster([])
+    assert window_keeper(Settings(), c.clock)() == ""
+    now = c.clock.now()
+    opens = {"schedule": f"{now.minute} {now.hour} * * *", "duration_minutes": 1, "timezone": "UTC"}
+    keeper = window_keeper(Settings(disruption=DisruptionSettings(windows=[opens])), c.clock)
+    assert keeper() == ""
+    c.advance(120)
+    assert keeper().startswith("the end of the disruption window (outside the disruption windows: the next opens at")

@@ -5,7 +5,8 @@ the cluster: apply (a real move, a replacement made by the fake ReplicaSet), pla
 summary and the Event with the figures of the run; a failed run (an eviction refused, the Lease held elsewhere) writes
 them too, as a Warning; a write the API server refuses, or a Pushgateway nobody answers, is a warning and leaves the exit
 code alone; every request a run sends is one the shipped RBAC allows; nothing is written nor pushed for a snapshot file.
-The Pushgateway is a local ``http.server`` capturing what is pushed.
+Each push says how its run ended, when, and when the last successful run ended, carried forward from the previous
+summary. The Pushgateway is a local ``http.server`` capturing what is pushed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from compactor.app.last_run import LAST_RUN_CONFIGMAP, SUMMARY_KEY
+from compactor.app.last_run import LAST_RUN_CONFIGMAP, LAST_RUN_STATUSES, SUMMARY_KEY
 from compactor.cli import main
 from compactor.kube.lease import LeaderElector
 from compactor.settings import ExecutorSettings
@@ -417,6 +418,11 @@ def test_an_applied_run_pushes_the_controllers_metric_families(
     assert _sample(families, "gpu_compactor_last_plan_moves") == 1
     assert _sample(families, "gpu_compactor_cycle_errors_total") == 0 and _sample(families, "gpu_compactor_leader") == 1
     assert _sample(families, "gpu_compactor_last_cycle_timestamp_seconds") > 0
+    # what the CronJob's alerts read: how the run ended, when, and the last success (this run)
+    assert _ended_as(families) == "succeeded"
+    ended = _sample(families, "gpu_compactor_last_run_timestamp_seconds")
+    assert int(ended) == _epoch(_summary(fake_api)["endedAt"])  # the summary says it to the second
+    assert _sample(families, "gpu_compactor_last_run_success_timestamp_seconds") == ended
 
 
 def test_a_report_mode_run_pushes_the_figures(
@@ -431,6 +437,63 @@ def test_a_report_mode_run_pushes_the_figures(
     assert _sample(families, "gpu_compactor_free_gpu_equivalents", pool=pool) == 14
     assert all(sample.value == 0 for sample in families["gpu_compactor_runs"].samples)  # measured only: no run
     assert "gpu_compactor_last_plan_moves" not in families
+
+
+def _ended_as(families: dict[str, Any]) -> str:
+    """The one status ``gpu_compactor_last_run_status`` says the run ended with (every other status 0)."""
+    samples = {s.labels["status"]: s.value for s in families["gpu_compactor_last_run_status"].samples}
+    assert set(samples) == set(LAST_RUN_STATUSES) and sorted(samples.values()) == [0] * (len(samples) - 1) + [1]
+    (status,) = [status for status, value in samples.items() if value == 1]
+    return status
+
+
+def _epoch(iso: str) -> float:
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def test_a_failed_run_pushes_its_status_and_carries_the_last_success_forward_from_the_summary(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], pushgateway: Pushgateway
+) -> None:
+    kubeconfig = fragmented(fake_api, tmp_path)
+    assert _run(kubeconfig, _config(tmp_path, "report", pushgateway_url=pushgateway.url)) == 0, capsys.readouterr().err
+    measured_at = _summary(fake_api)["endedAt"]
+    assert _summary(fake_api)["lastSucceededAt"] == measured_at  # measuring is all report mode does
+    assert _ended_as(pushgateway.families()) == "measured"
+
+    # another gpu-compactor holds the Lease: the next run fails before it can act; its push replaces the group
+    assert LeaderElector(fake_api.api_client(), NAMESPACE, "controller-0").try_acquire_or_renew(datetime.now(UTC))
+    assert _run(kubeconfig, _config(tmp_path, "apply", pushgateway_url=pushgateway.url)) == 2
+    capsys.readouterr()
+    summary = _summary(fake_api)
+    assert (summary["status"], summary["lastSucceededAt"]) == ("failed", measured_at)
+    families = pushgateway.families()
+    assert len(pushgateway.received) == 2 and _ended_as(families) == "failed"
+    assert int(_sample(families, "gpu_compactor_last_run_timestamp_seconds")) == _epoch(summary["endedAt"])
+    assert _sample(families, "gpu_compactor_last_run_success_timestamp_seconds") == _epoch(measured_at)
+    assert not denied(fake_api.requests), denied(fake_api.requests)
+
+
+def test_a_summary_from_before_last_succeeded_at_still_tells_the_last_success(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], pushgateway: Pushgateway
+) -> None:
+    kubeconfig = fragmented(fake_api, tmp_path)
+    older = {"status": "succeeded", "startedAt": "2026-01-01T00:00:00Z", "endedAt": "2026-01-01T00:05:00Z"}
+    fake_api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": LAST_RUN_CONFIGMAP, "namespace": NAMESPACE},
+            "data": {SUMMARY_KEY: json.dumps(older)},
+        }
+    )
+    assert LeaderElector(fake_api.api_client(), NAMESPACE, "controller-0").try_acquire_or_renew(datetime.now(UTC))
+    assert _run(kubeconfig, _config(tmp_path, "apply", pushgateway_url=pushgateway.url)) == 2
+    capsys.readouterr()
+    assert _summary(fake_api)["lastSucceededAt"] == "2026-01-01T00:05:00Z"
+    families = pushgateway.families()
+    assert _sample(families, "gpu_compactor_last_run_success_timestamp_seconds") == _epoch("2026-01-01T00:05:00Z")
+    # the previous summary was read once: the replace is a PUT of the version that read saw, not a second GET
+    assert [r.method for r in fake_api.requests if r.path == SUMMARY_PATH] == ["GET", "PUT"]
 
 
 def test_an_unreachable_pushgateway_is_a_warning_and_the_run_stands(

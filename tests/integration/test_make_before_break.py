@@ -13,7 +13,8 @@ from typing import Any
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, RunReport
 from compactor.actions.recovery import recover
-from compactor.actions.steps.surge import OPT_IN
+from compactor.actions.state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
+from compactor.actions.steps.surge import OPT_IN, SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 from tests.builders import node, pod
@@ -259,3 +260,50 @@ def test_a_dry_run_says_the_scale_and_the_annotation_a_real_run_would_make() -> 
     assert "scale deployment/default/web --current-replicas=3 --replicas=4 (make-before-break)" in lines
     assert "annotate pod/default/web-a controller.kubernetes.io/pod-deletion-cost=-2147483648" in lines
     assert not any(line.startswith("evict ") for line in lines)
+
+
+def _surged_once(c: FakeCluster, plan: CompactionPlan) -> None:
+    """The run dies right after its first surge took effect (Deployment web at 4)."""
+    scale = c.scale_deployment
+
+    def crash_once_scaled(namespace: str, name: str, *, expect: int, to: int) -> bool:
+        scale(namespace, name, expect=expect, to=to)
+        c.scale_deployment = scale  # type: ignore[method-assign]
+        raise Crash("scale_deployment", "after")
+
+    c.scale_deployment = crash_once_scaled  # type: ignore[method-assign]
+    with contextlib.suppress(Crash):
+        run(c, plan)
+    assert c.deployments[("default", "web")]["spec"]["replicas"] == 4
+
+
+def test_a_surge_whose_state_is_lost_is_undone_by_the_mark_it_left_on_the_old_pod() -> None:
+    """Issue 18, item 4: the state was lost (deleted by hand, or dropped as unreadable); the Deployment used to stay one
+    replica over for good. The surge's mark on the old pod says what to undo."""
+    objects = fleet()
+    c, plan = FakeCluster(objects), make_plan(objects)
+    _surged_once(c, plan)
+    c.state.clear()  # the state is gone
+    recovered = recover(c, SETTINGS, c.clock, rules=PLANNER)
+    assert recovered.unsurged == ["default/web"] and "scaled back surged Deployment(s) default/web" in recovered.said()
+    c.settle()
+    assert c.deployments[("default", "web")]["spec"]["replicas"] == 3
+    assert not any(SURGED_BY in (p["metadata"].get("labels") or {}) for p in web_pods(c))
+    assert not any(SURGE_NOTE in (p["metadata"].get("annotations") or {}) for p in web_pods(c))
+
+
+def test_a_surge_record_for_a_pod_that_carries_no_mark_of_it_scales_nothing() -> None:
+    """Issue 18, item 2: a record (planted in scope, or from a run that died before marking) names a surge of web-a from
+    3 replicas; the Deployment is at 3 + 1 because someone scaled it, not the compactor. No mark on web-a: no scale."""
+    objects = fleet()
+    c, plan = FakeCluster(objects), make_plan(objects)
+    c.deployments[("default", "web")]["spec"]["replicas"] = 4
+    move = plan.moves[0]
+    pod = c.pods[tuple(move.pod.split("/", 1))]  # type: ignore[index]
+    flight = InFlight(owner="rs", surge=Surge(deployment="web", replicas=3, pod_uid=str(pod["metadata"]["uid"])))
+    c.state[STATE_CONFIGMAP] = RunState(
+        plan_id=plan.metadata.id, phase=Phase.ROLLING_BACK, inflight={move.pod: flight}
+    ).to_data(encode_plan(plan))
+    recover(c, SETTINGS, c.clock, resume=False, rules=PLANNER)
+    assert [call for call in c.history if call.method == "scale_deployment"] == []
+    assert c.deployments[("default", "web")]["spec"]["replicas"] == 4

@@ -133,3 +133,32 @@ def test_a_plan_taking_a_workload_back_where_a_recent_move_took_it_from_is_refus
     assert len(_evictions(fake_api)) == evictions
     if code:
         assert "would undo recent moves (ml/ReplicaSet/train gpu-" in capsys.readouterr().err
+
+
+def test_a_history_that_cannot_be_read_holds_the_run_instead_of_reading_as_no_history(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18, item 6: the breaker is open, and the API server answers the history's read with a 503 once. That read
+    used to count as an empty history, and the eviction went through the open breaker. Now the run fails closed."""
+    kubeconfig = fragmented(fake_api, tmp_path)
+    until = datetime.now(UTC) + timedelta(hours=1)
+    fake_api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": HISTORY_CONFIGMAP, "namespace": STATE_NAMESPACE},
+            "data": {HISTORY_KEY: History(paused_until=until, pause_reason="3 of the last 3 moves failed").to_json()},
+        }
+    )
+    fake_api.inject(
+        f"/api/v1/namespaces/{STATE_NAMESPACE}/configmaps/{HISTORY_CONFIGMAP}",
+        503,
+        times=1,
+        body=status_body(503, "the server is currently unable to handle the request"),
+    )
+    config = _config(tmp_path, breaker_failures=1, breaker_of_last=3, breaker_pause_minutes=60)
+    assert _run(kubeconfig, config) == 0
+    assert _evictions(fake_api) == []
+    said = capsys.readouterr()
+    assert json.loads(said.out)["status"] == "held"
+    assert "could not read configmap gpu-compactor-history" in said.err and "fail closed" in said.err

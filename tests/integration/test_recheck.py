@@ -133,6 +133,29 @@ def test_a_target_an_operator_cordoned_since_planning_receives_nothing() -> None
     assert_clean(c, still_cordoned=("gpu-1",))
 
 
+@pytest.mark.parametrize(
+    "taint",
+    [
+        {"key": "ToBeDeletedByClusterAutoscaler", "value": "1733000000", "effect": "NoSchedule"},
+        {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu.unhealthy", "value": "true", "effect": "NoExecute"},
+    ],
+    ids=["cluster-autoscaler", "karpenter", "gpu-health"],
+)
+def test_a_target_tainted_since_planning_receives_nothing(taint: dict[str, str]) -> None:
+    """Issue 18: a taint another controller put on the planned node since the plan refuses every move onto it (a
+    replacement steered there would stay Pending, or be evicted again)."""
+    c, plan = setup()
+    c.nodes["gpu-1"]["spec"]["taints"] = [taint]  # every move goes to gpu-1
+    report = run(c, plan)
+    assert evict_calls(c) == [] and report.status == "partial"
+    assert (
+        f"its planned node gpu-1 has the taint {taint['key']}:{taint['effect']} the pod does not tolerate"
+        in report.reason
+    )
+    assert_clean(c)
+
+
 def lone_replica() -> list[object]:
     """gpu-2 runs the only replica of ``serve`` (no PDB) and one of ``train`` (two replicas, PDB)."""
     return [

@@ -1,34 +1,57 @@
-"""The alerts of manifests/monitoring/prometheusrule.yaml on the controller's own health, evaluated by ``promtool test rules``.
+"""The alerts of manifests/monitoring/prometheusrule.yaml, evaluated by ``promtool test rules``.
 
 Each alert is shown firing on the series that should fire it and silent on the ones that should not
-(a replica whose cycles complete, a long but legitimate cycle, a single API hiccup). promtool comes with
-Debian's ``prometheus`` package (or set PROMTOOL); without it those tests skip, except in CI, which requires it. The stall threshold is also
-checked, without promtool, against the longest cycle the shipped config and Deployment allow.
+(a replica whose cycles complete, a long but legitimate cycle, a single API hiccup). The CronJob's alerts are fed the
+series a Pushgateway exposes for the groups ``run --once`` pushes (one per installation, replaced by each run, scraped
+with honor_labels): they fire on a failed or stopped last run and on a CronJob whose runs stopped ending, never on the
+controller's scraped series; the controller's own alerts never fire on the pushed ones. promtool comes with Debian's
+``prometheus`` package (or set PROMTOOL); without it those tests skip, except in CI, which requires it. The stall
+threshold and the CronJob's silence threshold are also checked, without promtool, against the longest gap the shipped
+config, Deployment and CronJob allow.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from apscheduler.triggers.cron import CronTrigger
 from prometheus_client import CollectorRegistry, generate_latest
 
+from compactor.app.last_run import LAST_RUN_STATUSES
 from compactor.cli import build_parser
 from compactor.controller.exporter import Exporter
 from compactor.controller.loop import cycle_limit_default
 from compactor.metrics.fragmentation import compute_figures
 from tests.builders import cluster, node, pod
-from tests.manifests import CONTROLLER, MONITORING, compactor_args, mounted_settings, one_object
+from tests.manifests import CONTROLLER, CRONJOB, MONITORING, compactor_args, mounted_settings, one_object
 from tests.tools import required
 
 PROMTOOL = os.environ.get("PROMTOOL") or shutil.which("promtool")
 needs_promtool = pytest.mark.usefixtures("promtool_installed")
+# The labels a series pushed by `run --once` has once Prometheus scraped the Pushgateway with honor_labels: the group's
+# job and installation (the Pushgateway's empty instance label is no label), and the Pushgateway's own target labels.
+INSTALLATION = "gpu-compactor"
+
+
+def _pushed_labels(installation: str) -> str:
+    return f'job="gpu-compactor", installation="{installation}", namespace="monitoring", pod="pushgateway-0"'
+
+
+PUSHED_LABELS = _pushed_labels(INSTALLATION)
+PUSHED = "{" + PUSHED_LABELS + "}"
+# A controller replica's series as the ServiceMonitor scrapes it: no installation label.
+SCRAPED_LABELS = (
+    'job="gpu-compactor-metrics", instance="10.0.0.1:8080", namespace="gpu-compactor", pod="gpu-compactor-a"'
+)
 
 
 @pytest.fixture
@@ -105,6 +128,8 @@ def test_cycles_stalled_fires_for_a_replica_without_a_completed_cycle_for_two_an
                     {"series": f'{series}{{pod="working"}}', "values": "0+60x200"},  # a cycle completing every minute
                     # a long legitimate cycle: nothing completes for 2 h 3 min (interval + the longest cycle), then it does
                     {"series": f'{series}{{pod="long-run"}}', "values": "0x122 7380+60x77"},
+                    # a daily CronJob's pushed cycle: its schedule is GpuCompactorCronJobNotRunning's to judge
+                    {"series": f"{series}{PUSHED}", "values": "0x200"},
                 ],
                 "alert_rule_test": [
                     {"eval_time": "2h", "alertname": "GpuCompactorCyclesStalled", "exp_alerts": []},
@@ -148,6 +173,9 @@ def test_cycle_errors_fire_on_repeated_errors_not_on_one_hiccup(tmp_path: Path) 
                     },  # three errors in 30 minutes
                     {"series": f'{series}{{pod="hiccup"}}', "values": "0x10 1x180"},  # one error, then fine
                     {"series": f'{series}{{pod="clean"}}', "values": "0x190"},
+                    # a pushed counter is one run's errors, 0 or 1: runs that stop on an error every other time flip
+                    # it, which increase() would read as new errors; the CronJob has its own alerts
+                    {"series": f"{series}{PUSHED}", "values": "0x3 1x3 0x3 1x3 0x3 1x3 0x3 1x160"},
                 ],
                 "alert_rule_test": [
                     {"eval_time": "20m", "alertname": "GpuCompactorCycleErrors", "exp_alerts": []},  # two so far
@@ -167,7 +195,8 @@ def test_the_stall_threshold_outlasts_the_longest_cycle_the_shipped_deployment_a
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     match = re.fullmatch(
-        r"time\(\) - gpu_compactor_last_cycle_timestamp_seconds > (\d+)", _rule("GpuCompactorCyclesStalled")["expr"]
+        r'time\(\) - gpu_compactor_last_cycle_timestamp_seconds\{installation=""\} > (\d+)',
+        _rule("GpuCompactorCyclesStalled")["expr"],
     )
     assert match, _rule("GpuCompactorCyclesStalled")["expr"]
     threshold = int(match[1])
@@ -243,7 +272,7 @@ def test_every_metric_an_alert_uses_is_one_the_exporter_defines() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)
     exporter.set_figures(compute_figures(cluster(node("a", gpus=8), pod("p", on="a", gpus=1))), cordoned_nodes=0)
-    exporter.record_run("success", evictions=1, gained=(8, 8))
+    exporter.record_run("succeeded", evictions=1, gained=(8, 8))
     exporter.record_cycle(1.0)
     exporter.record_cycle_error()
     exporter.set_pause(0.0)
@@ -315,6 +344,210 @@ def test_paused_fires_while_the_breaker_holds_and_clears_when_its_pause_ends(tmp
                         "exp_alerts": [{"exp_labels": {"severity": "warning"}, "exp_annotations": rendered}],
                     },
                     {"eval_time": "61m", "alertname": alert, "exp_alerts": []},  # the pause is over
+                ],
+            }
+        ],
+    )
+
+
+@needs_promtool
+def test_run_failed_counts_the_controllers_failed_runs_and_not_the_pushed_counters(tmp_path: Path) -> None:
+    alert = "GpuCompactorRunFailed"
+    series = "gpu_compactor_runs_total"
+    _test_rules(
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    # the controller's leader: one failed run at 20 min
+                    {"series": f'{series}{{{SCRAPED_LABELS}, status="failed"}}', "values": "0x20 1x100"},
+                    # the CronJob's pushed groups: a failed run at 30 min, a succeeded one at 60 (the counter back to 0)
+                    {"series": f'{series}{{{PUSHED_LABELS}, status="failed"}}', "values": "0x30 1x30 0x60"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "10m", "alertname": alert, "exp_alerts": []},
+                    {"eval_time": "40m", "alertname": alert, "exp_alerts": [_rendered(alert, {}, "1")]},
+                    # an hour after the controller's failure; the pushed 0 -> 1 at 30 min is not counted
+                    {"eval_time": "85m", "alertname": alert, "exp_alerts": []},
+                ],
+            }
+        ],
+    )
+
+
+def _pushed_runs(statuses: list[str], *, every: int = 30) -> list[dict[str, Any]]:
+    """The Pushgateway's ``gpu_compactor_last_run_status`` series, one sample a minute, for a CronJob whose runs end every
+    ``every`` minutes with ``statuses`` in turn (the first at minute 0): each push replaces the last, so a series keeps
+    its value until the next push changes it."""
+    return [
+        {
+            "series": f'gpu_compactor_last_run_status{{{PUSHED_LABELS}, status="{status}"}}',
+            "values": " ".join(f"{1 if ended == status else 0}x{every - 1}" for ended in statuses),
+        }
+        for status in LAST_RUN_STATUSES
+    ]
+
+
+def _cronjob_alert(alert: str, installation: str = INSTALLATION, value: str = "") -> dict[str, Any]:
+    """The alert as promtool renders it for ``installation`` (``value``: the rendered ``$value | humanizeDuration``)."""
+    rendered = {}
+    for key, text in _rule(alert)["annotations"].items():
+        text = text.replace("{{ $labels.installation }}", installation).replace(
+            "{{ $value | humanizeDuration }}", value
+        )
+        assert "{{" not in text, f"{alert}: a template this test does not render: {text}"
+        rendered[key] = text
+    return {"exp_labels": {"severity": "warning", "installation": installation}, "exp_annotations": rendered}
+
+
+@needs_promtool
+def test_cronjob_run_failed_fires_while_the_last_pushed_run_failed_even_twice_running(tmp_path: Path) -> None:
+    alert = "GpuCompactorCronJobRunFailed"
+    # Runs end at 0, 30, 60, 90 min: succeeded, failed, failed again (the same pushed 1: increase() sees nothing new),
+    # then succeeded. Beside them, a controller replica whose last run failed: the controller's own alert says that.
+    _test_rules(
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    *_pushed_runs(["succeeded", "failed", "failed", "succeeded", "succeeded"]),
+                    {
+                        "series": f'gpu_compactor_last_run_status{{{SCRAPED_LABELS}, status="failed"}}',
+                        "values": "1x150",
+                    },
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "15m", "alertname": alert, "exp_alerts": []},
+                    {"eval_time": "45m", "alertname": alert, "exp_alerts": [_cronjob_alert(alert)]},
+                    {"eval_time": "85m", "alertname": alert, "exp_alerts": [_cronjob_alert(alert)]},
+                    {"eval_time": "100m", "alertname": alert, "exp_alerts": []},  # the next run succeeded
+                ],
+            }
+        ],
+    )
+
+
+@needs_promtool
+def test_cronjob_run_stopped_fires_while_the_last_pushed_run_was_stopped_short(tmp_path: Path) -> None:
+    alert = "GpuCompactorCronJobRunStopped"
+    _test_rules(
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": _pushed_runs(["measured", "held", "stopped", "partial", "failed"]),
+                "alert_rule_test": [
+                    {"eval_time": "45m", "alertname": alert, "exp_alerts": []},  # held: nothing changed on purpose
+                    {"eval_time": "75m", "alertname": alert, "exp_alerts": [_cronjob_alert(alert)]},
+                    {"eval_time": "105m", "alertname": alert, "exp_alerts": []},  # partial, then failed: other alerts
+                    {"eval_time": "135m", "alertname": alert, "exp_alerts": []},
+                ],
+            }
+        ],
+    )
+
+
+def _cronjob_silence_threshold() -> int:
+    match = re.fullmatch(
+        r'time\(\) - max by \(installation\) \(gpu_compactor_last_run_timestamp_seconds\{installation!=""\}\) > (\d+)',
+        _rule("GpuCompactorCronJobNotRunning")["expr"],
+    )
+    assert match, _rule("GpuCompactorCronJobNotRunning")["expr"]
+    return int(match[1])
+
+
+@needs_promtool
+def test_cronjob_not_running_fires_once_no_pushed_run_has_ended_for_two_hours_only(tmp_path: Path) -> None:
+    alert = "GpuCompactorCronJobNotRunning"
+    series = "gpu_compactor_last_run_timestamp_seconds"
+    assert _cronjob_silence_threshold() == 7200  # the times below are read against it
+    every_half_hour = " ".join(f"{run * 1800}x29" for run in range(11))  # an end every 30 min for 5.5 h
+    _test_rules(
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    # runs end at 0, 30 and 60 min, then none: the Pushgateway keeps showing the last end
+                    {
+                        "series": f"{series}{{{_pushed_labels('stuck')}}}",
+                        "values": "0x29 1800x29 3600x240",
+                    },
+                    {
+                        "series": f"{series}{{{_pushed_labels('healthy')}}}",
+                        "values": every_half_hour,
+                    },
+                    # the longest legitimate gap: a run ends at 0, the next starts 10 min late at 40 and runs until the
+                    # Job's deadline stops it (101 min), then runs end every 30 min again
+                    {
+                        "series": f"{series}{{{_pushed_labels('long')}}}",
+                        "values": "0x100 " + " ".join(f"{6060 + run * 1800}x29" for run in range(7)),
+                    },
+                    # a controller replica's last run, long ago: its cycles are GpuCompactorCyclesStalled's to judge
+                    {"series": f"{series}{{{SCRAPED_LABELS}}}", "values": "0x300"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "100m", "alertname": alert, "exp_alerts": []},
+                    {"eval_time": "180m", "alertname": alert, "exp_alerts": []},  # 7200 s since the last end: not over
+                    {
+                        "eval_time": "181m",
+                        "alertname": alert,
+                        "exp_alerts": [_cronjob_alert(alert, "stuck", "2h 1m 0s")],
+                    },
+                    {
+                        "eval_time": "300m",
+                        "alertname": alert,
+                        "exp_alerts": [_cronjob_alert(alert, "stuck", "4h 0m 0s")],
+                    },
+                ],
+            }
+        ],
+    )
+
+
+def test_the_cronjob_silence_threshold_outlasts_the_longest_gap_the_shipped_cronjob_allows() -> None:
+    cronjob = one_object(CRONJOB, "CronJob")
+    schedule = CronTrigger.from_crontab(cronjob["spec"]["schedule"], timezone="UTC")
+    start = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday: a week of fire times covers any weekly schedule
+    fires, at = [], schedule.get_next_fire_time(None, start)
+    while at is not None and at < start + timedelta(days=8):
+        fires.append(at)
+        at = schedule.get_next_fire_time(at, at + timedelta(seconds=1))
+    period = max((later - earlier).total_seconds() for earlier, later in itertools.pairwise(fires))
+    job = cronjob["spec"]["jobTemplate"]["spec"]
+    grace = job["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+    # one run ends at once; the next starts as late as the CronJob allows, runs until the Job's deadline and stops
+    longest_gap = period + cronjob["spec"]["startingDeadlineSeconds"] + job["activeDeadlineSeconds"] + grace
+    threshold = _cronjob_silence_threshold()
+    assert (
+        longest_gap < threshold <= longest_gap + 3600
+    )  # never between two legitimate runs, and not hours later either
+
+
+@needs_promtool
+def test_fenced_too_long_fires_after_two_hours_of_a_fence_and_not_for_a_run_that_lifts_its_own(tmp_path: Path) -> None:
+    alert = "GpuCompactorNodeFencedTooLong"
+    series = "gpu_compactor_fenced_nodes"
+    expected = {
+        "exp_labels": {"severity": "critical"},
+        "exp_annotations": {k: v.replace("{{ $value }}", "1") for k, v in _rule(alert)["annotations"].items()},
+    }
+    _test_rules(
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    # the CronJob's pushed figure: a run fences two nodes for 40 minutes and lifts the fences; later a
+                    # run stops midway and leaves one node fenced (each push replaces the last: the value persists)
+                    {"series": f"{series}{PUSHED}", "values": "2x40 0x20 1x200"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "50m", "alertname": alert, "exp_alerts": []},
+                    {"eval_time": "3h", "alertname": alert, "exp_alerts": []},  # fenced for 1 h 59 min: not yet
+                    {"eval_time": "3h2m", "alertname": alert, "exp_alerts": [expected]},
                 ],
             }
         ],

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from compactor.app.plan_document import build_plan
 from compactor.model.load import load_files
-from compactor.planner.budgets import koordinator_unavailable, share_of
+from compactor.planner.budgets import groups, koordinator_unavailable, share_of, within_cap
 from compactor.planner.explain import render_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import DisruptionSettings, PlannerSettings
@@ -157,3 +157,24 @@ def test_when_no_point_fits_whole_the_chosen_one_is_cut_and_marked_as_a_row_of_i
     rows = [p for p in plan.frontier if p.chosen]
     assert len(rows) == 1 and rows[0].budget_cut and rows[0].moves == 1
     assert "within the run budgets" in render_plan(plan, "text")
+
+
+def test_a_move_onto_a_node_that_loses_pods_is_taken_or_left_with_that_node() -> None:
+    """Issue 18: a budget cut kept a move onto a source node whose own moves it left out (the room it needed never
+    came, and the run aborted as stale). A chain's nodes go together: web leaves b (for c) so that gpu-x lands on b."""
+    plan = CompactionPlan.model_validate(
+        {
+            "metadata": {"id": "plan-chain", "createdAt": "2026-01-01T00:00:00Z", "source": "test"},
+            "moves": [
+                {"pod": "ml/gpu-x", "from": "a", "to": "b"},
+                {"pod": "ml/web", "from": "b", "to": "c"},
+                {"pod": "ml/other", "from": "d", "to": "c"},
+            ],
+            "solver": {"status": "OPTIMAL", "wallSeconds": 0.0},
+        }
+    )
+    assert groups(plan.moves, []) == [["a", "b"], ["d"]]
+    cut = within_cap(plan, 1, {})  # a and b need 2 evictions together: left whole, d's one fits
+    assert [m.pod for m in cut.moves] == ["ml/other"]
+    cut = within_cap(plan, 2, {})
+    assert [m.pod for m in cut.moves] == ["ml/gpu-x", "ml/web"]

@@ -5,7 +5,8 @@ Prometheus data source and the pools; every panel is a timeseries or a stat read
 places of its own; every metric a panel reads is one the exporter defines, and every metric the exporter defines is
 shown; pool series are filtered by the pool variable, the rest are not; with promtool (Debian's ``prometheus`` package,
 or PROMTOOL), every expression parses and, on two replicas exporting the same figures, figures count once, counters add
-up across replicas and the last run's and plan's gauges are the leader's.
+up across replicas and the last run's and plan's gauges are the leader's; the last run's status and times are the
+leader's beside those a CronJob pushed to a Pushgateway.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ HEADLINE = (
     "gpu_compactor_last_plan_moves",
     "gpu_compactor_steering_mechanism",
     "gpu_compactor_steered_runs_total",
-    "gpu_compactor_cordoned_nodes",
+    "gpu_compactor_fenced_nodes",
+    "gpu_compactor_last_run_status",
+    "gpu_compactor_last_run_timestamp_seconds",
+    "gpu_compactor_last_run_success_timestamp_seconds",
     "gpu_compactor_leader",
     "gpu_compactor_mig_idle_instances",
 )
@@ -220,13 +224,14 @@ def test_pool_series_are_filtered_by_the_pool_variable_and_only_those() -> None:
 
 
 def test_every_series_is_aggregated_over_the_replicas_or_is_the_leader_filter() -> None:
-    """Both replicas export every metric: a series read bare would be drawn twice. Syntax only; the promtool test below
-    evaluates the main panels on two replicas."""
+    """Both replicas export every metric: a series read bare would be drawn twice. Syntax only; the promtool tests below
+    evaluate the main panels on two replicas."""
     aggregated = re.compile(r"\b(max|sum)( (by|without) \([\w, ]*\))? ?\((increase\()?$")
     for expr in _exprs():
         for match in METRIC.finditer(expr):
             before = expr[: match.start()]
-            if match.group(1) == "gpu_compactor_leader" and before.endswith("and on (instance) ("):
+            leader_filter = before.endswith(("and on (instance) (", "unless on (instance) ("))
+            if match.group(1) == "gpu_compactor_leader" and leader_filter:
                 continue
             assert aggregated.search(before), f"{expr}: {match.group(1)} is not aggregated over the replicas"
 
@@ -340,6 +345,63 @@ def test_two_replicas_count_figures_once_add_their_runs_and_the_leader_speaks_fo
             "eval_time": "90m",
             "exp_samples": [_sample(60, status="succeeded")],
         },  # 30 of a's and 30 of b's
+    ]
+    _write_rules(tmp_path)
+    unit = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}],
+    }
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(unit, sort_keys=False), encoding="utf-8")
+    _promtool(tmp_path, "test", "rules", "test.yaml")
+
+
+@needs_promtool
+def test_the_last_run_is_the_leaders_beside_each_pushed_cronjob_run_and_its_times_the_latest(tmp_path: Path) -> None:
+    # Replica a led and its last run failed at 10 min; b leads and its last run succeeded at 40 min, then partial at 80.
+    # A CronJob installation pushes its runs to a Pushgateway: stopped at 30 min, succeeded at 60.
+    pushed = 'job="gpu-compactor", installation="batch", namespace="monitoring", pod="pushgateway-0"'
+    series = [
+        _series("gpu_compactor_leader", "a", "0x120"),
+        _series("gpu_compactor_leader", "b", "1x120"),
+        _series("gpu_compactor_last_run_status", "a", "1x120", status="failed"),
+        _series("gpu_compactor_last_run_status", "a", "0x120", status="succeeded"),
+        _series("gpu_compactor_last_run_status", "b", "_x40 0x39 1x40", status="partial"),
+        _series("gpu_compactor_last_run_status", "b", "_x40 1x39 0x40", status="succeeded"),
+        _series("gpu_compactor_last_run_timestamp_seconds", "a", "600x120"),
+        _series("gpu_compactor_last_run_timestamp_seconds", "b", "_x40 2400x39 4800x40"),
+        _series("gpu_compactor_last_run_success_timestamp_seconds", "b", "_x40 2400x80"),
+        # the Pushgateway's leader series says whether the run held the Lease: it must not hide the pushed status
+        {"series": f"gpu_compactor_leader{{{pushed}}}", "values": "0x120"},
+        {"series": f'gpu_compactor_last_run_status{{{pushed}, status="stopped"}}', "values": "1x59 0x60"},
+        {"series": f'gpu_compactor_last_run_status{{{pushed}, status="succeeded"}}', "values": "0x59 1x60"},
+        {"series": f"gpu_compactor_last_run_timestamp_seconds{{{pushed}}}", "values": "1800x59 3600x60"},
+        {"series": f"gpu_compactor_last_run_success_timestamp_seconds{{{pushed}}}", "values": "_x59 3600x60"},
+    ]
+    status = _expr("Last run status")
+    ended, succeeded = _expr("Time since the last run ended"), _expr("Time since the last run ended", "B")
+    tests = [
+        {
+            "expr": _promql(status),
+            "eval_time": "50m",
+            "exp_samples": [_sample(1, status="succeeded"), _sample(1, installation="batch", status="stopped")],
+        },
+        {
+            "expr": _promql(status),
+            "eval_time": "100m",
+            "exp_samples": [_sample(1, status="partial"), _sample(1, installation="batch", status="succeeded")],
+        },
+        # 100 min = 6000 s: the controller's latest end is b's (4800 s), not a's older one
+        {
+            "expr": _promql(ended),
+            "eval_time": "100m",
+            "exp_samples": [_sample(1200), _sample(2400, installation="batch")],
+        },
+        {
+            "expr": _promql(succeeded),
+            "eval_time": "100m",
+            "exp_samples": [_sample(3600), _sample(2400, installation="batch")],
+        },
     ]
     _write_rules(tmp_path)
     unit = {

@@ -184,13 +184,13 @@ def test_a_server_dry_run_eviction_says_what_the_api_server_answered() -> None:
 def test_events_read_type_reason_object_and_message() -> None:
     client = RecordingClient([gpu_node(), a_pod()])
     client.create_event(
-        ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message=f"cordoned by gpu-compactor for plan {PLAN_ID}"
+        ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message=f"fenced by gpu-compactor for plan {PLAN_ID}"
     )
     client.create_event(
         ObjectRef("Pod", "bert-0", "nlp"), reason="CompactorAbort", message="plan aborted", type_="Warning"
     )
     assert client.intended_changes() == [
-        f"event Normal CompactorCordon node/gpu-1: cordoned by gpu-compactor for plan {PLAN_ID}",
+        f"event Normal CompactorCordon node/gpu-1: fenced by gpu-compactor for plan {PLAN_ID}",
         "event Warning CompactorAbort pod/nlp/bert-0: plan aborted",
     ]
 

@@ -1,4 +1,5 @@
-"""The Prometheus exporter: values of every series from the figures of a small cluster, no stale series, counters."""
+"""The Prometheus exporter: values of every series from the figures of a small cluster, no stale series, counters, the
+last run's status and times."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from compactor.app.last_run import LAST_RUN_STATUSES
 from compactor.controller.exporter import Exporter
 from compactor.metrics.fragmentation import compute_figures
 from tests.builders import A100_40, H100_80, cluster, node, pod
@@ -59,7 +61,7 @@ def test_the_pool_series_carry_the_figures_of_each_pool() -> None:
         figures.cluster.fragmentation_rate
     )
     assert value(registry, "gpu_compactor_blocked_pending_pods") == 0
-    assert value(registry, "gpu_compactor_cordoned_nodes") == 1
+    assert value(registry, "gpu_compactor_fenced_nodes") == 1
 
 
 def test_blocked_pending_pods_counts_the_pods_fragmentation_keeps_pending() -> None:
@@ -77,7 +79,7 @@ def test_blocked_pending_pods_counts_the_pods_fragmentation_keeps_pending() -> N
     assert len(figures.blocked_pending) == 1
     exporter.set_figures(figures)
     assert value(registry, "gpu_compactor_blocked_pending_pods") == 1
-    assert value(registry, "gpu_compactor_cordoned_nodes") is None  # never measured: no series
+    assert value(registry, "gpu_compactor_fenced_nodes") is None  # never measured: no series
 
 
 def test_a_pool_that_disappears_leaves_no_stale_series() -> None:
@@ -153,7 +155,7 @@ def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> Non
     for name in (
         "gpu_compactor_fragmentation_rate",
         "gpu_compactor_blocked_pending_pods",
-        "gpu_compactor_cordoned_nodes",
+        "gpu_compactor_fenced_nodes",
         "gpu_compactor_runs",
         "gpu_compactor_leader",
         "gpu_compactor_mig_idle_instances",
@@ -252,3 +254,67 @@ def test_the_breakers_pause_is_exported_once_a_cycle_read_it() -> None:
     assert value(registry, "gpu_compactor_paused_until_timestamp_seconds") == 1_800_000_000.0
     exporter.set_pause(0.0)
     assert value(registry, "gpu_compactor_paused_until_timestamp_seconds") == 0.0
+
+
+def _last_run(registry: CollectorRegistry) -> dict[str, float | None]:
+    return {status: value(registry, "gpu_compactor_last_run_status", status=status) for status in LAST_RUN_STATUSES}
+
+
+def test_the_last_run_status_is_one_series_at_1_with_its_end_and_the_end_of_the_last_success() -> None:
+    registry = CollectorRegistry()
+    now = [1_767_225_600.0]
+    exporter = Exporter(registry, clock=lambda: now[0])
+    # no run yet: no status, no made-up time
+    assert set(_last_run(registry).values()) == {None}
+    assert value(registry, "gpu_compactor_last_run_timestamp_seconds") is None
+    exporter.record_run("failed")
+    assert {s for s, v in _last_run(registry).items() if v == 1} == {"failed"}
+    assert {v for s, v in _last_run(registry).items() if s != "failed"} == {0}
+    assert value(registry, "gpu_compactor_last_run_timestamp_seconds") == 1_767_225_600.0
+    assert value(registry, "gpu_compactor_last_run_success_timestamp_seconds") is None  # none succeeded yet
+    now[0] += 600
+    exporter.record_run("succeeded", evictions=2)
+    assert {s for s, v in _last_run(registry).items() if v == 1} == {"succeeded"}
+    assert value(registry, "gpu_compactor_last_run_success_timestamp_seconds") == 1_767_226_200.0
+    now[0] += 600
+    exporter.record_run("partial")  # fell short: the last success stays the one before
+    assert {s for s, v in _last_run(registry).items() if v == 1} == {"partial"}
+    assert value(registry, "gpu_compactor_last_run_timestamp_seconds") == 1_767_226_800.0
+    assert value(registry, "gpu_compactor_last_run_success_timestamp_seconds") == 1_767_226_200.0
+    families = {f.name: f for f in text_string_to_metric_families(exporter.render()[0].decode())}
+    assert {
+        families[name].type
+        for name in (
+            "gpu_compactor_last_run_status",
+            "gpu_compactor_last_run_timestamp_seconds",
+            "gpu_compactor_last_run_success_timestamp_seconds",
+        )
+    } == {"gauge"}
+
+
+def test_a_run_once_says_its_own_status_and_end_and_carries_the_last_success_forward() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry, clock=lambda: 0.0)
+    exporter.record_last_run("stopped", ended=2_000.0, succeeded_at=1_000.0)
+    assert {s for s, v in _last_run(registry).items() if v == 1} == {"stopped"}
+    assert value(registry, "gpu_compactor_last_run_timestamp_seconds") == 2_000.0
+    assert value(registry, "gpu_compactor_last_run_success_timestamp_seconds") == 1_000.0
+    exporter.record_last_run("measured", ended=3_000.0, succeeded_at=1_000.0)  # report mode did all it does
+    assert value(registry, "gpu_compactor_last_run_success_timestamp_seconds") == 3_000.0
+    exporter.record_last_run("held", ended=4_000.0)
+    assert {s for s, v in _last_run(registry).items() if v == 1} == {"held"}
+    assert value(registry, "gpu_compactor_last_run_success_timestamp_seconds") == 3_000.0
+
+
+def test_an_unknown_run_status_is_refused_and_changes_nothing() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry, clock=lambda: 5.0)
+    exporter.record_run("nothing-to-do")
+    with pytest.raises(ValueError, match="unknown run status"):
+        exporter.record_run("success", evictions=3)
+    with pytest.raises(ValueError, match="unknown run status"):
+        exporter.record_last_run("killed", ended=9.0)
+    assert value(registry, "gpu_compactor_evictions_total") == 0
+    assert value(registry, "gpu_compactor_runs_total", status="success") is None
+    assert {s for s, v in _last_run(registry).items() if v == 1} == {"nothing-to-do"}
+    assert value(registry, "gpu_compactor_last_run_timestamp_seconds") == 5.0

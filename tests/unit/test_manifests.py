@@ -35,7 +35,9 @@ from pydantic import BaseModel
 from compactor.actions.annotations import FENCE_TAINT_PREFIX, OUR_ANNOTATIONS, STATE_CONFIGMAP
 from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
+from compactor.actions.owners import DELETION_COST
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
+from compactor.actions.steps.surge import SURGE_NOTE, SURGED_BY
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
@@ -86,9 +88,11 @@ METRICS = (
     "gpu_compactor_stranded_share",
     "gpu_compactor_blocked_demand_gpu_equivalents",
     "gpu_compactor_runs_total",
-    "gpu_compactor_cordoned_nodes",
+    "gpu_compactor_fenced_nodes",
     "gpu_compactor_last_cycle_timestamp_seconds",
     "gpu_compactor_cycle_errors_total",
+    "gpu_compactor_last_run_status",
+    "gpu_compactor_last_run_timestamp_seconds",
 )
 KUBECTL = os.environ.get("KUBECTL") or shutil.which("kubectl")
 
@@ -733,11 +737,83 @@ def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executo
     settings = mounted_settings(tmp_path, monkeypatch).executor
     for key in (settings.taint_key, FENCE_TAINT_PREFIX, *OUR_ANNOTATIONS):
         assert key.startswith(owned), f"{key}: the executor writes it on nodes, the guard refuses it (outside {owned})"
+    # its own taints only as fences: a NoExecute one would evict every pod of the node, no PodDisruptionBudget asked
+    assert "variables.ownTaints.all(t, t.effect == 'NoSchedule')" in [v["expression"] for v in spec["validations"]]
     for validation in spec["validations"]:
         assert validation["reason"] == "Forbidden"
         assert validation["messageExpression"].startswith(f"'{validation['message']}; "), (
             "the message, then what was changed"
         )
+
+
+def _guard(name: str) -> dict[str, Any]:
+    """The spec of the guard policy ``name``, checked for what every guard shares: bound with Deny, no parameters,
+    failurePolicy Fail (an expression that fails to evaluate denies), each message first in its messageExpression."""
+    spec: dict[str, Any] = one_object(GUARD, "ValidatingAdmissionPolicy", name)["spec"]
+    assert one_object(GUARD, "ValidatingAdmissionPolicyBinding", name)["spec"] == {
+        "policyName": name,
+        "validationActions": ["Deny"],
+    }
+    assert spec["failurePolicy"] == "Fail" and "paramKind" not in spec
+    for validation in spec["validations"]:
+        assert validation["reason"] == "Forbidden"
+        assert validation["messageExpression"].startswith(f"'{validation['message']}; "), validation["message"]
+    return spec
+
+
+def test_the_pod_and_scale_guards_hold_the_service_account_to_what_a_move_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """manifests/guard: pod UPDATEs and Deployment scales by the base's service account only; the keys they let it write
+    are the ones compactor/actions/steps/surge.py and steer.py write. tests/e2e/test_guard_policies.py sends every such
+    patch, and each forbidden change, to a real kube-apiserver."""
+    account = one_object(BASE, "ServiceAccount")["metadata"]
+    itself = [f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:{account['name']}'"]
+    pods = _guard("gpu-compactor-pod-guard")
+    assert [c["expression"] for c in pods["matchConditions"]] == itself
+    assert pods["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}
+    ]
+    variables = {v["name"]: v["expression"] for v in pods["variables"]}
+    assert variables["labels"].count(f"k != '{SURGED_BY}'") == 2  # changed or added, and removed
+    owned = "compactor.io/"
+    assert variables["annotations"].count(f"!k.startsWith('{owned}')") == 2
+    assert variables["annotations"].count(f"k != '{DELETION_COST}'") == 2
+    assert SURGE_NOTE.startswith(owned), f"{SURGE_NOTE}: written on pods, refused by the pod guard"
+    settings = mounted_settings(tmp_path, monkeypatch).executor
+    assert settings.taint_key.startswith(owned), "the toleration of the reservation taint would be refused"
+    assert f"t.key.startsWith('{owned}')" in variables["foreignTolerations"]
+
+    scale = _guard("gpu-compactor-scale-guard")
+    assert [c["expression"] for c in scale["matchConditions"]] == itself
+    assert scale["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["deployments/scale"]}
+    ]
+
+
+def test_the_state_guard_keeps_everyone_else_from_writing_the_compactors_configmaps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """manifests/guard/state.yaml: CREATE and UPDATE (never DELETE) of exactly the ConfigMaps the code writes, in the
+    base's namespace, by anyone but the base's service account."""
+    settings = mounted_settings(tmp_path, monkeypatch).executor
+    account = one_object(BASE, "ServiceAccount")["metadata"]
+    assert settings.state_namespace == account["namespace"] == NAMESPACE
+    spec = _guard("gpu-compactor-state-guard")
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"], rule["operations"]) == ([""], ["configmaps"], ["CREATE", "UPDATE"])
+    assert sorted(rule["resourceNames"]) == sorted(
+        [STATE_CONFIGMAP, HISTORY_CONFIGMAP, LAST_RUN_CONFIGMAP, settings.steering_name]
+    )
+    assert [c["expression"] for c in spec["matchConditions"]] == [
+        f"request.namespace == '{NAMESPACE}'",
+        f"request.userInfo.username != 'system:serviceaccount:{account['namespace']}:{account['name']}'",
+    ]
+    variables = {v["name"]: v["expression"] for v in spec["variables"]}
+    assert variables["steering"] == f"object.metadata.name == '{settings.steering_name}'"
+    assert one_object(BASE, "ConfigMap", settings.steering_name).get("data") in (None, {}), (
+        "the admin creates the steering ConfigMap: the guard admits it only empty"
+    )
 
 
 def test_rbac_grants_no_wildcards() -> None:
@@ -941,11 +1017,12 @@ def test_the_metrics_service_selects_the_controller_pods() -> None:
 def test_the_alerts_use_the_exported_metric_names() -> None:
     rule = one_object(MONITORING, "PrometheusRule")
     alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
-    assert len(alerts) == 9  # tests/unit/test_alert_rules.py runs the controller-health ones through promtool
+    # tests/unit/test_alert_rules.py runs the controller-health and CronJob ones through promtool
+    assert len(alerts) == 12
     exprs = " ".join(alerts.values())
     for metric in METRICS:
         assert metric in exprs, f"no alert on {metric}"
-    assert 'gpu_compactor_runs_total{status="failed"}' in exprs
+    assert 'gpu_compactor_runs_total{status="failed", installation=""}' in exprs
     assert (
         "gpu_compactor_last_run_planned_freed_gpus and on (instance) (gpu_compactor_leader == 1)"
         in alerts["GpuCompactorRunFellShort"]

@@ -377,7 +377,7 @@ def test_no_code_path_deletes_a_pod(fake_api: FakeApiServer) -> None:
 
 def test_node_event_goes_to_default_namespace(fake_api: FakeApiServer) -> None:
     _client(fake_api).create_event(
-        ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="cordoned by gpu-compactor"
+        ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="fenced by gpu-compactor"
     )
     (request,) = fake_api.requests
     assert (request.method, request.path, request.query) == ("POST", "/api/v1/namespaces/default/events", {})
@@ -386,7 +386,7 @@ def test_node_event_goes_to_default_namespace(fake_api: FakeApiServer) -> None:
     assert body["apiVersion"] == "v1" and body["kind"] == "Event"
     assert re.fullmatch(r"gpu-1\.[0-9a-f]{16}", body["metadata"]["name"]) and body["metadata"]["namespace"] == "default"
     assert body["involvedObject"] == {"kind": "Node", "name": "gpu-1", "apiVersion": "v1"}
-    assert (body["reason"], body["message"], body["type"]) == ("CompactorCordon", "cordoned by gpu-compactor", "Normal")
+    assert (body["reason"], body["message"], body["type"]) == ("CompactorCordon", "fenced by gpu-compactor", "Normal")
     assert body["source"] == {"component": "gpu-compactor"} and body["reportingComponent"] == "gpu-compactor"
     assert body["reportingInstance"].startswith("gpu-compactor-") and body["action"] == "CompactorCordon"
     assert body["count"] == 1

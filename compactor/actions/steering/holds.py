@@ -1,4 +1,4 @@
-"""Steering by holds: for the moment between an eviction and the replacement's binding, cordon every other node that
+"""Steering by holds: for the moment between an eviction and the replacement's binding, fence every other node that
 could take it, so the planned node is the only feasible one whatever the scheduler's scores.
 
 The fallback when the admission policy is not installed (or ``executor.steering: holds``). It needs
@@ -74,6 +74,14 @@ class HoldSteerer:
     def release(self, run: Run) -> None:
         release_holds(run)
 
+    def step_aside(self, run: Run) -> None:
+        release_holds(run)  # a PDB's 429 may last minutes: every other node with room stays open meanwhile
+
+    def step_in(self, run: Run, move: Move, pod: Obj) -> None:
+        self.prepare(run, move, pod)
+        run.save()  # write-ahead: the holds are in the state before they are made
+        self.engage(run, move)
+
 
 @dataclass(frozen=True)
 class Holds:
@@ -118,7 +126,7 @@ def _candidate(raw: Obj, *, mover: Pod, target: str) -> tuple[Node, Obj | None] 
 
 
 def make_holds(run: Run, holds: Holds) -> None:
-    """Cordon, for a moment, the chosen nodes (only ``holds.target`` stays feasible for the pod)."""
+    """Fence, for a moment, the chosen nodes (only ``holds.target`` stays feasible for the pod)."""
     if not holds.nodes:
         return
     run.held_since = run.clock.monotonic()

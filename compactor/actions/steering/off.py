@@ -46,3 +46,9 @@ class NoSteering:
 
     def release(self, run: Run) -> None:
         return None
+
+    def step_aside(self, run: Run) -> None:
+        return None
+
+    def step_in(self, run: Run, move: Move, pod: Obj) -> None:
+        return None

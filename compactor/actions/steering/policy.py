@@ -4,7 +4,7 @@ Per move: the target's room is read narrowly (the node and its pods), the entry 
 the run state and then written (merge patch with the ConfigMap's resourceVersion), the eviction
 follows; the owner's next pod is created pinned to the target by the policy
 (``manifests/steering/policy.yaml``); once it is bound, the entry goes (state first, then the
-ConfigMap). No node is cordoned, so no other workload is held up.
+ConfigMap). No node is fenced, so no other workload is held up.
 
 What can go wrong, and what happens:
 
@@ -154,6 +154,12 @@ class PolicySteerer:
             for pod in owner_pods(run.client, namespace, flight.owner, flight.selector):
                 if steered_to(pod) and not (pod.get("spec") or {}).get("nodeName") and not is_terminating(pod):
                     evict_pending(run, pod, steered_to(pod))
+
+    def step_aside(self, run: Run) -> None:
+        return None  # a pin touches only its owner's next pod: nothing else waits on it
+
+    def step_in(self, run: Run, move: Move, pod: Obj) -> None:
+        return None
 
     def _unpin(self, run: Run, owner: str) -> None:
         """The entry for ``owner`` goes from the ConfigMap, then from the state (saved with the move's end): a crash in between

@@ -1,7 +1,7 @@
-"""Room on a target node, and which nodes to hold (cordon for a moment) so that kube-scheduler binds a pod only there.
+"""Room on a target node, and which nodes to hold (fence for a moment) so that kube-scheduler binds a pod only there.
 
 The stock scheduler, with the default profile, sends a replacement to the emptiest
-feasible node, not to the planned one. The executor therefore cordons, for the few
+feasible node, not to the planned one. The executor therefore fences, for the few
 seconds between an eviction and the replacement's binding, every *other*
 schedulable node that could take the replacement; the planned node is then the only
 feasible one (see docs/executor.md, "Steering").

@@ -7,7 +7,7 @@ when the replacement lands on a node the plan frees, when the steering mechanism
 (``Steerer.observe``: bound elsewhere, arrived unpinned, pinned but unable to bind), or when it is
 not Ready within ``replacement_timeout_seconds`` plus the evicted pod's grace period (a
 StatefulSet recreates a pod only once the old one is gone). Once the last move off a fenced node is
-Ready, that node is checked for a GPU pod the plan does not move (one that tolerates the cordon
+Ready, that node is checked for a GPU pod the plan does not move (one that tolerates the fence
 would defeat the plan).
 """
 

@@ -39,6 +39,10 @@ def evict_all(run: Run) -> None:
             log.info("run time budget reached", extra={"maxRunSeconds": budget})
             run.capped = f"max_run_seconds ({budget:g})"
             return
+        if stop := run.may_go_on():  # checked before each eviction, not only when the run started
+            log.info("stopping before the next move", extra={"reason": stop})
+            run.capped = stop
+            return
         try:
             _evict_batch(run, batch)
         except StopHere as exc:
@@ -232,6 +236,9 @@ def _evict(run: Run, move: Move) -> None:
                 f"eviction of {move.pod} failed {attempts} times, last {result.status} {result.outcome.value}: {result.message}"
             )
         run.report(f"evicting {move.pod}", waiting=f"{result.outcome.value} ({result.status}), retry in {delay:g}s")
+        run.steerer.step_aside(run)  # rival nodes are not held through the wait (a PDB's 429 can last minutes)
         run.clock.sleep(delay)
-        if current_pod(run, move) is None:
+        pod = current_pod(run, move)
+        if pod is None:
             return  # gone meanwhile
+        run.steerer.step_in(run, move, pod)

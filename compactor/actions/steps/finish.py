@@ -80,7 +80,7 @@ def _forget(run: Run) -> None:
 def _after_drain(run: Run, name: str, *, freed: bool) -> bool:
     """True when ``name`` is now reserved (``after_drain: taint``): the run waits for its use, or its TTL, to lift it."""
     if name not in run.state.cordoned:
-        return False  # a node gone, or already released by this run before a restart (or never actually cordoned), is left alone
+        return False  # a node gone, or already released by this run before a restart (or never actually fenced), is left alone
     mode = run.settings.after_drain if freed else "uncordon"
     if mode == "uncordon":
         if unfence(run, name):

@@ -22,6 +22,8 @@ from compactor.actions.steering.detect import planning_fence
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pdb, parse_pod
+from compactor.model.scheduling import untolerated_taint
+from compactor.model.types import Pod
 from compactor.planner.movability import Unmovable, why_not_evictable
 from compactor.planner.plan import Move
 
@@ -62,7 +64,7 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
     elif source is None or not source.ready:
         checked.refusal = f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
     else:
-        checked.refusal = _target_refusal(run, move)
+        checked.refusal = _target_refusal(run, move, model)
     return checked
 
 
@@ -78,7 +80,7 @@ def _ready_replicas(run: Run, pod: Obj, checked: Checked) -> int:
     return sum(1 for p in checked.siblings if is_ready(p) and not is_terminating(p))
 
 
-def _target_refusal(run: Run, move: Move) -> str:
+def _target_refusal(run: Run, move: Move, pod: Pod) -> str:
     raw = run.client.get_node(move.to_node)
     if raw is None:
         return f"its planned node {move.to_node} is gone"
@@ -87,6 +89,12 @@ def _target_refusal(run: Run, move: Move) -> str:
         return f"its planned node {move.to_node} is not Ready"
     if target.unschedulable:
         return f"its planned node {move.to_node} was cordoned (kubectl cordon) since the plan"
+    # A taint someone put on the target since the plan: cluster-autoscaler's ToBeDeletedByClusterAutoscaler, Karpenter's
+    # karpenter.sh/disrupted, a GPU health taint. The compactor's own (fences, holds, reservations) are its steering's.
+    theirs = tuple(t for t in target.taints if not t.key.startswith("compactor.io/"))
+    taint = untolerated_taint(pod.tolerations, theirs)
+    if taint is not None:
+        return f"its planned node {move.to_node} has the taint {taint.key}:{taint.effect} the pod does not tolerate"
     return ""
 
 

@@ -1,7 +1,7 @@
 """Re-cut: drive NVIDIA's mig-manager on each drained node of the plan's ``migRepartition`` (docs/mig.md).
 
 Drained -> relabelled ``nvidia.com/mig.config`` -> mig-manager reports ``success`` with the new
-slices in allocatable; or ``failed``/timeout: the node stays cordoned and marked for an operator,
+slices in allocatable; or ``failed``/timeout: the node stays fenced and marked for an operator,
 with a Warning Event, never retried in a loop.
 """
 
@@ -53,7 +53,7 @@ def _recut(run: Run, change: MigRepartition) -> str:
             return mig.relabel_patch(change.to_config, change.allocatable, previous=previous)
 
         if patch_fresh(run.client, name, relabel, node=node) is None:
-            return _failed(run, change, "the node is no longer cordoned by gpu-compactor", "failed")
+            return _failed(run, change, "the node is no longer fenced by gpu-compactor", "failed")
         run.event(events.recut_started(name, change.from_config, change.to_config, run.plan_id))
     deadline = run.clock.monotonic() + run.settings.mig_reconfigure_timeout_seconds
     while True:
@@ -98,7 +98,7 @@ def _failed(run: Run, change: MigRepartition, why: str, result: str) -> str:
 
 def midway(run: Run, name: str, reason: str) -> bool:
     """A node relabelled for a re-cut that mig-manager has not finished is not released by a rollback (pods landing
-    while the device plugin restarts): it stays cordoned and marked for an operator, as after a failed re-cut."""
+    while the device plugin restarts): it stays fenced and marked for an operator, as after a failed re-cut."""
     change = next((r for r in run.plan.mig_repartition if r.node == name), None)
     node = run.client.get_node(name) if change is not None else None
     if change is None or node is None or mig.labels(node).get(mig.CONFIG_LABEL) != change.to_config:

@@ -1,4 +1,4 @@
-"""Rollback: an aborted run undoes its own fences (only nodes it cordoned or held, and only while they carry its marks),
+"""Rollback: an aborted run undoes its own fences (only nodes it fenced or held, and only while they carry its marks),
 lets go of its steering, says why in a Warning Event and the log, and deletes the state.
 
 The moves already done stay done: their replacements run where they landed, and the next run

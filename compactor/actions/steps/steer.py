@@ -1,7 +1,7 @@
 """Steer pending pods: a pod the plan places on a node drained for it gets that node, and no one else does meanwhile.
 
 Once every move is done, the node drained for a pending pod (a fence until now) is *reserved*
-for it: one patch uncordons the node and adds a ``NoSchedule`` taint ``<taint_key>=<pod>`` (the
+for it: one patch lifts the fence and adds a ``NoSchedule`` taint ``<taint_key>=<pod>`` (the
 marks stay, so recovery still accounts for the node), then the matching toleration is added to the
 pending pod (the API admits additions to a pod's tolerations). Only that pod can bind there; no
 other node is held (with holds, the other nodes that could take it are held as for a

@@ -21,9 +21,10 @@ hold two moves of one owner).
 
 from __future__ import annotations
 
+import json
 import logging
 
-from compactor.actions.client import Obj
+from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref, owner_pods
 from compactor.actions.pods import is_bound, is_ready, is_terminating
 from compactor.actions.run import Abort, Run
@@ -33,6 +34,11 @@ from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")
 OPT_IN = "compactor.io/make-before-break"
+# The surge's evidence on the old pod, written before the scale-up: the label finds it (a cluster-wide list by label,
+# when the state that recorded the surge is lost), the annotation says what to undo and is checked before any
+# scale-down (a state record alone never scales a Deployment down: anyone may create a ConfigMap by that name).
+SURGED_BY = "compactor.io/surged-by"  # label: the installation
+SURGE_NOTE = "compactor.io/surge"  # annotation: {"plan", "deployment", "replicas", "deletionCost"}
 
 
 def opted_in(run: Run, pod: Obj) -> bool:
@@ -89,8 +95,10 @@ def _deletion_cost(pod: Obj) -> str:
 
 
 def scale_up(run: Run, move: Move, surge: Surge) -> None:
-    """One replica more (idempotent: already one more is as good, after a restart)."""
-    namespace = move.pod.split("/", 1)[0]
+    """The old pod marked with the surge (its evidence), then one replica more (idempotent both: already one more is as
+    good, after a restart)."""
+    namespace, name = move.pod.split("/", 1)
+    _mark(run, namespace, name, surge)
     if run.client.scale_deployment(namespace, surge.deployment, expect=surge.replicas, to=surge.replicas + 1):
         log.info(
             run.said("surged", "would surge (dry run)"),
@@ -164,8 +172,20 @@ def _await_every_replica_ready(run: Run, move: Move, owner: str, selector: str, 
 
 def undo(run: Run, pod_key: str, surge: Surge) -> None:
     """A surge the run gives up: the Deployment back at its replicas (the not-yet-Ready new pod, if any, goes first), the
-    old pod's mark off. Best effort where someone else changed the Deployment meanwhile: theirs to decide."""
+    old pod's mark off. Best effort where someone else changed the Deployment meanwhile: theirs to decide. Only when the
+    old pod, if it is still there, carries this surge's mark: never on the word of a state record alone."""
     namespace, name = pod_key.split("/", 1)
+    old = run.client.get_pod(namespace, name)
+    if (
+        old is not None
+        and str(old["metadata"].get("uid")) == surge.pod_uid
+        and surge_note(old) != _note(run.plan_id, surge)
+    ):
+        log.warning(
+            "surge not undone: the pod carries no mark of it (never surged, or the record is not this run's)",
+            extra={"pod": pod_key, "deployment": surge.deployment},
+        )
+        return
     try:
         if not run.client.scale_deployment(namespace, surge.deployment, expect=surge.replicas + 1, to=surge.replicas):
             now = _replicas(run, namespace, surge.deployment)
@@ -180,15 +200,53 @@ def undo(run: Run, pod_key: str, surge: Surge) -> None:
         raise
 
 
-def _unmark(run: Run, namespace: str, name: str, surge: Surge) -> None:
-    """The old pod's own deletion cost back (none when it had none)."""
+def _note(plan_id: str, surge: Surge) -> dict[str, object]:
+    return {
+        "plan": plan_id,
+        "deployment": surge.deployment,
+        "replicas": surge.replicas,
+        "deletionCost": surge.deletion_cost,
+    }
+
+
+def surge_note(pod: Obj) -> dict[str, object] | None:
+    """The surge mark of a pod (``SURGE_NOTE``), or None when it has none or it is not one."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(SURGE_NOTE)
+    try:
+        note = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return note if isinstance(note, dict) else None
+
+
+def _mark(run: Run, namespace: str, name: str, surge: Surge) -> None:
+    """The surge's evidence on the old pod, before it scales anything (see ``SURGED_BY``)."""
     pod = run.client.get_pod(namespace, name)
-    if (
-        pod is not None
-        and str((pod.get("metadata") or {}).get("uid")) == surge.pod_uid
-        and _deletion_cost(pod) == FIRST_TO_GO
-    ):
-        run.client.patch_pod(namespace, name, {"metadata": {"annotations": {DELETION_COST: surge.deletion_cost}}})
+    if pod is None or str(pod["metadata"].get("uid")) != surge.pod_uid or surge_note(pod) == _note(run.plan_id, surge):
+        return
+    note = json.dumps(_note(run.plan_id, surge), separators=(",", ":"))
+    patch = {"metadata": {"labels": {SURGED_BY: run.settings.identity}, "annotations": {SURGE_NOTE: note}}}
+    run.client.patch_pod(namespace, name, patch)
+
+
+def _unmark(run: Run, namespace: str, name: str, surge: Surge) -> None:
+    """The old pod's own deletion cost back (none when it had none), the surge's marks off."""
+    unmark(run.client, namespace, name, surge.pod_uid, surge.deletion_cost)
+
+
+def unmark(client: ClusterClient, namespace: str, name: str, uid: str, deletion_cost: str | None) -> None:
+    """The pod ``uid``'s own deletion cost back and the surge's marks off (when it is still there)."""
+    pod = client.get_pod(namespace, name)
+    if pod is None or str((pod.get("metadata") or {}).get("uid")) != uid:
+        return
+    annotations: dict[str, str | None] = {}
+    if _deletion_cost(pod) == FIRST_TO_GO:
+        annotations[DELETION_COST] = deletion_cost
+    if surge_note(pod) is not None:
+        annotations[SURGE_NOTE] = None
+    labels = {SURGED_BY: None} if SURGED_BY in ((pod.get("metadata") or {}).get("labels") or {}) else {}
+    if annotations or labels:
+        client.patch_pod(namespace, name, {"metadata": {"annotations": annotations, "labels": labels}})
 
 
 def _replicas(run: Run, namespace: str, deployment: str) -> int | None:

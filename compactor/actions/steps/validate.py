@@ -61,9 +61,10 @@ def _mismatch(plan: CompactionPlan, name: str, there: set[str], strangers: list[
 
 
 def no_strangers_on(run: Run, nodes: list[str]) -> None:
-    """A GPU pod the plan does not move appearing on a fenced source (ours or someone else's cordon) defeats the plan."""
+    """A GPU pod the plan does not move appearing on a source the run fenced (cordoned by an operator or not) defeats the
+    plan."""
     planned = {m.pod for m in run.plan.moves}
     for name in nodes:
         for pod in gpu_pods_on(run.client, name):
             if pod_key(pod) not in planned:
-                raise Abort(f"new GPU pod {pod_key(pod)} appeared on cordoned node {name}")
+                raise Abort(f"new GPU pod {pod_key(pod)} appeared on fenced node {name}")
