@@ -143,8 +143,10 @@ def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str
             label = f"+ {point.recuts} MIG re-cut(s)"
         if point.budget_cut:
             label = "within the run budgets"
-        more = "" if previous is None else f"+{point.moves - previous.moves}"
+        more = "" if previous is None or point.budget_cut else f"+{point.moves - previous.moves}"
         status = point.status if point.status == "OPTIMAL" else f"{point.status} (bound {point.bound:g})"
+        if point.budget_cut:
+            status = "the point above, cut (heldBack)"
         rows.append(
             (
                 "*" if point.chosen else "",
