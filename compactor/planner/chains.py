@@ -139,7 +139,9 @@ def chain(
         if node not in allowed or node in avoid or not loads.holds_gpu_pods(node) or missing(loads, node, gpu_items):
             continue
         tried += 1
-        moves = _clear(problem, loads, counts, ptype.items, node, avoid | {node, source}, gpu_pods=False, fit=fit)
+        moves = make_room(
+            problem, loads, counts, ptype.items, node, avoid | {source}, gpu_pods=False, chains=False, fit=fit
+        )
         if moves is None:
             continue
         loads.move(ptype, source, node, counts)
@@ -150,7 +152,7 @@ def chain(
 ROOM_TRIES = 4  # covers tried per node: each leaves out the types that found no place in the one before
 
 
-def _clear(
+def make_room(
     problem: Problem,
     loads: Loads,
     counts: Counts,
@@ -159,12 +161,14 @@ def _clear(
     avoid: set[int],
     *,
     gpu_pods: bool = True,
-    chains: bool = False,
-    fit: Fit,
+    chains: bool = True,
+    fit: Fit = best_target,
 ) -> list[Move] | None:
-    """Make room for ``items`` on ``node`` by relocating the pods ``evictions`` chooses (never onto ``avoid``); when one
-    finds no place, a cover without its type is tried (big pods cover the most but fit the fewest holes elsewhere).
-    The moves, or None (nothing changed)."""
+    """Take few movable pods off ``node`` (``evictions``; ``gpu_pods`` false: pods without GPUs only) and relocate each
+    (never onto ``avoid`` nor ``node``, by a chain where needed) so that a pod asking ``items`` fits there. When one finds
+    no place, a cover without its type is tried (big pods cover the most but fit the fewest holes elsewhere). The moves,
+    or None (nothing changed)."""
+    avoid = avoid | {node}
     excluded: set[int] = set()
     for _ in range(ROOM_TRIES):
         leaving = evictions(problem, loads, node, items, gpu_pods=gpu_pods, excluded=excluded)
@@ -181,19 +185,3 @@ def _clear(
         else:
             return done
     return None
-
-
-def make_room(
-    problem: Problem,
-    loads: Loads,
-    counts: Counts,
-    items: Sequence[tuple[str, int]],
-    node: int,
-    avoid: set[int],
-    *,
-    chains: bool = True,
-    fit: Fit = best_target,
-) -> list[Move] | None:
-    """Take few movable pods off ``node`` (``evictions``) and relocate each (never onto ``avoid`` nor ``node``, by a
-    chain where needed) so that a pod asking ``items`` fits there; the moves, or None (nothing changed)."""
-    return _clear(problem, loads, counts, items, node, avoid | {node}, chains=chains, fit=fit)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from compactor.actions import annotations as ann
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
@@ -24,30 +23,9 @@ from compactor.app.carry_out import EXIT_STOPPED
 from compactor.cli import main
 from compactor.planner.history import History
 from tests.fakeapi import FakeApiServer
-from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented
+from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented, run_config
 
 CLOSED_NOW = [{"schedule": "0 12 15 6 *", "duration_minutes": 1, "timezone": "UTC"}]  # one minute a year
-
-
-def _config(tmp_path: Path, mode: str = "apply", **disruption: Any) -> str:
-    path = tmp_path / f"compactor-{mode}.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "mode": mode,
-                "planner": {"time_limit_seconds": 5},
-                "disruption": disruption,
-                "executor": {
-                    "poll_seconds": 0.05,
-                    "bind_poll_seconds": 0.05,
-                    "backoff_seconds": 0.05,
-                    "replacement_timeout_seconds": 20,
-                },
-            }
-        ),
-        encoding="utf-8",
-    )
-    return str(path)
 
 
 def _fenced(fake_api: FakeApiServer) -> list[str]:
@@ -74,7 +52,7 @@ def killed_run(fake_api: FakeApiServer, tmp_path: Path) -> str:
         os.kill(os.getpid(), signal.SIGTERM)  # caught by the run: it stops at its next wait
 
     fake_api.on_evict = evicted_then_killed
-    assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path)]) == EXIT_STOPPED
+    assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", run_config(tmp_path)]) == EXIT_STOPPED
     assert _fenced(fake_api), "the killed run left no fence: nothing to clear"
     assert fake_api.get("ConfigMap", ann.STATE_CONFIGMAP, STATE_NAMESPACE) is not None
     fake_api.on_evict = None
@@ -112,7 +90,7 @@ def test_a_run_that_may_not_act_rolls_a_dead_run_back_and_releases_its_fence(
     mode, disruption = MAY_NOT_ACT[why]
     evictions = _evictions(fake_api)
     capsys.readouterr()
-    code = main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path, mode, **disruption)])
+    code = main(["run", "--once", "--kubeconfig", kubeconfig, "--config", run_config(tmp_path, mode, **disruption)])
     assert code == 0
     assert _fenced(fake_api) == []  # the dead run's fence is gone
     assert fake_api.get("ConfigMap", ann.STATE_CONFIGMAP, STATE_NAMESPACE) is None  # its state too: rolled back
@@ -128,13 +106,13 @@ def test_a_run_that_may_not_act_rolls_a_dead_run_back_and_releases_its_fence(
 def test_an_operators_dry_run_clears_nothing(fake_api: FakeApiServer, tmp_path: Path) -> None:
     kubeconfig = killed_run(fake_api, tmp_path)
     fenced = _fenced(fake_api)
-    assert main(["run", "--once", "--dry-run", "--kubeconfig", kubeconfig, "--config", _config(tmp_path)]) == 0
+    assert main(["run", "--once", "--dry-run", "--kubeconfig", kubeconfig, "--config", run_config(tmp_path)]) == 0
     assert _fenced(fake_api) == fenced  # --dry-run changes nothing, leftovers included
     assert fake_api.get("ConfigMap", ann.STATE_CONFIGMAP, STATE_NAMESPACE) is not None
 
 
 def test_a_run_that_may_act_resumes_the_dead_run_instead(fake_api: FakeApiServer, tmp_path: Path) -> None:
     kubeconfig = killed_run(fake_api, tmp_path)
-    assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", _config(tmp_path)]) in (0, 1)
+    assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", run_config(tmp_path)]) in (0, 1)
     assert _fenced(fake_api) == []
     assert fake_api.get("ConfigMap", ann.STATE_CONFIGMAP, STATE_NAMESPACE) is None

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.cli import main
@@ -17,28 +16,11 @@ from compactor.planner.history import MOVED, History, MoveRecord
 from tests.builders import pod
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.server import status_body
-from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented
+from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented, run_config
 
 
 def _config(tmp_path: Path, **disruption: Any) -> str:
-    path = tmp_path / "compactor.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "mode": "apply",
-                "planner": {"time_limit_seconds": 5},
-                "disruption": disruption,
-                "executor": {
-                    "poll_seconds": 0.05,
-                    "bind_poll_seconds": 0.05,
-                    "backoff_seconds": 0.05,
-                    "replacement_timeout_seconds": 20,
-                },
-            }
-        ),
-        encoding="utf-8",
-    )
-    return str(path)
+    return run_config(tmp_path, **disruption)
 
 
 def _run(kubeconfig: str, config: str) -> int:

@@ -6,35 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from compactor.cli import main
 from tests.fakeapi import FakeApiServer
-from tests.scenarios.fragmented_api import fragmented
+from tests.scenarios.fragmented_api import fragmented, run_config
 
 CLOSED_NOW = [{"schedule": "0 12 15 6 *", "duration_minutes": 1, "timezone": "UTC"}]  # one minute a year: 15 June, noon
 ALWAYS_OPEN = [{"schedule": "* * * * *", "duration_minutes": 2, "timezone": "Europe/Paris"}]  # opens every minute
 
 
 def _config(tmp_path: Path, windows: list[dict[str, object]]) -> str:
-    path = tmp_path / "compactor.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "mode": "apply",
-                "planner": {"time_limit_seconds": 5},
-                "disruption": {"windows": windows},
-                "executor": {
-                    "poll_seconds": 0.05,
-                    "bind_poll_seconds": 0.05,
-                    "backoff_seconds": 0.05,
-                    "replacement_timeout_seconds": 20,
-                },
-            }
-        ),
-        encoding="utf-8",
-    )
-    return str(path)
+    return run_config(tmp_path, windows=windows)
 
 
 def _evictions(fake_api: FakeApiServer) -> list[object]:

@@ -3,7 +3,8 @@
 ``fragmented(fake_api, tmp_path)`` loads two 8-GPU nodes, each running one replica of a 2-replica ReplicaSet in
 namespace ``ml`` under a PDB (one move frees a node: 8 GPUs), makes evictions replace the pod on the other node,
 serves Leases (``LeaseStore``), and returns the path of a kubeconfig for the server. ``STATE_NAMESPACE`` is where
-the compactor keeps its state, history and run summary.
+the compactor keeps its state, history and run summary. ``run_config(tmp_path, mode, **disruption)`` writes a config
+file for such runs.
 """
 
 from __future__ import annotations
@@ -11,12 +12,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from compactor.settings import ExecutorSettings
 from tests.builders import node, pdb, pod
 from tests.fakeapi import DisruptionController, FakeApiServer
 from tests.scenarios.lease import LeaseStore
 
 STATE_NAMESPACE = ExecutorSettings().state_namespace
+
+
+def run_config(tmp_path: Path, mode: str = "apply", **disruption: Any) -> str:
+    """A config file for whole runs against the fake API server: ``mode``, the ``disruption`` settings given, a 5 s plan
+    and executor polls fast enough for a test; its path."""
+    path = tmp_path / f"compactor-{mode}.yaml"
+    executor = {
+        "poll_seconds": 0.05,
+        "bind_poll_seconds": 0.05,
+        "backoff_seconds": 0.05,
+        "replacement_timeout_seconds": 20,
+    }
+    settings = {"mode": mode, "planner": {"time_limit_seconds": 5}, "disruption": disruption, "executor": executor}
+    path.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    return str(path)
 
 
 def fragmented(fake_api: FakeApiServer, tmp_path: Path) -> str:
