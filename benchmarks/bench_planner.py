@@ -1,4 +1,4 @@
-"""Planner benchmark: CP-SAT plan vs. greedy drain and descheduler HighNodeUtilization.
+"""Planner benchmark: CP-SAT plan vs. greedy drain, descheduler HighNodeUtilization and the chain placement baseline.
 
     python benchmarks/bench_planner.py                 # 400 x 8 GPUs / 3,000 pods and 1,000 x 8 / 8,000 pods
     python benchmarks/bench_planner.py --sizes 400:3000 --time-limit 10
@@ -38,7 +38,7 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
 
     from compactor.app.plan_document import build_plan
     from compactor.model.load import load_files
-    from compactor.planner.baselines import greedy_drain, high_node_utilization
+    from compactor.planner.baselines import chain_placement, greedy_drain, high_node_utilization
     from compactor.settings import PlannerSettings
 
     snap = load_files([snapshot])
@@ -83,6 +83,7 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
         ("greedy drain", lambda: greedy_drain(snap, settings)),
         ("HighNodeUtilization/LeastAllocated", lambda: high_node_utilization(snap, settings, scoring="LeastAllocated")),
         ("HighNodeUtilization/MostAllocated", lambda: high_node_utilization(snap, settings, scoring="MostAllocated")),
+        ("chain placement (pending pods only)", lambda: chain_placement(snap, settings)),
     ):
         started = time.monotonic()
         result = run()
