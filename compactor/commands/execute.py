@@ -71,6 +71,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_once(inv: Invocation, record: RunRecord) -> int:
     settings = inv.settings
     now = datetime.now(UTC)
+    if inv.live and not inv.dry_run and settings.mode == "apply" and "mode" not in settings.model_fields_set:
+        log.warning(
+            "mode: apply is the code's default (neither a config file nor COMPACTOR_MODE set one); the shipped config "
+            "(manifests/base/config.yaml) says mode: plan. This run acts; --dry-run or mode: plan to only look"
+        )
     restrained = None
     if not inv.dry_run:  # an operator's --dry-run changes nothing; any other run clears leftovers, acting or not
         held, restrained = _why_not_act(inv, now)

@@ -116,3 +116,17 @@ def test_a_run_that_may_act_resumes_the_dead_run_instead(fake_api: FakeApiServer
     assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", run_config(tmp_path)]) in (0, 1)
     assert _fenced(fake_api) == []
     assert fake_api.get("ConfigMap", ann.STATE_CONFIGMAP, STATE_NAMESPACE) is None
+
+
+def test_a_run_acting_on_the_codes_default_mode_says_the_shipped_config_would_only_plan(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: a local ``run --once`` without a config acts (``mode: apply`` is the code's default) where the shipped
+    config says ``plan``; the difference is printed before it acts."""
+    kubeconfig = fragmented(fake_api, tmp_path)
+    monkeypatch.setenv("COMPACTOR_PLANNER__TIME_LIMIT_SECONDS", "5")
+    monkeypatch.setenv("COMPACTOR_EXECUTOR__POLL_SECONDS", "0.05")
+    assert main(["run", "--once", "--kubeconfig", kubeconfig]) == 0
+    assert "mode: apply is the code's default" in capsys.readouterr().err
+    assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", run_config(tmp_path)]) == 0
+    assert "the code's default" not in capsys.readouterr().err  # a config that says apply is what it says
