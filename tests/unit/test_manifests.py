@@ -54,6 +54,7 @@ from tests.manifests import (
     MODES,
     MONITORING,
     NAMESPACE,
+    NAMESPACE_ONLY,
     OVERLAYS,
     ROOT,
     STEERING,
@@ -1060,7 +1061,7 @@ def test_the_docs_install_with_kustomizations_that_exist() -> None:
             assert name == IMAGE, (
                 f"{shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
             )
-    assert applied == {CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES}
+    assert applied == {NAMESPACE_ONLY, CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES}
     readme = _install_texts()[ROOT / "README.md"]
     for step in (
         "docker build -t REGISTRY/gpu-compactor:TAG .",
@@ -1155,3 +1156,28 @@ def test_both_workloads_read_the_mode_and_run_without_it(tmp_path: Path) -> None
     for overlay, kind in ((CRONJOB, "CronJob"), (CONTROLLER, "Deployment")):
         (container,) = pod_spec(one_object(overlay, kind))["containers"]
         assert {"configMapRef": {"name": "gpu-compactor-mode", "optional": True}} in container["envFrom"], overlay
+
+
+def readme_apply_commands() -> list[Path]:
+    """The kustomizations the README applies with `kubectl apply -k`, in the order it lists them."""
+    readme = (ROOT / "README.md").read_text()
+    return [ROOT / found for found in re.findall(r"kubectl apply -k (manifests/[\w/-]+)", readme)]
+
+
+def test_the_readme_creates_the_namespace_before_anything_in_it() -> None:
+    """Issue 18: the first install applied a mode before the overlay that brought the namespace, and
+    `kubectl apply -k manifests/mode/report` failed on an empty cluster ("namespaces gpu-compactor not found")."""
+    created: set[str] = set()
+    for kustomization in readme_apply_commands():
+        built = kustomize_build(kustomization)
+        created |= {doc["metadata"]["name"] for doc in built if doc["kind"] == "Namespace"}
+        used = {doc["metadata"].get("namespace") for doc in built} & {NAMESPACE}
+        assert used <= created, f"{kustomization.relative_to(ROOT)} needs namespace {NAMESPACE} before it exists"
+    assert NAMESPACE in created
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda path: path.name)
+def test_deleting_a_mode_leaves_the_namespace_and_its_state(mode: Path) -> None:
+    """`kubectl delete -k manifests/mode/apply` (going back to the default mode) deletes what the mode holds:
+    were the namespace among it, the history, the runs' results and the workloads would go with it."""
+    assert [doc["kind"] for doc in kustomize_build(mode)] == ["ConfigMap"]
