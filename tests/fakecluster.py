@@ -3,8 +3,9 @@
 ``FakeCluster`` implements ``ClusterClient`` over an in-memory store of API-shaped
 dicts (``tests/builders.py``) and plays the parts of the cluster that react to the
 executor: the eviction subresource (PDB checks, 404/429/500), the disruption
-controller (PDB status), ReplicaSet/StatefulSet controllers (replacements), a
-scheduler (cooperative best-fit, spreading like the default profile, or adversarial) and the kubelet (binding -> Running/Ready).
+controller (PDB status), ReplicaSet/StatefulSet/Job controllers (replacements, created under each controller's own user,
+as kube-controller-manager creates them), a scheduler (cooperative best-fit, spreading like the default profile, or
+adversarial) and the kubelet (binding -> Running/Ready).
 Time only moves through ``FakeClock.sleep``/``advance``/``settle``; each step runs
 ``tick()``. Tests can inject failures and crashes and check invariants afterwards.
 Nothing here uses real time or unseeded randomness.
@@ -23,7 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from compactor.actions.annotations import FENCE_TAINT_PREFIX
 from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
-from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
+from compactor.actions.steering.pin import creator_of, pin_for, pinned
 from compactor.errors import ClusterError
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_label_selector, parse_node, parse_pod
@@ -60,7 +61,7 @@ METHODS = (
 )
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ADMISSION_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
-CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet")
+CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet", "Job")  # a Job recreates an evicted pod too (while under backoffLimit)
 TERMINAL = ("Succeeded", "Failed")
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 CONFIGMAP_LIMIT = 1024 * 1024  # validation.MaxConfigMapSize: keys plus values
@@ -159,7 +160,7 @@ class Call:
 
 @dataclass
 class Controller:
-    kind: str  # ReplicaSet | StatefulSet
+    kind: str  # ReplicaSet | StatefulSet | Job
     namespace: str
     name: str
     replicas: int
@@ -220,6 +221,24 @@ def _controller_ref(pod: Obj) -> tuple[str, str, str] | None:
         if ref.get("controller") and ref.get("kind") in CONTROLLER_KINDS:
             return str(ref["kind"]), _key(pod)[0], str(ref["name"])
     return None
+
+
+def _selects(selector: Obj | None, labels: dict[str, str]) -> bool:
+    """A label selector (metav1.LabelSelector) against ``labels``; absent or empty selects everything."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        present = key in labels
+        if not {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]:
+            return False
+    return True
 
 
 def _template(pod: Obj) -> Obj:
@@ -395,7 +414,7 @@ class FakeCluster:
                     {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": uid, "controller": True}
                 ]
             return {
-                "apiVersion": "apps/v1",
+                "apiVersion": "batch/v1" if kind == "Job" else "apps/v1",
                 "kind": kind,
                 "metadata": meta,
                 "spec": {
@@ -920,7 +939,7 @@ class FakeCluster:
                 pod["status"] = {"phase": "Pending", "conditions": []}
                 _set_condition(pod, "PodScheduled", False)
                 _set_condition(pod, "Ready", False)
-                self._admit(self._admission(pod, creator=CONTROLLER_USERS[0]), scale_up=False)
+                self._admit(self._admission(pod, creator=creator_of(pod)), scale_up=False)
 
     @staticmethod
     def _deletion_rank(pod: Obj) -> tuple[int, int, int, int, float]:
@@ -952,6 +971,12 @@ class FakeCluster:
         binding = self.admissions.get(("MutatingAdmissionPolicyBinding", STEERING_CONFIGMAP))
         parameters = self.config_maps.get(STEERING_CONFIGMAP)
         if policy is None or binding is None or parameters is None:
+            return pod
+        namespace = {"kubernetes.io/metadata.name": pod["metadata"]["namespace"]}  # every namespace's own label
+        if not all(
+            _selects((obj.get("spec") or {}).get(field, {}).get("namespaceSelector"), namespace)
+            for obj, field in ((policy, "matchConstraints"), (binding, "matchResources"))
+        ):
             return pod
         node = pin_for(pod, parameters.get("data") or {}, creator)
         if node is None:

@@ -30,7 +30,7 @@ from compactor.actions import migmanager
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef, T
 from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref, selector_text_matches
 from compactor.actions.pods import pod_key
-from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
+from compactor.actions.steering.pin import creator_of, pin_for, pinned
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.scheduling import untolerated_taint
@@ -331,7 +331,7 @@ class RecordingClient:
             "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
         }
         for parameters in self.config_maps.values():  # the steering policy's part: the owner's next pod comes pinned
-            node = pin_for(clone, (parameters.get("data") or {}), CONTROLLER_USERS[0])
+            node = pin_for(clone, (parameters.get("data") or {}), creator_of(clone))
             if node is not None:
                 clone = pinned(clone, node)
         self.pods[pod_key(clone)] = clone

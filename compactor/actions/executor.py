@@ -53,6 +53,7 @@ class RunReport:
     recuts: dict[str, str] = field(default_factory=dict)  # MIG re-cuts attempted: node -> success | failed | timeout
     steering: str = ""  # the mechanism in force: policy | holds | off
     steering_why: str = ""
+    steering_not_in_effect: bool = False  # the policy is installed but runs concluded it is not in effect
 
     @property
     def shown_status(self) -> str:
@@ -74,7 +75,11 @@ class RunReport:
             "dryRun": self.dry_run,
             "outcome": self.outcome.to_dict() if self.outcome else None,
             "migRecuts": self.recuts,
-            "steering": {"mechanism": self.steering, "why": self.steering_why},
+            "steering": {
+                "mechanism": self.steering,
+                "why": self.steering_why,
+                "policyNotInEffect": self.steering_not_in_effect,
+            },
         }
 
 
@@ -106,7 +111,7 @@ class Executor:
     def steering(self) -> Choice:
         """The steering mechanism for this executor's runs, chosen once (``executor.steering`` and what the cluster serves)."""
         if self._choice is None:
-            self._choice = choose(self.client, self.settings)
+            self._choice = choose(self.client, self.settings, self.clock.now())
             log.info("steering", extra={"mechanism": self._choice.mechanism.value, "why": self._choice.why})
         return self._choice
 
@@ -119,6 +124,7 @@ class Executor:
             dry_run=self.dry_run,
             steering=self.steering.mechanism.value,
             steering_why=self.steering.why,
+            steering_not_in_effect=self.steering.not_in_effect,
         )
         if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
             report.status = "nothing-to-do"
@@ -200,10 +206,11 @@ class Executor:
             dry_run=self.dry_run,
             steering=self.steering.mechanism.value,
             steering_why=self.steering.why,
+            steering_not_in_effect=self.steering.not_in_effect,
         )
 
     def _run(self, plan: CompactionPlan, state: RunState) -> Run:
-        steerer: Steerer = steerer_for(self.steering)
+        steerer: Steerer = steerer_for(self.steering, self.settings.identity)
         return Run(
             plan,
             state,

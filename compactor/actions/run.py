@@ -23,6 +23,7 @@ from compactor.actions.events import Event
 from compactor.actions.retry import Backoff, retrying
 from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.errors import ClusterError
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, Move, Placement
 from compactor.settings import ExecutorSettings, PlannerSettings
 
@@ -60,6 +61,7 @@ class Steerer(Protocol):
 
     mechanism: Mechanism
     why: str  # how it was chosen, for the plan, the run report and the log
+    steerability: Steerability  # what it can keep where a plan puts a replacement (asked again before each eviction)
     exact: bool  # the replacement must land on its planned node (else the run stops and rolls back)
     parallel: bool  # moves of different owners may be in flight together (max_concurrent_evictions)
     release_on_stop: (

@@ -22,7 +22,7 @@ from compactor.actions.executor import Executor, Progress, RunReport
 from compactor.actions.fencing import FencedClient
 from compactor.actions.memory import remember_run, reversals
 from compactor.actions.recovery import RecoveryReport, leftovers, recover
-from compactor.actions.steering.detect import Choice, choose, planning_fence
+from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.invocation import Invocation
 from compactor.app.last_run import RunRecord
 from compactor.app.reading import cluster_client, recording_client, world_objects
@@ -30,8 +30,8 @@ from compactor.errors import CompactorError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity
 from compactor.model.text import listed
-from compactor.model.types import Taint
 from compactor.planner.history import Restraints
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
 from compactor.windows import window_state
@@ -101,13 +101,13 @@ def window_keeper(settings: Settings, clock: Clock) -> Callable[[], str]:
 def carry_out(
     inv: Invocation,
     plan: CompactionPlan | None,
-    make_plan: Callable[[Taint | None], CompactionPlan] | None = None,
+    make_plan: Callable[[Steerability], CompactionPlan] | None = None,
     *,
     record: RunRecord | None = None,
     restraints: Restraints | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> Carried:
-    """Under the Lease and the stop signals: recover (real runs), plan if not given (``make_plan(fence)``), execute.
+    """Under the Lease and the stop signals: recover (real runs), plan if not given (``make_plan(steerability)``), execute.
     ``restraints``: what the history forbids (a plan that undoes a recent move is refused); ``record``: filled in."""
     settings = inv.settings
     live, real_clock, dry_run = executor_for(inv, plan)
@@ -119,8 +119,10 @@ def carry_out(
             if plan is None:
                 if make_plan is None:
                     raise CompactorError("no plan to carry out")
-                choice = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
-                plan = make_plan(planning_fence(choice.mechanism, settings.executor.identity))
+                choice = choose(
+                    client, settings.executor, clock.now()
+                )  # the plan leaves in place what this steering cannot place
+                plan = make_plan(steerability_of(choice, settings.executor.identity))
             if make_plan is not None:  # `run` made the plan itself: say what it is about to do
                 log.info(
                     f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}"

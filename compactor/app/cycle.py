@@ -18,7 +18,7 @@ from compactor.actions.clock import Clock, SimulatedClock
 from compactor.actions.executor import Progress, RunReport
 from compactor.actions.memory import restraints_now
 from compactor.actions.recovery import RecoveryReport, recover
-from compactor.actions.steering.detect import choose, planning_fence
+from compactor.actions.steering.detect import choose, steerability_of
 from compactor.app.carry_out import execute as execute_plan
 from compactor.app.figures import cordoned_nodes, figures_for, measure
 from compactor.app.last_run import evictions, gained
@@ -46,6 +46,7 @@ class CycleRecorder(Protocol):
         gained: tuple[int, int] | None = None,
         recuts: tuple[str, ...] = (),
         steering: str = "",
+        steering_not_in_effect: bool = False,
     ) -> None: ...
 
     def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
@@ -126,14 +127,16 @@ def run_cycle(
     report.figures, report.cordoned_nodes = figures, cordoned_nodes(snapshot)
     if execute:
         check_selection(snapshot, settings)
-        steering = choose(client, settings.executor)  # the plan leaves in place what this steering cannot place
+        steering = choose(
+            client, settings.executor, clock.now()
+        )  # the plan leaves in place what this steering cannot place
         plan = plan_of(
             snapshot,
             settings,
             figures.shapes,
             source=snapshot.source,
             now=clock.now(),
-            fence=planning_fence(steering.mechanism, settings.executor.identity),
+            steering=steerability_of(steering, settings.executor.identity),
             restraints=restraints,
         )
         report.plan, report.plan_id, report.planned_moves, report.planned_freed = (
@@ -172,6 +175,7 @@ def run_cycle(
             gained=gained(run),
             recuts=tuple(run.recuts.values()),
             steering=run.steering,
+            steering_not_in_effect=run.steering_not_in_effect,
         )
         if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
             snapshot = load_snapshot()  # the figures after the run, not the ones it started from

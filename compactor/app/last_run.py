@@ -346,6 +346,7 @@ class Pusher(Protocol):
         gained: tuple[int, int] | None = None,
         recuts: tuple[str, ...] = (),
         steering: str = "",
+        steering_not_in_effect: bool = False,
     ) -> None: ...
 
     def set_leader(self, leader: bool) -> None: ...
@@ -376,6 +377,7 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime, export
             gained=gained(report),
             recuts=tuple(report.recuts.values()),
             steering=report.steering,
+            steering_not_in_effect=report.steering_not_in_effect,
         )
         exporter.set_leader(not report.dry_run)  # a real run acted under the Lease
     if record.error:

@@ -25,9 +25,10 @@ from compactor.metrics.fragmentation import (
     held_by_node,
 )
 from compactor.model.migparted import Layouts
-from compactor.model.types import Snapshot, Taint
+from compactor.model.types import Snapshot
 from compactor.planner.compose import compose
 from compactor.planner.history import Restraints
+from compactor.planner.movability import Steerability
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import CompactionPlan, PendingNote, apply_plan
 from compactor.settings import DisruptionSettings, PlannerSettings
@@ -42,7 +43,7 @@ def build_plan(
     shapes: Sequence[ReferenceShape] | None = None,
     plan_id: str | None = None,
     mig_parted: Layouts | None = None,
-    fence: Taint | None = None,
+    steering: Steerability | None = None,
     load_seconds: float | None = None,
     stage: Callable[[str, str], None] | None = None,
     restraints: Restraints | None = None,
@@ -66,7 +67,7 @@ def build_plan(
         shapes=shapes,
         plan_id=plan_id,
         mig_parted=mig_parted,
-        fence=fence,
+        steering=steering,
         load_seconds=load_seconds,
         stage=stage,
         restraints=restraints,

@@ -2,7 +2,7 @@
 
 ``prepare`` checks what the settings ask of the snapshot (shapes its nodes offer, a planner selection that leaves some GPU
 pod movable) and derives the reference shapes (``figures.shapes_for``); ``plan_of`` plans with them, the MIG layouts
-re-cuts may use (``planner.mig_repartition``), the fence the steering will need, the history's restraints and the run
+re-cuts may use (``planner.mig_repartition``), what the steering can keep in place, the history's restraints and the run
 budgets. The steering a live cluster offers and the MIG layout advice of ``plan --explain-mig`` are here too.
 """
 
@@ -14,15 +14,16 @@ from datetime import datetime
 from typing import Any
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.steering.detect import choose, offline_mechanism, planning_fence
+from compactor.actions.steering.detect import choose, offline_mechanism, steerability, steerability_of
 from compactor.app.figures import shapes_for
 from compactor.app.plan_document import build_plan
 from compactor.errors import CompactorError
 from compactor.metrics.fragmentation import ReferenceShape
 from compactor.model.migparted import find_mig_parted, problems
-from compactor.model.types import Snapshot, Taint
+from compactor.model.types import Snapshot
 from compactor.planner.history import Restraints
 from compactor.planner.mig_advice import advise
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, SteeringNote
 from compactor.planner.recut import mig_parted_for
 from compactor.settings import Settings
@@ -46,14 +47,14 @@ def plan_of(
     *,
     source: str,
     now: datetime,
-    fence: Taint | None,
+    steering: Steerability,
     restraints: Restraints | None = None,
     stage: Callable[[str, str], None] | None = None,
     load_seconds: float | None = None,
 ) -> CompactionPlan:
     """The plan of ``snapshot`` (``prepare`` gave ``shapes``): ``settings.planner`` with the MIG layouts re-cuts may use,
-    the run budgets (``disruption``) and what the history forbids (``restraints``); ``fence``: the taint the run fences
-    with (``fence_for``, ``planning_fence``)."""
+    the run budgets (``disruption``) and what the history forbids (``restraints``); ``steering``: what the run's steering
+    can keep where the plan puts a replacement (``steering_in``, ``offline_steerability``)."""
     return build_plan(
         snapshot,
         settings.planner,
@@ -61,7 +62,7 @@ def plan_of(
         now=now,
         shapes=shapes,
         mig_parted=mig_parted_for(snapshot, settings),
-        fence=fence,
+        steering=steering,
         load_seconds=load_seconds,
         stage=stage,
         restraints=restraints,
@@ -70,20 +71,21 @@ def plan_of(
     )
 
 
-def steering_in(client: ClusterClient, settings: Settings) -> SteeringNote:
-    """The mechanism a run would steer with in the cluster ``client`` reads (``executor.steering: policy`` without the policy
-    says so here instead of failing: a plan is only read)."""
+def steering_in(client: ClusterClient, settings: Settings) -> tuple[SteeringNote, Steerability]:
+    """The mechanism a run would steer with in the cluster ``client`` reads, and what it can keep in place
+    (``executor.steering: policy`` without the policy says so here instead of failing: a plan is only read)."""
     try:
         choice = choose(client, settings.executor)
     except CompactorError as exc:
-        return SteeringNote(mechanism="policy", why=f"a run would fail before any change: {exc}")
-    return SteeringNote(mechanism=choice.mechanism.value, why=choice.why)
+        note = SteeringNote(mechanism="policy", why=f"a run would fail before any change: {exc}")
+        return note, steerability("policy", settings.executor.identity)
+    note = SteeringNote(mechanism=choice.mechanism.value, why=choice.why)
+    return note, steerability_of(choice, settings.executor.identity)
 
 
-def fence_for(steering: SteeringNote | None, settings: Settings) -> Taint | None:
-    """The fence a plan must reckon with under ``steering`` (None: planned without a cluster, as the settings say)."""
-    mechanism = steering.mechanism if steering is not None else offline_mechanism(settings.executor)
-    return planning_fence(mechanism, settings.executor.identity)
+def offline_steerability(settings: Settings) -> Steerability:
+    """What a plan made without a cluster reckons the steering can keep in place: as the settings say."""
+    return steerability(offline_mechanism(settings.executor), settings.executor.identity)
 
 
 def mig_advice(snapshot: Snapshot, settings: Settings) -> tuple[list[dict[str, Any]], str | None]:

@@ -11,7 +11,7 @@ from compactor.app.carry_out import EXIT_STOPPED, Carried, carry_out, clean_up
 from compactor.app.figures import measure
 from compactor.app.invocation import Invocation, from_args
 from compactor.app.last_run import RunRecord, finish
-from compactor.app.planning import fence_for, plan_of, prepare, steering_in
+from compactor.app.planning import offline_steerability, plan_of, prepare, steering_in
 from compactor.app.policy import restraints, window_closed, within_mode
 from compactor.app.reading import cluster_client, load_for_planning, load_snapshot
 from compactor.commands.options import add_common_options, add_source_options
@@ -19,8 +19,8 @@ from compactor.commands.progress import SolveProgress, TerminalProgress
 from compactor.commands.render import held_text, print_run
 from compactor.controller.exporter import Exporter
 from compactor.errors import CompactorError
-from compactor.model.types import Taint
 from compactor.planner.history import Restraints
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, load_plan
 from compactor.report import render_report
 from compactor.sources import mig_parted_namespace
@@ -96,7 +96,7 @@ def _run_once(inv: Invocation, record: RunRecord) -> int:
     source = inv.input()
     mig_parted_namespace(settings)  # a mig.config_map outside the GPU Operator's namespace: refused before anything
 
-    def plan_now(fence: Taint | None) -> CompactionPlan:
+    def plan_now(steering: Steerability) -> CompactionPlan:
         snapshot = load_for_planning(inv)
         shapes = prepare(snapshot, settings)
         record.saw(snapshot, shapes)
@@ -107,19 +107,21 @@ def _run_once(inv: Invocation, record: RunRecord) -> int:
                 shapes,
                 source=source.describe(),
                 now=datetime.now(UTC),
-                fence=fence,
+                steering=steering,
                 stage=progress.stage,
                 restraints=restrained,
             )
 
     progress = TerminalProgress(inv.log_format)
     if inv.dry_run:  # the dry-run client is made over the plan, so the steering is asked of the cluster (if any) first
-        steering = steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else None
+        steerability = (
+            steering_in(cluster_client(inv, dry_run=True), settings)[1] if inv.live else offline_steerability(settings)
+        )
         return _shown(
             inv,
             carry_out(
                 inv,
-                plan_now(fence_for(steering, settings)),
+                plan_now(steerability),
                 plan_now,
                 record=record,
                 restraints=restrained,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from compactor.app.invocation import from_args, settings_from_args
-from compactor.app.planning import fence_for, plan_of, prepare, steering_in, with_advice
+from compactor.app.planning import offline_steerability, plan_of, prepare, steering_in, with_advice
 from compactor.app.policy import restraints
 from compactor.app.reading import cluster_client, load_for_planning
 from compactor.commands.options import add_common_options, add_source_options
@@ -56,7 +56,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     snapshot = load_for_planning(inv, explain_mig=args.explain_mig)
     loaded = time.monotonic() - loading  # reported apart: planner.time_limit_seconds bounds the planning only
     shapes = prepare(snapshot, settings)
-    steering = steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else None
+    steering, steerability = (
+        steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else (None, offline_steerability(settings))
+    )
     with SolveProgress() as progress:
         plan = plan_of(
             snapshot,
@@ -64,7 +66,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             shapes,
             source=source.describe(),
             now=datetime.now(UTC),
-            fence=fence_for(steering, settings),
+            steering=steerability,
             load_seconds=loaded,
             stage=progress.stage,
             restraints=restraints(inv, datetime.now(UTC)),

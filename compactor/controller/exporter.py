@@ -60,6 +60,7 @@ class Exporter(Collector):
         self._recuts: dict[str, int] = dict.fromkeys(RECUT_RESULTS, 0)
         self._steering: str | None = None
         self._steering_runs: dict[str, int] = dict.fromkeys(STEERING_MECHANISMS, 0)
+        self._not_in_effect = False
         self._plan: tuple[float, float | None, int] | None = None
         self._paused_until: float | None = None  # Unix seconds the circuit breaker pauses runs until; 0 when not paused
         self._last_run: tuple[str, float] | None = None  # (status, Unix seconds it ended)
@@ -84,12 +85,14 @@ class Exporter(Collector):
         gained: tuple[int, int] | None = None,
         recuts: tuple[str, ...] = (),
         steering: str = "",
+        steering_not_in_effect: bool = False,
     ) -> None:
         """One executor run ended, now, with ``status`` (succeeded | partial | failed | nothing-to-do | dry-run) after
         ``evictions`` evictions; it is also the last run (``record_last_run``) as of the exporter's clock.
 
         ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured; ``recuts``: the result of
-        each MIG re-cut it attempted (success | failed | timeout); ``steering``: the mechanism in force (policy | holds | off).
+        each MIG re-cut it attempted (success | failed | timeout); ``steering``: the mechanism in force (policy | holds | off);
+        ``steering_not_in_effect``: the policy is installed but runs concluded it does not pin (actions/steering/evidence.py).
         """
         if status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}; expected {RUN_STATUSES}")
@@ -104,6 +107,7 @@ class Exporter(Collector):
             if steering:
                 self._steering = steering
                 self._steering_runs[steering] += 1
+                self._not_in_effect = steering_not_in_effect
             self._runs[status] += 1
             self._evictions += evictions
             if gained is not None:
@@ -176,7 +180,7 @@ class Exporter(Collector):
             figures, fenced, leader = self._figures, self._fenced, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
             gained, recuts = self._gained, dict(self._recuts)
-            steering, steering_runs = self._steering, dict(self._steering_runs)
+            steering, steering_runs, not_in_effect = self._steering, dict(self._steering_runs), self._not_in_effect
             plan, paused_until = self._plan, self._paused_until
             last_run, last_success = self._last_run, self._last_success
         if paused_until is not None:
@@ -262,6 +266,12 @@ class Exporter(Collector):
             for name in STEERING_MECHANISMS:
                 mechanism.add_metric([name], 1 if name == steering else 0)
             yield mechanism
+            yield GaugeMetricFamily(
+                PREFIX + "steering_policy_not_in_effect",
+                "1 when the last run found the steering policy installed but concluded from replacements of several "
+                "workloads arriving unpinned that it is not in effect (it steers with holds meanwhile), else 0.",
+                value=1 if not_in_effect else 0,
+            )
         runs_by = CounterMetricFamily(
             PREFIX + "steered_runs", "Runs by the steering mechanism they used.", labels=["mechanism"]
         )

@@ -20,12 +20,12 @@ from datetime import datetime
 
 from compactor.metrics.fragmentation import ReferenceShape, reference_shapes
 from compactor.model.migparted import Layouts
-from compactor.model.types import Node, Snapshot, Taint
+from compactor.model.types import Node, Snapshot
 from compactor.planner.budgets import RunBudgets, refusal, take_nodes
 from compactor.planner.deadline import Deadline, deadline_for
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
 from compactor.planner.history import Restraints, workload_key
-from compactor.planner.movability import Unmovable
+from compactor.planner.movability import Steerability, Unmovable
 from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.objective import Assignment, empty_nodes, pending_weight
 from compactor.planner.pins import without_own_pins
@@ -225,7 +225,7 @@ def compose(
     shapes: Sequence[ReferenceShape] | None = None,
     plan_id: str | None = None,
     mig_parted: Layouts | None = None,
-    fence: Taint | None = None,
+    steering: Steerability | None = None,
     load_seconds: float | None = None,
     stage: Callable[[str, str], None] | None = None,
     restraints: Restraints | None = None,
@@ -254,8 +254,9 @@ def compose(
     ``stage(name, best)``: told as each stage starts, with the best plan so far in words ("" before there is one), so a
     caller can show progress on long solves.
 
-    ``fence``: the taint the run will fence nodes with when fences are what steer replacements (``holds``, ``off``): pods
-    tolerating it stay where they are. None when the steering policy pins every replacement to its planned node.
+    ``steering``: what the run's steering can keep where the plan puts a replacement (``movability.Steerability``): with
+    fences (``holds``, ``off``) pods tolerating them stay; with the steering policy, pods it does not pin (not a ReplicaSet's
+    or StatefulSet's, or outside its binding's namespaces). None: nothing asked of the steering.
 
     With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
     pending MIG pods (``recut.py``).
@@ -284,7 +285,9 @@ def compose(
     say("building the problem", "")
     # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
     building = time.monotonic()
-    problem = build_problem(snapshot, settings, max_targets=len(snapshot.nodes), fence=fence, now=now, restraints=held)
+    problem = build_problem(
+        snapshot, settings, max_targets=len(snapshot.nodes), steering=steering, now=now, restraints=held
+    )
     original = problem = replace(problem, usage_shapes=usage_shapes(problem, [s.requests for s in shapes]))
     built = time.monotonic() - building
     result: SolveResult | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from compactor.model.scheduling import label_selector_matches, untolerated_taint
@@ -74,6 +75,18 @@ class Unmovable(enum.StrEnum):
         "tolerates the compactor's fence taint: fences cannot keep its replacement off other nodes, and only the "
         "steering policy (manifests/steering) places it exactly"
     )
+    NOT_PINNED_OWNER = (
+        "its controller is not a ReplicaSet or StatefulSet, whose pods alone the steering policy pins (its creators): "
+        "its replacement would land where kube-scheduler likes (executor.steering: holds can move it)"
+    )
+    OUTSIDE_POLICY = (
+        "its namespace is outside the steering policy's binding (matchResources.namespaceSelector): its replacement "
+        "would not be pinned"
+    )
+
+
+# What the run's steering cannot keep in place (``Steerability``): said with the mechanism, which another would not be.
+STEERING_REASONS = frozenset({Unmovable.TOLERATES_FENCES, Unmovable.NOT_PINNED_OWNER, Unmovable.OUTSIDE_POLICY})
 
 
 def is_system_critical(pod: Pod) -> bool:
@@ -177,10 +190,50 @@ def tolerates_fence(tolerations: tuple[Toleration, ...], fence: Taint) -> bool:
     return untolerated_taint(tolerations, (fence,)) is None
 
 
-def _steering_reason(pod: Pod, fence: Taint | None) -> Unmovable | None:
-    """``fence``: the taint a run fences nodes with when fences are what steer replacements (holds, off); None when the
-    steering policy pins each replacement to its node, whatever it tolerates."""
-    return Unmovable.TOLERATES_FENCES if fence is not None and tolerates_fence(pod.tolerations, fence) else None
+# The controllers whose pods the steering policy pins: kube-controller-manager's ReplicaSet and StatefulSet controllers
+# are its creators (manifests/steering/policy.yaml); a Job's, a DaemonSet's or an operator's pods come unpinned.
+PINNED_OWNER_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
+
+
+@dataclass(frozen=True)
+class NamespaceScope:
+    """The namespaces an admission binding covers, as its namespace selector says them by name."""
+
+    only: frozenset[str] | None = None  # None: every namespace not in ``never``
+    never: frozenset[str] = frozenset()
+
+    def covers(self, namespace: str) -> bool:
+        return namespace not in self.never and (self.only is None or namespace in self.only)
+
+
+EVERY_NAMESPACE = NamespaceScope()
+
+
+@dataclass(frozen=True)
+class Steerability:
+    """What a run's steering can keep where a plan puts a replacement; a pod it cannot is not moved.
+
+    ``fence`` (holds, off): the taint the run fences nodes with; a pod tolerating it escapes every fence. ``policy``
+    (the steering admission policy): the namespaces its binding covers; within them it pins only the pods of
+    ``PINNED_OWNER_KINDS``."""
+
+    fence: Taint | None = None
+    policy: NamespaceScope | None = None
+
+    def reason(self, pod: Pod) -> Unmovable | None:
+        if self.fence is not None and tolerates_fence(pod.tolerations, self.fence):
+            return Unmovable.TOLERATES_FENCES
+        if self.policy is None:
+            return None
+        controller = next((o for o in pod.owners if o.controller), None)
+        if controller is None or controller.kind not in PINNED_OWNER_KINDS:
+            return Unmovable.NOT_PINNED_OWNER
+        return None if self.policy.covers(pod.namespace) else Unmovable.OUTSIDE_POLICY
+
+
+def _steering_reason(pod: Pod, steering: Steerability | None) -> Unmovable | None:
+    """``steering``: what the run's steering can keep in place (None: nothing asked of it)."""
+    return steering.reason(pod) if steering is not None else None
 
 
 def why_unmovable(
@@ -191,17 +244,17 @@ def why_unmovable(
     volumes: VolumeIndex | None = None,
     *,
     ready_replicas: int | None = None,
-    fence: Taint | None = None,
+    steering: Steerability | None = None,
     now: datetime | None = None,
     restraints: Restraints | None = None,
 ) -> Unmovable | None:
     """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
-    (None: not counted); ``fence``: see ``_steering_reason``."""
+    (None: not counted); ``steering``: see ``_steering_reason``."""
     reason = (
         _contract_reason(pod, node, pdbs, settings.recreating_controllers)
         or config_reason(pod, settings, now)
         or _replicas_reason(pdbs, ready_replicas, settings)
-        or _steering_reason(pod, fence)
+        or _steering_reason(pod, steering)
         or _restraint_reason(pod, restraints)
     )
     if reason is None and (pod.claims or pod.ephemeral_volumes) and (volumes is None or volumes.placement(pod).unknown):
@@ -227,7 +280,7 @@ def why_not_evictable(
     settings: PlannerSettings,
     *,
     ready_replicas: int | None,
-    fence: Taint | None = None,
+    steering: Steerability | None = None,
     now: datetime | None = None,
 ) -> Unmovable | None:
     """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
@@ -236,7 +289,7 @@ def why_not_evictable(
         _contract_reason(pod, node, pdbs, settings.recreating_controllers, pdb_now=False)
         or config_reason(pod, settings, now)
         or _replicas_reason(pdbs, ready_replicas, settings)
-        or _steering_reason(pod, fence)
+        or _steering_reason(pod, steering)
     )
 
 
@@ -312,11 +365,11 @@ def movability(
     settings: PlannerSettings,
     volumes: VolumeIndex | None = None,
     *,
-    fence: Taint | None = None,
+    steering: Steerability | None = None,
     now: datetime | None = None,
     restraints: Restraints | None = None,
 ) -> dict[str, Unmovable | None]:
-    """Pod key -> None (movable) or the reason it is not, for every bound pod (``fence``: see ``_steering_reason``)."""
+    """Pod key -> None (movable) or the reason it is not, for every bound pod (``steering``: see ``_steering_reason``)."""
     bound = [p for p in pods if p.is_bound]
     covering = pdbs_by_pod(bound, pdbs)
     replicas = ready_replicas(bound)
@@ -328,7 +381,7 @@ def movability(
             settings,
             volumes,
             ready_replicas=replicas.get(controller_uid(p), 0),
-            fence=fence,
+            steering=steering,
             now=now,
             restraints=restraints,
         )

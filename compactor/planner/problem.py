@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from compactor.model.resources import CPU, MEMORY, Resources, is_gpu_resource
-from compactor.model.types import Node, Pod, Snapshot, Taint
+from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.history import Restraints
-from compactor.planner.movability import Unmovable, movability, why_not_placeable
+from compactor.planner.movability import Steerability, Unmovable, movability, why_not_placeable
 from compactor.planner.price import Pricing
 from compactor.settings import PlannerSettings, parse_shape
 
@@ -188,11 +188,11 @@ def build_problem(
     settings: PlannerSettings,
     *,
     max_targets: int | None = None,
-    fence: Taint | None = None,
+    steering: Steerability | None = None,
     now: datetime | None = None,
     restraints: Restraints | None = None,
 ) -> Problem:
-    """``fence``: the taint a run fences nodes with when fences steer replacements (None: the steering policy pins them);
+    """``steering``: what the run's steering can keep where the plan puts a replacement (``movability.Steerability``);
     ``now``: the plan's time, for the pod age rules (None: they pass); ``restraints``: what earlier runs forbid now (nodes
     in their cooldown neither give nor receive pods)."""
     nodes_by_name = snapshot.node_by_name()
@@ -203,7 +203,7 @@ def build_problem(
         snapshot.pdbs,
         settings,
         rules.volumes,
-        fence=fence,
+        steering=steering,
         now=now,
         restraints=restraints,
     )

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.builders import steering_policy
 from tests.e2e.helpers import PAUSE_IMAGE, STATE_NAMESPACE, Kube, Obj, api_request, get_or_none, name_of, with_retries
 
-_PATHS = {
+ADMISSION_PATHS = {
     "MutatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
     "MutatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings",
 }
@@ -48,12 +48,12 @@ def install_policy(kube: Kube, *, only: str = "") -> None:
                     what=f"creating configmap {name}",
                 )
             continue
-        status, found = api_request(kube, "GET", f"{_PATHS[kind]}/{name}")
+        status, found = api_request(kube, "GET", f"{ADMISSION_PATHS[kind]}/{name}")
         if status == 200:
             replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": found["metadata"]["resourceVersion"]}}
-            status, _ = api_request(kube, "PUT", f"{_PATHS[kind]}/{name}", replaced)
+            status, _ = api_request(kube, "PUT", f"{ADMISSION_PATHS[kind]}/{name}", replaced)
         else:
-            status, _ = api_request(kube, "POST", _PATHS[kind], obj)
+            status, _ = api_request(kube, "POST", ADMISSION_PATHS[kind], obj)
         assert status in (200, 201), (
             f"installing {kind} {name}: HTTP {status} (Kubernetes v1.36+ serves admissionregistration.k8s.io/v1)"
         )

@@ -13,6 +13,7 @@ thing); the bystander's pod, recreated meanwhile, must carry nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import signal
@@ -25,8 +26,13 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from compactor.actions.steering.pin import STEERED_TO, pinned
+from compactor.actions.steering.scope import scope_of
+from compactor.model.parse import parse_pod
+from compactor.planner.movability import NamespaceScope, Steerability, Unmovable
 from tests.e2e.conftest import _fresh_namespace
 from tests.e2e.fragmentation import FLEET_LABEL, H100_LABELS
 from tests.e2e.helpers import (
@@ -35,6 +41,7 @@ from tests.e2e.helpers import (
     STATE_NAMESPACE,
     Kube,
     Obj,
+    api_request,
     compactor_marks,
     get_or_none,
     is_running_ready,
@@ -47,6 +54,7 @@ from tests.e2e.helpers import (
     with_retries,
 )
 from tests.e2e.kubelets import NodeSet, fake_nodes
+from tests.e2e.steering import ADMISSION_PATHS
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -409,3 +417,103 @@ def test_a_crash_between_writing_an_entry_and_removing_it_is_healed_by_the_next_
     now = pods_by_app(kube, shapes_namespace)["slow"][0]
     assert now["spec"]["nodeName"] == target, (now["spec"]["nodeName"], target)
     assert get_or_none(kube.core.read_namespaced_config_map, "gpu-compactor-state", STATE_NAMESPACE) is None
+
+
+def _workload(kind: str, name: str) -> Obj:
+    """An empty workload of ``kind`` (a suspended Job, a Deployment of 0 replicas) whose pods would wait for a node that
+    does not exist: only their admission matters."""
+    template = {"metadata": {"labels": {"app": name}}, "spec": pod_spec({"compactor-e2e/nowhere": "true"}, None)}
+    if kind == "Job":
+        template["spec"]["restartPolicy"] = "Never"
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {"template": template, "suspend": True},
+        }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}}, "template": template},
+    }
+
+
+class _Workloads:
+    """Creates, starts and finds the pods of ``_workload``s through the typed clients."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube, self.batch = kube, k8s.BatchV1Api(kube.api_client)
+
+    def create(self, namespace: str, kind: str, name: str) -> str:
+        """The new workload's controller uid, the one its pods will name: the Job's, or the Deployment's ReplicaSet's."""
+        if kind == "Job":
+            created = self.batch.create_namespaced_job(namespace, _workload(kind, name))
+            return str(created.metadata.uid)
+        self.kube.apps.create_namespaced_deployment(namespace, _workload(kind, name))
+        wait_for(
+            lambda: (bool(self._replica_sets(namespace, name)), "none yet"),
+            timeout=60,
+            interval=0.2,
+            what=f"the ReplicaSet of {name}",
+        )
+        return str(self._replica_sets(namespace, name)[0]["metadata"]["uid"])
+
+    def start(self, namespace: str, kind: str, name: str) -> None:
+        if kind == "Job":
+            self.batch.patch_namespaced_job(name, namespace, {"spec": {"suspend": False}})
+        else:
+            self.kube.apps.patch_namespaced_deployment(name, namespace, {"spec": {"replicas": 1}})
+
+    def first_pod(self, namespace: str, name: str) -> Obj:
+        def pods() -> list[Obj]:
+            return raw(self.kube.core.list_namespaced_pod, namespace, label_selector=f"app={name}").get("items") or []
+
+        wait_for(lambda: (bool(pods()), "no pod yet"), timeout=60, interval=0.2, what=f"the pod of {namespace}/{name}")
+        return pods()[0]
+
+    def _replica_sets(self, namespace: str, name: str) -> list[Obj]:
+        return (
+            raw(self.kube.apps.list_namespaced_replica_set, namespace, label_selector=f"app={name}").get("items") or []
+        )
+
+
+def test_the_policy_pins_only_the_pods_the_planner_expects_it_to_pin(
+    kube: Kube, shapes_namespace: str, steering_policy: str
+) -> None:
+    """Issue [18], finding 3, on the real API server. With an entry for each, a Deployment's new pod in a namespace the
+    shipped binding covers is pinned; a Job's pod (the Job controller is not a creator the policy matches) and a
+    Deployment's pod in a namespace the binding leaves out (gpu-compactor, as the shipped planner does) are not. The
+    planner's ``Steerability``, from the policy and binding as served, says the same of each pod, so a plan never moves
+    a pod whose replacement would come unpinned."""
+    cases = [  # (namespace, kind, name, pinned, why the planner keeps it in place)
+        (shapes_namespace, "Deployment", "covered", True, None),
+        (shapes_namespace, "Job", "batch", False, Unmovable.NOT_PINNED_OWNER),
+        (STATE_NAMESPACE, "Deployment", "e2e-excluded", False, Unmovable.OUTSIDE_POLICY),
+    ]
+    served = [
+        api_request(kube, "GET", f"{ADMISSION_PATHS[kind]}/gpu-compactor-steering")[1]
+        for kind in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+    ]
+    scope = scope_of(*served)
+    assert isinstance(scope, NamespaceScope), scope
+    workloads, entries = _Workloads(kube), {}
+    try:
+        for namespace, kind, name, _, _ in cases:
+            entries[workloads.create(namespace, kind, name)] = "e2e-nowhere"
+        kube.core.patch_namespaced_config_map("gpu-compactor-steering", STATE_NAMESPACE, {"data": entries})
+        time.sleep(2)  # the admission plugin reads its parameters from an informer
+        for namespace, kind, name, _, _ in cases:
+            workloads.start(namespace, kind, name)
+        found = {}
+        for namespace, _, name, _, _ in cases:
+            pod = workloads.first_pod(namespace, name)
+            pinned_to = (pod["metadata"].get("annotations") or {}).get(STEERED_TO)
+            found[name] = (pinned_to == "e2e-nowhere", Steerability(policy=scope).reason(parse_pod(pod, source="e2e")))
+        assert found == {name: (pin, why) for _, _, name, pin, why in cases}
+    finally:
+        kube.core.patch_namespaced_config_map(
+            "gpu-compactor-steering", STATE_NAMESPACE, {"data": dict.fromkeys(entries)}
+        )
+        with contextlib.suppress(ApiException):
+            kube.apps.delete_namespaced_deployment("e2e-excluded", STATE_NAMESPACE)

@@ -19,9 +19,11 @@ from compactor.actions.clock import Interrupted, SimulatedClock, StoppableClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.recovery import recover
-from compactor.actions.steering.detect import choose
+from compactor.actions.steering.detect import choose, steerability_of
+from compactor.actions.steering.evidence import EVIDENCE_LASTS
 from compactor.actions.steering.pin import NOT_IN_EFFECT, STEERED_TO
 from compactor.errors import CompactorError
+from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from tests.builders import node, pod, steering_policy
@@ -261,15 +263,66 @@ def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_no
     assert [e["reason"] for e in events(c, "CompactorSteeringFailed")] == ["CompactorSteeringFailed"]
     assert c.evicted == ["default/serve-a"]
     assert_no_steering_left(c)
-    # the next run does not fail its first move the same way: it holds until an admin says
-    next_run = choose(c, SETTINGS)
-    assert (
-        next_run.mechanism == "holds"
-        and "found the policy not in effect" in next_run.why
-        and NOT_IN_EFFECT in next_run.why
-    )
+    # one workload's replacement is evidence, not a conclusion: the next run still steers with the policy, and says so
+    next_run = choose(c, SETTINGS, now=c.clock.now())
+    assert next_run.mechanism == "policy" and not next_run.not_in_effect
+    assert "a replacement of 1 workload(s) arrived unpinned" in next_run.why
+
+
+def test_the_policy_is_concluded_not_in_effect_from_two_workloads_for_a_day_or_until_an_admin_says() -> None:
+    c, plan = with_policy(two_owners_onto_two_targets())
+    c._admission = lambda pod, creator: pod  # type: ignore[method-assign]  # installed, found, but never applied
+    assert run(c, plan).status == "failed"
+    c.settle()
+    (left,) = [p for p in ("serve-a", "train-a") if f"default/{p}" not in c.evicted]
+    app = left.split("-")[0]
+    second = hand_plan([(f"default/{left}", "gpu-3", "gpu-2", f"ReplicaSet/{app}")], freed=["gpu-3"], c=c, plan_id="p2")
+    report = run(c, second)
+    assert report.status == "failed" and "is not in effect" in report.reason
+    concluded = choose(c, SETTINGS, now=c.clock.now())
+    assert concluded.mechanism == "holds" and concluded.not_in_effect
+    assert "replacements of 2 workload(s) arrived unpinned" in concluded.why and NOT_IN_EFFECT in concluded.why
+    with pytest.raises(CompactorError, match="runs found the policy not in effect"):
+        choose(c, POLICY, now=c.clock.now())
+    idle = run(c, hand_plan([], freed=[], c=c, plan_id="p3"))  # what a run reports, and the exporter exports
+    assert idle.steering == "holds" and idle.to_dict()["steering"]["policyNotInEffect"] is True
+    # the evidence expires: a day after the last piece the policy is tried again
+    assert choose(c, SETTINGS, now=c.clock.now() + EVIDENCE_LASTS).mechanism == "policy"
+    # an admin who fixed the cause removes the annotation
     del c.config_maps[PARAMETERS]["metadata"]["annotations"][NOT_IN_EFFECT]
-    assert choose(c, SETTINGS).mechanism == "policy"
+    assert choose(c, SETTINGS, now=c.clock.now()).mechanism == "policy"
+
+
+def test_a_pod_the_policy_never_pins_is_not_planned_and_its_replacement_is_no_evidence() -> None:
+    """Issue [18], finding 3: a Job's pod annotated evict=true switched the policy off for every tenant."""
+    objects = [
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None),
+        pod(
+            "batch-a",
+            on="gpu-2",
+            gpus=2,
+            owner="Job/batch",
+            labels={"app": "batch"},
+            annotations={"compactor.io/evict": "true"},
+        ),
+        *agents("gpu-1", "gpu-2"),
+        budget("batch", match={"app": "batch"}, max_unavailable=1),
+    ]
+    c = FakeCluster([*objects, *steering_policy()], scheduler="spread")
+    choice = choose(c, SETTINGS, now=c.clock.now())
+    under_policy = make_plan(objects, steering=steerability_of(choice, ann.IDENTITY))
+    assert under_policy.moves == [] and Unmovable.NOT_PINNED_OWNER.value in under_policy.explanations["unmovablePods"]
+    # a hand-written plan moving it anyway is refused at the eviction, under the policy, and nothing is recorded
+    # against the policy (it was never meant to pin that pod)
+    forced = hand_plan([("default/batch-a", "gpu-2", "gpu-1", "Job/batch")], freed=["gpu-2"], c=c)
+    report = run(c, forced)
+    assert report.status == "partial" and c.evicted == []
+    assert report.skipped_moves == ["default/batch-a"] and Unmovable.NOT_PINNED_OWNER.value in report.reason
+    assert NOT_IN_EFFECT not in (c.config_maps[PARAMETERS]["metadata"].get("annotations") or {})
+    assert choose(c, SETTINGS, now=c.clock.now()).why == choice.why
+    assert_no_steering_left(c)
 
 
 def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending_and_the_run_stops() -> None:

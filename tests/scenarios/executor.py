@@ -18,6 +18,7 @@ from compactor.actions.client import EvictionResult, ObjectRef
 from compactor.actions.executor import Executor, Progress, RunReport
 from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.app.plan_document import build_plan
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.settings import ExecutorSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod
@@ -95,8 +96,8 @@ def one_freed_node() -> list[Obj]:
     ]
 
 
-def make_plan(objects: list[Obj], plan_id: str = PLAN_ID) -> CompactionPlan:
-    return build_plan(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=plan_id)
+def make_plan(objects: list[Obj], plan_id: str = PLAN_ID, *, steering: Steerability | None = None) -> CompactionPlan:
+    return build_plan(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=plan_id, steering=steering)
 
 
 def setup(objects: list[Obj] | None = None, **fake: Any) -> tuple[FakeCluster, CompactionPlan]:

@@ -272,7 +272,7 @@ def test_every_metric_an_alert_uses_is_one_the_exporter_defines() -> None:
     registry = CollectorRegistry()
     exporter = Exporter(registry)
     exporter.set_figures(compute_figures(cluster(node("a", gpus=8), pod("p", on="a", gpus=1))), cordoned_nodes=0)
-    exporter.record_run("succeeded", evictions=1, gained=(8, 8))
+    exporter.record_run("succeeded", evictions=1, gained=(8, 8), steering="holds", steering_not_in_effect=True)
     exporter.record_cycle(1.0)
     exporter.record_cycle_error()
     exporter.set_pause(0.0)
@@ -548,6 +548,41 @@ def test_fenced_too_long_fires_after_two_hours_of_a_fence_and_not_for_a_run_that
                     {"eval_time": "50m", "alertname": alert, "exp_alerts": []},
                     {"eval_time": "3h", "alertname": alert, "exp_alerts": []},  # fenced for 1 h 59 min: not yet
                     {"eval_time": "3h2m", "alertname": alert, "exp_alerts": [expected]},
+                ],
+            }
+        ],
+    )
+
+
+@needs_promtool
+def test_steering_policy_not_in_effect_fires_on_the_leaders_last_run_and_a_pushed_real_run(tmp_path: Path) -> None:
+    alert = "GpuCompactorSteeringPolicyNotInEffect"
+    gauge, leader = "gpu_compactor_steering_policy_not_in_effect", "gpu_compactor_leader"
+    # Replica a leads for 30 min and concludes the policy is not in effect at 10 min; b takes over at 30 min and its runs
+    # find it in effect again (a keeps its stale 1). A CronJob installation pushes a real run that concluded it at 60 min.
+    cron = 'installation="batch", job="gpu-compactor", pod="pushgateway-0"'
+    _test_rules(
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f'{gauge}{{instance="a"}}', "values": "0x10 1x80"},
+                    {"series": f'{leader}{{instance="a"}}', "values": "1x30 0x60"},
+                    {"series": f'{gauge}{{instance="b"}}', "values": "_x30 0x60"},
+                    {"series": f'{leader}{{instance="b"}}', "values": "0x30 1x60"},
+                    {"series": f"{gauge}{{{cron}}}", "values": "0x60 1x30"},
+                    {"series": f"{leader}{{{cron}}}", "values": "1x90"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "5m", "alertname": alert, "exp_alerts": []},
+                    {"eval_time": "20m", "alertname": alert, "exp_alerts": [_rendered(alert, {}, "1")]},
+                    {"eval_time": "45m", "alertname": alert, "exp_alerts": []},  # a's 1 is stale: b leads
+                    {
+                        "eval_time": "75m",
+                        "alertname": alert,
+                        "exp_alerts": [_rendered(alert, {"installation": "batch"}, "1")],
+                    },
                 ],
             }
         ],

@@ -209,6 +209,20 @@ def test_the_steering_mechanism_of_the_last_run_is_one_series_at_1_and_each_mech
         exporter.record_run("succeeded", steering="webhook")
 
 
+def test_the_policy_found_not_in_effect_is_a_gauge_of_the_last_run_that_steered() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    name = "gpu_compactor_steering_policy_not_in_effect"
+    exporter.record_run("failed")
+    assert value(registry, name) is None  # no run that chose a mechanism yet: no claim
+    exporter.record_run("succeeded", steering="holds", steering_not_in_effect=True)
+    assert value(registry, name) == 1
+    exporter.record_run("failed")  # a run that never chose (stopped before) keeps the last one's word
+    assert value(registry, name) == 1
+    exporter.record_run("succeeded", steering="policy")
+    assert value(registry, name) == 0
+
+
 def test_blocked_demand_is_exported_in_gpu_equivalents_beside_the_blocked_pod_count() -> None:
     registry = CollectorRegistry()
     # 4 GPUs free on each of two nodes: the 8-GPU pod fits the free capacity in total, no single node

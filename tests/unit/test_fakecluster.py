@@ -257,12 +257,16 @@ def test_statefulset_replacement_keeps_the_name_after_the_old_pod_is_gone() -> N
     assert replacement["status"]["phase"] == "Running" and len(c.pods) == 2 and c.lost_pods() == []
 
 
-def test_bare_pod_evicted_is_lost_and_replicaset_pods_are_not() -> None:
+def test_bare_pod_evicted_is_lost_and_controller_pods_are_recreated() -> None:
+    """A Job's controller recreates an evicted pod as a ReplicaSet's does (the work it had done is what is lost, which is
+    why the planner moves a Job's pod only when annotated compactor.io/evict=true)."""
     c = world(pod("bare", on="n2", owner=None), pod("job-1", on="n2", owner="Job/batch"))
     for name in ("bare", "job-1", "app-x0"):
         assert c.evict("default", name).outcome is EvictionOutcome.EVICTED
     c.settle()
-    assert c.lost_pods() == ["Pod default/bare", "Pod default/job-1"]
+    assert c.lost_pods() == ["Pod default/bare"]
+    (again,) = [p for p in c.pods.values() if p["metadata"]["name"].startswith("batch-")]
+    assert again["metadata"]["ownerReferences"][0]["kind"] == "Job" and again["status"]["phase"] == "Running"
 
 
 def test_replicaset_below_replicas_is_lost() -> None:

@@ -17,7 +17,7 @@ import pytest
 from compactor.app.plan_document import build_plan
 from compactor.errors import ConfigError
 from compactor.model.types import Snapshot, Taint
-from compactor.planner.movability import Unmovable, movability
+from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope, Steerability, Unmovable, movability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, load_settings
 from tests.builders import claim_volume, cluster, node, pdb, pod, pv, pvc
@@ -545,7 +545,7 @@ def test_a_pod_tolerating_the_fence_stays_when_fences_steer(tolerations: list[di
         pod("anchor", on="keep", gpus=6, owner=None),
         pod("c", on="src", gpus=2, tolerations=tolerations),
     )
-    plan = build_plan(snapshot, settings(), source="test", now=NOW, fence=FENCE)
+    plan = build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE))
     assert_stays(plan, Unmovable.TOLERATES_FENCES)
 
 
@@ -556,7 +556,9 @@ def test_a_pod_tolerating_the_fence_moves_when_the_steering_policy_pins_replacem
         pod("anchor", on="keep", gpus=6, owner=None),
         pod("c", on="src", gpus=2, tolerations=[{"operator": "Exists"}]),
     )
-    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, fence=None))
+    assert_moves(
+        build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(policy=EVERY_NAMESPACE))
+    )
 
 
 def test_a_toleration_of_other_taints_or_another_installations_fence_does_not_hold_a_pod() -> None:
@@ -575,4 +577,61 @@ def test_a_toleration_of_other_taints_or_another_installations_fence_does_not_ho
             ],
         ),
     )
-    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, fence=FENCE))
+    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE)))
+
+
+# ----- pods the steering policy would not pin (issue [18], finding 3) -----------------------------------------------------
+
+POLICY_EVERYWHERE_BUT_KUBE_SYSTEM = Steerability(policy=NamespaceScope(never=frozenset({"kube-system"})))
+
+
+@pytest.mark.parametrize("owner", ["Job/batch", "InferenceService/llm"])
+def test_under_the_policy_a_pod_whose_creator_it_does_not_pin_stays(owner: str) -> None:
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod("c", on="src", gpus=2, owner=owner, annotations={"compactor.io/evict": "true"}),
+    )
+    plan = build_plan(snapshot, settings(), source="test", now=NOW, steering=POLICY_EVERYWHERE_BUT_KUBE_SYSTEM)
+    assert_stays(plan, Unmovable.NOT_PINNED_OWNER)
+
+
+def test_under_holds_the_same_job_pod_moves() -> None:
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod("c", on="src", gpus=2, owner="Job/batch", annotations={"compactor.io/evict": "true"}),
+    )
+    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE)))
+
+
+@pytest.mark.parametrize("owner", ["ReplicaSet/app", "StatefulSet/db"])
+def test_under_the_policy_replicaset_and_statefulset_pods_move(owner: str) -> None:
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod("c", on="src", gpus=2, owner=owner),
+    )
+    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, steering=POLICY_EVERYWHERE_BUT_KUBE_SYSTEM))
+
+
+def test_under_the_policy_a_pod_outside_its_binding_namespaces_stays() -> None:
+    snapshot = cluster(
+        node("keep", gpus=8),
+        node("src", gpus=8),
+        pod("anchor", on="keep", gpus=6, owner=None),
+        pod("c", on="src", gpus=2, namespace="team-b"),
+    )
+    scope = Steerability(policy=NamespaceScope(only=frozenset({"team-a"})))
+    plan = build_plan(snapshot, settings(), source="test", now=NOW, steering=scope)
+    assert_stays(plan, Unmovable.OUTSIDE_POLICY)
+
+
+def test_a_namespace_scope_covers_what_its_selector_says() -> None:
+    assert EVERY_NAMESPACE.covers("kube-system")
+    assert not NamespaceScope(never=frozenset({"kube-system"})).covers("kube-system")
+    assert NamespaceScope(never=frozenset({"kube-system"})).covers("team-a")
+    assert not NamespaceScope(only=frozenset({"a"}), never=frozenset({"a"})).covers("a")

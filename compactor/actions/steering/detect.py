@@ -9,17 +9,21 @@ as said. The checks read three objects (three GETs) at the start of each run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from compactor.actions.annotations import fence_key
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.steering import Mechanism, Steerer
+from compactor.actions.steering.evidence import NOT_IN_EFFECT, describe, read_evidence
 from compactor.actions.steering.holds import HoldSteerer
 from compactor.actions.steering.off import NoSteering
-from compactor.actions.steering.pin import NOT_IN_EFFECT, POLICY_VERSION, POLICY_VERSION_ANNOTATION
+from compactor.actions.steering.pin import POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.actions.steering.policy import PolicySteerer
+from compactor.actions.steering.scope import scope_of
 from compactor.errors import ClusterError, CompactorError
 from compactor.model.types import Taint
+from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope, Steerability
 from compactor.settings import ExecutorSettings
 
 POLICY = "MutatingAdmissionPolicy"
@@ -31,9 +35,21 @@ INSTALL_HINT = "install it with `kubectl apply -k manifests/steering` (Kubernete
 class Choice:
     mechanism: Mechanism
     why: str
+    scope: NamespaceScope = EVERY_NAMESPACE  # with the policy: the namespaces its binding pins pods in
+    not_in_effect: bool = False  # the policy is installed, but runs concluded it is not in effect (evidence.py)
 
 
-def choose(client: ClusterClient, settings: ExecutorSettings) -> Choice:
+@dataclass(frozen=True)
+class Found:
+    """What the cluster serves of the steering policy: ``problem`` "" when it is usable, then in ``scope``."""
+
+    problem: str
+    scope: NamespaceScope = EVERY_NAMESPACE
+    not_in_effect: bool = False
+    note: str = ""  # evidence against it, not yet enough to conclude
+
+
+def choose(client: ClusterClient, settings: ExecutorSettings, now: datetime | None = None) -> Choice:
     """The mechanism for this run; ``CompactorError`` when ``executor.steering: policy`` and the policy is not usable."""
     wanted = settings.steering
     if wanted == "off":
@@ -42,59 +58,76 @@ def choose(client: ClusterClient, settings: ExecutorSettings) -> Choice:
         return Choice(
             Mechanism.HOLDS, f"executor.steering: holds (at most {settings.max_holds_per_move} node(s) per move)"
         )
-    problem = policy_problem(client, settings)
-    if not problem:
+    found = find_policy(client, settings, now or datetime.now(UTC))
+    if not found.problem:
+        note = f"; {found.note}" if found.note else ""
         return Choice(
             Mechanism.POLICY,
             f"{POLICY} {settings.steering_name} installed; entries in configmap "
-            f"{settings.state_namespace}/{settings.steering_name}",
+            f"{settings.state_namespace}/{settings.steering_name}{note}",
+            scope=found.scope,
         )
     if wanted == "policy":
         raise CompactorError(
-            f"executor.steering: policy, but {problem}; {INSTALL_HINT}, or set executor.steering: auto"
+            f"executor.steering: policy, but {found.problem}; {INSTALL_HINT}, or set executor.steering: auto"
         )
     return Choice(
         Mechanism.HOLDS,
-        f"auto: {problem}; holding nodes instead (at most {settings.max_holds_per_move} per move; {INSTALL_HINT})",
+        f"auto: {found.problem}; holding nodes instead (at most {settings.max_holds_per_move} per move; {INSTALL_HINT})",
+        not_in_effect=found.not_in_effect,
     )
 
 
-def policy_problem(client: ClusterClient, settings: ExecutorSettings) -> str:
+def policy_problem(client: ClusterClient, settings: ExecutorSettings, now: datetime | None = None) -> str:
     """What keeps the steering policy from working in this cluster, "" when nothing does."""
+    return find_policy(client, settings, now or datetime.now(UTC)).problem
+
+
+def find_policy(client: ClusterClient, settings: ExecutorSettings, now: datetime) -> Found:
+    """The steering policy as the cluster serves it: policy, binding and parameter ConfigMap (three GETs)."""
     name, namespace = settings.steering_name, settings.state_namespace
     try:
         policy = client.get_admission(POLICY, name)
         binding = client.get_admission(BINDING, name) if policy is not None else None
         parameters = client.get_config_map(name) if binding is not None else None
     except ClusterError as exc:
-        return f"cannot read the steering policy ({exc})"
+        return Found(f"cannot read the steering policy ({exc})")
     if policy is None:
-        return (
+        return Found(
             f"{POLICY} {name} is not installed (or admissionregistration.k8s.io/v1 mutatingadmissionpolicies is not served: "
             "Kubernetes before v1.36)"
         )
     version = _annotations(policy).get(POLICY_VERSION_ANNOTATION, "")
     if version != POLICY_VERSION:
-        return f"{POLICY} {name} is version {version or 'unknown'} ({POLICY_VERSION_ANNOTATION}); this gpu-compactor needs {POLICY_VERSION}"
+        return Found(
+            f"{POLICY} {name} is version {version or 'unknown'} ({POLICY_VERSION_ANNOTATION}); this gpu-compactor needs {POLICY_VERSION}"
+        )
     if _spec(policy).get("paramKind") != {"apiVersion": "v1", "kind": "ConfigMap"}:
-        return f"{POLICY} {name} does not take a ConfigMap as its parameters (spec.paramKind)"
+        return Found(f"{POLICY} {name} does not take a ConfigMap as its parameters (spec.paramKind)")
     if binding is None:
-        return f"{BINDING} {name} is not installed: the policy is never applied"
+        return Found(f"{BINDING} {name} is not installed: the policy is never applied")
     ref = _spec(binding).get("paramRef") or {}
     if _spec(binding).get("policyName") != name or ref.get("name") != name or ref.get("namespace") != namespace:
-        return (
+        return Found(
             f"{BINDING} {name} does not bind policy {name} to configmap {namespace}/{name} "
             f"(policyName {_spec(binding).get('policyName')!r}, paramRef {ref.get('namespace')}/{ref.get('name')})"
         )
     if parameters is None:
-        return f"the parameter configmap {namespace}/{name} does not exist (kubectl apply -k manifests/base creates it)"
-    seen = _annotations(parameters).get(NOT_IN_EFFECT, "")
-    if seen:
-        return (
-            f"a run found the policy not in effect ({seen.split(' ', 1)[0]}: a replacement arrived unpinned); once fixed, "
-            f"kubectl -n {namespace} annotate configmap {name} {NOT_IN_EFFECT}-"
+        return Found(
+            f"the parameter configmap {namespace}/{name} does not exist (kubectl apply -k manifests/base creates it)"
         )
-    return ""
+    scope = scope_of(policy, binding)
+    if isinstance(scope, str):
+        return Found(scope)
+    evidence = read_evidence(_annotations(parameters).get(NOT_IN_EFFECT))
+    if evidence is not None and evidence.concluded(now):
+        return Found(
+            f"runs found the policy not in effect: {describe(evidence, now)}; once the cause is fixed, "
+            f"kubectl -n {namespace} annotate configmap {name} {NOT_IN_EFFECT}-",
+            not_in_effect=True,
+        )
+    note = describe(evidence, now) if evidence is not None and now < evidence.expires else ""
+    return Found("", scope, note=note)
 
 
 def _spec(obj: Obj) -> dict[str, Any]:
@@ -106,23 +139,27 @@ def _annotations(obj: Obj) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
-def steerer_for(choice: Choice) -> Steerer:
-    """The ``Steerer`` that carries out ``choice``."""
+def steerer_for(choice: Choice, identity: str) -> Steerer:
+    """The ``Steerer`` that carries out ``choice`` (for the installation ``identity``)."""
     kinds: dict[Mechanism, type[PolicySteerer] | type[HoldSteerer] | type[NoSteering]] = {
         Mechanism.POLICY: PolicySteerer,
         Mechanism.HOLDS: HoldSteerer,
         Mechanism.OFF: NoSteering,
     }
-    return kinds[choice.mechanism](choice.why)
+    return kinds[choice.mechanism](choice.why, steerability_of(choice, identity))
 
 
-def planning_fence(mechanism: Mechanism | str, identity: str) -> Taint | None:
+def steerability(mechanism: Mechanism | str, identity: str, scope: NamespaceScope = EVERY_NAMESPACE) -> Steerability:
     """What the planner must know of the steering: with holds or none, fences (this installation's taint, whatever plan
     id its value) are what keep a replacement where the plan puts it, so a pod tolerating them cannot be moved; the
-    steering policy pins replacements by node name, so there it is None."""
+    steering policy pins the replacements of ReplicaSets and StatefulSets by node name, in ``scope``."""
     if mechanism == Mechanism.POLICY:
-        return None
-    return Taint(key=fence_key(identity), value="any-plan", effect="NoSchedule")
+        return Steerability(policy=scope)
+    return Steerability(fence=Taint(key=fence_key(identity), value="any-plan", effect="NoSchedule"))
+
+
+def steerability_of(choice: Choice, identity: str) -> Steerability:
+    return steerability(choice.mechanism, identity, choice.scope)
 
 
 def offline_mechanism(settings: ExecutorSettings) -> Mechanism:

@@ -28,6 +28,7 @@ from compactor.actions.steering.room import SOURCE, could_take, hold_over, usage
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.types import Node, Pod
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
 
 log = logging.getLogger("compactor.steering")
@@ -39,8 +40,9 @@ class HoldSteerer:
     parallel = False  # one hold at a time: a second move's holds would fence the first one's target
     release_on_stop = True
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, steerability: Steerability) -> None:
         self.why = why
+        self.steerability = steerability
         self._chosen: Holds | None = None
 
     def prepare(self, run: Run, move: Move, pod: Obj) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from compactor.actions.client import Obj
 from compactor.actions.steering import Mechanism
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
 
 if TYPE_CHECKING:
@@ -23,8 +24,9 @@ class NoSteering:
     parallel = True
     release_on_stop = False
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, steerability: Steerability) -> None:
         self.why = why
+        self.steerability = steerability
 
     def prepare(self, run: Run, move: Move, pod: Obj) -> None:
         return None

@@ -12,15 +12,13 @@ import copy
 from collections.abc import Mapping
 
 from compactor.actions.client import Obj
+from compactor.actions.steering.evidence import NOT_IN_EFFECT
 from compactor.planner.pins import STEERED_TO
 
-__all__ = ["STEERED_TO", "pin_for", "pinned", "steered_to"]
+__all__ = ["NOT_IN_EFFECT", "STEERED_TO", "creator_of", "pin_for", "pinned", "steered_to"]
 
 POLICY_VERSION_ANNOTATION = "compactor.io/steering-policy-version"
 POLICY_VERSION = "1"  # the policy's shape this code expects (detect.py refuses another)
-# On the parameter ConfigMap: a run saw a replacement arrive unpinned (when, and what); detect.py steers with holds until an
-# admin who fixed the cause removes it (kubectl annotate configmap ... compactor.io/policy-not-in-effect-).
-NOT_IN_EFFECT = "compactor.io/policy-not-in-effect"
 # Users that create pods for a workload controller (kube-controller-manager with and without
 # --use-service-account-credentials): the policy's `creators` condition.
 CONTROLLER_USERS = (
@@ -28,6 +26,22 @@ CONTROLLER_USERS = (
     "system:serviceaccount:kube-system:statefulset-controller",
     "system:kube-controller-manager",
 )
+# Who creates the pods of each kind of controller in a cluster whose kube-controller-manager runs with
+# --use-service-account-credentials (kubeadm's and most distributions' default): one service account per controller.
+_CREATORS = {
+    "ReplicaSet": CONTROLLER_USERS[0],
+    "StatefulSet": CONTROLLER_USERS[1],
+    "Job": "system:serviceaccount:kube-system:job-controller",
+    "DaemonSet": "system:serviceaccount:kube-system:daemon-set-controller",
+}
+
+
+def creator_of(pod: Obj) -> str:
+    """The user that creates ``pod`` again once it is evicted: its controller's (an operator's own service account for a
+    kind kube-controller-manager does not run)."""
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    kind = next((str(r.get("kind") or "") for r in refs if r.get("controller")), "")
+    return _CREATORS.get(kind, f"system:serviceaccount:operators:{kind.lower() or 'nobody'}-controller")
 
 
 def pin_for(pod: Obj, params: Mapping[str, str], creator: str) -> str | None:

@@ -28,9 +28,12 @@ from compactor.actions.patching import patch_config_map_fresh
 from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pod_key
 from compactor.actions.run import Abort, Run
 from compactor.actions.steering import Mechanism
-from compactor.actions.steering.pin import NOT_IN_EFFECT, steered_to
+from compactor.actions.steering.evidence import NOT_IN_EFFECT, add_evidence
+from compactor.actions.steering.pin import steered_to
 from compactor.actions.steering.room import room_for
 from compactor.errors import ClusterError
+from compactor.model.parse import parse_pod
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
 
 log = logging.getLogger("compactor.steering")
@@ -43,8 +46,9 @@ class PolicySteerer:
     # an entry removed at a stop would let the replacement of an eviction in flight arrive unpinned
     release_on_stop = False
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, steerability: Steerability) -> None:
         self.why = why
+        self.steerability = steerability
         # the parameter ConfigMap as the last patch returned it (its resourceVersion)
         self.parameters: Obj | None = None
         self._pending_since: dict[str, float] = {}  # pod -> when this process first saw its pinned replacement Pending
@@ -100,7 +104,8 @@ class PolicySteerer:
                     f"MutatingAdmissionPolicy {run.settings.steering_name} is not in effect (its binding missing or not "
                     "matching, the pod's creator not among its creators, or the API server not reading its parameters)"
                 )
-                self._mark_not_in_effect(run, message)
+                if self.should_pin(pod):
+                    self._record_evidence(run, owner, message)
                 self._failed(run, pod, message)
             if node:
                 self._unpin(run, owner)
@@ -176,16 +181,25 @@ class PolicySteerer:
                 f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone"
             )
 
-    def _mark_not_in_effect(self, run: Run, message: str) -> None:
-        """Said on the parameter ConfigMap, so the next runs steer with holds instead of failing their first move the same way
-        (``detect.policy_problem``) until an admin who fixed it removes the annotation."""
-        mark = {"metadata": {"annotations": {NOT_IN_EFFECT: f"{run.stamp()} {message}"[:4096]}}}
+    def should_pin(self, pod: Obj) -> bool:
+        """Whether the policy was meant to pin ``pod``: only then is its arriving unpinned evidence against the policy."""
+        return self.steerability.reason(parse_pod(pod, source="steering")) is None
+
+    def _record_evidence(self, run: Run, owner: str, message: str) -> None:
+        """One more workload's replacement seen unpinned, on the parameter ConfigMap (``evidence.py``): enough of them, and
+        the next runs steer with holds (``detect.find_policy``) until it expires or an admin removes it."""
+
+        def weighed(config_map: Obj) -> Obj:
+            current = ((config_map.get("metadata") or {}).get("annotations") or {}).get(NOT_IN_EFFECT)
+            evidence = add_evidence(current, owner, f"{run.stamp()} {message}", run.clock.now())
+            return {"metadata": {"annotations": {NOT_IN_EFFECT: evidence.to_annotation()}}}
+
         try:
             self.parameters = patch_config_map_fresh(
-                run.client, run.settings.steering_name, lambda _cm: mark, current=self.parameters
+                run.client, run.settings.steering_name, weighed, current=self.parameters
             )
         except ClusterError as exc:
-            log.warning("could not mark the steering policy as not in effect", extra={"error": str(exc)})
+            log.warning("could not record the steering policy's evidence", extra={"error": str(exc)})
 
     @staticmethod
     def _failed(run: Run, pod: Obj, message: str) -> None:

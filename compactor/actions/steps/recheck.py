@@ -18,13 +18,12 @@ from compactor.actions.client import Obj
 from compactor.actions.owners import owner_pods, owner_selector
 from compactor.actions.pods import controller_uid, is_ready, is_terminating
 from compactor.actions.run import Run
-from compactor.actions.steering.detect import planning_fence
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pdb, parse_pod
 from compactor.model.scheduling import untolerated_taint
 from compactor.model.types import Pod
-from compactor.planner.movability import Unmovable, why_not_evictable
+from compactor.planner.movability import STEERING_REASONS, why_not_evictable
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")
@@ -52,14 +51,12 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
         [parse_pdb(p, source=SOURCE) for p in pdbs],
         run.rules,
         ready_replicas=replicas,
-        fence=planning_fence(run.steerer.mechanism, run.settings.identity),
+        steering=run.steerer.steerability,
         now=run.clock.now(),
     )
     if reason is not None:
         checked.refusal = (
-            f"{reason.value} (steering {run.steerer.mechanism})"
-            if reason is Unmovable.TOLERATES_FENCES
-            else reason.value
+            f"{reason.value} (steering {run.steerer.mechanism})" if reason in STEERING_REASONS else reason.value
         )
     elif source is None or not source.ready:
         checked.refusal = f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
