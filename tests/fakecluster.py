@@ -553,12 +553,20 @@ class FakeCluster:
 
         return self._call("patch_node", {"name": name, "patch": patch}, run)
 
-    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+    def evict(
+        self, namespace: str, name: str, *, uid: str = "", resource_version: str = "", dry_run: bool = False
+    ) -> EvictionResult:
         """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked."""
         return self._call(
             "evict",
-            {"namespace": namespace, "name": name, "dry_run": dry_run, "uid": uid},
-            lambda: self._evict(namespace, name, dry_run, uid),
+            {
+                "namespace": namespace,
+                "name": name,
+                "dry_run": dry_run,
+                "uid": uid,
+                "resource_version": resource_version,
+            },
+            lambda: self._evict(namespace, name, dry_run, uid, resource_version),
         )
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
@@ -824,7 +832,9 @@ class FakeCluster:
         return label_selector_matches(selector, pod["metadata"].get("labels") or {})
 
     # eviction subresource (pkg/registry/core/pod/storage/eviction.go)
-    def _evict(self, namespace: str, name: str, dry_run: bool, uid: str = "") -> EvictionResult:
+    def _evict(
+        self, namespace: str, name: str, dry_run: bool, uid: str = "", resource_version: str = ""
+    ) -> EvictionResult:
         pod = self.pods.get((namespace, name))
         if pod is None:
             return EvictionResult(EvictionOutcome.GONE, 404, f'pods "{name}" not found')
@@ -833,6 +843,13 @@ class FakeCluster:
                 EvictionOutcome.CONFLICT,
                 409,
                 f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata'].get('uid')}",
+            )
+        if resource_version and resource_version != pod["metadata"].get("resourceVersion"):
+            return EvictionResult(  # deleteOptions.preconditions.resourceVersion, as the API server words it
+                EvictionOutcome.CONFLICT,
+                409,
+                f'Operation cannot be fulfilled on pods "{name}": the object has been modified; please apply your '
+                "changes to the latest version and try again",
             )
         if _terminating(pod):
             return EvictionResult(EvictionOutcome.EVICTED, 201)

@@ -114,11 +114,15 @@ class ClusterClient(Protocol):
         """JSON merge patch (RFC 7386) on the node: ``metadata.labels/annotations``, ``spec.unschedulable``, ``spec.taints``."""
         ...
 
-    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+    def evict(
+        self, namespace: str, name: str, *, uid: str = "", resource_version: str = "", dry_run: bool = False
+    ) -> EvictionResult:
         """POST a policy/v1 Eviction. Never a DELETE: PDBs must be asked.
 
         ``uid``: evict only that pod (``deleteOptions.preconditions.uid``); a pod recreated under the same
-        name (StatefulSet) answers 409 instead of being evicted by mistake.
+        name (StatefulSet) answers 409 instead of being evicted by mistake. ``resource_version``: evict only the pod as
+        it was read (``deleteOptions.preconditions.resourceVersion``): a Pending pod, which the API server evicts without
+        asking its PodDisruptionBudget, answers 409 once it changed (bound, started) since.
         """
         ...
 

@@ -295,17 +295,19 @@ class RecordingClient:
         )
         return str((controller_ref(replica_set or {}) or {}).get("name", ""))
 
-    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+    def evict(
+        self, namespace: str, name: str, *, uid: str = "", resource_version: str = "", dry_run: bool = False
+    ) -> EvictionResult:
         call = RecordedCall("evict", {"namespace": namespace, "name": name, "admission": self.admission is not None})
         self.calls.append(call)
-        result = self._evict(namespace, name, uid)
+        result = self._evict(namespace, name, uid, resource_version)
         call.args["result"] = result
         return result
 
-    def _evict(self, namespace: str, name: str, uid: str) -> EvictionResult:
+    def _evict(self, namespace: str, name: str, uid: str, resource_version: str = "") -> EvictionResult:
         key = f"{namespace}/{name}"
         if self.admission is not None:
-            answer = self.admission.evict(namespace, name, uid=uid, dry_run=True)
+            answer = self.admission.evict(namespace, name, uid=uid, resource_version=resource_version, dry_run=True)
             if answer.outcome not in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
                 return answer
         pod = self.pods.get(key)
@@ -313,6 +315,8 @@ class RecordingClient:
             return EvictionResult(EvictionOutcome.GONE, 404, "not found")
         if uid and (pod.get("metadata") or {}).get("uid") != uid:
             return EvictionResult(EvictionOutcome.CONFLICT, 409, f"Precondition failed: UID in precondition: {uid}")
+        if resource_version and (pod.get("metadata") or {}).get("resourceVersion") not in (None, resource_version):
+            return EvictionResult(EvictionOutcome.CONFLICT, 409, "the object has been modified")
         del self.pods[key]
         self._replace(pod, self.targets.get(key))
         return EvictionResult(EvictionOutcome.EVICTED, 201)

@@ -117,9 +117,11 @@ class FencedClient:
         self._check(f"scaling deployment {namespace}/{name}")
         return self.inner.scale_deployment(namespace, name, expect=expect, to=to)
 
-    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+    def evict(
+        self, namespace: str, name: str, *, uid: str = "", resource_version: str = "", dry_run: bool = False
+    ) -> EvictionResult:
         self._check(f"evicting {namespace}/{name}")
-        return self.inner.evict(namespace, name, uid=uid, dry_run=dry_run)
+        return self.inner.evict(namespace, name, uid=uid, resource_version=resource_version, dry_run=dry_run)
 
     def create_event(self, involved: ObjectRef, *, reason: str, message: str, type_: str = "Normal") -> None:
         self._check(f"recording event {reason}")

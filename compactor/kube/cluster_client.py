@@ -390,12 +390,17 @@ class KubeClusterClient:
             raise self._error(reply, what)
         return True
 
-    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+    def evict(
+        self, namespace: str, name: str, *, uid: str = "", resource_version: str = "", dry_run: bool = False
+    ) -> EvictionResult:
         """POST a policy/v1 Eviction; never raises for API answers or transport failures, the outcome says what happened."""
         dry = dry_run or self.dry_run_all
         delete_options: Obj = {"dryRun": ["All"]} if dry else {}
-        if uid:
-            delete_options["preconditions"] = {"uid": uid}
+        preconditions = {"uid": uid} if uid else {}
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
+        if preconditions:
+            delete_options["preconditions"] = preconditions
         body: Obj = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",

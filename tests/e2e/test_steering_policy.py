@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import signal
 import time
@@ -27,10 +28,13 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from compactor.actions.client import EvictionOutcome
 from compactor.actions.steering.pin import STEERED_TO, pinned
 from compactor.actions.steering.scope import scope_of
+from compactor.kube.cluster_client import KubeClusterClient
 from compactor.model.parse import parse_pod
 from compactor.planner.movability import NamespaceScope, Steerability, Unmovable
 from tests.e2e.conftest import _fresh_namespace
@@ -517,3 +521,39 @@ def test_the_policy_pins_only_the_pods_the_planner_expects_it_to_pin(
         )
         with contextlib.suppress(ApiException):
             kube.apps.delete_namespaced_deployment("e2e-excluded", STATE_NAMESPACE)
+
+
+def test_a_pending_pod_bound_since_it_was_read_is_not_evicted_past_its_budget(
+    kube: Kube, shapes_namespace: str
+) -> None:
+    """The API server evicts a phase-Pending pod without asking its PodDisruptionBudget (``canIgnorePDB``), and a pod just
+    bound stays Pending while its containers start. ``evict_pending`` sends the resourceVersion it read the pod with:
+    once the pod bound since, the eviction answers 409 and the pod stays, although its budget allows no disruption."""
+    labels = {"app": "pinned"}
+    kube.policy.create_namespaced_pod_disruption_budget(
+        shapes_namespace,
+        {"metadata": {"name": "pinned"}, "spec": {"maxUnavailable": 0, "selector": {"matchLabels": labels}}},
+    )
+    body = {
+        "metadata": {"name": "pinned", "labels": labels},
+        "spec": pod_spec({"compactor-e2e/nowhere": "true"}, None),  # Pending: no node has that label
+    }
+    kube.core.create_namespaced_pod(shapes_namespace, body)
+    read = raw(kube.core.read_namespaced_pod, "pinned", shapes_namespace)
+    binding = {"target": {"apiVersion": "v1", "kind": "Node", "name": "e2e-nowhere"}, "metadata": {"name": "pinned"}}
+    status, answer = api_request(kube, "POST", f"/api/v1/namespaces/{shapes_namespace}/pods/pinned/binding", binding)
+    assert status == 201, answer  # what kube-scheduler does; the pod's phase stays Pending (no kubelet here)
+    api_client = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"], persist_config=False)  # type: ignore[no-untyped-call]
+    with KubeClusterClient(api_client) as client:
+        result = client.evict(
+            shapes_namespace,
+            "pinned",
+            uid=read["metadata"]["uid"],
+            resource_version=read["metadata"]["resourceVersion"],
+        )
+        assert (result.outcome, result.status) == (EvictionOutcome.CONFLICT, 409), result
+        now = raw(kube.core.read_namespaced_pod, "pinned", shapes_namespace)
+        assert now["spec"]["nodeName"] == "e2e-nowhere" and now["status"]["phase"] == "Pending"
+        assert not now["metadata"].get("deletionTimestamp")
+        # the same eviction without the precondition: the API server deletes the bound Pending pod, budget or not
+        assert client.evict(shapes_namespace, "pinned", dry_run=True).outcome == EvictionOutcome.EVICTED

@@ -330,8 +330,8 @@ def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending
     c, plan = with_policy(objects)
     original = c.evict
 
-    def evict_then_fill_the_target(namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> Any:
-        result = original(namespace, name, uid=uid, dry_run=dry_run)
+    def evict_then_fill_the_target(namespace: str, name: str, **options: Any) -> Any:
+        result = original(namespace, name, **options)
         if name == "serve-a":
             # the target's room goes before the replacement binds
             c.add_pod(pod("squatter", on="gpu-1", gpus=4, owner=None))
@@ -345,6 +345,40 @@ def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending
     serve = [p for p in c.pods.values() if (p["metadata"].get("labels") or {}).get("app") == "serve"]
     assert len(serve) == 2 and all(p["spec"].get("nodeName") for p in serve)  # recreated unpinned, bound elsewhere
     assert not any(STEERED_TO in (p["metadata"].get("annotations") or {}) for p in serve)
+    assert_no_steering_left(c)
+
+
+def test_a_pinned_replacement_that_binds_just_before_its_eviction_is_not_evicted_past_its_budget() -> None:
+    """Issue [18]: the API server evicts a phase-Pending pod without asking its PodDisruptionBudget, and a pod just bound
+    is still Pending while its containers start. The eviction carries the resourceVersion it was read Pending with, so
+    the pod that bound since answers 409 and stays; the move ends on its planned node."""
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = with_policy(objects)
+    original = c.evict
+    squatter = ("default", "squatter")
+    answers: list[int] = []  # of the evictions of pinned Pending pods
+
+    def evict_then_fill_the_target(namespace: str, name: str, **options: Any) -> Any:
+        pinned_pending = name not in ("serve-a", "serve-b")  # not a planned pod: the pinned replacement
+        if pinned_pending:
+            # between the executor's read (Pending, unbound) and its eviction: the room comes back and it binds
+            del c.pods[squatter]
+            c.tick()
+            bound = c.pods[(namespace, name)]
+            assert bound["spec"].get("nodeName") == "gpu-1" and bound["status"].get("phase") == "Pending"
+        result = original(namespace, name, **options)
+        if pinned_pending:
+            answers.append(result.status)
+        if name == "serve-a":
+            c.add_pod(pod("squatter", on="gpu-1", gpus=4, owner=None))
+        return result
+
+    c.evict = evict_then_fill_the_target  # type: ignore[method-assign]
+    report = run(c, plan)
+    assert answers == [409]
+    assert events(c, "CompactorUnpin") == []
+    assert report.status == "succeeded", report.reason
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]
     assert_no_steering_left(c)
 
 

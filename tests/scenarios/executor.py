@@ -201,9 +201,11 @@ def intercept_evictions(c: FakeCluster, before: Callable[[str, str], None]) -> N
     """Call ``before(namespace, name)`` as each eviction reaches the cluster (to observe or tamper with the world then)."""
     original = c.evict
 
-    def evict(namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+    def evict(
+        namespace: str, name: str, *, uid: str = "", resource_version: str = "", dry_run: bool = False
+    ) -> EvictionResult:
         before(namespace, name)
-        return original(namespace, name, uid=uid, dry_run=dry_run)
+        return original(namespace, name, uid=uid, resource_version=resource_version, dry_run=dry_run)
 
     c.evict = evict  # type: ignore[method-assign]
 

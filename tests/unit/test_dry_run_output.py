@@ -161,7 +161,9 @@ class Admission:
     def __init__(self, answer: EvictionResult) -> None:
         self.answer = answer
 
-    def evict(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> EvictionResult:
+    def evict(
+        self, namespace: str, name: str, *, uid: str = "", resource_version: str = "", dry_run: bool = False
+    ) -> EvictionResult:
         assert dry_run
         return self.answer
 

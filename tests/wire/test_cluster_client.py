@@ -294,6 +294,19 @@ def test_evict_dry_run_asks_the_server_and_changes_nothing(fake_api: FakeApiServ
     assert fake_api.get("PodDisruptionBudget", "pdb")["status"]["disruptionsAllowed"] == 1  # type: ignore[index]
 
 
+def test_evict_as_read_carries_its_resource_version_and_a_pod_changed_since_answers_409(fake_api: FakeApiServer) -> None:
+    fake_api.add(pod("p", on=None, phase="Pending"))
+    read = fake_api.get("Pod", "p")
+    assert read is not None
+    version, uid = read["metadata"]["resourceVersion"], read["metadata"]["uid"]
+    fake_api.update({**read, "spec": {**read["spec"], "nodeName": "gpu-1"}})  # bound meanwhile: still phase Pending
+    result = _client(fake_api).evict("default", "p", uid=uid, resource_version=version)
+    assert (result.outcome, result.status) == (EvictionOutcome.CONFLICT, 409)
+    (request,) = fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")
+    assert request.json()["deleteOptions"]["preconditions"] == {"uid": uid, "resourceVersion": version}
+    assert fake_api.get("Pod", "p") is not None
+
+
 def test_evict_missing_pod_is_gone(fake_api: FakeApiServer) -> None:
     result = _client(fake_api).evict("default", "nope")
     assert (result.outcome, result.status) == (EvictionOutcome.GONE, 404) and 'pods "nope" not found' in result.message

@@ -117,8 +117,9 @@ class PolicySteerer:
         limit = run.settings.steer_timeout_seconds + self._allowance.get(move.pod, 0.0)
         if run.clock.monotonic() - since >= limit:
             self._unpin(run, owner)
-            for pod in waiting:
-                evict_pending(run, pod, move.to_node)
+            outcomes = [evict_pending(run, pod, move.to_node) for pod in waiting]
+            if EvictionOutcome.CONFLICT in outcomes:
+                return  # changed since read (bound at the last moment, most likely): the next look sees where
             self._failed(
                 run,
                 waiting[0],
@@ -215,13 +216,26 @@ def write_entries(
     return patch_config_map_fresh(client, name, lambda _cm: {"data": entries}, current=current)
 
 
-def evict_pending(run: Run, pod: Obj, node: str) -> None:
+def evict_pending(run: Run, pod: Obj, node: str) -> EvictionOutcome:
     """A pinned pod that cannot bind stays Pending for good (affinity is immutable): evicted while Pending (the API server
-    asks no PodDisruptionBudget for a Pending pod), its owner recreates it, unpinned once the entry is gone."""
+    asks no PodDisruptionBudget for a Pending pod), its owner recreates it, unpinned once the entry is gone.
+
+    Only the pod as read, unbound: the eviction carries its resourceVersion, so one that bound since (still phase Pending
+    while its containers start, which the API server would evict without asking its PodDisruptionBudget) answers 409
+    and stays (``CONFLICT``). The eviction's outcome."""
     meta = pod.get("metadata") or {}
     result = run.client.evict(
-        str(meta.get("namespace", "default")), str(meta.get("name", "")), uid=str(meta.get("uid") or "")
+        str(meta.get("namespace", "default")),
+        str(meta.get("name", "")),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
+    if result.outcome == EvictionOutcome.CONFLICT:
+        log.info(
+            "a pinned pod changed since it was read Pending (bound, most likely): not evicted",
+            extra={"pod": pod_key(pod), "node": node},
+        )
+        return result.outcome
     if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
         run.event(events.unpinned_pending(pod_key(pod), node, run.plan_id))
         log.warning(
@@ -232,3 +246,4 @@ def evict_pending(run: Run, pod: Obj, node: str) -> None:
         run.note(
             f"pod {pod_key(pod)} is pinned to {node} and cannot bind; evicting it failed ({result.status} {result.message})"
         )
+    return result.outcome
