@@ -400,6 +400,7 @@ def _moves(plan: CompactionPlan, snapshot: Snapshot) -> str:
     out = [
         "<h2>Moves, in execution order</h2>",
         f"<p>Steering: <b>{_e(plan.steering.mechanism)}</b> ({_e(plan.steering.why)})</p>",
+        *([f'<p class="warn">{_e(plan.steering.stops)}</p>'] if plan.steering.stops else []),
         "<table><tr><th>#</th><th>pod</th><th>from</th><th>to</th><th>the target before this move</th><th>PodDisruptionBudget</th></tr>",
     ]
     previous = None

@@ -19,13 +19,13 @@ from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.outcome import Outcome, compare, node_gpus, pod_holds_node, whole_free
 from compactor.actions.pods import is_terminating, pod_key
-from compactor.actions.run import Abort, Progress, Run
+from compactor.actions.run import Abort, Progress, Run, StopHere
 from compactor.actions.scope import measured_nodes, within_cap
 from compactor.actions.state import Phase, RunState
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.cordon import fence_all
-from compactor.actions.steps.evict import evict_all
+from compactor.actions.steps.evict import current_pod, evict_all
 from compactor.actions.steps.finish import finish
 from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.validate import plan_still_holds
@@ -146,6 +146,10 @@ class Executor:
                     report.status = "failed"
                     report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
                     return report
+            if resume is None and (wall := self._cannot_start(run)):
+                report.status, report.reason = "failed", f"{wall}; nothing done: no node fenced, no pod evicted"
+                log.warning("the run cannot start its first move", extra={"reason": wall})
+                return report
             if (
                 run.state.phase != Phase.FINISHING
             ):  # interrupted while finishing: every move is done, nodes may be released
@@ -158,7 +162,8 @@ class Executor:
                 )
             if run.capped:
                 report.status = "partial"
-                report.reason = f"{run.capped} reached; the rest waits for the next run"
+                detail = f": {run.cap_detail}" if run.cap_detail else ""
+                report.reason = f"{run.capped} reached{detail}; the rest waits for the next run"
         except (
             Interrupted
         ):  # stopping (SIGTERM, lost lease): the state stays for recovery, but holds are only for a moment
@@ -223,6 +228,21 @@ class Executor:
             rules=self.rules,
             may_go_on=self.may_go_on,
         )
+
+    @staticmethod
+    def _cannot_start(run: Run) -> str:
+        """Why the steering could not start the plan's first move, asked before the run writes anything ("" when it can)."""
+        first = next(iter(run.plan.moves), None)
+        if first is None:
+            return ""
+        pod = current_pod(run, first)
+        if pod is None:
+            return ""  # gone or elsewhere: the run skips it and sees to the next
+        try:
+            run.steerer.preflight(run, first, pod, fencing=[*run.plan.freed_nodes, *run.fences])
+        except StopHere as exc:
+            return f"before its first move, {exc}"
+        return ""
 
     @staticmethod
     def _move_everything(run: Run) -> None:

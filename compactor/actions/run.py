@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
@@ -21,6 +21,7 @@ from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.retry import Backoff, retrying
+from compactor.actions.scope import kept_fenced
 from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.errors import ClusterError
 from compactor.planner.movability import Steerability
@@ -36,7 +37,13 @@ class Abort(Exception):
 
 
 class StopHere(Exception):
-    """Stop starting moves at a safe point: what is done stays, the rest waits for the next run (status partial)."""
+    """Stop starting moves at a safe point: what is done stays, the rest waits for the next run (status partial).
+
+    ``limit``: the setting reached, as "name (value)"; ``detail``: what reached it. ``str()`` is the whole sentence."""
+
+    def __init__(self, limit: str, detail: str = "") -> None:
+        super().__init__(f"{limit} reached: {detail}" if detail else f"{limit} reached")
+        self.limit, self.detail = limit, detail
 
 
 @dataclass
@@ -98,6 +105,10 @@ class Steerer(Protocol):
     def step_in(self, run: Run, move: Move, pod: Obj) -> None:
         """Before an eviction is retried: steering as ``prepare`` and ``engage`` made it, read afresh."""
 
+    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
+        """Before the run changes anything (no state, no fence): ``StopHere`` when this mechanism could not start the
+        plan's first move, ``move``, once the nodes in ``fencing`` are fenced: a run that cannot start changes nothing."""
+
 
 @dataclass
 class Run:
@@ -113,6 +124,7 @@ class Run:
     may_go_on: Callable[[], str] = lambda: ""  # asked before each batch of evictions: a reason stops the run there
     # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
     capped: str = ""
+    cap_detail: str = ""  # what reached it, when the limit alone does not say (the move that would hold too many nodes)
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
     skipped: list[str] = field(default_factory=list)  # planned pods found gone or elsewhere
@@ -153,10 +165,7 @@ class Run:
     @cached_property
     def fences(self) -> list[str]:
         """Nodes drained for a pending pod (and not freed), and nodes to re-cut: fenced until the pending pod binds there."""
-        sources = {m.from_node for m in self.plan.moves}
-        targets = {m.to_node for m in self.plan.moves}
-        drained_for_pending = {p.to_node for p in self.plan.placed_pending} & sources - self.freed - targets
-        return sorted(drained_for_pending | {r.node for r in self.plan.mig_repartition})
+        return kept_fenced(self.plan)
 
     # ----- services ---------------------------------------------------------------
 

@@ -13,7 +13,16 @@ from __future__ import annotations
 from compactor.planner.budgets import within_cap
 from compactor.planner.plan import CompactionPlan
 
-__all__ = ["measured_nodes", "within_cap"]
+__all__ = ["kept_fenced", "measured_nodes", "within_cap"]
+
+
+def kept_fenced(plan: CompactionPlan) -> list[str]:
+    """Nodes fenced for the run besides those it frees: drained for a pending pod (and not freed) until the pod binds
+    there, and nodes to re-cut."""
+    sources = {m.from_node for m in plan.moves}
+    targets = {m.to_node for m in plan.moves}
+    drained_for_pending = {p.to_node for p in plan.placed_pending} & sources - set(plan.freed_nodes) - targets
+    return sorted(drained_for_pending | {r.node for r in plan.mig_repartition})
 
 
 def measured_nodes(plan: CompactionPlan) -> list[str]:

@@ -14,7 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from compactor.actions.client import ClusterClient
+from compactor.actions.scope import kept_fenced
 from compactor.actions.steering.detect import choose, offline_mechanism, steerability, steerability_of
+from compactor.actions.steering.holds import first_wall
 from compactor.app.figures import shapes_for
 from compactor.app.plan_document import build_plan
 from compactor.errors import CompactorError
@@ -86,6 +88,27 @@ def steering_in(client: ClusterClient, settings: Settings) -> tuple[SteeringNote
 def offline_steerability(settings: Settings) -> Steerability:
     """What a plan made without a cluster reckons the steering can keep in place: as the settings say."""
     return steerability(offline_mechanism(settings.executor), settings.executor.identity)
+
+
+def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) -> CompactionPlan:
+    """``plan`` with its steering note saying where a run steering by holds would stop (``max_holds_per_move``), when the
+    run would steer by holds: the cluster chose it, or a plan of a snapshot leaves it to the run (``auto``, ``holds``)."""
+    mechanism = plan.steering.mechanism
+    if mechanism not in ("holds", "auto") or (
+        mechanism == "auto" and settings.executor.steering not in ("auto", "holds")
+    ):
+        return plan
+    wall = first_wall(
+        snapshot.nodes,
+        snapshot.pods,
+        plan.moves,
+        fencing=[*plan.freed_nodes, *kept_fenced(plan)],
+        limit=settings.executor.max_holds_per_move,
+    )
+    if wall is None:
+        return plan
+    stops = wall.says() if mechanism == "holds" else f"if the steering policy is not installed, {wall.says()}"
+    return plan.model_copy(update={"steering": plan.steering.model_copy(update={"stops": stops})})
 
 
 def mig_advice(snapshot: Snapshot, settings: Settings) -> tuple[list[dict[str, Any]], str | None]:

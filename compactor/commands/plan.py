@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from compactor.app.invocation import from_args, settings_from_args
-from compactor.app.planning import offline_steerability, plan_of, prepare, steering_in, with_advice
+from compactor.app.planning import offline_steerability, plan_of, prepare, steering_in, with_advice, with_holds_wall
 from compactor.app.policy import restraints
 from compactor.app.reading import cluster_client, load_for_planning
 from compactor.commands.options import add_common_options, add_source_options
@@ -75,6 +75,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         plan = with_advice(plan, snapshot, settings)
     if steering is not None:
         plan = plan.model_copy(update={"steering": steering})
+    plan = with_holds_wall(plan, snapshot, settings)
     if args.output == "html":  # the pictures before and after need the snapshot the plan was made on
         text = render_plan_html(plan, snapshot, shapes)
     else:

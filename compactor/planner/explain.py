@@ -292,6 +292,8 @@ def render_text(plan: CompactionPlan) -> str:
         out += [f"  {r.node}: {r.from_config or '-'} -> {r.to_config} ({r.reason})" for r in plan.mig_repartition]
     if plan.moves:
         out += ["", "Moves, in execution order:", f"  steering: {plan.steering.mechanism} ({plan.steering.why})"]
+        if plan.steering.stops:
+            out.append(f"  WARNING: {plan.steering.stops}")
         width = max(len(m.pod) for m in plan.moves)
         previous = ""
         for i, move in enumerate(plan.moves, 1):
@@ -338,6 +340,7 @@ def render_markdown(plan: CompactionPlan) -> str:
             "",
             f"Steering: **{plan.steering.mechanism}**: {plan.steering.why}",
             "",
+            *([f"**Warning:** {plan.steering.stops}", ""] if plan.steering.stops else []),
             "| # | pod | from | to | cost (moves) | why |",
             "|---|---|---|---|---:|---|",
         ]

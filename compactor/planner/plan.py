@@ -121,6 +121,12 @@ class SteeringNote(_Doc):
     why: str = Field(
         description="Why that mechanism, for people: the setting, or what the cluster serves (and what is missing)."
     )
+    stops: str = Field(
+        default="",
+        description="What would stop a run of this plan short, steering this way, as the planned cluster shows it: "
+        "the first move that would hold more nodes than executor.max_holds_per_move (a run stops there; before its "
+        "first move, it changes nothing). Empty when nothing would.",
+    )
 
 
 class SolverReport(_Doc):

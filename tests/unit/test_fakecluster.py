@@ -359,7 +359,7 @@ def test_calls_record_everything_and_history_only_writes() -> None:
     assert [(x.method, x.args) for x in c.calls] == [
         ("list_nodes", {}),
         ("get_pod", {"namespace": "default", "name": "app-x0"}),
-        ("evict", {"namespace": "default", "name": "app-x0", "dry_run": True, "uid": ""}),
+        ("evict", {"namespace": "default", "name": "app-x0", "dry_run": True, "uid": "", "resource_version": ""}),
         ("write_state", {"name": "s", "data": {"k": "v"}}),
     ]
     assert [(x.method, x.time) for x in c.history] == [("evict", 0.0), ("write_state", 1.0)]

@@ -1019,7 +1019,7 @@ def test_the_alerts_use_the_exported_metric_names() -> None:
     rule = one_object(MONITORING, "PrometheusRule")
     alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
     # tests/unit/test_alert_rules.py runs the controller-health and CronJob ones through promtool
-    assert len(alerts) == 12
+    assert len(alerts) == 13
     exprs = " ".join(alerts.values())
     for metric in METRICS:
         assert metric in exprs, f"no alert on {metric}"

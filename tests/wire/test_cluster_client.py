@@ -294,7 +294,9 @@ def test_evict_dry_run_asks_the_server_and_changes_nothing(fake_api: FakeApiServ
     assert fake_api.get("PodDisruptionBudget", "pdb")["status"]["disruptionsAllowed"] == 1  # type: ignore[index]
 
 
-def test_evict_as_read_carries_its_resource_version_and_a_pod_changed_since_answers_409(fake_api: FakeApiServer) -> None:
+def test_evict_as_read_carries_its_resource_version_and_a_pod_changed_since_answers_409(
+    fake_api: FakeApiServer,
+) -> None:
     fake_api.add(pod("p", on=None, phase="Pending"))
     read = fake_api.get("Pod", "p")
     assert read is not None

@@ -14,6 +14,7 @@ state before they are made; recovery releases any it finds.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -24,9 +25,10 @@ from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound
 from compactor.actions.run import Abort, Run, StopHere
 from compactor.actions.steering import Mechanism
-from compactor.actions.steering.room import SOURCE, could_take, hold_over, usage, use_of
+from compactor.actions.steering.room import SOURCE, Hold, could_take, hold_over, usage, use_of
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
+from compactor.model.resources import Resources
 from compactor.model.types import Node, Pod
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
@@ -84,6 +86,12 @@ class HoldSteerer:
         run.save()  # write-ahead: the holds are in the state before they are made
         self.engage(run, move)
 
+    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
+        """The first move's holds counted before anything is fenced: over ``max_holds_per_move``, the run stops before
+        its first change (a 400-node cluster used to fence and release its sources, and write their Events, every run)."""
+        plan, _ = _hold_plan(run, pod, target=move.to_node, ignoring=frozenset(fencing))
+        _within_limit(run, plan, move.pod, move.to_node)
+
 
 @dataclass(frozen=True)
 class Holds:
@@ -100,22 +108,83 @@ def choose_holds(run: Run, pod: Obj, *, target: str, why: str) -> Holds:
 
     Every node and pod of the cluster is read, but not held: of a node only what ``plan_hold`` asks of it (parsed, and the
     node as read when it could be held: the patch starts from it), of a pod only its node and requests (``use_of``)."""
-    mover = parse_pod(pod, source=SOURCE)
-    nodes = run.client.scan_nodes(partial(_candidate, mover=mover, target=target))
-    used = usage(run.client.scan_pods(partial(use_of, leaving=mover)))
-    plan = hold_over((node for node, _ in nodes), used, mover, target=target)
+    plan, nodes = _hold_plan(run, pod, target=target)
     if not plan.room.fits:
         lacking = ", ".join(f"{r} {v}" for r, v in sorted(plan.room.short.items())) or "the node is gone"
         raise Abort(f"plan is stale: {target} has no room for {why} now (short of {lacking})")
-    if len(plan.rivals) > run.settings.max_holds_per_move:
-        raise StopHere(
-            f"max_holds_per_move ({run.settings.max_holds_per_move}): moving {why} to {target} would hold "
-            f"{len(plan.rivals)} node(s); install the steering policy (manifests/steering) to steer without holds"
-        )
+    _within_limit(run, plan, why, target)
     read = {node.name: raw for node, raw in nodes if raw is not None}
     if plan.rivals:
         run.state.held = sorted({*run.state.held, *plan.rivals})
     return Holds(why, target, {name: read[name] for name in plan.rivals if name in read})
+
+
+def _hold_plan(
+    run: Run, pod: Obj, *, target: str, ignoring: frozenset[str] = frozenset()
+) -> tuple[Hold, list[tuple[Node, Obj | None]]]:
+    """The holds steering ``pod`` onto ``target`` takes, from every node and pod read now (``ignoring``: nodes about to be
+    fenced, never held), and the nodes as ``_candidate`` kept them."""
+    mover = parse_pod(pod, source=SOURCE)
+    nodes = [
+        n for n in run.client.scan_nodes(partial(_candidate, mover=mover, target=target)) if n[0].name not in ignoring
+    ]
+    used = usage(run.client.scan_pods(partial(use_of, leaving=mover)))
+    return hold_over((node for node, _ in nodes), used, mover, target=target), nodes
+
+
+def _within_limit(run: Run, plan: Hold, why: str, target: str) -> None:
+    limit = run.settings.max_holds_per_move
+    if len(plan.rivals) > limit:
+        raise StopHere(f"max_holds_per_move ({limit})", holds_detail(why, target, len(plan.rivals)))
+
+
+def holds_detail(pod: str, target: str, holds: int) -> str:
+    """What reaching ``max_holds_per_move`` means, for the run's reason and the plan's warning."""
+    return (
+        f"moving {pod} to {target} would hold {holds} node(s); install the steering policy (manifests/steering) to "
+        "steer without holds"
+    )
+
+
+@dataclass(frozen=True)
+class HoldsWall:
+    """The first move of a plan a run steering by holds would not start: ``index`` (from 0) of ``moves``."""
+
+    index: int
+    moves: int
+    pod: str
+    target: str
+    holds: int
+    limit: int
+
+    def says(self) -> str:
+        where = "before its first move" if self.index == 0 else f"after {self.index} of its {self.moves} moves"
+        return (
+            f"a run steering by holds stops {where}: moving {self.pod} to {self.target} would hold {self.holds} "
+            f"node(s), more than executor.max_holds_per_move ({self.limit}); install the steering policy "
+            "(manifests/steering) to steer without holds"
+        )
+
+
+def first_wall(
+    nodes: Sequence[Node], pods: Sequence[Pod], moves: Sequence[Move], *, fencing: Collection[str], limit: int
+) -> HoldsWall | None:
+    """The first of ``moves`` a run steering by holds would stop at, as the snapshot shows the cluster (``nodes``,
+    ``pods``): the moves before it carried out as planned, the nodes in ``fencing`` fenced (never held), each move's
+    holds counted as ``choose_holds`` counts them. None when every move stays within ``limit``."""
+    open_nodes = [n for n in nodes if n.name not in fencing]
+    used = usage((p.node_name, p.requests) for p in pods if p.is_bound and not p.deletion_timestamp)
+    by_key = {p.key: p for p in pods}
+    for index, move in enumerate(moves):
+        pod = by_key.get(move.pod)
+        if pod is None:
+            continue
+        without = {**used, move.from_node: used.get(move.from_node, Resources()) - pod.requests}
+        holds = len(hold_over(open_nodes, without, pod, target=move.to_node).rivals)
+        if holds > limit:
+            return HoldsWall(index, len(moves), move.pod, move.to_node, holds, limit)
+        used = {**without, move.to_node: without.get(move.to_node, Resources()) + pod.requests}
+    return None
 
 
 def _candidate(raw: Obj, *, mover: Pod, target: str) -> tuple[Node, Obj | None] | None:

@@ -7,6 +7,7 @@ run says so (``partial``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from compactor.actions.client import Obj
@@ -53,4 +54,7 @@ class NoSteering:
         return None
 
     def step_in(self, run: Run, move: Move, pod: Obj) -> None:
+        return None
+
+    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
         return None

@@ -20,6 +20,7 @@ What can go wrong, and what happens:
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from compactor.actions import events
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj
@@ -166,6 +167,9 @@ class PolicySteerer:
 
     def step_in(self, run: Run, move: Move, pod: Obj) -> None:
         return None
+
+    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
+        return None  # a pin touches only its owner's next pod: nothing limits the first move
 
     def _unpin(self, run: Run, owner: str) -> None:
         """The entry for ``owner`` goes from the ConfigMap, then from the state (saved with the move's end): a crash in between

@@ -47,7 +47,7 @@ def evict_all(run: Run) -> None:
             _evict_batch(run, batch)
         except StopHere as exc:
             log.info("stopping before the next move", extra={"reason": str(exc)})
-            run.capped = str(exc)
+            run.capped, run.cap_detail = exc.limit, exc.detail
             return
 
 
