@@ -157,7 +157,9 @@ def _unmodelled(pod: Pod) -> str | None:
         return "required inter-pod (anti-)affinity"
     if pod.has_hard_topology_spread:
         return "DoNotSchedule topology spread"
-    if pod.resource_claims:
+    if any(shared for _, _, shared in pod.resource_claims):
+        return "a shared DRA ResourceClaim"
+    if pod.resource_claims and not pod.dra_gpus:
         return "DRA resource claims"
     return None
 

@@ -50,6 +50,7 @@ class _Listing:
     what: str
     label_selector: str | None = None
     field_selector: str | None = None
+    optional: bool = False  # a kind a cluster may not serve (resource.k8s.io/v1 before Kubernetes 1.34): 404 is none
 
 
 @overload
@@ -159,6 +160,7 @@ def read_cluster(
                     f"persistentvolumeclaims in namespace {ns}",
                 )
             )
+    listings.extend(_dra_listings(k8s_client.ResourceV1Api(api_client), namespaces))
     listings.extend(_config_map_listings(core, include_config_maps, config_map_selector))
 
     host = str(api_client.configuration.host)
@@ -168,6 +170,33 @@ def read_cluster(
             _list_all(listing, page_size=page_size, host=host, request_timeout=request_timeout, decoded=decoded)
         )
     return objects
+
+
+def _dra_listings(resource: k8s_client.ResourceV1Api, namespaces: Sequence[str] | None) -> list[_Listing]:
+    """Dynamic resource allocation (``compactor.model.dra``): DeviceClasses, ResourceSlices, and the ResourceClaims of
+    the namespaces whose pods are read. A cluster that does not serve ``resource.k8s.io/v1`` has none."""
+    version = "resource.k8s.io/v1"
+    listings = [
+        _Listing(resource.list_device_class, (), "DeviceClass", version, "deviceclasses", optional=True),
+        _Listing(resource.list_resource_slice, (), "ResourceSlice", version, "resourceslices", optional=True),
+    ]
+    if namespaces is None:
+        claims = resource.list_resource_claim_for_all_namespaces
+        return [
+            *listings,
+            _Listing(claims, (), "ResourceClaim", version, "resourceclaims in all namespaces", optional=True),
+        ]
+    return listings + [
+        _Listing(
+            resource.list_namespaced_resource_claim,
+            (ns,),
+            "ResourceClaim",
+            version,
+            f"resourceclaims in namespace {ns}",
+            optional=True,
+        )
+        for ns in namespaces
+    ]
 
 
 def _config_map_listings(core: k8s_client.CoreV1Api, include: bool | str, selector: str | None) -> list[_Listing]:
@@ -253,6 +282,9 @@ def _list_all(
                     )
                 seen_tokens.add(token)
         except ApiException as exc:
+            if exc.status == 404 and listing.optional and pages == 0:
+                log.debug("%s: not served by this cluster", listing.what)
+                return []
             if exc.status == 410 and token is not None and not restarted:
                 log.info(
                     "continue token for %s expired after %d page(s); listing again from the start", listing.what, pages

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.parse import UNLABELLED_GPU_POOL
 from compactor.model.types import Snapshot
 
 _EVERY_NODE_OFFERS = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
@@ -19,7 +20,8 @@ _NAMED = 5  # labels or resources named in a message
 def pool_label_unused(snapshot: Snapshot, pool_label: str) -> str | None:
     """Why ``pool_label`` would merge every GPU model into one pool, when no GPU node carries it (None: some do)."""
     gpu_nodes = [n for n in snapshot.nodes if n.is_gpu_node]
-    if not gpu_nodes or any(pool_label in n.labels for n in gpu_nodes):
+    # a DRA node's pool is its devices' product when it carries no label of its own (compactor.model.dra)
+    if not gpu_nodes or any(pool_label in n.labels or n.pool != UNLABELLED_GPU_POOL for n in gpu_nodes):
         return None
     seen = _named(
         sorted({label for n in gpu_nodes for label in n.labels if "gpu" in label or "product" in label}), _NAMED

@@ -13,6 +13,7 @@ import msgspec
 import yaml
 
 from compactor.errors import InputError
+from compactor.model.dra import DRA_KINDS, NVIDIA, apply, read_inventory
 from compactor.model.parse import (
     RawObject,
     parse_claim,
@@ -35,8 +36,12 @@ _LIST_KINDS = {
     "ConfigMapList",
     "PersistentVolumeList",
     "PersistentVolumeClaimList",
+    "DeviceClassList",
+    "ResourceSliceList",
+    "ResourceClaimList",
 }
 _LIST_DECODER = msgspec.json.Decoder(KubeList)
+DRA_DRIVERS = (NVIDIA,)  # what each DRA driver's device attributes mean (compactor.model.dra.DriverMapping)
 NESTED_TOO_DEEPLY = "JSON nested too deeply to read"
 
 
@@ -213,6 +218,7 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
     config_maps: list[ConfigMap] = []
     volumes: list[PersistentVolume] = []
     claims: list[Claim] = []
+    dra: list[tuple[str, RawObject]] = []  # DeviceClasses, ResourceSlices, ResourceClaims: read once nodes are known
     skipped: dict[str, int] = {}  # "origin: kind" -> objects
     skipped_kinds: dict[str, int] = {}
     for origin, raw in objects:
@@ -241,6 +247,8 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
             claim = parse_claim(raw, source=origin)
             seen.add("PersistentVolumeClaim", claim.key, "", origin)
             claims.append(claim)
+        elif kind in DRA_KINDS:
+            dra.append((origin, raw))
         else:
             unused = str(kind or "object without kind")
             skipped[f"{origin}: {unused}"] = skipped.get(f"{origin}: {unused}", 0) + 1
@@ -249,6 +257,9 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
         f"{label}: skipped {n} object(s) of a kind the model does not use" for label, n in sorted(skipped.items())
     )
 
+    if dra:
+        inventory = read_inventory(dra, nodes, DRA_DRIVERS, warnings)
+        pods = apply(nodes, pods, inventory, DRA_DRIVERS, pool_label=pool_label, warnings=warnings)
     orphans = [p for p in pods if p.node_name and p.node_name not in nodes and p.is_bound]
     if orphans:
         sample = ", ".join(f"{p.key} -> {p.node_name}" for p in orphans[:3]) + (", ..." if len(orphans) > 3 else "")

@@ -223,6 +223,19 @@ def _host_ports(spec: schema.ObjectSpec) -> tuple[tuple[str, int], ...]:
     )
 
 
+def _resource_claims(spec: schema.ObjectSpec, status: schema.ObjectStatus) -> tuple[tuple[str, str, bool], ...]:
+    """(entry, ResourceClaim name, shared) per ``spec.resourceClaims`` entry: a named claim is shared; a template's claim
+    is the one ``status.resourceClaimStatuses`` names ("" until the resourceclaim controller made it)."""
+    made = {str(s.get("name")): str(s.get("resourceClaimName") or "") for s in status.resource_claim_statuses or ()}
+    return tuple(
+        (str(entry.get("name") or ""), str(entry["resourceClaimName"]), True)
+        if entry.get("resourceClaimName")
+        else (str(entry.get("name") or ""), made.get(str(entry.get("name")), ""), False)
+        for entry in spec.resource_claims or ()
+        if isinstance(entry, dict)
+    )
+
+
 def _pod_requests(kube: schema.KubeObject, spec: schema.ObjectSpec, *, source: str) -> Resources:
     if spec.containers is None:
         raise InputError(
@@ -257,7 +270,8 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
         ephemeral_volumes=any(v.ephemeral is not None for v in spec.volumes) if spec.volumes else False,
         host_ports=_host_ports(spec),
         scheduler_name=spec.scheduler_name or "default-scheduler",
-        resource_claims=bool(spec.resource_claims),
+        resource_claims=_resource_claims(spec, status) if spec.resource_claims else (),
+        extended_claim=str((status.extended_resource_claim_status or {}).get("resourceClaimName") or ""),
         nominated_node=status.nominated_node_name or "",
         deletion_timestamp=meta.deletion_timestamp.isoformat() if meta.deletion_timestamp else "",
         scheduling_gates=tuple(g.name or "" for g in spec.scheduling_gates) if spec.scheduling_gates else (),

@@ -194,6 +194,15 @@ class ObjectSpec(_Api):
     claim_ref: ObjectReference | None = None
     # PersistentVolumeClaim
     volume_name: str | None = None
+    # Dynamic resource allocation (resource.k8s.io/v1; compactor.model.dra converts these): ResourceSlice (driver, pool,
+    # devices, sharedCounters; nodeName above), ResourceClaim (devices: its requests), DeviceClass
+    # (extendedResourceName). ``devices`` is a list in a slice and an object in a claim: kept as decoded.
+    driver: str | None = None
+    pool: Any = None
+    devices: Any = None
+    shared_counters: Any = None
+    all_nodes: bool | None = None
+    extended_resource_name: str | None = None
 
 
 class Condition(_Api):
@@ -214,6 +223,11 @@ class ObjectStatus(_Api):
     desired_healthy: NonNegative | None = None
     expected_pods: NonNegative | None = None
     nominated_node_name: str | None = None
+    # Dynamic resource allocation: a Pod's claims as made for it, a ResourceClaim's allocation and consumers
+    resource_claim_statuses: list[dict[str, Any]] | None = None
+    extended_resource_claim_status: dict[str, Any] | None = None
+    allocation: Any = None
+    reserved_for: list[dict[str, Any]] | None = None
 
 
 class KubeObject(_Api):

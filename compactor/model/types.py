@@ -169,7 +169,11 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     ephemeral_volumes: bool = False  # generic ephemeral volumes: each new pod gets a new claim
     host_ports: tuple[tuple[str, int], ...] = ()  # (protocol, hostPort)
     scheduler_name: str = "default-scheduler"
-    resource_claims: bool = False  # dynamic resource allocation (DRA)
+    # Dynamic resource allocation: (entry name, ResourceClaim name or "" when not made yet, shared) per spec.resourceClaims
+    # entry; shared: a named ResourceClaim (resourceClaimName), which other pods may use too
+    resource_claims: tuple[tuple[str, str, bool], ...] = ()
+    extended_claim: str = ""  # the claim kube-scheduler made for its extended-resource requests on a DRA node
+    dra_gpus: bool = False  # every claim is of GPU devices compactor.model.dra maps: its requests include them
     nominated_node: str = ""  # status.nominatedNodeName: a preemption is under way for it
     deletion_timestamp: str = ""
     scheduling_gates: tuple[str, ...] = ()

@@ -64,7 +64,14 @@ class Unmovable(enum.StrEnum):
     TOPOLOGY_SPREAD = "DoNotSchedule topology spread constraint, which the planner does not model"
     VOLUMES = "where its persistent volumes may attach is unknown (claim or volume not in the snapshot, unbound, or ephemeral)"
     SCHEDULER = "its schedulerName is not in planner.scheduler_names: where its replacement lands is not predicted"
-    RESOURCE_CLAIMS = "uses dynamic resource allocation (resourceClaims), which the planner does not model"
+    RESOURCE_CLAIMS = (
+        "uses dynamic resource allocation (resourceClaims) of devices the planner does not map (another driver's, "
+        "partitionable ones, a claim not made or not read yet, admin access)"
+    )
+    SHARED_CLAIM = (
+        "uses a named ResourceClaim (resourceClaimName), which other pods may share: its replacement would get the "
+        "same devices on the same node"
+    )
     NAMESPACE = "namespace not selected by config"
     SELECTOR = "labels do not match planner.pod_selector"
     PRIORITY = "priority above planner.max_priority"
@@ -146,7 +153,9 @@ def _unmodelled(pod: Pod) -> Unmovable | None:
         return Unmovable.POD_AFFINITY
     if pod.has_hard_topology_spread:
         return Unmovable.TOPOLOGY_SPREAD
-    if pod.resource_claims:
+    if any(shared for _, _, shared in pod.resource_claims):
+        return Unmovable.SHARED_CLAIM
+    if pod.resource_claims and not pod.dra_gpus:
         return Unmovable.RESOURCE_CLAIMS
     return None
 

@@ -104,6 +104,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True),
     ResourceType("batch", "v1", "jobs", "Job", True),
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True),
     ResourceType("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy", False),
     ResourceType(
         "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import socket
 import time
 from pathlib import Path
@@ -258,6 +259,9 @@ def test_namespaces_restrict_pods_and_pdbs(fake_api: FakeApiServer, fake_api_cli
         "/api/v1/namespaces/ml/pods",
         "/apis/policy/v1/namespaces/ml/poddisruptionbudgets",
         "/api/v1/namespaces/ml/persistentvolumeclaims",
+        "/apis/resource.k8s.io/v1/deviceclasses",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "/apis/resource.k8s.io/v1/namespaces/ml/resourceclaims",
     ]
     assert [o["metadata"]["name"] for o in objects if o["kind"] != "Node"] == ["train-1", "train"]
 
@@ -417,3 +421,37 @@ def test_in_cluster_flag_insists_on_the_service_account(
     with pytest.raises(InputError) as info:
         load_api_client(str(tmp_path / "config"), None, in_cluster=True)
     assert "cannot be combined" in _one_line(info.value)
+
+
+# ---------------------------------------------------------------- dynamic resource allocation (issue [19])
+
+
+def _dra_cluster() -> list[dict[str, Any]]:
+    from tests.dra_builders import device_class, dra_node, dra_pod, gpu_claim
+
+    return [
+        *dra_node("gpu-1"),
+        device_class(),
+        dra_pod("a", on="gpu-1", claim="a-gpus", namespace="ml"),
+        gpu_claim("a-gpus", namespace="ml", devices=[("gpu-1", "gpu-0"), ("gpu-1", "gpu-1")], for_pods=["a"]),
+    ]
+
+
+@pytest.mark.parametrize("decoded", [False, True])
+def test_dra_devices_and_claims_are_read_with_the_rest(
+    fake_api: FakeApiServer, fake_api_client: Any, decoded: bool
+) -> None:
+    fake_api.add(*_dra_cluster())
+    snapshot = build_snapshot(read_cluster(fake_api_client, decoded=decoded), source="live")
+    (gpu_1,) = snapshot.nodes
+    (a,) = snapshot.pods
+    assert (gpu_1.gpu.physical_gpus, gpu_1.allocatable["nvidia.com/gpu"], a.requests["nvidia.com/gpu"]) == (8, 8, 2)
+    assert a.dra_gpus and not snapshot.warnings
+
+
+def test_a_cluster_that_does_not_serve_dra_is_read_without_it(fake_api: FakeApiServer, fake_api_client: Any) -> None:
+    fake_api.add(*_small_cluster())
+    for plural in ("deviceclasses", "resourceslices", "resourceclaims"):
+        fake_api.inject(re.compile(rf"/apis/resource\.k8s\.io/v1/.*{plural}"), 404, times=None)
+    snapshot = build_snapshot(read_cluster(fake_api_client), source="live")
+    assert len(snapshot.nodes) == len([o for o in _small_cluster() if o["kind"] == "Node"])

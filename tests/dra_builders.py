@@ -1,0 +1,142 @@
+"""Dynamic Resource Allocation objects for tests, as the API server serves them (``resource.k8s.io/v1``) and as NVIDIA's DRA
+driver (``gpu.nvidia.com``) publishes its devices: whole GPUs ``gpu-<i>`` (type ``gpu``), MIG devices
+``gpu-<i>-mig-<profile>-<n>`` (type ``mig``, ``parentUUID``, ``profile``).
+
+``dra_node`` is a node whose GPUs are in a ResourceSlice, not in its allocatable; ``dra_pod`` a pod whose GPUs come from
+claims: a template claim (the one the resourceclaim controller made for it) or a named claim several pods may share;
+``gpu_claim`` the claim, allocated to devices of the node's pool or waiting (pending pods).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.builders import A100_40, node, pod
+
+DRIVER = "gpu.nvidia.com"
+
+
+def dra_node(name: str, *, gpus: int = 8, product: str = A100_40, **kwargs: Any) -> list[dict[str, Any]]:
+    """The node (no GPU in its allocatable, no GPU label) and the ResourceSlice of its ``gpus`` whole GPUs."""
+    return [node(name, **kwargs), gpu_slice(name, gpus=gpus, product=product)]
+
+
+def gpu_slice(
+    on: str,
+    *,
+    gpus: int = 8,
+    product: str = A100_40,
+    mig: dict[int, list[str]] | None = None,
+    pool: str | None = None,
+    generation: int = 1,
+    slices: int = 1,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """One ResourceSlice of pool ``pool`` (default: the node's name): whole GPUs ``gpu-0..``, except those ``mig`` carves
+    (GPU index -> profiles), whose MIG devices it lists instead."""
+    devices: list[dict[str, Any]] = []
+    for index in range(gpus):
+        uuid = f"GPU-{on}-{index}"
+        if mig and index in mig:
+            for n, profile in enumerate(mig[index]):
+                devices.append(
+                    _device(
+                        f"gpu-{index}-mig-{profile}-{n}",
+                        "mig",
+                        f"MIG-{on}-{index}-{n}",
+                        product,
+                        parent=uuid,
+                        profile=profile,
+                    )
+                )
+        else:
+            devices.append(_device(f"gpu-{index}", "gpu", uuid, product))
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name or f"{on}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": on,
+            "pool": {"name": pool or on, "generation": generation, "resourceSliceCount": slices},
+            "devices": devices,
+        },
+    }
+
+
+def _device(name: str, kind: str, uuid: str, product: str, **extra: str) -> dict[str, Any]:
+    attributes = {"type": kind, "uuid": uuid, "productName": product, **extra}
+    if "parent" in attributes:
+        attributes["parentUUID"] = attributes.pop("parent")
+    return {"name": name, "attributes": {k: {"string": v} for k, v in attributes.items()}}
+
+
+def device_class(name: str = DRIVER, *, extended: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def gpu_claim(
+    name: str,
+    *,
+    namespace: str = "default",
+    devices: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    for_pods: list[str] = (),  # type: ignore[assignment]
+    count: int | None = None,
+    device_class_name: str = DRIVER,
+    admin: bool = False,
+) -> dict[str, Any]:
+    """A ResourceClaim for ``count`` devices (default: as many as ``devices``), allocated to ``devices`` ((pool, device)
+    pairs) and reserved for ``for_pods``; not allocated when ``devices`` is empty."""
+    exactly: dict[str, Any] = {
+        "deviceClassName": device_class_name,
+        "allocationMode": "ExactCount",
+        "count": count if count is not None else max(1, len(devices)),
+    }
+    if admin:
+        exactly["adminAccess"] = True
+    status: dict[str, Any] = {}
+    if devices:
+        status["allocation"] = {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpus",
+                        "driver": DRIVER,
+                        "pool": pool,
+                        "device": device,
+                        **({"adminAccess": True} if admin else {}),
+                    }
+                    for pool, device in devices
+                ]
+            }
+        }
+    if for_pods:
+        status["reservedFor"] = [{"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in for_pods]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}},
+        "status": status,
+    }
+
+
+def dra_pod(name: str, *, claim: str | None = None, shared: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    """A pod asking no GPU in its containers, with a template claim made for it under the name ``claim`` (or not made
+    yet: ``claim=""``) and/or the named claim ``shared``."""
+    made = pod(name, **kwargs)
+    entries, statuses = [], []
+    if claim is not None:
+        entries.append({"name": "gpus", "resourceClaimTemplateName": "gpus"})
+        if claim:
+            statuses.append({"name": "gpus", "resourceClaimName": claim})
+    if shared is not None:
+        entries.append({"name": "shared", "resourceClaimName": shared})
+    made["spec"]["resourceClaims"] = entries
+    made["spec"]["containers"][0]["resources"]["claims"] = [{"name": e["name"]} for e in entries]
+    if statuses:
+        made["status"]["resourceClaimStatuses"] = statuses
+    return made

@@ -1,0 +1,171 @@
+"""GPUs allocated through Dynamic Resource Allocation, read from ResourceSlices and ResourceClaims (issue [19]).
+
+Each cluster here has a device-plugin twin: the same GPUs in ``status.allocatable`` and the same pods asking
+``nvidia.com/gpu``. The figures must be the same, pool by pool; the planner must move a DRA pod as it moves its twin and
+keep in place what it cannot reason about, saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from compactor.app.plan_document import build_plan
+from compactor.metrics.fragmentation import compute_figures
+from compactor.model.dra import DRA_LABEL_PREFIX
+from compactor.model.types import Snapshot
+from compactor.planner.movability import Unmovable
+from compactor.settings import PlannerSettings
+from tests.builders import A100_40, cluster, node, pdb, pod
+from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim, gpu_slice
+
+NOW = __import__("datetime").datetime(2026, 1, 1, tzinfo=__import__("datetime").UTC)
+
+
+def devices(on: str, *indexes: int) -> list[tuple[str, str]]:
+    return [(on, f"gpu-{i}") for i in indexes]
+
+
+def twin_device_plugin() -> Snapshot:
+    return cluster(
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("cpu-1"),
+        pod("a", on="gpu-1", gpus=2, owner="ReplicaSet/a"),
+        pod("b", on="gpu-2", gpus=4, owner="ReplicaSet/b"),
+        pod("c", on="gpu-2", gpus=1, owner="ReplicaSet/c"),
+        pod("big", gpus=8, owner="ReplicaSet/big"),
+        pod("web", on="cpu-1", owner="ReplicaSet/web"),
+    )
+
+
+def twin_dra() -> Snapshot:
+    return cluster(
+        *dra_node("gpu-1"),
+        *dra_node("gpu-2"),
+        node("cpu-1"),
+        device_class(),
+        dra_pod("a", on="gpu-1", claim="a-gpus", owner="ReplicaSet/a"),
+        gpu_claim("a-gpus", devices=devices("gpu-1", 0, 1), for_pods=["a"]),
+        dra_pod("b", on="gpu-2", claim="b-gpus", owner="ReplicaSet/b"),
+        gpu_claim("b-gpus", devices=devices("gpu-2", 0, 1, 2, 3), for_pods=["b"]),
+        dra_pod("c", on="gpu-2", claim="c-gpus", owner="ReplicaSet/c"),
+        gpu_claim("c-gpus", devices=devices("gpu-2", 4), for_pods=["c"]),
+        dra_pod("big", claim="big-gpus", owner="ReplicaSet/big"),
+        gpu_claim("big-gpus", count=8),
+        pod("web", on="cpu-1", owner="ReplicaSet/web"),
+    )
+
+
+def figures_of(snapshot: Snapshot) -> dict[str, Any]:
+    figures = compute_figures(snapshot)
+    return {
+        "cluster": dataclasses.asdict(figures.cluster),
+        "pools": [dataclasses.asdict(p) for p in figures.pools],
+        "blocked": figures.blocked_demand_gpus,
+        "pending": figures.pending_gpu_pods,
+    }
+
+
+def test_a_dra_cluster_has_the_figures_of_its_device_plugin_twin() -> None:
+    dra, twin = twin_dra(), twin_device_plugin()
+    assert figures_of(dra) == figures_of(twin)
+    gpu_1 = dra.node_by_name()["gpu-1"]
+    assert (gpu_1.pool, gpu_1.gpu.physical_gpus, gpu_1.allocatable["nvidia.com/gpu"]) == (A100_40, 8, 8)
+    assert gpu_1.labels[DRA_LABEL_PREFIX + DRIVER] == "true"
+    assert not [w for w in dra.warnings if "more requested than allocatable" in w]
+
+
+def test_a_mixed_cluster_counts_both_kinds_of_node() -> None:
+    mixed = cluster(
+        *dra_node("gpu-1"),
+        node("gpu-2", gpus=8),
+        dra_pod("a", on="gpu-1", claim="a-gpus"),
+        gpu_claim("a-gpus", devices=devices("gpu-1", 0, 1, 2), for_pods=["a"]),
+        pod("b", on="gpu-2", gpus=3),
+    )
+    figures = compute_figures(mixed)
+    assert figures.cluster.whole_free_gpus == 0 and [p.name for p in figures.pools] == [A100_40]
+    (pool,) = figures.pools
+    assert pool.gpus == 16 and pool.allocated_gpus == pytest.approx(6)
+
+
+def test_an_incomplete_pool_is_reported_and_not_counted() -> None:
+    snapshot = cluster(
+        node("gpu-1"),
+        gpu_slice("gpu-1", gpus=4, slices=2, name="half-1"),  # 1 of 2 slices at generation 1
+        gpu_slice("gpu-1", gpus=8, generation=0, name="stale"),  # an older generation is never counted
+    )
+    assert snapshot.node_by_name()["gpu-1"].gpu.physical_gpus == 0
+    assert any(
+        "DRA pool gpu-1 of driver gpu.nvidia.com: 1 of 2 ResourceSlice(s) at generation 1" in w
+        for w in snapshot.warnings
+    )
+
+
+def test_admin_access_consumes_nothing_and_a_shared_device_counts_once() -> None:
+    snapshot = cluster(
+        *dra_node("gpu-1"),
+        dra_pod("monitor", on="gpu-1", claim="monitor-gpus"),
+        gpu_claim("monitor-gpus", devices=devices("gpu-1", 0, 1, 2, 3, 4, 5, 6, 7), for_pods=["monitor"], admin=True),
+        dra_pod("x", on="gpu-1", shared="team-gpu"),
+        dra_pod("y", on="gpu-1", shared="team-gpu"),
+        gpu_claim("team-gpu", devices=devices("gpu-1", 0), for_pods=["x", "y"]),
+    )
+    pods = {p.name: p for p in snapshot.pods}
+    assert pods["monitor"].requests.get("nvidia.com/gpu") == 0
+    assert (pods["x"].requests.get("nvidia.com/gpu"), pods["y"].requests.get("nvidia.com/gpu")) == (1, 0)
+    assert compute_figures(snapshot).cluster.allocated_gpus == pytest.approx(1)
+
+
+def plan_of(snapshot: Snapshot) -> Any:
+    return build_plan(snapshot, PlannerSettings(min_replicas=1), source="test", now=NOW)
+
+
+def test_a_template_claim_pod_moves_like_its_twin_and_only_onto_a_node_of_its_driver() -> None:
+    snapshot = cluster(
+        *dra_node("gpu-1"),
+        *dra_node("gpu-2"),
+        node("plugin-1", gpus=8),  # a device-plugin node with room: a template claim cannot be served there
+        pod("pin", on="plugin-1", gpus=6, owner=None),
+        pod("anchor", on="gpu-1", cpu="1", owner=None),
+        dra_pod("anchor-gpu", on="gpu-1", claim="anchor-gpus", owner=None),
+        gpu_claim("anchor-gpus", devices=devices("gpu-1", 0, 1, 2, 3, 4, 5), for_pods=["anchor-gpu"]),
+        dra_pod("m", on="gpu-2", claim="m-gpus", owner="ReplicaSet/m"),
+        gpu_claim("m-gpus", devices=devices("gpu-2", 0, 1), for_pods=["m"]),
+    )
+    plan = plan_of(snapshot)
+    assert [(m.pod, m.from_node, m.to_node) for m in plan.moves] == [("default/m", "gpu-2", "gpu-1")]
+    assert plan.freed_nodes == ["gpu-2"]
+
+
+def test_pods_the_planner_cannot_reason_about_stay_and_say_why() -> None:
+    snapshot = cluster(
+        *dra_node("gpu-1"),
+        *dra_node("gpu-2"),
+        dra_pod("x", on="gpu-2", shared="team-gpu", owner="ReplicaSet/x"),
+        gpu_claim("team-gpu", devices=devices("gpu-2", 0), for_pods=["x"]),
+        dra_pod("y", on="gpu-2", claim="", owner="ReplicaSet/y"),  # its claim not made (or not in the snapshot)
+    )
+    reasons = plan_of(snapshot).explanations["unmovablePods"]
+    assert Unmovable.SHARED_CLAIM.value in reasons and Unmovable.RESOURCE_CLAIMS.value in reasons
+
+
+def test_a_pending_template_claim_pod_is_blocked_demand_and_gets_placed_by_moves() -> None:
+    snapshot = cluster(
+        *dra_node("gpu-1"),
+        *dra_node("gpu-2"),
+        dra_pod("a", on="gpu-1", claim="a-gpus", owner="ReplicaSet/a"),
+        gpu_claim("a-gpus", devices=devices("gpu-1", 0, 1), for_pods=["a"]),
+        dra_pod("b", on="gpu-2", claim="b-gpus", owner="ReplicaSet/b"),
+        gpu_claim("b-gpus", devices=devices("gpu-2", 0, 1), for_pods=["b"]),
+        dra_pod("big", claim="big-gpus", owner="ReplicaSet/big"),
+        gpu_claim("big-gpus", count=8),
+        pdb("a", match={"app": "a"}, max_unavailable=1),
+        pdb("b", match={"app": "b"}, max_unavailable=1),
+    )
+    assert compute_figures(snapshot).blocked_demand_gpus == pytest.approx(8)
+    plan = plan_of(snapshot)
+    assert [p.pod for p in plan.placed_pending] == ["default/big"] and len(plan.moves) == 1
