@@ -296,6 +296,7 @@ class FakeCluster:
         self.nodes: dict[str, Obj] = {}
         self.pods: dict[tuple[str, str], Obj] = {}
         self.pdbs: dict[tuple[str, str], Obj] = {}
+        self.dra: list[Obj] = []  # ResourceSlices and ResourceClaims, as given
         self.controllers: dict[tuple[str, str, str], Controller] = {}
         self.state: dict[str, dict[str, str]] = {}
         self.config_maps: dict[
@@ -521,6 +522,11 @@ class FakeCluster:
         return self._call(
             "get_pod", {"namespace": namespace, "name": name}, lambda: copy.deepcopy(self.pods.get((namespace, name)))
         )
+
+    def list_dra(self, kind: str) -> list[Obj]:
+        """ResourceSlices and ResourceClaims as given: this fake allocates no device (tests/e2e/test_dra.py has the real
+        scheduler do it)."""
+        return self._call("list_dra", {"kind": kind}, lambda: [copy.deepcopy(o) for o in self.dra if o["kind"] == kind])
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         return self._call(
@@ -766,6 +772,8 @@ class FakeCluster:
             self.state[obj["metadata"]["name"]] = dict(obj.get("data") or {})
         elif kind in ADMISSION_KINDS:
             self.admissions[(kind, obj["metadata"]["name"])] = obj
+        elif kind in ("ResourceSlice", "ResourceClaim"):
+            self.dra.append(obj)
         elif kind == "Deployment":
             obj["metadata"].setdefault("namespace", "default")
             obj["metadata"]["uid"] = obj["metadata"].get("uid") or self._new_uid()

@@ -91,6 +91,11 @@ class ClusterClient(Protocol):
         """PodDisruptionBudgets, all of them or those of ``namespace`` (a PDB only selects pods of its own namespace)."""
         ...
 
+    def list_dra(self, kind: str) -> list[Obj]:
+        """Every ``kind`` (ResourceSlice, ResourceClaim) of ``resource.k8s.io/v1`` in the cluster: where GPUs allocated
+        through dynamic resource allocation are (``outcome.dra_facts``); none when the cluster does not serve it."""
+        ...
+
     def get_admission(self, kind: str, name: str) -> Obj | None:
         """A cluster-scoped ``admissionregistration.k8s.io/v1`` object, ``kind`` MutatingAdmissionPolicy or
         MutatingAdmissionPolicyBinding; None when absent or not served (an older API server)."""

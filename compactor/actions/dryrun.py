@@ -60,6 +60,11 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
+def _consumers(claim: Obj) -> set[tuple[str, str]]:
+    namespace = (claim.get("metadata") or {}).get("namespace", "default")
+    return {(namespace, str(c.get("name"))) for c in (claim.get("status") or {}).get("reservedFor") or ()}
+
+
 @dataclass
 class RecordedCall:
     method: str
@@ -79,6 +84,7 @@ class RecordingClient:
         self.nodes = {o["metadata"]["name"]: copy.deepcopy(o) for o in objects if o.get("kind") == "Node"}
         self.pods = {pod_key(o): copy.deepcopy(o) for o in objects if o.get("kind") == "Pod"}
         self.pdbs = [copy.deepcopy(o) for o in objects if o.get("kind") == "PodDisruptionBudget"]
+        self.dra = [copy.deepcopy(o) for o in objects if o.get("kind") in ("ResourceSlice", "ResourceClaim")]
         self.owners = {
             (o["metadata"].get("namespace", "default"), o["kind"], o["metadata"]["name"]): copy.deepcopy(o)
             for o in objects
@@ -160,6 +166,19 @@ class RecordingClient:
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         return copy.deepcopy(self.pods.get(f"{namespace}/{name}"))
+
+    def list_dra(self, kind: str) -> list[Obj]:
+        """The world's ResourceSlices or ResourceClaims; a claim whose pods were all evicted here is gone with them, as the
+        resourceclaim controller deletes a template's claim with its pod (a replacement's own claim is not simulated:
+        its node runs pods anyway)."""
+        names = {(pod_key(p).split("/", 1)[0], str(p["metadata"]["name"])) for p in self.pods.values()}
+        return copy.deepcopy(
+            [
+                o
+                for o in self.dra
+                if o.get("kind") == kind and (kind != "ResourceClaim" or not _consumers(o) or _consumers(o) & names)
+            ]
+        )
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         return copy.deepcopy(

@@ -10,14 +10,14 @@ to land where the plan says is the ``Steerer``'s business (``actions/steering/``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock, Interrupted
-from compactor.actions.outcome import Outcome, compare, node_gpus, pod_holds_node, whole_free
+from compactor.actions.outcome import Outcome, compare, dra_facts, node_gpus, pod_holds_node, whole_free
 from compactor.actions.pods import is_terminating, pod_key
 from compactor.actions.run import Abort, Progress, Run, StopHere
 from compactor.actions.scope import measured_nodes, within_cap
@@ -288,9 +288,11 @@ class Executor:
         land nowhere else), read one by one with their pods, so the cost follows the plan, not the cluster; without, on
         every node and pod, scanned page by page and kept only as ``_World`` needs them. ``reads``: keep the plan's nodes
         (``measured_nodes``) as read, with their pods (``Run.first_reads``)."""
-        look = _Look(frozenset(measured_nodes(run.plan)), frozenset(p.pod for p in run.plan.placed_pending), reads)
+        dra = dra_facts(self.client)
+        pending = frozenset(p.pod for p in run.plan.placed_pending)
+        look = _Look(frozenset(measured_nodes(run.plan)), pending, reads, dra.gpus)
         if not run.steerer.exact:
-            return _World.of(self.client.scan_nodes(look.node), self.client.scan_pods(look.pod))
+            return _World.of(self.client.scan_nodes(look.node), self.client.scan_pods(look.pod), dra.busy)
         raw = [node for name in sorted(look.nodes) if (node := self.client.get_node(name)) is not None]
         nodes = [look.node(node) for node in raw]
         pods = [
@@ -299,7 +301,7 @@ class Executor:
             for pod in self.client.list_pods(node_name=node["metadata"]["name"])
             if (fact := look.pod(pod)) is not None
         ]
-        return _World.of(nodes, pods)
+        return _World.of(nodes, pods, dra.busy)
 
     def _let_go_quietly(self, run: Run) -> None:
         if not run.steerer.release_on_stop:
@@ -366,9 +368,10 @@ class _Look:
     nodes: frozenset[str]  # the plan's nodes (measured_nodes)
     pending: frozenset[str]  # the plan's placed pending pods
     reads: bool  # keep the plan's nodes and their pods as read
+    dra_gpus: Mapping[str, int]  # node -> GPUs its ResourceSlices publish (``outcome.dra_facts``)
 
     def node(self, raw: Obj) -> _NodeFact:
-        name, gpus = node_gpus(raw)
+        name, gpus = node_gpus(raw, self.dra_gpus)
         return _NodeFact(name, gpus, raw if self.reads and name in self.nodes else None)
 
     def pod(self, raw: Obj) -> _PodFact | None:
@@ -390,14 +393,15 @@ class _World:
     reads: dict[str, tuple[Obj, list[Obj]]]  # the plan's nodes as read, with their pods (when kept)
 
     @classmethod
-    def of(cls, nodes: list[_NodeFact], pods: list[_PodFact]) -> _World:
+    def of(cls, nodes: list[_NodeFact], pods: list[_PodFact], claimed: frozenset[str] = frozenset()) -> _World:
+        """``claimed``: nodes a ResourceClaim holds a device of (busy whatever their pods ask)."""
         reads: dict[str, tuple[Obj, list[Obj]]] = {n.name: (n.raw, []) for n in nodes if n.raw is not None}
         for pod in pods:  # one pass, grouped by node: not a pass over the pods per node
             if pod.raw is not None and pod.node in reads:
                 reads[pod.node][1].append(pod.raw)
         return cls(
             gpus={n.name: n.gpus for n in nodes if n.gpus is not None},
-            busy={p.node for p in pods if p.busy},
+            busy={p.node for p in pods if p.busy} | claimed,
             bound={p.pending: p.node for p in pods if p.pending is not None},
             reads=reads,
         )

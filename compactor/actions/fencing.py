@@ -97,6 +97,9 @@ class FencedClient:
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         return self.inner.list_pdbs(namespace=namespace)
 
+    def list_dra(self, kind: str) -> list[Obj]:
+        return self.inner.list_dra(kind)
+
     def read_state(self, name: str) -> dict[str, str] | None:
         return self.inner.read_state(name)
 

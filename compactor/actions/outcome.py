@@ -17,17 +17,53 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.actions.client import Obj
+from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.steering.room import SOURCE
-from compactor.model.load import DEFAULT_POOL_LABEL
+from compactor.model.dra import read_inventory
+from compactor.model.load import DEFAULT_POOL_LABEL, DRA_DRIVERS
 from compactor.model.parse import parse_node, parse_pod
 
 
-def node_gpus(raw: Obj) -> tuple[str, int | None]:
+def node_gpus(raw: Obj, dra_gpus: Mapping[str, int] | None = None) -> tuple[str, int | None]:
     """The node's name and, for a GPU node, the GPUs freeing it is worth, as the planner counts them (None for any other
-    node). Our fence is a taint, which does not change that; an operator's cordon does, for the planner too."""
+    node); ``dra_gpus``: node -> the GPUs its ResourceSlices publish (``dra_facts``). Our fence is a taint, which does not
+    change that; an operator's cordon does, for the planner too."""
     node = parse_node(raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[])
-    return node.name, node.countable_gpus if node.is_gpu_node else None
+    published = (dra_gpus or {}).get(node.name, 0)
+    if not node.is_gpu_node and not published:
+        return node.name, None
+    available = node.ready and not node.unschedulable
+    return node.name, (node.countable_gpus if node.is_gpu_node else 0) + (published if available else 0)
+
+
+@dataclass(frozen=True)
+class DraFacts:
+    """What dynamic resource allocation adds to the count: each node's GPUs in complete pools (``compactor.model.dra``),
+    and the nodes a claim holds a device of, which are never whole-free, whatever their pods say."""
+
+    gpus: Mapping[str, int]
+    busy: frozenset[str]
+
+
+NO_DRA = DraFacts({}, frozenset())
+
+
+def dra_facts(client: ClusterClient) -> DraFacts:
+    """ResourceSlices and, when there are any, ResourceClaims, as ``client`` reads them now."""
+    slices = client.list_dra("ResourceSlice")
+    if not slices:
+        return NO_DRA
+    claims = client.list_dra("ResourceClaim")
+    nodes = {str((s.get("spec") or {}).get("nodeName") or "") for s in slices}
+    inventory = read_inventory([(SOURCE, o) for o in [*slices, *claims]], nodes, DRA_DRIVERS, [])
+    busy = {
+        device.node
+        for claim in inventory.claims.values()
+        for result in claim.results
+        if not result.admin and (device := inventory.devices.get((result.driver, result.pool, result.device)))
+    }
+    gpus = {node: len({d.gpu for d in devices}) for node, devices in inventory.by_node.items()}
+    return DraFacts(gpus, frozenset(busy))
 
 
 def pod_holds_node(raw: Obj) -> tuple[str, bool]:

@@ -57,9 +57,11 @@ def cluster_client(inv: Invocation, *, dry_run: bool) -> KubeClusterClient:
 
 
 def world_of(client: ClusterClient) -> list[Obj]:
-    """What a dry run of a live cluster starts from: the nodes, pods and PDBs ``client`` reads (owners, autoscalers, the
-    steering policy and ConfigMaps are asked of the cluster as the run needs them)."""
-    return [*client.list_nodes(), *client.list_pods(), *client.list_pdbs()]
+    """What a dry run of a live cluster starts from: the nodes, pods and PDBs ``client`` reads, with the ResourceSlices and
+    ResourceClaims of GPUs allocated through dynamic resource allocation (owners, autoscalers, the steering policy and
+    ConfigMaps are asked of the cluster as the run needs them)."""
+    dra = [*client.list_dra("ResourceSlice"), *client.list_dra("ResourceClaim")]
+    return [*client.list_nodes(), *client.list_pods(), *client.list_pdbs(), *dra]
 
 
 def world_objects(inv: Invocation, reader: ClusterClient | None) -> list[Obj]:

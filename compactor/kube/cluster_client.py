@@ -162,6 +162,7 @@ class KubeClusterClient:
         self.page_size = page_size
         self._core = k8s_client.CoreV1Api(api_client)
         self._policy = k8s_client.PolicyV1Api(api_client)
+        self._resource = k8s_client.ResourceV1Api(api_client)
         self._instance = _reporting_instance()
         self._state_versions: dict[str, str] = {}  # state ConfigMap -> resourceVersion last read or written here
 
@@ -306,6 +307,15 @@ class KubeClusterClient:
                 "poddisruptionbudgets in all namespaces",
             )
         )
+
+    def list_dra(self, kind: str) -> list[Obj]:
+        call: Callable[..., Any] = (
+            self._resource.list_resource_slice
+            if kind == "ResourceSlice"
+            else self._resource.list_resource_claim_for_all_namespaces
+        )
+        what = "resourceslices" if kind == "ResourceSlice" else "resourceclaims in all namespaces"
+        return self._list(_Listing(call, (), kind, "resource.k8s.io/v1", what, optional=True))
 
     def get_node(self, name: str) -> Obj | None:
         node = self._get("/api/v1/nodes/{name}", {"name": name}, "Node", f"reading node {name}")

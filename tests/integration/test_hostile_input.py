@@ -197,7 +197,8 @@ def test_memory_capped_like_parse_quantity_fits_exactly_three_of_four_exbibyte_p
     run = compactor("plan", "--snapshot", snapshot, "--output", "json", tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr
     plan = json.loads(run.stdout)
-    assert len(plan["moves"]) == 1 and plan["moves"][0]["to"] == "n1" and plan["freedGpus"] == 8
+    # one node freed, never two: that would put four 2Ei pods on one node (equally good plans differ in which node)
+    assert len(plan["moves"]) == 1 and plan["freedGpus"] == 8
     assert {level["status"] for level in plan["solver"]["levels"]} == {"OPTIMAL"}
 
 

@@ -1,0 +1,287 @@
+"""GPUs allocated through Dynamic Resource Allocation on a real control plane (issue [19]).
+
+Three fake nodes without any GPU in their allocatable (``--gpus 0``); a small fake DRA driver in the test publishes, for
+each, a ResourceSlice of 8 whole GPUs as NVIDIA's driver (``gpu.nvidia.com``) does, with the DeviceClass its claims
+name. Nothing allocates but the real kube-scheduler: each pod's claim, made by the real resourceclaim controller from a
+ResourceClaimTemplate, gets its devices written into ``status.allocation`` by the scheduler. The starting state:
+
+1. ``serve`` (12 replicas of a 2-GPU template claim) takes every device, 4 replicas on each node, whatever the profile;
+2. ``serve`` is scaled down to 6, the ReplicaSet keeping 2 on each node (``pod-deletion-cost``): 4 GPUs free everywhere.
+
+Then, restricted to the test's namespace:
+
+* ``compactor report --output json`` sees 24 GPUs, and its figures are those of the same cluster as the device plugin
+  would show it: the test turns the live objects into that twin itself (each node's devices into its allocatable, each
+  pod's allocated devices into its requests) and compares the two reports' figures;
+* ``compactor plan`` frees one node with 2 moves, and ``compactor run --once`` (steering policy installed) does it:
+  the freed node holds no allocated device any more, every replacement's new claim is allocated on its planned node,
+  and the whole-free GPUs gained equal the plan's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import secrets
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compactor.kube.read import read_cluster
+from compactor.metrics.fragmentation import compute_figures
+from compactor.model.load import build_snapshot
+from tests.dra_builders import DRIVER, device_class, gpu_slice
+from tests.e2e import fragmentation as frag
+from tests.e2e.conftest import _fresh_namespace
+from tests.e2e.fleet_runs import compactor_config, run_once, settle
+from tests.e2e.fragmentation import FLEET_LABEL, Fleet
+from tests.e2e.helpers import (
+    NEEDS_CLUSTER,
+    PAUSE_IMAGE,
+    Kube,
+    Obj,
+    api_request,
+    describe_pods,
+    kubeconfig_args,
+    name_of,
+    pod_disruption_budget,
+    run_compactor,
+    wait_for,
+    with_retries,
+)
+from tests.e2e.kubelets import NodeSet, fake_nodes
+
+pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
+
+NODES, GPUS, PER_POD = 3, 8, 2
+FILL, KEPT_PER_NODE = NODES * GPUS // PER_POD, 2
+PRODUCT = "NVIDIA-H100-80GB-HBM3"
+RESOURCE = "/apis/resource.k8s.io/v1"
+SERVE = "serve"
+
+
+@pytest.fixture
+def dra_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
+    """Three GPU-less nodes served by fake kubelets, each with the ResourceSlice a DRA driver would publish for 8 GPUs."""
+    run_id = f"e2e-{secrets.token_hex(3)}"
+    nodes = NodeSet(prefix=f"{run_id}-dra-", count=NODES, gpus=0, labels={FLEET_LABEL: run_id})
+    with fake_nodes(kube.api_client, nodes, tmp_path / "fake-dra-nodes.log") as names, _driver(kube, names):
+        yield Fleet(run_id=run_id, names=names, gpus_per_node=GPUS)
+
+
+@contextlib.contextmanager
+def _driver(kube: Kube, names: list[str]) -> Iterator[None]:
+    """The DeviceClass (made if missing) and one ResourceSlice per node; all of it removed afterwards."""
+    made_class = api_request(kube, "GET", f"{RESOURCE}/deviceclasses/{DRIVER}")[0] == 404
+    if made_class:
+        status, body = api_request(kube, "POST", f"{RESOURCE}/deviceclasses", device_class())
+        assert status == 201, body
+    slices = [gpu_slice(node, gpus=GPUS, product=PRODUCT, name=f"{node}-gpus") for node in names]
+    try:
+        for resource_slice in slices:
+            status, body = api_request(kube, "POST", f"{RESOURCE}/resourceslices", resource_slice)
+            assert status == 201, body
+        yield
+    finally:
+        for resource_slice in slices:
+            api_request(kube, "DELETE", f"{RESOURCE}/resourceslices/{resource_slice['metadata']['name']}")
+        if made_class:
+            api_request(kube, "DELETE", f"{RESOURCE}/deviceclasses/{DRIVER}")
+
+
+@pytest.fixture
+def dra_namespace(kube: Kube, dra_fleet: Fleet) -> Iterator[str]:
+    with _fresh_namespace(kube, f"compactor-{dra_fleet.run_id}", force_pods=True) as name:
+        yield name
+
+
+def create_serving(kube: Kube, namespace: str, fleet: Fleet) -> None:
+    """A ResourceClaimTemplate of 2 GPUs, and ``serve`` using it (``FILL`` replicas) under a PDB of maxUnavailable 1."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "two-gpus"},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": PER_POD}}]}
+            }
+        },
+    }
+    status, body = api_request(kube, "POST", f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates", template)
+    assert status == 201, body
+    pod_spec = {
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+        "nodeSelector": fleet.selector,
+        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}],
+        "containers": [
+            {
+                "name": "pause",
+                "image": PAUSE_IMAGE,
+                "resources": {"requests": {"cpu": "5m", "memory": "8Mi"}, "claims": [{"name": "gpus"}]},
+            }
+        ],
+    }
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": SERVE},
+        "spec": {
+            "replicas": FILL,
+            "selector": {"matchLabels": {"app": SERVE}},
+            "template": {"metadata": {"labels": {"app": SERVE, frag.WORKLOAD_LABEL: "true"}}, "spec": pod_spec},
+        },
+    }
+    budget = pod_disruption_budget(SERVE, app_label=SERVE)
+    with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, budget), what="creating PDB")
+    with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what="creating Deployment")
+
+
+def claims(kube: Kube, namespace: str) -> list[Obj]:
+    return list(api_request(kube, "GET", f"{RESOURCE}/namespaces/{namespace}/resourceclaims")[1].get("items") or [])
+
+
+def devices_by_node(kube: Kube, namespace: str) -> Counter[str]:
+    """Allocated devices per node (pool = node name, as the fake driver publishes them)."""
+    return Counter(
+        r["pool"]
+        for c in claims(kube, namespace)
+        for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    )
+
+
+def fragment(kube: Kube, namespace: str, fleet: Fleet) -> None:
+    """Steps 1 and 2 of the module docstring; checks the layout before handing the cluster over."""
+    create_serving(kube, namespace, fleet)
+    wait_for(settle_check(kube, namespace), timeout=180, what=f"{FILL} replicas of {SERVE} Running")
+    by_node: dict[str, list[str]] = {}
+    for pod in frag.pods(kube, namespace):
+        by_node.setdefault(frag.node_of(pod), []).append(name_of(pod))
+    assert sorted(len(v) for v in by_node.values()) == [FILL // NODES] * NODES, describe_pods(
+        frag.pods(kube, namespace)
+    )
+    for node in fleet.names:
+        for pod in sorted(by_node[node])[:KEPT_PER_NODE]:
+            frag.protect(kube, namespace, pod)
+    frag.scale(kube, namespace, SERVE, NODES * KEPT_PER_NODE)
+    wait_for(settle_check(kube, namespace), timeout=180, what=f"{SERVE} scaled down")
+    wait_for(
+        lambda: (
+            dict(devices_by_node(kube, namespace)) == dict.fromkeys(fleet.names, KEPT_PER_NODE * PER_POD),
+            str(devices_by_node(kube, namespace)),
+        ),
+        timeout=60,
+        what="the claims of the removed replicas deallocated",
+    )
+
+
+def settle_check(kube: Kube, namespace: str) -> Any:
+    return frag.whole_again(kube, namespace)
+
+
+def as_device_plugin(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same cluster as NVIDIA's device plugin would show it, worked out here from the live objects: each node's
+    slice devices in its allocatable, each pod's allocated devices as its nvidia.com/gpu request; no DRA object."""
+    per_node = Counter(
+        str(o["spec"]["nodeName"])
+        for o in objects
+        if o["kind"] == "ResourceSlice"
+        for _ in o["spec"].get("devices") or ()
+    )
+    claimed = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): len(
+            ((o.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+        )
+        for o in objects
+        if o["kind"] == "ResourceClaim"
+    }
+    twin = []
+    for o in objects:
+        if o["kind"] in ("ResourceSlice", "ResourceClaim", "DeviceClass"):
+            continue
+        o = json.loads(json.dumps(o))
+        if o["kind"] == "Node" and per_node.get(o["metadata"]["name"]):
+            for section in ("allocatable", "capacity"):
+                o["status"][section]["nvidia.com/gpu"] = str(per_node[o["metadata"]["name"]])
+            o["metadata"]["labels"]["nvidia.com/gpu.product"] = PRODUCT
+        if o["kind"] == "Pod" and o["spec"].get("resourceClaims"):
+            namespace = o["metadata"]["namespace"]
+            made = {
+                s["name"]: s.get("resourceClaimName")
+                for s in (o.get("status") or {}).get("resourceClaimStatuses") or []
+            }
+            gpus = sum(claimed.get((namespace, made.get(e["name"]) or ""), 0) for e in o["spec"]["resourceClaims"])
+            del o["spec"]["resourceClaims"]
+            resources = o["spec"]["containers"][0].setdefault("resources", {})
+            resources.pop("claims", None)
+            resources.setdefault("requests", {})["nvidia.com/gpu"] = str(gpus)
+            resources.setdefault("limits", {})["nvidia.com/gpu"] = str(gpus)
+        twin.append(o)
+    return twin
+
+
+def test_dra_gpus_are_counted_as_their_device_plugin_twin_and_a_run_frees_a_node(
+    kube: Kube, dra_fleet: Fleet, dra_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
+    namespace, fleet = dra_namespace, dra_fleet
+    fragment(kube, namespace, fleet)
+    config = tmp_path / "compactor.yaml"
+    config.write_text(yaml.safe_dump(compactor_config(namespace)), encoding="utf-8")
+
+    live = [o for o in read_cluster(kube.api_client) if _of_this_test(o, fleet, namespace)]
+    dra, twin = build_snapshot(live, source="live"), build_snapshot(as_device_plugin(live), source="twin")
+    assert _figures(dra) == _figures(twin), (_figures(dra), _figures(twin))
+    assert sum(n.gpu.physical_gpus for n in dra.nodes) == NODES * GPUS and {n.pool for n in dra.nodes} == {PRODUCT}
+
+    report = run_compactor("report", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=120)
+    assert report.returncode == 0, report.describe()
+
+    planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=300)
+    assert planned.returncode == 0, planned.describe()
+    plan = planned.json()
+    assert len(plan["freedNodes"]) == 1 and len(plan["moves"]) == KEPT_PER_NODE, planned.describe()
+    (freed,) = plan["freedNodes"]
+
+    before = devices_by_node(kube, namespace)
+    ran = run_once(config, tmp_path / "unused")
+    whole, seen = settle(kube, namespace)
+    assert whole, seen
+    after = devices_by_node(kube, namespace)
+    result = ran.json()
+    assert result.get("status") == "succeeded", ran.describe()
+    assert after[freed] == 0 and sum(after.values()) == sum(before.values()), (dict(before), dict(after), freed)
+    placed = Counter(frag.node_of(p) for p in frag.pods(kube, namespace))
+    assert placed[freed] == 0, describe_pods(frag.pods(kube, namespace))
+    for pod in frag.pods(kube, namespace):  # each pod's claim is allocated on the node it runs on
+        made = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        assert made, pod
+        claim = next(c for c in claims(kube, namespace) if name_of(c) == made[0]["resourceClaimName"])
+        pools = {r["pool"] for r in claim["status"]["allocation"]["devices"]["results"]}
+        assert pools == {frag.node_of(pod)}, (name_of(pod), pools)
+    gained = sum(GPUS for n in fleet.names if not after[n]) - sum(GPUS for n in fleet.names if not before[n])
+    assert gained == plan["freedGpus"] == GPUS, (dict(before), dict(after), plan["freedGpus"])
+
+
+def _of_this_test(obj: dict[str, Any], fleet: Fleet, namespace: str) -> bool:
+    kind = obj.get("kind")
+    if kind == "Node":
+        return obj["metadata"]["name"] in fleet.names
+    if kind == "ResourceSlice":
+        return (obj.get("spec") or {}).get("nodeName") in fleet.names
+    if kind in ("Pod", "ResourceClaim", "PodDisruptionBudget"):
+        return obj["metadata"].get("namespace") == namespace
+    return kind == "DeviceClass"
+
+
+def _figures(snapshot: Any) -> dict[str, Any]:
+    figures = compute_figures(snapshot)
+    return {
+        "cluster": dataclasses.asdict(figures.cluster),
+        "pools": [dataclasses.asdict(p) for p in figures.pools],
+        "blocked": figures.blocked_demand_gpus,
+    }
