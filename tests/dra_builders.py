@@ -9,11 +9,25 @@ claims: a template claim (the one the resourceclaim controller made for it) or a
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from compactor.metrics.fragmentation import compute_figures
+from compactor.model.types import Snapshot
 from tests.builders import A100_40, node, pod
 
 DRIVER = "gpu.nvidia.com"
+
+
+def twin_figures(snapshot: Snapshot) -> dict[str, Any]:
+    """The figures a DRA cluster and its device-plugin twin must share: the cluster's and each pool's, blocked demand."""
+    figures = compute_figures(snapshot)
+    return {
+        "cluster": dataclasses.asdict(figures.cluster),
+        "pools": [dataclasses.asdict(p) for p in figures.pools],
+        "blocked": figures.blocked_demand_gpus,
+        "pending": figures.pending_gpu_pods,
+    }
 
 
 def dra_node(name: str, *, gpus: int = 8, product: str = A100_40, **kwargs: Any) -> list[dict[str, Any]]:

@@ -21,7 +21,6 @@ Then, restricted to the test's namespace:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import secrets
 from collections import Counter
@@ -33,9 +32,8 @@ import pytest
 import yaml
 
 from compactor.kube.read import read_cluster
-from compactor.metrics.fragmentation import compute_figures
 from compactor.model.load import build_snapshot
-from tests.dra_builders import DRIVER, device_class, gpu_slice
+from tests.dra_builders import DRIVER, device_class, gpu_slice, twin_figures
 from tests.e2e import fragmentation as frag
 from tests.e2e.conftest import _fresh_namespace
 from tests.e2e.fleet_runs import compactor_config, run_once, settle
@@ -235,7 +233,7 @@ def test_dra_gpus_are_counted_as_their_device_plugin_twin_and_a_run_frees_a_node
 
     live = [o for o in read_cluster(kube.api_client) if _of_this_test(o, fleet, namespace)]
     dra, twin = build_snapshot(live, source="live"), build_snapshot(as_device_plugin(live), source="twin")
-    assert _figures(dra) == _figures(twin), (_figures(dra), _figures(twin))
+    assert twin_figures(dra) == twin_figures(twin), (twin_figures(dra), twin_figures(twin))
     assert sum(n.gpu.physical_gpus for n in dra.nodes) == NODES * GPUS and {n.pool for n in dra.nodes} == {PRODUCT}
 
     report = run_compactor("report", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=120)
@@ -276,12 +274,3 @@ def _of_this_test(obj: dict[str, Any], fleet: Fleet, namespace: str) -> bool:
     if kind in ("Pod", "ResourceClaim", "PodDisruptionBudget"):
         return obj["metadata"].get("namespace") == namespace
     return kind == "DeviceClass"
-
-
-def _figures(snapshot: Any) -> dict[str, Any]:
-    figures = compute_figures(snapshot)
-    return {
-        "cluster": dataclasses.asdict(figures.cluster),
-        "pools": [dataclasses.asdict(p) for p in figures.pools],
-        "blocked": figures.blocked_demand_gpus,
-    }

@@ -7,7 +7,6 @@ keep in place what it cannot reason about, saying why.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.movability import Unmovable
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
-from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim, gpu_slice
+from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim, gpu_slice, twin_figures
 
 NOW = __import__("datetime").datetime(2026, 1, 1, tzinfo=__import__("datetime").UTC)
 
@@ -59,19 +58,9 @@ def twin_dra() -> Snapshot:
     )
 
 
-def figures_of(snapshot: Snapshot) -> dict[str, Any]:
-    figures = compute_figures(snapshot)
-    return {
-        "cluster": dataclasses.asdict(figures.cluster),
-        "pools": [dataclasses.asdict(p) for p in figures.pools],
-        "blocked": figures.blocked_demand_gpus,
-        "pending": figures.pending_gpu_pods,
-    }
-
-
 def test_a_dra_cluster_has_the_figures_of_its_device_plugin_twin() -> None:
     dra, twin = twin_dra(), twin_device_plugin()
-    assert figures_of(dra) == figures_of(twin)
+    assert twin_figures(dra) == twin_figures(twin)
     gpu_1 = dra.node_by_name()["gpu-1"]
     assert (gpu_1.pool, gpu_1.gpu.physical_gpus, gpu_1.allocatable["nvidia.com/gpu"]) == (A100_40, 8, 8)
     assert gpu_1.labels[DRA_LABEL_PREFIX + DRIVER] == "true"
