@@ -158,3 +158,23 @@ def test_a_pending_template_claim_pod_is_blocked_demand_and_gets_placed_by_moves
     assert compute_figures(snapshot).blocked_demand_gpus == pytest.approx(8)
     plan = plan_of(snapshot)
     assert [p.pod for p in plan.placed_pending] == ["default/big"] and len(plan.moves) == 1
+
+
+def test_static_mig_devices_count_as_the_device_plugins_mig_resources_grouped_by_their_gpu() -> None:
+    """GPU 0 carved into seven 1g.5gb devices, GPU 1 into a 3g.20gb and a 4g.20gb, GPUs 2-7 whole: as the mixed
+    strategy's device plugin advertises them, one pod on a 1g.5gb device each side."""
+    carved = {0: ["1g.5gb"] * 7, 1: ["3g.20gb", "4g.20gb"]}
+    dra = cluster(
+        node("gpu-1"),
+        gpu_slice("gpu-1", gpus=8, mig=carved),
+        dra_pod("small", on="gpu-1", claim="small-mig"),
+        gpu_claim("small-mig", devices=[("gpu-1", "gpu-0-mig-1g.5gb-0")], for_pods=["small"]),
+    )
+    twin = cluster(
+        node("gpu-1", gpus=6, mig={"1g.5gb": 7, "3g.20gb": 1, "4g.20gb": 1}, physical_gpus=8),
+        pod("small", on="gpu-1", mig="1g.5gb"),
+    )
+    (gpu_1,) = dra.nodes
+    assert gpu_1.allocatable.gpu_part() == twin.nodes[0].allocatable.gpu_part()
+    assert gpu_1.gpu.physical_gpus == 8 and dra.pods[0].requests.gpu_part() == twin.pods[0].requests.gpu_part()
+    assert twin_figures(dra) == twin_figures(twin)
