@@ -17,7 +17,9 @@ counts, so that a DRA node and a device-plugin node with the same GPUs and the s
   is not allocated yet (pending) asks for what its requests say: ``count`` devices of a class the mapping knows.
 * **Where a moved pod may go.** A pod with a template claim can only get a new claim from the same driver: it carries
   ``dra.compactor.io/<driver>: "true"`` as a model-only node selector, so the planner places it on that driver's nodes
-  only. Extended-resource pods may go to device-plugin nodes and DRA nodes alike, as the scheduler lets them.
+  only. A pod asking ``nvidia.com/gpu`` in its containers may go to DRA nodes only when a DeviceClass serves that name
+  (``extendedResourceName``), as kube-scheduler lets it; otherwise it carries ``dra.compactor.io/device-plugin:
+  "true"``, which only device-plugin GPU nodes have (in clusters with DRA nodes only: elsewhere nothing changes).
 
 Partitionable devices (shared counters, dynamic MIG) and other drivers' devices are not mapped: their pods stay in
 place with the reason "uses dynamic resource allocation ...", and their nodes count no GPU from them.
@@ -39,6 +41,7 @@ from compactor.model.resources import GPU, MIG_PREFIX, Resources
 from compactor.model.types import Node, Pod
 
 DRA_LABEL_PREFIX = "dra.compactor.io/"  # model-only: a DRA node's driver, a template-claim pod's need of it
+DEVICE_PLUGIN_LABEL = DRA_LABEL_PREFIX + "device-plugin"  # model-only: a GPU node whose GPUs are in its allocatable
 DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim"})
 
 
@@ -272,7 +275,25 @@ def apply(
             (p for p in pods if p.resource_claims), key=lambda p: p.key
         )  # a shared device: the first by name
     }
-    return [changed.get(pod.key, pod) if pod.resource_claims else pod for pod in pods]
+    served = set(inventory.extended_classes.values())  # device-plugin resources DRA nodes serve too (DeviceClasses)
+    if inventory.by_node:
+        for name, node in list(nodes.items()):
+            if node.is_gpu_node and name not in inventory.by_node:
+                nodes[name] = replace(node, labels={**node.labels, DEVICE_PLUGIN_LABEL: "true"})
+    return [
+        changed.get(pod.key, pod) if pod.resource_claims else _plugin_only(pod, served) if inventory.by_node else pod
+        for pod in pods
+    ]
+
+
+def _plugin_only(pod: Pod, served: set[str]) -> Pod:
+    """A pod asking device-plugin GPU resources that no DeviceClass lets DRA nodes serve (``extendedResourceName``):
+    kube-scheduler puts it on device-plugin nodes only, and so does the model (a model-only node selector)."""
+    asked = {r for r, v in pod.requests.gpu_part().items() if v > 0}
+    if not asked or asked <= served or pod.extended_claim:
+        return pod
+    selector = tuple(sorted({**dict(pod.node_selector), DEVICE_PLUGIN_LABEL: "true"}.items()))
+    return msgspec.structs.replace(pod, node_selector=selector)
 
 
 def _with_devices(node: Node, devices: Sequence[Device], *, pool_label: str, warnings: list[str]) -> Node:

@@ -178,3 +178,20 @@ def test_static_mig_devices_count_as_the_device_plugins_mig_resources_grouped_by
     assert gpu_1.allocatable.gpu_part() == twin.nodes[0].allocatable.gpu_part()
     assert gpu_1.gpu.physical_gpus == 8 and dra.pods[0].requests.gpu_part() == twin.pods[0].requests.gpu_part()
     assert twin_figures(dra) == twin_figures(twin)
+
+
+@pytest.mark.parametrize("extended", [False, True])
+def test_a_device_plugin_pod_goes_to_dra_nodes_only_when_a_device_class_serves_its_resource(extended: bool) -> None:
+    snapshot = cluster(
+        *dra_node("dra-1"),
+        node("plugin-1", gpus=8),
+        node("plugin-2", gpus=8),
+        pod("pin", on="plugin-1", gpus=7, owner=None),
+        pod("m", on="plugin-2", gpus=2, owner="ReplicaSet/m"),
+        dra_pod("resident", on="dra-1", claim="resident-gpus", owner=None),  # dra-1 is busy already: room for m
+        gpu_claim("resident-gpus", devices=devices("dra-1", 0, 1), for_pods=["resident"]),
+        *([device_class(extended="nvidia.com/gpu")] if extended else [device_class()]),
+    )
+    plan = plan_of(snapshot)
+    # plugin-1 has 1 GPU free: m (2 GPUs) can only leave plugin-2 for the DRA node, and only if a class serves it there
+    assert [(m.pod, m.to_node) for m in plan.moves] == ([("default/m", "dra-1")] if extended else [])
