@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
+
 from compactor.model.scheduling import label_selector_matches, untolerated_taint
 from compactor.model.types import Node, Pdb, Pod, Taint, Toleration
 from compactor.model.volumes import VolumeIndex
@@ -293,7 +295,10 @@ def why_not_evictable(
     now: datetime | None = None,
 ) -> Unmovable | None:
     """The same rules, asked again of a planned pod just before its eviction (read fresh), minus what the plan settled:
-    its PDBs' budget now (the executor waits for it) and where its volumes attach (the snapshot said)."""
+    its PDBs' budget now (the executor waits for it), where its volumes attach (the snapshot said) and what its DRA
+    claims hold (the snapshot's ResourceClaims said; a pod read alone shows only their names)."""
+    if pod.resource_claims and not pod.dra_gpus:
+        pod = msgspec.structs.replace(pod, dra_gpus=True)
     return (
         _contract_reason(pod, node, pdbs, settings.recreating_controllers, pdb_now=False)
         or config_reason(pod, settings, now)

@@ -195,3 +195,16 @@ def test_a_device_plugin_pod_goes_to_dra_nodes_only_when_a_device_class_serves_i
     plan = plan_of(snapshot)
     # plugin-1 has 1 GPU free: m (2 GPUs) can only leave plugin-2 for the DRA node, and only if a class serves it there
     assert [(m.pod, m.to_node) for m in plan.moves] == ([("default/m", "dra-1")] if extended else [])
+
+
+def test_at_its_eviction_a_template_claim_pod_read_alone_is_not_refused_for_its_claims() -> None:
+    """The executor re-reads a planned pod alone, without its ResourceClaims: what they hold was the snapshot's to say;
+    a named claim, which the pod's own spec shows, still keeps it."""
+    from compactor.model.parse import parse_pod
+    from compactor.planner.movability import why_not_evictable
+
+    template = parse_pod(dra_pod("m", on="gpu-2", claim="m-gpus", owner="ReplicaSet/m"), source="live")
+    shared = parse_pod(dra_pod("x", on="gpu-2", shared="team-gpu", owner="ReplicaSet/x"), source="live")
+    rules = PlannerSettings(min_replicas=1)
+    assert why_not_evictable(template, None, (), rules, ready_replicas=1) is None
+    assert why_not_evictable(shared, None, (), rules, ready_replicas=1) == Unmovable.SHARED_CLAIM
