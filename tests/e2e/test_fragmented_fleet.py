@@ -146,11 +146,14 @@ def test_two_runs_started_together_exactly_one_acts(
     with RunWatcher(kube, fleet_namespace) as watcher, ThreadPoolExecutor(max_workers=2) as pool:
         runs = list(pool.map(lambda _: run_compactor(*command, timeout=RUN_TIMEOUT), range(2)))
         whole = settle(kube, fleet_namespace)
-    acted = [r for r in runs if r.returncode == 0]
-    refused = [r for r in runs if r.returncode != 0]
     described = "\n\n".join(r.describe() for r in runs)
-    assert len(acted) == 1 and len(refused) == 1, described
-    assert refused[0].returncode == 2 and "another gpu-compactor is acting" in refused[0].stderr, described
+    acted = [r for r in runs if r.returncode == 0 and r.json()["movesTotal"] > 0]
+    assert len(acted) == 1, described
+    (other,) = [r for r in runs if r is not acted[0]]
+    # the other met the Lease held (exit 2), or, when the first was done before it asked, found nothing left to do
+    refused = other.returncode == 2 and "another gpu-compactor is acting" in other.stderr
+    came_after = other.returncode == 0 and other.json()["status"] == "nothing-to-do"
+    assert refused or came_after, described
     report = acted[0].json()
     assert report["status"] == "succeeded" and report["movesTotal"] > 0, described
     observed = watcher.observed
