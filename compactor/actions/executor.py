@@ -146,6 +146,8 @@ class Executor:
                     report.status = "failed"
                     report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
                     return report
+            else:  # a resumed run reads where DRA serves GPUs as a fresh one does in ``_scoped``
+                run.dra_nodes = frozenset(dra_facts(self.client).gpus)
             if resume is None and (wall := self._cannot_start(run)):
                 report.status, report.reason = "failed", f"{wall}; nothing done: no node fenced, no pod evicted"
                 log.warning("the run cannot start its first move", extra={"reason": wall})
@@ -289,6 +291,8 @@ class Executor:
         every node and pod, scanned page by page and kept only as ``_World`` needs them. ``reads``: keep the plan's nodes
         (``measured_nodes``) as read, with their pods (``Run.first_reads``)."""
         dra = dra_facts(self.client)
+        if reads:  # the run's start: which nodes serve GPUs through DRA, for the room checks before each eviction
+            run.dra_nodes = frozenset(dra.gpus)
         pending = frozenset(p.pod for p in run.plan.placed_pending)
         look = _Look(frozenset(measured_nodes(run.plan)), pending, reads, dra.gpus)
         if not run.steerer.exact:

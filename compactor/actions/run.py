@@ -124,6 +124,7 @@ class Run:
     may_go_on: Callable[[], str] = lambda: ""  # asked before each batch of evictions: a reason stops the run there
     # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
     capped: str = ""
+    dra_nodes: frozenset[str] = frozenset()  # nodes whose GPUs are in ResourceSlices, read as the run began
     cap_detail: str = ""  # what reached it, when the limit alone does not say (the move that would hold too many nodes)
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout

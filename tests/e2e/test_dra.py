@@ -2,11 +2,15 @@
 
 Three fake nodes without any GPU in their allocatable (``--gpus 0``); a small fake DRA driver in the test publishes, for
 each, a ResourceSlice of 8 whole GPUs as NVIDIA's driver (``gpu.nvidia.com``) does, with the DeviceClass its claims
-name. Nothing allocates but the real kube-scheduler: each pod's claim, made by the real resourceclaim controller from a
-ResourceClaimTemplate, gets its devices written into ``status.allocation`` by the scheduler. The starting state:
+name, and a DeviceClass serving ``nvidia.com/gpu`` from those devices (``extendedResourceName``). Nothing allocates but
+the real kube-scheduler: a pod's claim, made by the real resourceclaim controller from a ResourceClaimTemplate, or made
+by the scheduler itself for a plain ``nvidia.com/gpu: 2`` request, gets its devices in ``status.allocation``. The
+starting state:
 
-1. ``serve`` (12 replicas of a 2-GPU template claim) takes every device, 4 replicas on each node, whatever the profile;
-2. ``serve`` is scaled down to 6, the ReplicaSet keeping 2 on each node (``pod-deletion-cost``): 4 GPUs free everywhere.
+1. ``serve`` (6 replicas of a 2-GPU template claim), then ``plain`` (6 replicas asking ``nvidia.com/gpu: 2``) take
+   every device, 4 replicas on each node, whatever the profile;
+2. both are scaled down, the ReplicaSets keeping 2 pods on each node, one of each kind where the node runs both
+   (``pod-deletion-cost``): 4 GPUs free everywhere.
 
 Then, restricted to the test's namespace:
 
@@ -60,7 +64,8 @@ NODES, GPUS, PER_POD = 3, 8, 2
 FILL, KEPT_PER_NODE = NODES * GPUS // PER_POD, 2
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 RESOURCE = "/apis/resource.k8s.io/v1"
-SERVE = "serve"
+SERVE, PLAIN = "serve", "plain"  # 2 GPUs each: from a ResourceClaimTemplate; as `nvidia.com/gpu: 2` (extended resource)
+EXTENDED_CLASS = "gpu-extended-e2e"
 
 
 @pytest.fixture
@@ -74,11 +79,15 @@ def dra_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
 
 @contextlib.contextmanager
 def _driver(kube: Kube, names: list[str]) -> Iterator[None]:
-    """The DeviceClass (made if missing) and one ResourceSlice per node; all of it removed afterwards."""
+    """The DeviceClass claims name (made if missing), the one that serves ``nvidia.com/gpu`` from DRA devices
+    (``extendedResourceName``), and one ResourceSlice per node; all of it removed afterwards."""
     made_class = api_request(kube, "GET", f"{RESOURCE}/deviceclasses/{DRIVER}")[0] == 404
     if made_class:
         status, body = api_request(kube, "POST", f"{RESOURCE}/deviceclasses", device_class())
         assert status == 201, body
+    extended = device_class(EXTENDED_CLASS, extended="nvidia.com/gpu")
+    status, body = api_request(kube, "POST", f"{RESOURCE}/deviceclasses", extended)
+    assert status == 201, body
     slices = [gpu_slice(node, gpus=GPUS, product=PRODUCT, name=f"{node}-gpus") for node in names]
     try:
         for resource_slice in slices:
@@ -88,6 +97,7 @@ def _driver(kube: Kube, names: list[str]) -> Iterator[None]:
     finally:
         for resource_slice in slices:
             api_request(kube, "DELETE", f"{RESOURCE}/resourceslices/{resource_slice['metadata']['name']}")
+        api_request(kube, "DELETE", f"{RESOURCE}/deviceclasses/{EXTENDED_CLASS}")
         if made_class:
             api_request(kube, "DELETE", f"{RESOURCE}/deviceclasses/{DRIVER}")
 
@@ -98,8 +108,9 @@ def dra_namespace(kube: Kube, dra_fleet: Fleet) -> Iterator[str]:
         yield name
 
 
-def create_serving(kube: Kube, namespace: str, fleet: Fleet) -> None:
-    """A ResourceClaimTemplate of 2 GPUs, and ``serve`` using it (``FILL`` replicas) under a PDB of maxUnavailable 1."""
+def create_workloads(kube: Kube, namespace: str, fleet: Fleet) -> None:
+    """A ResourceClaimTemplate of 2 GPUs; ``serve`` using it, then ``plain`` asking ``nvidia.com/gpu: 2`` (served on these
+    nodes through the extended-resource DeviceClass), ``FILL / 2`` replicas each, each under a PDB of maxUnavailable 1."""
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
@@ -112,32 +123,41 @@ def create_serving(kube: Kube, namespace: str, fleet: Fleet) -> None:
     }
     status, body = api_request(kube, "POST", f"{RESOURCE}/namespaces/{namespace}/resourceclaimtemplates", template)
     assert status == 201, body
-    pod_spec = {
+    for name in (SERVE, PLAIN):
+        budget = pod_disruption_budget(name, app_label=name)
+        body = _deployment(name, fleet, claim=name == SERVE)
+        with_retries(
+            lambda budget=budget: kube.policy.create_namespaced_pod_disruption_budget(namespace, budget), what="a PDB"
+        )
+        with_retries(lambda body=body: kube.apps.create_namespaced_deployment(namespace, body), what=f"creating {name}")
+        wait_for(settle_check(kube, namespace), timeout=180, what=f"{FILL // 2} replicas of {name} Running")
+
+
+def _deployment(name: str, fleet: Fleet, *, claim: bool) -> Obj:
+    resources: Obj = {"requests": {"cpu": "5m", "memory": "8Mi"}}
+    if claim:
+        resources["claims"] = [{"name": "gpus"}]
+    else:
+        resources["requests"]["nvidia.com/gpu"] = str(PER_POD)
+        resources["limits"] = {"nvidia.com/gpu": str(PER_POD)}
+    pod_spec: Obj = {
         "terminationGracePeriodSeconds": 1,
         "automountServiceAccountToken": False,
         "nodeSelector": fleet.selector,
-        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}],
-        "containers": [
-            {
-                "name": "pause",
-                "image": PAUSE_IMAGE,
-                "resources": {"requests": {"cpu": "5m", "memory": "8Mi"}, "claims": [{"name": "gpus"}]},
-            }
-        ],
+        "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": resources}],
     }
-    deploy = {
+    if claim:
+        pod_spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": SERVE},
+        "metadata": {"name": name},
         "spec": {
-            "replicas": FILL,
-            "selector": {"matchLabels": {"app": SERVE}},
-            "template": {"metadata": {"labels": {"app": SERVE, frag.WORKLOAD_LABEL: "true"}}, "spec": pod_spec},
+            "replicas": FILL // 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name, frag.WORKLOAD_LABEL: "true"}}, "spec": pod_spec},
         },
     }
-    budget = pod_disruption_budget(SERVE, app_label=SERVE)
-    with_retries(lambda: kube.policy.create_namespaced_pod_disruption_budget(namespace, budget), what="creating PDB")
-    with_retries(lambda: kube.apps.create_namespaced_deployment(namespace, deploy), what="creating Deployment")
 
 
 def claims(kube: Kube, namespace: str) -> list[Obj]:
@@ -155,19 +175,25 @@ def devices_by_node(kube: Kube, namespace: str) -> Counter[str]:
 
 def fragment(kube: Kube, namespace: str, fleet: Fleet) -> None:
     """Steps 1 and 2 of the module docstring; checks the layout before handing the cluster over."""
-    create_serving(kube, namespace, fleet)
-    wait_for(settle_check(kube, namespace), timeout=180, what=f"{FILL} replicas of {SERVE} Running")
-    by_node: dict[str, list[str]] = {}
+    create_workloads(kube, namespace, fleet)
+    by_node: dict[str, list[Obj]] = {}
     for pod in frag.pods(kube, namespace):
-        by_node.setdefault(frag.node_of(pod), []).append(name_of(pod))
+        by_node.setdefault(frag.node_of(pod), []).append(pod)
     assert sorted(len(v) for v in by_node.values()) == [FILL // NODES] * NODES, describe_pods(
         frag.pods(kube, namespace)
     )
-    for node in fleet.names:
-        for pod in sorted(by_node[node])[:KEPT_PER_NODE]:
-            frag.protect(kube, namespace, pod)
-    frag.scale(kube, namespace, SERVE, NODES * KEPT_PER_NODE)
-    wait_for(settle_check(kube, namespace), timeout=180, what=f"{SERVE} scaled down")
+    kept: Counter[str] = Counter()
+    for node in fleet.names:  # two per node, one of each kind where the node runs both
+        mine = sorted(by_node[node], key=lambda p: (frag.app_of(p), name_of(p)))
+        first = {frag.app_of(p): p for p in reversed(mine)}
+        chosen = list(first.values())[:KEPT_PER_NODE]
+        chosen += [p for p in mine if p not in chosen][: KEPT_PER_NODE - len(chosen)]
+        for pod in chosen:
+            frag.protect(kube, namespace, name_of(pod))
+            kept[frag.app_of(pod)] += 1
+    for name in (SERVE, PLAIN):
+        frag.scale(kube, namespace, name, kept[name])
+    wait_for(settle_check(kube, namespace), timeout=180, what="the workloads scaled down")
     wait_for(
         lambda: (
             dict(devices_by_node(kube, namespace)) == dict.fromkeys(fleet.names, KEPT_PER_NODE * PER_POD),
@@ -256,9 +282,15 @@ def test_dra_gpus_are_counted_as_their_device_plugin_twin_and_a_run_frees_a_node
     placed = Counter(frag.node_of(p) for p in frag.pods(kube, namespace))
     assert placed[freed] == 0, describe_pods(frag.pods(kube, namespace))
     for pod in frag.pods(kube, namespace):  # each pod's claim is allocated on the node it runs on
-        made = (pod.get("status") or {}).get("resourceClaimStatuses") or []
-        assert made, pod
-        claim = next(c for c in claims(kube, namespace) if name_of(c) == made[0]["resourceClaimName"])
+        status = pod.get("status") or {}
+        made = [s["resourceClaimName"] for s in status.get("resourceClaimStatuses") or []]
+        made += (
+            [(status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")]
+            if frag.app_of(pod) == PLAIN
+            else []
+        )
+        assert len(made) == 1 and made[0], pod
+        claim = next(c for c in claims(kube, namespace) if name_of(c) == made[0])
         pools = {r["pool"] for r in claim["status"]["allocation"]["devices"]["results"]}
         assert pools == {frag.node_of(pod)}, (name_of(pod), pools)
     gained = sum(GPUS for n in fleet.names if not after[n]) - sum(GPUS for n in fleet.names if not before[n])

@@ -129,7 +129,7 @@ def _hold_plan(
         n for n in run.client.scan_nodes(partial(_candidate, mover=mover, target=target)) if n[0].name not in ignoring
     ]
     used = usage(run.client.scan_pods(partial(use_of, leaving=mover)))
-    return hold_over((node for node, _ in nodes), used, mover, target=target), nodes
+    return hold_over((node for node, _ in nodes), used, mover, target=target, dra=run.dra_nodes), nodes
 
 
 def _within_limit(run: Run, plan: Hold, why: str, target: str) -> None:

@@ -24,13 +24,13 @@ never too few:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from compactor.actions.client import Obj
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
-from compactor.model.resources import Resources
+from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.scheduling import why_ineligible
 from compactor.model.types import Node, Pod
 
@@ -99,32 +99,53 @@ def could_take(pod: Pod, node: Node, *, target: str) -> bool:
     return node.name != target and why_ineligible(pod, _as_soon_to_be(node)) is None
 
 
-def plan_hold(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Hold:
+def plan_hold(
+    raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str, dra: Collection[str] = ()
+) -> Hold:
     """One pass over the live nodes and pods: ``target``'s room for ``mover`` once terminating pods (and the mover itself)
     are gone (rules other than resources aside), and the schedulable nodes other than ``target`` where ``mover``, or a
     replacement made from the same template, could bind now."""
     pod = parse_pod(mover, source=SOURCE)
-    return hold_over(_nodes(raw_nodes), _usage(raw_pods, leaving=pod), pod, target=target)
+    return hold_over(_nodes(raw_nodes), _usage(raw_pods, leaving=pod), pod, target=target, dra=dra)
 
 
-def hold_over(nodes: Iterable[Node], used: Mapping[str, Resources], pod: Pod, *, target: str) -> Hold:
+def hold_over(
+    nodes: Iterable[Node], used: Mapping[str, Resources], pod: Pod, *, target: str, dra: Collection[str] = ()
+) -> Hold:
     """``plan_hold`` from the nodes parsed and the pods' requests summed per node (``use_of``, ``usage``): the nodes may
     be only ``target`` and those that ``could_take`` the pod, the others change nothing."""
     nodes = list(nodes)
     found = next((n for n in nodes if n.name == target), None)
     free = _free(found, used) if found is not None else Resources()
-    short = {r: v - free.get(r, 0) for r, v in pod.requests.items() if v > free.get(r, 0)}
+    asked = _asked_of(pod, found, dra) if found is not None else pod.requests
+    short = {r: v - free.get(r, 0) for r, v in asked.items() if v > free.get(r, 0)}
     room = Room(target, found is not None and not short, short if found is not None else {})
     others = sorted(
-        node.name for node in nodes if could_take(pod, node, target=target) and pod.requests.fits_in(_free(node, used))
+        node.name
+        for node in nodes
+        if could_take(pod, node, target=target) and _asked_of(pod, node, dra).fits_in(_free(node, used))
     )
     return Hold(room, others)
 
 
-def room_for(raw_target: Obj | None, raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> Room:
+def _asked_of(pod: Pod, node: Node, dra: Collection[str]) -> Resources:
+    """What of ``pod``'s requests ``node``'s allocatable answers for. On a node in ``dra`` (its GPUs are published in
+    ResourceSlices), a GPU resource it does not advertise is served by dynamic resource allocation (a DeviceClass's
+    ``extendedResourceName``), from devices no node object shows: the plan judged that room from the slices, and such a
+    node that could serve the pod is held."""
+    if node.name not in dra:
+        return pod.requests
+    return Resources(
+        {r: v for r, v in pod.requests.items() if not (is_gpu_resource(r) and node.allocatable.get(r, 0) == 0)}
+    )
+
+
+def room_for(
+    raw_target: Obj | None, raw_pods: Sequence[Obj], mover: Obj, *, target: str, dra: Collection[str] = ()
+) -> Room:
     """Whether ``mover`` fits ``target`` now, from the node and the pods bound to it (terminating ones counted as gone):
     the narrow read the policy mechanism makes per move instead of listing every node and pod."""
-    return plan_hold([raw_target] if raw_target is not None else [], raw_pods, mover, target=target).room
+    return plan_hold([raw_target] if raw_target is not None else [], raw_pods, mover, target=target, dra=dra).room
 
 
 def rivals(raw_nodes: Sequence[Obj], raw_pods: Sequence[Obj], mover: Obj, *, target: str) -> list[str]:
