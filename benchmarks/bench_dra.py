@@ -1,7 +1,7 @@
 """``report`` and ``plan`` on a cluster whose GPUs are allocated through DRA, against its device-plugin twin.
 
-    python benchmarks/bench_dra.py                       # 1,000 GPU nodes, ~8,000 devices, ~10,000 claims (a few minutes)
-    python benchmarks/bench_dra.py --nodes 200 --pods 2000
+    python benchmarks/bench_dra.py                       # 1,000 GPU nodes, ~8,000 devices, ~10,000 claims (a minute)
+    python benchmarks/bench_dra.py --nodes 200 --pods 2000 --pending 10
 
 ``generate_cluster.py`` makes the device-plugin cluster; this script turns it into its DRA twin: each GPU node loses
 its ``nvidia.com/gpu`` allocatable and gains a ResourceSlice of as many whole GPUs (NVIDIA's ``gpu.nvidia.com``
@@ -132,6 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1100, help="nodes (generate_cluster.py; about 10%% CPU-only)")
     parser.add_argument("--pods", type=int, default=12000)
+    parser.add_argument("--pending", type=int, default=4000, help="pending GPU pods: their claims wait, unallocated")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--time-limit", type=float, default=10.0)
     args = parser.parse_args()
@@ -139,7 +140,7 @@ def main() -> None:
         plugin, dra = Path(folder) / "plugin.json", Path(folder) / "dra.json"
         subprocess.run(
             [sys.executable, str(HERE / "generate_cluster.py"), "--nodes", str(args.nodes), "--pods", str(args.pods),
-             "--seed", str(args.seed), "--mig-share", "0", "--out", str(plugin)],
+             "--seed", str(args.seed), "--pending", str(args.pending), "--mig-share", "0", "--out", str(plugin)],
             check=True, capture_output=True,
         )  # fmt: skip
         twin = to_dra(json.loads(plugin.read_text(encoding="utf-8")))
