@@ -52,6 +52,8 @@ METHODS = (
     "list_pods",
     "get_pod",
     "list_pdbs",
+    "list_dra",
+    "get_resource_claim",
     "read_state",
     "get_owner",
     "get_admission",
@@ -527,6 +529,19 @@ class FakeCluster:
         """ResourceSlices and ResourceClaims as given: this fake allocates no device (tests/e2e/test_dra.py has the real
         scheduler do it)."""
         return self._call("list_dra", {"kind": kind}, lambda: [copy.deepcopy(o) for o in self.dra if o["kind"] == kind])
+
+    def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
+        def find() -> Obj | None:
+            for o in self.dra:
+                meta = o["metadata"]
+                if o["kind"] == "ResourceClaim" and (meta.get("namespace", "default"), meta["name"]) == (
+                    namespace,
+                    name,
+                ):
+                    return copy.deepcopy(o)
+            return None
+
+        return self._call("get_resource_claim", {"namespace": namespace, "name": name}, find)
 
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         return self._call(

@@ -96,6 +96,10 @@ class ClusterClient(Protocol):
         through dynamic resource allocation are (``outcome.dra_facts``); none when the cluster does not serve it."""
         ...
 
+    def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
+        """One ``resource.k8s.io/v1`` ResourceClaim (a replacement's, to say which devices it got); None when absent."""
+        ...
+
     def get_admission(self, kind: str, name: str) -> Obj | None:
         """A cluster-scoped ``admissionregistration.k8s.io/v1`` object, ``kind`` MutatingAdmissionPolicy or
         MutatingAdmissionPolicyBinding; None when absent or not served (an older API server)."""

@@ -180,6 +180,16 @@ class RecordingClient:
             ]
         )
 
+    def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
+        found = [
+            o
+            for o in self.dra
+            if o.get("kind") == "ResourceClaim"
+            and (o.get("metadata") or {}).get("namespace", "default") == namespace
+            and (o.get("metadata") or {}).get("name") == name
+        ]
+        return copy.deepcopy(found[0]) if found else None
+
     def list_pdbs(self, *, namespace: str | None = None) -> list[Obj]:
         return copy.deepcopy(
             [

@@ -51,6 +51,7 @@ class RunReport:
     dry_run: bool = False
     outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
     recuts: dict[str, str] = field(default_factory=dict)  # MIG re-cuts attempted: node -> success | failed | timeout
+    devices: dict[str, list[str]] = field(default_factory=dict)  # moved pod -> its replacement's DRA devices
     steering: str = ""  # the mechanism in force: policy | holds | off
     steering_why: str = ""
     steering_not_in_effect: bool = False  # the policy is installed but runs concluded it is not in effect
@@ -75,6 +76,7 @@ class RunReport:
             "dryRun": self.dry_run,
             "outcome": self.outcome.to_dict() if self.outcome else None,
             "migRecuts": self.recuts,
+            "draDevices": self.devices,
             "steering": {
                 "mechanism": self.steering,
                 "why": self.steering_why,
@@ -182,6 +184,7 @@ class Executor:
         report.done_pods = [p for p in run.state.done if p not in set(run.skipped)]
         report.skipped_moves = run.skipped
         report.recuts = dict(run.recuts)
+        report.devices = dict(run.devices)
         self._judge(run, report)
         return report
 

@@ -100,6 +100,9 @@ class FencedClient:
     def list_dra(self, kind: str) -> list[Obj]:
         return self.inner.list_dra(kind)
 
+    def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
+        return self.inner.get_resource_claim(namespace, name)
+
     def read_state(self, name: str) -> dict[str, str] | None:
         return self.inner.read_state(name)
 

@@ -128,6 +128,8 @@ class Run:
     cap_detail: str = ""  # what reached it, when the limit alone does not say (the move that would hold too many nodes)
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
+    # moved pod -> the DRA devices its replacement's claims got ("driver/pool/device"), read once it was Ready
+    devices: dict[str, list[str]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # planned pods found gone or elsewhere
     started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
     held_since: float = 0.0

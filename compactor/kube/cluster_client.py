@@ -68,6 +68,7 @@ _API_VERSIONS = {
     "Job": "batch/v1",
     "MutatingAdmissionPolicy": "admissionregistration.k8s.io/v1",
     "MutatingAdmissionPolicyBinding": "admissionregistration.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
 }
 
 _STATUS_WORDS = {
@@ -320,6 +321,14 @@ class KubeClusterClient:
     def get_node(self, name: str) -> Obj | None:
         node = self._get("/api/v1/nodes/{name}", {"name": name}, "Node", f"reading node {name}")
         return lean(node, "Node") if node is not None else None
+
+    def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
+        return self._get(
+            "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}",
+            {"namespace": namespace, "name": name},
+            "ResourceClaim",
+            f"reading resourceclaim {namespace}/{name}",
+        )
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:
         pod = self._get(

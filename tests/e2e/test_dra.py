@@ -293,6 +293,13 @@ def test_dra_gpus_are_counted_as_their_device_plugin_twin_and_a_run_frees_a_node
         claim = next(c for c in claims(kube, namespace) if name_of(c) == made[0])
         pools = {r["pool"] for r in claim["status"]["allocation"]["devices"]["results"]}
         assert pools == {frag.node_of(pod)}, (name_of(pod), pools)
+    # the run says which devices each replacement got: PER_POD of the planned node's pool (the fake driver names the
+    # pool after the node), read from the replacement's claim
+    planned_to = {m["pod"]: m["to"] for m in plan["moves"]}
+    got = result.get("draDevices") or {}
+    assert set(got) == set(planned_to), (got, planned_to)
+    for moved, devices in got.items():
+        assert len(devices) == PER_POD and {d.split("/")[1] for d in devices} == {planned_to[moved]}, (moved, devices)
     gained = sum(GPUS for n in fleet.names if not after[n]) - sum(GPUS for n in fleet.names if not before[n])
     assert gained == plan["freedGpus"] == GPUS, (dict(before), dict(after), plan["freedGpus"])
 
