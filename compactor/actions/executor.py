@@ -25,7 +25,7 @@ from compactor.actions.state import Phase, RunState
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.cordon import fence_all
-from compactor.actions.steps.evict import current_pod, evict_all
+from compactor.actions.steps.evict import evict_all
 from compactor.actions.steps.finish import finish
 from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.validate import plan_still_holds
@@ -240,11 +240,8 @@ class Executor:
         first = next(iter(run.plan.moves), None)
         if first is None:
             return ""
-        pod = current_pod(run, first)
-        if pod is None:
-            return ""  # gone or elsewhere: the run skips it and sees to the next
         try:
-            run.steerer.preflight(run, first, pod, fencing=[*run.plan.freed_nodes, *run.fences])
+            run.steerer.preflight(run, first, fencing=[*run.plan.freed_nodes, *run.fences])
         except StopHere as exc:
             return f"before its first move, {exc}"
         return ""

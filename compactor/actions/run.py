@@ -105,9 +105,10 @@ class Steerer(Protocol):
     def step_in(self, run: Run, move: Move, pod: Obj) -> None:
         """Before an eviction is retried: steering as ``prepare`` and ``engage`` made it, read afresh."""
 
-    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
+    def preflight(self, run: Run, move: Move, *, fencing: Collection[str]) -> None:
         """Before the run changes anything (no state, no fence): ``StopHere`` when this mechanism could not start the
-        plan's first move, ``move``, once the nodes in ``fencing`` are fenced: a run that cannot start changes nothing."""
+        plan's first move, ``move``, once the nodes in ``fencing`` are fenced: a run that cannot start changes nothing.
+        A mechanism that needs the pod for it reads it; the others read nothing."""
 
 
 @dataclass

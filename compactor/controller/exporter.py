@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, push_to_gateway
@@ -257,15 +257,14 @@ class Exporter(Collector):
             value=1 if leader else 0,
         )
         if steering is not None:
-            mechanism = GaugeMetricFamily(
-                PREFIX + "steering_mechanism",
+            yield _one_of(
+                "steering_mechanism",
                 "1 for the steering mechanism the last run used (policy: the "
                 "admission policy of manifests/steering; holds: nodes fenced for a moment; off), else 0.",
-                labels=["mechanism"],
+                "mechanism",
+                STEERING_MECHANISMS,
+                steering,
             )
-            for name in STEERING_MECHANISMS:
-                mechanism.add_metric([name], 1 if name == steering else 0)
-            yield mechanism
             yield GaugeMetricFamily(
                 PREFIX + "steering_policy_not_in_effect",
                 "1 when the last run found the steering policy installed but concluded from replacements of several "
@@ -280,16 +279,24 @@ class Exporter(Collector):
         yield runs_by
 
 
+def _one_of(name: str, documentation: str, label: str, values: Iterable[str], current: str) -> GaugeMetricFamily:
+    """A gauge with one series per value of ``label``: 1 for ``current``, 0 for the others (absent values would read as
+    unknown, not as "not this one")."""
+    family = GaugeMetricFamily(PREFIX + name, documentation, labels=[label])
+    for value in values:
+        family.add_metric([value], 1 if value == current else 0)
+    return family
+
+
 def _last_run_metrics(status: str, ended: float, last_success: float | None) -> Iterator[Metric]:
-    family = GaugeMetricFamily(
-        PREFIX + "last_run_status",
+    yield _one_of(
+        "last_run_status",
         "1 for the status the last run ended with (succeeded, partial, failed, nothing-to-do, dry-run, held, measured, "
         "stopped), else 0.",
-        labels=["status"],
+        "status",
+        LAST_RUN_STATUSES,
+        status,
     )
-    for name in LAST_RUN_STATUSES:
-        family.add_metric([name], 1 if name == status else 0)
-    yield family
     yield GaugeMetricFamily(PREFIX + "last_run_timestamp_seconds", "Unix time the last run ended.", value=ended)
     if last_success is not None:  # never known (no success yet, or the previous summary unreadable): no made-up time
         yield GaugeMetricFamily(

@@ -36,7 +36,7 @@ import msgspec
 
 from compactor.model import schema
 from compactor.model.gpu import COUNT_LABEL, PRODUCT_LABEL, derive_gpu_info
-from compactor.model.parse import RawObject, node_pool, object_name
+from compactor.model.parse import RawObject, node_pool, sections
 from compactor.model.resources import GPU, MIG_PREFIX, Resources
 from compactor.model.types import Node, Pod
 
@@ -79,7 +79,6 @@ class Device:
 
 @dataclass(frozen=True)
 class ClaimResult:
-    request: str
     driver: str
     pool: str
     device: str
@@ -92,7 +91,6 @@ class ResourceClaim:
     name: str
     requests: tuple[tuple[str, str, int, str], ...]  # (request, deviceClassName, count, allocationMode)
     results: tuple[ClaimResult, ...]
-    consumers: tuple[str, ...]  # names of the pods in status.reservedFor
     admin: bool  # a request asks for adminAccess
 
     @property
@@ -106,11 +104,6 @@ class Inventory:
     by_node: dict[str, list[Device]] = field(default_factory=lambda: defaultdict(list))
     claims: dict[str, ResourceClaim] = field(default_factory=dict)  # namespace/name -> claim
     extended_classes: dict[str, str] = field(default_factory=dict)  # DeviceClass -> extendedResourceName
-    unmapped_nodes: set[str] = field(default_factory=set)  # nodes with DRA devices no mapping knows
-
-    @property
-    def empty(self) -> bool:
-        return not self.devices and not self.claims
 
 
 def _attribute(attributes: Mapping[str, Any], name: str, driver: str) -> str:
@@ -142,27 +135,8 @@ def _device(raw: Any, *, driver: str, pool: str, node: str, mapping: DriverMappi
     return None
 
 
-def _sections(raw: RawObject, *, source: str) -> tuple[str, schema.ObjectMeta, schema.ObjectSpec, schema.ObjectStatus]:
-    kube = (
-        raw
-        if isinstance(raw, schema.KubeObject)
-        else schema.convert_section(
-            {k: v for k, v in raw.items() if k != "__source__"},
-            schema.KubeObject,
-            source=source,
-            obj=str(raw.get("kind")),
-        )
-    )
-    return (
-        object_name(kube),
-        kube.metadata or schema.ObjectMeta(),
-        kube.spec or schema.ObjectSpec(),
-        kube.status or schema.ObjectStatus(),
-    )
-
-
 def _claim(raw: RawObject, *, source: str) -> ResourceClaim:
-    _, meta, spec, status = _sections(raw, source=source)
+    _, meta, spec, status = sections(raw, source=source)
     devices = spec.devices if isinstance(spec.devices, dict) else {}
     requests, admin = [], False
     for request in devices.get("requests") or ():
@@ -179,7 +153,6 @@ def _claim(raw: RawObject, *, source: str) -> ResourceClaim:
     allocated = ((status.allocation or {}).get("devices") or {}).get("results") or ()
     results = tuple(
         ClaimResult(
-            str(r.get("request") or ""),
             str(r.get("driver") or ""),
             str(r.get("pool") or ""),
             str(r.get("device") or ""),
@@ -188,10 +161,7 @@ def _claim(raw: RawObject, *, source: str) -> ResourceClaim:
         for r in allocated
         if isinstance(r, dict)
     )
-    consumers = tuple(
-        sorted(str(c.get("name") or "") for c in status.reserved_for or () if (c.get("resource") or "pods") == "pods")
-    )
-    return ResourceClaim(meta.namespace or "default", str(meta.name), tuple(requests), results, consumers, admin)
+    return ResourceClaim(meta.namespace or "default", str(meta.name), tuple(requests), results, admin)
 
 
 def read_inventory(
@@ -203,18 +173,18 @@ def read_inventory(
     """The mapped devices of complete pools, the claims and the DeviceClasses' extended resources of ``objects``."""
     by_driver = {m.driver: m for m in mappings}
     inventory = Inventory()
-    pools: dict[tuple[str, str], list[tuple[int, int, str, Any, str]]] = defaultdict(list)
+    pools: dict[tuple[str, str], list[tuple[int, int, str, Any]]] = defaultdict(list)
     for origin, raw in objects:
         kind = raw.kind if isinstance(raw, schema.KubeObject) else raw.get("kind")
         if kind == "DeviceClass":
-            name, meta, spec, _ = _sections(raw, source=origin)
+            _, meta, spec, _ = sections(raw, source=origin)
             if spec.extended_resource_name:
                 inventory.extended_classes[str(meta.name)] = spec.extended_resource_name
         elif kind == "ResourceClaim":
             claim = _claim(raw, source=origin)
             inventory.claims[claim.key] = claim
         elif kind == "ResourceSlice":
-            name, meta, spec, _ = _sections(raw, source=origin)
+            _, _, spec, _ = sections(raw, source=origin)
             about = spec.pool if isinstance(spec.pool, dict) else {}
             key = (spec.driver or "", str(about.get("name") or ""))
             pools[key].append(
@@ -223,7 +193,6 @@ def read_inventory(
                     int(about.get("resourceSliceCount") or 1),
                     spec.node_name or "",
                     spec.devices,
-                    name,
                 )
             )
     known = set(nodes)
@@ -238,14 +207,13 @@ def read_inventory(
             )
             continue
         mapping = by_driver.get(driver)
-        for _, _, node, devices, _ in current:
+        for _, _, node, devices in current:
             if not node or node not in known:
                 continue
             for raw in devices if isinstance(devices, list) else ():
                 device = _device(raw, driver=driver, pool=pool_name, node=node, mapping=mapping) if mapping else None
                 if device is None:
-                    inventory.unmapped_nodes.add(node)
-                    continue
+                    continue  # another driver's, a partitionable one, a kind the mapping does not know
                 inventory.devices[(driver, pool_name, device.name)] = device
                 inventory.by_node[node].append(device)
     return inventory

@@ -105,7 +105,7 @@ def node_pool(labels: dict[str, str], is_gpu: bool, pool_label: str) -> str:
 _NO_META, _NO_SPEC, _NO_STATUS = schema.ObjectMeta(), schema.ObjectSpec(), schema.ObjectStatus()
 
 
-def _sections(
+def sections(
     raw: RawObject, *, source: str
 ) -> tuple[schema.KubeObject, schema.ObjectMeta, schema.ObjectSpec, schema.ObjectStatus]:
     """(object, metadata, spec, status) of an object that must have a name."""
@@ -117,7 +117,7 @@ def _sections(
 
 
 def parse_node(raw: RawObject, *, source: str, pool_label: str, warnings: list[str]) -> Node:
-    kube, meta, spec, status = _sections(raw, source=source)
+    kube, meta, spec, status = sections(raw, source=source)
     obj = object_name(kube)
     if status.allocatable is None:
         raise InputError(
@@ -248,7 +248,7 @@ def _pod_requests(kube: schema.KubeObject, spec: schema.ObjectSpec, *, source: s
 
 
 def parse_pod(raw: RawObject, *, source: str) -> Pod:
-    kube, meta, spec, status = _sections(raw, source=source)
+    kube, meta, spec, status = sections(raw, source=source)
     return Pod(
         namespace=meta.namespace or "default",
         name=str(meta.name),
@@ -283,7 +283,7 @@ def parse_pod(raw: RawObject, *, source: str) -> Pod:
 
 
 def parse_pdb(raw: RawObject, *, source: str) -> Pdb:
-    _, meta, spec, status = _sections(raw, source=source)
+    _, meta, spec, status = sections(raw, source=source)
     return Pdb(
         namespace=meta.namespace or "default",
         name=str(meta.name),
@@ -298,14 +298,14 @@ def parse_pdb(raw: RawObject, *, source: str) -> Pdb:
 
 
 def parse_persistent_volume(raw: RawObject, *, source: str) -> PersistentVolume:
-    _, meta, spec, _ = _sections(raw, source=source)
+    _, meta, spec, _ = sections(raw, source=source)
     return PersistentVolume(
         name=str(meta.name), node_terms=node_selector_terms(spec.node_affinity.required if spec.node_affinity else None)
     )
 
 
 def parse_claim(raw: RawObject, *, source: str) -> Claim:
-    _, meta, spec, _ = _sections(raw, source=source)
+    _, meta, spec, _ = sections(raw, source=source)
     return Claim(namespace=meta.namespace or "default", name=str(meta.name), volume_name=spec.volume_name or "")
 
 

@@ -86,9 +86,13 @@ class HoldSteerer:
         run.save()  # write-ahead: the holds are in the state before they are made
         self.engage(run, move)
 
-    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
+    def preflight(self, run: Run, move: Move, *, fencing: Collection[str]) -> None:
         """The first move's holds counted before anything is fenced: over ``max_holds_per_move``, the run stops before
-        its first change (a 400-node cluster used to fence and release its sources, and write their Events, every run)."""
+        its first change (a 400-node cluster used to fence and release its sources, and write their Events, every run).
+        A pod gone or elsewhere holds nothing: the run skips it and sees to the next."""
+        pod = run.client.get_pod(*move.pod.split("/", 1))
+        if pod is None or (pod.get("spec") or {}).get("nodeName") != move.from_node:
+            return
         plan, _ = _hold_plan(run, pod, target=move.to_node, ignoring=frozenset(fencing))
         _within_limit(run, plan, move.pod, move.to_node)
 

@@ -56,5 +56,5 @@ class NoSteering:
     def step_in(self, run: Run, move: Move, pod: Obj) -> None:
         return None
 
-    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
+    def preflight(self, run: Run, move: Move, *, fencing: Collection[str]) -> None:
         return None

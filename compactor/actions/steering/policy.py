@@ -169,7 +169,7 @@ class PolicySteerer:
     def step_in(self, run: Run, move: Move, pod: Obj) -> None:
         return None
 
-    def preflight(self, run: Run, move: Move, pod: Obj, *, fencing: Collection[str]) -> None:
+    def preflight(self, run: Run, move: Move, *, fencing: Collection[str]) -> None:
         return None  # a pin touches only its owner's next pod: nothing limits the first move
 
     def _unpin(self, run: Run, owner: str) -> None:
