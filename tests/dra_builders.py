@@ -14,7 +14,7 @@ from typing import Any
 
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
-from tests.builders import A100_40, node, pod
+from tests.builders import A100_40, A100_80, node, pod
 
 DRIVER = "gpu.nvidia.com"
 
@@ -154,3 +154,77 @@ def dra_pod(name: str, *, claim: str | None = None, shared: str | None = None, *
     if statuses:
         made["status"]["resourceClaimStatuses"] = statuses
     return made
+
+
+# Dynamic MIG on an A100-80GB as NVIDIA's driver models it: one counter set per GPU (its 8 memory slices), and every
+# placement of every profile (and the whole GPU) a device consuming the slices it covers. (profile, size, starts)
+A100_80_PLACEMENTS = (
+    ("1g.10gb", 1, (0, 1, 2, 3, 4, 5, 6)),
+    ("2g.20gb", 2, (0, 2, 4)),
+    ("3g.40gb", 4, (0, 4)),
+    ("4g.40gb", 4, (0,)),
+    ("7g.80gb", 8, (0,)),
+)
+
+
+def partition_slices(on: str, *, gpus: int = 1, product: str = A100_80) -> list[dict[str, Any]]:
+    """The two ResourceSlices of a node's partitionable GPUs (pool ``on``): the counters (``gpu-<i>-counters``, slots
+    ``memory-slice-0..7``) and the devices: ``gpu-<i>`` (the whole GPU, all 8 slots) and ``gpu-<i>-mig-<profile>-<start>``
+    (dots as dashes: device names are DNS labels)
+    for each placement, in that order."""
+    counters, devices = [], []
+    for index in range(gpus):
+        uuid, counter_set = f"GPU-{on}-{index}", f"gpu-{index}-counters"
+        counters.append({"name": counter_set, "counters": {f"memory-slice-{s}": {"value": "1"} for s in range(8)}})
+        whole = _device(f"gpu-{index}", "gpu", uuid, product)
+        devices.append({**whole, "consumesCounters": [_slots(counter_set, 0, 8)]})
+        for profile, size, starts in A100_80_PLACEMENTS:
+            for start in starts:
+                mig = _device(
+                    f"gpu-{index}-mig-{profile.replace('.', '-')}-{start}",
+                    "mig",
+                    f"{uuid}-{start}",
+                    product,
+                    parent=uuid,
+                    profile=profile,
+                )
+                devices.append({**mig, "consumesCounters": [_slots(counter_set, start, size)]})
+    pool = {"name": on, "generation": 1, "resourceSliceCount": 2}
+    return [
+        _slice(f"{on}-counters", {"nodeName": on, "pool": pool, "sharedCounters": counters}),
+        _slice(f"{on}-devices", {"nodeName": on, "pool": pool, "devices": devices}),
+    ]
+
+
+def _slots(counter_set: str, start: int, size: int) -> dict[str, Any]:
+    return {
+        "counterSet": counter_set,
+        "counters": {f"memory-slice-{s}": {"value": "1"} for s in range(start, start + size)},
+    }
+
+
+def _slice(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {"driver": DRIVER, **spec},
+    }
+
+
+def partition_node(name: str, *, gpus: int = 1, **kwargs: Any) -> list[dict[str, Any]]:
+    return [node(name, **kwargs), *partition_slices(name, gpus=gpus)]
+
+
+def mig_claim(
+    name: str, *, profile: str = "1g.10gb", on: str | None = None, device: str = "", **kwargs: Any
+) -> dict[str, Any]:
+    """A claim for one MIG device of ``profile`` (class ``mig.nvidia.com``, the profile in a CEL selector), allocated to
+    ``device`` of node ``on``'s pool when given."""
+    claim = gpu_claim(
+        name, devices=[(on, device)] if on and device else [], count=1, device_class_name="mig.nvidia.com", **kwargs
+    )
+    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f'device.attributes["{DRIVER}"].profile == "{profile}"'}}
+    ]
+    return claim

@@ -63,6 +63,8 @@ def dra_facts(client: ClusterClient) -> DraFacts:
         if not result.admin and (device := inventory.devices.get((result.driver, result.pool, result.device)))
     }
     gpus = {node: len({d.gpu for d in devices}) for node, devices in inventory.by_node.items()}
+    for node, partitions in inventory.partitions.items():  # each counter set one GPU
+        gpus[node] = gpus.get(node, 0) + len(partitions.gpus)
     return DraFacts(gpus, frozenset(busy))
 
 

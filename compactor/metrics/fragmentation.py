@@ -671,12 +671,42 @@ class _PendingCheck:
                 if amount > 0 and is_gpu_resource(resource):
                     self.by_gpu.setdefault(resource, []).append(state)
         self._cache: dict[tuple[object, ...], _Verdict] = {}
+        # Partitionable nodes: what their free counters allow is not a vector of resources (model.partitions).
+        self.partitioned = [s for s in states if s.hostable and s.node.partitions is not None]
         # GPU-equivalents of one unit per GPU resource: the most any node offering it gives (time-sliced replicas differ by
         # node; the largest keeps the figure independent of node order and never understates what is blocked).
         self.equivalent: dict[str, float] = {}
         for state in states:
             for resource, eq in state.equivalent.items():
                 self.equivalent[resource] = max(eq, self.equivalent.get(resource, 0.0))
+
+    def _on_partitions(self, pod: Pod, requests: Mapping[str, int]) -> _Verdict | None:
+        """Placeable when first fit gives the pod its GPU devices on the free counters of an eligible partitionable
+        node; blocked when such nodes offer its devices and have as much free in total, only not together; None when
+        no partitionable node is for it (the resource check decides)."""
+        asks = {r: v for r, v in requests.items() if is_gpu_resource(r) and v > 0}
+        rest = {r: v for r, v in requests.items() if not is_gpu_resource(r)}
+        offering = [
+            s
+            for s in self.partitioned
+            if s.node.partitions is not None
+            and all(any(d.resource == r for d in s.node.partitions.devices) for r in asks)
+            and why_ineligible(pod, s.node) is None
+        ]
+        for state in offering:
+            partitions = state.node.partitions
+            fits_rest = all(state.free.get(r, 0) >= v for r, v in rest.items())
+            if partitions is not None and fits_rest and partitions.allocate(asks, partitions.free()) is not None:
+                return _Verdict("placeable")
+        free = math.fsum(_free_share(s.node) for s in offering)
+        need = self.gpus(pod.requests)
+        if not offering or free + 1e-9 < need:
+            return None
+        return _Verdict(
+            "blocked",
+            f"{round(free, 2):g} GPU-equivalents free on {len(offering)} partitionable node(s), but no GPU's free "
+            "counters hold its devices together (scattered partitions)",
+        )
 
     def gpus(self, requests: Resources) -> float:
         """The GPU capacity ``requests`` ask for, in GPU-equivalents (1 per unit of a resource no node offers)."""
@@ -690,6 +720,10 @@ class _PendingCheck:
 
     def _decide(self, pod: Pod) -> _Verdict:
         requests = pod.requests.as_dict()
+        if self.partitioned:
+            verdict = self._on_partitions(pod, requests)
+            if verdict is not None:
+                return verdict
         for resource in sorted(requests, key=_label_order):
             if requests[resource] > self.total_free.get(resource, 0):
                 have = self.total_free.get(resource, 0)
@@ -735,6 +769,19 @@ class _PendingCheck:
     def cpu_pods_held(self) -> dict[str, dict[str, int]]:
         """What CPU-only pods hold per GPU node: worked out only when a pod is blocked for lack of CPU or memory."""
         return held_by_node(cpu_pods_on_gpu_nodes(self.snapshot))
+
+
+def _free_share(node: Node) -> float:
+    """The free share of a partitionable node's counters, in GPUs (each counter set one GPU, free as the mean share of
+    its counters left: 6 of 8 memory slices, 0.75)."""
+    partitions = node.partitions
+    if partitions is None:
+        return 0.0
+    free = partitions.free()
+    shares: dict[str, list[float]] = {}
+    for counter, amount in partitions.capacity:
+        shares.setdefault(counter[0], []).append(free.get(counter, 0) / amount if amount else 0.0)
+    return math.fsum(math.fsum(s) / len(s) for s in shares.values())
 
 
 def _pending(

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from compactor.model.partitions import Partitions
 from compactor.model.resources import EMPTY, Resources
 
 
@@ -102,6 +103,8 @@ class Node:
     gpu: GpuInfo = GpuInfo()
     pool: str = "cpu-only"
     uid: str = ""
+    # DRA partitionable devices (model.partitions): what the node's free counters still allow; None on other nodes
+    partitions: Partitions | None = field(default=None, hash=False, compare=False)
 
     @property
     def is_gpu_node(self) -> bool:
@@ -174,6 +177,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     resource_claims: tuple[tuple[str, str, bool], ...] = ()
     extended_claim: str = ""  # the claim kube-scheduler made for its extended-resource requests on a DRA node
     dra_gpus: bool = False  # every claim is of GPU devices compactor.model.dra maps: its requests include them
+    partitioned: bool = False  # holds a partitionable DRA device (model.partitions): moved only to open room for one
     nominated_node: str = ""  # status.nominatedNodeName: a preemption is under way for it
     deletion_timestamp: str = ""
     scheduling_gates: tuple[str, ...] = ()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -28,6 +28,7 @@ from compactor.planner.history import Restraints, workload_key
 from compactor.planner.movability import Steerability, Unmovable
 from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.objective import Assignment, empty_nodes, pending_weight
+from compactor.planner.partitions import plan_partitions
 from compactor.planner.pins import without_own_pins
 from compactor.planner.plan import (
     CompactionPlan,
@@ -185,7 +186,11 @@ def _owner(move: ConcreteMove) -> str:
 
 
 def _moves(
-    problem: Problem, moves: Sequence[ConcreteMove], freed: set[int], placements: Sequence[ConcretePlacement]
+    problem: Problem,
+    moves: Sequence[ConcreteMove],
+    freed: set[int],
+    placements: Sequence[ConcretePlacement],
+    devices: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[Move]:
     pending_targets = {p.target: p.pod.key for p in placements}
     return [
@@ -199,6 +204,7 @@ def _moves(
             requests={k: v for k, v in m.pod.requests.items() if k != "pods"},
             gpu=m.ptype.uses_gpu,
             cost=round(m.ptype.cost / problem.settings.move_cost.base, 2),
+            devices=list((devices or {}).get(m.pod.key, ())),
         )
         for m, free in zip(moves, _free_before_each(problem, moves), strict=True)
     ]
@@ -357,6 +363,10 @@ def compose(
             )
             recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
+    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.max_moves)
+    moves = [*moves, *partitioned.moves]
+    placements = [*(p for p in placements if p.pod.key not in partitioned.dropped), *partitioned.placements]
+    warnings += partitioned.notes
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     net_gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
     if result is not None and not moves and not placements:
@@ -372,8 +382,15 @@ def compose(
             created_at=now.isoformat().replace("+00:00", "Z"),
             source=source,
         ),
-        moves=_moves(problem, moves, set(freed), placements),
-        placed_pending=[Placement(pod=p.pod.key, to_node=problem.nodes[p.target].node.name) for p in placements],
+        moves=_moves(problem, moves, set(freed), placements, partitioned.devices),
+        placed_pending=[
+            Placement(
+                pod=p.pod.key,
+                to_node=problem.nodes[p.target].node.name,
+                devices=list(partitioned.devices.get(p.pod.key, ())),
+            )
+            for p in placements
+        ],
         freed_nodes=[problem.nodes[i].node.name for i in freed],
         filled_nodes=[problem.nodes[i].node.name for i in filled],
         freed_gpus=net_gpus,

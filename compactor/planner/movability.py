@@ -74,6 +74,10 @@ class Unmovable(enum.StrEnum):
         "uses a named ResourceClaim (resourceClaimName), which other pods may share: its replacement would get the "
         "same devices on the same node"
     )
+    PARTITIONED = (
+        "holds a partitionable DRA device (shared counters): moved only to open room on its GPU for a pending pod "
+        "(the partition step), where the allocator's first fit is predicted"
+    )
     NAMESPACE = "namespace not selected by config"
     SELECTOR = "labels do not match planner.pod_selector"
     PRIORITY = "priority above planner.max_priority"
@@ -399,5 +403,6 @@ def movability(
             now=now,
             restraints=restraints,
         )
+        or (Unmovable.PARTITIONED if p.partitioned else None)
         for p in bound
     }

@@ -19,6 +19,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compactor.errors import InputError
+from compactor.model.dra import with_partitions_held
 from compactor.model.migparted import recut_node
 from compactor.model.types import Snapshot
 
@@ -92,6 +93,12 @@ class Move(_Doc):
         1.0,
         description="What the move disrupts, in moves (see movePrice): 1 for a replica of one whole GPU that starts at once.",
     )
+    devices: list[str] = Field(
+        default_factory=list,
+        description="For a pod holding partitionable DRA devices (dynamic MIG): the devices kube-scheduler's first fit "
+        "is expected to give its replacement on `to` (the run reads the replacement's claim and says where it got "
+        "others). Empty for every other pod.",
+    )
 
 
 class Placement(_Doc):
@@ -101,6 +108,11 @@ class Placement(_Doc):
     to_node: str = Field(
         alias="to",
         description="The node the plan makes room on for it (possibly one re-cut for it: see migRepartition).",
+    )
+    devices: list[str] = Field(
+        default_factory=list,
+        description="For a pod asking partitionable DRA devices (dynamic MIG): the devices kube-scheduler's first fit "
+        "is expected to give it on `to`. Empty for every other pod.",
     )
 
 
@@ -478,11 +490,33 @@ def apply_plan(snapshot: Snapshot, plan: CompactionPlan) -> Snapshot:
         else:
             pods.append(pod)
     recut = {r.node: r for r in plan.mig_repartition}
+    held = _partitions_held(snapshot, plan)
     nodes = tuple(
-        recut_node(node, recut[node.name].allocatable, recut[node.name].to_config) if node.name in recut else node
+        recut_node(node, recut[node.name].allocatable, recut[node.name].to_config)
+        if node.name in recut
+        else with_partitions_held(node, held[node.name].items())
+        if node.name in held
+        else node
         for node in snapshot.nodes
     )
     return replace(snapshot, pods=tuple(pods), nodes=nodes)
+
+
+def _partitions_held(snapshot: Snapshot, plan: CompactionPlan) -> dict[str, dict[str, str]]:
+    """node -> device -> pod, for the partitionable nodes whose devices the plan's moves and placements change."""
+    held = {n.name: dict(n.partitions.held) for n in snapshot.nodes if n.partitions is not None}
+    changed: set[str] = set()
+    for move in plan.moves:
+        if move.devices and move.from_node in held:
+            held[move.from_node] = {d: p for d, p in held[move.from_node].items() if p != move.pod}
+            changed.add(move.from_node)
+    for pod, node, devices in [(m.pod, m.to_node, m.devices) for m in plan.moves] + [
+        (p.pod, p.to_node, p.devices) for p in plan.placed_pending
+    ]:
+        if devices and node in held:
+            held[node] |= dict.fromkeys(devices, pod)
+            changed.add(node)
+    return {name: held[name] for name in changed}
 
 
 if __name__ == "__main__":

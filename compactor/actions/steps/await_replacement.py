@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 
 from compactor.actions.client import Obj
+from compactor.actions.devices import note_devices
 from compactor.actions.owners import owner_pods
 from compactor.actions.pods import is_bound, is_ready, is_terminating, pod_key
 from compactor.actions.run import Abort, Run
 from compactor.actions.steering.pin import steered_to
 from compactor.actions.steps.validate import no_strangers_on
-from compactor.errors import ClusterError
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")
@@ -48,7 +48,8 @@ def await_replacement(run: Run, move: Move) -> None:
         ):  # pinned by the policy: the replacement; unpinned pods besides them are the owner's own business
             _check_landing(run, move, pod)
         if any(is_bound(p) and is_ready(p) for p in fresh):
-            _note_devices(run, move, [p for p in fresh if is_bound(p) and is_ready(p)])
+            for ready in (p for p in fresh if is_bound(p) and is_ready(p)):
+                note_devices(run, move.pod, ready, move.devices)
             if _last_from(run, move) and (move.from_node in run.freed or move.from_node in run.fences):
                 run.read(lambda: no_strangers_on(run, [move.from_node]), "reading the source node's pods")
             run.steerer.after_move(run, move, fresh)
@@ -58,31 +59,6 @@ def await_replacement(run: Run, move: Move) -> None:
             raise Abort(f"replacement for {move.pod} still {state} after {run.settings.replacement_timeout_seconds:g}s")
         run.report(f"moved {move.pod}", waiting=f"replacement of {move.pod} ({len(fresh)} new, none Ready yet)")
         run.clock.sleep(run.settings.bind_poll_seconds if run.state.held else run.settings.poll_seconds)
-
-
-def _note_devices(run: Run, move: Move, ready: list[Obj]) -> None:
-    """The DRA devices the replacement's claims got, read from the claims (the pod names them in its status): said in
-    the run's report and log. A claim that cannot be read is said as such; the move itself is over either way."""
-    for pod in ready:
-        status = pod.get("status") or {}
-        names = [str(s.get("resourceClaimName") or "") for s in status.get("resourceClaimStatuses") or ()]
-        names.append(str((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or ""))
-        namespace = (pod.get("metadata") or {}).get("namespace", "default")
-        got: list[str] = []
-        for name in filter(None, names):
-            try:
-                claim = run.client.get_resource_claim(namespace, name)
-            except ClusterError as exc:
-                got.append(f"{name}: not read ({exc})")
-                continue
-            results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results")
-            got += [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results or ()]
-        if got:
-            run.devices[move.pod] = got
-            log.info(
-                run.said("replacement's devices", "replacement's devices (dry run)"),
-                extra={"pod": pod_key(pod), "node": (pod.get("spec") or {}).get("nodeName"), "devices": got},
-            )
 
 
 def _check_landing(run: Run, move: Move, pod: Obj) -> None:

@@ -17,6 +17,7 @@ from functools import partial
 from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions.client import Obj
+from compactor.actions.devices import note_devices
 from compactor.actions.fences import release
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound, is_terminating
@@ -50,6 +51,8 @@ def place_pending(run: Run, placement: Placement) -> None:
         run.note(f"pending pod {placement.pod} not bound within {run.settings.steer_timeout_seconds:g}s")
     elif node != placement.to_node:
         run.note(f"pending pod {placement.pod} was bound to {node}, not the planned {placement.to_node}")
+    if node and placement.devices:
+        note_devices(run, placement.pod, pod, placement.devices)
 
 
 def reserve(run: Run, placement: Placement, pod: Obj) -> bool:

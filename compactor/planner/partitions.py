@@ -1,0 +1,264 @@
+"""The partition step: room on partitionable DRA GPUs (dynamic MIG) for pending pods, by moving the pods in its way.
+
+On a partitionable GPU the free counters, not a count of devices, say what fits: a pending ``3g`` needs four aligned
+memory slices free on one GPU, and ``1g`` pods scattered across the slots block it while the node shows plenty free. The
+CP-SAT model sees such a node as the devices its free counters cut into (``Partitions.decompose``) and keeps the pods
+holding partitionable devices in place (``Unmovable.PARTITIONED``); this step, run on the plan's chosen point, works
+on the counters themselves:
+
+1. the plan's own placements and moves onto partitionable nodes are replayed as kube-scheduler allocates, first fit in
+   the pool's device order; one that would find no device is dropped, said in the notes;
+2. each pending pod asking partitionable devices the plan did not place (by priority, then name) goes where first fit
+   gives it its devices now; failing that, for one device, to the placement whose blocking pods are fewest (then
+   cheapest) to move, when every one of them may move (every rule of ``movability`` but this one) and first fit gives it
+   a device on another node with room for it (a replacement is steered by node, so never on its own node, where it
+   could take the room back).
+
+Every device named is the one first fit is expected to give (``devices``): the run reads each replacement's claim and
+says where the allocator chose otherwise.
+
+Imports: ``compactor.model``, the problem and solution; no solver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from compactor.model.partitions import Counter, PartitionDevice, Partitions, give_back, take
+from compactor.model.resources import is_gpu_resource
+from compactor.model.types import Pod
+from compactor.planner.movability import Unmovable
+from compactor.planner.price import Pricing
+from compactor.planner.problem import PodType, Problem, port_requests
+from compactor.planner.solution import ConcreteMove, ConcretePlacement, loads_after
+
+
+@dataclass
+class PartitionStep:
+    moves: list[ConcreteMove] = field(default_factory=list)
+    placements: list[ConcretePlacement] = field(default_factory=list)
+    dropped: set[str] = field(default_factory=set)  # pods of the plan's placements first fit finds no device for
+    devices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pod -> devices first fit is expected to give it
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Node:
+    """A partitionable node as the step changes it: who holds which device, the counters left, the room left."""
+
+    index: int
+    partitions: Partitions
+    holders: dict[str, str]  # device -> pod key
+    free: dict[Counter, int]
+    room: dict[str, int]  # non-GPU resources left after the plan
+
+    def fits_rest(self, pod: Pod) -> bool:
+        return all(self.room.get(r, 0) >= v for r, v in pod.requests.items() if not is_gpu_resource(r))
+
+    def add(self, pod: Pod, devices: Sequence[PartitionDevice]) -> None:
+        for device in devices:
+            self.holders[device.name] = pod.key
+            self.free = take(self.free, device)
+        self._room(pod, -1)
+
+    def remove(self, pod: Pod) -> None:
+        for name in [n for n, holder in self.holders.items() if holder == pod.key]:
+            del self.holders[name]
+            device = self.partitions.device(name)
+            if device is not None:
+                self.free = give_back(self.free, device)
+        self._room(pod, 1)
+
+    def _room(self, pod: Pod, sign: int) -> None:
+        for resource, value in pod.requests.items():
+            if not is_gpu_resource(resource):
+                self.room[resource] = self.room.get(resource, 0) + sign * value
+
+
+def asks(pod: Pod) -> dict[str, int]:
+    return {r: v for r, v in pod.requests.items() if is_gpu_resource(r) and v > 0}
+
+
+def plan_partitions(
+    problem: Problem,
+    moves: Sequence[ConcreteMove],
+    placements: Sequence[ConcretePlacement],
+    *,
+    max_moves: int | None,
+) -> PartitionStep:
+    """Moves and placements to add to the plan's (and its placements first fit would not honour)."""
+    step = PartitionStep()
+    nodes = _partitionable(problem, moves, placements)
+    if not nodes:
+        return step
+    _replay(problem, nodes, moves, placements, step)
+    placed = {p.pod.key for p in placements} - step.dropped
+    moved = {m.pod.key for m in moves}
+    waiting = [
+        (ptype, pod)
+        for ptype in problem.types
+        if ptype.pending
+        for pod in ptype.pending_pods
+        if pod.key not in placed and asks(pod)
+    ]
+    pricing = Pricing.of(problem.snapshot, problem.settings.move_cost)
+    pods = {p.key: p for p in problem.snapshot.pods}
+    for ptype, pod in sorted(waiting, key=lambda item: (-item[1].priority, item[1].key)):
+        room_for = None if max_moves is None else max_moves - len(moves) - len(step.moves)
+        option = _best_option(problem, nodes, pod, pods, moved, pricing, room_for)
+        if option is None:
+            continue
+        target, shifts = option
+        for blocker, home, devices in shifts:
+            source = next(n for n in nodes.values() if blocker.key in n.holders.values())
+            source.remove(blocker)
+            nodes[home].add(blocker, devices)
+            moved.add(blocker.key)
+            step.moves.append(ConcreteMove(blocker, _moved_type(blocker, pricing), source.index, home))
+            step.devices[blocker.key] = tuple(d.name for d in devices)
+        given = nodes[target].partitions.allocate(asks(pod), nodes[target].free) or []
+        nodes[target].add(pod, given)
+        step.placements.append(ConcretePlacement(pod, ptype, target))
+        step.devices[pod.key] = tuple(d.name for d in given)
+    return step
+
+
+def _partitionable(
+    problem: Problem, moves: Sequence[ConcreteMove], placements: Sequence[ConcretePlacement]
+) -> dict[int, _Node]:
+    loads = loads_after(problem, list(moves), list(placements))
+    found: dict[int, _Node] = {}
+    for state in problem.nodes:
+        partitions = state.node.partitions
+        if partitions is None or not state.is_target_pool:
+            continue
+        room = {r: v - loads[state.index].get(r, 0) for r, v in state.capacity.items() if not is_gpu_resource(r)}
+        found[state.index] = _Node(state.index, partitions, dict(partitions.held), partitions.free(), room)
+    return found
+
+
+def _replay(
+    problem: Problem,
+    nodes: Mapping[int, _Node],
+    moves: Sequence[ConcreteMove],
+    placements: Sequence[ConcretePlacement],
+    step: PartitionStep,
+) -> None:
+    """The plan's arrivals on partitionable nodes, allocated first fit in plan order (moves first, as a run makes them)."""
+    arrivals = [(m.pod, m.target) for m in moves] + [(p.pod, p.target) for p in placements]
+    for pod, index in arrivals:
+        node = nodes.get(index)
+        if node is None or not asks(pod):
+            continue
+        given = node.partitions.allocate(asks(pod), node.free)
+        if given is None:
+            step.dropped.add(pod.key)
+            step.notes.append(
+                f"{pod.key} left out: first fit finds no partitionable device for it on "
+                f"{problem.nodes[index].node.name} once the plan's other pods have theirs"
+            )
+            continue
+        for device in given:
+            node.holders[device.name] = pod.key
+            node.free = take(node.free, device)
+        step.devices[pod.key] = tuple(d.name for d in given)
+
+
+Shift = tuple[Pod, int, list[PartitionDevice]]  # a blocking pod, the node it goes to, the devices first fit gives it
+
+
+def _best_option(
+    problem: Problem,
+    nodes: dict[int, _Node],
+    pod: Pod,
+    pods: Mapping[str, Pod],
+    moved: set[str],
+    pricing: Pricing,
+    room_for: int | None,
+) -> tuple[int, list[Shift]] | None:
+    """(node, the moves it takes) for the pending pod: no move where first fit places it now, else the fewest."""
+    wanted = asks(pod)
+    best: tuple[tuple[int, int, str], int, list[Shift]] | None = None
+    for index in sorted(nodes, key=lambda i: problem.nodes[i].node.name):
+        node = nodes[index]
+        if not node.fits_rest(pod) or _why_not(problem, pod, index) is not None:
+            continue
+        if node.partitions.allocate(wanted, node.free) is not None:
+            return index, []
+        if sum(wanted.values()) != 1:
+            continue  # room for several devices at once is not searched for
+        (resource,) = wanted
+        for device in node.partitions.devices:
+            if device.resource != resource:
+                continue
+            shifts = _clear(problem, nodes, node, device, pods, moved)
+            if shifts is None or (room_for is not None and len(shifts) > room_for):
+                continue
+            key = (len(shifts), sum(pricing.cost(b) for b, _, _ in shifts), problem.nodes[index].node.name)
+            if best is None or key < best[0]:
+                best = (key, index, shifts)
+    return None if best is None else (best[1], best[2])
+
+
+def _clear(
+    problem: Problem,
+    nodes: dict[int, _Node],
+    node: _Node,
+    device: PartitionDevice,
+    pods: Mapping[str, Pod],
+    moved: set[str],
+) -> list[Shift] | None:
+    """The moves that free ``device``'s counters on ``node``: each pod holding a counter it lacks, to the first node
+    (other partitionable nodes, fewest whole-free GPUs first) where it may go and first fit gives it a device."""
+    short = {c for c, amount in device.consumes if node.free.get(c, 0) < amount}
+    blocking = sorted(
+        {
+            holder
+            for name, holder in node.holders.items()
+            if (held := node.partitions.device(name)) is not None and any(c in short for c, _ in held.consumes)
+        }
+    )
+    free = dict(node.free)
+    for key in blocking:
+        pod = pods.get(key)
+        if pod is None or key in moved or problem.unmovable.get(key) is not Unmovable.PARTITIONED:
+            return None
+        for name in [n for n, holder in node.holders.items() if holder == key]:
+            held = node.partitions.device(name)
+            free = give_back(free, held) if held is not None else free
+    if not device.fits(free):
+        return None
+    shifts: list[Shift] = []
+    taken: dict[int, _Node] = {}  # homes as the shifts so far leave them
+    for key in blocking:
+        home = _home(problem, nodes, node.index, pods[key], taken)
+        if home is None:
+            return None
+        shifts.append(home)
+    return shifts
+
+
+def _home(problem: Problem, nodes: dict[int, _Node], away_from: int, pod: Pod, taken: dict[int, _Node]) -> Shift | None:
+    candidates = [taken.get(i, n) for i, n in nodes.items() if i != away_from]
+    candidates.sort(key=lambda n: (len(n.partitions.whole_free_sets(n.free)), problem.nodes[n.index].node.name))
+    for node in candidates:
+        if not node.fits_rest(pod) or _why_not(problem, pod, node.index) is not None:
+            continue
+        given = node.partitions.allocate(asks(pod), node.free)
+        if given is not None:
+            trial = _Node(node.index, node.partitions, dict(node.holders), dict(node.free), dict(node.room))
+            trial.add(pod, given)
+            taken[node.index] = trial
+            return pod, node.index, given
+    return None
+
+
+def _why_not(problem: Problem, pod: Pod, index: int) -> str | None:
+    rules = problem.rules
+    return rules.why_not(pod, problem.nodes[index].node) if rules is not None else None
+
+
+def _moved_type(pod: Pod, pricing: Pricing) -> PodType:
+    """A type of its own for a pod the CP-SAT model kept in place (it holds a partitionable device)."""
+    return PodType(-1, port_requests(pod), pod, pricing.cost(pod), pod.namespace, True, False)
