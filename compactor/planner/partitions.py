@@ -102,11 +102,18 @@ def plan_partitions(
         for pod in ptype.pending_pods
         if pod.key not in placed and asks(pod)
     ]
-    pricing = Pricing.of(problem.snapshot, problem.settings.move_cost)
-    pods = {p.key: p for p in problem.snapshot.pods}
-    for ptype, pod in sorted(waiting, key=lambda item: (-item[1].priority, item[1].key)):
+    waiting.sort(key=lambda item: (-item[1].priority, item[1].key))
+    for ptype, pod in waiting:  # those first fit places now: kube-scheduler binds them before any move is made
+        index = _direct(problem, nodes, pod)
+        if index is not None:
+            _place(nodes[index], ptype, pod, step)
+    context = _Search(problem, nodes, {p.key: p for p in problem.snapshot.pods}, moved)
+    # nodes pending pods are bound to before any move (the plan's and those first fit places now) are not opened by moves
+    context.opened |= {p.target for p in [*placements, *step.placements] if p.target in nodes}
+    placed |= {p.pod.key for p in step.placements}
+    for ptype, pod in (item for item in waiting if item[1].key not in placed):
         room_for = None if max_moves is None else max_moves - len(moves) - len(step.moves)
-        option = _best_option(problem, nodes, pod, pods, moved, pricing, room_for)
+        option = _best_option(context, pod, room_for)
         if option is None:
             continue
         target, shifts = option
@@ -115,13 +122,44 @@ def plan_partitions(
             source.remove(blocker)
             nodes[home].add(blocker, devices)
             moved.add(blocker.key)
-            step.moves.append(ConcreteMove(blocker, _moved_type(blocker, pricing), source.index, home))
+            context.receivers.add(home)
+            step.moves.append(ConcreteMove(blocker, _moved_type(blocker, context.pricing), source.index, home))
             step.devices[blocker.key] = tuple(d.name for d in devices)
-        given = nodes[target].partitions.allocate(asks(pod), nodes[target].free) or []
-        nodes[target].add(pod, given)
-        step.placements.append(ConcretePlacement(pod, ptype, target))
-        step.devices[pod.key] = tuple(d.name for d in given)
+        context.opened.add(target)
+        _place(nodes[target], ptype, pod, step)
     return step
+
+
+@dataclass
+class _Search:
+    """What the search for moves reads and keeps: a run makes every move before it places the pods they make room for,
+    so a node is opened for one pending pod or receives moved pods, never both (the order would not be first fit's)."""
+
+    problem: Problem
+    nodes: dict[int, _Node]
+    pods: Mapping[str, Pod]
+    moved: set[str]
+    opened: set[int] = field(default_factory=set)
+    receivers: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.pricing = Pricing.of(self.problem.snapshot, self.problem.settings.move_cost)
+
+
+def _direct(problem: Problem, nodes: Mapping[int, _Node], pod: Pod) -> int | None:
+    for index in sorted(nodes, key=lambda i: problem.nodes[i].node.name):
+        node = nodes[index]
+        fits = node.fits_rest(pod) and _why_not(problem, pod, index) is None
+        if fits and node.partitions.allocate(asks(pod), node.free) is not None:
+            return index
+    return None
+
+
+def _place(node: _Node, ptype: PodType, pod: Pod, step: PartitionStep) -> None:
+    given = node.partitions.allocate(asks(pod), node.free) or []
+    node.add(pod, given)
+    step.placements.append(ConcretePlacement(pod, ptype, node.index))
+    step.devices[pod.key] = tuple(d.name for d in given)
 
 
 def _partitionable(
@@ -168,47 +206,32 @@ def _replay(
 Shift = tuple[Pod, int, list[PartitionDevice]]  # a blocking pod, the node it goes to, the devices first fit gives it
 
 
-def _best_option(
-    problem: Problem,
-    nodes: dict[int, _Node],
-    pod: Pod,
-    pods: Mapping[str, Pod],
-    moved: set[str],
-    pricing: Pricing,
-    room_for: int | None,
-) -> tuple[int, list[Shift]] | None:
-    """(node, the moves it takes) for the pending pod: no move where first fit places it now, else the fewest."""
-    wanted = asks(pod)
+def _best_option(search: _Search, pod: Pod, room_for: int | None) -> tuple[int, list[Shift]] | None:
+    """(node, the moves it takes) for the pending pod: the fewest moves (then the cheapest, then the node's name)."""
+    problem, wanted = search.problem, asks(pod)
+    if sum(wanted.values()) != 1:
+        return None  # room for several devices at once is not searched for
+    (resource,) = wanted
     best: tuple[tuple[int, int, str], int, list[Shift]] | None = None
-    for index in sorted(nodes, key=lambda i: problem.nodes[i].node.name):
-        node = nodes[index]
+    for index in sorted(search.nodes, key=lambda i: problem.nodes[i].node.name):
+        node = search.nodes[index]
+        if index in search.opened or index in search.receivers:
+            continue
         if not node.fits_rest(pod) or _why_not(problem, pod, index) is not None:
             continue
-        if node.partitions.allocate(wanted, node.free) is not None:
-            return index, []
-        if sum(wanted.values()) != 1:
-            continue  # room for several devices at once is not searched for
-        (resource,) = wanted
         for device in node.partitions.devices:
             if device.resource != resource:
                 continue
-            shifts = _clear(problem, nodes, node, device, pods, moved)
+            shifts = _clear(search, node, device)
             if shifts is None or (room_for is not None and len(shifts) > room_for):
                 continue
-            key = (len(shifts), sum(pricing.cost(b) for b, _, _ in shifts), problem.nodes[index].node.name)
+            key = (len(shifts), sum(search.pricing.cost(b) for b, _, _ in shifts), problem.nodes[index].node.name)
             if best is None or key < best[0]:
                 best = (key, index, shifts)
     return None if best is None else (best[1], best[2])
 
 
-def _clear(
-    problem: Problem,
-    nodes: dict[int, _Node],
-    node: _Node,
-    device: PartitionDevice,
-    pods: Mapping[str, Pod],
-    moved: set[str],
-) -> list[Shift] | None:
+def _clear(search: _Search, node: _Node, device: PartitionDevice) -> list[Shift] | None:
     """The moves that free ``device``'s counters on ``node``: each pod holding a counter it lacks, to the first node
     (other partitionable nodes, fewest whole-free GPUs first) where it may go and first fit gives it a device."""
     short = {c for c, amount in device.consumes if node.free.get(c, 0) < amount}
@@ -221,8 +244,8 @@ def _clear(
     )
     free = dict(node.free)
     for key in blocking:
-        pod = pods.get(key)
-        if pod is None or key in moved or problem.unmovable.get(key) is not Unmovable.PARTITIONED:
+        pod = search.pods.get(key)
+        if pod is None or key in search.moved or search.problem.unmovable.get(key) is not Unmovable.PARTITIONED:
             return None
         for name in [n for n, holder in node.holders.items() if holder == key]:
             held = node.partitions.device(name)
@@ -232,15 +255,16 @@ def _clear(
     shifts: list[Shift] = []
     taken: dict[int, _Node] = {}  # homes as the shifts so far leave them
     for key in blocking:
-        home = _home(problem, nodes, node.index, pods[key], taken)
+        home = _home(search, node.index, search.pods[key], taken)
         if home is None:
             return None
         shifts.append(home)
     return shifts
 
 
-def _home(problem: Problem, nodes: dict[int, _Node], away_from: int, pod: Pod, taken: dict[int, _Node]) -> Shift | None:
-    candidates = [taken.get(i, n) for i, n in nodes.items() if i != away_from]
+def _home(search: _Search, away_from: int, pod: Pod, taken: dict[int, _Node]) -> Shift | None:
+    problem = search.problem
+    candidates = [taken.get(i, n) for i, n in search.nodes.items() if i != away_from and i not in search.opened]
     candidates.sort(key=lambda n: (len(n.partitions.whole_free_sets(n.free)), problem.nodes[n.index].node.name))
     for node in candidates:
         if not node.fits_rest(pod) or _why_not(problem, pod, node.index) is not None:

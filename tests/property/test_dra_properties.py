@@ -13,20 +13,34 @@ pod's devices as its requests (a shared device on the first consumer by name, ad
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import HealthCheck, given, note
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from compactor.app.plan_document import build_plan
+from compactor.metrics.fragmentation import compute_figures
+from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pod
-from tests.dra_builders import dra_pod, gpu_claim, gpu_slice, twin_figures
+from tests.dra_builders import (
+    A100_80_PLACEMENTS,
+    device_class,
+    dra_pod,
+    gpu_claim,
+    gpu_slice,
+    mig_claim,
+    partition_slices,
+    twin_figures,
+)
 
 PROPERTY = hsettings(
     max_examples=int(os.environ.get("DRA_PROPERTY_EXAMPLES", "50")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MIG_LAYOUTS = [["1g.5gb"] * 7, ["3g.20gb", "4g.20gb"], ["2g.10gb"] * 3]
 
 
@@ -99,3 +113,109 @@ def test_a_dra_cluster_has_its_device_plugin_twins_figures(
     for ours, theirs in zip(sorted(dra.pods, key=lambda p: p.key), sorted(twin.pods, key=lambda p: p.key), strict=True):
         assert ours.requests.gpu_part() == theirs.requests.gpu_part(), ours.key
     assert {n.pool for n in dra.nodes} == {A100_40}
+
+
+# Partitionable devices (dynamic MIG): the plan's devices are the ones kube-scheduler's first fit gives.
+PLACEMENTS = {profile: (size, starts) for profile, size, starts in A100_80_PLACEMENTS}
+
+
+def _first_fit(slots: set[int], profile: str) -> int | None:
+    """The start kube-scheduler allocates for ``profile`` on a GPU whose memory slices ``slots`` are taken: the first
+    placement, in the published order, whose slices are all free (an emulation of its own, by slot sets)."""
+    size, starts = PLACEMENTS[profile]
+    return next((s for s in starts if not slots & set(range(s, s + size))), None)
+
+
+@st.composite
+def scattered_partitions(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, set[int]]]:
+    """1-4 nodes of one partitionable A100-80GB, each with 1g/2g pods allocated first fit after random others left (so
+    the survivors are scattered), and 1-2 pending pods of a larger profile."""
+    objects: list[dict[str, Any]] = [device_class(), device_class("mig.nvidia.com")]
+    taken: dict[str, set[int]] = {}
+    for n in range(draw(st.integers(1, 4))):
+        name = f"p-{n}"
+        objects += [node(name), *partition_slices(name)]
+        slots: set[int] = set()
+        for i in range(draw(st.integers(0, 5))):
+            profile = draw(st.sampled_from(["1g.10gb", "1g.10gb", "2g.20gb"]))
+            start = _first_fit(slots, profile)
+            if start is None:
+                continue
+            size = PLACEMENTS[profile][0]
+            slots |= set(range(start, start + size))
+            if draw(st.booleans()):  # this one stays; the others left and freed their slices
+                pod_name = f"{name}-{i}"
+                device = f"gpu-0-mig-{profile.replace('.', '-')}-{start}"
+                objects += [
+                    dra_pod(pod_name, on=name, claim=f"{pod_name}-c", owner=f"ReplicaSet/{pod_name}"),
+                    mig_claim(f"{pod_name}-c", profile=profile, on=name, device=device, for_pods=[pod_name]),
+                ]
+            else:
+                slots -= set(range(start, start + size))
+        taken[name] = set()
+    for k in range(draw(st.integers(1, 2))):
+        profile = draw(st.sampled_from(["3g.40gb", "4g.40gb", "2g.20gb"]))
+        objects += [
+            dra_pod(f"wait-{k}", claim=f"wait-{k}-c", owner=f"ReplicaSet/wait-{k}"),
+            mig_claim(f"wait-{k}-c", profile=profile),
+        ]
+    return objects, taken
+
+
+@PROPERTY
+@given(scattered_partitions())
+def test_partition_plans_name_the_devices_first_fit_gives_and_never_overlap(
+    drawn: tuple[list[dict[str, Any]], dict[str, set[int]]],
+) -> None:
+    objects, _ = drawn
+    snapshot = cluster(*objects)
+    plan = build_plan(snapshot, PlannerSettings(min_replicas=1, time_limit_seconds=5), source="p", now=NOW)
+    note(str(plan.model_dump(by_alias=True, include={"moves", "placed_pending"})))
+    occupied = {
+        n.name: {s for name, _ in n.partitions.held for s in _slots_of(name)}
+        for n in snapshot.nodes
+        if n.partitions is not None
+    }
+    sources = {m.from_node for m in plan.moves}
+    # kube-scheduler binds at once the pending pods that fit now (on nodes no move leaves); then the run makes its moves
+    # in plan order, and places the pods they made room for
+    for placement in [p for p in plan.placed_pending if p.to_node not in sources]:
+        _allocate(occupied, placement.to_node, placement.devices, placement)
+    for move in plan.moves:
+        leaving = {
+            s
+            for name, pod in snapshot.node_by_name()[move.from_node].partitions.held
+            if pod == move.pod
+            for s in _slots_of(name)
+        }
+        occupied[move.from_node] -= leaving
+        _allocate(occupied, move.to_node, move.devices, move)
+    for placement in [p for p in plan.placed_pending if p.to_node in sources]:
+        _allocate(occupied, placement.to_node, placement.devices, placement)
+    # after the plan, the pods it places are bound, and what it moved did not block what was placeable before
+    after = plan.after["blockedPending"] + plan.after["unplaceablePending"]
+    assert not {p.pod for p in plan.placed_pending} & {b["pod"] for b in after}
+    placeable_before = {p.key for p in snapshot.pending_pods()} - {
+        b.pod for b in (*compute_figures(snapshot).blocked_pending, *compute_figures(snapshot).unplaceable_pending)
+    }
+    if len(placeable_before) == len(snapshot.pending_pods()) == 1:
+        assert [p.pod for p in plan.placed_pending] == sorted(placeable_before)
+
+
+def _allocate(occupied: dict[str, set[int]], node: str, devices: list[str], what: object) -> None:
+    """The one device planned is the one first fit gives on ``node`` now; it is taken."""
+    (device,) = devices
+    profile = _profile_of(device)
+    start = _first_fit(occupied[node], profile)
+    assert start is not None and _slots_of(device) == set(range(start, start + PLACEMENTS[profile][0])), what
+    occupied[node] |= _slots_of(device)
+
+
+def _profile_of(device: str) -> str:
+    _, _, _, g, memory, _ = device.split("-")  # gpu-0-mig-3g-40gb-4
+    return f"{g}.{memory}"
+
+
+def _slots_of(device: str) -> set[int]:
+    profile, start = _profile_of(device), int(device.rsplit("-", 1)[1])
+    return set(range(start, start + PLACEMENTS[profile][0]))
