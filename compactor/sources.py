@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 
 from compactor.errors import ConfigError, InputError
 from compactor.kube import snapshot as live_snapshot
 from compactor.kube.client import Connection
+from compactor.model.dra import DriverMapping
 from compactor.model.guards import offered_gpu_resources, pool_label_is_default, pool_label_unused, unoffered_resources
-from compactor.model.load import load_files
+from compactor.model.load import DRA_DRIVERS, load_files
 from compactor.model.types import Snapshot
 from compactor.planner.movability import config_reason
 from compactor.settings import Settings, parse_shape
@@ -47,6 +49,7 @@ class SnapshotSource:
         mig_selector: str | None = None,
         mig_namespace: str | None = None,
         connection: Connection | None = None,
+        dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
     ) -> Snapshot:
         """The snapshot. From the live API (read through ``connection`` when given, else through a connection of its own)
         it includes the mig-parted ConfigMaps only when ``mig_namespace`` (the GPU Operator's, from
@@ -54,14 +57,20 @@ class SnapshotSource:
         matching ``mig_selector`` there; without it no ConfigMap is read at all. A snapshot file keeps whatever
         ConfigMaps it holds: ``find_mig_parted`` only ever uses those of the GPU Operator's namespace."""
         if self.example:
-            snapshot = _with_source(load_files([example_path()], pool_label=pool_label), "example cluster")
+            snapshot = _with_source(
+                load_files([example_path()], pool_label=pool_label, dra_drivers=dra_drivers), "example cluster"
+            )
         elif self.files:
-            snapshot = load_files(list(self.files), pool_label=pool_label)
+            snapshot = load_files(list(self.files), pool_label=pool_label, dra_drivers=dra_drivers)
         elif self.live:
             include, selector = mig_parted_listing(mig_config_map, mig_selector, mig_namespace)
             if connection is not None:
                 snapshot = live_snapshot.snapshot_from_connection(
-                    connection, pool_label=pool_label, include_config_maps=include, config_map_selector=selector
+                    connection,
+                    pool_label=pool_label,
+                    include_config_maps=include,
+                    config_map_selector=selector,
+                    dra_drivers=dra_drivers,
                 )
             else:
                 snapshot = live_snapshot.snapshot_from_cluster(
@@ -71,6 +80,7 @@ class SnapshotSource:
                     in_cluster=self.in_cluster,
                     include_config_maps=include,
                     config_map_selector=selector,
+                    dra_drivers=dra_drivers,
                 )
         else:
             raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")

@@ -10,7 +10,7 @@ to land where the plan says is the ``Steerer``'s business (``actions/steering/``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +30,8 @@ from compactor.actions.steps.finish import finish
 from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.validate import plan_still_holds
 from compactor.errors import ClusterError
+from compactor.model.dra import DriverMapping
+from compactor.model.load import DRA_DRIVERS
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 
@@ -97,9 +99,11 @@ class Executor:
         steering: Choice | None = None,
         rules: PlannerSettings | None = None,
         may_go_on: Callable[[], str] | None = None,
+        dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
     ) -> None:
         """``may_go_on``: asked before each eviction; a reason stops the run there, as a budget does (the disruption
-        window closing: ``app/carry_out.py``)."""
+        window closing: ``app/carry_out.py``). ``dra_drivers``: what DRA devices are GPUs (``dra.drivers``)."""
+        self.dra_drivers = tuple(dra_drivers)
         self.may_go_on = may_go_on or (lambda: "")
         self.client = client
         self.settings = settings
@@ -149,7 +153,7 @@ class Executor:
                     report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
                     return report
             else:  # a resumed run reads where DRA serves GPUs as a fresh one does in ``_scoped``
-                run.dra_nodes = frozenset(dra_facts(self.client).gpus)
+                run.dra_nodes = frozenset(dra_facts(self.client, self.dra_drivers).gpus)
             if resume is None and (wall := self._cannot_start(run)):
                 report.status, report.reason = "failed", f"{wall}; nothing done: no node fenced, no pod evicted"
                 log.warning("the run cannot start its first move", extra={"reason": wall})
@@ -290,7 +294,7 @@ class Executor:
         land nowhere else), read one by one with their pods, so the cost follows the plan, not the cluster; without, on
         every node and pod, scanned page by page and kept only as ``_World`` needs them. ``reads``: keep the plan's nodes
         (``measured_nodes``) as read, with their pods (``Run.first_reads``)."""
-        dra = dra_facts(self.client)
+        dra = dra_facts(self.client, self.dra_drivers)
         if reads:  # the run's start: which nodes serve GPUs through DRA, for the room checks before each eviction
             run.dra_nodes = frozenset(dra.gpus)
         pending = frozenset(p.pod for p in run.plan.placed_pending)

@@ -13,13 +13,13 @@ objects, changed as the run pretends to change them: ``simulated``, never measur
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.steering.room import SOURCE
-from compactor.model.dra import read_inventory
+from compactor.model.dra import DriverMapping, read_inventory
 from compactor.model.load import DEFAULT_POOL_LABEL, DRA_DRIVERS
 from compactor.model.parse import parse_node, parse_pod
 
@@ -48,14 +48,14 @@ class DraFacts:
 NO_DRA = DraFacts({}, frozenset())
 
 
-def dra_facts(client: ClusterClient) -> DraFacts:
+def dra_facts(client: ClusterClient, drivers: Sequence[DriverMapping] = DRA_DRIVERS) -> DraFacts:
     """ResourceSlices and, when there are any, ResourceClaims, as ``client`` reads them now."""
     slices = client.list_dra("ResourceSlice")
     if not slices:
         return NO_DRA
     claims = client.list_dra("ResourceClaim")
     nodes = {str((s.get("spec") or {}).get("nodeName") or "") for s in slices}
-    inventory = read_inventory([(SOURCE, o) for o in [*slices, *claims]], nodes, DRA_DRIVERS, [])
+    inventory = read_inventory([(SOURCE, o) for o in [*slices, *claims]], nodes, drivers, [])
     busy = {
         device.node
         for claim in inventory.claims.values()

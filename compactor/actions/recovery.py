@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,8 @@ from compactor.actions.steering.policy import write_entries
 from compactor.actions.steps import surge
 from compactor.actions.trust import untrusted
 from compactor.errors import ClusterError
+from compactor.model.dra import DriverMapping
+from compactor.model.load import DRA_DRIVERS
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 
@@ -80,8 +83,10 @@ def recover(
     *,
     resume: bool = True,
     rules: PlannerSettings | None = None,
+    dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
 ) -> RecoveryReport:
-    """``rules``: the movability rules a resumed run checks each eviction against (the planner's settings)."""
+    """``rules``: the movability rules a resumed run checks each eviction against (the planner's settings);
+    ``dra_drivers``: what DRA devices are GPUs (``dra.drivers``)."""
     report = RecoveryReport()
     data = client.read_state(ann.STATE_CONFIGMAP)
     if data and data.get("plan"):
@@ -99,7 +104,9 @@ def recover(
                 report.discarded = f"refused: {refused}"
                 _event(client, events.state_refused(settings.state_namespace, ann.STATE_CONFIGMAP, refused))
             else:
-                report.resumed = _resume(Executor(client, settings, clock, rules=rules), plan, active, resume=resume)
+                report.resumed = _resume(
+                    Executor(client, settings, clock, rules=rules, dra_drivers=dra_drivers), plan, active, resume=resume
+                )
     elif data is not None:
         client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume
     _release_orphans(client, settings, clock, report)

@@ -72,6 +72,7 @@ def execute(
         rules=settings.planner,
         steering=steering,
         may_go_on=None if dry_run else window_keeper(settings, clock),
+        dra_drivers=settings.dra.mappings(),
     )
     if not dry_run and (undone := reversals(plan, restraints)):
         raise CompactorError(
@@ -114,7 +115,11 @@ def carry_out(
     with stoppable(real_clock, dry_run) as clock, exclusive(live, settings, dry_run) as client:
         try:
             if not dry_run:
-                say_recovered(recover(client, settings.executor, clock, rules=settings.planner))
+                say_recovered(
+                    recover(
+                        client, settings.executor, clock, rules=settings.planner, dra_drivers=settings.dra.mappings()
+                    )
+                )
             choice = None
             if plan is None:
                 if make_plan is None:
@@ -159,7 +164,14 @@ def clean_up(inv: Invocation) -> RecoveryReport | None:
     if not leftovers(live, inv.settings.executor):  # the common case: no Lease taken, nothing written
         return None
     with stoppable(RealClock(), False) as clock, exclusive(live, inv.settings, False) as client:
-        recovered = recover(client, inv.settings.executor, clock, resume=False, rules=inv.settings.planner)
+        recovered = recover(
+            client,
+            inv.settings.executor,
+            clock,
+            resume=False,
+            rules=inv.settings.planner,
+            dra_drivers=inv.settings.dra.mappings(),
+        )
     say_recovered(recovered)
     return recovered
 

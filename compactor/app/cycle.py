@@ -113,7 +113,14 @@ def run_cycle(
         execute = False
     if clean or (execute and not dry_run):
         acting = execute and not dry_run
-        report.recovery = recover(client, settings.executor, clock, resume=acting, rules=settings.planner)
+        report.recovery = recover(
+            client,
+            settings.executor,
+            clock,
+            resume=acting,
+            rules=settings.planner,
+            dra_drivers=settings.dra.mappings(),
+        )
         if report.recovery.resumed is not None:
             resumed = report.recovery.resumed
             exporter.record_run(

@@ -34,6 +34,7 @@ def load_snapshot(
         mig_selector=settings.mig.selector,
         mig_namespace=mig_namespace,
         connection=connection,
+        dra_drivers=settings.dra.mappings(),
     )
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from compactor.kube.client import Connection, connect
 from compactor.kube.read import DEFAULT_PAGE_SIZE, read_cluster
-from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot, gc_paused
+from compactor.model.dra import DriverMapping
+from compactor.model.load import DEFAULT_POOL_LABEL, DRA_DRIVERS, build_snapshot, gc_paused
 from compactor.model.types import Snapshot
 
 
@@ -17,6 +20,7 @@ def snapshot_from_cluster(
     include_config_maps: bool | str = False,
     config_map_selector: str | None = None,
     in_cluster: bool = False,
+    dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
 ) -> Snapshot:
     """Nodes, pods, PDBs, PersistentVolumes and claims of the cluster named by ``kubeconfig``/``context`` (or in-cluster),
     read through a connection of its own, closed after the read.
@@ -33,6 +37,7 @@ def snapshot_from_cluster(
             page_size=page_size,
             include_config_maps=include_config_maps,
             config_map_selector=config_map_selector,
+            dra_drivers=dra_drivers,
         )
     finally:
         connection.api_client.close()  # type: ignore[no-untyped-call]
@@ -45,6 +50,7 @@ def snapshot_from_connection(
     page_size: int = DEFAULT_PAGE_SIZE,
     include_config_maps: bool | str = False,
     config_map_selector: str | None = None,
+    dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
 ) -> Snapshot:
     """The snapshot of the cluster ``connection`` talks to (left open: the controller reads through one every cycle).
 
@@ -60,4 +66,6 @@ def snapshot_from_connection(
         decoded=True,
     )
     with gc_paused():
-        return build_snapshot(objects, source=f"cluster {connection.name}", pool_label=pool_label)
+        return build_snapshot(
+            objects, source=f"cluster {connection.name}", pool_label=pool_label, dra_drivers=dra_drivers
+        )

@@ -13,7 +13,7 @@ import msgspec
 import yaml
 
 from compactor.errors import InputError
-from compactor.model.dra import DRA_KINDS, NVIDIA, apply, read_inventory
+from compactor.model.dra import DRA_KINDS, NVIDIA, DriverMapping, apply, read_inventory
 from compactor.model.parse import (
     RawObject,
     parse_claim,
@@ -172,9 +172,11 @@ def build_snapshot(
     *,
     source: str,
     pool_label: str = DEFAULT_POOL_LABEL,
+    dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
 ) -> Snapshot:
     """Objects (dicts, each optionally tagged with ``__source__``, or decoded) -> an immutable snapshot with warnings."""
-    return _assemble(((_origin(raw, source), raw) for raw in objects), source=source, pool_label=pool_label)
+    pairs = ((_origin(raw, source), raw) for raw in objects)
+    return _assemble(pairs, source=source, pool_label=pool_label, dra_drivers=dra_drivers)
 
 
 def _origin(raw: RawObject, default: str) -> str:
@@ -209,7 +211,13 @@ class _Identities:
                 )
 
 
-def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_label: str) -> Snapshot:
+def _assemble(
+    objects: Iterable[tuple[str, RawObject]],
+    *,
+    source: str,
+    pool_label: str,
+    dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
+) -> Snapshot:
     warnings: list[str] = []
     seen = _Identities()
     nodes: dict[str, Node] = {}
@@ -258,8 +266,8 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
     )
 
     if dra:
-        inventory = read_inventory(dra, nodes, DRA_DRIVERS, warnings)
-        pods = apply(nodes, pods, inventory, DRA_DRIVERS, pool_label=pool_label, warnings=warnings)
+        inventory = read_inventory(dra, nodes, dra_drivers, warnings)
+        pods = apply(nodes, pods, inventory, dra_drivers, pool_label=pool_label, warnings=warnings)
     orphans = [p for p in pods if p.node_name and p.node_name not in nodes and p.is_bound]
     if orphans:
         sample = ", ".join(f"{p.key} -> {p.node_name}" for p in orphans[:3]) + (", ..." if len(orphans) > 3 else "")
@@ -279,12 +287,16 @@ def _assemble(objects: Iterable[tuple[str, RawObject]], *, source: str, pool_lab
 
 
 def load_files(
-    paths: Sequence[str], *, pool_label: str = DEFAULT_POOL_LABEL, stdin_text: str | None = None
+    paths: Sequence[str],
+    *,
+    pool_label: str = DEFAULT_POOL_LABEL,
+    stdin_text: str | None = None,
+    dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
 ) -> Snapshot:
     with gc_paused():
         batches = [_read_objects(path, stdin_text) for path in paths]
         pairs = ((origin, raw) for origin, objects in batches for raw in objects)
-        return _assemble(pairs, source=", ".join(paths), pool_label=pool_label)
+        return _assemble(pairs, source=", ".join(paths), pool_label=pool_label, dra_drivers=dra_drivers)
 
 
 class gc_paused:

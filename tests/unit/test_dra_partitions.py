@@ -6,15 +6,21 @@ a counter set of 8 memory slices and a device for every placement of every profi
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from compactor.app.plan_document import build_plan
+from compactor.cli import main
+from compactor.errors import ConfigError
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
 from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import PlannerSettings
+from compactor.settings import PlannerSettings, load_settings
 from tests.builders import A100_80, cluster, node, pdb, pod
 from tests.dra_builders import device_class, dra_pod, mig_claim, partition_node, partition_slices, twin_figures
 
@@ -183,3 +189,43 @@ def test_a_device_consuming_counters_no_slice_shares_is_not_counted() -> None:
     snapshot = cluster(node("p-1"), counters, devices, *classes())
     assert snapshot.node_by_name()["p-1"].gpu.physical_gpus == 0
     assert any("which no slice of the pool shares" in w for w in snapshot.warnings), snapshot.warnings
+
+
+def other_driver(tmp_path: Path) -> tuple[str, str]:
+    """A snapshot of one node whose 4 GPUs another driver publishes (attribute ``kind: accelerator``), and a config
+    describing that driver."""
+    devices = [
+        {"name": f"acc-{i}", "attributes": {"kind": {"string": "accelerator"}, "serial": {"string": f"S{i}"}}}
+        for i in range(4)
+    ]
+    resource_slice = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "n-1-acc"},
+        "spec": {"driver": "acc.example.com", "nodeName": "n-1", "pool": {"name": "n-1"}, "devices": devices},
+    }
+    snapshot = tmp_path / "cluster.json"
+    snapshot.write_text(json.dumps({"kind": "List", "items": [node("n-1"), resource_slice]}), encoding="utf-8")
+    config = tmp_path / "compactor.yaml"
+    config.write_text(
+        "dra:\n  drivers:\n    - driver: acc.example.com\n      type_attribute: kind\n"
+        "      gpu_types: [accelerator]\n      uuid_attribute: serial\n",
+        encoding="utf-8",
+    )
+    return str(snapshot), str(config)
+
+
+def test_another_driver_described_in_the_config_is_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snapshot, config = other_driver(tmp_path)
+    assert main(["report", "--snapshot", snapshot, "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["figures"]["cluster"]["physicalGpus"] == 0  # NVIDIA's only: not counted
+    assert main(["report", "--snapshot", snapshot, "--config", config, "--output", "json"]) == 0
+    cluster_figures = json.loads(capsys.readouterr().out)["figures"]["cluster"]
+    assert cluster_figures["physicalGpus"] == 4 and cluster_figures["wholeFreeNodes"] == 1
+
+
+def test_a_driver_described_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "compactor.yaml"
+    config.write_text("dra:\n  drivers:\n    - driver: a.example.com\n    - driver: a.example.com\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"dra\.drivers.*a\.example\.com is described more than once"):
+        load_settings(str(config))
