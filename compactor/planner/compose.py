@@ -363,7 +363,7 @@ def compose(
             )
             recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
-    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.max_moves)
+    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.max_moves, deadline=clock)
     moves = [*moves, *partitioned.moves]
     placements = [*(p for p in placements if p.pod.key not in partitioned.dropped), *partitioned.placements]
     warnings += partitioned.notes

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from compactor.model.partitions import Counter, PartitionDevice, Partitions, give_back, take
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod
+from compactor.planner.deadline import Deadline
 from compactor.planner.movability import Unmovable
 from compactor.planner.price import Pricing
 from compactor.planner.problem import PodType, Problem, port_requests
@@ -86,8 +87,10 @@ def plan_partitions(
     placements: Sequence[ConcretePlacement],
     *,
     max_moves: int | None,
+    deadline: Deadline | None = None,
 ) -> PartitionStep:
-    """Moves and placements to add to the plan's (and its placements first fit would not honour)."""
+    """Moves and placements to add to the plan's (and its placements first fit would not honour). ``deadline``: the
+    search for moves stops there (the pods not searched for are said in the notes)."""
     step = PartitionStep()
     nodes = _partitionable(problem, moves, placements)
     if not nodes:
@@ -111,7 +114,13 @@ def plan_partitions(
     # nodes pending pods are bound to before any move (the plan's and those first fit places now) are not opened by moves
     context.opened |= {p.target for p in [*placements, *step.placements] if p.target in nodes}
     placed |= {p.pod.key for p in step.placements}
-    for ptype, pod in (item for item in waiting if item[1].key not in placed):
+    searching = [item for item in waiting if item[1].key not in placed]
+    for done, (ptype, pod) in enumerate(searching):
+        if deadline is not None and deadline.expired():
+            step.notes.append(
+                f"the time limit stopped the partition step: {len(searching) - done} pending pod(s) not searched for"
+            )
+            break
         room_for = None if max_moves is None else max_moves - len(moves) - len(step.moves)
         option = _best_option(context, pod, room_for)
         if option is None:
@@ -203,7 +212,10 @@ def _replay(
         step.devices[pod.key] = tuple(d.name for d in given)
 
 
-Shift = tuple[Pod, int, list[PartitionDevice]]  # a blocking pod, the node it goes to, the devices first fit gives it
+Shift = tuple[Pod, int, list[PartitionDevice]]
+MAX_TARGETS = (
+    64  # nodes tried to open for one pending pod  # a blocking pod, the node it goes to, the devices first fit gives it
+)
 
 
 def _best_option(search: _Search, pod: Pod, room_for: int | None) -> tuple[int, list[Shift]] | None:
@@ -213,12 +225,21 @@ def _best_option(search: _Search, pod: Pod, room_for: int | None) -> tuple[int, 
         return None  # room for several devices at once is not searched for
     (resource,) = wanted
     best: tuple[tuple[int, int, str], int, list[Shift]] | None = None
-    for index in sorted(search.nodes, key=lambda i: problem.nodes[i].node.name):
-        node = search.nodes[index]
-        if index in search.opened or index in search.receivers:
-            continue
-        if not node.fits_rest(pod) or _why_not(problem, pod, index) is not None:
-            continue
+    candidates = [
+        n
+        for i, n in search.nodes.items()
+        if i not in search.opened
+        and i not in search.receivers
+        and n.fits_rest(pod)
+        and _why_not(problem, pod, i) is None
+        and any(d.resource == resource for d in n.partitions.devices)
+    ]
+    # the GPUs with the most counters free first: where the fewest pods are in the way (at most MAX_TARGETS tried)
+    candidates.sort(key=lambda n: (-sum(n.free.values()), problem.nodes[n.index].node.name))
+    for node in candidates[:MAX_TARGETS]:
+        index = node.index
+        if best is not None and len(best[2]) == 1:
+            break  # one move is the fewest a blocked pod takes
         for device in node.partitions.devices:
             if device.resource != resource:
                 continue
