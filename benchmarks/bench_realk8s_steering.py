@@ -4,23 +4,36 @@
     python ../shared/realk8s/fake_nodes.py --nodes 400 --gpus 8 --cpu 64 --lease-interval 20 &   # wait until 400 are Ready
     python benchmarks/bench_realk8s_steering.py --steering policy       # then, on a fresh namespace, --steering holds
 
+    # the GPUs through Dynamic Resource Allocation instead of the device plugin: nodes without nvidia.com/gpu
+    python ../shared/realk8s/fake_nodes.py --nodes 400 --gpus 0 --cpu 64 --lease-interval 20 &   # wait until 400 are Ready
+    python benchmarks/bench_realk8s_steering.py --dra --steering policy
+
 The script builds the state on the cluster with the real scheduler (``--deployments`` Deployments
 of ``--replicas`` one-GPU pause pods on the fake nodes, then every other Deployment scaled down to a
 third: free GPUs scattered one or two per node), installs the steering policy and its parameters
 (``--steering policy``) or makes sure none is named (``holds``: ``executor.steering_name`` points at
 nothing, as on a cluster without the policy), and runs ``compactor run --once`` capped at
-``--moves`` evictions. It reads the API server's own ``/metrics`` (``apiserver_request_total`` by
-verb, resource and client) before and after, and watches every node for the executor's fence
-taints while the run goes on.
+``--moves`` evictions, on the fleet: the nodes labelled ``--node-label`` (default ``realk8s/fake-node=true``,
+every node ``fake_nodes.py`` makes; give the fleet its own ``fake_nodes.py --label`` to keep other fake nodes out).
+It reads the API server's own ``/metrics`` (``apiserver_request_total`` by verb, resource and client) before and
+after, and watches every node for the executor's fence taints while the run goes on.
+
+With ``--dra`` the GPUs come from Dynamic Resource Allocation, as NVIDIA's DRA driver (``gpu.nvidia.com``) offers
+them: the script publishes, through the API, a ResourceSlice of 8 whole GPUs for every fleet node
+(``<node>-gpus``; the nodes themselves advertise no ``nvidia.com/gpu``: ``fake_nodes.py --gpus 0``), makes the
+DeviceClass ``gpu.nvidia.com`` if missing and, in its namespace, a ResourceClaimTemplate of one GPU, which every pod
+names instead of asking ``nvidia.com/gpu: 1``; the real resourceclaim controller makes each pod's claim and the real
+scheduler allocates it. Everything else is the same.
 
 Printed: the run's status and gain, wall time and per move, API requests during the run (all
 clients: the compactor, kube-controller-manager, the scheduler, the fake kubelets' leases, net of
 the background rate measured over an idle window of the same length), node PATCHes, the largest
 number of nodes fenced at once and the node-seconds of fences (``compactor.io/`` taints, or a
-cordon), the run's own count of holds, and the requests during the run by client (the
-compactor's own among them, counted rather than netted). A benchmark: it prints figures and
-checks nothing. It leaves its namespace behind
-(``--cleanup`` deletes it), so it runs on a disposable cluster only.
+cordon), the run's own count of holds, the requests during the run by client (the compactor's own
+among them, counted rather than netted), and those on the DRA objects (resourceslices, resourceclaims,
+resourceclaimtemplates, deviceclasses) by client and verb, counted too: with ``--dra``, the claims' share.
+A benchmark: it prints figures and checks nothing. It leaves its namespace, and with ``--dra`` the ResourceSlices
+and the DeviceClass it made, behind (``--cleanup`` deletes them), so it runs on a disposable cluster only.
 """
 
 from __future__ import annotations
@@ -47,10 +60,45 @@ from kubernetes import watch as k8s_watch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.builders import steering_policy  # the shipped manifests, as a cluster admin installs them
+from tests.dra_builders import DRIVER, device_class, gpu_slice  # what a DRA driver publishes, as the e2e tests do
 
 METRIC = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$")
 NAMESPACE_OF_COMPACTOR = "gpu-compactor"
 FENCE_PREFIX = "compactor.io/"  # the executor's fence (compactor.io/fence-<installation>) and reservation taints
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+DRA_RESOURCES = ("resourceslices", "resourceclaims", "resourceclaimtemplates", "deviceclasses")
+CLAIM_TEMPLATE = "one-gpu"
+
+
+def call(api: k8s.ApiClient, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """A raw request with a JSON body (raises ApiException on an error status)."""
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    return api.call_api(
+        *api.param_serialize(method, path, body=body, auth_settings=["BearerToken"], header_params=headers)
+    )
+
+
+def publish_gpus(api: k8s.ApiClient, nodes: list[str]) -> tuple[list[str], bool]:
+    """The fake DRA driver: the DeviceClass ``gpu.nvidia.com`` (made if missing) and a ResourceSlice of 8 whole GPUs per
+    node. Returns the slices made (one already there is left alone) and whether the class was made."""
+    made_class = False
+    try:
+        call(api, "GET", f"{RESOURCE_API}/deviceclasses/{DRIVER}")
+    except k8s.ApiException as exc:
+        if exc.status != 404:
+            raise
+        call(api, "POST", f"{RESOURCE_API}/deviceclasses", device_class())
+        made_class = True
+    made: list[str] = []
+    for node in nodes:
+        name = f"{node}-gpus"
+        try:
+            call(api, "POST", f"{RESOURCE_API}/resourceslices", gpu_slice(node, gpus=8, name=name))
+            made.append(name)
+        except k8s.ApiException as exc:
+            if exc.status != 409:
+                raise
+    return made, made_class
 
 
 def request_totals(api: k8s.ApiClient) -> Counter[tuple[str, str, str, str]]:
@@ -138,19 +186,22 @@ class CordonWatch(threading.Thread):
 
 def build_state(apps: k8s.AppsV1Api, core: k8s.CoreV1Api, namespace: str, args: argparse.Namespace) -> None:
     core.create_namespace({"metadata": {"name": namespace}})
+    resources: dict[str, Any] = {"requests": {"cpu": "10m", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    if args.dra:  # one GPU from a claim the resourceclaim controller makes from the template, one per pod
+        request = {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "count": 1}}
+        template = {"metadata": {"name": CLAIM_TEMPLATE}, "spec": {"spec": {"devices": {"requests": [request]}}}}
+        call(apps.api_client, "POST", f"{RESOURCE_API}/namespaces/{namespace}/resourceclaimtemplates", template)
+        resources = {"requests": {"cpu": "10m"}, "claims": [{"name": "gpu"}]}
+    key, _, value = args.node_label.partition("=")
     for i in range(args.deployments):
         name = f"w{i:03d}"
-        spec = {
+        spec: dict[str, Any] = {
             "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {"realk8s/fake-node": "true"},
-            "containers": [
-                {
-                    "name": "c",
-                    "image": "pause",
-                    "resources": {"requests": {"cpu": "10m", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
-                }
-            ],
+            "nodeSelector": {key: value},
+            "containers": [{"name": "c", "image": "pause", "resources": resources}],
         }
+        if args.dra:
+            spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": CLAIM_TEMPLATE}]
         apps.create_namespaced_deployment(
             namespace,
             {
@@ -265,12 +316,16 @@ def main() -> int:
     parser.add_argument("--moves", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--dra", action="store_true", help="GPUs from ResourceSlices and claims (nodes: --gpus 0)")
+    parser.add_argument("--node-label", default="realk8s/fake-node=true", help="KEY=VALUE selecting the fleet")
     parser.add_argument("--cleanup", action="store_true")
     args = parser.parse_args()
     api = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"])  # type: ignore[no-untyped-call]
     core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
-    nodes = len(core.list_node(label_selector="realk8s/fake-node=true").items)
-    namespace = f"bench-{args.steering}-{int(time.time())}"
+    fleet = [n.metadata.name for n in core.list_node(label_selector=args.node_label).items]
+    nodes = len(fleet)
+    namespace = f"bench-{'dra-' if args.dra else ''}{args.steering}-{int(time.time())}"
+    slices, made_class = publish_gpus(api, fleet) if args.dra else ([], False)
     build_state(apps, core, namespace, args)
     if args.steering == "policy":
         install_policy(api, core)
@@ -291,7 +346,8 @@ def main() -> int:
     moves = max(1, int(report.get("movesDone") or 0))
     outcome = report.get("outcome") or {}
     print(
-        f"{nodes} fake nodes; {args.deployments} x {args.replicas} one-GPU replicas (every other one at a third); "
+        f"{nodes} fake nodes; {args.deployments} x {args.replicas} one-GPU replicas (every other one at a third; GPUs "
+        f"{'from DRA claims' if args.dra else 'from the device plugin'}); "
         f"steering {report.get('steering', {}).get('mechanism')} ({report.get('steering', {}).get('why')})"
     )
     print(
@@ -328,8 +384,24 @@ def main() -> int:
             f"  {who}: {own} ({own / moves:.1f} per move): "
             + ", ".join(f"{what} {count}" for what, count in counts.most_common() if count)
         )
+    print("requests during the run on DRA objects, by client (counted, not netted):")
+    for resource in DRA_RESOURCES:
+        verbs: Counter[str] = Counter()
+        for (verb, res, subresource, system_client), count in detailed.items():
+            if res == resource and count:
+                who = client_of(verb, res, subresource, system_client)
+                verbs[f"{who} {verb}{'/' + subresource if subresource else ''}"] += count
+        own = sum(verbs.values())
+        print(
+            f"  {resource}: {own} ({own / moves:.1f} per move)"
+            + (": " + ", ".join(f"{what} {count}" for what, count in verbs.most_common()) if own else "")
+        )
     if args.cleanup:
         core.delete_namespace(namespace)
+        for name in slices:
+            call(api, "DELETE", f"{RESOURCE_API}/resourceslices/{name}")
+        if made_class:
+            call(api, "DELETE", f"{RESOURCE_API}/deviceclasses/{DRIVER}")
     return 0
 
 

@@ -21,8 +21,13 @@ counts, so that a DRA node and a device-plugin node with the same GPUs and the s
   (``extendedResourceName``), as kube-scheduler lets it; otherwise it carries ``dra.compactor.io/device-plugin:
   "true"``, which only device-plugin GPU nodes have (in clusters with DRA nodes only: elsewhere nothing changes).
 
-Partitionable devices (shared counters, dynamic MIG) and other drivers' devices are not mapped: their pods stay in
-place with the reason "uses dynamic resource allocation ...", and their nodes count no GPU from them.
+* **Partitionable devices** (shared counters, dynamic MIG): a device that ``consumesCounters`` is mapped as above and
+  its counter set is its physical GPU; its node keeps them all in ``Node.partitions`` (``model.partitions``) and
+  offers, in its allocatable, those held as they are and its free counters cut into the largest devices that fit. A
+  pod holding one is marked ``partitioned``: only the planner's partition step moves it.
+
+Other drivers' devices are mapped only when ``dra.drivers`` describes them; otherwise their pods stay in place with the
+reason "uses dynamic resource allocation ...", and their nodes count no GPU from them.
 """
 
 from __future__ import annotations

@@ -67,8 +67,8 @@ class Unmovable(enum.StrEnum):
     VOLUMES = "where its persistent volumes may attach is unknown (claim or volume not in the snapshot, unbound, or ephemeral)"
     SCHEDULER = "its schedulerName is not in planner.scheduler_names: where its replacement lands is not predicted"
     RESOURCE_CLAIMS = (
-        "uses dynamic resource allocation (resourceClaims) of devices the planner does not map (another driver's, "
-        "partitionable ones, a claim not made or not read yet, admin access)"
+        "uses dynamic resource allocation (resourceClaims) of devices the planner does not map (another driver's "
+        "or a kind dra.drivers does not describe, a claim not made or not read yet, admin access)"
     )
     SHARED_CLAIM = (
         "uses a named ResourceClaim (resourceClaimName), which other pods may share: its replacement would get the "
