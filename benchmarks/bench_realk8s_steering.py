@@ -322,7 +322,9 @@ def main() -> int:
     args = parser.parse_args()
     api = k8s_config.new_client_from_config(config_file=os.environ["KUBECONFIG"])  # type: ignore[no-untyped-call]
     core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
-    fleet = [n.metadata.name for n in core.list_node(label_selector=args.node_label).items]
+    fleet = [
+        n.metadata.name for n in core.list_node(label_selector=args.node_label).items if n.metadata and n.metadata.name
+    ]
     nodes = len(fleet)
     namespace = f"bench-{'dra-' if args.dra else ''}{args.steering}-{int(time.time())}"
     slices, made_class = publish_gpus(api, fleet) if args.dra else ([], False)

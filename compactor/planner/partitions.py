@@ -12,7 +12,14 @@ on the counters themselves:
    gives it its devices now; failing that, for one device, to the placement whose blocking pods are fewest (then
    cheapest) to move, when every one of them may move (every rule of ``movability`` but this one) and first fit gives it
    a device on another node with room for it (a replacement is steered by node, so never on its own node, where it
-   could take the room back).
+   could take the room back);
+3. with the objective ``balanced`` or ``max-free``, whole partitionable nodes are drained: every GPU pod left on one
+   moves to a GPU already in use elsewhere where first fit gives it a device, the nodes holding the fewest pods first,
+   while the moves' cost per GPU freed stays within ``balanced_moves_per_gpu`` (balanced) and ``max_moves``.
+
+A run makes every move before it places the pods they make room for, and kube-scheduler binds at once a pending pod
+that fits now: so a node is opened for one pending pod or receives moved pods, never both, and a drained node neither
+receives nor is opened.
 
 Every device named is the one first fit is expected to give (``devices``): the run reads each replacement's claim and
 says where the allocator chose otherwise.
@@ -22,6 +29,7 @@ Imports: ``compactor.model``, the problem and solution; no solver.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -32,7 +40,7 @@ from compactor.planner.deadline import Deadline
 from compactor.planner.movability import Unmovable
 from compactor.planner.price import Pricing
 from compactor.planner.problem import PodType, Problem, port_requests
-from compactor.planner.solution import ConcreteMove, ConcretePlacement, loads_after
+from compactor.planner.solution import ConcreteMove, ConcretePlacement, gpu_pods_after, loads_after
 
 
 @dataclass
@@ -126,17 +134,69 @@ def plan_partitions(
         if option is None:
             continue
         target, shifts = option
-        for blocker, home, devices in shifts:
-            source = next(n for n in nodes.values() if blocker.key in n.holders.values())
-            source.remove(blocker)
-            nodes[home].add(blocker, devices)
-            moved.add(blocker.key)
-            context.receivers.add(home)
-            step.moves.append(ConcreteMove(blocker, _moved_type(blocker, context.pricing), source.index, home))
-            step.devices[blocker.key] = tuple(d.name for d in devices)
+        _shift(context, shifts, step)
         context.opened.add(target)
         _place(nodes[target], ptype, pod, step)
+    settings = problem.settings
+    if settings.mode == "free-nodes" and settings.objective != "pending-only":
+        _drain(context, step, moves, placements, max_moves, deadline)
     return step
+
+
+def _shift(search: _Search, shifts: Sequence[Shift], step: PartitionStep) -> None:
+    for pod, home, devices in shifts:
+        source = next(n for n in search.nodes.values() if pod.key in n.holders.values())
+        source.remove(pod)
+        search.nodes[home].add(pod, devices)
+        search.moved.add(pod.key)
+        search.receivers.add(home)
+        step.moves.append(ConcreteMove(pod, _moved_type(pod, search.pricing), source.index, home))
+        step.devices[pod.key] = tuple(d.name for d in devices)
+
+
+def _drain(
+    search: _Search,
+    step: PartitionStep,
+    moves: Sequence[ConcreteMove],
+    placements: Sequence[ConcretePlacement],
+    max_moves: int | None,
+    deadline: Deadline | None,
+) -> None:
+    """Whole partitionable nodes freed: every GPU pod left on one moves to a GPU already in use elsewhere, where first fit
+    gives it a device; the nodes holding the fewest pods first, within ``balanced_moves_per_gpu`` (objective
+    balanced: the moves' cost per GPU freed, as the curve prices it) and ``max_moves``. A node that received or was opened for a pod is not drained, nor drained into."""
+    problem, settings = search.problem, search.problem.settings
+    after = gpu_pods_after(problem, [*moves, *step.moves], [*placements, *step.placements])
+    per_gpu = settings.balanced_moves_per_gpu if settings.objective == "balanced" else math.inf
+    order = sorted(
+        search.nodes.values(), key=lambda n: (len(set(n.holders.values())), problem.nodes[n.index].node.name)
+    )
+    for node in order:
+        if deadline is not None and deadline.expired():
+            step.notes.append("the time limit stopped the partition step before it tried every node to drain")
+            return
+        holders = sorted(set(node.holders.values()))
+        gpus = problem.nodes[node.index].gpus
+        room = math.inf if max_moves is None else max_moves - len(moves) - len(step.moves)
+        if (
+            not holders
+            or node.index in search.opened | search.receivers
+            or after[node.index] != len(holders)  # other GPU pods stay on it
+            or len(holders) > room
+            or any(search.pods.get(h) is None or h in search.moved for h in holders)
+            or any(problem.unmovable.get(h) is not Unmovable.PARTITIONED for h in holders)
+        ):
+            continue
+        cost = sum(search.pricing.cost(search.pods[h]) for h in holders) / settings.move_cost.base
+        if cost > per_gpu * gpus:
+            continue
+        search.drained.add(node.index)
+        taken: dict[int, _Node] = {}
+        shifts = [_home(search, node.index, search.pods[h], taken, into_used=True) for h in holders]
+        if any(shift is None for shift in shifts):
+            search.drained.discard(node.index)
+            continue
+        _shift(search, [s for s in shifts if s is not None], step)
 
 
 @dataclass
@@ -150,6 +210,7 @@ class _Search:
     moved: set[str]
     opened: set[int] = field(default_factory=set)
     receivers: set[int] = field(default_factory=set)
+    drained: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.pricing = Pricing.of(self.problem.snapshot, self.problem.settings.move_cost)
@@ -283,9 +344,19 @@ def _clear(search: _Search, node: _Node, device: PartitionDevice) -> list[Shift]
     return shifts
 
 
-def _home(search: _Search, away_from: int, pod: Pod, taken: dict[int, _Node]) -> Shift | None:
+def _home(
+    search: _Search, away_from: int, pod: Pod, taken: dict[int, _Node], *, into_used: bool = False
+) -> Shift | None:
+    """The node a moved pod goes to (``into_used``: only GPUs some device of which is held already)."""
     problem = search.problem
-    candidates = [taken.get(i, n) for i, n in search.nodes.items() if i != away_from and i not in search.opened]
+    candidates = [
+        taken.get(i, n)
+        for i, n in search.nodes.items()
+        if i != away_from
+        and i not in search.opened
+        and i not in search.drained
+        and not (into_used and len(n.partitions.whole_free_sets(n.free)) == len(n.partitions.gpus))
+    ]
     candidates.sort(key=lambda n: (len(n.partitions.whole_free_sets(n.free)), problem.nodes[n.index].node.name))
     for node in candidates:
         if not node.fits_rest(pod) or _why_not(problem, pod, node.index) is not None:

@@ -127,11 +127,10 @@ def _first_fit(slots: set[int], profile: str) -> int | None:
 
 
 @st.composite
-def scattered_partitions(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, set[int]]]:
+def scattered_partitions(draw: st.DrawFn) -> tuple[list[dict[str, Any]], str]:
     """1-4 nodes of one partitionable A100-80GB, each with 1g/2g pods allocated first fit after random others left (so
-    the survivors are scattered), and 1-2 pending pods of a larger profile."""
+    the survivors are scattered), and 1-2 pending pods of a larger profile; the objective (max-free drains nodes)."""
     objects: list[dict[str, Any]] = [device_class(), device_class("mig.nvidia.com")]
-    taken: dict[str, set[int]] = {}
     for n in range(draw(st.integers(1, 4))):
         name = f"p-{n}"
         objects += [node(name), *partition_slices(name)]
@@ -152,24 +151,24 @@ def scattered_partitions(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[st
                 ]
             else:
                 slots -= set(range(start, start + size))
-        taken[name] = set()
     for k in range(draw(st.integers(1, 2))):
         profile = draw(st.sampled_from(["3g.40gb", "4g.40gb", "2g.20gb"]))
         objects += [
             dra_pod(f"wait-{k}", claim=f"wait-{k}-c", owner=f"ReplicaSet/wait-{k}"),
             mig_claim(f"wait-{k}-c", profile=profile),
         ]
-    return objects, taken
+    return objects, draw(st.sampled_from(["balanced", "max-free"]))  # max-free drains nodes too
 
 
 @PROPERTY
 @given(scattered_partitions())
 def test_partition_plans_name_the_devices_first_fit_gives_and_never_overlap(
-    drawn: tuple[list[dict[str, Any]], dict[str, set[int]]],
+    drawn: tuple[list[dict[str, Any]], str],
 ) -> None:
-    objects, _ = drawn
+    objects, objective = drawn
     snapshot = cluster(*objects)
-    plan = build_plan(snapshot, PlannerSettings(min_replicas=1, time_limit_seconds=5), source="p", now=NOW)
+    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, objective=objective)
+    plan = build_plan(snapshot, settings, source="p", now=NOW)
     note(str(plan.model_dump(by_alias=True, include={"moves", "placed_pending"})))
     occupied = {
         n.name: {s for name, _ in n.partitions.held for s in _slots_of(name)}

@@ -229,3 +229,38 @@ def test_a_driver_described_twice_is_refused_naming_it(tmp_path: Path) -> None:
     config.write_text("dra:\n  drivers:\n    - driver: a.example.com\n    - driver: a.example.com\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"dra\.drivers.*a\.example\.com is described more than once"):
         load_settings(str(config))
+
+
+def two_half_used() -> Snapshot:
+    """Two GPUs with one 1g pod each: either could be freed by moving its pod next to the other's."""
+    return cluster(
+        *partition_node("p-1"),
+        *partition_node("p-2"),
+        *classes(),
+        *holding("a", "p-1", slot(0)),
+        *holding("c", "p-2", slot(0)),
+    )
+
+
+def test_max_free_drains_a_partitionable_node_into_a_gpu_in_use() -> None:
+    plan = plan_of(two_half_used(), RULES.model_copy(update={"objective": "max-free"}))
+    (move,) = plan.moves
+    assert (move.pod, move.from_node, move.to_node, move.devices) == ("default/a", "p-1", "p-2", [slot(1)])
+    assert plan.freed_nodes == ["p-1"] and plan.freed_gpus == 1
+    assert plan.after["cluster"]["wholeFreePhysicalGpus"] == 1
+
+
+def test_balanced_does_not_drain_when_the_moves_cost_more_than_the_gpus_are_worth() -> None:
+    plan = plan_of(two_half_used())  # a 1g move costs 0.56, above balanced_moves_per_gpu (0.5) for the 1 GPU freed
+    assert plan.moves == []
+    cheap = plan_of(two_half_used(), RULES.model_copy(update={"balanced_moves_per_gpu": 1.0}))
+    assert [m.pod for m in cheap.moves] == ["default/a"]
+
+
+def test_pending_only_never_drains() -> None:
+    assert plan_of(two_half_used(), RULES.model_copy(update={"objective": "pending-only"})).moves == []
+
+
+def test_a_pod_is_never_drained_onto_a_whole_free_gpu() -> None:
+    snapshot = cluster(*partition_node("p-1"), *partition_node("p-2"), *classes(), *holding("a", "p-1", slot(0)))
+    assert plan_of(snapshot, RULES.model_copy(update={"objective": "max-free"})).moves == []
