@@ -189,7 +189,8 @@ def test_a_3g_blocked_by_scattered_1g_partitions_is_placed_by_moves(
     figures = report.json()["figures"]
     blocked = [b for b in figures["blockedPending"] if b["pod"].startswith(f"{namespace}/{BIG}-")]
     assert len(blocked) == 1 and "scattered" in blocked[0]["reason"], report.describe()
-    assert figures["cluster"]["physicalGpus"] == len(fleet.names), figures["cluster"]
+    mine = {n["name"]: n for n in figures["nodes"] if n["name"] in fleet.names}
+    assert sorted(mine) == sorted(fleet.names) and {n["physicalGpus"] for n in mine.values()} == {1}, mine
 
     planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=300)
     assert planned.returncode == 0, planned.describe()
