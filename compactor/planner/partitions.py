@@ -164,7 +164,8 @@ def _drain(
 ) -> None:
     """Whole partitionable nodes freed: every GPU pod left on one moves to a GPU already in use elsewhere, where first fit
     gives it a device; the nodes holding the fewest pods first, within ``balanced_moves_per_gpu`` (objective
-    balanced: the moves' cost per GPU freed, as the curve prices it) and ``max_moves``. A node that received or was opened for a pod is not drained, nor drained into."""
+    balanced: the moves' cost per GPU freed, as the curve prices it) and ``max_moves``. A node that received or was
+    opened for a pod is not drained, nor drained into."""
     problem, settings = search.problem, search.problem.settings
     after = gpu_pods_after(problem, [*moves, *step.moves], [*placements, *step.placements])
     per_gpu = settings.balanced_moves_per_gpu if settings.objective == "balanced" else math.inf
