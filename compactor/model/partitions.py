@@ -96,11 +96,8 @@ class Partitions:
         return (max(shares, default=0.0), sum(shares))
 
     def whole_free_sets(self, free: Mapping[Counter, int]) -> list[str]:
-        full = {gpu: True for gpu in self.gpus}
-        for counter, amount in self.capacity:
-            if free.get(counter, 0) < amount:
-                full[counter[0]] = False
-        return [gpu for gpu, whole in full.items() if whole]
+        busy = {counter[0] for counter, amount in self.capacity if free.get(counter, 0) < amount}
+        return [gpu for gpu in self.gpus if gpu not in busy]
 
     def with_held(self, held: Iterable[tuple[str, str]]) -> Partitions:
         return replace(self, held=tuple(sorted(held)))

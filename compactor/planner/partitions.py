@@ -61,6 +61,13 @@ class _Node:
     holders: dict[str, str]  # device -> pod key
     free: dict[Counter, int]
     room: dict[str, int]  # non-GPU resources left after the plan
+    whole: int = 0  # GPUs none of whose counters is consumed
+
+    def __post_init__(self) -> None:
+        self.count_whole()
+
+    def count_whole(self) -> None:
+        self.whole = len(self.partitions.whole_free_sets(self.free))
 
     def fits_rest(self, pod: Pod) -> bool:
         return all(self.room.get(r, 0) >= v for r, v in pod.requests.items() if not is_gpu_resource(r))
@@ -70,6 +77,7 @@ class _Node:
             self.holders[device.name] = pod.key
             self.free = take(self.free, device)
         self._room(pod, -1)
+        self.count_whole()
 
     def remove(self, pod: Pod) -> None:
         for name in [n for n, holder in self.holders.items() if holder == pod.key]:
@@ -78,6 +86,7 @@ class _Node:
             if device is not None:
                 self.free = give_back(self.free, device)
         self._room(pod, 1)
+        self.count_whole()
 
     def _room(self, pod: Pod, sign: int) -> None:
         for resource, value in pod.requests.items():
@@ -119,8 +128,9 @@ def plan_partitions(
         if index is not None:
             _place(nodes[index], ptype, pod, step)
     context = _Search(problem, nodes, {p.key: p for p in problem.snapshot.pods}, moved)
-    # nodes pending pods are bound to before any move (the plan's and those first fit places now) are not opened by moves
-    context.opened |= {p.target for p in [*placements, *step.placements] if p.target in nodes}
+    # nodes pending pods are bound to before any move (the plan's and those first fit places now) are not opened by
+    # moves as well; they may receive moved pods (which arrive after them)
+    context.bound |= {p.target for p in [*placements, *step.placements] if p.target in nodes}
     placed |= {p.pod.key for p in step.placements}
     searching = [item for item in waiting if item[1].key not in placed]
     for done, (ptype, pod) in enumerate(searching):
@@ -181,7 +191,7 @@ def _drain(
         room = math.inf if max_moves is None else max_moves - len(moves) - len(step.moves)
         if (
             not holders
-            or node.index in search.opened | search.receivers
+            or node.index in search.opened | search.receivers | search.bound
             or after[node.index] != len(holders)  # other GPU pods stay on it
             or len(holders) > room
             or any(search.pods.get(h) is None or h in search.moved for h in holders)
@@ -210,6 +220,7 @@ class _Search:
     pods: Mapping[str, Pod]
     moved: set[str]
     opened: set[int] = field(default_factory=set)
+    bound: set[int] = field(default_factory=set)  # pending pods bound to them before any move
     receivers: set[int] = field(default_factory=set)
     drained: set[int] = field(default_factory=set)
 
@@ -271,6 +282,7 @@ def _replay(
         for device in given:
             node.holders[device.name] = pod.key
             node.free = take(node.free, device)
+        node.count_whole()  # its room is the plan's already (``loads_after``)
         step.devices[pod.key] = tuple(d.name for d in given)
 
 
@@ -291,6 +303,7 @@ def _best_option(search: _Search, pod: Pod, room_for: int | None) -> tuple[int, 
         n
         for i, n in search.nodes.items()
         if i not in search.opened
+        and i not in search.bound
         and i not in search.receivers
         and n.fits_rest(pod)
         and _why_not(problem, pod, i) is None
@@ -356,9 +369,9 @@ def _home(
         if i != away_from
         and i not in search.opened
         and i not in search.drained
-        and not (into_used and len(n.partitions.whole_free_sets(n.free)) == len(n.partitions.gpus))
+        and not (into_used and n.whole == len(n.partitions.gpus))
     ]
-    candidates.sort(key=lambda n: (len(n.partitions.whole_free_sets(n.free)), problem.nodes[n.index].node.name))
+    candidates.sort(key=lambda n: (n.whole, problem.nodes[n.index].node.name))
     for node in candidates:
         if not node.fits_rest(pod) or _why_not(problem, pod, node.index) is not None:
             continue
