@@ -88,7 +88,7 @@ class RunReport:
 
 
 class Executor:
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         client: ClusterClient,
         settings: ExecutorSettings,

@@ -82,7 +82,7 @@ class CycleReport:
         }
 
 
-def run_cycle(
+def run_cycle(  # noqa: PLR0913
     load_snapshot: Callable[[], Snapshot],
     client: ClusterClient,
     settings: Settings,

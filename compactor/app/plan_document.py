@@ -34,7 +34,7 @@ from compactor.planner.plan import CompactionPlan, PendingNote, apply_plan
 from compactor.settings import DisruptionSettings, PlannerSettings
 
 
-def build_plan(
+def build_plan(  # noqa: PLR0913
     snapshot: Snapshot,
     settings: PlannerSettings,
     *,

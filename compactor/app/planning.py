@@ -42,7 +42,7 @@ def prepare(snapshot: Snapshot, settings: Settings) -> tuple[ReferenceShape, ...
     return shapes_for(snapshot, settings)
 
 
-def plan_of(
+def plan_of(  # noqa: PLR0913
     snapshot: Snapshot,
     settings: Settings,
     shapes: tuple[ReferenceShape, ...],

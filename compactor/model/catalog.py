@@ -49,7 +49,7 @@ class GpuModel:
         return profile.memory_slices / self.memory_slots
 
 
-def _seven_slice_family(
+def _seven_slice_family(  # noqa: PLR0913
     name: str,
     small: str,
     double: str,

@@ -152,7 +152,7 @@ def chain(
 ROOM_TRIES = 4  # covers tried per node: each leaves out the types that found no place in the one before
 
 
-def make_room(
+def make_room(  # noqa: PLR0913
     problem: Problem,
     loads: Loads,
     counts: Counts,

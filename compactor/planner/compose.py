@@ -222,7 +222,7 @@ class Composed:
     placed: frozenset[str]
 
 
-def compose(
+def compose(  # noqa: PLR0913
     snapshot: Snapshot,
     settings: PlannerSettings,
     *,
@@ -578,7 +578,7 @@ def _whole_cluster_bounds(points: list[Point], whole: Problem) -> None:
 RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
 
 
-def _recut_step(
+def _recut_step(  # noqa: PLR0913
     problem: Problem,
     parted: Layouts,
     points: list[Point],

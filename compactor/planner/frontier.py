@@ -177,7 +177,7 @@ def summarise(problem: Problem, assignment: Assignment, status: str = "FEASIBLE"
     return Point(len(freed), gpus, len(moves), cost, status, bound, assignment, usable=usable)
 
 
-def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: list[str] | None = None) -> list[Point]:
+def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: list[str] | None = None) -> list[Point]:  # noqa: C901
     """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped.
 
     Before ``deadline``: what it leaves no time for is left out and said in ``cut`` (the pending-only point's solve, the

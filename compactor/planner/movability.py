@@ -251,7 +251,7 @@ def _steering_reason(pod: Pod, steering: Steerability | None) -> Unmovable | Non
     return steering.reason(pod) if steering is not None else None
 
 
-def why_unmovable(
+def why_unmovable(  # noqa: PLR0913
     pod: Pod,
     node: Node | None,
     pdbs: Sequence[Pdb],
