@@ -17,9 +17,11 @@ def named_paths() -> list[str]:
     found = []
     for span in re.findall(r"`([^`\n]+)`", text):
         first = span.split()[0]
-        if first.endswith((".py", "/")) or first.startswith(tuple(f"{t}/" for t in TOP)):
-            found.append(first)
-        elif re.fullmatch(r"compactor(\.[a-z_]+)+", first):
+        if (
+            first.endswith((".py", "/"))
+            or first.startswith(tuple(f"{t}/" for t in TOP))
+            or re.fullmatch(r"compactor(\.[a-z_]+)+", first)
+        ):
             found.append(first)
     return sorted(set(found))
 
