@@ -22,12 +22,14 @@ from typing import Any
 
 from compactor.model.catalog import profile_from_resource
 from compactor.model.quantity import format_amount
-from compactor.model.resources import CPU, GPU, MEMORY, PODS, Resources, is_gpu_resource, is_mig_resource
+from compactor.model.resources import GPU, PODS, Resources, is_gpu_resource, is_mig_resource
 from compactor.model.scheduling import why_ineligible
+from compactor.model.shapes import CONFIG, ReferenceShape, label_order, reference_shapes, requests_label
 from compactor.model.types import Node, Pod, Snapshot
 
-WORKLOAD = "workload"
-CONFIG = "config"
+# The reference workload lives in the model (the planner uses it too); these names stay importable from here.
+__all__ = ["CONFIG", "ReferenceShape", "reference_shapes", "requests_label"]
+
 CLUSTER = "cluster"
 _NO_POD_LIMIT = 1 << 62  # a node that does not advertise ``pods`` limits nothing by pod count
 _SAMPLE = 3
@@ -36,21 +38,6 @@ _TERMINATED = ("Succeeded", "Failed")  # as Pod.is_bound, inlined for the 50k-po
 
 # ---------------------------------------------------------------------------
 # Result types
-
-
-@dataclass(frozen=True)
-class ReferenceShape:
-    """One request shape of the reference workload (FGD's "task type" m) and its popularity p_m."""
-
-    requests: Resources
-    weight: float
-    label: str
-    source: str  # WORKLOAD | CONFIG
-    pods: int = 0  # how many observed pods have this shape (0 for configured shapes)
-
-    @property
-    def uses_gpu(self) -> bool:
-        return any(is_gpu_resource(r) for r in self.requests)
 
 
 @dataclass(frozen=True)
@@ -152,70 +139,6 @@ class Figures:
 
 
 # ---------------------------------------------------------------------------
-# Reference shapes
-
-
-def _label_order(resource: str) -> tuple[int, str]:
-    if is_gpu_resource(resource):
-        return (0, resource)
-    return {CPU: (1, ""), MEMORY: (2, "")}.get(resource, (3, resource))
-
-
-def requests_label(requests: Mapping[str, int]) -> str:
-    """``nvidia.com/gpu=2 cpu=4 memory=16Gi``: GPU resources first, ``pods`` left out."""
-    names = sorted((r for r in requests if r != PODS and requests[r]), key=_label_order)
-    return " ".join(f"{r}={format_amount(r, requests[r])}" for r in names) or "(no requests)"
-
-
-def _without_pods(requests: Mapping[str, int]) -> Resources:
-    return Resources({r: v for r, v in requests.items() if r != PODS and v > 0})
-
-
-def reference_shapes(
-    snapshot: Snapshot,
-    configured: Sequence[Mapping[str, int]] | None = None,
-    coverage: float = 0.95,
-    max_shapes: int = 20,
-) -> tuple[ReferenceShape, ...]:
-    """The reference workload M: configured shapes when given, else the popular GPU request shapes.
-
-    Configured shapes get equal weight; listing a shape twice doubles its weight.
-    Workload shapes follow FGD's ``GetTypicalPods``: bound and pending GPU pods
-    grouped by exact request vector, most frequent first (ties by label), kept
-    until they cover ``coverage`` of those pods, at most ``max_shapes``, weights
-    renormalised to sum to 1.
-    """
-    if configured:
-        return _configured_shapes(configured)
-    return _workload_shapes(snapshot.pods, coverage, max_shapes)
-
-
-def _configured_shapes(configured: Sequence[Mapping[str, int]]) -> tuple[ReferenceShape, ...]:
-    counts: Counter[Resources] = Counter(shape for shape in map(_without_pods, configured) if shape)
-    total = sum(counts.values())
-    return tuple(ReferenceShape(shape, n / total, requests_label(shape), CONFIG) for shape, n in counts.items())
-
-
-def _workload_shapes(pods: Iterable[Pod], coverage: float, max_shapes: int) -> tuple[ReferenceShape, ...]:
-    # Count identical request vectors first: far fewer distinct vectors than pods.
-    vectors: Counter[Resources] = Counter(p.requests for p in pods if p.is_bound or p.is_pending_demand)
-    counts: Counter[Resources] = Counter()
-    for vector, n in vectors.items():
-        if any(is_gpu_resource(r) for r in vector):
-            counts[_without_pods(vector)] += n
-    ranked = sorted(((n, requests_label(s), s) for s, n in counts.items()), key=lambda t: (-t[0], t[1]))
-    threshold = coverage * sum(counts.values())
-    kept: list[tuple[int, str, Resources]] = []
-    covered = 0
-    for entry in ranked:
-        if kept and (covered >= threshold - 1e-9 or len(kept) >= max_shapes):
-            break
-        kept.append(entry)
-        covered += entry[0]
-    return tuple(ReferenceShape(shape, n / covered, label, WORKLOAD, pods=n) for n, label, shape in kept)
-
-
-# ---------------------------------------------------------------------------
 # Per node
 
 
@@ -244,7 +167,7 @@ def _prepare(shapes: Sequence[ReferenceShape]) -> tuple[_Shape, ...]:
     prepared = []
     for s in shapes:
         items = tuple(
-            sorted(((r, v) for r, v in s.requests.items() if v > 0 and r != PODS), key=lambda kv: _label_order(kv[0]))
+            sorted(((r, v) for r, v in s.requests.items() if v > 0 and r != PODS), key=lambda kv: label_order(kv[0]))
         )
         gpu_items = tuple(kv for kv in items if is_gpu_resource(kv[0]))
         headline = s.weight / gpu_total if gpu_items and gpu_total > 0 else 0.0
@@ -640,7 +563,7 @@ def cpu_pods_hold(
     if not any(all(f.get(r, 0) + held.get(n, {}).get(r, 0) >= v for r, v in requests.items()) for n, f in free.items()):
         return ""
     short = {r for f in free.values() for r, v in requests.items() if f.get(r, 0) < v and not is_gpu_resource(r)}
-    sums = {r: sum(held.get(n, {}).get(r, 0) for n in free) for r in sorted(short, key=_label_order)}
+    sums = {r: sum(held.get(n, {}).get(r, 0) for n in free) for r in sorted(short, key=label_order)}
     return ", ".join(f"{format_amount(r, v)} {r}" for r, v in sums.items() if v > 0)
 
 
@@ -724,7 +647,7 @@ class _PendingCheck:
             verdict = self._on_partitions(pod, requests)
             if verdict is not None:
                 return verdict
-        for resource in sorted(requests, key=_label_order):
+        for resource in sorted(requests, key=label_order):
             if requests[resource] > self.total_free.get(resource, 0):
                 have = self.total_free.get(resource, 0)
                 need = format_amount(resource, requests[resource])
@@ -733,7 +656,7 @@ class _PendingCheck:
                     f"needs {need} {resource}, the Ready uncordoned nodes have "
                     f"{format_amount(resource, have)} free in total",
                 )
-        gpu_resource = min((r for r in requests if is_gpu_resource(r)), key=_label_order)
+        gpu_resource = min((r for r in requests if is_gpu_resource(r)), key=label_order)
         candidates = [s for s in self.by_gpu.get(gpu_resource, ()) if pod.requests.fits_in(s.free)]
         refusals: Counter[str] = Counter()
         for state in candidates:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from compactor.metrics.fragmentation import reference_shapes
 from compactor.model.resources import CPU, MEMORY, is_gpu_resource
+from compactor.model.shapes import reference_shapes
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.greedy import greedy

@@ -4,9 +4,9 @@
 report, the run budgets' cut, why pods stay. The document's measurements (the fragmentation figures before and after,
 why pending pods stay pending, the whole call's time) are ``compactor.app.plan_document``'s, which calls this.
 
-Imports: the planner's modules, ``compactor.model``, ``compactor.settings`` and the reference shapes' type and default
-(``compactor.metrics.fragmentation``, which the re-cut step measures with); never the figures' rendering, nor
-``actions``, ``kube``, ``prometheus_client``, ``apscheduler``, nor ``ortools`` (CP-SAT is ``cpsat.py``'s).
+Imports: the planner's modules, ``compactor.model`` (the reference shapes among them: ``model/shapes.py``) and
+``compactor.settings``; never ``compactor.metrics``, ``actions``, ``kube``, ``prometheus_client``, ``apscheduler``, nor
+``ortools`` (CP-SAT is ``cpsat.py``'s).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from compactor.metrics.fragmentation import ReferenceShape, reference_shapes
 from compactor.model.migparted import Layouts
+from compactor.model.shapes import ReferenceShape, reference_shapes
 from compactor.model.types import Node, Snapshot
 from compactor.planner.budgets import RunBudgets, refusal, take_nodes
 from compactor.planner.deadline import Deadline, deadline_for
@@ -241,7 +241,7 @@ def compose(  # noqa: PLR0913
 ) -> Composed:
     """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
 
-    ``shapes``: the reference shapes (default: ``metrics.fragmentation.reference_shapes`` of the snapshot), which the
+    ``shapes``: the reference shapes (default: ``model.shapes.reference_shapes`` of the snapshot), which the
     re-cut step rebalances idle MIG nodes for.
 
     ``meanwhile(snapshot, shapes)``: the caller's work that does not depend on the plan (the document's figures before

@@ -19,10 +19,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from compactor.metrics.fragmentation import ReferenceShape, compute_figures
+from compactor.metrics.fragmentation import compute_figures
 from compactor.model.gpu import MIG_CONFIG_LABEL
 from compactor.model.migparted import Layouts, find_mig_parted, is_mig_capable, recut_node
 from compactor.model.resources import is_gpu_resource, is_mig_resource
+from compactor.model.shapes import ReferenceShape
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.mig_advice import overlap, profile_mix
 from compactor.planner.problem import NodeState, PodType, Problem
