@@ -21,14 +21,24 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from compactor.model.catalog import profile_from_resource
+from compactor.model.cpu_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
 from compactor.model.quantity import format_amount
 from compactor.model.resources import GPU, PODS, Resources, is_gpu_resource, is_mig_resource
 from compactor.model.scheduling import why_ineligible
 from compactor.model.shapes import CONFIG, ReferenceShape, label_order, reference_shapes, requests_label
 from compactor.model.types import Node, Pod, Snapshot
 
-# The reference workload lives in the model (the planner uses it too); these names stay importable from here.
-__all__ = ["CONFIG", "ReferenceShape", "reference_shapes", "requests_label"]
+# The reference workload and the CPU-only pods on GPU nodes live in the model (the planner uses them too); these names
+# stay importable from here.
+__all__ = [
+    "CONFIG",
+    "ReferenceShape",
+    "cpu_pods_hold",
+    "cpu_pods_on_gpu_nodes",
+    "held_by_node",
+    "reference_shapes",
+    "requests_label",
+]
 
 CLUSTER = "cluster"
 _NO_POD_LIMIT = 1 << 62  # a node that does not advertise ``pods`` limits nothing by pod count
@@ -519,52 +529,6 @@ def _aggregates(
         by_pool[pool].finish(pool, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes) for pool in sorted(by_pool)
     )
     return cluster.finish(CLUSTER, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes), pools
-
-
-# ---------------------------------------------------------------------------
-# CPU-only pods on GPU nodes
-
-# Owners whose pods belong on every node (a GPU taint would not, and should not, keep them off): the GPU operator's
-# device plugin and exporters, kube-proxy, log agents; a kind "Node" owner marks a static (mirror) pod.
-_EVERY_NODE_OWNERS = ("DaemonSet", "Node")
-
-
-def cpu_pods_on_gpu_nodes(snapshot: Snapshot) -> tuple[Pod, ...]:
-    """Bound pods that request no GPU resource yet run on a GPU node, DaemonSet and static pods aside: the pods whose
-    CPU, memory and pod slots GPU pods could otherwise use there (``docs/metrics.md``, "CPU-only pods on GPU nodes")."""
-    gpu_nodes = {n.name for n in snapshot.nodes if n.is_gpu_node}
-    uses_gpu: dict[int, bool] = {}  # per requests object: replicas share one
-    found = []
-    for pod in snapshot.pods:
-        if pod.node_name not in gpu_nodes or pod.phase in _TERMINATED:
-            continue
-        ident = id(pod.requests)
-        if ident not in uses_gpu:
-            uses_gpu[ident] = any(is_gpu_resource(r) for r in pod.requests)
-        if not uses_gpu[ident] and not any(o.kind in _EVERY_NODE_OWNERS for o in pod.owners):
-            found.append(pod)
-    return tuple(found)
-
-
-def held_by_node(pods: Iterable[Pod]) -> dict[str, dict[str, int]]:
-    """Node name -> the summed requests of ``pods`` bound to it (``pods`` counts them)."""
-    held: dict[str, dict[str, int]] = {}
-    for pod in pods:
-        _add_into(held.setdefault(pod.node_name, {}), pod.requests)
-    return held
-
-
-def cpu_pods_hold(
-    held: Mapping[str, Mapping[str, int]], free: Mapping[str, Mapping[str, int]], requests: Mapping[str, int]
-) -> str:
-    """``40 cpu, 64Gi memory``: what CPU-only pods (``held``, per node) hold of what ``requests`` lacks on the nodes of
-    ``free`` (node -> free resources), when without them ``requests`` would fit one of those nodes; "" otherwise, so a
-    reason names them only where they are what keeps the pod out."""
-    if not any(all(f.get(r, 0) + held.get(n, {}).get(r, 0) >= v for r, v in requests.items()) for n, f in free.items()):
-        return ""
-    short = {r for f in free.values() for r, v in requests.items() if f.get(r, 0) < v and not is_gpu_resource(r)}
-    sums = {r: sum(held.get(n, {}).get(r, 0) for n in free) for r in sorted(short, key=label_order)}
-    return ", ".join(f"{format_amount(r, v)} {r}" for r, v in sums.items() if v > 0)
 
 
 # ---------------------------------------------------------------------------

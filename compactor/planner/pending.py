@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
-from compactor.metrics.fragmentation import cpu_pods_hold
+from compactor.model.cpu_pods import cpu_pods_hold
 from compactor.model.quantity import format_amount
 from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod
@@ -28,7 +28,7 @@ def left_pending(
 ) -> dict[str, str]:
     """Pending GPU pod -> why the plan does not place it, for every one it does not place (``free_after``: what each
     node has free after the plan, to name the resource that is short; ``cpu_pods_after``: what CPU-only pods hold on
-    each GPU node after the plan, ``metrics.fragmentation.held_by_node``, to say when they hold it)."""
+    each GPU node after the plan, ``model.cpu_pods.held_by_node``, to say when they hold it)."""
     reasons = dict(problem.not_placeable)
     blocked = _pdb_blocked_load(problem)
     for ptype in problem.types:

@@ -14,18 +14,15 @@ import json
 import pytest
 
 from compactor.metrics.fragmentation import (
-    CONFIG,
-    WORKLOAD,
     Figures,
     NodeFigures,
     compute_figures,
     copies_that_fit,
     figures_to_dict,
-    reference_shapes,
-    requests_label,
 )
 from compactor.model.resources import Resources
 from compactor.model.scheduling import Ineligible
+from compactor.model.shapes import CONFIG, WORKLOAD, reference_shapes, requests_label
 from compactor.model.types import Snapshot
 from compactor.report import render_report
 from tests.builders import A100_40, A100_80, cluster, node, pod
