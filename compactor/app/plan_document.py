@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 from compactor.metrics.change import ratio_notes
 from compactor.metrics.fragmentation import (
@@ -31,6 +30,7 @@ from compactor.planner.history import Restraints
 from compactor.planner.movability import Steerability
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import CompactionPlan, PendingNote, apply_plan
+from compactor.planner.request import PlanRequest
 from compactor.settings import DisruptionSettings, PlannerSettings
 
 
@@ -50,38 +50,35 @@ def build_plan(  # noqa: PLR0913
     budgets: DisruptionSettings | None = None,
     max_evictions: int | None = None,
 ) -> CompactionPlan:
-    """The plan document of a compaction of ``snapshot``: ``planner.compose.compose`` (see there for every argument) with
-    the figures before and after it, the pending pods it leaves and why, and ``solver.planSeconds``. Pure apart from the
-    solver's wall clock; ``settings.time_limit_seconds`` bounds the whole call, figures included."""
+    """The plan document of a compaction of ``snapshot``: ``planner.compose.compose`` (``planner.request.PlanRequest``
+    says what each argument asks) with the figures before and after it, the pending pods it leaves and why, and
+    ``solver.planSeconds``. Pure apart from the solver's wall clock; ``settings.time_limit_seconds`` bounds the whole
+    call, figures included: the request's clock starts before the figures of the snapshot are taken."""
     began = time.monotonic()
-    before: dict[str, Any] = {}
-
-    def measure_before(planned: Snapshot, reference: tuple[ReferenceShape, ...]) -> None:
-        before.update(figures_to_dict(compute_figures(planned, reference)))
-
-    composed = compose(
+    request = PlanRequest.of(
         snapshot,
         settings,
+        shapes=shapes,
         source=source,
         now=now,
-        shapes=shapes,
         plan_id=plan_id,
         mig_parted=mig_parted,
         steering=steering,
-        load_seconds=load_seconds,
-        stage=stage,
         restraints=restraints,
         budgets=budgets,
         max_evictions=max_evictions,
-        meanwhile=measure_before,
+        load_seconds=load_seconds,
+        stage=stage,
     )
-    plan = composed.plan
-    planned = apply_plan(composed.snapshot, plan)
+    before = figures_to_dict(compute_figures(request.snapshot, request.shapes))
+    composed = compose(request)
+    planned = apply_plan(composed.snapshot, composed.plan)
     after = compute_figures(planned, composed.shapes)
     free_after = {n.name: n.free.as_dict() for n in after.nodes}
     left = left_pending(composed.problem, composed.placed, free_after, held_by_node(cpu_pods_on_gpu_nodes(planned)))
     after_figures = figures_to_dict(after)
-    plan = plan.model_copy(
+    plan = composed.plan
+    return plan.model_copy(
         update={
             "before": before,
             "after": after_figures,
@@ -89,8 +86,6 @@ def build_plan(  # noqa: PLR0913
             "figure_notes": ratio_notes(
                 before.get("cluster", {}), after_figures.get("cluster", {}), len(plan.placed_pending)
             ),
+            "solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)}),
         }
-    )
-    return plan.model_copy(
-        update={"solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)})}
     )

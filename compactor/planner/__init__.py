@@ -1,6 +1,7 @@
 """The planner: a snapshot and settings in, a ``CompactionPlan`` out. Pure apart from the solver's clock.
 
-Layout (the flow of ``compose.compose``):
+Layout (the flow of ``compose.compose``, which takes one ``request.PlanRequest`` through named stages: scope, problem,
+search, decide, document):
 
 * ``problem``: the snapshot as an optimisation instance (pod types, nodes, targets), with ``movability``,
   ``eligibility``, ``price`` (what a move costs), ``history`` (what earlier runs forbid) and ``pins``;
@@ -13,9 +14,11 @@ Layout (the flow of ``compose.compose``):
 * ``solver``: the search around them (narrowing at scale, components, ``lns``, one eviction at a time), with the
   whole-cluster bounds ``bound`` and ``move_bound``;
 * ``frontier``: the trade-off curve and the point the policy chooses;
-* ``solution``: concrete moves in execution order; ``recut`` and ``mig_advice``: MIG layouts;
+* ``solution``: concrete moves in execution order; ``recut`` and ``mig_advice``: MIG layouts; ``partitions``: moves
+  and placements on partitionable DRA devices (dynamic MIG), by first fit on their counters;
 * ``budgets``: the run budgets' cut (nodes drained per pool, moves per workload); ``pending``: why pods stay pending;
-* ``plan``: the plan document's model; ``explain``: its text and markdown rendering; ``baselines``: what it is
+* ``plan``: the plan document's model; ``document``: its parts (moves with reasons, the curve's rows, the solver
+  report, why pods stay) built once; ``explain``: its text and markdown rendering; ``baselines``: what it is
   benchmarked against.
 
 The document's figures before and after the plan are ``compactor.app.plan_document``'s. No planner module imports

@@ -1,8 +1,11 @@
-"""Snapshot + settings -> the plan's decisions: build the problem, solve it, draw the curve, choose, make the moves concrete.
+"""A plan request -> the plan's decisions, in named stages: scope (what the snapshot and the history allow), problem,
+search (solve, bound, curve, the point chosen under the run budgets), decide (concrete moves, the re-cut and partition
+steps), document (``document.document``, built once), then the run budgets' cut.
 
 ``compose`` returns the ``CompactionPlan`` as the planner decides it: moves, placements, re-cuts, the curve, the solver
 report, the run budgets' cut, why pods stay. The document's measurements (the fragmentation figures before and after,
-why pending pods stay pending, the whole call's time) are ``compactor.app.plan_document``'s, which calls this.
+why pending pods stay pending, the whole call's time) are ``compactor.app.plan_document``'s, which makes the request
+(``request.PlanRequest.of``) and calls this.
 
 Imports: the planner's modules, ``compactor.model`` (the reference shapes among them: ``model/shapes.py``) and
 ``compactor.settings``; never ``compactor.metrics``, ``actions``, ``kube``, ``prometheus_client``, ``apscheduler``, nor
@@ -11,203 +14,37 @@ Imports: the planner's modules, ``compactor.model`` (the reference shapes among 
 
 from __future__ import annotations
 
-import math
 import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 from compactor.model.migparted import Layouts
-from compactor.model.shapes import ReferenceShape, reference_shapes
-from compactor.model.types import Node, Snapshot
+from compactor.model.shapes import ReferenceShape
+from compactor.model.types import Snapshot
 from compactor.planner.budgets import RunBudgets, refusal, take_nodes
-from compactor.planner.deadline import Deadline, deadline_for
+from compactor.planner.deadline import Deadline
+from compactor.planner.document import Outcome, Searched, document, move_docs
 from compactor.planner.frontier import Point, choose, drain_costs, frontier, plan_of
-from compactor.planner.history import Restraints, workload_key
-from compactor.planner.movability import Steerability, Unmovable
+from compactor.planner.history import Restraints
 from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.objective import Assignment, empty_nodes, pending_weight
 from compactor.planner.partitions import plan_partitions
-from compactor.planner.pins import without_own_pins
 from compactor.planner.plan import (
     CompactionPlan,
     FrontierPoint,
-    Metadata,
-    MigRepartition,
-    Move,
     Placement,
-    SolverReport,
 )
-from compactor.planner.price import describe
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
+from compactor.planner.request import PlanRequest
 from compactor.planner.solution import (
     ConcreteMove,
     ConcretePlacement,
     concretise,
     gpu_nodes_changed,
-    loads_after,
-    usable_freed,
 )
 from compactor.planner.solver import SolveResult, solve
-from compactor.planner.usable import usage_shapes, why_unusable
+from compactor.planner.usable import usage_shapes
 from compactor.settings import DisruptionSettings, PlannerSettings
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def solver_report(
-    problem: Problem,
-    result: SolveResult | None,
-    note: str = "",
-    *,
-    top: Point | None = None,
-    cut: Sequence[str] = (),
-    moves_bound: int | None = None,
-) -> SolverReport:
-    """Status, objective (net freed GPUs of the max-free plan), bound and gap as the user may read them: for the whole
-    cluster. A narrowed model's own proofs hold only among what it kept, so then the status is at most FEASIBLE, the
-    bound is the whole-cluster one (``bound.whole_free_bound``) and the note says what was searched. What the time
-    limit left undone (``cut``, and the levels ``result`` did not solve) is said in the note too. ``moves_bound``: a
-    whole-cluster lower bound on the move cost of plans freeing as much (``move_bound.fewest_moves_cost``)."""
-    if result is None:
-        return SolverReport(status="OPTIMAL", wall_seconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
-    note = "; ".join(filter(None, [note, *_time_limit_notes(result, cut)]))
-    main = next((lv for lv in result.levels if lv.name in ("freedGpus", "headroom")), None)
-    objective = bound = gap = None
-    status = result.status
-    if main is not None and main.name == "freedGpus":
-        offset = problem.empty_before_gpus
-        objective = float(sum(problem.nodes[n].gpus for n in result.empty_nodes) - offset)
-        whole = main.bound if not result.restricted and math.isfinite(main.bound) else result.whole_bound
-        bound = None if whole is None else max(objective, float(whole) - offset)
-    elif main is not None and math.isfinite(main.objective):
-        objective, bound = main.objective, main.bound if math.isfinite(main.bound) else None
-    if objective is not None and bound is not None:
-        gap = 0.0 if bound <= objective else (bound - objective) / max(abs(bound), 1.0)
-    cost = result.assignment.cost(result.problem) if main is not None and main.name == "freedGpus" else None
-    cost_proven = cost is not None and moves_bound is not None and moves_bound >= cost
-    if result.restricted:
-        # Proven for the whole cluster only when the freed GPUs reach its bound and the move cost its lower bound.
-        whole_proof = (
-            objective is not None
-            and bound is not None
-            and objective >= bound
-            and (cost_proven or (top is not None and top.status == "OPTIMAL" and top.freed_gpus == objective))
-        )
-        status = "OPTIMAL" if whole_proof else "FEASIBLE"
-        proven = "OPTIMAL" if result.status == "OPTIMAL" else "FEASIBLE"
-        searched = f"searched {result.restricted}: {proven} there"
-        if result.searched:
-            searched += (
-                f"; then {result.searched} neighbourhood(s) of the whole cluster (large-neighbourhood search), "
-                f"{result.improvements} improving the plan"
-            )
-        note = f"{note}; {searched}" if note else searched
-    levels = [
-        {
-            "name": lv.name,
-            "status": lv.status,
-            "objective": _finite(lv.objective),
-            "bound": _finite(lv.bound),
-            "seconds": round(lv.seconds, 3),
-        }
-        for lv in result.levels
-    ]
-    base = problem.settings.move_cost.base
-    return SolverReport(
-        status=status,
-        wall_seconds=round(result.wall_seconds, 3),
-        objective=objective,
-        bound=bound,
-        gap=gap,
-        variables=result.variables,
-        levels=levels,
-        note=note,
-        move_cost=None if cost is None else round(cost / base, 2),
-        move_cost_bound=None if cost is None or moves_bound is None else round(min(cost, moves_bound) / base, 2),
-        move_cost_gap=None
-        if cost is None or moves_bound is None
-        else round(max(0, cost - moves_bound) / max(cost, base), 4),
-    )
-
-
-def _time_limit_notes(result: SolveResult, cut: Sequence[str]) -> list[str]:
-    """What the time limit left undone, for the solver report's note."""
-    notes = []
-    if result.unbuilt:
-        notes.append(
-            "time limit: no CP-SAT model could be built in the time left (building the problem and the greedy warm "
-            "start took it): the max-free plan is the greedy warm start, within the move limits, unproven"
-        )
-    elif result.unsolved:
-        notes.append(f"time limit: level(s) {', '.join(result.unsolved)} not solved (the incumbent stands, unproven)")
-    return notes + [f"time limit: {what}" for what in cut]
-
-
-def _move_reason(
-    problem: Problem, move: ConcreteMove, freed: set[int], pending_targets: dict[int, str], target_free: float
-) -> str:
-    source = problem.nodes[move.source]
-    target = problem.nodes[move.target]
-    if move.source in freed:
-        why = f"frees {source.node.name} ({source.gpus} GPUs, physical)"
-        if move.source in pending_targets:
-            why += f" for pending {pending_targets[move.source]}"
-    elif move.source in pending_targets:
-        why = f"makes room on {source.node.name} for pending {pending_targets[move.source]}"
-    else:
-        why = f"makes room on {source.node.name}"
-    where = "already runs GPU pods" if target.ran_gpu_pods else "has room"
-    return f"{why}; {target.node.name} {where}, {round(target_free, 2):g} GPU-equivalents free before this move"
-
-
-def _gpu_equivalents(move: ConcreteMove, node: Node) -> float:
-    return sum(move.pod.requests.get(resource, 0) * eq for resource, eq in node.gpu.gpu_equivalent)
-
-
-def _free_before_each(problem: Problem, moves: Sequence[ConcreteMove]) -> list[float]:
-    """The target's free GPU capacity as each move finds it, earlier moves of the plan (in execution order) done."""
-    free = {i: problem.nodes[i].free_gpus_before for m in moves for i in (m.source, m.target)}
-    seen = []
-    for m in moves:
-        seen.append(max(0.0, free[m.target]))
-        free[m.target] -= _gpu_equivalents(m, problem.nodes[m.target].node)
-        free[m.source] += _gpu_equivalents(m, problem.nodes[m.source].node)
-    return seen
-
-
-def _owner(move: ConcreteMove) -> str:
-    ctrl = move.pod.controller
-    return f"{ctrl.kind}/{ctrl.name}" if ctrl else ""
-
-
-def _moves(
-    problem: Problem,
-    moves: Sequence[ConcreteMove],
-    freed: set[int],
-    placements: Sequence[ConcretePlacement],
-    devices: Mapping[str, tuple[str, ...]] | None = None,
-) -> list[Move]:
-    pending_targets = {p.target: p.pod.key for p in placements}
-    return [
-        Move(
-            pod=m.pod.key,
-            from_node=problem.nodes[m.source].node.name,
-            to_node=problem.nodes[m.target].node.name,
-            reason=_move_reason(problem, m, freed, pending_targets, free),
-            uid=m.pod.uid,
-            owner=_owner(m),
-            requests={k: v for k, v in m.pod.requests.items() if k != "pods"},
-            gpu=m.ptype.uses_gpu,
-            cost=round(m.ptype.cost / problem.settings.move_cost.base, 2),
-            devices=list((devices or {}).get(m.pod.key, ())),
-        )
-        for m, free in zip(moves, _free_before_each(problem, moves), strict=True)
-    ]
 
 
 @dataclass(frozen=True)
@@ -222,61 +59,38 @@ class Composed:
     placed: frozenset[str]
 
 
-def compose(  # noqa: PLR0913
-    snapshot: Snapshot,
-    settings: PlannerSettings,
-    *,
-    source: str,
-    now: datetime,
-    shapes: Sequence[ReferenceShape] | None = None,
-    plan_id: str | None = None,
-    mig_parted: Layouts | None = None,
-    steering: Steerability | None = None,
-    load_seconds: float | None = None,
-    stage: Callable[[str, str], None] | None = None,
-    restraints: Restraints | None = None,
-    budgets: DisruptionSettings | None = None,
-    max_evictions: int | None = None,
-    meanwhile: Callable[[Snapshot, tuple[ReferenceShape, ...]], None] | None = None,
-) -> Composed:
-    """Plan a compaction of ``snapshot``. Pure apart from the solver's wall clock.
+def compose(request: PlanRequest) -> Composed:
+    """Plan a compaction of ``request.snapshot``, stage by stage. Pure apart from the solver's wall clock.
 
-    ``shapes``: the reference shapes (default: ``model.shapes.reference_shapes`` of the snapshot), which the
-    re-cut step rebalances idle MIG nodes for.
+    ``request.clock`` bounds the whole call (``settings.time_limit_seconds``, started by the caller, whose figures of the
+    snapshot before the plan count against it): every phase after building the problem and the greedy warm start (the
+    model, each solve, the curve, the re-cut and partition steps) keeps to what is left of it and gives up with the best
+    plan so far, never less than the warm start; the last ``1 - CURVE_END`` of it is left for finishing (concretising,
+    the re-cut step, the figures after the plan). ``PlanRequest`` says what each of its other fields asks."""
+    settings, warnings, held = _scope(request)
+    original, built = _problem(request, settings, held)
+    searched = _search(request, original, built)
+    problem = searched.result.problem if searched.result is not None else original
+    outcome = _decide(request, problem, searched)
+    if searched.result is not None and not outcome.moves and not outcome.placements:
+        searched = replace(searched, note=_empty_note(settings, searched.note))
+    plan = document(
+        problem,
+        outcome,
+        searched,
+        identity=(request.source, request.now.isoformat().replace("+00:00", "Z"), request.plan_id),
+        warnings=warnings,
+        restraints=held,
+        load_seconds=request.load_seconds,
+    )
+    if request.budgets is not None or request.max_evictions is not None:
+        plan = _within_budgets(plan, request.snapshot, request.budgets or DisruptionSettings(), request.max_evictions)
+    return Composed(plan, request.snapshot, request.shapes, original, frozenset(p.pod.key for p in outcome.placements))
 
-    ``meanwhile(snapshot, shapes)``: the caller's work that does not depend on the plan (the document's figures before
-    it), given the snapshot planned and the shapes, done once the max-free solve is in: on the trade-off curve's time
-    rather than on the time left to finish.
 
-    ``budgets``: the run budgets (``disruption.max_draining_per_pool``, ``max_moves_per_workload``) and ``max_evictions``
-    (``executor.max_evictions_per_cycle``): the plan is the best point of the curve one run can carry out whole; when
-    none can, the chosen point cut to the whole source nodes one run may take (``budgets.py``), a row of the curve of
-    its own. ``heldBack`` says which budget held the rest back for later runs.
-
-    ``restraints``: what earlier runs forbid now (``history.restraints_at``): workloads and nodes in their cooldown stay
-    as they are, the hourly/daily move caps (``disruption.max_moves_per_hour``/``_per_day``) cap the moves, and an open
-    circuit breaker is said first.
-
-    ``stage(name, best)``: told as each stage starts, with the best plan so far in words ("" before there is one), so a
-    caller can show progress on long solves.
-
-    ``steering``: what the run's steering can keep where the plan puts a replacement (``movability.Steerability``): with
-    fences (``holds``, ``off``) pods tolerating them stay; with the steering policy, pods it does not pin (not a ReplicaSet's
-    or StatefulSet's, or outside its binding's namespaces). None: nothing asked of the steering.
-
-    With ``settings.mig_repartition`` and a ``mig_parted`` config, whole-free MIG-capable nodes may be re-cut for
-    pending MIG pods (``recut.py``).
-
-    ``settings.time_limit_seconds`` bounds the whole call and the document's figures (``solver.planSeconds``): every phase
-    after building the problem and the greedy warm start (the model, each solve, the curve, the re-cut step) keeps to
-    what is left of it and gives up with the best plan so far, never less than the warm start; the last
-    ``1 - CURVE_END`` of it is left for finishing (concretising, the re-cut step, the figures after the plan).
-    ``load_seconds``: how long the caller took to load the snapshot, reported apart (``solver.loadSeconds``)."""
-    snapshot = without_own_pins(snapshot)  # pods a run moved may move again: their pin was ours, not their owner's
-    # One clock for the whole call: on the wall clock, building the problem and the warm start count against the limit
-    # (planner.deterministic: CP-SAT's deterministic time, which only the solves spend).
-    clock = deadline_for(settings)
-    shapes = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
+def _scope(request: PlanRequest) -> tuple[PlannerSettings, list[str], Restraints | None]:
+    """The settings as this snapshot and the history allow them, and the warnings that say why."""
+    snapshot, settings = request.snapshot, request.settings
     warnings = list(snapshot.warnings)
     if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
         # Pods and nodes were not read together: a node may run pods this snapshot does not show, so none is freed.
@@ -286,151 +100,114 @@ def compose(  # noqa: PLR0913
             "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
             "kubectl get nodes,pods,pdb,pv,pvc -A -o json"
         )
-    settings, held = _restrained(settings, restraints, warnings)
-    say = stage or (lambda name, best: None)
-    say("building the problem", "")
-    # The warm start searches wide; the CP-SAT model keeps max_targets_per_type per type (see solver._narrow).
+    settings, held = _restrained(settings, request.restraints, warnings)
+    return settings, warnings, held
+
+
+def _problem(request: PlanRequest, settings: PlannerSettings, held: Restraints | None) -> tuple[Problem, float]:
+    """The problem (the warm start searches wide; the CP-SAT model keeps max_targets_per_type per type, see
+    ``solver._narrow``) and the seconds building it took."""
+    request.say("building the problem", "")
     building = time.monotonic()
+    snapshot = request.snapshot
     problem = build_problem(
-        snapshot, settings, max_targets=len(snapshot.nodes), steering=steering, now=now, restraints=held
+        snapshot, settings, max_targets=len(snapshot.nodes), steering=request.steering, now=request.now, restraints=held
     )
-    original = problem = replace(problem, usage_shapes=usage_shapes(problem, [s.requests for s in shapes]))
-    built = time.monotonic() - building
-    result: SolveResult | None = None
-    note = ""
-    held_by = ""  # the run budget that held the chosen point back, when a cheaper one was taken instead
-    cut: list[str] = []  # what the time limit left undone, for the report
-    moves_bound: int | None = None
-    curve_seconds = 0.0
-    points: list[Point] = []
-    chosen: Point | None = None
+    problem = replace(problem, usage_shapes=usage_shapes(problem, [s.requests for s in request.shapes]))
+    return problem, time.monotonic() - building
+
+
+def _search(request: PlanRequest, problem: Problem, built: float) -> Searched:
+    """The max-free solve, the moves bound and the trade-off curve, the point chosen under the run budgets."""
+    settings, clock = problem.settings, request.clock
     if not problem.types:
-        if meanwhile is not None:
-            meanwhile(snapshot, shapes)
+        chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment()) if settings.mode == "free-nodes" else None
         note = "nothing to plan: no pod may move and no GPU pod is pending"
-        moves: list[ConcreteMove] = []
-        placements: list[ConcretePlacement] = []
-        if settings.mode == "free-nodes":
-            chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment())
-            points = [chosen]
-    else:
-        share = settings.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
-        curve_end = _curve_end(settings, built)
-        say("searching", "")
-        # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
-        result = solve(
-            problem,
-            deadline=clock.until(max(0.1, share) if settings.deterministic else share),
-            build=clock.until(curve_end - clock.elapsed())
-            if settings.mode == "free-nodes" and not settings.deterministic
-            else None,
+        return Searched(None, [chosen] if chosen else [], chosen, note)
+    share = settings.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
+    curve_end = _curve_end(settings, built)
+    request.say("searching", "")
+    # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
+    result = solve(
+        problem,
+        deadline=clock.until(max(0.1, share) if settings.deterministic else share),
+        build=clock.until(curve_end - clock.elapsed())
+        if settings.mode == "free-nodes" and not settings.deterministic
+        else None,
+    )
+    if settings.mode != "free-nodes":
+        return Searched(result, [], None)
+    request.say("bounding moves and drawing the trade-off curve", _best(result.problem, result.assignment))
+    cut: list[str] = []
+    moves_bound = _moves_bound(problem, result, clock.until(curve_end - clock.elapsed()), cut)
+    started = time.monotonic()
+    points, chosen = _curve(result.problem, result, settings, clock.until(curve_end - clock.elapsed()), cut)
+    chosen, note = _hollow(points, chosen, settings.objective)
+    held_by = ""
+    if request.budgets is not None or request.max_evictions is not None:
+        chosen, held_by = _within_run_budgets(
+            result.problem,
+            request.snapshot,
+            points,
+            chosen,
+            request.budgets or DisruptionSettings(),
+            request.max_evictions,
+            settings.objective,
         )
-        # What does not depend on the plan (the document's figures before it) takes from the curve's time, not from finishing's.
-        if meanwhile is not None:
-            meanwhile(snapshot, shapes)
-        problem = result.problem
-        assignment = result.assignment
-        say("bounding moves and drawing the trade-off curve", _best(problem, assignment))
-        if settings.mode == "free-nodes":
-            moves_bound = _moves_bound(original, result, clock.until(curve_end - clock.elapsed()), cut)
-            started = time.monotonic()
-            points, chosen = _curve(problem, result, settings, clock.until(curve_end - clock.elapsed()), cut)
-            chosen, note = _hollow(points, chosen, settings.objective)
-            if budgets is not None or max_evictions is not None:
-                chosen, held_by = _within_run_budgets(
-                    problem,
-                    snapshot,
-                    points,
-                    chosen,
-                    budgets or DisruptionSettings(),
-                    max_evictions,
-                    settings.objective,
-                )
-            if result.restricted:
-                _whole_cluster_bounds(points, original)
-            curve_seconds = time.monotonic() - started
-            assignment = plan_of(chosen)
-        say("writing the plan", _best(problem, assignment))
+    if result.restricted:
+        _whole_cluster_bounds(points, problem)
+    return Searched(result, points, chosen, note, held_by, moves_bound, time.monotonic() - started, tuple(cut))
+
+
+def _decide(request: PlanRequest, problem: Problem, searched: Searched) -> Outcome:
+    """The chosen point made concrete, with the re-cut step's and the partition step's moves and placements."""
+    settings = problem.settings
+    assignment = (
+        plan_of(searched.chosen)
+        if searched.chosen is not None
+        else (searched.result.assignment if searched.result is not None else Assignment())
+    )
+    moves: list[ConcreteMove] = []
+    placements: list[ConcretePlacement] = []
+    if problem.types:
+        request.say("writing the plan", _best(problem, assignment))
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     recuts: list[Recut] = []
-    if settings.mig_repartition and mig_parted is not None and chosen is not None:
+    cut, chosen = list(searched.cut), searched.chosen
+    if settings.mig_repartition and request.mig_parted is not None and searched.chosen is not None:
         chosen, moves, placements, recuts = _recut_step(
-            problem, mig_parted, points, chosen, moves, placements, settings, clock, cut
+            problem,
+            request.mig_parted,
+            searched.points,
+            searched.chosen,
+            moves,
+            placements,
+            settings,
+            request.clock,
+            cut,
         )
         if settings.mig_rebalance_min_gain is not None:
             idle = plan_rebalance(
-                problem, mig_parted, moves, placements, recuts, shapes, settings.mig_rebalance_min_gain
+                problem, request.mig_parted, moves, placements, recuts, request.shapes, settings.mig_rebalance_min_gain
             )
             recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
-    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.max_moves, deadline=clock)
+    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.max_moves, deadline=request.clock)
     moves = [*moves, *partitioned.moves]
     placements = [*(p for p in placements if p.pod.key not in partitioned.dropped), *partitioned.placements]
-    warnings += partitioned.notes
     freed, filled = gpu_nodes_changed(problem, moves, placements)
-    net_gpus = sum(problem.nodes[i].gpus for i in freed) - sum(problem.nodes[i].gpus for i in filled)
-    if result is not None and not moves and not placements:
-        empty = (
-            "moves capped at 0 (--max-moves / planner.max_moves)"
-            if settings.max_moves == 0
-            else "this search found no move that frees usable GPU capacity or places a pending pod"
-        )
-        note = f"{empty}; {note}" if note else empty
-    plan = CompactionPlan(
-        metadata=Metadata(
-            id=plan_id or f"plan-{uuid.uuid4().hex[:12]}",
-            created_at=now.isoformat().replace("+00:00", "Z"),
-            source=source,
-        ),
-        moves=_moves(problem, moves, set(freed), placements, partitioned.devices),
-        placed_pending=[
-            Placement(
-                pod=p.pod.key,
-                to_node=problem.nodes[p.target].node.name,
-                devices=list(partitioned.devices.get(p.pod.key, ())),
-            )
-            for p in placements
-        ],
-        freed_nodes=[problem.nodes[i].node.name for i in freed],
-        filled_nodes=[problem.nodes[i].node.name for i in filled],
-        freed_gpus=net_gpus,
-        usable_freed_gpus=usable_freed(problem, moves, placements),
-        unusable=why_unusable(problem, loads_after(problem, moves, placements), freed),
-        mig_repartition=[
-            MigRepartition(
-                node=problem.nodes[r.node].node.name,
-                from_config=r.from_config,
-                to_config=r.to_config,
-                reason=r.reason(problem),
-                allocatable=r.allocatable,
-                cost=settings.recut_cost_moves,
-            )
-            for r in recuts
-        ],
-        objective=settings.objective if settings.mode == "free-nodes" else "shapes",
-        balanced_moves_per_gpu=settings.balanced_moves_per_gpu
-        if settings.objective == "balanced" and settings.mode == "free-nodes"
-        else None,
-        move_price=describe(settings.move_cost),
-        frontier=_frontier(
-            points, chosen, recuts, settings, moves, len(freed), net_gpus, usable_freed(problem, moves, placements)
-        ),
-        warnings=warnings,
-        solver=solver_report(
-            problem, result, note, top=points[-1] if points else None, cut=cut, moves_bound=moves_bound
-        ).model_copy(
-            update={
-                "frontier_seconds": round(curve_seconds, 3),
-                "load_seconds": None if load_seconds is None else round(load_seconds, 3),
-            }
-        ),
+    return Outcome(
+        moves, placements, recuts, partitioned.devices, freed, filled, chosen, tuple(cut), tuple(partitioned.notes)
     )
-    if held_by:
-        plan = plan.model_copy(update={"held_back": held_by})
-    if budgets is not None or max_evictions is not None:
-        plan = _within_budgets(plan, snapshot, budgets or DisruptionSettings(), max_evictions)
-    plan = plan.model_copy(update={"explanations": _explanations(problem, held)})
-    return Composed(plan, snapshot, shapes, original, frozenset(p.pod.key for p in placements))
+
+
+def _empty_note(settings: PlannerSettings, note: str) -> str:
+    empty = (
+        "moves capped at 0 (--max-moves / planner.max_moves)"
+        if settings.max_moves == 0
+        else "this search found no move that frees usable GPU capacity or places a pending pod"
+    )
+    return f"{empty}; {note}" if note else empty
 
 
 BUDGET_POINTS = 30  # points of the curve tried, from the chosen one down, for one a run can carry out whole
@@ -453,7 +230,7 @@ def _within_run_budgets(
     for point in [chosen, *cheaper][:BUDGET_POINTS]:
         assignment = plan_of(point)
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
-        docs = _moves(problem, moves, set(), placements)
+        docs = move_docs(problem, moves, set(), placements)
         placed = [Placement(pod=p.pod.key, to_node=problem.nodes[p.target].node.name) for p in placements]
         why = refusal(docs, placed, RunBudgets.of(snapshot, cfg, [m.pod for m in docs]).admit(cap))
         if not why:
@@ -620,86 +397,6 @@ def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> l
         room -= settings.recut_cost_moves
         kept.append(recut)
     return kept
-
-
-def _frontier(
-    points: list[Point],
-    chosen: Point | None,
-    recuts: list[Recut],
-    settings: PlannerSettings,
-    moves: list[ConcreteMove],
-    freed_nodes: int,
-    net_gpus: int,
-    usable: int,
-) -> list[FrontierPoint]:
-    """The curve as the plan shows it; re-cuts are a step of their own, right after the point they build on (the plan's
-    ``freed_nodes`` nodes and ``net_gpus`` GPUs)."""
-    base = settings.move_cost.base
-    rows = [_frontier_point(p, p is chosen and not recuts, base) for p in points]
-    if recuts and chosen is not None:
-        cost = sum(m.ptype.cost for m in moves) / base + settings.recut_cost_moves * len(recuts)
-        step = FrontierPoint(
-            freed_nodes=freed_nodes,
-            freed_gpus=net_gpus,
-            usable_gpus=usable,
-            moves=len(moves),
-            cost=round(cost, 2),
-            status="FEASIBLE",
-            bound=round(chosen.bound / base, 2),
-            chosen=True,
-            recuts=len(recuts),
-        )
-        rows.insert(points.index(chosen) + 1, step)
-    return rows
-
-
-def _frontier_point(point: Point, chosen: bool, base: int) -> FrontierPoint:
-    return FrontierPoint(
-        freed_nodes=point.freed_nodes,
-        freed_gpus=point.freed_gpus,
-        usable_gpus=point.usable_gpus,
-        moves=point.moves,
-        cost=round(point.cost / base, 2),
-        status=point.status,
-        bound=round(point.bound / base, 2),
-        chosen=chosen,
-    )
-
-
-UNMOVABLE_SAMPLE = 50  # pods named per reason in explanations.unmovablePodsSample (a 50,000-pod plan stays small)
-
-
-def _explanations(problem: Problem, restraints: Restraints | None = None) -> dict[str, object]:
-    """Why pods did not move, counted by reason, and the first pods (by name) of each reason (the reports show these);
-    with restraints, each cooling pod's own words ("its workload ... moved 12 min ago; cooldown 30 min")."""
-    pods: dict[str, list[str]] = {}
-    for key, reason in problem.unmovable.items():
-        if reason is not None:
-            pods.setdefault(reason.value, []).append(key)
-    ranked = sorted(pods.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    found: dict[str, object] = {
-        "unmovablePods": {reason: len(keys) for reason, keys in ranked},
-        "unmovablePodsSample": {reason: sorted(keys)[:UNMOVABLE_SAMPLE] for reason, keys in ranked},
-    }
-    if restraints is not None and restraints.any:
-        found["cooldowns"] = _cooldowns(problem, restraints)
-    return found
-
-
-def _cooldowns(problem: Problem, restraints: Restraints) -> dict[str, str]:
-    by_key = {p.key: p for p in problem.snapshot.pods}
-    notes: dict[str, str] = {}
-    for key in sorted(k for k, r in problem.unmovable.items() if r in (Unmovable.COOLDOWN, Unmovable.NODE_COOLDOWN)):
-        pod = by_key[key]
-        node_note = restraints.nodes.get(pod.node_name)
-        notes[key] = (
-            f"its node {pod.node_name} was {node_note}"
-            if node_note
-            else restraints.workloads[workload_key(pod.namespace, pod.owners)]
-        )
-        if len(notes) >= UNMOVABLE_SAMPLE:
-            break
-    return notes
 
 
 def _restrained(
