@@ -22,6 +22,7 @@ from compactor.actions.pods import is_terminating, pod_key
 from compactor.actions.run import Abort, Progress, Run, StopHere
 from compactor.actions.scope import measured_nodes, within_cap
 from compactor.actions.state import Phase, RunState
+from compactor.actions.status import RunStatus
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.cordon import fence_all
@@ -42,7 +43,7 @@ log = logging.getLogger("compactor.executor")
 @dataclass
 class RunReport:
     plan_id: str
-    status: str  # succeeded | partial (a cap or budget reached) | failed | nothing-to-do
+    status: RunStatus
     moves_total: int
     moves_done: int = 0
     freed_nodes: list[str] = field(default_factory=list)
@@ -62,8 +63,8 @@ class RunReport:
     def shown_status(self) -> str:
         """The status as output says it: ``dry-run`` for a dry run that walked the plan (its ``succeeded`` or ``partial``
         judges a simulated world); a dry run that failed or had nothing to do says so as a real run would."""
-        if self.dry_run and self.status in ("succeeded", "partial"):
-            return "dry-run"
+        if self.dry_run and self.status in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
+            return RunStatus.DRY_RUN
         return self.status
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,7 +126,7 @@ class Executor:
         """Run the plan to the end, or abort and roll back. ``resume``: the state of an interrupted run (from recovery)."""
         report = RunReport(
             plan.metadata.id,
-            "succeeded",
+            RunStatus.SUCCEEDED,
             len(plan.moves),
             dry_run=self.dry_run,
             steering=self.steering.mechanism.value,
@@ -133,11 +134,11 @@ class Executor:
             steering_not_in_effect=self.steering.not_in_effect,
         )
         if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
-            report.status = "nothing-to-do"
+            report.status = RunStatus.NOTHING_TO_DO
             report.reason = plan.held_back  # a budget may have held back every move
             return report
         if (age := self._too_old(plan)) and resume is None:
-            report.status, report.reason = "failed", age
+            report.status, report.reason = RunStatus.FAILED, age
             log.error("plan refused", extra={"plan": plan.metadata.id, "reason": age})
             return report
         if age and resume is not None:  # an interrupted run of a plan this old is undone, not carried on
@@ -149,13 +150,13 @@ class Executor:
             if resume is None:
                 run = self._scoped(run)
                 if not run.plan.moves and not run.plan.mig_repartition:
-                    report.status = "failed"
+                    report.status = RunStatus.FAILED
                     report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
                     return report
             else:  # a resumed run reads where DRA serves GPUs as a fresh one does in ``_scoped``
                 run.dra_nodes = frozenset(dra_facts(self.client, self.dra_drivers).gpus)
             if resume is None and (wall := self._cannot_start(run)):
-                report.status, report.reason = "failed", f"{wall}; nothing done: no node fenced, no pod evicted"
+                report.status, report.reason = RunStatus.FAILED, f"{wall}; nothing done: no node fenced, no pod evicted"
                 log.warning("the run cannot start its first move", extra={"reason": wall})
                 return report
             if (
@@ -164,12 +165,12 @@ class Executor:
                 self._move_everything(run)
             report.freed_nodes = finish(run)
             if run.state.refused:
-                report.status = "partial"
+                report.status = RunStatus.PARTIAL
                 report.reason = f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(
                     run.notes[:3]
                 )
             if run.capped:
-                report.status = "partial"
+                report.status = RunStatus.PARTIAL
                 detail = f": {run.cap_detail}" if run.cap_detail else ""
                 report.reason = f"{run.capped} reached{detail}; the rest waits for the next run"
         except (
@@ -179,10 +180,10 @@ class Executor:
             raise
         except (Abort, ClusterError) as exc:
             roll_back(run, str(exc))
-            report.status, report.reason = "failed", str(exc)
+            report.status, report.reason = RunStatus.FAILED, str(exc)
         except Exception as exc:  # a bug or an unexpected client failure must not leave nodes fenced
             log.exception("unexpected error while executing", extra={"plan": plan.metadata.id})
-            report.status, report.reason = "failed", f"unexpected {type(exc).__name__}: {exc}"
+            report.status, report.reason = RunStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}"
             roll_back(run, report.reason)
         report.moves_done = len(run.state.done)
         report.done_pods = [p for p in run.state.done if p not in set(run.skipped)]
@@ -213,7 +214,7 @@ class Executor:
         roll_back(run, reason)
         return RunReport(
             plan.metadata.id,
-            "failed",
+            RunStatus.FAILED,
             len(plan.moves),
             moves_done=len(run.state.done),
             reason=reason,
@@ -325,12 +326,12 @@ class Executor:
             report.outcome = self._measure(run)
         except ClusterError as exc:
             report.reason = "; ".join(filter(None, [report.reason, f"outcome not measured: {exc}"]))
-            if report.status == "succeeded":
-                report.status = "partial"
+            if report.status == RunStatus.SUCCEEDED:
+                report.status = RunStatus.PARTIAL
             return
         failed_recuts = sorted(n for n, result in run.recuts.items() if result != "success")
-        if report.status == "succeeded" and (not report.outcome.as_planned or failed_recuts):
-            report.status = "partial"
+        if report.status == RunStatus.SUCCEEDED and (not report.outcome.as_planned or failed_recuts):
+            report.status = RunStatus.PARTIAL
             report.reason = "; ".join([report.outcome.summary(), *run.notes])
         log.info(
             run.said("run outcome", "simulated run outcome (dry run)"),

@@ -24,6 +24,7 @@ from compactor.actions.events import Event
 from compactor.actions.executor import Executor, RunReport
 from compactor.actions.patching import patch_fresh
 from compactor.actions.state import Phase, RunState, StateUnreadable
+from compactor.actions.status import FINISHED
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.steps import surge
 from compactor.actions.trust import untrusted
@@ -56,7 +57,7 @@ class RecoveryReport:
         """What recovery found and did, in one line for people ("" when it found nothing to do)."""
         parts = []
         if self.resumed is not None:
-            how = "finished" if self.resumed.status in ("succeeded", "partial", "nothing-to-do") else "rolled back"
+            how = "finished" if self.resumed.status in FINISHED else "rolled back"
             parts.append(f"{how} interrupted plan {self.resumed.plan_id} ({self.resumed.status})")
         if self.discarded:
             parts.append(f"dropped an unreadable executor state ({self.discarded})")

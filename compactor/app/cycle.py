@@ -18,6 +18,7 @@ from compactor.actions.clock import Clock, SimulatedClock
 from compactor.actions.executor import Progress, RunReport
 from compactor.actions.memory import restraints_now
 from compactor.actions.recovery import RecoveryReport, recover
+from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import choose, steerability_of
 from compactor.app.carry_out import execute as execute_plan
 from compactor.app.figures import cordoned_nodes, figures_for, measure
@@ -184,7 +185,7 @@ def run_cycle(  # noqa: PLR0913
             steering=run.steering,
             steering_not_in_effect=run.steering_not_in_effect,
         )
-        if not dry_run and (run.status != "nothing-to-do" or (report.recovery and report.recovery.changed)):
+        if not dry_run and (run.status != RunStatus.NOTHING_TO_DO or (report.recovery and report.recovery.changed)):
             snapshot = load_snapshot()  # the figures after the run, not the ones it started from
             report.figures, report.cordoned_nodes = figures_for(snapshot, settings), cordoned_nodes(snapshot)
             exporter.set_figures(report.figures, cordoned_nodes=report.cordoned_nodes)

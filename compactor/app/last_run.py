@@ -34,6 +34,10 @@ from compactor.actions import events
 from compactor.actions.client import ClusterClient
 from compactor.actions.executor import RunReport
 from compactor.actions.recovery import RecoveryReport
+
+# How a run ended, for the entry points (which import the application layer only)
+from compactor.actions.status import FINISHED as FINISHED
+from compactor.actions.status import RunStatus as RunStatus
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.errors import ClusterError
 from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures
@@ -52,11 +56,11 @@ _WRITE_ATTEMPTS = 2  # a replace that meets another writer's change (409) reads 
 # Every status a run ends with (``RunRecord.status``): the executor's (``RunReport.shown_status``), then measured (report
 # mode), held (outside every window, or the circuit breaker open) and stopped (SIGTERM at a safe point: the Job's
 # activeDeadlineSeconds, a drained node). The values of gpu_compactor_last_run_status{status}, pushed and exported.
-LAST_RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do", "dry-run", "held", "measured", "stopped")
+LAST_RUN_STATUSES = (*RunStatus, "held", "measured", "stopped")
 # A run that did what its mode asks and got to its end: partial fell short of its plan, held changed nothing on purpose,
 # failed and stopped did not finish. Its end is the summary's lastSucceededAt and
 # gpu_compactor_last_run_success_timestamp_seconds.
-SUCCESSFUL_STATUSES = frozenset({"succeeded", "nothing-to-do", "dry-run", "measured"})
+SUCCESSFUL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.NOTHING_TO_DO, RunStatus.DRY_RUN, "measured"})
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -101,7 +105,7 @@ class RunRecord:
     @property
     def changed_the_cluster(self) -> bool:
         """A real run that did (or rolled back) something: the figures after it are worth measuring again."""
-        return self.report is not None and not self.report.dry_run and self.report.status != "nothing-to-do"
+        return self.report is not None and not self.report.dry_run and self.report.status != RunStatus.NOTHING_TO_DO
 
     def measure_after(self, snapshot: Snapshot, settings: Settings) -> None:
         """The figures after the run, measured with the shapes of the figures before (derived as ``report`` derives them
@@ -112,17 +116,17 @@ class RunRecord:
         """succeeded | partial | failed | nothing-to-do | dry-run (the run's report), measured (report mode), held (outside
         every window, or paused), stopped."""
         if self.error:
-            return "failed"
+            return RunStatus.FAILED
         if self.held:
             return "held"
         if self.report is not None:
             return self.report.shown_status
         if exit_code == EXIT_STOPPED:
             return "stopped"
-        return "measured" if self.plan is None else "failed"
+        return "measured" if self.plan is None else RunStatus.FAILED
 
     def failed(self, exit_code: int) -> bool:
-        return self.status(exit_code) == "failed"
+        return self.status(exit_code) == RunStatus.FAILED
 
     def last_success(self, *, ended: datetime, exit_code: int) -> datetime | None:
         """When the last successful run ended: this one if it succeeded (``SUCCESSFUL_STATUSES``), else the one before
@@ -143,7 +147,7 @@ class RunRecord:
             else None
         )
         after = headline(self.figures_after) if self.figures_after is not None else None
-        if after is None and report is not None and not report.dry_run and report.status == "nothing-to-do":
+        if after is None and report is not None and not report.dry_run and report.status == RunStatus.NOTHING_TO_DO:
             after = before  # nothing was changed
         return {
             "mode": self.mode,

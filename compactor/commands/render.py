@@ -13,6 +13,7 @@ from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
 from compactor.actions.executor import RunReport
 from compactor.actions.outcome import Outcome
 from compactor.actions.scope import within_cap
+from compactor.app.last_run import FINISHED, RunStatus
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
@@ -31,7 +32,7 @@ def print_run(report: RunReport, client: ClusterClient, fmt: str, verbose: bool 
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         sys.stdout.write(run_text(report, calls, verbose))
-    return 0 if report.status in ("succeeded", "partial", "nothing-to-do") else 1
+    return 0 if report.status in FINISHED else 1
 
 
 def held_text(why: str, fmt: str, cleaned_up: str = "") -> str:
@@ -45,7 +46,11 @@ def held_text(why: str, fmt: str, cleaned_up: str = "") -> str:
     )
 
 
-_DRY_VERDICTS = {"dry-run": "dry run", "failed": "dry run failed", "nothing-to-do": "nothing to do (dry run)"}
+_DRY_VERDICTS: dict[str, str] = {
+    RunStatus.DRY_RUN: "dry run",
+    RunStatus.FAILED: "dry run failed",
+    RunStatus.NOTHING_TO_DO: "nothing to do (dry run)",
+}
 
 
 _CALL_KINDS = (  # (what a recorded call starts with or contains, how the summary names it), first match wins
@@ -100,7 +105,7 @@ def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) 
         text += (
             f"dry run: {len(calls or [])} call(s) {'shown' if verbose else 'summed up'} above; nothing was changed\n"
         )
-        if report.status != "nothing-to-do":
+        if report.status != RunStatus.NOTHING_TO_DO:
             text += f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n"
     return text
 

@@ -24,11 +24,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, p
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from compactor.app.last_run import LAST_RUN_STATUSES, SUCCESSFUL_STATUSES
+from compactor.app.last_run import LAST_RUN_STATUSES, SUCCESSFUL_STATUSES, RunStatus
 from compactor.metrics.fragmentation import AggregateFigures, Figures
 
 PREFIX = "gpu_compactor_"
-RUN_STATUSES = ("succeeded", "partial", "failed", "nothing-to-do", "dry-run")  # dry-run: walked a plan, changed nothing
+RUN_STATUSES = tuple(RunStatus)  # dry-run: walked a plan, changed nothing
 RECUT_RESULTS = ("success", "failed", "timeout")
 # compactor.actions.steering.Mechanism, named here to keep metrics pure
 STEERING_MECHANISMS = (
