@@ -1,7 +1,7 @@
 """The ``compactor`` command line: report, plan, apply, run, controller, config.
 
 The parser and the top-level error handling; each command is an adapter of its own (``compactor.commands``,
-``compactor.config_command``) over ``compactor.app``.
+``compactor.commands.config``) over ``compactor.app``.
 
 Every user-facing failure is a ``CompactorError`` printed as one line on stderr with exit code 2; tracebacks are
 reserved for bugs.
@@ -14,7 +14,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from compactor import __version__, config_command
+from compactor import __version__
+from compactor.commands import config as config_command
 from compactor.commands import controller, execute, plan, report
 from compactor.errors import CompactorError
 from compactor.logs import configure_logging

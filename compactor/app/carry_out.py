@@ -26,6 +26,7 @@ from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.invocation import Invocation
 from compactor.app.last_run import RunRecord
 from compactor.app.reading import cluster_client, recording_client, world_objects
+from compactor.app.windows import window_state
 from compactor.errors import CompactorError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity
@@ -34,7 +35,6 @@ from compactor.planner.history import Restraints
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
-from compactor.windows import window_state
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
 

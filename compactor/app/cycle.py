@@ -25,11 +25,11 @@ from compactor.app.figures import cordoned_nodes, figures_for, measure
 from compactor.app.last_run import evictions, gained
 from compactor.app.planning import plan_of
 from compactor.app.reading import recording_client, world_of
+from compactor.app.sources import check_selection
 from compactor.metrics.fragmentation import Figures
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
-from compactor.sources import check_selection
 
 log = logging.getLogger("compactor.controller")  # what a cycle says, under the controller's name
 

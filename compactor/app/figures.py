@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compactor.actions import annotations as ann
+from compactor.app.sources import check_shapes
 from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures, reference_shapes
 from compactor.model.types import Snapshot
 from compactor.settings import Settings
-from compactor.sources import check_shapes
 
 
 def shapes_for(snapshot: Snapshot, settings: Settings) -> tuple[ReferenceShape, ...]:

@@ -12,9 +12,9 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from compactor.app.sources import SnapshotSource
 from compactor.errors import CompactorError
 from compactor.settings import Settings, load_settings, parse_shape
-from compactor.sources import SnapshotSource
 
 NO_INPUT = "no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster"
 TWO_INPUTS = "choose one input: --snapshot, --example, or a live cluster (--kubeconfig/--context/--in-cluster)"

@@ -19,6 +19,7 @@ from compactor.actions.steering.detect import choose, offline_mechanism, steerab
 from compactor.actions.steering.holds import first_wall
 from compactor.app.figures import shapes_for
 from compactor.app.plan_document import build_plan
+from compactor.app.sources import check_selection, check_shapes
 from compactor.errors import CompactorError
 from compactor.metrics.fragmentation import ReferenceShape
 from compactor.model.migparted import find_mig_parted, problems
@@ -29,7 +30,6 @@ from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, SteeringNote
 from compactor.planner.recut import mig_parted_for
 from compactor.settings import Settings
-from compactor.sources import check_selection, check_shapes
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its plans, under the name it always had
 

@@ -10,9 +10,9 @@ from datetime import datetime
 from compactor.actions.memory import restraints_now
 from compactor.app.invocation import Invocation
 from compactor.app.reading import cluster_client
+from compactor.app.windows import window_state
 from compactor.errors import CompactorError
 from compactor.planner.history import Restraints
-from compactor.windows import window_state
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
 

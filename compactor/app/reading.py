@@ -12,6 +12,7 @@ from __future__ import annotations
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.dryrun import RecordingClient
 from compactor.app.invocation import Invocation
+from compactor.app.sources import example_path, mig_parted_namespace
 from compactor.kube import client as kube_api
 from compactor.kube.client import Connection
 from compactor.kube.cluster_client import KubeClusterClient
@@ -19,7 +20,6 @@ from compactor.model.load import read_source
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
-from compactor.sources import example_path, mig_parted_namespace
 
 
 def load_snapshot(

@@ -9,5 +9,5 @@
   as deployed;
 * ``progress.py``: progress on stderr while a plan is solved and while a run goes.
 
-``compactor config`` is ``compactor.config_command``.
+``compactor config`` is ``compactor.commands.config``.
 """

@@ -8,6 +8,7 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.fencing import FencedClient
 from compactor.app.invocation import for_cluster, settings_from_args
 from compactor.app.reading import load_for_planning
+from compactor.app.sources import mig_parted_namespace
 from compactor.commands.options import add_common_options
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import parse_listen
@@ -18,7 +19,6 @@ from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LeaderElector, identity
 from compactor.model.types import Snapshot
 from compactor.settings import Settings
-from compactor.sources import mig_parted_namespace
 
 
 def cmd_controller(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from compactor.app.last_run import RunRecord, finish
 from compactor.app.planning import offline_steerability, plan_of, prepare, steering_in
 from compactor.app.policy import restraints, window_closed, within_mode
 from compactor.app.reading import cluster_client, load_for_planning, load_snapshot
+from compactor.app.sources import mig_parted_namespace
 from compactor.commands.options import add_common_options, add_source_options
 from compactor.commands.progress import SolveProgress, TerminalProgress
 from compactor.commands.render import held_text, print_run
@@ -22,8 +23,7 @@ from compactor.errors import CompactorError
 from compactor.planner.history import Restraints
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, load_plan
-from compactor.report import render_report
-from compactor.sources import mig_parted_namespace
+from compactor.render.report import render_report
 
 log = logging.getLogger("compactor.commands")
 

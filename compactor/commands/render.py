@@ -14,10 +14,10 @@ from compactor.actions.executor import RunReport
 from compactor.actions.outcome import Outcome
 from compactor.actions.scope import within_cap
 from compactor.app.last_run import FINISHED, RunStatus
+from compactor.app.windows import window_state
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
-from compactor.windows import window_state
 
 
 def print_run(report: RunReport, client: ClusterClient, fmt: str, verbose: bool = False) -> int:

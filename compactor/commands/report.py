@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from compactor.advice_report import advice_from_args
 from compactor.app.figures import measure
 from compactor.app.invocation import from_args
 from compactor.app.reading import load_snapshot
 from compactor.commands.options import add_common_options, add_source_options
-from compactor.html_report import render_report_html
-from compactor.report import render_report
+from compactor.render.advice import advice_from_args
+from compactor.render.html import render_report_html
+from compactor.render.report import render_report
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -16,13 +16,13 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableClock, on_stop_signals
 from compactor.actions.executor import Progress
 from compactor.app.cycle import CycleReport, run_cycle
+from compactor.app.windows import window_state
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen
 from compactor.errors import CompactorError
 from compactor.kube.lease import LeaderElector
 from compactor.model.types import Snapshot
 from compactor.settings import Settings, worst_case_run_seconds
-from compactor.windows import window_state
 
 log = logging.getLogger("compactor.controller")
 

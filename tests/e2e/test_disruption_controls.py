@@ -127,7 +127,7 @@ def _node_leftovers(kube: Kube, fleet: Fleet) -> dict[str, Any]:
 
 def _closed_window(now: datetime) -> tuple[str, str]:
     """A daily UTC window that opens about 12 hours from ``now`` (closed for the whole test: it lasts 30 minutes) and the
-    ISO time of its next opening, as ``compactor.windows`` prints it."""
+    ISO time of its next opening, as ``compactor.app.windows`` prints it."""
     opens = (now + timedelta(hours=12)).replace(second=0, microsecond=0)
     return f"{opens.minute} {opens.hour} * * *", opens.astimezone(ZoneInfo("UTC")).isoformat()
 

@@ -26,13 +26,13 @@ from compactor.actions.executor import Executor, RunReport
 from compactor.app.cycle import run_cycle
 from compactor.app.invocation import Invocation
 from compactor.app.reading import load_for_planning
+from compactor.app.sources import SnapshotSource, example_path
 from compactor.cli import main
 from compactor.controller.exporter import Exporter
 from compactor.metrics.fragmentation import figures_to_dict
 from compactor.model.load import read_source
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import load_settings
-from compactor.sources import SnapshotSource, example_path
 
 # Not the defaults (0.95 and 20): the example's GPU pods ask for several shapes, so the derived shapes differ.
 METRICS = {"shape_coverage": 0.5, "max_shapes": 1}

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from compactor.sources import example_path
+from compactor.app.sources import example_path
 from tests.command_line import compactor, one_line_error
 
 EXAMPLE = json.loads(Path(example_path()).read_text(encoding="utf-8"))

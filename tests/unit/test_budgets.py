@@ -13,12 +13,12 @@ import pytest
 from pydantic import ValidationError
 
 from compactor.app.plan_document import build_plan
+from compactor.app.sources import example_path
 from compactor.model.load import load_files
 from compactor.planner.budgets import groups, koordinator_unavailable, share_of, within_cap
 from compactor.planner.explain import render_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import DisruptionSettings, PlannerSettings
-from compactor.sources import example_path
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan
 

@@ -13,12 +13,12 @@ import json
 from datetime import UTC, datetime
 
 from compactor.app.plan_document import build_plan
-from compactor.html_report import render_report_html
 from compactor.metrics.advice import advice_to_dict, advise
 from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpu_pods_advice
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
-from compactor.report import render_report
+from compactor.render.html import render_report_html
+from compactor.render.report import render_report
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, H100_80, cluster, node, pod
 

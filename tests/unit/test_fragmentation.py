@@ -24,7 +24,7 @@ from compactor.model.resources import Resources
 from compactor.model.scheduling import Ineligible
 from compactor.model.shapes import CONFIG, WORKLOAD, reference_shapes, requests_label
 from compactor.model.types import Snapshot
-from compactor.report import render_report
+from compactor.render.report import render_report
 from tests.builders import A100_40, A100_80, cluster, node, pod
 
 GiB = 1 << 30

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from compactor.html_report import render_plan_html
 from compactor.model.types import Snapshot
+from compactor.render.html import render_plan_html
 from tests.builders import A100_40, H100_80, cluster, node, pdb, pod
 from tests.html_pages import Page, plan_of
 from tests.tools import required
@@ -32,7 +32,7 @@ CHROMIUM = (
     or shutil.which("google-chrome")
 )
 WINDOW = (1100, 1300)
-# The cell colours of compactor/html_report.py's stylesheet, as the screenshot must show them.
+# The cell colours of compactor/render/html.py's stylesheet, as the screenshot must show them.
 USED, MOVING, FREED = (0x4A, 0x6F, 0xA5), (0xE0, 0xA5, 0x26), (0x2E, 0xA4, 0x4F)
 INNER_PIXELS = 4 * 4  # of a 6 x 6 px cell, whatever sub-pixel offset its edges blend at
 

@@ -17,12 +17,12 @@ import pytest
 
 from compactor.app.plan_document import build_plan
 from compactor.cli import main
-from compactor.html_report import render_plan_html, render_report_html
 from compactor.metrics.fragmentation import compute_figures, figures_to_dict
 from compactor.model.load import build_snapshot
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, Metadata, Move, PendingNote, SolverReport, apply_plan
+from compactor.render.html import render_plan_html, render_report_html
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
 from tests.html_pages import Page, plan_of

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from compactor.app.sources import example_path
 from compactor.errors import InputError
 from compactor.model.catalog import MODELS, model_for_product
 from compactor.model.load import load_files
 from compactor.model.migparted import PCI_IDS, find_mig_parted, layout_problem, parse_mig_parted, problems
 from compactor.model.types import ConfigMap
-from compactor.sources import example_path
 from tests.builders import A100_40, A100_80, H100_80, cluster, node
 from tests.mig_geometry import reference_geometry
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from compactor.app.plan_document import build_plan
+from compactor.app.sources import example_path
 from compactor.metrics.change import ratio_notes
 from compactor.metrics.fragmentation import ReferenceShape, reference_shapes
 from compactor.model.load import load_files
@@ -14,7 +15,6 @@ from compactor.planner.explain import render_plan
 from compactor.planner.problem import build_problem
 from compactor.planner.usable import usable_gpus, usage_shapes
 from compactor.settings import PlannerSettings
-from compactor.sources import example_path
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
 

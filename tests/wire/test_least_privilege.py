@@ -32,6 +32,7 @@ from compactor.actions.recovery import recover
 from compactor.actions.steering.detect import policy_problem
 from compactor.actions.steering.policy import write_entries
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
+from compactor.app.sources import SnapshotSource, mig_parted_listing, mig_parted_namespace
 from compactor.cli import main
 from compactor.errors import ConfigError
 from compactor.kube.cluster_client import KubeClusterClient
@@ -41,7 +42,6 @@ from compactor.model.load import load_files
 from compactor.model.migparted import find_mig_parted
 from compactor.model.types import ConfigMap
 from compactor.settings import ExecutorSettings, MigSettings, PlannerSettings, Settings
-from compactor.sources import SnapshotSource, mig_parted_listing, mig_parted_namespace
 from tests.builders import as_list, node, pod, steering_policy
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.server import RecordedRequest

@@ -1,7 +1,7 @@
 """``compactor report --advise``: the command-line glue around ``advise``.
 
 The advice itself is ``compactor.metrics.advice`` (pure); the report words it as a section of its own
-(``compactor.report.advice_section``, with the report's ``Section``/``Table`` types, so text and markdown carry the same
+(``compactor.render.report.advice_section``, with the report's ``Section``/``Table`` types, so text and markdown carry the same
 facts); this module reads the command's options.
 """
 

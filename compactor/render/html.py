@@ -29,7 +29,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.explain import _curve_rows, _figure_rows, _objective, _point_quality, figure_notes
 from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, FrontierPoint, Move, apply_plan
-from compactor.report import Section, Table, fmt_gpus, fmt_pct, report_sections
+from compactor.render.report import Section, Table, fmt_gpus, fmt_pct, report_sections
 
 LONG_LIST = 20  # rows beyond which a list folds into <details>: the ticket stays short, nothing is left out
 CELLS_PER_ROW = 8  # one row per 8-GPU board; MIG slices of one profile wrap after 8
