@@ -59,6 +59,11 @@ class RunReport:
     steering_why: str = ""
     steering_not_in_effect: bool = False  # the policy is installed but runs concluded it is not in effect
 
+    def ended(self, status: RunStatus, reason: str) -> RunReport:
+        """This report, ended with ``status`` for ``reason``."""
+        self.status, self.reason = status, reason
+        return self
+
     @property
     def shown_status(self) -> str:
         """The status as output says it: ``dry-run`` for a dry run that walked the plan (its ``succeeded`` or ``partial``
@@ -124,7 +129,32 @@ class Executor:
 
     def execute(self, plan: CompactionPlan, *, resume: RunState | None = None) -> RunReport:
         """Run the plan to the end, or abort and roll back. ``resume``: the state of an interrupted run (from recovery)."""
-        report = RunReport(
+        report = self._new_report(plan)
+        if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
+            return report.ended(RunStatus.NOTHING_TO_DO, plan.held_back)  # a budget may have held back every move
+        if age := self._too_old(plan):
+            return self._refuse_old(plan, report, resume, age)
+        run = self._run(plan, resume or RunState(plan_id=plan.metadata.id))
+        try:
+            run = self._started(run, resumed=resume is not None)
+            if wall := self._why_not_start(run, resumed=resume is not None):
+                return report.ended(RunStatus.FAILED, wall)
+            self._carry_out(run, report)
+        except Interrupted:  # stopping (SIGTERM, lost lease): the state stays for recovery, holds are for a moment only
+            self._let_go_quietly(run)
+            raise
+        except (Abort, ClusterError) as exc:
+            roll_back(run, str(exc))
+            report.ended(RunStatus.FAILED, str(exc))
+        except Exception as exc:  # a bug or an unexpected client failure must not leave nodes fenced
+            log.exception("unexpected error while executing", extra={"plan": plan.metadata.id})
+            report.ended(RunStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}")
+            roll_back(run, report.reason)
+        self._tally(run, report)
+        return report
+
+    def _new_report(self, plan: CompactionPlan) -> RunReport:
+        return RunReport(
             plan.metadata.id,
             RunStatus.SUCCEEDED,
             len(plan.moves),
@@ -133,65 +163,54 @@ class Executor:
             steering_why=self.steering.why,
             steering_not_in_effect=self.steering.not_in_effect,
         )
-        if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
-            report.status = RunStatus.NOTHING_TO_DO
-            report.reason = plan.held_back  # a budget may have held back every move
-            return report
-        if (age := self._too_old(plan)) and resume is None:
-            report.status, report.reason = RunStatus.FAILED, age
-            log.error("plan refused", extra={"plan": plan.metadata.id, "reason": age})
-            return report
-        if age and resume is not None:  # an interrupted run of a plan this old is undone, not carried on
+
+    def _refuse_old(self, plan: CompactionPlan, report: RunReport, resume: RunState | None, age: str) -> RunReport:
+        """A plan too old to carry out is refused; an interrupted run of one is undone, not carried on."""
+        if resume is not None:
             return self.abandon(plan, resume, reason=age)
-        run = self._run(plan, resume or RunState(plan_id=plan.metadata.id))
-        try:
-            # holds in a resumed state get a full steer_timeout from now
-            run.started = run.held_since = self.clock.monotonic()
-            if resume is None:
-                run = self._scoped(run)
-                if not run.plan.moves and not run.plan.mig_repartition:
-                    report.status = RunStatus.FAILED
-                    report.reason = f"every node of the plan needs more evictions than {run.capped}; nothing done"
-                    return report
-            else:  # a resumed run reads where DRA serves GPUs as a fresh one does in ``_scoped``
-                run.dra_nodes = frozenset(dra_facts(self.client, self.dra_drivers).gpus)
-            if resume is None and (wall := self._cannot_start(run)):
-                report.status, report.reason = RunStatus.FAILED, f"{wall}; nothing done: no node fenced, no pod evicted"
-                log.warning("the run cannot start its first move", extra={"reason": wall})
-                return report
-            if (
-                run.state.phase != Phase.FINISHING
-            ):  # interrupted while finishing: every move is done, nodes may be released
-                self._move_everything(run)
-            report.freed_nodes = finish(run)
-            if run.state.refused:
-                report.status = RunStatus.PARTIAL
-                report.reason = f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(
-                    run.notes[:3]
-                )
-            if run.capped:
-                report.status = RunStatus.PARTIAL
-                detail = f": {run.cap_detail}" if run.cap_detail else ""
-                report.reason = f"{run.capped} reached{detail}; the rest waits for the next run"
-        except (
-            Interrupted
-        ):  # stopping (SIGTERM, lost lease): the state stays for recovery, but holds are only for a moment
-            self._let_go_quietly(run)
-            raise
-        except (Abort, ClusterError) as exc:
-            roll_back(run, str(exc))
-            report.status, report.reason = RunStatus.FAILED, str(exc)
-        except Exception as exc:  # a bug or an unexpected client failure must not leave nodes fenced
-            log.exception("unexpected error while executing", extra={"plan": plan.metadata.id})
-            report.status, report.reason = RunStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}"
-            roll_back(run, report.reason)
+        log.error("plan refused", extra={"plan": plan.metadata.id, "reason": age})
+        return report.ended(RunStatus.FAILED, age)
+
+    def _started(self, run: Run, *, resumed: bool) -> Run:
+        """The run as it starts: a fresh one cut to its caps with what it changes measured (``_scoped``); a resumed one
+        reads where DRA serves GPUs as a fresh one does. Holds in a resumed state get a full steer_timeout from now."""
+        run.started = run.held_since = self.clock.monotonic()
+        if not resumed:
+            return self._scoped(run)
+        run.dra_nodes = frozenset(dra_facts(self.client, self.dra_drivers).gpus)
+        return run
+
+    def _why_not_start(self, run: Run, *, resumed: bool) -> str:
+        """Why a fresh run cannot begin ("" when it can): its cut left nothing, or its first move is walled in."""
+        if resumed:
+            return ""
+        if not run.plan.moves and not run.plan.mig_repartition:
+            return f"every node of the plan needs more evictions than {run.capped}; nothing done"
+        if wall := self._cannot_start(run):
+            log.warning("the run cannot start its first move", extra={"reason": wall})
+            return f"{wall}; nothing done: no node fenced, no pod evicted"
+        return ""
+
+    def _carry_out(self, run: Run, report: RunReport) -> None:
+        if run.state.phase != Phase.FINISHING:  # interrupted while finishing: every move is done, nodes may be released
+            self._move_everything(run)
+        report.freed_nodes = finish(run)
+        if run.state.refused:
+            report.ended(
+                RunStatus.PARTIAL,
+                f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(run.notes[:3]),
+            )
+        if run.capped:
+            detail = f": {run.cap_detail}" if run.cap_detail else ""
+            report.ended(RunStatus.PARTIAL, f"{run.capped} reached{detail}; the rest waits for the next run")
+
+    def _tally(self, run: Run, report: RunReport) -> None:
         report.moves_done = len(run.state.done)
         report.done_pods = [p for p in run.state.done if p not in set(run.skipped)]
         report.skipped_moves = run.skipped
         report.recuts = dict(run.recuts)
         report.devices = dict(run.devices)
         self._judge(run, report)
-        return report
 
     def _too_old(self, plan: CompactionPlan) -> str:
         """Why ``plan`` is too old to carry out ('' when it is not): the cluster it was computed on is gone."""
