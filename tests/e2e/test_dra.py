@@ -40,6 +40,7 @@ from compactor.model.load import build_snapshot
 from tests.dra_builders import DRIVER, device_class, gpu_slice, twin_figures
 from tests.e2e import fragmentation as frag
 from tests.e2e.conftest import _fresh_namespace
+from tests.e2e.dra_driver import RESOURCE, fake_driver
 from tests.e2e.fleet_runs import compactor_config, run_once, settle
 from tests.e2e.fragmentation import FLEET_LABEL, Fleet
 from tests.e2e.helpers import (
@@ -63,7 +64,7 @@ pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
 NODES, GPUS, PER_POD = 3, 8, 2
 FILL, KEPT_PER_NODE = NODES * GPUS // PER_POD, 2
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
-RESOURCE = "/apis/resource.k8s.io/v1"
+
 SERVE, PLAIN = "serve", "plain"  # 2 GPUs each: from a ResourceClaimTemplate; as `nvidia.com/gpu: 2` (extended resource)
 EXTENDED_CLASS = "gpu-extended-e2e"
 
@@ -77,29 +78,12 @@ def dra_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
         yield Fleet(run_id=run_id, names=names, gpus_per_node=GPUS)
 
 
-@contextlib.contextmanager
-def _driver(kube: Kube, names: list[str]) -> Iterator[None]:
-    """The DeviceClass claims name (made if missing), the one that serves ``nvidia.com/gpu`` from DRA devices
-    (``extendedResourceName``), and one ResourceSlice per node; all of it removed afterwards."""
-    made_class = api_request(kube, "GET", f"{RESOURCE}/deviceclasses/{DRIVER}")[0] == 404
-    if made_class:
-        status, body = api_request(kube, "POST", f"{RESOURCE}/deviceclasses", device_class())
-        assert status == 201, body
-    extended = device_class(EXTENDED_CLASS, extended="nvidia.com/gpu")
-    status, body = api_request(kube, "POST", f"{RESOURCE}/deviceclasses", extended)
-    assert status == 201, body
+def _driver(kube: Kube, names: list[str]) -> contextlib.AbstractContextManager[None]:
+    """The DeviceClass claims name, the one that serves ``nvidia.com/gpu`` from DRA devices (``extendedResourceName``),
+    and one ResourceSlice per node."""
+    classes = [device_class(), device_class(EXTENDED_CLASS, extended="nvidia.com/gpu")]
     slices = [gpu_slice(node, gpus=GPUS, product=PRODUCT, name=f"{node}-gpus") for node in names]
-    try:
-        for resource_slice in slices:
-            status, body = api_request(kube, "POST", f"{RESOURCE}/resourceslices", resource_slice)
-            assert status == 201, body
-        yield
-    finally:
-        for resource_slice in slices:
-            api_request(kube, "DELETE", f"{RESOURCE}/resourceslices/{resource_slice['metadata']['name']}")
-        api_request(kube, "DELETE", f"{RESOURCE}/deviceclasses/{EXTENDED_CLASS}")
-        if made_class:
-            api_request(kube, "DELETE", f"{RESOURCE}/deviceclasses/{DRIVER}")
+    return fake_driver(kube, classes=classes, slices=slices)
 
 
 @pytest.fixture

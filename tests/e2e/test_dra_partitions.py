@@ -28,6 +28,7 @@ import yaml
 from tests.dra_builders import DRIVER, partition_slices
 from tests.e2e import fragmentation as frag
 from tests.e2e.conftest import _fresh_namespace
+from tests.e2e.dra_driver import RESOURCE, fake_driver
 from tests.e2e.fleet_runs import compactor_config, run_once, settle
 from tests.e2e.fragmentation import FLEET_LABEL, Fleet
 from tests.e2e.helpers import (
@@ -48,7 +49,7 @@ from tests.e2e.kubelets import NodeSet, fake_nodes
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
 
-RESOURCE = "/apis/resource.k8s.io/v1"
+
 MIG_CLASS = "mig.nvidia.com"
 SMALL, BIG = "small", "big"
 FILL, KEPT = 12, (0, 4)  # 1g replicas at first; the slots whose holders stay on each GPU
@@ -62,31 +63,16 @@ def partition_fleet(kube: Kube, tmp_path: Path) -> Iterator[Fleet]:
         yield Fleet(run_id=run_id, names=names, gpus_per_node=1)
 
 
-@contextlib.contextmanager
-def _driver(kube: Kube, names: list[str]) -> Iterator[None]:
-    """The DeviceClass of MIG devices (made if missing) and each node's two slices; all of it removed afterwards."""
-    made_class = api_request(kube, "GET", f"{RESOURCE}/deviceclasses/{MIG_CLASS}")[0] == 404
-    if made_class:
-        selector = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'"
-        body = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": MIG_CLASS},
-            "spec": {"selectors": [{"cel": {"expression": selector}}]},
-        }
-        status, answer = api_request(kube, "POST", f"{RESOURCE}/deviceclasses", body)
-        assert status == 201, answer
-    slices = [s for node in names for s in partition_slices(node)]
-    try:
-        for resource_slice in slices:
-            status, answer = api_request(kube, "POST", f"{RESOURCE}/resourceslices", resource_slice)
-            assert status == 201, answer
-        yield
-    finally:
-        for resource_slice in slices:
-            api_request(kube, "DELETE", f"{RESOURCE}/resourceslices/{resource_slice['metadata']['name']}")
-        if made_class:
-            api_request(kube, "DELETE", f"{RESOURCE}/deviceclasses/{MIG_CLASS}")
+def _driver(kube: Kube, names: list[str]) -> contextlib.AbstractContextManager[None]:
+    """The DeviceClass of MIG devices and each node's two slices."""
+    selector = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'mig'"
+    mig_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": MIG_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": selector}}]},
+    }
+    return fake_driver(kube, classes=[mig_class], slices=[s for node in names for s in partition_slices(node)])
 
 
 @pytest.fixture
