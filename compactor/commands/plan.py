@@ -17,8 +17,8 @@ from compactor.commands.options import add_common_options, add_source_options
 from compactor.commands.progress import SolveProgress
 from compactor.commands.render import as_deployed
 from compactor.errors import CompactorError
-from compactor.planner.explain import render_plan
 from compactor.render.html import render_plan_html
+from compactor.render.plan import render_plan
 
 
 def planner_overrides(args: argparse.Namespace) -> dict[str, Any]:

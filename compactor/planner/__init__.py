@@ -18,7 +18,7 @@ search, decide, document):
   and placements on partitionable DRA devices (dynamic MIG), by first fit on their counters;
 * ``budgets``: the run budgets' cut (nodes drained per pool, moves per workload); ``pending``: why pods stay pending;
 * ``plan``: the plan document's model; ``document``: its parts (moves with reasons, the curve's rows, the solver
-  report, why pods stay) built once; ``explain``: its text and markdown rendering; ``baselines``: what it is
+  report, why pods stay) built once (its text and markdown rendering is ``compactor.render.plan``); ``baselines``: what it is
   benchmarked against.
 
 The document's figures before and after the plan are ``compactor.app.plan_document``'s. No planner module imports

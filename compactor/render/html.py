@@ -26,9 +26,9 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
-from compactor.planner.explain import _curve_rows, _figure_rows, _objective, _point_quality, figure_notes
 from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, FrontierPoint, Move, apply_plan
+from compactor.render.plan import _curve_rows, _figure_rows, _objective, _point_quality, figure_notes
 from compactor.render.report import Section, Table, fmt_gpus, fmt_pct, report_sections
 
 LONG_LIST = 20  # rows beyond which a list folds into <details>: the ticket stays short, nothing is left out

@@ -326,8 +326,8 @@ def test_log_format_json_puts_only_json_on_stderr(tmp_path: Path) -> None:
 
 
 def test_a_long_list_of_nodes_ends_with_a_count_instead_of_running_on(tmp_path: Path) -> None:
-    from compactor.planner.explain import render_plan
     from compactor.planner.plan import load_plan
+    from compactor.render.plan import render_plan
 
     plan, _ = _example_plan(tmp_path)
     many = load_plan(str(plan)).model_copy(update={"freed_nodes": [f"gpu-{i:05d}" for i in range(130)]})

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from compactor.actions.steering.holds import first_wall
 from compactor.app.planning import with_holds_wall
-from compactor.planner.explain import render_plan
 from compactor.planner.plan import SteeringNote
+from compactor.render.plan import render_plan
 from compactor.settings import load_settings
 from tests.builders import cluster, node, pod
 from tests.builders import pdb as budget

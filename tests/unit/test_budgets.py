@@ -16,8 +16,8 @@ from compactor.app.plan_document import build_plan
 from compactor.app.sources import example_path
 from compactor.model.load import load_files
 from compactor.planner.budgets import groups, koordinator_unavailable, share_of, within_cap
-from compactor.planner.explain import render_plan
 from compactor.planner.plan import CompactionPlan
+from compactor.render.plan import render_plan
 from compactor.settings import DisruptionSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan

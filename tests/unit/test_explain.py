@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from compactor.app.plan_document import build_plan
-from compactor.planner.explain import render_plan
 from compactor.planner.plan import CompactionPlan
+from compactor.render.plan import render_plan
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 

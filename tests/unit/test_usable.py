@@ -11,9 +11,9 @@ from compactor.app.sources import example_path
 from compactor.metrics.change import ratio_notes
 from compactor.metrics.fragmentation import ReferenceShape, reference_shapes
 from compactor.model.load import load_files
-from compactor.planner.explain import render_plan
 from compactor.planner.problem import build_problem
 from compactor.planner.usable import usable_gpus, usage_shapes
+from compactor.render.plan import render_plan
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
