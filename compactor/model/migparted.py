@@ -24,6 +24,7 @@ import yaml
 
 from compactor.errors import InputError
 from compactor.model.catalog import MODELS, GpuModel, MigProfile, model_for_product, resource_for_profile
+from compactor.model.dra import DEVICE_PLUGIN_LABEL, DRA_LABEL_PREFIX
 from compactor.model.gpu import MIG_CAPABLE_LABEL, MIG_CONFIG_LABEL, derive_gpu_info
 from compactor.model.resources import GPU, Resources, is_gpu_resource, is_mig_resource
 from compactor.model.types import ConfigMap, Node
@@ -107,7 +108,11 @@ class MigParted:
 
 
 def is_mig_capable(node: Node) -> bool:
-    """GFD says the GPUs can be cut, or the node advertises MIG slices already."""
+    """GFD says the GPUs can be cut, or the node advertises MIG slices already; never a node whose GPUs a DRA driver
+    publishes: mig-manager's relabel is for device-plugin nodes, and NVIDIA's DRA driver destroys partitions it did not
+    create (docs/dra.md)."""
+    if any(key.startswith(DRA_LABEL_PREFIX) and key != DEVICE_PLUGIN_LABEL for key in node.labels):
+        return False
     return node.labels.get(MIG_CAPABLE_LABEL) == "true" or any(is_mig_resource(r) for r in node.allocatable)
 
 

@@ -179,3 +179,27 @@ def test_an_idle_node_cut_in_sizes_nobody_asks_for_is_re_cut_to_fit_the_workload
     assert "from 100% to 0%" in plan.mig_repartition[0].reason and plan.placed_pending == []
     _, plan = recut_plan(objects_=world)  # off by default
     assert plan.mig_repartition == []
+
+
+def test_a_node_whose_mig_devices_a_dra_driver_publishes_is_never_re_cut() -> None:
+    """mig-manager's relabel is for device-plugin nodes: NVIDIA's DRA driver destroys partitions it did not create. The
+    pending 3g pods here ask through DRA claims, so only the DRA node could host them once cut."""
+    from tests.dra_builders import device_class, dra_pod, gpu_slice, mig_claim
+
+    dra_b = [
+        node("b", labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.capable": "true"}),
+        gpu_slice("b", gpus=2, product=A100_80, mig={0: ["1g.10gb"] * 7, 1: ["1g.10gb"] * 7}),
+    ]
+    waiting = [
+        obj
+        for i in range(2)
+        for obj in (
+            dra_pod(f"wait-{i}", claim=f"wait-{i}-c", owner="Job/w"),
+            mig_claim(f"wait-{i}-c", profile="3g.40gb"),
+        )
+    ]
+    snapshot, plan = recut_plan(
+        objects_=[*dra_b, device_class(), device_class("mig.nvidia.com"), *waiting, config_map()]
+    )
+    assert snapshot.node_by_name()["b"].gpu.physical_gpus == 2  # the DRA node is seen, cut into 1g devices
+    assert plan.mig_repartition == []
