@@ -585,7 +585,7 @@ class _PendingCheck:
             fits_rest = all(state.free.get(r, 0) >= v for r, v in rest.items())
             if partitions is not None and fits_rest and partitions.allocate(asks, partitions.free()) is not None:
                 return _Verdict("placeable")
-        free = math.fsum(_free_share(s.node) for s in offering)
+        free = math.fsum(s.node.partitions.free_share() for s in offering if s.node.partitions is not None)
         need = self.gpus(pod.requests)
         if not offering or free + 1e-9 < need:
             return None
@@ -656,19 +656,6 @@ class _PendingCheck:
     def cpu_pods_held(self) -> dict[str, dict[str, int]]:
         """What CPU-only pods hold per GPU node: worked out only when a pod is blocked for lack of CPU or memory."""
         return held_by_node(cpu_pods_on_gpu_nodes(self.snapshot))
-
-
-def _free_share(node: Node) -> float:
-    """The free share of a partitionable node's counters, in GPUs (each counter set one GPU, free as the mean share of
-    its counters left: 6 of 8 memory slices, 0.75)."""
-    partitions = node.partitions
-    if partitions is None:
-        return 0.0
-    free = partitions.free()
-    shares: dict[str, list[float]] = {}
-    for counter, amount in partitions.capacity:
-        shares.setdefault(counter[0], []).append(free.get(counter, 0) / amount if amount else 0.0)
-    return math.fsum(math.fsum(s) / len(s) for s in shares.values())
 
 
 def _pending(
