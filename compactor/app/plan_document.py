@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from compactor.metrics.change import ratio_notes
+from compactor.metrics.figures_json import figures_to_dict
 from compactor.metrics.fragmentation import (
     ReferenceShape,
     compute_figures,
     cpu_pods_on_gpu_nodes,
-    figures_to_dict,
     held_by_node,
 )
 from compactor.model.migparted import Layouts

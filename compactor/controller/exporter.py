@@ -25,7 +25,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from compactor.app.last_run import LAST_RUN_STATUSES, SUCCESSFUL_STATUSES, RunStatus
-from compactor.metrics.fragmentation import AggregateFigures, Figures
+from compactor.metrics.figure_types import AggregateFigures, Figures
 
 PREFIX = "gpu_compactor_"
 RUN_STATUSES = tuple(RunStatus)  # dry-run: walked a plan, changed nothing

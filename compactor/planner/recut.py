@@ -7,9 +7,9 @@ that hosts the most still-pending MIG pods (ties: the layout closest to the pool
 mix, then the name), and only if it hosts at least one. Pending pods are taken by priority,
 each only where its own rules (taints, selectors, affinity, volumes) allow.
 
-Imports: ``compactor.model``, ``compactor.settings``, the fragmentation figures (``compactor.metrics.fragmentation``:
-an idle node is re-cut only when that lowers the expected fragmentation of its free GPUs), the problem, solution,
-mig_advice; no solver.
+Imports: ``compactor.model`` (an idle node is re-cut only when that lowers the expected fragmentation of its free
+GPUs: ``model.fragments``, the formula the figures use), ``compactor.settings``, the problem, solution, mig_advice; no
+solver and no figures.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from compactor.metrics.fragmentation import compute_figures
+from compactor.model.fragments import idle_fragmentation_rate
 from compactor.model.gpu import MIG_CONFIG_LABEL
 from compactor.model.migparted import Layouts, find_mig_parted, is_mig_capable, recut_node
 from compactor.model.resources import is_gpu_resource, is_mig_resource
@@ -99,7 +99,7 @@ def plan_rebalance(
 ) -> list[Recut]:
     """Re-cuts of idle MIG-capable nodes (no GPU pod after the plan, none cut for pending pods) into the layout whose
     free slices best fit the workload's request shapes: made when the expected fragmentation rate of the node's free
-    capacity (the headline figure, ``metrics.fragmentation``) drops by at least ``min_gain``."""
+    capacity (the headline figure, by ``model.fragments``' formula) drops by at least ``min_gain``."""
     busy = _gpu_busy_after(problem, moves, placements) | {r.node for r in taken}
     found = []
     for state in sorted(problem.nodes, key=lambda s: s.node.name):
@@ -124,7 +124,7 @@ def plan_rebalance(
 
 def _idle_rate(node: Node, allocatable: dict[str, int], shapes: Sequence[ReferenceShape]) -> float | None:
     """The fragmentation rate of ``node`` running nothing, were its GPU resources ``allocatable``."""
-    return compute_figures(Snapshot(nodes=(recut_node(node, allocatable),), pods=()), shapes).cluster.fragmentation_rate
+    return idle_fragmentation_rate(recut_node(node, allocatable), shapes)
 
 
 def _recuttable(state: NodeState) -> bool:

@@ -16,14 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.metrics.advice import Advice
-from compactor.metrics.fragmentation import (
-    AggregateFigures,
-    Figures,
-    NodeFigures,
-    ReferenceShape,
-    compute_figures,
-    reference_shapes,
-)
+from compactor.metrics.figure_types import AggregateFigures, Figures, NodeFigures
+from compactor.metrics.fragmentation import ReferenceShape, compute_figures, reference_shapes
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
 from compactor.planner.movability import pdbs_by_pod

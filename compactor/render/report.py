@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from compactor.metrics.advice import Advice, advice_to_dict
 from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpus, memory, stranded_change
-from compactor.metrics.fragmentation import AggregateFigures, BlockedPod, Figures, NodeFigures, figures_to_dict
+from compactor.metrics.figure_types import AggregateFigures, BlockedPod, Figures, NodeFigures
+from compactor.metrics.figures_json import figures_to_dict
 from compactor.metrics.headline import Headline
 from compactor.model.types import Snapshot
 

@@ -29,7 +29,7 @@ from compactor.app.reading import load_for_planning
 from compactor.app.sources import SnapshotSource, example_path
 from compactor.cli import main
 from compactor.controller.exporter import Exporter
-from compactor.metrics.fragmentation import figures_to_dict
+from compactor.metrics.figures_json import figures_to_dict
 from compactor.model.load import read_source
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import load_settings

@@ -14,7 +14,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compactor.metrics.fragmentation import AggregateFigures, Figures, compute_figures, figures_to_dict
+from compactor.metrics.figure_types import AggregateFigures, Figures
+from compactor.metrics.figures_json import figures_to_dict
+from compactor.metrics.fragmentation import compute_figures
 from compactor.model.resources import Resources
 from tests.builders import A100_40, cluster, node, pod
 

@@ -13,13 +13,10 @@ import json
 
 import pytest
 
-from compactor.metrics.fragmentation import (
-    Figures,
-    NodeFigures,
-    compute_figures,
-    copies_that_fit,
-    figures_to_dict,
-)
+from compactor.metrics.figure_types import Figures, NodeFigures
+from compactor.metrics.figures_json import figures_to_dict
+from compactor.metrics.fragmentation import compute_figures
+from compactor.model.fragments import copies_that_fit
 from compactor.model.resources import Resources
 from compactor.model.scheduling import Ineligible
 from compactor.model.shapes import CONFIG, WORKLOAD, reference_shapes, requests_label

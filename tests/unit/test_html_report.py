@@ -17,7 +17,8 @@ import pytest
 
 from compactor.app.plan_document import build_plan
 from compactor.cli import main
-from compactor.metrics.fragmentation import compute_figures, figures_to_dict
+from compactor.metrics.figures_json import figures_to_dict
+from compactor.metrics.fragmentation import compute_figures
 from compactor.model.load import build_snapshot
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from compactor.metrics.fragmentation import compute_figures, figures_to_dict
+from compactor.metrics.figures_json import figures_to_dict
+from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
 from compactor.render.report import API_VERSION, KIND, fmt_gpus, fmt_mig, fmt_pct, render_report
 from tests.builders import A100_40, A100_80, cluster, node, pod
