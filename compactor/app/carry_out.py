@@ -17,19 +17,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, Interrupted, RealClock, SimulatedClock, StoppableClock, on_stop_signals
+from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableClock, on_stop_signals
 from compactor.actions.executor import Executor, Progress, RunReport
-from compactor.actions.fencing import FencedClient
 from compactor.actions.memory import remember_run, reversals
 from compactor.actions.recovery import RecoveryReport, leftovers, recover
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.invocation import Invocation
 from compactor.app.last_run import RunRecord
-from compactor.app.reading import cluster_client, recording_client, world_objects
 from compactor.app.windows import window_state
+from compactor.app.wiring import cluster_client, exclusive, executor_for
 from compactor.errors import CompactorError
-from compactor.kube.cluster_client import KubeClusterClient
-from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity
 from compactor.model.text import listed
 from compactor.planner.history import Restraints
 from compactor.planner.movability import Steerability
@@ -176,32 +173,6 @@ def clean_up(inv: Invocation) -> RecoveryReport | None:
     return recovered
 
 
-def executor_for(inv: Invocation, plan: CompactionPlan | None) -> tuple[ClusterClient, Clock, bool]:
-    """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
-    live = inv.live
-    if inv.server_dry_run and not live:
-        raise CompactorError(
-            "--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
-            "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example"
-        )
-    if inv.dry_run or not live:
-        if not inv.dry_run:
-            raise CompactorError(
-                "a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)"
-            )
-        # answers the steering probe as a real run's would be
-        reader = cluster_client(inv, dry_run=True) if live else None
-        objects = world_objects(inv, reader)
-        return (
-            recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run),
-            SimulatedClock(),
-            True,
-        )
-    if inv.server_dry_run:
-        raise CompactorError("--server-dry-run goes with --dry-run")
-    return cluster_client(inv, dry_run=False), RealClock(), False
-
-
 @contextmanager
 def stoppable(clock: Clock, dry_run: bool) -> Iterator[Clock]:
     """SIGTERM/SIGINT stop a real run at its next wait (a safe point): the state stays, the next run recovers it."""
@@ -211,21 +182,6 @@ def stoppable(clock: Clock, dry_run: bool) -> Iterator[Clock]:
     stop = threading.Event()
     with on_stop_signals(stop.set):
         yield StoppableClock(clock, stop)
-
-
-@contextmanager
-def exclusive(client: ClusterClient, settings: Settings, dry_run: bool) -> Iterator[ClusterClient]:
-    """Act only while holding the Lease the controller uses too, every write checked against it first (which narrows,
-    not closes, the window for a second actor: see compactor/actions/fencing.py)."""
-    if dry_run or not isinstance(client, KubeClusterClient):
-        yield client
-        return
-    elector = LeaderElector.configured(
-        client.api_client, settings.executor.state_namespace, identity(), settings.leader_election
-    )
-    acquire_once(elector)
-    with LeaseKeeper(elector):
-        yield FencedClient(client, elector.holds, elector.ref)
 
 
 def say_recovered(recovered: RecoveryReport) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from compactor.metrics.change import ratio_notes
 from compactor.metrics.figures_json import figures_to_dict
@@ -25,7 +26,7 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.model.migparted import Layouts
 from compactor.model.types import Snapshot
-from compactor.planner.compose import compose
+from compactor.planner.compose import Composed, compose
 from compactor.planner.history import Restraints
 from compactor.planner.movability import Steerability
 from compactor.planner.pending import left_pending
@@ -71,7 +72,11 @@ def build_plan(  # noqa: PLR0913
         stage=stage,
     )
     before = figures_to_dict(compute_figures(request.snapshot, request.shapes))
-    composed = compose(request)
+    return _documented(compose(request), before, began)
+
+
+def _documented(composed: Composed, before: dict[str, Any], began: float) -> CompactionPlan:
+    """The composed plan with the figures after it, the pending pods it leaves and why, and its planning time."""
     planned = apply_plan(composed.snapshot, composed.plan)
     after = compute_figures(planned, composed.shapes)
     free_after = {n.name: n.free.as_dict() for n in after.nodes}

@@ -9,17 +9,24 @@ budgets. The steering a live cluster offers and the MIG layout advice of ``plan 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from compactor.actions.client import ClusterClient
 from compactor.actions.scope import kept_fenced
 from compactor.actions.steering.detect import choose, offline_mechanism, steerability, steerability_of
 from compactor.actions.steering.holds import first_wall
 from compactor.app.figures import shapes_for
+from compactor.app.invocation import Invocation
 from compactor.app.plan_document import build_plan
+from compactor.app.policy import restraints
+from compactor.app.reading import load_for_planning
 from compactor.app.sources import check_selection, check_shapes
+from compactor.app.windows import window_state
+from compactor.app.wiring import cluster_client
 from compactor.errors import CompactorError
 from compactor.metrics.fragmentation import ReferenceShape
 from compactor.model.migparted import find_mig_parted, problems
@@ -135,4 +142,59 @@ def with_advice(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) ->
     advice, unavailable = mig_advice(snapshot, settings)
     return plan.model_copy(
         update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]}
+    )
+
+
+class Solving(Protocol):
+    """What shows a long solve's progress (``commands.progress.SolveProgress``): entered around the solve, told each stage."""
+
+    def __enter__(self) -> Solving: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def stage(self, name: str, best: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Planned:
+    """``plan``'s answer: the plan, the snapshot and reference shapes it was made on (the page's pictures need them),
+    and the disruption window now ((open, why); None when none is configured)."""
+
+    plan: CompactionPlan
+    snapshot: Snapshot
+    shapes: tuple[ReferenceShape, ...]
+    window: tuple[bool, str] | None
+
+
+def plan_for_command(inv: Invocation, *, explain_mig: bool, solving: Callable[[], Solving]) -> Planned:
+    """``compactor plan``: the snapshot (its load timed apart: the time limit bounds the planning only), the steering a
+    live cluster offers, the history's restraints, the plan with the MIG advice (``explain_mig``) and the holds' wall."""
+    settings, source = inv.settings, inv.input()
+    loading = time.monotonic()
+    snapshot = load_for_planning(inv, explain_mig=explain_mig)
+    loaded = time.monotonic() - loading
+    shapes = prepare(snapshot, settings)
+    steering, steerability = (
+        steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else (None, offline_steerability(settings))
+    )
+    with solving() as watch:
+        plan = plan_of(
+            snapshot,
+            settings,
+            shapes,
+            source=source.describe(),
+            now=datetime.now(UTC),
+            steering=steerability,
+            load_seconds=loaded,
+            stage=watch.stage,
+            restraints=restraints(inv, datetime.now(UTC)),
+        )
+    if explain_mig:
+        plan = with_advice(plan, snapshot, settings)
+    if steering is not None:
+        plan = plan.model_copy(update={"steering": steering})
+    windows = settings.disruption.windows
+    window = window_state(windows, datetime.now(UTC)) if windows else None
+    return Planned(
+        with_holds_wall(plan, snapshot, settings), snapshot, shapes, (window.open, window.why) if window else None
     )

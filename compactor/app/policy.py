@@ -1,47 +1,102 @@
-"""What a run may do now: the configured mode, the disruption windows, the history's restraints (cooldowns, budgets,
-the circuit breaker). Each only ever makes a run safer."""
+"""What a run may do now, decided in one place for ``run --once``, ``apply`` and the controller's cycle: the configured
+mode, then the disruption windows, then the history's circuit breaker (``admit``). Each only ever makes a run safer."""
 
 from __future__ import annotations
 
-import logging
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
+from functools import cache
 
 from compactor.actions.memory import restraints_now
 from compactor.app.invocation import Invocation
-from compactor.app.reading import cluster_client
 from compactor.app.windows import window_state
-from compactor.errors import CompactorError
+from compactor.app.wiring import cluster_client
 from compactor.planner.history import Restraints
+from compactor.settings import WindowSettings
 
-log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
+
+class Verdict(StrEnum):
+    """What a run does: carry its plan out, simulate it, only measure, or change nothing for a stated reason."""
+
+    ACT = "act"
+    DRY_RUN = "dry run"
+    REPORT = "report only"
+    HELD = "held"
 
 
-def within_mode(inv: Invocation) -> Invocation:
-    """The invocation as the configured mode allows it: ``mode: plan`` makes a run a dry run (said in the log).
-    ``apply --plan`` names one plan to carry out, so outside apply mode it is refused rather than quietly simulated.
-    (``mode: report`` makes ``run`` a report: see ``commands.execute``.)"""
+class HeldBy(StrEnum):
+    """Which rule keeps a run from acting (the first that does, in the order ``admit`` asks them)."""
+
+    NOTHING = ""
+    MODE = "mode"
+    WINDOW = "window"
+    BREAKER = "breaker"
+
+
+def _nothing_read() -> Restraints | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """``admit``'s answer: the verdict, why a run that would act does not (``why``, ``held_by``), and how to read what
+    the history forbids now (``restraints``: cooldowns and budgets the plan honours; read once, when first asked)."""
+
+    verdict: Verdict
+    why: str = ""
+    held_by: HeldBy = HeldBy.NOTHING
+    history: Callable[[], Restraints | None] = _nothing_read
+
+    @property
+    def restraints(self) -> Restraints | None:
+        return self.history()
+
+    @property
+    def acts(self) -> bool:
+        return self.verdict is Verdict.ACT
+
+    @property
+    def plans(self) -> bool:
+        """Whether the run plans and carries its plan out (for real or as a dry run)."""
+        return self.verdict in (Verdict.ACT, Verdict.DRY_RUN)
+
+
+def admit(
+    mode: str,
+    windows: list[WindowSettings],
+    now: datetime,
+    *,
+    dry_run: bool,
+    history: Callable[[], Restraints | None],
+) -> Admission:
+    """The one gate: an operator's dry run always runs (it changes nothing, at any time); else ``mode: report`` only
+    measures and ``mode: plan`` dry-runs; else a closed disruption window, then an open circuit breaker, hold the run.
+    ``history`` reads the restraints: at most once, and only when the breaker is asked or a plan needs them (a dry run's
+    plan honours the cooldowns too), so a refusal by mode or window reads nothing of the cluster."""
+    history = cache(history)
+    if dry_run:
+        return Admission(Verdict.DRY_RUN, history=history)
+    if mode == "report":
+        return Admission(Verdict.REPORT, "mode: report", HeldBy.MODE)
+    if mode == "plan":
+        return Admission(Verdict.DRY_RUN, "mode: plan", HeldBy.MODE, history)
+    window = window_state(windows, now)
+    if not window.open:
+        return Admission(Verdict.HELD, window.why, HeldBy.WINDOW)
+    restrained = history()
+    if restrained is not None and restrained.paused:
+        return Admission(Verdict.HELD, restrained.paused, HeldBy.BREAKER, history)
+    return Admission(Verdict.ACT, history=history)
+
+
+def admit_invocation(inv: Invocation, now: datetime) -> Admission:
+    """``admit`` for a command: its mode and windows, the history read from the live cluster (none for a snapshot)."""
     settings = inv.settings
-    if settings.mode == "apply" or inv.dry_run:
-        return inv
-    if inv.command == "apply":
-        raise CompactorError(
-            f"mode is {settings.mode!r} (config or COMPACTOR_MODE): this installation does not act; add --dry-run "
-            "to see what the plan would do, or set mode: apply"
-        )
-    if settings.mode == "plan":
-        log.info("mode: plan: a dry run, nothing is changed (set mode: apply to act)")
-        return replace(inv, dry_run=True)
-    return inv
-
-
-def window_closed(inv: Invocation, now: datetime) -> str | None:
-    """Why a run that would act may not act now (outside every disruption window), or None when it may. A dry run
-    changes nothing, so it may run at any time."""
-    if inv.dry_run:
-        return None
-    state = window_state(inv.settings.disruption.windows, now)
-    return None if state.open else state.why
+    return admit(
+        settings.mode, settings.disruption.windows, now, dry_run=inv.dry_run, history=lambda: restraints(inv, now)
+    )
 
 
 def restraints(inv: Invocation, now: datetime) -> Restraints | None:

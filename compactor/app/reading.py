@@ -1,4 +1,4 @@
-"""Reading the cluster: the snapshot a use case works on, the dry run's copy of the cluster, the clients of a live command.
+"""Reading the cluster: the snapshot a use case works on, the dry run's copy of the cluster (the clients: ``wiring.py``).
 
 There is one way to read a live cluster into a snapshot (``compactor.kube.snapshot``: nodes, pods, PDBs, PersistentVolumes
 and claims, the mig-parted ConfigMaps when re-cuts need them), whether ``plan``, ``run``, ``report`` or the controller
@@ -10,16 +10,11 @@ the controller start from the same copy. The planner's volumes are in the snapsh
 from __future__ import annotations
 
 from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.dryrun import RecordingClient
 from compactor.app.invocation import Invocation
 from compactor.app.sources import example_path, mig_parted_namespace
-from compactor.kube import client as kube_api
 from compactor.kube.client import Connection
-from compactor.kube.cluster_client import KubeClusterClient
 from compactor.model.load import read_source
 from compactor.model.types import Snapshot
-from compactor.planner.plan import CompactionPlan
-from compactor.settings import Settings
 
 
 def load_snapshot(
@@ -45,18 +40,6 @@ def load_for_planning(inv: Invocation, *, explain_mig: bool = False, connection:
     )
 
 
-def cluster_client(inv: Invocation, *, dry_run: bool) -> KubeClusterClient:
-    """A client of the invocation's live cluster; ``dry_run``: every write it sends is a server-side dry run (dryRun=All)."""
-    settings = inv.settings
-    api = kube_api.load_api_client(inv.source.kubeconfig, inv.source.context, in_cluster=inv.source.in_cluster)
-    return KubeClusterClient(
-        api,
-        dry_run_all=dry_run,
-        namespace=settings.executor.state_namespace,
-        write_timeout=settings.leader_election.write_timeout_seconds,
-    )
-
-
 def world_of(client: ClusterClient) -> list[Obj]:
     """What a dry run of a live cluster starts from: the nodes, pods and PDBs ``client`` reads, with the ResourceSlices and
     ResourceClaims of GPUs allocated through dynamic resource allocation (owners, autoscalers, the steering policy and
@@ -76,23 +59,3 @@ def world_objects(inv: Invocation, reader: ClusterClient | None) -> list[Obj]:
     if reader is None:
         raise ValueError("a live dry run reads the cluster through a client")
     return world_of(reader)
-
-
-def recording_client(
-    objects: list[Obj],
-    plan: CompactionPlan | None,
-    settings: Settings,
-    *,
-    reader: ClusterClient | None,
-    server_dry_run: bool = False,
-) -> RecordingClient:
-    """The dry run's client over ``objects``: ``reader`` (a live cluster's) answers what the copy does not hold, and with
-    ``server_dry_run`` or ``executor.server_dry_run`` it is asked whether each eviction would be admitted (dryRun=All)."""
-    admitting = reader is not None and (server_dry_run or settings.executor.server_dry_run)
-    return RecordingClient(
-        objects,
-        plan,
-        admission=reader if admitting else None,
-        probe=reader,
-        namespace=settings.executor.state_namespace,
-    )

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from compactor.actions.client import ClusterClient
-from compactor.actions.fencing import FencedClient
-from compactor.app.invocation import for_cluster, settings_from_args
-from compactor.app.reading import load_for_planning
+from compactor.app.invocation import for_cluster
 from compactor.app.sources import mig_parted_namespace
-from compactor.commands.options import add_common_options
+from compactor.app.wiring import wire_controller
+from compactor.commands.options import add_common_options, settings_from_args
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import parse_listen
 from compactor.controller.loop import DEFAULT_INTERVAL, DEFAULT_LISTEN, Controller, ControllerOptions
 from compactor.errors import CompactorError
-from compactor.kube.client import connect
-from compactor.kube.cluster_client import KubeClusterClient
-from compactor.kube.lease import LeaderElector, identity
-from compactor.model.types import Snapshot
 from compactor.settings import Settings
 
 
@@ -36,35 +30,19 @@ def cmd_controller(args: argparse.Namespace) -> int:
     )
     # a mig.config_map outside the GPU Operator's namespace: refused at the start, not every cycle
     mig_parted_namespace(settings)
-    connection = connect(args.kubeconfig, args.context, in_cluster=args.in_cluster)
-    namespace = settings.executor.state_namespace
-    # writes give up well within the Lease's margin (leader_election.write_timeout_seconds, validated with the settings)
-    client = KubeClusterClient(
-        connection.api_client, namespace=namespace, write_timeout=settings.leader_election.write_timeout_seconds
-    )
-
-    def load_snapshot() -> Snapshot:  # as `run --once` reads it, through the controller's one connection
-        return load_for_planning(inv, connection=connection)
-
-    elector = (
-        None
-        if args.no_leader_election
-        else LeaderElector.configured(connection.api_client, namespace, identity(), settings.leader_election)
-    )
-    # writes only while leading
-    acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)
+    wired = wire_controller(inv, leader_election=not args.no_leader_election)
     controller = Controller(
-        load_snapshot=load_snapshot,
-        client=acting,
+        load_snapshot=wired.load_snapshot,
+        client=wired.client,
         settings=settings,
         exporter=Exporter(),
         options=options,
-        elector=elector,
+        elector=wired.elector,
     )
     try:
         return controller.run_forever()
     finally:
-        client.close()
+        wired.close()
 
 
 def controller_options(args: argparse.Namespace, settings: Settings) -> ControllerOptions:

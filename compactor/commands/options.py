@@ -1,8 +1,18 @@
-"""The options several commands share: the input (snapshot files, the example, a live cluster), the config, logging."""
+"""The options several commands share (the input: snapshot files, the example, a live cluster; the config; logging),
+and the ``Invocation`` they make: the settings with the command's overrides, the one input, the run's switches."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from compactor.app.invocation import Invocation
+from compactor.app.sources import SnapshotSource
+from compactor.errors import CompactorError
+from compactor.settings import Settings, load_settings, parse_shape
+
+NO_INPUT = "no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster"
+TWO_INPUTS = "choose one input: --snapshot, --example, or a live cluster (--kubeconfig/--context/--in-cluster)"
 
 
 def add_source_options(parser: argparse.ArgumentParser) -> None:
@@ -26,3 +36,62 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="YAML settings file (see config/compactor.yaml)")
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def is_live(args: argparse.Namespace) -> bool:
+    """Whether the options name a live cluster (kubeconfig, context or in-cluster) rather than a snapshot."""
+    return bool(
+        getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False)
+    )
+
+
+def settings_from_args(args: argparse.Namespace, planner: dict[str, Any] | None = None) -> Settings:
+    """The settings: ``--config``, the environment, ``--shape``/``--pool-label``, then ``planner`` (field -> value) on top."""
+    overrides: dict[str, dict[str, object]] = {}
+    if getattr(args, "shape", None):
+        for text in args.shape:
+            try:
+                parse_shape(text)
+            except ValueError as exc:
+                raise CompactorError(f"--shape {text!r}: {exc}") from None
+        overrides.setdefault("metrics", {})["reference_shapes"] = list(args.shape)
+    if getattr(args, "pool_label", None):
+        overrides.setdefault("metrics", {})["pool_label"] = args.pool_label
+    settings = load_settings(getattr(args, "config", None), overrides)
+    if planner:
+        settings = settings.model_copy(update={"planner": settings.planner.model_copy(update=planner)})
+    return settings
+
+
+def source_from_args(args: argparse.Namespace) -> tuple[SnapshotSource, str | None]:
+    """The input the options name, and why they name none or several (None when they name one)."""
+    snapshot, example = getattr(args, "snapshot", None), getattr(args, "example", False)
+    chosen = sum(bool(x) for x in (snapshot, example, is_live(args)))
+    problem = TWO_INPUTS if chosen > 1 else NO_INPUT if chosen == 0 else None
+    source = SnapshotSource(
+        files=tuple(snapshot or ()),
+        example=bool(example),
+        kubeconfig=getattr(args, "kubeconfig", None),
+        context=getattr(args, "context", None),
+        live=is_live(args),
+        in_cluster=bool(getattr(args, "in_cluster", False)),
+        allow_empty=bool(getattr(args, "allow_empty", False)),
+    )
+    return source, problem
+
+
+def from_args(args: argparse.Namespace, command: str, *, settings: Settings | None = None) -> Invocation:
+    """The invocation of the command-line command ``command``; ``settings`` when the command loaded them already (with
+    its overrides)."""
+    source, problem = source_from_args(args)
+    return Invocation(
+        command=command,
+        settings=settings if settings is not None else settings_from_args(args),
+        source=source,
+        source_problem=problem,
+        dry_run=bool(getattr(args, "dry_run", False)),
+        server_dry_run=bool(getattr(args, "server_dry_run", False)),
+        output=str(getattr(args, "output", "text") or "text"),
+        verbose=bool(getattr(args, "verbose", False)),
+        log_format=str(getattr(args, "log_format", "text") or "text"),
+    )

@@ -5,20 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from datetime import UTC, datetime
 from typing import Any
 
-from compactor.app.invocation import from_args, settings_from_args
-from compactor.app.planning import offline_steerability, plan_of, prepare, steering_in, with_advice, with_holds_wall
-from compactor.app.policy import restraints
-from compactor.app.reading import cluster_client, load_for_planning
-from compactor.commands.options import add_common_options, add_source_options
+from compactor.app.planning import plan_for_command
+from compactor.commands.options import add_common_options, add_source_options, from_args, settings_from_args
 from compactor.commands.progress import SolveProgress
-from compactor.commands.render import as_deployed
 from compactor.errors import CompactorError
 from compactor.render.html import render_plan_html
 from compactor.render.plan import render_plan
+from compactor.render.run import as_deployed
 
 
 def planner_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -51,35 +46,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.write:
         _check_writable(args.write)  # before planning: a plan solved for minutes must not be lost to a typo in the path
     inv = from_args(args, "plan", settings=settings)
-    source = inv.input()
-    loading = time.monotonic()
-    snapshot = load_for_planning(inv, explain_mig=args.explain_mig)
-    loaded = time.monotonic() - loading  # reported apart: planner.time_limit_seconds bounds the planning only
-    shapes = prepare(snapshot, settings)
-    steering, steerability = (
-        steering_in(cluster_client(inv, dry_run=True), settings) if inv.live else (None, offline_steerability(settings))
-    )
-    with SolveProgress() as progress:
-        plan = plan_of(
-            snapshot,
-            settings,
-            shapes,
-            source=source.describe(),
-            now=datetime.now(UTC),
-            steering=steerability,
-            load_seconds=loaded,
-            stage=progress.stage,
-            restraints=restraints(inv, datetime.now(UTC)),
-        )
-    if args.explain_mig:
-        plan = with_advice(plan, snapshot, settings)
-    if steering is not None:
-        plan = plan.model_copy(update={"steering": steering})
-    plan = with_holds_wall(plan, snapshot, settings)
+    planned = plan_for_command(inv, explain_mig=args.explain_mig, solving=SolveProgress)
+    plan = planned.plan
     if args.output == "html":  # the pictures before and after need the snapshot the plan was made on
-        text = render_plan_html(plan, snapshot, shapes)
+        text = render_plan_html(plan, planned.snapshot, planned.shapes)
+    elif args.output == "json":
+        text = plan.to_json()
     else:
-        text = plan.to_json() if args.output == "json" else render_plan(plan, args.output) + as_deployed(plan, settings)
+        text = render_plan(plan, args.output) + as_deployed(plan, settings, planned.window)
     if args.write:
         try:
             with open(args.write, "w", encoding="utf-8") as fh:

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from compactor.actions.executor import Progress
+from compactor.app.ports import Progress
 
 log = logging.getLogger("compactor.commands")
 

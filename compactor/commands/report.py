@@ -6,9 +6,8 @@ import argparse
 import sys
 
 from compactor.app.figures import measure
-from compactor.app.invocation import from_args
 from compactor.app.reading import load_snapshot
-from compactor.commands.options import add_common_options, add_source_options
+from compactor.commands.options import add_common_options, add_source_options, from_args
 from compactor.render.advice import advice_from_args
 from compactor.render.html import render_report_html
 from compactor.render.report import render_report

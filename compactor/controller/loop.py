@@ -12,15 +12,20 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, Interrupted, RealClock, StoppableClock, on_stop_signals
-from compactor.actions.executor import Progress
 from compactor.app.cycle import CycleReport, run_cycle
-from compactor.app.windows import window_state
+from compactor.app.ports import (
+    Clock,
+    ClusterClient,
+    Interrupted,
+    LeaderElector,
+    Progress,
+    RealClock,
+    StoppableClock,
+    on_stop_signals,
+)
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen
 from compactor.errors import CompactorError
-from compactor.kube.lease import LeaderElector
 from compactor.model.types import Snapshot
 from compactor.settings import Settings, worst_case_run_seconds
 
@@ -161,15 +166,6 @@ class Controller:
 
     # ----- jobs
 
-    def _inside_window(self) -> bool:
-        """Cycles outside every disruption window measure and export, and act on nothing (dry runs change nothing)."""
-        if self.options.dry_run:
-            return True
-        state = window_state(self.settings.disruption.windows, self.clock.now())
-        if not state.open:
-            log.info("%s: this cycle measures only", state.why)
-        return state.open
-
     def _lead(self) -> bool:
         """One election round (lease job and every cycle); errors keep leadership until the renew deadline."""
         if self.elector is None:
@@ -190,7 +186,8 @@ class Controller:
         if self._stopping.is_set():
             return None
         leader = self._lead()
-        execute = leader and not self.options.report_only and self._inside_window()
+        # the cycle's gate (app.policy.admit) holds it outside every disruption window or under the circuit breaker
+        execute = leader and not self.options.report_only
         self._interrupt.clear()
         if self._stopping.is_set():
             self._interrupt.set()
@@ -225,7 +222,7 @@ class Controller:
             self._cycle_running.clear()
             self._progress_at, self._cycle_since = self.clock.monotonic(), None
         self.cycles += 1
-        log.info("cycle done", extra={"leader": leader, "executed": execute, **report.summary()})
+        log.info("cycle done", extra={"leader": leader, "executed": report.run is not None, **report.summary()})
         return report
 
     # ----- lifecycle

@@ -18,7 +18,7 @@ from compactor.actions.client import EvictionOutcome, EvictionResult, ObjectRef
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient, describe, describe_node_patch
 from compactor.actions.outcome import Outcome
 from compactor.cli import main
-from compactor.commands.render import outcome_text as _outcome_text
+from compactor.render.run import outcome_text as _outcome_text
 
 Obj = dict[str, Any]
 PLAN_ID = "plan-1"

@@ -316,9 +316,9 @@ def test_settings_that_break_the_rule_are_one_line_naming_the_file_and_the_field
 def test_one_shot_commands_build_their_client_and_lease_from_the_settings(
     fake_api: FakeApiServer, store: LeaseStore, tmp_path: Path
 ) -> None:
-    from compactor.app.carry_out import exclusive as _exclusive
-    from compactor.app.invocation import from_args
-    from compactor.app.reading import cluster_client
+    from compactor.app.wiring import cluster_client
+    from compactor.app.wiring import exclusive as _exclusive
+    from compactor.commands.options import from_args
 
     config = tmp_path / "compactor.yaml"
     config.write_text(

@@ -1,38 +1,35 @@
-"""What the commands print: a run's report (a dry run's intended calls summed up, the outcome), a held run, what a plan
-would do with the deployed settings."""
+"""A run's report as the commands print it (a dry run's intended calls summed up, the outcome), a held run, and what a
+plan would do with the deployed settings. Text and JSON returned, never printed: the command writes it."""
 
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from datetime import UTC, datetime
 
 from compactor.actions.client import ClusterClient
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
 from compactor.actions.executor import RunReport
 from compactor.actions.outcome import Outcome
 from compactor.actions.scope import within_cap
-from compactor.app.last_run import FINISHED, RunStatus
-from compactor.app.windows import window_state
+from compactor.actions.status import FINISHED, RunStatus
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
 
 
-def print_run(report: RunReport, client: ClusterClient, fmt: str, verbose: bool = False) -> int:
-    """The run's report on stdout; a dry run also lists the calls a real run would make and what it cannot know."""
+def run_output(report: RunReport, client: ClusterClient, fmt: str, verbose: bool = False) -> tuple[str, int]:
+    """The run's report and the command's exit code (0 when the run finished); a dry run also lists the calls a real run
+    would make and what it cannot know."""
     calls = client.intended_changes() if isinstance(client, RecordingClient) else None
-    if fmt == "json":
-        payload = report.to_dict()
-        if isinstance(client, RecordingClient) and calls is not None:
-            payload["intendedChanges"] = calls
-            payload["intendedCalls"] = client.intended_calls()
-            payload["notKnownUntilRealRun"] = list(NOT_KNOWN_UNTIL_REAL_RUN)
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
-    else:
-        sys.stdout.write(run_text(report, calls, verbose))
-    return 0 if report.status in FINISHED else 1
+    code = 0 if report.status in FINISHED else 1
+    if fmt != "json":
+        return run_text(report, calls, verbose), code
+    payload = report.to_dict()
+    if isinstance(client, RecordingClient) and calls is not None:
+        payload["intendedChanges"] = calls
+        payload["intendedCalls"] = client.intended_calls()
+        payload["notKnownUntilRealRun"] = list(NOT_KNOWN_UNTIL_REAL_RUN)
+    return json.dumps(payload, indent=2) + "\n", code
 
 
 def held_text(why: str, fmt: str, cleaned_up: str = "") -> str:
@@ -137,13 +134,14 @@ _MODE_DOES = {
 }
 
 
-def as_deployed(plan: CompactionPlan, settings: Settings) -> str:
-    """What a cycle with these settings (the deployed ones, given --config) would do of the plan: the mode, and the whole
-    nodes ``max_evictions_per_cycle`` lets one cycle take."""
+def as_deployed(plan: CompactionPlan, settings: Settings, window: tuple[bool, str] | None) -> str:
+    """What a cycle with these settings (the deployed ones, given --config) would do of the plan: the mode, whether the
+    disruption ``window`` (open, why; None when none is configured) lets it act now, and the whole nodes
+    ``max_evictions_per_cycle`` lets one cycle take."""
     lines = [f"\nWith these settings a run {_MODE_DOES[settings.mode]}"]
-    if settings.disruption.windows and settings.mode == "apply":
-        state = window_state(settings.disruption.windows, datetime.now(UTC))
-        lines.append(f"; now {state.why}" if state.open else f", but not now: {state.why}")
+    if window is not None and settings.mode == "apply":
+        open_now, why = window
+        lines.append(f"; now {why}" if open_now else f", but not now: {why}")
     cap = settings.executor.max_evictions_per_cycle
     if len(plan.moves) > cap:
         cut = within_cap(plan, cap, {})

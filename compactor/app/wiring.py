@@ -1,0 +1,136 @@
+"""The clients a use case talks through, built in one place: the live client, the leased client, the dry-run client.
+
+A live client writes with the Lease's write timeout (``leader_election.write_timeout_seconds``) so a write gives up
+within the Lease's margin; the leased client checks every write against the Lease the controller holds too
+(``compactor.actions.fencing``); the dry-run client records, over a copy of the cluster, the calls a real run would
+make. ``run --once``, ``apply``, ``plan`` and the controller all get theirs here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.clock import Clock, RealClock, SimulatedClock
+from compactor.actions.dryrun import RecordingClient
+from compactor.actions.fencing import FencedClient
+from compactor.app.invocation import Invocation
+from compactor.app.reading import load_for_planning, world_objects
+from compactor.errors import CompactorError
+from compactor.kube import client as kube_api
+from compactor.kube.cluster_client import KubeClusterClient
+from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity
+from compactor.model.types import Snapshot
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import Settings
+
+
+def cluster_client(inv: Invocation, *, dry_run: bool) -> KubeClusterClient:
+    """A client of the invocation's live cluster; ``dry_run``: every write it sends is a server-side dry run (dryRun=All)."""
+    settings = inv.settings
+    api = kube_api.load_api_client(inv.source.kubeconfig, inv.source.context, in_cluster=inv.source.in_cluster)
+    return KubeClusterClient(
+        api,
+        dry_run_all=dry_run,
+        namespace=settings.executor.state_namespace,
+        write_timeout=settings.leader_election.write_timeout_seconds,
+    )
+
+
+def recording_client(
+    objects: list[Obj],
+    plan: CompactionPlan | None,
+    settings: Settings,
+    *,
+    reader: ClusterClient | None,
+    server_dry_run: bool = False,
+) -> RecordingClient:
+    """The dry run's client over ``objects``: ``reader`` (a live cluster's) answers what the copy does not hold, and with
+    ``server_dry_run`` or ``executor.server_dry_run`` it is asked whether each eviction would be admitted (dryRun=All)."""
+    admitting = reader is not None and (server_dry_run or settings.executor.server_dry_run)
+    return RecordingClient(
+        objects,
+        plan,
+        admission=reader if admitting else None,
+        probe=reader,
+        namespace=settings.executor.state_namespace,
+    )
+
+
+def executor_for(inv: Invocation, plan: CompactionPlan | None) -> tuple[ClusterClient, Clock, bool]:
+    """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
+    live = inv.live
+    if inv.server_dry_run and not live:
+        raise CompactorError(
+            "--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
+            "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example"
+        )
+    if inv.dry_run or not live:
+        if not inv.dry_run:
+            raise CompactorError(
+                "a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)"
+            )
+        # answers the steering probe as a real run's would be
+        reader = cluster_client(inv, dry_run=True) if live else None
+        objects = world_objects(inv, reader)
+        return (
+            recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run),
+            SimulatedClock(),
+            True,
+        )
+    if inv.server_dry_run:
+        raise CompactorError("--server-dry-run goes with --dry-run")
+    return cluster_client(inv, dry_run=False), RealClock(), False
+
+
+def elector_for(client: KubeClusterClient, settings: Settings) -> LeaderElector:
+    """The Lease this installation's runs and its controller share (``executor.state_namespace``, ``leader_election``)."""
+    return LeaderElector.configured(
+        client.api_client, settings.executor.state_namespace, identity(), settings.leader_election
+    )
+
+
+@contextmanager
+def exclusive(client: ClusterClient, settings: Settings, dry_run: bool) -> Iterator[ClusterClient]:
+    """Act only while holding the Lease the controller uses too, every write checked against it first (which narrows,
+    not closes, the window for a second actor: see compactor/actions/fencing.py)."""
+    if dry_run or not isinstance(client, KubeClusterClient):
+        yield client
+        return
+    elector = elector_for(client, settings)
+    acquire_once(elector)
+    with LeaseKeeper(elector):
+        yield FencedClient(client, elector.holds, elector.ref)
+
+
+@dataclass(frozen=True)
+class ControllerWiring:
+    """What the controller's loop runs on: one connection read for snapshots, the client it acts through (fenced by the
+    Lease unless leader election is off), the Lease's elector (None: always leader) and how to close it all."""
+
+    load_snapshot: Callable[[], Snapshot]
+    client: ClusterClient
+    elector: LeaderElector | None
+    close: Callable[[], None]
+
+
+def wire_controller(inv: Invocation, *, leader_election: bool) -> ControllerWiring:
+    """The controller's clients over one connection; with ``leader_election`` every write is checked against the Lease."""
+    source = inv.source
+    connection = kube_api.connect(source.kubeconfig, source.context, in_cluster=source.in_cluster)
+    settings = inv.settings
+    # writes give up well within the Lease's margin (leader_election.write_timeout_seconds, validated with the settings)
+    client = KubeClusterClient(
+        connection.api_client,
+        namespace=settings.executor.state_namespace,
+        write_timeout=settings.leader_election.write_timeout_seconds,
+    )
+
+    def load_snapshot() -> Snapshot:  # as `run --once` reads it, through the controller's one connection
+        return load_for_planning(inv, connection=connection)
+
+    elector = elector_for(client, settings) if leader_election else None
+    acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)
+    return ControllerWiring(load_snapshot, acting, elector, client.close)
