@@ -15,3 +15,11 @@ class RunStatus(enum.StrEnum):
 
 
 FINISHED = frozenset({RunStatus.SUCCEEDED, RunStatus.PARTIAL, RunStatus.NOTHING_TO_DO})  # ended without a rollback
+
+
+class CommandStatus(enum.StrEnum):
+    """How a ``run --once`` that carried no plan to its end ended, beside ``RunStatus`` in its summary and metrics."""
+
+    HELD = "held"  # changed nothing on purpose: outside every disruption window, or the circuit breaker open
+    MEASURED = "measured"  # mode: report, or it failed before it had a plan
+    STOPPED = "stopped"  # a stop signal before the run's end; the next run's recovery resumes or rolls back

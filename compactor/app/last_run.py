@@ -37,6 +37,7 @@ from compactor.actions.recovery import RecoveryReport
 
 # How a run ended, for the entry points (which import the application layer only)
 from compactor.actions.status import FINISHED as FINISHED
+from compactor.actions.status import CommandStatus as CommandStatus
 from compactor.actions.status import RunStatus as RunStatus
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.errors import ClusterError
@@ -56,11 +57,13 @@ _WRITE_ATTEMPTS = 2  # a replace that meets another writer's change (409) reads 
 # Every status a run ends with (``RunRecord.status``): the executor's (``RunReport.shown_status``), then measured (report
 # mode), held (outside every window, or the circuit breaker open) and stopped (SIGTERM at a safe point: the Job's
 # activeDeadlineSeconds, a drained node). The values of gpu_compactor_last_run_status{status}, pushed and exported.
-LAST_RUN_STATUSES = (*RunStatus, "held", "measured", "stopped")
+LAST_RUN_STATUSES = (*RunStatus, *CommandStatus)
 # A run that did what its mode asks and got to its end: partial fell short of its plan, held changed nothing on purpose,
 # failed and stopped did not finish. Its end is the summary's lastSucceededAt and
 # gpu_compactor_last_run_success_timestamp_seconds.
-SUCCESSFUL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.NOTHING_TO_DO, RunStatus.DRY_RUN, "measured"})
+SUCCESSFUL_STATUSES = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.NOTHING_TO_DO, RunStatus.DRY_RUN, CommandStatus.MEASURED}
+)
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -118,12 +121,12 @@ class RunRecord:
         if self.error:
             return RunStatus.FAILED
         if self.held:
-            return "held"
+            return CommandStatus.HELD
         if self.report is not None:
             return self.report.shown_status
         if exit_code == EXIT_STOPPED:
-            return "stopped"
-        return "measured" if self.plan is None else RunStatus.FAILED
+            return CommandStatus.STOPPED
+        return CommandStatus.MEASURED if self.plan is None else RunStatus.FAILED
 
     def failed(self, exit_code: int) -> bool:
         return self.status(exit_code) == RunStatus.FAILED

@@ -11,7 +11,7 @@ from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
 from compactor.actions.executor import RunReport
 from compactor.actions.outcome import Outcome
 from compactor.actions.scope import within_cap
-from compactor.actions.status import FINISHED, RunStatus
+from compactor.actions.status import FINISHED, CommandStatus, RunStatus
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
@@ -36,7 +36,7 @@ def held_text(why: str, fmt: str, cleaned_up: str = "") -> str:
     """A run that changes nothing on purpose says so on stdout too (``status: held``), as its summary does, with what it
     cleared of a dead run's leftovers (``cleaned_up``)."""
     if fmt == "json":
-        return json.dumps({"status": "held", "reason": why, "movesDone": 0, "cleanedUp": cleaned_up}) + "\n"
+        return json.dumps({"status": CommandStatus.HELD, "reason": why, "movesDone": 0, "cleanedUp": cleaned_up}) + "\n"
     nothing = "no move made" if cleaned_up else "nothing changed"
     return (
         f"held: {why}; {nothing}" + (f"; cleaned up a dead run's leftovers: {cleaned_up}" if cleaned_up else "") + "\n"
