@@ -41,9 +41,11 @@ from compactor.actions.status import CommandStatus as CommandStatus
 from compactor.actions.status import RunStatus as RunStatus
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.errors import ClusterError
+from compactor.metrics.figures_json import headline_dict, headline_of_dict
 from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
+from compactor.render.summary import summary_line
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.last_run")  # the name it had as compactor/last_run.py
@@ -143,13 +145,13 @@ class RunRecord:
         # a dry run's outcome is simulated: never shown as measured
         measured = outcome is not None and not outcome.simulated
         before = (
-            headline(self.figures)
+            headline_dict(self.figures)
             if self.figures is not None
-            else _headline_of(plan.before)
+            else headline_of_dict(plan.before)
             if plan is not None
             else None
         )
-        after = headline(self.figures_after) if self.figures_after is not None else None
+        after = headline_dict(self.figures_after) if self.figures_after is not None else None
         if after is None and report is not None and not report.dry_run and report.status == RunStatus.NOTHING_TO_DO:
             after = before  # nothing was changed
         return {
@@ -171,7 +173,7 @@ class RunRecord:
             "steering": report.steering if report is not None else "",
             "before": before,
             "after": after,
-            "plannedAfter": _headline_of(plan.after) if plan is not None and plan.after else None,
+            "plannedAfter": headline_of_dict(plan.after) if plan is not None and plan.after else None,
             "startedAt": _iso(self.started),
             "endedAt": _iso(ended),
             "lastSucceededAt": _iso_or_none(self.last_success(ended=ended, exit_code=exit_code)),
@@ -188,36 +190,6 @@ def gained(report: RunReport) -> tuple[int, int] | None:
 def evictions(report: RunReport) -> int:
     """The evictions a run made (none in a dry run)."""
     return 0 if report.dry_run else max(0, report.moves_done - len(report.skipped_moves))
-
-
-def headline(figures: Figures) -> dict[str, Any]:
-    """The headline figures of the cluster (docs/metrics.md), as ``figures_to_dict`` writes them."""
-    cluster = figures.cluster
-    return {
-        "wholeFreeGpus": cluster.whole_free_physical_gpus,
-        "wholeFreeNodes": cluster.whole_free_nodes,
-        "blockedDemandGpuEquivalents": round(figures.blocked_demand_gpus, 4),
-        "blockedPendingPods": len(figures.blocked_pending),
-        "strandedShare": None if cluster.stranded_share is None else round(cluster.stranded_share, 4),
-        "strandedGpuEquivalents": round(cluster.stranded_gpus, 4),
-        "freeGpuEquivalents": round(cluster.free_gpus, 4),
-    }
-
-
-def _headline_of(figures: dict[str, Any]) -> dict[str, Any] | None:
-    """``headline`` of a plan's ``before``/``after`` (``figures_to_dict``'s form)."""
-    cluster = figures.get("cluster")
-    if not isinstance(cluster, dict):
-        return None
-    return {
-        "wholeFreeGpus": cluster.get("wholeFreePhysicalGpus"),
-        "wholeFreeNodes": cluster.get("wholeFreeNodes"),
-        "blockedDemandGpuEquivalents": figures.get("blockedDemandGpuEquivalents"),
-        "blockedPendingPods": len(figures.get("blockedPending") or []),
-        "strandedShare": cluster.get("strandedShare"),
-        "strandedGpuEquivalents": cluster.get("strandedGpuEquivalents"),
-        "freeGpuEquivalents": cluster.get("freeGpuEquivalents"),
-    }
 
 
 def _iso(moment: datetime) -> str:
@@ -243,52 +215,6 @@ def last_success_in(previous: dict[str, Any] | None) -> datetime | None:
         return _parsed_iso(previous["lastSucceededAt"])
     # a summary written before lastSucceededAt existed still tells whether its own run succeeded
     return _parsed_iso(previous.get("endedAt")) if previous.get("status") in SUCCESSFUL_STATUSES else None
-
-
-def _share(value: Any) -> str:
-    return "-" if value is None else f"{float(value):.1%}"
-
-
-def _figures_line(before: dict[str, Any], after: dict[str, Any] | None, planned: bool) -> str:
-    def pair(key: str, shown: Callable[[Any], str] = str) -> str:
-        return shown(before.get(key)) + ("" if after is None else f" -> {shown(after.get(key))}")
-
-    return (
-        f"whole-free GPUs {pair('wholeFreeGpus')}, blocked demand {pair('blockedDemandGpuEquivalents', lambda v: f'{v:g}')} "
-        f"GPU-equivalents, stranded share {pair('strandedShare', _share)}"
-        + (" (after: as planned, not measured)" if planned else "")
-    )
-
-
-def describe(summary: dict[str, Any]) -> str:
-    """The summary in one line: the Event's message and the log line."""
-    dry = bool(summary["dryRun"])
-    parts = [
-        f"run --once (mode {summary['mode']}{', dry run' if dry else ''}): "
-        + (f"plan {summary['planId']} {summary['status']}" if summary["planId"] else str(summary["status"]))
-    ]
-    if summary["movesDone"] is not None:
-        parts.append(f"{summary['movesDone']}/{summary['movesPlanned']} moves {'simulated' if dry else 'done'}")
-    elif summary["movesPlanned"] is not None:
-        parts.append(f"{summary['movesPlanned']} moves planned")
-    if summary["freedGpusMeasured"] is not None:
-        parts.append(
-            f"{summary['freedGpusMeasured']:+d} whole-free GPUs measured (plan: {summary['freedGpusPlanned']:+d}); "
-            f"pending pods placed {summary['pendingPodsPlaced']}/{summary['pendingPodsPlanned']}"
-        )
-    elif summary["freedGpusPlanned"] is not None:
-        parts.append(
-            f"the plan frees {summary['freedGpusPlanned']} GPU(s) and places {summary['pendingPodsPlanned']} pending pod(s)"
-        )
-    before = summary["before"]
-    if isinstance(before, dict):
-        after, planned = summary["after"], False
-        if after is None and summary["plannedAfter"] is not None:
-            after, planned = summary["plannedAfter"], True
-        parts.append(_figures_line(before, after, planned))
-    if summary["reason"]:
-        parts.append(f"reason: {summary['reason']}")
-    return "; ".join(parts)
 
 
 def read_previous(client: ClusterClient, namespace: str) -> tuple[bool, dict[str, Any] | None]:
@@ -331,7 +257,7 @@ def write_summary(
                 f"could not record the run in {where} (the run itself is unaffected): {type(exc).__name__}: {exc}"
             )
             break
-    event = events.run_summary(namespace, LAST_RUN_CONFIGMAP, describe(summary), failed=failed)
+    event = events.run_summary(namespace, LAST_RUN_CONFIGMAP, summary_line(summary), failed=failed)
     try:
         client.create_event(event.involved, reason=event.reason, message=event.message, type_=event.type)
     except Exception as exc:
@@ -441,7 +367,7 @@ def finish(
         record.succeeded_before = last_success_in(previous)
     summary = record.summary(ended=ended, exit_code=exit_code)
     failed = record.failed(exit_code)
-    line = describe(summary)
+    line = summary_line(summary)
     if failed:
         log.warning(line)
     else:

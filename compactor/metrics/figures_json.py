@@ -76,3 +76,33 @@ def figures_to_dict(figures: Figures) -> dict[str, Any]:
     """JSON-ready form (camelCase keys, integer amounts, floats to 4 places); the ``before``/``after`` block of plans."""
     result: dict[str, Any] = _jsonable(figures)
     return result
+
+
+def headline_dict(figures: Figures) -> dict[str, Any]:
+    """The headline figures of the cluster (docs/metrics.md), as ``figures_to_dict`` writes them."""
+    cluster = figures.cluster
+    return {
+        "wholeFreeGpus": cluster.whole_free_physical_gpus,
+        "wholeFreeNodes": cluster.whole_free_nodes,
+        "blockedDemandGpuEquivalents": round(figures.blocked_demand_gpus, 4),
+        "blockedPendingPods": len(figures.blocked_pending),
+        "strandedShare": None if cluster.stranded_share is None else round(cluster.stranded_share, 4),
+        "strandedGpuEquivalents": round(cluster.stranded_gpus, 4),
+        "freeGpuEquivalents": round(cluster.free_gpus, 4),
+    }
+
+
+def headline_of_dict(figures: dict[str, Any]) -> dict[str, Any] | None:
+    """``headline_dict`` of a plan's ``before``/``after`` (``figures_to_dict``'s form)."""
+    cluster = figures.get("cluster")
+    if not isinstance(cluster, dict):
+        return None
+    return {
+        "wholeFreeGpus": cluster.get("wholeFreePhysicalGpus"),
+        "wholeFreeNodes": cluster.get("wholeFreeNodes"),
+        "blockedDemandGpuEquivalents": figures.get("blockedDemandGpuEquivalents"),
+        "blockedPendingPods": len(figures.get("blockedPending") or []),
+        "strandedShare": cluster.get("strandedShare"),
+        "strandedGpuEquivalents": cluster.get("strandedGpuEquivalents"),
+        "freeGpuEquivalents": cluster.get("freeGpuEquivalents"),
+    }
