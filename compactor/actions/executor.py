@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from compactor.actions.checks.validate import plan_still_holds
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.outcome import Outcome, compare, dra_facts, node_gpus, pod_holds_node, whole_free
@@ -25,11 +26,14 @@ from compactor.actions.state import Phase, RunState
 from compactor.actions.status import RunStatus
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
+from compactor.actions.steps.await_replacement import await_replacement
 from compactor.actions.steps.cordon import fence_all
 from compactor.actions.steps.evict import evict_all
 from compactor.actions.steps.finish import finish
+from compactor.actions.steps.recut import recut_all
+from compactor.actions.steps.reservations import await_reservations
 from compactor.actions.steps.rollback import roll_back
-from compactor.actions.steps.validate import plan_still_holds
+from compactor.actions.steps.steer import place_all_pending
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
@@ -194,7 +198,7 @@ class Executor:
     def _carry_out(self, run: Run, report: RunReport) -> None:
         if run.state.phase != Phase.FINISHING:  # interrupted while finishing: every move is done, nodes may be released
             self._move_everything(run)
-        report.freed_nodes = finish(run)
+        report.freed_nodes = self._finish(run)
         if run.state.refused:
             report.ended(
                 RunStatus.PARTIAL,
@@ -280,9 +284,21 @@ class Executor:
         run.first_reads.clear()  # from here on, every read is fresh
         run.state.phase = Phase.EVICTING
         run.save()
-        evict_all(run)
+        evict_all(run, await_replacement)
         run.state.phase = Phase.FINISHING
         run.save()
+
+    @staticmethod
+    def _finish(run: Run) -> list[str]:
+        """Every move done (or the run stopped at a budget): the steps that end a run, in order; the nodes freed."""
+        run.steerer.release(run)  # resumed after a crash between a bind and its release
+        unfinished = run.unfinished_sources
+        failed = recut_all(run, unfinished)
+        place_all_pending(run, unfinished, failed)
+        freed, reserved = finish(run, unfinished)
+        await_reservations(run, reserved)
+        run.report("done")
+        return freed
 
     def _scoped(self, run: Run) -> Run:
         """A plan longer than max_evictions_per_cycle cut by whole nodes; whole-free GPUs measured before anything changes."""

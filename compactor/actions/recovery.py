@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from compactor.actions import annotations as ann
-from compactor.actions import events
+from compactor.actions import events, surge
 from compactor.actions import migmanager as mig
 from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock
@@ -26,7 +26,6 @@ from compactor.actions.patching import patch_fresh
 from compactor.actions.state import Phase, RunState, StateUnreadable
 from compactor.actions.status import FINISHED
 from compactor.actions.steering.policy import write_entries
-from compactor.actions.steps import surge
 from compactor.actions.trust import untrusted
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping

@@ -44,7 +44,7 @@ class Phase(enum.StrEnum):
 
 
 class Surge(BaseModel):
-    """A make-before-break move under way (``steps/surge.py``): what a restarted process needs to finish or undo it."""
+    """A make-before-break move under way (``actions/surge.py``): what a restarted process needs to finish or undo it."""
 
     model_config = ConfigDict(extra="ignore")
 

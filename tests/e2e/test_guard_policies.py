@@ -8,7 +8,7 @@ client (``KubeClusterClient``) with ``Impersonate-User``; the pods of this test 
 so nothing here depends on the scheduler's profile.
 
 * Pods: the patches of a make-before-break move and of its undo, built and sent by the executor's own functions
-  (``steps/surge.scale_up``: the surge's mark; ``retire``'s pod-deletion-cost; ``surge.unmark``, which ``undo`` and
+  (``actions/surge.scale_up``: the surge's mark; ``retire``'s pod-deletion-cost; ``surge.unmark``, which ``undo`` and
   recovery call) and the toleration ``steps/steer.tolerate`` adds to a pending pod placed on a node reserved for it:
   admitted. Anything else (the image, activeDeadlineSeconds, a toleration's tolerationSeconds, a toleration of
   another taint or of every taint, the label a ReplicaSet selects its pods by, another label or annotation, a
@@ -40,14 +40,14 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from compactor.actions import annotations as ann
+from compactor.actions import surge as surge_step
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.actions.owners import DELETION_COST, FIRST_TO_GO
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Surge
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.steps import steer
-from compactor.actions.steps import surge as surge_step
-from compactor.actions.steps.surge import SURGE_NOTE, SURGED_BY
+from compactor.actions.surge import SURGE_NOTE, SURGED_BY
 from compactor.app.last_run import LAST_RUN_CONFIGMAP, SUMMARY_KEY
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import JSON, MERGE_PATCH, KubeClusterClient
@@ -383,7 +383,7 @@ def test_a_make_before_break_move_and_its_undo_are_admitted_for_the_service_acco
     move = Move.model_validate({"pod": f"{namespace}/{pod}", "from": "node-a", "to": "node-b"})
     surged = Surge(deployment="surged", replicas=2, pod_uid=uid, deletion_cost=OWN_COST)
 
-    # steps/surge.scale_up: the surge's mark on the old pod (label and note), then one replica more
+    # actions/surge.scale_up: the surge's mark on the old pod (label and note), then one replica more
     _sent("the surge (its mark, then 2 -> 3 replicas)", lambda: surge_step.scale_up(run, move, surged))
     marked = _read_pod(guarded, pod)
     assert marked["metadata"]["labels"][SURGED_BY] == SETTINGS.identity
@@ -394,12 +394,12 @@ def test_a_make_before_break_move_and_its_undo_are_admitted_for_the_service_acco
         "deletionCost": OWN_COST,
     }
     assert _replicas(guarded, "surged") == 3
-    # steps/surge.retire: the old pod first to go, then the scale-back
+    # actions/surge.retire: the old pod first to go, then the scale-back
     first_to_go = {"metadata": {"annotations": {DELETION_COST: FIRST_TO_GO}}}
     _sent("the old pod first to go", lambda: sa.patch_pod(namespace, pod, first_to_go))
     assert _sent("the scale-back (3 -> 2)", lambda: sa.scale_deployment(namespace, "surged", expect=3, to=2)) is True
     assert _replicas(guarded, "surged") == 2
-    # steps/surge.undo: the pod's own deletion cost back, the marks off
+    # actions/surge.undo: the pod's own deletion cost back, the marks off
     _sent("the undo's unmark", lambda: surge_step.unmark(sa, namespace, pod, uid, OWN_COST))
     undone = _read_pod(guarded, pod)
     assert undone["metadata"]["annotations"][DELETION_COST] == OWN_COST

@@ -14,7 +14,7 @@ from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, RunReport
 from compactor.actions.recovery import recover
 from compactor.actions.state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
-from compactor.actions.steps.surge import OPT_IN, SURGE_NOTE, SURGED_BY
+from compactor.actions.surge import OPT_IN, SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings
 from tests.builders import node, pod

@@ -37,7 +37,7 @@ from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from compactor.actions.owners import DELETION_COST
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
-from compactor.actions.steps.surge import SURGE_NOTE, SURGED_BY
+from compactor.actions.surge import SURGE_NOTE, SURGED_BY
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
@@ -766,7 +766,7 @@ def test_the_pod_and_scale_guards_hold_the_service_account_to_what_a_move_writes
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """manifests/guard: pod UPDATEs and Deployment scales by the base's service account only; the keys they let it write
-    are the ones compactor/actions/steps/surge.py and steer.py write. tests/e2e/test_guard_policies.py sends every such
+    are the ones compactor/actions/surge.py and steps/steer.py write. tests/e2e/test_guard_policies.py sends every such
     patch, and each forbidden change, to a real kube-apiserver."""
     account = one_object(BASE, "ServiceAccount")["metadata"]
     itself = [f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:{account['name']}'"]

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 
+from compactor.actions.checks.validate import no_strangers_on
 from compactor.actions.client import Obj
 from compactor.actions.devices import note_devices
 from compactor.actions.owners import owner_pods
 from compactor.actions.pods import is_bound, is_ready, is_terminating, pod_key
 from compactor.actions.run import Abort, Run
 from compactor.actions.steering.pin import steered_to
-from compactor.actions.steps.validate import no_strangers_on
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")

@@ -15,9 +15,9 @@ from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
+from compactor.actions.planned_pod import current_pod
+from compactor.actions.refusals import refuse
 from compactor.actions.run import Abort, Run
-from compactor.actions.steps.evict import current_pod
-from compactor.actions.steps.recheck import refuse
 
 log = logging.getLogger("compactor.executor")
 

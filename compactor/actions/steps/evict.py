@@ -12,25 +12,27 @@ the state written (the write-ahead), steering engaged, the eviction sent (201 do
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from compactor.actions import events
+from compactor.actions import events, surge
+from compactor.actions.checks.recheck import Checked, recheck
 from compactor.actions.client import EvictionOutcome, Obj
 from compactor.actions.owners import owner_pods, owner_selector
-from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pdbs_selecting
+from compactor.actions.planned_pod import current_pod
+from compactor.actions.pods import controller_uid, grace_seconds, pdbs_selecting
+from compactor.actions.refusals import refuse
 from compactor.actions.retry import Backoff
 from compactor.actions.run import Abort, Run, StopHere
 from compactor.actions.state import InFlight, Surge
-from compactor.actions.steps import surge
-from compactor.actions.steps.await_replacement import await_replacement
-from compactor.actions.steps.recheck import Checked, recheck, refuse
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")
 MULTIPLE_PDBS = "more than one PodDisruptionBudget"  # the Eviction API's 500 for such a pod (eviction.go)
+# The step after an eviction (``steps/await_replacement.py``), handed in by the executor: steps do not import each other.
+AwaitReplacement = Callable[[Run, Move], None]
 
 
-def evict_all(run: Run) -> None:
+def evict_all(run: Run, await_replacement: AwaitReplacement) -> None:
     pending = [m for m in run.plan.moves if m.pod not in run.state.done]  # (refused moves are done too: never evicted)
     width = run.settings.max_concurrent_evictions if run.steerer.parallel else 1
     budget = run.settings.max_run_seconds
@@ -44,7 +46,7 @@ def evict_all(run: Run) -> None:
             run.capped = stop
             return
         try:
-            _evict_batch(run, batch)
+            _evict_batch(run, batch, await_replacement)
         except StopHere as exc:
             log.info("stopping before the next move", extra={"reason": str(exc)})
             run.capped, run.cap_detail = exc.limit, exc.detail
@@ -69,7 +71,7 @@ def batches(moves: Sequence[Move], width: int) -> list[list[Move]]:
     return groups
 
 
-def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
+def _evict_batch(run: Run, batch: Sequence[Move], await_replacement: AwaitReplacement) -> None:
     waits: list[Move] = []
     busy: set[str] = set()  # PDBs with an eviction of this batch still being replaced: one at a time per PDB
     try:
@@ -77,7 +79,8 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
             run.report(f"evicting {move.pod} from {move.from_node}")
             pod, pdbs = _read(run, move)
             if busy & {_key(p) for p in pdbs}:
-                _await_all(run, waits)  # the PDB is shared with an earlier move of the batch: let that one finish first
+                # the PDB is shared with an earlier move of the batch: let that one finish first
+                _await_all(run, waits, await_replacement)
                 waits, busy = [], set()
                 pod, pdbs = _read(run, move)
             if pod is not None and _wait_for_budget(run, move, pod, pdbs):
@@ -108,9 +111,10 @@ def _evict_batch(run: Run, batch: Sequence[Move]) -> None:
             waits.append(move)
             busy |= {_key(p) for p in pdbs}
     except StopHere:
-        _await_all(run, waits)  # the moves already under way are seen through before the run stops here
+        # the moves already under way are seen through before the run stops here
+        _await_all(run, waits, await_replacement)
         raise
-    _await_all(run, waits)
+    _await_all(run, waits, await_replacement)
 
 
 def _read(run: Run, move: Move) -> tuple[Obj | None, list[Obj]]:
@@ -156,7 +160,7 @@ def _surge_for(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> Surge | N
     return planned
 
 
-def _await_all(run: Run, waits: Sequence[Move]) -> None:
+def _await_all(run: Run, waits: Sequence[Move], await_replacement: AwaitReplacement) -> None:
     for move in waits:
         await_replacement(run, move)
         flight = run.state.inflight.get(move.pod)
@@ -170,19 +174,6 @@ def mark_done(run: Run, move: Move) -> None:
     run.state.inflight.pop(move.pod, None)
     run.save()
     run.report(f"moved {move.pod}")
-
-
-def current_pod(run: Run, move: Move) -> Obj | None:
-    """The planned pod as it is now, or None when it is gone, terminating, elsewhere, or another pod under its name."""
-    namespace, name = move.pod.split("/", 1)
-    pod = run.client.get_pod(namespace, name)
-    if pod is None or is_terminating(pod):
-        return None
-    if (pod.get("spec") or {}).get("nodeName") != move.from_node:
-        return None  # already elsewhere: nothing to move
-    if move.uid and (pod.get("metadata") or {}).get("uid") != move.uid:
-        return None  # a new pod with the same name (StatefulSet): the planned one is gone
-    return pod
 
 
 def _pdbs(run: Run, pod: Obj) -> list[Obj]:

@@ -1,6 +1,7 @@
-"""Finish: every move is done; re-cut MIG nodes, place pending pods, wait for the drained nodes to empty, release what
-this run fenced (``after_drain``: uncordon, keepCordoned or taint), delete the state; with ``taint``, lift each
-reservation when it is used or at its TTL (``reservations.py``)."""
+"""Finish: every move is done, the MIG nodes re-cut and the pending pods placed (``recut``, ``steer``); wait for the
+drained nodes to empty, release what this run fenced (``after_drain``: uncordon, keepCordoned or taint), delete the
+state. With ``taint``, ``reservations`` then lifts each reservation when it is used or at its TTL; ``actions/executor.py``
+strings these steps together."""
 
 from __future__ import annotations
 
@@ -9,35 +10,21 @@ from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
-from compactor.actions.fences import release, unfence
+from compactor.actions.checks.drained import await_drained
+from compactor.actions.fences import unfence
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import pod_key
 from compactor.actions.retry import Backoff, until_deadline
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
-from compactor.actions.steps.drained import await_drained
-from compactor.actions.steps.recut import recut_all
-from compactor.actions.steps.reservations import await_reservations
-from compactor.actions.steps.steer import OPENED, place_pending
 from compactor.errors import ClusterError
 
 log = logging.getLogger("compactor.executor")
 
 
-def finish(run: Run) -> list[str]:
-    """The nodes freed (empty of GPU pods and released as ``after_drain`` says)."""
-    run.steerer.release(run)  # resumed after a crash between a bind and its release
-    unfinished = run.unfinished_sources
-    failed = recut_all(run, unfinished)
-    for placement in run.plan.placed_pending:
-        if placement.to_node in unfinished:
-            run.note(f"pending pod {placement.pod} not placed: {placement.to_node} was not drained in this run")
-        elif placement.to_node in failed:
-            run.note(f"pending pod {placement.pod} not placed: the re-cut of {placement.to_node} failed")
-        else:
-            place_pending(run, placement)
-    for name in run.fences:  # a pending pod that was not placed leaves its fence behind
-        release(run, name, OPENED)
+def finish(run: Run, unfinished: set[str]) -> tuple[list[str], list[str]]:
+    """The nodes freed (empty of GPU pods and released as ``after_drain`` says), and those of them now reserved
+    (``after_drain: taint``). ``unfinished``: sources with a move not done (``Run.unfinished_sources``), not waited for."""
     staying = await_drained(run, [n for n in run.plan.freed_nodes if n not in unfinished])
     freed, reserved = [], []
     for name in run.plan.freed_nodes:
@@ -56,9 +43,7 @@ def finish(run: Run) -> list[str]:
             reserved.append(name)
     run.state.phase = Phase.DONE
     _forget(run)
-    await_reservations(run, reserved)
-    run.report("done")
-    return freed
+    return freed, reserved
 
 
 def _forget(run: Run) -> None:

@@ -2,23 +2,20 @@
 
 Drained -> relabelled ``nvidia.com/mig.config`` -> mig-manager reports ``success`` with the new
 slices in allocatable; or ``failed``/timeout: the node stays fenced and marked for an operator,
-with a Warning Event, never retried in a loop.
+with a Warning Event, never retried in a loop (``actions/recut_failure.py``).
 """
 
 from __future__ import annotations
 
-import logging
-
 from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions import migmanager as mig
+from compactor.actions.checks.drained import await_drained, gpu_pods_holding
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
+from compactor.actions.recut_failure import leave_for_operator
 from compactor.actions.run import Abort, Run
-from compactor.actions.steps.drained import await_drained, gpu_pods_holding
 from compactor.planner.plan import MigRepartition
-
-log = logging.getLogger("compactor.executor")
 
 
 def recut_all(run: Run, unfinished: set[str]) -> set[str]:
@@ -40,7 +37,7 @@ def _recut(run: Run, change: MigRepartition) -> str:
     await_drained(run, [name])
     holding = [f"{p['metadata'].get('namespace')}/{p['metadata'].get('name')}" for p in gpu_pods_holding(run, name)]
     if holding:
-        return _failed(run, change, f"GPU pod(s) {', '.join(holding[:3])} still on it", "failed")
+        return leave_for_operator(run, change, f"GPU pod(s) {', '.join(holding[:3])} still on it", "failed")
     node = run.read(lambda: run.client.get_node(name))
     if node is None:
         raise Abort(f"node {name} disappeared before its re-cut")
@@ -53,7 +50,7 @@ def _recut(run: Run, change: MigRepartition) -> str:
             return mig.relabel_patch(change.to_config, change.allocatable, previous=previous)
 
         if patch_fresh(run.client, name, relabel, node=node) is None:
-            return _failed(run, change, "the node is no longer fenced by gpu-compactor", "failed")
+            return leave_for_operator(run, change, "the node is no longer fenced by gpu-compactor", "failed")
         run.event(events.recut_started(name, change.from_config, change.to_config, run.plan_id))
     deadline = run.clock.monotonic() + run.settings.mig_reconfigure_timeout_seconds
     while True:
@@ -62,11 +59,11 @@ def _recut(run: Run, change: MigRepartition) -> str:
         if state == "done":
             return "success"
         if state == "failed":
-            return _failed(
+            return leave_for_operator(
                 run, change, f"mig-manager reports {mig.labels(node).get(mig.STATE_LABEL, 'a changed label')}", "failed"
             )
         if run.clock.monotonic() >= deadline:
-            return _failed(
+            return leave_for_operator(
                 run,
                 change,
                 f"not done within {run.settings.mig_reconfigure_timeout_seconds:g}s "
@@ -75,35 +72,3 @@ def _recut(run: Run, change: MigRepartition) -> str:
             )
         run.report(f"re-cutting {name}", waiting=f"mig-manager: {mig.labels(node).get(mig.STATE_LABEL, '-')}")
         run.clock.sleep(run.settings.poll_seconds)
-
-
-def _failed(run: Run, change: MigRepartition, why: str, result: str) -> str:
-    message = (
-        f"re-cut of {change.node} to {change.to_config} failed: {why}; left fenced for an operator "
-        f"({mig.restore_hint(change.node, change.from_config)})"
-    )
-    log.warning(
-        run.said("mig re-cut failed", "mig re-cut would fail (dry run)"),
-        extra={"node": change.node, "to": change.to_config, "reason": why},
-    )
-    if change.node in run.state.cordoned and patch_fresh(
-        run.client, change.node, lambda n: mig.failed_patch(why) if ann.is_ours(n, run.settings.identity) else None
-    ):
-        run.state.cordoned.remove(change.node)  # deliberately kept: recovery and finish leave it
-        run.save()
-    run.event(events.recut_failed(change.node, message))
-    run.note(message)
-    return result
-
-
-def midway(run: Run, name: str, reason: str) -> bool:
-    """A node relabelled for a re-cut that mig-manager has not finished is not released by a rollback (pods landing
-    while the device plugin restarts): it stays fenced and marked for an operator, as after a failed re-cut."""
-    change = next((r for r in run.plan.mig_repartition if r.node == name), None)
-    node = run.client.get_node(name) if change is not None else None
-    if change is None or node is None or mig.labels(node).get(mig.CONFIG_LABEL) != change.to_config:
-        return False
-    if mig.progress(node, change.to_config, change.allocatable) == "done":
-        return False
-    _failed(run, change, f"the run rolled back while mig-manager was at it ({reason})", "failed")
-    return True

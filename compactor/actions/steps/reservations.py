@@ -12,11 +12,11 @@ from functools import partial
 
 from compactor.actions import annotations as ann
 from compactor.actions import events
+from compactor.actions.checks.drained import gpu_pods_holding
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_terminating
 from compactor.actions.run import Run
-from compactor.actions.steps.drained import gpu_pods_holding
 
 log = logging.getLogger("compactor.executor")
 

@@ -2,7 +2,7 @@
 lets go of its steering, says why in a Warning Event and the log, and deletes the state.
 
 The moves already done stay done: their replacements run where they landed, and the next run
-plans afresh from live state. A node mid re-cut is not released (``recut.midway``).
+plans afresh from live state. A node mid re-cut is not released (``recut_failure.midway``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 from compactor.actions import events
 from compactor.actions.fences import unfence
+from compactor.actions.recut_failure import midway
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Phase
-from compactor.actions.steps.recut import midway
-from compactor.actions.steps.surge import undo
+from compactor.actions.surge import undo
 
 log = logging.getLogger("compactor.executor")
 

@@ -30,6 +30,20 @@ OPENED = "opened for the pending pod"
 TOLERATION_RETRIES = 5
 
 
+def place_all_pending(run: Run, unfinished: set[str], failed: set[str]) -> None:
+    """Each pending pod the plan places, unless its node was not drained (``unfinished``) or not re-cut (``failed``);
+    then every node the run kept fenced past its moves (``Run.fences``) opens."""
+    for placement in run.plan.placed_pending:
+        if placement.to_node in unfinished:
+            run.note(f"pending pod {placement.pod} not placed: {placement.to_node} was not drained in this run")
+        elif placement.to_node in failed:
+            run.note(f"pending pod {placement.pod} not placed: the re-cut of {placement.to_node} failed")
+        else:
+            place_pending(run, placement)
+    for name in run.fences:  # a pending pod that was not placed leaves its fence behind
+        release(run, name, OPENED)
+
+
 def place_pending(run: Run, placement: Placement) -> None:
     namespace, name = placement.pod.split("/", 1)
     pod = run.client.get_pod(namespace, name)

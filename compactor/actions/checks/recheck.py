@@ -5,13 +5,11 @@ hand-written ``apply --plan``) the pod may have been annotated ``safe-to-evict=f
 gained a DaemonSet owner, or its node may have gone NotReady. The planner's own rules
 (``planner.movability.why_not_evictable``: one implementation) are asked again of the pod as read now, with its
 PDBs and its node as read now, and the planned target must still be a node that takes it. A move that fails is
-never evicted: it is refused with its reason, and so is every move that depended on it (a move off the same
-node, whose emptying the plan was after, or onto it, whose room it was to make).
+never evicted: ``evict`` refuses it with its reason (``actions/refusals.py``), and so every move that depended on it.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from compactor.actions.client import Obj
@@ -25,8 +23,6 @@ from compactor.model.scheduling import untolerated_taint
 from compactor.model.types import Pod
 from compactor.planner.movability import STEERING_REASONS, why_not_evictable
 from compactor.planner.plan import Move
-
-log = logging.getLogger("compactor.executor")
 
 
 @dataclass
@@ -93,30 +89,3 @@ def _target_refusal(run: Run, move: Move, pod: Pod) -> str:
     if taint is not None:
         return f"its planned node {move.to_node} has the taint {taint.key}:{taint.effect} the pod does not tolerate"
     return ""
-
-
-def refuse(run: Run, move: Move, why: str) -> None:
-    """``move`` and every not yet done move that depended on it are refused: recorded with their reasons, never evicted."""
-    stuck = {move.from_node}
-    refused = {move.pod: why}
-    changed = True
-    while (
-        changed
-    ):  # a refused move keeps its pod on its source: moves off that node, or onto it, lose their point or room
-        changed = False
-        for other in run.plan.moves:
-            if other.pod in refused or other.pod in run.state.done or other.pod in run.state.inflight:
-                continue
-            if other.from_node in stuck or other.to_node in stuck:
-                refused[other.pod] = f"depends on the move of {move.pod}, refused: {why}"
-                stuck.add(other.from_node)
-                changed = True
-    for pod, reason in refused.items():
-        log.warning(
-            run.said("move refused at its eviction", "move would be refused (dry run)"),
-            extra={"pod": pod, "reason": reason},
-        )
-        run.note(f"not moved {pod}: {reason}")
-        run.state.refused[pod] = reason
-        run.state.done.append(pod)
-    run.save()

@@ -17,6 +17,8 @@ and no HorizontalPodAutoscaler steering its replicas (it would fight the surge).
 to an eviction and the run says why. StatefulSets always use evictions: a scale-up adds a new ordinal and a
 scale-down removes the highest, never the pod being moved. One surge per workload at a time (the batches never
 hold two moves of one owner).
+
+A service, not a step: ``evict`` surges and retires, ``rollback`` undoes, and recovery finds the marks a lost run left.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Validate: the plan was computed on a snapshot; check it against the cluster now, before any change (Karpenter's habit)."""
+"""Validate: the plan was computed on a snapshot; check it against the cluster now, before any change (Karpenter's habit).
+
+The executor runs ``plan_still_holds`` first of all; ``await_replacement`` asks ``no_strangers_on`` again once the last
+move off a fenced node is done.
+"""
 
 from __future__ import annotations
 
