@@ -8,9 +8,13 @@ import sys
 from compactor.app.figures import measure
 from compactor.app.reading import load_snapshot
 from compactor.commands.options import add_common_options, add_source_options, from_args
-from compactor.render.advice import advice_from_args
+from compactor.errors import CompactorError
+from compactor.metrics.advice import DEFAULT_PER_SHAPE, DEFAULT_TOP, Advice, advise
+from compactor.metrics.figure_types import Figures
+from compactor.model.types import Snapshot
 from compactor.render.html import render_report_html
 from compactor.render.report import render_report
+from compactor.settings import Settings
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -23,6 +27,27 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.write(render_report(measured.figures, measured.snapshot, args.output, advice=advice))
     return 0
+
+
+def advice_from_args(
+    args: argparse.Namespace, snapshot: Snapshot, figures: Figures, settings: Settings
+) -> Advice | None:
+    """The advice ``--advise`` asks for (None without it); ``--advise-top N`` measures the roundings of N shapes."""
+    top = getattr(args, "advise_top", None)
+    if not getattr(args, "advise", False):
+        if top is not None:
+            raise CompactorError("--advise-top goes with --advise")
+        return None
+    if top is not None and top < 1:
+        raise CompactorError(f"--advise-top must be >= 1, got {top}")
+    return advise(
+        snapshot,
+        figures,
+        coverage=settings.metrics.shape_coverage,
+        max_shapes=settings.metrics.max_shapes,
+        top=DEFAULT_TOP if top is None else top,
+        per_shape=DEFAULT_PER_SHAPE,
+    )
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

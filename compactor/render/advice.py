@@ -1,40 +1,167 @@
-"""``compactor report --advise``: the command-line glue around ``advise``.
+"""How ``report --advise`` words the normalisation advice: its report sections (the CPU-only pods on GPU nodes, the
+request shapes and their roundings) and its JSON form.
 
-The advice itself is ``compactor.metrics.advice`` (pure); the report words it as a section of its own
-(``compactor.render.report.advice_section``, with the report's ``Section``/``Table`` types, so text and markdown carry the same
-facts); this module reads the command's options.
+Apart from ``compactor.metrics.advice``, which measures the advice and says nothing about how it is shown; the sections
+use the report's ``Section``/``Table`` types, so text, markdown and HTML carry the same facts.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import TYPE_CHECKING
+import dataclasses
+from typing import Any
 
-from compactor.errors import CompactorError
-from compactor.metrics.advice import DEFAULT_PER_SHAPE, DEFAULT_TOP, Advice, advise
+from compactor.metrics.advice import Advice, Rounding
+from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpus, memory, stranded_change
+from compactor.metrics.headline import Headline
+from compactor.model.resources import Resources
+from compactor.render.content import Section, Table
+from compactor.render.numbers import fmt_gpus, fmt_pct
 
-if TYPE_CHECKING:
-    from compactor.metrics.fragmentation import Figures
-    from compactor.model.types import Snapshot
-    from compactor.settings import Settings
+ADVICE_TITLE = "Normalisation advice"
+ADVICE_SHAPES_SHOWN = 10
+CPU_PODS_TITLE = "CPU-only pods on GPU nodes"
 
 
-def advice_from_args(
-    args: argparse.Namespace, snapshot: Snapshot, figures: Figures, settings: Settings
-) -> Advice | None:
-    """The advice ``--advise`` asks for (None without it); ``--advise-top N`` measures the roundings of N shapes."""
-    top = getattr(args, "advise_top", None)
-    if not getattr(args, "advise", False):
-        if top is not None:
-            raise CompactorError("--advise-top goes with --advise")
-        return None
-    if top is not None and top < 1:
-        raise CompactorError(f"--advise-top must be >= 1, got {top}")
-    return advise(
-        snapshot,
-        figures,
-        coverage=settings.metrics.shape_coverage,
-        max_shapes=settings.metrics.max_shapes,
-        top=DEFAULT_TOP if top is None else top,
-        per_shape=DEFAULT_PER_SHAPE,
+def advice_sections(advice: Advice) -> list[Section]:
+    """What ``report --advise`` adds: the CPU-only pods on GPU nodes when they keep GPU demand out (the cause first),
+    then the request-shape advice."""
+    cpu_pods = advice.cpu_pods_on_gpu_nodes
+    return [*([cpu_pods_section(cpu_pods)] if cpu_pods is not None else []), advice_section(advice)]
+
+
+def cpu_pods_section(a: CpuPodsOnGpuNodes) -> Section:
+    """The cause and the pools as a table, then the measured effect, the room CPU-only nodes have and the remedy."""
+    cause, *rest = a.sentences
+    rows = tuple(
+        (p.pool, str(p.gpu_nodes), f"{p.pods:,}", cpus(p.cpu_millicores), memory(p.memory_bytes), stranded_change(p))
+        for p in a.pools
     )
+    headers = ("Pool", "GPU nodes", "CPU-only pods", "CPUs", "Memory", "Stranded (GPU-eq.)")
+    return Section(CPU_PODS_TITLE, (cause, Table(headers, rows, frozenset({1, 2, 3, 4, 5})), *(f"- {s}" for s in rest)))
+
+
+def advice_section(advice: Advice) -> Section:
+    """The shapes ranked by the capacity they strand, then the roundings measured, each with its sentence; the notes."""
+    if not advice.shapes:
+        return Section(ADVICE_TITLE, tuple(f"- {note}" for note in advice.notes))
+    blocks = [*_shapes_blocks(advice), *(_roundings_blocks(advice) if advice.roundings else [])]
+    blocks += [f"- {note}" for note in advice.notes]
+    return Section(ADVICE_TITLE, tuple(blocks))
+
+
+def _shapes_blocks(advice: Advice) -> list[Table | str]:
+    shown = advice.shapes[:ADVICE_SHAPES_SHOWN]
+    rows = tuple(
+        (
+            s.label,
+            str(s.bound_pods),
+            str(s.pending_pods),
+            fmt_gpus(s.held_gpus),
+            fmt_gpus(s.stranded_gpus),
+            fmt_gpus(s.blocked_demand_gpus),
+        )
+        for s in shown
+    )
+    headers = (
+        "GPU request",
+        "Bound pods",
+        "Pending pods",
+        "Held (GPU-eq.)",
+        "Stranded (GPU-eq.)",
+        "Blocked demand (GPU-eq.)",
+    )
+    blocks: list[Table | str] = [
+        f"Stranded capacity ({fmt_gpus(advice.stranded_gpus)} GPU-equivalents) by the GPU request shapes whose pods run on each "
+        'node, shared by the GPU-equivalents they hold there (docs/metrics.md, "Normalisation advice"):',
+        Table(headers, rows, frozenset({1, 2, 3, 4, 5})),
+    ]
+    if len(advice.shapes) > len(shown):
+        blocks.append(f"... and {len(advice.shapes) - len(shown)} more shape(s) in the JSON output")
+    return blocks
+
+
+def _arrow(before: str, after: str) -> str:
+    return before if before == after else f"{before} -> {after}"
+
+
+def _fit(h: Headline) -> str:
+    return f"{h.pending_fit}/{h.pending}"
+
+
+def _rounding_row(r: Rounding) -> tuple[str, ...]:
+    b, a = r.before, r.after
+    return (
+        f"{r.shape} -> {r.rounded_to}",
+        str(r.pods),
+        fmt_gpus(r.extra_gpus),
+        _arrow(fmt_gpus(b.stranded_gpus), fmt_gpus(a.stranded_gpus)),
+        _arrow(fmt_pct(b.stranded_share), fmt_pct(a.stranded_share)),
+        _arrow(str(b.whole_free_physical_gpus), str(a.whole_free_physical_gpus)),
+        _arrow(fmt_gpus(b.blocked_demand_gpus), fmt_gpus(a.blocked_demand_gpus)),
+        _arrow(_fit(b), _fit(a)),
+        f"{r.displaced} ({r.displaced_fit})",
+        fmt_gpus(r.benefit_gpus),
+    )
+
+
+def _roundings_blocks(advice: Advice) -> list[Table | str]:
+    headers = (
+        "Rounding",
+        "Pods",
+        "Extra (GPU-eq.)",
+        "Stranded (GPU-eq.)",
+        "Stranded share",
+        "Whole-free GPUs",
+        "Blocked demand (GPU-eq.)",
+        "Pending that fit",
+        "Displaced (fit elsewhere)",
+        "Benefit (GPU-eq.)",
+    )
+    rows = tuple(_rounding_row(r) for r in advice.roundings)
+    return [
+        "Rounding a shape's GPU request up (CPU and memory as asked; pods stay where the rounded request fits, the others are "
+        "displaced and pending), measured with the headline figures; benefit = stranded capacity recovered + pending demand "
+        "that gets a place - displaced demand that fits nowhere:",
+        Table(headers, rows, frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9})),
+        *(f"- {r.sentence}" for r in advice.roundings),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# JSON form
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4) + 0.0
+    if isinstance(value, Resources):
+        return {key: int(value[key]) for key in sorted(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {_camel(f.name): _value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_value(item) for item in value]
+    return value
+
+
+_JSON_NAMES = {
+    "whole_free_physical_gpus": "wholeFreePhysicalGpus",
+    "blocked_pending": "blockedPendingPods",
+    "unplaceable_pending": "unplaceablePendingPods",
+    "pending_fit": "pendingPodsThatFit",
+    "pending": "pendingPods",
+}
+
+
+def _camel(name: str) -> str:
+    if name in _JSON_NAMES:
+        return _JSON_NAMES[name]
+    if name.endswith("_gpus"):
+        name = name.removesuffix("_gpus") + "_gpu_equivalents"
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def advice_to_dict(advice: Advice) -> dict[str, Any]:
+    """JSON-ready form: camelCase keys, GPU capacity in ``...GpuEquivalents``, floats to 4 places (as ``figures_to_dict``)."""
+    result: dict[str, Any] = _value(advice)
+    return result

@@ -1,41 +1,45 @@
 """Human-readable plan reports (text and markdown): each move with its why, and before/after figures.
 
-Imports: the plan model and ``compactor.model.text`` only: it reads the plan document, never the solve.
+Imports: the plan model, ``compactor.model.text`` and the renderers' number formats only: it reads the plan document,
+never the solve.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
+from compactor.render.numbers import fmt_gpus_aligned, fmt_moves, fmt_pct, fmt_seconds
 
 # Two units, never under one name: GPUs (physical) count devices; GPU capacity (GPU-equivalents) maps MIG instances and
 # time-sliced replicas back to fractions of a GPU (a 3g.20gb on an A100-40GB is 4/8), so it can be lower than the devices.
-_FIGURES = (
+_FIGURES: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     # The headline figures first (docs/metrics.md): what a plan that frees nodes or places pending pods moves, led by the
     # quantities a good plan cannot make worse; the shares of free capacity after them, with ``figureNotes``' reason
     # where one rose only because pending pods placed used free capacity.
-    ("blocked pending GPU pods", "@blockedPods", "{:d}"),
-    ("blocked demand (GPU-equivalents)", "@blockedDemandGpuEquivalents", "{:.2f}"),
-    ("stranded GPU capacity (GPU-equivalents)", "strandedGpuEquivalents", "{:.2f}"),
-    ("whole-free GPUs (physical)", "wholeFreePhysicalGpus", "{:d}"),
-    ("stranded share of free GPU capacity", "strandedShare", "{:.1%}"),
-    ("free GPU capacity (GPU-equivalents)", "freeGpuEquivalents", "{:.2f}"),
-    ("whole-free GPU nodes", "wholeFreeNodes", "{:d}"),
-    ("whole-free GPU capacity (GPU-equivalents)", "wholeFreeGpuEquivalents", "{:.2f}"),
-    ("free on busy GPU nodes (GPU-equivalents)", "busyFreeGpuEquivalents", "{:.2f}"),
-    ("fragmentation rate (weighted by shape)", "fragmentationRate", "{:.1%}"),
-    ("FGD fragmentation rate", "fgdFragmentationRate", "{:.1%}"),
-    ("MIG idle rate", "migIdleRate", "{:.1%}"),
+    ("blocked pending GPU pods", "@blockedPods", str),
+    ("blocked demand (GPU-equivalents)", "@blockedDemandGpuEquivalents", fmt_gpus_aligned),
+    ("stranded GPU capacity (GPU-equivalents)", "strandedGpuEquivalents", fmt_gpus_aligned),
+    ("whole-free GPUs (physical)", "wholeFreePhysicalGpus", str),
+    ("stranded share of free GPU capacity", "strandedShare", fmt_pct),
+    ("free GPU capacity (GPU-equivalents)", "freeGpuEquivalents", fmt_gpus_aligned),
+    ("whole-free GPU nodes", "wholeFreeNodes", str),
+    ("whole-free GPU capacity (GPU-equivalents)", "wholeFreeGpuEquivalents", fmt_gpus_aligned),
+    ("free on busy GPU nodes (GPU-equivalents)", "busyFreeGpuEquivalents", fmt_gpus_aligned),
+    ("fragmentation rate (weighted by shape)", "fragmentationRate", fmt_pct),
+    ("FGD fragmentation rate", "fgdFragmentationRate", fmt_pct),
+    ("MIG idle rate", "migIdleRate", fmt_pct),
 )
 
 
-def _fmt(template: str, value: Any) -> str:
+def _fmt(write: Callable[[Any], str], value: Any) -> str:
+    """``-`` for a figure the document lacks; a value of the wrong type as it is."""
     if value is None:
         return "-"
     try:
-        return template.format(value)
+        return write(value)
     except (ValueError, TypeError):
         return str(value)
 
@@ -50,15 +54,15 @@ def _figure(figures: dict[str, Any], key: str) -> Any:
     return figures.get("cluster", {}).get(key)
 
 
-def _figure_rows(plan: CompactionPlan) -> list[tuple[str, str, str]]:
+def figure_rows(plan: CompactionPlan) -> list[tuple[str, str, str]]:
     """(label, before, after) per figure; an after value that ``figureNotes`` explains is marked ``*``."""
     return [
         (
             label,
-            _fmt(t, _figure(plan.before, key)),
-            _fmt(t, _figure(plan.after, key)) + (" *" if key in plan.figure_notes else ""),
+            _fmt(write, _figure(plan.before, key)),
+            _fmt(write, _figure(plan.after, key)) + (" *" if key in plan.figure_notes else ""),
         )
-        for label, key, t in _FIGURES
+        for label, key, write in _FIGURES
     ]
 
 
@@ -68,7 +72,7 @@ def figure_notes(plan: CompactionPlan) -> list[str]:
     return [f"* {labels.get(key, key)}: {note}" for key, note in plan.figure_notes.items()]
 
 
-def _point_quality(plan: CompactionPlan) -> str:
+def point_quality(plan: CompactionPlan) -> str:
     """The printed plan's own proof: its point of the curve, not the max-free search (issue 14)."""
     chosen = next((p for p in plan.frontier if p.chosen), None)
     if chosen is None:
@@ -76,29 +80,30 @@ def _point_quality(plan: CompactionPlan) -> str:
     if chosen.budget_cut:
         return "this plan: the point above it, cut to what one run may carry out (budget below)"
     if chosen.status == "OPTIMAL":
-        return f"this plan: OPTIMAL (no plan freeing {chosen.freed_nodes} node(s) costs less than its {chosen.cost:g} moves)"
+        return f"this plan: OPTIMAL (no plan freeing {chosen.freed_nodes} node(s) costs less than its {fmt_moves(chosen.cost)} moves)"
     gap = (chosen.cost - chosen.bound) / chosen.cost if chosen.cost > 0 else 0.0
     return (
         f"this plan: {chosen.status}, not proven (time limit): no plan freeing {chosen.freed_nodes} node(s) costs less than "
-        f"{chosen.bound:g} moves, it costs {chosen.cost:g} (gap {gap:.1%})"
+        f"{fmt_moves(chosen.bound)} moves, it costs {fmt_moves(chosen.cost)} (gap {fmt_pct(gap)})"
     )
 
 
 def _headline(plan: CompactionPlan) -> list[str]:
     s = plan.solver
-    gap = "-" if s.gap is None else f"{s.gap:.1%}"
+    gap = "-" if s.gap is None else fmt_pct(s.gap)
     lines = [
         f"Compaction plan {plan.metadata.id} for {plan.metadata.source} ({plan.metadata.created_at})",
         f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} whole-free GPU(s) "
         f"(physical){_usable(plan)}",
-        f"  pending pods placed: {len(plan.placed_pending)}; {_point_quality(plan)}",
-        f"  the search for the most GPUs: {s.status} in {s.wall_seconds:.2f}s, gap {gap} (freed GPUs against its bound); "
-        f"planned in {s.plan_seconds:.2f}s" + ("" if s.load_seconds is None else f" (+{s.load_seconds:.2f}s loading)"),
+        f"  pending pods placed: {len(plan.placed_pending)}; {point_quality(plan)}",
+        f"  the search for the most GPUs: {s.status} in {fmt_seconds(s.wall_seconds)}, gap {gap} (freed GPUs against its "
+        f"bound); planned in {fmt_seconds(s.plan_seconds)}"
+        + ("" if s.load_seconds is None else f" (+{fmt_seconds(s.load_seconds)} loading)"),
     ]
     if s.move_cost is not None and s.move_cost_bound is not None and s.move_cost_gap is not None:
         lines.append(
-            f"  the max-free plan's move cost {s.move_cost:g} (in moves): no plan freeing as much costs less than "
-            f"{s.move_cost_bound:g} (gap {s.move_cost_gap:.1%})"
+            f"  the max-free plan's move cost {fmt_moves(s.move_cost)} (in moves): no plan freeing as much costs less "
+            f"than {fmt_moves(s.move_cost_bound)} (gap {fmt_pct(s.move_cost_gap)})"
         )
     if plan.unusable:
         lines.append(f"  usable: {plan.unusable}")
@@ -120,19 +125,19 @@ def _usable(plan: CompactionPlan) -> str:
 
 _OBJECTIVES = {
     "pending-only": "place pending pods, free nothing more",
-    "balanced": "free more nodes while each costs at most {price:g} moves per usable GPU it frees",
+    "balanced": "free more nodes while each costs at most {price} moves per usable GPU it frees",
     "max-free": "free the most",
 }
 
 
-def _objective(plan: CompactionPlan) -> str:
-    return _OBJECTIVES.get(plan.objective, plan.objective).format(price=plan.balanced_moves_per_gpu or 0.0)
+def objective_text(plan: CompactionPlan) -> str:
+    return _OBJECTIVES.get(plan.objective, plan.objective).format(price=fmt_moves(plan.balanced_moves_per_gpu or 0.0))
 
 
 _MAX_CURVE_ROWS = 15
 
 
-def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str, str, str]]:
+def curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str, str, str]]:
     """(mark, point, moves, more moves, cost, freed GPUs, usable of them, status) per point of the trade-off curve."""
     rows = []
     previous = None
@@ -144,7 +149,7 @@ def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str
         if point.budget_cut:
             label = "within the run budgets"
         more = "" if previous is None or point.budget_cut else f"+{point.moves - previous.moves}"
-        status = point.status if point.status == "OPTIMAL" else f"{point.status} (bound {point.bound:g})"
+        status = point.status if point.status == "OPTIMAL" else f"{point.status} (bound {fmt_moves(point.bound)})"
         if point.budget_cut:
             status = "the point above, cut (heldBack)"
         rows.append(
@@ -153,7 +158,7 @@ def _curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str
                 label,
                 str(point.moves),
                 more,
-                f"{point.cost:g}",
+                fmt_moves(point.cost),
                 str(point.freed_gpus),
                 "-" if point.usable_gpus is None else str(point.usable_gpus),
                 status,
@@ -177,17 +182,17 @@ def _shown(count: int, chosen: int) -> list[int | None]:
 
 
 def _moves_worth(cost: float) -> str:
-    return f"{cost:g} move" if cost == 1 else f"{cost:g} moves"
+    return f"{fmt_moves(cost)} move" if cost == 1 else f"{fmt_moves(cost)} moves"
 
 
 def _curve_text(plan: CompactionPlan) -> list[str]:
     if not plan.frontier:
         return []
-    rows = _curve_rows(plan)
+    rows = curve_rows(plan)
     chosen = next((i for i, p in enumerate(plan.frontier) if p.chosen), 0)
     out = [
         "",
-        f"Trade-off curve (objective {plan.objective}: {_objective(plan)}; * = this plan):",
+        f"Trade-off curve (objective {plan.objective}: {objective_text(plan)}; * = this plan):",
         *([f"  {plan.move_price}"] if plan.move_price else []),
         f"    {'point':<22} {'moves':>6} {'more':>6} {'cost':>7} {'freed GPUs (physical)':>21} {'usable':>6}  status",
     ]
@@ -206,13 +211,13 @@ def _curve_markdown(plan: CompactionPlan) -> list[str]:
     out = [
         f"## Trade-off curve (objective {plan.objective})",
         "",
-        _objective(plan) + "; **bold** = this plan.",
+        objective_text(plan) + "; **bold** = this plan.",
         *(["", plan.move_price[0].upper() + plan.move_price[1:] + "."] if plan.move_price else []),
         "",
         "| point | moves | more | cost | freed GPUs (physical) | usable | status |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for mark, *cells in _curve_rows(plan):
+    for mark, *cells in curve_rows(plan):
         out.append("| " + " | ".join(f"**{c}**" if mark and c else c for c in cells) + " |")
     return [*out, ""]
 
@@ -229,7 +234,13 @@ def _mig_rows(pool: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         )
         needed = "-" if option["nodesForPending"] is None else str(option["nodesForPending"])
         rows.append(
-            (option["config"], per_node, str(option["hostsPending"]), needed, f"{option['matchesRunning']:.0%}")
+            (
+                option["config"],
+                per_node,
+                str(option["hostsPending"]),
+                needed,
+                fmt_pct(option["matchesRunning"], decimals=0),
+            )
         )
     return rows
 
@@ -310,7 +321,7 @@ def render_text(plan: CompactionPlan) -> str:
     out += _pending_text(plan)
     width = max(len(label) for label, _, _ in _FIGURES)
     out += ["", f"  {'figure':<{width}} {'before':>10} {'after':>12}"]
-    out += [f"  {label:<{width}} {b:>10} {a:>12}" for label, b, a in _figure_rows(plan)]
+    out += [f"  {label:<{width}} {b:>10} {a:>12}" for label, b, a in figure_rows(plan)]
     out += [f"  {note}" for note in figure_notes(plan)]
     unmovable = plan.explanations.get("unmovablePods") or {}
     if unmovable:
@@ -345,7 +356,7 @@ def render_markdown(plan: CompactionPlan) -> str:
             "|---|---|---|---|---:|---|",
         ]
         out += [
-            f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {m.cost:g} | {m.reason} |"
+            f"| {i} | `{m.pod}` | {m.from_node} | {m.to_node} | {fmt_moves(m.cost)} | {m.reason} |"
             for i, m in enumerate(plan.moves, 1)
         ]
         out.append("")
@@ -355,7 +366,7 @@ def render_markdown(plan: CompactionPlan) -> str:
         out.append("")
     out += _pending_markdown(plan)
     out += ["## Before and after", "", "| figure | before | after |", "|---|---:|---:|"]
-    out += [f"| {label} | {b} | {a} |" for label, b, a in _figure_rows(plan)]
+    out += [f"| {label} | {b} | {a} |" for label, b, a in figure_rows(plan)]
     out += ["", *(f"\\{note}" for note in figure_notes(plan))] if plan.figure_notes else []
     unmovable = plan.explanations.get("unmovablePods") or {}
     if unmovable:

@@ -14,6 +14,7 @@ from compactor.actions.scope import within_cap
 from compactor.actions.status import FINISHED, CommandStatus, RunStatus
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
+from compactor.render.numbers import fmt_change
 from compactor.settings import Settings
 
 
@@ -111,7 +112,7 @@ def outcome_text(outcome: Outcome) -> str:
     """The outcome block: ``measured`` on the cluster after a real run, ``simulated`` (never measured) in a dry run."""
     how = "simulated (not measured)" if outcome.simulated else "measured"
     lines = [
-        f"{how}: {outcome.freed_gpus:+d} whole-free GPUs (plan: {outcome.planned_freed_gpus:+d}); "
+        f"{how}: {fmt_change(outcome.freed_gpus)} whole-free GPUs (plan: {fmt_change(outcome.planned_freed_gpus)}); "
         f"nodes freed: {listed(outcome.freed_nodes) or 'none'}"
         + (f"; nodes taken: {listed(outcome.taken_nodes)}" if outcome.taken_nodes else ""),
         ("simulated: " if outcome.simulated else "")

@@ -17,10 +17,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from compactor.metrics.advice import Advice, Rounding, advice_to_dict, advise
+from compactor.metrics.advice import Advice, Rounding, advise
 from compactor.metrics.fragmentation import compute_figures, reference_shapes
 from compactor.model.resources import Resources
 from compactor.model.types import Snapshot
+from compactor.render.advice import advice_to_dict
 from compactor.render.report import render_report
 from tests.builders import A100_40, A100_80, cluster, node, pod
 from tests.command_line import assert_one_line_error, compactor

@@ -13,10 +13,11 @@ import json
 from datetime import UTC, datetime
 
 from compactor.app.plan_document import build_plan
-from compactor.metrics.advice import advice_to_dict, advise
+from compactor.metrics.advice import advise
 from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpu_pods_advice
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
+from compactor.render.advice import advice_to_dict
 from compactor.render.html import render_report_html
 from compactor.render.report import render_report
 from compactor.settings import PlannerSettings
