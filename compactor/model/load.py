@@ -13,7 +13,9 @@ import msgspec
 import yaml
 
 from compactor.errors import InputError
-from compactor.model.dra import DRA_KINDS, NVIDIA, DriverMapping, apply, read_inventory
+from compactor.model.dra import DRA_KINDS, NVIDIA, DriverMapping
+from compactor.model.dra_apply import apply
+from compactor.model.dra_inventory import read_inventory
 from compactor.model.parse import (
     RawObject,
     parse_claim,

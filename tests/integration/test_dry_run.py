@@ -18,7 +18,8 @@ import pytest
 
 from compactor.actions import annotations as ann
 from compactor.actions.clock import SimulatedClock
-from compactor.actions.dryrun import RecordedCall, RecordingClient
+from compactor.actions.dryrun import RecordingClient
+from compactor.actions.dryrun_calls import RecordedCall
 from compactor.actions.executor import Executor, RunReport
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings

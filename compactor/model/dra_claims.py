@@ -1,0 +1,78 @@
+"""ResourceClaims as the model reads them: what each request asks and which devices are allocated to it.
+
+Apart from the devices (``dra``) and the pools (``dra_inventory``) because a claim is the pod's side of dynamic resource
+allocation: what it holds once allocated, and while it is pending, what it asks for (a class, a count, and for a MIG
+class the profile its CEL selector names), which is all the model can say of a pod not scheduled yet.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from compactor.model.parse import RawObject, sections
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    driver: str
+    pool: str
+    device: str
+    admin: bool
+
+
+@dataclass(frozen=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    requests: tuple[tuple[str, str, int, str, str], ...]  # (request, deviceClassName, count, allocationMode, profile)
+    results: tuple[ClaimResult, ...]
+    admin: bool  # a request asks for adminAccess
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def read_claim(raw: RawObject, *, source: str) -> ResourceClaim:
+    """Each request's class, count, mode and selected MIG profile, and the devices allocated (none while pending)."""
+    _, meta, spec, status = sections(raw, source=source)
+    devices = spec.devices if isinstance(spec.devices, dict) else {}
+    requests, admin = [], False
+    for request in devices.get("requests") or ():
+        exactly = request.get("exactly") or {}
+        admin = admin or bool(exactly.get("adminAccess"))
+        requests.append(
+            (
+                str(request.get("name") or ""),
+                str(exactly.get("deviceClassName") or ""),
+                int(exactly.get("count") or 1),
+                str(exactly.get("allocationMode") or "ExactCount"),
+                _selected_profile(exactly.get("selectors")),
+            )
+        )
+    allocated = ((status.allocation or {}).get("devices") or {}).get("results") or ()
+    results = tuple(
+        ClaimResult(
+            str(r.get("driver") or ""),
+            str(r.get("pool") or ""),
+            str(r.get("device") or ""),
+            bool(r.get("adminAccess")),
+        )
+        for r in allocated
+        if isinstance(r, dict)
+    )
+    return ResourceClaim(meta.namespace or "default", str(meta.name), tuple(requests), results, admin)
+
+
+_PROFILE_SELECTOR = re.compile(r"""^device\.attributes\[["']([^"']+)["']\]\.profile\s*==\s*["']([^"']+)["']$""")
+
+
+def _selected_profile(selectors: Any) -> str:
+    """The MIG profile a request's CEL selectors ask for, when one of them is exactly a profile equality."""
+    for selector in selectors if isinstance(selectors, list) else ():
+        expression = str(((selector or {}).get("cel") or {}).get("expression") or "").strip()
+        if found := _PROFILE_SELECTOR.match(expression):
+            return found.group(2)
+    return ""

@@ -1,0 +1,130 @@
+"""The DRA inventory: the mapped devices of complete ResourceSlice pools, the claims and the DeviceClasses read.
+
+Apart from the devices (``dra``) and the claims (``dra_claims``) because a pool is only counted whole: its slices are
+gathered, checked against ``spec.pool.resourceSliceCount`` at the highest generation, and only then mapped, with the
+counters its partitionable devices consume checked against those its slices share.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compactor.model import schema
+from compactor.model.dra import Device, DriverMapping, counter_amounts, map_device
+from compactor.model.dra_claims import ResourceClaim, read_claim
+from compactor.model.parse import RawObject, sections
+from compactor.model.partitions import PartitionDevice, Partitions
+
+
+@dataclass
+class Inventory:
+    devices: dict[tuple[str, str, str], Device] = field(default_factory=dict)  # (driver, pool, device) -> device
+    by_node: dict[str, list[Device]] = field(default_factory=lambda: defaultdict(list))
+    claims: dict[str, ResourceClaim] = field(default_factory=dict)  # namespace/name -> claim
+    extended_classes: dict[str, str] = field(default_factory=dict)  # DeviceClass -> extendedResourceName
+    partitions: dict[str, Partitions] = field(default_factory=dict)  # node -> its partitionable devices
+
+
+def read_inventory(
+    objects: Iterable[tuple[str, RawObject]],
+    nodes: Iterable[str],
+    mappings: Sequence[DriverMapping],
+    warnings: list[str],
+) -> Inventory:
+    """The mapped devices of complete pools, the claims and the DeviceClasses' extended resources of ``objects``."""
+    by_driver = {m.driver: m for m in mappings}
+    inventory = Inventory()
+    pools: dict[tuple[str, str], list[_Slice]] = defaultdict(list)
+    for origin, raw in objects:
+        kind = raw.kind if isinstance(raw, schema.KubeObject) else raw.get("kind")
+        if kind == "DeviceClass":
+            _, meta, spec, _ = sections(raw, source=origin)
+            if spec.extended_resource_name:
+                inventory.extended_classes[str(meta.name)] = spec.extended_resource_name
+        elif kind == "ResourceClaim":
+            claim = read_claim(raw, source=origin)
+            inventory.claims[claim.key] = claim
+        elif kind == "ResourceSlice":
+            _, meta, spec, _ = sections(raw, source=origin)
+            about = spec.pool if isinstance(spec.pool, dict) else {}
+            key = (spec.driver or "", str(about.get("name") or ""))
+            pools[key].append(
+                _Slice(
+                    str(meta.name),
+                    int(about.get("generation") or 0),
+                    int(about.get("resourceSliceCount") or 1),
+                    spec.node_name or "",
+                    spec.devices if isinstance(spec.devices, list) else [],
+                    counter_amounts(spec.shared_counters),
+                )
+            )
+    known = set(nodes)
+    for (driver, pool_name), slices in sorted(pools.items()):
+        generation = max(s.generation for s in slices)
+        current = sorted((s for s in slices if s.generation == generation), key=lambda s: s.name)
+        expected = current[0].count
+        if len(current) != expected:
+            warnings.append(
+                f"DRA pool {pool_name} of driver {driver}: {len(current)} of {expected} ResourceSlice(s) at generation "
+                f"{generation}: incomplete (being republished?), its devices are not counted"
+            )
+            continue
+        mapping = by_driver.get(driver)
+        if mapping is not None:
+            _read_pool(inventory, current, driver, pool_name, known, mapping, warnings)
+    return inventory
+
+
+@dataclass(frozen=True)
+class _Slice:
+    name: str
+    generation: int
+    count: int  # spec.pool.resourceSliceCount
+    node: str
+    devices: list[Any]
+    counters: tuple[tuple[tuple[str, str], int], ...]  # spec.sharedCounters
+
+
+def _read_pool(
+    inventory: Inventory,
+    slices: Sequence[_Slice],
+    driver: str,
+    pool: str,
+    known: set[str],
+    mapping: DriverMapping,
+    warnings: list[str],
+) -> None:
+    """The mapped devices of one complete pool, in the allocator's order (slices by name, devices in slice order)."""
+    counters = dict(c for s in slices for c in s.counters)
+    partitioned: dict[str, list[PartitionDevice]] = defaultdict(list)
+    products: dict[str, str] = {}
+    for piece in slices:
+        if not piece.node or piece.node not in known:
+            continue
+        for raw in piece.devices:
+            device = map_device(raw, driver=driver, pool=pool, node=piece.node, mapping=mapping)
+            if device is None:
+                continue  # another driver's, a kind the mapping does not know
+            if device.partition is not None:
+                missing = [c for c, _ in device.partition.consumes if c not in counters]
+                if missing:
+                    warnings.append(
+                        f"DRA pool {pool} of driver {driver}: device {device.name} consumes counter "
+                        f"{missing[0][0]}/{missing[0][1]}, which no slice of the pool shares: not counted"
+                    )
+                    continue
+                partitioned[piece.node].append(device.partition)
+                products.setdefault(piece.node, device.product)
+            inventory.devices[(driver, pool, device.name)] = device
+            if device.partition is None:
+                inventory.by_node[piece.node].append(device)
+    for node, devices in partitioned.items():
+        if node in inventory.partitions:
+            warnings.append(f"node {node}: partitionable devices of more than one DRA pool: only the first is counted")
+            continue
+        used = {c for d in devices for c, _ in d.consumes}
+        capacity = tuple(sorted((c, a) for c, a in counters.items() if c[0] in {s for s, _ in used}))
+        inventory.partitions[node] = Partitions(driver, pool, capacity, tuple(devices), product=products.get(node, ""))
