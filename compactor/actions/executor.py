@@ -2,27 +2,28 @@
 
 The same code runs for real and dry runs; only the ``ClusterClient`` differs. The executor strings
 the steps together (``actions/steps/``, one module each) over one ``Run``, and owns two rules:
-every change is announced in the run state before it is made (``Run.save``: recovery resumes or
-undoes from it after a crash), and an abort rolls back exactly once. How replacements are made
-to land where the plan says is the ``Steerer``'s business (``actions/steering/``), chosen per run.
+every change is announced in the run state before it is made (``Run.write_ahead``: recovery resumes
+or undoes from it after a crash), and an abort rolls back exactly once, its reason in the report
+(``AbortReason``). How replacements are made to land where the plan says is the ``Steerer``'s
+business (``actions/steering/``), chosen per run. The report is ``actions/report.py``; what the run
+measures of the cluster, before and after, ``actions/measurement.py``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 from compactor.actions.checks.validate import plan_still_holds
-from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted
-from compactor.actions.outcome import Outcome, compare, dra_facts, node_gpus, pod_holds_node, whole_free
-from compactor.actions.pods import is_terminating, pod_key
-from compactor.actions.run import Abort, Progress, Run, StopHere
-from compactor.actions.scope import measured_nodes, within_cap
-from compactor.actions.state import Phase, RunState
+from compactor.actions.measurement import measure
+from compactor.actions.outcome import Outcome, compare, dra_facts
+from compactor.actions.report import RunReport as RunReport
+from compactor.actions.run import Abort, AbortReason, Progress, Run, StopHere
+from compactor.actions.scope import within_cap
+from compactor.actions.state import Phase, Resume, RunState
 from compactor.actions.status import RunStatus
 from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
@@ -42,59 +43,6 @@ from compactor.settings import ExecutorSettings, PlannerSettings
 
 __all__ = ["Abort", "Executor", "Progress", "RunReport"]
 log = logging.getLogger("compactor.executor")
-
-
-@dataclass
-class RunReport:
-    plan_id: str
-    status: RunStatus
-    moves_total: int
-    moves_done: int = 0
-    freed_nodes: list[str] = field(default_factory=list)
-    skipped_moves: list[str] = field(default_factory=list)
-    # pods whose move is over (replaced, or found gone): the history's "moved"
-    done_pods: list[str] = field(default_factory=list)
-    reason: str = ""
-    dry_run: bool = False
-    outcome: Outcome | None = None  # measured on the cluster once the run is over (None when it never started)
-    recuts: dict[str, str] = field(default_factory=dict)  # MIG re-cuts attempted: node -> success | failed | timeout
-    devices: dict[str, list[str]] = field(default_factory=dict)  # moved pod -> its replacement's DRA devices
-    steering: str = ""  # the mechanism in force: policy | holds | off
-    steering_why: str = ""
-    steering_not_in_effect: bool = False  # the policy is installed but runs concluded it is not in effect
-
-    def ended(self, status: RunStatus, reason: str) -> RunReport:
-        """This report, ended with ``status`` for ``reason``."""
-        self.status, self.reason = status, reason
-        return self
-
-    @property
-    def shown_status(self) -> str:
-        """The status as output says it: ``dry-run`` for a dry run that walked the plan (its ``succeeded`` or ``partial``
-        judges a simulated world); a dry run that failed or had nothing to do says so as a real run would."""
-        if self.dry_run and self.status in (RunStatus.SUCCEEDED, RunStatus.PARTIAL):
-            return RunStatus.DRY_RUN
-        return self.status
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "planId": self.plan_id,
-            "status": self.shown_status,
-            "movesTotal": self.moves_total,
-            "movesDone": self.moves_done,
-            "freedNodes": self.freed_nodes,
-            "skippedMoves": self.skipped_moves,
-            "reason": self.reason,
-            "dryRun": self.dry_run,
-            "outcome": self.outcome.to_dict() if self.outcome else None,
-            "migRecuts": self.recuts,
-            "draDevices": self.devices,
-            "steering": {
-                "mechanism": self.steering,
-                "why": self.steering_why,
-                "policyNotInEffect": self.steering_not_in_effect,
-            },
-        }
 
 
 class Executor:
@@ -149,10 +97,10 @@ class Executor:
             raise
         except (Abort, ClusterError) as exc:
             roll_back(run, str(exc))
-            report.ended(RunStatus.FAILED, str(exc))
+            report.rolled_back(exc.reason if isinstance(exc, Abort) else AbortReason.CLUSTER_ERROR, str(exc))
         except Exception as exc:  # a bug or an unexpected client failure must not leave nodes fenced
             log.exception("unexpected error while executing", extra={"plan": plan.metadata.id})
-            report.ended(RunStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}")
+            report.rolled_back(AbortReason.UNEXPECTED, f"unexpected {type(exc).__name__}: {exc}")
             roll_back(run, report.reason)
         self._tally(run, report)
         return report
@@ -171,7 +119,7 @@ class Executor:
     def _refuse_old(self, plan: CompactionPlan, report: RunReport, resume: RunState | None, age: str) -> RunReport:
         """A plan too old to carry out is refused; an interrupted run of one is undone, not carried on."""
         if resume is not None:
-            return self.abandon(plan, resume, reason=age)
+            return self.abandon(plan, resume, reason=age, why=AbortReason.PLAN_STALE)
         log.error("plan refused", extra={"plan": plan.metadata.id, "reason": age})
         return report.ended(RunStatus.FAILED, age)
 
@@ -196,7 +144,8 @@ class Executor:
         return ""
 
     def _carry_out(self, run: Run, report: RunReport) -> None:
-        if run.state.phase != Phase.FINISHING:  # interrupted while finishing: every move is done, nodes may be released
+        # interrupted while finishing: every move is done, nodes may be released already
+        if run.state.resume is not Resume.FINISH:
             self._move_everything(run)
         report.freed_nodes = self._finish(run)
         if run.state.refused:
@@ -231,21 +180,15 @@ class Executor:
             "plan again from the cluster as it is now"
         )
 
-    def abandon(self, plan: CompactionPlan, state: RunState, *, reason: str) -> RunReport:
-        """Roll back an interrupted run without resuming it."""
+    def abandon(
+        self, plan: CompactionPlan, state: RunState, *, reason: str, why: AbortReason = AbortReason.INTERRUPTED
+    ) -> RunReport:
+        """Roll back an interrupted run without resuming it: ``reason`` in words, ``why`` in a word."""
         run = self._run(plan, state)
         roll_back(run, reason)
-        return RunReport(
-            plan.metadata.id,
-            RunStatus.FAILED,
-            len(plan.moves),
-            moves_done=len(run.state.done),
-            reason=reason,
-            dry_run=self.dry_run,
-            steering=self.steering.mechanism.value,
-            steering_why=self.steering.why,
-            steering_not_in_effect=self.steering.not_in_effect,
-        )
+        report = self._new_report(plan).rolled_back(why, reason)
+        report.moves_done = len(run.state.done)
+        return report
 
     def _run(self, plan: CompactionPlan, state: RunState) -> Run:
         steerer: Steerer = steerer_for(self.steering, self.settings.identity)
@@ -276,17 +219,17 @@ class Executor:
 
     @staticmethod
     def _move_everything(run: Run) -> None:
-        fenced_before = run.state.phase == Phase.EVICTING  # resumed after every fence was placed (and saved as such)
+        fenced_before = run.state.resume is Resume.FENCES_PLACED
         run.state.phase = Phase.CORDONING
         plan_still_holds(run)
         _save_first(run)
         fence_all(run, fenced_before=fenced_before)
         run.first_reads.clear()  # from here on, every read is fresh
-        run.state.phase = Phase.EVICTING
-        run.save()
+        with run.write_ahead() as state:
+            state.phase = Phase.EVICTING
         evict_all(run, await_replacement)
-        run.state.phase = Phase.FINISHING
-        run.save()
+        with run.write_ahead() as state:
+            state.phase = Phase.FINISHING
 
     @staticmethod
     def _finish(run: Run) -> list[str]:
@@ -313,7 +256,7 @@ class Executor:
             )
             run = self._run(plan, RunState(plan_id=plan.metadata.id))
             run.capped = f"max_evictions_per_cycle ({cap})"
-        world = self._world(run, reads=True)
+        world = measure(run, self.dra_drivers, reads=True)
         run.state.free_before = world.whole_free
         # validating and fencing start from these reads instead of making them again
         run.first_reads.update(world.reads)
@@ -324,28 +267,6 @@ class Executor:
             )
             run.plan = run.plan.model_copy(update={"freed_gpus": freed_gpus})
         return run
-
-    def _world(self, run: Run, *, reads: bool = False) -> _World:
-        """Whole-free GPUs as the cluster shows them now: with exact steering, on the nodes the plan changes (replacements
-        land nowhere else), read one by one with their pods, so the cost follows the plan, not the cluster; without, on
-        every node and pod, scanned page by page and kept only as ``_World`` needs them. ``reads``: keep the plan's nodes
-        (``measured_nodes``) as read, with their pods (``Run.first_reads``)."""
-        dra = dra_facts(self.client, self.dra_drivers)
-        if reads:  # the run's start: which nodes serve GPUs through DRA, for the room checks before each eviction
-            run.dra_nodes = frozenset(dra.gpus)
-        pending = frozenset(p.pod for p in run.plan.placed_pending)
-        look = _Look(frozenset(measured_nodes(run.plan)), pending, reads, dra.gpus)
-        if not run.steerer.exact:
-            return _World.of(self.client.scan_nodes(look.node), self.client.scan_pods(look.pod), dra.busy)
-        raw = [node for name in sorted(look.nodes) if (node := self.client.get_node(name)) is not None]
-        nodes = [look.node(node) for node in raw]
-        pods = [
-            fact
-            for node in raw
-            for pod in self.client.list_pods(node_name=node["metadata"]["name"])
-            if (fact := look.pod(pod)) is not None
-        ]
-        return _World.of(nodes, pods, dra.busy)
 
     def _let_go_quietly(self, run: Run) -> None:
         if not run.steerer.release_on_stop:
@@ -374,7 +295,7 @@ class Executor:
         )
 
     def _measure(self, run: Run) -> Outcome:
-        world = self._world(run)
+        world = measure(run, self.dra_drivers)
         outcome = compare(run.state.free_before, world.whole_free, planned=run.plan.freed_gpus)
         outcome.pending_planned = len(run.plan.placed_pending)
         outcome.pending_placed = sum(1 for p in run.plan.placed_pending if world.bound.get(p.pod) == p.to_node)
@@ -389,81 +310,16 @@ class Executor:
         return outcome
 
 
-@dataclass(frozen=True)
-class _NodeFact:
-    name: str
-    gpus: int | None  # physical GPUs, of a GPU node (``outcome.node_gpus``)
-    raw: Obj | None  # the node as read: one of the plan's, when reads are kept
-
-
-@dataclass(frozen=True)
-class _PodFact:
-    node: str  # spec.nodeName ('' when not bound)
-    busy: bool  # a bound GPU pod: its node is not whole-free (``outcome.pod_holds_node``)
-    pending: str | None  # the key of a placed pending pod of the plan, when it is not terminating
-    raw: Obj | None  # the pod as read: one on a node of the plan, when reads are kept
-
-
-@dataclass(frozen=True)
-class _Look:
-    """What ``Executor._world`` keeps of each node and pod it reads (``scan_nodes``/``scan_pods`` hand them over page by
-    page): whole objects only for the plan's nodes, and of every other only what counting whole-free GPUs asks."""
-
-    nodes: frozenset[str]  # the plan's nodes (measured_nodes)
-    pending: frozenset[str]  # the plan's placed pending pods
-    reads: bool  # keep the plan's nodes and their pods as read
-    dra_gpus: Mapping[str, int]  # node -> GPUs its ResourceSlices publish (``outcome.dra_facts``)
-
-    def node(self, raw: Obj) -> _NodeFact:
-        name, gpus = node_gpus(raw, self.dra_gpus)
-        return _NodeFact(name, gpus, raw if self.reads and name in self.nodes else None)
-
-    def pod(self, raw: Obj) -> _PodFact | None:
-        node, busy = pod_holds_node(raw)
-        pending = key if (key := pod_key(raw)) in self.pending and not is_terminating(raw) else None
-        kept = raw if self.reads and node in self.nodes else None
-        if not busy and pending is None and kept is None:
-            return None  # nothing of it counts
-        return _PodFact(node, busy, pending, kept)
-
-
-@dataclass
-class _World:
-    """Whole-free GPUs as ``Executor._world`` measured them, and what the run reads of it."""
-
-    gpus: dict[str, int]  # GPU node -> physical GPUs, every GPU node read
-    busy: set[str]  # nodes running a bound GPU pod
-    bound: dict[str, str]  # placed pending pod (not terminating) -> the node it is bound to ('' when none)
-    reads: dict[str, tuple[Obj, list[Obj]]]  # the plan's nodes as read, with their pods (when kept)
-
-    @classmethod
-    def of(cls, nodes: list[_NodeFact], pods: list[_PodFact], claimed: frozenset[str] = frozenset()) -> _World:
-        """``claimed``: nodes a ResourceClaim holds a device of (busy whatever their pods ask)."""
-        reads: dict[str, tuple[Obj, list[Obj]]] = {n.name: (n.raw, []) for n in nodes if n.raw is not None}
-        for pod in pods:  # one pass, grouped by node: not a pass over the pods per node
-            if pod.raw is not None and pod.node in reads:
-                reads[pod.node][1].append(pod.raw)
-        return cls(
-            gpus={n.name: n.gpus for n in nodes if n.gpus is not None},
-            busy={p.node for p in pods if p.busy} | claimed,
-            bound={p.pending: p.node for p in pods if p.pending is not None},
-            reads=reads,
-        )
-
-    @property
-    def whole_free(self) -> dict[str, int]:
-        """GPU node -> its physical GPUs, for every GPU node that runs no GPU pod (``outcome.whole_free``)."""
-        return whole_free(self.gpus, self.busy)
-
-
 def _save_first(run: Run) -> None:
-    """The first write of a run: a missing state namespace is said with the way out, before any change."""
+    """The first write of a run, the state as it stands (not through ``Run.write_ahead``): a missing state namespace is
+    said with the way out, before any change."""
     try:
         run.save()
     except ClusterError as exc:
         if exc.status == 404:
             raise Abort(
+                AbortReason.CLUSTER_ERROR,
                 f"cannot record the run's state ({exc}); create the state namespace "
-                f"(kubectl create namespace {run.settings.state_namespace}) or set executor.state_namespace"
+                f"(kubectl create namespace {run.settings.state_namespace}) or set executor.state_namespace",
             ) from None
         raise

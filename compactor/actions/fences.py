@@ -45,6 +45,6 @@ def release(run: Run, name: str, why: str) -> None:
         return
     if unfence(run, name):
         run.event(events.uncordoned(name, run.plan_id, why))
-    run.state.cordoned.remove(name)
-    run.state.reserved.pop(name, None)
-    run.save()
+    with run.write_ahead() as state:
+        state.cordoned.remove(name)
+        state.reserved.pop(name, None)

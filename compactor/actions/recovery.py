@@ -23,7 +23,7 @@ from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.executor import Executor, RunReport
 from compactor.actions.patching import patch_fresh
-from compactor.actions.state import Phase, RunState, StateUnreadable
+from compactor.actions.state import Resume, RunState, StateUnreadable
 from compactor.actions.status import FINISHED
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.trust import untrusted
@@ -119,7 +119,7 @@ def _resume(executor: Executor, plan: CompactionPlan, state: RunState, *, resume
     log.info("found an interrupted plan", extra={"plan": plan.metadata.id, "phase": state.phase.value})
     if not resume:
         return executor.abandon(plan, state, reason="resume disabled")
-    if state.phase == Phase.ROLLING_BACK:  # the run had already decided to abort: finish that, never resume
+    if state.resume is Resume.ROLL_BACK:  # the run had already decided to abort: finish that, never resume
         return executor.abandon(
             plan, state, reason=f"interrupted while rolling back: {state.reason or 'unknown reason'}"
         )

@@ -31,8 +31,8 @@ def leave_for_operator(run: Run, change: MigRepartition, why: str, result: str) 
     if change.node in run.state.cordoned and patch_fresh(
         run.client, change.node, lambda n: mig.failed_patch(why) if ann.is_ours(n, run.settings.identity) else None
     ):
-        run.state.cordoned.remove(change.node)  # deliberately kept: recovery and finish leave it
-        run.save()
+        with run.write_ahead() as state:
+            state.cordoned.remove(change.node)  # deliberately kept: recovery and finish leave it
     run.event(events.recut_failed(change.node, message))
     run.note(message)
     return result

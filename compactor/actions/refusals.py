@@ -30,12 +30,12 @@ def refuse(run: Run, move: Move, why: str) -> None:
                 refused[other.pod] = f"depends on the move of {move.pod}, refused: {why}"
                 stuck.add(other.from_node)
                 changed = True
-    for pod, reason in refused.items():
-        log.warning(
-            run.said("move refused at its eviction", "move would be refused (dry run)"),
-            extra={"pod": pod, "reason": reason},
-        )
-        run.note(f"not moved {pod}: {reason}")
-        run.state.refused[pod] = reason
-        run.state.done.append(pod)
-    run.save()
+    with run.write_ahead() as state:
+        for pod, reason in refused.items():
+            log.warning(
+                run.said("move refused at its eviction", "move would be refused (dry run)"),
+                extra={"pod": pod, "reason": reason},
+            )
+            run.note(f"not moved {pod}: {reason}")
+            state.refused[pod] = reason
+            state.done.append(pod)

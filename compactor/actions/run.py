@@ -1,17 +1,19 @@
 """One run of a plan as the steps see it: the plan, its persisted state, the services they share.
 
 ``Run`` is what every step module (``actions/steps/``) and every steerer (``actions/steering/``)
-takes. It holds the typed state (``RunState``, saved to the state ConfigMap by ``save``, which the
-steps call *before* each change they make: the write-ahead rule), what only this process knows
-(notes, the time it started, holds' duration), and the services: the cluster client, settings,
-clock, Events, progress, and the retry helper for reads.
+takes. It holds the typed state (``RunState``, changed and saved to the state ConfigMap in a
+``write_ahead`` block *before* each change the steps make to the cluster: the write-ahead rule), what
+only this process knows (notes, the time it started, holds' duration), and the services: the cluster
+client, settings, clock, Events, progress, and the retry helper for reads. A run that must stop and
+roll back raises ``Abort`` with its ``AbortReason``.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
@@ -32,8 +34,29 @@ log = logging.getLogger("compactor.executor")
 T = TypeVar("T")
 
 
+class AbortReason(enum.StrEnum):
+    """Why a run stopped and rolled back, in a word a metric or a test can switch on (``Abort.reason``, the report's
+    ``abortReason``, ``gpu_compactor_rollbacks_total{reason}``); the message beside it says the rest."""
+
+    PLAN_STALE = "plan_stale"  # the cluster no longer matches the plan: a node, a pod, an owner or a target's room
+    NODE_GONE = "node_gone"  # a node of the plan disappeared while the run fenced or re-cut it
+    PDB_BLOCKED = "pdb_blocked"  # a PodDisruptionBudget allowed no disruption for replacement_timeout_seconds
+    EVICTION_REFUSED = "eviction_refused"  # the Eviction API refused for good, or kept refusing through every retry
+    REPLACEMENT_TIMEOUT = "replacement_timeout"  # a replacement (or a surge's every replica) was not Ready in time
+    STEERING_FAILED = "steering_failed"  # a replacement not bound where planned, or the steering itself gone
+    WORKLOAD_CHANGED = "workload_changed"  # someone else scaled the Deployment of a make-before-break move
+    CLUSTER_ERROR = "cluster_error"  # the API server failed a call the run could not go on without
+    UNEXPECTED = "unexpected"  # a bug: an error the executor does not expect
+    INTERRUPTED = "interrupted"  # a run interrupted by a restart that recovery rolled back instead of resuming
+
+
 class Abort(Exception):
-    """Stop the run and roll back; the message says why (it becomes an Event and a log line)."""
+    """Stop the run and roll back: ``reason`` says why in a word, the message in words (it becomes an Event and a log
+    line)."""
+
+    def __init__(self, reason: AbortReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class StopHere(Exception):
@@ -77,7 +100,7 @@ class Steerer(Protocol):
 
     def prepare(self, run: Run, move: Move, pod: Obj) -> None:
         """Before the eviction, reads only: the target's room checked (``Abort`` when the plan no longer holds), what steering
-        will write recorded in ``run.state``, which the executor then saves (the write-ahead)."""
+        will write recorded in ``run.state``, inside the eviction's ``Run.write_ahead`` (saved before ``engage``)."""
 
     def engage(self, run: Run, move: Move) -> None:
         """Steering written into the cluster for the move's replacement, just before the eviction."""
@@ -173,8 +196,22 @@ class Run:
 
     # ----- services ---------------------------------------------------------------
 
+    @contextmanager
+    def write_ahead(self) -> Iterator[RunState]:
+        """The state, for the block to change, saved as the block ends: the one way steps save it. What the block
+        records reaches the state ConfigMap before the change it announces, made after the block (the write-ahead rule:
+        after a crash, recovery resumes or rolls back from what the state says); what it forgets (a node released) was
+        undone before it. A block that raises saves nothing.
+
+            with run.write_ahead() as state:
+                state.cordoned.append(name)
+            fence(name)
+        """
+        yield self.state
+        self.save()
+
     def save(self) -> None:
-        """Write the state before the change it announces (the write-ahead rule); recovery reads it after a crash."""
+        """Write the state as it is; ``write_ahead`` is how steps change and save it."""
         self.state.updated_at = self.stamp()
         self.client.write_state(STATE_CONFIGMAP, self.state.to_data(self.plan_record))
 

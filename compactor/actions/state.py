@@ -23,7 +23,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from compactor.actions.annotations import STATE_CONFIGMAP
 from compactor.planner.plan import CompactionPlan
 
-__all__ = ["STATE_CONFIGMAP", "InFlight", "Phase", "RunState", "StateUnreadable", "Surge", "decode_plan", "encode_plan"]
+__all__ = [
+    "PHASES",
+    "STATE_CONFIGMAP",
+    "InFlight",
+    "Phase",
+    "Resume",
+    "RunState",
+    "StateUnreadable",
+    "Surge",
+    "decode_plan",
+    "encode_plan",
+]
 # The plan as recovery needs it: moves, nodes, placements. The figures before/after grow with the cluster
 # (per node) and would push the state ConfigMap past the API server's 1 MiB limit at a few hundred nodes.
 _FIGURES_DROPPED: dict[str, Any] = {"before": {}, "after": {}, "explanations": {}}
@@ -41,6 +52,27 @@ class Phase(enum.StrEnum):
     FINISHING = "finishing"  # every move done: re-cuts, pending pods, releases
     ROLLING_BACK = "rollingBack"  # aborted: undoing this run's fences, never resumed
     DONE = "done"
+
+
+class Resume(enum.Enum):
+    """How a run carries on from the phase its state records (a new run starts in ``CORDONING``)."""
+
+    FROM_THE_START = "validated again, fenced where it is not yet, each move not done carried out, finished"
+    FENCES_PLACED = "as from the start, but every fence was placed: one found lifted stays lifted, its moves refused"
+    FINISH = "every move is done: straight to the re-cuts, the pending pods and the releases"
+    ROLL_BACK = "never resumed: recovery finishes the rollback the run had begun"
+
+
+# The phases in the order a run goes through them (any of them may turn into ROLLING_BACK), each with how a run found in
+# it carries on: the executor reads where to pick up, recovery whether to resume at all.
+PHASES: dict[Phase, Resume] = {
+    Phase.CORDONING: Resume.FROM_THE_START,
+    Phase.EVICTING: Resume.FENCES_PLACED,
+    Phase.FINISHING: Resume.FINISH,
+    Phase.ROLLING_BACK: Resume.ROLL_BACK,
+    # never saved (the state is deleted as a run reaches it): a state that says so anyway is taken from the start
+    Phase.DONE: Resume.FROM_THE_START,
+}
 
 
 class Surge(BaseModel):
@@ -91,6 +123,11 @@ class RunState(BaseModel):
     evictions: int = 0
     reason: str = ""  # why a rollback started
     updated_at: str = ""
+
+    @property
+    def resume(self) -> Resume:
+        """How this run carries on from its phase (``PHASES``)."""
+        return PHASES[self.phase]
 
     def to_data(self, plan_record: str) -> dict[str, str]:
         """The ConfigMap's data: one key per field (JSON text), the plan as ``encode_plan`` made it."""

@@ -29,7 +29,7 @@ import logging
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref, owner_pods
 from compactor.actions.pods import is_bound, is_ready, is_terminating
-from compactor.actions.run import Abort, Run
+from compactor.actions.run import Abort, AbortReason, Run
 from compactor.actions.state import Surge
 from compactor.errors import ClusterError
 from compactor.planner.plan import Move
@@ -110,8 +110,9 @@ def scale_up(run: Run, move: Move, surge: Surge) -> None:
     now = _replicas(run, namespace, surge.deployment)
     if now != surge.replicas + 1:
         raise Abort(
+            AbortReason.WORKLOAD_CHANGED,
             f"Deployment {namespace}/{surge.deployment} was scaled to {now} by someone else before the surge of {move.pod}; "
-            f"not surged"
+            f"not surged",
         )
 
 
@@ -132,12 +133,14 @@ def retire(run: Run, move: Move, surge: Surge) -> None:
         if now != surge.replicas:  # someone scaled it meanwhile: theirs to decide; our pod no longer ranks first
             _unmark(run, namespace, name, surge)
             raise Abort(
-                f"Deployment {namespace}/{surge.deployment} was scaled to {now} by someone else during the surge of {move.pod}"
+                AbortReason.WORKLOAD_CHANGED,
+                f"Deployment {namespace}/{surge.deployment} was scaled to {now} by someone else during the surge of {move.pod}",
             )
     while _still_there(run, namespace, name, surge):
         if run.clock.monotonic() >= deadline:
             raise Abort(
-                f"the ReplicaSet did not remove {move.pod} after the scale-down of Deployment {surge.deployment}"
+                AbortReason.REPLACEMENT_TIMEOUT,
+                f"the ReplicaSet did not remove {move.pod} after the scale-down of Deployment {surge.deployment}",
             )
         run.report(f"moved {move.pod}", waiting=f"the ReplicaSet to remove {move.pod} (make-before-break)")
         run.clock.sleep(run.settings.poll_seconds)
@@ -165,8 +168,9 @@ def _await_every_replica_ready(run: Run, move: Move, owner: str, selector: str, 
             return
         if run.clock.monotonic() >= deadline:
             raise Abort(
+                AbortReason.REPLACEMENT_TIMEOUT,
                 f"not every replica of Deployment {surge.deployment} Ready during the surge of {move.pod}; "
-                f"scaling back would remove another one"
+                f"scaling back would remove another one",
             )
         run.report(f"moved {move.pod}", waiting=f"every replica of {surge.deployment} Ready (make-before-break)")
         run.clock.sleep(run.settings.poll_seconds)

@@ -51,6 +51,7 @@ class CycleRecorder(Protocol):
         recuts: tuple[str, ...] = (),
         steering: str = "",
         steering_not_in_effect: bool = False,
+        abort_reason: str | None = None,
     ) -> None: ...
 
     def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
@@ -160,7 +161,11 @@ def _recovered(
     )
     if (resumed := recovery.resumed) is not None:
         exporter.record_run(
-            resumed.status, evictions=evictions(resumed), gained=gained(resumed), steering=resumed.steering
+            resumed.status,
+            evictions=evictions(resumed),
+            gained=gained(resumed),
+            steering=resumed.steering,
+            abort_reason=resumed.abort_reason,
         )
     if not acting and recovery.said():
         log.info("cleared a dead run's leftovers: %s", recovery.said())
@@ -234,5 +239,6 @@ def _carried_out(
         recuts=tuple(run.recuts.values()),
         steering=run.steering,
         steering_not_in_effect=run.steering_not_in_effect,
+        abort_reason=run.abort_reason,
     )
     return run

@@ -6,8 +6,8 @@ pushes the same families to a Pushgateway (``compactor.last_run``).
 The only module that imports ``prometheus_client``. ``Exporter`` is a custom collector:
 each scrape yields the series of the *last* ``Figures`` it was given, so a pool or
 node that disappeared from the cluster disappears from ``/metrics`` with the next
-cycle instead of lingering as a stale series. Counters (runs, evictions, cycle
-errors) live across cycles. The registry is injected, so tests (and several
+cycle instead of lingering as a stale series. Counters (runs, rollbacks, evictions,
+cycle errors) live across cycles. The registry is injected, so tests (and several
 controllers in one process) never share the global one.
 
 Metric names are what ``manifests/monitoring/prometheusrule.yaml`` alerts on.
@@ -36,6 +36,20 @@ STEERING_MECHANISMS = (
     "holds",
     "off",
 )
+# Why a run rolled back: compactor.actions.run.AbortReason, named here too (entry points import no executor; a unit test
+# holds the two lists equal)
+ROLLBACK_REASONS = (
+    "plan_stale",
+    "node_gone",
+    "pdb_blocked",
+    "eviction_refused",
+    "replacement_timeout",
+    "steering_failed",
+    "workload_changed",
+    "cluster_error",
+    "unexpected",
+    "interrupted",
+)
 
 
 class Exporter(Collector):
@@ -52,6 +66,7 @@ class Exporter(Collector):
         self._figures: Figures | None = None
         self._fenced: int | None = None  # nodes carrying a fence mark
         self._runs: dict[str, int] = dict.fromkeys(RUN_STATUSES, 0)
+        self._rollbacks: dict[str, int] = dict.fromkeys(ROLLBACK_REASONS, 0)
         self._evictions = 0
         self._cycle_errors = 0
         self._last_cycle: float | None = None
@@ -86,13 +101,15 @@ class Exporter(Collector):
         recuts: tuple[str, ...] = (),
         steering: str = "",
         steering_not_in_effect: bool = False,
+        abort_reason: str | None = None,
     ) -> None:
         """One executor run ended, now, with ``status`` (succeeded | partial | failed | nothing-to-do | dry-run) after
         ``evictions`` evictions; it is also the last run (``record_last_run``) as of the exporter's clock.
 
         ``gained``: (measured, planned) net whole-free GPUs of the run, when it was measured; ``recuts``: the result of
         each MIG re-cut it attempted (success | failed | timeout); ``steering``: the mechanism in force (policy | holds | off);
-        ``steering_not_in_effect``: the policy is installed but runs concluded it does not pin (actions/steering/evidence.py).
+        ``steering_not_in_effect``: the policy is installed but runs concluded it does not pin (actions/steering/evidence.py);
+        ``abort_reason``: why the run rolled back, when it did (one of ``ROLLBACK_REASONS``: the report's abortReason).
         """
         if status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r}; expected {RUN_STATUSES}")
@@ -103,12 +120,16 @@ class Exporter(Collector):
             raise ValueError(f"unknown re-cut result(s) {unknown}; expected {RECUT_RESULTS}")
         if steering and steering not in STEERING_MECHANISMS:
             raise ValueError(f"unknown steering mechanism {steering!r}; expected {STEERING_MECHANISMS}")
+        if abort_reason and abort_reason not in ROLLBACK_REASONS:
+            raise ValueError(f"unknown abort reason {abort_reason!r}; expected {ROLLBACK_REASONS}")
         with self._lock:
             if steering:
                 self._steering = steering
                 self._steering_runs[steering] += 1
                 self._not_in_effect = steering_not_in_effect
             self._runs[status] += 1
+            if abort_reason:
+                self._rollbacks[abort_reason] += 1
             self._evictions += evictions
             if gained is not None:
                 self._gained = gained
@@ -179,6 +200,7 @@ class Exporter(Collector):
         with self._lock:
             figures, fenced, leader = self._figures, self._fenced, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
+            rollbacks = dict(self._rollbacks)
             gained, recuts = self._gained, dict(self._recuts)
             steering, steering_runs, not_in_effect = self._steering, dict(self._steering_runs), self._not_in_effect
             plan, paused_until = self._plan, self._paused_until
@@ -202,6 +224,14 @@ class Exporter(Collector):
         for status in sorted(runs):
             runs_family.add_metric([status], runs[status])
         yield runs_family
+        rollbacks_family = CounterMetricFamily(
+            PREFIX + "rollbacks",
+            "Runs that stopped and rolled back, by why (the run report's abortReason).",
+            labels=["reason"],
+        )
+        for reason in ROLLBACK_REASONS:
+            rollbacks_family.add_metric([reason], rollbacks[reason])
+        yield rollbacks_family
         yield CounterMetricFamily(
             PREFIX + "evictions", "Pods evicted by gpu-compactor (real runs only).", value=evictions
         )

@@ -21,6 +21,7 @@ from compactor.actions.annotations import HELD_FOR
 from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
+from compactor.actions.run import AbortReason
 from compactor.app.cycle import run_cycle
 from compactor.cli import build_parser, main
 from compactor.controller.exporter import Exporter
@@ -28,9 +29,10 @@ from compactor.controller.http import parse_listen
 from compactor.controller.loop import Controller, ControllerOptions
 from compactor.errors import CompactorError
 from compactor.kube.lease import LeaderElector
+from compactor.model.types import Snapshot
 from compactor.planner.history import History
 from compactor.settings import DisruptionSettings, WindowSettings
-from tests.builders import A100_40
+from tests.builders import A100_40, pod
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import SETTINGS_ALL, http_get, loader, make_controller, sample, wait_for
@@ -66,6 +68,30 @@ def test_a_cycle_frees_a_node_and_exports_the_outcome() -> None:
     assert sample(exporter, "gpu_compactor_whole_free_nodes", pool=A100_40) == 1
     assert sample(exporter, "gpu_compactor_fenced_nodes") == 0
     assert sample(exporter, "gpu_compactor_last_cycle_timestamp_seconds") == pytest.approx(c.clock.now().timestamp())
+
+
+def test_a_cycle_whose_plan_went_stale_rolls_back_and_counts_it_under_plan_stale() -> None:
+    """gpu-3 is to be freed, but a GPU pod the plan does not know lands on it between the snapshot and the run."""
+    c = FakeCluster(one_freed_node())
+    snapshot_now = loader(c)
+    newcomer = pod("newcomer", on="gpu-3", gpus=1, owner=None, labels={"app": "newcomer"})
+
+    def snapshot_then_a_newcomer() -> Snapshot:
+        snapshot = snapshot_now()
+        if ("default", "newcomer") not in c.pods:
+            c.add_pod(newcomer)
+        return snapshot
+
+    exporter = Exporter(CollectorRegistry())
+    report = run_cycle(snapshot_then_a_newcomer, c, SETTINGS_ALL, c.clock, exporter, execute=True)
+
+    assert report.run is not None and report.run.status == "failed" and "plan is stale" in report.run.reason
+    assert report.run.abort_reason == AbortReason.PLAN_STALE
+    assert report.run.to_dict()["abortReason"] == "plan_stale"
+    assert c.evicted == [] and c.cordoned_nodes() == []
+    assert sample(exporter, "gpu_compactor_runs_total", status="failed") == 1
+    assert sample(exporter, "gpu_compactor_rollbacks_total", reason="plan_stale") == 1
+    assert sample(exporter, "gpu_compactor_rollbacks_total", reason="pdb_blocked") == 0
 
 
 def test_a_cycle_with_holds_plans_around_a_pod_tolerating_every_taint_instead_of_refusing_it_at_its_eviction() -> None:

@@ -9,8 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from compactor.actions.run import AbortReason
 from compactor.app.last_run import LAST_RUN_STATUSES
-from compactor.controller.exporter import Exporter
+from compactor.controller.exporter import ROLLBACK_REASONS, Exporter
 from compactor.metrics.fragmentation import compute_figures
 from tests.builders import A100_40, H100_80, cluster, node, pod
 from tests.scenarios.pools import small_cluster
@@ -143,6 +144,28 @@ def test_mig_reconfigurations_count_by_result() -> None:
     ] == [2, 1, 1]
     with pytest.raises(ValueError, match="unknown re-cut result"):
         exporter.record_run("failed", recuts=("maybe",))
+
+
+def test_rollbacks_count_by_their_reason_from_zero_and_a_run_that_rolled_nothing_back_in_none() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    assert {value(registry, "gpu_compactor_rollbacks_total", reason=r) for r in ROLLBACK_REASONS} == {0}
+    exporter.record_run("failed", abort_reason=AbortReason.PLAN_STALE)  # a GPU pod arrived on a node the plan frees
+    exporter.record_run("failed", abort_reason=AbortReason.PLAN_STALE)  # a planned target lost its room
+    exporter.record_run("failed", abort_reason=AbortReason.PDB_BLOCKED)
+    exporter.record_run("failed")  # could not start its first move: nothing changed, nothing rolled back
+    exporter.record_run("succeeded")
+    assert value(registry, "gpu_compactor_rollbacks_total", reason="plan_stale") == 2
+    assert value(registry, "gpu_compactor_rollbacks_total", reason="pdb_blocked") == 1
+    assert value(registry, "gpu_compactor_rollbacks_total", reason="node_gone") == 0
+    assert value(registry, "gpu_compactor_runs_total", status="failed") == 4
+    with pytest.raises(ValueError, match="unknown abort reason"):
+        exporter.record_run("failed", abort_reason="bad luck")
+
+
+def test_the_exporter_names_every_reason_a_run_rolls_back_for_as_the_executor_does() -> None:
+    # named twice because entry points import no executor: the two lists must not drift apart
+    assert tuple(AbortReason) == ROLLBACK_REASONS
 
 
 def test_the_exposition_is_valid_prometheus_text_with_the_alerted_names() -> None:

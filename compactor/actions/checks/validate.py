@@ -7,7 +7,7 @@ move off a fenced node is done.
 from __future__ import annotations
 
 from compactor.actions.pods import gpu_pods, gpu_pods_on, pod_key
-from compactor.actions.run import Abort, Run
+from compactor.actions.run import Abort, AbortReason, Run
 from compactor.planner.plan import CompactionPlan
 
 
@@ -30,8 +30,9 @@ def plan_belongs_here(run: Run) -> None:
     if not here:
         sample = ", ".join(sorted(named)[:3]) + (", ..." if len(named) > 3 else "")
         raise Abort(
+            AbortReason.PLAN_STALE,
             f"plan {run.plan.metadata.id} was made for another cluster ({run.plan.metadata.source}): none of its "
-            f"{len(named)} node(s) exist here ({sample})"
+            f"{len(named)} node(s) exist here ({sample})",
         )
 
 
@@ -41,14 +42,15 @@ def plan_still_holds(run: Run) -> None:
         node, pods = run.node_and_pods(name)
         if node is None:
             plan_belongs_here(run)
-            raise Abort(f"plan is stale: node {name} no longer exists")
+            raise Abort(AbortReason.PLAN_STALE, f"plan is stale: node {name} no longer exists")
         run.first_reads[name] = (node, [])  # the node read again would be the same: fencing takes it from here
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
         strangers = [key for p in gpu_pods(pods) if (key := pod_key(p)) not in planned and key not in run.state.done]
         if strangers:
             raise Abort(
+                AbortReason.PLAN_STALE,
                 f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}"
-                f"{_mismatch(run.plan, name, {pod_key(p) for p in pods}, strangers)}"
+                f"{_mismatch(run.plan, name, {pod_key(p) for p in pods}, strangers)}",
             )
 
 
@@ -71,4 +73,4 @@ def no_strangers_on(run: Run, nodes: list[str]) -> None:
     for name in nodes:
         for pod in gpu_pods_on(run.client, name):
             if pod_key(pod) not in planned:
-                raise Abort(f"new GPU pod {pod_key(pod)} appeared on fenced node {name}")
+                raise Abort(AbortReason.PLAN_STALE, f"new GPU pod {pod_key(pod)} appeared on fenced node {name}")

@@ -23,7 +23,7 @@ from compactor.actions.client import Obj
 from compactor.actions.fences import unfence
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound
-from compactor.actions.run import Abort, Run, StopHere
+from compactor.actions.run import Abort, AbortReason, Run, StopHere
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.room import SOURCE, Hold, could_take, hold_over, usage, use_of
 from compactor.model.load import DEFAULT_POOL_LABEL
@@ -65,11 +65,11 @@ class HoldSteerer:
 
     def before_placement(self, run: Run, placement: Placement, pod: Obj) -> None:
         try:
-            chosen = choose_holds(run, pod, target=placement.to_node, why=placement.pod)
+            with run.write_ahead():  # the holds are in the state before they are made
+                chosen = choose_holds(run, pod, target=placement.to_node, why=placement.pod)
         except (Abort, StopHere) as exc:  # every move is done by now: say why the pending pod may not land, and go on
             run.note(str(exc))
             return
-        run.save()
         make_holds(run, chosen)
 
     def after_placement(self, run: Run) -> None:
@@ -82,8 +82,8 @@ class HoldSteerer:
         release_holds(run)  # a PDB's 429 may last minutes: every other node with room stays open meanwhile
 
     def step_in(self, run: Run, move: Move, pod: Obj) -> None:
-        self.prepare(run, move, pod)
-        run.save()  # write-ahead: the holds are in the state before they are made
+        with run.write_ahead():  # the holds are in the state before they are made
+            self.prepare(run, move, pod)
         self.engage(run, move)
 
     def preflight(self, run: Run, move: Move, *, fencing: Collection[str]) -> None:
@@ -115,7 +115,7 @@ def choose_holds(run: Run, pod: Obj, *, target: str, why: str) -> Holds:
     plan, nodes = _hold_plan(run, pod, target=target)
     if not plan.room.fits:
         lacking = ", ".join(f"{r} {v}" for r, v in sorted(plan.room.short.items())) or "the node is gone"
-        raise Abort(f"plan is stale: {target} has no room for {why} now (short of {lacking})")
+        raise Abort(AbortReason.PLAN_STALE, f"plan is stale: {target} has no room for {why} now (short of {lacking})")
     _within_limit(run, plan, why, target)
     read = {node.name: raw for node, raw in nodes if raw is not None}
     if plan.rivals:
@@ -229,14 +229,15 @@ def release_holds(run: Run) -> None:
     for name in run.state.held:
         unfence(run, name, partial(ann.is_held, identity=run.settings.identity))
     run.held_seconds += len(run.state.held) * max(0.0, run.clock.monotonic() - run.held_since)
-    run.state.held = []
-    run.save()
+    with run.write_ahead() as state:
+        state.held = []
 
 
 def check_hold_age(run: Run, what: str) -> None:
     held_for = run.clock.monotonic() - run.held_since
     if run.state.held and held_for >= run.settings.steer_timeout_seconds:
         raise Abort(
+            AbortReason.STEERING_FAILED,
             f"{what} was not bound within steer_timeout_seconds ({run.settings.steer_timeout_seconds:g}s) "
-            f"while {len(run.state.held)} node(s) were held; stopped and rolled back"
+            f"while {len(run.state.held)} node(s) were held; stopped and rolled back",
         )

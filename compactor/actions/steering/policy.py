@@ -27,7 +27,7 @@ from compactor.actions.client import ClusterClient, EvictionOutcome, Obj
 from compactor.actions.owners import owner_pods
 from compactor.actions.patching import patch_config_map_fresh
 from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pod_key
-from compactor.actions.run import Abort, Run
+from compactor.actions.run import Abort, AbortReason, Run
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, add_evidence
 from compactor.actions.steering.pin import steered_to
@@ -65,7 +65,10 @@ class PolicySteerer:
         room = room_for(target, arriving, pod, target=move.to_node, dra=run.dra_nodes)
         if not room.fits:
             lacking = ", ".join(f"{r} {v}" for r, v in sorted(room.short.items())) or "the node is gone"
-            raise Abort(f"plan is stale: {move.to_node} has no room for {move.pod} now (short of {lacking})")
+            raise Abort(
+                AbortReason.PLAN_STALE,
+                f"plan is stale: {move.to_node} has no room for {move.pod} now (short of {lacking})",
+            )
         self._allowance[move.pod] = max((grace_seconds(p) for p in on_target if is_terminating(p)), default=0.0)
         self._movers[move.pod] = pod
         # saved before engage writes it: recovery removes an entry not in a state
@@ -152,8 +155,8 @@ class PolicySteerer:
         if not run.state.pins:
             return
         owners = dict(run.state.pins)
-        run.state.pins.clear()
-        run.save()
+        with run.write_ahead() as state:  # an entry not in the state is removed by recovery
+            state.pins.clear()
         self._write(run, dict.fromkeys(owners))
         for pod_key_, flight in run.state.inflight.items():
             if flight.owner not in owners:
@@ -184,7 +187,8 @@ class PolicySteerer:
         self.parameters = write_entries(run.client, run.settings.steering_name, entries, current=self.parameters)
         if self.parameters is None:
             raise Abort(
-                f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone"
+                AbortReason.STEERING_FAILED,
+                f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone",
             )
 
     def should_pin(self, pod: Obj) -> bool:
@@ -210,7 +214,7 @@ class PolicySteerer:
     @staticmethod
     def _failed(run: Run, pod: Obj, message: str) -> None:
         run.event(events.steering_failed(pod_key(pod), message))
-        raise Abort(message)
+        raise Abort(AbortReason.STEERING_FAILED, message)
 
 
 def write_entries(

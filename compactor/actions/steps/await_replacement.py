@@ -21,7 +21,7 @@ from compactor.actions.client import Obj
 from compactor.actions.devices import note_devices
 from compactor.actions.owners import owner_pods
 from compactor.actions.pods import is_bound, is_ready, is_terminating, pod_key
-from compactor.actions.run import Abort, Run
+from compactor.actions.run import Abort, AbortReason, Run
 from compactor.actions.steering.pin import steered_to
 from compactor.planner.plan import Move
 
@@ -56,7 +56,10 @@ def await_replacement(run: Run, move: Move) -> None:
             return
         if run.clock.monotonic() >= deadline:
             state = "not Ready" if any(is_bound(p) for p in fresh) else "Pending"
-            raise Abort(f"replacement for {move.pod} still {state} after {run.settings.replacement_timeout_seconds:g}s")
+            raise Abort(
+                AbortReason.REPLACEMENT_TIMEOUT,
+                f"replacement for {move.pod} still {state} after {run.settings.replacement_timeout_seconds:g}s",
+            )
         run.report(f"moved {move.pod}", waiting=f"replacement of {move.pod} ({len(fresh)} new, none Ready yet)")
         run.clock.sleep(run.settings.bind_poll_seconds if run.state.held else run.settings.poll_seconds)
 
@@ -68,12 +71,14 @@ def _check_landing(run: Run, move: Move, pod: Obj) -> None:
         return
     if node in run.freed:
         raise Abort(
-            f"replacement {pod_key(pod)} for {move.pod} landed on {node}, a node this plan frees; stopped and rolled back"
+            AbortReason.STEERING_FAILED,
+            f"replacement {pod_key(pod)} for {move.pod} landed on {node}, a node this plan frees; stopped and rolled back",
         )
     if run.steerer.exact and node != move.to_node:
         raise Abort(
+            AbortReason.STEERING_FAILED,
             f"replacement {pod_key(pod)} for {move.pod} was bound to {node}, not the planned {move.to_node}; "
-            f"stopped after {len(run.state.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)"
+            f"stopped after {len(run.state.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)",
         )
 
 

@@ -17,7 +17,7 @@ from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
 from compactor.actions.planned_pod import current_pod
 from compactor.actions.refusals import refuse
-from compactor.actions.run import Abort, Run
+from compactor.actions.run import Abort, AbortReason, Run
 
 log = logging.getLogger("compactor.executor")
 
@@ -31,11 +31,11 @@ def fence_all(run: Run, *, fenced_before: bool = False) -> None:
     for name in names:
         node, _ = run.node_and_pods(name)
         if node is None:
-            raise Abort(f"node {name} disappeared while fencing")
+            raise Abort(AbortReason.NODE_GONE, f"node {name} disappeared while fencing")
         reads[name] = node
     if [n for n in names if n not in run.state.cordoned]:
-        run.state.cordoned.extend(n for n in names if n not in run.state.cordoned)
-        run.save()  # write-ahead, once for every node about to be fenced: recovery may find each either way
+        with run.write_ahead() as state:  # once for every node about to be fenced: recovery may find each either way
+            state.cordoned.extend(n for n in names if n not in state.cordoned)
     identity = run.settings.identity
     for name in names:
         if ann.has_fence(reads[name], identity):
@@ -45,21 +45,21 @@ def fence_all(run: Run, *, fenced_before: bool = False) -> None:
             continue
         fence = partial(ann.fence_patch, identity=identity, plan_id=run.plan_id, at=run.stamp())
         if patch_fresh(run.client, name, fence, node=reads[name]) is None:
-            raise Abort(f"node {name} disappeared while fencing")
+            raise Abort(AbortReason.NODE_GONE, f"node {name} disappeared while fencing")
         run.event(events.cordoned(name, run.plan_id, ann.fence_key(identity)))
 
 
 def _lifted(run: Run, name: str) -> None:
     why = f"the fence on {name} was lifted by someone else while the run was stopped; it stays lifted"
     log.warning("fence lifted by someone else: not fenced again", extra={"node": name, "plan": run.plan_id})
-    run.state.cordoned.remove(name)
-    for move in run.plan.moves:
-        if move.from_node != name or move.pod in run.state.done:
-            continue
-        if move.pod in run.state.inflight:
-            if current_pod(run, move) is None:
-                continue  # evicted before the stop: its replacement is seen through
-            del run.state.inflight[move.pod]  # recorded, never sent (or refused): not sent now
-        refuse(run, move, why)
-    run.note(why)
-    run.save()
+    with run.write_ahead() as state:  # each refusal saves too, with the node forgotten already
+        state.cordoned.remove(name)
+        for move in run.plan.moves:
+            if move.from_node != name or move.pod in state.done:
+                continue
+            if move.pod in state.inflight:
+                if current_pod(run, move) is None:
+                    continue  # evicted before the stop: its replacement is seen through
+                del state.inflight[move.pod]  # recorded, never sent (or refused): not sent now
+            refuse(run, move, why)
+        run.note(why)

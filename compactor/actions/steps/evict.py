@@ -22,7 +22,7 @@ from compactor.actions.planned_pod import current_pod
 from compactor.actions.pods import controller_uid, grace_seconds, pdbs_selecting
 from compactor.actions.refusals import refuse
 from compactor.actions.retry import Backoff
-from compactor.actions.run import Abort, Run, StopHere
+from compactor.actions.run import Abort, AbortReason, Run, StopHere
 from compactor.actions.state import InFlight, Surge
 from compactor.planner.plan import Move
 
@@ -128,7 +128,8 @@ def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> None:
     owner = controller_uid(pod)
     if not owner:
         raise Abort(
-            f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)"
+            AbortReason.PLAN_STALE,
+            f"{move.pod} has no controller owner to recreate it; not evicting it (the plan predates its owner change)",
         )
     run.clock.checkpoint()  # a stop received since the last wait takes effect before the next eviction, not after it
     namespace = move.pod.split("/", 1)[0]
@@ -136,11 +137,13 @@ def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> None:
     listed = checked.siblings if checked.siblings is not None else owner_pods(run.client, namespace, owner, selector)
     siblings = sorted(str(p["metadata"].get("uid")) for p in listed)
     surged = _surge_for(run, move, pod, listed)
-    run.state.inflight[move.pod] = InFlight(
+    flight = InFlight(
         owner=owner, siblings=siblings, grace=grace_seconds(pod), selector=selector, target=move.to_node, surge=surged
     )
-    run.steerer.prepare(run, move, pod)
-    run.save()  # write-ahead: after a crash, recovery still waits for this replacement (and finds its steering)
+    # recorded before the eviction: after a crash, recovery still waits for this replacement (and finds its steering)
+    with run.write_ahead() as state:
+        state.inflight[move.pod] = flight
+        run.steerer.prepare(run, move, pod)
     run.steerer.engage(run, move)
     if surged is not None:
         surge.scale_up(run, move, surged)
@@ -170,9 +173,9 @@ def _await_all(run: Run, waits: Sequence[Move], await_replacement: AwaitReplacem
 
 
 def mark_done(run: Run, move: Move) -> None:
-    run.state.done.append(move.pod)
-    run.state.inflight.pop(move.pod, None)
-    run.save()
+    with run.write_ahead() as state:
+        state.done.append(move.pod)
+        state.inflight.pop(move.pod, None)
     run.report(f"moved {move.pod}")
 
 
@@ -196,7 +199,8 @@ def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> bool:
         if run.clock.monotonic() >= deadline:
             limit = run.settings.replacement_timeout_seconds
             raise Abort(
-                f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {limit:g}s"
+                AbortReason.PDB_BLOCKED,
+                f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {limit:g}s",
             )
         run.report(f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
         run.clock.sleep(run.settings.poll_seconds)
@@ -219,12 +223,15 @@ def _evict(run: Run, move: Move) -> None:
             )
             return
         if result.outcome == EvictionOutcome.FORBIDDEN or MULTIPLE_PDBS in result.message:  # no retry changes these
-            raise Abort(f"eviction of {move.pod} refused ({result.status}): {result.message}")
+            raise Abort(
+                AbortReason.EVICTION_REFUSED, f"eviction of {move.pod} refused ({result.status}): {result.message}"
+            )
         attempts += 1
         delay = next(delays, None)
         if delay is None:
             raise Abort(
-                f"eviction of {move.pod} failed {attempts} times, last {result.status} {result.outcome.value}: {result.message}"
+                AbortReason.EVICTION_REFUSED,
+                f"eviction of {move.pod} failed {attempts} times, last {result.status} {result.outcome.value}: {result.message}",
             )
         run.report(f"evicting {move.pod}", waiting=f"{result.outcome.value} ({result.status}), retry in {delay:g}s")
         run.steerer.step_aside(run)  # rival nodes are not held through the wait (a PDB's 429 can last minutes)

@@ -14,7 +14,7 @@ from compactor.actions.checks.drained import await_drained, gpu_pods_holding
 from compactor.actions.client import Obj
 from compactor.actions.patching import patch_fresh
 from compactor.actions.recut_failure import leave_for_operator
-from compactor.actions.run import Abort, Run
+from compactor.actions.run import Abort, AbortReason, Run
 from compactor.planner.plan import MigRepartition
 
 
@@ -40,7 +40,7 @@ def _recut(run: Run, change: MigRepartition) -> str:
         return leave_for_operator(run, change, f"GPU pod(s) {', '.join(holding[:3])} still on it", "failed")
     node = run.read(lambda: run.client.get_node(name))
     if node is None:
-        raise Abort(f"node {name} disappeared before its re-cut")
+        raise Abort(AbortReason.NODE_GONE, f"node {name} disappeared before its re-cut")
     if mig.labels(node).get(mig.CONFIG_LABEL) != change.to_config:  # a resumed run finds it relabelled already
         previous = mig.labels(node).get(mig.CONFIG_LABEL, "") or change.from_config
 

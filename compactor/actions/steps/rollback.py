@@ -26,10 +26,10 @@ def roll_back(run: Run, reason: str) -> None:
         run.said("aborting plan", "aborting plan (dry run: the rollback's calls are recorded, not made)"),
         extra={"plan": run.plan_id, "reason": reason},
     )
-    run.state.phase, run.state.reason = Phase.ROLLING_BACK, reason
-    try:
-        run.save()  # so that a crash from here on makes recovery finish the rollback, not resume the plan
-    except Exception as exc:  # best effort; the rollback itself matters more
+    try:  # so that a crash from here on makes recovery finish the rollback, not resume the plan
+        with run.write_ahead() as state:
+            state.phase, state.reason = Phase.ROLLING_BACK, reason
+    except Exception as exc:  # best effort: the rollback itself matters more
         log.error("could not record the rollback", extra={"error": str(exc)})
     _undo_surges(run)
     try:

@@ -76,8 +76,8 @@ def reserve(run: Run, placement: Placement, pod: Obj) -> bool:
         return False
     taint = {"key": run.settings.taint_key, "value": ann.taint_value(placement.pod), "effect": "NoSchedule"}
     until = run.stamp(offset=run.settings.steer_timeout_seconds)
-    run.state.reserved[node] = placement.pod
-    run.save()
+    with run.write_ahead() as state:
+        state.reserved[node] = placement.pod
     build = partial(
         ann.reservation_patch,
         identity=run.settings.identity,
