@@ -280,6 +280,7 @@ class Pusher(Protocol):
         recuts: tuple[str, ...] = (),
         steering: str = "",
         steering_not_in_effect: bool = False,
+        abort_reason: str | None = None,
     ) -> None: ...
 
     def set_leader(self, leader: bool) -> None: ...
@@ -311,6 +312,7 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime, export
             recuts=tuple(report.recuts.values()),
             steering=report.steering,
             steering_not_in_effect=report.steering_not_in_effect,
+            abort_reason=report.abort_reason,
         )
         exporter.set_leader(not report.dry_run)  # a real run acted under the Lease
     if record.error:

@@ -26,8 +26,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from compactor.app.last_run import LAST_RUN_CONFIGMAP, LAST_RUN_STATUSES, SUMMARY_KEY
+from compactor.actions.report import RunReport
+from compactor.actions.run import AbortReason
+from compactor.actions.status import RunStatus
+from compactor.app.last_run import LAST_RUN_CONFIGMAP, LAST_RUN_STATUSES, SUMMARY_KEY, RunRecord, push
 from compactor.cli import main
+from compactor.controller.exporter import Exporter
 from compactor.kube.lease import LeaderElector
 from compactor.settings import ExecutorSettings
 from tests.builders import A100_40, pod
@@ -423,6 +427,18 @@ def test_an_applied_run_pushes_the_controllers_metric_families(
     ended = _sample(families, "gpu_compactor_last_run_timestamp_seconds")
     assert int(ended) == _epoch(_summary(fake_api)["endedAt"])  # the summary says it to the second
     assert _sample(families, "gpu_compactor_last_run_success_timestamp_seconds") == ended
+
+
+def test_a_run_that_rolled_back_pushes_its_rollback_under_its_reason(pushgateway: Pushgateway) -> None:
+    record = RunRecord(mode="apply", installation=NAMESPACE, started=datetime(2026, 1, 1, tzinfo=UTC))
+    record.report = RunReport("plan-1", RunStatus.SUCCEEDED, moves_total=2, moves_done=1).rolled_back(
+        AbortReason.PLAN_STALE, "node gpu-2 is gone"
+    )
+    push(pushgateway.url, record, exit_code=1, ended=datetime(2026, 1, 1, 0, 5, tzinfo=UTC), exporter=Exporter())
+    families = pushgateway.families()
+    assert _sample(families, "gpu_compactor_rollbacks_total", reason="plan_stale") == 1
+    assert _sample(families, "gpu_compactor_rollbacks_total", reason="node_gone") == 0
+    assert _sample(families, "gpu_compactor_runs_total", status="failed") == 1
 
 
 def test_a_report_mode_run_pushes_the_figures(
