@@ -1,0 +1,61 @@
+"""The structure gates of issue [20], run by .ci/run beside the linters (seconds, no cluster):
+
+* no module of ``compactor/`` over MAX_LINES lines, and at most LARGE_ALLOWED over LARGE_LINES (the list only shrinks:
+  lower LARGE_ALLOWED when a module leaves it);
+* the top of the package holds only ``TOP_LEVEL`` files (and packages);
+* no function in ``compactor/app/`` or ``compactor/commands/`` over USE_CASE_LINES lines (a use case reads top to
+  bottom; what is longer is a stage of its own).
+
+The complexity gates (ruff C901, PLR0913) and the paths ARCHITECTURE.md names (tests/unit/test_architecture_paths.py)
+are checked by their own tools; .ci/run runs them as steps of their own.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "compactor"
+MAX_LINES = 600
+LARGE_LINES = 400
+LARGE_ALLOWED = 6  # issue [20]: at most 6 modules over LARGE_LINES
+TOP_LEVEL = {"__init__.py", "cli.py", "errors.py", "logs.py", "py.typed"}
+USE_CASE_LINES = 50
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def problems() -> list[str]:
+    found = []
+    modules = sorted(PACKAGE.rglob("*.py"))
+    sizes = {path.relative_to(ROOT).as_posix(): lines(path) for path in modules}
+    found += [f"{name}: {n} lines (at most {MAX_LINES})" for name, n in sizes.items() if n > MAX_LINES]
+    large = sorted(name for name, n in sizes.items() if n > LARGE_LINES)
+    if len(large) > LARGE_ALLOWED:
+        found.append(f"{len(large)} modules over {LARGE_LINES} lines (at most {LARGE_ALLOWED}): {', '.join(large)}")
+    stray = sorted(p.name for p in PACKAGE.iterdir() if p.is_file() and p.name not in TOP_LEVEL)
+    found += [f"compactor/{name}: only {', '.join(sorted(TOP_LEVEL))} sit at the package's top" for name in stray]
+    for folder in ("app", "commands"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    length = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if length > USE_CASE_LINES:
+                        where = path.relative_to(ROOT).as_posix()
+                        found.append(f"{where}:{node.lineno}: {node.name} is {length} lines (at most {USE_CASE_LINES})")
+    return found
+
+
+def main() -> int:
+    found = problems()
+    for problem in found:
+        print(problem, file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
