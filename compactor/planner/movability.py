@@ -2,7 +2,7 @@
 
 The contract (issue [2/7]): a pod is never in a plan when any rule below holds.
 Config may narrow it (namespaces, label selector, priority ceiling) but not loosen
-rules 1-4.
+rules 1-4. Which pending pods a plan may place is ``placeable.py``'s.
 
 Imports: ``compactor.model``, ``compactor.settings``, history.
 """
@@ -150,11 +150,11 @@ def _contract_reason(
         return Unmovable.NODE_EXCLUDED
     if node is not None and any(node.annotations.get(key) == "true" for key in NODE_OPT_OUTS):
         return Unmovable.NODE_DO_NOT_DISRUPT
-    return _unmodelled(pod)
+    return unmodelled_reason(pod)
 
 
-def _unmodelled(pod: Pod) -> Unmovable | None:
-    """A constraint of the pod's own that the planner does not model."""
+def unmodelled_reason(pod: Pod) -> Unmovable | None:
+    """A constraint of the pod's own that the planner does not model (asked of pending pods too: ``placeable.py``)."""
     if pod.affinity.has_required_pod_affinity or pod.affinity.has_required_pod_anti_affinity:
         return Unmovable.POD_AFFINITY
     if pod.has_hard_topology_spread:
@@ -323,26 +323,6 @@ def ready_replicas(pods: Iterable[Pod]) -> dict[str, int]:
         if uid and pod.ready and not pod.deletion_timestamp:
             counts[uid] += 1
     return counts
-
-
-def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex) -> str | None:
-    """Why the plan will not place this pending GPU pod: a constraint the model does not check, or config scope."""
-    if pod.scheduler_name not in settings.scheduler_names:
-        return f"scheduled by {pod.scheduler_name!r}, not a scheduler the planner predicts (planner.scheduler_names)"
-    if (
-        settings.namespaces and pod.namespace not in settings.namespaces
-    ) or pod.namespace in settings.exclude_namespaces:
-        return f"namespace {pod.namespace} is outside the planner's scope (planner.namespaces / exclude_namespaces)"
-    if pod.nominated_node:
-        return f"kube-scheduler is preempting for it (nominated to {pod.nominated_node})"
-    unmodelled = _unmodelled(pod)
-    if unmodelled is not None:
-        return unmodelled.value
-    if pod.claims or pod.ephemeral_volumes:
-        unknown = volumes.placement(pod).unknown
-        if unknown:
-            return unknown
-    return None
 
 
 def pdbs_by_pod(pods: Iterable[Pod], pdbs: Sequence[Pdb]) -> dict[str, tuple[Pdb, ...]]:

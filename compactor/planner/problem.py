@@ -5,7 +5,7 @@ cost and namespace); the model then decides how many pods of each type end on ea
 node. Types are interchangeable, so any pairing of a type's surplus sources with
 its deficit targets is a valid set of moves (see ``solution.py``).
 
-Imports: ``compactor.model``, ``compactor.settings``, eligibility, movability, history, price; no solver.
+Imports: ``compactor.model``, ``compactor.settings``, eligibility, movability, placeable, history, price; no solver.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from compactor.model.resources import CPU, MEMORY, Resources, is_gpu_resource
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.history import Restraints
-from compactor.planner.movability import Steerability, Unmovable, movability, why_not_placeable
+from compactor.planner.movability import Steerability, Unmovable, movability
+from compactor.planner.placeable import why_not_placeable
 from compactor.planner.price import Pricing
 from compactor.settings import PlannerSettings, parse_shape
 

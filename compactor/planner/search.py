@@ -1,0 +1,140 @@
+"""The search stage of ``compose.compose``: the max-free solve, the bound on its moves, the trade-off curve, and the
+point chosen under the policy and the run budgets, each within its share of the plan's time limit.
+
+Separate from ``compose.py`` because it is where the time limit is shared out (``SOLVE_SHARE``, ``CURVE_END``): the
+stages before it only build the problem, the ones after only make the chosen point concrete and document it.
+
+Imports: the solver, the curve (``frontier``), the moves bound, the budgets' point choice (``budget_cut``), the
+document's ``Searched``, the objective, the problem, the request, the deadline, ``compactor.settings``; never
+``ortools`` (CP-SAT is ``cpsat.py``'s).
+"""
+
+from __future__ import annotations
+
+import time
+
+from compactor.planner.budget_cut import point_within_budgets
+from compactor.planner.deadline import Deadline
+from compactor.planner.document import Searched
+from compactor.planner.frontier import Point, choose, drain_costs, frontier
+from compactor.planner.move_bound import fewest_moves_cost
+from compactor.planner.objective import Assignment, empty_nodes, pending_weight
+from compactor.planner.problem import Problem
+from compactor.planner.request import PlanRequest
+from compactor.planner.solver import SolveResult, solve
+from compactor.settings import DisruptionSettings, PlannerSettings
+
+SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
+CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
+# on the wall clock, finishing takes up to about this share of the time building the problem took
+FINISH_PER_BUILD = 0.6
+
+
+def _curve_end(settings: PlannerSettings, built: float) -> float:
+    """When the curve must end, on the plan's clock: at CURVE_END of the limit, or earlier when the cluster is so large
+    that finishing (concretising, the re-cut step, the after figures: all of it scales with the snapshot, as building the
+    problem did) needs more than the rest (wall clock only: the deterministic clock does not count that work)."""
+    limit = settings.time_limit_seconds
+    if settings.deterministic:
+        return limit * CURVE_END
+    return limit - max(limit * (1 - CURVE_END), FINISH_PER_BUILD * built)
+
+
+def search(request: PlanRequest, problem: Problem, built: float) -> Searched:
+    """The max-free solve, the moves bound and the trade-off curve, the point chosen under the run budgets."""
+    settings, clock = problem.settings, request.clock
+    if not problem.types:
+        chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment()) if settings.mode == "free-nodes" else None
+        note = "nothing to plan: no pod may move and no GPU pod is pending"
+        return Searched(None, [chosen] if chosen else [], chosen, note)
+    share = settings.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
+    curve_end = _curve_end(settings, built)
+    request.say("searching", "")
+    # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
+    result = solve(
+        problem,
+        deadline=clock.until(max(0.1, share) if settings.deterministic else share),
+        build=clock.until(curve_end - clock.elapsed())
+        if settings.mode == "free-nodes" and not settings.deterministic
+        else None,
+    )
+    if settings.mode != "free-nodes":
+        return Searched(result, [], None)
+    request.say("bounding moves and drawing the trade-off curve", best_so_far(result.problem, result.assignment))
+    cut: list[str] = []
+    moves_bound = _moves_bound(problem, result, clock.until(curve_end - clock.elapsed()), cut)
+    started = time.monotonic()
+    points, chosen = _curve(result.problem, result, settings, clock.until(curve_end - clock.elapsed()), cut)
+    chosen, note = _hollow(points, chosen, settings.objective)
+    held_by = ""
+    if request.budgets is not None or request.max_evictions is not None:
+        chosen, held_by = point_within_budgets(
+            result.problem,
+            request.snapshot,
+            points,
+            chosen,
+            request.budgets or DisruptionSettings(),
+            request.max_evictions,
+            settings.objective,
+        )
+    if result.restricted:
+        _whole_cluster_bounds(points, problem)
+    return Searched(result, points, chosen, note, held_by, moves_bound, time.monotonic() - started, tuple(cut))
+
+
+def best_so_far(problem: Problem, assignment: Assignment) -> str:
+    """What the progress line (``PlanRequest.say``) says of a plan: the GPUs it frees and its moves."""
+    freed = sum(problem.nodes[i].gpus for i in empty_nodes(problem, assignment)) - problem.empty_before_gpus
+    return f"{freed} GPUs freed, {assignment.moves(problem)} moves"
+
+
+def _moves_bound(whole: Problem, result: SolveResult, deadline: Deadline, cut: list[str]) -> int | None:
+    """The least move cost of any plan of the whole cluster placing the max-free plan's pending pods and freeing its GPUs
+    (``move_bound.fewest_moves_cost``): how far its moves may be from the fewest. Taken from the curve's time."""
+    if deadline.remaining() < MOVE_BOUND_MIN_SECONDS:
+        cut.append("no lower bound on the max-free plan's moves")
+        return None
+    problem, assignment = result.problem, result.assignment
+    freed = sum(problem.nodes[n].gpus for n in result.empty_nodes) - problem.empty_before_gpus
+    return fewest_moves_cost(
+        whole, freed_gpus=freed, pending_weight=pending_weight(problem, assignment), deadline=deadline
+    )
+
+
+# less than this left of the curve's time: no move bound (at 5,000 nodes building it takes ~0.1 s)
+MOVE_BOUND_MIN_SECONDS = 0.2
+# on small clusters the max-free solve takes milliseconds; the curve then still gets time to prove its points
+MIN_CURVE_SECONDS = 1.0
+
+
+def _curve(
+    problem: Problem, result: SolveResult, settings: PlannerSettings, deadline: Deadline, cut: list[str]
+) -> tuple[list[Point], Point]:
+    """The trade-off curve (within as long again as the max-free solve took, at most what remains of the time limit) and
+    the point to run."""
+    points = frontier(problem, result, deadline=deadline.until(max(MIN_CURVE_SECONDS, result.spent)), cut=cut)
+    if not points:  # no point kept the limits (e.g. minGainPerMove): the max-free plan, which does, or nothing
+        return [], Point(
+            0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem)
+        )
+    return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
+
+
+def _hollow(points: list[Point], chosen: Point, objective: str) -> tuple[Point, str]:
+    """The chosen point, or the curve's first (pending pods placed, nothing freed on purpose) when the chosen one costs
+    more for no usable GPU more: freed GPUs no request shape in use can take are no gain. And the note that says so."""
+    if not points or chosen.cost <= points[0].cost or chosen.usable_gpus > points[0].usable_gpus:
+        return chosen, ""
+    return points[0], (
+        f"the {objective} point frees {chosen.freed_gpus} GPU(s) no request shape in use can take: the first point of "
+        "the curve is carried out instead"
+    )
+
+
+def _whole_cluster_bounds(points: list[Point], whole: Problem) -> None:
+    """A narrowed model's cost bounds hold only among the pods and targets it kept. For the whole cluster, a plan
+    freeing k nodes that ran GPU pods moves at least every GPU pod off them: the k cheapest such nodes' pods."""
+    cheapest = sorted(drain_costs(whole).values())
+    for point in points:
+        point.bound = min(point.cost, sum(cheapest[: point.freed_nodes]))
+        point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
