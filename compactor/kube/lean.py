@@ -6,7 +6,7 @@ environment, command line, probes and mounts, and the kubelet's account of every
 past. A realistic pod is about 20 KB of JSON and several times that as Python dicts; held for
 50,000 pods it is gigabytes, more than the controller's memory limit, and an out-of-memory
 kill after fencing repeats at the same point on every resumed run. Every list and get of
-pods and nodes in ``compactor.kube`` (``read.py``, ``cluster_client.py``) therefore drops
+pods and nodes in ``compactor.kube`` (``read.py``, ``nodes.py``, ``pods.py``) therefore drops
 these fields from each object as its page arrives, so a page's bulk is garbage before the
 next page is read.
 

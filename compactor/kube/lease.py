@@ -11,9 +11,9 @@ round of client-go's ``tryAcquireOrRenew``:
   carries the ``resourceVersion`` we read, so a concurrent writer makes it fail with
   409 Conflict: we lost the race.
 
-Requests carry raw JSON through ``ApiClient.call_api`` (as ``cluster_client.py`` does),
-so the MicroTime fields keep their microseconds. API failures raise a one-line
-``ClusterError``; the caller decides how long a leader may go without renewing.
+Requests go through the ``Transport`` of ``KubeClusterClient`` (``transport.py``): raw JSON, so the
+MicroTime fields keep their microseconds; one attempt each, bounded by ``request_timeout``. API failures
+raise a one-line ``ClusterError``; the caller decides how long a leader may go without renewing.
 
 **What the Lease guarantees, and what it does not.** ``holds()`` is checked before every write
 (``compactor/actions/fencing.py``); it is true while our last successful renewal *began* less than
@@ -35,25 +35,18 @@ and ``release`` run one at a time under ``_round_lock``, which ``holds()`` never
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import urllib3
 from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
 
 from compactor.errors import ClusterError, CompactorError
-from compactor.kube.client import single_attempt
-from compactor.kube.read import _status_message, _transport_reason
+from compactor.kube.lease_record import LeaseRecord, format_micro_time, identity, parse_time
+from compactor.kube.transport import Transport
 from compactor.settings import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RENEW_DEADLINE_SECONDS,
@@ -62,62 +55,13 @@ from compactor.settings import (
     lease_timing_problem,
 )
 
+__all__ = ["LEASE_NAME", "HeldElsewhere", "LeaderElector", "LeaseKeeper", "acquire_once", "identity", "parse_time"]
+
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "gpu-compactor-leader"
 _COLLECTION = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 _OBJECT = _COLLECTION + "/{name}"
-_JSON = "application/json"
-
-
-def identity() -> str:
-    """The leader-election identity: the pod's name (``POD_NAME``), else host name plus a random suffix."""
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-def format_micro_time(when: datetime) -> str:
-    """A metav1.MicroTime: ``2026-01-01T00:00:00.000000Z``."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """The leader-election fields of a Lease as last read or written."""
-
-    holder: str
-    lease_seconds: int
-    acquire_time: datetime | None
-    renew_time: datetime | None
-    transitions: int
-    resource_version: str
-
-    @classmethod
-    def from_object(cls, obj: dict[str, Any], default_seconds: int) -> LeaseRecord:
-        spec = obj.get("spec") or {}
-        seconds = spec.get("leaseDurationSeconds")
-        return cls(
-            holder=str(spec.get("holderIdentity") or ""),
-            lease_seconds=seconds if isinstance(seconds, int) and seconds > 0 else default_seconds,
-            acquire_time=parse_time(spec.get("acquireTime")),
-            renew_time=parse_time(spec.get("renewTime")),
-            transitions=int(spec.get("leaseTransitions") or 0),
-            resource_version=str((obj.get("metadata") or {}).get("resourceVersion") or ""),
-        )
-
-    @property
-    def key(self) -> tuple[str, int, str, str, int]:
-        """What client-go compares to notice a change: the record, not the clock of whoever wrote it."""
-        return self.holder, self.lease_seconds, str(self.acquire_time), str(self.renew_time), self.transitions
 
 
 class LeaderElector:
@@ -160,7 +104,10 @@ class LeaderElector:
         if problem:
             raise ValueError(problem)
         self.api_client = api_client
-        self._api = single_attempt(api_client)  # one attempt per request, bounded by request_timeout
+        # one attempt per request, GET included, bounded by request_timeout: a round must end within its bound
+        self._transport = Transport(
+            api_client, read_timeout=request_timeout, write_timeout=request_timeout, reads_once=True
+        )
         self.namespace = namespace
         self.identity = identity
         self.lease_seconds = lease_seconds
@@ -285,7 +232,7 @@ class LeaderElector:
                 resource_version=observed.resource_version,
                 seconds=1,
             )
-            status, reply = self._send("PUT", _OBJECT, body)
+            status, reply = self._request("PUT", _OBJECT, body)
             if status == 409:
                 return False
             if not 200 <= status <= 299:
@@ -298,10 +245,10 @@ class LeaderElector:
     # ----- one round (requests without _lock; what they read is recorded under it) ---------
 
     def _round(self, now: datetime) -> bool:
-        status, reply = self._send("GET", _OBJECT)
+        status, reply = self._request("GET", _OBJECT)
         if status == 404:
             body = self._body(holder=self.identity, acquire=now, renew=now, transitions=0)
-            status, reply = self._send("POST", _COLLECTION, body)
+            status, reply = self._request("POST", _COLLECTION, body)
             if status == 409:  # AlreadyExists: another replica created it first
                 with self._lock:
                     self.observed = None
@@ -326,7 +273,7 @@ class LeaderElector:
             transitions=transitions,
             resource_version=current.resource_version,
         )
-        status, reply = self._send("PUT", _OBJECT, body)
+        status, reply = self._request("PUT", _OBJECT, body)
         if status == 409:  # the Lease changed since we read it: someone else renewed or took it
             return False
         if not 200 <= status <= 299:
@@ -378,41 +325,11 @@ class LeaderElector:
 
     # ----- plumbing ----------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         """(HTTP status, decoded JSON body or None); ClusterError only when no reply came."""
-        headers: dict[str, Any] = {"Accept": _JSON}
-        if body is not None:
-            headers["Content-Type"] = _JSON
-        host = str(self._api.configuration.host)
-        try:
-            request = self._api.param_serialize(
-                method=method,
-                resource_path=path,
-                path_params={"namespace": self.namespace, "name": self.name},
-                query_params=[],
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            response = self._api.call_api(*request, _request_timeout=self.request_timeout)
-            try:
-                raw = response.read()  # type: ignore[no-untyped-call]
-            finally:
-                response.response.release_conn()
-        except ApiException as exc:
-            raise ClusterError(
-                f"cannot talk to the Kubernetes API at {host} (lease {self.ref}): {_status_message(exc) or 'no reply'}"
-            ) from None
-        except urllib3.exceptions.HTTPError as exc:
-            raise ClusterError(
-                f"cannot reach the Kubernetes API at {host} (lease {self.ref}): {_transport_reason(exc)}"
-            ) from None
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw or "")
-        try:
-            decoded: Any = json.loads(text) if text.strip() else None
-        except ValueError:
-            decoded = None
-        return int(response.status), decoded
+        params = {"namespace": self.namespace, "name": self.name}
+        reply = self._transport.send(method, path, params, f"lease {self.ref}", body=body)
+        return reply.status, reply.body
 
     def _error(self, verb: str, status: int, reply: Any) -> ClusterError:
         message = reply.get("message") if isinstance(reply, dict) else None

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOP = ("compactor", "tests", "benchmarks", "manifests", "docs", "config", "examples")
+TOP = ("compactor", "tests", "benchmarks", "manifests", "docs", "config", "examples", ".ci")
 
 
 def named_paths() -> list[str]:

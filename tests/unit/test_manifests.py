@@ -397,8 +397,11 @@ def _bind(call: ast.Call, parameters: list[str]) -> dict[str, ast.expr]:
     return bound
 
 
-def _requests_in_module(module: _Module) -> list[Request]:
-    """Every raw request (through ``param_serialize``) whose path and method the source fixes; fails on one it cannot follow."""
+def _raw_requests(modules: list[_Module]) -> list[Request]:
+    """Every raw request (through ``param_serialize``) whose path and method the source fixes; fails on one it cannot follow.
+
+    A sender found in one module is one in all: the client's parts call ``_send``/``_get`` of ``client_base.py``,
+    which call ``transport.py``, where the one ``param_serialize`` is."""
     primitive = ast.parse("def param_serialize(method, resource_path, path_params): pass").body[0]
     assert isinstance(primitive, ast.FunctionDef)
     primitive_parameters = list(inspect.signature(k8s_client.ApiClient.param_serialize).parameters)
@@ -409,7 +412,7 @@ def _requests_in_module(module: _Module) -> list[Request]:
     changed = True
     while changed:  # until no new sender appears: a function forwarding its path parameter to a sender is one too
         changed = False
-        for fn, call in module.calls():
+        for module, fn, call in ((m, fn, call) for m in modules for fn, call in m.calls()):
             name = _callee(call)
             if name not in senders or fn.name == name:
                 continue
@@ -439,7 +442,7 @@ def _requests_in_module(module: _Module) -> list[Request]:
                 assert isinstance(method, str)
                 requests[where] = Request(where, method, path, namespace == OWN, namespace == OPERATOR)
             elif isinstance(path_argument, ast.Name) and _is_parameter(path_argument.id, fn):
-                assert sum(f.name == fn.name for f in module.functions) == 1, (
+                assert sum(f.name == fn.name for m in modules for f in m.functions) == 1, (
                     f"{where}: two functions named {fn.name} send requests"
                 )
                 new = _Sender(fn, method, _Param(path_argument.id), namespace)
@@ -561,11 +564,11 @@ def _api_requests(sources: dict[str, str] | None = None) -> list[Request]:
         sources = {shown(path): path.read_text(encoding="utf-8") for path in sorted(KUBE_PACKAGE.glob("*.py"))}
     modules = [_Module(source, filename) for filename, source in sources.items()]
     api_classes = _api_classes(modules)
-    requests: list[Request] = []
+    requests = _raw_requests(modules)
     for module in modules:
-        found = _requests_in_module(module) + _typed_requests_in_module(module, api_classes)
-        _check_nothing_escapes(module, found)
-        requests.extend(found)
+        requests.extend(_typed_requests_in_module(module, api_classes))
+    for module in modules:
+        _check_nothing_escapes(module, [r for r in requests if r.where.startswith(f"{module.filename}:")])
     return requests
 
 
@@ -647,8 +650,9 @@ class _Extra(KubeClusterClient):
 
 def test_a_new_request_needs_a_grant_and_one_the_finder_cannot_follow_fails() -> None:
     path = KUBE_PACKAGE / "cluster_client.py"
-    source = path.read_text(encoding="utf-8")
-    found = {r.permission() for r in _api_requests({shown(path): source + textwrap.dedent(_NEW_CALLS)})}
+    sources = {shown(p): p.read_text(encoding="utf-8") for p in sorted(KUBE_PACKAGE.glob("*.py"))}
+    source = sources[shown(path)]
+    found = {r.permission() for r in _api_requests({**sources, shown(path): source + textwrap.dedent(_NEW_CALLS)})}
     new = {
         Permission("", "secrets", "get", CLUSTER_WIDE),
         Permission("", "secrets", "get", OWN_NAMESPACE),
@@ -658,7 +662,7 @@ def test_a_new_request_needs_a_grant_and_one_the_finder_cannot_follow_fails() ->
     assert new <= found and not new & _granted()
     dynamic = "\n    def read_any(self, kind: str) -> Obj | None:\n        return self._get(f'/api/v1/{kind}', {}, kind, 'x')\n"
     with pytest.raises(AssertionError, match="cannot follow the path"):
-        _api_requests({shown(path): source + "\n\nclass _Dynamic(KubeClusterClient):" + dynamic})
+        _api_requests({**sources, shown(path): source + "\n\nclass _Dynamic(KubeClusterClient):" + dynamic})
 
 
 def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(

@@ -121,8 +121,8 @@ def test_no_code_under_compactor_deletes_a_pod() -> None:
 
 def test_the_scan_does_see_the_eviction_call() -> None:
     """The live client's eviction POST and its one DELETE (the state ConfigMap) are where the scanner looks."""
-    tree = ast.parse((ROOT / "kube" / "cluster_client.py").read_text(encoding="utf-8"))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    trees = [ast.parse(path.read_text(encoding="utf-8")) for path in sorted((ROOT / "kube").glob("*.py"))]
+    calls = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)]
     assert any("POST" in _strings(c) and any(s.endswith("/pods/{name}/eviction") for s in _strings(c)) for c in calls)
     assert any("DELETE" in _strings(c) and any(s.endswith("/configmaps/{name}") for s in _strings(c)) for c in calls)
 
