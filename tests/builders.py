@@ -139,7 +139,7 @@ def pod(
         kind, owner_name = owner.split("/", 1)
         meta["ownerReferences"] = [
             {
-                "apiVersion": "apps/v1",
+                "apiVersion": "batch/v1" if kind == "Job" else "apps/v1",
                 "kind": kind,
                 "name": owner_name,
                 "uid": f"{kind}-{owner_name}",
@@ -191,6 +191,32 @@ def pod(
         "metadata": meta,
         "spec": spec,
         "status": {"phase": running, "conditions": conditions},
+    }
+
+
+def job(
+    name: str,
+    *,
+    backoff_limit: int | None = None,
+    failed: int = 0,
+    ignore_disruptions: bool = False,
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A batch/v1 Job (its pods: ``pod(..., owner="Job/<name>")``); ``backoff_limit`` None leaves the API's default (6);
+    ``ignore_disruptions``: a podFailurePolicy rule that does not count pods failed by a disruption (an eviction)."""
+    spec: dict[str, Any] = {"template": {}}
+    if backoff_limit is not None:
+        spec["backoffLimit"] = backoff_limit
+    if ignore_disruptions:
+        spec["podFailurePolicy"] = {
+            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+        }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"Job-{name}"},
+        "spec": spec,
+        "status": {"active": 1, **({"failed": failed} if failed else {})},
     }
 
 

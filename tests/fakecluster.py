@@ -65,6 +65,7 @@ DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ADMISSION_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet", "Job")  # a Job recreates an evicted pod too (while under backoffLimit)
 TERMINAL = ("Succeeded", "Failed")
+JOB_BACKOFF_LIMIT = 6  # batch/v1 JobSpec.backoffLimit's default
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 CONFIGMAP_LIMIT = 1024 * 1024  # validation.MaxConfigMapSize: keys plus values
 PDB_BLOCKED = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -172,6 +173,15 @@ class Controller:
     @property
     def ref(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def job_ignores_disruptions(spec: Obj) -> bool:
+    """Whether a Job's ``podFailurePolicy`` has a rule that ignores pods failed by a disruption (``DisruptionTarget``)."""
+    return any(
+        rule.get("action") == "Ignore"
+        and any(c.get("type") == "DisruptionTarget" for c in rule.get("onPodConditions") or [])
+        for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []
+    )
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -310,6 +320,9 @@ class FakeCluster:
         ] = {}  # (namespace, name) -> Deployment (spec.replicas drives its ReplicaSet)
         self.deployment_of: dict[tuple[str, str], str] = {}  # (namespace, ReplicaSet) -> the Deployment that owns it
         self.autoscalers: list[Obj] = []  # HorizontalPodAutoscalers (listed, never acted on)
+        self.jobs: dict[
+            tuple[str, str], Obj
+        ] = {}  # (namespace, name) -> Job: its backoffLimit, podFailurePolicy, status
         self.scale_downs: list[str] = []  # "ns/name" of every pod a ReplicaSet deleted to scale down
         self.pinned: list[tuple[str, str]] = []  # (pod, node) of every pod created pinned by the steering policy
         self.events: list[dict[str, Any]] = []
@@ -405,6 +418,8 @@ class FakeCluster:
         def run() -> Obj | None:
             if kind == "Deployment":
                 return copy.deepcopy(self.deployments.get((namespace, name)))
+            if kind == "Job" and (namespace, name) in self.jobs:
+                return copy.deepcopy(self.jobs[(namespace, name)])
             ctl = self.controllers.get((kind, namespace, name))
             if ctl is None:
                 return None
@@ -802,6 +817,12 @@ class FakeCluster:
         elif kind == "HorizontalPodAutoscaler":
             obj["metadata"].setdefault("namespace", "default")
             self.autoscalers.append(obj)
+        elif (
+            kind == "Job"
+        ):  # its pods make its controller (``_admit``); the Job says when it gives up (``_job_failed``)
+            obj["metadata"].setdefault("namespace", "default")
+            obj.setdefault("status", {})
+            self.jobs[_key(obj)] = obj
 
     def _new_uid(self) -> str:
         return f"fake-uid-{next(self._uids)}"
@@ -893,6 +914,11 @@ class FakeCluster:
                 self._granted.setdefault(budget, []).append(f"{namespace}/{name}")
         if _controller_ref(pod) is None:
             self._lost.append(f"Pod {namespace}/{name}")
+        # the API server marks an evicted pod before deleting it (PodDisruptionConditions, GA in 1.31)
+        _set_condition(pod, "DisruptionTarget", True)
+        pod["status"]["conditions"][-1]["reason"] = "EvictionByEvictionAPI"
+        if (ref := _controller_ref(pod)) is not None and ref[0] == "Job":
+            self._job_failed(ref, pod)
         grace = self._grace(pod)
         pod["metadata"]["deletionTimestamp"] = _iso(self.time + grace)
         pod["metadata"]["deletionGracePeriodSeconds"] = int(grace)
@@ -900,6 +926,25 @@ class FakeCluster:
         self._deleting_at[pod["metadata"]["uid"]] = self.time
         self.evicted.append(f"{namespace}/{name}")
         return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+    def _job_failed(self, ref: tuple[str, str, str], pod: Obj) -> None:
+        """The Job controller counts an evicted pod as failed (pkg/controller/job): unless a ``podFailurePolicy`` rule
+        ignores ``DisruptionTarget``, ``status.failed`` grows, and once it exceeds ``backoffLimit`` the Job fails
+        (BackoffLimitExceeded): its other pods are deleted and none is recreated: the workload is lost."""
+        _, namespace, name = ref
+        job = self.jobs.setdefault(
+            (namespace, name), {"metadata": {"name": name, "namespace": namespace}, "status": {}}
+        )
+        spec = job.get("spec") or {}
+        if job_ignores_disruptions(spec):
+            return
+        job["status"]["failed"] = int(job["status"].get("failed") or 0) + 1
+        if job["status"]["failed"] <= int(spec.get("backoffLimit", JOB_BACKOFF_LIMIT)):
+            return
+        job["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]
+        ctl = self.controllers[ref]
+        ctl.replicas = 0
+        self._lost.append(f"Job {namespace}/{name} (BackoffLimitExceeded; pod {pod['metadata']['name']} evicted)")
 
     @staticmethod
     def _unhealthy_may_go(pdb: Obj, pod: Obj) -> bool:
@@ -1119,8 +1164,23 @@ class FakeCluster:
             desired = 0
         return expected, healthy, desired
 
+    def _needs_a_scale_it_cannot_read(self, pdb: Obj) -> bool:
+        """The disruption controller reads a scale for ``maxUnavailable`` or a percentage ``minAvailable``; a Job has
+        none ("jobs.batch does not implement the scale subresource"): such a budget fails to sync and allows nothing."""
+        spec = pdb.get("spec") or {}
+        if spec.get("maxUnavailable") is None and not isinstance(spec.get("minAvailable"), str):
+            return False
+        return any(
+            (ref := _controller_ref(p)) is not None and ref[0] == "Job"
+            for p in self.pods.values()
+            if self._selects(pdb, p)
+        )
+
     def _recompute_pdbs(self) -> None:
         for key, pdb in sorted(self.pdbs.items()):
+            if self._needs_a_scale_it_cannot_read(pdb):
+                pdb["status"].update(expectedPods=0, currentHealthy=0, desiredHealthy=0, disruptionsAllowed=0)
+                continue
             expected, healthy, desired = self._pdb_health(pdb)
             allowed = healthy - desired if expected > 0 and healthy > desired else 0
             pdb["status"].update(

@@ -71,7 +71,7 @@ class DryRunWorld:
         self.owners = {
             (o["metadata"].get("namespace", "default"), o["kind"], o["metadata"]["name"]): copy.deepcopy(o)
             for o in objects
-            if o.get("kind") in ("ReplicaSet", "StatefulSet", "Deployment")
+            if o.get("kind") in ("ReplicaSet", "StatefulSet", "Deployment", "Job")
         }
         self.autoscalers = [copy.deepcopy(o) for o in objects if o.get("kind") == "HorizontalPodAutoscaler"]
         self.admissions = {

@@ -1,7 +1,7 @@
 """``WorkloadCalls``: what surrounds the pods the executor moves: their owners and autoscalers, the scale, DRA objects.
 
 A part of ``KubeClusterClient`` of its own because none of it is a pod, a node or the compactor's own state:
-the ReplicaSets, StatefulSets and Deployments that own pods (and the HorizontalPodAutoscalers a surge must not
+the ReplicaSets, StatefulSets, Deployments and Jobs that own pods (and the HorizontalPodAutoscalers a surge must not
 fight), the one write to an owner (make-before-break's conditional scale of a Deployment by one), and the dynamic
 resource allocation objects (ResourceSlices and ResourceClaims) a move's devices come from.
 """
@@ -40,6 +40,10 @@ class WorkloadCalls(ClientBase):
                 params,
                 kind,
                 f"reading deployment {namespace}/{name}",
+            )
+        if kind == "Job":  # whether an eviction would spend its backoffLimit (actions/checks/job_backoff.py)
+            return self._get(
+                "/apis/batch/v1/namespaces/{namespace}/jobs/{name}", params, kind, f"reading job {namespace}/{name}"
             )
         return None
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from compactor.actions.client import Obj
 from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
 from compactor.planner.movability import SAFE_TO_EVICT_ANNOTATION, Unmovable
+from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
-from tests.builders import node, pdb, pod
+from tests.builders import job, node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import (
     SETTINGS,
@@ -252,3 +254,34 @@ def test_a_pod_restarted_since_planning_is_not_moved_before_it_has_been_ready_lo
     assert not set(GPU_3) & set(evicted_names(c))
     assert f"not moved default/serve-b: {Unmovable.TOO_YOUNG.value}" in report.reason, report.reason
     assert sorted(c.evicted) == GPU_2
+
+
+def job_cluster(batch_job: Obj) -> tuple[FakeCluster, CompactionPlan]:
+    """gpu-2 runs one pod of Job ``batch`` (its owner let it move: compactor.io/evict=true, a PDB of minAvailable 0); the
+    plan moves it to gpu-1."""
+    batch = pod("batch-a", on="gpu-2", gpus=1, owner="Job/batch", annotations={"compactor.io/evict": "true"})
+    budget = pdb("batch", match={"app": "batch"}, min_available=0)  # a Job has no scale: maxUnavailable cannot sync
+    c = FakeCluster(
+        [node("gpu-1", gpus=8), node("gpu-2", gpus=8), rs("serve-a", "gpu-1", "serve"), batch_job, batch, budget]
+    )
+    return c, hand_plan([("default/batch-a", "gpu-2", "gpu-1", "Job/batch")], freed=["gpu-2"], c=c)
+
+
+def test_a_job_pod_whose_eviction_would_spend_the_jobs_backoff_limit_is_not_evicted() -> None:
+    c, plan = job_cluster(job("batch", backoff_limit=2, failed=2))
+    report = run(c, plan)
+    assert report.status == "partial" and c.evicted == [] and report.skipped_moves == ["default/batch-a"]
+    assert "would fail Job default/batch: the eviction counts as failure 3, past its backoffLimit 2" in report.reason
+    assert_clean(c)  # the Job lives on, its pod where it was
+
+
+@pytest.mark.parametrize(
+    "batch_job",
+    [job("batch", backoff_limit=2, failed=1), job("batch", backoff_limit=0, ignore_disruptions=True)],
+    ids=["within-its-backoff-limit", "its-failure-policy-ignores-disruptions"],
+)
+def test_a_job_pod_moves_when_its_job_survives_the_eviction(batch_job: Obj) -> None:
+    c, plan = job_cluster(batch_job)
+    report = run(c, plan)
+    assert report.status == "succeeded" and c.evicted == ["default/batch-a"] and report.freed_nodes == ["gpu-2"]
+    assert_clean(c)  # the Job recreated its pod (on gpu-1) and did not fail

@@ -12,7 +12,7 @@ import pytest
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, ObjectRef
 from compactor.actions.clock import Clock
 from compactor.errors import ClusterError
-from tests.builders import node, pdb, pod
+from tests.builders import job, node, pdb, pod
 from tests.fakecluster import PDB_BLOCKED, PDB_MULTIPLE, Crash, FakeClock, FakeCluster, merge_patch
 
 Obj = dict[str, Any]
@@ -267,6 +267,55 @@ def test_bare_pod_evicted_is_lost_and_controller_pods_are_recreated() -> None:
     assert c.lost_pods() == ["Pod default/bare"]
     (again,) = [p for p in c.pods.values() if p["metadata"]["name"].startswith("batch-")]
     assert again["metadata"]["ownerReferences"][0]["kind"] == "Job" and again["status"]["phase"] == "Running"
+
+
+def test_an_evicted_pod_is_marked_as_disrupted_before_it_goes() -> None:
+    c = world()
+    c.evict("default", "app-x0")
+    (marked,) = [x for x in c.pods["default", "app-x0"]["status"]["conditions"] if x["type"] == "DisruptionTarget"]
+    assert marked == {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+
+
+def test_a_job_counts_an_evicted_pod_as_failed_and_recreates_it_within_its_backoff_limit() -> None:
+    c = world(job("batch", backoff_limit=1), pod("batch-a", on="n2", owner="Job/batch"))
+    assert c.evict("default", "batch-a").outcome is EvictionOutcome.EVICTED
+    c.settle()
+    assert c.get_owner("default", "Job", "batch")["status"]["failed"] == 1  # type: ignore[index]
+    (again,) = [p for key, p in c.pods.items() if key[1].startswith("batch-")]
+    assert again["metadata"]["name"] != "batch-a" and again["status"]["phase"] == "Running" and c.lost_pods() == []
+
+
+def test_a_job_past_its_backoff_limit_fails_and_its_pods_are_lost() -> None:
+    c = world(
+        job("batch", backoff_limit=1, failed=1),
+        pod("batch-a", on="n2", owner="Job/batch"),
+        pod("batch-b", on="n2", owner="Job/batch"),
+    )
+    c.evict("default", "batch-a")
+    c.settle()
+    failed = c.get_owner("default", "Job", "batch")
+    assert failed is not None and failed["status"]["conditions"][0]["reason"] == "BackoffLimitExceeded"
+    assert [p for p in c.pods if p[1].startswith("batch-")] == []  # the other pod deleted, none recreated
+    assert c.lost_pods() == ["Job default/batch (BackoffLimitExceeded; pod batch-a evicted)"]
+
+
+def test_a_budget_that_needs_a_jobs_scale_fails_to_sync_and_allows_nothing() -> None:
+    c = world(
+        job("batch"),
+        pod("batch-a", on="n2", owner="Job/batch", labels={"app": "batch"}),
+        pdb("by-count", match={"app": "batch"}, min_available=0),
+        pdb("by-share", match={"app": "batch"}, max_unavailable=1),
+    )
+    assert c.pdbs["default", "by-count"]["status"]["disruptionsAllowed"] == 1
+    assert c.pdbs["default", "by-share"]["status"]["disruptionsAllowed"] == 0
+
+
+def test_a_job_that_ignores_disruptions_does_not_count_an_eviction() -> None:
+    c = world(job("batch", backoff_limit=0, ignore_disruptions=True), pod("batch-a", on="n2", owner="Job/batch"))
+    c.evict("default", "batch-a")
+    c.settle()
+    assert "failed" not in c.get_owner("default", "Job", "batch")["status"]  # type: ignore[index]
+    assert c.lost_pods() == []
 
 
 def test_replicaset_below_replicas_is_lost() -> None:

@@ -42,7 +42,7 @@ from compactor.model.load import load_files
 from compactor.model.migparted import find_mig_parted
 from compactor.model.types import ConfigMap
 from compactor.settings import ExecutorSettings, MigSettings, PlannerSettings, Settings
-from tests.builders import as_list, node, pod, steering_policy
+from tests.builders import as_list, job, node, pod, steering_policy
 from tests.fakeapi import FakeApiServer
 from tests.fakeapi.server import RecordedRequest
 from tests.rbac import Attributes, allowed, attributes, denied
@@ -113,6 +113,7 @@ def test_the_last_run_summary_is_read_and_replaced_by_name_and_never_deleted() -
 def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_allowed(fake_api: FakeApiServer) -> None:
     """Run the code paths that touch them, through the real clients, and authorize every request sent."""
     fake_api.add(node("n1", gpus=8), pod("train", on="n1", gpus=1, namespace="ml"), *steering_policy())
+    fake_api.add(job("batch", backoff_limit=2, failed=1, namespace="ml"))
     LeaseStore(fake_api)
     settings = ExecutorSettings()
     client = KubeClusterClient(fake_api.api_client(), namespace=NAMESPACE)
@@ -146,6 +147,8 @@ def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_all
     client.list_pods(namespace="ml", label_selector="app=app")
     client.get_pod("ml", "train")
     client.get_owner("ml", "ReplicaSet", "app")
+    batch = client.get_owner("ml", "Job", "batch")  # read before a Job's pod is evicted: its backoffLimit
+    assert batch is not None and (batch["spec"]["backoffLimit"], batch["status"]["failed"]) == (2, 1)
     client.list_pdbs()
     client.create_event(ObjectRef("Node", "n1"), reason="Cordoned", message="for a move")
     client.evict("ml", "train")

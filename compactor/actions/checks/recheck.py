@@ -2,7 +2,7 @@
 
 A plan is computed on a snapshot; by the time its eviction comes (minutes later, after a restart, or from a
 hand-written ``apply --plan``) the pod may have been annotated ``safe-to-evict=false``, lost its last sibling,
-gained a DaemonSet owner, or its node may have gone NotReady. The planner's own rules
+gained a DaemonSet owner, its node may have gone NotReady, or its Job may have spent its backoffLimit. The planner's own rules
 (``planner.movability.why_not_evictable``: one implementation) are asked again of the pod as read now, with its
 PDBs and its node as read now, and the planned target must still be a node that takes it. A move that fails is
 never evicted: ``evict`` refuses it with its reason (``actions/refusals.py``), and so every move that depended on it.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compactor.actions.checks.job_backoff import job_refusal
 from compactor.actions.client import Obj
 from compactor.actions.owners import owner_pods, owner_selector
 from compactor.actions.pods import controller_uid, is_ready, is_terminating
@@ -57,7 +58,7 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
     elif source is None or not source.ready:
         checked.refusal = f"its node {move.from_node} is not Ready: an evicted pod would stay Terminating there"
     else:
-        checked.refusal = _target_refusal(run, move, model)
+        checked.refusal = _target_refusal(run, move, model) or job_refusal(run.client, pod)
     return checked
 
 
