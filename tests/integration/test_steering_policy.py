@@ -308,7 +308,7 @@ def test_a_pod_the_policy_never_pins_is_not_planned_and_its_replacement_is_no_ev
             annotations={"compactor.io/evict": "true"},
         ),
         *agents("gpu-1", "gpu-2"),
-        budget("batch", match={"app": "batch"}, max_unavailable=1),
+        budget("batch", match={"app": "batch"}, min_available=0),  # a Job has no scale: maxUnavailable cannot sync
     ]
     c = FakeCluster([*objects, *steering_policy()], scheduler="spread")
     choice = choose(c, SETTINGS, now=c.clock.now())
