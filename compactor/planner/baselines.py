@@ -106,23 +106,8 @@ def high_node_utilization(
 ) -> BaselineResult:
     """Evict movable GPU pods from GPU nodes whose GPU utilisation is under ``threshold``, then re-schedule them."""
     problem = build_problem(snapshot, _unbounded(settings), max_targets=len(snapshot.nodes))
-    loads = [dict(s.fixed) for s in problem.nodes]
-    for ptype in problem.types:
-        for node, pods in ptype.initial.items():
-            for r, v in ptype.requests.items():
-                loads[node][r] = loads[node].get(r, 0) + v * len(pods)
-    before_gpu = [sum(v for r, v in load.items() if is_gpu_resource(r)) for load in loads]
-    evicted: list[tuple[Pod, int, dict[str, int]]] = []
-    for state in problem.nodes:
-        alloc = sum(v for r, v in state.node.allocatable.items() if is_gpu_resource(r))
-        if not state.gpus or alloc == 0 or before_gpu[state.index] / alloc >= threshold:
-            continue
-        for ptype in problem.types:
-            if ptype.uses_gpu and not ptype.pending:
-                for pod in ptype.initial.get(state.index, []):
-                    evicted.append((pod, state.index, dict(ptype.requests)))
-                    for r, v in ptype.requests.items():
-                        loads[state.index][r] -= v
+    loads = _loads(problem)
+    evicted = _evicted_from_underused(problem, loads, threshold)
     moves = 0
     after_gpu_pods = gpu_pods_before(problem)
     for pod, source, requests in evicted:
@@ -144,6 +129,36 @@ def high_node_utilization(
         tuple(s.node.name for s in filled),
         sum(s.gpus for s in freed) - sum(s.gpus for s in filled),
     )
+
+
+def _loads(problem: Problem) -> list[dict[str, int]]:
+    """Each node's requested resources: its fixed load and its movable pods'."""
+    loads = [dict(s.fixed) for s in problem.nodes]
+    for ptype in problem.types:
+        for node, pods in ptype.initial.items():
+            for r, v in ptype.requests.items():
+                loads[node][r] = loads[node].get(r, 0) + v * len(pods)
+    return loads
+
+
+def _evicted_from_underused(
+    problem: Problem, loads: list[dict[str, int]], threshold: float
+) -> list[tuple[Pod, int, dict[str, int]]]:
+    """The movable GPU pods of every GPU node under ``threshold`` GPU utilisation, taken off ``loads``: (pod, its node,
+    its requests), as the descheduler's HighNodeUtilization evicts them."""
+    before_gpu = [sum(v for r, v in load.items() if is_gpu_resource(r)) for load in loads]
+    evicted: list[tuple[Pod, int, dict[str, int]]] = []
+    for state in problem.nodes:
+        alloc = sum(v for r, v in state.node.allocatable.items() if is_gpu_resource(r))
+        if not state.gpus or alloc == 0 or before_gpu[state.index] / alloc >= threshold:
+            continue
+        for ptype in problem.types:
+            if ptype.uses_gpu and not ptype.pending:
+                for pod in ptype.initial.get(state.index, []):
+                    evicted.append((pod, state.index, dict(ptype.requests)))
+                    for r, v in ptype.requests.items():
+                        loads[state.index][r] -= v
+    return evicted
 
 
 def _schedule(

@@ -10,10 +10,12 @@ import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from compactor.model.types import Node
 from compactor.planner.frontier import Point
 from compactor.planner.history import Restraints, workload_key
+from compactor.planner.levels import LevelResult
 from compactor.planner.movability import Unmovable
 from compactor.planner.plan import (
     CompactionPlan,
@@ -55,46 +57,17 @@ def solver_report(
         return SolverReport(status="OPTIMAL", wall_seconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
     note = "; ".join(filter(None, [note, *_time_limit_notes(result, cut)]))
     main = next((lv for lv in result.levels if lv.name in ("freedGpus", "headroom")), None)
-    objective = bound = gap = None
-    status = result.status
-    if main is not None and main.name == "freedGpus":
-        offset = problem.empty_before_gpus
-        objective = float(sum(problem.nodes[n].gpus for n in result.empty_nodes) - offset)
-        whole = main.bound if not result.restricted and math.isfinite(main.bound) else result.whole_bound
-        bound = None if whole is None else max(objective, float(whole) - offset)
-    elif main is not None and math.isfinite(main.objective):
-        objective, bound = main.objective, main.bound if math.isfinite(main.bound) else None
+    objective, bound = _objective_and_bound(problem, result, main)
+    gap = None
     if objective is not None and bound is not None:
         gap = 0.0 if bound <= objective else (bound - objective) / max(abs(bound), 1.0)
     cost = result.assignment.cost(result.problem) if main is not None and main.name == "freedGpus" else None
-    cost_proven = cost is not None and moves_bound is not None and moves_bound >= cost
+    status = result.status
     if result.restricted:
-        # Proven for the whole cluster only when the freed GPUs reach its bound and the move cost its lower bound.
-        whole_proof = (
-            objective is not None
-            and bound is not None
-            and objective >= bound
-            and (cost_proven or (top is not None and top.status == "OPTIMAL" and top.freed_gpus == objective))
-        )
-        status = "OPTIMAL" if whole_proof else "FEASIBLE"
-        proven = "OPTIMAL" if result.status == "OPTIMAL" else "FEASIBLE"
-        searched = f"searched {result.restricted}: {proven} there"
-        if result.searched:
-            searched += (
-                f"; then {result.searched} neighbourhood(s) of the whole cluster (large-neighbourhood search), "
-                f"{result.improvements} improving the plan"
-            )
+        cost_proven = cost is not None and moves_bound is not None and moves_bound >= cost
+        status = "OPTIMAL" if _whole_cluster_proof(objective, bound, cost_proven, top) else "FEASIBLE"
+        searched = _searched(result)
         note = f"{note}; {searched}" if note else searched
-    levels = [
-        {
-            "name": lv.name,
-            "status": lv.status,
-            "objective": _finite(lv.objective),
-            "bound": _finite(lv.bound),
-            "seconds": round(lv.seconds, 3),
-        }
-        for lv in result.levels
-    ]
     base = problem.settings.move_cost.base
     return SolverReport(
         status=status,
@@ -103,7 +76,7 @@ def solver_report(
         bound=bound,
         gap=gap,
         variables=result.variables,
-        levels=levels,
+        levels=[_level_row(lv) for lv in result.levels],
         note=note,
         move_cost=None if cost is None else round(cost / base, 2),
         move_cost_bound=None if cost is None or moves_bound is None else round(min(cost, moves_bound) / base, 2),
@@ -111,6 +84,51 @@ def solver_report(
         if cost is None or moves_bound is None
         else round(max(0, cost - moves_bound) / max(cost, base), 4),
     )
+
+
+def _objective_and_bound(
+    problem: Problem, result: SolveResult, main: LevelResult | None
+) -> tuple[float | None, float | None]:
+    """The main level's objective and bound as the user reads them: net freed GPUs of the whole cluster (a narrowed
+    model's own bound holds only among what it kept: then the whole-cluster one), or the headroom level's."""
+    if main is not None and main.name == "freedGpus":
+        offset = problem.empty_before_gpus
+        objective = float(sum(problem.nodes[n].gpus for n in result.empty_nodes) - offset)
+        whole = main.bound if not result.restricted and math.isfinite(main.bound) else result.whole_bound
+        return objective, None if whole is None else max(objective, float(whole) - offset)
+    if main is not None and math.isfinite(main.objective):
+        return main.objective, main.bound if math.isfinite(main.bound) else None
+    return None, None
+
+
+def _whole_cluster_proof(objective: float | None, bound: float | None, cost_proven: bool, top: Point | None) -> bool:
+    """A narrowed search is proven for the whole cluster only when the freed GPUs reach its bound and the move cost its
+    lower bound (or the curve's top point, proven optimal, frees as much)."""
+    if objective is None or bound is None or objective < bound:
+        return False
+    return cost_proven or (top is not None and top.status == "OPTIMAL" and top.freed_gpus == objective)
+
+
+def _searched(result: SolveResult) -> str:
+    """What a narrowed search covered, for the note."""
+    proven = "OPTIMAL" if result.status == "OPTIMAL" else "FEASIBLE"
+    searched = f"searched {result.restricted}: {proven} there"
+    if result.searched:
+        searched += (
+            f"; then {result.searched} neighbourhood(s) of the whole cluster (large-neighbourhood search), "
+            f"{result.improvements} improving the plan"
+        )
+    return searched
+
+
+def _level_row(level: LevelResult) -> dict[str, Any]:
+    return {
+        "name": level.name,
+        "status": level.status,
+        "objective": _finite(level.objective),
+        "bound": _finite(level.bound),
+        "seconds": round(level.seconds, 3),
+    }
 
 
 def _time_limit_notes(result: SolveResult, cut: Sequence[str]) -> list[str]:

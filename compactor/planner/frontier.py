@@ -177,7 +177,7 @@ def summarise(problem: Problem, assignment: Assignment, status: str = "FEASIBLE"
     return Point(len(freed), gpus, len(moves), cost, status, bound, assignment, usable=usable)
 
 
-def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: list[str] | None = None) -> list[Point]:  # noqa: C901
+def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: list[str] | None = None) -> list[Point]:
     """The curve from the pending-only point up to the max-free plan ``top``, dominated points dropped.
 
     Before ``deadline``: what it leaves no time for is left out and said in ``cut`` (the pending-only point's solve, the
@@ -192,29 +192,62 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
     zero = _zero_point(problem, model, top, deadline, cut, steps_need + model.need) if not deadline.expired() else None
     if zero is None:
         cut.append("no trade-off curve: the time limit left no time for it (the max-free plan alone)")
+    costs = drain_costs(problem)
+    best = _known_points(problem, top, zero, costs, deadline, cut)
+    lower = _solved_points(problem, best, model, zero.bound if zero is not None else 0, costs, deadline, cut)
+    for point in best:
+        point.bound = min(point.cost, max(lower.get(n, 0) for n in range(point.freed_nodes + 1)))
+        point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
+        if point.assignment is top.assignment and top.status == "OPTIMAL":
+            point.status, point.bound = "OPTIMAL", point.cost  # the fewest-cost plan freeing the most GPUs, proven
+    return _undominated(best)
+
+
+def _known_points(
+    problem: Problem,
+    top: SolveResult,
+    zero: Point | None,
+    costs: dict[int, int],
+    deadline: Deadline,
+    cut: list[str],
+) -> list[Point]:
+    """The points known without a solve: the max-free plan, greedy's, the pending-only point and the greedy steps from
+    it (each draining the next cheapest node)."""
     best: list[Point] = []
-    lower = {0: zero.bound if zero is not None else 0}
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
     warm = top.greedy_assignment
     if warm is not None and warm is not top.assignment and _placed(warm) == _placed(top.assignment):
         # at scale the search may free more for more moves: greedy drain's point stays on the curve
         _offer(best, problem, warm)
-    costs = drain_costs(problem)
-    if zero is not None:
-        _offer(best, problem, plan_of(zero))
-        steps = _Steps(
-            problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name))
-        )
-        for point in steps.points(deadline):
-            if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):
-                best.append(point)
-        if steps.cut:
-            cut.append(
-                f"greedy steps of the trade-off curve stopped by the time limit after {len(steps.drained)} node(s)"
-            )
+    if zero is None:
+        return best
+    _offer(best, problem, plan_of(zero))
+    steps = _Steps(
+        problem, zero, sorted(costs, key=lambda n: (costs[n], -problem.nodes[n].gpus, problem.nodes[n].node.name))
+    )
+    for point in steps.points(deadline):
+        if not any(p.cost == point.cost and p.freed_gpus == point.freed_gpus for p in best):
+            best.append(point)
+    if steps.cut:
+        cut.append(f"greedy steps of the trade-off curve stopped by the time limit after {len(steps.drained)} node(s)")
+    return best
+
+
+def _solved_points(
+    problem: Problem,
+    best: list[Point],
+    model: _LazyModel,
+    zero_bound: int,
+    costs: dict[int, int],
+    deadline: Deadline,
+    cut: list[str],
+) -> dict[int, int]:
+    """For k = 1 .. the most nodes a point frees: a lower bound on the cost of freeing k nodes, and the cost model's
+    cheapest plan freeing k added to ``best`` where the bound leaves room for a cheaper one than known."""
     cheapest = sorted(costs.values())
     additive = _pending_and_draining_add_up(problem)
     top_nodes = max(p.freed_nodes for p in best)
+    lower: dict[int, int] = {0: zero_bound}
     unsolved = 0
     for k in range(1, top_nodes + 1):
         lower[k] = lower[0] + sum(cheapest[:k]) if additive else max(lower[0], sum(cheapest[:k]))
@@ -246,12 +279,7 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
         cut.append(
             f"{unsolved} point(s) of the trade-off curve not solved: no time to make its cost model (greedy steps, unproven)"
         )
-    for point in best:
-        point.bound = min(point.cost, max(lower.get(n, 0) for n in range(point.freed_nodes + 1)))
-        point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
-        if point.assignment is top.assignment and top.status == "OPTIMAL":
-            point.status, point.bound = "OPTIMAL", point.cost  # the fewest-cost plan freeing the most GPUs, proven
-    return _undominated(best)
+    return lower
 
 
 def _pending_and_draining_add_up(problem: Problem) -> bool:
@@ -353,47 +381,3 @@ def _undominated(best: list[Point]) -> list[Point]:
         if not kept or point.cost < kept[-1].cost:
             kept.append(point)
     return kept[::-1]
-
-
-def choose(points: Sequence[Point], objective: str, price: float, base: int) -> Point:
-    """The point the policy executes: pending-only (the first), max-free (the last), or balanced.
-
-    balanced: along the lower convex hull of the curve (usable freed GPUs against cost), where each step's
-    slope is the true marginal price, step on while a step costs at most ``price`` moves (cost / ``base``)
-    per usable GPU it frees. A dear point that a cheaper farther one makes up for is skipped, not stopped at;
-    GPUs no shape in use can take buy nothing.
-    """
-    if objective == "pending-only":
-        return points[0]
-    if objective == "max-free":
-        return points[-1]
-    chosen = points[0]
-    for point in _lower_hull(_by_usable(points))[1:]:
-        if (point.cost - chosen.cost) / base > price * (point.usable_gpus - chosen.usable_gpus) + 1e-9:
-            break
-        chosen = point
-    return chosen
-
-
-def _by_usable(points: Sequence[Point]) -> list[Point]:
-    """The first point, then the points that make more usable GPUs than every cheaper one, by usable GPUs."""
-    kept = [points[0]]
-    for point in sorted(points[1:], key=lambda p: (p.cost, -p.usable_gpus)):
-        if point.usable_gpus > kept[-1].usable_gpus:
-            kept.append(point)
-    return kept
-
-
-def _lower_hull(points: Sequence[Point]) -> list[Point]:
-    """Andrew's monotone chain, lower half, over points sorted by usable GPUs (costs rising)."""
-    hull: list[Point] = []
-    for point in points:
-        while len(hull) >= 2 and _cross(hull[-2], hull[-1], point) <= 0:
-            hull.pop()
-        hull.append(point)
-    return hull
-
-
-def _cross(a: Point, b: Point, c: Point) -> float:
-    """> 0 when a -> b -> c turns left (convex from below)."""
-    return (b.usable_gpus - a.usable_gpus) * (c.cost - a.cost) - (b.cost - a.cost) * (c.usable_gpus - a.usable_gpus)

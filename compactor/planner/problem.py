@@ -500,24 +500,7 @@ def restrict(
         if not ptype.pending and not kept:
             continue
         mapping[ptype.index] = len(types)
-        narrowed = replace(ptype, index=len(types), initial=kept)
-        targets = [n for n in ptype.targets if n in kept or n not in ptype.initial]  # dropped sources receive no more
-        if max_targets is not None and not ptype.pending:
-            # Keep the best-ranked targets, plus every node the warm start leaves this type on; not a stay-only node
-            # whose pods were left out (fixed load now): it would lose its mark and become a receiver.
-            allowed = set(targets)
-            ranked = list(itertools.islice((n for n in ptype.ranked_targets if n in allowed), max_targets))
-            used_nodes = {n for n in (used or {}).get(ptype.index, ()) if n in kept or n not in ptype.stay_only}
-            targets = sorted(set(ranked) | set(kept) | used_nodes)
-        narrowed.targets = tuple(targets)
-        narrowed.stay_only = frozenset(n for n in ptype.stay_only if n in kept)
-        if max_targets is not None and not ptype.pending and not ptype.uses_gpu:
-            # A pod without GPUs arrives only where it ranks (nodes without GPUs first) or the warm start put one: its
-            # other homes, GPU nodes, keep their pods but take no more (CPU pods trading GPU nodes only swap the crowding,
-            # and a swap cannot run one eviction at a time).
-            receiving = set(ranked) | used_nodes
-            narrowed.stay_only |= {n for n in kept if n not in receiving and problem.nodes[n].node.is_gpu_node}
-        types.append(narrowed)
+        types.append(_narrowed(problem, ptype, len(types), kept, (used or {}).get(ptype.index, ()), max_targets))
     states = [
         replace(
             s,
@@ -527,3 +510,34 @@ def restrict(
         for s in problem.nodes
     ]
     return replace(problem, nodes=states, types=types), mapping
+
+
+def _narrowed(
+    problem: Problem,
+    ptype: PodType,
+    index: int,
+    kept: dict[int, list[Pod]],
+    used: Iterable[int],
+    max_targets: int | None,
+) -> PodType:
+    """``ptype`` as ``restrict`` keeps it: its pods on the sources (``kept``), and where they may go."""
+    narrowed = replace(ptype, index=index, initial=kept)
+    targets = [n for n in ptype.targets if n in kept or n not in ptype.initial]  # dropped sources receive no more
+    ranked: list[int] = []
+    used_nodes: set[int] = set()
+    if max_targets is not None and not ptype.pending:
+        # Keep the best-ranked targets, plus every node the warm start leaves this type on; not a stay-only node
+        # whose pods were left out (fixed load now): it would lose its mark and become a receiver.
+        allowed = set(targets)
+        ranked = list(itertools.islice((n for n in ptype.ranked_targets if n in allowed), max_targets))
+        used_nodes = {n for n in used if n in kept or n not in ptype.stay_only}
+        targets = sorted(set(ranked) | set(kept) | used_nodes)
+    narrowed.targets = tuple(targets)
+    narrowed.stay_only = frozenset(n for n in ptype.stay_only if n in kept)
+    if max_targets is not None and not ptype.pending and not ptype.uses_gpu:
+        # A pod without GPUs arrives only where it ranks (nodes without GPUs first) or the warm start put one: its
+        # other homes, GPU nodes, keep their pods but take no more (CPU pods trading GPU nodes only swap the crowding,
+        # and a swap cannot run one eviction at a time).
+        receiving = set(ranked) | used_nodes
+        narrowed.stay_only |= {n for n in kept if n not in receiving and problem.nodes[n].node.is_gpu_node}
+    return narrowed

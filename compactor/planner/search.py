@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 
 from compactor.planner.budget_cut import point_within_budgets
+from compactor.planner.curve_choice import choose
 from compactor.planner.deadline import Deadline
 from compactor.planner.document import Searched
-from compactor.planner.frontier import Point, choose, drain_costs, frontier
+from compactor.planner.frontier import Point, drain_costs, frontier
 from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.objective import Assignment, empty_nodes, pending_weight
 from compactor.planner.problem import Problem

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from compactor.planner.frontier import Point, choose
+from compactor.planner.curve_choice import choose
+from compactor.planner.frontier import Point
 
 BASE = 100  # move_cost.base: a cost of 100 is one move
 
