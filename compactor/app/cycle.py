@@ -22,7 +22,7 @@ from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.carry_out import execute as execute_plan
 from compactor.app.figures import cordoned_nodes, figures_for, measure
-from compactor.app.last_run import evictions, gained
+from compactor.app.last_run import RunRecorder, evictions, gained, record_report
 from compactor.app.planning import plan_of
 from compactor.app.policy import Admission, HeldBy, Verdict, admit
 from compactor.app.reading import world_of
@@ -37,22 +37,10 @@ from compactor.settings import Settings
 log = logging.getLogger("compactor.controller")  # what a cycle says, under the controller's name
 
 
-class CycleRecorder(Protocol):
+class CycleRecorder(RunRecorder, Protocol):
     """Where a cycle reports what it measured and did (``compactor.controller.exporter.Exporter``)."""
 
     def set_figures(self, figures: Figures, *, cordoned_nodes: int | None = None) -> None: ...
-
-    def record_run(
-        self,
-        status: str,
-        *,
-        evictions: int = 0,
-        gained: tuple[int, int] | None = None,
-        recuts: tuple[str, ...] = (),
-        steering: str = "",
-        steering_not_in_effect: bool = False,
-        abort_reason: str | None = None,
-    ) -> None: ...
 
     def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
 
@@ -232,13 +220,5 @@ def _carried_out(
         run = execute_plan(
             recording, settings, simulated, report.plan, dry_run=True, steering=report.steering, progress=progress
         )
-    exporter.record_run(
-        run.shown_status,
-        evictions=evictions(run),
-        gained=gained(run),
-        recuts=tuple(run.recuts.values()),
-        steering=run.steering,
-        steering_not_in_effect=run.steering_not_in_effect,
-        abort_reason=run.abort_reason,
-    )
+    record_report(exporter, run)
     return run

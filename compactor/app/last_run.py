@@ -180,6 +180,35 @@ class RunRecord:
         }
 
 
+class RunRecorder(Protocol):
+    """What counts a run's outcome: the controller's exporter, for a cycle's run and for a pushed ``run --once``."""
+
+    def record_run(
+        self,
+        status: str,
+        *,
+        evictions: int = 0,
+        gained: tuple[int, int] | None = None,
+        recuts: tuple[str, ...] = (),
+        steering: str = "",
+        steering_not_in_effect: bool = False,
+        abort_reason: str | None = None,
+    ) -> None: ...
+
+
+def record_report(recorder: RunRecorder, report: RunReport) -> None:
+    """``report`` counted as the metrics say a run: its status, evictions, gain, re-cuts, steering, why it rolled back."""
+    recorder.record_run(
+        report.shown_status,
+        evictions=evictions(report),
+        gained=gained(report),
+        recuts=tuple(report.recuts.values()),
+        steering=report.steering,
+        steering_not_in_effect=report.steering_not_in_effect,
+        abort_reason=report.abort_reason,
+    )
+
+
 def gained(report: RunReport) -> tuple[int, int] | None:
     """(measured, planned) whole-free GPUs of a real run; dry runs measure a world that only pretends to change."""
     if report.dry_run or report.outcome is None:
@@ -264,24 +293,12 @@ def write_summary(
         log.warning(f"could not send the {event.reason} Event on {where} (the run itself is unaffected): {exc}")
 
 
-class Pusher(Protocol):
+class Pusher(RunRecorder, Protocol):
     """The metric families of one run, pushed to a Pushgateway (``compactor.controller.exporter.Exporter``)."""
 
     def set_figures(self, figures: Figures, *, cordoned_nodes: int | None = None) -> None: ...
 
     def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
-
-    def record_run(
-        self,
-        status: str,
-        *,
-        evictions: int = 0,
-        gained: tuple[int, int] | None = None,
-        recuts: tuple[str, ...] = (),
-        steering: str = "",
-        steering_not_in_effect: bool = False,
-        abort_reason: str | None = None,
-    ) -> None: ...
 
     def set_leader(self, leader: bool) -> None: ...
 
@@ -305,15 +322,7 @@ def push(url: str, record: RunRecord, *, exit_code: int, ended: datetime, export
     if plan is not None:
         exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
     if report is not None:
-        exporter.record_run(
-            report.shown_status,
-            evictions=evictions(report),
-            gained=gained(report),
-            recuts=tuple(report.recuts.values()),
-            steering=report.steering,
-            steering_not_in_effect=report.steering_not_in_effect,
-            abort_reason=report.abort_reason,
-        )
+        record_report(exporter, report)
         exporter.set_leader(not report.dry_run)  # a real run acted under the Lease
     if record.error:
         exporter.record_cycle_error()
