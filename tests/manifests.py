@@ -38,6 +38,7 @@ MODES = tuple(MANIFESTS / "mode" / mode for mode in ("report", "plan", "apply"))
 NAMESPACE_ONLY = MANIFESTS / "namespace"
 KUSTOMIZATIONS = (BASE, NAMESPACE_ONLY, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES)
 NAMESPACE = "gpu-compactor"
+OPERATOR_NAMESPACE_NAME = Settings().mig.operator_namespace  # where the GPU Operator's mig-parted configs are read
 
 WORKLOADS = {"CronJob", "Deployment"}
 # What resolve_kustomization understands of a kustomization; anything else (patches, labels, ...) must be taught to it first,

@@ -2,7 +2,7 @@
 
 Objects cross it as plain dicts shaped like the API's JSON (``kubectl get -o json``
 items), so the same executor code runs against the real API (``KubeClusterClient``),
-a recording dry run (``RecordingClient``) and the test fake (``tests/fakecluster.py``).
+a recording dry run (``RecordingClient``) and the test fake (``tests/fakecluster/``).
 Reads that need something of every node or pod of a large cluster (not the objects themselves)
 use ``scan_nodes``/``scan_pods``: each object is passed through the caller's ``keep`` as its page
 arrives, so only a page of objects is held at a time, not the 50,000 pods of the cluster.

@@ -1,4 +1,6 @@
-"""A run outside its disruption windows changes nothing (issue 15, item 1), against the fake API server."""
+"""A run outside its disruption windows changes nothing (issue 15, item 1), against the fake API server; and
+``compactor/app/carry_out.py``'s ``window_keeper``, which a run asks before each eviction, read on its own.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from compactor.app.carry_out import window_keeper
 from compactor.cli import main
+from compactor.settings import DisruptionSettings, Settings
 from tests.fakeapi import FakeApiServer
+from tests.fakecluster import FakeCluster
 from tests.scenarios.fragmented_api import fragmented, run_config
 
 CLOSED_NOW = [{"schedule": "0 12 15 6 *", "duration_minutes": 1, "timezone": "UTC"}]  # one minute a year: 15 June, noon
@@ -73,3 +78,15 @@ def test_apply_outside_every_window_is_refused_in_one_line(
         and "(disruption.windows)" in err[0]
     )
     assert not _evictions(fake_api)
+
+
+def test_the_window_keeper_reads_the_windows_at_each_ask() -> None:
+    """``carry_out.window_keeper``: nothing configured never stops; a window open now, then closed a minute later, stops."""
+    c = FakeCluster([])
+    assert window_keeper(Settings(), c.clock)() == ""
+    now = c.clock.now()
+    opens = {"schedule": f"{now.minute} {now.hour} * * *", "duration_minutes": 1, "timezone": "UTC"}
+    keeper = window_keeper(Settings(disruption=DisruptionSettings(windows=[opens])), c.clock)
+    assert keeper() == ""
+    c.advance(120)
+    assert keeper().startswith("the end of the disruption window (outside the disruption windows: the next opens at")

@@ -4,7 +4,7 @@
   code paths that use the state ConfigMap, the steering parameters and the Lease are recorded by the fake API
   server and each one is authorized against the shipped RBAC (manifests/base and manifests/gpu-operator, bound
   to the service account; tests/rbac.py) with Kubernetes' own rules: verb from the method, namespace, and ``resourceNames``
-  matched against the name in the URL (none for a create). tests/unit/test_manifests.py checks the same rules
+  matched against the name in the URL (none for a create). tests/unit/test_manifests_rbac.py checks the same rules
   against the requests found in the source; this checks the names.
 * The mig-parted configs come only from the GPU Operator's namespace (``mig.operator_namespace``): a ConfigMap
   with mig-manager's label (or name) in a tenant's namespace is never listed live and never used from a snapshot;
