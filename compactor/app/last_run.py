@@ -34,6 +34,7 @@ from compactor.actions import events
 from compactor.actions.client import ClusterClient
 from compactor.actions.executor import RunReport
 from compactor.actions.recovery import RecoveryReport
+from compactor.actions.run import AbortReason
 
 # How a run ended, for the entry points (which import the application layer only)
 from compactor.actions.status import FINISHED as FINISHED
@@ -60,6 +61,8 @@ _WRITE_ATTEMPTS = 2  # a replace that meets another writer's change (409) reads 
 # mode), held (outside every window, or the circuit breaker open) and stopped (SIGTERM at a safe point: the Job's
 # activeDeadlineSeconds, a drained node). The values of gpu_compactor_last_run_status{status}, pushed and exported.
 LAST_RUN_STATUSES = (*RunStatus, *CommandStatus)
+# Why a run rolled back (``RunReport.abort_reason``): the values of gpu_compactor_rollbacks_total{reason}.
+ROLLBACK_REASONS = tuple(AbortReason)
 # A run that did what its mode asks and got to its end: partial fell short of its plan, held changed nothing on purpose,
 # failed and stopped did not finish. Its end is the summary's lastSucceededAt and
 # gpu_compactor_last_run_success_timestamp_seconds.

@@ -24,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, p
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from compactor.app.last_run import LAST_RUN_STATUSES, SUCCESSFUL_STATUSES, RunStatus
+from compactor.app.last_run import LAST_RUN_STATUSES, ROLLBACK_REASONS, SUCCESSFUL_STATUSES, RunStatus
 from compactor.metrics.figure_types import AggregateFigures, Figures
 
 PREFIX = "gpu_compactor_"
@@ -35,20 +35,6 @@ STEERING_MECHANISMS = (
     "policy",
     "holds",
     "off",
-)
-# Why a run rolled back: compactor.actions.run.AbortReason, named here too (entry points import no executor; a unit test
-# holds the two lists equal)
-ROLLBACK_REASONS = (
-    "plan_stale",
-    "node_gone",
-    "pdb_blocked",
-    "eviction_refused",
-    "replacement_timeout",
-    "steering_failed",
-    "workload_changed",
-    "cluster_error",
-    "unexpected",
-    "interrupted",
 )
 
 
