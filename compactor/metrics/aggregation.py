@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from compactor.metrics.figure_types import AggregateFigures, NodeFigures
@@ -114,14 +114,6 @@ class _Totals:
             pod_count=c["pod_count"],
             gpu_pod_count=c["gpu_pod_count"],
         )
-
-
-def aggregate(name: str, nodes: Iterable[NodeFigures], *, has_shapes: bool, has_gpu_shapes: bool) -> AggregateFigures:
-    """Sum node figures into a pool or cluster figure; independent of node order."""
-    totals = _Totals()
-    for node in nodes:
-        totals.add(node)
-    return totals.finish(name, has_shapes=has_shapes, has_gpu_shapes=has_gpu_shapes)
 
 
 def pool_and_cluster(

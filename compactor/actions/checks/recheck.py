@@ -62,11 +62,6 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
     return checked
 
 
-def refusal(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> str:
-    """Why ``pod`` must not be evicted now ('' when it may)."""
-    return recheck(run, move, pod, pdbs).refusal
-
-
 def _ready_replicas(run: Run, pod: Obj, checked: Checked) -> int:
     namespace = (pod.get("metadata") or {}).get("namespace", "default")
     checked.selector = owner_selector(run.client, pod)
