@@ -10,8 +10,8 @@ executor that skips a wait or a check shows up as a PDB violation, a lost pod, a
 left cordoned or a wrong report.
 
 Each step of a run (``compactor/actions/steps/``) has its own module, ``test_step_<step>.py``; the steering by
-holds ``test_steerer_holds.py``, the validation of a plan before any change ``test_check_validate.py``. The
-scenarios and helpers (``two_freed_nodes``, ``run``, ``assert_clean``, ...) live in
+holds ``test_steerer_holds.py``, by policy ``test_steerer_policy.py``, the validation of a plan before any change
+``test_check_validate.py``. The scenarios and helpers (``two_freed_nodes``, ``run``, ``assert_clean``, ...) live in
 ``tests/scenarios/executor.py``, shared with the other executor tests.
 """
 

@@ -3,7 +3,7 @@ holds while it waits to retry, and takes them again, read afresh, before the ret
 
 More of steering by holds: ``test_steering.py`` (a spreading scheduler steered to the planned node, which nodes
 are held and for how long) and ``test_holds_limit.py`` (``executor.max_holds_per_move``). Steering by admission
-policy is ``test_steering_policy.py``.
+policy is ``test_steerer_policy.py``.
 
 Against the fake cluster (``tests/fakecluster/``) in simulated time: each scenario is planned by the real
 planner, or by hand (``hand_plan``), and carried out by ``Executor`` through the ``ClusterClient`` interface. The

@@ -1,7 +1,11 @@
 """Steering: with a scheduler that spreads (the default profile), every replacement still lands where the plan says.
 
 The fake scheduler's ``spread`` mode binds a pod to the feasible node with the most free
-GPUs, as LeastAllocated does; the real control plane shows the same in ``tests/e2e``.
+GPUs, as LeastAllocated does; the real control plane shows the same in ``tests/e2e``. The runs steer by holds
+(``compactor/actions/steering/holds.py``; more in ``test_steerer_holds.py``), or not at all (``UNSTEERED``).
+
+The node drained for a pending pod (``steps/steer.py``) is ``test_step_steer.py``; steering by admission policy
+``test_steerer_policy.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from tests.scenarios.executor import SETTINGS, assert_clean, make_plan, marks, r
 from tests.scenarios.steering import (
     UNSTEERED,
     gpu_nodes_of,
-    node_drained_for_a_pending_pod,
     spare_node_beside_a_freeable_one,
 )
 
@@ -73,20 +76,6 @@ def test_only_nodes_that_could_take_the_replacement_are_held_and_only_while_it_b
             durations.append(call.time - held_at.pop(call.args["name"]))
     assert len(durations) == 4 and not held_at  # two nodes held per move, each released once
     assert all(d < c.ready_after for d in durations)  # released at the bind, not when the replacement is Ready
-    assert_clean(c)
-
-
-def test_a_node_drained_for_a_pending_pod_is_fenced_until_the_pending_pod_binds_there() -> None:
-    objects = node_drained_for_a_pending_pod()
-    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
-    assert [(p.pod, p.to_node) for p in plan.placed_pending] == [("default/big", "gpu-3")] and plan.freed_nodes == []
-    fenced: list[bool] = []
-    report = run(c, plan, progress=lambda p: fenced.append(c.is_fenced("gpu-3")))
-    assert report.status == "succeeded", report.reason
-    assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
-    assert sorted(gpu_nodes_of(c, "serve") + gpu_nodes_of(c, "train")) == ["gpu-1", "gpu-2"]
-    assert fenced[0] and any(fenced)  # cordoned from the start, so no replacement went back to gpu-3
-    assert report.outcome is not None and (report.outcome.pending_placed, report.outcome.pending_planned) == (1, 1)
     assert_clean(c)
 
 

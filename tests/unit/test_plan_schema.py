@@ -127,7 +127,7 @@ def two_half_full_nodes() -> list[dict[str, Any]]:
     ]
 
 
-# A re-cut (tests/integration/test_mig_recut.py): b runs one movable 1g.10gb pod that a can take; two pending 3g.40gb pods
+# A re-cut (tests/integration/test_step_recut.py): b runs one movable 1g.10gb pod that a can take; two pending 3g.40gb pods
 # fit only on b re-cut to all-3g.40gb.
 MIG_FILTER = '["0x20B210DE"]'
 MIG_LAYOUTS = "version: v1\nmig-configs:\n" + "".join(

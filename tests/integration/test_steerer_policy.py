@@ -1,10 +1,18 @@
-"""Steering by admission policy, against the fake cluster with the repository's own policy, binding and parameters installed.
+"""Steering by admission policy (``compactor/actions/steering/policy.py``, ``PolicySteerer``): one entry per move in
+flight in the parameter ConfigMap, recorded in the state before it is written and removed once the replacement is
+bound; each replacement pinned to its planned node with no other node fenced; moves of different owners at once; a
+replacement arriving unpinned, or pinned and unable to bind, stopping the run; a pod the owner makes meanwhile evicted
+so it comes back unpinned; entries across a crash, a recovery without resume, a dry run and a stop.
 
-The fake cluster applies the policy as kube-apiserver does (``compactor.actions.steering.pin``,
-checked against a real API server in ``tests/e2e/test_steering_policy.py``): a pod its
-controller creates while the parameter ConfigMap names the controller's uid comes pinned
-(``matchFields: metadata.name In [node]``) and annotated. Its scheduler spreads, like the
+Against the fake cluster with the repository's own policy, binding and parameters installed. The fake cluster applies
+the policy as kube-apiserver does (``compactor.actions.steering.pin``, checked against a real API server in
+``tests/e2e/test_steering_policy.py``): a pod its controller creates while the parameter ConfigMap names the
+controller's uid comes pinned (``matchFields: metadata.name In [node]``) and annotated. Its scheduler spreads, like the
 default profile, so an unpinned replacement goes to the emptiest node.
+
+Which mechanism a run steers with (the policy found, missing, or concluded not in effect) is
+``test_steering_detect.py``; the node reserved for a pending pod is ``test_step_steer.py``. The scenarios and helpers
+live in ``tests/scenarios/executor.py`` and ``tests/scenarios/steering.py``.
 """
 
 from __future__ import annotations
@@ -19,75 +27,26 @@ from compactor.actions.clock import Interrupted, SimulatedClock, StoppableClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.recovery import recover
-from compactor.actions.steering.detect import choose, steerability_of
-from compactor.actions.steering.evidence import EVIDENCE_LASTS
-from compactor.actions.steering.pin import NOT_IN_EFFECT, STEERED_TO
-from compactor.errors import CompactorError
-from compactor.planner.movability import Unmovable
+from compactor.actions.steering.detect import choose
+from compactor.actions.steering.pin import STEERED_TO
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from tests.builders import node, pod, steering_policy
-from tests.builders import pdb as budget
 from tests.fakecluster import EPOCH, Crash, FakeCluster
-from tests.scenarios.executor import (
-    SETTINGS,
-    Obj,
-    agents,
-    assert_clean,
-    events,
-    hand_plan,
-    make_plan,
-    marks,
-    rs,
-    run,
-    writes,
+from tests.scenarios.executor import SETTINGS, Obj, agents, assert_clean, events, hand_plan, make_plan, marks, rs, run
+from tests.scenarios.steering import (
+    PARAMETERS,
+    POLICY,
+    assert_no_steering_left,
+    cordoned_ever,
+    entries,
+    gpu_nodes_of,
+    spare_node_beside_a_freeable_one,
+    two_owners_onto_two_targets,
+    with_policy,
 )
-from tests.scenarios.steering import gpu_nodes_of, node_drained_for_a_pending_pod, spare_node_beside_a_freeable_one
-
-PARAMETERS = "gpu-compactor-steering"
-POLICY = SETTINGS.model_copy(update={"steering": "policy"})
 
 RULES = PlannerSettings(min_replicas=1)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
-
-
-def with_policy(objects: list[Obj], **fake: Any) -> tuple[FakeCluster, CompactionPlan]:
-    return FakeCluster([*objects, *steering_policy()], scheduler="spread", **fake), make_plan(objects)
-
-
-def entries(c: FakeCluster) -> dict[str, str]:
-    return dict(c.config_maps[PARAMETERS].get("data") or {})
-
-
-def cordoned_ever(c: FakeCluster) -> set[str]:
-    """Every node a patch of the run fenced (this installation's taint put on)."""
-    key = ann.fence_key(ann.IDENTITY)
-    return {
-        call.args["name"]
-        for call in writes(c, "patch_node")
-        if any(t.get("key") == key for t in (call.args["patch"].get("spec") or {}).get("taints") or [])
-    }
-
-
-def assert_no_steering_left(c: FakeCluster) -> None:
-    assert entries(c) == {}, "a steering entry outlived the run"
-    assert_clean(c)
-
-
-def two_owners_onto_two_targets() -> list[Obj]:
-    """gpu-3 runs two pods of two ReplicaSets; the plan moves them to gpu-1 and gpu-2; gpu-4 is empty (a spreader's choice)."""
-    return [
-        node("gpu-1", gpus=8),
-        node("gpu-2", gpus=8),
-        node("gpu-3", gpus=8),
-        node("gpu-4", gpus=8),
-        pod("pin-1", on="gpu-1", gpus=6, owner=None),
-        pod("pin-2", on="gpu-2", gpus=6, owner=None),
-        rs("serve-a", "gpu-3", "serve", gpus=2),
-        rs("train-a", "gpu-3", "train", gpus=2),
-        *agents("gpu-1", "gpu-2", "gpu-3", "gpu-4"),
-        budget("serve", match={"app": "serve"}, max_unavailable=1),
-        budget("train", match={"app": "train"}, max_unavailable=1),
-    ]
 
 
 def test_each_replacement_is_pinned_to_its_planned_node_and_no_other_node_is_cordoned() -> None:
@@ -167,93 +126,6 @@ def test_concurrent_moves_finish_sooner_than_one_at_a_time() -> None:
     assert c2.time < c1.time
 
 
-def test_a_steered_pending_pod_gets_its_node_reserved_and_no_other_node_is_held() -> None:
-    objects = node_drained_for_a_pending_pod()
-    c, plan = with_policy(objects)
-    assert [(p.pod, p.to_node) for p in plan.placed_pending] == [("default/big", "gpu-3")]
-    reserved: list[list[dict[str, Any]]] = []
-
-    def watch(progress: Progress) -> None:
-        if progress.current.startswith("placing pending"):
-            reserved.append([t for t in c.nodes["gpu-3"]["spec"].get("taints") or [] if t["key"] == SETTINGS.taint_key])
-
-    report = run(c, plan, progress=watch)
-    assert report.status == "succeeded", report.reason
-    assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
-    assert reserved and reserved[0] == [{"key": SETTINGS.taint_key, "value": "default.big", "effect": "NoSchedule"}]
-    tolerations = c.pod("default", "big")["spec"]["tolerations"]
-    assert {
-        "key": SETTINGS.taint_key,
-        "operator": "Equal",
-        "value": "default.big",
-        "effect": "NoSchedule",
-    } in tolerations
-    assert cordoned_ever(c) == {"gpu-3"}  # the fence only; nothing held for the pending pod either
-    assert not c.nodes["gpu-3"]["spec"].get("taints")  # the reservation goes once it is bound
-    assert_no_steering_left(c)
-
-
-def test_a_reserved_node_is_taken_by_no_other_pending_pod() -> None:
-    base = node_drained_for_a_pending_pod()
-    rival = pod("rival", gpus=4, owner=None)  # fits only gpu-3, once it is open, and arrives after the plan was made
-    c, plan = FakeCluster([*base, rival, *steering_policy()], scheduler="spread"), make_plan(base)
-    report = run(c, plan)
-    assert report.status == "succeeded", report.reason
-    assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
-    assert not c.pod("default", "rival")["spec"].get("nodeName")  # kept off by the reservation until big was bound
-    assert_no_steering_left(c)
-
-
-def test_auto_falls_back_to_holds_when_the_binding_is_missing_and_says_so() -> None:
-    objects = spare_node_beside_a_freeable_one()
-    c, plan = FakeCluster([*objects, *steering_policy(binding=False)], scheduler="spread"), make_plan(objects)
-    report = run(c, plan)
-    assert report.status == "succeeded", report.reason
-    assert report.steering == "holds"
-    assert report.steering_why.startswith(
-        "auto: MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed"
-    )
-    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"] and cordoned_ever(c) > {"gpu-3"}  # held instead
-    assert_clean(c)
-
-
-@pytest.mark.parametrize(
-    ("objects", "problem"),
-    [
-        ([], "MutatingAdmissionPolicy gpu-compactor-steering is not installed"),
-        (steering_policy(binding=False), "MutatingAdmissionPolicyBinding gpu-compactor-steering is not installed"),
-        (
-            steering_policy(parameters=False),
-            "the parameter configmap gpu-compactor/gpu-compactor-steering does not exist",
-        ),
-    ],
-)
-def test_steering_policy_insists_and_the_run_changes_nothing_without_it(objects: list[Obj], problem: str) -> None:
-    base = spare_node_beside_a_freeable_one()
-    c = FakeCluster([*base, *objects])
-    with pytest.raises(CompactorError, match=problem):
-        choose(c, POLICY)
-    with pytest.raises(CompactorError, match=problem):
-        run(c, make_plan(base), POLICY)
-    assert c.history == []
-
-
-def test_a_policy_of_another_version_or_binding_elsewhere_is_not_used() -> None:
-    policy, binding, parameters = steering_policy()
-    old = {**policy, "metadata": {**policy["metadata"], "annotations": {"compactor.io/steering-policy-version": "0"}}}
-    assert "is version 0" in choose(FakeCluster([old, binding, parameters]), SETTINGS).why
-    elsewhere = {
-        **binding,
-        "spec": {**binding["spec"], "paramRef": {**binding["spec"]["paramRef"], "namespace": "other"}},
-    }
-    why = choose(FakeCluster([policy, elsewhere, parameters]), SETTINGS).why
-    assert "does not bind policy gpu-compactor-steering to configmap gpu-compactor/gpu-compactor-steering" in why
-    assert (
-        choose(FakeCluster([policy, binding, parameters]), SETTINGS.model_copy(update={"steering": "off"})).mechanism
-        == "off"
-    )
-
-
 def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_not_in_effect() -> None:
     c, plan = with_policy(spare_node_beside_a_freeable_one())
     c._admission = lambda pod, creator: pod  # type: ignore[method-assign]  # installed, found, but never applied
@@ -267,62 +139,6 @@ def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_no
     next_run = choose(c, SETTINGS, now=c.clock.now())
     assert next_run.mechanism == "policy" and not next_run.not_in_effect
     assert "a replacement of 1 workload(s) arrived unpinned" in next_run.why
-
-
-def test_the_policy_is_concluded_not_in_effect_from_two_workloads_for_a_day_or_until_an_admin_says() -> None:
-    c, plan = with_policy(two_owners_onto_two_targets())
-    c._admission = lambda pod, creator: pod  # type: ignore[method-assign]  # installed, found, but never applied
-    assert run(c, plan).status == "failed"
-    c.settle()
-    (left,) = [p for p in ("serve-a", "train-a") if f"default/{p}" not in c.evicted]
-    app = left.split("-")[0]
-    second = hand_plan([(f"default/{left}", "gpu-3", "gpu-2", f"ReplicaSet/{app}")], freed=["gpu-3"], c=c, plan_id="p2")
-    report = run(c, second)
-    assert report.status == "failed" and "is not in effect" in report.reason
-    concluded = choose(c, SETTINGS, now=c.clock.now())
-    assert concluded.mechanism == "holds" and concluded.not_in_effect
-    assert "replacements of 2 workload(s) arrived unpinned" in concluded.why and NOT_IN_EFFECT in concluded.why
-    with pytest.raises(CompactorError, match="runs found the policy not in effect"):
-        choose(c, POLICY, now=c.clock.now())
-    idle = run(c, hand_plan([], freed=[], c=c, plan_id="p3"))  # what a run reports, and the exporter exports
-    assert idle.steering == "holds" and idle.to_dict()["steering"]["policyNotInEffect"] is True
-    # the evidence expires: a day after the last piece the policy is tried again
-    assert choose(c, SETTINGS, now=c.clock.now() + EVIDENCE_LASTS).mechanism == "policy"
-    # an admin who fixed the cause removes the annotation
-    del c.config_maps[PARAMETERS]["metadata"]["annotations"][NOT_IN_EFFECT]
-    assert choose(c, SETTINGS, now=c.clock.now()).mechanism == "policy"
-
-
-def test_a_pod_the_policy_never_pins_is_not_planned_and_its_replacement_is_no_evidence() -> None:
-    """Issue [18], finding 3: a Job's pod annotated evict=true switched the policy off for every tenant."""
-    objects = [
-        node("gpu-1", gpus=8),
-        node("gpu-2", gpus=8),
-        pod("pin-1", on="gpu-1", gpus=6, owner=None),
-        pod(
-            "batch-a",
-            on="gpu-2",
-            gpus=2,
-            owner="Job/batch",
-            labels={"app": "batch"},
-            annotations={"compactor.io/evict": "true"},
-        ),
-        *agents("gpu-1", "gpu-2"),
-        budget("batch", match={"app": "batch"}, min_available=0),  # a Job has no scale: maxUnavailable cannot sync
-    ]
-    c = FakeCluster([*objects, *steering_policy()], scheduler="spread")
-    choice = choose(c, SETTINGS, now=c.clock.now())
-    under_policy = make_plan(objects, steering=steerability_of(choice, ann.IDENTITY))
-    assert under_policy.moves == [] and Unmovable.NOT_PINNED_OWNER.value in under_policy.explanations["unmovablePods"]
-    # a hand-written plan moving it anyway is refused at the eviction, under the policy, and nothing is recorded
-    # against the policy (it was never meant to pin that pod)
-    forced = hand_plan([("default/batch-a", "gpu-2", "gpu-1", "Job/batch")], freed=["gpu-2"], c=c)
-    report = run(c, forced)
-    assert report.status == "partial" and c.evicted == []
-    assert report.skipped_moves == ["default/batch-a"] and Unmovable.NOT_PINNED_OWNER.value in report.reason
-    assert NOT_IN_EFFECT not in (c.config_maps[PARAMETERS]["metadata"].get("annotations") or {})
-    assert choose(c, SETTINGS, now=c.clock.now()).why == choice.why
-    assert_no_steering_left(c)
 
 
 def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending_and_the_run_stops() -> None:

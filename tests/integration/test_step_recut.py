@@ -1,5 +1,7 @@
-"""The executor drives mig-manager: drain, relabel ``nvidia.com/mig.config``, wait for ``success`` and the new slices,
-then place the pending pods the node was cut for; on ``failed`` or a timeout the node stays cordoned for an operator.
+"""The re-cut step (``compactor/actions/steps/recut.py``): the executor drives mig-manager: drain, relabel
+``nvidia.com/mig.config``, wait for ``success`` and the new slices, then place the pending pods the node was cut for; on
+``failed`` or a timeout the node stays cordoned for an operator (``actions/recut_failure.py``), never retried. Also a
+re-cut in a dry run, resumed after a crash, interrupted by a rollback, and a node mid re-cut whose run state was lost.
 
 The fake cluster plays mig-manager (``FakeMigManager``): ``pending`` at once, ``success`` or ``failed`` after a while,
 the device plugin re-advertising the new layout (possibly late), or stuck in ``pending``.
