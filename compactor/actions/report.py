@@ -1,7 +1,7 @@
 """What a run did, as the executor hands it back: ``RunReport``, and its JSON form (``to_dict``).
 
 The commands print it (``render/run.py``), the run's summary and history keep it (``app/last_run.py``,
-``actions/memory.py``) and the controller exports it (``app/cycle.py``); the executor fills it in as the run ends.
+``actions/memory.py``) and the controller exports it (``app/tick.py``); the executor fills it in as the run ends.
 """
 
 from __future__ import annotations

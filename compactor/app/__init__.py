@@ -11,8 +11,11 @@ input, live or dry run), make one call here and render the result. Each use case
   ``max_shapes``) and the fragmentation figures measured with them;
 * ``planning.py``: a plan of a snapshot (the checks, the shapes, the MIG layouts, the fence), what the steering and the
   history allow;
-* ``carry_out.py``: recover an interrupted run, then execute a plan (for real under the Lease, or as a dry run);
-* ``cycle.py``: one controller cycle (recover, measure, plan, execute, measure again);
+* ``cycle.py``: the one pipeline of ``run --once``, ``apply`` and the controller's tick (a dead run's leftovers,
+  recover, measure, plan, carry out, measure again), on ``Ports`` each entry point wires: ``once.py`` for the command
+  line (the Lease, the stop signals, a recording client for dry runs), ``tick.py`` for the controller (the leader's
+  client, the exporter);
+* ``carry_out.py``: one plan through the executor, refused when it would undo recent moves, remembered after;
 * ``policy.py``: what the mode, the disruption windows and the circuit breaker let a run do now;
 * ``last_run.py``: what a ``run --once`` leaves behind (the summary ConfigMap, its Event, the Pushgateway).
 

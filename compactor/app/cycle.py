@@ -1,224 +1,208 @@
-"""One controller cycle: recover -> snapshot -> figures -> plan -> execute -> figures again.
+"""One compaction cycle, the one pipeline of ``run --once``, ``apply`` and the controller's tick.
 
-The same use cases as the command line (``figures.measure``, ``planning.plan_of``, ``carry_out.execute``), so a cycle
-measures and plans a cluster exactly as ``report``, ``plan`` and ``run --once`` do. What a cycle saw and did goes to a
-``CycleRecorder`` (the controller's Prometheus exporter), never printed.
+gate -> a dead run's leftovers -> recover -> measure -> plan -> carry out -> measure again, top to bottom in ``cycle``.
+What differs between the entry points is what the cycle runs on (``Ports``: how the cluster is read, the client a run
+acts through under the Lease, a dry run's client) and who watches it (``Watcher``: the run's record for ``run --once``,
+the Prometheus exporter for the controller); each entry point wires its own (``once.py``, ``tick.py``). The gate is asked
+before the cycle (``policy.admit``) because each entry point answers a held run its own way: ``apply`` refuses it, the
+others measure and say why.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, SimulatedClock
+from compactor.actions.clock import Clock, Interrupted, SimulatedClock
 from compactor.actions.executor import Progress, RunReport
-from compactor.actions.memory import restraints_now
 from compactor.actions.recovery import RecoveryReport, recover
 from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of
-from compactor.app.carry_out import execute as execute_plan
-from compactor.app.figures import cordoned_nodes, figures_for, measure
-from compactor.app.last_run import RunRecorder, evictions, gained, record_report
-from compactor.app.planning import plan_of
-from compactor.app.policy import Admission, HeldBy, Verdict, admit
-from compactor.app.reading import world_of
-from compactor.app.sources import check_selection
-from compactor.app.wiring import recording_client
-from compactor.metrics.fragmentation import Figures
+from compactor.app.carry_out import Carried, execute
+from compactor.app.figures import Measured, figures_for, measure
+from compactor.app.planning import Solving, plan_of, prepare
+from compactor.app.policy import Admission, HeldBy, Verdict
+from compactor.metrics.fragmentation import Figures, ReferenceShape
+from compactor.model.text import listed
 from compactor.model.types import Snapshot
-from compactor.planner.history import Restraints
+from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
 
-log = logging.getLogger("compactor.controller")  # what a cycle says, under the controller's name
+log = logging.getLogger("compactor.cycle")
 
 
-class CycleRecorder(RunRecorder, Protocol):
-    """Where a cycle reports what it measured and did (``compactor.controller.exporter.Exporter``)."""
+@dataclass(frozen=True)
+class Held:
+    """A run that changes nothing on purpose (a closed window, the circuit breaker), and why."""
 
-    def set_figures(self, figures: Figures, *, cordoned_nodes: int | None = None) -> None: ...
-
-    def record_plan(self, *, seconds: float, gap: float | None, moves: int) -> None: ...
-
-    def set_pause(self, until: float) -> None: ...
-
-    def record_cycle(self, timestamp: float) -> None: ...
+    why: str
 
 
-@dataclass
-class CycleReport:
-    started: datetime
-    figures: Figures | None = None
-    cordoned_nodes: int = 0
-    recovery: RecoveryReport | None = None
-    plan_id: str = ""
-    planned_moves: int = 0
-    planned_freed: list[str] = field(default_factory=list)
-    plan: CompactionPlan | None = None
-    steering: Choice | None = None  # the steering the run went through (chosen before planning)
-    run: RunReport | None = None
-
-    def summary(self) -> dict[str, Any]:
-        cluster = self.figures.cluster if self.figures else None
-        return {
-            "fragmentationRate": None
-            if cluster is None or cluster.fragmentation_rate is None
-            else round(cluster.fragmentation_rate, 4),
-            "freeGpuEquivalents": None if cluster is None else round(cluster.free_gpus, 2),
-            "plan": self.plan_id,
-            "plannedMoves": self.planned_moves,
-            "status": self.run.status if self.run else "",
-            "freedNodes": ",".join(self.run.freed_nodes) if self.run else "",
-        }
+Ended = Measured | Held | Carried  # report only | held | carried out (or stopped)
 
 
-def run_cycle(  # noqa: PLR0913
-    load_snapshot: Callable[[], Snapshot],
-    client: ClusterClient,
-    settings: Settings,
-    clock: Clock,
-    exporter: CycleRecorder,
-    *,
-    execute: bool,
-    dry_run: bool = False,
-    clean: bool = False,
-    progress: Callable[[Progress], None] | None = None,
-) -> CycleReport:
-    """One cycle; the exporter sees the figures and the run's outcome. Raises ``CompactorError`` when the cluster cannot be
-    read or the settings do not fit it (a shape no node offers, a planner selection that moves no GPU pod).
+class _NotSolving:
+    """No progress shown while the planner solves (the controller logs its cycles instead)."""
 
-    ``execute=False``: figures only (report-only mode, or a replica that is not the leader).
-    ``execute=True``: the gate (``policy.admit``: outside every disruption window, or with the circuit breaker open, the
-    cycle measures only), then recover an interrupted run, plan, and carry the plan out through ``client``.
-    ``dry_run``: the plan runs against a ``RecordingClient`` over what ``client``
-    reads, so nothing is changed (it counts in ``runs_total{status="dry-run"}``, never as succeeded nor in evictions).
-    ``clean``: the leader, and not an operator's ``--dry-run``: a dead run's leftovers are cleared first whatever the
-    mode, window or breaker say; an interrupted plan is resumed only by a cycle that may act, else rolled back.
-    """
-    report = CycleReport(started=clock.now())
-    admission = _admitted(client, settings, clock, exporter, dry_run=dry_run) if execute else None
-    acting = admission is not None and admission.acts
-    if clean or acting:
-        report.recovery = _recovered(client, settings, clock, exporter, acting=acting)
-    snapshot = load_snapshot()
-    _shown(report, measure(snapshot, settings).figures, snapshot, exporter)
-    if admission is not None and admission.plans:
-        _planned(report, snapshot, client, settings, clock, exporter, admission)
-        report.run = _carried_out(report, client, settings, clock, exporter, admission, progress)
-        if admission.acts and _changed(report):
-            after = load_snapshot()  # the figures after the run, not the ones it started from
-            _shown(report, figures_for(after, settings), after, exporter)
-    exporter.record_cycle(clock.now().timestamp())
-    return report
+    def __enter__(self) -> _NotSolving:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def stage(self, name: str, best: str) -> None:
+        return None
 
 
-def _changed(report: CycleReport) -> bool:
-    """Whether the cycle's run or recovery changed the cluster (then its figures are measured again)."""
-    ran = report.run is not None and report.run.status != RunStatus.NOTHING_TO_DO
-    return ran or bool(report.recovery and report.recovery.changed)
+@dataclass(frozen=True)
+class Ports:
+    """What a cycle runs on. ``read``: the cluster (or snapshot) as planning reads it. ``acting()``: the client a real run
+    changes the cluster through and its clock, held exclusively while open (the Lease, the stop signals). ``simulating``:
+    a dry run's client over its plan. ``dry_steering``: what a dry run's plan reckons the steering can keep in place.
+    ``clean_up``: a dead run's leftovers cleared by a run that may not act (None: this run may not touch them)."""
+
+    settings: Settings
+    read: Callable[[], Snapshot]
+    clock: Clock
+    acting: Callable[[], AbstractContextManager[tuple[ClusterClient, Clock]]]
+    simulating: Callable[[CompactionPlan], ClusterClient]
+    dry_steering: Callable[[], Steerability]
+    clean_up: Callable[[], RecoveryReport | None] | None = None
+    progress: Callable[[Progress], None] | None = None
+    solving: Callable[[], Solving] | None = None  # the planner's progress, shown as it solves (None: not shown)
 
 
-def _admitted(
-    client: ClusterClient, settings: Settings, clock: Clock, exporter: CycleRecorder, *, dry_run: bool
-) -> Admission:
-    """The gate, as the command line asks it: the controller's dry run (``--dry-run`` or ``mode: plan``) runs at any
-    time; else a closed window or the open breaker make the cycle measure only. The pause is exported once read."""
-    now = clock.now()
+class Watcher(Protocol):
+    """Who watches a cycle: told each thing it saw and did, in order (``once.CommandWatcher``, ``tick.ExporterWatcher``)."""
 
-    def history() -> Restraints:
-        restraints = restraints_now(client, settings, now)
-        exporter.set_pause(restraints.paused_until.timestamp() if restraints.paused_until else 0.0)
-        return restraints
+    @property
+    def wants_figures(self) -> bool:
+        """Whether the figures before and after a run are worth reading the cluster for (they are the point of a
+        report-only run, which measures whatever this says)."""
+        ...
 
-    admission = admit("apply", settings.disruption.windows, now, dry_run=dry_run, history=history)
-    if admission.verdict is Verdict.HELD:
-        (log.info if admission.held_by is HeldBy.WINDOW else log.warning)("%s: this cycle measures only", admission.why)
-    return admission
+    def recovered(self, recovery: RecoveryReport, *, acting: bool) -> None: ...
 
+    def measured(self, snapshot: Snapshot, shapes: tuple[ReferenceShape, ...], figures: Figures | None) -> None: ...
 
-def _recovered(
-    client: ClusterClient, settings: Settings, clock: Clock, exporter: CycleRecorder, *, acting: bool
-) -> RecoveryReport:
-    """An interrupted run resumed by a cycle that acts, else rolled back; a dead run's leftovers cleared either way."""
-    recovery = recover(
-        client, settings.executor, clock, resume=acting, rules=settings.planner, dra_drivers=settings.dra.mappings()
-    )
-    if (resumed := recovery.resumed) is not None:
-        exporter.record_run(
-            resumed.status,
-            evictions=evictions(resumed),
-            gained=gained(resumed),
-            steering=resumed.steering,
-            abort_reason=resumed.abort_reason,
-        )
-    if not acting and recovery.said():
-        log.info("cleared a dead run's leftovers: %s", recovery.said())
-    return recovery
+    def held(self, why: str) -> None: ...
+
+    def planned(self, plan: CompactionPlan, steering: Choice | None, *, made: bool) -> None: ...
+
+    def carried_out(self, report: RunReport) -> None: ...
+
+    def measured_after(self, snapshot: Snapshot) -> None:
+        """The cluster after a real run that changed it (measured with the shapes of the figures before)."""
+        ...
 
 
-def _shown(report: CycleReport, figures: Figures, snapshot: Snapshot, exporter: CycleRecorder) -> None:
-    report.figures, report.cordoned_nodes = figures, cordoned_nodes(snapshot)
-    exporter.set_figures(figures, cordoned_nodes=report.cordoned_nodes)
-
-
-def _planned(
-    report: CycleReport,
-    snapshot: Snapshot,
-    client: ClusterClient,
-    settings: Settings,
-    clock: Clock,
-    exporter: CycleRecorder,
-    admission: Admission,
-) -> None:
-    """The cycle's plan, made with the steering the run will use (the plan leaves in place what it cannot place)."""
-    check_selection(snapshot, settings)
-    report.steering = choose(client, settings.executor, clock.now())
-    assert report.figures is not None  # measured first
-    plan = plan_of(
-        snapshot,
-        settings,
-        report.figures.shapes,
-        source=snapshot.source,
-        now=clock.now(),
-        steering=steerability_of(report.steering, settings.executor.identity),
-        restraints=admission.restraints,
-    )
-    report.plan, report.plan_id, report.planned_moves = plan, plan.metadata.id, len(plan.moves)
-    report.planned_freed = list(plan.freed_nodes)
-    exporter.record_plan(seconds=plan.solver.plan_seconds, gap=plan.solver.gap, moves=len(plan.moves))
-
-
-def _carried_out(
-    report: CycleReport,
-    client: ClusterClient,
-    settings: Settings,
-    clock: Clock,
-    exporter: CycleRecorder,
-    admission: Admission,
-    progress: Callable[[Progress], None] | None,
-) -> RunReport:
-    """The plan through ``client``, or simulated over a copy of what it reads (a dry run), and its outcome exported."""
-    assert report.plan is not None  # planned first
+def cycle(admission: Admission, ports: Ports, watcher: Watcher, *, plan: CompactionPlan | None = None) -> Ended:
+    """One cycle as ``admission`` allows it: measure only (report only, held), or plan (unless ``plan`` is given) and carry
+    the plan out, for real or as a dry run. A run that may not act clears a dead run's leftovers first."""
+    if not admission.acts and ports.clean_up is not None and (cleared := ports.clean_up()) is not None:
+        watcher.recovered(cleared, acting=False)
+    if not admission.plans:
+        return _measured_only(admission, ports, watcher)
     if admission.acts:
-        run = execute_plan(
-            client,
-            settings,
-            clock,
-            report.plan,
-            dry_run=False,
-            steering=report.steering,
-            progress=progress,
+        return _acted(admission, ports, watcher, plan)
+    return _dry_run(admission, ports, watcher, plan)
+
+
+def _measured_only(admission: Admission, ports: Ports, watcher: Watcher) -> Measured | Held:
+    """Report only: the figures (all the run is for); held: the figures when wanted, and why nothing changes."""
+    if admission.verdict is Verdict.HELD:
+        (log.info if admission.held_by is HeldBy.WINDOW else log.warning)("%s: this run changes nothing", admission.why)
+        if watcher.wants_figures:
+            _measure(ports, watcher)
+        watcher.held(admission.why)
+        return Held(admission.why)
+    return _measure(ports, watcher)
+
+
+def _measure(ports: Ports, watcher: Watcher) -> Measured:
+    measured = measure(ports.read(), ports.settings)
+    watcher.measured(measured.snapshot, measured.figures.shapes, measured.figures)
+    return measured
+
+
+def _acted(admission: Admission, ports: Ports, watcher: Watcher, given: CompactionPlan | None) -> Carried:
+    """A real run: under the Lease, recover first, then plan (on the state this run alone changes) and carry it out."""
+    settings, plan = ports.settings, given
+    with ports.acting() as (client, clock):
+        try:
+            recovery = recover(
+                client, settings.executor, clock, rules=settings.planner, dra_drivers=settings.dra.mappings()
+            )
+            watcher.recovered(recovery, acting=True)
+            choice = None
+            if plan is None:
+                choice = choose(client, settings.executor, clock.now())  # the plan leaves in place what it cannot place
+                plan = _planned(admission, ports, watcher, steerability_of(choice, settings.executor.identity))
+            watcher.planned(plan, choice, made=given is None)
+            report = execute(
+                client,
+                settings,
+                clock,
+                plan,
+                dry_run=False,
+                steering=choice,
+                progress=ports.progress,
+                restraints=admission.restraints,
+            )
+        except Interrupted:
+            return Carried(client, stopped=plan.metadata.id if plan else "")
+        watcher.carried_out(report)
+    if watcher.wants_figures and (_changed(report) or recovery.changed):
+        _measured_after(ports, watcher)
+    return Carried(client, report)
+
+
+def _dry_run(admission: Admission, ports: Ports, watcher: Watcher, given: CompactionPlan | None) -> Carried:
+    """A dry run: plan (with the steering the cluster would give a run), then carry the plan out through a client that
+    records what a real run would call, over a copy of the cluster, on a clock that does not wait."""
+    plan = given or _planned(admission, ports, watcher, ports.dry_steering())
+    watcher.planned(plan, None, made=given is None)
+    client = ports.simulating(plan)
+    clock = SimulatedClock(ports.clock.now())
+    report = execute(client, ports.settings, clock, plan, dry_run=True, steering=None, progress=ports.progress)
+    watcher.carried_out(report)
+    return Carried(client, report)
+
+
+def _planned(admission: Admission, ports: Ports, watcher: Watcher, steering: Steerability) -> CompactionPlan:
+    """The cycle's plan of the cluster as read now, with the restraints the history sets."""
+    snapshot = ports.read()
+    shapes = prepare(snapshot, ports.settings)
+    watcher.measured(snapshot, shapes, figures_for(snapshot, ports.settings, shapes) if watcher.wants_figures else None)
+    with (ports.solving or _NotSolving)() as watch:
+        plan = plan_of(
+            snapshot,
+            ports.settings,
+            shapes,
+            source=snapshot.source,
+            now=ports.clock.now(),
+            steering=steering,
+            stage=watch.stage,
             restraints=admission.restraints,
         )
-    else:
-        recording = recording_client(world_of(client), report.plan, settings, reader=client)
-        simulated = SimulatedClock(clock.now())
-        run = execute_plan(
-            recording, settings, simulated, report.plan, dry_run=True, steering=report.steering, progress=progress
-        )
-    record_report(exporter, run)
-    return run
+    log.info(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}")
+    return plan
+
+
+def _changed(report: RunReport) -> bool:
+    return report.status != RunStatus.NOTHING_TO_DO
+
+
+def _measured_after(ports: Ports, watcher: Watcher) -> None:
+    """The figures after a run that changed the cluster; a failure to read them leaves the run as it ended."""
+    try:
+        after = ports.read()
+    except Exception as exc:
+        log.warning(f"could not measure the cluster after the run (the figures before stand): {exc}")
+        return
+    watcher.measured_after(after)

@@ -355,19 +355,11 @@ def finish(
     *,
     exit_code: int,
     client: Callable[[], ClusterClient],
-    reload: Callable[[], Snapshot],
     exporter: Callable[[], Pusher],
 ) -> None:
-    """At the end of a live ``run --once``: measure again after a real run that changed something (``reload``), write the
-    summary and its Event through ``client()`` (a real client, whatever the run's mode), push the metrics through
-    ``exporter()`` if configured."""
-    if record.changed_the_cluster and record.figures_after is None:
-        try:
-            record.measure_after(reload(), settings)
-        except Exception as exc:
-            log.warning(
-                f"could not measure the cluster after the run (its summary shows the figures before only): {exc}"
-            )
+    """At the end of a live ``run --once``: write the summary and its Event through ``client()`` (a real client, whatever
+    the run's mode), push the metrics through ``exporter()`` if configured. The figures after a real run that changed
+    something were measured by the run's cycle (``cycle.py``)."""
     ended = datetime.now(UTC)
     namespace = settings.executor.state_namespace
     writer: ClusterClient | None = None

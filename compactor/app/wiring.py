@@ -8,12 +8,13 @@ make. ``run --once``, ``apply``, ``plan`` and the controller all get theirs here
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.clock import Clock, RealClock, SimulatedClock
+from compactor.actions.clock import Clock, RealClock, StoppableClock, on_stop_signals
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.fencing import FencedClient
 from compactor.app.invocation import Invocation
@@ -59,30 +60,49 @@ def recording_client(
     )
 
 
-def executor_for(inv: Invocation, plan: CompactionPlan | None) -> tuple[ClusterClient, Clock, bool]:
-    """(client, clock, dry_run) for apply/run: the dry-run client swaps in, the logic stays (a dry run needs its plan here)."""
-    live = inv.live
-    if inv.server_dry_run and not live:
+def simulating(inv: Invocation, plan: CompactionPlan | None) -> RecordingClient:
+    """A dry run's client for ``apply``/``run --once``: the calls a real run would make, recorded over a copy of the
+    snapshot or of the live cluster (whose client answers what the copy does not hold, the steering probe included)."""
+    server_dry_run_needs_a_cluster(inv)
+    reader = cluster_client(inv, dry_run=True) if inv.live else None
+    objects = world_objects(inv, reader)
+    return recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run)
+
+
+@contextmanager
+def acting(inv: Invocation) -> Iterator[tuple[ClusterClient, Clock]]:
+    """The client a real ``apply``/``run --once`` changes the cluster through, and its clock: while open, the run holds
+    the Lease (every write checked against it) and SIGTERM/SIGINT stop it at its next wait."""
+    server_dry_run_needs_a_cluster(inv)
+    if not inv.live:
+        raise CompactorError(
+            "a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)"
+        )
+    if inv.server_dry_run:
+        raise CompactorError("--server-dry-run goes with --dry-run")
+    live = cluster_client(inv, dry_run=False)
+    with stoppable(RealClock()) as clock, exclusive(live, inv.settings, False) as client:
+        yield client, clock
+
+
+def server_dry_run_needs_a_cluster(inv: Invocation) -> None:
+    """``--server-dry-run`` of a snapshot refused, before anything is read or planned."""
+    if inv.server_dry_run and not inv.live:
         raise CompactorError(
             "--server-dry-run asks a live API server whether each eviction would be admitted: name the cluster "
             "(--kubeconfig/--context/--in-cluster) instead of --snapshot/--example"
         )
-    if inv.dry_run or not live:
-        if not inv.dry_run:
-            raise CompactorError(
-                "a snapshot cannot be changed: add --dry-run, or name a live cluster (--kubeconfig/--context/--in-cluster)"
-            )
-        # answers the steering probe as a real run's would be
-        reader = cluster_client(inv, dry_run=True) if live else None
-        objects = world_objects(inv, reader)
-        return (
-            recording_client(objects, plan, inv.settings, reader=reader, server_dry_run=inv.server_dry_run),
-            SimulatedClock(),
-            True,
-        )
-    if inv.server_dry_run:
-        raise CompactorError("--server-dry-run goes with --dry-run")
-    return cluster_client(inv, dry_run=False), RealClock(), False
+
+
+@contextmanager
+def stoppable(clock: Clock) -> Iterator[Clock]:
+    """SIGTERM/SIGINT stop a real run at its next wait (a safe point): the state stays, the next run recovers it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield clock
+        return
+    stop = threading.Event()
+    with on_stop_signals(stop.set):
+        yield StoppableClock(clock, stop)
 
 
 def elector_for(client: KubeClusterClient, settings: Settings) -> LeaderElector:

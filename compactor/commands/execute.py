@@ -8,11 +8,11 @@ import sys
 from datetime import UTC, datetime
 
 from compactor.app.carry_out import EXIT_STOPPED, Carried
+from compactor.app.cycle import Held
 from compactor.app.figures import Measured
 from compactor.app.invocation import Invocation
 from compactor.app.last_run import RunRecord, finish
-from compactor.app.once import Held, apply, run_once
-from compactor.app.reading import load_for_planning
+from compactor.app.once import apply, run_once
 from compactor.app.wiring import cluster_client
 from compactor.commands.options import add_common_options, add_source_options, from_args
 from compactor.commands.progress import SolveProgress, TerminalProgress
@@ -96,7 +96,6 @@ def _leave_record(inv: Invocation, record: RunRecord, exit_code: int) -> None:
             inv.settings,
             exit_code=exit_code,
             client=lambda: cluster_client(inv, dry_run=False),
-            reload=lambda: load_for_planning(inv),
             exporter=Exporter,
         )
     except Exception as exc:

@@ -2,7 +2,7 @@
 
 Every replica computes the fragmentation figures each cycle and exports them; only
 the holder of the Lease ``gpu-compactor-leader`` (``compactor.kube.lease``) also
-recovers, plans and executes. One cycle (``compactor.app.cycle.run_cycle``) is the same
+recovers, plans and executes. One cycle (``compactor.app.tick.run_cycle``, over ``compactor.app.cycle.cycle``) is the same
 sequence as ``compactor run --once``: recover -> snapshot -> figures -> plan -> execute.
 
 Shutdown (SIGTERM/SIGINT): the scheduler stops taking new cycles; a cycle in progress

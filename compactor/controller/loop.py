@@ -1,4 +1,4 @@
-"""The controller's loop: a compaction cycle every ``interval`` seconds (``compactor.app.cycle.run_cycle``) on the replica
+"""The controller's loop: a compaction cycle every ``interval`` seconds (``compactor.app.tick.run_cycle``, over ``compactor.app.cycle.cycle``) on the replica
 that holds the Lease, figures on every replica; the probes /healthz and /readyz answer from its bookkeeping."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from compactor.app.cycle import CycleReport, run_cycle
 from compactor.app.ports import (
     Clock,
     ClusterClient,
@@ -23,6 +22,7 @@ from compactor.app.ports import (
     StoppableClock,
     on_stop_signals,
 )
+from compactor.app.tick import CycleReport, run_cycle
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen
 from compactor.errors import CompactorError

@@ -22,7 +22,7 @@ from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.actions.run import AbortReason
-from compactor.app.cycle import run_cycle
+from compactor.app.tick import run_cycle
 from compactor.cli import build_parser, main
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import parse_listen

@@ -23,10 +23,10 @@ from prometheus_client import CollectorRegistry
 from compactor.actions.clock import SimulatedClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, RunReport
-from compactor.app.cycle import run_cycle
 from compactor.app.invocation import Invocation
 from compactor.app.reading import load_for_planning
 from compactor.app.sources import SnapshotSource, example_path
+from compactor.app.tick import run_cycle
 from compactor.cli import main
 from compactor.controller.exporter import Exporter
 from compactor.metrics.figures_json import figures_to_dict
