@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from compactor.settings import ExecutorSettings
-from tests.fakeapi.server import RecordedRequest
+from tests.fakeapi import RecordedRequest
 from tests.manifests import BASE, GPU_OPERATOR, kustomize_build
 
 Doc = dict[str, Any]

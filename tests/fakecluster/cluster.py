@@ -13,7 +13,7 @@ from typing import Any
 
 from compactor.actions.client import EvictionResult, Obj, ObjectRef
 from compactor.errors import ClusterError
-from tests.fakeapi.server import label_selector_matcher
+from tests.fakeapi.selectors import label_selector_matcher
 from tests.fakecluster.clock import FakeClock
 from tests.fakecluster.controllers import Controllers
 from tests.fakecluster.faults import Failure

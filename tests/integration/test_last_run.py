@@ -35,8 +35,7 @@ from compactor.controller.exporter import Exporter
 from compactor.kube.lease import LeaderElector
 from compactor.settings import ExecutorSettings
 from tests.builders import A100_40, pod
-from tests.fakeapi import FakeApiServer, RecordedRequest, status_body
-from tests.fakeapi.server import Reply
+from tests.fakeapi import FakeApiServer, RecordedRequest, Reply, status_body
 from tests.rbac import denied
 from tests.scenarios.fragmented_api import fragmented
 

@@ -17,8 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from compactor.kube.lease import LEASE_NAME, LeaderElector
-from tests.fakeapi import FakeApiServer
-from tests.fakeapi.server import RecordedRequest, Reply, status_body
+from tests.fakeapi import FakeApiServer, RecordedRequest, Reply, status_body
 
 NS = "gpu-compactor"
 LEASES = r"/apis/coordination\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/leases"

@@ -17,8 +17,7 @@ from compactor.actions.fencing import FencedClient, LeadershipLost
 from compactor.errors import ClusterError
 from compactor.kube.lease import HeldElsewhere, LeaderElector, acquire_once, parse_time
 from tests.builders import node, pod
-from tests.fakeapi import FakeApiServer
-from tests.fakeapi.server import status_body
+from tests.fakeapi import FakeApiServer, status_body
 from tests.fakecluster import FakeCluster
 from tests.scenarios.lease import LEASE_PATH, LEASES, NS, T0, LeaseStore, Ticker, elector
 

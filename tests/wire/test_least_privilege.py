@@ -43,8 +43,7 @@ from compactor.model.migparted import find_mig_parted
 from compactor.model.types import ConfigMap
 from compactor.settings import ExecutorSettings, MigSettings, PlannerSettings, Settings
 from tests.builders import as_list, job, node, pod, steering_policy
-from tests.fakeapi import FakeApiServer
-from tests.fakeapi.server import RecordedRequest
+from tests.fakeapi import FakeApiServer, RecordedRequest
 from tests.rbac import Attributes, allowed, attributes, denied
 from tests.scenarios.lease import LeaseStore
 from tests.scenarios.mig import LAYOUTS, objects
