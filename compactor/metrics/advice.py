@@ -44,6 +44,7 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.metrics.headline import Headline, headline, not_fitting
 from compactor.metrics.request_shapes import ShapeIndex, ShapeStranding, rank_shapes
+from compactor.model.numbers import fmt_gpus_exact, fmt_pct
 from compactor.model.resources import Resources
 from compactor.model.types import Pod, Snapshot
 
@@ -204,16 +205,6 @@ def _round(ctx: _Context, request: Resources, rounded: Resources) -> Rounding:
 # Words
 
 
-def _num(value: float) -> str:
-    """Up to 3 decimals, so that eighths of a GPU (MIG slices) print exactly: ``3``, ``0.5``, ``0.625``, ``0.667``."""
-    text = f"{value:.3f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
 def sentence(r: Rounding) -> str:
     """One line: '5 pods ask for nvidia.com/mig-1g.5gb=1; as nvidia.com/mig-2g.10gb=1 they would take 0.625 more
     GPU-equivalents and strand 0.875 fewer (stranded share 36.0% -> 22.4%), blocked demand 0 -> 0, ...'."""
@@ -222,18 +213,20 @@ def sentence(r: Rounding) -> str:
     they = "it" if r.pods == 1 else "they"
     change = r.before.stranded_gpus - r.after.stranded_gpus
     strand = (
-        f"strand {_num(change)} fewer"
+        f"strand {fmt_gpus_exact(change)} fewer"
         if change > _EPS
-        else f"strand {_num(-change)} more"
+        else f"strand {fmt_gpus_exact(-change)} more"
         if change < -_EPS
         else "strand as much"
     )
     unit = "GPU-equivalent" if abs(r.extra_gpus - 1) < _EPS else "GPU-equivalents"
-    extra = f"take {_num(r.extra_gpus)} more {unit}" if r.extra_gpus > _EPS else "take no more GPU-equivalents"
+    extra = (
+        f"take {fmt_gpus_exact(r.extra_gpus)} more {unit}" if r.extra_gpus > _EPS else "take no more GPU-equivalents"
+    )
     parts = [
         f"{pods} for {r.shape}; as {r.rounded_to} {they} would {extra} and {strand} "
-        f"(stranded share {_pct(b.stranded_share)} -> {_pct(a.stranded_share)}), "
-        f"blocked demand {_num(b.blocked_demand_gpus)} -> {_num(a.blocked_demand_gpus)}"
+        f"(stranded share {fmt_pct(b.stranded_share)} -> {fmt_pct(a.stranded_share)}), "
+        f"blocked demand {fmt_gpus_exact(b.blocked_demand_gpus)} -> {fmt_gpus_exact(a.blocked_demand_gpus)}"
     ]
     if b.whole_free_physical_gpus != a.whole_free_physical_gpus:
         parts.append(f", whole-free GPUs {b.whole_free_physical_gpus} -> {a.whole_free_physical_gpus}")
@@ -310,6 +303,6 @@ def _notes(ranked: Sequence[ShapeStranding], roundings: Sequence[Rounding], unat
         notes.append("no rounding measured lowers stranded capacity or gets more pending GPU pods a place")
     if unattributed > _EPS:
         notes.append(
-            f"{_num(unattributed)} stranded GPU-equivalents are on nodes running no GPU pod: no shape is blamed for them"
+            f"{fmt_gpus_exact(unattributed)} stranded GPU-equivalents are on nodes running no GPU pod: no shape is blamed for them"
         )
     return tuple(notes)

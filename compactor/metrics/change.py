@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from compactor.model.numbers import fmt_gpus_aligned
+
 # ratio -> (what it is a share of: its numerator, the denominator), by their JSON names in ``figures.cluster``
 RATIOS = {
     "strandedShare": ("strandedGpuEquivalents", "freeGpuEquivalents"),
@@ -42,10 +44,12 @@ def ratio_notes(before: Mapping[str, Any], after: Mapping[str, Any], placed: int
         if part_now > part_was + _EPSILON or whole_now >= whole_was - _EPSILON:
             continue  # the part itself grew, or the whole did not shrink: a real rise, shown as it is
         used = (
-            f"{placed} pending pod(s) placed use {whole_was - whole_now:.2f} of it" if placed else "pods use more of it"
+            f"{placed} pending pod(s) placed use {fmt_gpus_aligned(whole_was - whole_now)} of it"
+            if placed
+            else "pods use more of it"
         )
         notes[ratio] = (
-            f"up only because the free GPU capacity it is a share of fell {whole_was:.2f} -> {whole_now:.2f} "
-            f"GPU-equivalents ({used}); the {_NAMES[part]} itself went {part_was:.2f} -> {part_now:.2f}"
+            f"up only because the free GPU capacity it is a share of fell {fmt_gpus_aligned(whole_was)} -> {fmt_gpus_aligned(whole_now)} "
+            f"GPU-equivalents ({used}); the {_NAMES[part]} itself went {fmt_gpus_aligned(part_was)} -> {fmt_gpus_aligned(part_now)}"
         )
     return notes

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from compactor.metrics.fragmentation import Figures, compute_figures, cpu_pods_on_gpu_nodes
 from compactor.metrics.headline import Headline, headline, not_fitting
+from compactor.model.numbers import fmt_cpus, fmt_gpus, fmt_memory, fmt_pct
 from compactor.model.resources import CPU, MEMORY, PODS
 from compactor.model.scheduling import HARD_EFFECTS, untolerated_taint, why_ineligible
 from compactor.model.types import Node, Pod, Snapshot, Taint
@@ -191,28 +192,6 @@ def _room(snapshot: Snapshot, figures: Figures, pods: Sequence[Pod]) -> tuple[in
 # Words
 
 
-def cpus(millicores: int) -> str:
-    """``63,728`` CPUs, ``2.5`` CPUs."""
-    return f"{millicores // 1000:,}" if millicores % 1000 == 0 or millicores >= 100_000 else f"{millicores / 1000:,.1f}"
-
-
-def memory(amount: int) -> str:
-    """``172.6Ti``, ``512Gi``, ``300Mi``: binary units, one decimal at most."""
-    for suffix, factor in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20)):
-        if amount >= factor:
-            return f"{amount / factor:.1f}".removesuffix(".0") + suffix
-    return f"{amount}B"
-
-
-def _num(value: float) -> str:
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
 def _plural(count: int, word: str, *, plural: str = "") -> str:
     return f"{count:,} {word}" if count == 1 else f"{count:,} {plural or word + 's'}"
 
@@ -224,14 +203,14 @@ def sentences(a: CpuPodsOnGpuNodes) -> tuple[str, ...]:
 
 def _cause(a: CpuPodsOnGpuNodes) -> str:
     named = "; ".join(
-        f"{p.pool}: {_plural(p.pods, 'pod')}, {cpus(p.cpu_millicores)} CPUs on {_plural(p.gpu_nodes, 'node')}"
+        f"{p.pool}: {_plural(p.pods, 'pod')}, {fmt_cpus(p.cpu_millicores)} CPUs on {_plural(p.gpu_nodes, 'node')}"
         for p in a.pools[:POOLS_NAMED]
     )
     more = f"; {len(a.pools) - POOLS_NAMED} more pool(s)" if len(a.pools) > POOLS_NAMED else ""
     return (
         f"{_plural(a.pods, 'CPU-only pod')} (no GPU request; DaemonSet and static pods aside) hold CPU, memory and pod "
         f"slots GPU pods need beside the free GPUs: on {_plural(a.gpu_nodes, 'GPU node')} they request "
-        f"{cpus(a.cpu_millicores)} CPUs and {memory(a.memory_bytes)} memory ({named}{more})"
+        f"{fmt_cpus(a.cpu_millicores)} CPUs and {fmt_memory(a.memory_bytes)} memory ({named}{more})"
     )
 
 
@@ -239,9 +218,9 @@ def _effect(a: CpuPodsOnGpuNodes) -> str:
     b, w = a.before, a.after
     parts = [_unblocked(a)] if b.blocked_pending else []
     parts += [
-        f"blocked demand {_num(b.blocked_demand_gpus)} -> {_num(w.blocked_demand_gpus)} GPU-equivalents",
-        f"stranded {_num(b.stranded_gpus)} -> {_num(w.stranded_gpus)} GPU-equivalents "
-        f"(stranded share {_pct(b.stranded_share)} -> {_pct(w.stranded_share)})",
+        f"blocked demand {fmt_gpus(b.blocked_demand_gpus)} -> {fmt_gpus(w.blocked_demand_gpus)} GPU-equivalents",
+        f"stranded {fmt_gpus(b.stranded_gpus)} -> {fmt_gpus(w.stranded_gpus)} GPU-equivalents "
+        f"(stranded share {fmt_pct(b.stranded_share)} -> {fmt_pct(w.stranded_share)})",
     ]
     if b.pending:
         parts.append(f"pending GPU pods that fit {b.pending_fit} -> {w.pending_fit} of {b.pending}")
@@ -268,9 +247,9 @@ def _room_sentence(a: CpuPodsOnGpuNodes) -> str:
     short_cpu = a.cpu_millicores - a.room_cpu_millicores
     short_memory = a.memory_bytes - a.room_memory_bytes
     return (
-        f"The {nodes} room for {a.room_pods:,} of them now ({cpus(a.room_cpu_millicores)} of "
-        f"{cpus(a.cpu_millicores)} CPUs; first fit, largest first): the rest need about {cpus(short_cpu)} CPUs and "
-        f"{memory(short_memory)} memory more on CPU-only nodes"
+        f"The {nodes} room for {a.room_pods:,} of them now ({fmt_cpus(a.room_cpu_millicores)} of "
+        f"{fmt_cpus(a.cpu_millicores)} CPUs; first fit, largest first): the rest need about {fmt_cpus(short_cpu)} CPUs and "
+        f"{fmt_memory(short_memory)} memory more on CPU-only nodes"
     )
 
 
@@ -291,5 +270,5 @@ def _remedy(a: CpuPodsOnGpuNodes) -> str:
 
 def stranded_change(p: PoolCpuPods) -> str:
     """``450 -> 120`` (or ``450`` when it does not change): a pool's stranded GPU-equivalents with and without the pods."""
-    before, after = _num(p.stranded_gpus), _num(p.stranded_without_gpus)
+    before, after = fmt_gpus(p.stranded_gpus), fmt_gpus(p.stranded_without_gpus)
     return before if math.isclose(p.stranded_gpus, p.stranded_without_gpus, abs_tol=_EPS) else f"{before} -> {after}"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from compactor.metrics.figure_types import BlockedPod
 from compactor.model.cpu_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
 from compactor.model.fragments import NodeFree
+from compactor.model.numbers import fmt_gpus
 from compactor.model.quantity import format_amount
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.scheduling import why_ineligible
@@ -79,7 +80,7 @@ class _PendingCheck:
             return None
         return _Verdict(
             "blocked",
-            f"{round(free, 2):g} GPU-equivalents free on {len(offering)} partitionable node(s), but no GPU's free "
+            f"{fmt_gpus(free)} GPU-equivalents free on {len(offering)} partitionable node(s), but no GPU's free "
             "counters hold its devices together (scattered partitions)",
         )
 

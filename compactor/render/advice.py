@@ -11,11 +11,11 @@ import dataclasses
 from typing import Any
 
 from compactor.metrics.advice import Advice, Rounding
-from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpus, memory, stranded_change
+from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, stranded_change
 from compactor.metrics.headline import Headline
+from compactor.model.numbers import fmt_cpus, fmt_gpus, fmt_memory, fmt_pct
 from compactor.model.resources import Resources
 from compactor.render.content import Section, Table
-from compactor.render.numbers import fmt_gpus, fmt_pct
 
 ADVICE_TITLE = "Normalisation advice"
 ADVICE_SHAPES_SHOWN = 10
@@ -33,7 +33,14 @@ def cpu_pods_section(a: CpuPodsOnGpuNodes) -> Section:
     """The cause and the pools as a table, then the measured effect, the room CPU-only nodes have and the remedy."""
     cause, *rest = a.sentences
     rows = tuple(
-        (p.pool, str(p.gpu_nodes), f"{p.pods:,}", cpus(p.cpu_millicores), memory(p.memory_bytes), stranded_change(p))
+        (
+            p.pool,
+            str(p.gpu_nodes),
+            f"{p.pods:,}",
+            fmt_cpus(p.cpu_millicores),
+            fmt_memory(p.memory_bytes),
+            stranded_change(p),
+        )
         for p in a.pools
     )
     headers = ("Pool", "GPU nodes", "CPU-only pods", "CPUs", "Memory", "Stranded (GPU-eq.)")

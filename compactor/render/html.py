@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from compactor.metrics.advice import Advice
 from compactor.metrics.figure_types import Figures
 from compactor.metrics.fragmentation import ReferenceShape, compute_figures, reference_shapes
+from compactor.model.numbers import fmt_gpus, fmt_pct
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, apply_plan
 from compactor.render.html_curve import curve_section
@@ -32,7 +33,6 @@ from compactor.render.html_plan import (
     solver_list,
     staying_section,
 )
-from compactor.render.numbers import fmt_gpus, fmt_pct
 from compactor.render.plan import figure_notes, figure_rows
 from compactor.render.report_sections import report_sections
 

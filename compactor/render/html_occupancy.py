@@ -12,11 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from compactor.metrics.figure_types import AggregateFigures, Figures, NodeFigures
+from compactor.model.numbers import fmt_pct
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.render.html_page import esc
-from compactor.render.numbers import fmt_pct
 
 # Cell classes: one letter each, since a 1,000-node picture has some 30,000 cells (the legend says what they are;
 # html_page's stylesheet colours them).

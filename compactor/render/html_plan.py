@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from compactor.model.numbers import fmt_change, fmt_gpus, fmt_moves, fmt_pct, fmt_seconds
 from compactor.model.types import Snapshot
 from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.render.html_page import cards, esc, item_list, table
-from compactor.render.numbers import fmt_change, fmt_gpus, fmt_moves, fmt_pct, fmt_seconds
 from compactor.render.plan import point_quality
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from compactor.model.numbers import fmt_gpus_aligned, fmt_moves, fmt_pct, fmt_seconds
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
-from compactor.render.numbers import fmt_gpus_aligned, fmt_moves, fmt_pct, fmt_seconds
 
 # Two units, never under one name: GPUs (physical) count devices; GPU capacity (GPU-equivalents) maps MIG instances and
 # time-sliced replicas back to fractions of a GPU (a 3g.20gb on an A100-40GB is 4/8), so it can be lower than the devices.

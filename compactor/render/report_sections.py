@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 
 from compactor.metrics.advice import Advice
 from compactor.metrics.figure_types import AggregateFigures, BlockedPod, Figures, NodeFigures
+from compactor.model.numbers import fmt_gpus, fmt_pct
 from compactor.model.types import Snapshot
 from compactor.render.advice import advice_sections
 from compactor.render.content import Section, Table
-from compactor.render.numbers import fmt_gpus, fmt_pct
 
 WORST_NODES = 10
 

@@ -12,9 +12,9 @@ from compactor.actions.executor import RunReport
 from compactor.actions.outcome import Outcome
 from compactor.actions.scope import within_cap
 from compactor.actions.status import FINISHED, CommandStatus, RunStatus
+from compactor.model.numbers import fmt_change
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
-from compactor.render.numbers import fmt_change
 from compactor.settings import Settings
 
 
