@@ -41,7 +41,7 @@ def note_devices(run: Run, planned: str, pod: Obj, expected: Sequence[str] = ())
     got = claimed_devices(run, pod)
     if not got:
         return
-    run.devices[planned] = got
+    run.log.devices[planned] = got
     node = (pod.get("spec") or {}).get("nodeName")
     log.info(
         run.said("replacement's devices", "replacement's devices (dry run)"),

@@ -21,11 +21,10 @@ from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.measurement import measure
 from compactor.actions.outcome import Outcome, compare, dra_facts
 from compactor.actions.report import RunReport as RunReport
-from compactor.actions.run import Abort, AbortReason, Progress, Run, StopHere
+from compactor.actions.run import Abort, AbortReason, Progress, Run, RunServices, StopHere
 from compactor.actions.scope import within_cap
 from compactor.actions.state import Phase, Resume, RunState
 from compactor.actions.status import RunStatus
-from compactor.actions.steering import Steerer
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.await_replacement import await_replacement
 from compactor.actions.steps.cordon import fence_all
@@ -126,10 +125,10 @@ class Executor:
     def _started(self, run: Run, *, resumed: bool) -> Run:
         """The run as it starts: a fresh one cut to its caps with what it changes measured (``_scoped``); a resumed one
         reads where DRA serves GPUs as a fresh one does. Holds in a resumed state get a full steer_timeout from now."""
-        run.started = run.held_since = self.clock.monotonic()
+        run.log.started = run.log.held_since = self.clock.monotonic()
         if not resumed:
             return self._scoped(run)
-        run.dra_nodes = frozenset(dra_facts(self.client, self.dra_drivers).gpus)
+        run.log.dra_nodes = frozenset(dra_facts(self.client, self.dra_drivers).gpus)
         return run
 
     def _why_not_start(self, run: Run, *, resumed: bool) -> str:
@@ -137,7 +136,7 @@ class Executor:
         if resumed:
             return ""
         if not run.plan.moves and not run.plan.mig_repartition:
-            return f"every node of the plan needs more evictions than {run.capped}; nothing done"
+            return f"every node of the plan needs more evictions than {run.log.capped}; nothing done"
         if wall := self._cannot_start(run):
             log.warning("the run cannot start its first move", extra={"reason": wall})
             return f"{wall}; nothing done: no node fenced, no pod evicted"
@@ -151,18 +150,18 @@ class Executor:
         if run.state.refused:
             report.ended(
                 RunStatus.PARTIAL,
-                f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(run.notes[:3]),
+                f"{len(run.state.refused)} move(s) refused at their eviction: " + "; ".join(run.log.notes[:3]),
             )
-        if run.capped:
-            detail = f": {run.cap_detail}" if run.cap_detail else ""
-            report.ended(RunStatus.PARTIAL, f"{run.capped} reached{detail}; the rest waits for the next run")
+        if run.log.capped:
+            detail = f": {run.log.cap_detail}" if run.log.cap_detail else ""
+            report.ended(RunStatus.PARTIAL, f"{run.log.capped} reached{detail}; the rest waits for the next run")
 
     def _tally(self, run: Run, report: RunReport) -> None:
         report.moves_done = len(run.state.done)
-        report.done_pods = [p for p in run.state.done if p not in set(run.skipped)]
-        report.skipped_moves = run.skipped
-        report.recuts = dict(run.recuts)
-        report.devices = dict(run.devices)
+        report.done_pods = [p for p in run.state.done if p not in set(run.log.skipped)]
+        report.skipped_moves = run.log.skipped
+        report.recuts = dict(run.log.recuts)
+        report.devices = dict(run.log.devices)
         self._judge(run, report)
 
     def _too_old(self, plan: CompactionPlan) -> str:
@@ -191,19 +190,17 @@ class Executor:
         return report
 
     def _run(self, plan: CompactionPlan, state: RunState) -> Run:
-        steerer: Steerer = steerer_for(self.steering, self.settings.identity)
-        return Run(
-            plan,
-            state,
+        services = RunServices(
             self.client,
             self.settings,
             self.clock,
-            steerer,
+            steerer_for(self.steering, self.settings.identity),
             dry_run=self.dry_run,
             progress=self.progress,
             rules=self.rules,
             may_go_on=self.may_go_on,
         )
+        return Run(plan, state, services)
 
     @staticmethod
     def _cannot_start(run: Run) -> str:
@@ -224,7 +221,7 @@ class Executor:
         plan_still_holds(run)
         _save_first(run)
         fence_all(run, fenced_before=fenced_before)
-        run.first_reads.clear()  # from here on, every read is fresh
+        run.log.first_reads.clear()  # from here on, every read is fresh
         with run.write_ahead() as state:
             state.phase = Phase.EVICTING
         evict_all(run, await_replacement)
@@ -247,7 +244,7 @@ class Executor:
         """A plan longer than max_evictions_per_cycle cut by whole nodes; whole-free GPUs measured before anything changes."""
         cap = self.settings.max_evictions_per_cycle
         if run.plan.held_back:  # the planner already cut the plan to what the run budgets allow
-            run.capped = run.plan.held_back.partition(" reached")[0]
+            run.log.capped = run.plan.held_back.partition(" reached")[0]
         if len(run.plan.moves) > cap:
             plan = within_cap(run.plan, cap, {})
             log.info(
@@ -255,12 +252,12 @@ class Executor:
                 extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)},
             )
             run = self._run(plan, RunState(plan_id=plan.metadata.id))
-            run.capped = f"max_evictions_per_cycle ({cap})"
+            run.log.capped = f"max_evictions_per_cycle ({cap})"
         world = measure(run, self.dra_drivers, reads=True)
         run.state.free_before = world.whole_free
         # validating and fencing start from these reads instead of making them again
-        run.first_reads.update(world.reads)
-        if run.capped:  # the cut plan's net GPUs, counted as the planner counts them
+        run.log.first_reads.update(world.reads)
+        if run.log.capped:  # the cut plan's net GPUs, counted as the planner counts them
             gpus = world.gpus
             freed_gpus = sum(gpus.get(n, 0) for n in run.plan.freed_nodes) - sum(
                 gpus.get(n, 0) for n in run.plan.filled_nodes
@@ -285,10 +282,10 @@ class Executor:
             if report.status == RunStatus.SUCCEEDED:
                 report.status = RunStatus.PARTIAL
             return
-        failed_recuts = sorted(n for n, result in run.recuts.items() if result != "success")
+        failed_recuts = sorted(n for n, result in run.log.recuts.items() if result != "success")
         if report.status == RunStatus.SUCCEEDED and (not report.outcome.as_planned or failed_recuts):
             report.status = RunStatus.PARTIAL
-            report.reason = "; ".join([report.outcome.summary(), *run.notes])
+            report.reason = "; ".join([report.outcome.summary(), *run.log.notes])
         log.info(
             run.said("run outcome", "simulated run outcome (dry run)"),
             extra={"plan": run.plan_id, "status": report.shown_status, **report.outcome.to_dict()},
@@ -301,11 +298,11 @@ class Executor:
         outcome.pending_placed = sum(1 for p in run.plan.placed_pending if world.bound.get(p.pod) == p.to_node)
         outcome.evictions = run.state.evictions
         outcome.replacements_ready = sum(
-            1 for m in run.plan.moves if m.pod in run.state.done and m.pod not in run.skipped
+            1 for m in run.plan.moves if m.pod in run.state.done and m.pod not in run.log.skipped
         )
-        outcome.held_node_seconds = run.held_seconds
-        outcome.holds = run.holds
-        outcome.notes = list(run.notes)
+        outcome.held_node_seconds = run.log.held_seconds
+        outcome.holds = run.log.holds
+        outcome.notes = list(run.log.notes)
         outcome.simulated = self.dry_run
         return outcome
 

@@ -26,7 +26,7 @@ def measure(run: Run, dra_drivers: Sequence[DriverMapping], *, reads: bool = Fal
     keep the plan's nodes (``measured_nodes``) as read, with their pods (``Run.first_reads``)."""
     dra = dra_facts(run.client, dra_drivers)
     if reads:  # the run's start: which nodes serve GPUs through DRA, for the room checks before each eviction
-        run.dra_nodes = frozenset(dra.gpus)
+        run.log.dra_nodes = frozenset(dra.gpus)
     pending = frozenset(p.pod for p in run.plan.placed_pending)
     look = _Look(frozenset(measured_nodes(run.plan)), pending, reads, dra.gpus)
     if not run.steerer.exact:

@@ -1,33 +1,35 @@
 """One run of a plan as the steps see it: the plan, its persisted state, the services they share.
 
 ``Run`` is what every step module (``actions/steps/``) and every steerer (``actions/steering/``)
-takes. It holds the typed state (``RunState``, changed and saved to the state ConfigMap in a
-``write_ahead`` block *before* each change the steps make to the cluster: the write-ahead rule), what
-only this process knows (notes, the time it started, holds' duration), and the services: the cluster
-client, settings, clock, Events, progress, and the retry helper for reads. A run that must stop and
-roll back raises ``Abort`` with its ``AbortReason``.
+takes, in three parts: the persisted state (``RunState``, changed and saved to the state ConfigMap in a
+``write_ahead`` block *before* each change the steps make to the cluster: the write-ahead rule), the
+services it was given (``RunServices``: the cluster client, settings, clock, steering mechanism,
+progress), and what only this process saw (``RunLog``: notes, the time it started, holds' duration).
+Its methods are the services every step shares: Events, progress lines, the retry helper for reads.
+A run that must stop and roll back raises ``Abort`` with its ``AbortReason``.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.retry import Backoff, retrying
+from compactor.actions.run_log import RunLog
 from compactor.actions.scope import kept_fenced
 from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
+from compactor.actions.steerer import Steerer
 from compactor.errors import ClusterError
-from compactor.planner.movability import Steerability
-from compactor.planner.plan import CompactionPlan, Move, Placement
+from compactor.planner.plan import CompactionPlan
 from compactor.settings import ExecutorSettings, PlannerSettings
 
 log = logging.getLogger("compactor.executor")
@@ -78,95 +80,57 @@ class Progress:
     waiting: str = ""
 
 
-class Mechanism(enum.StrEnum):
-    """How a run steers replacements onto their planned nodes (``actions/steering/``)."""
+@dataclass(frozen=True)
+class RunServices:
+    """What a run is given: the cluster client (the port), its settings, the clock, the steering mechanism, and the
+    hooks the executor's caller passes in."""
 
-    POLICY = "policy"
-    HOLDS = "holds"
-    OFF = "off"
-
-
-class Steerer(Protocol):
-    """One steering mechanism, as a run drives it (``actions/steering/``: policy, holds, off)."""
-
-    mechanism: Mechanism
-    why: str  # how it was chosen, for the plan, the run report and the log
-    steerability: Steerability  # what it can keep where a plan puts a replacement (asked again before each eviction)
-    exact: bool  # the replacement must land on its planned node (else the run stops and rolls back)
-    parallel: bool  # moves of different owners may be in flight together (max_concurrent_evictions)
-    release_on_stop: (
-        bool  # let go at once when the process stops (holds keep other pods out); else recovery resumes them
-    )
-
-    def prepare(self, run: Run, move: Move, pod: Obj) -> None:
-        """Before the eviction, reads only: the target's room checked (``Abort`` when the plan no longer holds), what steering
-        will write recorded in ``run.state``, inside the eviction's ``Run.write_ahead`` (saved before ``engage``)."""
-
-    def engage(self, run: Run, move: Move) -> None:
-        """Steering written into the cluster for the move's replacement, just before the eviction."""
-
-    def observe(self, run: Run, move: Move, fresh: list[Obj]) -> None:
-        """Each look at the owner's new pods (``fresh``) while waiting: release what is no longer needed; ``Abort`` when
-        steering failed."""
-
-    def after_move(self, run: Run, move: Move, fresh: list[Obj]) -> None:
-        """The replacement is Ready: whatever steering still holds for this move goes."""
-
-    def before_placement(self, run: Run, placement: Placement, pod: Obj) -> None:
-        """Steering for a pending pod about to be let onto the node drained for it."""
-
-    def after_placement(self, run: Run) -> None:
-        """The pending pod is bound (or its wait is over)."""
-
-    def release(self, run: Run) -> None:
-        """Stopping or rolling back: let go of everything this mechanism holds for the run."""
-
-    def step_aside(self, run: Run) -> None:
-        """The eviction was refused for now (a PodDisruptionBudget, throttling) and will be retried: let go, while the run
-        waits, of what keeps other pods off other nodes (holds); ``step_in`` takes it up again before the retry."""
-
-    def step_in(self, run: Run, move: Move, pod: Obj) -> None:
-        """Before an eviction is retried: steering as ``prepare`` and ``engage`` made it, read afresh."""
-
-    def preflight(self, run: Run, move: Move, *, fencing: Collection[str]) -> None:
-        """Before the run changes anything (no state, no fence): ``StopHere`` when this mechanism could not start the
-        plan's first move, ``move``, once the nodes in ``fencing`` are fenced: a run that cannot start changes nothing.
-        A mechanism that needs the pod for it reads it; the others read nothing."""
-
-
-@dataclass
-class Run:
-    plan: CompactionPlan
-    state: RunState
     client: ClusterClient
     settings: ExecutorSettings
     clock: Clock
-    steerer: Steerer
+    steerer: Steerer[Run]
     dry_run: bool = False
     progress: Callable[[Progress], None] = lambda _p: None
     rules: PlannerSettings = field(default_factory=PlannerSettings)  # the movability rules asked again at each eviction
     may_go_on: Callable[[], str] = lambda: ""  # asked before each batch of evictions: a reason stops the run there
-    # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
-    capped: str = ""
-    dra_nodes: frozenset[str] = frozenset()  # nodes whose GPUs are in ResourceSlices, read as the run began
-    cap_detail: str = ""  # what reached it, when the limit alone does not say (the move that would hold too many nodes)
-    notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
-    recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
-    # moved pod -> the DRA devices its replacement's claims got ("driver/pool/device"), read once it was Ready
-    devices: dict[str, list[str]] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)  # planned pods found gone or elsewhere
-    started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
-    held_since: float = 0.0
-    held_seconds: float = 0.0  # node-seconds of holds so far
-    holds: int = 0  # node holds made so far
-    # node -> (node, its pods) read as the run began
-    first_reads: dict[str, tuple[Obj, list[Obj]]] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    """The plan; its persisted state (``state``, saved in ``write_ahead`` blocks); the services it was given
+    (``services``; the four every step uses also by name: ``client``, ``settings``, ``clock``, ``steerer``); what this
+    process saw of it (``log``)."""
+
+    plan: CompactionPlan
+    state: RunState
+    services: RunServices
+    log: RunLog = field(default_factory=RunLog)
+
+    @property
+    def client(self) -> ClusterClient:
+        return self.services.client
+
+    @property
+    def settings(self) -> ExecutorSettings:
+        return self.services.settings
+
+    @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
+    def steerer(self) -> Steerer[Run]:
+        return self.services.steerer
+
+    @property
+    def dry_run(self) -> bool:
+        return self.services.dry_run
 
     def node_and_pods(self, name: str) -> tuple[Obj | None, list[Obj]]:
         """The node and the pods bound to it: as read when the run began (once, for validating and fencing right after),
         else read now."""
-        if name in self.first_reads:
-            return self.first_reads.pop(name)
+        if name in self.log.first_reads:
+            return self.log.first_reads.pop(name)
         node = self.client.get_node(name)
         return node, (self.client.list_pods(node_name=name) if node is not None else [])
 
@@ -228,7 +192,7 @@ class Run:
     def report(self, current: str, waiting: str = "") -> None:
         if self.dry_run:
             current = intention(current)
-        self.progress(Progress(self.plan_id, len(self.state.done), len(self.plan.moves), current, waiting))
+        self.services.progress(Progress(self.plan_id, len(self.state.done), len(self.plan.moves), current, waiting))
 
     def said(self, real: str, dry: str) -> str:
         """A log message that says something happened: in a dry run, what would happen instead."""
@@ -238,7 +202,7 @@ class Run:
         return (self.clock.now() + timedelta(seconds=offset)).isoformat().replace("+00:00", "Z")
 
     def note(self, text: str) -> None:
-        self.notes.append(text)
+        self.log.notes.append(text)
 
 
 # A progress line of a dry run says what a real run would do: its first words, for each step that reports.

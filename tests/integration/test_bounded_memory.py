@@ -104,8 +104,8 @@ def test_a_run_without_steering_keeps_only_the_plans_nodes_and_their_pods_as_rea
     executor = Executor(c, UNSTEERED, c.clock)
     scoped = executor._scoped(executor._run(plan, RunState(plan_id=plan.metadata.id)))
     # the node it frees (gpu-1 runs GPU pods before)
-    assert sorted(scoped.first_reads) == measured_nodes(plan) == ["gpu-3"]
-    for name, (read, pods) in scoped.first_reads.items():
+    assert sorted(scoped.log.first_reads) == measured_nodes(plan) == ["gpu-3"]
+    for name, (read, pods) in scoped.log.first_reads.items():
         assert read["metadata"]["name"] == name
         assert sorted(p["metadata"]["name"] for p in pods) == sorted(
             p["metadata"]["name"] for p in c.list_pods(node_name=name)

@@ -43,7 +43,7 @@ def plan_still_holds(run: Run) -> None:
         if node is None:
             plan_belongs_here(run)
             raise Abort(AbortReason.PLAN_STALE, f"plan is stale: node {name} no longer exists")
-        run.first_reads[name] = (node, [])  # the node read again would be the same: fencing takes it from here
+        run.log.first_reads[name] = (node, [])  # the node read again would be the same: fencing takes it from here
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
         strangers = [key for p in gpu_pods(pods) if (key := pod_key(p)) not in planned and key not in run.state.done]
         if strangers:

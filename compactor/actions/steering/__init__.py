@@ -15,6 +15,6 @@ picks the emptiest feasible node. Three mechanisms, one interface (``Steerer``):
 
 from __future__ import annotations
 
-from compactor.actions.run import Mechanism, Steerer  # defined beside ``Run``, which they and it refer to
+from compactor.actions.steerer import Mechanism, Steerer  # the interface, in a module of its own
 
 __all__ = ["Mechanism", "Steerer"]

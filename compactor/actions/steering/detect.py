@@ -14,6 +14,7 @@ from typing import Any
 
 from compactor.actions.annotations import fence_key
 from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.run import Run
 from compactor.actions.steering import Mechanism, Steerer
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, describe, read_evidence
 from compactor.actions.steering.holds import HoldSteerer
@@ -139,7 +140,7 @@ def _annotations(obj: Obj) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
-def steerer_for(choice: Choice, identity: str) -> Steerer:
+def steerer_for(choice: Choice, identity: str) -> Steerer[Run]:
     """The ``Steerer`` that carries out ``choice`` (for the installation ``identity``)."""
     kinds: dict[Mechanism, type[PolicySteerer] | type[HoldSteerer] | type[NoSteering]] = {
         Mechanism.POLICY: PolicySteerer,

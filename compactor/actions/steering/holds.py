@@ -133,7 +133,7 @@ def _hold_plan(
         n for n in run.client.scan_nodes(partial(_candidate, mover=mover, target=target)) if n[0].name not in ignoring
     ]
     used = usage(run.client.scan_pods(partial(use_of, leaving=mover)))
-    return hold_over((node for node, _ in nodes), used, mover, target=target, dra=run.dra_nodes), nodes
+    return hold_over((node for node, _ in nodes), used, mover, target=target, dra=run.log.dra_nodes), nodes
 
 
 def _within_limit(run: Run, plan: Hold, why: str, target: str) -> None:
@@ -204,7 +204,7 @@ def make_holds(run: Run, holds: Holds) -> None:
     """Fence, for a moment, the chosen nodes (only ``holds.target`` stays feasible for the pod)."""
     if not holds.nodes:
         return
-    run.held_since = run.clock.monotonic()
+    run.log.held_since = run.clock.monotonic()
     identity, at = run.settings.identity, run.stamp()
 
     def hold(node: Obj) -> Obj | None:
@@ -216,7 +216,7 @@ def make_holds(run: Run, holds: Holds) -> None:
         if patch_fresh(run.client, name, hold, node=node) is None:
             run.state.held.remove(name)  # fenced by us already (or gone): not a hold to release
         else:
-            run.holds += 1
+            run.log.holds += 1
     log.info(
         run.said("holding nodes", "would hold nodes (dry run)"),
         extra={"pod": holds.why, "target": holds.target, "held": len(holds.nodes)},
@@ -228,13 +228,13 @@ def release_holds(run: Run) -> None:
         return
     for name in run.state.held:
         unfence(run, name, partial(ann.is_held, identity=run.settings.identity))
-    run.held_seconds += len(run.state.held) * max(0.0, run.clock.monotonic() - run.held_since)
+    run.log.held_seconds += len(run.state.held) * max(0.0, run.clock.monotonic() - run.log.held_since)
     with run.write_ahead() as state:
         state.held = []
 
 
 def check_hold_age(run: Run, what: str) -> None:
-    held_for = run.clock.monotonic() - run.held_since
+    held_for = run.clock.monotonic() - run.log.held_since
     if run.state.held and held_for >= run.settings.steer_timeout_seconds:
         raise Abort(
             AbortReason.STEERING_FAILED,

@@ -62,7 +62,7 @@ class PolicySteerer:
         target = run.client.get_node(move.to_node)
         on_target = run.client.list_pods(node_name=move.to_node)
         arriving = on_target + self._arriving(run, move.to_node, on_target)
-        room = room_for(target, arriving, pod, target=move.to_node, dra=run.dra_nodes)
+        room = room_for(target, arriving, pod, target=move.to_node, dra=run.log.dra_nodes)
         if not room.fits:
             lacking = ", ".join(f"{r} {v}" for r, v in sorted(room.short.items())) or "the node is gone"
             raise Abort(

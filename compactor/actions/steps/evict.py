@@ -37,19 +37,19 @@ def evict_all(run: Run, await_replacement: AwaitReplacement) -> None:
     width = run.settings.max_concurrent_evictions if run.steerer.parallel else 1
     budget = run.settings.max_run_seconds
     for batch in batches(pending, width):
-        if budget is not None and run.clock.monotonic() - run.started >= budget:
+        if budget is not None and run.clock.monotonic() - run.log.started >= budget:
             log.info("run time budget reached", extra={"maxRunSeconds": budget})
-            run.capped = f"max_run_seconds ({budget:g})"
+            run.log.capped = f"max_run_seconds ({budget:g})"
             return
-        if stop := run.may_go_on():  # checked before each eviction, not only when the run started
+        if stop := run.services.may_go_on():  # checked before each eviction, not only when the run started
             log.info("stopping before the next move", extra={"reason": stop})
-            run.capped = stop
+            run.log.capped = stop
             return
         try:
             _evict_batch(run, batch, await_replacement)
         except StopHere as exc:
             log.info("stopping before the next move", extra={"reason": str(exc)})
-            run.capped, run.cap_detail = exc.limit, exc.detail
+            run.log.capped, run.log.cap_detail = exc.limit, exc.detail
             return
 
 
@@ -99,13 +99,13 @@ def _evict_batch(run: Run, batch: Sequence[Move], await_replacement: AwaitReplac
                 if move.pod in run.state.inflight:  # evicted before a restart: its replacement is still to be confirmed
                     waits.append(move)
                     continue
-                run.skipped.append(move.pod)
+                run.log.skipped.append(move.pod)
                 mark_done(run, move)
                 continue
             checked = recheck(run, move, pod, pdbs)
             if checked.refusal:
                 refuse(run, move, checked.refusal)
-                run.skipped.append(move.pod)
+                run.log.skipped.append(move.pod)
                 continue
             _start_move(run, move, pod, checked)
             waits.append(move)

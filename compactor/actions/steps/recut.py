@@ -26,7 +26,7 @@ def recut_all(run: Run, unfinished: set[str]) -> set[str]:
             failed.add(change.node)
             continue
         result = _recut(run, change)
-        run.recuts[change.node] = result
+        run.log.recuts[change.node] = result
         if result != "success":
             failed.add(change.node)
     return failed
