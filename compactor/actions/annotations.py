@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from compactor.actions.objects import NodeView
+
 CORDONED_BY = "compactor.io/cordoned-by"
 PLAN_ID = "compactor.io/plan-id"
 CORDONED_AT = "compactor.io/cordoned-at"
@@ -47,11 +49,11 @@ def fence_key(identity: str) -> str:
 
 
 def node_annotations(node: dict[str, Any]) -> dict[str, str]:
-    return dict((node.get("metadata") or {}).get("annotations") or {})
+    return NodeView(node).annotations
 
 
 def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return list((node.get("spec") or {}).get("taints") or [])
+    return NodeView(node).taints
 
 
 def has_fence(node: dict[str, Any], identity: str) -> bool:
@@ -65,7 +67,7 @@ def is_ours(node: dict[str, Any], identity: str) -> bool:
 
 
 def is_unschedulable(node: dict[str, Any]) -> bool:
-    return bool((node.get("spec") or {}).get("unschedulable"))
+    return NodeView(node).unschedulable
 
 
 def without_taints(taints: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:

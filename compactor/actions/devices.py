@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from compactor.actions.client import Obj
+from compactor.actions.objects import ObjectView, PodView
 from compactor.actions.pods import pod_key
 from compactor.actions.run import Run
 from compactor.errors import ClusterError
@@ -20,10 +21,11 @@ log = logging.getLogger("compactor.executor")
 
 
 def claimed_devices(run: Run, pod: Obj) -> list[str]:
-    status = pod.get("status") or {}
+    view = PodView(pod)
+    status = view.status
     names = [str(s.get("resourceClaimName") or "") for s in status.get("resourceClaimStatuses") or ()]
     names.append(str((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or ""))
-    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    namespace = view.namespace
     got: list[str] = []
     for name in filter(None, names):
         try:
@@ -31,7 +33,8 @@ def claimed_devices(run: Run, pod: Obj) -> list[str]:
         except ClusterError as exc:
             got.append(f"{name}: not read ({exc})")
             continue
-        results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results")
+        allocation = ObjectView(claim).status.get("allocation") if claim is not None else None
+        results = ((allocation or {}).get("devices") or {}).get("results")
         got += [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results or ()]
     return got
 
@@ -42,7 +45,7 @@ def note_devices(run: Run, planned: str, pod: Obj, expected: Sequence[str] = ())
     if not got:
         return
     run.log.devices[planned] = got
-    node = (pod.get("spec") or {}).get("nodeName")
+    node = PodView(pod).node_name
     log.info(
         run.said("replacement's devices", "replacement's devices (dry run)"),
         extra={"pod": pod_key(pod), "node": node, "devices": got},

@@ -16,6 +16,7 @@ from typing import Any
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import Obj
+from compactor.actions.objects import NodeView
 from compactor.model.gpu import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from compactor.model.quantity import parse_resource_list
 from compactor.model.resources import is_gpu_resource
@@ -43,11 +44,11 @@ def restore_hint(node: str, previous: str) -> str:
 
 
 def labels(node: Obj) -> dict[str, str]:
-    return dict((node.get("metadata") or {}).get("labels") or {})
+    return NodeView(node).labels
 
 
 def gpu_allocatable(node: Obj) -> dict[str, int]:
-    raw = (node.get("status") or {}).get("allocatable") or {}
+    raw = NodeView(node).status.get("allocatable") or {}
     parsed = parse_resource_list(
         raw, source="cluster", obj=f"Node {(node.get('metadata') or {}).get('name')}", field="status.allocatable"
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.objects import ObjectView
 from compactor.actions.steering.room import SOURCE
 from compactor.model.dra import DriverMapping
 from compactor.model.dra_inventory import read_inventory
@@ -55,7 +56,7 @@ def dra_facts(client: ClusterClient, drivers: Sequence[DriverMapping] = DRA_DRIV
     if not slices:
         return NO_DRA
     claims = client.list_dra("ResourceClaim")
-    nodes = {str((s.get("spec") or {}).get("nodeName") or "") for s in slices}
+    nodes = {str(ObjectView(s).spec.get("nodeName") or "") for s in slices}
     inventory = read_inventory([(SOURCE, o) for o in [*slices, *claims]], nodes, drivers, [])
     busy = {
         device.node

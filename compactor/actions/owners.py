@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.objects import ObjectView
 from compactor.actions.pods import controller_uid
 from compactor.errors import ClusterError
 
@@ -20,10 +21,7 @@ FIRST_TO_GO = str(-(2**31))  # the lowest int32: a ReplicaSet scaling down delet
 
 
 def controller_ref(pod: Obj) -> dict[str, Any] | None:
-    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("controller"):
-            return dict(owner)
-    return None
+    return ObjectView(pod).controller
 
 
 def selector_text(selector: dict[str, Any] | None) -> str:
@@ -89,14 +87,14 @@ def owner_selector(client: ClusterClient, pod: Obj) -> str:
     ref = controller_ref(pod)
     if ref is None or ref.get("kind") not in SELECTOR_KINDS:
         return ""
-    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    namespace = ObjectView(pod).namespace
     try:
         owner = client.get_owner(namespace, str(ref["kind"]), str(ref.get("name", "")))
     except ClusterError:
         return ""
-    if owner is None or (owner.get("metadata") or {}).get("uid") not in (None, ref.get("uid")):
+    if owner is None or ObjectView(owner).uid not in ("", ref.get("uid")):
         return ""
-    return selector_text((owner.get("spec") or {}).get("selector"))
+    return selector_text(ObjectView(owner).spec.get("selector"))
 
 
 def owner_pods(client: ClusterClient, namespace: str, owner: str, selector: str) -> list[Obj]:

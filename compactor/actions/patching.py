@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.objects import ObjectView
 from compactor.errors import ClusterError
 
 CONFLICT_RETRIES = 5
 
 
 def _with_version(patch: Obj, current: Obj) -> Obj:
-    version = (current.get("metadata") or {}).get("resourceVersion")
+    version = ObjectView(current).resource_version
     if not version:
         return patch
     return {**patch, "metadata": {**(patch.get("metadata") or {}), "resourceVersion": version}}

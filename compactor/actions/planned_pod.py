@@ -7,6 +7,7 @@ lifted; steps do not import each other, so the read lives here.
 from __future__ import annotations
 
 from compactor.actions.client import Obj
+from compactor.actions.objects import PodView
 from compactor.actions.pods import is_terminating
 from compactor.actions.run import Run
 from compactor.planner.plan import Move
@@ -18,8 +19,8 @@ def current_pod(run: Run, move: Move) -> Obj | None:
     pod = run.client.get_pod(namespace, name)
     if pod is None or is_terminating(pod):
         return None
-    if (pod.get("spec") or {}).get("nodeName") != move.from_node:
+    if PodView(pod).node_name != move.from_node:
         return None  # already elsewhere: nothing to move
-    if move.uid and (pod.get("metadata") or {}).get("uid") != move.uid:
+    if move.uid and PodView(pod).uid != move.uid:
         return None  # a new pod with the same name (StatefulSet): the planned one is gone
     return pod

@@ -27,6 +27,7 @@ import json
 import logging
 
 from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.objects import ObjectView, PodView
 from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref, owner_pods
 from compactor.actions.pods import is_bound, is_ready, is_terminating
 from compactor.actions.run import Abort, AbortReason, Run
@@ -44,11 +45,11 @@ SURGE_NOTE = "compactor.io/surge"  # annotation: {"plan", "deployment", "replica
 
 
 def opted_in(run: Run, pod: Obj) -> bool:
-    meta = pod.get("metadata") or {}
-    if (meta.get("annotations") or {}).get(OPT_IN) == "true":
+    view = PodView(pod)
+    if view.annotations.get(OPT_IN) == "true":
         return True
     wanted = run.settings.make_before_break_selector
-    labels = meta.get("labels") or {}
+    labels = view.labels
     return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
 
 
@@ -69,8 +70,8 @@ def plan_surge(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> tuple[Sur
     deployment = run.client.get_owner(namespace, "Deployment", name)
     if deployment is None:
         return None, f"Deployment {name} not found"
-    replicas = int((deployment.get("spec") or {}).get("replicas") or 0)
-    if int((replica_set.get("spec") or {}).get("replicas") or 0) != replicas:
+    replicas = ObjectView(deployment).replicas
+    if ObjectView(replica_set).replicas != replicas:
         return (
             None,
             f"Deployment {name} is rolling out (its ReplicaSet {ref.get('name')} does not hold all {replicas} replicas)",
@@ -81,19 +82,19 @@ def plan_surge(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> tuple[Sur
         return None, f"not every replica of Deployment {name} is Ready (the scale-down could remove another one)"
     if any(_deletion_cost(p) == FIRST_TO_GO for p in siblings):
         return None, f"a replica of Deployment {name} already ranks first for deletion"
-    own = ((pod.get("metadata") or {}).get("annotations") or {}).get(DELETION_COST)
+    view = PodView(pod)
     return Surge(
-        deployment=name, replicas=replicas, pod_uid=str((pod.get("metadata") or {}).get("uid")), deletion_cost=own
+        deployment=name, replicas=replicas, pod_uid=view.uid, deletion_cost=view.annotations.get(DELETION_COST)
     ), ""
 
 
 def _scales(hpa: Obj, deployment: str) -> bool:
-    target = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+    target = ObjectView(hpa).spec.get("scaleTargetRef") or {}
     return bool(target.get("kind") == "Deployment" and target.get("name") == deployment)
 
 
 def _deletion_cost(pod: Obj) -> str:
-    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(DELETION_COST, ""))
+    return PodView(pod).annotations.get(DELETION_COST, "")
 
 
 def scale_up(run: Run, move: Move, surge: Surge) -> None:
@@ -217,7 +218,7 @@ def _note(plan_id: str, surge: Surge) -> dict[str, object]:
 
 def surge_note(pod: Obj) -> dict[str, object] | None:
     """The surge mark of a pod (``SURGE_NOTE``), or None when it has none or it is not one."""
-    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(SURGE_NOTE)
+    text = PodView(pod).annotations.get(SURGE_NOTE)
     try:
         note = json.loads(text) if text else None
     except ValueError:
@@ -228,7 +229,7 @@ def surge_note(pod: Obj) -> dict[str, object] | None:
 def _mark(run: Run, namespace: str, name: str, surge: Surge) -> None:
     """The surge's evidence on the old pod, before it scales anything (see ``SURGED_BY``)."""
     pod = run.client.get_pod(namespace, name)
-    if pod is None or str(pod["metadata"].get("uid")) != surge.pod_uid or surge_note(pod) == _note(run.plan_id, surge):
+    if pod is None or PodView(pod).uid != surge.pod_uid or surge_note(pod) == _note(run.plan_id, surge):
         return
     note = json.dumps(_note(run.plan_id, surge), separators=(",", ":"))
     patch = {"metadata": {"labels": {SURGED_BY: run.settings.identity}, "annotations": {SURGE_NOTE: note}}}
@@ -243,18 +244,18 @@ def _unmark(run: Run, namespace: str, name: str, surge: Surge) -> None:
 def unmark(client: ClusterClient, namespace: str, name: str, uid: str, deletion_cost: str | None) -> None:
     """The pod ``uid``'s own deletion cost back and the surge's marks off (when it is still there)."""
     pod = client.get_pod(namespace, name)
-    if pod is None or str((pod.get("metadata") or {}).get("uid")) != uid:
+    if pod is None or PodView(pod).uid != uid:
         return
     annotations: dict[str, str | None] = {}
     if _deletion_cost(pod) == FIRST_TO_GO:
         annotations[DELETION_COST] = deletion_cost
     if surge_note(pod) is not None:
         annotations[SURGE_NOTE] = None
-    labels = {SURGED_BY: None} if SURGED_BY in ((pod.get("metadata") or {}).get("labels") or {}) else {}
+    labels = {SURGED_BY: None} if SURGED_BY in PodView(pod).labels else {}
     if annotations or labels:
         client.patch_pod(namespace, name, {"metadata": {"annotations": annotations, "labels": labels}})
 
 
 def _replicas(run: Run, namespace: str, deployment: str) -> int | None:
     found = run.client.get_owner(namespace, "Deployment", deployment)
-    return None if found is None else int((found.get("spec") or {}).get("replicas") or 0)
+    return None if found is None else ObjectView(found).replicas

@@ -9,6 +9,7 @@ from typing import Any
 from compactor.errors import InputError
 from compactor.model import schema
 from compactor.model.gpu import derive_gpu_info
+from compactor.model.pod_facts import is_ready
 from compactor.model.quantity import parse_resource_list
 from compactor.model.requests import effective_requests
 from compactor.model.resources import Resources
@@ -90,10 +91,7 @@ def _startup_seconds(conditions: list[schema.Condition] | None) -> float | None:
 
 
 def _is_ready(conditions: list[schema.Condition] | None) -> bool:
-    for condition in conditions or ():
-        if condition.type == "Ready":
-            return condition.status == "True"
-    return False
+    return is_ready((c.type, c.status) for c in conditions or ())
 
 
 def node_pool(labels: dict[str, str], is_gpu: bool, pool_label: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from compactor.model.partitions import Partitions
+from compactor.model.pod_facts import holds_its_node
 from compactor.model.resources import EMPTY, Resources
 
 
@@ -205,7 +206,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     @property
     def is_bound(self) -> bool:
         """Uses node capacity: bound and not terminated."""
-        return bool(self.node_name) and self.phase not in ("Succeeded", "Failed")
+        return holds_its_node(self.node_name, self.phase)
 
     @property
     def is_pending_demand(self) -> bool:

@@ -9,8 +9,10 @@ from __future__ import annotations
 from functools import partial
 
 from compactor.actions.client import Obj
+from compactor.actions.objects import PodView
 from compactor.actions.pods import grace_seconds, requests_gpu
 from compactor.actions.run import Run
+from compactor.model.pod_facts import TERMINATED_PHASES
 
 
 def await_drained(run: Run, nodes: list[str]) -> dict[str, list[Obj]]:
@@ -34,7 +36,5 @@ def await_drained(run: Run, nodes: list[str]) -> dict[str, list[Obj]]:
 def gpu_pods_holding(run: Run, node: str) -> list[Obj]:
     """GPU pods still on ``node``, terminating ones included: they hold the node until deleted."""
     return [
-        p
-        for p in run.client.list_pods(node_name=node)
-        if requests_gpu(p) and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        p for p in run.client.list_pods(node_name=node) if requests_gpu(p) and PodView(p).phase not in TERMINATED_PHASES
     ]

@@ -10,6 +10,7 @@ annotation says; the Job is read fresh just before the eviction, as every other 
 from __future__ import annotations
 
 from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.objects import ObjectView, PodView
 from compactor.actions.owners import controller_ref
 from compactor.errors import ClusterError
 
@@ -31,14 +32,14 @@ def job_refusal(client: ClusterClient, pod: Obj) -> str:
     ref = controller_ref(pod)
     if ref is None or ref.get("kind") != "Job":
         return ""
-    namespace, name = (pod.get("metadata") or {}).get("namespace", "default"), str(ref.get("name", ""))
+    namespace, name = PodView(pod).namespace, str(ref.get("name", ""))
     try:
         job = client.get_owner(namespace, "Job", name)
     except ClusterError as exc:
         return f"its Job {namespace}/{name} could not be read ({exc}): an eviction might fail it"
     if job is None:
         return ""  # the Job is gone: nothing to fail (its pod is an orphan the garbage collector deletes)
-    spec, status = job.get("spec") or {}, job.get("status") or {}
+    spec, status = ObjectView(job).spec, ObjectView(job).status
     if ignores_disruptions(spec):
         return ""
     failed, limit = int(status.get("failed") or 0), int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT))

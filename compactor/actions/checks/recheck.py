@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from compactor.actions.checks.job_backoff import job_refusal
 from compactor.actions.client import Obj
+from compactor.actions.objects import PodView
 from compactor.actions.owners import owner_pods, owner_selector
 from compactor.actions.pods import controller_uid, is_ready, is_terminating
 from compactor.actions.run import Run
@@ -63,7 +64,7 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
 
 
 def _ready_replicas(run: Run, pod: Obj, checked: Checked) -> int:
-    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    namespace = PodView(pod).namespace
     checked.selector = owner_selector(run.client, pod)
     checked.siblings = owner_pods(run.client, namespace, controller_uid(pod), checked.selector)
     return sum(1 for p in checked.siblings if is_ready(p) and not is_terminating(p))

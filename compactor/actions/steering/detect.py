@@ -14,6 +14,7 @@ from typing import Any
 
 from compactor.actions.annotations import fence_key
 from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.objects import ObjectView
 from compactor.actions.run import Run
 from compactor.actions.steering import Mechanism, Steerer
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, describe, read_evidence
@@ -137,7 +138,7 @@ def _spec(obj: Obj) -> dict[str, Any]:
 
 
 def _annotations(obj: Obj) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
+    return ObjectView(obj).annotations
 
 
 def steerer_for(choice: Choice, identity: str) -> Steerer[Run]:

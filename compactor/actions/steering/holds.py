@@ -21,6 +21,7 @@ from functools import partial
 from compactor.actions import annotations as ann
 from compactor.actions.client import Obj
 from compactor.actions.fences import unfence
+from compactor.actions.objects import PodView
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound
 from compactor.actions.run import Abort, AbortReason, Run, StopHere
@@ -91,7 +92,7 @@ class HoldSteerer:
         its first change (a 400-node cluster used to fence and release its sources, and write their Events, every run).
         A pod gone or elsewhere holds nothing: the run skips it and sees to the next."""
         pod = run.client.get_pod(*move.pod.split("/", 1))
-        if pod is None or (pod.get("spec") or {}).get("nodeName") != move.from_node:
+        if pod is None or PodView(pod).node_name != move.from_node:
             return
         plan, _ = _hold_plan(run, pod, target=move.to_node, ignoring=frozenset(fencing))
         _within_limit(run, plan, move.pod, move.to_node)

@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping
 
 from compactor.actions.client import Obj
+from compactor.actions.objects import ObjectView
 from compactor.actions.steering.evidence import NOT_IN_EFFECT
 from compactor.planner.pins import STEERED_TO
 
@@ -39,8 +40,8 @@ _CREATORS = {
 def creator_of(pod: Obj) -> str:
     """The user that creates ``pod`` again once it is evicted: its controller's (an operator's own service account for a
     kind kube-controller-manager does not run)."""
-    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-    kind = next((str(r.get("kind") or "") for r in refs if r.get("controller")), "")
+    controller = ObjectView(pod).controller
+    kind = str(controller.get("kind") or "") if controller else ""
     return _CREATORS.get(kind, f"system:serviceaccount:operators:{kind.lower() or 'nobody'}-controller")
 
 
@@ -48,10 +49,8 @@ def pin_for(pod: Obj, params: Mapping[str, str], creator: str) -> str | None:
     """The node the policy pins ``pod`` to when ``creator`` creates it with these parameters, or None (left as it is)."""
     if creator not in CONTROLLER_USERS:
         return None
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("uid") in params:
-            return params[str(ref["uid"])]
-    return None
+    controller = ObjectView(pod).controller
+    return params[str(controller["uid"])] if controller and controller.get("uid") in params else None
 
 
 def pinned(pod: Obj, node: str) -> Obj:
@@ -75,4 +74,4 @@ def pinned(pod: Obj, node: str) -> Obj:
 
 def steered_to(pod: Obj) -> str:
     """The node the policy pinned ``pod`` to, "" when it did not."""
-    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(STEERED_TO) or "")
+    return ObjectView(pod).annotations.get(STEERED_TO) or ""

@@ -24,6 +24,7 @@ from collections.abc import Collection
 
 from compactor.actions import events
 from compactor.actions.client import ClusterClient, EvictionOutcome, Obj
+from compactor.actions.objects import ObjectView, PodView
 from compactor.actions.owners import owner_pods
 from compactor.actions.patching import patch_config_map_fresh
 from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pod_key
@@ -82,16 +83,13 @@ class PolicySteerer:
             flight = run.state.inflight.get(key)
             if flight is None or flight.target != target or key in run.state.done:
                 continue
-            landed = any(
-                controller_uid(p) == flight.owner and str(p["metadata"].get("uid")) not in flight.siblings
-                for p in on_target
-            )
+            landed = any(controller_uid(p) == flight.owner and PodView(p).uid not in flight.siblings for p in on_target)
             if not landed:
                 arriving.append(
                     {
                         **mover,
-                        "spec": {**(mover.get("spec") or {}), "nodeName": target},
-                        "metadata": {**(mover.get("metadata") or {}), "name": f"{key}-arriving"},
+                        "spec": {**PodView(mover).spec, "nodeName": target},
+                        "metadata": {**PodView(mover).metadata, "name": f"{key}-arriving"},
                     }
                 )
         return arriving
@@ -102,7 +100,7 @@ class PolicySteerer:
     def observe(self, run: Run, move: Move, fresh: list[Obj]) -> None:
         owner = run.state.inflight[move.pod].owner
         for pod in fresh:
-            node = (pod.get("spec") or {}).get("nodeName")
+            node = PodView(pod).node_name
             if node and not any(steered_to(p) for p in fresh):
                 message = (
                     f"replacement {pod_key(pod)} for {move.pod} was created without the steering pin and bound to {node}: "
@@ -114,7 +112,7 @@ class PolicySteerer:
                 self._failed(run, pod, message)
             if node:
                 self._unpin(run, owner)
-        waiting = [p for p in fresh if steered_to(p) == move.to_node and not (p.get("spec") or {}).get("nodeName")]
+        waiting = [p for p in fresh if steered_to(p) == move.to_node and not PodView(p).node_name]
         if not waiting:
             self._pending_since.pop(move.pod, None)
             return
@@ -141,7 +139,7 @@ class PolicySteerer:
         for (
             pod
         ) in fresh:  # pinned pods the owner made besides the replacement (a scale-up meanwhile) and that wait for room
-            if steered_to(pod) and not (pod.get("spec") or {}).get("nodeName") and not is_terminating(pod):
+            if _waits_pinned(pod):
                 evict_pending(run, pod, steered_to(pod))
 
     def before_placement(self, run: Run, placement: Placement, pod: Obj) -> None:
@@ -163,7 +161,7 @@ class PolicySteerer:
                 continue
             namespace = pod_key_.split("/", 1)[0]
             for pod in owner_pods(run.client, namespace, flight.owner, flight.selector):
-                if steered_to(pod) and not (pod.get("spec") or {}).get("nodeName") and not is_terminating(pod):
+                if _waits_pinned(pod):
                     evict_pending(run, pod, steered_to(pod))
 
     def step_aside(self, run: Run) -> None:
@@ -200,7 +198,7 @@ class PolicySteerer:
         the next runs steer with holds (``detect.find_policy``) until it expires or an admin removes it."""
 
         def weighed(config_map: Obj) -> Obj:
-            current = ((config_map.get("metadata") or {}).get("annotations") or {}).get(NOT_IN_EFFECT)
+            current = ObjectView(config_map).annotations.get(NOT_IN_EFFECT)
             evidence = add_evidence(current, owner, f"{run.stamp()} {message}", run.clock.now())
             return {"metadata": {"annotations": {NOT_IN_EFFECT: evidence.to_annotation()}}}
 
@@ -215,6 +213,12 @@ class PolicySteerer:
     def _failed(run: Run, pod: Obj, message: str) -> None:
         run.event(events.steering_failed(pod_key(pod), message))
         raise Abort(AbortReason.STEERING_FAILED, message)
+
+
+def _waits_pinned(pod: Obj) -> bool:
+    """Pinned by the policy, not bound, not on its way out: it waits for room on the node it is pinned to."""
+    view = PodView(pod)
+    return bool(steered_to(pod)) and not view.node_name and not view.terminating
 
 
 def write_entries(
@@ -232,13 +236,8 @@ def evict_pending(run: Run, pod: Obj, node: str) -> EvictionOutcome:
     Only the pod as read, unbound: the eviction carries its resourceVersion, so one that bound since (still phase Pending
     while its containers start, which the API server would evict without asking its PodDisruptionBudget) answers 409
     and stays (``CONFLICT``). The eviction's outcome."""
-    meta = pod.get("metadata") or {}
-    result = run.client.evict(
-        str(meta.get("namespace", "default")),
-        str(meta.get("name", "")),
-        uid=str(meta.get("uid") or ""),
-        resource_version=str(meta.get("resourceVersion") or ""),
-    )
+    view = PodView(pod)
+    result = run.client.evict(view.namespace, view.name, uid=view.uid, resource_version=view.resource_version or "")
     if result.outcome == EvictionOutcome.CONFLICT:
         log.info(
             "a pinned pod changed since it was read Pending (bound, most likely): not evicted",

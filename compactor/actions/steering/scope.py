@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from compactor.actions.client import Obj
+from compactor.actions.objects import ObjectView
 from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope
 
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -21,7 +22,7 @@ def scope_of(policy: Obj, binding: Obj) -> NamespaceScope | str:
     """The namespaces both ``policy`` and ``binding`` match, or why they cannot be told by name."""
     scope = EVERY_NAMESPACE
     for kind, obj, field in (("policy", policy, "matchConstraints"), ("binding", binding, "matchResources")):
-        match = ((obj.get("spec") or {}).get(field)) or {}
+        match = ObjectView(obj).spec.get(field) or {}
         if match.get("objectSelector") not in (None, {}):
             return f"the steering {kind}'s {field}.objectSelector selects pods by label: which pods it pins is unknown"
         selected = _by_name(match.get("namespaceSelector") or {})

@@ -19,6 +19,7 @@ import logging
 from compactor.actions.checks.validate import no_strangers_on
 from compactor.actions.client import Obj
 from compactor.actions.devices import note_devices
+from compactor.actions.objects import PodView
 from compactor.actions.owners import owner_pods
 from compactor.actions.pods import is_bound, is_ready, is_terminating, pod_key
 from compactor.actions.run import Abort, AbortReason, Run
@@ -66,7 +67,7 @@ def await_replacement(run: Run, move: Move) -> None:
 
 def _check_landing(run: Run, move: Move, pod: Obj) -> None:
     """Where a replacement was bound decides whether the plan still holds; a wrong landing stops the run."""
-    node = (pod.get("spec") or {}).get("nodeName")
+    node = PodView(pod).node_name
     if not node:
         return
     if node in run.freed:

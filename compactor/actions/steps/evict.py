@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from compactor.actions import events, surge
 from compactor.actions.checks.recheck import Checked, recheck
 from compactor.actions.client import EvictionOutcome, Obj
+from compactor.actions.objects import ObjectView, PodView
 from compactor.actions.owners import owner_pods, owner_selector
 from compactor.actions.planned_pod import current_pod
 from compactor.actions.pods import controller_uid, grace_seconds, pdbs_selecting
@@ -180,7 +181,7 @@ def mark_done(run: Run, move: Move) -> None:
 
 
 def _pdbs(run: Run, pod: Obj) -> list[Obj]:
-    return pdbs_selecting(run.client.list_pdbs(namespace=(pod.get("metadata") or {}).get("namespace", "default")), pod)
+    return pdbs_selecting(run.client.list_pdbs(namespace=PodView(pod).namespace), pod)
 
 
 def _key(pdb: Obj) -> str:
@@ -193,7 +194,7 @@ def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> bool:
     deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds
     waited = False
     while True:
-        blocking = [_key(p) for p in pdbs if int((p.get("status") or {}).get("disruptionsAllowed") or 0) <= 0]
+        blocking = [_key(p) for p in pdbs if int(ObjectView(p).status.get("disruptionsAllowed") or 0) <= 0]
         if not blocking:
             return waited
         if run.clock.monotonic() >= deadline:

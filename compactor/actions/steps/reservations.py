@@ -14,6 +14,7 @@ from compactor.actions import annotations as ann
 from compactor.actions import events
 from compactor.actions.checks.drained import gpu_pods_holding
 from compactor.actions.client import Obj
+from compactor.actions.objects import PodView
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_terminating
 from compactor.actions.run import Run
@@ -50,8 +51,7 @@ def _user(run: Run, name: str) -> str:
     ]
     if not bound:
         return ""
-    meta = bound[0].get("metadata") or {}
-    return f"{meta.get('namespace', 'default')}/{meta.get('name', '?')}"
+    return PodView(bound[0]).key
 
 
 def _lift(run: Run, name: str, why: str) -> None:

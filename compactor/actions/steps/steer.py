@@ -19,6 +19,7 @@ from compactor.actions import events
 from compactor.actions.client import Obj
 from compactor.actions.devices import note_devices
 from compactor.actions.fences import release
+from compactor.actions.objects import PodView
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound, is_terminating
 from compactor.actions.run import Run
@@ -55,7 +56,7 @@ def place_pending(run: Run, placement: Placement) -> None:
         if not (run.steerer.exact and reserve(run, placement, pod)):
             release(run, placement.to_node, OPENED)
     deadline = run.clock.monotonic() + run.settings.steer_timeout_seconds
-    while not (node := (pod.get("spec") or {}).get("nodeName")) and run.clock.monotonic() < deadline:
+    while not (node := PodView(pod).node_name) and run.clock.monotonic() < deadline:
         run.report(f"placing pending {placement.pod}", waiting=f"bind on {placement.to_node}")
         run.clock.sleep(run.settings.bind_poll_seconds)
         pod = run.read(lambda: run.client.get_pod(namespace, name), "reading the pending pod") or {}
@@ -95,16 +96,15 @@ def reserve(run: Run, placement: Placement, pod: Obj) -> bool:
 
 def tolerate(run: Run, pod: Obj, toleration: Obj) -> None:
     """Add ``toleration`` to the pending pod (the list whole, against its resourceVersion; a conflict re-reads it)."""
-    meta = pod.get("metadata") or {}
-    namespace, name = str(meta.get("namespace", "default")), str(meta.get("name", ""))
+    namespace, name = PodView(pod).namespace, PodView(pod).name
     current: Obj | None = pod
     for _ in range(TOLERATION_RETRIES):
         if current is None or is_bound(current):
             return
-        tolerations = list((current.get("spec") or {}).get("tolerations") or [])
+        tolerations = PodView(current).tolerations
         if toleration in tolerations:
             return
-        version = (current.get("metadata") or {}).get("resourceVersion")
+        version = PodView(current).resource_version
         patch: Obj = {"spec": {"tolerations": [*tolerations, toleration]}}
         if version:
             patch["metadata"] = {"resourceVersion": version}
