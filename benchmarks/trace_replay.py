@@ -151,10 +151,10 @@ def read_pods(trace_dir: Path, variant: str, rng: random.Random | None = None) -
     if rows and "creation_time" not in rows[0] and rng is not None:
         rng.shuffle(rows)
     rows.sort(key=lambda r: int(r.get("creation_time") or 0))
-    return [_trace_pod(r) for r in rows]
+    return [trace_pod(r) for r in rows]
 
 
-def _trace_pod(row: dict[str, str]) -> TracePod:
+def trace_pod(row: dict[str, str]) -> TracePod:
     shape = Shape(
         int(row["cpu_milli"]),
         int(row["memory_mib"]),
@@ -206,22 +206,34 @@ RESOURCES = 3  # cpu milli, memory MiB, nvidia.com/gpu
 
 
 class DefaultScheduler:
-    """kube-scheduler's default filters and resource scores over the nodes, in node-name order (see the module docstring)."""
+    """kube-scheduler's default filters and resource scores over the nodes, in node-name order (see the module docstring).
+
+    ``most_allocated``: the bin-packing profile instead (realk8s's ``SCHED_SCORING=MostAllocated``): NodeResourcesFit
+    MostAllocated with weights cpu 1, memory 1, nvidia.com/gpu 5 (``requested * 100 // allocatable`` per resource, the
+    weighted integer mean), BalancedAllocation off. ``fenced``: nodes no new pod may land on (a NoSchedule taint)."""
 
     def __init__(
-        self, nodes: Sequence[TraceNode], used: Sequence[Sequence[int]], pods: Sequence[int], *, balanced: bool
+        self,
+        nodes: Sequence[TraceNode],
+        used: Sequence[Sequence[int]],
+        pods: Sequence[int],
+        *,
+        balanced: bool,
+        most_allocated: bool = False,
     ) -> None:
         self.models = np.array([n.model for n in nodes])
         self.allocatable = np.array([[n.cpu_milli, n.memory_mib, n.gpus] for n in nodes], dtype=np.int64)
         self.used = np.array(used, dtype=np.int64).reshape(len(nodes), RESOURCES)
         self.pods = np.array(pods, dtype=np.int64)
         self.balanced = balanced
+        self.most_allocated = most_allocated
+        self.fenced = np.zeros(len(nodes), dtype=bool)
 
     def place(self, request: Sequence[int], models: Iterable[str] = ()) -> int | None:
         """Bind a pod of ``request`` (cpu milli, memory MiB, GPUs) to the best node; None when no node passes the filters."""
         wanted = np.array(request, dtype=np.int64)
         after = self.used + wanted
-        feasible = (after <= self.allocatable).all(axis=1) & (self.pods < MAX_PODS)
+        feasible = (after <= self.allocatable).all(axis=1) & (self.pods < MAX_PODS) & ~self.fenced
         allowed = list(models)
         if allowed:
             feasible &= np.isin(self.models, allowed)
@@ -233,9 +245,29 @@ class DefaultScheduler:
         self.pods[best] += 1
         return best
 
+    def fits(self, index: int, request: Sequence[int]) -> bool:
+        """Whether ``request`` fits on node ``index`` as it is now (fences aside: a steered replacement tolerates none)."""
+        return bool((self.used[index] + np.array(request, dtype=np.int64) <= self.allocatable[index]).all()) and bool(
+            self.pods[index] < MAX_PODS
+        )
+
+    def bind(self, index: int, request: Sequence[int]) -> None:
+        """A pod bound to node ``index`` by someone else's choice (a steered replacement)."""
+        self.used[index] += np.array(request, dtype=np.int64)
+        self.pods[index] += 1
+
+    def release(self, index: int, request: Sequence[int]) -> None:
+        """A pod gone from node ``index``."""
+        self.used[index] -= np.array(request, dtype=np.int64)
+        self.pods[index] -= 1
+
     def _scores(self, after: np.ndarray, *, scored: bool) -> np.ndarray:
         columns = RESOURCES if scored else 2  # an extended resource the pod does not request is not scored
         alloc, req = self.allocatable[:, :columns], after[:, :columns]
+        if self.most_allocated:
+            weights = np.array([1, 1, 5][:columns], dtype=np.int64)
+            most: np.ndarray = ((req * 100 // alloc) * weights).sum(axis=1) // weights.sum()
+            return most
         least: np.ndarray = ((alloc - req) * 100 // alloc).sum(axis=1) // columns
         if not self.balanced:
             return least

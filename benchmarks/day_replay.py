@@ -1,0 +1,405 @@
+"""The simulation behind ``replay_day.py``: a GPU cluster over time, pods arriving and leaving as the Alibaba trace's do,
+placed by an emulated kube-scheduler, and one strategy acting on it every few minutes.
+
+Everything here is an event loop over simulated seconds (no wall clock but the planner's), seeded, so one set of
+options gives one result. The rules are stated in ``replay_day.py``'s docstring, which docs/benchmarks.md repeats.
+
+* ``Workload``: the pod stream (the pods held at the start, then arrivals) with each pod's life and ReplicaSet;
+* ``Day``: the cluster (``trace_replay.DefaultScheduler`` as the scheduler, its queue of pending pods, fences) and the
+  events; ``Day.evict``, ``Day.bind_to`` and ``Day.fence`` are what a strategy may do to it;
+* ``Figures``: what is measured as the day goes (sampled every minute, and per pod).
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trace_replay
+from trace_replay import DefaultScheduler, TraceNode, TracePod
+
+SAMPLE_SECONDS = 60.0
+FLUSH_SECONDS = (
+    300.0  # kube-scheduler retries every unschedulable pod at least this often (podMaxInUnschedulablePodsDuration)
+)
+SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs")
+PREFILL_MISSES = 2000  # pods in a row that fit nowhere before the fill stops short of its target
+
+
+def size_class(gpus: int) -> str:
+    return SIZES[0] if gpus <= 1 else SIZES[1] if gpus <= 4 else SIZES[2]
+
+
+# ---------------------------------------------------------------- the workload
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One pod of the stream: what it asks and how long it lives."""
+
+    pod: TracePod
+    life: float  # seconds
+    prefill: bool = False  # held when the day starts, not an arrival of the day
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The day's pod stream: at time 0 pods of ``initial`` are placed until ``target_gpus`` are held (FGD's inflation: a
+    pod that fits nowhere is skipped), then one of ``arrivals`` comes every ``interval`` seconds. Two streams, so every
+    strategy sees the same arrivals however many pods its scheduler needed to reach the fill."""
+
+    arrivals: Iterator[Arrival]
+    initial: Iterator[Arrival]
+    interval: float
+    target_gpus: float
+    gpu_seconds_per_pod: float  # mean GPUs x life of an arrival: the interval's reason
+    max_life: float  # the longest life: a pod of the stream is held at time 0 with probability life / max_life
+    max_replicas: int  # a ReplicaSet takes new pods of its shape until it has 1..max_replicas (drawn) alive
+
+
+def read_stream(trace_dir: Any, variant: str, max_life: float) -> list[tuple[TracePod, float]]:
+    """Every GPU pod of the trace in creation order, with its life (deletion - creation), capped at ``max_life``."""
+    with (trace_dir / trace_replay.pod_file(variant)).open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if int(r["num_gpu"]) > 0]
+    rows.sort(key=lambda r: int(r.get("creation_time") or 0))
+    lives = [(int(r["deletion_time"]) - int(r["creation_time"])) if "deletion_time" in r else max_life for r in rows]
+    return [
+        (trace_replay.trace_pod(r), float(min(max(life, 1), max_life))) for r, life in zip(rows, lives, strict=True)
+    ]
+
+
+def workload(stream: Sequence[tuple[TracePod, float]], *, gpus: int, fill: float, max_replicas: int) -> Workload:
+    """The endless streams (the list replayed) and the interval that keeps the offered GPU demand at ``fill`` of ``gpus``
+    (Little's law: demand = rate x mean GPUs x life)."""
+    mean_gpu_seconds = sum(p.shape.num_gpu * life for p, life in stream) / len(stream)
+
+    def pods() -> Iterator[Arrival]:
+        while True:
+            for pod, life in stream:
+                yield Arrival(pod, life)
+
+    return Workload(
+        arrivals=pods(),
+        initial=pods(),
+        interval=mean_gpu_seconds / (fill * gpus),
+        target_gpus=fill * gpus,
+        gpu_seconds_per_pod=mean_gpu_seconds,
+        max_life=max(life for _, life in stream),
+        max_replicas=max_replicas,
+    )
+
+
+# ---------------------------------------------------------------- the cluster
+
+
+@dataclass(slots=True)
+class Pod:
+    """A pod alive in the simulation (bound, or waiting in the queue)."""
+
+    id: int
+    arrival: Arrival
+    arrived: float
+    leaves: float
+    group: int = -1  # its ReplicaSet
+    node: int = -1
+    first_bound: float = -1.0
+    ready_at: float = 0.0  # when it (or its latest replacement) serves: bound + start-up
+    moves: int = 0
+    replacement: bool = False  # an evicted pod's replacement, waiting (its wait is a disruption, not a queue time)
+
+    @property
+    def gpus(self) -> int:
+        return self.arrival.pod.shape.num_gpu
+
+    @property
+    def request(self) -> tuple[int, int, int]:
+        shape = self.arrival.pod.shape
+        return shape.cpu_milli, shape.memory_mib, shape.num_gpu
+
+    @property
+    def name(self) -> str:
+        return f"p{self.id:06d}"
+
+
+@dataclass
+class Figures:
+    """What the day measured: samples every minute, and per-pod outcomes."""
+
+    times: list[float] = field(default_factory=list)
+    allocation: list[float] = field(default_factory=list)  # GPUs held by bound pods / the cluster's GPUs
+    whole_free: list[int] = field(default_factory=list)  # GPUs on nodes holding no GPU
+    pending_gpus: list[int] = field(default_factory=list)  # GPUs asked by pods waiting in the queue
+    waits: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIZES})  # arrivals' queue times
+    still_waiting: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))  # at the end (censored)
+    blocked_gpu_seconds: float = 0.0
+    evictions: int = 0
+    restart_gpu_seconds: float = 0.0  # GPUs x start-up of every replacement
+    replacement_wait_seconds: float = 0.0  # evicted pods' replacements waiting in the queue
+    planner_seconds: list[float] = field(default_factory=list)
+    cycles: int = 0
+    moves_refused: int = 0  # a move the cluster no longer allowed when its turn came (the run stopped there)
+    pdb_violations: int = 0  # evictions past a PodDisruptionBudget (maxUnavailable 1): must stay 0
+    held_at_start: int = 0
+    arrived: int = 0
+    left: int = 0
+    alive: int = 0  # at the end: held_at_start + arrived - left
+    lost: int = 0  # pods neither bound, waiting nor gone: must stay 0
+    overcommitted_nodes: int = 0  # nodes whose pods ask more than they have (or more than 110 pods): must stay 0
+
+
+class Day:
+    """The cluster and its events. ``strategy(day)`` runs at each of its ticks; ``run(seconds)`` plays the day."""
+
+    def __init__(
+        self,
+        nodes: Sequence[TraceNode],
+        load: Workload,
+        *,
+        most_allocated: bool,
+        startup: float,
+        seed: int = 1,
+    ) -> None:
+        self.nodes = list(nodes)
+        self.scheduler = DefaultScheduler(
+            nodes, [[0, 0, 0]] * len(nodes), [0] * len(nodes), balanced=True, most_allocated=most_allocated
+        )
+        self.gpus = sum(n.gpus for n in nodes)
+        self.load = load
+        self.startup = startup
+        self.now = 0.0
+        self.pods: dict[int, Pod] = {}
+        self.queue: dict[int, Pod] = {}  # waiting, in arrival order
+        self.on_node: list[set[int]] = [set() for _ in nodes]
+        self.groups: dict[int, set[int]] = {}  # ReplicaSet -> its pods alive
+        self._sizes: dict[int, int] = {}  # ReplicaSet -> how many pods it grows to
+        self._growing: dict[Any, int] = {}  # shape -> the ReplicaSet taking new pods of it
+        self._group_ids = itertools.count()
+        self._group_rng = random.Random(f"{seed}:replicas")
+        self.figures = Figures()
+        self._ids = itertools.count()
+        self._seq = itertools.count()
+        self._events: list[tuple[float, int, str, Any]] = []
+        self._seed = seed
+
+    # ----- events
+
+    def at(self, when: float, kind: str, payload: Any = None) -> None:
+        heapq.heappush(self._events, (when, next(self._seq), kind, payload))
+
+    def run(self, seconds: float, ticks: Sequence[tuple[float, float, Callable[[Day], None]]] = ()) -> Figures:
+        """Play ``seconds`` of the day; each tick is (first, every, action)."""
+        self._prefill()
+        self.at(self.load.interval, "arrive")
+        self.at(0.0, "sample")
+        self.at(FLUSH_SECONDS, "flush")
+        for first, every, action in ticks:
+            self.at(first, "tick", (every, action))
+        while self._events and self._events[0][0] <= seconds:
+            when, _, kind, payload = heapq.heappop(self._events)
+            self._account(when)
+            self.now = when
+            self._handle(kind, payload)
+        self._account(seconds)
+        self.now = seconds
+        self._close()
+        return self.figures
+
+    def _handle(self, kind: str, payload: Any) -> None:
+        if kind == "arrive":
+            self._arrive(next(self.load.arrivals))
+            self.at(self.now + self.load.interval, "arrive")
+        elif kind == "leave":
+            self._leave(payload)
+        elif kind == "sample":
+            self._sample()
+            self.at(self.now + SAMPLE_SECONDS, "sample")
+        elif kind == "flush":
+            self.schedule_queue()
+            self.at(self.now + FLUSH_SECONDS, "flush")
+        elif kind == "tick":
+            every, action = payload
+            action(self)
+            self.at(self.now + every, "tick", payload)
+        elif kind == "call":
+            payload(self)
+
+    def _account(self, until: float) -> None:
+        """Blocked demand integrates the queue's GPUs over time."""
+        waiting = sum(p.gpus for p in self.queue.values())
+        self.figures.blocked_gpu_seconds += waiting * max(0.0, until - self.now)
+
+    # ----- pods
+
+    def _prefill(self) -> None:
+        """Pods of the stream placed until the target is held, as the pods alive at a random moment would be: a pod is
+        held with probability life / longest life (the pods alive at a moment are the long-lived ones more often) and
+        keeps a uniform share of its life, so the day starts in its steady state rather than draining for hours. One
+        that fits nowhere is skipped; that many misses in a row end the fill short (as full as the stream makes it)."""
+        misses = 0
+        rng = random.Random(f"{self._seed}:prefill")
+        while self.bound_gpus() < self.load.target_gpus and misses < PREFILL_MISSES:
+            arrival = next(self.load.initial)
+            if rng.random() * self.load.max_life > arrival.life:
+                continue
+            pod = Pod(next(self._ids), Arrival(arrival.pod, arrival.life, prefill=True), 0.0, 0.0)
+            pod.leaves = arrival.life * _residual(pod.id)  # it arrived before the day: some of its life is gone
+            if not self._schedule(pod):
+                misses += 1
+                continue
+            misses = 0
+            pod.ready_at = 0.0
+            self.figures.held_at_start += 1
+            self._join(pod)
+            self.at(pod.leaves, "leave", pod.id)
+
+    def _arrive(self, arrival: Arrival) -> None:
+        pod = Pod(next(self._ids), arrival, self.now, math.inf)  # its life starts when it is bound: see _bound
+        self._join(pod)
+        self.figures.arrived += 1
+        if not self._schedule(pod):
+            self.queue[pod.id] = pod
+
+    def _join(self, pod: Pod) -> None:
+        """A new pod joins the ReplicaSet of its shape that is still growing (a Deployment scaling up), else starts one
+        that will grow to 1..max_replicas pods: so a ReplicaSet's replicas are alive together, as a Deployment's are."""
+        key = pod.arrival.pod.key
+        group = self._growing.get(key, -1)
+        if group < 0 or len(self.groups.get(group, ())) >= self._sizes[group]:
+            group = next(self._group_ids)
+            self._sizes[group] = self._group_rng.randint(1, self.load.max_replicas)
+            self._growing[key] = group
+        pod.group = group
+        self.pods[pod.id] = pod
+        self.groups.setdefault(group, set()).add(pod.id)
+
+    def _leave(self, pod_id: int) -> None:
+        pod = self.pods.pop(pod_id, None)
+        if pod is None:
+            return
+        self.groups[pod.group].discard(pod.id)
+        self.figures.left += 1
+        if pod.node >= 0:
+            node = pod.node
+            self._unbind(pod)
+            self.schedule_queue(node)
+        else:
+            self.queue.pop(pod.id, None)
+
+    def _schedule(self, pod: Pod) -> bool:
+        node = self.scheduler.place(pod.request, pod.arrival.pod.models)
+        if node is None:
+            return False
+        self._bound(pod, node)
+        return True
+
+    def _bound(self, pod: Pod, node: int) -> None:
+        pod.node = node
+        pod.ready_at = self.now + self.startup
+        self.on_node[node].add(pod.id)
+        if pod.first_bound < 0:
+            pod.first_bound = self.now
+            if not pod.arrival.prefill:
+                self.figures.waits[size_class(pod.gpus)].append(self.now - pod.arrived)
+                pod.leaves = self.now + pod.arrival.life  # a pod waiting for a node waits; its work starts once bound
+                self.at(pod.leaves, "leave", pod.id)
+        elif pod.replacement:
+            self.figures.replacement_wait_seconds += self.now - pod.arrived
+        pod.replacement = False
+
+    def _unbind(self, pod: Pod) -> None:
+        self.scheduler.release(pod.node, pod.request)
+        self.on_node[pod.node].discard(pod.id)
+        pod.node = -1
+
+    def schedule_queue(self, node: int | None = None) -> None:
+        """The queue retried in arrival order (kube-scheduler's active queue after an event); with ``node``, only pods
+        that fit on that node now are tried (the others would fail as before)."""
+        for pod in list(self.queue.values()):
+            if node is not None and not self.scheduler.fits(node, pod.request):
+                continue
+            if self._schedule(pod):
+                del self.queue[pod.id]
+
+    # ----- what a strategy may do
+
+    def disruption_allowed(self, pod: Pod) -> bool:
+        """What the Eviction API asks the pod's PDB: a ReplicaSet of two or more has one (maxUnavailable 1), which allows
+        an eviction only while every member is bound and Ready."""
+        members = self.groups.get(pod.group, set())
+        if len(members) < 2:
+            return True
+        return all(self.pods[m].node >= 0 and self.now >= self.pods[m].ready_at for m in members)
+
+    def evict(self, pod_id: int) -> Pod | None:
+        """Evict a bound pod: its ReplicaSet's replacement (the same request, the same remaining life) waits for a node."""
+        pod = self.pods.get(pod_id)
+        if pod is None or pod.node < 0:
+            return None
+        if not self.disruption_allowed(pod):
+            self.figures.pdb_violations += 1
+        self._unbind(pod)
+        pod.moves += 1
+        pod.replacement = True
+        pod.arrived = self.now  # the replacement's own wait starts now
+        self.figures.evictions += 1
+        self.figures.restart_gpu_seconds += pod.gpus * self.startup
+        self.queue[pod.id] = pod
+        return pod
+
+    def bind_to(self, pod: Pod, node: int) -> bool:
+        """Bind a waiting pod (a steered replacement, a placed pending pod) to ``node`` when it fits there now."""
+        if pod.id not in self.queue or not self.scheduler.fits(node, pod.request):
+            return False
+        if pod.arrival.pod.models and self.nodes[node].model not in pod.arrival.pod.models:
+            return False
+        self.scheduler.bind(node, pod.request)
+        del self.queue[pod.id]
+        self._bound(pod, node)
+        return True
+
+    def fence(self, nodes: Sequence[int], fenced: bool) -> None:
+        for node in nodes:
+            self.scheduler.fenced[node] = fenced
+
+    # ----- figures
+
+    def _sample(self) -> None:
+        used = self.scheduler.used[:, 2]
+        self.figures.times.append(self.now)
+        self.figures.allocation.append(float(used.sum()) / self.gpus)
+        self.figures.whole_free.append(int(sum(n.gpus for i, n in enumerate(self.nodes) if used[i] == 0)))
+        self.figures.pending_gpus.append(sum(p.gpus for p in self.queue.values()))
+
+    def _close(self) -> None:
+        for pod in self.queue.values():
+            if pod.first_bound < 0 and not pod.arrival.prefill:
+                self.figures.still_waiting[size_class(pod.gpus)] += 1
+                self.figures.waits[size_class(pod.gpus)].append(self.now - pod.arrived)
+        bound = sum(len(s) for s in self.on_node)
+        self.figures.alive = len(self.pods)
+        self.figures.lost = len(self.pods) - bound - len(self.queue)
+        over = (self.scheduler.used > self.scheduler.allocatable).any(axis=1) | (
+            self.scheduler.pods > trace_replay.MAX_PODS
+        )
+        self.figures.overcommitted_nodes = int(over.sum())
+
+    def bound_gpus(self) -> int:
+        return int(self.scheduler.used[:, 2].sum())
+
+
+def _residual(pod_id: int) -> float:
+    """The share of its life a pod held at the start still has: uniform in (0, 1], seeded by its id."""
+    return 1.0 - random.Random(pod_id).random()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

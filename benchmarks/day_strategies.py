@@ -1,0 +1,314 @@
+"""What acts on the replayed day (``day_replay.Day``) besides the scheduler: the descheduler's HighNodeUtilization and
+gpu-compactor, each as it behaves in a cluster.
+
+* ``HighNodeUtilization``: every ``every`` seconds, the GPU pods of each GPU node under ``threshold`` of its GPUs are
+  evicted, one per ReplicaSet per pass (its PDB allows one disruption), each only if it fits on another node
+  (the descheduler's NodeFit), and the scheduler places the replacements as it places any pod.
+* ``Compactor``: a ``run --once``: the cluster read as a snapshot (Kubernetes objects through the loader every command
+  uses), ``app.planning.plan_of`` with the shipped settings (config/compactor.yaml) and the history's restraints, then
+  the plan carried out as the executor does: the nodes it frees fenced for the run; one move at a time, each replacement
+  steered onto its planned node and serving ``startup`` seconds later before the next eviction; a move whose pod has
+  gone is skipped, one whose target no longer has room stops the run (its replacement goes to the scheduler); pending
+  pods the plan places bound where it says at the end; the fences lifted. A cycle while a run is still going is skipped,
+  as the controller's next cycle waits for the last.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from day_replay import Day, Pod
+
+from compactor.app.figures import shapes_for
+from compactor.app.planning import offline_steerability, plan_of
+from compactor.errors import CompactorError
+from compactor.model.load import build_snapshot
+from compactor.planner.history import History, MoveRecord, restraints_at
+from compactor.planner.plan import CompactionPlan
+from compactor.settings import Settings, load_settings
+
+NAMESPACE = "replay"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # the day's first second, for creation and condition times
+SHIPPED_CONFIG = Path(__file__).resolve().parents[1] / "config" / "compactor.yaml"
+EVICTION_SECONDS = 5.0  # the Eviction API call and the old pod's exit, before the replacement's start-up
+
+
+def _iso(seconds: float) -> str:
+    return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- the descheduler
+
+
+class HighNodeUtilization:
+    def __init__(self, threshold: float = 0.5) -> None:
+        self.threshold = threshold
+
+    def __call__(self, day: Day) -> None:
+        used = day.scheduler.used[:, 2]
+        taken: Counter[int] = Counter()
+        for index, node in enumerate(day.nodes):
+            if not node.gpus or used[index] == 0 or used[index] / node.gpus >= self.threshold:
+                continue
+            for pod_id in sorted(day.on_node[index]):
+                pod = day.pods[pod_id]
+                if not pod.gpus or taken[pod.group] or not day.disruption_allowed(pod):
+                    continue  # the Eviction API would answer 429: the PDB allows no disruption now
+                if not _fits_elsewhere(day, pod, index):
+                    continue
+                taken[pod.group] += 1
+                day.evict(pod_id)
+        day.schedule_queue()
+
+
+def _fits_elsewhere(day: Day, pod: Pod, node: int) -> bool:
+    models = pod.arrival.pod.models
+    return any(
+        i != node and day.scheduler.fits(i, pod.request) and (not models or n.model in models)
+        for i, n in enumerate(day.nodes)
+    )
+
+
+# ---------------------------------------------------------------- gpu-compactor
+
+
+class Compactor:
+    """``run --once`` every tick (``blocked_after``: only when a GPU pod has waited that long, at most once per tick)."""
+
+    def __init__(
+        self, settings: Settings | None = None, *, blocked_after: float | None = None, min_interval: float = 0.0
+    ) -> None:
+        self.settings = settings or load_settings(str(SHIPPED_CONFIG))
+        self.blocked_after = blocked_after
+        self.min_interval = min_interval
+        self.last_run = -float("inf")
+        self.node_objects: list[dict[str, Any]] | None = None
+        self.history: list[MoveRecord] = []
+        self.busy_until = -1.0
+
+    def __call__(self, day: Day) -> None:
+        if day.now < self.busy_until or day.now - self.last_run < self.min_interval:
+            return  # the last run is still carrying its plan out, or ran too recently
+        if self.blocked_after is not None and not any(
+            p.gpus and p.first_bound < 0 and day.now - p.arrived >= self.blocked_after for p in day.queue.values()
+        ):
+            return
+        self.last_run = day.now
+        plan = self._plan(day)
+        if plan is not None and (plan.moves or plan.placed_pending):
+            self._carry_out(day, plan)
+
+    def _plan(self, day: Day) -> CompactionPlan | None:
+        snapshot = build_snapshot(self._objects(day), source="replay")
+        now = EPOCH + timedelta(seconds=day.now)
+        started = time.perf_counter()
+        try:
+            plan = plan_of(
+                snapshot,
+                self.settings,
+                shapes_for(snapshot, self.settings),
+                source="replay",
+                now=now,
+                steering=offline_steerability(self.settings),
+                restraints=restraints_at(History(tuple(self.history)), self.settings.disruption, now),
+            )
+        except CompactorError:
+            return None
+        finally:
+            day.figures.planner_seconds.append(time.perf_counter() - started)
+            day.figures.cycles += 1
+        return plan
+
+    def _carry_out(self, day: Day, plan: CompactionPlan) -> None:
+        index = {n.name: i for i, n in enumerate(day.nodes)}
+        fenced = [index[n] for n in plan.freed_nodes if n in index]
+        day.fence(fenced, True)
+        run = _Run(self, plan, index, fenced)
+        step = day.startup + EVICTION_SECONDS
+        for k, _ in enumerate(plan.moves):
+            day.at(day.now + k * step, "call", run.move(k))
+        end = day.now + len(plan.moves) * step
+        day.at(end, "call", run.finish)
+        self.busy_until = end
+
+    # ----- the snapshot
+
+    def _objects(self, day: Day) -> list[dict[str, Any]]:
+        if self.node_objects is None:
+            self.node_objects = [_node_object(n) for n in day.nodes]
+        pods = [_pod_object(day, p) for p in day.pods.values()]
+        return [*self.node_objects, *pods, *_pdbs(day)]
+
+
+class _Run:
+    """One plan being carried out: its moves as events, then the pending pods it places and the fences lifted."""
+
+    def __init__(self, compactor: Compactor, plan: CompactionPlan, index: dict[str, int], fenced: list[int]) -> None:
+        self.compactor, self.plan, self.index, self.fenced = compactor, plan, index, fenced
+        self.stopped = False
+
+    def move(self, k: int) -> Any:
+        def carry(day: Day) -> None:
+            if self.stopped:
+                return
+            move = self.plan.moves[k]
+            pod = _pod_named(day, move.pod)
+            source, target = self.index.get(move.from_node, -1), self.index[move.to_node]
+            if pod is None or pod.node != source:
+                return  # gone, or elsewhere: the executor skips it
+            if not day.scheduler.fits(target, pod.request) or not day.disruption_allowed(pod):
+                day.figures.moves_refused += 1
+                self.stopped = True  # the plan no longer holds (room taken, a PDB): the run stops and rolls back
+                return
+            day.evict(pod.id)
+            if not day.bind_to(pod, target):
+                day.figures.moves_refused += 1
+                self.stopped = True
+                day.schedule_queue()
+                return
+            self.compactor.history.append(
+                MoveRecord(
+                    EPOCH + timedelta(seconds=day.now),
+                    move.pod,
+                    f"{NAMESPACE}/ReplicaSet/rs-{pod.group}",
+                    move.from_node,
+                    move.to_node,
+                    "moved",
+                )
+            )
+
+        return carry
+
+    def finish(self, day: Day) -> None:
+        if not self.stopped:
+            for placement in self.plan.placed_pending:
+                pod = _pod_named(day, placement.pod)
+                if pod is not None and placement.to_node in self.index:
+                    day.bind_to(pod, self.index[placement.to_node])
+        day.fence(self.fenced, False)
+        day.schedule_queue()
+
+
+def _pod_named(day: Day, key: str) -> Pod | None:
+    name = key.split("/", 1)[-1]
+    if not name.startswith("p"):
+        return None
+    return day.pods.get(int(name[1:]))
+
+
+def _node_object(node: Any) -> dict[str, Any]:
+    resources = {
+        "cpu": f"{node.cpu_milli}m",
+        "memory": f"{node.memory_mib}Mi",
+        "pods": "110",
+        "nvidia.com/gpu": str(node.gpus),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "uid": f"node-{node.name}",
+            "labels": {
+                "kubernetes.io/hostname": node.name,
+                "nvidia.com/gpu.product": node.model,
+                "nvidia.com/gpu.count": str(node.gpus),
+                "nvidia.com/gpu.present": "true",
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": resources,
+            "capacity": dict(resources),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _pod_object(day: Day, pod: Pod) -> dict[str, Any]:
+    shape = pod.arrival.pod.shape
+    group = f"rs-{pod.group}"
+    requests = {"cpu": f"{shape.cpu_milli}m", "memory": f"{shape.memory_mib}Mi", "nvidia.com/gpu": str(shape.num_gpu)}
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "main",
+                "resources": {"requests": requests, "limits": {"nvidia.com/gpu": requests["nvidia.com/gpu"]}},
+            }
+        ]
+    }
+    if pod.arrival.pod.models:
+        spec["affinity"] = _models_affinity(pod.arrival.pod.models)
+    if pod.node >= 0:
+        spec["nodeName"] = day.nodes[pod.node].name
+        ready = day.now >= pod.ready_at
+        conditions = [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso(pod.ready_at - day.startup)},
+            {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": _iso(pod.ready_at)},
+        ]
+        status = {"phase": "Running", "conditions": conditions}
+    else:
+        status = {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod.name,
+            "namespace": NAMESPACE,
+            "uid": f"uid-{pod.id}",
+            "labels": {"app": group},
+            "creationTimestamp": _iso(min(pod.arrived, day.now) - (3600 if pod.arrival.prefill else 0)),
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": group, "uid": group, "controller": True}
+            ],
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def _models_affinity(models: tuple[str, ...]) -> dict[str, Any]:
+    expression = {"key": "nvidia.com/gpu.product", "operator": "In", "values": list(models)}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+    }
+
+
+def _pdbs(day: Day) -> list[dict[str, Any]]:
+    """A PDB (maxUnavailable 1) per ReplicaSet of two pods or more, its status as the disruption controller writes it."""
+    members: dict[int, list[Pod]] = {}
+    for pod in day.pods.values():
+        members.setdefault(pod.group, []).append(pod)
+    budgets = []
+    for group, pods in members.items():
+        if len(pods) < 2:
+            continue
+        healthy = sum(1 for p in pods if p.node >= 0 and day.now >= p.ready_at)
+        desired = len(pods) - 1
+        budgets.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": f"rs-{group}", "namespace": NAMESPACE, "generation": 1},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": f"rs-{group}"}}},
+                "status": {
+                    "observedGeneration": 1,
+                    "expectedPods": len(pods),
+                    "currentHealthy": healthy,
+                    "desiredHealthy": desired,
+                    "disruptionsAllowed": max(0, healthy - desired),
+                },
+            }
+        )
+    return budgets

@@ -1,0 +1,61 @@
+"""benchmarks/replay_day.py's smoke test: an hour of the small openb slice under every strategy, checked for what must hold
+whatever the figures are (the figures themselves are the benchmark's, in docs/benchmarks.md, not asserted here)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import replay_day  # noqa: E402  (benchmarks/ is not a package)
+
+SLICE = ROOT / "tests" / "data" / "openb-slice"
+OPTIONS = replay_day.Options(nodes=None, hours=1.0, fill=0.95, every_minutes=10, time_limit=1.0, trace_dir=SLICE)
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, dict[str, Any]]:
+    played = {}
+    for strategy in replay_day.STRATEGIES:
+        figures, wall, about = replay_day.play(strategy, OPTIONS)
+        played[strategy] = replay_day.summary(strategy, figures, wall, about, OPTIONS)
+    return played
+
+
+@pytest.mark.parametrize("strategy", replay_day.STRATEGIES)
+def test_no_pod_is_lost_no_node_overcommitted_no_pdb_violated(rows: dict[str, dict[str, Any]], strategy: str) -> None:
+    row = rows[strategy]
+    assert row["lost"] == 0 and row["overcommittedNodes"] == 0 and row["pdbViolations"] == 0, row
+    assert row["heldAtStart"] + row["arrived"] - row["left"] == row["alive"], row
+
+
+def test_every_strategy_meets_the_same_arrivals(rows: dict[str, dict[str, Any]]) -> None:
+    arrived = {s: r["arrived"] for s, r in rows.items()}
+    assert len(set(arrived.values())) == 1 and next(iter(arrived.values())) > 0, arrived
+
+
+@pytest.mark.parametrize("strategy", replay_day.STRATEGIES)
+def test_the_figures_agree_with_their_samples(rows: dict[str, dict[str, Any]], strategy: str) -> None:
+    row, series = rows[strategy], rows[strategy]["series"]
+    assert len(series["minutes"]) == 61 and all(0 <= a <= 1 for a in series["allocation"]), series["minutes"][-3:]
+    assert all(0 <= w <= row["gpus"] for w in series["wholeFree"])
+    # blocked GPU-hours integrate the queue's GPUs: the minute samples' sum is the same integral, one minute coarse
+    sampled = sum(series["pendingGpus"]) / 60
+    assert abs(row["blockedGpuHours"] - sampled) <= max(1.0, 0.2 * sampled), (row["blockedGpuHours"], sampled)
+    assert row["restartGpuHours"] == pytest.approx(0, abs=1e-9) if not row["evictions"] else row["restartGpuHours"] > 0
+
+
+def test_only_the_strategies_that_move_pods_evict_and_only_the_compactor_plans(rows: dict[str, dict[str, Any]]) -> None:
+    assert rows["none"]["evictions"] == rows["most-allocated"]["evictions"] == 0
+    assert rows["none"]["plannerCycles"] == rows["hnu"]["plannerCycles"] == 0
+    assert rows["compactor"]["plannerCycles"] >= 1
+
+
+def test_the_table_has_a_row_per_strategy(rows: dict[str, dict[str, Any]]) -> None:
+    table = replay_day.table(list(rows.values()))
+    assert [line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]] == list(replay_day.STRATEGIES)
