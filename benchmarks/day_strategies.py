@@ -5,12 +5,13 @@ gpu-compactor, each as it behaves in a cluster.
   evicted, one per ReplicaSet per pass (its PDB allows one disruption), each only if it fits on another node
   (the descheduler's NodeFit), and the scheduler places the replacements as it places any pod.
 * ``Compactor``: a ``run --once``: the cluster read as a snapshot (Kubernetes objects through the loader every command
-  uses), ``app.planning.plan_of`` with the shipped settings (config/compactor.yaml) and the history's restraints, then
-  the plan carried out as the executor does: the nodes it frees fenced for the run; one move at a time, each replacement
-  steered onto its planned node and serving ``startup`` seconds later before the next eviction; a move whose pod has
-  gone is skipped, one whose target no longer has room stops the run (its replacement goes to the scheduler); pending
-  pods the plan places bound where it says at the end; the fences lifted. A cycle while a run is still going is skipped,
-  as the controller's next cycle waits for the last.
+  uses), ``app.planning.plan_of`` with the shipped settings (the ConfigMap of manifests/base) and the history's
+  restraints (cooldowns, oscillation, budgets), then the plan carried out as the executor does (``_Run``): the nodes it
+  frees and those it drains for a pending pod fenced for the run; ``max_concurrent_evictions`` moves at a time, each
+  replacement steered onto its planned node and serving ``startup`` seconds later before the next eviction; none
+  started after ``max_run_seconds``; a move whose pod has gone is skipped, one whose target no longer has room or whose
+  PDB allows no disruption stops the run (a rollback); the pending pods whose nodes were drained bound there; the
+  fences lifted. A cycle while a run is still going is skipped, as the controller's next cycle waits for the last.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from day_replay import Day, Pod
 
+from compactor.actions.scope import kept_fenced
 from compactor.app.figures import shapes_for
 from compactor.app.planning import offline_steerability, plan_of
 from compactor.errors import CompactorError
@@ -33,7 +35,7 @@ from compactor.settings import Settings, load_settings
 
 NAMESPACE = "replay"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # the day's first second, for creation and condition times
-SHIPPED_CONFIG = Path(__file__).resolve().parents[1] / "config" / "compactor.yaml"
+SHIPPED_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "base" / "config.yaml"  # what is deployed
 EVICTION_SECONDS = 5.0  # the Eviction API call and the old pod's exit, before the replacement's start-up
 
 
@@ -125,15 +127,11 @@ class Compactor:
 
     def _carry_out(self, day: Day, plan: CompactionPlan) -> None:
         index = {n.name: i for i, n in enumerate(day.nodes)}
-        fenced = [index[n] for n in plan.freed_nodes if n in index]
+        # fenced as the executor fences: the nodes the plan frees, and those it drains for a pending pod
+        fenced = sorted({index[n] for n in [*plan.freed_nodes, *kept_fenced(plan)] if n in index})
         day.fence(fenced, True)
-        run = _Run(self, plan, index, fenced)
-        step = day.startup + EVICTION_SECONDS
-        for k, _ in enumerate(plan.moves):
-            day.at(day.now + k * step, "call", run.move(k))
-        end = day.now + len(plan.moves) * step
-        day.at(end, "call", run.finish)
-        self.busy_until = end
+        self.busy_until = float("inf")
+        _Run(self, plan, index, fenced, started=day.now).next_batch(day)
 
     # ----- the snapshot
 
@@ -145,52 +143,63 @@ class Compactor:
 
 
 class _Run:
-    """One plan being carried out: its moves as events, then the pending pods it places and the fences lifted."""
+    """One plan being carried out as the executor does: batches of ``max_concurrent_evictions`` moves, each batch's
+    replacements serving before the next; no eviction started after ``max_run_seconds`` (the run ends partial); a
+    move the cluster no longer allows stops the run (a rollback: nothing more is placed); then the pending pods whose
+    nodes were drained are bound there and the fences lifted."""
 
-    def __init__(self, compactor: Compactor, plan: CompactionPlan, index: dict[str, int], fenced: list[int]) -> None:
-        self.compactor, self.plan, self.index, self.fenced = compactor, plan, index, fenced
+    def __init__(
+        self, compactor: Compactor, plan: CompactionPlan, index: dict[str, int], fenced: list[int], *, started: float
+    ) -> None:
+        self.compactor, self.plan, self.index, self.fenced, self.started = compactor, plan, index, fenced, started
+        self.executor = compactor.settings.executor
+        self.done: set[str] = set()
         self.stopped = False
+        self.position = 0
 
-    def move(self, k: int) -> Any:
-        def carry(day: Day) -> None:
-            if self.stopped:
-                return
-            move = self.plan.moves[k]
-            pod = _pod_named(day, move.pod)
-            source, target = self.index.get(move.from_node, -1), self.index[move.to_node]
-            if pod is None or pod.node != source:
-                return  # gone, or elsewhere: the executor skips it
-            if not day.scheduler.fits(target, pod.request) or not day.disruption_allowed(pod):
-                day.figures.moves_refused += 1
+    def next_batch(self, day: Day) -> None:
+        limit = self.executor.max_run_seconds
+        if self.position >= len(self.plan.moves) or (limit is not None and day.now - self.started >= limit):
+            self.finish(day)
+            return
+        batch = self.plan.moves[self.position : self.position + self.executor.max_concurrent_evictions]
+        self.position += len(batch)
+        for move in batch:
+            if not self._move(day, move):
                 self.stopped = True  # the plan no longer holds (room taken, a PDB): the run stops and rolls back
+                self.finish(day)
                 return
-            day.evict(pod.id)
-            if not day.bind_to(pod, target):
-                day.figures.moves_refused += 1
-                self.stopped = True
-                day.schedule_queue()
-                return
-            self.compactor.history.append(
-                MoveRecord(
-                    EPOCH + timedelta(seconds=day.now),
-                    move.pod,
-                    f"{NAMESPACE}/ReplicaSet/rs-{pod.group}",
-                    move.from_node,
-                    move.to_node,
-                    "moved",
-                )
-            )
+        day.at(day.now + day.startup + EVICTION_SECONDS, "call", self.next_batch)
 
-        return carry
+    def _move(self, day: Day, move: Any) -> bool:
+        pod = _pod_named(day, move.pod)
+        source, target = self.index.get(move.from_node, -1), self.index[move.to_node]
+        if pod is None or pod.node != source:
+            return True  # gone, or elsewhere: the executor skips it
+        if not day.scheduler.fits(target, pod.request) or not day.disruption_allowed(pod):
+            day.figures.moves_refused += 1
+            return False
+        day.evict(pod.id)
+        if not day.bind_to(pod, target):
+            day.figures.moves_refused += 1
+            day.schedule_queue()
+            return False
+        self.done.add(move.pod)
+        workload = f"{NAMESPACE}/ReplicaSet/rs-{pod.group}"
+        at = EPOCH + timedelta(seconds=day.now)
+        self.compactor.history.append(MoveRecord(at, move.pod, workload, move.from_node, move.to_node, "moved"))
+        return True
 
     def finish(self, day: Day) -> None:
         if not self.stopped:
+            unfinished = {m.from_node for m in self.plan.moves if m.pod not in self.done}
             for placement in self.plan.placed_pending:
                 pod = _pod_named(day, placement.pod)
-                if pod is not None and placement.to_node in self.index:
+                if pod is not None and placement.to_node in self.index and placement.to_node not in unfinished:
                     day.bind_to(pod, self.index[placement.to_node])
         day.fence(self.fenced, False)
         day.schedule_queue()
+        self.compactor.busy_until = day.now
 
 
 def _pod_named(day: Day, key: str) -> Pod | None:

@@ -31,8 +31,11 @@ The strategies (``day_strategies.py``), each on the same workload and seed
     * ``hnu``: the bin-packing profile and the descheduler's HighNodeUtilization every ``--every`` minutes (GPU
       threshold 50%; PDBs and NodeFit respected), as the descheduler's documentation pairs them;
     * ``compactor``: the default scheduler and ``gpu-compactor run --once`` every ``--every`` minutes with the shipped
-      settings (config/compactor.yaml: the default objective, budgets, cooldowns and windows), its plan carried out as
-      the executor does (fences, one move at a time, each replacement serving before the next eviction);
+      settings (the ConfigMap of manifests/base: the default objective, ``max_moves`` 20, cooldowns 30/10 min, the
+      circuit breaker, 10% of a pool drained at once, ``max_run_seconds`` 900; ``--time-limit`` overrides its 30 s),
+      its plan carried out as the executor does (the freed nodes and those drained for a pending pod fenced,
+      ``max_concurrent_evictions`` at once, each replacement serving before the next eviction, no eviction started
+      after ``max_run_seconds``, a move the cluster no longer allows stopping the run);
     * ``compactor-when-blocked``: the same, run only when a GPU pod has waited a minute, at most every ``--every``
       minutes. The controller has no such trigger yet (it runs on its interval): this row says what one would give.
 
@@ -61,7 +64,7 @@ sys.path.insert(0, str(HERE))
 
 import trace_replay  # noqa: E402  (benchmarks/ is not a package)
 from day_replay import SIZES, Day, Figures, percentile, read_stream, workload  # noqa: E402
-from day_strategies import Compactor, HighNodeUtilization  # noqa: E402
+from day_strategies import SHIPPED_CONFIG, Compactor, HighNodeUtilization  # noqa: E402
 
 from compactor.settings import Settings, load_settings  # noqa: E402
 
@@ -85,7 +88,8 @@ class Options:
 
 
 def settings_for(options: Options) -> Settings:
-    settings = load_settings(str(HERE.parent / "config" / "compactor.yaml"))
+    """The shipped settings (the ConfigMap of manifests/base), with ``--time-limit`` when given."""
+    settings = load_settings(str(SHIPPED_CONFIG))
     if options.time_limit is None:
         return settings
     planner = settings.planner.model_copy(update={"time_limit_seconds": options.time_limit})
@@ -231,7 +235,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[str], Path]:
     parser.add_argument("--startup-seconds", type=float, default=120.0)
     parser.add_argument("--max-life-hours", type=float, default=24.0)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--time-limit", type=float, default=None, help="the planner's (default: the shipped 10 s)")
+    parser.add_argument("--time-limit", type=float, default=None, help="the planner's (default: the shipped 30 s)")
     parser.add_argument("--strategy", action="append", choices=STRATEGIES, help="one or more (default: every one)")
     parser.add_argument("--trace-dir", type=Path, default=trace_replay.DEFAULT_TRACE_DIR)
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpu-compactor-day"))
