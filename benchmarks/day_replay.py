@@ -13,6 +13,7 @@ options gives one result. The rules are stated in ``replay_day.py``'s docstring,
 from __future__ import annotations
 
 import csv
+import dataclasses
 import heapq
 import itertools
 import math
@@ -72,6 +73,22 @@ def read_stream(trace_dir: Any, variant: str, max_life: float) -> list[tuple[Tra
     return [
         (trace_replay.trace_pod(r), float(min(max(life, 1), max_life))) for r, life in zip(rows, lives, strict=True)
     ]
+
+
+def arrivals_only(stream: Sequence[tuple[TracePod, float]], *, gpus: int, max_replicas: int) -> Workload:
+    """FGD's workload: the pods arrive one a second and never leave, nothing held at the start."""
+    forever = [(pod, math.inf) for pod, _ in stream]
+    load = workload(forever, gpus=gpus, fill=1.0, max_replicas=max_replicas)
+    return dataclasses.replace(load, interval=1.0, target_gpus=0.0, max_life=math.inf)
+
+
+def arrivals_until(stream: Sequence[tuple[TracePod, float]], gpus: float) -> int:
+    """How many arrivals of the stream (replayed) ask for ``gpus`` GPUs in all."""
+    total, count = 0, 0
+    while total < gpus:
+        total += stream[count % len(stream)][0].shape.num_gpu
+        count += 1
+    return count
 
 
 def workload(stream: Sequence[tuple[TracePod, float]], *, gpus: int, fill: float, max_replicas: int) -> Workload:
@@ -151,6 +168,10 @@ class Figures:
     alive: int = 0  # at the end: held_at_start + arrived - left
     lost: int = 0  # pods neither bound, waiting nor gone: must stay 0
     overcommitted_nodes: int = 0  # nodes whose pods ask more than they have (or more than 110 pods): must stay 0
+    # GPU allocation each time the GPUs asked by the day's arrivals reach another percent of the cluster's GPUs
+    # (FGD's x axis, "arrived workload"): percent -> allocation
+    by_arrived: dict[int, float] = field(default_factory=dict)
+    arrived_gpus: int = 0
 
 
 class Day:
@@ -262,8 +283,12 @@ class Day:
         pod = Pod(next(self._ids), arrival, self.now, math.inf)  # its life starts when it is bound: see _bound
         self._join(pod)
         self.figures.arrived += 1
+        self.figures.arrived_gpus += pod.gpus
         if not self._schedule(pod):
             self.queue[pod.id] = pod
+        point = 100 * self.figures.arrived_gpus // self.gpus
+        for percent in range(len(self.figures.by_arrived), point + 1):
+            self.figures.by_arrived[percent] = self.bound_gpus() / self.gpus
 
     def _join(self, pod: Pod) -> None:
         """A new pod joins the ReplicaSet of its shape that is still growing (a Deployment scaling up), else starts one
@@ -307,7 +332,8 @@ class Day:
             if not pod.arrival.prefill:
                 self.figures.waits[size_class(pod.gpus)].append(self.now - pod.arrived)
                 pod.leaves = self.now + pod.arrival.life  # a pod waiting for a node waits; its work starts once bound
-                self.at(pod.leaves, "leave", pod.id)
+                if pod.leaves < math.inf:
+                    self.at(pod.leaves, "leave", pod.id)
         elif pod.replacement:
             self.figures.replacement_wait_seconds += self.now - pod.arrived
         pod.replacement = False

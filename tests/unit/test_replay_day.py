@@ -59,3 +59,17 @@ def test_only_the_strategies_that_move_pods_evict_and_only_the_compactor_plans(r
 def test_the_table_has_a_row_per_strategy(rows: dict[str, dict[str, Any]]) -> None:
     table = replay_day.table(list(rows.values()))
     assert [line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]] == list(replay_day.STRATEGIES)
+
+
+def test_fgds_experiment_lets_no_pod_leave_and_measures_every_arrived_percent() -> None:
+    options = replay_day.Options(fgd=True, every_minutes=1, time_limit=1.0, startup_seconds=0, trace_dir=SLICE)
+    rows = []
+    for strategy in ("none", "compactor"):
+        figures, wall, about = replay_day.play(strategy, options)
+        rows.append(replay_day.summary(strategy, figures, wall, about, options))
+        assert figures.left == 0 and figures.lost == 0 and figures.overcommitted_nodes == 0
+        assert sorted(figures.by_arrived) == list(range(131)), sorted(figures.by_arrived)[-3:]
+        assert all(0 <= a <= 1 for a in figures.by_arrived.values())
+    points = rows[0]["byArrivedPercent"]
+    assert all(points[p] <= points[p + 1] for p in range(130)), "without departures nor moves, allocation only grows"
+    assert "| none (here) |" in replay_day.fgd_table(rows)
