@@ -8,8 +8,8 @@ import pytest
 
 from compactor.metrics.figures_json import figures_to_dict
 from compactor.metrics.fragmentation import compute_figures
-from compactor.model.types import Snapshot
 from compactor.model.numbers import fmt_gpus, fmt_pct
+from compactor.model.types import Snapshot
 from compactor.render.report import API_VERSION, KIND, render_report
 from compactor.render.report_sections import fmt_mig
 from tests.builders import A100_40, A100_80, cluster, node, pod
