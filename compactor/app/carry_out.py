@@ -13,7 +13,7 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock
 from compactor.actions.executor import Executor, Progress, RunReport
 from compactor.actions.memory import remember_run, reversals
-from compactor.actions.recovery import RecoveryReport
+from compactor.actions.recovery import RecoveryReport, recover
 from compactor.actions.steering.detect import Choice
 from compactor.app.windows import window_state
 from compactor.errors import CompactorError
@@ -69,6 +69,14 @@ def execute(
     if not dry_run:
         remember_run(client, settings, plan, report, clock.now())
     return report
+
+
+def recover_run(client: ClusterClient, settings: Settings, clock: Clock, *, resume: bool) -> RecoveryReport:
+    """Recovery before a run (``resume``: an interrupted plan carried on), or of a run that may not act (rolled back,
+    never resumed), with the movability rules and DRA drivers a resumed run checks its evictions against."""
+    return recover(
+        client, settings.executor, clock, resume=resume, rules=settings.planner, dra_drivers=settings.dra.mappings()
+    )
 
 
 def window_keeper(settings: Settings, clock: Clock) -> Callable[[], str]:

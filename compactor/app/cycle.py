@@ -19,10 +19,10 @@ from typing import Protocol
 from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted, SimulatedClock
 from compactor.actions.executor import Progress, RunReport
-from compactor.actions.recovery import RecoveryReport, recover
+from compactor.actions.recovery import RecoveryReport
 from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of
-from compactor.app.carry_out import Carried, execute
+from compactor.app.carry_out import Carried, execute, recover_run
 from compactor.app.figures import Measured, figures_for, measure
 from compactor.app.planning import Solving, plan_of, prepare
 from compactor.app.policy import Admission, HeldBy, Verdict
@@ -135,9 +135,7 @@ def _acted(admission: Admission, ports: Ports, watcher: Watcher, given: Compacti
     settings, plan = ports.settings, given
     with ports.acting() as (client, clock):
         try:
-            recovery = recover(
-                client, settings.executor, clock, rules=settings.planner, dra_drivers=settings.dra.mappings()
-            )
+            recovery = recover_run(client, settings, clock, resume=True)
             watcher.recovered(recovery, acting=True)
             choice = None
             if plan is None:

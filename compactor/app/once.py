@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 from compactor.actions.clock import RealClock
 from compactor.actions.executor import Progress, RunReport
-from compactor.actions.recovery import RecoveryReport, leftovers, recover
+from compactor.actions.recovery import RecoveryReport, leftovers
 from compactor.actions.steering.detect import Choice
-from compactor.app.carry_out import Carried, say_recovered
+from compactor.app.carry_out import Carried, recover_run, say_recovered
 from compactor.app.cycle import Ended, Ports, cycle
 from compactor.app.invocation import Invocation
 from compactor.app.last_run import RunRecord
@@ -120,9 +120,7 @@ def clean_up(inv: Invocation) -> RecoveryReport | None:
         return None
     settings = inv.settings
     with stoppable(RealClock()) as clock, exclusive(live, settings, False) as client:
-        return recover(
-            client, settings.executor, clock, resume=False, rules=settings.planner, dra_drivers=settings.dra.mappings()
-        )
+        return recover_run(client, settings, clock, resume=False)
 
 
 @dataclass

@@ -19,9 +19,9 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.executor import Progress, RunReport
 from compactor.actions.memory import restraints_now
-from compactor.actions.recovery import RecoveryReport, recover
+from compactor.actions.recovery import RecoveryReport
 from compactor.actions.steering.detect import Choice
-from compactor.app.carry_out import Carried
+from compactor.app.carry_out import Carried, recover_run
 from compactor.app.cycle import Ports, cycle
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.app.last_run import RunRecorder, evictions, gained, record_report
@@ -152,7 +152,7 @@ def run_cycle(  # noqa: PLR0913
         acting=lambda: nullcontext((client, clock)),
         simulating=lambda plan: recording_client(world_of(client), plan, settings, reader=client),
         dry_steering=lambda: steering_in(client, settings)[1],
-        clean_up=(lambda: _rolled_back(client, settings, clock)) if clean else None,
+        clean_up=(lambda: recover_run(client, settings, clock, resume=False)) if clean else None,
         progress=progress,
     )
     ended = cycle(admission, ports, watcher)
@@ -178,10 +178,3 @@ def _admitted(
         return restraints
 
     return admit("apply", settings.disruption.windows, now, dry_run=dry_run, history=history)
-
-
-def _rolled_back(client: ClusterClient, settings: Settings, clock: Clock) -> RecoveryReport:
-    """A dead run's leftovers cleared by a cycle that may not act: an interrupted plan rolled back, never resumed."""
-    return recover(
-        client, settings.executor, clock, resume=False, rules=settings.planner, dra_drivers=settings.dra.mappings()
-    )
