@@ -23,7 +23,7 @@ from compactor.actions.recovery import RecoveryReport
 from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.carry_out import Carried, execute, recover_run
-from compactor.app.figures import Measured, figures_for, measure
+from compactor.app.figures import Measured, measure
 from compactor.app.planning import Solving, plan_of, prepare
 from compactor.app.policy import Admission, HeldBy, Verdict
 from compactor.metrics.fragmentation import Figures, ReferenceShape
@@ -88,7 +88,10 @@ class Watcher(Protocol):
 
     def recovered(self, recovery: RecoveryReport, *, acting: bool) -> None: ...
 
-    def measured(self, snapshot: Snapshot, shapes: tuple[ReferenceShape, ...], figures: Figures | None) -> None: ...
+    def measured(self, snapshot: Snapshot, shapes: tuple[ReferenceShape, ...], figures: Figures | None) -> None:
+        """The snapshot read, its shapes, and its figures when the cycle measured them (None: the cycle planned, and the
+        plan measures its own; a watcher that keeps figures computes them)."""
+        ...
 
     def held(self, why: str) -> None: ...
 
@@ -176,7 +179,7 @@ def _planned(admission: Admission, ports: Ports, watcher: Watcher, steering: Ste
     """The cycle's plan of the cluster as read now, with the restraints the history sets."""
     snapshot = ports.read()
     shapes = prepare(snapshot, ports.settings)
-    watcher.measured(snapshot, shapes, figures_for(snapshot, ports.settings, shapes) if watcher.wants_figures else None)
+    watcher.measured(snapshot, shapes, None)  # the plan measures them too: a watcher that wants its own computes them
     with (ports.solving or _NotSolving)() as watch:
         plan = plan_of(
             snapshot,

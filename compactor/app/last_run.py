@@ -110,11 +110,6 @@ class RunRecord:
         if figures is not None:
             self.figures, self.fenced = figures, cordoned_nodes(snapshot)
 
-    @property
-    def changed_the_cluster(self) -> bool:
-        """A real run that did (or rolled back) something: the figures after it are worth measuring again."""
-        return self.report is not None and not self.report.dry_run and self.report.status != RunStatus.NOTHING_TO_DO
-
     def measure_after(self, snapshot: Snapshot, settings: Settings) -> None:
         """The figures after the run, measured with the shapes of the figures before (derived as ``report`` derives them
         when the run measured nothing before)."""
