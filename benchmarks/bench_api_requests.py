@@ -56,7 +56,7 @@ from compactor.model.resources import Resources
 from compactor.model.scheduling import why_ineligible
 from compactor.model.types import Node
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import PlannerSettings, RunSettings
 from tests.builders import steering_policy
 from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest
 
@@ -209,7 +209,7 @@ def make_plan(items: list[JSON], args: argparse.Namespace) -> CompactionPlan:
     from datetime import UTC, datetime
 
     plan = build_plan(
-        snapshot, PlannerSettings(time_limit_seconds=args.time_limit), source="bench", now=datetime.now(UTC)
+        snapshot, PlannerSettings.of(time_limit_seconds=args.time_limit), source="bench", now=datetime.now(UTC)
     )
     if args.write_plan:
         Path(args.write_plan).write_text(plan.model_dump_json(by_alias=True))
@@ -236,9 +236,9 @@ def main() -> int:
         "--max-holds",
         type=int,
         default=100_000,
-        help="executor.max_holds_per_move (holds only; unbounded here to measure)",
+        help="steering.max_holds_per_move (holds only; unbounded here to measure)",
     )
-    parser.add_argument("--concurrency", type=int, default=1, help="executor.max_concurrent_evictions")
+    parser.add_argument("--concurrency", type=int, default=1, help="caps.max_concurrent_evictions")
     parser.add_argument("-v", "--verbose", action="store_true", help="the executor's log on stderr")
     args = parser.parse_args()
     if args.verbose:
@@ -256,9 +256,9 @@ def main() -> int:
         scheduler = Scheduler(api)
         api.on_evict = scheduler.on_evict
         scheduler.thread.start()
-        settings = ExecutorSettings(
+        settings = RunSettings.of(
             max_evictions_per_cycle=args.moves,
-            steering=args.steering,
+            mechanism=args.steering,
             max_holds_per_move=args.max_holds,
             max_concurrent_evictions=args.concurrency,
             poll_seconds=0.2,

@@ -17,7 +17,7 @@ Two processes per steering mode:
   while its store stays lean so that the server itself fits in a few hundred MB;
 * the measured one, a fresh interpreter: ``compactor run --once --kubeconfig ... --config ...``
   exactly as a user runs it (Lease, recovery, reading the snapshot, planning with
-  ``planner.time_limit_seconds`` and ``place_pending: false``, executing at most ``--moves``
+  ``solver.time_limit_seconds`` and ``place_pending: false``, executing at most ``--moves``
   evictions). Its peak RSS (``ru_maxrss``) is read at the end of each phase: recovery, the
   snapshot read (``snapshot_from_cluster``), the plan (``build_plan``) and the execution.
 
@@ -385,8 +385,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--moves", type=int, default=10, help="executor.max_evictions_per_cycle")
-    parser.add_argument("--time-limit", type=float, default=10.0, help="planner.time_limit_seconds")
+    parser.add_argument("--moves", type=int, default=10, help="caps.max_evictions_per_cycle")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="solver.time_limit_seconds")
     parser.add_argument(
         "--steering", default="policy", help="comma-separated: policy, holds, off (one cluster and one run each)"
     )

@@ -42,7 +42,7 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
     from compactor.settings import PlannerSettings
 
     snap = load_files([snapshot])
-    settings = PlannerSettings(time_limit_seconds=time_limit, workers=workers)
+    settings = PlannerSettings.of(time_limit_seconds=time_limit, workers=workers)
     started = time.monotonic()
     plan = build_plan(snap, settings, source=snapshot, now=datetime.now(UTC))
     plan_seconds = time.monotonic() - started
@@ -177,7 +177,7 @@ def measure_contract(snapshot: str, time_limit: float, workers: int, max_moves: 
     snap = load_files([snapshot])
     load_seconds = time.monotonic() - started
     capped = {"max_moves": max_moves, "objective": "max-free"} if max_moves is not None else {}
-    settings = PlannerSettings(time_limit_seconds=time_limit, workers=workers, **capped)
+    settings = PlannerSettings.of(time_limit_seconds=time_limit, workers=workers, **capped)
     started = time.monotonic()
     plan = build_plan(snap, settings, source=snapshot, now=datetime.now(UTC))
     wall = time.monotonic() - started

@@ -1,4 +1,4 @@
-"""What the balanced policy does under each price of a move: the figures behind ``planner.move_cost``'s defaults.
+"""What the balanced policy does under each price of a move: the figures behind ``aims.move_cost``'s defaults.
 
     python benchmarks/bench_price.py                     # the example cluster and four 400-node trace replays (~5 min)
     python benchmarks/bench_price.py --shares 0,0.5 --prices 0.5,1 --fills 0.8
@@ -47,7 +47,7 @@ def snapshots(
 
 
 def row(name: str, snap: Snapshot, share: float, price: float, time_limit: float) -> str:
-    settings = PlannerSettings(
+    settings = PlannerSettings.of(
         objective="balanced",
         balanced_moves_per_gpu=price,
         time_limit_seconds=time_limit,

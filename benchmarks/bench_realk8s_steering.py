@@ -11,7 +11,7 @@
 The script builds the state on the cluster with the real scheduler (``--deployments`` Deployments
 of ``--replicas`` one-GPU pause pods on the fake nodes, then every other Deployment scaled down to a
 third: free GPUs scattered one or two per node), installs the steering policy and its parameters
-(``--steering policy``) or makes sure none is named (``holds``: ``executor.steering_name`` points at
+(``--steering policy``) or makes sure none is named (``holds``: ``steering.policy_name`` points at
 nothing, as on a cluster without the policy), and runs ``compactor run --once`` capped at
 ``--moves`` evictions, on the fleet: the nodes labelled ``--node-label`` (default ``realk8s/fake-node=true``,
 every node ``fake_nodes.py`` makes; give the fleet its own ``fake_nodes.py --label`` to keep other fake nodes out).
@@ -267,18 +267,18 @@ def install_policy(api: k8s.ApiClient, core: k8s.CoreV1Api) -> None:
 
 
 def run_compactor(namespace: str, args: argparse.Namespace) -> tuple[dict[str, Any], float]:
-    executor: dict[str, Any] = {
-        "max_evictions_per_cycle": args.moves,
-        "max_concurrent_evictions": args.concurrency,
-        "poll_seconds": 0.5,
-        "replacement_timeout_seconds": 120,
+    config: dict[str, Any] = {
+        "movable": {"namespaces": [namespace]},
+        "solver": {"time_limit_seconds": args.time_limit},
+        "caps": {
+            "max_moves": args.moves,
+            "max_evictions_per_cycle": args.moves,
+            "max_concurrent_evictions": args.concurrency,
+        },
+        "executor": {"poll_seconds": 0.5, "replacement_timeout_seconds": 120},
     }
     if args.steering == "holds":
-        executor.update(steering_name="no-steering-policy-installed", max_holds_per_move=100_000)
-    config = {
-        "planner": {"namespaces": [namespace], "time_limit_seconds": args.time_limit, "max_moves": args.moves},
-        "executor": executor,
-    }
+        config["steering"] = {"policy_name": "no-steering-policy-installed", "max_holds_per_move": 100_000}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
         yaml.safe_dump(config, fh)
     started = time.monotonic()

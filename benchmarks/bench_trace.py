@@ -16,7 +16,7 @@ subprocess, so the peak RSS is that method's own (import, load and method):
 * ``planner-cap``: the same as ``planner`` with ``max_moves`` 20 (``CAP``), and ``greedy-drain-cap``: greedy drain's
   steps that fit 20 moves (as the planner's capped warm start takes them);
 * ``planner-default``, ``planner-default-again`` and ``planner-default-seeded`` (``--stability``): ``build_plan`` at
-  the default settings (``balanced``, moves priced as shipped), twice, and with ``planner.deterministic`` (CP-SAT's
+  the default settings (``balanced``, moves priced as shipped), twice, and with ``solver.deterministic`` (CP-SAT's
   deterministic time, seed 1), for issue 17's stability goals;
 * ``greedy-drain`` (and ``greedy-drain-no-pending``), ``hnu-least``, ``hnu-most``, ``chain-placement``: the baselines of
   compactor/planner/baselines.py (greedy drain, descheduler HighNodeUtilization re-scheduling with LeastAllocated or
@@ -85,7 +85,7 @@ PLANNERS = (
 BASELINES = ("greedy-drain", "greedy-drain-no-pending", "greedy-drain-cap", "hnu-least", "hnu-most", "chain-placement")
 STABLE_SHARE = 0.02  # issue 17: another run, or a seeded one, within 2% of the plan's usable GPUs (same pending placed)
 CAP = 20  # --max-moves of planner-cap and greedy-drain-cap (the shipped manifests cap a cycle at 20 moves)
-TIME_SLACK = 1.1  # planner.time_limit_seconds bounds the plan (loading apart): at most 10% over
+TIME_SLACK = 1.1  # solver.time_limit_seconds bounds the plan (loading apart): at most 10% over
 RSS_LIMIT_MIB = 1024
 MOVES_SHARE, MOVES_GAP = 0.9, 0.05  # 1,213 nodes: <= 0.9x greedy drain's moves, or a proven move gap <= 5%
 GAP_AT_60 = 0.005  # 400 nodes at 60% fill: gap to the whole-cluster bound
@@ -145,7 +145,7 @@ def _planner_settings(method: str, time_limit: float | None, long_limit: float) 
         update["time_limit_seconds"] = long_limit
     elif time_limit is not None:
         update["time_limit_seconds"] = time_limit
-    return PlannerSettings(**update)
+    return PlannerSettings.of(**update)
 
 
 def _plan(snap: Any, source: str, settings: Any) -> Any:
@@ -179,7 +179,7 @@ def _run_baseline(snap: Any, method: str) -> Record:
     from compactor.planner.baselines import chain_placement, greedy_drain, high_node_utilization
     from compactor.settings import PlannerSettings
 
-    settings = PlannerSettings(place_pending=method != "greedy-drain-no-pending")
+    settings = PlannerSettings.of(place_pending=method != "greedy-drain-no-pending")
     if method == "greedy-drain-cap":
         return _greedy_within_cap(snap)
     if method == "chain-placement":
@@ -210,7 +210,7 @@ def _greedy_within_cap(snap: Any) -> Record:
 
     # priced as planner-cap is (every move one): greedy's choices break ties on price
     result = warm_start(
-        snap, PlannerSettings(max_moves=CAP, move_cost={"capacity_share": 0.0, "per_startup_minute": 0})
+        snap, PlannerSettings.of(max_moves=CAP, move_cost={"capacity_share": 0.0, "per_startup_minute": 0})
     )
     return {
         "netFreedGpus": result.freed_gpus,
@@ -703,7 +703,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--stability",
         action="store_true",
-        help="also run the planner at default settings twice and seeded (planner.deterministic): issue 17's stability",
+        help="also run the planner at default settings twice and seeded (solver.deterministic): issue 17's stability",
     )
     parser.add_argument(
         "--files",

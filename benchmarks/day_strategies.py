@@ -152,17 +152,17 @@ class _Run:
         self, compactor: Compactor, plan: CompactionPlan, index: dict[str, int], fenced: list[int], *, started: float
     ) -> None:
         self.compactor, self.plan, self.index, self.fenced, self.started = compactor, plan, index, fenced, started
-        self.executor = compactor.settings.executor
+        self.caps = compactor.settings.caps
         self.done: set[str] = set()
         self.stopped = False
         self.position = 0
 
     def next_batch(self, day: Day) -> None:
-        limit = self.executor.max_run_seconds
+        limit = self.caps.max_run_seconds
         if self.position >= len(self.plan.moves) or (limit is not None and day.now - self.started >= limit):
             self.finish(day)
             return
-        batch = self.plan.moves[self.position : self.position + self.executor.max_concurrent_evictions]
+        batch = self.plan.moves[self.position : self.position + self.caps.max_concurrent_evictions]
         self.position += len(batch)
         for move in batch:
             if not self._move(day, move):

@@ -96,8 +96,8 @@ def settings_for(options: Options) -> Settings:
     settings = load_settings(str(SHIPPED_CONFIG))
     if options.time_limit is None:
         return settings
-    planner = settings.planner.model_copy(update={"time_limit_seconds": options.time_limit})
-    return settings.model_copy(update={"planner": planner})
+    solver = settings.solver.amended(time_limit_seconds=options.time_limit)
+    return settings.model_copy(update={"solver": solver})
 
 
 def play(strategy: str, options: Options) -> tuple[Figures, float, dict[str, Any]]:

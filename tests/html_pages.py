@@ -17,7 +17,7 @@ from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SETTINGS = PlannerSettings(min_replicas=1, time_limit_seconds=5)
+SETTINGS = PlannerSettings.of(min_replicas=1, time_limit_seconds=5)
 
 
 class Page(HTMLParser):

@@ -120,7 +120,7 @@ def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: P
     controllers = [o for o in pod.owners if o.controller]
     if not controllers:
         return "3: no controller owner"
-    if controllers[0].kind not in settings.recreating_controllers and pod.annotations.get(EVICT) != "true":
+    if controllers[0].kind not in settings.movable.recreating_controllers and pod.annotations.get(EVICT) != "true":
         return "3: its controller does not recreate it"
     if pod.priority >= CRITICAL_PRIORITY or pod.priority_class_name in CRITICAL_CLASSES:
         return "4: system-critical"
@@ -138,15 +138,15 @@ def movable_reason(pod: Pod, node: Node | None, pdbs: Iterable[Pdb], settings: P
     unmodelled = _unmodelled(pod)
     if unmodelled:
         return f"9: {unmodelled}"
-    if pod.scheduler_name not in settings.scheduler_names:
+    if pod.scheduler_name not in settings.movable.scheduler_names:
         return "config: another scheduler"
-    if settings.namespaces and pod.namespace not in settings.namespaces:
+    if settings.movable.namespaces and pod.namespace not in settings.movable.namespaces:
         return "config: namespace not selected"
-    if pod.namespace in settings.exclude_namespaces:
+    if pod.namespace in settings.movable.exclude_namespaces:
         return "config: namespace excluded"
-    if any(pod.labels.get(k) != v for k, v in settings.pod_selector.items()):
+    if any(pod.labels.get(k) != v for k, v in settings.movable.pod_selector.items()):
         return "config: pod_selector"
-    if settings.max_priority is not None and pod.priority > settings.max_priority:
+    if settings.movable.max_priority is not None and pod.priority > settings.movable.max_priority:
         return "config: max_priority"
     return None
 
@@ -197,10 +197,10 @@ def movable_pods(snapshot: Snapshot, settings: PlannerSettings) -> dict[str, str
 
 def placeable_reason(pod: Pod, snapshot: Snapshot, settings: PlannerSettings) -> str | None:
     """Why a pending GPU pod may not be placed by a plan: a constraint the planner does not model, or out of scope."""
-    if pod.scheduler_name not in settings.scheduler_names:
+    if pod.scheduler_name not in settings.movable.scheduler_names:
         return "another scheduler"
-    if pod.namespace in settings.exclude_namespaces or (
-        settings.namespaces and pod.namespace not in settings.namespaces
+    if pod.namespace in settings.movable.exclude_namespaces or (
+        settings.movable.namespaces and pod.namespace not in settings.movable.namespaces
     ):
         return "namespace out of scope"
     if pod.nominated_node:
@@ -288,7 +288,7 @@ def target_reason(
         first = _first_toleration(pod, taint) if taint.effect == "NoExecute" else None
         if first is not None and first.seconds is not None:
             return f"target taint {taint.key}:NoExecute tolerated only {first.seconds}s"
-    if pod.node_name and is_gpu_pod(pod) and not settings.cross_pool_moves:
+    if pod.node_name and is_gpu_pod(pod) and not settings.movable.cross_pool_moves:
         source = next((n for n in snapshot.nodes if n.name == pod.node_name), None)
         if source is not None and source.pool != node.pool:
             return f"target pool {node.pool} is not the pod's pool {source.pool}"
@@ -537,7 +537,7 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
         errors.append(f"{len(chosen)} points of the curve are marked chosen")
 
     # The objective: with nothing placed, moves must buy net freed GPUs (or shape headroom); never a trade.
-    shapes = [parse_shape(s) for s in settings.target_shapes] if settings.mode == "shapes" else []
+    shapes = [parse_shape(s) for s in settings.aims.target_shapes] if settings.aims.goal == "shapes" else []
     if not plan.placed_pending and plan.moves:
         if shapes:
             gain = total_headroom(snapshot, after, caps, shapes) - total_headroom(snapshot, before, caps, shapes)
@@ -570,24 +570,28 @@ def check_plan(snapshot: Snapshot, plan: CompactionPlan, settings: PlannerSettin
         errors.append(f"move {i} {move.pod} {move.from_node}->{move.to_node}: serves nothing (the pod could stay)")
 
     # Limits.
-    if settings.max_moves is not None and len(plan.moves) > settings.max_moves:
-        errors.append(f"{len(plan.moves)} moves > maxMoves {settings.max_moves}")
-    if settings.max_moves_per_node is not None:
+    if settings.caps.max_moves is not None and len(plan.moves) > settings.caps.max_moves:
+        errors.append(f"{len(plan.moves)} moves > maxMoves {settings.caps.max_moves}")
+    if settings.caps.max_moves_per_node is not None:
         per_node = Counter(m.from_node for m in plan.moves)
-        limit = settings.max_moves_per_node
+        limit = settings.caps.max_moves_per_node
         errors.extend(f"{n}: {k} moves > maxMovesPerNode {limit}" for n, k in per_node.items() if k > limit)
-    if settings.max_moves_per_namespace is not None:
+    if settings.caps.max_moves_per_namespace is not None:
         per_ns: dict[str, int] = defaultdict(int)
         for m in plan.moves:
             per_ns[m.pod.split("/", 1)[0]] += 1
         errors.extend(
-            f"namespace {ns}: {k} moves > maxMovesPerNamespace {settings.max_moves_per_namespace}"
+            f"namespace {ns}: {k} moves > maxMovesPerNamespace {settings.caps.max_moves_per_namespace}"
             for ns, k in per_ns.items()
-            if k > settings.max_moves_per_namespace
+            if k > settings.caps.max_moves_per_namespace
         )
-    if settings.min_gain_per_move > 0 and plan.moves and net < settings.min_gain_per_move * len(plan.moves) - 1e-9:
+    if (
+        settings.aims.min_gain_per_move > 0
+        and plan.moves
+        and net < settings.aims.min_gain_per_move * len(plan.moves) - 1e-9
+    ):
         errors.append(
-            f"net freed {net} GPUs over {len(plan.moves)} moves < minGainPerMove {settings.min_gain_per_move}"
+            f"net freed {net} GPUs over {len(plan.moves)} moves < minGainPerMove {settings.aims.min_gain_per_move}"
         )
     return errors
 

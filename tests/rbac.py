@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings
 from tests.fakeapi import RecordedRequest
 from tests.manifests import BASE, GPU_OPERATOR, kustomize_build
 
 Doc = dict[str, Any]
 # (namespace, name), as manifests/base creates it
 SERVICE_ACCOUNT = (
-    ExecutorSettings().state_namespace,
+    RunSettings().executor.state_namespace,
     "gpu-compactor",
 )
 

@@ -38,7 +38,7 @@ from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import PlannerSettings, RunSettings
 
 __all__ = ["Abort", "Executor", "Progress", "RunReport"]
 log = logging.getLogger("compactor.executor")
@@ -48,7 +48,7 @@ class Executor:
     def __init__(  # noqa: PLR0913
         self,
         client: ClusterClient,
-        settings: ExecutorSettings,
+        settings: RunSettings,
         clock: Clock,
         *,
         dry_run: bool = False,
@@ -72,7 +72,7 @@ class Executor:
 
     @property
     def steering(self) -> Choice:
-        """The steering mechanism for this executor's runs, chosen once (``executor.steering`` and what the cluster serves)."""
+        """The steering mechanism for this executor's runs, chosen once (``steering.mechanism`` and what the cluster serves)."""
         if self._choice is None:
             self._choice = choose(self.client, self.settings, self.clock.now())
             log.info("steering", extra={"mechanism": self._choice.mechanism.value, "why": self._choice.why})
@@ -171,11 +171,11 @@ class Executor:
         except ValueError:
             return f"plan {plan.metadata.id}: createdAt {plan.metadata.created_at!r} is not a timestamp; refusing a plan of unknown age"
         age = (self.clock.now() - created).total_seconds()
-        limit = self.settings.max_plan_age_seconds
+        limit = self.settings.caps.max_plan_age_seconds
         if age <= limit:
             return ""
         return (
-            f"plan {plan.metadata.id} was computed {age:.0f}s ago, more than executor.max_plan_age_seconds ({limit:g}); "
+            f"plan {plan.metadata.id} was computed {age:.0f}s ago, more than caps.max_plan_age_seconds ({limit:g}); "
             "plan again from the cluster as it is now"
         )
 
@@ -194,7 +194,7 @@ class Executor:
             self.client,
             self.settings,
             self.clock,
-            steerer_for(self.steering, self.settings.identity),
+            steerer_for(self.steering, self.settings.executor.identity),
             dry_run=self.dry_run,
             progress=self.progress,
             rules=self.rules,
@@ -242,7 +242,7 @@ class Executor:
 
     def _scoped(self, run: Run) -> Run:
         """A plan longer than max_evictions_per_cycle cut by whole nodes; whole-free GPUs measured before anything changes."""
-        cap = self.settings.max_evictions_per_cycle
+        cap = self.settings.caps.max_evictions_per_cycle
         if run.plan.held_back:  # the planner already cut the plan to what the run budgets allow
             run.log.capped = run.plan.held_back.partition(" reached")[0]
         if len(run.plan.moves) > cap:
@@ -317,6 +317,6 @@ def _save_first(run: Run) -> None:
             raise Abort(
                 AbortReason.CLUSTER_ERROR,
                 f"cannot record the run's state ({exc}); create the state namespace "
-                f"(kubectl create namespace {run.settings.state_namespace}) or set executor.state_namespace",
+                f"(kubectl create namespace {run.settings.executor.state_namespace}) or set executor.executor.state_namespace",
             ) from None
         raise

@@ -22,7 +22,7 @@ log = logging.getLogger("compactor.executor")
 
 def unfence(run: Run, name: str, mine: Callable[[Obj], bool] | None = None, *, node: Obj | None = None) -> bool:
     """Our fence and marks off ``name`` (``mine``: only if, as read fresh, it says so); True when patched."""
-    identity, key = run.settings.identity, run.settings.taint_key
+    identity, key = run.settings.executor.identity, run.settings.executor.taint_key
 
     def build(current: Obj) -> Obj | None:
         if mine is not None and not mine(current):
@@ -31,9 +31,9 @@ def unfence(run: Run, name: str, mine: Callable[[Obj], bool] | None = None, *, n
 
     released = until_deadline(
         lambda: patch_fresh(run.client, name, build, node=node),
-        Backoff.of(run.settings),
+        Backoff.of(run.settings.executor),
         run.clock,
-        seconds=run.settings.release_deadline_seconds,
+        seconds=run.settings.executor.release_deadline_seconds,
         what=f"release of node {name}",
     )
     return released is not None

@@ -46,7 +46,7 @@ def load_history(client: ClusterClient) -> History:
 def restraints_now(client: ClusterClient, settings: Settings, now: datetime) -> Restraints:
     """What the history forbids now; when it cannot be read and a control needs it, a pause that says so (fail closed)."""
     try:
-        return restraints_at(load_history(client), settings.disruption, now)
+        return restraints_at(load_history(client), settings.disruption, now, settings.caps)
     except HistoryUnread as exc:
         if not needs_history(settings):
             log.warning(f"{exc} (no control needs it)")
@@ -58,13 +58,13 @@ def restraints_now(client: ClusterClient, settings: Settings, now: datetime) -> 
 def needs_history(settings: Settings) -> bool:
     """Does a control read the history (the circuit breaker, a cooldown, an hourly or daily move budget, the oscillation
     guard)?"""
-    cfg = settings.disruption
+    cfg, caps = settings.disruption, settings.caps
     return bool(
         cfg.breaker_failures > 0
         or cfg.workload_cooldown_minutes > 0
         or cfg.node_cooldown_minutes > 0
-        or cfg.max_moves_per_hour is not None
-        or cfg.max_moves_per_day is not None
+        or caps.max_moves_per_hour is not None
+        or caps.max_moves_per_day is not None
         or cfg.oscillation_hours > 0
     )
 

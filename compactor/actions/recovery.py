@@ -31,7 +31,7 @@ from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import PlannerSettings, RunSettings
 
 log = logging.getLogger("compactor.recovery")
 
@@ -78,7 +78,7 @@ def _parse_time(value: str) -> datetime | None:
 
 def recover(
     client: ClusterClient,
-    settings: ExecutorSettings,
+    settings: RunSettings,
     clock: Clock,
     *,
     resume: bool = True,
@@ -102,7 +102,7 @@ def recover(
                 log.error("refusing an executor state that names what its plan does not", extra={"reason": refused})
                 client.write_state(ann.STATE_CONFIGMAP, None)
                 report.discarded = f"refused: {refused}"
-                _event(client, events.state_refused(settings.state_namespace, ann.STATE_CONFIGMAP, refused))
+                _event(client, events.state_refused(settings.executor.state_namespace, ann.STATE_CONFIGMAP, refused))
             else:
                 report.resumed = _resume(
                     Executor(client, settings, clock, rules=rules, dra_drivers=dra_drivers), plan, active, resume=resume
@@ -126,10 +126,10 @@ def _resume(executor: Executor, plan: CompactionPlan, state: RunState, *, resume
     return executor.execute(plan, resume=state)
 
 
-def _remove_orphan_pins(client: ClusterClient, settings: ExecutorSettings, report: RecoveryReport) -> None:
+def _remove_orphan_pins(client: ClusterClient, settings: RunSettings, report: RecoveryReport) -> None:
     """Steering entries no run accounts for (a crash between writing one and removing it) go: by now no run is active."""
     try:
-        parameters = client.get_config_map(settings.steering_name)
+        parameters = client.get_config_map(settings.steering.policy_name)
     except (
         ClusterError
     ) as exc:  # no policy installed needs no parameters; a failed read is retried by the next recovery
@@ -139,30 +139,30 @@ def _remove_orphan_pins(client: ClusterClient, settings: ExecutorSettings, repor
     if not entries:
         return
     try:
-        write_entries(client, settings.steering_name, dict.fromkeys(entries), current=parameters)
+        write_entries(client, settings.steering.policy_name, dict.fromkeys(entries), current=parameters)
     except ClusterError as exc:
         log.error("could not remove steering entries", extra={"entries": entries, "error": str(exc)})
         return
     report.unpinned = entries
 
 
-def leftovers(client: ClusterClient, settings: ExecutorSettings) -> bool:
+def leftovers(client: ClusterClient, settings: RunSettings) -> bool:
     """Is there anything for recovery to do: a state record, a node carrying this installation's marks, a steering entry,
     a pod carrying its surge mark? Reads only, so a run that may not act takes the Lease only when it must."""
     if client.read_state(ann.STATE_CONFIGMAP) is not None:
         return True
-    if any(ann.is_ours(node, settings.identity) for node in client.list_nodes()):
+    if any(ann.is_ours(node, settings.executor.identity) for node in client.list_nodes()):
         return True
     try:
-        parameters = client.get_config_map(settings.steering_name)
+        parameters = client.get_config_map(settings.steering.policy_name)
     except ClusterError:  # no policy installed, or not readable: recovery will say so if it must
         parameters = None
     if (parameters or {}).get("data"):
         return True
-    return bool(client.list_pods(label_selector=f"{surge.SURGED_BY}={settings.identity}"))
+    return bool(client.list_pods(label_selector=f"{surge.SURGED_BY}={settings.executor.identity}"))
 
 
-def _undo_orphan_surges(client: ClusterClient, settings: ExecutorSettings, report: RecoveryReport) -> None:
+def _undo_orphan_surges(client: ClusterClient, settings: RunSettings, report: RecoveryReport) -> None:
     """Make-before-break surges no state accounts for (the state was lost, or dropped as unreadable): found by the mark the
     surge left on the old pod (``surge.SURGED_BY``), each Deployment scaled back from the surged count it recorded (only
     from exactly that) and the pod's marks off. Without this, a lost state left the Deployment one replica over, for
@@ -170,7 +170,7 @@ def _undo_orphan_surges(client: ClusterClient, settings: ExecutorSettings, repor
     data = client.read_state(ann.STATE_CONFIGMAP)
     active = (data or {}).get("planId", "")
     try:
-        marked = client.list_pods(label_selector=f"{surge.SURGED_BY}={settings.identity}")
+        marked = client.list_pods(label_selector=f"{surge.SURGED_BY}={settings.executor.identity}")
     except ClusterError as exc:  # the marks stay: the next recovery retries
         log.info("surge marks not read", extra={"error": str(exc)})
         return
@@ -194,13 +194,13 @@ def _undo_orphan_surges(client: ClusterClient, settings: ExecutorSettings, repor
             )
 
 
-def _release_orphans(client: ClusterClient, settings: ExecutorSettings, clock: Clock, report: RecoveryReport) -> None:
+def _release_orphans(client: ClusterClient, settings: RunSettings, clock: Clock, report: RecoveryReport) -> None:
     now = clock.now()
 
-    identity = settings.identity
+    identity = settings.executor.identity
 
     def release(node: dict[str, Any]) -> dict[str, Any] | None:
-        return ann.release_patch(node, identity, settings.taint_key) if ann.is_ours(node, identity) else None
+        return ann.release_patch(node, identity, settings.executor.taint_key) if ann.is_ours(node, identity) else None
 
     for node in client.list_nodes():
         if not ann.is_ours(node, identity):

@@ -29,7 +29,9 @@ def leave_for_operator(run: Run, change: MigRepartition, why: str, result: str) 
         extra={"node": change.node, "to": change.to_config, "reason": why},
     )
     if change.node in run.state.cordoned and patch_fresh(
-        run.client, change.node, lambda n: mig.failed_patch(why) if ann.is_ours(n, run.settings.identity) else None
+        run.client,
+        change.node,
+        lambda n: mig.failed_patch(why) if ann.is_ours(n, run.settings.executor.identity) else None,
     ):
         with run.write_ahead() as state:
             state.cordoned.remove(change.node)  # deliberately kept: recovery and finish leave it

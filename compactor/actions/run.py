@@ -30,7 +30,7 @@ from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.actions.steerer import Steerer
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import PlannerSettings, RunSettings
 
 log = logging.getLogger("compactor.executor")
 T = TypeVar("T")
@@ -86,7 +86,7 @@ class RunServices:
     hooks the executor's caller passes in."""
 
     client: ClusterClient
-    settings: ExecutorSettings
+    settings: RunSettings
     clock: Clock
     steerer: Steerer[Run]
     dry_run: bool = False
@@ -111,7 +111,7 @@ class Run:
         return self.services.client
 
     @property
-    def settings(self) -> ExecutorSettings:
+    def settings(self) -> RunSettings:
         return self.services.settings
 
     @property
@@ -187,7 +187,7 @@ class Run:
 
     def read(self, call: Callable[[], T], what: str = "read") -> T:
         """A read while waiting: a transient failure (no reply, 429, 5xx) is retried with backoff, not a rollback."""
-        return retrying(call, Backoff.of(self.settings), self.clock, what=what)
+        return retrying(call, Backoff.of(self.settings.executor), self.clock, what=what)
 
     def report(self, current: str, waiting: str = "") -> None:
         if self.dry_run:

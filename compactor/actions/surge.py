@@ -1,7 +1,7 @@
 """Make-before-break: the replacement starts and is Ready on its planned node before the old replica goes.
 
 For workloads that opt in (the pod annotation ``compactor.io/make-before-break: "true"`` or
-``executor.make_before_break_selector``), built on stock objects only (docs/executor.md, "Make-before-break"):
+``steering.make_before_break_selector``), built on stock objects only (docs/executor.md, "Make-before-break"):
 
 1. the Deployment that owns the pod's ReplicaSet is scaled up by one (a JSON patch that first tests
    ``spec.replicas``, so a concurrent change is never overwritten); the new pod is steered to the planned
@@ -48,7 +48,7 @@ def opted_in(run: Run, pod: Obj) -> bool:
     view = PodView(pod)
     if view.annotations.get(OPT_IN) == "true":
         return True
-    wanted = run.settings.make_before_break_selector
+    wanted = run.settings.steering.make_before_break_selector
     labels = view.labels
     return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
 
@@ -126,7 +126,7 @@ def retire(run: Run, move: Move, surge: Surge) -> None:
         return
     # One deadline for the rest of the move (every replica Ready, the old pod gone): a surge waits at most one
     # replacement_timeout_seconds (plus the old pod's grace) longer than an eviction (settings.worst_case_run_seconds).
-    deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds + flight.grace
+    deadline = run.clock.monotonic() + run.settings.executor.replacement_timeout_seconds + flight.grace
     _await_every_replica_ready(run, move, flight.owner, flight.selector, surge, deadline)
     run.client.patch_pod(namespace, name, {"metadata": {"annotations": {DELETION_COST: FIRST_TO_GO}}})
     if not run.client.scale_deployment(namespace, surge.deployment, expect=surge.replicas + 1, to=surge.replicas):
@@ -144,7 +144,7 @@ def retire(run: Run, move: Move, surge: Surge) -> None:
                 f"the ReplicaSet did not remove {move.pod} after the scale-down of Deployment {surge.deployment}",
             )
         run.report(f"moved {move.pod}", waiting=f"the ReplicaSet to remove {move.pod} (make-before-break)")
-        run.clock.sleep(run.settings.poll_seconds)
+        run.clock.sleep(run.settings.executor.poll_seconds)
     log.info(
         run.said("old replica retired", "old replica would be retired (dry run)"),
         extra={"pod": move.pod, "deployment": surge.deployment},
@@ -174,7 +174,7 @@ def _await_every_replica_ready(run: Run, move: Move, owner: str, selector: str, 
                 f"scaling back would remove another one",
             )
         run.report(f"moved {move.pod}", waiting=f"every replica of {surge.deployment} Ready (make-before-break)")
-        run.clock.sleep(run.settings.poll_seconds)
+        run.clock.sleep(run.settings.executor.poll_seconds)
 
 
 def undo(run: Run, pod_key: str, surge: Surge) -> None:
@@ -232,7 +232,7 @@ def _mark(run: Run, namespace: str, name: str, surge: Surge) -> None:
     if pod is None or PodView(pod).uid != surge.pod_uid or surge_note(pod) == _note(run.plan_id, surge):
         return
     note = json.dumps(_note(run.plan_id, surge), separators=(",", ":"))
-    patch = {"metadata": {"labels": {SURGED_BY: run.settings.identity}, "annotations": {SURGE_NOTE: note}}}
+    patch = {"metadata": {"labels": {SURGED_BY: run.settings.executor.identity}, "annotations": {SURGE_NOTE: note}}}
     run.client.patch_pod(namespace, name, patch)
 
 

@@ -6,7 +6,7 @@ create ConfigMaps in the compactor's namespace can plant one, and recovery acts 
 scaling a Deployment down, re-pins owners, fences nodes). The shipped ValidatingAdmissionPolicy
 (``manifests/guard``) refuses such a ConfigMap from anyone but the compactor's service account; this check holds where it
 is not installed, and after it: a record is acted on only when every pod it names is a move of its plan, every move is
-in a namespace the planner may move pods of (``planner.namespaces``, ``exclude_namespaces``: ``kube-system`` by
+in a namespace the planner may move pods of (``movable.namespaces``, ``exclude_namespaces``: ``kube-system`` by
 default), every surge is of the Deployment of its move's ReplicaSet, every pin sends its owner to a node the plan
 sends a pod to. Anything else is refused, said, and the nodes are released by their own marks instead.
 
@@ -44,9 +44,11 @@ def _out_of_scope(plan: CompactionPlan, scope: PlannerSettings) -> list[str]:
     found = []
     for move in plan.moves:
         namespace = move.pod.split("/", 1)[0]
-        if (scope.namespaces and namespace not in scope.namespaces) or namespace in scope.exclude_namespaces:
+        if (
+            scope.movable.namespaces and namespace not in scope.movable.namespaces
+        ) or namespace in scope.movable.exclude_namespaces:
             found.append(
-                f"pod {move.pod} is in a namespace the planner may not move (planner.namespaces, exclude_namespaces)"
+                f"pod {move.pod} is in a namespace the planner may not move (movable.namespaces, exclude_namespaces)"
             )
     return found
 

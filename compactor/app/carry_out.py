@@ -51,11 +51,11 @@ def execute(
     moves join the history."""
     executor = Executor(
         client,
-        settings.executor,
+        settings.for_executor,
         clock,
         dry_run=dry_run,
         progress=progress,
-        rules=settings.planner,
+        rules=settings.for_planner,
         steering=steering,
         may_go_on=None if dry_run else window_keeper(settings, clock),
         dra_drivers=settings.dra.mappings(),
@@ -75,7 +75,12 @@ def recover_run(client: ClusterClient, settings: Settings, clock: Clock, *, resu
     """Recovery before a run (``resume``: an interrupted plan carried on), or of a run that may not act (rolled back,
     never resumed), with the movability rules and DRA drivers a resumed run checks its evictions against."""
     return recover(
-        client, settings.executor, clock, resume=resume, rules=settings.planner, dra_drivers=settings.dra.mappings()
+        client,
+        settings.for_executor,
+        clock,
+        resume=resume,
+        rules=settings.for_planner,
+        dra_drivers=settings.dra.mappings(),
     )
 
 

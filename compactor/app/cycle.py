@@ -142,7 +142,9 @@ def _acted(admission: Admission, ports: Ports, watcher: Watcher, given: Compacti
             watcher.recovered(recovery, acting=True)
             choice = None
             if plan is None:
-                choice = choose(client, settings.executor, clock.now())  # the plan leaves in place what it cannot place
+                choice = choose(
+                    client, settings.for_executor, clock.now()
+                )  # the plan leaves in place what it cannot place
                 plan = _planned(admission, ports, watcher, steerability_of(choice, settings.executor.identity))
             watcher.planned(plan, choice, made=given is None)
             report = execute(

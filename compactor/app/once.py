@@ -116,7 +116,7 @@ def clean_up(inv: Invocation) -> RecoveryReport | None:
     its leftover taints at every start. Such leftovers would otherwise wait for the next run that may act: a week for a
     weekly window, for ever in ``mode: report``. None when there is nothing to clear (no Lease taken, nothing written)."""
     live = cluster_client(inv, dry_run=False)
-    if not leftovers(live, inv.settings.executor):
+    if not leftovers(live, inv.settings.for_executor):
         return None
     settings = inv.settings
     with stoppable(RealClock()) as clock, exclusive(live, settings, False) as client:

@@ -32,7 +32,7 @@ from compactor.planner.movability import Steerability
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import CompactionPlan, PendingNote, apply_plan
 from compactor.planner.request import PlanRequest
-from compactor.settings import DisruptionSettings, PlannerSettings
+from compactor.settings import CapsSettings, PlannerSettings
 
 
 def build_plan(  # noqa: PLR0913
@@ -48,7 +48,7 @@ def build_plan(  # noqa: PLR0913
     load_seconds: float | None = None,
     stage: Callable[[str, str], None] | None = None,
     restraints: Restraints | None = None,
-    budgets: DisruptionSettings | None = None,
+    budgets: CapsSettings | None = None,
     max_evictions: int | None = None,
 ) -> CompactionPlan:
     """The plan document of a compaction of ``snapshot``: ``planner.compose.compose`` (``planner.request.PlanRequest``

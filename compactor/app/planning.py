@@ -2,7 +2,7 @@
 
 ``prepare`` checks what the settings ask of the snapshot (shapes its nodes offer, a planner selection that leaves some GPU
 pod movable) and derives the reference shapes (``figures.shapes_for``); ``plan_of`` plans with them, the MIG layouts
-re-cuts may use (``planner.mig_repartition``), what the steering can keep in place, the history's restraints and the run
+re-cuts may use (``mig.repartition``), what the steering can keep in place, the history's restraints and the run
 budgets. The steering a live cluster offers and the MIG layout advice of ``plan --explain-mig`` are here too.
 """
 
@@ -66,7 +66,7 @@ def plan_of(  # noqa: PLR0913
     can keep where the plan puts a replacement (``steering_in``, ``offline_steerability``)."""
     return build_plan(
         snapshot,
-        settings.planner,
+        settings.for_planner,
         source=source,
         now=now,
         shapes=shapes,
@@ -75,16 +75,16 @@ def plan_of(  # noqa: PLR0913
         load_seconds=load_seconds,
         stage=stage,
         restraints=restraints,
-        budgets=settings.disruption,
-        max_evictions=settings.executor.max_evictions_per_cycle,
+        budgets=settings.caps,
+        max_evictions=settings.caps.max_evictions_per_cycle,
     )
 
 
 def steering_in(client: ClusterClient, settings: Settings) -> tuple[SteeringNote, Steerability]:
     """The mechanism a run would steer with in the cluster ``client`` reads, and what it can keep in place
-    (``executor.steering: policy`` without the policy says so here instead of failing: a plan is only read)."""
+    (``steering.mechanism: policy`` without the policy says so here instead of failing: a plan is only read)."""
     try:
-        choice = choose(client, settings.executor)
+        choice = choose(client, settings.for_executor)
     except CompactorError as exc:
         note = SteeringNote(mechanism="policy", why=f"a run would fail before any change: {exc}")
         return note, steerability("policy", settings.executor.identity)
@@ -94,7 +94,7 @@ def steering_in(client: ClusterClient, settings: Settings) -> tuple[SteeringNote
 
 def offline_steerability(settings: Settings) -> Steerability:
     """What a plan made without a cluster reckons the steering can keep in place: as the settings say."""
-    return steerability(offline_mechanism(settings.executor), settings.executor.identity)
+    return steerability(offline_mechanism(settings.steering), settings.executor.identity)
 
 
 def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) -> CompactionPlan:
@@ -102,7 +102,7 @@ def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings
     run would steer by holds: the cluster chose it, or a plan of a snapshot leaves it to the run (``auto``, ``holds``)."""
     mechanism = plan.steering.mechanism
     if mechanism not in ("holds", "auto") or (
-        mechanism == "auto" and settings.executor.steering not in ("auto", "holds")
+        mechanism == "auto" and settings.steering.mechanism not in ("auto", "holds")
     ):
         return plan
     wall = first_wall(
@@ -110,7 +110,7 @@ def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings
         snapshot.pods,
         plan.moves,
         fencing=[*plan.freed_nodes, *kept_fenced(plan)],
-        limit=settings.executor.max_holds_per_move,
+        limit=settings.steering.max_holds_per_move,
     )
     if wall is None:
         return plan

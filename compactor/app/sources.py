@@ -97,7 +97,7 @@ def check_shapes(snapshot: Snapshot, settings: Settings) -> None:
     """Refuse shapes naming a resource no node offers (``nvidia.com/gpuu=1``): they would measure, or aim at, nothing."""
     for key, texts in (
         ("metrics.reference_shapes", settings.metrics.reference_shapes),
-        ("planner.target_shapes", settings.planner.target_shapes),
+        ("aims.target_shapes", settings.aims.target_shapes),
     ):
         for text in texts:
             missing = unoffered_resources(snapshot, [parse_shape(text)])
@@ -111,24 +111,25 @@ def check_shapes(snapshot: Snapshot, settings: Settings) -> None:
 def check_selection(snapshot: Snapshot, settings: Settings) -> None:
     """Refuse a planner selection that keeps every bound GPU pod in place (a namespace typo, a selector nothing carries):
     the plan would silently move nothing. Names the settings that did it and where GPU pods run."""
-    planner = settings.planner
+    planner = settings.for_planner
     gpu_pods = [p for p in snapshot.pods if p.node_name and p.is_bound and p.uses_gpu]
     reasons = Counter(config_reason(p, planner) for p in gpu_pods)
     if not gpu_pods or None in reasons:
         return
+    movable = settings.movable
     chosen: dict[str, object] = {
-        "planner.namespaces": planner.namespaces,
-        "planner.exclude_namespaces": planner.exclude_namespaces,
-        "planner.pod_selector": planner.pod_selector,
-        "planner.max_priority": planner.max_priority,
+        "movable.namespaces": movable.namespaces,
+        "movable.exclude_namespaces": movable.exclude_namespaces,
+        "movable.pod_selector": movable.pod_selector,
+        "movable.max_priority": movable.max_priority,
     }
     if any(r is not None and r.name == "SCHEDULER" for r in reasons):
-        chosen["planner.scheduler_names"] = planner.scheduler_names
-    defaults = type(planner)()
+        chosen["movable.scheduler_names"] = movable.scheduler_names
+    defaults = type(movable)()
     named = ", ".join(
         f"{key} {value!r}"
         for key, value in chosen.items()
-        if value not in (None, [], {}) and value != getattr(defaults, key.removeprefix("planner."))
+        if value not in (None, [], {}) and value != getattr(defaults, key.removeprefix("movable."))
     )
     namespaces = ", ".join(sorted({p.namespace for p in gpu_pods})[:5])
     raise ConfigError(
@@ -139,14 +140,14 @@ def check_selection(snapshot: Snapshot, settings: Settings) -> None:
 
 def mig_parted_namespace(settings: Settings, *, explain: bool = False) -> str | None:
     """Where a live read lists the mig-parted ConfigMaps: ``mig.operator_namespace`` when the config is needed
-    (``planner.mig_repartition``, or the MIG advice of ``plan --explain-mig``); None (no ConfigMap is read) otherwise.
+    (``mig.repartition``, or the MIG advice of ``plan --explain-mig``); None (no ConfigMap is read) otherwise.
 
     Raises ``ConfigError`` (one line) when ``mig.config_map`` names another namespace, needed or not: a mig-parted
     config is trusted only in the GPU Operator's namespace, since any tenant can put mig-manager's label on a
     ConfigMap of their own and have nodes re-cut to layouts mig-manager does not know."""
     mig = settings.mig
     _check_config_map(mig.config_map, mig.operator_namespace)
-    return mig.operator_namespace if settings.planner.mig_repartition or explain else None
+    return mig.operator_namespace if settings.mig.repartition or explain else None
 
 
 def mig_parted_listing(config_map: str, selector: str | None, namespace: str | None) -> tuple[str | bool, str | None]:

@@ -36,13 +36,21 @@ def cmd_config(args: argparse.Namespace) -> int:
             f"{args.file}: valid; mode {settings.mode}; {len(changed)} setting(s) differ from the defaults"
             f"{': ' + ', '.join(changed) if changed else ''}\n"
         )
+        _warn(settings)
         return 0
     settings = load_settings(args.config)
+    _warn(settings)
     document = settings.model_dump(mode="json")
     sys.stdout.write(
         json.dumps(document, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(document, sort_keys=False)
     )
     return 0
+
+
+def _warn(settings: Settings) -> None:
+    """Keys of the old layout, each named with where it lives now (the run goes on: they are read)."""
+    for notice in settings.notices:
+        sys.stderr.write(f"compactor: warning: {notice}\n")
 
 
 def _differences(settings: Settings) -> list[str]:

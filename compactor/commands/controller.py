@@ -81,7 +81,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=None,
         metavar="SECONDS",
         help="/healthz fails when no cycle started or ended for this long (default 3 x --interval "
-        "+ planner.time_limit_seconds), when one cycle runs longer than twice the worst-case run, "
+        "+ solver.time_limit_seconds), when one cycle runs longer than twice the worst-case run, "
         "or when the Lease was neither renewed nor seen to change for two lease durations",
     )
     parser.add_argument(

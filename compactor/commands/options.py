@@ -4,12 +4,15 @@ and the ``Invocation`` they make: the settings with the command's overrides, the
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Any
 
 from compactor.app.invocation import Invocation
 from compactor.app.sources import SnapshotSource
 from compactor.errors import CompactorError
 from compactor.settings import Settings, load_settings, parse_shape
+
+log = logging.getLogger("compactor.commands")
 
 NO_INPUT = "no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster"
 TWO_INPUTS = "choose one input: --snapshot, --example, or a live cluster (--kubeconfig/--context/--in-cluster)"
@@ -45,8 +48,9 @@ def is_live(args: argparse.Namespace) -> bool:
     )
 
 
-def settings_from_args(args: argparse.Namespace, planner: dict[str, Any] | None = None) -> Settings:
-    """The settings: ``--config``, the environment, ``--shape``/``--pool-label``, then ``planner`` (field -> value) on top."""
+def settings_from_args(args: argparse.Namespace, on_top: dict[str, dict[str, Any]] | None = None) -> Settings:
+    """The settings: ``--config``, the environment, ``--shape``/``--pool-label``, then ``on_top`` (group -> field ->
+    value: a command's own flags, checked by the command)."""
     overrides: dict[str, dict[str, object]] = {}
     if getattr(args, "shape", None):
         for text in args.shape:
@@ -58,8 +62,10 @@ def settings_from_args(args: argparse.Namespace, planner: dict[str, Any] | None 
     if getattr(args, "pool_label", None):
         overrides.setdefault("metrics", {})["pool_label"] = args.pool_label
     settings = load_settings(getattr(args, "config", None), overrides)
-    if planner:
-        settings = settings.model_copy(update={"planner": settings.planner.model_copy(update=planner)})
+    for notice in settings.notices:  # keys of the old layout, read at their new places
+        log.warning(notice)
+    for group, values in (on_top or {}).items():
+        settings = settings.model_copy(update={group: getattr(settings, group).model_copy(update=values)})
     return settings
 
 

@@ -16,22 +16,22 @@ from compactor.render.plan import render_plan
 from compactor.render.run import as_deployed
 
 
-def planner_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """What ``--time-limit``, ``--max-moves``, ``--objective`` and ``--seed`` change of the planner settings."""
-    overrides = {
-        k: v
-        for k, v in (
-            ("time_limit_seconds", args.time_limit),
-            ("max_moves", args.max_moves),
-            ("objective", args.objective),
-            ("seed", args.seed),
-        )
-        if v is not None
-    }
+def planner_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """What ``--time-limit``, ``--max-moves``, ``--objective`` and ``--seed`` change, group -> field -> value."""
+    given = (
+        ("solver", "time_limit_seconds", args.time_limit),
+        ("caps", "max_moves", args.max_moves),
+        ("aims", "objective", args.objective),
+        ("solver", "seed", args.seed),
+    )
+    overrides: dict[str, dict[str, Any]] = {}
+    for group, name, value in given:
+        if value is not None:
+            overrides.setdefault(group, {})[name] = value
     if args.seed is not None:
-        overrides["deterministic"] = True  # a seed asks for the same plan again
+        overrides["solver"]["deterministic"] = True  # a seed asks for the same plan again
     if args.max_moves is not None and args.objective is None:
-        overrides["objective"] = "max-free"  # the freest point within the cap
+        overrides.setdefault("aims", {})["objective"] = "max-free"  # the freest point within the cap
     return overrides
 
 
@@ -106,7 +106,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--seed",
         type=int,
         metavar="N",
-        help="CP-SAT seed; implies planner.deterministic: the same snapshot, settings and seed give the same plan",
+        help="CP-SAT seed; implies solver.deterministic: the same snapshot, settings and seed give the same plan",
     )
     plan.add_argument("--shape", action="append", metavar="RES=QTY,...", help="reference request shape for the figures")
     plan.add_argument("--pool-label", metavar="LABEL", help="node label that groups nodes into pools")

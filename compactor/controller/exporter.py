@@ -249,7 +249,7 @@ class Exporter(Collector):
         if plan is not None:
             yield GaugeMetricFamily(
                 PREFIX + "last_plan_seconds",
-                "Wall-clock seconds the last plan took (solver.planSeconds; planner.time_limit_seconds bounds it).",
+                "Wall-clock seconds the last plan took (solver.planSeconds; solver.time_limit_seconds bounds it).",
                 value=plan[0],
             )
             gap = GaugeMetricFamily(

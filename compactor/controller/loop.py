@@ -55,7 +55,7 @@ class ControllerOptions:
 
 def stale_after_default(interval: float, settings: Settings) -> float:
     """Three missed cycles, plus one plan's time limit: the scheduler starts a cycle at most ``interval`` after the last ended."""
-    return 3 * interval + settings.planner.time_limit_seconds
+    return 3 * interval + settings.solver.time_limit_seconds
 
 
 def cycle_limit_default(settings: Settings) -> float:

@@ -51,9 +51,7 @@ def greedy_drain(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResul
 def warm_start(snapshot: Snapshot, settings: PlannerSettings) -> BaselineResult:
     """The planner's own greedy warm start (pending pods placed with chains, then drains) within the settings' move
     limits: what a plan never does worse than (the capped benchmarks compare with it)."""
-    problem = build_problem(
-        snapshot, settings.model_copy(update={"max_candidate_pods": 10**9}), max_targets=len(snapshot.nodes)
-    )
+    problem = build_problem(snapshot, settings.amended(max_candidate_pods=10**9), max_targets=len(snapshot.nodes))
     return _result("warm-start", problem, greedy(problem))
 
 
@@ -86,14 +84,12 @@ def _result(name: str, problem: Problem, assignment: Assignment) -> BaselineResu
 def _unbounded(settings: PlannerSettings) -> PlannerSettings:
     """Baselines see every node and pod, and no move limit: no model-size limit (``max_candidate_pods``) applies to them, nor the planner's
     move limits (which ``greedy`` keeps as the planner's warm start)."""
-    return settings.model_copy(
-        update={
-            "max_candidate_pods": 10**9,
-            "max_moves": None,
-            "max_moves_per_node": None,
-            "max_moves_per_namespace": None,
-            "min_gain_per_move": 0.0,
-        }
+    return settings.amended(
+        max_candidate_pods=10**9,
+        max_moves=None,
+        max_moves_per_node=None,
+        max_moves_per_namespace=None,
+        min_gain_per_move=0.0,
     )
 
 

@@ -18,7 +18,7 @@ from compactor.planner.objective import empty_nodes
 from compactor.planner.plan import CompactionPlan, FrontierPoint, Placement
 from compactor.planner.problem import Problem
 from compactor.planner.solution import concretise
-from compactor.settings import DisruptionSettings
+from compactor.settings import CapsSettings
 
 BUDGET_POINTS = 30  # points of the curve tried, from the chosen one down, for one a run can carry out whole
 
@@ -28,7 +28,7 @@ def point_within_budgets(
     snapshot: Snapshot,
     points: list[Point],
     chosen: Point,
-    cfg: DisruptionSettings,
+    cfg: CapsSettings,
     cap: int | None,
     objective: str,
 ) -> tuple[Point, str]:
@@ -55,9 +55,7 @@ def point_within_budgets(
     return chosen, ""
 
 
-def cut_to_budgets(
-    plan: CompactionPlan, snapshot: Snapshot, cfg: DisruptionSettings, cap: int | None
-) -> CompactionPlan:
+def cut_to_budgets(plan: CompactionPlan, snapshot: Snapshot, cfg: CapsSettings, cap: int | None) -> CompactionPlan:
     """The plan cut to the whole source nodes the run budgets let one run take (``budgets.py``), saying which one cut it;
     the cut plan is a row of the curve of its own, marked as the one carried out."""
     budgets = RunBudgets.of(snapshot, cfg, [m.pod for m in plan.moves])

@@ -2,8 +2,8 @@
 
 A run fences every node it takes pods off at once and moves one replica of a workload at a time, so what it may take is
 counted in source nodes (taken in groups: a node that receives a pod and loses pods to make room for it goes with the
-node the pod comes from): at most ``disruption.max_draining_per_pool`` nodes (or a share) of one pool drained together,
-and at most ``disruption.max_moves_per_workload`` replicas of one workload moved in one run (``auto``: Koordinator's
+node the pod comes from): at most ``caps.max_draining_per_pool`` nodes (or a share) of one pool drained together,
+and at most ``caps.max_moves_per_workload`` replicas of one workload moved in one run (``auto``: Koordinator's
 per-workload unavailability for workloads no PodDisruptionBudget covers, 1 below 4 replicas, 2 up to 10, 10% above;
 a PDB's own budget governs the others). Nodes are taken in plan order, each with all its moves, while every budget
 holds; the others stay untouched (not even fenced) for a later run, which re-plans from live state. Cutting the move list
@@ -26,7 +26,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.history import workload_key
 from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, Move, Placement
-from compactor.settings import DisruptionSettings
+from compactor.settings import CapsSettings
 
 # (source nodes, each with its moves), taken together -> "" to take them all, else the budget one of them would break;
 # a refused group changes no count
@@ -137,7 +137,7 @@ class RunBudgets:
     workload_of: dict[str, str] = field(default_factory=dict)  # pod key -> workload
 
     @classmethod
-    def of(cls, snapshot: Snapshot, cfg: DisruptionSettings, pods: Sequence[str]) -> RunBudgets:
+    def of(cls, snapshot: Snapshot, cfg: CapsSettings, pods: Sequence[str]) -> RunBudgets:
         """Resolved for the planned pods ``pods`` (namespace/name)."""
         found = cls()
         if cfg.max_draining_per_pool is not None:
@@ -164,7 +164,7 @@ class RunBudgets:
                 self.workload_cap[key] = (cap, f"{cap} per run: {replicas[key]} replicas, no PodDisruptionBudget")
 
     def admit(self, cap: int | None = None) -> Admit:
-        """Admits groups of source nodes while every budget holds, and (``cap``: ``executor.max_evictions_per_cycle``)
+        """Admits groups of source nodes while every budget holds, and (``cap``: ``caps.max_evictions_per_cycle``)
         their moves add up to at most ``cap``."""
         draining: Counter[str] = Counter()
         moving: Counter[str] = Counter()
@@ -178,11 +178,11 @@ class RunBudgets:
             for pool, nodes in pools.items():
                 if pool in self.pool_cap and draining[pool] + nodes > self.pool_cap[pool][0]:
                     most, size = self.pool_cap[pool]
-                    return f"disruption.max_draining_per_pool ({most} of pool {pool}'s {size} nodes at once)"
+                    return f"caps.max_draining_per_pool ({most} of pool {pool}'s {size} nodes at once)"
             counts = Counter(self.workload_of[m.pod] for _, moves in group for m in moves if m.pod in self.workload_of)
             for key, moved in counts.items():
                 if key in self.workload_cap and moving[key] + moved > self.workload_cap[key][0]:
-                    return f"disruption.max_moves_per_workload ({key}: {self.workload_cap[key][1]})"
+                    return f"caps.max_moves_per_workload ({key}: {self.workload_cap[key][1]})"
             draining.update(pools)
             moving.update(counts)
             total[0] += evictions

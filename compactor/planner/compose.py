@@ -39,7 +39,7 @@ from compactor.planner.solution import (
     gpu_nodes_changed,
 )
 from compactor.planner.usable import usage_shapes
-from compactor.settings import DisruptionSettings, PlannerSettings
+from compactor.settings import CapsSettings, PlannerSettings
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def compose(request: PlanRequest) -> Composed:
         load_seconds=request.load_seconds,
     )
     if request.budgets is not None or request.max_evictions is not None:
-        plan = cut_to_budgets(plan, request.snapshot, request.budgets or DisruptionSettings(), request.max_evictions)
+        plan = cut_to_budgets(plan, request.snapshot, request.budgets or CapsSettings(), request.max_evictions)
     return Composed(plan, request.snapshot, request.shapes, original, frozenset(p.pod.key for p in outcome.placements))
 
 
@@ -88,9 +88,13 @@ def _scope(request: PlanRequest) -> tuple[PlannerSettings, list[str], Restraints
     """The settings as this snapshot and the history allow them, and the warnings that say why."""
     snapshot, settings = request.snapshot, request.settings
     warnings = list(snapshot.warnings)
-    if snapshot.extra.get("orphan_pods") and settings.mode == "free-nodes" and settings.objective != "pending-only":
+    if (
+        snapshot.extra.get("orphan_pods")
+        and settings.aims.goal == "free-nodes"
+        and settings.aims.objective != "pending-only"
+    ):
         # Pods and nodes were not read together: a node may run pods this snapshot does not show, so none is freed.
-        settings = settings.model_copy(update={"objective": "pending-only"})
+        settings = settings.amended(objective="pending-only")
         warnings.append(
             "freeing no node: the snapshot is not one consistent read (pods bound to nodes it does not contain), so "
             "nodes may run pods it does not show; only pending pods are placed. Read nodes and pods together: "
@@ -128,7 +132,7 @@ def _decide(request: PlanRequest, problem: Problem, searched: Searched) -> Outco
         moves, placements = concretise(problem, assignment, empty_nodes(problem, assignment))
     recuts: list[Recut] = []
     cut, chosen = list(searched.cut), searched.chosen
-    if settings.mig_repartition and request.mig_parted is not None and searched.chosen is not None:
+    if settings.mig.repartition and request.mig_parted is not None and searched.chosen is not None:
         chosen, moves, placements, recuts = _recut_step(
             problem,
             request.mig_parted,
@@ -140,13 +144,13 @@ def _decide(request: PlanRequest, problem: Problem, searched: Searched) -> Outco
             request.clock,
             cut,
         )
-        if settings.mig_rebalance_min_gain is not None:
+        if settings.mig.rebalance_min_gain is not None:
             idle = plan_rebalance(
-                problem, request.mig_parted, moves, placements, recuts, request.shapes, settings.mig_rebalance_min_gain
+                problem, request.mig_parted, moves, placements, recuts, request.shapes, settings.mig.rebalance_min_gain
             )
-            recuts += _affordable(idle, len(moves) + round(settings.recut_cost_moves * len(recuts)), settings)
+            recuts += _affordable(idle, len(moves) + round(settings.mig.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
-    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.max_moves, deadline=request.clock)
+    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.caps.max_moves, deadline=request.clock)
     moves = [*moves, *partitioned.moves]
     placements = [*(p for p in placements if p.pod.key not in partitioned.dropped), *partitioned.placements]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
@@ -157,8 +161,8 @@ def _decide(request: PlanRequest, problem: Problem, searched: Searched) -> Outco
 
 def _empty_note(settings: PlannerSettings, note: str) -> str:
     empty = (
-        "moves capped at 0 (--max-moves / planner.max_moves)"
-        if settings.max_moves == 0
+        "moves capped at 0 (--max-moves / caps.max_moves)"
+        if settings.caps.max_moves == 0
         else "this search found no move that frees usable GPU capacity or places a pending pod"
     )
     return f"{empty}; {note}" if note else empty
@@ -199,14 +203,14 @@ def _recut_step(  # noqa: PLR0913
 
 def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> list[Recut]:
     """The re-cuts, in order, that fit ``max_moves`` beside ``moves`` moves (each costs ``recut_cost_moves``)."""
-    if settings.max_moves is None:
+    if settings.caps.max_moves is None:
         return recuts
-    room: float = settings.max_moves - moves
+    room: float = settings.caps.max_moves - moves
     kept = []
     for recut in recuts:
-        if room < settings.recut_cost_moves:
+        if room < settings.mig.recut_cost_moves:
             break
-        room -= settings.recut_cost_moves
+        room -= settings.mig.recut_cost_moves
         kept.append(recut)
     return kept
 
@@ -219,8 +223,10 @@ def _restrained(
         return settings, None
     if restraints.paused:
         warnings.append(f"{restraints.paused}: a run now changes nothing (the plan shows what it would do)")
-    if restraints.moves_left is not None and (settings.max_moves is None or restraints.moves_left < settings.max_moves):
-        settings = settings.model_copy(update={"max_moves": restraints.moves_left})
+    if restraints.moves_left is not None and (
+        settings.caps.max_moves is None or restraints.moves_left < settings.caps.max_moves
+    ):
+        settings = settings.amended(max_moves=restraints.moves_left)
         warnings.append(f"at most {restraints.moves_left} move(s) now: {restraints.budget}")
     if restraints.workloads or restraints.nodes:
         warnings.append(

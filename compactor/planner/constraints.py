@@ -202,25 +202,25 @@ def emptiness(problem: Problem, v: Variables) -> None:
 def move_limits(problem: Problem, v: Variables) -> None:
     """maxMoves in total, per source node and per namespace."""
     cfg = problem.settings
-    if cfg.max_moves is not None:
-        v.model.add(cpsat.total(list(v.out.values())) <= cfg.max_moves)
-    if cfg.max_moves_per_node is not None:
+    if cfg.caps.max_moves is not None:
+        v.model.add(cpsat.total(list(v.out.values())) <= cfg.caps.max_moves)
+    if cfg.caps.max_moves_per_node is not None:
         by_node: dict[int, list[IntVar]] = defaultdict(list)
         for (_, node), var in v.out.items():
             by_node[node].append(var)
         for terms in by_node.values():
-            v.model.add(cpsat.total(terms) <= cfg.max_moves_per_node)
-    if cfg.max_moves_per_namespace is not None:
+            v.model.add(cpsat.total(terms) <= cfg.caps.max_moves_per_node)
+    if cfg.caps.max_moves_per_namespace is not None:
         by_ns: dict[str, list[IntVar]] = defaultdict(list)
         for (t, _), var in v.out.items():
             by_ns[problem.types[t].namespace].append(var)
         for terms in by_ns.values():
-            v.model.add(cpsat.total(terms) <= cfg.max_moves_per_namespace)
+            v.model.add(cpsat.total(terms) <= cfg.caps.max_moves_per_namespace)
 
 
 def min_gain(problem: Problem, v: Variables) -> None:
     """The net freed GPUs must reach ``minGainPerMove`` per move (in hundredths, to stay integral)."""
-    per_move = round(problem.settings.min_gain_per_move * 100)
+    per_move = round(problem.settings.aims.min_gain_per_move * 100)
     if per_move <= 0:
         return
     # 100 x (freed GPUs - GPUs free before) >= per_move x moves
@@ -276,13 +276,13 @@ def move_costs_too_large(problem: Problem) -> Callable[[int], ModelRangeError]:
         problem.snapshot.source,
         None,
         "",
-        "move costs (planner.move_cost settings, compactor.io/move-cost, spare GPUs of the targets)",
+        "move costs (aims.move_cost settings, compactor.io/move-cost, spare GPUs of the targets)",
     )
 
 
 def move_cost_terms(problem: Problem, v: Variables) -> LinearTerms:
     terms: LinearTerms = [(var, problem.types[t].cost) for (t, _), var in v.out.items()]
-    weight = problem.settings.move_cost.prefer_full_targets
+    weight = problem.settings.aims.move_cost.prefer_full_targets
     if weight:
         # Pods arriving where none of their type was: the final count is the arrivals.
         for (t, n), var in v.final.items():

@@ -1,4 +1,4 @@
-"""Which point of the trade-off curve a plan executes (``planner.objective``: pending-only, balanced, max-free).
+"""Which point of the trade-off curve a plan executes (``aims.objective``: pending-only, balanced, max-free).
 
 Apart from the curve (``frontier.py``), which only computes points: the policy reads them, cost against usable freed
 GPUs, and picks one; a new objective changes this module alone.

@@ -4,11 +4,11 @@ Not to be confused with the run budgets (``budgets.py``: nodes drained per pool,
 PodDisruptionBudgets (``movability.py``): this is only how long the planner may think.
 
 Two clocks. By default, wall-clock seconds with CP-SAT's parallel portfolio: the best plans within
-the limit, but two runs may differ (the workers race). ``planner.deterministic``: CP-SAT's
+the limit, but two runs may differ (the workers race). ``solver.deterministic``: CP-SAT's
 *deterministic time* (a work count, roughly seconds on a typical machine) with interleaved search,
 which the OR-Tools documentation describes as deterministic whatever the number of workers; every
 time decision of the planner then reads that clock too, so the same snapshot, settings and
-``planner.seed`` give the same plan on any machine (at the price of one search thread). The solves
+``solver.seed`` give the same plan on any machine (at the price of one search thread). The solves
 themselves run in ``cpsat.solve``, which charges what they spend here (``spend``).
 
 Imports: the standard library and ``compactor.settings`` only (no solver).
@@ -78,10 +78,10 @@ class Deadline:
 
 
 def deadline_for(settings: PlannerSettings, seconds: float | None = None) -> Deadline:
-    """A deadline on the clock the settings ask for (``planner.deterministic``), ``seconds`` (default: the time limit) from now."""
+    """A deadline on the clock the settings ask for (``solver.deterministic``), ``seconds`` (default: the time limit) from now."""
     return Deadline(
-        settings.time_limit_seconds if seconds is None else seconds,
-        settings.workers,
-        settings.seed,
-        settings.deterministic,
+        settings.solver.time_limit_seconds if seconds is None else seconds,
+        settings.solver.workers,
+        settings.solver.seed,
+        settings.solver.deterministic,
     )

@@ -68,7 +68,7 @@ def solver_report(
         status = "OPTIMAL" if _whole_cluster_proof(objective, bound, cost_proven, top) else "FEASIBLE"
         searched = _searched(result)
         note = f"{note}; {searched}" if note else searched
-    base = problem.settings.move_cost.base
+    base = problem.settings.aims.move_cost.base
     return SolverReport(
         status=status,
         wall_seconds=round(result.wall_seconds, 3),
@@ -199,7 +199,7 @@ def move_docs(
             owner=_owner(m),
             requests={k: v for k, v in m.pod.requests.items() if k != "pods"},
             gpu=m.ptype.uses_gpu,
-            cost=round(m.ptype.cost / problem.settings.move_cost.base, 2),
+            cost=round(m.ptype.cost / problem.settings.aims.move_cost.base, 2),
             devices=list((devices or {}).get(m.pod.key, ())),
         )
         for m, free in zip(moves, _free_before_each(problem, moves), strict=True)
@@ -218,10 +218,10 @@ def frontier_rows(
 ) -> list[FrontierPoint]:
     """The curve as the plan shows it; re-cuts are a step of their own, right after the point they build on (the plan's
     ``freed_nodes`` nodes and ``net_gpus`` GPUs)."""
-    base = settings.move_cost.base
+    base = settings.aims.move_cost.base
     rows = [_frontier_point(p, p is chosen and not recuts, base) for p in points]
     if recuts and chosen is not None:
-        cost = sum(m.ptype.cost for m in moves) / base + settings.recut_cost_moves * len(recuts)
+        cost = sum(m.ptype.cost for m in moves) / base + settings.mig.recut_cost_moves * len(recuts)
         step = FrontierPoint(
             freed_nodes=freed_nodes,
             freed_gpus=net_gpus,
@@ -366,15 +366,15 @@ def document(
                 to_config=r.to_config,
                 reason=r.reason(problem),
                 allocatable=r.allocatable,
-                cost=settings.recut_cost_moves,
+                cost=settings.mig.recut_cost_moves,
             )
             for r in outcome.recuts
         ],
-        objective=settings.objective if settings.mode == "free-nodes" else "shapes",
-        balanced_moves_per_gpu=settings.balanced_moves_per_gpu
-        if settings.objective == "balanced" and settings.mode == "free-nodes"
+        objective=settings.aims.objective if settings.aims.goal == "free-nodes" else "shapes",
+        balanced_moves_per_gpu=settings.aims.balanced_moves_per_gpu
+        if settings.aims.objective == "balanced" and settings.aims.goal == "free-nodes"
         else None,
-        move_price=describe(settings.move_cost),
+        move_price=describe(settings.aims.move_cost),
         frontier=frontier_rows(
             searched.points,
             outcome.chosen,

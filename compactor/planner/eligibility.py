@@ -5,7 +5,7 @@ The scheduler's filters (readiness, cordon, taints, nodeSelector, node affinity:
 node affinity of bound PersistentVolumes: ``model.volumes``), and the planner's rules:
 no node labelled ``compactor.io/exclude=true``, no NoExecute taint tolerated only for a
 while (the pod would be evicted again), and a GPU pod stays in its pool (GPU product)
-unless ``planner.cross_pool_moves``. Host ports and resources are capacity, enforced
+unless ``movable.cross_pool_moves``. Host ports and resources are capacity, enforced
 by the CP-SAT model for the whole plan.
 
 Imports: ``compactor.model`` and movability only.
@@ -24,7 +24,7 @@ from compactor.planner.movability import EXCLUDE_LABEL
 
 EXCLUDED = "node is labelled compactor.io/exclude=true"
 EVICTING_TAINT = "node has a NoExecute taint the pod tolerates only for tolerationSeconds: it would be evicted again"
-OTHER_POOL = "node is in another pool (GPU product); planner.cross_pool_moves allows it"
+OTHER_POOL = "node is in another pool (GPU product); movable.cross_pool_moves allows it"
 VOLUME = "a PersistentVolume of the pod cannot be attached there (its node affinity)"
 
 

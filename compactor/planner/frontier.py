@@ -12,7 +12,7 @@ most GPUs freed). Each point is a valid plan with its own status:
   on one model whose "freed at least k" bound is fixed point by point (``cpsat.fix``), within
   a time no longer than the max-free solve took.
 
-The policy (``planner.objective``) then picks the point to execute.
+The policy (``aims.objective``) then picks the point to execute.
 
 Imports: CP-SAT through ``cpsat`` (never ``ortools`` itself), the model's variables and constraints, the level
 solver's built model, the search's result, the objective, greedy, the problem, the deadline.

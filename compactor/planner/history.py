@@ -5,7 +5,7 @@ The shell (``compactor/actions/memory.py``) keeps a ``History`` in the state nam
 
 * a workload (a pod's controller) moved within ``disruption.workload_cooldown_minutes`` is not moved again;
 * a node a move left or reached within ``disruption.node_cooldown_minutes`` is neither drained nor filled;
-* ``disruption.max_moves_per_hour`` / ``max_moves_per_day`` cap the moves a plan may make now;
+* ``caps.max_moves_per_hour`` / ``max_moves_per_day`` cap the moves a plan may make now;
 * the circuit breaker: ``breaker_failures`` failed moves among the last ``breaker_of_last`` pause every run for
   ``breaker_pause_minutes``.
 
@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from compactor.model.types import OwnerRef
-from compactor.settings import DisruptionSettings
+from compactor.settings import CapsSettings, DisruptionSettings
 
 MOVED = "moved"  # evicted, and its replacement came up
 FAILED = "failed"  # attempted and rolled back with its run, or refused by the API
@@ -103,7 +103,7 @@ class Restraints:
 
     workloads: dict[str, str] = field(default_factory=dict)  # workload -> "moved 12 min ago; cooldown 30 min"
     nodes: dict[str, str] = field(default_factory=dict)  # node -> "drained 3 min ago; cooldown 10 min"
-    # under the hourly/daily move caps (disruption.max_moves_per_hour/_per_day); None: no cap
+    # under the hourly/daily move caps (caps.max_moves_per_hour/_per_day); None: no cap
     moves_left: int | None = None
     budget: str = ""  # which of those caps sets moves_left, in words (a run budget, not the planner's time limit)
     paused: str = ""  # the circuit breaker's pause, in words; "" when runs may act
@@ -121,7 +121,9 @@ def _minutes(delta: timedelta) -> str:
     return f"{delta.total_seconds() / 60:.0f} min"
 
 
-def restraints_at(history: History, cfg: DisruptionSettings, now: datetime) -> Restraints:
+def restraints_at(
+    history: History, cfg: DisruptionSettings, now: datetime, caps: CapsSettings | None = None
+) -> Restraints:
     moved = [m for m in history.moves if m.outcome == MOVED]
     workloads: dict[str, str] = {}
     nodes: dict[str, str] = {}
@@ -134,7 +136,7 @@ def restraints_at(history: History, cfg: DisruptionSettings, now: datetime) -> R
         if ago < timedelta(minutes=cfg.node_cooldown_minutes):
             nodes[m.from_node] = f"drained {_minutes(ago)} ago; cooldown {cfg.node_cooldown_minutes:g} min"
             nodes[m.to_node] = f"filled {_minutes(ago)} ago; cooldown {cfg.node_cooldown_minutes:g} min"
-    left, budget = _moves_left(moved, cfg, now)
+    left, budget = _moves_left(moved, caps or CapsSettings(), now)
     paused = ""
     if history.paused_until is not None and now < history.paused_until:
         paused = f"circuit breaker open until {history.paused_until.isoformat()}: {history.pause_reason}"
@@ -143,10 +145,10 @@ def restraints_at(history: History, cfg: DisruptionSettings, now: datetime) -> R
     return Restraints(workloads, nodes, left, budget, paused, history.paused_until if paused else None, returns)
 
 
-def _moves_left(moved: Sequence[MoveRecord], cfg: DisruptionSettings, now: datetime) -> tuple[int | None, str]:
+def _moves_left(moved: Sequence[MoveRecord], cfg: CapsSettings, now: datetime) -> tuple[int | None, str]:
     limits = [
-        (cfg.max_moves_per_hour, HOUR, "disruption.max_moves_per_hour"),
-        (cfg.max_moves_per_day, DAY, "disruption.max_moves_per_day"),
+        (cfg.max_moves_per_hour, HOUR, "caps.max_moves_per_hour"),
+        (cfg.max_moves_per_day, DAY, "caps.max_moves_per_day"),
     ]
     found: list[tuple[int, str]] = []
     for limit, span, key in limits:

@@ -148,7 +148,7 @@ class LevelSolve:
         v.deadline = None  # built: each solve keeps to its own time limit
         self.v = v
         self.seconds = time.monotonic() - started
-        if problem.settings.mode == "free-nodes" and not problem.target_shapes:
+        if problem.settings.aims.goal == "free-nodes" and not problem.target_shapes:
             self.base = BuiltModel(problem, v.model.clone(), v, self.seconds)
 
     def start_reaches(self, level: Level) -> bool:

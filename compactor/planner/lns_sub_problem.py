@@ -238,19 +238,21 @@ def _sub_settings(
     update: dict[str, object] = {
         "min_gain_per_move": 0.0
     }  # checked on the whole plan (it counts freed GPUs everywhere)
-    if cfg.max_moves is not None:
-        update["max_moves"] = cfg.max_moves - fixed_total
-    if cfg.max_moves_per_node is not None:
+    if cfg.caps.max_moves is not None:
+        update["max_moves"] = cfg.caps.max_moves - fixed_total
+    if cfg.caps.max_moves_per_node is not None:
         homes = {n for t in types if not t.pending for n in t.initial}
-        update["max_moves_per_node"] = cfg.max_moves_per_node - max((fixed_node.get(n, 0) for n in homes), default=0)
-    if cfg.max_moves_per_namespace is not None:
+        update["max_moves_per_node"] = cfg.caps.max_moves_per_node - max(
+            (fixed_node.get(n, 0) for n in homes), default=0
+        )
+    if cfg.caps.max_moves_per_namespace is not None:
         spaces = {t.namespace for t in types if not t.pending}
-        update["max_moves_per_namespace"] = cfg.max_moves_per_namespace - max(
+        update["max_moves_per_namespace"] = cfg.caps.max_moves_per_namespace - max(
             (fixed_namespace.get(s, 0) for s in spaces), default=0
         )
     if any(isinstance(v, int) and v < 0 for v in update.values()):
         return None
-    return cfg.model_copy(update=update)
+    return cfg.amended(**update)
 
 
 def _fixed_moves(

@@ -18,10 +18,10 @@ def limited(problem: Problem) -> bool:
     """Does any move limit apply (maxMoves in total, per node, per namespace, minGainPerMove)?"""
     cfg = problem.settings
     return (
-        cfg.max_moves is not None
-        or cfg.max_moves_per_node is not None
-        or cfg.max_moves_per_namespace is not None
-        or cfg.min_gain_per_move > 0
+        cfg.caps.max_moves is not None
+        or cfg.caps.max_moves_per_node is not None
+        or cfg.caps.max_moves_per_namespace is not None
+        or cfg.aims.min_gain_per_move > 0
     )
 
 
@@ -32,11 +32,11 @@ class Tally:
     def __init__(self, problem: Problem, assignment: Assignment) -> None:
         cfg = problem.settings
         self.max_moves, self.per_node_cap, self.per_namespace_cap = (
-            cfg.max_moves,
-            cfg.max_moves_per_node,
-            cfg.max_moves_per_namespace,
+            cfg.caps.max_moves,
+            cfg.caps.max_moves_per_node,
+            cfg.caps.max_moves_per_namespace,
         )
-        self.per_move = round(cfg.min_gain_per_move * 100)
+        self.per_move = round(cfg.aims.min_gain_per_move * 100)
         self.empty_before = problem.empty_before_gpus
         self.total = 0
         self.per_node: dict[int, int] = {}

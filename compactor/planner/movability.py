@@ -53,7 +53,7 @@ class Unmovable(enum.StrEnum):
     LOCAL_STORAGE = "uses emptyDir/hostPath storage (annotate compactor.io/evict=true to allow)"
     OPTED_OUT = "opted out (compactor.io/evict or safe-to-evict = false)"
     PDB_BLOCKS = "a PodDisruptionBudget allows no disruption"
-    FEW_REPLICAS = "fewer ready replicas than planner.min_replicas and no PodDisruptionBudget: moving it is downtime"
+    FEW_REPLICAS = "fewer ready replicas than movable.min_replicas and no PodDisruptionBudget: moving it is downtime"
     NODE_EXCLUDED = "its node is labelled compactor.io/exclude=true"
     DO_NOT_DISRUPT = (
         "annotated karpenter.sh/do-not-disrupt or descheduler.alpha.kubernetes.io/prefer-no-eviction = true"
@@ -65,7 +65,7 @@ class Unmovable(enum.StrEnum):
     POD_AFFINITY = "required inter-pod (anti-)affinity, which the planner does not model"
     TOPOLOGY_SPREAD = "DoNotSchedule topology spread constraint, which the planner does not model"
     VOLUMES = "where its persistent volumes may attach is unknown (claim or volume not in the snapshot, unbound, or ephemeral)"
-    SCHEDULER = "its schedulerName is not in planner.scheduler_names: where its replacement lands is not predicted"
+    SCHEDULER = "its schedulerName is not in movable.scheduler_names: where its replacement lands is not predicted"
     RESOURCE_CLAIMS = (
         "uses dynamic resource allocation (resourceClaims) of devices the planner does not map (another driver's "
         "or a kind dra.drivers does not describe, a claim not made or not read yet, admin access)"
@@ -79,9 +79,9 @@ class Unmovable(enum.StrEnum):
         "(the partition step), where the allocator's first fit is predicted"
     )
     NAMESPACE = "namespace not selected by config"
-    SELECTOR = "labels do not match planner.pod_selector"
-    PRIORITY = "priority above planner.max_priority"
-    TOO_YOUNG = "created or Ready too recently (planner.min_pod_age_seconds, planner.min_ready_seconds)"
+    SELECTOR = "labels do not match movable.pod_selector"
+    PRIORITY = "priority above movable.max_priority"
+    TOO_YOUNG = "created or Ready too recently (movable.min_pod_age_seconds, movable.min_ready_seconds)"
     COOLDOWN = "its workload moved within disruption.workload_cooldown_minutes"
     NODE_COOLDOWN = "its node was drained or filled within disruption.node_cooldown_minutes"
     TOLERATES_FENCES = (
@@ -90,7 +90,7 @@ class Unmovable(enum.StrEnum):
     )
     NOT_PINNED_OWNER = (
         "its controller is not a ReplicaSet or StatefulSet, whose pods alone the steering policy pins (its creators): "
-        "its replacement would land where kube-scheduler likes (executor.steering: holds can move it)"
+        "its replacement would land where kube-scheduler likes (steering.mechanism: holds can move it)"
     )
     OUTSIDE_POLICY = (
         "its namespace is outside the steering policy's binding (matchResources.namespaceSelector): its replacement "
@@ -168,15 +168,15 @@ def unmodelled_reason(pod: Pod) -> Unmovable | None:
 
 def config_reason(pod: Pod, settings: PlannerSettings, now: datetime | None = None) -> Unmovable | None:
     """Why the configured selection (schedulers, namespaces, pod_selector, max_priority) keeps ``pod`` in place, if it does."""
-    if pod.scheduler_name not in settings.scheduler_names:
+    if pod.scheduler_name not in settings.movable.scheduler_names:
         return Unmovable.SCHEDULER
-    if settings.namespaces and pod.namespace not in settings.namespaces:
+    if settings.movable.namespaces and pod.namespace not in settings.movable.namespaces:
         return Unmovable.NAMESPACE
-    if pod.namespace in settings.exclude_namespaces:
+    if pod.namespace in settings.movable.exclude_namespaces:
         return Unmovable.NAMESPACE
-    if any(pod.labels.get(k) != v for k, v in settings.pod_selector.items()):
+    if any(pod.labels.get(k) != v for k, v in settings.movable.pod_selector.items()):
         return Unmovable.SELECTOR
-    if settings.max_priority is not None and pod.priority > settings.max_priority:
+    if settings.movable.max_priority is not None and pod.priority > settings.movable.max_priority:
         return Unmovable.PRIORITY
     if now is not None and _too_young(pod, settings, now):
         return Unmovable.TOO_YOUNG
@@ -189,12 +189,14 @@ def _too_young(pod: Pod, settings: PlannerSettings, now: datetime) -> bool:
     def within(since: datetime | None, seconds: float) -> bool:
         return seconds > 0 and since is not None and (now - since).total_seconds() < seconds
 
-    return within(pod.created, settings.min_pod_age_seconds) or within(pod.ready_since, settings.min_ready_seconds)
+    return within(pod.created, settings.movable.min_pod_age_seconds) or within(
+        pod.ready_since, settings.movable.min_ready_seconds
+    )
 
 
 def _replicas_reason(pdbs: Sequence[Pdb], ready_replicas: int | None, settings: PlannerSettings) -> Unmovable | None:
     """A PDB says how much disruption the owner accepts; without one, too few ready replicas means an outage."""
-    if pdbs or ready_replicas is None or ready_replicas >= settings.min_replicas:
+    if pdbs or ready_replicas is None or ready_replicas >= settings.movable.min_replicas:
         return None
     return Unmovable.FEW_REPLICAS
 
@@ -266,7 +268,7 @@ def why_unmovable(  # noqa: PLR0913
     """The first rule that keeps ``pod`` in place, or None when a plan may move it. ``ready_replicas``: of its controller
     (None: not counted); ``steering``: see ``_steering_reason``."""
     reason = (
-        _contract_reason(pod, node, pdbs, settings.recreating_controllers)
+        _contract_reason(pod, node, pdbs, settings.movable.recreating_controllers)
         or config_reason(pod, settings, now)
         or _replicas_reason(pdbs, ready_replicas, settings)
         or _steering_reason(pod, steering)
@@ -304,7 +306,7 @@ def why_not_evictable(
     if pod.resource_claims and not pod.dra_gpus:
         pod = msgspec.structs.replace(pod, dra_gpus=True)
     return (
-        _contract_reason(pod, node, pdbs, settings.recreating_controllers, pdb_now=False)
+        _contract_reason(pod, node, pdbs, settings.movable.recreating_controllers, pdb_now=False)
         or config_reason(pod, settings, now)
         or _replicas_reason(pdbs, ready_replicas, settings)
         or _steering_reason(pod, steering)

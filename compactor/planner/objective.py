@@ -10,7 +10,7 @@ The planner's objective is lexicographic, most important first (``FREE_NODES``; 
 Each ``Term`` computes its level's value of an assignment in Python: the level solver carries incumbents with them
 (``levels.py``, whose CP-SAT expressions of the same terms are ``constraints.py``'s), ``rank`` compares plans with them
 (the search, the large-neighbourhood search), and ``Assignment.cost`` is the move cost term. The model's move cost may
-add a preference for full targets (``planner.move_cost.prefer_full_targets``) that the term leaves out: it breaks ties
+add a preference for full targets (``aims.move_cost.prefer_full_targets``) that the term leaves out: it breaks ties
 inside a solve, it is no part of what a plan is worth. ``within_limits`` checks the move limits every plan keeps.
 
 Imports: the problem (``problem.py``) only; no solver.
@@ -119,8 +119,8 @@ FREED_GPUS = Term("freedGpus", True, freed_gpus)
 HEADROOM = Term("headroom", True, headroom)
 MOVE_COST = Term("moveCost", False, move_cost)
 
-FREE_NODES = (PENDING, FREED_GPUS, MOVE_COST)  # planner.mode free-nodes, most important first
-SHAPES = (PENDING, HEADROOM, MOVE_COST)  # planner.mode shapes (planner.target_shapes)
+FREE_NODES = (PENDING, FREED_GPUS, MOVE_COST)  # aims.goal free-nodes, most important first
+SHAPES = (PENDING, HEADROOM, MOVE_COST)  # aims.goal shapes (aims.target_shapes)
 
 Rank = tuple[int, ...]
 
@@ -146,11 +146,13 @@ def within_limits(problem: Problem, assignment: Assignment) -> bool:
         per_node[node] = per_node.get(node, 0) + out
         namespace = problem.types[t].namespace
         per_namespace[namespace] = per_namespace.get(namespace, 0) + out
-    if cfg.max_moves is not None and total > cfg.max_moves:
+    if cfg.caps.max_moves is not None and total > cfg.caps.max_moves:
         return False
-    if cfg.max_moves_per_node is not None and any(k > cfg.max_moves_per_node for k in per_node.values()):
+    if cfg.caps.max_moves_per_node is not None and any(k > cfg.caps.max_moves_per_node for k in per_node.values()):
         return False
-    if cfg.max_moves_per_namespace is not None and any(k > cfg.max_moves_per_namespace for k in per_namespace.values()):
+    if cfg.caps.max_moves_per_namespace is not None and any(
+        k > cfg.caps.max_moves_per_namespace for k in per_namespace.values()
+    ):
         return False
-    per_move = round(cfg.min_gain_per_move * 100)
+    per_move = round(cfg.aims.min_gain_per_move * 100)
     return per_move <= 0 or 100 * (freed_gpus(problem, assignment) - problem.empty_before_gpus) >= per_move * total

@@ -148,7 +148,7 @@ def plan_partitions(
         context.opened.add(target)
         _place(nodes[target], ptype, pod, step)
     settings = problem.settings
-    if settings.mode == "free-nodes" and settings.objective != "pending-only":
+    if settings.aims.goal == "free-nodes" and settings.aims.objective != "pending-only":
         _drain(context, step, moves, placements, max_moves, deadline)
     return step
 
@@ -178,7 +178,7 @@ def _drain(
     opened for a pod is not drained, nor drained into."""
     problem, settings = search.problem, search.problem.settings
     after = gpu_pods_after(problem, [*moves, *step.moves], [*placements, *step.placements])
-    per_gpu = settings.balanced_moves_per_gpu if settings.objective == "balanced" else math.inf
+    per_gpu = settings.aims.balanced_moves_per_gpu if settings.aims.objective == "balanced" else math.inf
     order = sorted(
         search.nodes.values(), key=lambda n: (len(set(n.holders.values())), problem.nodes[n.index].node.name)
     )
@@ -198,7 +198,7 @@ def _drain(
             or any(problem.unmovable.get(h) is not Unmovable.PARTITIONED for h in holders)
         ):
             continue
-        cost = sum(search.pricing.cost(search.pods[h]) for h in holders) / settings.move_cost.base
+        cost = sum(search.pricing.cost(search.pods[h]) for h in holders) / settings.aims.move_cost.base
         if cost > per_gpu * gpus:
             continue
         search.drained.add(node.index)
@@ -225,7 +225,7 @@ class _Search:
     drained: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.pricing = Pricing.of(self.problem.snapshot, self.problem.settings.move_cost)
+        self.pricing = Pricing.of(self.problem.snapshot, self.problem.settings.aims.move_cost)
 
 
 def _direct(problem: Problem, nodes: Mapping[int, _Node], pod: Pod) -> int | None:

@@ -102,9 +102,9 @@ def _why_unplaced(
     roomy = [s for s in receivers if _fits(ptype.requests, s, s.fixed)]
     if roomy:
         names = ", ".join(s.node.name for s in roomy[:3])
-        cap = problem.settings.max_moves
+        cap = problem.settings.caps.max_moves
         limit = (
-            f"moves are capped at {cap} (--max-moves / planner.max_moves)"
+            f"moves are capped at {cap} (--max-moves / caps.max_moves)"
             if cap is not None
             else "not within the move limits, or the room went to pending pods placed first"
         )

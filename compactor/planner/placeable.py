@@ -18,12 +18,12 @@ from compactor.settings import PlannerSettings
 
 def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex) -> str | None:
     """Why the plan will not place this pending GPU pod: a constraint the model does not check, or config scope."""
-    if pod.scheduler_name not in settings.scheduler_names:
-        return f"scheduled by {pod.scheduler_name!r}, not a scheduler the planner predicts (planner.scheduler_names)"
+    if pod.scheduler_name not in settings.movable.scheduler_names:
+        return f"scheduled by {pod.scheduler_name!r}, not a scheduler the planner predicts (movable.scheduler_names)"
     if (
-        settings.namespaces and pod.namespace not in settings.namespaces
-    ) or pod.namespace in settings.exclude_namespaces:
-        return f"namespace {pod.namespace} is outside the planner's scope (planner.namespaces / exclude_namespaces)"
+        settings.movable.namespaces and pod.namespace not in settings.movable.namespaces
+    ) or pod.namespace in settings.movable.exclude_namespaces:
+        return f"namespace {pod.namespace} is outside the planner's scope (movable.namespaces / exclude_namespaces)"
     if pod.nominated_node:
         return f"kube-scheduler is preempting for it (nominated to {pod.nominated_node})"
     unmodelled = unmodelled_reason(pod)

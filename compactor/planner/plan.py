@@ -61,7 +61,7 @@ class Move(_Doc):
     to_node: str = Field(
         alias="to",
         description="The node the plan puts the pod's replacement on (the executor steers it there unless "
-        "executor.steering is off).",
+        "steering.mechanism is off).",
     )
     reason: str = Field(
         "",
@@ -118,12 +118,12 @@ class Placement(_Doc):
 
 STEERING_DECIDED_AT_RUN = (
     "decided when the run starts: the steering policy of manifests/steering when installed, else holds "
-    "(executor.steering: auto); planned as for holds, so pods tolerating the compactor's fence taint stay"
+    "(steering.mechanism: auto); planned as for holds, so pods tolerating the compactor's fence taint stay"
 )
 
 
 class SteeringNote(_Doc):
-    """How the executor would make replacements land on their planned nodes in this cluster (``executor.steering``)."""
+    """How the executor would make replacements land on their planned nodes in this cluster (``steering.mechanism``)."""
 
     mechanism: str = Field(
         description="`policy` (the MutatingAdmissionPolicy of manifests/steering pins each replacement; no node "
@@ -136,7 +136,7 @@ class SteeringNote(_Doc):
     stops: str = Field(
         default="",
         description="What would stop a run of this plan short, steering this way, as the planned cluster shows it: "
-        "the first move that would hold more nodes than executor.max_holds_per_move (a run stops there; before its "
+        "the first move that would hold more nodes than steering.max_holds_per_move (a run stops there; before its "
         "first move, it changes nothing). Empty when nothing would.",
     )
 
@@ -158,7 +158,7 @@ class SolverReport(_Doc):
         None,
         description="The main level's value for the max-free solve: net freed GPUs (physical GPUs "
         "whole-free after the plan minus before), or in shape mode the shape headroom (copies of "
-        "planner.target_shapes that fit); null when the level reached no value.",
+        "aims.target_shapes that fit); null when the level reached no value.",
     )
     bound: float | None = Field(
         None,
@@ -180,7 +180,7 @@ class SolverReport(_Doc):
         description="The levels in the order solved, each an object {name, status, "
         "objective, bound, seconds}. name: `pending` (priority-weighted pending pods placed), "
         "`freedGpus` (physical GPUs whole-free after the plan on nodes it may empty, not net of those "
-        "free before), `headroom` (shape mode) or `moveCost` (move-cost units: planner.move_cost.base "
+        "free before), `headroom` (shape mode) or `moveCost` (move-cost units: aims.move_cost.base "
         "per move); status as CP-SAT reports it (OPTIMAL, FEASIBLE, INFEASIBLE, MODEL_INVALID, UNKNOWN); "
         "objective and bound in the level's units (null when not finite); seconds of solver time.",
     )
@@ -192,7 +192,7 @@ class SolverReport(_Doc):
         alias="planSeconds",
         description="Wall-clock seconds of the whole planning call, from the snapshot in "
         "memory to this document (building the problem, the greedy warm start, every solve, the trade-off "
-        "curve, the re-cut step, the figures), rounded to milliseconds: planner.time_limit_seconds bounds it. "
+        "curve, the re-cut step, the figures), rounded to milliseconds: solver.time_limit_seconds bounds it. "
         "Loading the snapshot is apart (loadSeconds).",
     )
     load_seconds: float | None = Field(
@@ -205,7 +205,7 @@ class SolverReport(_Doc):
         None,
         alias="moveCost",
         description="Move cost of the max-free solve's plan, in moves (move cost / "
-        "planner.move_cost.base; the number of moves when no pod carries a priority step or a move-cost "
+        "aims.move_cost.base; the number of moves when no pod carries a priority step or a move-cost "
         "annotation); null when nothing was solved.",
     )
     move_cost_bound: float | None = Field(
@@ -250,8 +250,8 @@ class FrontierPoint(_Doc):
     )
     moves: int = Field(description="Pod evictions in the point's plan.")
     cost: float = Field(
-        description="Total move cost in moves (move cost / planner.move_cost.base), rounded to 2 decimals; a re-cut step "
-        "adds planner.recut_cost_moves per re-cut."
+        description="Total move cost in moves (move cost / aims.move_cost.base), rounded to 2 decimals; a re-cut step "
+        "adds mig.recut_cost_moves per re-cut."
     )
     status: str = Field(
         description="`OPTIMAL`: no plan freeing as many nodes costs less; `FEASIBLE`: not proven, bound is the best proven."
@@ -291,7 +291,7 @@ class MigRepartition(_Doc):
         "devices (e.g. nvidia.com/mig-3g.40gb: 4).",
     )
     cost: float = Field(
-        0.0, description="What the re-cut counts against the move limit, in moves (planner.recut_cost_moves)."
+        0.0, description="What the re-cut counts against the move limit, in moves (mig.recut_cost_moves)."
     )
 
 
@@ -357,28 +357,28 @@ class CompactionPlan(_Doc):
         default_factory=list,
         alias="migRepartition",
         description="MIG re-cuts of nodes the plan leaves without GPU pods, made after the node "
-        "is drained (planner.mig_repartition only; empty otherwise).",
+        "is drained (mig.repartition only; empty otherwise).",
     )
     objective: str = Field(
         "",
         description="The policy that picked the point of the trade-off curve: `pending-only`, `balanced` or `max-free` "
-        "(planner.objective, --objective); `shapes` in shape mode (planner.mode: shapes).",
+        "(aims.objective, --objective); `shapes` in shape mode (aims.goal: shapes).",
     )
     balanced_moves_per_gpu: float | None = Field(
         None,
         alias="balancedMovesPerGpu",
-        description="The price balanced used, in moves per GPU freed (planner.balanced_moves_per_gpu); "
+        description="The price balanced used, in moves per GPU freed (aims.balanced_moves_per_gpu); "
         "null unless objective is balanced.",
     )
     held_back: str = Field(
         "",
         alias="heldBack",
-        description="The run budget (disruption.max_draining_per_pool, "
-        "disruption.max_moves_per_workload) that left part of the chosen point for later runs, and how much; "
+        description="The run budget (caps.max_draining_per_pool, "
+        "caps.max_moves_per_workload) that left part of the chosen point for later runs, and how much; "
         "the plan holds the whole source nodes one run may take. Empty when no budget cut it.",
     )
     move_price: str = Field(
-        "", alias="movePrice", description="How a move's cost was priced (planner.move_cost), in words, for people."
+        "", alias="movePrice", description="How a move's cost was priced (aims.move_cost), in words, for people."
     )
     frontier: list[FrontierPoint] = Field(
         default_factory=list,

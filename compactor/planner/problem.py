@@ -169,7 +169,7 @@ def _freeable(snapshot: Snapshot, unmovable: Mapping[str, Unmovable | None]) -> 
 
 def _placeable(snapshot: Snapshot, settings: PlannerSettings, rules: TargetRules) -> tuple[list[Pod], dict[str, str]]:
     """Pending GPU pods the plan may place (every constraint of theirs is modelled), and why not for the others."""
-    if not settings.place_pending:
+    if not settings.aims.place_pending:
         return [], {}
     placeable: list[Pod] = []
     excluded: dict[str, str] = {}
@@ -197,7 +197,7 @@ def build_problem(
     ``now``: the plan's time, for the pod age rules (None: they pass); ``restraints``: what earlier runs forbid now (nodes
     in their cooldown neither give nor receive pods)."""
     nodes_by_name = snapshot.node_by_name()
-    rules = TargetRules(snapshot, cross_pool=settings.cross_pool_moves)
+    rules = TargetRules(snapshot, cross_pool=settings.movable.cross_pool_moves)
     unmovable = movability(
         snapshot.pods,
         nodes_by_name,
@@ -219,7 +219,7 @@ def build_problem(
     types: dict[tuple[object, ...], PodType] = {}
     fixed: dict[str, dict[str, int]] = {name: dict(load) for name, load in loads.items()}
     index_of = {node.name: i for i, node in enumerate(snapshot.nodes)}
-    pricing = Pricing.of(snapshot, settings.move_cost)
+    pricing = Pricing.of(snapshot, settings.aims.move_cost)
 
     def type_for(pod: Pod, is_pending: bool) -> PodType:
         cost = pricing.cost(pod)
@@ -256,10 +256,10 @@ def build_problem(
     states = [replace(s, is_target_pool=False) if s.node.name in cooling else s for s in states]
     eligibility = _Eligibility(states, rules)
     for ptype in type_list:
-        ptype.targets = _targets(ptype, eligibility, max_targets or settings.max_targets_per_type)
+        ptype.targets = _targets(ptype, eligibility, max_targets or settings.solver.max_targets_per_type)
         ptype.stay_only = frozenset(ptype.initial) - eligibility.receivers(ptype)
     resources = tuple(sorted({r for t in type_list for r in t.requests}))
-    shapes = tuple(parse_shape(s) for s in settings.target_shapes) if settings.mode == "shapes" else ()
+    shapes = tuple(parse_shape(s) for s in settings.aims.target_shapes) if settings.aims.goal == "shapes" else ()
     return Problem(
         snapshot,
         settings,

@@ -51,13 +51,13 @@ class Recut:
 
 
 def mig_parted_for(snapshot: Snapshot, settings: Settings) -> Layouts | None:
-    """The mig-parted config the planner may re-cut with (only when planner.mig_repartition is on)."""
-    if not settings.planner.mig_repartition:
+    """The mig-parted config the planner may re-cut with (only when mig.repartition is on)."""
+    if not settings.mig.repartition:
         return None
     parted = find_mig_parted(snapshot.config_maps, settings.mig.config_map, namespace=settings.mig.operator_namespace)
     if parted is None:
         log.warning(
-            "planner.mig_repartition is on but no mig-parted ConfigMap was found: no node is re-cut",
+            "mig.repartition is on but no mig-parted ConfigMap was found: no node is re-cut",
             extra={"configMap": settings.mig.config_map or "custom-/default-mig-parted-config"},
         )
     return parted

@@ -13,7 +13,7 @@ from compactor.planner.deadline import Deadline, deadline_for
 from compactor.planner.history import Restraints
 from compactor.planner.movability import Steerability
 from compactor.planner.pins import without_own_pins
-from compactor.settings import DisruptionSettings, PlannerSettings
+from compactor.settings import CapsSettings, PlannerSettings
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class PlanRequest:
     layouts whole-free MIG-capable nodes may be re-cut into (with ``settings.mig_repartition``). ``steering``: what the
     run's steering can keep where the plan puts a replacement (``movability.Steerability``; None: nothing asked of it).
     ``restraints``: what earlier runs forbid now (``history.restraints_at``). ``budgets`` and ``max_evictions``: the run
-    budgets the plan must fit (``disruption.*``, ``executor.max_evictions_per_cycle``). ``load_seconds``: how long the
+    budgets the plan must fit (``disruption.*``, ``caps.max_evictions_per_cycle``). ``load_seconds``: how long the
     caller took to load the snapshot (``solver.loadSeconds``). ``stage(name, best)``: told as each stage starts, with the
     best plan so far in words, so a caller can show progress on long solves."""
 
@@ -40,7 +40,7 @@ class PlanRequest:
     mig_parted: Layouts | None = None
     steering: Steerability | None = None
     restraints: Restraints | None = None
-    budgets: DisruptionSettings | None = None
+    budgets: CapsSettings | None = None
     max_evictions: int | None = None
     load_seconds: float | None = None
     stage: Callable[[str, str], None] | None = field(default=None, compare=False)
@@ -54,7 +54,7 @@ class PlanRequest:
         shapes: Sequence[ReferenceShape] | None = None,
         **rest: object,
     ) -> PlanRequest:
-        """The request, its clock started now (planner.deterministic: CP-SAT's deterministic time, which only the solves
+        """The request, its clock started now (solver.deterministic: CP-SAT's deterministic time, which only the solves
         spend), the snapshot without the compactor's own pins, the shapes of that snapshot unless given."""
         clock = deadline_for(settings)
         snapshot = without_own_pins(snapshot)

@@ -23,7 +23,7 @@ from compactor.planner.objective import Assignment, empty_nodes, pending_weight
 from compactor.planner.problem import Problem
 from compactor.planner.request import PlanRequest
 from compactor.planner.solver import SolveResult, solve
-from compactor.settings import DisruptionSettings, PlannerSettings
+from compactor.settings import CapsSettings, PlannerSettings
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
@@ -35,8 +35,8 @@ def _curve_end(settings: PlannerSettings, built: float) -> float:
     """When the curve must end, on the plan's clock: at CURVE_END of the limit, or earlier when the cluster is so large
     that finishing (concretising, the re-cut step, the after figures: all of it scales with the snapshot, as building the
     problem did) needs more than the rest (wall clock only: the deterministic clock does not count that work)."""
-    limit = settings.time_limit_seconds
-    if settings.deterministic:
+    limit = settings.solver.time_limit_seconds
+    if settings.solver.deterministic:
         return limit * CURVE_END
     return limit - max(limit * (1 - CURVE_END), FINISH_PER_BUILD * built)
 
@@ -45,28 +45,28 @@ def search(request: PlanRequest, problem: Problem, built: float) -> Searched:
     """The max-free solve, the moves bound and the trade-off curve, the point chosen under the run budgets."""
     settings, clock = problem.settings, request.clock
     if not problem.types:
-        chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment()) if settings.mode == "free-nodes" else None
+        chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment()) if settings.aims.goal == "free-nodes" else None
         note = "nothing to plan: no pod may move and no GPU pod is pending"
         return Searched(None, [chosen] if chosen else [], chosen, note)
-    share = settings.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
+    share = settings.solver.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
     curve_end = _curve_end(settings, built)
     request.say("searching", "")
     # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
     result = solve(
         problem,
-        deadline=clock.until(max(0.1, share) if settings.deterministic else share),
+        deadline=clock.until(max(0.1, share) if settings.solver.deterministic else share),
         build=clock.until(curve_end - clock.elapsed())
-        if settings.mode == "free-nodes" and not settings.deterministic
+        if settings.aims.goal == "free-nodes" and not settings.solver.deterministic
         else None,
     )
-    if settings.mode != "free-nodes":
+    if settings.aims.goal != "free-nodes":
         return Searched(result, [], None)
     request.say("bounding moves and drawing the trade-off curve", best_so_far(result.problem, result.assignment))
     cut: list[str] = []
     moves_bound = _moves_bound(problem, result, clock.until(curve_end - clock.elapsed()), cut)
     started = time.monotonic()
     points, chosen = _curve(result.problem, result, settings, clock.until(curve_end - clock.elapsed()), cut)
-    chosen, note = _hollow(points, chosen, settings.objective)
+    chosen, note = _hollow(points, chosen, settings.aims.objective)
     held_by = ""
     if request.budgets is not None or request.max_evictions is not None:
         chosen, held_by = point_within_budgets(
@@ -74,9 +74,9 @@ def search(request: PlanRequest, problem: Problem, built: float) -> Searched:
             request.snapshot,
             points,
             chosen,
-            request.budgets or DisruptionSettings(),
+            request.budgets or CapsSettings(),
             request.max_evictions,
-            settings.objective,
+            settings.aims.objective,
         )
     if result.restricted:
         _whole_cluster_bounds(points, problem)
@@ -118,7 +118,9 @@ def _curve(
         return [], Point(
             0, 0, 0, 0, result.status, 0, result.assignment if result.assignment else Assignment.unchanged(problem)
         )
-    return points, choose(points, settings.objective, settings.balanced_moves_per_gpu, settings.move_cost.base)
+    return points, choose(
+        points, settings.aims.objective, settings.aims.balanced_moves_per_gpu, settings.aims.move_cost.base
+    )
 
 
 def _hollow(points: list[Point], chosen: Point, objective: str) -> tuple[Point, str]:

@@ -159,9 +159,9 @@ def _decomposable(problem: Problem) -> bool:
     cfg = problem.settings
     return (
         not problem.target_shapes
-        and cfg.max_moves is None
-        and cfg.max_moves_per_namespace is None
-        and cfg.min_gain_per_move <= 0
+        and cfg.caps.max_moves is None
+        and cfg.caps.max_moves_per_namespace is None
+        and cfg.aims.min_gain_per_move <= 0
     )
 
 
@@ -272,7 +272,7 @@ def _search(problem: Problem, deadline: Deadline, build: Deadline | None = None)
     started = time.monotonic()
     whole, warm = problem, greedy(problem)
     greedy_seconds = time.monotonic() - started
-    pods, targets = problem.settings.max_candidate_pods, problem.settings.max_targets_per_type
+    pods, targets = problem.settings.solver.max_candidate_pods, problem.settings.solver.max_targets_per_type
     # Out of time already (e.g. building the problem took the limit): the warm start, on the whole problem.
     timely = not deadline.expired()
     narrowed = _narrow(whole, warm, pods, targets) if timely else _Narrowed(whole, warm, {}, None)
@@ -303,12 +303,14 @@ def _improved(
     lasts: the better plan as the result of a model narrowed around it and the greedy warm start ``warm`` (what the curve
     and the report read: the curve keeps the warm start as a point, which may free fewer GPUs for fewer moves)."""
     stats = lns.Stats()
-    found = lns.improve(whole, lifted, deadline, seed=whole.settings.seed, stats=stats)
+    found = lns.improve(whole, lifted, deadline, seed=whole.settings.solver.seed, stats=stats)
     result.searched = stats.iterations
     result.improvements = stats.accepted
     if rank(whole, found) <= rank(whole, lifted):
         return result
-    around = _narrow(whole, found, whole.settings.max_candidate_pods, whole.settings.max_targets_per_type, also=warm)
+    around = _narrow(
+        whole, found, whole.settings.solver.max_candidate_pods, whole.settings.solver.max_targets_per_type, also=warm
+    )
     if around.sources is None:  # everything is a variable: the whole problem is the narrowed one
         around = _Narrowed(whole, found, {t.index: t.index for t in whole.types}, None)
     start = warm if around.sources is None else _translate(whole, warm, around.mapping, around.sources)
@@ -320,7 +322,7 @@ def _improved(
         base=None,
         greedy_assignment=start if within_limits(around.problem, start) else None,
         empty_nodes=empty_nodes(around.problem, around.start),
-        restricted=_restriction(whole, around.problem, whole.settings.max_targets_per_type),
+        restricted=_restriction(whole, around.problem, whole.settings.solver.max_targets_per_type),
     )
     better.levels = _relevelled(around.problem, around.start, result.levels)
     return better
@@ -338,7 +340,7 @@ def _relevelled(problem: Problem, assignment: Assignment, levels: list[LevelResu
 def _whole_bound(whole: Problem, best: SolveResult, deadline: Deadline) -> int:
     """An upper bound on the GPUs any plan of the whole problem leaves whole-free (``empty_nodes``); under ``max_moves``
     the most any plan within that many moves frees (``move_bound.most_freed_within``), which is far lower."""
-    cap = whole.settings.max_moves
+    cap = whole.settings.caps.max_moves
     capped = None
     if cap is not None:  # first: under a cap it is the bound that matters (each solve gets a moment even out of time)
         weight = pending_weight(best.problem, best.assignment)

@@ -143,12 +143,12 @@ def as_deployed(plan: CompactionPlan, settings: Settings, window: tuple[bool, st
     if window is not None and settings.mode == "apply":
         open_now, why = window
         lines.append(f"; now {why}" if open_now else f", but not now: {why}")
-    cap = settings.executor.max_evictions_per_cycle
+    cap = settings.caps.max_evictions_per_cycle
     if len(plan.moves) > cap:
         cut = within_cap(plan, cap, {})
         placing = f"placing {len(cut.placed_pending)} pending pod(s) and " if cut.placed_pending else ""
         lines.append(
-            f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (executor.max_evictions_per_cycle {cap}, "
+            f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (caps.max_evictions_per_cycle {cap}, "
             f"whole nodes only), {placing}freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on"
         )
     return "".join(lines) + ".\n"

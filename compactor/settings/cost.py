@@ -1,4 +1,4 @@
-"""What one move costs: the price the plan weighs against the GPUs it frees (``planner.move_cost``), from the replica's
+"""What one move costs: the price the plan weighs against the GPUs it frees (``aims.move_cost``), from the replica's
 size, start-up, priority, deletion cost and its own annotation."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""How the executor carries a plan out: what becomes of drained nodes, how many evictions at once and per run, its
-timeouts and retries, where its state lives, and which installation it is (the ``executor`` group). How replacements
-are steered is steering.py; how long a MIG re-cut may take, mig.py."""
+"""How the executor carries a plan out (the ``executor`` group): what becomes of drained nodes, its timeouts and retries,
+whether dry runs ask the API server, where its state lives, and which installation it is. How replacements are steered
+is steering.py; how many evictions a run may start, caps.py; how long a MIG re-cut may take, mig.py."""
 
 from __future__ import annotations
 
@@ -9,48 +9,17 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from compactor.settings.base import Group
-from compactor.settings.mig import MIG_RECONFIGURE_TIMEOUT_SECONDS
-from compactor.settings.steering import (
-    BIND_POLL_SECONDS,
-    MAX_HOLDS_PER_MOVE,
-    STEER_TIMEOUT_SECONDS,
-    STEERING,
-    STEERING_NAME,
-    SteeringMode,
-    refuse_steer_replacements,
-)
 
 
 class ExecutorSettings(Group):
     after_drain: Literal["uncordon", "keepCordoned", "taint"] = "uncordon"
     taint_key: str = "compactor.io/reserved"
     taint_ttl_seconds: int = Field(900, ge=1)
-    max_concurrent_evictions: int = Field(1, ge=1)
-    max_evictions_per_cycle: int = Field(50, ge=1)
     replacement_timeout_seconds: float = Field(300.0, gt=0)
-    mig_reconfigure_timeout_seconds: float = MIG_RECONFIGURE_TIMEOUT_SECONDS
     eviction_retry_limit: int = Field(5, ge=0)
     backoff_seconds: float = Field(2.0, ge=0)
     backoff_max_seconds: float = Field(60.0, ge=0)
     poll_seconds: float = Field(2.0, gt=0)
-    steering: SteeringMode = STEERING
-    steering_name: str = STEERING_NAME
-    make_before_break_selector: dict[str, str] = Field(
-        default_factory=dict,
-        description="pods with all these labels move "
-        "make-before-break (their Deployment surges by one, the old replica goes "
-        "once the new one is Ready on its planned node), as do pods annotated "
-        'compactor.io/make-before-break: "true"; empty: only those annotated',
-    )
-    max_holds_per_move: int = MAX_HOLDS_PER_MOVE
-    steer_timeout_seconds: float = STEER_TIMEOUT_SECONDS
-    bind_poll_seconds: float = BIND_POLL_SECONDS
-    max_run_seconds: float | None = Field(
-        None,
-        gt=0,
-        description="start no eviction after this long; the rest waits for the next run "
-        "(a CronJob's activeDeadlineSeconds must cover worst_case_run_seconds)",
-    )
     server_dry_run: bool = Field(
         False,
         description="dry runs of a live cluster (apply/run --dry-run, the controller's --dry-run "
@@ -68,12 +37,6 @@ class ExecutorSettings(Group):
         "is compactor.io/fence-<installation>); empty: the state_namespace. Two installations "
         "never release each other's fences",
     )
-    max_plan_age_seconds: float = Field(
-        3600.0,
-        gt=0,
-        description="a plan (apply --plan) or an interrupted run older than this "
-        "is refused: the cluster it was computed on is gone",
-    )
     release_deadline_seconds: float = Field(
         120.0,
         gt=0,
@@ -89,4 +52,10 @@ class ExecutorSettings(Group):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: Any) -> Any:
-        return refuse_steer_replacements(data)
+        """The setting ``steering.mechanism`` replaced, named with its successor rather than as an unknown key."""
+        if isinstance(data, dict) and "steer_replacements" in data:
+            raise ValueError(
+                "executor.steer_replacements was replaced by steering.mechanism: auto | policy | holds | off "
+                "(steer_replacements: false is mechanism: off)"
+            )
+        return data

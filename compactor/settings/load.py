@@ -1,28 +1,35 @@
 """Where the settings come from: a YAML file (or the ConfigMap manifest that mounts one) with the command line's
-overrides merged in, and ``COMPACTOR_*`` environment variables over both (``COMPACTOR_PLANNER__TIME_LIMIT_SECONDS=5``).
-``Settings`` is the whole document (``mode`` and the groups). Every failure is one ``ConfigError`` naming where."""
+overrides merged in, and ``COMPACTOR_*`` environment variables over both (``COMPACTOR_SOLVER__TIME_LIMIT_SECONDS=5``).
+``Settings`` is the whole document (``mode`` and the groups, in the order config/compactor.yaml shows them). Keys of
+the layout before 0.2 are read where they live now (relocated.py). Every failure is one ``ConfigError`` naming where."""
 
 from __future__ import annotations
 
-import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from compactor.errors import ConfigError
 from compactor.model.yamlsafe import YamlRefused, describe_yaml_error, load_yaml
+from compactor.settings.aims import AimsSettings
+from compactor.settings.bundles import PlannerSettings, RunSettings
+from compactor.settings.caps import CapsSettings
 from compactor.settings.disruption import DisruptionSettings
 from compactor.settings.dra import DraSettings
+from compactor.settings.environment import Environment, Relocated, check_environment, old_environment, variable
 from compactor.settings.executor import ExecutorSettings
 from compactor.settings.leader_election import LeaderElectionSettings
 from compactor.settings.metrics import MetricsSettings
 from compactor.settings.mig import MigSettings
-from compactor.settings.planner import PlannerSettings
+from compactor.settings.movable import MovableSettings
+from compactor.settings.relocated import RelocationError, notice, relocate
+from compactor.settings.solver import SolverSettings
+from compactor.settings.steering import SteeringSettings
 
 
 class Settings(BaseSettings):
@@ -35,14 +42,43 @@ class Settings(BaseSettings):
         "--report-only only ever make a run safer; `apply --plan` refuses to act unless apply. The "
         "shipped manifests set plan",
     )
-    # Frozen groups, so one shared default instance is safe.
-    metrics: MetricsSettings = MetricsSettings()
-    planner: PlannerSettings = PlannerSettings()
+    _notices: tuple[str, ...] = PrivateAttr(default=())
+    # One group per question an operator asks; frozen, so one shared default instance is safe.
+    movable: MovableSettings = MovableSettings()
+    aims: AimsSettings = AimsSettings()
+    solver: SolverSettings = SolverSettings()
+    caps: CapsSettings = CapsSettings()
+    disruption: DisruptionSettings = DisruptionSettings()
     executor: ExecutorSettings = ExecutorSettings()
+    steering: SteeringSettings = SteeringSettings()
     mig: MigSettings = MigSettings()
     dra: DraSettings = DraSettings()
     leader_election: LeaderElectionSettings = LeaderElectionSettings()
-    disruption: DisruptionSettings = DisruptionSettings()
+    metrics: MetricsSettings = MetricsSettings()
+
+    @property
+    def for_planner(self) -> PlannerSettings:
+        return PlannerSettings(movable=self.movable, aims=self.aims, solver=self.solver, caps=self.caps, mig=self.mig)
+
+    @property
+    def for_executor(self) -> RunSettings:
+        return RunSettings(executor=self.executor, steering=self.steering, caps=self.caps, mig=self.mig)
+
+    def noting(self, notices: list[str]) -> Settings:
+        """These settings, remembering what reading them should tell the operator (``notices``)."""
+        self._notices = tuple(notices)
+        return self
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """What reading these settings should tell the operator: keys of the old layout read at their new places."""
+        return self._notices
+
+    @model_validator(mode="before")
+    @classmethod
+    def _relocate(cls, data: Any) -> Any:
+        """Keys of the layout before 0.2, from the file or passed in, moved to their groups (relocated.py)."""
+        return relocate(data)[0]
 
     @classmethod
     def settings_customise_sources(
@@ -53,20 +89,21 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Environment overrides the file (passed as init kwargs).
-        return (env_settings, init_settings)
+        # Environment overrides the file (passed as init kwargs), each relocated on its own: a variable of the old
+        # layout overrides the file's key at its new place; an old name and its new one in one source is an error.
+        return (Environment(settings_cls, env_settings), Relocated(settings_cls, init_settings))
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ValidationError, moved: list[tuple[str, str]]) -> str:
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "config"
+    where = ".".join(str(p) for p in err["loc"])
     message = str(err["msg"]).removeprefix("Value error, ")
-    if message.startswith(f"{where}."):  # a group's own check that names the field itself
+    if not where or message.startswith(f"{where}."):  # a check of the document or a group that names the field
         return message
+    for old, new in moved:  # the key as the reader wrote it, and where it lives now
+        if where == new or where.startswith(f"{new}."):
+            where = f"{old} (now {where})"
     return f"{where}: {err['msg']}"
-
-
-ENV_PREFIX = "COMPACTOR_"
 
 
 def _read_yaml(where: str, read: Callable[..., str] | None) -> dict[str, Any]:
@@ -84,33 +121,6 @@ def _read_yaml(where: str, read: Callable[..., str] | None) -> dict[str, Any]:
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{where}: expected a mapping at the top level")
     return loaded or {}
-
-
-def setting_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX) -> list[str]:
-    """Every ``COMPACTOR_*`` variable that names a setting: groups (as JSON) and each field, nested with ``__``."""
-    names = []
-    for name, info in model.model_fields.items():
-        env = f"{prefix}{name.upper()}"
-        names.append(env)
-        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
-            names += setting_env_names(info.annotation, env + "__")
-    return names
-
-
-def check_environment(environ: Mapping[str, str]) -> None:
-    """A ``COMPACTOR_*`` variable that names no setting is an error: pydantic-settings would ignore it, and a typo
-    (``COMPACTOR_PLANER__MAX_MOVES``) would silently leave the default in force."""
-    valid = [name.removeprefix(ENV_PREFIX) for name in setting_env_names()]
-    for key in sorted(environ):
-        name = key.upper().removeprefix(ENV_PREFIX)
-        if key.upper().startswith(ENV_PREFIX) and name not in valid:
-            closest = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
-            hint = (
-                f"; did you mean {ENV_PREFIX}{closest[0]}?"
-                if closest
-                else f"; settings are {ENV_PREFIX}<GROUP>__<FIELD> as in config/compactor.yaml"
-            )
-            raise ConfigError(f"environment: {key} names no setting{hint}")
 
 
 CONFIG_MAP_KEY = "compactor.yaml"  # the key of the shipped ConfigMap, mounted at /etc/gpu-compactor/compactor.yaml
@@ -134,8 +144,15 @@ def load_settings(path: str | None = None, overrides: dict[str, Any] | None = No
             data = _read_yaml(source, lambda encoding: inner)
     for group, values in (overrides or {}).items():
         data.setdefault(group, {}).update(values)
-    check_environment(os.environ)
-    try:
-        return Settings(**data)
+    check_environment(os.environ, Settings)
+    try:  # what moved, for the notices and errors; Settings relocates file and environment alike
+        in_file, in_environment = relocate(data)[1], relocate(old_environment(os.environ))[1]
+        settings = Settings(**data)
+    except RelocationError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_first_error(exc)}") from None
+        raise ConfigError(f"{source}: {_first_error(exc, in_file + in_environment)}") from None
+    return settings.noting(
+        [f"{source}: {notice(old, new)}" for old, new in in_file]
+        + [f"environment: {notice(variable(old), variable(new))}" for old, new in in_environment]
+    )

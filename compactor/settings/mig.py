@@ -1,36 +1,11 @@
-"""MIG: whether the plan may re-cut MIG-capable nodes to another mig-parted layout and at what price (``planner``
-settings), how long a re-cut may take (``executor``), and where the layouts are read from (the ``mig`` group)."""
+"""MIG (the ``mig`` group): where the mig-parted layouts are read from, whether the plan may re-cut MIG-capable nodes to
+another layout and at what price, and how long a re-cut may take."""
 
 from __future__ import annotations
 
 from pydantic import Field, field_validator
 
 from compactor.settings.base import Group
-
-# Fields of the ``planner`` group (PlannerSettings in planner.py lays it out).
-MIG_REPARTITION: bool = Field(
-    False,
-    description="re-cut whole-free MIG-capable nodes to a named mig-parted layout that hosts "
-    "pending MIG pods (mig.config_map); off: advice only (plan --explain-mig)",
-)
-MIG_REBALANCE_MIN_GAIN: float | None = Field(
-    None,
-    gt=0,
-    le=1,
-    description="also re-cut idle MIG-capable nodes (no pending pod "
-    "to host) when another layout lowers their expected fragmentation rate by at least this "
-    "much (0-1); null: never",
-)
-RECUT_COST_MOVES: float = Field(
-    20.0, ge=0, description="what one re-cut costs, in moves (all its GPUs' device plugin restarts)"
-)
-
-# A field of the ``executor`` group (ExecutorSettings in executor.py).
-MIG_RECONFIGURE_TIMEOUT_SECONDS: float = Field(
-    900.0,
-    gt=0,
-    description="longest mig-manager may take to re-cut a node (state success and the new slices in allocatable)",
-)
 
 
 class MigSettings(Group):
@@ -50,6 +25,28 @@ class MigSettings(Group):
         max_length=63,
         description="the GPU Operator's namespace: the only one mig-parted ConfigMaps are read from "
         "(a tenant's ConfigMap carrying the same label elsewhere is never trusted)",
+    )
+
+    repartition: bool = Field(
+        False,
+        description="re-cut whole-free MIG-capable nodes to a named mig-parted layout that hosts "
+        "pending MIG pods (mig.config_map); off: advice only (plan --explain-mig)",
+    )
+    rebalance_min_gain: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="also re-cut idle MIG-capable nodes (no pending pod "
+        "to host) when another layout lowers their expected fragmentation rate by at least this "
+        "much (0-1); null: never",
+    )
+    recut_cost_moves: float = Field(
+        20.0, ge=0, description="what one re-cut costs, in moves (all its GPUs' device plugin restarts)"
+    )
+    reconfigure_timeout_seconds: float = Field(
+        900.0,
+        gt=0,
+        description="longest mig-manager may take to re-cut a node (state success and the new slices in allocatable)",
     )
 
     @field_validator("config_map")

@@ -1,5 +1,5 @@
 """How a request shape is written (``nvidia.com/gpu=4,cpu=8,memory=32Gi``): the unit of the shapes the plan aims at
-(``planner.target_shapes``) and of the shapes the figures are measured against (``metrics.reference_shapes``)."""
+(``aims.target_shapes``) and of the shapes the figures are measured against (``metrics.reference_shapes``)."""
 
 from __future__ import annotations
 

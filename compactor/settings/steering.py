@@ -1,53 +1,51 @@
 """How each replacement is made to land on its planned node: the admission policy, holds on the other nodes, or
-neither, and how long a steered pod may take to bind (``executor`` settings; docs/executor.md, "Steering").
-
-The fields are specified here, each with its default, bounds and meaning; ``ExecutorSettings`` (executor.py)
-lays the group out in the YAML's order.
-"""
+neither; how long a steered pod may take to bind; which pods move make-before-break (the ``steering`` group;
+docs/executor.md, "Steering")."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from compactor.settings.base import Group
+
 SteeringMode = Literal["auto", "policy", "holds", "off"]
 
-STEERING: SteeringMode = Field(
-    "auto",
-    description="how each replacement is made to bind on its planned node: policy (the MutatingAdmissionPolicy of "
-    "manifests/steering pins it; no node touched), holds (the other nodes that could take it are fenced "
-    "for a moment), off; auto: policy when installed, else holds (docs/executor.md, Steering)",
-)
-STEERING_NAME: str = Field(
-    "gpu-compactor-steering",
-    min_length=1,
-    max_length=253,
-    description="name of the steering MutatingAdmissionPolicy, its binding and its parameter "
-    "ConfigMap (in state_namespace)",
-)
-MAX_HOLDS_PER_MOVE: int = Field(
-    25,
-    ge=1,
-    description="holds: a move that would fence more nodes than this stops the run "
-    "there (partial); install the policy for large clusters",
-)
-STEER_TIMEOUT_SECONDS: float = Field(
-    60.0,
-    gt=0,
-    description="longest a replacement or a placed pending pod may take to bind "
-    "once steered; then the run stops and rolls back",
-)
-BIND_POLL_SECONDS: float = Field(
-    0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind"
-)
 
-
-def refuse_steer_replacements(data: Any) -> Any:
-    """The setting ``executor.steering`` replaced, named with its successor rather than as an unknown key."""
-    if isinstance(data, dict) and "steer_replacements" in data:
-        raise ValueError(
-            "executor.steer_replacements was replaced by executor.steering: auto | policy | holds | off "
-            "(steer_replacements: false is steering: off)"
-        )
-    return data
+class SteeringSettings(Group):
+    mechanism: SteeringMode = Field(
+        "auto",
+        description="how each replacement is made to bind on its planned node: policy (the MutatingAdmissionPolicy of "
+        "manifests/steering pins it; no node touched), holds (the other nodes that could take it are fenced "
+        "for a moment), off; auto: policy when installed, else holds (docs/executor.md, Steering)",
+    )
+    policy_name: str = Field(
+        "gpu-compactor-steering",
+        min_length=1,
+        max_length=253,
+        description="name of the steering MutatingAdmissionPolicy, its binding and its parameter "
+        "ConfigMap (in state_namespace)",
+    )
+    make_before_break_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="pods with all these labels move "
+        "make-before-break (their Deployment surges by one, the old replica goes "
+        "once the new one is Ready on its planned node), as do pods annotated "
+        'compactor.io/make-before-break: "true"; empty: only those annotated',
+    )
+    steer_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="longest a replacement or a placed pending pod may take to bind "
+        "once steered; then the run stops and rolls back",
+    )
+    bind_poll_seconds: float = Field(
+        0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind"
+    )
+    max_holds_per_move: int = Field(
+        25,
+        ge=1,
+        description="holds: a move that would fence more nodes than this stops the run "
+        "there (partial); install the policy for large clusters",
+    )

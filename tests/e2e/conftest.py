@@ -144,7 +144,7 @@ NOT_INSTALLED = "gpu-compactor-steering-not-installed"
 
 @pytest.fixture
 def without_steering_policy(kube: Kube, state_namespace: str, _steering_installed: None) -> str:
-    """``executor.steering_name`` for a cluster without the steering policy: a name no policy, binding or ConfigMap has.
+    """``steering.policy_name`` for a cluster without the steering policy: a name no policy, binding or ConfigMap has.
 
     The installed policy stays: deleting it and creating it again can leave it inert on kube-apiserver v1.36.2 until the
     API server restarts (``install_policy``), which would break every later test. From the compactor's side a policy of

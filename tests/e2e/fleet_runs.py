@@ -63,9 +63,10 @@ STATES = [
 def compactor_config(namespace: str) -> dict[str, Any]:
     """Only the test's pods may move; short polls and timeouts, so a run that goes wrong ends within the test's budget."""
     return {
+        "movable": {"namespaces": [namespace]},
         # Deterministic search: `plan` and the plan `run --once` makes afresh from the same cluster are the same plan,
         # so the promise checked is the one printed (on the wall clock two runs may find different, equally valid plans).
-        "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "workers": 2, "deterministic": True},
+        "solver": {"time_limit_seconds": 20, "workers": 2, "deterministic": True},
         "executor": {
             "after_drain": "uncordon",
             "poll_seconds": 0.5,
@@ -106,23 +107,27 @@ def plan_and_carry_out(
     *,
     steering: str,
     tenant_namespace: str | None = None,
-    executor: dict[str, Any] | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
     steering_why: str = "",
 ) -> None:
-    """Build ``state``, `compactor plan --write`, ``carry_out(config, plan file)`` under the watch, and check every promise."""
+    """Build ``state``, `compactor plan --write`, ``carry_out(config, plan file)`` under the watch, and check every promise.
+
+    ``steering`` is the mechanism the plan and the run must report; ``overrides`` are settings by group (``{"caps":
+    {"max_concurrent_evictions": 4}}``), laid over ``compactor_config``'s."""
     clock = Stopwatch()
     frag.build(kube, fleet_namespace, gpu_fleet, state)
     waiting = pending_pods(kube, fleet_namespace)
     assert len(waiting) == (1 if state.pending_gpus else 0), f"pending pods before planning: {waiting}"
     config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
     settings = compactor_config(fleet_namespace)
-    settings["executor"].update(executor or {})
+    for group, values in (overrides or {}).items():
+        settings.setdefault(group, {}).update(values)
     if state.guard:
         # The guard needs a planned move onto a node that runs no pod of the mover's workload. Under host ports every
-        # replica sits on a node of its own, and the capacity-weighted price (planner.move_cost.capacity_share) may
+        # replica sits on a node of its own, and the capacity-weighted price (aims.move_cost.capacity_share) may
         # prefer plans whose every move goes where a replica of the same workload leaves (seen once in CI under
         # MostAllocated): this state plans with every move priced alike, the price it was built for.
-        settings["planner"]["move_cost"] = {"capacity_share": 0.0}
+        settings.setdefault("aims", {})["move_cost"] = {"capacity_share": 0.0}
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     guarded = guard_a_planned_target(kube, fleet_namespace, gpu_fleet, config) if state.guard else None
     clock.lap("setup")

@@ -65,15 +65,16 @@ RUN_TIMEOUT = 900
 def _config(namespace: str) -> dict[str, object]:
     """Only the test's pods may move; short polls and timeouts that still suit a slow laptop."""
     return {
-        "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "workers": 2},
+        "movable": {"namespaces": [namespace]},
+        "solver": {"time_limit_seconds": 20, "workers": 2},
         "executor": {
             "after_drain": "uncordon",
             "poll_seconds": 1,
             "replacement_timeout_seconds": 180,
             "backoff_seconds": 1,
             "backoff_max_seconds": 5,
-            "max_concurrent_evictions": 1,
         },
+        "caps": {"max_concurrent_evictions": 1},
     }
 
 
@@ -189,7 +190,7 @@ def test_run_once_frees_a_node_without_violating_any_pdb(
     assert freed, f"the plan frees no node (placement {placement}):\n{planned.describe()}"
     assert set(freed) <= set(gpu_nodes.names), f"the plan frees {freed}, expected only nodes among {gpu_nodes.names}"
     strangers = [m["pod"] for m in plan.get("moves") or [] if not str(m.get("pod", "")).startswith(f"{namespace}/")]
-    assert not strangers, f"planner.namespaces is [{namespace}] but the plan moves {strangers}"
+    assert not strangers, f"movable.namespaces is [{namespace}] but the plan moves {strangers}"
 
     # 3. The real run, watched: PDBs sampled every 0.5 s, cordons recorded.
     watcher = PdbWatcher(kube.core, kube.policy, namespace, gpu_nodes.names, interval=0.5)

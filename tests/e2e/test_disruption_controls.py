@@ -7,7 +7,7 @@
 * Two consecutive runs with ``disruption.workload_cooldown_minutes``: run 1 moves some workloads (its
   ``gpu-compactor-history`` and the evictions seen say which). Then other Deployments are scaled down (the real
   ReplicaSets pick the pods by ``pod-deletion-cost``) until a node runs only unpinned pods of one of those workloads,
-  with room for them elsewhere, and only that workload may move (``planner.pod_selector``): a plan without the cooldown
+  with room for them elsewhere, and only that workload may move (``movable.pod_selector``): a plan without the cooldown
   moves its pods again (checked, or the test proves nothing). With the cooldown, the plan moves nothing and says why,
   pod by pod (``explanations.cooldowns``), and run 2 evicts no pod of any workload run 1 moved.
 """
@@ -60,17 +60,17 @@ HISTORY_KEY = "history.json"
 COOLDOWN_MINUTES = 30
 # compactor/actions/steering/pin.py: the node the steering policy pinned a pod to
 STEERED_TO = "compactor.io/steered-to"
-BALANCED_MOVES_PER_GPU = 0.5  # planner.balanced_moves_per_gpu: a node is freed only while it costs at most this per GPU
+BALANCED_MOVES_PER_GPU = 0.5  # aims.balanced_moves_per_gpu: a node is freed only while it costs at most this per GPU
 
 
 # --------------------------------------------------------------------------- helpers
 
 
 def _write_config(
-    path: Path, namespace: str, *, disruption: dict[str, Any], planner: dict[str, Any] | None = None
+    path: Path, namespace: str, *, disruption: dict[str, Any], movable: dict[str, Any] | None = None
 ) -> Path:
     settings = compactor_config(namespace)
-    settings["planner"].update(planner or {})
+    settings["movable"].update(movable or {})
     settings["disruption"] = disruption
     path.write_text(yaml.safe_dump(settings), encoding="utf-8")
     return path
@@ -264,7 +264,7 @@ def _pinned(pod: Obj) -> bool:
 
 
 def _cost(pods: list[Obj]) -> float:
-    """What moving ``pods`` costs the planner, in moves (planner.move_cost defaults: half a move plus half a move per GPU)."""
+    """What moving ``pods`` costs the planner, in moves (aims.move_cost defaults: half a move plus half a move per GPU)."""
     return sum(0.5 + 0.5 * _gpus(p) for p in pods)
 
 
@@ -348,15 +348,15 @@ def test_a_second_run_within_the_workload_cooldown_moves_no_workload_the_first_r
     )
 
     # Fragmented again: a node runs only pods of one of those workloads (``app``), with room for them elsewhere, and from
-    # here on only that workload may move (planner.pod_selector). Without the cooldown, the plan WOULD move its pods again
+    # here on only that workload may move (movable.pod_selector). Without the cooldown, the plan WOULD move its pods again
     # to free that node (else this test proves nothing); with it, nothing may move.
     app, drain, removed = _refragment_around(kube, fleet_namespace, gpu_fleet, workloads)
     selected = {"pod_selector": {"app": app}}
-    config = _write_config(tmp_path / "second.yaml", fleet_namespace, disruption=cooled, planner=selected)
+    config = _write_config(tmp_path / "second.yaml", fleet_namespace, disruption=cooled, movable=selected)
     without = _write_config(
         tmp_path / "without-cooldown.yaml",
         fleet_namespace,
-        planner=selected,
+        movable=selected,
         disruption={"workload_cooldown_minutes": 0, "node_cooldown_minutes": 0},
     )
     uncooled = _plan(without).json()

@@ -14,7 +14,7 @@ that no node can take. Then, restricted to the test's namespace:
 The checks, all from the live cluster and the watch streams: the net whole-free GPUs
 gained equal the plan's ``freedGpus``; the pending pods placed equal the plan's, each on
 the node named by the plan the run carried out (``compactor run`` plans afresh; with
-``planner.deterministic`` it plans the same as ``compactor plan`` did, and ``RunWatcher``
+``solver.deterministic`` it plans the same as ``compactor plan`` did, and ``RunWatcher``
 reads the plan it carried out from the executor's state); the pods evicted equal the planned moves; no PDB ever dropped below its
 desired healthy count; no node is left cordoned, tainted or annotated ``compactor.io/*``;
 every Deployment is whole; the run reports ``succeeded``. Every check is evaluated and
@@ -114,7 +114,7 @@ def test_without_the_policy_a_run_falls_back_to_holds_says_so_and_still_ends_whe
         tmp_path,
         run_once,
         steering="holds",
-        executor={"steering_name": without_steering_policy},
+        overrides={"steering": {"policy_name": without_steering_policy}},
         steering_why="is not installed",
     )
 
@@ -122,7 +122,7 @@ def test_without_the_policy_a_run_falls_back_to_holds_says_so_and_still_ends_whe
 def test_concurrent_moves_of_different_owners_end_where_the_plan_says(
     kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
 ) -> None:
-    """executor.max_concurrent_evictions 4 with the policy: owners move side by side, each replacement pinned to its node."""
+    """caps.max_concurrent_evictions 4 with the policy: owners move side by side, each replacement pinned to its node."""
     plan_and_carry_out(
         STATES[1],
         kube,
@@ -131,7 +131,7 @@ def test_concurrent_moves_of_different_owners_end_where_the_plan_says(
         tmp_path,
         run_once,
         steering="policy",
-        executor={"max_concurrent_evictions": 4},
+        overrides={"caps": {"max_concurrent_evictions": 4}},
     )
 
 

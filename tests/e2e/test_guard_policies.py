@@ -53,7 +53,7 @@ from compactor.errors import ClusterError
 from compactor.kube.cluster_client import JSON, MERGE_PATCH, KubeClusterClient
 from compactor.planner.history import History
 from compactor.planner.plan import Move
-from compactor.settings import ExecutorSettings, Settings
+from compactor.settings import RunSettings, Settings
 from tests.e2e.guards import (
     ACCOUNT_NAMESPACE,
     BASE_RBAC,
@@ -86,9 +86,9 @@ from tests.e2e.helpers import (
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(300)]
 
 ACTIVATION_TIMEOUT = 60
-SETTINGS: ExecutorSettings = Settings().executor
-STEERING = SETTINGS.steering_name
-assert SETTINGS.state_namespace == ACCOUNT_NAMESPACE, "the state guard matches the service account's namespace"
+SETTINGS: RunSettings = Settings().for_executor
+STEERING = SETTINGS.steering.policy_name
+assert SETTINGS.executor.state_namespace == ACCOUNT_NAMESPACE, "the state guard matches the service account's namespace"
 
 PODS, SCALE, STATE = shipped("pods.yaml"), shipped("scale.yaml"), shipped("state.yaml")
 POD_POLICY, SCALE_POLICY, STATE_POLICY = (one(docs, "ValidatingAdmissionPolicy") for docs in (PODS, SCALE, STATE))
@@ -351,7 +351,7 @@ class _RunView:
     them on the objects of this test, with no plan to carry out."""
 
     client: KubeClusterClient
-    settings: ExecutorSettings
+    settings: RunSettings
     plan_id: str = "plan-e2e"
     notes: list[str] = field(default_factory=list)
 
@@ -386,7 +386,7 @@ def test_a_make_before_break_move_and_its_undo_are_admitted_for_the_service_acco
     # actions/surge.scale_up: the surge's mark on the old pod (label and note), then one replica more
     _sent("the surge (its mark, then 2 -> 3 replicas)", lambda: surge_step.scale_up(run, move, surged))
     marked = _read_pod(guarded, pod)
-    assert marked["metadata"]["labels"][SURGED_BY] == SETTINGS.identity
+    assert marked["metadata"]["labels"][SURGED_BY] == SETTINGS.executor.identity
     assert surge_step.surge_note(marked) == {
         "plan": "plan-e2e",
         "deployment": "surged",
@@ -422,7 +422,12 @@ def test_a_make_before_break_move_and_its_undo_are_admitted_for_the_service_acco
 def test_the_toleration_for_a_node_reserved_for_a_pending_pod_is_admitted(guarded: Guarded, pod: str) -> None:
     """steps/steer.tolerate, with the toleration steps/steer.reserve builds: the whole list sent back, plus one."""
     key = f"{guarded.namespace}/{pod}"
-    toleration = {"key": SETTINGS.taint_key, "value": ann.taint_value(key), "effect": "NoSchedule", "operator": "Equal"}
+    toleration = {
+        "key": SETTINGS.executor.taint_key,
+        "value": ann.taint_value(key),
+        "effect": "NoSchedule",
+        "operator": "Equal",
+    }
     run = _RunView(guarded.compactor, SETTINGS)
     pending = guarded.compactor.get_pod(guarded.namespace, pod)
     assert pending is not None
@@ -447,7 +452,12 @@ def _other_image(found: Obj) -> Obj:
 
 def _own_toleration(found: Obj) -> Obj:
     key = f"{found['metadata']['namespace']}/{found['metadata']['name']}"
-    return {"key": SETTINGS.taint_key, "value": ann.taint_value(key), "effect": "NoSchedule", "operator": "Equal"}
+    return {
+        "key": SETTINGS.executor.taint_key,
+        "value": ann.taint_value(key),
+        "effect": "NoSchedule",
+        "operator": "Equal",
+    }
 
 
 def _grace_shortened(t: Obj) -> Obj:
@@ -473,14 +483,16 @@ FORBIDDEN_POD: dict[str, tuple[Callable[[Obj], Obj], str, str]] = {
         "(every key):(every effect)",
     ),
     "own-key-no-execute-toleration": (
-        _with_tolerations({"key": SETTINGS.taint_key, "operator": "Equal", "value": "x", "effect": "NoExecute"}),
+        _with_tolerations(
+            {"key": SETTINGS.executor.taint_key, "operator": "Equal", "value": "x", "effect": "NoExecute"}
+        ),
         TOLERATION_FOREIGN,
-        f"{SETTINGS.taint_key}:NoExecute",
+        f"{SETTINGS.executor.taint_key}:NoExecute",
     ),
     "own-key-toleration-of-every-reservation": (
-        _with_tolerations({"key": SETTINGS.taint_key, "operator": "Exists", "effect": "NoSchedule"}),
+        _with_tolerations({"key": SETTINGS.executor.taint_key, "operator": "Exists", "effect": "NoSchedule"}),
         TOLERATION_FOREIGN,
-        f"{SETTINGS.taint_key}:NoSchedule",
+        f"{SETTINGS.executor.taint_key}:NoSchedule",
     ),
     "own-toleration-with-another": (
         lambda p: _with_tolerations(_own_toleration(p), GPU_TOLERATION)(p),
@@ -500,7 +512,7 @@ FORBIDDEN_POD: dict[str, tuple[Callable[[Obj], Obj], str, str]] = {
         FOREIGN_LABEL[0],
     ),
     "surge-label-with-a-foreign-one": (
-        lambda p: {"metadata": {"labels": {SURGED_BY: SETTINGS.identity, "example.com/new": "x"}}},
+        lambda p: {"metadata": {"labels": {SURGED_BY: SETTINGS.executor.identity, "example.com/new": "x"}}},
         POD_LABELS,
         "example.com/new",
     ),

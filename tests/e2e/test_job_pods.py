@@ -152,9 +152,11 @@ def run_once(kube: Kube, namespace: str, tmp_path: Path) -> Obj:
     config = tmp_path / "compactor.yaml"
     settings = {
         "mode": "apply",
-        "planner": {"namespaces": [namespace], "time_limit_seconds": 10},
+        "movable": {"namespaces": [namespace]},
+        "solver": {"time_limit_seconds": 10},
         # a Job's replacement comes from the Job controller, unpinned by the steering policy: holds steer it
-        "executor": {"steering": "holds", "poll_seconds": 1, "replacement_timeout_seconds": 180},
+        "steering": {"mechanism": "holds"},
+        "executor": {"poll_seconds": 1, "replacement_timeout_seconds": 180},
     }
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), timeout=RUN_TIMEOUT)

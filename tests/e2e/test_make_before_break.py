@@ -1,6 +1,6 @@
 """End to end on a real control plane: make-before-break moves (issue [15] item 5).
 
-Every workload of a fragmented fleet opts in (``executor.make_before_break_selector``). The real Deployment and
+Every workload of a fragmented fleet opts in (``steering.make_before_break_selector``). The real Deployment and
 ReplicaSet controllers do the rest: the surge's extra replica is created by the ReplicaSet, pinned by the steering
 policy and bound by kube-scheduler, and the scale-back's deletion is the ReplicaSet controller's own choice (its
 ``pod-deletion-cost`` ranking). A watch on the namespace's pods checks, at every pod event of the run, that no workload
@@ -97,7 +97,7 @@ def test_make_before_break_moves_keep_every_replica_serving_land_as_planned_and_
         tmp_path,
         surge_under_watch,
         steering="policy",
-        executor={"make_before_break_selector": {WORKLOAD_LABEL: "true"}},
+        overrides={"steering": {"make_before_break_selector": {WORKLOAD_LABEL: "true"}}},
     )
     watch: ServingWatch = seen["watch"]
     assert not watch.observed.errors and not watch.observed.gaps, watch.observed.errors + watch.observed.gaps

@@ -2,7 +2,7 @@
 
 Two fake A100-80GB nodes (one GPU each) are cut ``all-1g.10gb`` (7 slices); a Deployment of four 1g.10gb pods
 runs on them (the real scheduler places them) under a PDB; two 3g.40gb pods wait, since no node offers that slice.
-``compactor run --once`` with ``planner.mig_repartition`` must free one node (moving its 1g.10gb pods to the other,
+``compactor run --once`` with ``mig.repartition`` must free one node (moving its 1g.10gb pods to the other,
 through the Eviction API), relabel it ``nvidia.com/mig.config=all-3g.40gb``, wait for the fake mig-manager
 (``migmanager.py``) to report ``success`` with the new slices in allocatable, and let the two pods run there, with
 every displaced pod Ready elsewhere and nothing of the compactor's left on the nodes.
@@ -62,15 +62,17 @@ mig-configs:
 
 def config(namespace: str) -> dict[str, object]:
     return {
-        "planner": {"namespaces": [namespace], "time_limit_seconds": 20, "mig_repartition": True},
+        "movable": {"namespaces": [namespace]},
+        "solver": {"time_limit_seconds": 20},
         "mig": {
+            "repartition": True,
             "config_map": f"{namespace}/mig-layouts",
-            "operator_namespace": namespace,
-        },  # the test's namespace plays the GPU Operator's
+            "operator_namespace": namespace,  # the test's namespace plays the GPU Operator's
+            "reconfigure_timeout_seconds": 120,
+        },
         "executor": {
             "poll_seconds": 0.5,
             "replacement_timeout_seconds": 120,
-            "mig_reconfigure_timeout_seconds": 120,
             "backoff_seconds": 1,
             "backoff_max_seconds": 5,
         },

@@ -49,12 +49,13 @@ MERGE_PATCH = "application/merge-patch+json"  # lists replaced whole (a strategi
 
 
 def _plan(
-    kube: Kube, namespace: str, fleet: Fleet, tmp_path: Path, executor: dict[str, Any] | None = None
+    kube: Kube, namespace: str, fleet: Fleet, tmp_path: Path, **groups: dict[str, Any]
 ) -> tuple[Path, Path, dict[str, Any]]:
     frag.build(kube, namespace, fleet, STATES[1])
     config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
     settings = compactor_config(namespace)
-    settings["executor"].update(executor or {})
+    for group, values in groups.items():  # settings by group, laid over compactor_config's
+        settings.setdefault(group, {}).update(values)
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     planned = run_compactor(
         "plan",
@@ -147,13 +148,8 @@ def test_a_second_installation_never_releases_the_first_ones_fence(
             fleet_namespace,
             gpu_fleet,
             tmp_path,
-            executor={
-                "state_namespace": other_ns,
-                "installation": "other",
-                "after_drain": "keepCordoned",
-                "steering_name": "absent-steering-policy",
-                "steering": "holds",
-            },
+            executor={"state_namespace": other_ns, "installation": "other", "after_drain": "keepCordoned"},
+            steering={"policy_name": "absent-steering-policy", "mechanism": "holds"},
         )
         report = _apply(config, written)
         kept = [n for n in plan["freedNodes"] if "compactor.io/fence-other" in _compactor_taints(_node(kube, n))]

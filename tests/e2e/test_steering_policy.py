@@ -5,7 +5,7 @@ affinity without nodeAffinity; nodeAffinity with only preferred terms; required 
 them, with matchExpressions; required terms with matchFields; a StatefulSet pod), each of one
 pod placed by the real scheduler, and a bystander workload that no plan moves. A plan written by
 hand moves each shape's pod to a node the test picks, and ``compactor apply --plan`` carries it
-out with ``executor.steering: policy``. Each replacement must be bound on its node and carry
+out with ``steering.mechanism: policy``. Each replacement must be bound on its node and carry
 exactly the affinity ``compactor.actions.steering.pin.pinned`` computes from the pod it replaces
 (the constraint ANDed into every required term, so the Python mirror the fakes use is the real
 thing); the bystander's pod, recreated meanwhile, must carry nothing.
@@ -265,9 +265,9 @@ def config_file(tmp_path: Path, namespace: str) -> Path:
     config.write_text(
         yaml.safe_dump(
             {
-                "planner": {"namespaces": [namespace], "min_replicas": 1},
+                "movable": {"namespaces": [namespace], "min_replicas": 1},
+                "steering": {"mechanism": "policy"},
                 "executor": {
-                    "steering": "policy",
                     "poll_seconds": 0.5,
                     "replacement_timeout_seconds": 60,
                     "backoff_seconds": 1,

@@ -21,7 +21,7 @@ def is_fenced(node: Obj) -> bool:
 
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-STEERING_CONFIGMAP = "gpu-compactor-steering"  # executor.steering_name's default: policy, binding and parameters
+STEERING_CONFIGMAP = "gpu-compactor-steering"  # steering.policy_name's default: policy, binding and parameters
 SOURCE = "fakecluster"
 CONTROLLER_KINDS = ("ReplicaSet", "StatefulSet", "Job")  # a Job recreates an evicted pod too (while under backoffLimit)
 TERMINAL = ("Succeeded", "Failed")

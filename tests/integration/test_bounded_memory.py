@@ -1,7 +1,7 @@
 """Bounded memory (issue 19): the executor never holds every pod or node of the cluster at once.
 
 As dicts, the 50,000 pods of a large cluster are gigabytes (lean, still about 400 MiB). Without exact steering
-(``executor.steering: off``: whole-free GPUs measured over the whole cluster) and with holds (every node that could
+(``steering.mechanism: off``: whole-free GPUs measured over the whole cluster) and with holds (every node that could
 take each replacement), the executor reads every node and pod page by page (``ClusterClient.scan_nodes`` and
 ``scan_pods``) and keeps of each only what it counts; whole objects only of the nodes the plan changes, with their pods.
 These runs go through a fake cluster that refuses a whole-cluster ``list_pods()`` or ``list_nodes()``, so a return to

@@ -124,7 +124,7 @@ def test_a_run_acting_on_the_codes_default_mode_says_the_shipped_config_would_on
     """Issue 18: a local ``run --once`` without a config acts (``mode: apply`` is the code's default) where the shipped
     config says ``plan``; the difference is printed before it acts."""
     kubeconfig = fragmented(fake_api, tmp_path)
-    monkeypatch.setenv("COMPACTOR_PLANNER__TIME_LIMIT_SECONDS", "5")
+    monkeypatch.setenv("COMPACTOR_SOLVER__TIME_LIMIT_SECONDS", "5")
     monkeypatch.setenv("COMPACTOR_EXECUTOR__POLL_SECONDS", "0.05")
     assert main(["run", "--once", "--kubeconfig", kubeconfig]) == 0
     assert "mode: apply is the code's default" in capsys.readouterr().err

@@ -27,7 +27,7 @@ def test_the_readme_main_job_plans_the_example_and_the_plan_is_valid() -> None:
     plan = CompactionPlan.model_validate(json.loads(result.stdout))
     assert plan.freed_gpus >= 8
     assert [p.pod for p in plan.placed_pending] == ["llm/llama-70b-0"]
-    assert check_plan(load_files([example_path()]), plan, PlannerSettings()) == []
+    assert check_plan(load_files([example_path()]), plan, PlannerSettings.of()) == []
 
 
 def test_the_examples_default_plan_places_its_pending_pod_with_few_moves_and_shows_the_curve() -> None:
@@ -58,7 +58,7 @@ def test_each_objective_and_max_moves_pick_their_point_of_the_curve() -> None:
         plan = CompactionPlan.model_validate(
             json.loads(compactor("plan", "--example", "--output", "json", "--time-limit", "5", *args).stdout)
         )
-        assert check_plan(load_files([example_path()]), plan, PlannerSettings()) == []
+        assert check_plan(load_files([example_path()]), plan, PlannerSettings.of()) == []
         return len(plan.moves), plan.freed_gpus, len(plan.placed_pending)
 
     assert moves("--objective", "pending-only") == (1, 0, 1)
@@ -109,7 +109,7 @@ def test_a_bad_quantity_names_file_object_and_field(tmp_path: Path) -> None:
 def test_a_contradictory_config_is_one_line_naming_the_field(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("planner:\n  max_moves: -1\n", encoding="utf-8")
-    assert_one_line_error(compactor("plan", "--example", "--config", str(config)), "planner.max_moves")
+    assert_one_line_error(compactor("plan", "--example", "--config", str(config)), "caps.max_moves")
 
 
 def test_a_written_plan_applies_in_a_dry_run_without_touching_the_snapshot(tmp_path: Path) -> None:

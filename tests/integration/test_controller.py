@@ -31,12 +31,12 @@ from compactor.errors import CompactorError
 from compactor.kube.lease import LeaderElector
 from compactor.model.types import Snapshot
 from compactor.planner.history import History
-from compactor.settings import DisruptionSettings, WindowSettings
+from compactor.settings import DisruptionSettings, SteeringSettings, WindowSettings
 from tests.builders import A100_40, pod
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import SETTINGS_ALL, http_get, loader, make_controller, sample, wait_for
-from tests.scenarios.executor import PLANNER, SETTINGS, assert_clean, intercept_evictions, make_plan, one_freed_node
+from tests.scenarios.executor import PLANNER, assert_clean, intercept_evictions, make_plan, one_freed_node
 from tests.scenarios.lease import NS, LeaseStore
 
 
@@ -99,7 +99,7 @@ def test_a_cycle_with_holds_plans_around_a_pod_tolerating_every_taint_instead_of
     tolerant = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "serve-a")
     tolerant["spec"]["tolerations"] = [{"operator": "Exists"}]  # no fence keeps it, nor its replacement, off a node
     c = FakeCluster(objects)
-    holds = SETTINGS_ALL.model_copy(update={"executor": SETTINGS.model_copy(update={"steering": "holds"})})
+    holds = SETTINGS_ALL.model_copy(update={"steering": SteeringSettings(mechanism="holds")})
     report = run_cycle(loader(c), c, holds, c.clock, Exporter(CollectorRegistry()), execute=True)
     assert report.planned_freed == [] and report.planned_moves == 0, "gpu-3 cannot be freed while serve-a stays on it"
     assert report.run is not None and report.run.status == "nothing-to-do" and c.evicted == []
@@ -135,7 +135,7 @@ def test_a_cycle_exports_its_plan_solver_time_gap_and_moves_and_a_report_only_cy
     report = run_cycle(loader(c), c, SETTINGS_ALL, c.clock, exporter, execute=True)
     assert sample(exporter, "gpu_compactor_last_plan_moves") == report.planned_moves == 3
     seconds = sample(exporter, "gpu_compactor_last_plan_seconds")
-    assert seconds is not None and 0 < seconds <= PLANNER.time_limit_seconds
+    assert seconds is not None and 0 < seconds <= PLANNER.solver.time_limit_seconds
     assert sample(exporter, "gpu_compactor_last_plan_gap") == 0  # three nodes: the max-free solve is proven optimal
 
 
@@ -216,7 +216,10 @@ def test_a_stop_between_moves_is_honoured_before_the_next_eviction_even_without_
     c = FakeCluster(objects)
     stop = threading.Event()
     executor = Executor(
-        c, SETTINGS_ALL.executor, StoppableClock(c.clock, stop), progress=lambda p: stop.set() if p.done == 1 else None
+        c,
+        SETTINGS_ALL.for_executor,
+        StoppableClock(c.clock, stop),
+        progress=lambda p: stop.set() if p.done == 1 else None,
     )
     with pytest.raises(Interrupted):
         executor.execute(make_plan(objects))

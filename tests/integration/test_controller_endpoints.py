@@ -185,7 +185,7 @@ def cluster() -> FakeCluster:
 
 def test_healthz_fails_when_no_cycle_starts_within_stale_after_and_passes_again_after_one(cluster: FakeCluster) -> None:
     controller = make_controller(cluster, report_only=True)
-    assert controller.stale_after == 3 * 3600 + SETTINGS_ALL.planner.time_limit_seconds  # derived from --interval
+    assert controller.stale_after == 3 * 3600 + SETTINGS_ALL.solver.time_limit_seconds  # derived from --interval
     controller.start()
     try:
         wait_for(lambda: controller.cycles >= 1)

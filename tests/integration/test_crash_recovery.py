@@ -28,7 +28,7 @@ from compactor.actions import annotations as ann
 from compactor.actions.fencing import FencedClient, LeadershipLost
 from compactor.actions.recovery import recover
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings
 from tests.builders import pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import (
@@ -55,7 +55,7 @@ class Scenario:
     scheduler: str = "cooperative"
     prepare: Callable[[FakeCluster], None] = lambda _c: None
     outcome: str = "succeeded"  # of the undisturbed run
-    settings: ExecutorSettings = SETTINGS
+    settings: RunSettings = SETTINGS
 
 
 def refuse(pod_name: str) -> Callable[[FakeCluster], None]:
@@ -74,9 +74,7 @@ def refuse(pod_name: str) -> Callable[[FakeCluster], None]:
 SCENARIOS = {
     "two-freed": Scenario(two_freed_nodes),
     # two evictions in flight at once (of different owners): a crash can leave both unconfirmed
-    "two-freed-width-2": Scenario(
-        two_freed_nodes, settings=SETTINGS.model_copy(update={"max_concurrent_evictions": 2})
-    ),
+    "two-freed-width-2": Scenario(two_freed_nodes, settings=SETTINGS.amended(max_concurrent_evictions=2)),
     "one-freed": Scenario(one_freed_node),
     # aborts after one move (the 2nd eviction is refused) and rolls back: crashes land in the rollback too
     "refused-2nd": Scenario(two_freed_nodes, prepare=refuse("train-a"), outcome="failed"),
@@ -89,7 +87,7 @@ SCENARIOS = {
 class World:
     cluster: FakeCluster
     plan: CompactionPlan
-    settings: ExecutorSettings
+    settings: RunSettings
     at_eviction: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -159,7 +157,7 @@ def check_invariants(w: World) -> None:
     c = w.cluster
     c.scheduler = "cooperative"  # a scheduler that never binds would keep replacements Pending: not lost, just waiting
     assert_clean(c)
-    width = w.settings.max_concurrent_evictions
+    width = w.settings.caps.max_concurrent_evictions
     for eviction in w.at_eviction:
         assert eviction["uncordoned"] == [], f"evicted {eviction['pod']} while {eviction['uncordoned']} was schedulable"
         if width == 1:
@@ -324,7 +322,7 @@ def test_a_crash_while_finishing_does_not_undo_a_completed_plan() -> None:
 
 def _after_drain_writes(mode: str) -> list[str]:
     w = world("one-freed")
-    assert run(w.cluster, w.plan, SETTINGS.model_copy(update={"after_drain": mode})).status == "succeeded"
+    assert run(w.cluster, w.plan, SETTINGS.amended(after_drain=mode)).status == "succeeded"
     return [call.method for call in w.cluster.history]
 
 
@@ -339,7 +337,7 @@ AFTER_DRAIN_CASES = [
 @pytest.mark.parametrize(("mode", "k", "when"), AFTER_DRAIN_CASES)
 def test_crashes_with_after_drain_modes_leave_only_deliberate_marks(mode: str, k: int, when: When) -> None:
     """With keepCordoned/taint, a finished plan deliberately leaves marks; no crash may leave any other kind."""
-    settings = SETTINGS.model_copy(update={"after_drain": mode})
+    settings = SETTINGS.amended(after_drain=mode)
     w = world("one-freed")
     c = w.cluster
     c.crash_after(k, when=when)
@@ -375,5 +373,5 @@ def test_a_rollback_after_the_lease_is_lost_ends_at_once_instead_of_retrying_eac
     lost = FencedClient(w.cluster, lambda: False, "gpu-compactor/gpu-compactor-leader")
     with contextlib.suppress(LeadershipLost):
         recover(lost, SETTINGS, w.cluster.clock, resume=False)
-    assert w.cluster.clock.monotonic() - started < SETTINGS.release_deadline_seconds
+    assert w.cluster.clock.monotonic() - started < SETTINGS.executor.release_deadline_seconds
     assert w.cluster.cordoned_nodes() == fenced  # nothing written without the Lease

@@ -22,7 +22,7 @@ from compactor.actions.dryrun import RecordingClient
 from compactor.actions.dryrun_calls import RecordedCall
 from compactor.actions.executor import Executor, RunReport
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings
 from tests.fakecluster import EPOCH, Call, FakeCluster, is_fenced
 from tests.scenarios.executor import SETTINGS, make_plan, one_freed_node, two_freed_nodes
 
@@ -99,7 +99,7 @@ def dry_steps(calls: list[RecordedCall]) -> list[Step]:
 def side_by_side(
     objects: list[Obj],
     plan: CompactionPlan,
-    settings: ExecutorSettings = SETTINGS,
+    settings: RunSettings = SETTINGS,
     *,
     real_world: Callable[[FakeCluster], None] = lambda _c: None,
 ) -> tuple[RunReport, FakeCluster, RunReport, RecordingClient]:
@@ -128,7 +128,7 @@ def with_budget(objects: list[Obj], name: str, allowed: int) -> list[Obj]:
 def test_real_and_dry_runs_make_the_same_calls(scenario: Callable[[], list[Obj]], after_drain: str) -> None:
     objects = scenario()
     plan = make_plan(objects)
-    settings = SETTINGS.model_copy(update={"after_drain": after_drain})
+    settings = SETTINGS.amended(after_drain=after_drain)
     real, fake, dry, recording = side_by_side(objects, plan, settings)
     assert real.status == dry.status == "succeeded"
     assert (dry.moves_done, dry.freed_nodes, dry.dry_run, real.dry_run) == (
@@ -194,7 +194,7 @@ def test_the_dry_run_changes_nothing_it_was_given() -> None:
     plan_before = plan.model_dump()
     recording = RecordingClient(objects, plan)
     report = Executor(
-        recording, SETTINGS.model_copy(update={"after_drain": "keepCordoned"}), SimulatedClock(EPOCH), dry_run=True
+        recording, SETTINGS.amended(after_drain="keepCordoned"), SimulatedClock(EPOCH), dry_run=True
     ).execute(plan)
     assert report.status == "succeeded" and report.dry_run
     assert objects == given and plan.model_dump() == plan_before
@@ -255,7 +255,7 @@ def test_server_side_admission_refusing_makes_the_dry_run_fail_like_the_real_one
     report = Executor(recording, SETTINGS, SimulatedClock(EPOCH), dry_run=True).execute(plan)
     assert report.status == "failed" and "429" in report.reason and plan.moves[0].pod in report.reason
     assert [(c.method, c.args["dry_run"]) for c in api.history] == [("evict", True)] * (
-        1 + SETTINGS.eviction_retry_limit
+        1 + SETTINGS.executor.eviction_retry_limit
     )
     assert api.evicted == [] and api.state == {} and api.cordoned_nodes() == []
     assert not is_fenced(recording.nodes["gpu-2"])  # rolled back in the dry world too

@@ -44,7 +44,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         monkeypatch.delenv(key)
     path = tmp_path / "compactor.yaml"
     path.write_text(
-        yaml.safe_dump({"metrics": METRICS, "planner": {"deterministic": True, "seed": 3, "time_limit_seconds": 20}}),
+        yaml.safe_dump({"metrics": METRICS, "solver": {"deterministic": True, "seed": 3, "time_limit_seconds": 20}}),
         encoding="utf-8",
     )
     return str(path)
@@ -128,9 +128,7 @@ def test_a_dry_run_cycle_asks_the_api_server_as_the_command_line_does(config: st
     """``executor.server_dry_run`` makes every dry run of a live cluster ask about each eviction (dryRun=All): ``run --once
     --dry-run`` (tests/wire/test_server_dry_run.py) and the controller's dry-run cycles alike."""
     settings = load_settings(config)
-    settings = settings.model_copy(
-        update={"executor": settings.executor.model_copy(update={"server_dry_run": server_dry_run})}
-    )
+    settings = settings.model_copy(update={"executor": settings.executor.amended(server_dry_run=server_dry_run)})
     cluster = RecordingClient(read_source(example_path()))  # the "live" cluster the cycle reads and would ask
     invocation = Invocation(command="controller", settings=settings, source=SnapshotSource(example=True))
     cycle = run_cycle(

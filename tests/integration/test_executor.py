@@ -24,7 +24,7 @@ import pytest
 from compactor.actions import annotations as ann
 from compactor.actions.executor import Progress
 from compactor.app.plan_document import build_plan
-from compactor.settings import DisruptionSettings
+from compactor.settings import CapsSettings
 from tests.builders import cluster
 from tests.fakecluster import EPOCH, FakeCluster
 from tests.scenarios.executor import (
@@ -82,7 +82,7 @@ def test_a_plan_runs_to_the_end(scenario: Callable[[], list[Obj]]) -> None:
 
 def test_the_per_cycle_cap_bounds_the_evictions() -> None:
     c, plan = setup()
-    settings = SETTINGS.model_copy(update={"max_evictions_per_cycle": 2, "after_drain": "keepCordoned"})
+    settings = SETTINGS.amended(max_evictions_per_cycle=2, after_drain="keepCordoned")
     report = run(c, plan, settings)
     assert len(c.evicted) == 2 and c.evicted == [m.pod for m in plan.moves[:2]]
     assert report.moves_done == 2 and report.status == "partial"
@@ -95,7 +95,7 @@ def test_the_per_cycle_cap_bounds_the_evictions() -> None:
 def test_a_cap_that_cuts_a_node_in_half_leaves_that_node_untouched_and_the_run_does_not_wait_for_it() -> None:
     c, plan = setup()
     assert [m.from_node for m in plan.moves] == ["gpu-2", "gpu-2", "gpu-3", "gpu-3"]
-    report = run(c, plan, SETTINGS.model_copy(update={"max_evictions_per_cycle": 3}))
+    report = run(c, plan, SETTINGS.amended(max_evictions_per_cycle=3))
     assert c.evicted == [m.pod for m in plan.moves[:2]]  # gpu-2 whole; gpu-3's first move alone would free nothing
     assert report.status == "partial" and "max_evictions_per_cycle (3)" in report.reason
     drain_cordons = [
@@ -108,7 +108,9 @@ def test_a_cap_that_cuts_a_node_in_half_leaves_that_node_untouched_and_the_run_d
     ]
     assert drain_cordons == []  # held for a moment while gpu-2's pods bound on gpu-1, never cordoned to be drained
     assert report.outcome is not None and (report.outcome.planned_freed_gpus, report.outcome.freed_gpus) == (8, 8)
-    assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds  # no wait for a node this run never drained
+    assert (
+        c.clock.monotonic() < SETTINGS.executor.replacement_timeout_seconds
+    )  # no wait for a node this run never drained
     assert_clean(c)
 
 
@@ -121,12 +123,12 @@ def test_a_plan_a_run_budget_cut_runs_its_whole_nodes_and_the_run_names_the_budg
         source="test",
         now=EPOCH,
         plan_id=PLAN_ID,
-        budgets=DisruptionSettings(max_draining_per_pool=1),
+        budgets=CapsSettings(max_draining_per_pool=1),
     )
-    assert plan.freed_nodes == ["gpu-2"] and plan.held_back.startswith("disruption.max_draining_per_pool (1 of pool")
+    assert plan.freed_nodes == ["gpu-2"] and plan.held_back.startswith("caps.max_draining_per_pool (1 of pool")
     report = run(c, plan)
     assert c.evicted == [m.pod for m in plan.moves] and len(c.evicted) == 2
-    assert report.status == "partial" and report.reason.startswith("disruption.max_draining_per_pool (1 of pool")
+    assert report.status == "partial" and report.reason.startswith("caps.max_draining_per_pool (1 of pool")
     assert report.reason.endswith("reached; the rest waits for the next run")
     assert marks(c, "gpu-3") == {}  # the node the budget held back was never fenced
     assert_clean(c)
@@ -134,7 +136,7 @@ def test_a_plan_a_run_budget_cut_runs_its_whole_nodes_and_the_run_names_the_budg
 
 def test_a_cap_smaller_than_every_node_does_nothing_and_says_why() -> None:
     c, plan = setup()
-    report = run(c, plan, SETTINGS.model_copy(update={"max_evictions_per_cycle": 1}))
+    report = run(c, plan, SETTINGS.amended(max_evictions_per_cycle=1))
     assert report.status == "failed" and "needs more evictions than max_evictions_per_cycle (1)" in report.reason
     assert c.evicted == [] and c.history == []
 

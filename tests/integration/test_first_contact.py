@@ -102,12 +102,12 @@ def test_an_environment_variable_naming_no_setting_is_an_error_with_the_closest_
     line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANER__MAX_MOVES": "2"}))
     assert line == (
         "compactor: error: environment: COMPACTOR_PLANER__MAX_MOVES names no setting; "
-        "did you mean COMPACTOR_PLANNER__MAX_MOVES?"
+        "did you mean COMPACTOR_CAPS__MAX_MOVES?"
     )
     assert "COMPACTOR_<GROUP>__<FIELD>" in one_line_error(
         compactor("report", "--example", env={"COMPACTOR_NOTHING": "1"})
     )
-    honoured = compactor("plan", "--example", "--output", "json", env={"COMPACTOR_PLANNER__MAX_MOVES": "1"})
+    honoured = compactor("plan", "--example", "--output", "json", env={"COMPACTOR_CAPS__MAX_MOVES": "1"})
     assert honoured.returncode == 0 and len(json.loads(honoured.stdout)["moves"]) <= 1
 
 
@@ -176,7 +176,7 @@ def test_the_plan_says_physical_gpus_and_gpu_equivalents_and_tracks_free_capacit
 
 def test_max_moves_zero_says_moves_are_capped_and_why_the_pending_pod_waits() -> None:
     text = compactor("plan", "--example", "--max-moves", "0").stdout
-    assert "note: moves capped at 0 (--max-moves / planner.max_moves)" in text
+    assert "note: moves capped at 0 (--max-moves / caps.max_moves)" in text
     assert "found no move that frees usable GPU capacity" not in text
     assert "llm/llama-70b-0: room could be made on a100-gpu-01" in text and "but moves are capped at 0" in text
 
@@ -256,16 +256,16 @@ def test_a_hand_edited_move_is_named_as_not_matching_the_cluster_before_anything
 
 
 def test_a_selection_that_keeps_every_gpu_pod_in_place_is_refused_naming_the_setting() -> None:
-    line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANNER__NAMESPACES": '["lmm"]'}))
+    line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_MOVABLE__NAMESPACES": '["lmm"]'}))
     assert line == (
-        "compactor: error: the planner's selection (planner.namespaces ['lmm']) keeps all 39 GPU pod(s) in place, so no "
+        "compactor: error: the planner's selection (movable.namespaces ['lmm']) keeps all 39 GPU pod(s) in place, so no "
         "plan could move one; GPU pods run in namespace(s) llm, nlp, vision"
     )
-    line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_PLANNER__POD_SELECTOR": '{"tier": "batch"}'}))
-    assert "planner.pod_selector {'tier': 'batch'}" in line
+    line = one_line_error(compactor("plan", "--example", env={"COMPACTOR_MOVABLE__POD_SELECTOR": '{"tier": "batch"}'}))
+    assert "movable.pod_selector {'tier': 'batch'}" in line
     # a selection that keeps some GPU pods movable is a choice, not a mistake
     assert (
-        compactor("plan", "--example", "--time-limit", "5", env={"COMPACTOR_PLANNER__NAMESPACES": '["llm"]'}).returncode
+        compactor("plan", "--example", "--time-limit", "5", env={"COMPACTOR_MOVABLE__NAMESPACES": '["llm"]'}).returncode
         == 0
     )
 
@@ -279,7 +279,7 @@ def test_report_mode_measures_only_and_plan_mode_dry_runs(tmp_path: Path) -> Non
     assert report.stdout.startswith("GPU fragmentation report: example cluster")
     assert "mode: report: measured only" in report.stderr and "evict" not in report.stdout + report.stderr
     planned = compactor(
-        "run", "--once", "--example", env={"COMPACTOR_MODE": "plan", "COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"}
+        "run", "--once", "--example", env={"COMPACTOR_MODE": "plan", "COMPACTOR_SOLVER__TIME_LIMIT_SECONDS": "5"}
     )
     assert planned.returncode == 0, planned.stderr
     assert "mode: plan: a dry run, nothing is changed" in planned.stderr
@@ -310,7 +310,7 @@ def test_a_directory_as_config_is_one_line_naming_it(tmp_path: Path) -> None:
 
 def test_log_format_json_puts_only_json_on_stderr(tmp_path: Path) -> None:
     plan, _ = _example_plan(tmp_path)
-    quick = {"COMPACTOR_PLANNER__TIME_LIMIT_SECONDS": "5"}
+    quick = {"COMPACTOR_SOLVER__TIME_LIMIT_SECONDS": "5"}
     for args in (
         ("plan", "--example"),
         ("apply", "--plan", str(plan), "--example", "--dry-run"),

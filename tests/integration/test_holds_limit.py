@@ -1,4 +1,4 @@
-"""``executor.max_holds_per_move``, the wall a run steering by holds meets on a large cluster (issue [18]).
+"""``steering.max_holds_per_move``, the wall a run steering by holds meets on a large cluster (issue [18]).
 
 A 400-node cluster without the steering policy never got past its first move (it would hold 84 nodes, more than 25),
 yet every run fenced and released its sources and wrote their Events first, the plan said nothing, and the report's
@@ -19,7 +19,7 @@ from tests.builders import pdb as budget
 from tests.fakecluster import FakeCluster
 from tests.scenarios.executor import SETTINGS, Obj, agents, assert_clean, events, hand_plan, rs, run
 
-HOLDS = SETTINGS.model_copy(update={"steering": "holds", "max_holds_per_move": 2})
+HOLDS = SETTINGS.amended(mechanism="holds", max_holds_per_move=2)
 BIG, SMALL = (
     ("default/big", "gpu-3", "gpu-1", "ReplicaSet/big"),
     ("default/small", "gpu-3", "gpu-2", "ReplicaSet/small"),
@@ -94,7 +94,7 @@ def test_the_plan_predicts_where_the_run_stops_from_the_same_count() -> None:
 def test_the_plan_says_it_where_a_run_would_steer_by_holds_and_not_under_the_policy() -> None:
     objects = big_then_small()
     snapshot, c = cluster(*objects), FakeCluster(objects)
-    settings = load_settings(None).model_copy(update={"executor": HOLDS})
+    settings = load_settings(None).model_copy(update=HOLDS.groups())
     plan = hand_plan([SMALL, BIG], freed=["gpu-3"], c=c)
     walled = with_holds_wall(plan, snapshot, settings)
     offline = walled.steering.stops  # a plan of a snapshot: the run decides

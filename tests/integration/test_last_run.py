@@ -33,13 +33,13 @@ from compactor.app.last_run import LAST_RUN_CONFIGMAP, LAST_RUN_STATUSES, SUMMAR
 from compactor.cli import main
 from compactor.controller.exporter import Exporter
 from compactor.kube.lease import LeaderElector
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings
 from tests.builders import A100_40, pod
 from tests.fakeapi import FakeApiServer, RecordedRequest, Reply, status_body
 from tests.rbac import denied
 from tests.scenarios.fragmented_api import fragmented
 
-NAMESPACE = ExecutorSettings().state_namespace
+NAMESPACE = RunSettings().executor.state_namespace
 CONFIGMAPS = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
 SUMMARY_PATH = f"{CONFIGMAPS}/{LAST_RUN_CONFIGMAP}"
 EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
@@ -57,13 +57,9 @@ def _config(tmp_path: Path, mode: str, **metrics: Any) -> str:
     path = tmp_path / f"compactor-{mode}.yaml"
     settings: dict[str, Any] = {
         "mode": mode,
-        "planner": {"time_limit_seconds": 5},
-        "executor": {
-            "poll_seconds": 0.05,
-            "bind_poll_seconds": 0.05,
-            "backoff_seconds": 0.05,
-            "replacement_timeout_seconds": 20,
-        },
+        "solver": {"time_limit_seconds": 5},
+        "executor": {"poll_seconds": 0.05, "backoff_seconds": 0.05, "replacement_timeout_seconds": 20},
+        "steering": {"bind_poll_seconds": 0.05},
     }
     if metrics:
         settings["metrics"] = metrics

@@ -16,7 +16,7 @@ from compactor.actions.recovery import recover
 from compactor.actions.state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
 from compactor.actions.surge import OPT_IN, SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings
 from tests.builders import node, pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import PLANNER, SETTINGS, agents, assert_clean, make_plan
@@ -109,7 +109,7 @@ def watch_ready(c: FakeCluster) -> list[int]:
     return seen
 
 
-def run(c: FakeCluster, plan: CompactionPlan, settings: ExecutorSettings = SETTINGS) -> RunReport:
+def run(c: FakeCluster, plan: CompactionPlan, settings: RunSettings = SETTINGS) -> RunReport:
     return Executor(c, settings, c.clock).execute(plan)
 
 
@@ -144,7 +144,7 @@ def test_pods_that_did_not_opt_in_are_evicted_as_before() -> None:
 def test_a_selector_opts_a_workload_in_without_annotations() -> None:
     objects = fleet(opted=False)
     c, plan = FakeCluster(objects), make_plan(objects)
-    report = run(c, plan, SETTINGS.model_copy(update={"make_before_break_selector": {"app": "web"}}))
+    report = run(c, plan, SETTINGS.amended(make_before_break_selector={"app": "web"}))
     assert (
         report.status == "succeeded" and c.evicted == [] and sorted(c.scale_downs) == ["default/web-a", "default/web-b"]
     )

@@ -98,7 +98,7 @@ def test_the_state_holds_what_recovery_needs_not_the_figures() -> None:
         original(name, data)
 
     c.write_state = record  # type: ignore[method-assign]
-    report = Executor(c, SETTINGS.model_copy(update={"max_evictions_per_cycle": 5000}), c.clock).execute(heavy)
+    report = Executor(c, SETTINGS.amended(max_evictions_per_cycle=5000), c.clock).execute(heavy)
     assert report.status == "succeeded", report.reason
     largest = max(sum(len(k) + len(v) for k, v in s.items()) for s in states)
     assert largest < 256 * 1024
@@ -180,11 +180,11 @@ def test_a_long_grace_period_is_waited_out_not_taken_for_a_stuck_replacement() -
 
 def test_a_run_past_its_time_budget_starts_no_further_eviction() -> None:
     c, plan = setup()
-    report = run(c, plan, SETTINGS.model_copy(update={"max_run_seconds": 1}))  # each move takes longer than that
+    report = run(c, plan, SETTINGS.amended(max_run_seconds=1))  # each move takes longer than that
     assert report.status == "partial" and report.reason.startswith(
         "max_run_seconds (1) reached; the rest waits for the next run"
     )
     assert len(c.evicted) == 1 and report.moves_done == 1
     # the nodes whose moves did not start are released at once, not waited for until replacement_timeout_seconds
-    assert c.clock.monotonic() < SETTINGS.replacement_timeout_seconds
+    assert c.clock.monotonic() < SETTINGS.executor.replacement_timeout_seconds
     assert_clean(c)

@@ -33,7 +33,7 @@ def before_first_patch(
 
 def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> None:
     c, plan = setup()
-    settings = SETTINGS.model_copy(update={"after_drain": "taint"})
+    settings = SETTINGS.amended(after_drain="taint")
     releasing = before_first_patch(
         c,
         lambda _n, p: ann.AFTER_DRAIN in p["metadata"].get("annotations", {}),
@@ -53,7 +53,7 @@ def test_a_taint_added_while_the_node_is_released_survives_the_reservation() -> 
     assert report.status == "succeeded", report.reason
     (node,) = releasing
     # the autoscaler's taint is kept beside ours
-    assert reserved == [["ToBeDeletedByClusterAutoscaler", settings.taint_key]]
+    assert reserved == [["ToBeDeletedByClusterAutoscaler", settings.executor.taint_key]]
     # and when the same run lifts the reservation at its TTL, the autoscaler's taint is still kept
     assert [t["key"] for t in c.nodes[node]["spec"]["taints"]] == ["ToBeDeletedByClusterAutoscaler"]
     assert not c.nodes[node]["spec"].get("unschedulable")

@@ -14,7 +14,7 @@ from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
 from compactor.planner.movability import SAFE_TO_EVICT_ANNOTATION, Unmovable
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import PlannerSettings
 from tests.builders import job, node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import (
@@ -181,7 +181,7 @@ def test_the_only_ready_replica_without_a_budget_is_not_moved_by_the_planner_nor
         freed=["gpu-2"],
         c=c,
     )
-    report = Executor(c, SETTINGS, c.clock, rules=PlannerSettings()).execute(plan)  # min_replicas 2 by default
+    report = Executor(c, SETTINGS, c.clock, rules=PlannerSettings.of()).execute(plan)  # min_replicas 2 by default
     assert evict_calls(c) == [] and Unmovable.FEW_REPLICAS.value in report.reason
     # with a budget the owner says what it accepts: the guard steps aside
     c2 = FakeCluster([*lone_replica(), pdb("serve", match={"app": "serve"}, max_unavailable=1)])  # type: ignore[list-item]
@@ -193,23 +193,23 @@ def test_the_only_ready_replica_without_a_budget_is_not_moved_by_the_planner_nor
         freed=["gpu-2"],
         c=c2,
     )
-    assert Executor(c2, SETTINGS, c2.clock, rules=PlannerSettings()).execute(plan2).status == "succeeded"
+    assert Executor(c2, SETTINGS, c2.clock, rules=PlannerSettings.of()).execute(plan2).status == "succeeded"
     assert sorted(c2.evicted) == ["default/serve-a", "default/train-a"]
 
 
 def test_a_pod_tolerating_every_taint_is_not_moved_with_holds_which_cannot_keep_it_off_other_nodes() -> None:
     c, plan = setup()
     c.pod("default", "train-b")["spec"]["tolerations"] = [{"operator": "Exists"}]
-    report = run(c, plan, SETTINGS.model_copy(update={"steering": "holds"}))
+    report = run(c, plan, SETTINGS.amended(mechanism="holds"))
     assert "default/train-b" not in evicted_names(c)
     assert "tolerates the compactor's fence taint" in report.reason and "steering holds" in report.reason
 
 
 def test_a_plan_older_than_the_limit_is_refused_before_any_change() -> None:
     c, plan = setup()
-    c.advance(SETTINGS.max_plan_age_seconds + 1)
+    c.advance(SETTINGS.caps.max_plan_age_seconds + 1)
     report = run(c, plan)
-    assert report.status == "failed" and "more than executor.max_plan_age_seconds" in report.reason
+    assert report.status == "failed" and "more than caps.max_plan_age_seconds" in report.reason
     assert [call for call in c.history if call.method in ("patch_node", "evict", "write_state")] == []
 
 
@@ -229,10 +229,7 @@ def test_an_interrupted_run_of_a_plan_past_the_limit_is_rolled_back_not_resumed(
 def test_the_age_limit_is_a_setting() -> None:
     c, plan = setup()
     c.advance(2 * 3600)
-    assert (
-        run(c, plan, ExecutorSettings(**{**SETTINGS.model_dump(), "max_plan_age_seconds": 3 * 3600})).status
-        == "succeeded"
-    )
+    assert run(c, plan, SETTINGS.amended(max_plan_age_seconds=3 * 3600)).status == "succeeded"
 
 
 def test_a_source_node_marked_do_not_disrupt_since_planning_keeps_its_pods() -> None:
@@ -250,7 +247,7 @@ def test_a_pod_restarted_since_planning_is_not_moved_before_it_has_been_ready_lo
     c.pod("default", "serve-b")["status"]["conditions"] = [  # it restarted and turned Ready just as the run began
         {"type": "Ready", "status": "True", "lastTransitionTime": c.clock.now().isoformat()}
     ]
-    report = run(c, plan, rules=PlannerSettings(min_replicas=1, min_ready_seconds=600))
+    report = run(c, plan, rules=PlannerSettings.of(min_replicas=1, min_ready_seconds=600))
     assert not set(GPU_3) & set(evicted_names(c))
     assert f"not moved default/serve-b: {Unmovable.TOO_YOUNG.value}" in report.reason, report.reason
     assert sorted(c.evicted) == GPU_2

@@ -46,7 +46,9 @@ from tests.scenarios.steering import (
     with_policy,
 )
 
-RULES = PlannerSettings(min_replicas=1)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
+RULES = PlannerSettings.of(
+    min_replicas=1
+)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
 
 
 def test_each_replacement_is_pinned_to_its_planned_node_and_no_other_node_is_cordoned() -> None:
@@ -105,7 +107,7 @@ def test_moves_of_different_owners_run_at_once_and_each_lands_where_planned() ->
     report = run(
         c,
         plan,
-        POLICY.model_copy(update={"max_concurrent_evictions": 2}),
+        POLICY.amended(max_concurrent_evictions=2),
         progress=lambda _p: in_flight.append(len(c.config_maps[PARAMETERS].get("data") or {})),
     )
     assert report.status == "succeeded", report.reason
@@ -122,7 +124,7 @@ def test_concurrent_moves_finish_sooner_than_one_at_a_time() -> None:
     c1, plan = with_policy(objects)
     assert run(c1, plan, POLICY).status == "succeeded"
     c2, _ = with_policy(objects)
-    assert run(c2, plan, POLICY.model_copy(update={"max_concurrent_evictions": 2})).status == "succeeded"
+    assert run(c2, plan, POLICY.amended(max_concurrent_evictions=2)).status == "succeeded"
     assert c2.time < c1.time
 
 

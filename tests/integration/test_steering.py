@@ -114,7 +114,7 @@ def test_a_crash_while_nodes_are_held_resumes_the_wait_and_then_releases_them() 
         run(c, plan)
     assert sorted(n for n in c.nodes if marks(c, n).get(ann.HELD_FOR)) == ["gpu-2", "gpu-4"]
     c.scheduler = "never"  # the controller is down for longer than a hold may last; nothing binds meanwhile
-    c.advance(3 * SETTINGS.steer_timeout_seconds)
+    c.advance(3 * SETTINGS.steering.steer_timeout_seconds)
     c.scheduler = "spread"
     recovered = recover(c, SETTINGS, c.clock)
     assert recovered.resumed is not None and recovered.resumed.status == "succeeded", recovered.resumed.reason

@@ -79,10 +79,7 @@ def test_a_policy_of_another_version_or_binding_elsewhere_is_not_used() -> None:
     }
     why = choose(FakeCluster([policy, elsewhere, parameters]), SETTINGS).why
     assert "does not bind policy gpu-compactor-steering to configmap gpu-compactor/gpu-compactor-steering" in why
-    assert (
-        choose(FakeCluster([policy, binding, parameters]), SETTINGS.model_copy(update={"steering": "off"})).mechanism
-        == "off"
-    )
+    assert choose(FakeCluster([policy, binding, parameters]), SETTINGS.amended(mechanism="off")).mechanism == "off"
 
 
 def test_the_policy_is_concluded_not_in_effect_from_two_workloads_for_a_day_or_until_an_admin_says() -> None:

@@ -29,7 +29,7 @@ def test_a_replacement_stuck_pending_aborts_after_the_timeout() -> None:
     c, plan = setup(scheduler="never")
     report = run(c, plan)
     assert report.status == "failed" and "still Pending after 60s" in report.reason
-    assert len(c.evicted) == 1 and c.clock.monotonic() >= SETTINGS.replacement_timeout_seconds
+    assert len(c.evicted) == 1 and c.clock.monotonic() >= SETTINGS.executor.replacement_timeout_seconds
     assert c.cordoned_nodes() == [] and c.state == {}
     c.scheduler = "cooperative"  # the pending replacement gets a node eventually: nothing was lost
     assert_clean(c)

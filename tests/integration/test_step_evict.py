@@ -64,14 +64,14 @@ def test_429_that_persists_aborts_after_the_retry_limit() -> None:
     c.fail_next("evict", 429, times=50)
     report = run(c, plan)
     assert report.status == "failed" and "failed 4 times" in report.reason and "429" in report.reason
-    assert len(evict_calls(c)) == 1 + SETTINGS.eviction_retry_limit and c.evicted == []
+    assert len(evict_calls(c)) == 1 + SETTINGS.executor.eviction_retry_limit and c.evicted == []
     assert_clean(c)
 
 
 def test_backoff_is_bounded() -> None:
     c, plan = setup()
     c.fail_next("evict", 429, times=5)
-    settings = SETTINGS.model_copy(update={"backoff_seconds": 1, "backoff_max_seconds": 3, "eviction_retry_limit": 5})
+    settings = SETTINGS.amended(backoff_seconds=1, backoff_max_seconds=3, eviction_retry_limit=5)
     assert run(c, plan, settings).status == "succeeded"
     times = [call.time for call in evict_calls(c, plan.moves[0].pod)]
     assert [b - a for a, b in itertools.pairwise(times)] == [1.0, 2.0, 3.0, 3.0, 3.0]
@@ -100,10 +100,10 @@ def test_404_counts_as_evicted() -> None:
 )
 def test_transient_failures_are_retried(failure: Any) -> None:
     c, plan = setup()
-    c.fail_next("evict", failure, times=SETTINGS.eviction_retry_limit)
+    c.fail_next("evict", failure, times=SETTINGS.executor.eviction_retry_limit)
     report = run(c, plan)
     assert report.status == "succeeded", report.reason
-    assert len(evict_calls(c, plan.moves[0].pod)) == SETTINGS.eviction_retry_limit + 1
+    assert len(evict_calls(c, plan.moves[0].pod)) == SETTINGS.executor.eviction_retry_limit + 1
     assert_clean(c)
 
 
@@ -112,10 +112,10 @@ def test_transient_failures_are_retried(failure: Any) -> None:
 )
 def test_transient_failures_are_retried_a_bounded_number_of_times(failure: Any) -> None:
     c, plan = setup()
-    c.fail_next("evict", failure, times=SETTINGS.eviction_retry_limit + 1)
+    c.fail_next("evict", failure, times=SETTINGS.executor.eviction_retry_limit + 1)
     report = run(c, plan)
-    assert report.status == "failed" and f"failed {SETTINGS.eviction_retry_limit + 1} times" in report.reason
-    assert len(evict_calls(c)) == SETTINGS.eviction_retry_limit + 1 and c.evicted == []
+    assert report.status == "failed" and f"failed {SETTINGS.executor.eviction_retry_limit + 1} times" in report.reason
+    assert len(evict_calls(c)) == SETTINGS.executor.eviction_retry_limit + 1 and c.evicted == []
     assert_clean(c)
 
 
@@ -148,7 +148,7 @@ def test_concurrent_evictions_never_two_of_one_owner() -> None:
     seen: list[tuple[str, set[str]]] = []
     intercept_evictions(c, lambda ns, name: seen.append((owner_of(c, ns, name), in_flight(c))))
     # holds steer one at a time
-    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2, "steering": "off"})
+    settings = SETTINGS.amended(max_concurrent_evictions=2, mechanism="off")
     assert run(c, plan, settings).status == "succeeded"
     assert len(seen) == 4
     assert all(owner not in busy for owner, busy in seen)  # never a second pod of an owner still being replaced
@@ -162,7 +162,7 @@ def test_concurrent_evictions_never_two_under_one_pdb() -> None:
     c, plan = setup(two_freed_nodes(shared_pdb=True))
     seen: list[set[str]] = []
     intercept_evictions(c, lambda _ns, _name: seen.append(in_flight(c)))
-    settings = SETTINGS.model_copy(update={"max_concurrent_evictions": 2})
+    settings = SETTINGS.amended(max_concurrent_evictions=2)
     report = run(c, plan, settings)
     assert report.status == "succeeded", report.reason
     assert seen == [set()] * 4  # everything the PDB selects was whole at each eviction
@@ -180,7 +180,7 @@ def test_a_pdb_forced_to_zero_waits_then_aborts() -> None:
     assert report.status == "failed" and "PodDisruptionBudget default/serve allows no disruption" in report.reason
     assert [call for call in evict_calls(c) if f"default/{call.args['name']}" in serve[1:]] == []  # never even asked
     started = writes(c, "evict")[-1].time
-    assert c.clock.monotonic() - started >= SETTINGS.replacement_timeout_seconds
+    assert c.clock.monotonic() - started >= SETTINGS.executor.replacement_timeout_seconds
     c.set_pdb_allowed("default", "serve", None)
     assert_clean(c)
 

@@ -44,7 +44,7 @@ def test_after_drain_uncordon() -> None:
 
 def test_after_drain_keep_cordoned_and_recovery_keeps_it() -> None:
     c, plan = setup()
-    settings = SETTINGS.model_copy(update={"after_drain": "keepCordoned"})
+    settings = SETTINGS.amended(after_drain="keepCordoned")
     report = run(c, plan, settings)
     assert report.status == "succeeded" and c.cordoned_nodes() == ["gpu-2", "gpu-3"]
     for name in ("gpu-2", "gpu-3"):
@@ -60,7 +60,7 @@ def test_after_drain_taint_reserves_the_freed_nodes_and_the_same_run_lifts_them_
     c, plan = setup()
     foreign = {"key": "dedicated", "value": "ml", "effect": "PreferNoSchedule"}
     c.nodes["gpu-2"]["spec"]["taints"] = [foreign]
-    settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 300})
+    settings = SETTINGS.amended(after_drain="taint", taint_ttl_seconds=300)
     reserved = {"key": "compactor.io/reserved", "value": "any", "effect": "NoSchedule"}
     seen: dict[str, tuple[list[Obj], dict[str, str], float]] = {}
     real_patch = c.patch_node
@@ -113,7 +113,7 @@ def test_the_reservation_taint_value_is_one_the_api_server_accepts(pending: str,
         pending=[(pending, "gpu-2")],
         c=c,
     )
-    report = run(c, plan, SETTINGS.model_copy(update={"after_drain": "taint"}))
+    report = run(c, plan, SETTINGS.amended(after_drain="taint"))
     # the cluster has no such pod
     assert report.status == "partial" and f"pending pod {pending} is gone" in report.reason
     (reservation,) = [
@@ -145,7 +145,7 @@ def test_a_failing_final_state_delete_is_retried_and_never_turns_a_done_run_into
         write_state(name, data)
 
     c.write_state = delete_refused  # type: ignore[method-assign]
-    report = run(c, plan, SETTINGS.model_copy(update={"release_deadline_seconds": 30.0}))
+    report = run(c, plan, SETTINGS.amended(release_deadline_seconds=30.0))
     assert report.status == "succeeded", report.reason
     assert events(c, "CompactorAbort") == [] and c.cordoned_nodes() == []
     if outage > 3:

@@ -19,7 +19,7 @@ from compactor.actions.recovery import recover
 from compactor.app.plan_document import build_plan
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import PlannerSettings, RunSettings
 from tests.builders import A100_80, cluster, node, pod
 from tests.fakecluster import EPOCH, Crash, FakeCluster, FakeMigManager
 from tests.scenarios.executor import assert_clean, marks, on_progress
@@ -30,11 +30,13 @@ LAYOUTS = "version: v1\nmig-configs:\n" + "".join(
     for name, body in (("all-1g.10gb", '"1g.10gb": 7'), ("all-3g.40gb", '"3g.40gb": 2'))
 )
 CUT = {"all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}, "all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4}}
-SETTINGS = ExecutorSettings(
-    poll_seconds=1, replacement_timeout_seconds=60, mig_reconfigure_timeout_seconds=120, steer_timeout_seconds=30
+SETTINGS = RunSettings.of(
+    poll_seconds=1, replacement_timeout_seconds=60, reconfigure_timeout_seconds=120, steer_timeout_seconds=30
 )
 
-RULES = PlannerSettings(min_replicas=1)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
+RULES = PlannerSettings.of(
+    min_replicas=1
+)  # single replicas on purpose: the replica guard is tested in test_nothing_lost
 
 
 def sliced(name: str) -> dict[str, Any]:
@@ -65,7 +67,7 @@ def objects() -> list[dict[str, Any]]:
 
 def recut_plan(objects_: list[dict[str, Any]]) -> CompactionPlan:
     """The planner's plan for these objects (the same dicts as the fake cluster's, so the uids match)."""
-    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True)
+    settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, repartition=True)
     plan = build_plan(
         cluster(*objects_),
         settings,
@@ -217,8 +219,8 @@ def idle_in_the_wrong_sizes() -> tuple[list[dict[str, Any]], CompactionPlan]:
         },
     )
     world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)]]
-    settings = PlannerSettings(
-        min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True, mig_rebalance_min_gain=0.25
+    settings = PlannerSettings.of(
+        min_replicas=1, time_limit_seconds=5, workers=2, repartition=True, rebalance_min_gain=0.25
     )
     return world, build_plan(
         cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y")

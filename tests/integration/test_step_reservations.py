@@ -25,7 +25,7 @@ from tests.scenarios.executor import SETTINGS, Obj, assert_clean, events, involv
 
 def test_a_reservation_is_lifted_as_soon_as_a_pod_tolerating_it_is_bound_there() -> None:
     c, plan = setup()
-    settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 600})
+    settings = SETTINGS.amended(after_drain="taint", taint_ttl_seconds=600)
     real_patch = c.patch_node
     trainer = pod(
         "trainer",
@@ -52,7 +52,7 @@ def test_a_reservation_is_lifted_as_soon_as_a_pod_tolerating_it_is_bound_there()
 
 def test_a_run_stopped_while_reservations_wait_leaves_them_to_recovery_at_their_ttl() -> None:
     c, plan = setup()
-    settings = SETTINGS.model_copy(update={"after_drain": "taint", "taint_ttl_seconds": 300})
+    settings = SETTINGS.amended(after_drain="taint", taint_ttl_seconds=300)
     stop = threading.Event()
     real_patch = c.patch_node
 

@@ -101,7 +101,7 @@ def test_a_brownout_during_the_rollback_is_retried_until_every_fence_is_released
 
 def test_a_rollback_that_cannot_release_a_fence_by_its_deadline_keeps_the_state_and_recovery_finishes_it() -> None:
     c, plan = setup()
-    settings = SETTINGS.model_copy(update={"release_deadline_seconds": 30.0})
+    settings = SETTINGS.amended(release_deadline_seconds=30.0)
 
     def refuse_and_break_the_patches() -> None:
         c.fail_next("evict", 403)

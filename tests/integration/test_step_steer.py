@@ -47,15 +47,19 @@ def test_a_steered_pending_pod_gets_its_node_reserved_and_no_other_node_is_held(
 
     def watch(progress: Progress) -> None:
         if progress.current.startswith("placing pending"):
-            reserved.append([t for t in c.nodes["gpu-3"]["spec"].get("taints") or [] if t["key"] == SETTINGS.taint_key])
+            reserved.append(
+                [t for t in c.nodes["gpu-3"]["spec"].get("taints") or [] if t["key"] == SETTINGS.executor.taint_key]
+            )
 
     report = run(c, plan, progress=watch)
     assert report.status == "succeeded", report.reason
     assert c.pod("default", "big")["spec"]["nodeName"] == "gpu-3"
-    assert reserved and reserved[0] == [{"key": SETTINGS.taint_key, "value": "default.big", "effect": "NoSchedule"}]
+    assert reserved and reserved[0] == [
+        {"key": SETTINGS.executor.taint_key, "value": "default.big", "effect": "NoSchedule"}
+    ]
     tolerations = c.pod("default", "big")["spec"]["tolerations"]
     assert {
-        "key": SETTINGS.taint_key,
+        "key": SETTINGS.executor.taint_key,
         "operator": "Equal",
         "value": "default.big",
         "effect": "NoSchedule",

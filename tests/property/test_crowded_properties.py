@@ -82,7 +82,7 @@ def test_plans_of_crowded_clusters_are_valid_place_what_chains_place_and_free_on
     objects: list[dict[str, Any]], objective: str
 ) -> None:
     snapshot = cluster(*objects)
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective=objective)
+    config = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, objective=objective)
     plan = build_plan(snapshot, config, source="property", now=NOW)
     note(plan.to_json())
     assert check_plan(snapshot, plan, config) == []

@@ -167,7 +167,7 @@ def test_partition_plans_name_the_devices_first_fit_gives_and_never_overlap(
 ) -> None:
     objects, objective = drawn
     snapshot = cluster(*objects)
-    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, objective=objective)
+    settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, objective=objective)
     plan = build_plan(snapshot, settings, source="p", now=NOW)
     note(str(plan.model_dump(by_alias=True, include={"moves", "placed_pending"})))
     occupied = {

@@ -232,11 +232,11 @@ def _pod_shape(draw: st.DrawFn, free: dict[str, int]) -> dict[str, Any] | None:
 @st.composite
 def planner_settings(draw: st.DrawFn) -> PlannerSettings:
     shapes = draw(st.integers(0, 4)) == 0
-    return PlannerSettings(
+    return PlannerSettings.of(
         min_replicas=1,
         time_limit_seconds=5,
         workers=2,
-        mode="shapes" if shapes else "free-nodes",
+        goal="shapes" if shapes else "free-nodes",
         target_shapes=[draw(st.sampled_from(["nvidia.com/gpu=2", "nvidia.com/gpu=4", "nvidia.com/mig-1g.5gb=1"]))]
         if shapes
         else [],
@@ -410,7 +410,7 @@ def enumerate_outcomes(snapshot: Snapshot, config: PlannerSettings) -> set[tuple
 @given(objects=clusters(max_nodes=4, max_bound=6, max_pending=2, tiny=True))
 def test_plan_matches_brute_force_optimum(objects: list[dict[str, Any]]) -> None:
     snapshot = cluster(*objects)
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
+    config = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
     movable = [k for k, why in movable_pods(snapshot, config).items() if why is None]
     assume(len(movable) <= 6)
     plan = _plan(snapshot, config)
@@ -443,13 +443,11 @@ def test_every_point_of_the_curve_is_a_valid_plan_no_cheaper_than_the_true_optim
     freed-node count, and exactly that where it claims OPTIMAL (move cost = moves: no cost annotations here, every move priced
     alike)."""
     snapshot = cluster(*objects)
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, move_cost=BY_COUNT)
+    config = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, move_cost=BY_COUNT)
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     curve = brute_force_curve(snapshot, config)
     note(f"brute force curve: {curve}")
-    plans = {
-        o: _plan(snapshot, config.model_copy(update={"objective": o})) for o in ("pending-only", "balanced", "max-free")
-    }
+    plans = {o: _plan(snapshot, config.amended(objective=o)) for o in ("pending-only", "balanced", "max-free")}
     for objective, plan in plans.items():
         assert not check_plan(snapshot, plan, config), (objective, check_plan(snapshot, plan, config))
         chosen = [p for p in plan.frontier if p.chosen]
@@ -487,7 +485,7 @@ def test_brute_force_sees_what_the_planner_must_do() -> None:
         pod("c", on="g2", gpus=2),
         pod("big", gpus=8, owner="Job/big"),
     )
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2)
+    config = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2)
     # 18 GPUs of demand on 24: big fits once b joins a (1 move); no node can also be freed.
     assert brute_force(snapshot, config) == (1, 0, 1)
     # Without the pending pod: c joins a or b and g2 is freed.
@@ -540,7 +538,7 @@ def test_a_narrowed_model_claims_only_what_holds_for_the_whole_cluster(
     optimum, OPTIMAL means the true optimum, and it is never worse than the greedy warm start."""
     snapshot = cluster(*objects)
     targets, pods = narrow
-    config = PlannerSettings(
+    config = PlannerSettings.of(
         min_replicas=1,
         time_limit_seconds=5,
         workers=2,
@@ -592,12 +590,12 @@ def test_a_plan_with_no_time_left_is_valid_and_never_below_the_greedy_warm_start
     """A microsecond's limit has run out before the problem is built: the plan is still valid, not claimed OPTIMAL unless
     there was nothing to plan, and places and frees at least what greedy does within the same limits."""
     snapshot = cluster(*objects)
-    config = config.model_copy(update={"time_limit_seconds": 1e-6})
+    config = config.amended(time_limit_seconds=1e-6)
     plan = _plan(snapshot, config)
     assert not check_plan(snapshot, plan, config)
     if plan.solver.levels:
         assert plan.solver.status == "FEASIBLE" and "time limit" in plan.solver.note
-    if config.mode == "shapes":
+    if config.aims.goal == "shapes":
         return
     problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))
     warm = greedy(problem)
@@ -623,11 +621,13 @@ def test_move_bounds_never_claim_more_than_the_brute_force_finds(objects: list[d
     within ``cap`` moves at least the brute force's, and the plan's stated bound on its own moves holds (move cost =
     moves: no cost annotations, one priority here, every move priced alike)."""
     snapshot = cluster(*objects)
-    config = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free", move_cost=BY_COUNT)
+    config = PlannerSettings.of(
+        min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free", move_cost=BY_COUNT
+    )
     assume(len([k for k, why in movable_pods(snapshot, config).items() if why is None]) <= 6)
     outcomes = enumerate_outcomes(snapshot, config)
     problem = build_problem(snapshot, config, max_targets=len(snapshot.nodes))
-    base = config.move_cost.base
+    base = config.aims.move_cost.base
     for placed, net, _, moves in outcomes:
         fewest = fewest_moves_cost(problem, freed_gpus=net, pending_weight=placed, deadline=Deadline(5, 1))
         assert fewest is not None and fewest <= base * moves, (placed, net, moves, fewest)

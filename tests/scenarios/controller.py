@@ -23,7 +23,7 @@ from compactor.settings import Settings
 from tests.fakecluster import FakeCluster
 from tests.scenarios.executor import PLANNER, SETTINGS
 
-SETTINGS_ALL = Settings(planner=PLANNER, executor=SETTINGS)
+SETTINGS_ALL = Settings(solver=PLANNER.solver, executor=SETTINGS.executor)
 
 
 def loader(c: FakeCluster) -> Any:

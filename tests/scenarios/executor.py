@@ -20,17 +20,17 @@ from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.app.plan_document import build_plan
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, Move
-from compactor.settings import ExecutorSettings, PlannerSettings
+from compactor.settings import PlannerSettings, RunSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.fakecluster import EPOCH, FakeCluster
 
 Obj = dict[str, Any]
 
 PLAN_ID = "plan-test-1"
-SETTINGS = ExecutorSettings(
+SETTINGS = RunSettings.of(
     poll_seconds=1, replacement_timeout_seconds=60, backoff_seconds=1, backoff_max_seconds=8, eviction_retry_limit=3
 )
-PLANNER = PlannerSettings(time_limit_seconds=5, workers=1)
+PLANNER = PlannerSettings.of(time_limit_seconds=5, workers=1)
 
 
 # --------------------------------------------------------------------------- scenarios and helpers
@@ -106,7 +106,7 @@ def setup(objects: list[Obj] | None = None, **fake: Any) -> tuple[FakeCluster, C
     return FakeCluster(objects, **fake), make_plan(objects)
 
 
-def run(c: FakeCluster, plan: CompactionPlan, settings: ExecutorSettings = SETTINGS, **options: Any) -> RunReport:
+def run(c: FakeCluster, plan: CompactionPlan, settings: RunSettings = SETTINGS, **options: Any) -> RunReport:
     return Executor(c, settings, c.clock, **options).execute(plan)
 
 

@@ -14,25 +14,25 @@ from typing import Any
 
 import yaml
 
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings
 from tests.builders import node, pdb, pod
 from tests.fakeapi import DisruptionController, FakeApiServer
 from tests.scenarios.lease import LeaseStore
 
-STATE_NAMESPACE = ExecutorSettings().state_namespace
+STATE_NAMESPACE = RunSettings().executor.state_namespace
 
 
 def run_config(tmp_path: Path, mode: str = "apply", **disruption: Any) -> str:
     """A config file for whole runs against the fake API server: ``mode``, the ``disruption`` settings given, a 5 s plan
     and executor polls fast enough for a test; its path."""
     path = tmp_path / f"compactor-{mode}.yaml"
-    executor = {
-        "poll_seconds": 0.05,
-        "bind_poll_seconds": 0.05,
-        "backoff_seconds": 0.05,
-        "replacement_timeout_seconds": 20,
+    settings = {
+        "mode": mode,
+        "solver": {"time_limit_seconds": 5},
+        "disruption": disruption,
+        "executor": {"poll_seconds": 0.05, "backoff_seconds": 0.05, "replacement_timeout_seconds": 20},
+        "steering": {"bind_poll_seconds": 0.05},
     }
-    settings = {"mode": mode, "planner": {"time_limit_seconds": 5}, "disruption": disruption, "executor": executor}
     path.write_text(yaml.safe_dump(settings), encoding="utf-8")
     return str(path)
 

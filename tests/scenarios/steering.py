@@ -22,8 +22,8 @@ from tests.builders import pdb as budget
 from tests.fakecluster import FakeCluster
 from tests.scenarios.executor import SETTINGS, Obj, agents, assert_clean, make_plan, rs, writes
 
-UNSTEERED = SETTINGS.model_copy(update={"steering": "off"})
-POLICY = SETTINGS.model_copy(update={"steering": "policy"})
+UNSTEERED = SETTINGS.amended(mechanism="off")
+POLICY = SETTINGS.amended(mechanism="policy")
 PARAMETERS = "gpu-compactor-steering"  # the steering policy's parameter ConfigMap
 
 

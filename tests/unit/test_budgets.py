@@ -18,17 +18,17 @@ from compactor.model.load import load_files
 from compactor.planner.budgets import groups, koordinator_unavailable, share_of, within_cap
 from compactor.planner.plan import CompactionPlan
 from compactor.render.plan import render_plan
-from compactor.settings import DisruptionSettings, PlannerSettings
+from compactor.settings import CapsSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SETTINGS = PlannerSettings(min_replicas=1, objective="max-free", time_limit_seconds=5)
+SETTINGS = PlannerSettings.of(min_replicas=1, objective="max-free", time_limit_seconds=5)
 
 
 def _plan(objects: list[dict[str, Any]], **budgets: Any) -> CompactionPlan:
     snapshot = cluster(*objects)
-    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW, budgets=DisruptionSettings(**budgets))
+    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW, budgets=CapsSettings(**budgets))
     assert check_plan(snapshot, plan, SETTINGS) == []
     return plan
 
@@ -56,7 +56,7 @@ def test_at_most_so_many_nodes_of_a_pool_are_drained_by_one_run(limit: int | str
     plan = _plan(_four_nodes_to_free(), max_draining_per_pool=limit)
     assert len(plan.freed_nodes) == 2 and len(plan.moves) == 2 and plan.freed_gpus == 16
     assert plan.held_back == (
-        "disruption.max_draining_per_pool (2 of pool NVIDIA-A100-SXM4-40GB's 5 nodes at once) reached by the max-free "
+        "caps.max_draining_per_pool (2 of pool NVIDIA-A100-SXM4-40GB's 5 nodes at once) reached by the max-free "
         "point (4 moves, 32 usable GPUs): this plan is the best point one run can carry out whole (2 move(s)); the rest "
         "waits for a later run"
     )
@@ -79,7 +79,7 @@ def test_auto_moves_a_workload_without_a_pdb_as_koordinator_would_and_leaves_one
     plan = _plan(_replicas_of_one_workload(5), max_moves_per_workload="auto")
     assert len(plan.moves) == 2  # 5 replicas, no PDB: 2 per run
     assert plan.held_back.startswith(
-        "disruption.max_moves_per_workload (default/ReplicaSet/llm: 2 per run: 5 replicas, no "
+        "caps.max_moves_per_workload (default/ReplicaSet/llm: 2 per run: 5 replicas, no "
         "PodDisruptionBudget) reached by the max-free point (5 moves, 40 usable GPUs)"
     )
     guarded = _plan(
@@ -104,7 +104,7 @@ def test_a_node_whose_moves_would_pass_a_budget_is_skipped_and_a_later_one_that_
     ]
     plan = _plan(objects, max_moves_per_workload=1)
     assert [m.pod for m in plan.moves] == ["default/web-0"] and plan.freed_nodes == ["g1"]
-    assert "disruption.max_moves_per_workload (default/ReplicaSet/llm: 1 per run)" in plan.held_back
+    assert "caps.max_moves_per_workload (default/ReplicaSet/llm: 1 per run)" in plan.held_back
 
 
 @pytest.mark.parametrize(
@@ -119,21 +119,21 @@ def test_a_node_whose_moves_would_pass_a_budget_is_skipped_and_a_later_one_that_
 )
 def test_budgets_that_mean_nothing_are_refused(field: str, value: object, says: str) -> None:
     with pytest.raises(ValidationError, match=says):
-        DisruptionSettings(**{field: value})
+        CapsSettings(**{field: value})
 
 
 def test_a_count_from_the_environment_is_a_count() -> None:
-    assert DisruptionSettings(max_draining_per_pool="3").max_draining_per_pool == 3
+    assert CapsSettings(max_draining_per_pool="3").max_draining_per_pool == 3
 
 
 def test_the_node_drained_for_a_pending_pod_is_taken_first_whatever_its_place_in_the_plan() -> None:
     """The bundled example: the plan frees a100-gpu-02 first and drains a100-gpu-03 for the pending 8-GPU pod last; one
     node of the pool at once keeps a100-gpu-03, since placing pending pods is the plan's first goal."""
     snapshot = load_files([example_path()])
-    settings = PlannerSettings(time_limit_seconds=5)
+    settings = PlannerSettings.of(time_limit_seconds=5)
     full = build_plan(snapshot, settings, source="example", now=NOW)
     assert full.moves[0].from_node == "a100-gpu-02" and full.moves[-1].from_node == "a100-gpu-03"
-    cut = build_plan(snapshot, settings, source="example", now=NOW, budgets=DisruptionSettings(max_draining_per_pool=1))
+    cut = build_plan(snapshot, settings, source="example", now=NOW, budgets=CapsSettings(max_draining_per_pool=1))
     # its pod goes to a100-gpu-01 or -02, equally good: which one is the solver's (wall-clock) choice
     assert [m.from_node for m in cut.moves] == ["a100-gpu-03"] and cut.moves[0].to_node != "a100-gpu-03"
     assert [(p.pod, p.to_node) for p in cut.placed_pending] == [("llm/llama-70b-0", "a100-gpu-03")]
@@ -151,7 +151,7 @@ def test_when_no_point_fits_whole_the_chosen_one_is_cut_and_marked_as_a_row_of_i
         *[pod(f"big-{i}", gpus=8, owner="Job/big") for i in range(2)],
     ]
     snapshot = cluster(*objects)
-    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW, budgets=DisruptionSettings(), max_evictions=1)
+    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW, budgets=CapsSettings(), max_evictions=1)
     assert check_plan(snapshot, plan, SETTINGS) == []
     assert len(plan.moves) == 1 and len(plan.placed_pending) == 1
     assert plan.held_back == "max_evictions_per_cycle (1) reached: 1 of 2 moves wait for a later run"

@@ -23,11 +23,11 @@ from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SETTINGS = PlannerSettings(time_limit_seconds=5, min_replicas=1)
+SETTINGS = PlannerSettings.of(time_limit_seconds=5, min_replicas=1)
 
 
 def plan_for(snapshot: Snapshot, **overrides: Any) -> CompactionPlan:
-    config = SETTINGS.model_copy(update=overrides)
+    config = SETTINGS.amended(**overrides)
     plan = build_plan(snapshot, config, source="test", now=NOW)
     assert_valid(snapshot, plan, config)
     return plan

@@ -199,7 +199,7 @@ def test_a_pod_the_plan_leaves_pending_names_the_cpus_cpu_only_pods_hold_where_i
         pod("big", gpus=8, cpu="48"),
     )
     plan = build_plan(
-        snapshot, PlannerSettings(min_replicas=1, time_limit_seconds=5, max_moves=0), source="test", now=NOW
+        snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5, max_moves=0), source="test", now=NOW
     )
     (note,) = plan.pending_not_placed
     assert note.reason.endswith("; on the 1 with its GPUs free, CPU-only pods hold 40 cpu")

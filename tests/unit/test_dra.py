@@ -110,7 +110,7 @@ def test_admin_access_consumes_nothing_and_a_shared_device_counts_once() -> None
 
 
 def plan_of(snapshot: Snapshot) -> Any:
-    return build_plan(snapshot, PlannerSettings(min_replicas=1), source="test", now=NOW)
+    return build_plan(snapshot, PlannerSettings.of(min_replicas=1), source="test", now=NOW)
 
 
 def test_a_template_claim_pod_moves_like_its_twin_and_only_onto_a_node_of_its_driver() -> None:
@@ -205,6 +205,6 @@ def test_at_its_eviction_a_template_claim_pod_read_alone_is_not_refused_for_its_
 
     template = parse_pod(dra_pod("m", on="gpu-2", claim="m-gpus", owner="ReplicaSet/m"), source="live")
     shared = parse_pod(dra_pod("x", on="gpu-2", shared="team-gpu", owner="ReplicaSet/x"), source="live")
-    rules = PlannerSettings(min_replicas=1)
+    rules = PlannerSettings.of(min_replicas=1)
     assert why_not_evictable(template, None, (), rules, ready_replicas=1) is None
     assert why_not_evictable(shared, None, (), rules, ready_replicas=1) == Unmovable.SHARED_CLAIM

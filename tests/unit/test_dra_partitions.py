@@ -25,7 +25,7 @@ from tests.builders import A100_80, cluster, node, pdb, pod
 from tests.dra_builders import device_class, dra_pod, mig_claim, partition_node, partition_slices, twin_figures
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-RULES = PlannerSettings(min_replicas=1, time_limit_seconds=5, deterministic=True)
+RULES = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, deterministic=True)
 
 
 def slot(n: int, profile: str = "1g.10gb") -> str:
@@ -149,7 +149,7 @@ def test_a_blocking_pod_that_may_not_move_leaves_the_pending_pod_waiting() -> No
 
 
 def test_no_move_when_the_moves_are_capped() -> None:
-    plan = plan_of(scattered(), RULES.model_copy(update={"max_moves": 0}))
+    plan = plan_of(scattered(), RULES.amended(max_moves=0))
     assert plan.moves == [] and plan.placed_pending == []
 
 
@@ -243,7 +243,7 @@ def two_half_used() -> Snapshot:
 
 
 def test_max_free_drains_a_partitionable_node_into_a_gpu_in_use() -> None:
-    plan = plan_of(two_half_used(), RULES.model_copy(update={"objective": "max-free"}))
+    plan = plan_of(two_half_used(), RULES.amended(objective="max-free"))
     (move,) = plan.moves
     assert (move.pod, move.from_node, move.to_node, move.devices) == ("default/a", "p-1", "p-2", [slot(1)])
     assert plan.freed_nodes == ["p-1"] and plan.freed_gpus == 1
@@ -253,14 +253,14 @@ def test_max_free_drains_a_partitionable_node_into_a_gpu_in_use() -> None:
 def test_balanced_does_not_drain_when_the_moves_cost_more_than_the_gpus_are_worth() -> None:
     plan = plan_of(two_half_used())  # a 1g move costs 0.56, above balanced_moves_per_gpu (0.5) for the 1 GPU freed
     assert plan.moves == []
-    cheap = plan_of(two_half_used(), RULES.model_copy(update={"balanced_moves_per_gpu": 1.0}))
+    cheap = plan_of(two_half_used(), RULES.amended(balanced_moves_per_gpu=1.0))
     assert [m.pod for m in cheap.moves] == ["default/a"]
 
 
 def test_pending_only_never_drains() -> None:
-    assert plan_of(two_half_used(), RULES.model_copy(update={"objective": "pending-only"})).moves == []
+    assert plan_of(two_half_used(), RULES.amended(objective="pending-only")).moves == []
 
 
 def test_a_pod_is_never_drained_onto_a_whole_free_gpu() -> None:
     snapshot = cluster(*partition_node("p-1"), *partition_node("p-2"), *classes(), *holding("a", "p-1", slot(0)))
-    assert plan_of(snapshot, RULES.model_copy(update={"objective": "max-free"})).moves == []
+    assert plan_of(snapshot, RULES.amended(objective="max-free")).moves == []

@@ -24,7 +24,7 @@ from compactor.render.run import outcome_text as _outcome_text
 Obj = dict[str, Any]
 PLAN_ID = "plan-1"
 AT = "2026-01-02T03:04:05Z"
-RESERVED = "compactor.io/reserved"  # ExecutorSettings.taint_key
+RESERVED = "compactor.io/reserved"  # RunSettings.taint_key
 
 
 FENCE = ann.fence_key(ann.IDENTITY)

@@ -1,4 +1,4 @@
-"""The policy that picks the executed point of the trade-off curve (``planner.objective``)."""
+"""The policy that picks the executed point of the trade-off curve (``aims.objective``)."""
 
 from __future__ import annotations
 

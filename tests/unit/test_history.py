@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from compactor.app.plan_document import build_plan
 from compactor.planner.history import FAILED, MOVED, History, MoveRecord, remember, restraints_at, undoes
 from compactor.planner.movability import Unmovable
-from compactor.settings import DisruptionSettings, PlannerSettings
+from compactor.settings import CapsSettings, DisruptionSettings, PlannerSettings
 from tests.builders import cluster, node, pod
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -41,10 +41,10 @@ def test_a_workload_and_its_nodes_cool_down_for_their_configured_minutes() -> No
 
 def test_the_hourly_and_daily_budgets_leave_what_the_last_hour_and_day_did_not_use() -> None:
     history = History(tuple(moved(m, pod_=f"ml/a-{m}") for m in (5, 20, 50, 70, 300)))
-    hourly = restraints_at(history, DisruptionSettings(max_moves_per_hour=5), NOW)
-    assert (hourly.moves_left, hourly.budget) == (2, "disruption.max_moves_per_hour 5 (3 moved in the last hour)")
-    both = restraints_at(history, DisruptionSettings(max_moves_per_hour=5, max_moves_per_day=6), NOW)
-    assert (both.moves_left, both.budget) == (1, "disruption.max_moves_per_day 6 (5 moved in the last day)")
+    hourly = restraints_at(history, DisruptionSettings(), NOW, CapsSettings(max_moves_per_hour=5))
+    assert (hourly.moves_left, hourly.budget) == (2, "caps.max_moves_per_hour 5 (3 moved in the last hour)")
+    both = restraints_at(history, DisruptionSettings(), NOW, CapsSettings(max_moves_per_hour=5, max_moves_per_day=6))
+    assert (both.moves_left, both.budget) == (1, "caps.max_moves_per_day 6 (5 moved in the last day)")
 
 
 def test_the_breaker_opens_after_k_failures_of_the_last_n_and_closes_after_its_pause() -> None:
@@ -96,7 +96,7 @@ def test_the_plan_leaves_a_cooling_workload_in_place_and_says_why_per_pod() -> N
     restraints = restraints_at(History((moved(12, pod_="ml/a-old", source="gpu-9", target="gpu-8"),)), COOL, NOW)
     plan = build_plan(
         _cluster(),
-        PlannerSettings(min_replicas=1, time_limit_seconds=5),
+        PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
         source="t",
         now=NOW,  # type: ignore[arg-type]
         restraints=restraints,
@@ -112,12 +112,13 @@ def test_the_plan_leaves_a_cooling_workload_in_place_and_says_why_per_pod() -> N
 def test_a_cooling_node_is_neither_drained_nor_filled_and_the_budget_caps_the_plan() -> None:
     restraints = restraints_at(
         History((moved(4, pod_="ml/x-0", workload="ml/ReplicaSet/x", source="gpu-3", target="gpu-9"),)),
-        DisruptionSettings(node_cooldown_minutes=10, max_moves_per_hour=1),
+        DisruptionSettings(node_cooldown_minutes=10),
         NOW,
+        CapsSettings(max_moves_per_hour=1),
     )
     plan = build_plan(
         _cluster(),
-        PlannerSettings(min_replicas=1, time_limit_seconds=5),
+        PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
         source="t",
         now=NOW,  # type: ignore[arg-type]
         restraints=restraints,

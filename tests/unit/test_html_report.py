@@ -286,7 +286,7 @@ def test_what_may_not_move_is_counted_by_reason_and_listed_in_an_expandable_list
     )
     plan = build_plan(
         snapshot,
-        PlannerSettings(min_replicas=1, time_limit_seconds=5),
+        PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
         source="test",
         now=datetime(2026, 1, 1, tzinfo=UTC),
     )

@@ -41,7 +41,7 @@ from tests.plancheck import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from generate_cluster import generate  # benchmarks/ is not a package
 
-SETTINGS = PlannerSettings(min_replicas=1, workers=2)
+SETTINGS = PlannerSettings.of(min_replicas=1, workers=2)
 
 
 def violations(snapshot: Snapshot, problem: Problem, assignment: Assignment, settings: PlannerSettings) -> list[str]:
@@ -75,11 +75,14 @@ def violations(snapshot: Snapshot, problem: Problem, assignment: Assignment, set
     for name, load in after.items():
         if over(load, capacity_of(nodes[name], before[name], snapshot)):
             errors.append(f"{name} over capacity")
-    if settings.max_moves is not None and len(moves) > settings.max_moves:
-        errors.append(f"{len(moves)} moves > maxMoves {settings.max_moves}")
+    if settings.caps.max_moves is not None and len(moves) > settings.caps.max_moves:
+        errors.append(f"{len(moves)} moves > maxMoves {settings.caps.max_moves}")
     per_node = Counter(problem.nodes[m.source].node.name for m in moves)
-    if settings.max_moves_per_node is not None and max(per_node.values(), default=0) > settings.max_moves_per_node:
-        errors.append(f"a node loses more than {settings.max_moves_per_node} pods")
+    if (
+        settings.caps.max_moves_per_node is not None
+        and max(per_node.values(), default=0) > settings.caps.max_moves_per_node
+    ):
+        errors.append(f"a node loses more than {settings.caps.max_moves_per_node} pods")
     _, _, net = freed_filled(snapshot, where)
     if net != rank(problem, assignment)[1] - problem.empty_before_gpus:
         errors.append(
@@ -103,7 +106,7 @@ def _one_cheap_node_or_one_costly_node(**config: Any) -> tuple[Snapshot, Problem
         *(pod(f"z{i}", on="z", gpus=2, owner="ReplicaSet/z") for i in range(3)),
     ]
     snapshot = cluster(*objects)
-    settings = SETTINGS.model_copy(update=config)
+    settings = SETTINGS.amended(**config)
     return snapshot, build_problem(snapshot, settings, max_targets=len(snapshot.nodes)), settings
 
 
@@ -201,7 +204,7 @@ def test_on_generated_clusters_greedy_is_never_made_worse(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_on_generated_clusters_move_limits_hold(seed: int) -> None:
-    settings = SETTINGS.model_copy(update={"max_moves": 6, "max_moves_per_node": 2})
+    settings = SETTINGS.amended(max_moves=6, max_moves_per_node=2)
     snapshot, problem = _generated(seed, settings)
     start = _busiest_first(problem)
     better = improve(problem, start, Deadline(3), seed=seed)

@@ -26,8 +26,8 @@ from tests.manifests import BASE, GUARD, NAMESPACE, STEERING, mounted_settings, 
 
 
 def test_the_steering_policy_reads_the_parameter_configmap_the_compactor_writes() -> None:
-    defaults = Settings().executor
-    name, namespace = defaults.steering_name, defaults.state_namespace
+    defaults = Settings()
+    name, namespace = defaults.steering.policy_name, defaults.executor.state_namespace
     policy = one_object(STEERING, "MutatingAdmissionPolicy", name)
     binding = one_object(STEERING, "MutatingAdmissionPolicyBinding", name)
     parameters = one_object(BASE, "ConfigMap", name)
@@ -131,21 +131,21 @@ def test_the_state_guard_keeps_everyone_else_from_writing_the_compactors_configm
 ) -> None:
     """manifests/guard/state.yaml: CREATE and UPDATE (never DELETE) of exactly the ConfigMaps the code writes, in the
     base's namespace, by anyone but the base's service account."""
-    settings = mounted_settings(tmp_path, monkeypatch).executor
+    settings = mounted_settings(tmp_path, monkeypatch)
     account = one_object(BASE, "ServiceAccount")["metadata"]
-    assert settings.state_namespace == account["namespace"] == NAMESPACE
+    assert settings.executor.state_namespace == account["namespace"] == NAMESPACE
     spec = _guard("gpu-compactor-state-guard")
     (rule,) = spec["matchConstraints"]["resourceRules"]
     assert (rule["apiGroups"], rule["resources"], rule["operations"]) == ([""], ["configmaps"], ["CREATE", "UPDATE"])
     assert sorted(rule["resourceNames"]) == sorted(
-        [STATE_CONFIGMAP, HISTORY_CONFIGMAP, LAST_RUN_CONFIGMAP, settings.steering_name]
+        [STATE_CONFIGMAP, HISTORY_CONFIGMAP, LAST_RUN_CONFIGMAP, settings.steering.policy_name]
     )
     assert [c["expression"] for c in spec["matchConditions"]] == [
         f"request.namespace == '{NAMESPACE}'",
         f"request.userInfo.username != 'system:serviceaccount:{account['namespace']}:{account['name']}'",
     ]
     variables = {v["name"]: v["expression"] for v in spec["variables"]}
-    assert variables["steering"] == f"object.metadata.name == '{settings.steering_name}'"
-    assert one_object(BASE, "ConfigMap", settings.steering_name).get("data") in (None, {}), (
+    assert variables["steering"] == f"object.metadata.name == '{settings.steering.policy_name}'"
+    assert one_object(BASE, "ConfigMap", settings.steering.policy_name).get("data") in (None, {}), (
         "the admin creates the steering ConfigMap: the guard admits it only empty"
     )

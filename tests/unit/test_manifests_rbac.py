@@ -67,7 +67,7 @@ def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(
 
 
 def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_policy() -> None:
-    name = Settings().executor.steering_name
+    name = Settings().steering.policy_name
     role_rules = one_object(BASE, "Role")["rules"]
     assert {
         "apiGroups": [""],
@@ -170,7 +170,7 @@ def test_the_cluster_role_has_no_configmap_nor_lease_rule() -> None:
 
 def test_the_named_rules_name_the_objects_the_code_uses() -> None:
     """The state ConfigMap, the last run's summary, the steering parameters and the Lease, each with the verbs its client sends."""
-    steering = Settings().executor.steering_name
+    steering = Settings().steering.policy_name
     named = {
         (rule["resources"][0], name): sorted(rule["verbs"])
         for rule in one_object(BASE, "Role")["rules"]

@@ -87,7 +87,7 @@ def test_the_mounted_config_loads_and_keeps_the_compactor_from_moving_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = mounted_settings(tmp_path, monkeypatch)
-    assert {"kube-system", NAMESPACE} <= set(settings.planner.exclude_namespaces)
+    assert {"kube-system", NAMESPACE} <= set(settings.movable.exclude_namespaces)
 
 
 def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(
@@ -96,7 +96,7 @@ def test_the_cronjob_deadline_covers_the_longest_run_its_config_allows(
     settings = mounted_settings(tmp_path, monkeypatch)
     cronjob = one_object(CRONJOB, "CronJob")
     job = cronjob["spec"]["jobTemplate"]["spec"]
-    assert settings.executor.max_run_seconds is not None  # without a budget, 20 moves x 1,590 s could run for hours
+    assert settings.caps.max_run_seconds is not None  # without a budget, 20 moves x 1,590 s could run for hours
     assert worst_case_run_seconds(settings) <= job["activeDeadlineSeconds"]
     # the bound does bind: defaults would not fit
     assert worst_case_run_seconds(Settings()) > job["activeDeadlineSeconds"]
@@ -136,7 +136,7 @@ def test_the_example_config_lists_every_setting_at_its_default(monkeypatch: pyte
 
 
 def _groups(model: type[BaseModel], prefix: str = "") -> set[str]:
-    """Dotted paths of the nested settings groups (``planner``, ``planner.move_cost``, ...)."""
+    """Dotted paths of the nested settings groups (``solver``, ``aims.move_cost``, ...)."""
     found: set[str] = set()
     for name, info in model.model_fields.items():
         if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
@@ -145,7 +145,7 @@ def _groups(model: type[BaseModel], prefix: str = "") -> set[str]:
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"planner": {"workers": 2}}`` -> ``{"planner.workers": 2}``; dict-valued fields (pod_selector) stay whole."""
+    """``{"solver": {"workers": 2}}`` -> ``{"solver.workers": 2}``; dict-valued fields (pod_selector) stay whole."""
     flat: dict[str, Any] = {}
     groups = _groups(Settings)
     for key, value in tree.items():

@@ -83,7 +83,7 @@ def test_plan_explain_mig_prints_the_advice_and_names_a_missing_config(tmp_path:
     assert "Compaction plan" in run.stdout and "MIG advice unavailable" in run.stdout
 
 
-# ---------------------------------------------------------------- the planner re-cuts (planner.mig_repartition)
+# ---------------------------------------------------------------- the planner re-cuts (mig.repartition)
 
 
 def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = None, **settings: Any) -> Any:
@@ -94,7 +94,7 @@ def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = N
     from tests.plancheck import assert_valid
 
     snapshot = cluster(*(objects_ if objects_ is not None else objects()), *extra)
-    config = PlannerSettings(**{"time_limit_seconds": 5, "workers": 2, "mig_repartition": True, **settings})
+    config = PlannerSettings.of(**{"time_limit_seconds": 5, "workers": 2, "repartition": True, **settings})
     plan = build_plan(
         snapshot,
         config,
@@ -136,7 +136,7 @@ def test_freeing_a_node_to_re_cut_it_is_a_step_of_its_own_beyond_the_balanced_pr
     # 2 moves of a 1g.10gb slice (0.5 + 0.5 x 1/8 = 0.56 each: 1.12 moves for 2 GPUs, above 0.5 a GPU) + a re-cut at 20
     assert (plan.frontier[2].moves, plan.frontier[2].cost) == (2, 21.12)
     _, plan = recut_plan(
-        pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"), mig_repartition=False
+        pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"), repartition=False
     )
     assert plan.moves == [] and plan.mig_repartition == []  # without re-cuts, balanced leaves b as it is
 
@@ -157,7 +157,7 @@ def test_a_node_that_keeps_a_gpu_pod_is_never_re_cut() -> None:
 
 
 def test_without_mig_repartition_nothing_is_re_cut() -> None:
-    _, plan = recut_plan(mig_repartition=False)
+    _, plan = recut_plan(repartition=False)
     assert plan.mig_repartition == [] and plan.placed_pending == []
 
 
@@ -172,7 +172,7 @@ def test_an_idle_node_cut_in_sizes_nobody_asks_for_is_re_cut_to_fit_the_workload
         labels={"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.capable": "true"},
     )
     world = [sliced("a"), idle, *[pod(f"small-{i}", on="a", mig="1g.10gb", owner=None) for i in range(4)], config_map()]
-    _, plan = recut_plan(objects_=world, mig_rebalance_min_gain=0.25)
+    _, plan = recut_plan(objects_=world, rebalance_min_gain=0.25)
     assert [(r.node, r.from_config, r.to_config) for r in plan.mig_repartition] == [
         ("idle", "all-3g.40gb", "all-1g.10gb")
     ]

@@ -35,7 +35,7 @@ AFFINITY_TERM = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey":
 
 
 def settings(**overrides: Any) -> PlannerSettings:
-    return PlannerSettings(**{**FAST, **overrides})
+    return PlannerSettings.of(**{**FAST, **overrides})
 
 
 def scenario(
@@ -359,7 +359,7 @@ def test_config_namespaces_selected_moves() -> None:
 
 
 def test_config_exclude_namespaces_defaults_to_kube_system() -> None:
-    assert PlannerSettings().exclude_namespaces == ["kube-system"]
+    assert PlannerSettings.of().movable.exclude_namespaces == ["kube-system"]
     _, plan = scenario({"namespace": "kube-system"})
     assert_stays(plan, Unmovable.NAMESPACE)
 
@@ -425,12 +425,12 @@ def test_config_max_priority_above_stays_equal_moves() -> None:
 @pytest.mark.parametrize("value", [2_000_000_000, 3_000_000_000])
 def test_config_max_priority_may_not_admit_system_critical(value: int) -> None:
     with pytest.raises(ConfigError, match="max_priority"):
-        load_settings(overrides={"planner": {"max_priority": value}})
+        load_settings(overrides={"movable": {"max_priority": value}})
 
 
 def test_config_max_priority_just_below_critical_loads() -> None:
-    loaded = load_settings(overrides={"planner": {"max_priority": 1_999_999_999}})
-    assert loaded.planner.max_priority == 1_999_999_999
+    loaded = load_settings(overrides={"movable": {"max_priority": 1_999_999_999}})
+    assert loaded.movable.max_priority == 1_999_999_999
 
 
 LOOSEST = {"namespaces": [], "exclude_namespaces": [], "pod_selector": {}, "max_priority": 1_999_999_999}
@@ -491,7 +491,7 @@ def test_movability_reasons_agree_with_checker() -> None:
     assert {k for k, v in planner.items() if v is None} == {"default/ok", "default/local-ok"}
 
 
-# ----- the replica guard (planner.min_replicas) ----------------------------------------------------------------
+# ----- the replica guard (movable.min_replicas) ----------------------------------------------------------------
 
 
 def guard_reasons(*objects: dict[str, Any], min_replicas: int = 2) -> dict[str, Unmovable | None]:

@@ -17,7 +17,7 @@ from tests.builders import cluster, node, pod
 from tests.plancheck import check_plan
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SETTINGS = PlannerSettings(min_replicas=1, objective="max-free", time_limit_seconds=5)
+SETTINGS = PlannerSettings.of(min_replicas=1, objective="max-free", time_limit_seconds=5)
 ZONE_A = {
     "nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {

@@ -114,7 +114,7 @@ def test_plans_written_by_the_cli_validate(
 
 
 def gpu_cluster_plan(*objects: dict[str, Any], **settings: Any) -> CompactionPlan:
-    config = PlannerSettings(min_replicas=1, **{"time_limit_seconds": 5, "workers": 2, **settings})
+    config = PlannerSettings.of(min_replicas=1, **{"time_limit_seconds": 5, "workers": 2, **settings})
     return build_plan(cluster(*objects), config, source="test", now=NOW, plan_id="plan-schema")
 
 
@@ -159,7 +159,7 @@ def recut_plan() -> CompactionPlan:
         pod("wait-0", mig="3g.40gb", owner=None),
         pod("wait-1", mig="3g.40gb", owner=None),
     ]
-    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, mig_repartition=True)
+    settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, repartition=True)
     return build_plan(
         cluster(*objects),
         settings,
@@ -182,7 +182,7 @@ def built_plans() -> Iterator[tuple[str, CompactionPlan, Any]]:
     yield "a pending pod fills a free node", plan, plan.placed_pending and plan.filled_nodes
     plan = gpu_cluster_plan(node("gpu-1", gpus=8), pod("ds", gpus=1, on="gpu-1", owner="DaemonSet/ds"))
     yield "nothing to plan", plan, plan.solver.note and plan.explanations.get("unmovablePods")
-    plan = gpu_cluster_plan(*two_half_full_nodes(), mode="shapes", target_shapes=["nvidia.com/gpu=4"])
+    plan = gpu_cluster_plan(*two_half_full_nodes(), goal="shapes", target_shapes=["nvidia.com/gpu=4"])
     yield "shape mode", plan, plan.objective == "shapes" and plan.balanced_moves_per_gpu is None
     plan = recut_plan()
     yield "MIG re-cut", plan, plan.mig_repartition and plan.placed_pending

@@ -27,11 +27,11 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def whole(snapshot: Snapshot, **settings: Any) -> Problem:
-    return build_problem(snapshot, PlannerSettings(min_replicas=1, **settings), max_targets=len(snapshot.nodes))
+    return build_problem(snapshot, PlannerSettings.of(min_replicas=1, **settings), max_targets=len(snapshot.nodes))
 
 
 def plan_for(snapshot: Snapshot, **settings: Any) -> CompactionPlan:
-    config = PlannerSettings(min_replicas=1, objective="max-free", **settings)
+    config = PlannerSettings.of(min_replicas=1, objective="max-free", **settings)
     plan = build_plan(snapshot, config, source="test", now=NOW)
     assert check_plan(snapshot, plan, config) == []
     return plan

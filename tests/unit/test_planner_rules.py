@@ -30,7 +30,7 @@ FAST = {
 
 
 def settings(**overrides: Any) -> PlannerSettings:
-    return PlannerSettings(**{**FAST, **overrides})
+    return PlannerSettings.of(**{**FAST, **overrides})
 
 
 def plan_for(*objects: dict[str, Any], config: PlannerSettings | None = None) -> tuple[Snapshot, CompactionPlan]:
@@ -595,7 +595,7 @@ def test_shape_mode_increases_headroom_without_freeing_a_node() -> None:
         pod("a4", on="a", gpus=2, owner="ReplicaSet/x"),
         pod("b1", on="b", gpus=2, owner=None),
     ]
-    cfg = settings(mode="shapes", target_shapes=["nvidia.com/gpu=4"])
+    cfg = settings(goal="shapes", target_shapes=["nvidia.com/gpu=4"])
     snapshot, plan = plan_for(*objects, config=cfg)
     before = loads_before(snapshot)
     nodes = snapshot.node_by_name()
@@ -622,7 +622,7 @@ def test_shape_mode_no_churn_when_headroom_cannot_grow() -> None:
         node("b", gpus=8),
         pod("a1", on="a", gpus=4),
         pod("b1", on="b", gpus=4),
-        config=settings(mode="shapes", target_shapes=["nvidia.com/gpu=4"]),
+        config=settings(goal="shapes", target_shapes=["nvidia.com/gpu=4"]),
     )
     assert plan.moves == []
 

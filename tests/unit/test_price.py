@@ -119,7 +119,7 @@ def _article_cluster() -> list[dict[str, Any]]:
 def test_on_a_cluster_like_the_articles_the_default_plan_frees_the_node_five_slice_moves_free(
     share: float, freed: list[str]
 ) -> None:
-    settings = PlannerSettings(min_replicas=1, time_limit_seconds=5, move_cost={"capacity_share": share})
+    settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, move_cost={"capacity_share": share})
     plan = build_plan(cluster(*_article_cluster()), settings, source="test", now=NOW)
     assert plan.objective == "balanced" and plan.freed_nodes == freed
     # 5 x 0.56 = 2.8 moves for 8 GPUs (0.35 a GPU) is within the 0.5 balanced pays; 5 moves of 1 (0.625 a GPU) is not.
@@ -143,7 +143,7 @@ def test_a_model_server_with_a_long_warm_up_is_left_where_a_quick_one_moves(per_
         replica("slow", "g0", "2026-01-01T00:40:00Z"),
         replica("quick", "g1", "2026-01-01T00:00:30Z"),
     ]
-    settings = PlannerSettings(
+    settings = PlannerSettings.of(
         min_replicas=1, time_limit_seconds=5, balanced_moves_per_gpu=0.2, move_cost={"per_startup_minute": per_minute}
     )
     plan = build_plan(cluster(*objects), settings, source="test", now=NOW)

@@ -17,7 +17,7 @@ from tests.builders import A100_40, A100_80, H100_80, claim_volume, cluster, nod
 from tests.plancheck import assert_valid
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-MAX_FREE = PlannerSettings(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
+MAX_FREE = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, objective="max-free")
 
 
 def plan_for(*objects: dict[str, Any], config: PlannerSettings = MAX_FREE) -> tuple[Snapshot, CompactionPlan]:
@@ -246,14 +246,14 @@ def test_pending_pods_the_model_cannot_judge_drive_no_evictions() -> None:
         pod("p", on="a", gpus=2),
         pod("q", on="b", gpus=2),
         *waiting,
-        config=MAX_FREE.model_copy(update={"objective": "pending-only"}),
+        config=MAX_FREE.amended(objective="pending-only"),
     )
     assert plan.moves == [] and plan.placed_pending == []
     reasons = {p.pod.split("/")[1]: p.reason for p in plan.pending_not_placed}
     assert reasons == {
         "spread": "DoNotSchedule topology spread constraint, which the planner does not model",
-        "other-scheduler": "scheduled by 'volcano', not a scheduler the planner predicts (planner.scheduler_names)",
-        "system": "namespace kube-system is outside the planner's scope (planner.namespaces / exclude_namespaces)",
+        "other-scheduler": "scheduled by 'volcano', not a scheduler the planner predicts (movable.scheduler_names)",
+        "system": "namespace kube-system is outside the planner's scope (movable.namespaces / exclude_namespaces)",
         "anti": "required inter-pod (anti-)affinity, which the planner does not model",
     }
 
@@ -316,7 +316,7 @@ def test_a_gpu_pod_stays_in_its_pool_unless_crossing_is_allowed() -> None:
     ]
     _, plan = plan_for(*objects)
     assert plan.moves == []  # the only room is on an A100-40GB: a model sized for 80 GB would not start there
-    _, plan = plan_for(*objects, config=MAX_FREE.model_copy(update={"cross_pool_moves": True}))
+    _, plan = plan_for(*objects, config=MAX_FREE.amended(cross_pool_moves=True))
     assert moves(plan) == [("llm", "h100-a", "a100")]
     _, plan = plan_for(
         node("x", gpus=8, product=A100_80),

@@ -81,6 +81,6 @@ def test_the_shipped_binding_pins_exactly_where_the_shipped_config_lets_the_plan
     scope = scope_of(shipped_policy, shipped_binding)
     assert isinstance(scope, NamespaceScope)
     config = Path(__file__).resolve().parents[2] / "manifests" / "base" / "config.yaml"
-    planner = load_settings(str(config)).planner
-    assert scope.only is None and planner.namespaces == []
-    assert scope.never == frozenset(planner.exclude_namespaces)
+    planner = load_settings(str(config)).for_planner
+    assert scope.only is None and planner.movable.namespaces == []
+    assert scope.never == frozenset(planner.movable.exclude_namespaces)

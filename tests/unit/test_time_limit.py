@@ -1,4 +1,4 @@
-"""The time limit is a contract (issue 13): ``planner.time_limit_seconds`` bounds the whole planning call, and a plan cut
+"""The time limit is a contract (issue 13): ``solver.time_limit_seconds`` bounds the whole planning call, and a plan cut
 short is still a valid plan, never less than the greedy warm start within the move limits, reported as unproven.
 
 No test here measures time: a limit of a microsecond has run out, on any machine, before the problem is built, so every
@@ -48,7 +48,7 @@ def _three_drainable() -> list[dict[str, Any]]:
 
 def _plan(objects: list[dict[str, Any]], **config: Any) -> CompactionPlan:
     snapshot = cluster(*objects)
-    settings = PlannerSettings(**{"min_replicas": 1, "workers": 2, "objective": "max-free", **config})
+    settings = PlannerSettings.of(**{"min_replicas": 1, "workers": 2, "objective": "max-free", **config})
     plan = build_plan(snapshot, settings, source="test", now=NOW)
     assert_valid(snapshot, plan, settings)
     return plan
@@ -112,7 +112,7 @@ def test_a_cap_that_no_drain_fits_leaves_the_cluster_as_it_is() -> None:
 )
 def test_greedy_keeps_every_move_limit(limits: dict[str, Any], freed: int, moves: int) -> None:
     snapshot = cluster(*_three_drainable())
-    problem = build_problem(snapshot, PlannerSettings(min_replicas=1, **limits), max_targets=len(snapshot.nodes))
+    problem = build_problem(snapshot, PlannerSettings.of(min_replicas=1, **limits), max_targets=len(snapshot.nodes))
     assignment = greedy(problem)
     assert within_limits(problem, assignment)
     assert assignment.moves(problem) == moves
@@ -140,7 +140,7 @@ def test_a_pending_placement_that_would_break_the_cap_is_taken_back() -> None:
 
 
 def test_deterministic_runs_ignore_the_wall_clock() -> None:
-    """planner.deterministic: the budget is CP-SAT's deterministic time, which building the problem does not spend, so
+    """solver.deterministic: the budget is CP-SAT's deterministic time, which building the problem does not spend, so
     even a microsecond's limit leaves the levels their (tiny) solves: the plan is the same on any machine."""
     plan = _plan(_three_drainable(), time_limit_seconds=NO_TIME, deterministic=True)
     assert "no CP-SAT model" not in plan.solver.note
@@ -148,7 +148,7 @@ def test_deterministic_runs_ignore_the_wall_clock() -> None:
 
 
 def test_an_expired_budget_stops_model_building_only_on_the_wall_clock() -> None:
-    problem = build_problem(cluster(*_three_drainable()), PlannerSettings(min_replicas=1))
+    problem = build_problem(cluster(*_three_drainable()), PlannerSettings.of(min_replicas=1))
     with pytest.raises(OutOfTime):
         make_variables(problem, Deadline(0.0))
     assert make_variables(problem, Deadline(0.0, deterministic=True)).final

@@ -37,8 +37,8 @@ from generate_cluster import Shape, write  # noqa: E402
 
 VARIANTS = ("default", "gpuspec33")
 FILLS = (0.6, 0.8, 0.95)
-PLANNER = PlannerSettings(objective="max-free", time_limit_seconds=2)
-NO_PENDING = PLANNER.model_copy(update={"place_pending": False})
+PLANNER = PlannerSettings.of(objective="max-free", time_limit_seconds=2)
+NO_PENDING = PLANNER.amended(place_pending=False)
 Replayed = tuple[Path, trace_replay.ReplayStats]
 
 

@@ -22,7 +22,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def settings(**overrides: Any) -> PlannerSettings:
-    return PlannerSettings(**{"time_limit_seconds": 5, "min_replicas": 1, **overrides})
+    return PlannerSettings.of(**{"time_limit_seconds": 5, "min_replicas": 1, **overrides})
 
 
 def test_a_node_whose_cpus_are_held_is_usable_only_for_the_shapes_that_fit_beside_them() -> None:

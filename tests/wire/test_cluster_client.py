@@ -23,7 +23,7 @@ from compactor.actions.executor import Executor
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings
 from tests.builders import node, pdb, pod
 from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest, status_body
 
@@ -643,7 +643,7 @@ def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
     uid = _cluster(fake_api)
     fake_api.on_evict = _replace_on("gpu-2")
     client = _client(fake_api)
-    report = Executor(client, ExecutorSettings(), SimulatedClock()).execute(_plan(uid))
+    report = Executor(client, RunSettings(), SimulatedClock()).execute(_plan(uid))
 
     assert (report.status, report.moves_done, report.freed_nodes, report.reason) == ("succeeded", 1, ["gpu-1"], "")
     requests = fake_api.requests
@@ -714,7 +714,7 @@ def test_executor_waits_for_the_replacement_in_real_time(fake_api: FakeApiServer
 
     helper = threading.Thread(target=become_ready, daemon=True)
     helper.start()
-    settings = ExecutorSettings(poll_seconds=0.05, replacement_timeout_seconds=10, backoff_seconds=0.05)
+    settings = RunSettings.of(poll_seconds=0.05, replacement_timeout_seconds=10, backoff_seconds=0.05)
     report = Executor(_client(fake_api), settings, RealClock()).execute(_plan(uid))
     helper.join(timeout=5)
     assert report.status == "succeeded", report.reason
@@ -735,7 +735,7 @@ def test_executor_rolls_back_when_the_eviction_is_refused(fake_api: FakeApiServe
         403,
         body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'),
     )
-    report = Executor(_client(fake_api), ExecutorSettings(), SimulatedClock()).execute(_plan(uid))
+    report = Executor(_client(fake_api), RunSettings(), SimulatedClock()).execute(_plan(uid))
     assert report.status == "failed" and "refused (403)" in report.reason and "pods/eviction" in report.reason
     _assert_in_order(
         fake_api.requests,

@@ -8,7 +8,7 @@
   against the requests found in the source; this checks the names.
 * The mig-parted configs come only from the GPU Operator's namespace (``mig.operator_namespace``): a ConfigMap
   with mig-manager's label (or name) in a tenant's namespace is never listed live and never used from a snapshot;
-  without ``planner.mig_repartition`` (or ``plan --explain-mig``) a live read lists no ConfigMap at all; a
+  without ``mig.repartition`` (or ``plan --explain-mig``) a live read lists no ConfigMap at all; a
   ``mig.config_map`` in another namespace is refused (exit 2, one line).
 """
 
@@ -41,7 +41,7 @@ from compactor.kube.read import read_cluster
 from compactor.model.load import load_files
 from compactor.model.migparted import find_mig_parted
 from compactor.model.types import ConfigMap
-from compactor.settings import ExecutorSettings, MigSettings, PlannerSettings, Settings
+from compactor.settings import MigSettings, RunSettings, Settings, SteeringSettings
 from tests.builders import as_list, job, node, pod, steering_policy
 from tests.fakeapi import FakeApiServer, RecordedRequest
 from tests.rbac import Attributes, allowed, attributes, denied
@@ -49,7 +49,7 @@ from tests.scenarios.lease import LeaseStore
 from tests.scenarios.mig import LAYOUTS, objects
 
 Doc = dict[str, Any]
-NAMESPACE = ExecutorSettings().state_namespace  # the compactor's own (executor.state_namespace)
+NAMESPACE = RunSettings().executor.state_namespace  # the compactor's own (executor.state_namespace)
 OPERATOR = MigSettings().operator_namespace  # the GPU Operator's (mig.operator_namespace)
 # mig-manager's label, which anyone may set
 MIG_LABEL = dict(part.split("=", 1) for part in MigSettings().selector.split(","))
@@ -72,7 +72,7 @@ def _no_ambient_kubeconfig(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 
 def test_the_evaluator_follows_resource_names_namespaces_and_create() -> None:
-    steering = ExecutorSettings().steering_name
+    steering = SteeringSettings().policy_name
     assert allowed(Attributes("update", "", "configmaps", NAMESPACE, STATE_CONFIGMAP))
     assert allowed(Attributes("create", "", "configmaps", NAMESPACE, ""))
     assert allowed(Attributes("patch", "", "configmaps", NAMESPACE, steering))
@@ -114,7 +114,7 @@ def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_all
     fake_api.add(node("n1", gpus=8), pod("train", on="n1", gpus=1, namespace="ml"), *steering_policy())
     fake_api.add(job("batch", backoff_limit=2, failed=1, namespace="ml"))
     LeaseStore(fake_api)
-    settings = ExecutorSettings()
+    settings = RunSettings()
     client = KubeClusterClient(fake_api.api_client(), namespace=NAMESPACE)
     fake_api.clear_requests()
 
@@ -136,8 +136,8 @@ def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_all
 
     # the steering parameters: the policy detected, an entry pinned and removed
     assert policy_problem(client, settings) == ""
-    write_entries(client, settings.steering_name, {"ml.app": "n1"})
-    write_entries(client, settings.steering_name, {"ml.app": None})
+    write_entries(client, settings.steering.policy_name, {"ml.app": "n1"})
+    write_entries(client, settings.steering.policy_name, {"ml.app": None})
 
     # the rest of what a run sends
     client.get_node("n1")
@@ -160,8 +160,8 @@ def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_all
         ("configmaps", "create", ""),
         ("configmaps", "update", STATE_CONFIGMAP),
         ("configmaps", "delete", STATE_CONFIGMAP),
-        ("configmaps", "get", settings.steering_name),
-        ("configmaps", "patch", settings.steering_name),
+        ("configmaps", "get", settings.steering.policy_name),
+        ("configmaps", "patch", settings.steering.policy_name),
         ("leases", "get", LEASE_NAME),
         ("leases", "create", ""),
         ("leases", "update", LEASE_NAME),
@@ -213,7 +213,7 @@ def _config(tmp_path: Path, **groups: dict[str, Any]) -> str:
 def test_a_live_read_lists_the_operators_namespace_only_and_a_tenants_labelled_configmap_is_never_read(
     fake_api: FakeApiServer, cluster: str
 ) -> None:
-    settings = Settings(planner=PlannerSettings(mig_repartition=True))
+    settings = Settings(mig=MigSettings(repartition=True))
     fake_api.clear_requests()
     snapshot = SnapshotSource(kubeconfig=cluster, live=True).load(
         pool_label=settings.metrics.pool_label,
@@ -241,7 +241,7 @@ def test_without_mig_repartition_a_live_read_lists_no_configmap_at_all(
     fake_api: FakeApiServer, cluster: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = Settings()
-    assert not settings.planner.mig_repartition and mig_parted_namespace(settings) is None
+    assert not settings.mig.repartition and mig_parted_namespace(settings) is None
     # as the controller reads
     assert mig_parted_listing(settings.mig.config_map, settings.mig.selector, None) == (
         False,
@@ -296,7 +296,7 @@ def test_a_tenants_labelled_configmap_in_a_snapshot_is_never_used(
     # not the tenant's "custom" one
     assert parted is not None and parted.source == f"{OPERATOR}/default-mig-parted-config"
 
-    config = _config(tmp_path, planner={"mig_repartition": True, "time_limit_seconds": 5})
+    config = _config(tmp_path, mig={"repartition": True}, solver={"time_limit_seconds": 5})
     assert main(["plan", "--snapshot", str(snapshot), "--config", config, "--explain-mig", "--output", "json"]) == 0, (
         capsys.readouterr().err
     )
@@ -342,7 +342,7 @@ def test_find_mig_parted_ignores_every_configmap_outside_the_namespace() -> None
 def test_a_mig_config_map_outside_the_operators_namespace_is_refused(
     argv: list[str], repartition: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _config(tmp_path, planner={"mig_repartition": repartition}, mig={"config_map": f"{TENANT}/x"})
+    config = _config(tmp_path, mig={"repartition": repartition, "config_map": f"{TENANT}/x"})
     assert main([*argv, "--config", config]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
@@ -354,8 +354,7 @@ def test_a_mig_config_map_outside_the_operators_namespace_is_refused(
 
 def test_the_operators_namespace_is_a_setting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     settings = Settings(
-        planner=PlannerSettings(mig_repartition=True),
-        mig=MigSettings(config_map="nvidia/layouts", operator_namespace="nvidia"),
+        mig=MigSettings(repartition=True, config_map="nvidia/layouts", operator_namespace="nvidia"),
     )
     assert mig_parted_namespace(settings) == "nvidia"
     assert mig_parted_listing(settings.mig.config_map, settings.mig.selector, "nvidia") == ("nvidia/layouts", None)

@@ -45,7 +45,7 @@ def test_the_setting_makes_every_live_dry_run_ask_the_api_server(
     kubeconfig = _fragmented(fake_api, tmp_path)
     config = tmp_path / "compactor.yaml"
     config.write_text(
-        yaml.safe_dump({"planner": {"time_limit_seconds": 5}, "executor": {"server_dry_run": server_dry_run}}),
+        yaml.safe_dump({"solver": {"time_limit_seconds": 5}, "executor": {"server_dry_run": server_dry_run}}),
         encoding="utf-8",
     )
     assert (

@@ -26,11 +26,11 @@ def await_drained(run: Run, nodes: list[str]) -> dict[str, list[Obj]]:
             return staying
         if deadline is None:
             grace = max(grace_seconds(p) for pods in staying.values() for p in pods)
-            deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds + grace
+            deadline = run.clock.monotonic() + run.settings.executor.replacement_timeout_seconds + grace
         if run.clock.monotonic() >= deadline:
             return staying
         run.report("finishing", waiting=f"evicted pods to terminate on {', '.join(holding[:3])}")
-        run.clock.sleep(run.settings.poll_seconds)
+        run.clock.sleep(run.settings.executor.poll_seconds)
 
 
 def gpu_pods_holding(run: Run, node: str) -> list[Obj]:

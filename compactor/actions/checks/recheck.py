@@ -42,7 +42,7 @@ def recheck(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> Checked:
     source_raw = run.client.get_node(move.from_node)
     source = parse_node(source_raw, source=SOURCE, pool_label=DEFAULT_POOL_LABEL, warnings=[]) if source_raw else None
     model = parse_pod(pod, source=SOURCE)
-    replicas = None if pdbs or run.services.rules.min_replicas <= 1 else _ready_replicas(run, pod, checked)
+    replicas = None if pdbs or run.services.rules.movable.min_replicas <= 1 else _ready_replicas(run, pod, checked)
     reason = why_not_evictable(
         model,
         source,

@@ -1,4 +1,4 @@
-"""Which steering mechanism a run uses, and why: ``executor.steering`` and what the cluster serves.
+"""Which steering mechanism a run uses, and why: ``steering.mechanism`` and what the cluster serves.
 
 ``auto`` (the default) uses the admission policy when the policy, its binding and the parameter
 ConfigMap are installed and fit together, else holds, and says which check failed. ``policy``
@@ -26,7 +26,7 @@ from compactor.actions.steering.scope import scope_of
 from compactor.errors import ClusterError, CompactorError
 from compactor.model.types import Taint
 from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope, Steerability
-from compactor.settings import ExecutorSettings
+from compactor.settings import RunSettings, SteeringSettings
 
 POLICY = "MutatingAdmissionPolicy"
 BINDING = "MutatingAdmissionPolicyBinding"
@@ -51,43 +51,44 @@ class Found:
     note: str = ""  # evidence against it, not yet enough to conclude
 
 
-def choose(client: ClusterClient, settings: ExecutorSettings, now: datetime | None = None) -> Choice:
-    """The mechanism for this run; ``CompactorError`` when ``executor.steering: policy`` and the policy is not usable."""
-    wanted = settings.steering
+def choose(client: ClusterClient, settings: RunSettings, now: datetime | None = None) -> Choice:
+    """The mechanism for this run; ``CompactorError`` when ``steering.mechanism: policy`` and the policy is not usable."""
+    wanted = settings.steering.mechanism
     if wanted == "off":
-        return Choice(Mechanism.OFF, "executor.steering: off")
+        return Choice(Mechanism.OFF, "steering.mechanism: off")
     if wanted == "holds":
         return Choice(
-            Mechanism.HOLDS, f"executor.steering: holds (at most {settings.max_holds_per_move} node(s) per move)"
+            Mechanism.HOLDS,
+            f"steering.mechanism: holds (at most {settings.steering.max_holds_per_move} node(s) per move)",
         )
     found = find_policy(client, settings, now or datetime.now(UTC))
     if not found.problem:
         note = f"; {found.note}" if found.note else ""
         return Choice(
             Mechanism.POLICY,
-            f"{POLICY} {settings.steering_name} installed; entries in configmap "
-            f"{settings.state_namespace}/{settings.steering_name}{note}",
+            f"{POLICY} {settings.steering.policy_name} installed; entries in configmap "
+            f"{settings.executor.state_namespace}/{settings.steering.policy_name}{note}",
             scope=found.scope,
         )
     if wanted == "policy":
         raise CompactorError(
-            f"executor.steering: policy, but {found.problem}; {INSTALL_HINT}, or set executor.steering: auto"
+            f"steering.mechanism: policy, but {found.problem}; {INSTALL_HINT}, or set steering.mechanism: auto"
         )
     return Choice(
         Mechanism.HOLDS,
-        f"auto: {found.problem}; holding nodes instead (at most {settings.max_holds_per_move} per move; {INSTALL_HINT})",
+        f"auto: {found.problem}; holding nodes instead (at most {settings.steering.max_holds_per_move} per move; {INSTALL_HINT})",
         not_in_effect=found.not_in_effect,
     )
 
 
-def policy_problem(client: ClusterClient, settings: ExecutorSettings, now: datetime | None = None) -> str:
+def policy_problem(client: ClusterClient, settings: RunSettings, now: datetime | None = None) -> str:
     """What keeps the steering policy from working in this cluster, "" when nothing does."""
     return find_policy(client, settings, now or datetime.now(UTC)).problem
 
 
-def find_policy(client: ClusterClient, settings: ExecutorSettings, now: datetime) -> Found:
+def find_policy(client: ClusterClient, settings: RunSettings, now: datetime) -> Found:
     """The steering policy as the cluster serves it: policy, binding and parameter ConfigMap (three GETs)."""
-    name, namespace = settings.steering_name, settings.state_namespace
+    name, namespace = settings.steering.policy_name, settings.executor.state_namespace
     try:
         policy = client.get_admission(POLICY, name)
         binding = client.get_admission(BINDING, name) if policy is not None else None
@@ -164,13 +165,13 @@ def steerability_of(choice: Choice, identity: str) -> Steerability:
     return steerability(choice.mechanism, identity, choice.scope)
 
 
-def offline_mechanism(settings: ExecutorSettings) -> Mechanism:
-    """The mechanism a plan made without a cluster assumes: what ``executor.steering`` says, and for ``auto`` (decided
+def offline_mechanism(settings: SteeringSettings) -> Mechanism:
+    """The mechanism a plan made without a cluster assumes: what ``steering.mechanism`` says, and for ``auto`` (decided
     when the run starts) the one that moves fewer pods, holds, so a run never meets a move it must refuse."""
     return (
         Mechanism.POLICY
-        if settings.steering == "policy"
+        if settings.mechanism == "policy"
         else Mechanism.OFF
-        if settings.steering == "off"
+        if settings.mechanism == "off"
         else Mechanism.HOLDS
     )

@@ -1,12 +1,12 @@
 """Steering by holds: for the moment between an eviction and the replacement's binding, fence every other node that
 could take it, so the planned node is the only feasible one whatever the scheduler's scores.
 
-The fallback when the admission policy is not installed (or ``executor.steering: holds``). It needs
+The fallback when the admission policy is not installed (or ``steering.mechanism: holds``). It needs
 only ``patch nodes``, but it costs: every node with room is held for every move, which on a large
 cluster with much free room is most of it (measured: 386 of 400 nodes per move), and reading
 which nodes could take the pod means listing every node and pod per move (page by page, keeping of
 each only what the choice needs: ``choose_holds``). A move that would hold
-more than ``executor.max_holds_per_move`` nodes stops the run there (``StopHere``: what is done
+more than ``steering.max_holds_per_move`` nodes stops the run there (``StopHere``: what is done
 stays, the rest waits for the next run), with the reason in the report. Holds are recorded in the
 state before they are made; recovery releases any it finds.
 """
@@ -138,7 +138,7 @@ def _hold_plan(
 
 
 def _within_limit(run: Run, plan: Hold, why: str, target: str) -> None:
-    limit = run.settings.max_holds_per_move
+    limit = run.settings.steering.max_holds_per_move
     if len(plan.rivals) > limit:
         raise StopHere(f"max_holds_per_move ({limit})", holds_detail(why, target, len(plan.rivals)))
 
@@ -166,7 +166,7 @@ class HoldsWall:
         where = "before its first move" if self.index == 0 else f"after {self.index} of its {self.moves} moves"
         return (
             f"a run steering by holds stops {where}: moving {self.pod} to {self.target} would hold {self.holds} "
-            f"node(s), more than executor.max_holds_per_move ({self.limit}); install the steering policy "
+            f"node(s), more than steering.max_holds_per_move ({self.limit}); install the steering policy "
             "(manifests/steering) to steer without holds"
         )
 
@@ -206,7 +206,7 @@ def make_holds(run: Run, holds: Holds) -> None:
     if not holds.nodes:
         return
     run.log.held_since = run.clock.monotonic()
-    identity, at = run.settings.identity, run.stamp()
+    identity, at = run.settings.executor.identity, run.stamp()
 
     def hold(node: Obj) -> Obj | None:
         if ann.has_fence(node, identity):
@@ -228,7 +228,7 @@ def release_holds(run: Run) -> None:
     if not run.state.held:
         return
     for name in run.state.held:
-        unfence(run, name, partial(ann.is_held, identity=run.settings.identity))
+        unfence(run, name, partial(ann.is_held, identity=run.settings.executor.identity))
     run.log.held_seconds += len(run.state.held) * max(0.0, run.clock.monotonic() - run.log.held_since)
     with run.write_ahead() as state:
         state.held = []
@@ -236,9 +236,9 @@ def release_holds(run: Run) -> None:
 
 def check_hold_age(run: Run, what: str) -> None:
     held_for = run.clock.monotonic() - run.log.held_since
-    if run.state.held and held_for >= run.settings.steer_timeout_seconds:
+    if run.state.held and held_for >= run.settings.steering.steer_timeout_seconds:
         raise Abort(
             AbortReason.STEERING_FAILED,
-            f"{what} was not bound within steer_timeout_seconds ({run.settings.steer_timeout_seconds:g}s) "
+            f"{what} was not bound within steer_timeout_seconds ({run.settings.steering.steer_timeout_seconds:g}s) "
             f"while {len(run.state.held)} node(s) were held; stopped and rolled back",
         )

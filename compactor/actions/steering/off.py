@@ -1,4 +1,4 @@
-"""No steering (``executor.steering: off``): replacements go where kube-scheduler sends them.
+"""No steering (``steering.mechanism: off``): replacements go where kube-scheduler sends them.
 
 The landing check still stops a run whose replacement lands on a node the plan frees; anything
 else is accepted, so the gain may fall short of the plan on a spreading scheduler profile, and the

@@ -104,7 +104,7 @@ class PolicySteerer:
             if node and not any(steered_to(p) for p in fresh):
                 message = (
                     f"replacement {pod_key(pod)} for {move.pod} was created without the steering pin and bound to {node}: "
-                    f"MutatingAdmissionPolicy {run.settings.steering_name} is not in effect (its binding missing or not "
+                    f"MutatingAdmissionPolicy {run.settings.steering.policy_name} is not in effect (its binding missing or not "
                     "matching, the pod's creator not among its creators, or the API server not reading its parameters)"
                 )
                 if self.should_pin(pod):
@@ -117,7 +117,7 @@ class PolicySteerer:
             self._pending_since.pop(move.pod, None)
             return
         since = self._pending_since.setdefault(move.pod, run.clock.monotonic())
-        limit = run.settings.steer_timeout_seconds + self._allowance.get(move.pod, 0.0)
+        limit = run.settings.steering.steer_timeout_seconds + self._allowance.get(move.pod, 0.0)
         if run.clock.monotonic() - since >= limit:
             self._unpin(run, owner)
             outcomes = [evict_pending(run, pod, move.to_node) for pod in waiting]
@@ -182,11 +182,11 @@ class PolicySteerer:
         del run.state.pins[owner]
 
     def _write(self, run: Run, entries: dict[str, str | None]) -> None:
-        self.parameters = write_entries(run.client, run.settings.steering_name, entries, current=self.parameters)
+        self.parameters = write_entries(run.client, run.settings.steering.policy_name, entries, current=self.parameters)
         if self.parameters is None:
             raise Abort(
                 AbortReason.STEERING_FAILED,
-                f"the steering parameter configmap {run.settings.state_namespace}/{run.settings.steering_name} is gone",
+                f"the steering parameter configmap {run.settings.executor.state_namespace}/{run.settings.steering.policy_name} is gone",
             )
 
     def should_pin(self, pod: Obj) -> bool:
@@ -204,7 +204,7 @@ class PolicySteerer:
 
         try:
             self.parameters = patch_config_map_fresh(
-                run.client, run.settings.steering_name, weighed, current=self.parameters
+                run.client, run.settings.steering.policy_name, weighed, current=self.parameters
             )
         except ClusterError as exc:
             log.warning("could not record the steering policy's evidence", extra={"error": str(exc)})

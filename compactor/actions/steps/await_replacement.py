@@ -36,7 +36,7 @@ def await_replacement(run: Run, move: Move) -> None:
         return  # bare pods are never in a plan; nothing would replace one
     namespace = move.pod.split("/", 1)[0]
     siblings = set(flight.siblings)
-    deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds + flight.grace
+    deadline = run.clock.monotonic() + run.settings.executor.replacement_timeout_seconds + flight.grace
     while True:
         pods = run.read(
             lambda: owner_pods(run.client, namespace, flight.owner, flight.selector), "listing the owner's pods"
@@ -59,10 +59,12 @@ def await_replacement(run: Run, move: Move) -> None:
             state = "not Ready" if any(is_bound(p) for p in fresh) else "Pending"
             raise Abort(
                 AbortReason.REPLACEMENT_TIMEOUT,
-                f"replacement for {move.pod} still {state} after {run.settings.replacement_timeout_seconds:g}s",
+                f"replacement for {move.pod} still {state} after {run.settings.executor.replacement_timeout_seconds:g}s",
             )
         run.report(f"moved {move.pod}", waiting=f"replacement of {move.pod} ({len(fresh)} new, none Ready yet)")
-        run.clock.sleep(run.settings.bind_poll_seconds if run.state.held else run.settings.poll_seconds)
+        run.clock.sleep(
+            run.settings.steering.bind_poll_seconds if run.state.held else run.settings.executor.poll_seconds
+        )
 
 
 def _check_landing(run: Run, move: Move, pod: Obj) -> None:

@@ -36,7 +36,7 @@ def fence_all(run: Run, *, fenced_before: bool = False) -> None:
     if [n for n in names if n not in run.state.cordoned]:
         with run.write_ahead() as state:  # once for every node about to be fenced: recovery may find each either way
             state.cordoned.extend(n for n in names if n not in state.cordoned)
-    identity = run.settings.identity
+    identity = run.settings.executor.identity
     for name in names:
         if ann.has_fence(reads[name], identity):
             continue  # ours already (a resumed run)

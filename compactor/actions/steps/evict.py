@@ -35,8 +35,8 @@ AwaitReplacement = Callable[[Run, Move], None]
 
 def evict_all(run: Run, await_replacement: AwaitReplacement) -> None:
     pending = [m for m in run.plan.moves if m.pod not in run.state.done]  # (refused moves are done too: never evicted)
-    width = run.settings.max_concurrent_evictions if run.steerer.parallel else 1
-    budget = run.settings.max_run_seconds
+    width = run.settings.caps.max_concurrent_evictions if run.steerer.parallel else 1
+    budget = run.settings.caps.max_run_seconds
     for batch in batches(pending, width):
         if budget is not None and run.clock.monotonic() - run.log.started >= budget:
             log.info("run time budget reached", extra={"maxRunSeconds": budget})
@@ -191,27 +191,27 @@ def _key(pdb: Obj) -> str:
 def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> bool:
     """Before evicting, the pod's PDBs should allow it: an unexpected 0 waits (re-reading them), then aborts. True when it
     waited (everything read before is then read again)."""
-    deadline = run.clock.monotonic() + run.settings.replacement_timeout_seconds
+    deadline = run.clock.monotonic() + run.settings.executor.replacement_timeout_seconds
     waited = False
     while True:
         blocking = [_key(p) for p in pdbs if int(ObjectView(p).status.get("disruptionsAllowed") or 0) <= 0]
         if not blocking:
             return waited
         if run.clock.monotonic() >= deadline:
-            limit = run.settings.replacement_timeout_seconds
+            limit = run.settings.executor.replacement_timeout_seconds
             raise Abort(
                 AbortReason.PDB_BLOCKED,
                 f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {limit:g}s",
             )
         run.report(f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
-        run.clock.sleep(run.settings.poll_seconds)
+        run.clock.sleep(run.settings.executor.poll_seconds)
         waited = True
         pdbs = _pdbs(run, pod)
 
 
 def _evict(run: Run, move: Move) -> None:
     namespace, name = move.pod.split("/", 1)
-    delays = Backoff.of(run.settings).delays()
+    delays = Backoff.of(run.settings.executor).delays()
     attempts = 0
     while True:
         result = run.client.evict(namespace, name, uid=move.uid, dry_run=False)

@@ -52,9 +52,9 @@ def _forget(run: Run) -> None:
     try:
         until_deadline(
             lambda: run.client.write_state(STATE_CONFIGMAP, None),
-            Backoff.of(run.settings),
+            Backoff.of(run.settings.executor),
             run.clock,
-            seconds=run.settings.release_deadline_seconds,
+            seconds=run.settings.executor.release_deadline_seconds,
             what="deleting the executor state",
         )
     except ClusterError as exc:
@@ -66,13 +66,15 @@ def _after_drain(run: Run, name: str, *, freed: bool) -> bool:
     """True when ``name`` is now reserved (``after_drain: taint``): the run waits for its use, or its TTL, to lift it."""
     if name not in run.state.cordoned:
         return False  # a node gone, or already released by this run before a restart (or never actually fenced), is left alone
-    mode = run.settings.after_drain if freed else "uncordon"
+    mode = run.settings.executor.after_drain if freed else "uncordon"
     if mode == "uncordon":
         if unfence(run, name):
             run.event(events.uncordoned(name, run.plan_id, "fence lifted after the plan"))
     elif mode == "keepCordoned":
         if patch_fresh(
-            run.client, name, lambda n: ann.keep_cordoned_patch() if ann.has_fence(n, run.settings.identity) else None
+            run.client,
+            name,
+            lambda n: ann.keep_cordoned_patch() if ann.has_fence(n, run.settings.executor.identity) else None,
         ):
             run.event(events.kept_cordoned(name, run.plan_id))
     else:
@@ -84,11 +86,11 @@ def _reserve_freed(run: Run, name: str) -> bool:
     """``after_drain: taint``: our fence swapped for a NoSchedule taint that only pods tolerating it (value ``any``, or the
     pending pod the plan placed here when that pod was not bound in time) may pass. True when the node is reserved."""
     placed = next((p.pod for p in run.plan.placed_pending if p.to_node == name), "")
-    until = run.stamp(offset=run.settings.taint_ttl_seconds)
+    until = run.stamp(offset=run.settings.executor.taint_ttl_seconds)
     build = partial(
         ann.reservation_patch,
-        identity=run.settings.identity,
-        key=run.settings.taint_key,
+        identity=run.settings.executor.identity,
+        key=run.settings.executor.taint_key,
         pod=placed,
         until=until,
         after_drain=True,

@@ -45,14 +45,14 @@ def _recut(run: Run, change: MigRepartition) -> str:
         previous = mig.labels(node).get(mig.CONFIG_LABEL, "") or change.from_config
 
         def relabel(current: Obj) -> Obj | None:
-            if not ann.is_ours(current, run.settings.identity):
+            if not ann.is_ours(current, run.settings.executor.identity):
                 return None
             return mig.relabel_patch(change.to_config, change.allocatable, previous=previous)
 
         if patch_fresh(run.client, name, relabel, node=node) is None:
             return leave_for_operator(run, change, "the node is no longer fenced by gpu-compactor", "failed")
         run.event(events.recut_started(name, change.from_config, change.to_config, run.plan_id))
-    deadline = run.clock.monotonic() + run.settings.mig_reconfigure_timeout_seconds
+    deadline = run.clock.monotonic() + run.settings.mig.reconfigure_timeout_seconds
     while True:
         node = run.read(lambda: run.client.get_node(name)) or {}
         state = mig.progress(node, change.to_config, change.allocatable)
@@ -66,9 +66,9 @@ def _recut(run: Run, change: MigRepartition) -> str:
             return leave_for_operator(
                 run,
                 change,
-                f"not done within {run.settings.mig_reconfigure_timeout_seconds:g}s "
+                f"not done within {run.settings.mig.reconfigure_timeout_seconds:g}s "
                 f"(state {mig.labels(node).get(mig.STATE_LABEL, '-')})",
                 "timeout",
             )
         run.report(f"re-cutting {name}", waiting=f"mig-manager: {mig.labels(node).get(mig.STATE_LABEL, '-')}")
-        run.clock.sleep(run.settings.poll_seconds)
+        run.clock.sleep(run.settings.executor.poll_seconds)

@@ -24,7 +24,7 @@ log = logging.getLogger("compactor.executor")
 
 def await_reservations(run: Run, nodes: list[str]) -> None:
     """Wait (polling every ``poll_seconds``) until each reserved node in ``nodes`` is used or its TTL is over; lift each then."""
-    deadline = run.clock.monotonic() + run.settings.taint_ttl_seconds
+    deadline = run.clock.monotonic() + run.settings.executor.taint_ttl_seconds
     waiting = list(nodes)
     while waiting:
         expired = run.clock.monotonic() >= deadline
@@ -32,14 +32,17 @@ def await_reservations(run: Run, nodes: list[str]) -> None:
             user = _user(run, name)
             if user or expired:
                 _lift(
-                    run, name, f"{user} is bound there" if user else f"its {run.settings.taint_ttl_seconds}s are over"
+                    run,
+                    name,
+                    f"{user} is bound there" if user else f"its {run.settings.executor.taint_ttl_seconds}s are over",
                 )
                 waiting.remove(name)
         if waiting:
             run.report(
-                "reserving freed nodes", waiting=f"a pod tolerating {run.settings.taint_key} on {', '.join(waiting)}"
+                "reserving freed nodes",
+                waiting=f"a pod tolerating {run.settings.executor.taint_key} on {', '.join(waiting)}",
             )
-            run.clock.sleep(run.settings.poll_seconds)
+            run.clock.sleep(run.settings.executor.poll_seconds)
 
 
 def _user(run: Run, name: str) -> str:
@@ -55,7 +58,7 @@ def _user(run: Run, name: str) -> str:
 
 
 def _lift(run: Run, name: str, why: str) -> None:
-    identity, key = run.settings.identity, run.settings.taint_key
+    identity, key = run.settings.executor.identity, run.settings.executor.taint_key
 
     def build(node: Obj) -> Obj | None:
         if not ann.is_ours(node, identity) or ann.node_annotations(node).get(ann.AFTER_DRAIN) != "taint":

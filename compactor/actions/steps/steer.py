@@ -55,15 +55,15 @@ def place_pending(run: Run, placement: Placement) -> None:
         run.steerer.before_placement(run, placement, pod)
         if not (run.steerer.exact and reserve(run, placement, pod)):
             release(run, placement.to_node, OPENED)
-    deadline = run.clock.monotonic() + run.settings.steer_timeout_seconds
+    deadline = run.clock.monotonic() + run.settings.steering.steer_timeout_seconds
     while not (node := PodView(pod).node_name) and run.clock.monotonic() < deadline:
         run.report(f"placing pending {placement.pod}", waiting=f"bind on {placement.to_node}")
-        run.clock.sleep(run.settings.bind_poll_seconds)
+        run.clock.sleep(run.settings.steering.bind_poll_seconds)
         pod = run.read(lambda: run.client.get_pod(namespace, name), "reading the pending pod") or {}
     run.steerer.after_placement(run)
     release(run, placement.to_node, OPENED)  # the reservation too: the pod is bound, or its wait is over
     if not node:
-        run.note(f"pending pod {placement.pod} not bound within {run.settings.steer_timeout_seconds:g}s")
+        run.note(f"pending pod {placement.pod} not bound within {run.settings.steering.steer_timeout_seconds:g}s")
     elif node != placement.to_node:
         run.note(f"pending pod {placement.pod} was bound to {node}, not the planned {placement.to_node}")
     if node and placement.devices:
@@ -75,14 +75,14 @@ def reserve(run: Run, placement: Placement, pod: Obj) -> bool:
     node = placement.to_node
     if node not in run.state.cordoned:
         return False
-    taint = {"key": run.settings.taint_key, "value": ann.taint_value(placement.pod), "effect": "NoSchedule"}
-    until = run.stamp(offset=run.settings.steer_timeout_seconds)
+    taint = {"key": run.settings.executor.taint_key, "value": ann.taint_value(placement.pod), "effect": "NoSchedule"}
+    until = run.stamp(offset=run.settings.steering.steer_timeout_seconds)
     with run.write_ahead() as state:
         state.reserved[node] = placement.pod
     build = partial(
         ann.reservation_patch,
-        identity=run.settings.identity,
-        key=run.settings.taint_key,
+        identity=run.settings.executor.identity,
+        key=run.settings.executor.taint_key,
         pod=placement.pod,
         until=until,
     )
