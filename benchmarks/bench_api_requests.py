@@ -236,7 +236,7 @@ def main() -> int:
         "--max-holds",
         type=int,
         default=100_000,
-        help="steering.max_holds_per_move (holds only; unbounded here to measure)",
+        help="caps.max_holds_per_move (holds only; unbounded here to measure)",
     )
     parser.add_argument("--concurrency", type=int, default=1, help="caps.max_concurrent_evictions")
     parser.add_argument("-v", "--verbose", action="store_true", help="the executor's log on stderr")

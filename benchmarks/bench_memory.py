@@ -279,10 +279,11 @@ def measure(args: argparse.Namespace) -> int:
 
 def config_text(args: argparse.Namespace, steering: str) -> str:
     return (
-        f"planner:\n  time_limit_seconds: {args.time_limit}\n  place_pending: false\n"
-        f'executor:\n  steering: "{steering}"\n  max_evictions_per_cycle: {args.moves}\n  poll_seconds: 0.2\n  backoff_seconds: 0.2\n'
-        f"  bind_poll_seconds: 0.2\n  replacement_timeout_seconds: 120\n  steer_timeout_seconds: 120\n"
-        f"  max_holds_per_move: 100000\n  state_namespace: {NAMESPACE}\n"
+        f"solver:\n  time_limit_seconds: {args.time_limit}\naims:\n  place_pending: false\n"
+        f"caps:\n  max_evictions_per_cycle: {args.moves}\n  max_holds_per_move: 100000\n"
+        f'steering:\n  mechanism: "{steering}"\n  bind_poll_seconds: 0.2\n  steer_timeout_seconds: 120\n'
+        f"executor:\n  poll_seconds: 0.2\n  backoff_seconds: 0.2\n  replacement_timeout_seconds: 120\n"
+        f"  state_namespace: {NAMESPACE}\n"
     )
 
 

@@ -278,7 +278,8 @@ def run_compactor(namespace: str, args: argparse.Namespace) -> tuple[dict[str, A
         "executor": {"poll_seconds": 0.5, "replacement_timeout_seconds": 120},
     }
     if args.steering == "holds":
-        config["steering"] = {"policy_name": "no-steering-policy-installed", "max_holds_per_move": 100_000}
+        config["steering"] = {"policy_name": "no-steering-policy-installed"}
+        config["caps"]["max_holds_per_move"] = 100_000
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
         yaml.safe_dump(config, fh)
     started = time.monotonic()

@@ -110,7 +110,7 @@ def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings
         snapshot.pods,
         plan.moves,
         fencing=[*plan.freed_nodes, *kept_fenced(plan)],
-        limit=settings.steering.max_holds_per_move,
+        limit=settings.caps.max_holds_per_move,
     )
     if wall is None:
         return plan

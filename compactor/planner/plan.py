@@ -136,7 +136,7 @@ class SteeringNote(_Doc):
     stops: str = Field(
         default="",
         description="What would stop a run of this plan short, steering this way, as the planned cluster shows it: "
-        "the first move that would hold more nodes than steering.max_holds_per_move (a run stops there; before its "
+        "the first move that would hold more nodes than caps.max_holds_per_move (a run stops there; before its "
         "first move, it changes nothing). Empty when nothing would.",
     )
 

@@ -1,6 +1,6 @@
 """Every cap in one place (the ``caps`` group): how many moves one plan may make, per node, namespace, workload and
 pool; how many all runs together may make in an hour and a day; how many evictions a run starts, at once and in all; how
-long a run may go on evicting and how old a plan it may carry out."""
+many nodes steering may hold for one move; how long a run may go on evicting and how old a plan it may carry out."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ class CapsSettings(Group):
         gt=0,
         description="a plan (apply --plan) or an interrupted run older than this "
         "is refused: the cluster it was computed on is gone",
+    )
+    max_holds_per_move: int = Field(
+        25,
+        ge=1,
+        description="steering by holds: a move that would fence more nodes than this stops the run "
+        "there (partial); install the policy for large clusters",
     )
 
     @field_validator("max_draining_per_pool")

@@ -54,7 +54,7 @@ _EXECUTOR = {
     "make_before_break_selector": "steering.make_before_break_selector",
     "steer_timeout_seconds": "steering.steer_timeout_seconds",
     "bind_poll_seconds": "steering.bind_poll_seconds",
-    "max_holds_per_move": "steering.max_holds_per_move",
+    "max_holds_per_move": "caps.max_holds_per_move",
 }
 _DISRUPTION = {
     name: f"caps.{name}"

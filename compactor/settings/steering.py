@@ -43,9 +43,3 @@ class SteeringSettings(Group):
     bind_poll_seconds: float = Field(
         0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind"
     )
-    max_holds_per_move: int = Field(
-        25,
-        ge=1,
-        description="holds: a move that would fence more nodes than this stops the run "
-        "there (partial); install the policy for large clusters",
-    )

@@ -1,4 +1,4 @@
-"""``steering.max_holds_per_move``, the wall a run steering by holds meets on a large cluster (issue [18]).
+"""``caps.max_holds_per_move``, the wall a run steering by holds meets on a large cluster (issue [18]).
 
 A 400-node cluster without the steering policy never got past its first move (it would hold 84 nodes, more than 25),
 yet every run fenced and released its sources and wrote their Events first, the plan said nothing, and the report's

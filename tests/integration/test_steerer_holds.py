@@ -2,7 +2,7 @@
 holds while it waits to retry, and takes them again, read afresh, before the retry.
 
 More of steering by holds: ``test_steering.py`` (a spreading scheduler steered to the planned node, which nodes
-are held and for how long) and ``test_holds_limit.py`` (``steering.max_holds_per_move``). Steering by admission
+are held and for how long) and ``test_holds_limit.py`` (``caps.max_holds_per_move``). Steering by admission
 policy is ``test_steerer_policy.py``.
 
 Against the fake cluster (``tests/fakecluster/``) in simulated time: each scenario is planned by the real

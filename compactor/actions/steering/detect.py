@@ -59,7 +59,7 @@ def choose(client: ClusterClient, settings: RunSettings, now: datetime | None = 
     if wanted == "holds":
         return Choice(
             Mechanism.HOLDS,
-            f"steering.mechanism: holds (at most {settings.steering.max_holds_per_move} node(s) per move)",
+            f"steering.mechanism: holds (at most {settings.caps.max_holds_per_move} node(s) per move)",
         )
     found = find_policy(client, settings, now or datetime.now(UTC))
     if not found.problem:
@@ -76,7 +76,7 @@ def choose(client: ClusterClient, settings: RunSettings, now: datetime | None = 
         )
     return Choice(
         Mechanism.HOLDS,
-        f"auto: {found.problem}; holding nodes instead (at most {settings.steering.max_holds_per_move} per move; {INSTALL_HINT})",
+        f"auto: {found.problem}; holding nodes instead (at most {settings.caps.max_holds_per_move} per move; {INSTALL_HINT})",
         not_in_effect=found.not_in_effect,
     )
 

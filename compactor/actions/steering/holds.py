@@ -6,7 +6,7 @@ only ``patch nodes``, but it costs: every node with room is held for every move,
 cluster with much free room is most of it (measured: 386 of 400 nodes per move), and reading
 which nodes could take the pod means listing every node and pod per move (page by page, keeping of
 each only what the choice needs: ``choose_holds``). A move that would hold
-more than ``steering.max_holds_per_move`` nodes stops the run there (``StopHere``: what is done
+more than ``caps.max_holds_per_move`` nodes stops the run there (``StopHere``: what is done
 stays, the rest waits for the next run), with the reason in the report. Holds are recorded in the
 state before they are made; recovery releases any it finds.
 """
@@ -138,7 +138,7 @@ def _hold_plan(
 
 
 def _within_limit(run: Run, plan: Hold, why: str, target: str) -> None:
-    limit = run.settings.steering.max_holds_per_move
+    limit = run.settings.caps.max_holds_per_move
     if len(plan.rivals) > limit:
         raise StopHere(f"max_holds_per_move ({limit})", holds_detail(why, target, len(plan.rivals)))
 
@@ -166,7 +166,7 @@ class HoldsWall:
         where = "before its first move" if self.index == 0 else f"after {self.index} of its {self.moves} moves"
         return (
             f"a run steering by holds stops {where}: moving {self.pod} to {self.target} would hold {self.holds} "
-            f"node(s), more than steering.max_holds_per_move ({self.limit}); install the steering policy "
+            f"node(s), more than caps.max_holds_per_move ({self.limit}); install the steering policy "
             "(manifests/steering) to steer without holds"
         )
 
