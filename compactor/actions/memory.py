@@ -46,7 +46,7 @@ def load_history(client: ClusterClient) -> History:
 def restraints_now(client: ClusterClient, settings: Settings, now: datetime) -> Restraints:
     """What the history forbids now; when it cannot be read and a control needs it, a pause that says so (fail closed)."""
     try:
-        return restraints_at(load_history(client), settings.disruption, now, settings.caps)
+        return restraints_at(load_history(client), settings.disruption, now, caps=settings.caps)
     except HistoryUnread as exc:
         if not needs_history(settings):
             log.warning(f"{exc} (no control needs it)")

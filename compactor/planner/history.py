@@ -122,7 +122,7 @@ def _minutes(delta: timedelta) -> str:
 
 
 def restraints_at(
-    history: History, cfg: DisruptionSettings, now: datetime, caps: CapsSettings | None = None
+    history: History, cfg: DisruptionSettings, now: datetime, *, caps: CapsSettings
 ) -> Restraints:
     moved = [m for m in history.moves if m.outcome == MOVED]
     workloads: dict[str, str] = {}
@@ -136,7 +136,7 @@ def restraints_at(
         if ago < timedelta(minutes=cfg.node_cooldown_minutes):
             nodes[m.from_node] = f"drained {_minutes(ago)} ago; cooldown {cfg.node_cooldown_minutes:g} min"
             nodes[m.to_node] = f"filled {_minutes(ago)} ago; cooldown {cfg.node_cooldown_minutes:g} min"
-    left, budget = _moves_left(moved, caps or CapsSettings(), now)
+    left, budget = _moves_left(moved, caps, now)
     paused = ""
     if history.paused_until is not None and now < history.paused_until:
         paused = f"circuit breaker open until {history.paused_until.isoformat()}: {history.pause_reason}"

@@ -11,6 +11,7 @@ from compactor.planner.movability import Unmovable
 from compactor.settings import CapsSettings, DisruptionSettings, PlannerSettings
 from tests.builders import cluster, node, pod
 
+NO_CAPS = CapsSettings()
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 COOL = DisruptionSettings(workload_cooldown_minutes=30, node_cooldown_minutes=10)
 
@@ -27,23 +28,27 @@ def moved(
 
 
 def test_a_workload_and_its_nodes_cool_down_for_their_configured_minutes() -> None:
-    restraints = restraints_at(History((moved(12),)), COOL, NOW)
+    restraints = restraints_at(History((moved(12),)), COOL, NOW, caps=NO_CAPS)
     assert restraints.workloads == {"ml/ReplicaSet/a": "its workload ml/ReplicaSet/a moved 12 min ago; cooldown 30 min"}
     assert restraints.nodes == {}  # 12 minutes is past the nodes' 10
-    restraints = restraints_at(History((moved(4),)), COOL, NOW)
+    restraints = restraints_at(History((moved(4),)), COOL, NOW, caps=NO_CAPS)
     assert restraints.nodes == {
         "gpu-1": "drained 4 min ago; cooldown 10 min",
         "gpu-2": "filled 4 min ago; cooldown 10 min",
     }
-    assert not restraints_at(History((moved(31),)), COOL, NOW).any
-    assert not restraints_at(History((moved(4, outcome=FAILED),)), COOL, NOW).workloads  # only moves that happened cool
+    assert not restraints_at(History((moved(31),)), COOL, NOW, caps=NO_CAPS).any
+    assert not restraints_at(
+        History((moved(4, outcome=FAILED),)), COOL, NOW, caps=NO_CAPS
+    ).workloads  # only moves that happened cool
 
 
 def test_the_hourly_and_daily_budgets_leave_what_the_last_hour_and_day_did_not_use() -> None:
     history = History(tuple(moved(m, pod_=f"ml/a-{m}") for m in (5, 20, 50, 70, 300)))
-    hourly = restraints_at(history, DisruptionSettings(), NOW, CapsSettings(max_moves_per_hour=5))
+    hourly = restraints_at(history, DisruptionSettings(), NOW, caps=CapsSettings(max_moves_per_hour=5))
     assert (hourly.moves_left, hourly.budget) == (2, "caps.max_moves_per_hour 5 (3 moved in the last hour)")
-    both = restraints_at(history, DisruptionSettings(), NOW, CapsSettings(max_moves_per_hour=5, max_moves_per_day=6))
+    both = restraints_at(
+        history, DisruptionSettings(), NOW, caps=CapsSettings(max_moves_per_hour=5, max_moves_per_day=6)
+    )
     assert (both.moves_left, both.budget) == (1, "caps.max_moves_per_day 6 (5 moved in the last day)")
 
 
@@ -54,8 +59,10 @@ def test_the_breaker_opens_after_k_failures_of_the_last_n_and_closes_after_its_p
     history = remember(history, run, done=set(), failed=True, now=NOW, cfg=cfg)  # two more failures: 3 of the last 4
     assert history.paused_until == NOW + timedelta(minutes=60)
     assert history.pause_reason == "3 of the last 4 moves failed (disruption.breaker_failures 3)"
-    assert restraints_at(history, cfg, NOW + timedelta(minutes=59)).paused.startswith("circuit breaker open until ")
-    assert not restraints_at(history, cfg, NOW + timedelta(minutes=61)).paused
+    assert restraints_at(history, cfg, NOW + timedelta(minutes=59), caps=NO_CAPS).paused.startswith(
+        "circuit breaker open until "
+    )
+    assert not restraints_at(history, cfg, NOW + timedelta(minutes=61), caps=NO_CAPS).paused
     calm = remember(History((moved(30),)), run, done={"ml/b-0", "ml/b-1"}, failed=False, now=NOW, cfg=cfg)
     assert calm.paused_until is None and [m.outcome for m in calm.moves] == [MOVED, MOVED, MOVED]
 
@@ -72,12 +79,12 @@ def test_moves_refused_at_their_recheck_are_not_failures_and_history_is_bounded(
 
 def test_a_move_back_where_a_recent_move_came_from_is_an_oscillation() -> None:
     day = DisruptionSettings(oscillation_hours=24)
-    restraints = restraints_at(History((moved(60),)), day, NOW)
+    restraints = restraints_at(History((moved(60),)), day, NOW, caps=NO_CAPS)
     assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], restraints) == ["ml/ReplicaSet/a gpu-2 -> gpu-1"]
     assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-3")], restraints) == []
-    later = restraints_at(History((moved(60 * 25),)), day, NOW)
+    later = restraints_at(History((moved(60 * 25),)), day, NOW, caps=NO_CAPS)
     assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], later) == []  # a day later: allowed
-    off = restraints_at(History((moved(60),)), DisruptionSettings(), NOW)
+    off = restraints_at(History((moved(60),)), DisruptionSettings(), NOW, caps=NO_CAPS)
     assert undoes([("ml/ReplicaSet/a", "gpu-2", "gpu-1")], off) == []  # the guard is off by default
 
 
@@ -93,7 +100,9 @@ def _cluster() -> object:
 
 
 def test_the_plan_leaves_a_cooling_workload_in_place_and_says_why_per_pod() -> None:
-    restraints = restraints_at(History((moved(12, pod_="ml/a-old", source="gpu-9", target="gpu-8"),)), COOL, NOW)
+    restraints = restraints_at(
+        History((moved(12, pod_="ml/a-old", source="gpu-9", target="gpu-8"),)), COOL, NOW, caps=NO_CAPS
+    )
     plan = build_plan(
         _cluster(),
         PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
@@ -114,7 +123,7 @@ def test_a_cooling_node_is_neither_drained_nor_filled_and_the_budget_caps_the_pl
         History((moved(4, pod_="ml/x-0", workload="ml/ReplicaSet/x", source="gpu-3", target="gpu-9"),)),
         DisruptionSettings(node_cooldown_minutes=10),
         NOW,
-        CapsSettings(max_moves_per_hour=1),
+        caps=CapsSettings(max_moves_per_hour=1),
     )
     plan = build_plan(
         _cluster(),
