@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -659,3 +662,29 @@ class PdbWatcher(threading.Thread):
         self._stop_event.set()
         self.join(timeout=30)
         return self.result
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    """A local controller's HTTP endpoint: status and body (0 and the error when it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def gauge(text: str, name: str) -> float | None:
+    """The first sample of metric ``name`` in a /metrics page (None: absent)."""
+    line = next(
+        (line for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")), None
+    )
+    return float(line.rsplit(" ", 1)[1]) if line else None
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

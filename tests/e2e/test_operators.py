@@ -13,10 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +31,14 @@ from tests.e2e.helpers import (
     STATE_NAMESPACE,
     Kube,
     compactor_marks,
+    free_port,
+    gauge,
     get_or_none,
     kubeconfig_args,
     name_of,
     raw,
     run_compactor,
+    scrape,
     start_compactor,
     wait_for,
 )
@@ -228,29 +228,6 @@ def test_a_two_second_api_outage_mid_run_ends_with_nothing_left_fenced(
         proxy.close()
 
 
-def _scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError as exc:
-        return 0, str(exc)
-
-
-def _gauge(text: str, name: str) -> float | None:
-    line = next(
-        (line for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")), None
-    )
-    return float(line.rsplit(" ", 1)[1]) if line else None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within_seconds_on_sigterm(
     kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
 ) -> None:
@@ -258,7 +235,7 @@ def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within
     proxy of its own; once the leader has handed over, the survivor's API server stops answering: it fails /readyz, not
     /healthz (a brownout reaches every replica at once, and restarting them all cures nothing)."""
     config, _written, _plan_made = _plan(kube, fleet_namespace, gpu_fleet, tmp_path)
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
     kubeconfig = Path(os.environ["KUBECONFIG"])
     proxies = [FlakyProxy(upstream_of(kubeconfig)) for _ in range(2)]  # each replica's own path to the API server
@@ -283,7 +260,7 @@ def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within
     try:
 
         def leaders() -> tuple[list[float | None], str]:
-            seen = [_gauge(_scrape(port)[1], "gpu_compactor_leader") for port in ports]
+            seen = [gauge(scrape(port)[1], "gpu_compactor_leader") for port in ports]
             return seen, f"leader gauges {seen}"
 
         wait_for(
@@ -294,7 +271,7 @@ def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within
         )
 
         def figures() -> tuple[bool, str]:
-            found = [_gauge(_scrape(port)[1], "gpu_compactor_blocked_pending_pods") for port in ports]
+            found = [gauge(scrape(port)[1], "gpu_compactor_blocked_pending_pods") for port in ports]
             return all(f is not None for f in found), f"figures exported: {found}"
 
         wait_for(figures, timeout=120, interval=1, what="both replicas to export the figures")
@@ -332,25 +309,25 @@ def test_two_controller_replicas_one_acts_both_export_and_the_lease_moves_within
             f"exit {replicas[leader].returncode}:\n{logs[leader].read_text()[-3000:]}"
         )
         survivor = 1 - leader
-        status, body = _scrape(ports[survivor], "/healthz")
+        status, body = scrape(ports[survivor], "/healthz")
         assert status == 200, body
         # the API server stops answering the survivor: its cycles and Lease renewals hang, and /readyz must say so while
         # /healthz (the process's own liveness) stays up
         proxies[survivor].stall()
         stalled = time.monotonic()
         wait_for(
-            lambda: (_scrape(ports[survivor], "/readyz")[0] == 503, str(_scrape(ports[survivor], "/readyz"))),
+            lambda: (scrape(ports[survivor], "/readyz")[0] == 503, str(scrape(ports[survivor], "/readyz"))),
             timeout=120,
             interval=1,
             what="/readyz to fail while Lease renewals stop",
         )
-        status, body = _scrape(ports[survivor], "/readyz")
+        status, body = scrape(ports[survivor], "/readyz")
         assert "Lease" in body, body
         assert time.monotonic() - stalled < 90, "a readiness probe would have waited too long"
-        assert _scrape(ports[survivor], "/healthz") == (200, "ok\n")  # not restarted for the API server's outage
+        assert scrape(ports[survivor], "/healthz") == (200, "ok\n")  # not restarted for the API server's outage
         proxies[survivor].resume()
         wait_for(
-            lambda: (_scrape(ports[survivor], "/readyz")[0] == 200, str(_scrape(ports[survivor], "/readyz"))),
+            lambda: (scrape(ports[survivor], "/readyz")[0] == 200, str(scrape(ports[survivor], "/readyz"))),
             timeout=120,
             interval=1,
             what="/readyz to recover once the API server answers again",
