@@ -71,6 +71,12 @@ class ClusterClient(Protocol):
         (``a=b,c in (d)``: the API's text form), each narrowing the list the server sends."""
         ...
 
+    def list_pending_pods(self) -> list[Obj]:
+        """Pods no node holds yet (``spec.nodeName`` empty, phase ``Pending``): the one narrow list the controller's
+        pending trigger sends every few seconds, so it costs the API server what the waiting pods weigh, not the
+        cluster's."""
+        ...
+
     def get_owner(self, namespace: str, kind: str, name: str) -> Obj | None:
         """The ``apps/v1`` ReplicaSet, StatefulSet or Deployment ``namespace/name`` (its ``spec.selector`` finds its pods,
         a ReplicaSet's ``ownerReferences`` its Deployment); None when absent or of another kind."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from compactor.actions import migmanager
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, T
+from compactor.actions.objects import PodView, is_waiting
 from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref, selector_text_matches
 from compactor.actions.pods import pod_key
 from compactor.actions.steering.pin import creator_of, pin_for, pinned
@@ -110,6 +111,9 @@ class DryRunWorld:
                 and selector_text_matches(label_selector or "", (p.get("metadata") or {}).get("labels") or {})
             ]
         )
+
+    def list_pending_pods(self) -> list[Obj]:
+        return copy.deepcopy([p for p in self.pods.values() if is_waiting(PodView(p))])
 
     def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
         return [k for node in self.nodes.values() if (k := keep(copy.deepcopy(node))) is not None]

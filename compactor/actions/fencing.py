@@ -73,6 +73,9 @@ class FencedClient:
     ) -> list[Obj]:
         return self.inner.list_pods(node_name=node_name, namespace=namespace, label_selector=label_selector)
 
+    def list_pending_pods(self) -> list[Obj]:
+        return self.inner.list_pending_pods()
+
     def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
         return self.inner.scan_nodes(keep)
 

@@ -123,6 +123,25 @@ class PodView(ObjectView):
     def tolerations(self) -> list[dict[str, Any]]:
         return [dict(t) for t in self.spec.get("tolerations") or [] if isinstance(t, dict)]
 
+    @property
+    def scheduler_name(self) -> str:
+        return str(self.spec.get("schedulerName") or "default-scheduler")
+
+    @property
+    def unschedulable_since(self) -> str:
+        """When its scheduler last found no node for it (the ``PodScheduled`` condition: ``False``, reason
+        ``Unschedulable``, its ``lastTransitionTime``); "" when it did not, or has not tried yet."""
+        for condition in self.status.get("conditions") or []:
+            if isinstance(condition, dict) and condition.get("type") == "PodScheduled":
+                unschedulable = condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
+                return str(condition.get("lastTransitionTime") or "") if unschedulable else ""
+        return ""
+
+
+def is_waiting(pod: PodView) -> bool:
+    """No node holds it yet and it is not finished: what ``list_pending_pods`` lists."""
+    return not pod.node_name and pod.phase in ("Pending", "")  # "": as a snapshot without status shows a new pod
+
 
 class NodeView(ObjectView):
     """A node: its taints and whether an operator cordoned it."""

@@ -10,7 +10,14 @@ from compactor.app.wiring import wire_controller
 from compactor.commands.options import add_common_options, settings_from_args
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import parse_listen
-from compactor.controller.loop import DEFAULT_INTERVAL, DEFAULT_LISTEN, Controller, ControllerOptions
+from compactor.controller.loop import (
+    DEFAULT_INTERVAL,
+    DEFAULT_LISTEN,
+    DEFAULT_PENDING_AFTER,
+    DEFAULT_PENDING_GAP,
+    Controller,
+    ControllerOptions,
+)
 from compactor.errors import CompactorError
 from compactor.settings import Settings
 
@@ -21,6 +28,10 @@ def cmd_controller(args: argparse.Namespace) -> int:
     if args.stale_after is not None and args.stale_after <= args.interval:
         raise CompactorError(
             f"--stale-after must be longer than --interval ({args.interval:g} s), got {args.stale_after:g}"
+        )
+    if args.pending_after < 0 or args.pending_gap < 0:
+        raise CompactorError(
+            f"--pending-after and --pending-gap must be >= 0, got {args.pending_after:g} and {args.pending_gap:g}"
         )
     parse_listen(args.listen)
     settings = settings_from_args(args)
@@ -54,6 +65,8 @@ def controller_options(args: argparse.Namespace, settings: Settings) -> Controll
         report_only=args.report_only or settings.mode == "report",
         clean_up=not args.dry_run,
         stale_after=args.stale_after,
+        pending_after=args.pending_after,
+        pending_gap=args.pending_gap,
     )
 
 
@@ -84,6 +97,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "+ solver.time_limit_seconds), when one cycle runs longer than twice the worst-case run, "
         "or when the Lease was neither renewed nor seen to change for two lease durations",
     )
+    _add_pending_options(parser)
     parser.add_argument(
         "--listen",
         default=DEFAULT_LISTEN,
@@ -94,3 +108,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--no-leader-election", action="store_true", help="act without the Lease (one replica only!)")
     parser.add_argument("--report-only", action="store_true", help="export the figures; never recover, plan or execute")
     parser.set_defaults(handler=cmd_controller)
+
+
+def _add_pending_options(parser: argparse.ArgumentParser) -> None:
+    """The pending trigger (compactor/app/pending.py): a blocked GPU pod starts a cycle before the interval is up."""
+    parser.add_argument(
+        "--pending-after",
+        type=float,
+        default=DEFAULT_PENDING_AFTER,
+        metavar="SECONDS",
+        help="a GPU pod its scheduler has found no node for, for this long, starts a cycle at once, not at the next "
+        f"--interval (default {DEFAULT_PENDING_AFTER:g}; 0: off); once per pod",
+    )
+    parser.add_argument(
+        "--pending-gap",
+        type=float,
+        default=DEFAULT_PENDING_GAP,
+        metavar="SECONDS",
+        help=f"such a cycle starts at least this long after the last one began (default {DEFAULT_PENDING_GAP:g})",
+    )

@@ -55,6 +55,7 @@ class Exporter(Collector):
         self._rollbacks: dict[str, int] = dict.fromkeys(ROLLBACK_REASONS, 0)
         self._evictions = 0
         self._cycle_errors = 0
+        self._pending_triggers = 0
         self._last_cycle: float | None = None
         self._leader = False
         self._gained: tuple[int, int] | None = None
@@ -162,6 +163,11 @@ class Exporter(Collector):
         with self._lock:
             self._cycle_errors += 1
 
+    def record_pending_trigger(self) -> None:
+        """A GPU pod blocked long enough started a cycle before the interval was up."""
+        with self._lock:
+            self._pending_triggers += 1
+
     def set_leader(self, leader: bool) -> None:
         with self._lock:
             self._leader = leader
@@ -186,6 +192,7 @@ class Exporter(Collector):
         with self._lock:
             figures, fenced, leader = self._figures, self._fenced, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
+            triggers = self._pending_triggers
             rollbacks = dict(self._rollbacks)
             gained, recuts = self._gained, dict(self._recuts)
             steering, steering_runs, not_in_effect = self._steering, dict(self._steering_runs), self._not_in_effect
@@ -231,6 +238,11 @@ class Exporter(Collector):
         yield recut_family
         yield CounterMetricFamily(
             PREFIX + "cycle_errors", "Cycles that stopped on an error before completing.", value=errors
+        )
+        yield CounterMetricFamily(
+            PREFIX + "pending_triggered_cycles",
+            "Cycles started before the interval because a GPU pod had waited --pending-after seconds for a node.",
+            value=triggers,
         )
         if gained is not None:
             yield GaugeMetricFamily(

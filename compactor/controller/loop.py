@@ -1,5 +1,6 @@
 """The controller's loop: a compaction cycle every ``interval`` seconds (``compactor.app.tick.run_cycle``, over ``compactor.app.cycle.cycle``) on the replica
-that holds the Lease, figures on every replica; the probes /healthz and /readyz answer from its bookkeeping."""
+that holds the Lease, figures on every replica, and a cycle at once when a GPU pod has waited ``pending_after`` seconds for a
+node its scheduler did not find (``compactor.app.pending``); the probes /healthz and /readyz answer from its bookkeeping."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from compactor.app.pending import Blocked, PendingTrigger, blocked_gpu_pods
 from compactor.app.ports import (
     Clock,
     ClusterClient,
@@ -33,6 +35,9 @@ log = logging.getLogger("compactor.controller")
 
 DEFAULT_INTERVAL = 600.0
 DEFAULT_LISTEN = ":8080"
+DEFAULT_PENDING_AFTER = 60.0  # a GPU pod blocked this long starts a cycle (0: never)
+DEFAULT_PENDING_GAP = 300.0  # ... at most this long after a cycle began
+PENDING_CHECK_SECONDS = 15.0  # how often the leader lists the pods waiting for a node
 
 
 # How long a replica may go without renewing the Lease or seeing it change before /readyz fails: a follower
@@ -51,6 +56,8 @@ class ControllerOptions:
     # /healthz fails after this long without a cycle starting or ending (None: see stale_after_default)
     stale_after: float | None = None
     cycle_limit: float | None = None  # /healthz fails when one cycle runs longer (None: see cycle_limit_default)
+    pending_after: float = DEFAULT_PENDING_AFTER  # 0: no pending trigger
+    pending_gap: float = DEFAULT_PENDING_GAP
 
 
 def stale_after_default(interval: float, settings: Settings) -> float:
@@ -108,6 +115,12 @@ class Controller:
         host, port = parse_listen(options.listen)
         self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)
+        self._cycle_began: float | None = None  # clock.monotonic() when the last cycle began
+        self.pending = (
+            PendingTrigger(options.pending_after, options.pending_gap)
+            if options.pending_after > 0 and not options.report_only
+            else None
+        )
         exporter.set_leader(elector is None)
 
     # ----- probes
@@ -192,7 +205,7 @@ class Controller:
         if self._stopping.is_set():
             self._interrupt.set()
         self._cycle_running.set()
-        self._cycle_since = self._progress_at = self.clock.monotonic()
+        self._cycle_since = self._progress_at = self._cycle_began = self.clock.monotonic()
         try:
             report = run_cycle(
                 self.load_snapshot,
@@ -225,6 +238,32 @@ class Controller:
         log.info("cycle done", extra={"leader": leader, "executed": report.run is not None, **report.summary()})
         return report
 
+    def check_pending(self) -> list[Blocked]:
+        """The pending trigger's round, on the leader between cycles: the blocked GPU pods that start a cycle now."""
+        if self.pending is None or self._stopping.is_set() or self._cycle_running.is_set():
+            return []
+        if self.elector is not None and not self.elector.is_leader:
+            return []
+        try:
+            waiting = self.client.list_pending_pods()
+        except CompactorError as exc:
+            log.warning("pending trigger: %s", exc)
+            return []
+        began = None if self._cycle_began is None else self.clock.monotonic() - self._cycle_began
+        blocked = blocked_gpu_pods(waiting, self.clock.now(), self.settings.movable.scheduler_names)
+        due = self.pending.due(blocked, began)
+        if due:
+            first = due[0]
+            log.info(
+                f"pending trigger: {first.key} has waited {first.waited_seconds:.0f} s for a node"
+                f"{f' (and {len(due) - 1} more GPU pod(s))' if len(due) > 1 else ''}: a cycle now",
+                extra={"pods": [b.key for b in due]},
+            )
+            self.exporter.record_pending_trigger()
+            if self._scheduler is not None:
+                self._scheduler.modify_job("cycle", next_run_time=datetime.now(UTC))
+        return due
+
     # ----- lifecycle
 
     def start(self) -> None:
@@ -253,6 +292,16 @@ class Controller:
                 coalesce=True,
                 next_run_time=now,
             )
+        if self.pending is not None:
+            scheduler.add_job(
+                self.check_pending,
+                "interval",
+                seconds=min(PENDING_CHECK_SECONDS, self.options.pending_after),
+                id="pending",
+                name="pending trigger",
+                max_instances=1,
+                coalesce=True,
+            )
         self._progress_at = self.clock.monotonic()
         if self.elector is not None:
             self._lease_grace_from = self.elector.monotonic()
@@ -264,6 +313,7 @@ class Controller:
             extra={
                 "listen": f"{self.options.listen} (port {self.server.port})",
                 "interval": self.options.interval,
+                "pendingAfter": self.options.pending_after if self.pending is not None else None,
                 "dryRun": self.options.dry_run,
                 "reportOnly": self.options.report_only,
                 "identity": self.elector.identity if self.elector else "(no leader election)",

@@ -22,6 +22,7 @@ from compactor.kube.transport import MERGE_PATCH, api_error, reply_object
 log = logging.getLogger(__name__)
 
 _RETRYABLE = frozenset({500, 502, 503, 504})
+PENDING_FIELDS = "spec.nodeName=,status.phase=Pending"  # both field labels the API server indexes for pods
 
 
 class PodCalls(ClientBase):
@@ -53,6 +54,18 @@ class PodCalls(ClientBase):
                 f"pods{where or ' in all namespaces'}",
                 field_selector=field_selector,
                 label_selector=label_selector or None,
+            )
+        )
+
+    def list_pending_pods(self) -> list[Obj]:
+        return self._list(
+            _Listing(
+                self._core.list_pod_for_all_namespaces,
+                (),
+                "Pod",
+                "v1",
+                "pods waiting for a node",
+                field_selector=PENDING_FIELDS,
             )
         )
 

@@ -121,9 +121,7 @@ def _minutes(delta: timedelta) -> str:
     return f"{delta.total_seconds() / 60:.0f} min"
 
 
-def restraints_at(
-    history: History, cfg: DisruptionSettings, now: datetime, *, caps: CapsSettings
-) -> Restraints:
+def restraints_at(history: History, cfg: DisruptionSettings, now: datetime, *, caps: CapsSettings) -> Restraints:
     moved = [m for m in history.moves if m.outcome == MOVED]
     workloads: dict[str, str] = {}
     nodes: dict[str, str] = {}

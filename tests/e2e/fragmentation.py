@@ -138,8 +138,11 @@ class StartingState:
         return found
 
 
-def build(kube: Kube, namespace: str, fleet: Fleet, state: StartingState) -> list[Workload]:
-    """Create ``state`` in ``namespace`` on ``fleet`` and wait until it has settled; returns the Deployments with PDBs."""
+def build(
+    kube: Kube, namespace: str, fleet: Fleet, state: StartingState, *, pending_later: bool = False
+) -> list[Workload]:
+    """Create ``state`` in ``namespace`` on ``fleet`` and wait until it has settled; returns the Deployments with PDBs.
+    ``pending_later``: the nodes are left fragmented for the pending pod, which the caller adds (``add_pending``)."""
     workloads = state.workloads(fleet.total_gpus)
     for size in sorted({w.gpus for w in workloads}, reverse=True):
         for w in workloads:
@@ -163,7 +166,7 @@ def build(kube: Kube, namespace: str, fleet: Fleet, state: StartingState) -> lis
         interval=1,
         what="the scaled-down pods to be gone and every PDB to allow one disruption",
     )
-    if state.pending_gpus:
+    if state.pending_gpus and not pending_later:
         add_pending(kube, namespace, fleet, state.pending_gpus)
     return workloads
 

@@ -133,6 +133,19 @@ class FakeCluster(Controllers):
             "list_pods", {"node_name": node_name, "namespace": namespace, "label_selector": label_selector}, run
         )
 
+    def list_pending_pods(self) -> list[Obj]:
+        """On the wire: pods with the field selector ``spec.nodeName=,status.phase=Pending``."""
+        return self._call(
+            "list_pending_pods",
+            {},
+            lambda: [
+                copy.deepcopy(p)
+                for _, p in sorted(self.pods.items())
+                if not p.get("spec", {}).get("nodeName")
+                and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+            ],
+        )
+
     def scan_nodes(self, keep: Callable[[Obj], T | None]) -> list[T]:
         """On the wire the same request as ``list_nodes()``: recorded, and failed by ``fail_next("list_nodes")``, as one."""
         return self._call(

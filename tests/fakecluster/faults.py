@@ -20,6 +20,7 @@ METHODS = (
     "list_nodes",
     "get_node",
     "list_pods",
+    "list_pending_pods",
     "get_pod",
     "list_pdbs",
     "list_dra",

@@ -90,6 +90,25 @@ def _set_condition(pod: Obj, type_: str, status: bool) -> None:
     pod["status"]["conditions"] = [*conditions, {"type": type_, "status": "True" if status else "False"}]
 
 
+def _set_unschedulable(pod: Obj, at: str) -> None:
+    """As kube-scheduler records a failed attempt: ``PodScheduled`` False, reason ``Unschedulable``, the transition time
+    kept while it stays so (the API server's UpdatePodCondition moves it only when status or reason change)."""
+    conditions = pod.setdefault("status", {}).get("conditions") or []
+    old = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
+    if old.get("status") == "False" and old.get("reason") == "Unschedulable":
+        return
+    pod["status"]["conditions"] = [
+        *(c for c in conditions if c.get("type") != "PodScheduled"),
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "lastTransitionTime": at,
+            "message": "no node fits the pod (the fake scheduler)",
+        },
+    ]
+
+
 def _controller_ref_of(pod: Obj) -> Obj | None:
     return next((ref for ref in pod["metadata"].get("ownerReferences") or [] if ref.get("controller")), None)
 

@@ -22,6 +22,7 @@ from tests.fakecluster.objects import (
     _iso,
     _phase,
     _set_condition,
+    _set_unschedulable,
     _terminating,
     is_fenced,
 )
@@ -102,6 +103,7 @@ class SchedulerAndKubelet(FaultInjection):
                 and pod.requests.fits_in(n.allocatable - used[n.name])
             ]
             if not fits:
+                _set_unschedulable(raw, _iso(self.time))
                 continue
 
             def rank(n: Node) -> tuple[bool, float, str]:

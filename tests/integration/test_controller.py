@@ -349,12 +349,14 @@ def test_controller_arguments_and_defaults() -> None:
         ":8080",
     )
     assert (args.dry_run, args.no_leader_election, args.report_only) == (False, False, False)
+    assert (args.pending_after, args.pending_gap) == (60.0, 300.0)
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["controller", "--interval", "0"], "--interval must be > 0"),
+        (["controller", "--pending-after", "-1"], "--pending-after and --pending-gap must be >= 0"),
         (["controller", "--listen", "8080"], "expected [HOST]:PORT"),
         (["controller", "--listen", ":http"], "is not a number"),
     ],

@@ -200,6 +200,16 @@ def test_cycle_errors_count_and_the_last_cycle_is_a_timestamp_gauge_the_alerts_r
     assert value(registry, "gpu_compactor_last_cycle_timestamp_seconds") == 1_767_226_200.0
 
 
+def test_cycles_a_pending_pod_started_are_a_counter_present_from_the_start() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    assert value(registry, "gpu_compactor_pending_triggered_cycles_total") == 0
+    exporter.record_pending_trigger()
+    families = {f.name: f for f in text_string_to_metric_families(exporter.render()[0].decode())}
+    assert families["gpu_compactor_pending_triggered_cycles"].type == "counter"
+    assert value(registry, "gpu_compactor_pending_triggered_cycles_total") == 1
+
+
 def test_two_exporters_with_their_own_registries_do_not_interfere() -> None:
     first, second = Exporter(), Exporter()
     first.record_run("failed")

@@ -76,6 +76,19 @@ def test_list_pods_on_a_node_uses_a_field_selector_across_namespaces(fake_api: F
     assert request.param("fieldSelector") == "spec.nodeName=gpu-1" and request.param("limit") == "500"
 
 
+def test_the_pods_waiting_for_a_node_are_one_list_narrowed_by_the_server(fake_api: FakeApiServer) -> None:
+    done = pod("done")
+    done["status"] = {"phase": "Failed"}  # unbound and finished: not waiting
+    fake_api.add(pod("a", on="gpu-1"), pod("waiting", gpus=8), pod("waiting-too", namespace="ml"), done)
+    found = _client(fake_api, page_size=1).list_pending_pods()
+    assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in found) == [
+        ("default", "waiting"),
+        ("ml", "waiting-too"),
+    ]
+    requests = fake_api.requests_to("/api/v1/pods", "GET")
+    assert {r.param("fieldSelector") for r in requests} == {"spec.nodeName=,status.phase=Pending"}
+
+
 def test_list_all_pods_has_no_field_selector(fake_api: FakeApiServer) -> None:
     fake_api.add(pod("a", on="gpu-1"), pod("b", on="gpu-2", namespace="ml"), pod("pending"))
     assert len(_client(fake_api, page_size=1).list_pods()) == 3

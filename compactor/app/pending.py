@@ -1,0 +1,76 @@
+"""The controller's pending trigger: a GPU pod its scheduler has found no node for, for a while, starts a cycle before
+the interval is up, since waiting for it is what fragmentation costs. The trigger reads one narrow list (the pods no node
+holds: ``ClusterClient.list_pending_pods``) and decides here, on plain data.
+
+It fires for a pod that newly became blocked, never twice for the same pod (a cycle that could not place it will not
+place it the next minute either: the interval's cycle tries again), and at most once per ``gap`` after any cycle
+began. A GPU pod is one that asks for a GPU or a MIG slice, or holds a DRA claim (whose devices the list cannot tell:
+a cycle finds out), of a scheduler the plan may place pods of (``movable.scheduler_names``), not held back by
+scheduling gates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from compactor.actions.client import Obj
+from compactor.actions.objects import PodView, is_waiting
+from compactor.actions.pods import requests_gpu
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A GPU pod its scheduler found no node for, and how long ago it first did."""
+
+    key: str
+    waited_seconds: float
+
+
+def blocked_gpu_pods(pods: Iterable[Obj], now: datetime, scheduler_names: Iterable[str]) -> list[Blocked]:
+    """The GPU pods among ``pods`` that wait for a node after their scheduler found none, longest waiting first."""
+    schedulers = set(scheduler_names)
+    found = []
+    for raw in pods:
+        pod = PodView(raw)
+        since = _parse_time(pod.unschedulable_since)
+        if (
+            since is None
+            or not is_waiting(pod)
+            or pod.terminating
+            or pod.spec.get("schedulingGates")
+            or pod.scheduler_name not in schedulers
+            or not (requests_gpu(raw) or pod.spec.get("resourceClaims"))
+        ):
+            continue
+        found.append(Blocked(pod.key, max(0.0, (now - since).total_seconds())))
+    return sorted(found, key=lambda b: (-b.waited_seconds, b.key))
+
+
+@dataclass
+class PendingTrigger:
+    """When blocked GPU pods should start a cycle early: after ``after_seconds`` of waiting, at most once per ``gap_seconds``
+    after a cycle began, once per pod."""
+
+    after_seconds: float
+    gap_seconds: float
+    _fired_for: set[str] = field(default_factory=set)
+
+    def due(self, blocked: list[Blocked], since_cycle_began: float | None) -> list[Blocked]:
+        """The pods that start a cycle now (empty: none); ``since_cycle_began``: seconds since the last cycle began
+        (None: none has). Those returned are remembered: they never start another."""
+        waiting = {b.key for b in blocked}
+        self._fired_for &= waiting  # a pod placed, gone or no longer blocked may start one again if blocked anew
+        ready = [b for b in blocked if b.waited_seconds >= self.after_seconds and b.key not in self._fired_for]
+        if not ready or (since_cycle_began is not None and since_cycle_began < self.gap_seconds):
+            return []
+        self._fired_for |= {b.key for b in ready}
+        return ready
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
