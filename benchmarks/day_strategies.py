@@ -26,6 +26,7 @@ from day_replay import Day, Pod
 
 from compactor.actions.scope import kept_fenced
 from compactor.app.figures import shapes_for
+from compactor.app.pending import Blocked, PendingTrigger
 from compactor.app.planning import offline_steerability, plan_of
 from compactor.errors import CompactorError
 from compactor.model.load import build_snapshot
@@ -79,30 +80,42 @@ def _fits_elsewhere(day: Day, pod: Pod, node: int) -> bool:
 
 
 class Compactor:
-    """``run --once`` every tick (``blocked_after``: only when a GPU pod has waited that long, at most once per tick)."""
+    """``run --once`` every tick; with a ``trigger`` (ticks every ``PENDING_CHECK_SECONDS``), the controller's cycles
+    instead: one every ``every`` seconds, and one at once when its pending trigger says so (``compactor.app.pending``,
+    the controller's own rule: a GPU pod waiting ``--pending-after``, once per pod, not within ``--pending-gap`` of the
+    last cycle), after which the interval counts from there."""
 
     def __init__(
-        self, settings: Settings | None = None, *, blocked_after: float | None = None, min_interval: float = 0.0
+        self, settings: Settings | None = None, *, trigger: PendingTrigger | None = None, every: float = 0.0
     ) -> None:
         self.settings = settings or load_settings(str(SHIPPED_CONFIG))
-        self.blocked_after = blocked_after
-        self.min_interval = min_interval
+        self.trigger = trigger
+        self.every = every
+        self.next_regular = every
         self.last_run = -float("inf")
         self.node_objects: list[dict[str, Any]] | None = None
         self.history: list[MoveRecord] = []
         self.busy_until = -1.0
 
     def __call__(self, day: Day) -> None:
-        if day.now < self.busy_until or day.now - self.last_run < self.min_interval:
-            return  # the last run is still carrying its plan out, or ran too recently
-        if self.blocked_after is not None and not any(
-            p.gpus and p.first_bound < 0 and day.now - p.arrived >= self.blocked_after for p in day.queue.values()
-        ):
+        if day.now < self.busy_until:  # the last run is still carrying its plan out: the controller's cycle waits
+            while self.next_regular <= day.now:  # the scheduler skips a run due while the last still goes on
+                self.next_regular += self.every
             return
-        self.last_run = day.now
+        if self.trigger is not None and not self._controller_due(day):
+            return
+        self.last_run, self.next_regular = day.now, day.now + self.every
         plan = self._plan(day)
         if plan is not None and (plan.moves or plan.placed_pending):
             self._carry_out(day, plan)
+
+    def _controller_due(self, day: Day) -> bool:
+        """The interval's cycle when it is due, else one the pending trigger starts (its own decision code)."""
+        if day.now >= self.next_regular:
+            return True
+        assert self.trigger is not None
+        blocked = [Blocked(str(p.id), day.now - p.arrived) for p in day.queue.values() if p.gpus and p.first_bound < 0]
+        return bool(self.trigger.due(blocked, day.now - self.last_run))
 
     def _plan(self, day: Day) -> CompactionPlan | None:
         snapshot = build_snapshot(self._objects(day), source="replay")
@@ -116,7 +129,9 @@ class Compactor:
                 source="replay",
                 now=now,
                 steering=offline_steerability(self.settings),
-                restraints=restraints_at(History(tuple(self.history)), self.settings.disruption, now),
+                restraints=restraints_at(
+                    History(tuple(self.history)), self.settings.disruption, now, caps=self.settings.caps
+                ),
             )
         except CompactorError:
             return None

@@ -36,8 +36,10 @@ The strategies (``day_strategies.py``), each on the same workload and seed
       its plan carried out as the executor does (the freed nodes and those drained for a pending pod fenced,
       ``max_concurrent_evictions`` at once, each replacement serving before the next eviction, no eviction started
       after ``max_run_seconds``, a move the cluster no longer allows stopping the run);
-    * ``compactor-when-blocked``: the same, run only when a GPU pod has waited a minute, at most every ``--every``
-      minutes. The controller has no such trigger yet (it runs on its interval): this row says what one would give.
+    * ``compactor-pending-trigger``: the controller as deployed: the same every ``--every`` minutes, and a cycle at once
+      when its pending trigger says so (``compactor.app.pending``, the controller's own code: a GPU pod waiting 60 s
+      since it arrived, once per pod, not within 300 s of the last cycle; looked at every 15 s), the interval then
+      counting from it.
 
 Figures per strategy: GPU allocation over time (GPUs held by bound pods / the cluster's GPUs) and its mean; queue time of
 the day's GPU pods by size (1, 2-4, 8 GPUs: p50, p95, max; pods still waiting at the end count with their wait so far);
@@ -66,13 +68,14 @@ import trace_replay  # noqa: E402  (benchmarks/ is not a package)
 from day_replay import SIZES, Day, Figures, arrivals_only, arrivals_until, percentile, read_stream, workload  # noqa: E402
 from day_strategies import SHIPPED_CONFIG, Compactor, HighNodeUtilization  # noqa: E402
 
+from compactor.app.pending import PendingTrigger  # noqa: E402
+from compactor.controller.loop import DEFAULT_PENDING_AFTER, DEFAULT_PENDING_GAP, PENDING_CHECK_SECONDS  # noqa: E402
 from compactor.settings import Settings, load_settings  # noqa: E402
 
-STRATEGIES = ("none", "most-allocated", "hnu", "compactor", "compactor-when-blocked")
+STRATEGIES = ("none", "most-allocated", "hnu", "compactor", "compactor-pending-trigger")
 FGD_ARRIVED = 1.3  # FGD's experiments stop once 130% of the cluster's GPUs have been asked for
 FGD_RESULTS = HERE.parent.parent / "shared" / "data" / "fgd-simulator-expected-results" / "analysis_allo_discrete.csv"
 FGD_POINTS = (50, 70, 90, 100, 110, 120, 130)
-BLOCKED_AFTER = 60.0
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,10 @@ def _ticks(strategy: str, options: Options) -> list[tuple[float, float, Callable
         return [(every, every, HighNodeUtilization())]
     if strategy == "compactor":
         return [(every, every, Compactor(settings_for(options)))]
-    if strategy == "compactor-when-blocked":
-        action = Compactor(settings_for(options), blocked_after=BLOCKED_AFTER, min_interval=every)
-        return [(BLOCKED_AFTER, BLOCKED_AFTER, action)]
+    if strategy == "compactor-pending-trigger":
+        trigger = PendingTrigger(DEFAULT_PENDING_AFTER, DEFAULT_PENDING_GAP)
+        action = Compactor(settings_for(options), trigger=trigger, every=every)
+        return [(PENDING_CHECK_SECONDS, PENDING_CHECK_SECONDS, action)]
     return []
 
 

@@ -73,3 +73,34 @@ def test_fgds_experiment_lets_no_pod_leave_and_measures_every_arrived_percent() 
     points = rows[0]["byArrivedPercent"]
     assert all(points[p] <= points[p + 1] for p in range(130)), "without departures nor moves, allocation only grows"
     assert "| none (here) |" in replay_day.fgd_table(rows)
+
+
+def test_the_controllers_emulation_cycles_on_its_interval_and_when_its_pending_trigger_says() -> None:
+    """``compactor-pending-trigger`` decides with the controller's own ``PendingTrigger``: the interval's cycle, else one
+    a GPU pod waiting a minute starts, once per pod, not within the gap of the last cycle."""
+    from types import SimpleNamespace
+
+    from day_strategies import Compactor
+
+    from compactor.app.pending import PendingTrigger
+
+    def waiting(pod_id: int, arrived: float, gpus: int = 8) -> Any:
+        return SimpleNamespace(id=pod_id, arrived=arrived, first_bound=-1.0, gpus=gpus)
+
+    compactor = Compactor(trigger=PendingTrigger(60, 300), every=600)
+    day = SimpleNamespace(now=0.0, queue={})
+
+    def due(now: float, *pods: Any) -> bool:
+        day.now, day.queue = now, {p.id: p for p in pods}
+        fired = compactor._controller_due(day)  # type: ignore[arg-type]
+        if fired:
+            compactor.last_run, compactor.next_regular = now, now + compactor.every
+        return fired
+
+    assert not due(30, waiting(1, 0))  # waited 30 s; the first cycle is at 600
+    assert due(75, waiting(1, 0))  # a minute: a cycle now, the interval counting from here
+    assert not due(120, waiting(1, 0)), "once per pod"
+    assert not due(200, waiting(1, 0), waiting(2, 100)), "within the gap of the last cycle"
+    assert not due(200, waiting(1, 0), waiting(3, 100, gpus=0)), "a CPU pod never starts one"
+    assert due(390, waiting(1, 0), waiting(2, 100))  # the gap is over
+    assert not due(980, waiting(1, 0)) and due(990, waiting(1, 0))  # the interval from the last cycle (390 + 600)
