@@ -317,6 +317,6 @@ def _save_first(run: Run) -> None:
             raise Abort(
                 AbortReason.CLUSTER_ERROR,
                 f"cannot record the run's state ({exc}); create the state namespace "
-                f"(kubectl create namespace {run.settings.executor.state_namespace}) or set executor.executor.state_namespace",
+                f"(kubectl create namespace {run.settings.executor.state_namespace}) or set executor.state_namespace",
             ) from None
         raise

@@ -33,7 +33,7 @@ STATE = STATES[3]  # every GPU taken first, then one pod per node kept: no node 
 
 
 def test_a_gpu_pod_left_pending_starts_the_controllers_cycle_that_places_it(
-    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, tmp_path: Path
+    kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
 ) -> None:
     frag.build(kube, fleet_namespace, gpu_fleet, STATE, pending_later=True)
     config = tmp_path / "compactor.yaml"
@@ -70,8 +70,9 @@ def test_a_gpu_pod_left_pending_starts_the_controllers_cycle_that_places_it(
         (waiting,) = pending_pods(kube, fleet_namespace)
 
         def placed() -> tuple[bool, str]:
-            left = pending_pods(kube, fleet_namespace)
-            return not left, f"still pending: {left}; controller log:\n{log.read_text()[-3000:]}"
+            left, text = pending_pods(kube, fleet_namespace), log.read_text()
+            assert "status=failed" not in text and "status=partial" not in text, f"the run fell short:\n{text[-3000:]}"
+            return not left, f"still pending: {left}; controller log:\n{text[-3000:]}"
 
         wait_for(placed, timeout=300, interval=2, what=f"the controller to place {waiting} (its interval is an hour)")
         text = log.read_text()
