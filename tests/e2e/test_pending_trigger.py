@@ -21,7 +21,10 @@ from tests.e2e.helpers import (
     compactor_marks,
     free_port,
     gauge,
+    is_closed,
     kubeconfig_args,
+    name_of,
+    raw,
     scrape,
     start_compactor,
     wait_for,
@@ -80,12 +83,13 @@ def test_a_gpu_pod_left_pending_starts_the_controllers_cycle_that_places_it(
         _, body = scrape(port)
         assert gauge(body, "gpu_compactor_pending_triggered_cycles_total") == 1.0
         assert 'gpu_compactor_runs_total{status="succeeded"} 1.0' in body, body
-        wait_for(
-            lambda: (not compactor_marks(kube), f"marks left: {compactor_marks(kube)}"),
-            timeout=60,
-            interval=1,
-            what="the run's fences and marks to be gone",
-        )
+
+        def released() -> tuple[bool, str]:
+            nodes = [raw(kube.core.read_node, name) for name in gpu_fleet.names]
+            left = {name_of(n): compactor_marks(n) for n in nodes if compactor_marks(n) or is_closed(n)}
+            return not left, f"fenced or marked: {left}"
+
+        wait_for(released, timeout=60, interval=1, what="the run's fences and marks to be gone")
     finally:
         controller.send_signal(signal.SIGTERM)
         controller.wait(timeout=120)
