@@ -279,16 +279,7 @@ def test_only_the_leader_executes(fake_api: FakeApiServer) -> None:
     other = LeaderElector(fake_api.api_client(), NS, "pod-other")
     assert other.try_acquire_or_renew(datetime.now(UTC))  # a fresh lease held by another replica
     c = FakeCluster(one_freed_node())
-    ours = LeaderElector(fake_api.api_client(), NS, "pod-ours")
-    controller = Controller(
-        load_snapshot=loader(c),
-        client=c,
-        settings=SETTINGS_ALL,
-        exporter=Exporter(CollectorRegistry()),
-        options=ControllerOptions(interval=3600, listen="127.0.0.1:0"),
-        elector=ours,
-        clock=c.clock,
-    )
+    controller = make_controller(c, elector=LeaderElector(fake_api.api_client(), NS, "pod-ours"))
     try:
         report = controller.tick()
         assert report is not None and report.run is None and report.figures is not None  # figures, no run

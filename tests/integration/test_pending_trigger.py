@@ -6,14 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from prometheus_client import CollectorRegistry
-
 from compactor.app.ports import LeaderElector
-from compactor.controller.exporter import Exporter
-from compactor.controller.loop import Controller, ControllerOptions
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
-from tests.scenarios.controller import SETTINGS_ALL, loader, make_controller, sample, wait_for
+from tests.scenarios.controller import make_controller, sample, wait_for
 from tests.scenarios.lease import NS, LeaseStore
 from tests.scenarios.steering import node_drained_for_a_pending_pod
 
@@ -78,15 +74,7 @@ def test_a_follower_and_a_report_only_controller_never_trigger(fake_api: FakeApi
     LeaseStore(fake_api)
     other = LeaderElector(fake_api.api_client(), NS, "pod-other")
     assert other.try_acquire_or_renew(datetime.now(UTC))
-    follower = Controller(
-        load_snapshot=loader(c),
-        client=c,
-        settings=SETTINGS_ALL,
-        exporter=Exporter(CollectorRegistry()),
-        options=ControllerOptions(interval=3600, listen="127.0.0.1:0"),
-        elector=LeaderElector(fake_api.api_client(), NS, "pod-ours"),
-        clock=c.clock,
-    )
+    follower = make_controller(c, elector=LeaderElector(fake_api.api_client(), NS, "pod-ours"))
     try:
         follower.tick()  # a follower's cycle: figures only
         assert follower.check_pending() == []

@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from compactor.app.ports import LeaderElector
 from compactor.controller.exporter import Exporter
 from compactor.controller.loop import Controller, ControllerOptions
 from compactor.model.load import build_snapshot
@@ -53,12 +54,14 @@ def wait_for(predicate: Any, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def make_controller(c: FakeCluster, **options: Any) -> Controller:
+def make_controller(c: FakeCluster, *, elector: LeaderElector | None = None, **options: Any) -> Controller:
+    """A controller over ``c`` cycling hourly (``options``: more ``ControllerOptions``); ``elector``: leader election."""
     return Controller(
         load_snapshot=loader(c),
         client=c,
         settings=SETTINGS_ALL,
         exporter=Exporter(CollectorRegistry()),
         options=ControllerOptions(interval=3600, listen="127.0.0.1:0", **options),
+        elector=elector,
         clock=c.clock,
     )
