@@ -88,6 +88,8 @@ class Compactor:
     def __init__(
         self, settings: Settings | None = None, *, trigger: PendingTrigger | None = None, every: float = 0.0
     ) -> None:
+        if trigger is not None and every <= 0:
+            raise ValueError("the controller's cycles need an interval (every > 0)")
         self.settings = settings or load_settings(str(SHIPPED_CONFIG))
         self.trigger = trigger
         self.every = every
@@ -98,8 +100,9 @@ class Compactor:
         self.busy_until = -1.0
 
     def __call__(self, day: Day) -> None:
-        if day.now < self.busy_until:  # the last run is still carrying its plan out: the controller's cycle waits
-            while self.next_regular <= day.now:  # the scheduler skips a run due while the last still goes on
+        if day.now < self.busy_until:  # the last run is still carrying its plan out: the next cycle waits
+            # the controller's scheduler skips a run due while the last still goes on (a plain tick has no schedule)
+            while self.trigger is not None and self.next_regular <= day.now:
                 self.next_regular += self.every
             return
         if self.trigger is not None and not self._controller_due(day):

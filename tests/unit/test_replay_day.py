@@ -104,3 +104,26 @@ def test_the_controllers_emulation_cycles_on_its_interval_and_when_its_pending_t
     assert not due(200, waiting(1, 0), waiting(3, 100, gpus=0)), "a CPU pod never starts one"
     assert due(390, waiting(1, 0), waiting(2, 100))  # the gap is over
     assert not due(980, waiting(1, 0)) and due(990, waiting(1, 0))  # the interval from the last cycle (390 + 600)
+
+
+def test_a_tick_while_a_run_still_goes_on_is_skipped_with_or_without_the_controllers_schedule() -> None:
+    from types import SimpleNamespace
+
+    from day_strategies import Compactor
+
+    from compactor.app.pending import PendingTrigger
+
+    busy_day = SimpleNamespace(now=1200.0, queue={})
+    every_tick = Compactor()  # the plain ``run --once`` every tick: no interval of its own
+    every_tick.busy_until = float("inf")
+    every_tick(busy_day)  # type: ignore[arg-type]
+    assert every_tick.last_run == -float("inf")
+    controller = Compactor(trigger=PendingTrigger(60, 300), every=600)
+    controller.busy_until = float("inf")
+    controller(busy_day)  # type: ignore[arg-type]
+    assert (controller.last_run, controller.next_regular) == (
+        -float("inf"),
+        1800.0,
+    )  # the runs due at 600, 1200 skipped
+    with pytest.raises(ValueError, match="need an interval"):
+        Compactor(trigger=PendingTrigger(60, 300))
