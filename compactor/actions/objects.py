@@ -9,6 +9,7 @@ the object: a patch is still built from the dict.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from compactor.actions.client import Obj
@@ -128,14 +129,22 @@ class PodView(ObjectView):
         return str(self.spec.get("schedulerName") or "default-scheduler")
 
     @property
-    def unschedulable_since(self) -> str:
+    def unschedulable_since(self) -> datetime | None:
         """When its scheduler last found no node for it (the ``PodScheduled`` condition: ``False``, reason
-        ``Unschedulable``, its ``lastTransitionTime``); "" when it did not, or has not tried yet."""
+        ``Unschedulable``, its ``lastTransitionTime``); None when it did not, or has not tried yet."""
         for condition in self.status.get("conditions") or []:
             if isinstance(condition, dict) and condition.get("type") == "PodScheduled":
                 unschedulable = condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
-                return str(condition.get("lastTransitionTime") or "") if unschedulable else ""
-        return ""
+                return api_time(str(condition.get("lastTransitionTime") or "")) if unschedulable else None
+        return None
+
+
+def api_time(text: str) -> datetime | None:
+    """A timestamp as the API writes it (RFC 3339, ``Z``); None when empty or not one."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
 
 
 def is_waiting(pod: PodView) -> bool:

@@ -12,7 +12,6 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from compactor.actions import annotations as ann
@@ -22,6 +21,7 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.executor import Executor, RunReport
+from compactor.actions.objects import api_time
 from compactor.actions.patching import patch_fresh
 from compactor.actions.state import Resume, RunState, StateUnreadable
 from compactor.actions.status import FINISHED
@@ -67,13 +67,6 @@ class RecoveryReport:
         if self.unsurged:
             parts.append(f"scaled back surged Deployment(s) {', '.join(self.unsurged)}")
         return "; ".join(parts)
-
-
-def _parse_time(value: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def recover(
@@ -216,7 +209,7 @@ def _release_orphans(client: ClusterClient, settings: RunSettings, clock: Clock,
             report.kept.append(name)
             continue
         if mode == "taint":
-            until = _parse_time(marks.get(ann.RESERVED_UNTIL, ""))
+            until = api_time(marks.get(ann.RESERVED_UNTIL, ""))
             if until is not None and until > now:
                 report.kept.append(name)
                 continue

@@ -34,7 +34,7 @@ def blocked_gpu_pods(pods: Iterable[Obj], now: datetime, scheduler_names: Iterab
     found = []
     for raw in pods:
         pod = PodView(raw)
-        since = _parse_time(pod.unschedulable_since)
+        since = pod.unschedulable_since
         if (
             since is None
             or not is_waiting(pod)
@@ -67,10 +67,3 @@ class PendingTrigger:
             return []
         self._fired_for |= {b.key for b in ready}
         return ready
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
