@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from compactor.errors import ConfigError
@@ -73,12 +73,6 @@ class Settings(BaseSettings):
     def notices(self) -> tuple[str, ...]:
         """What reading these settings should tell the operator: keys of the old layout read at their new places."""
         return self._notices
-
-    @model_validator(mode="before")
-    @classmethod
-    def _relocate(cls, data: Any) -> Any:
-        """Keys of the layout before 0.2, from the file or passed in, moved to their groups (relocated.py)."""
-        return relocate(data)[0]
 
     @classmethod
     def settings_customise_sources(
