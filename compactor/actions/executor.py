@@ -128,6 +128,7 @@ class Executor:
         run.log.started = run.log.held_since = self.clock.monotonic()
         if not resumed:
             return self._scoped(run)
+        run.log.attempted.extend(run.state.inflight)  # evicted (or about to be) before the stop
         run.log.dra_nodes = frozenset(dra_facts(self.client, self.dra_drivers).gpus)
         return run
 
@@ -158,7 +159,11 @@ class Executor:
 
     def _tally(self, run: Run, report: RunReport) -> None:
         report.moves_done = len(run.state.done)
-        report.done_pods = [p for p in run.state.done if p not in set(run.log.skipped)]
+        not_moved = set(run.log.skipped) | set(
+            run.state.refused
+        )  # gone before their turn, or refused (and what hung on it)
+        report.done_pods = [p for p in run.state.done if p not in not_moved]
+        report.failed_pods = sorted(set(run.log.attempted) - set(run.state.done))
         report.skipped_moves = run.log.skipped
         report.recuts = dict(run.log.recuts)
         report.devices = dict(run.log.devices)
@@ -218,10 +223,12 @@ class Executor:
     def _move_everything(run: Run) -> None:
         fenced_before = run.state.resume is Resume.FENCES_PLACED
         run.state.phase = Phase.CORDONING
-        plan_still_holds(run)
+        plan_still_holds(run, fenced=False)
         _save_first(run)
         fence_all(run, fenced_before=fenced_before)
         run.log.first_reads.clear()  # from here on, every read is fresh
+        # behind the fences what is seen stays: a plan stale now is rolled back, nothing evicted
+        plan_still_holds(run, fenced=True)
         with run.write_ahead() as state:
             state.phase = Phase.EVICTING
         evict_all(run, await_replacement)

@@ -13,7 +13,6 @@ from datetime import datetime
 from compactor.actions import events
 from compactor.actions.client import ClusterClient
 from compactor.actions.executor import RunReport
-from compactor.actions.status import RunStatus
 from compactor.planner.history import History, Restraints, remember, restraints_at, undoes
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
@@ -92,7 +91,7 @@ def remember_run(
         log.warning(f"{exc}: this run's moves are not remembered")
         return
     moves = [(m.pod, _workload(m.pod, m.owner), m.from_node, m.to_node) for m in plan.moves]
-    after = remember(before, moves, set(report.done_pods), report.status == RunStatus.FAILED, now, settings.disruption)
+    after = remember(before, moves, set(report.done_pods), set(report.failed_pods), now, settings.disruption)
     try:
         client.write_state(HISTORY_CONFIGMAP, {HISTORY_KEY: after.to_json()})
     except Exception as exc:

@@ -138,6 +138,16 @@ class PodView(ObjectView):
                 return api_time(str(condition.get("lastTransitionTime") or "")) if unschedulable else None
         return None
 
+    @property
+    def scheduled_at(self) -> datetime | None:
+        """When its scheduler bound it (the ``PodScheduled`` condition ``True``: its ``lastTransitionTime``); None when
+        not bound yet, or the condition does not say."""
+        for condition in self.status.get("conditions") or []:
+            if isinstance(condition, dict) and condition.get("type") == "PodScheduled":
+                bound = condition.get("status") == "True"
+                return api_time(str(condition.get("lastTransitionTime") or "")) if bound else None
+        return None
+
 
 def api_time(text: str) -> datetime | None:
     """A timestamp as the API writes it (RFC 3339, ``Z``); None when empty or not one."""

@@ -24,6 +24,9 @@ class RunReport:
     skipped_moves: list[str] = field(default_factory=list)
     # pods whose move is over (replaced, or found gone): the history's "moved"
     done_pods: list[str] = field(default_factory=list)
+    # pods whose move was attempted (evicted, or the eviction refused for good) and not made: the history's "failed",
+    # the only moves the circuit breaker counts
+    failed_pods: list[str] = field(default_factory=list)
     reason: str = ""
     abort_reason: AbortReason | None = None  # why the run rolled back, in a word (None when it did not)
     dry_run: bool = False
@@ -33,6 +36,8 @@ class RunReport:
     steering: str = ""  # the mechanism in force: policy | holds | off
     steering_why: str = ""
     steering_not_in_effect: bool = False  # the policy is installed but runs concluded it is not in effect
+    # why each earlier plan of this cycle went stale before its first eviction (the cycle planned again: app/cycle.py)
+    replanned: list[str] = field(default_factory=list)
 
     def ended(self, status: RunStatus, reason: str) -> RunReport:
         """This report, ended with ``status`` for ``reason``."""
@@ -43,6 +48,13 @@ class RunReport:
         """This report, ended ``failed`` by a rollback: ``why`` in a word, ``reason`` in words."""
         self.abort_reason = why
         return self.ended(RunStatus.FAILED, reason)
+
+    @property
+    def stale_before_any_eviction(self) -> bool:
+        """Rolled back because the cluster no longer matched the plan, before any pod was evicted: nothing happened but
+        fences lifted, and a plan made afresh may well hold."""
+        evicted = self.outcome.evictions if self.outcome is not None else 0
+        return self.abort_reason == AbortReason.PLAN_STALE and not evicted and not self.failed_pods
 
     @property
     def shown_status(self) -> str:
@@ -67,6 +79,7 @@ class RunReport:
             "outcome": self.outcome.to_dict() if self.outcome else None,
             "migRecuts": self.recuts,
             "draDevices": self.devices,
+            **({"replanned": self.replanned} if self.replanned else {}),
             "steering": {
                 "mechanism": self.steering,
                 "why": self.steering_why,

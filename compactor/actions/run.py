@@ -29,7 +29,7 @@ from compactor.actions.scope import kept_fenced
 from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.actions.steerer import Steerer
 from compactor.errors import ClusterError
-from compactor.planner.plan import CompactionPlan
+from compactor.planner.plan import CompactionPlan, Move
 from compactor.settings import PlannerSettings, RunSettings
 
 log = logging.getLogger("compactor.executor")
@@ -42,7 +42,9 @@ class AbortReason(enum.StrEnum):
 
     PLAN_STALE = "plan_stale"  # the cluster no longer matches the plan: a node, a pod, an owner or a target's room
     NODE_GONE = "node_gone"  # a node of the plan disappeared while the run fenced or re-cut it
-    PDB_BLOCKED = "pdb_blocked"  # a PodDisruptionBudget allowed no disruption for replacement_timeout_seconds
+    # no longer raised (issue 42): a PodDisruptionBudget at 0 for replacement_timeout_seconds refuses that move, the rest
+    # goes on; kept so that dashboards and recorded reports still name it
+    PDB_BLOCKED = "pdb_blocked"
     EVICTION_REFUSED = "eviction_refused"  # the Eviction API refused for good, or kept refusing through every retry
     REPLACEMENT_TIMEOUT = "replacement_timeout"  # a replacement (or a surge's every replica) was not Ready in time
     STEERING_FAILED = "steering_failed"  # a replacement not bound where planned, or the steering itself gone
@@ -59,6 +61,18 @@ class Abort(Exception):
     def __init__(self, reason: AbortReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class NoRoom(Abort):
+    """A move's target lost its room since the plan was made (an arrival took it): the evict step looks for another target
+    under the plan's rules (``checks/retarget.py``) before it gives the move up; elsewhere it stops the run as any stale
+    plan does."""
+
+    def __init__(self, pod: str, target: str, short: str) -> None:
+        super().__init__(
+            AbortReason.PLAN_STALE, f"plan is stale: {target} has no room for {pod} now (short of {short})"
+        )
+        self.pod, self.target = pod, target
 
 
 class StopHere(Exception):
@@ -152,6 +166,15 @@ class Run:
         """Nodes with a planned move not done (the run stopped at a budget before them, or the move was refused at its
         eviction): not drained, not to wait for."""
         return {m.from_node for m in self.plan.moves if m.pod not in self.state.done or m.pod in self.state.refused}
+
+    def retargeted(self, move: Move, target: str, why: str) -> Move:
+        """``move`` sent to ``target`` instead (its planned target lost its room): the plan this run carries out, and
+        records in its state from the next save on, says so."""
+        moved = move.model_copy(update={"to_node": target, "reason": f"{move.reason}; re-targeted: {why}".lstrip("; ")})
+        moves = [moved if m.pod == move.pod else m for m in self.plan.moves]
+        self.plan = self.plan.model_copy(update={"moves": moves})
+        self.__dict__.pop("plan_record", None)  # encoded afresh at the next save
+        return moved
 
     @cached_property
     def fences(self) -> list[str]:

@@ -18,6 +18,9 @@ class RunLog:
     # moved pod -> the DRA devices its replacement's claims got ("driver/pool/device"), read once it was Ready
     devices: dict[str, list[str]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # planned pods found gone or elsewhere
+    # pods whose eviction was sent (accepted, or refused for good), or whose make-before-break surge began; with a resumed
+    # run, the moves in flight when it stopped: what the circuit breaker may count (``RunReport.failed_pods``)
+    attempted: list[str] = field(default_factory=list)
     started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
     held_since: float = 0.0
     held_seconds: float = 0.0  # node-seconds of holds so far

@@ -15,7 +15,7 @@ Imports: ``compactor.model`` and ``compactor.settings`` only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +24,10 @@ from compactor.model.types import OwnerRef
 from compactor.settings import CapsSettings, DisruptionSettings
 
 MOVED = "moved"  # evicted, and its replacement came up
-FAILED = "failed"  # attempted and rolled back with its run, or refused by the API
+# attempted and not made: the eviction was sent and its replacement never came up where planned (the run rolled back),
+# or the API refused the eviction for good (403). A move refused before its eviction, by its PDB, its re-check or a stale
+# plan, was not attempted: it disrupted nothing and is not a failure.
+FAILED = "failed"
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
 
 
@@ -163,18 +166,19 @@ def _moves_left(moved: Sequence[MoveRecord], cfg: CapsSettings, now: datetime) -
 def remember(
     history: History,
     moves: Iterable[tuple[str, str, str, str]],
-    done: set[str],
-    failed: bool,
+    done: Collection[str],
+    failed: Collection[str],
     now: datetime,
     cfg: DisruptionSettings,
 ) -> History:
-    """``history`` with a run's moves added ((pod, workload, from, to) each): done ones as moved; the others as failed
-    when the run failed (rolled back), else left out (refused at their re-check, or not reached: nothing was tried).
-    Kept to ``history_limit`` records and to what the longest rule still needs; then the circuit breaker is judged."""
+    """``history`` with a run's moves added ((pod, workload, from, to) each): ``done`` ones as moved, ``failed`` ones
+    (attempted and not made) as failed; the others are left out: refused at their re-check or by their PDB, stale, or
+    not reached, they were never attempted (docs/executor.md, "Disruption controls"). Kept to ``history_limit``
+    records and to what the longest rule still needs; then the circuit breaker is judged."""
     added = [
         MoveRecord(now, pod, workload, source, target, MOVED if pod in done else FAILED)
         for pod, workload, source, target in moves
-        if pod in done or failed
+        if pod in done or pod in failed
     ]
     keep = max(timedelta(days=1), timedelta(minutes=max(cfg.workload_cooldown_minutes, cfg.node_cooldown_minutes)))
     records = tuple(m for m in (*history.moves, *added) if now - m.at < keep)[-cfg.history_limit :]

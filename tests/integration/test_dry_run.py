@@ -156,25 +156,21 @@ def test_real_and_dry_runs_make_the_same_calls(scenario: Callable[[], list[Obj]]
         assert holds
 
 
-def test_an_aborting_plan_makes_the_same_calls_in_both() -> None:
-    """The serve PDB allows no disruption in both worlds: both wait the timeout out, abort and roll back alike."""
+def test_a_plan_whose_budget_refuses_moves_makes_the_same_calls_in_both() -> None:
+    """The serve PDB allows no disruption in both worlds: both wait the timeout out, refuse the serve moves (and what hung
+    on them) alike, and carry out the rest alike."""
     objects = two_freed_nodes()
     plan = make_plan(objects)
     real, fake, dry, recording = side_by_side(
         with_budget(objects, "serve", 0), plan, real_world=lambda c: c.set_pdb_allowed("default", "serve", 0)
     )
-    assert real.status == dry.status == "failed" and real.reason == dry.reason
-    assert "PodDisruptionBudget default/serve allows no disruption" in real.reason
+    assert real.status == "partial" and dry.status == "partial" and real.reason == dry.reason
+    assert "PodDisruptionBudget default/serve allowed no disruption" in real.reason
+    assert real.skipped_moves == dry.skipped_moves
     steps = real_steps(fake.history)
     assert dry_steps(recording.calls) == steps
-    assert (
-        "event",
-        "Node//gpu-2",
-        "CompactorAbort",
-        f"plan {plan.metadata.id} aborted: {real.reason}",
-        "Warning",
-    ) in steps
-    assert [s for s in steps if s[0] == "evict"] == []
+    evicted = [s[1] for s in steps if s[0] == "evict"]
+    assert not [pod for pod in evicted if "serve" in pod]
 
 
 def test_a_skipped_move_is_skipped_in_both() -> None:

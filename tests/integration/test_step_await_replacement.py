@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from tests.builders import node, pdb, pod
 from tests.fakecluster import FakeCluster
-from tests.scenarios.executor import SETTINGS, assert_clean, hand_plan, on_progress, rs, run, setup
+from tests.scenarios.executor import SETTINGS, assert_clean, hand_plan, make_plan, on_progress, rs, run, setup
+from tests.scenarios.steering import gpu_nodes_of
 
 
 def test_a_replacement_landing_on_a_freed_node_aborts_and_rolls_back() -> None:
@@ -100,3 +101,63 @@ def test_a_new_gpu_pod_on_a_source_cordoned_by_someone_else_aborts_too() -> None
     report = run(c, plan, progress=progress)
     assert report.status == "failed" and report.reason == "new GPU pod default/intruder appeared on fenced node gpu-3"
     assert_clean(c, still_cordoned=("gpu-3",))
+
+
+def test_the_gpu_pods_a_plan_leaves_on_a_node_drained_for_a_pending_pod_are_no_strangers() -> None:
+    """Issue 42: gpu-3 keeps a 2-GPU pod nobody may move and is drained of two others for a 6-GPU pending pod. After the
+    last move off it, the check for strangers used to flag the pod the plan leaves there and roll back a run that did
+    exactly what it planned; the pending pod now binds beside it and the run succeeds."""
+    objects = [
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None),
+        pod("pin-2", on="gpu-2", gpus=6, owner=None),
+        pod("keep", on="gpu-3", gpus=2, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2),
+        rs("train-a", "gpu-3", "train", gpus=2),
+        pod("big", gpus=6, owner=None),
+        pdb("serve", match={"app": "serve"}, max_unavailable=1),
+        pdb("train", match={"app": "train"}, max_unavailable=1),
+    ]
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    assert [(p.pod, p.to_node) for p in plan.placed_pending] == [("default/big", "gpu-3")]
+    assert sorted(m.pod for m in plan.moves) == ["default/serve-a", "default/train-a"]
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert sorted(c.node_gpu_pods("gpu-3")) == ["default/big", "default/keep"]
+    assert report.failed_pods == []
+    assert_clean(c)
+
+
+def test_a_node_drained_for_a_pending_pod_that_lost_its_room_is_a_note_not_a_rollback() -> None:
+    """A pod tolerating every taint lands on the drained node during the last move: the moves made stand (the run is
+    partial: the pending pod is not placed), nothing is rolled back, and no move counts as failed."""
+    objects = [
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        node("gpu-3", gpus=8),
+        pod("pin-1", on="gpu-1", gpus=6, owner=None),
+        pod("pin-2", on="gpu-2", gpus=6, owner=None),
+        rs("serve-a", "gpu-3", "serve", gpus=2),
+        rs("train-a", "gpu-3", "train", gpus=2),
+        pod("big", gpus=8, owner=None),
+        pdb("serve", match={"app": "serve"}, max_unavailable=1),
+        pdb("train", match={"app": "train"}, max_unavailable=1),
+    ]
+    c, plan = FakeCluster(objects, scheduler="spread"), make_plan(objects)
+    intruder = pod("intruder", on="gpu-3", gpus=1, owner=None, labels={"app": "intruder"})
+    added: list[bool] = []
+
+    def arrive() -> None:
+        if not added:
+            added.append(True)
+            c.add_pod(intruder)
+
+    progress = on_progress(lambda p: "replacement of default/" in p.waiting and p.done == 1, arrive)
+    report = run(c, plan, progress=progress)
+    assert added and report.status == "partial", report.reason
+    assert "gpu-3 would have no room for pending pod default/big" in report.reason
+    assert not c.pod("default", "big")["spec"].get("nodeName") and report.failed_pods == []
+    assert sorted(gpu_nodes_of(c, "serve") + gpu_nodes_of(c, "train")) == ["gpu-1", "gpu-2"]  # the moves stand
+    assert c.cordoned_nodes() == []

@@ -34,7 +34,6 @@ from tests.scenarios.executor import (
     run,
     setup,
     two_freed_nodes,
-    writes,
 )
 
 # --------------------------------------------------------------------------- eviction API outcomes
@@ -172,15 +171,18 @@ def test_concurrent_evictions_never_two_under_one_pdb() -> None:
 # --------------------------------------------------------------------------- the budget asked before each eviction
 
 
-def test_a_pdb_forced_to_zero_waits_then_aborts() -> None:
+def test_a_pdb_forced_to_zero_waits_then_refuses_that_move_and_the_run_goes_on() -> None:
+    """Issue 42: a budget at 0 is the workload's owner saying "not now". The move waits for it, then is refused with
+    what hung on it (the other moves off its node), never evicted; what was done stands, nothing rolls back, and no
+    move counts as failed."""
     c, plan = setup()
     serve = [m.pod for m in plan.moves if m.owner == "ReplicaSet/serve"]
     progress = on_progress(lambda p: p.done == 1, lambda: c.set_pdb_allowed("default", "serve", 0))
     report = run(c, plan, progress=progress)
-    assert report.status == "failed" and "PodDisruptionBudget default/serve allows no disruption" in report.reason
+    assert report.status == "partial", report.reason
+    assert "PodDisruptionBudget default/serve allowed no disruption for 60s" in report.reason
     assert [call for call in evict_calls(c) if f"default/{call.args['name']}" in serve[1:]] == []  # never even asked
-    started = writes(c, "evict")[-1].time
-    assert c.clock.monotonic() - started >= SETTINGS.executor.replacement_timeout_seconds
+    assert report.failed_pods == [] and set(serve[1:]) <= set(report.skipped_moves)
     c.set_pdb_allowed("default", "serve", None)
     assert_clean(c)
 

@@ -56,25 +56,38 @@ def test_the_breaker_opens_after_k_failures_of_the_last_n_and_closes_after_its_p
     cfg = DisruptionSettings(breaker_failures=3, breaker_of_last=5, breaker_pause_minutes=60)
     history = History((moved(30), moved(29, outcome=FAILED)))
     run = [(f"ml/b-{i}", "ml/ReplicaSet/b", "gpu-3", "gpu-4") for i in range(2)]
-    history = remember(history, run, done=set(), failed=True, now=NOW, cfg=cfg)  # two more failures: 3 of the last 4
+    failed = {p for p, *_ in run}
+    history = remember(history, run, done=set(), failed=failed, now=NOW, cfg=cfg)  # two more failures: 3 of the last 4
     assert history.paused_until == NOW + timedelta(minutes=60)
     assert history.pause_reason == "3 of the last 4 moves failed (disruption.breaker_failures 3)"
     assert restraints_at(history, cfg, NOW + timedelta(minutes=59), caps=NO_CAPS).paused.startswith(
         "circuit breaker open until "
     )
     assert not restraints_at(history, cfg, NOW + timedelta(minutes=61), caps=NO_CAPS).paused
-    calm = remember(History((moved(30),)), run, done={"ml/b-0", "ml/b-1"}, failed=False, now=NOW, cfg=cfg)
+    calm = remember(History((moved(30),)), run, done={"ml/b-0", "ml/b-1"}, failed=set(), now=NOW, cfg=cfg)
     assert calm.paused_until is None and [m.outcome for m in calm.moves] == [MOVED, MOVED, MOVED]
 
 
 def test_moves_refused_at_their_recheck_are_not_failures_and_history_is_bounded() -> None:
     cfg = DisruptionSettings(history_limit=10, workload_cooldown_minutes=30)
     run = [(f"ml/c-{i}", "ml/ReplicaSet/c", "gpu-1", "gpu-2") for i in range(30)]
-    history = remember(History(), run, done={"ml/c-0"}, failed=False, now=NOW, cfg=cfg)
+    history = remember(History(), run, done={"ml/c-0"}, failed=set(), now=NOW, cfg=cfg)
     assert [m.pod for m in history.moves] == ["ml/c-0"]  # the 29 not done were refused or not reached: nothing recorded
-    history = remember(History(), run, done={p for p, *_ in run}, failed=False, now=NOW, cfg=cfg)
+    history = remember(History(), run, done={p for p, *_ in run}, failed=set(), now=NOW, cfg=cfg)
     assert len(history.moves) == 10 and history.moves[-1].pod == "ml/c-29"
     assert History.from_json(history.to_json()) == history
+
+
+def test_a_failed_run_records_as_failed_only_the_moves_it_attempted() -> None:
+    """Issue 42: a run that rolled back after one eviction whose replacement never came up, with four more moves it never
+    reached (or that went stale before their turn), is one failure, not five: the breaker at 2 of the last 10 stays shut."""
+    cfg = DisruptionSettings(breaker_failures=2, breaker_of_last=10)
+    run = [(f"ml/d-{i}", f"ml/ReplicaSet/d{i}", "gpu-1", "gpu-2") for i in range(5)]
+    history = remember(History(), run, done=set(), failed={"ml/d-0"}, now=NOW, cfg=cfg)
+    assert [(m.pod, m.outcome) for m in history.moves] == [("ml/d-0", FAILED)]
+    assert history.paused_until is None
+    stale = remember(History(), run, done=set(), failed=set(), now=NOW, cfg=cfg)  # refused before any eviction
+    assert stale.moves == () and stale.paused_until is None
 
 
 def test_a_move_back_where_a_recent_move_came_from_is_an_oscillation() -> None:

@@ -1,13 +1,21 @@
-"""Validate: the plan was computed on a snapshot; check it against the cluster now, before any change (Karpenter's habit).
+"""Validate: the plan was computed on a snapshot; check it against the cluster now, before any eviction (Karpenter's
+habit).
 
-The executor runs ``plan_still_holds`` first of all; ``await_replacement`` asks ``no_strangers_on`` again once the last
-move off a fenced node is done.
+The executor asks ``plan_still_holds`` of the nodes as the run read them when it began, before it changes anything,
+then fences them and asks again of the nodes as they are behind their fences: nothing can land on them after that look
+(but a pod tolerating the fence), so a pod bound while the fences went up is found before the first eviction, not after. A node
+the plan frees must run no GPU pod the plan does not move; a node it drains for a pending pod must still have room for
+that pod once the plan's moves off it are done (the pods the plan leaves there are meant to stay). ``await_replacement``
+asks the same of a node again once its last move is done (``no_strangers_on``, ``pending_room_on``).
 """
 
 from __future__ import annotations
 
-from compactor.actions.pods import gpu_pods, gpu_pods_on, pod_key
+from compactor.actions.client import Obj
+from compactor.actions.objects import PodView
+from compactor.actions.pods import gpu_pods, gpu_pods_on, is_terminating, pod_key
 from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.steering.room import room_for
 from compactor.planner.plan import CompactionPlan
 
 
@@ -36,14 +44,16 @@ def plan_belongs_here(run: Run) -> None:
         )
 
 
-def plan_still_holds(run: Run) -> None:
-    """Every node the plan frees still exists and runs no GPU pod the plan does not move; else ``Abort`` (nothing changed yet)."""
+def plan_still_holds(run: Run, *, fenced: bool) -> None:
+    """Every node the plan frees runs no GPU pod the plan does not move, and every node it drains for a pending pod will
+    have room for it; else ``Abort`` (no pod evicted yet). Asked before the fences (``fenced`` False) of the nodes as the
+    run read them when it began (a plan for another cluster, or edited by hand, is named before anything changes; the
+    reads stay for fencing), and again behind them, each node read afresh."""
     for name in run.plan.freed_nodes:
-        node, pods = run.node_and_pods(name)
+        node, pods = _read(run, name, keep=not fenced)
         if node is None:
             plan_belongs_here(run)
             raise Abort(AbortReason.PLAN_STALE, f"plan is stale: node {name} no longer exists")
-        run.log.first_reads[name] = (node, [])  # the node read again would be the same: fencing takes it from here
         planned = {m.pod for m in run.plan.moves if m.from_node == name}
         strangers = [key for p in gpu_pods(pods) if (key := pod_key(p)) not in planned and key not in run.state.done]
         if strangers:
@@ -52,6 +62,56 @@ def plan_still_holds(run: Run) -> None:
                 f"plan is stale: node {name} now runs GPU pod(s) the plan does not move: {', '.join(strangers[:3])}"
                 f"{_mismatch(run.plan, name, {pod_key(p) for p in pods}, strangers)}",
             )
+    for name in run.fences:
+        if short := pending_room_on(run, name, keep=not fenced):
+            raise Abort(AbortReason.PLAN_STALE, f"plan is stale: {short}")
+
+
+def _read(run: Run, name: str, *, keep: bool) -> tuple[Obj | None, list[Obj]]:
+    """The node and its pods (``Run.node_and_pods``); ``keep``: as read when the run began, left there for fencing."""
+    node, pods = run.node_and_pods(name)
+    if keep and node is not None:
+        run.log.first_reads[name] = (node, pods)
+    return node, pods
+
+
+def pending_room_on(run: Run, name: str, *, keep: bool = False) -> str:
+    """Whether the pending pods the plan places on ``name`` (a node it drains for them) still wait and fit there once the
+    plan's moves off it are done: "" when they do, else why not. Pods the plan leaves on the node stay and count."""
+    placements = [p for p in run.plan.placed_pending if p.to_node == name]
+    if not placements or name in {r.node for r in run.plan.mig_repartition}:
+        return ""  # a node to re-cut offers the pending pod's slices only once mig-manager is done: judged then
+    node, pods = _read(run, name, keep=keep)
+    if node is None:
+        return f"node {name} no longer exists"
+    leaving = {m.pod for m in run.plan.moves if m.from_node == name}
+    there = [p for p in pods if pod_key(p) not in leaving]
+    for placement in placements:
+        namespace, pod_name = placement.pod.split("/", 1)
+        pending = run.client.get_pod(namespace, pod_name)
+        if pending is None or is_terminating(pending):
+            return f"pending pod {placement.pod} is gone"
+        bound = PodView(pending).node_name
+        if bound and bound != name:
+            return f"pending pod {placement.pod} was bound to {bound} meanwhile"
+        if bound:
+            continue  # already there (a resumed run)
+        room = room_for(node, there, pending, target=name, dra=run.log.dra_nodes)
+        if not room.fits:
+            lacking = ", ".join(f"{r} {v}" for r, v in sorted(room.short.items()))
+            return f"{name} would have no room for pending pod {placement.pod} (short of {lacking}): {_newcomers(run, there)}"
+        there = [
+            *there,
+            {**pending, "spec": {**PodView(pending).spec, "nodeName": name}},
+        ]  # the next one fits beside it
+    return ""
+
+
+def _newcomers(run: Run, pods: list[Obj]) -> str:
+    """The GPU pods on a drained node that the plan neither moves nor knew of (a pod bound while it was made)."""
+    known = {m.pod for m in run.plan.moves}
+    found = [key for p in gpu_pods(pods) if (key := pod_key(p)) not in known]
+    return f"it now runs {', '.join(found[:3])}" if found else "its pods grew"
 
 
 def _mismatch(plan: CompactionPlan, name: str, there: set[str], strangers: list[str]) -> str:

@@ -24,7 +24,7 @@ from compactor.actions.fences import unfence
 from compactor.actions.objects import PodView
 from compactor.actions.patching import patch_fresh
 from compactor.actions.pods import is_bound
-from compactor.actions.run import Abort, AbortReason, Run, StopHere
+from compactor.actions.run import Abort, AbortReason, NoRoom, Run, StopHere
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.room import SOURCE, Hold, could_take, hold_over, usage, use_of
 from compactor.model.load import DEFAULT_POOL_LABEL
@@ -109,14 +109,14 @@ class Holds:
 
 def choose_holds(run: Run, pod: Obj, *, target: str, why: str) -> Holds:
     """Every other schedulable node that could take ``pod`` now, recorded in ``run.state.held`` (to be saved before they are
-    made); ``Abort`` when ``target`` has no room, ``StopHere`` when they are more than ``max_holds_per_move``.
+    made); ``NoRoom`` when ``target`` has no room, ``StopHere`` when they are more than ``max_holds_per_move``.
 
     Every node and pod of the cluster is read, but not held: of a node only what ``plan_hold`` asks of it (parsed, and the
     node as read when it could be held: the patch starts from it), of a pod only its node and requests (``use_of``)."""
     plan, nodes = _hold_plan(run, pod, target=target)
     if not plan.room.fits:
         lacking = ", ".join(f"{r} {v}" for r, v in sorted(plan.room.short.items())) or "the node is gone"
-        raise Abort(AbortReason.PLAN_STALE, f"plan is stale: {target} has no room for {why} now (short of {lacking})")
+        raise NoRoom(why, target, lacking)
     _within_limit(run, plan, why, target)
     read = {node.name: raw for node, raw in nodes if raw is not None}
     if plan.rivals:

@@ -28,7 +28,7 @@ from compactor.actions.objects import ObjectView, PodView
 from compactor.actions.owners import owner_pods
 from compactor.actions.patching import patch_config_map_fresh
 from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pod_key
-from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.run import Abort, AbortReason, NoRoom, Run
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, add_evidence
 from compactor.actions.steering.pin import steered_to
@@ -66,10 +66,7 @@ class PolicySteerer:
         room = room_for(target, arriving, pod, target=move.to_node, dra=run.log.dra_nodes)
         if not room.fits:
             lacking = ", ".join(f"{r} {v}" for r, v in sorted(room.short.items())) or "the node is gone"
-            raise Abort(
-                AbortReason.PLAN_STALE,
-                f"plan is stale: {move.to_node} has no room for {move.pod} now (short of {lacking})",
-            )
+            raise NoRoom(move.pod, move.to_node, lacking)
         self._allowance[move.pod] = max((grace_seconds(p) for p in on_target if is_terminating(p)), default=0.0)
         self._movers[move.pod] = pod
         # saved before engage writes it: recovery removes an entry not in a state

@@ -7,16 +7,17 @@ when the replacement lands on a node the plan frees, when the steering mechanism
 (``Steerer.observe``: bound elsewhere, arrived unpinned, pinned but unable to bind), or when it is
 not Ready within ``replacement_timeout_seconds`` plus the evicted pod's grace period (a
 StatefulSet recreates a pod only once the old one is gone). Once the last move off a fenced node is
-Ready, that node is checked for a GPU pod the plan does not move (one that tolerates the fence
-would defeat the plan). A replacement whose GPUs come through dynamic resource allocation has its claims read once it
-is Ready: the devices it got are in the run's report (``draDevices``) and log.
+Ready, a node the plan frees is checked for a GPU pod the plan does not move (one that tolerates the fence would defeat
+the plan), and a node it drains for a pending pod for that pod's room (the pods the plan leaves there stay). A
+replacement whose GPUs come through dynamic resource allocation has its claims read once it is Ready: the devices it got
+are in the run's report (``draDevices``) and log.
 """
 
 from __future__ import annotations
 
 import logging
 
-from compactor.actions.checks.validate import no_strangers_on
+from compactor.actions.checks.validate import no_strangers_on, pending_room_on
 from compactor.actions.client import Obj
 from compactor.actions.devices import note_devices
 from compactor.actions.objects import PodView
@@ -51,8 +52,8 @@ def await_replacement(run: Run, move: Move) -> None:
         if any(is_bound(p) and is_ready(p) for p in fresh):
             for ready in (p for p in fresh if is_bound(p) and is_ready(p)):
                 note_devices(run, move.pod, ready, move.devices)
-            if _last_from(run, move) and (move.from_node in run.freed or move.from_node in run.fences):
-                run.read(lambda: no_strangers_on(run, [move.from_node]), "reading the source node's pods")
+            if _last_from(run, move):
+                _check_source(run, move.from_node)
             run.steerer.after_move(run, move, fresh)
             return
         if run.clock.monotonic() >= deadline:
@@ -83,6 +84,17 @@ def _check_landing(run: Run, move: Move, pod: Obj) -> None:
             f"replacement {pod_key(pod)} for {move.pod} was bound to {node}, not the planned {move.to_node}; "
             f"stopped after {len(run.state.done)}/{len(run.plan.moves)} moves and rolled back (re-plan from live state next run)",
         )
+
+
+def _check_source(run: Run, node: str) -> None:
+    """A node the plan frees must hold no GPU pod it does not move (one tolerating the fence defeats the plan: ``Abort``);
+    one it drains for a pending pod keeps the pods it does not move, and needs only room for that pod (a note when the
+    room is gone: the moves made stand, the pending pod is not placed)."""
+    if node in run.freed:
+        run.read(lambda: no_strangers_on(run, [node]), "reading the source node's pods")
+    elif node in run.fences and (short := run.read(lambda: pending_room_on(run, node), "reading the drained node")):
+        log.warning("a node drained for a pending pod lost its room", extra={"node": node, "reason": short})
+        run.note(short)
 
 
 def _last_from(run: Run, move: Move) -> bool:

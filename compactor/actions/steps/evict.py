@@ -4,9 +4,12 @@ Moves run in batches of at most ``max_concurrent_evictions`` when the steering m
 (the policy pins per owner; holds steer one pod at a time): never two moves of one owner, nor two
 under one PodDisruptionBudget, nor one moving onto another's source, in flight together. For each
 move, in order: the pod read fresh (gone or elsewhere: skipped), its PDBs asked until they allow a
-disruption, the owner's pods listed (their uids tell the replacement apart), the steering prepared,
-the state written (the write-ahead), steering engaged, the eviction sent (201 done, 404 gone,
-429/409/5xx retried with backoff, anything else aborts), and an Event.
+disruption (the moves in flight finish first; still 0 after ``replacement_timeout_seconds``: the move is
+refused, with what hung on it, and the others go on), the owner's pods listed (their uids tell the
+replacement apart), the steering prepared (a target that lost its room to an arrival: another one under the
+plan's rules, ``checks/retarget.py``, or the move refused), the state written (the write-ahead), steering
+engaged, the eviction sent (201 done, 404 gone, 429/409/5xx retried with backoff, anything else aborts),
+and an Event.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from compactor.actions import events, surge
 from compactor.actions.checks.recheck import Checked, recheck
+from compactor.actions.checks.retarget import another_target
 from compactor.actions.client import EvictionOutcome, Obj
 from compactor.actions.objects import ObjectView, PodView
 from compactor.actions.owners import owner_pods, owner_selector
@@ -23,7 +27,7 @@ from compactor.actions.planned_pod import current_pod
 from compactor.actions.pods import controller_uid, grace_seconds, pdbs_selecting
 from compactor.actions.refusals import refuse
 from compactor.actions.retry import Backoff
-from compactor.actions.run import Abort, AbortReason, Run, StopHere
+from compactor.actions.run import Abort, AbortReason, NoRoom, Run, StopHere
 from compactor.actions.state import InFlight, Surge
 from compactor.planner.plan import Move
 
@@ -77,17 +81,22 @@ def _evict_batch(run: Run, batch: Sequence[Move], await_replacement: AwaitReplac
     busy: set[str] = set()  # PDBs with an eviction of this batch still being replaced: one at a time per PDB
     try:
         for move in batch:
+            if move.pod in run.state.done:
+                continue  # refused with a move of this batch it depended on
             run.report(f"evicting {move.pod} from {move.from_node}")
             pod, pdbs = _read(run, move)
-            if busy & {_key(p) for p in pdbs}:
-                # the PDB is shared with an earlier move of the batch: let that one finish first
+            if pod is not None and (busy & {_key(p) for p in pdbs} or (waits and _blocking(pdbs))):
+                # the PDB is shared with an earlier move of the batch, or allows nothing now: the moves under way
+                # finish first (their replacements come up meanwhile), then this one asks again
                 _await_all(run, waits, await_replacement)
                 waits, busy = [], set()
                 pod, pdbs = _read(run, move)
-            if pod is not None and _wait_for_budget(run, move, pod, pdbs):
-                pod, pdbs = _read(run, move)  # minutes may have passed: what is checked next is read after the wait
-            if move.pod in run.state.done:
-                continue  # refused with a move of this batch it depended on
+            if pod is not None and (no_budget := _wait_for_budget(run, move, pod, pdbs)):
+                refuse(run, move, no_budget)  # and what hung on it; the other moves go on
+                run.log.skipped.append(move.pod)
+                continue
+            if pod is not None and _blocking(pdbs):  # it waited: what is checked next is read after the wait
+                pod, pdbs = _read(run, move)
             flight = run.state.inflight.get(move.pod)
             if (
                 flight is not None and flight.surge is not None
@@ -108,8 +117,11 @@ def _evict_batch(run: Run, batch: Sequence[Move], await_replacement: AwaitReplac
                 refuse(run, move, checked.refusal)
                 run.log.skipped.append(move.pod)
                 continue
-            _start_move(run, move, pod, checked)
-            waits.append(move)
+            started = _start_move(run, move, pod, checked)
+            if started is None:  # its target lost its room and no other node may take it: refused, the run goes on
+                run.log.skipped.append(move.pod)
+                continue
+            waits.append(started)
             busy |= {_key(p) for p in pdbs}
     except StopHere:
         # the moves already under way are seen through before the run stops here
@@ -124,8 +136,9 @@ def _read(run: Run, move: Move) -> tuple[Obj | None, list[Obj]]:
     return pod, (_pdbs(run, pod) if pod is not None else [])
 
 
-def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> None:
-    """Steering in place, the eviction sent; the owner's pods as the re-check listed them, if it did (no wait since)."""
+def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> Move | None:
+    """Steering in place, the eviction sent; the owner's pods as the re-check listed them, if it did (no wait since). The
+    move as started (re-targeted when its target lost its room), or None when it was refused instead."""
     owner = controller_uid(pod)
     if not owner:
         raise Abort(
@@ -141,16 +154,42 @@ def _start_move(run: Run, move: Move, pod: Obj, checked: Checked) -> None:
     flight = InFlight(
         owner=owner, siblings=siblings, grace=grace_seconds(pod), selector=selector, target=move.to_node, surge=surged
     )
-    # recorded before the eviction: after a crash, recovery still waits for this replacement (and finds its steering)
-    with run.write_ahead() as state:
-        state.inflight[move.pod] = flight
-        run.steerer.prepare(run, move, pod)
+    prepared = _prepared(run, move, pod, flight)
+    if prepared is None:
+        return None
+    move = prepared
     run.steerer.engage(run, move)
     if surged is not None:
+        run.log.attempted.append(move.pod)
         surge.scale_up(run, move, surged)
         run.event(events.surged(move.pod, move.from_node, run.plan_id, move.reason))
     else:
         _evict(run, move)
+    return move
+
+
+def _prepared(run: Run, move: Move, pod: Obj, flight: InFlight) -> Move | None:
+    """The move recorded in flight and its steering prepared (the write-ahead: after a crash, recovery still waits for
+    its replacement and finds its steering). A target that lost its room to an arrival is replaced by another under the
+    plan's rules (``checks/retarget.py``); with none, the move and what depended on it are refused, and the run goes on."""
+    try:
+        with run.write_ahead() as state:
+            state.inflight[move.pod] = flight
+            run.steerer.prepare(run, move, pod)
+        return move
+    except NoRoom as lost:
+        run.state.inflight.pop(move.pod, None)  # the block saved nothing: the state forgets the move as it was
+        target, why_not = another_target(run, move, pod)
+        if target is None:
+            refuse(run, move, f"{lost}; not moved: {why_not}")
+            return None
+        moved = run.retargeted(move, target, f"{move.to_node} lost its room to an arrival")
+        log.info("move re-targeted", extra={"pod": move.pod, "planned": move.to_node, "target": target})
+        run.note(f"{move.pod} moved to {target}, not the planned {move.to_node} (it lost its room to an arrival)")
+        with run.write_ahead() as state:  # the plan with the new target is saved with it
+            state.inflight[moved.pod] = flight.model_copy(update={"target": target})
+            run.steerer.prepare(run, moved, pod)
+        return moved
 
 
 def _surge_for(run: Run, move: Move, pod: Obj, siblings: list[Obj]) -> Surge | None:
@@ -188,25 +227,25 @@ def _key(pdb: Obj) -> str:
     return f"{pdb['metadata'].get('namespace', 'default')}/{pdb['metadata']['name']}"
 
 
-def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> bool:
-    """Before evicting, the pod's PDBs should allow it: an unexpected 0 waits (re-reading them), then aborts. True when it
-    waited (everything read before is then read again)."""
+def _blocking(pdbs: list[Obj]) -> list[str]:
+    """The PDBs among ``pdbs`` that allow no disruption now."""
+    return [_key(p) for p in pdbs if int(ObjectView(p).status.get("disruptionsAllowed") or 0) <= 0]
+
+
+def _wait_for_budget(run: Run, move: Move, pod: Obj, pdbs: list[Obj]) -> str:
+    """Before evicting, the pod's PDBs should allow it: an unexpected 0 waits (re-reading them) for up to
+    ``replacement_timeout_seconds`` (a replacement coming up is the usual cause). "" once they allow it; else why the
+    move is refused: a budget at 0 is the workload's owner saying "not now", never a failure of the run."""
     deadline = run.clock.monotonic() + run.settings.executor.replacement_timeout_seconds
-    waited = False
-    while True:
-        blocking = [_key(p) for p in pdbs if int(ObjectView(p).status.get("disruptionsAllowed") or 0) <= 0]
-        if not blocking:
-            return waited
+    while blocking := _blocking(pdbs):
         if run.clock.monotonic() >= deadline:
             limit = run.settings.executor.replacement_timeout_seconds
-            raise Abort(
-                AbortReason.PDB_BLOCKED,
-                f"PodDisruptionBudget {blocking[0]} allows no disruption for {move.pod}; gave up after {limit:g}s",
-            )
+            log.warning("a PDB allowed no disruption: move refused", extra={"pod": move.pod, "pdb": blocking[0]})
+            return f"PodDisruptionBudget {blocking[0]} allowed no disruption for {limit:g}s"
         run.report(f"evicting {move.pod}", waiting=f"PDB {blocking[0]} allows no disruption")
         run.clock.sleep(run.settings.executor.poll_seconds)
-        waited = True
         pdbs = _pdbs(run, pod)
+    return ""
 
 
 def _evict(run: Run, move: Move) -> None:
@@ -217,6 +256,7 @@ def _evict(run: Run, move: Move) -> None:
         result = run.client.evict(namespace, name, uid=move.uid, dry_run=False)
         if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
             run.state.evictions += result.outcome == EvictionOutcome.EVICTED
+            run.log.attempted.append(move.pod)
             run.event(events.evicted(move.pod, move.from_node, run.plan_id, move.reason))
             log.info(
                 run.said("evicted", "would evict (dry run)"),
@@ -224,6 +264,9 @@ def _evict(run: Run, move: Move) -> None:
             )
             return
         if result.outcome == EvictionOutcome.FORBIDDEN or MULTIPLE_PDBS in result.message:  # no retry changes these
+            run.log.attempted.append(
+                move.pod
+            )  # refused for good: a failure the breaker counts (an RBAC edit, a webhook)
             raise Abort(
                 AbortReason.EVICTION_REFUSED, f"eviction of {move.pod} refused ({result.status}): {result.message}"
             )
