@@ -34,6 +34,10 @@ from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.cycle")
+# A plan that went stale before its first eviction (a pod bound on a node it frees or drains while it was made: a busy
+# cluster does that) is made again from the cluster as it is now, this many times per cycle: nothing was moved, and a
+# stale plan is no failure (it counts nothing toward the circuit breaker).
+REPLANS_WHEN_STALE = 2
 
 
 @dataclass(frozen=True)
@@ -147,22 +151,38 @@ def _acted(admission: Admission, ports: Ports, watcher: Watcher, given: Compacti
                 )  # the plan leaves in place what it cannot place
                 plan = _planned(admission, ports, watcher, steerability_of(choice, settings.executor.identity))
             watcher.planned(plan, choice, made=given is None)
-            report = execute(
-                client,
-                settings,
-                clock,
-                plan,
-                dry_run=False,
-                steering=choice,
-                progress=ports.progress,
-                restraints=admission.restraints,
-            )
+            report = _carried(client, clock, plan, admission, ports, choice)
+            replanned: list[str] = []
+            while choice is not None and report.stale_before_any_eviction and len(replanned) < REPLANS_WHEN_STALE:
+                replanned.append(report.reason)
+                log.info(
+                    f"plan {plan.metadata.id} went stale before its first eviction ({report.reason}): planning again"
+                )
+                plan = _planned(admission, ports, watcher, steerability_of(choice, settings.executor.identity))
+                watcher.planned(plan, choice, made=True)
+                report = _carried(client, clock, plan, admission, ports, choice)
+            report.replanned = replanned
         except Interrupted:
             return Carried(client, stopped=plan.metadata.id if plan else "")
         watcher.carried_out(report)
     if watcher.wants_figures and (_changed(report) or recovery.changed):
         _measured_after(ports, watcher)
     return Carried(client, report)
+
+
+def _carried(
+    client: ClusterClient, clock: Clock, plan: CompactionPlan, admission: Admission, ports: Ports, choice: Choice | None
+) -> RunReport:
+    return execute(
+        client,
+        ports.settings,
+        clock,
+        plan,
+        dry_run=False,
+        steering=choice,
+        progress=ports.progress,
+        restraints=admission.restraints,
+    )
 
 
 def _dry_run(admission: Admission, ports: Ports, watcher: Watcher, given: CompactionPlan | None) -> Carried:

@@ -11,7 +11,7 @@ scheduling gates.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -48,6 +48,15 @@ def blocked_gpu_pods(pods: Iterable[Obj], now: datetime, scheduler_names: Iterab
     return sorted(found, key=lambda b: (-b.waited_seconds, b.key))
 
 
+@dataclass(frozen=True)
+class Bound:
+    """A pod that started a cycle, bound since: where, and how many seconds after its trigger."""
+
+    key: str
+    node: str
+    seconds: float
+
+
 @dataclass
 class PendingTrigger:
     """When blocked GPU pods should start a cycle early: after ``after_seconds`` of waiting, at most once per ``gap_seconds``
@@ -56,14 +65,36 @@ class PendingTrigger:
     after_seconds: float
     gap_seconds: float
     _fired_for: set[str] = field(default_factory=set)
+    _fired_at: dict[str, datetime] = field(default_factory=dict)  # pod -> when it started a cycle, until bound or gone
 
-    def due(self, blocked: list[Blocked], since_cycle_began: float | None) -> list[Blocked]:
+    def due(
+        self, blocked: list[Blocked], since_cycle_began: float | None, *, now: datetime | None = None
+    ) -> list[Blocked]:
         """The pods that start a cycle now (empty: none); ``since_cycle_began``: seconds since the last cycle began
-        (None: none has). Those returned are remembered: they never start another."""
+        (None: none has). Those returned are remembered: they never start another; with ``now``, so is when they did
+        (``bound``)."""
         waiting = {b.key for b in blocked}
         self._fired_for &= waiting  # a pod placed, gone or no longer blocked may start one again if blocked anew
         ready = [b for b in blocked if b.waited_seconds >= self.after_seconds and b.key not in self._fired_for]
         if not ready or (since_cycle_began is not None and since_cycle_began < self.gap_seconds):
             return []
         self._fired_for |= {b.key for b in ready}
+        if now is not None:
+            for pod in ready:
+                self._fired_at.setdefault(pod.key, now)
         return ready
+
+    def bound(self, waiting: Iterable[Obj], read: Callable[[str, str], Obj | None], now: datetime) -> list[Bound]:
+        """The pods that started a cycle, no longer among ``waiting`` (the pods no node holds) and bound since, with the
+        seconds from their trigger to their binding (their ``PodScheduled`` condition, else ``now``); ``read`` gets one
+        pod (namespace, name). A pod gone, or deleted before a node took it, is forgotten."""
+        still = {PodView(p).key for p in waiting}
+        found = []
+        for key in [k for k in self._fired_at if k not in still]:
+            pod = read(*key.split("/", 1))  # a failure leaves it remembered: asked again next round
+            fired = self._fired_at.pop(key)
+            view = PodView(pod) if pod is not None else None
+            if view is not None and view.node_name:
+                seconds = ((view.scheduled_at or now) - fired).total_seconds()
+                found.append(Bound(key, view.node_name, max(0.0, seconds)))
+        return found

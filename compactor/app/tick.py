@@ -62,6 +62,7 @@ class CycleReport:
     plan: CompactionPlan | None = None
     steering: Choice | None = None  # the steering the run went through (chosen before planning)
     run: RunReport | None = None
+    paused_until: datetime | None = None  # the circuit breaker's pause, as the cycle's gate read it (None: not paused)
 
     def summary(self) -> dict[str, Any]:
         cluster = self.figures.cluster if self.figures else None
@@ -144,7 +145,7 @@ def run_cycle(  # noqa: PLR0913
     (the state stays for the next cycle's recovery), ``CompactorError`` when the cluster cannot be read or the settings
     do not fit it."""
     watcher = ExporterWatcher(CycleReport(started=clock.now()), exporter, settings)
-    admission = _admitted(client, settings, clock, exporter, dry_run=dry_run) if execute else _MEASURE_ONLY
+    admission = _admitted(client, settings, clock, watcher, dry_run=dry_run) if execute else _MEASURE_ONLY
     ports = Ports(
         settings=settings,
         read=load_snapshot,
@@ -166,15 +167,16 @@ _MEASURE_ONLY = Admission(Verdict.REPORT, "report only", HeldBy.MODE)  # a follo
 
 
 def _admitted(
-    client: ClusterClient, settings: Settings, clock: Clock, exporter: CycleRecorder, *, dry_run: bool
+    client: ClusterClient, settings: Settings, clock: Clock, watcher: ExporterWatcher, *, dry_run: bool
 ) -> Admission:
     """The gate, as the command line asks it (the controller's mode is already in ``dry_run`` and ``execute``). The
-    breaker's pause is exported once read."""
+    breaker's pause is exported once read, and kept in the cycle's report (the pending trigger waits it out)."""
     now = clock.now()
 
     def history() -> Restraints:
         restraints = restraints_now(client, settings, now)
-        exporter.set_pause(restraints.paused_until.timestamp() if restraints.paused_until else 0.0)
+        watcher.exporter.set_pause(restraints.paused_until.timestamp() if restraints.paused_until else 0.0)
+        watcher.report.paused_until = restraints.paused_until
         return restraints
 
     return admit("apply", settings.disruption.windows, now, dry_run=dry_run, history=history)

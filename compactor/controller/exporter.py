@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, push_to_gateway
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from compactor.app.last_run import LAST_RUN_STATUSES, ROLLBACK_REASONS, SUCCESSFUL_STATUSES, RunStatus
@@ -56,6 +56,8 @@ class Exporter(Collector):
         self._evictions = 0
         self._cycle_errors = 0
         self._pending_triggers = 0
+        # seconds from the cycle a blocked GPU pod started to its binding: a count per bucket, and their sum
+        self._bound_after = BoundAfter()
         self._last_cycle: float | None = None
         self._leader = False
         self._gained: tuple[int, int] | None = None
@@ -168,6 +170,11 @@ class Exporter(Collector):
         with self._lock:
             self._pending_triggers += 1
 
+    def record_pending_bound(self, seconds: float) -> None:
+        """A GPU pod that started a cycle was bound ``seconds`` after it did."""
+        with self._lock:
+            self._bound_after.observe(seconds)
+
     def set_leader(self, leader: bool) -> None:
         with self._lock:
             self._leader = leader
@@ -192,7 +199,7 @@ class Exporter(Collector):
         with self._lock:
             figures, fenced, leader = self._figures, self._fenced, self._leader
             runs, evictions, errors, last = dict(self._runs), self._evictions, self._cycle_errors, self._last_cycle
-            triggers = self._pending_triggers
+            triggers, bound_after = self._pending_triggers, self._bound_after.buckets()
             rollbacks = dict(self._rollbacks)
             gained, recuts = self._gained, dict(self._recuts)
             steering, steering_runs, not_in_effect = self._steering, dict(self._steering_runs), self._not_in_effect
@@ -243,6 +250,13 @@ class Exporter(Collector):
             PREFIX + "pending_triggered_cycles",
             "Cycles started before the interval because a GPU pod had waited --pending-after seconds for a node.",
             value=triggers,
+        )
+        yield HistogramMetricFamily(
+            PREFIX + "pending_trigger_to_bound_seconds",
+            "Seconds from the cycle a blocked GPU pod started (the pending trigger) to the pod's binding "
+            "(its PodScheduled condition).",
+            buckets=bound_after[0],
+            sum_value=bound_after[1],
         )
         if gained is not None:
             yield GaugeMetricFamily(
@@ -305,6 +319,31 @@ class Exporter(Collector):
         for name in STEERING_MECHANISMS:
             runs_by.add_metric([name], steering_runs[name])
         yield runs_by
+
+
+BOUND_AFTER_BUCKETS = (15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+class BoundAfter:
+    """The histogram of seconds from a pending trigger to the pod's binding: cumulative counts per upper bound."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BOUND_AFTER_BUCKETS) + 1)  # the last: above every bound
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        seconds = max(0.0, seconds)
+        index = next((i for i, bound in enumerate(BOUND_AFTER_BUCKETS) if seconds <= bound), len(BOUND_AFTER_BUCKETS))
+        self.counts[index] += 1
+        self.total += seconds
+
+    def buckets(self) -> tuple[list[tuple[str, float]], float]:
+        bounds = [str(b) for b in BOUND_AFTER_BUCKETS] + ["+Inf"]
+        running, cumulative = 0, []
+        for bound, count in zip(bounds, self.counts, strict=True):
+            running += count
+            cumulative.append((bound, float(running)))
+        return cumulative, self.total
 
 
 def _one_of(name: str, documentation: str, label: str, values: Iterable[str], current: str) -> GaugeMetricFamily:

@@ -116,6 +116,9 @@ class Controller:
         self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)
         self._cycle_began: float | None = None  # clock.monotonic() when the last cycle began
+        # the circuit breaker's pause as the last cycle read it: no pending pod starts a cycle before it ends (each
+        # would be held, changing nothing)
+        self._paused_until: datetime | None = None
         self.pending = (
             PendingTrigger(options.pending_after, options.pending_gap)
             if options.pending_after > 0 and not options.report_only
@@ -235,6 +238,7 @@ class Controller:
             self._cycle_running.clear()
             self._progress_at, self._cycle_since = self.clock.monotonic(), None
         self.cycles += 1
+        self._paused_until = report.paused_until
         log.info("cycle done", extra={"leader": leader, "executed": report.run is not None, **report.summary()})
         return report
 
@@ -244,14 +248,17 @@ class Controller:
             return []
         if self.elector is not None and not self.elector.is_leader:
             return []
+        if self._paused_until is not None and self.clock.now() < self._paused_until:
+            return []  # the breaker holds every cycle until then: a cycle per blocked pod would change nothing
         try:
             waiting = self.client.list_pending_pods()
         except CompactorError as exc:
             log.warning("pending trigger: %s", exc)
             return []
+        self._see_bound(waiting)
         began = None if self._cycle_began is None else self.clock.monotonic() - self._cycle_began
         blocked = blocked_gpu_pods(waiting, self.clock.now(), self.settings.movable.scheduler_names)
-        due = self.pending.due(blocked, began)
+        due = self.pending.due(blocked, began, now=self.clock.now())
         if due:
             first = due[0]
             log.info(
@@ -263,6 +270,22 @@ class Controller:
             if self._scheduler is not None:
                 self._scheduler.modify_job("cycle", next_run_time=datetime.now(UTC))
         return due
+
+    def _see_bound(self, waiting: list[Any]) -> None:
+        """The pods that started a cycle and were bound since: the time from their trigger to their binding, logged and
+        observed (``gpu_compactor_pending_trigger_to_bound_seconds``)."""
+        assert self.pending is not None
+        try:
+            bound = self.pending.bound(waiting, self.client.get_pod, self.clock.now())
+        except CompactorError as exc:
+            log.warning("pending trigger: %s", exc)
+            return
+        for pod in bound:
+            self.exporter.record_pending_bound(pod.seconds)
+            log.info(
+                f"pending pod {pod.key} bound to {pod.node} {pod.seconds:.0f} s after it started a cycle",
+                extra={"pod": pod.key, "node": pod.node, "secondsFromTrigger": round(pod.seconds, 1)},
+            )
 
     # ----- lifecycle
 

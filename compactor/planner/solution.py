@@ -6,7 +6,7 @@ Imports: ``compactor.model``, the problem, the objective's ``Assignment``, ``usa
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from compactor.model.resources import is_gpu_resource
@@ -105,17 +105,25 @@ def _headroom(problem: Problem, node: int, load: dict[str, int]) -> int:
 
 
 def order_moves(
-    problem: Problem, moves: list[ConcreteMove], freed: set[int]
+    problem: Problem, moves: list[ConcreteMove], freed: set[int], first: Collection[int] = ()
 ) -> tuple[list[ConcreteMove], list[ConcreteMove]]:
-    """(execution order, moves no order can reach). Freed nodes with the fewest moves first (a partial run still frees
-    nodes); a move only once its target has room. The executor evicts one pod at a time, so moves that only fit all at
-    once (a cycle: each target waits for another move's source) cannot be carried out; they come back apart."""
+    """(execution order, moves no order can reach). Nodes drained for a pending pod (``first``) first: a pod waiting is
+    what fragmentation costs now, so a run cut short by a cap or a window still places it (issue 42); then freed nodes
+    with the fewest moves first (a partial run still frees nodes); a move only once its target has room. The executor
+    evicts one pod at a time, so moves that only fit all at once (a cycle: each target waits for another move's source)
+    cannot be carried out; they come back apart."""
     per_source: dict[int, int] = defaultdict(int)
     for move in moves:
         per_source[move.source] += 1
     preferred = sorted(
         moves,
-        key=lambda m: (m.source not in freed, per_source[m.source], problem.nodes[m.source].node.name, m.pod.name),
+        key=lambda m: (
+            m.source not in first,
+            m.source not in freed,
+            per_source[m.source],
+            problem.nodes[m.source].node.name,
+            m.pod.name,
+        ),
     )
     loads = loads_after(problem, [], [])
     ordered: list[ConcreteMove] = []
@@ -145,11 +153,12 @@ def concretise(
     Moves no one-at-a-time order can carry out are dropped, with whatever no longer serves a purpose or fits
     without them (the plan then frees less, but every step of it can run)."""
     moves, placements = pairs(problem, assignment, freed)
-    ordered, stuck = order_moves(problem, moves, freed)
+    ordered, stuck = order_moves(problem, moves, freed, {p.target for p in placements})
     while stuck:
         emptied = set(gpu_nodes_changed(problem, ordered, [])[0]) | (freed & _empty_before(problem))
         placements = _still_fitting(problem, ordered, placements)
-        ordered, stuck = order_moves(problem, prune_churn(problem, ordered, placements, emptied), emptied)
+        pruned = prune_churn(problem, ordered, placements, emptied)
+        ordered, stuck = order_moves(problem, pruned, emptied, {p.target for p in placements})
     return ordered, placements
 
 

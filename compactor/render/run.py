@@ -98,6 +98,9 @@ def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) 
         )
     if report.reason:
         lines.append(f"reason: {report.reason}")
+    lines += [
+        f"planned again: an earlier plan went stale before its first eviction ({why})" for why in report.replanned
+    ]
     text = "".join(f"{line}\n" for line in lines) + (outcome_text(report.outcome) if report.outcome is not None else "")
     if dry:
         text += (

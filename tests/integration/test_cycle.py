@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compactor.actions.client import ClusterClient
@@ -28,6 +28,7 @@ from compactor.app.policy import Admission, HeldBy, Verdict
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
+from tests.builders import pod
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import SETTINGS_ALL, loader
 from tests.scenarios.executor import assert_clean, make_plan, one_freed_node
@@ -173,3 +174,31 @@ def test_a_cycle_stopped_at_a_safe_point_ends_stopped_in_its_plan_with_its_state
     assert isinstance(ended, Carried) and ended.report is None and ended.stopped and ended.stopped.startswith("plan-")
     assert "carried out: succeeded" not in " ".join(told.said)
     assert c.read_state("gpu-compactor-state") is not None  # the next run's recovery resumes or rolls it back
+
+
+def test_a_plan_gone_stale_before_its_first_eviction_is_made_again_within_the_cycle() -> None:
+    """Issue 42: while the cycle planned, a GPU pod bound on the node the plan frees. The run sees it behind its fences,
+    evicts nothing, and the cycle plans again from the cluster as it is now (where a bare pod keeps gpu-3 busy: nothing
+    left to do), instead of ending ``failed`` and counting the planned moves toward the circuit breaker."""
+    c = FakeCluster(one_freed_node())
+    told, through = Told(), Through(c)
+    ports = through.ports()
+    reads = 0
+
+    def read_then_a_pod_binds() -> Snapshot:
+        nonlocal reads
+        reads += 1
+        snapshot = loader(c)()
+        if reads == 1:  # bound on gpu-3 just after the planner read the cluster
+            c.add_pod(pod("newcomer", on="gpu-3", gpus=1, owner=None, labels={"app": "newcomer"}))
+        return snapshot
+
+    ended = cycle(ACT, replace(ports, read=read_then_a_pod_binds), told)
+    assert isinstance(ended, Carried) and ended.report is not None
+    report = ended.report
+    assert told.said[:4] == ["recovered", "read", "planned 3 moves", "read"]  # planned again, from a fresh read
+    assert len(report.replanned) == 1 and "default/newcomer" in report.replanned[0]
+    assert report.status != RunStatus.FAILED and report.failed_pods == [], report.reason
+    assert report.status == RunStatus.NOTHING_TO_DO and c.evicted == []
+    assert "default/newcomer" in c.node_gpu_pods("gpu-3")
+    assert_clean(c)

@@ -4,9 +4,11 @@ for a controller that only reports (issue 21: the pending-driven path)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.app.ports import LeaderElector
+from compactor.planner.history import History
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import make_controller, sample, wait_for
@@ -101,3 +103,23 @@ def test_pending_after_zero_turns_the_trigger_off() -> None:
     controller = make_controller(c, pending_after=0)
     assert controller.pending is None and controller.check_pending() == []
     controller.server.stop()
+
+
+def test_while_the_breaker_holds_every_cycle_no_blocked_pod_starts_one() -> None:
+    """Issue 42: with the circuit breaker open, the trigger used to start a cycle per blocked pod, each held and changing
+    nothing. The cycle that read the pause tells the trigger, which waits it out, then fires as before."""
+    c = FakeCluster(node_drained_for_a_pending_pod())
+    until = c.clock.now() + timedelta(minutes=30)
+    paused = History(paused_until=until, pause_reason="5 of the last 10 moves failed")
+    c.state[HISTORY_CONFIGMAP] = {HISTORY_KEY: paused.to_json()}
+    controller = make_controller(c)
+    try:
+        report = controller.tick()  # the interval's cycle: held by the breaker
+        assert report is not None and report.run is None and report.paused_until == until
+        c.advance(70)
+        assert controller.check_pending() == []
+        assert not [call for call in c.calls if call.method == "list_pending_pods"], "not even a look while paused"
+        c.advance(31 * 60)
+        assert [b.key for b in controller.check_pending()] == [BIG]
+    finally:
+        controller.server.stop()

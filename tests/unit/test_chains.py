@@ -133,3 +133,27 @@ def test_a_narrowed_model_places_what_the_chain_baseline_places() -> None:
     assert len(plan.placed_pending) == chain_placement(snapshot, SETTINGS).pending_placed == 2
     targets = {p.to_node for p in plan.placed_pending}
     assert {m.from_node for m in plan.moves if not m.gpu} & targets  # CPU pods left the nodes that took them
+
+
+def test_a_node_drained_for_a_pending_pod_is_drained_before_any_node_is_freed() -> None:
+    """Issue 42: the pending pod first. g1 and g2 are both emptied (one move and two); the 8-GPU pod waiting gets one,
+    the other is freed. The plan's order, which a run cut short by a cap or a window follows, drains the pending pod's
+    node first, whichever it is: freed nodes with the fewest moves used to come first."""
+    snapshot = cluster(
+        node("g1", gpus=8),
+        node("g2", gpus=8),
+        node("g3", gpus=8),
+        node("g4", gpus=8),
+        pod("a", on="g1", gpus=1, owner="ReplicaSet/a"),
+        pod("b", on="g2", gpus=1, owner="ReplicaSet/b"),
+        pod("c", on="g2", gpus=1, owner="ReplicaSet/c"),
+        pod("pin-3", on="g3", gpus=6, owner=None),
+        pod("pin-4", on="g4", gpus=5, owner=None),
+        pod("big", gpus=8, owner="Job/big"),
+    )
+    plan = plan_for(snapshot, objective="max-free")
+    ((pending, drained),) = [(p.pod, p.to_node) for p in plan.placed_pending]
+    (freed,) = plan.freed_nodes
+    assert pending == "default/big" and {drained, freed} == {"g1", "g2"}
+    sources = [m.from_node for m in plan.moves]
+    assert sources == sorted(sources, key=lambda n: n != drained) and sources[0] == drained, sources

@@ -129,7 +129,8 @@ def _exported() -> dict[str, set[str]]:
     exporter.set_leader(True)
     names: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(exporter.render()[0].decode()):
-        name = family.name + "_total" if family.type == "counter" else family.name
+        suffix = {"counter": "_total", "histogram": "_bucket"}.get(family.type, "")  # what a panel reads of it
+        name = family.name + suffix
         names[name] = {label for sample in family.samples for label in sample.labels}
     return names
 

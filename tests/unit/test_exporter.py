@@ -360,3 +360,17 @@ def test_an_unknown_run_status_is_refused_and_changes_nothing() -> None:
     assert value(registry, "gpu_compactor_runs_total", status="success") is None
     assert {s for s, v in _last_run(registry).items() if v == 1} == {"nothing-to-do"}
     assert value(registry, "gpu_compactor_last_run_timestamp_seconds") == 5.0
+
+
+def test_the_seconds_from_a_pending_trigger_to_the_binding_are_a_histogram() -> None:
+    registry = CollectorRegistry()
+    exporter = Exporter(registry)
+    assert value(registry, "gpu_compactor_pending_trigger_to_bound_seconds_count") == 0
+    for seconds in (10.0, 45.0, 4000.0):
+        exporter.record_pending_bound(seconds)
+    families = {f.name: f for f in text_string_to_metric_families(exporter.render()[0].decode())}
+    assert families["gpu_compactor_pending_trigger_to_bound_seconds"].type == "histogram"
+    assert value(registry, "gpu_compactor_pending_trigger_to_bound_seconds_bucket", le="15.0") == 1
+    assert value(registry, "gpu_compactor_pending_trigger_to_bound_seconds_bucket", le="60.0") == 2
+    assert value(registry, "gpu_compactor_pending_trigger_to_bound_seconds_bucket", le="+Inf") == 3
+    assert value(registry, "gpu_compactor_pending_trigger_to_bound_seconds_sum") == 4055.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from compactor.app.pending import Blocked, PendingTrigger, blocked_gpu_pods
+from compactor.app.pending import Blocked, Bound, PendingTrigger, blocked_gpu_pods
 from tests.builders import pod
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -72,3 +72,25 @@ def test_a_pod_starts_a_cycle_once_after_its_wait_and_never_within_the_gap() -> 
     assert trigger.due([], since_cycle_began=400) == []
     assert trigger.due([Blocked("ml/big", 65.0)], since_cycle_began=400) == [Blocked("ml/big", 65.0)]
     assert PendingTrigger(60, 300).due([Blocked("ml/big", 61.0)], since_cycle_began=None) == [Blocked("ml/big", 61.0)]
+
+
+def test_a_pod_that_started_a_cycle_is_timed_from_its_trigger_to_its_binding() -> None:
+    """Issue 42: each pod's time from trigger to bound, from its PodScheduled condition; a pod still waiting is asked
+    again next round, one deleted before any node took it is forgotten."""
+    trigger = PendingTrigger(after_seconds=60, gap_seconds=0)
+    big, gone = blocked("big", waited=90, gpus=8), blocked("gone", waited=90, gpus=8)
+    found = blocked_gpu_pods([big, gone], NOW, ["default-scheduler"])
+    assert [b.key for b in trigger.due(found, None, now=NOW)] == ["default/big", "default/gone"]
+    assert trigger.bound([big, gone], lambda ns, name: None, NOW) == []  # both still wait
+    bound = pod("big", on="gpu-3", gpus=8)
+    at = NOW + timedelta(seconds=75)
+    bound["status"] = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        ],
+    }
+    read = {"big": bound, "gone": None}
+    later = NOW + timedelta(minutes=5)
+    assert trigger.bound([], lambda ns, name: read[name], later) == [Bound("default/big", "gpu-3", 75.0)]
+    assert trigger.bound([], lambda ns, name: read[name], later) == []  # each once
