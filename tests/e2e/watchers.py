@@ -11,7 +11,8 @@ PodDisruptionBudgets and pods and the cluster's nodes, until stopped. It records
   each was bound to;
 * fences: how long each node was closed (a compactor fence taint, or cordoned), from the events' arrival times;
 * the plan the run carried out, from the executor's state ConfigMap (``compactor run`` plans
-  afresh, and the solver may pick another of several equally good plans than ``compactor plan``).
+  afresh, and the solver may pick another of several equally good plans than ``compactor plan``), and the most moves
+  that state recorded in flight at once.
 
 A watch that expires (410) is re-listed and counted in ``gaps``; the test treats any gap
 or error as a failure, so a blind watcher can never pass a check vacuously.
@@ -19,6 +20,7 @@ or error as a failure, so a blind watcher can never pass a check vacuously.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +47,7 @@ class Observed:
     cordon_seconds: dict[str, float] = field(default_factory=dict)  # node -> seconds it was seen unschedulable
     still_cordoned: list[str] = field(default_factory=list)  # nodes unschedulable when the watch stopped
     run_plan: Obj = field(default_factory=dict)  # the plan in the executor's state ConfigMap, as last seen
+    max_in_flight: int = 0  # the most moves the executor's state recorded in flight at once (evictions side by side)
     gaps: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -216,7 +219,14 @@ class RunWatcher:
             self.observed.evicted[name] = node
 
     def _on_state(self, kind: str, config_map: Obj) -> None:
-        text = (config_map.get("data") or {}).get("plan")
+        data = config_map.get("data") or {}
+        try:
+            in_flight = len(json.loads(data.get("inflight") or "{}"))
+        except ValueError as exc:
+            self.observed.errors.append(f"executor state: inflight does not decode: {exc}")
+            in_flight = 0
+        self.observed.max_in_flight = max(self.observed.max_in_flight, in_flight)
+        text = data.get("plan")
         if kind != "DELETED" and text:
             try:
                 self.observed.run_plan = decode_plan(text).model_dump(by_alias=True, mode="json")
