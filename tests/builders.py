@@ -290,6 +290,12 @@ def as_list(*objects: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(objects)}
 
 
+def fill_first_policy() -> list[dict[str, Any]]:
+    """The fill-first admission policy and its binding as a cluster admin installs them: ``manifests/prevention``."""
+    root = Path(__file__).resolve().parents[1] / "manifests"
+    return list(yaml.safe_load_all((root / "prevention" / "policy.yaml").read_text(encoding="utf-8")))
+
+
 def steering_policy(*, binding: bool = True, parameters: bool = True) -> list[dict[str, Any]]:
     """The steering admission policy as a cluster admin installs it: ``manifests/steering`` (policy, binding) and the
     parameter ConfigMap of ``manifests/base``, read from the repository's own manifests."""

@@ -29,6 +29,8 @@ CRONJOB = MANIFESTS / "overlays" / "cronjob"
 CONTROLLER = MANIFESTS / "overlays" / "controller"
 MONITORING = MANIFESTS / "monitoring"
 STEERING = MANIFESTS / "steering"
+# optional: the fill-first MutatingAdmissionPolicy, for steering.fill_first's labels (prevention)
+PREVENTION = MANIFESTS / "prevention"
 # optional: the ValidatingAdmissionPolicy that holds the service account to the node fields it owns
 GUARD = MANIFESTS / "guard"
 # optional: the Role that lists the mig-parted configs in the GPU Operator's namespace
@@ -36,7 +38,7 @@ GPU_OPERATOR = MANIFESTS / "gpu-operator"
 OVERLAYS = (CRONJOB, CONTROLLER)
 MODES = tuple(MANIFESTS / "mode" / mode for mode in ("report", "plan", "apply"))  # the ConfigMap setting COMPACTOR_MODE
 NAMESPACE_ONLY = MANIFESTS / "namespace"
-KUSTOMIZATIONS = (BASE, NAMESPACE_ONLY, *OVERLAYS, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES)
+KUSTOMIZATIONS = (BASE, NAMESPACE_ONLY, *OVERLAYS, MONITORING, STEERING, PREVENTION, GPU_OPERATOR, GUARD, *MODES)
 NAMESPACE = "gpu-compactor"
 OPERATOR_NAMESPACE_NAME = Settings().mig.operator_namespace  # where the GPU Operator's mig-parted configs are read
 

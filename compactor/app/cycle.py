@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from compactor.actions.client import ClusterClient
@@ -24,8 +24,11 @@ from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.carry_out import Carried, execute, recover_run
 from compactor.app.figures import Measured, measure
+from compactor.app.fill_first import label_fill_first
 from compactor.app.planning import Solving, plan_of, prepare
 from compactor.app.policy import Admission, HeldBy, Verdict
+from compactor.errors import CompactorError
+from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.text import listed
 from compactor.model.types import Snapshot
@@ -139,6 +142,8 @@ def _measure(ports: Ports, watcher: Watcher) -> Measured:
 
 def _acted(admission: Admission, ports: Ports, watcher: Watcher, given: CompactionPlan | None) -> Carried:
     """A real run: under the Lease, recover first, then plan (on the state this run alone changes) and carry it out."""
+    seen = _LastRead(ports.read)
+    ports = replace(ports, read=seen)
     settings, plan = ports.settings, given
     with ports.acting() as (client, clock):
         try:
@@ -162,6 +167,7 @@ def _acted(admission: Admission, ports: Ports, watcher: Watcher, given: Compacti
                 watcher.planned(plan, choice, made=True)
                 report = _carried(client, clock, plan, admission, ports, choice)
             report.replanned = replanned
+            _fill_first(client, ports, seen.last)
         except Interrupted:
             return Carried(client, stopped=plan.metadata.id if plan else "")
         watcher.carried_out(report)
@@ -215,6 +221,30 @@ def _planned(admission: Admission, ports: Ports, watcher: Watcher, steering: Ste
         )
     log.info(f"plan {plan.metadata.id}: {len(plan.moves)} move(s), frees {listed(plan.freed_nodes) or 'nothing'}")
     return plan
+
+
+class _LastRead:
+    """``Ports.read``, keeping the last snapshot it returned."""
+
+    def __init__(self, read: Callable[[], Snapshot]) -> None:
+        self.read = read
+        self.last: Snapshot | None = None
+
+    def __call__(self) -> Snapshot:
+        snapshot = self.last = self.read()
+        return snapshot
+
+
+def _fill_first(client: ClusterClient, ports: Ports, before: Snapshot | None) -> None:
+    """Prevention (``steering.fill_first``): the fill-first labels in line with the cluster after the run, or removed
+    once the setting is off (docs/prevention.md). A cluster that cannot be read leaves them as they are."""
+    labelled = before is not None and any(FILL_FIRST_LABEL in node.labels for node in before.nodes)
+    if not (ports.settings.steering.fill_first or labelled):
+        return
+    try:
+        label_fill_first(client, ports.read(), ports.settings)
+    except CompactorError as exc:
+        log.warning(f"fill-first labels not brought up to date: {exc}")
 
 
 def _changed(report: RunReport) -> bool:

@@ -1,6 +1,7 @@
 """How each replacement is made to land on its planned node: the admission policy, holds on the other nodes, or
-neither; how long a steered pod may take to bind; which pods move make-before-break (the ``steering`` group;
-docs/executor.md, "Steering")."""
+neither; how long a steered pod may take to bind; which pods move make-before-break; whether new GPU pods are steered
+toward the nodes already in use (``fill_first``, docs/prevention.md) (the ``steering`` group; docs/executor.md,
+"Steering")."""
 
 from __future__ import annotations
 
@@ -42,4 +43,11 @@ class SteeringSettings(Group):
     )
     bind_poll_seconds: float = Field(
         0.2, gt=0, description="poll interval while nodes are held, so holds end soon after the bind"
+    )
+    fill_first: bool = Field(
+        False,
+        description="after each real run, label the GPU nodes that run GPU pods and still have GPUs free "
+        "compactor.io/fill-first=1, 2 or 3 (3: the fullest), for the fill-first admission policy of "
+        "manifests/prevention, which makes new GPU pods prefer them over emptier nodes, whatever the scheduler "
+        "profile (docs/prevention.md); false: the labels are removed",
     )

@@ -171,21 +171,26 @@ def build(
     return workloads
 
 
-def create_workload(kube: Kube, namespace: str, fleet: Fleet, w: Workload) -> None:
-    pdb = pod_disruption_budget(w.name, app_label=w.name)
-    deploy = deployment(
-        w.name,
-        replicas=w.replicas,
+def fleet_deployment(name: str, fleet: Fleet, *, replicas: int, gpus: int, cpu: str = "100m") -> Obj:
+    """A Deployment of pause pods kept to the fleet, each asking ``gpus`` GPUs, placed by the scheduler profile alone."""
+    return deployment(
+        name,
+        replicas=replicas,
         resource=GPU,
-        amount=w.gpus,
-        cpu="100m",
+        amount=gpus,
+        cpu=cpu,
         memory="128Mi",
         memory_limit="128Mi",
         spread=False,
-        app_label=w.name,
+        app_label=name,
         extra_labels={WORKLOAD_LABEL: "true"},
         node_selector=fleet.selector,
     )
+
+
+def create_workload(kube: Kube, namespace: str, fleet: Fleet, w: Workload) -> None:
+    pdb = pod_disruption_budget(w.name, app_label=w.name)
+    deploy = fleet_deployment(w.name, fleet, replicas=w.replicas, gpus=w.gpus)
     if w.host_port:
         container = deploy["spec"]["template"]["spec"]["containers"][0]
         container["ports"] = [{"containerPort": w.host_port, "hostPort": w.host_port, "protocol": "TCP"}]
@@ -254,19 +259,7 @@ def pending_name(gpus: int) -> str:
 def add_pending(kube: Kube, namespace: str, fleet: Fleet, gpus: int, *, cpu: str = "100m") -> None:
     """One replica asking for ``gpus`` GPUs (and ``cpu``) and no PDB; waits until the scheduler has found no node for it."""
     name = pending_name(gpus)
-    deploy = deployment(
-        name,
-        replicas=1,
-        resource=GPU,
-        amount=gpus,
-        cpu=cpu,
-        memory="128Mi",
-        memory_limit="128Mi",
-        spread=False,
-        app_label=name,
-        extra_labels={WORKLOAD_LABEL: "true"},
-        node_selector=fleet.selector,
-    )
+    deploy = fleet_deployment(name, fleet, replicas=1, gpus=gpus, cpu=cpu)
     with_retries(
         lambda: kube.apps.create_namespaced_deployment(namespace, deploy),
         what=f"creating Deployment {name}",

@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.builders import steering_policy
+from tests.builders import fill_first_policy, steering_policy
 from tests.e2e.helpers import PAUSE_IMAGE, STATE_NAMESPACE, Kube, Obj, api_request, get_or_none, name_of, with_retries
 
 ADMISSION_PATHS = {
@@ -48,16 +48,31 @@ def install_policy(kube: Kube, *, only: str = "") -> None:
                     what=f"creating configmap {name}",
                 )
             continue
-        status, found = api_request(kube, "GET", f"{ADMISSION_PATHS[kind]}/{name}")
-        if status == 200:
-            replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": found["metadata"]["resourceVersion"]}}
-            status, _ = api_request(kube, "PUT", f"{ADMISSION_PATHS[kind]}/{name}", replaced)
-        else:
-            status, _ = api_request(kube, "POST", ADMISSION_PATHS[kind], obj)
-        assert status in (200, 201), (
-            f"installing {kind} {name}: HTTP {status} (Kubernetes v1.36+ serves admissionregistration.k8s.io/v1)"
-        )
+        put_admission(kube, obj)
     time.sleep(2)  # the API server's admission plugin picks policies, bindings and parameters up from its informers
+
+
+def install_fill_first_policy(kube: Kube) -> None:
+    """The fill-first policy and its binding of ``manifests/prevention`` as shipped (created, or replaced in place: never
+    deleted, see ``install_policy``). Left installed it changes nothing while no node carries a fill-first label: its
+    preferred terms then match no node, and every node scores alike."""
+    for obj in fill_first_policy():
+        put_admission(kube, obj)
+    time.sleep(2)
+
+
+def put_admission(kube: Kube, obj: Obj) -> None:
+    """One admission policy or binding created, or replaced in place when present."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    status, found = api_request(kube, "GET", f"{ADMISSION_PATHS[kind]}/{name}")
+    if status == 200:
+        replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": found["metadata"]["resourceVersion"]}}
+        status, _ = api_request(kube, "PUT", f"{ADMISSION_PATHS[kind]}/{name}", replaced)
+    else:
+        status, _ = api_request(kube, "POST", ADMISSION_PATHS[kind], obj)
+    assert status in (200, 201), (
+        f"installing {kind} {name}: HTTP {status} (Kubernetes v1.36+ serves admissionregistration.k8s.io/v1)"
+    )
 
 
 @dataclass

@@ -25,13 +25,14 @@ from compactor.app.cycle import Held, Ports, cycle
 from compactor.app.figures import Measured
 from compactor.app.planning import offline_steerability
 from compactor.app.policy import Admission, HeldBy, Verdict
+from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from tests.builders import pod
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import SETTINGS_ALL, loader
-from tests.scenarios.executor import assert_clean, make_plan, one_freed_node
+from tests.scenarios.executor import assert_clean, make_plan, one_freed_node, writes
 
 ACT = Admission(Verdict.ACT)
 DRY_RUN = Admission(Verdict.DRY_RUN)
@@ -202,3 +203,26 @@ def test_a_plan_gone_stale_before_its_first_eviction_is_made_again_within_the_cy
     assert report.status == RunStatus.NOTHING_TO_DO and c.evicted == []
     assert "default/newcomer" in c.node_gpu_pods("gpu-3")
     assert_clean(c)
+
+
+def test_with_fill_first_on_a_run_labels_the_nodes_in_use_by_tier_and_off_it_takes_the_labels_back() -> None:
+    """Prevention (issue 42): after the run, the GPU nodes running GPU pods with GPUs free carry their fill-first tier,
+    the whole-free ones none; once the setting is off, the next run removes the labels it finds."""
+    c = FakeCluster(one_freed_node())
+    on = SETTINGS_ALL.model_copy(update={"steering": SETTINGS_ALL.steering.amended(fill_first=True)})
+    told, through = Told(), Through(c)
+    cycle(ACT, replace(through.ports(), settings=on), told)
+    labels = {name: (n["metadata"].get("labels") or {}).get(FILL_FIRST_LABEL) for name, n in c.nodes.items()}
+    used = {name: len(c.node_gpu_pods(name)) and sum(_gpus(c, pod) for pod in c.node_gpu_pods(name)) for name in labels}
+    expected = {name: None if gpus in (0, 8) else str(1 + gpus * 3 // 8) for name, gpus in used.items()}
+    assert labels == expected and labels["gpu-3"] is None, used  # gpu-3 freed: whole, left unlabelled
+    assert any(labels.values())
+    patches = [call for call in writes(c, "patch_node") if FILL_FIRST_LABEL in str(call.args["patch"])]
+    assert len(patches) == sum(1 for tier in labels.values() if tier)
+    cycle(ACT, through.ports(), Told())  # the shipped default: off
+    assert not [n for n in c.nodes.values() if FILL_FIRST_LABEL in (n["metadata"].get("labels") or {})]
+
+
+def _gpus(c: FakeCluster, key: str) -> int:
+    containers = c.pod(*key.split("/"))["spec"]["containers"]
+    return sum(int((ct.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0)) for ct in containers)

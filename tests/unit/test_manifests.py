@@ -39,6 +39,7 @@ from tests.manifests import (
     NAMESPACE_ONLY,
     OPERATOR_NAMESPACE_NAME,
     OVERLAYS,
+    PREVENTION,
     ROOT,
     STEERING,
     WORKLOADS,
@@ -181,7 +182,17 @@ def test_the_docs_install_with_kustomizations_that_exist() -> None:
             assert name == IMAGE, (
                 f"{shown(path)}: kustomize edit set image {name}=...: the workloads name their image {IMAGE}"
             )
-    assert applied == {NAMESPACE_ONLY, CRONJOB, CONTROLLER, MONITORING, STEERING, GPU_OPERATOR, GUARD, *MODES}
+    assert applied == {
+        NAMESPACE_ONLY,
+        CRONJOB,
+        CONTROLLER,
+        MONITORING,
+        STEERING,
+        PREVENTION,
+        GPU_OPERATOR,
+        GUARD,
+        *MODES,
+    }
     readme = _install_texts()[ROOT / "README.md"]
     for step in (
         "docker build -t REGISTRY/gpu-compactor:TAG .",

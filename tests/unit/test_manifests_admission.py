@@ -21,6 +21,7 @@ from compactor.actions.owners import DELETION_COST
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.actions.surge import SURGE_NOTE, SURGED_BY
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
+from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.settings import Settings
 from tests.manifests import BASE, GUARD, NAMESPACE, STEERING, mounted_settings, one_object
 
@@ -66,7 +67,8 @@ def test_the_node_guard_holds_the_service_account_to_the_node_fields_the_executo
     assert spec["failurePolicy"] == "Fail" and "paramKind" not in spec
     owned = "compactor.io/"
     variables = {v["name"]: v["expression"] for v in spec["variables"]}
-    assert variables["labels"].count(f"k != '{MIG_CONFIG_LABEL}'") == 2  # changed or added, and removed
+    owned_labels = f"!(k in ['{MIG_CONFIG_LABEL}', '{FILL_FIRST_LABEL}'])"  # a re-cut; prevention's tiers
+    assert variables["labels"].count(owned_labels) == 2  # changed or added, and removed
     assert variables["annotations"].count(f"!k.startsWith('{owned}')") == 2
     assert all(f"!t.key.startsWith('{owned}')" in variables[v] for v in ("oldTaints", "newTaints"))
     settings = mounted_settings(tmp_path, monkeypatch).executor
