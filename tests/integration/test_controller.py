@@ -21,7 +21,6 @@ from compactor.actions.annotations import HELD_FOR
 from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
-from compactor.actions.run import AbortReason
 from compactor.app.tick import run_cycle
 from compactor.cli import build_parser, main
 from compactor.controller.exporter import Exporter
