@@ -165,7 +165,7 @@ def _with_claims(
 ) -> Pod:
     """The pod with the mapped devices its claims hold in its requests (so its node's usage is right whether or not it
     may move), or, while they are not allocated, the GPUs they ask for; ``dra_gpus`` when all of it is understood."""
-    taken: list[str] = []
+    taken: dict[str, int] = defaultdict(int)  # resource -> devices: sized by the resources, never by a claim's count
     understood, template, partitioned = True, False, False
     drivers: set[str] = set()
     for _, claim_name, shared in pod.resource_claims:
@@ -188,7 +188,7 @@ def _with_claims(
                 partitioned = partitioned or device.partition is not None
                 if key not in counted:
                     counted.add(key)
-                    taken.append(device.resource)
+                    taken[device.resource] += 1
         elif pod.node_name:
             understood = False  # bound without an allocation: not something the model can explain
         else:
@@ -197,14 +197,14 @@ def _with_claims(
                 if mapping is None or mode != "ExactCount" or (kind == MIG_PREFIX and not profile):
                     understood = False  # all devices, a class not mapped, a MIG device of no profile said plainly
                     continue
-                taken += [GPU if kind == GPU else MIG_PREFIX + profile] * count
+                taken[GPU if kind == GPU else MIG_PREFIX + profile] += count
                 drivers.add(mapping.driver)
     selector = dict(pod.node_selector)
     if template and understood:
         selector |= {DRA_LABEL_PREFIX + d: "true" for d in drivers}
     return msgspec.structs.replace(
         pod,
-        requests=pod.requests + Resources(_count(taken)),
+        requests=pod.requests + Resources(taken),
         node_selector=tuple(sorted(selector.items())),
         dra_gpus=understood,
         partitioned=partitioned,

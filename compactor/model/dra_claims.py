@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from compactor.errors import InputError
 from compactor.model.parse import RawObject, sections
 
 
@@ -36,18 +37,24 @@ class ResourceClaim:
 
 
 def read_claim(raw: RawObject, *, source: str) -> ResourceClaim:
-    """Each request's class, count, mode and selected MIG profile, and the devices allocated (none while pending)."""
+    """Each request's class, count, mode and selected MIG profile, and the devices allocated (none while pending). A
+    field of the wrong type is an ``InputError`` naming the claim and the field (the API server validates a live
+    claim's types; a snapshot's are whatever the file says). A count is kept as a number, whatever its size: the model
+    adds it to the pod's requests, never builds anything that long."""
     _, meta, spec, status = sections(raw, source=source)
-    devices = spec.devices if isinstance(spec.devices, dict) else {}
+    name = f"resourceclaim {meta.namespace or 'default'}/{meta.name}"
+    devices = _mapping(spec.devices, source, name, "spec.devices")
     requests, admin = [], False
-    for request in devices.get("requests") or ():
-        exactly = request.get("exactly") or {}
+    for index, request in enumerate(_sequence(devices.get("requests"), source, name, "spec.devices.requests")):
+        where = f"spec.devices.requests[{index}]"
+        request = _mapping(request, source, name, where)
+        exactly = _mapping(request.get("exactly"), source, name, f"{where}.exactly")
         admin = admin or bool(exactly.get("adminAccess"))
         requests.append(
             (
                 str(request.get("name") or ""),
                 str(exactly.get("deviceClassName") or ""),
-                int(exactly.get("count") or 1),
+                _count(exactly.get("count"), source, name, f"{where}.exactly.count"),
                 str(exactly.get("allocationMode") or "ExactCount"),
                 _selected_profile(exactly.get("selectors")),
             )
@@ -64,6 +71,31 @@ def read_claim(raw: RawObject, *, source: str) -> ResourceClaim:
         if isinstance(r, dict)
     )
     return ResourceClaim(meta.namespace or "default", str(meta.name), tuple(requests), results, admin)
+
+
+def _mapping(value: Any, source: str, obj: str, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"must be an object, got {type(value).__name__}", source=source, obj=obj, field=field)
+    return value
+
+
+def _sequence(value: Any, source: str, obj: str, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"must be a list, got {type(value).__name__}", source=source, obj=obj, field=field)
+    return value
+
+
+def _count(value: Any, source: str, obj: str, field: str) -> int:
+    """``exactly.count`` (1 when absent, as the API defaults it): a whole number above zero."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"must be a whole number above 0, got {value!r}", source=source, obj=obj, field=field)
+    return value
 
 
 _PROFILE_SELECTOR = re.compile(r"""^device\.attributes\[["']([^"']+)["']\]\.profile\s*==\s*["']([^"']+)["']$""")

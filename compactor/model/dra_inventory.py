@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactor.errors import InputError
 from compactor.model import schema
 from compactor.model.dra import Device, DriverMapping, counter_amounts, map_device
 from compactor.model.dra_claims import ResourceClaim, read_claim
@@ -51,11 +52,12 @@ def read_inventory(
             _, meta, spec, _ = sections(raw, source=origin)
             about = spec.pool if isinstance(spec.pool, dict) else {}
             key = (spec.driver or "", str(about.get("name") or ""))
+            name = f"resourceslice {meta.name}"
             pools[key].append(
                 _Slice(
                     str(meta.name),
-                    int(about.get("generation") or 0),
-                    int(about.get("resourceSliceCount") or 1),
+                    _whole(about.get("generation"), 0, origin, name, "spec.pool.generation"),
+                    _whole(about.get("resourceSliceCount"), 1, origin, name, "spec.pool.resourceSliceCount"),
                     spec.node_name or "",
                     spec.devices if isinstance(spec.devices, list) else [],
                     counter_amounts(spec.shared_counters),
@@ -76,6 +78,15 @@ def read_inventory(
         if mapping is not None:
             _read_pool(inventory, current, driver, pool_name, known, mapping, warnings)
     return inventory
+
+
+def _whole(value: Any, default: int, source: str, obj: str, field: str) -> int:
+    """A whole number of a slice's pool (``default`` when absent); anything else an ``InputError`` naming it."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"must be a whole number, got {value!r}", source=source, obj=obj, field=field)
+    return value
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from compactor.app.plan_document import build_plan
+from compactor.errors import InputError
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.dra import DRA_LABEL_PREFIX
 from compactor.model.types import Snapshot
@@ -208,3 +209,55 @@ def test_at_its_eviction_a_template_claim_pod_read_alone_is_not_refused_for_its_
     rules = PlannerSettings.of(min_replicas=1)
     assert why_not_evictable(template, None, (), rules, ready_replicas=1) is None
     assert why_not_evictable(shared, None, (), rules, ready_replicas=1) == Unmovable.SHARED_CLAIM
+
+
+def test_a_claim_asking_a_quadrillion_devices_is_unplaceable_demand_not_an_outage() -> None:
+    """Issue 43: a tenant's ResourceClaim of ``count: 10**15`` made every report and plan build a list that long
+    (MemoryError). Its count is now a number added to the pod's requests: the pod is larger than any node, said as
+    such, and the rest of the cluster is measured and planned as before."""
+    snapshot = cluster(
+        *dra_node("gpu-1"),
+        *dra_node("gpu-2"),
+        dra_pod("a", on="gpu-1", claim="a-gpus", owner="ReplicaSet/a"),
+        gpu_claim("a-gpus", devices=devices("gpu-1", 0, 1), for_pods=["a"]),
+        dra_pod("b", on="gpu-2", claim="b-gpus", owner="ReplicaSet/b"),
+        gpu_claim("b-gpus", devices=devices("gpu-2", 0, 1), for_pods=["b"]),
+        dra_pod("hostile", claim="huge", owner="ReplicaSet/hostile"),
+        gpu_claim("huge", count=10**15),
+        pdb("a", match={"app": "a"}, max_unavailable=1),
+        pdb("b", match={"app": "b"}, max_unavailable=1),
+    )
+    figures = compute_figures(snapshot)
+    assert [p.pod for p in figures.unplaceable_pending] == ["default/hostile"]
+    assert figures.blocked_demand_gpus == 0
+    plan = plan_of(snapshot)
+    assert plan.placed_pending == [] and plan.freed_nodes in (["gpu-1"], ["gpu-2"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("count", "many", "spec.devices.requests[0].exactly.count: must be a whole number above 0, got 'many'"),
+        ("count", 0, "spec.devices.requests[0].exactly.count: must be a whole number above 0, got 0"),
+        ("requests", ["x"], "spec.devices.requests[0]: must be an object, got str"),
+    ],
+)
+def test_a_claim_field_of_the_wrong_type_is_one_line_naming_the_claim_and_the_field(
+    field: str, value: Any, said: str
+) -> None:
+    claim = gpu_claim("odd", count=1)
+    if field == "requests":
+        claim["spec"]["devices"]["requests"] = value
+    else:
+        claim["spec"]["devices"]["requests"][0]["exactly"][field] = value
+    with pytest.raises(InputError) as raised:
+        cluster(*dra_node("gpu-1"), dra_pod("p", claim="odd", owner="ReplicaSet/p"), claim)
+    assert f"resourceclaim default/odd: {said}" in str(raised.value)
+
+
+def test_a_slice_whose_pool_generation_is_not_a_number_is_one_line_naming_it() -> None:
+    piece = gpu_slice("gpu-1")
+    piece["spec"]["pool"]["generation"] = "abc"
+    with pytest.raises(InputError) as raised:
+        cluster(node("gpu-1"), piece)
+    assert "spec.pool.generation: must be a whole number, got 'abc'" in str(raised.value)
