@@ -104,7 +104,7 @@ def recover(
         client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume
     _release_orphans(client, settings, clock, report)
     _remove_orphan_pins(client, settings, report)
-    _undo_orphan_surges(client, settings, report)
+    _undo_orphan_surges(client, settings, rules or PlannerSettings(), report)
     return report
 
 
@@ -155,7 +155,9 @@ def leftovers(client: ClusterClient, settings: RunSettings) -> bool:
     return bool(client.list_pods(label_selector=f"{surge.SURGED_BY}={settings.executor.identity}"))
 
 
-def _undo_orphan_surges(client: ClusterClient, settings: RunSettings, report: RecoveryReport) -> None:
+def _undo_orphan_surges(
+    client: ClusterClient, settings: RunSettings, scope: PlannerSettings, report: RecoveryReport
+) -> None:
     """Make-before-break surges no state accounts for (the state was lost, or dropped as unreadable): found by the mark the
     surge left on the old pod (``surge.SURGED_BY``), each Deployment scaled back from the surged count it recorded (only
     from exactly that) and the pod's marks off. Without this, a lost state left the Deployment one replica over, for
@@ -176,6 +178,9 @@ def _undo_orphan_surges(client: ClusterClient, settings: RunSettings, report: Re
         deployment, recorded = str(note.get("deployment", "")), note.get("replicas")
         replicas = recorded if isinstance(recorded, int) else 0
         try:
+            if why := surge.doubt(client, pod, deployment, scope):  # forged, or not ours to judge: left as found
+                log.warning("a surge mark not acted on", extra={"pod": f"{namespace}/{name}", "reason": why})
+                continue
             surged = bool(deployment) and replicas >= 1
             if surged and client.scale_deployment(namespace, deployment, expect=replicas + 1, to=replicas):
                 report.unsurged.append(f"{namespace}/{deployment}")

@@ -32,8 +32,10 @@ from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref,
 from compactor.actions.pods import is_bound, is_ready, is_terminating
 from compactor.actions.run import Abort, AbortReason, Run
 from compactor.actions.state import Surge
+from compactor.actions.trust import in_scope
 from compactor.errors import ClusterError
 from compactor.planner.plan import Move
+from compactor.settings import PlannerSettings
 
 log = logging.getLogger("compactor.executor")
 OPT_IN = "compactor.io/make-before-break"
@@ -179,19 +181,14 @@ def _await_every_replica_ready(run: Run, move: Move, owner: str, selector: str, 
 
 def undo(run: Run, pod_key: str, surge: Surge) -> None:
     """A surge the run gives up: the Deployment back at its replicas (the not-yet-Ready new pod, if any, goes first), the
-    old pod's mark off. Best effort where someone else changed the Deployment meanwhile: theirs to decide. Only when the
-    old pod, if it is still there, carries this surge's mark: never on the word of a state record alone."""
+    old pod's mark off. Best effort where someone else changed the Deployment meanwhile: theirs to decide. Only on
+    evidence (``doubt``): never on the word of a state record alone, nor when the old pod is gone (the Deployment then
+    stays one replica over, said: more serving capacity, never less)."""
     namespace, name = pod_key.split("/", 1)
     old = run.client.get_pod(namespace, name)
-    if (
-        old is not None
-        and str(old["metadata"].get("uid")) == surge.pod_uid
-        and surge_note(old) != _note(run.plan_id, surge)
-    ):
-        log.warning(
-            "surge not undone: the pod carries no mark of it (never surged, or the record is not this run's)",
-            extra={"pod": pod_key, "deployment": surge.deployment},
-        )
+    if why := doubt(run.client, old, surge.deployment, run.services.rules, uid=surge.pod_uid, plan_id=run.plan_id):
+        log.warning("surge not undone", extra={"pod": pod_key, "deployment": surge.deployment, "reason": why})
+        run.note(f"the surge of {surge.deployment} for {pod_key} was not undone ({why}); scale it by hand if need be")
         return
     try:
         if not run.client.scale_deployment(namespace, surge.deployment, expect=surge.replicas + 1, to=surge.replicas):
@@ -205,6 +202,43 @@ def undo(run: Run, pod_key: str, surge: Surge) -> None:
     except ClusterError as exc:
         log.error("could not undo a surge", extra={"pod": pod_key, "deployment": surge.deployment, "error": str(exc)})
         raise
+
+
+def doubt(
+    client: ClusterClient,
+    old: Obj | None,
+    deployment: str,
+    scope: PlannerSettings,
+    *,
+    uid: str | None = None,
+    plan_id: str | None = None,
+) -> str:
+    """Why a surge of ``deployment`` may not be undone on the evidence of the old pod ``old`` ("" when it may): the pod
+    exists (with the ``uid`` recorded, when one is), carries this surge's mark (of ``plan_id``, when one is recorded),
+    is in a namespace the planner may move pods of, and its ReplicaSet is owned by that Deployment. A pod's labels and
+    annotations are its owner's to write: alone they scale nothing down."""
+    if old is None:
+        return "the old pod is gone: no evidence left of what the surge did"
+    view = PodView(old)
+    if uid is not None and view.uid != uid:
+        return "the old pod was replaced since (another uid)"
+    note = surge_note(old) or {}
+    if note.get("deployment") != deployment or (plan_id is not None and note.get("plan") != plan_id):
+        return "the pod carries no mark of this surge"
+    if not in_scope(view.namespace, scope):
+        return f"namespace {view.namespace} is outside the planner's scope"
+    ref = controller_ref(old) or {}
+    replica_set = (
+        client.get_owner(view.namespace, "ReplicaSet", str(ref.get("name", "")))
+        if ref.get("kind") == "ReplicaSet"
+        else None
+    )
+    owner = controller_ref(replica_set or {}) or {}
+    if replica_set is None or str(ref.get("uid", "")) != ObjectView(replica_set).uid:
+        return "the pod's ReplicaSet is not its controller"
+    if owner.get("kind") != "Deployment" or owner.get("name") != deployment:
+        return f"Deployment {deployment} does not own the pod's ReplicaSet"
+    return ""
 
 
 def _note(plan_id: str, surge: Surge) -> dict[str, object]:

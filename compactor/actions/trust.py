@@ -40,13 +40,17 @@ def _foreign_pods(state: RunState, plan: CompactionPlan) -> list[str]:
     return [f"pod {pod} is no move of its plan" for pod in dict.fromkeys(named) if pod not in moved]
 
 
+def in_scope(namespace: str, scope: PlannerSettings) -> bool:
+    """Whether the planner may move pods of ``namespace`` (``movable.namespaces``, ``exclude_namespaces``)."""
+    allowed = scope.movable.namespaces
+    return (not allowed or namespace in allowed) and namespace not in scope.movable.exclude_namespaces
+
+
 def _out_of_scope(plan: CompactionPlan, scope: PlannerSettings) -> list[str]:
     found = []
     for move in plan.moves:
         namespace = move.pod.split("/", 1)[0]
-        if (
-            scope.movable.namespaces and namespace not in scope.movable.namespaces
-        ) or namespace in scope.movable.exclude_namespaces:
+        if not in_scope(namespace, scope):
             found.append(
                 f"pod {move.pod} is in a namespace the planner may not move (movable.namespaces, exclude_namespaces)"
             )

@@ -9,11 +9,13 @@ nodes are released by their own marks, and the same record in scope is still rol
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from compactor.actions import annotations as ann
 from compactor.actions.recovery import recover
 from compactor.actions.state import InFlight, Phase, RunState, Surge, encode_plan
+from compactor.actions.surge import SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan, Metadata, Move, SolverReport
 from tests.builders import node, pod
 from tests.fakecluster import FakeCluster
@@ -101,10 +103,54 @@ def test_a_record_naming_pods_its_plan_does_not_move_is_refused() -> None:
     assert _scales(c) == []
 
 
-def test_the_same_record_in_the_planners_scope_is_rolled_back_as_before() -> None:
-    """A legitimate record: the undo is tested against the replicas it recorded (here today's count less one, as a surge
-    in flight leaves it), so it scales back."""
+def _as_surged(c: FakeCluster, namespace: str) -> None:
+    """What a real surge leaves besides its record: the old pod's uid in the record, the surge's mark on the pod."""
+    old = c.pod(namespace, "dns-0")
+    record = c.state[ann.STATE_CONFIGMAP]
+    record["inflight"] = record["inflight"].replace('"whatever"', json.dumps(old["metadata"]["uid"]))
+    note = {"plan": "plan-planted00000", "deployment": "dns", "replicas": 1, "deletionCost": None}
+    old["metadata"].setdefault("annotations", {})[SURGE_NOTE] = json.dumps(note, separators=(",", ":"))
+
+
+def test_the_same_record_in_the_planners_scope_with_its_evidence_is_rolled_back_as_before() -> None:
+    """A legitimate record: the old pod carries the surge's mark and the uid recorded, and the Deployment owns its
+    ReplicaSet. The undo is tested against the replicas it recorded (today's count less one), so it scales back."""
     c = _cluster("team")
+    _as_surged(c, "team")
     recovered = recover(c, SETTINGS, c.clock, resume=False, rules=PLANNER)
     assert recovered.resumed is not None and recovered.discarded == ""
     assert _scales(c) == [(2, 1)]
+
+
+def test_a_record_in_scope_without_the_pods_evidence_scales_nothing() -> None:
+    """Issue 43, item 2: a record in the planner's scope whose old pod carries no mark (planted, without the state guard)
+    used to scale the Deployment down by one per run, to 1. Now the pod must show the surge; without it, nothing is
+    scaled (the Deployment would at worst stay one replica over) and the run says so."""
+    c = _cluster("team")
+    recovered = recover(c, SETTINGS, c.clock, resume=False, rules=PLANNER)
+    assert _scales(c) == [] and c.deployments[("team", "dns")]["spec"]["replicas"] == 2
+    assert recovered.resumed is not None
+
+
+def test_a_record_naming_a_pod_that_does_not_exist_scales_nothing() -> None:
+    """The old pod gone: no evidence is left of what the surge did, so nothing is scaled down (it used to be)."""
+    c = _cluster("team")
+    _as_surged(c, "team")
+    del c.pods[("team", "dns-0")]
+    recover(c, SETTINGS, c.clock, resume=False, rules=PLANNER)
+    assert _scales(c) == [] and c.deployments[("team", "dns")]["spec"]["replicas"] == 2
+
+
+def test_a_forged_surge_mark_on_a_tenants_own_pod_scales_nothing() -> None:
+    """Issue 43, item 3: a pod labelled with this installation's surge mark and an annotation naming Deployment ``dns``
+    made every recovery scale that Deployment down by one, to 1: the sweep trusted the annotation. The pod's ReplicaSet
+    must be the Deployment's, in the planner's scope; a tenant's bare pod is neither."""
+    c = FakeCluster([node("n1", cpu="64"), node("n2", cpu="64"), *_deployment("team", replicas=3)])
+    forged = pod("forger", on="n1", namespace="team", owner=None, labels={SURGED_BY: SETTINGS.executor.identity})
+    note = {"plan": "plan-forged", "deployment": "dns", "replicas": 2, "deletionCost": None}
+    forged["metadata"]["annotations"] = {SURGE_NOTE: json.dumps(note)}
+    c.add_pod(forged)
+    for _ in range(3):  # every recovery used to take one more replica
+        recover(c, SETTINGS, c.clock, resume=False, rules=PLANNER)
+    assert _scales(c) == [] and c.deployments[("team", "dns")]["spec"]["replicas"] == 3
+    assert SURGE_NOTE in c.pod("team", "forger")["metadata"]["annotations"]  # left as found: not ours to judge
