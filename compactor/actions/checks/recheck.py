@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compactor.actions import annotations as ann
 from compactor.actions.checks.job_backoff import job_refusal
 from compactor.actions.client import Obj
 from compactor.actions.objects import PodView
@@ -80,8 +81,10 @@ def _target_refusal(run: Run, move: Move, pod: Pod) -> str:
     if target.unschedulable:
         return f"its planned node {move.to_node} was cordoned (kubectl cordon) since the plan"
     # A taint someone put on the target since the plan: cluster-autoscaler's ToBeDeletedByClusterAutoscaler, Karpenter's
-    # karpenter.sh/disrupted, a GPU health taint. The compactor's own (fences, holds, reservations) are its steering's.
-    theirs = tuple(t for t in target.taints if not t.key.startswith("compactor.io/"))
+    # karpenter.sh/disrupted, a GPU health taint, another installation's fence. This installation's own (its fence, its
+    # holds, its reservations) are its steering's.
+    ours = {ann.fence_key(run.settings.executor.identity), run.settings.executor.taint_key}
+    theirs = tuple(t for t in target.taints if t.key not in ours)
     taint = untolerated_taint(pod.tolerations, theirs)
     if taint is not None:
         return f"its planned node {move.to_node} has the taint {taint.key}:{taint.effect} the pod does not tolerate"
