@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,9 +77,11 @@ def recover(
     resume: bool = True,
     rules: PlannerSettings | None = None,
     dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
+    may_go_on: Callable[[], str] | None = None,
 ) -> RecoveryReport:
     """``rules``: the movability rules a resumed run checks each eviction against (the planner's settings);
-    ``dra_drivers``: what DRA devices are GPUs (``dra.drivers``)."""
+    ``dra_drivers``: what DRA devices are GPUs (``dra.drivers``); ``may_go_on``: asked before each eviction of a resumed
+    run, as a fresh run asks it (the disruption window: a resumed run stops where a fresh one would)."""
     report = RecoveryReport()
     data = client.read_state(ann.STATE_CONFIGMAP)
     if data and data.get("plan"):
@@ -98,7 +100,10 @@ def recover(
                 _event(client, events.state_refused(settings.executor.state_namespace, ann.STATE_CONFIGMAP, refused))
             else:
                 report.resumed = _resume(
-                    Executor(client, settings, clock, rules=rules, dra_drivers=dra_drivers), plan, active, resume=resume
+                    Executor(client, settings, clock, rules=rules, dra_drivers=dra_drivers, may_go_on=may_go_on),
+                    plan,
+                    active,
+                    resume=resume,
                 )
     elif data is not None:
         client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume

@@ -81,6 +81,7 @@ def recover_run(client: ClusterClient, settings: Settings, clock: Clock, *, resu
         resume=resume,
         rules=settings.for_planner,
         dra_drivers=settings.dra.mappings(),
+        may_go_on=window_keeper(settings, clock) if resume else None,
     )
 
 
