@@ -11,13 +11,18 @@ scheduling gates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from compactor.actions.client import Obj
 from compactor.actions.objects import PodView, is_waiting
 from compactor.actions.pods import requests_gpu
+from compactor.actions.trust import in_scope
+from compactor.metrics.figure_types import Figures
+from compactor.model.requests import effective_requests
+from compactor.model.resources import is_gpu_resource
+from compactor.settings import PlannerSettings
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,17 @@ class Blocked:
     waited_seconds: float
 
 
-def blocked_gpu_pods(pods: Iterable[Obj], now: datetime, scheduler_names: Iterable[str]) -> list[Blocked]:
-    """The GPU pods among ``pods`` that wait for a node after their scheduler found none, longest waiting first."""
+def blocked_gpu_pods(
+    pods: Iterable[Obj],
+    now: datetime,
+    scheduler_names: Iterable[str],
+    *,
+    scope: PlannerSettings | None = None,
+    largest: Mapping[str, int] | None = None,
+) -> list[Blocked]:
+    """The GPU pods among ``pods`` that wait for a node after their scheduler found none, longest waiting first. With
+    ``scope``, only those of namespaces the planner may place pods of; with ``largest`` (GPU resource -> the most any
+    node offers), none that asks more of a GPU resource than any node has: no cycle could place it."""
     schedulers = set(scheduler_names)
     found = []
     for raw in pods:
@@ -42,10 +56,30 @@ def blocked_gpu_pods(pods: Iterable[Obj], now: datetime, scheduler_names: Iterab
             or pod.spec.get("schedulingGates")
             or pod.scheduler_name not in schedulers
             or not (requests_gpu(raw) or pod.spec.get("resourceClaims"))
+            or (scope is not None and not in_scope(pod.namespace, scope))
+            or (largest is not None and _larger_than_any_node(raw, largest))
         ):
             continue
         found.append(Blocked(pod.key, max(0.0, (now - since).total_seconds())))
     return sorted(found, key=lambda b: (-b.waited_seconds, b.key))
+
+
+def largest_gpu_offers(figures: Figures) -> dict[str, int]:
+    """GPU resource -> the most of it any node's allocatable offers (``blocked_gpu_pods``'s ``largest``)."""
+    largest: dict[str, int] = {}
+    for node in figures.nodes:
+        for resource, amount in node.allocatable.items():
+            if is_gpu_resource(resource):
+                largest[resource] = max(largest.get(resource, 0), amount)
+    return largest
+
+
+def _larger_than_any_node(raw: Obj, largest: Mapping[str, int]) -> bool:
+    try:
+        requests = effective_requests(PodView(raw).spec)
+    except Exception:  # a pod the model cannot read is the cycle's to say, not the trigger's to drop
+        return False
+    return any(is_gpu_resource(r) and amount > largest.get(r, 0) for r, amount in requests.items())
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from compactor.controller.loop import (
     DEFAULT_LISTEN,
     DEFAULT_PENDING_AFTER,
     DEFAULT_PENDING_GAP,
+    MIN_PENDING_AFTER,
+    MIN_PENDING_GAP,
     Controller,
     ControllerOptions,
 )
@@ -29,10 +31,13 @@ def cmd_controller(args: argparse.Namespace) -> int:
         raise CompactorError(
             f"--stale-after must be longer than --interval ({args.interval:g} s), got {args.stale_after:g}"
         )
-    if args.pending_after < 0 or args.pending_gap < 0:
+    if args.pending_after != 0 and args.pending_after < MIN_PENDING_AFTER:
         raise CompactorError(
-            f"--pending-after and --pending-gap must be >= 0, got {args.pending_after:g} and {args.pending_gap:g}"
+            f"--pending-after must be 0 (off) or at least {MIN_PENDING_AFTER:g} s (the trigger lists the pending pods "
+            f"at most that often), got {args.pending_after:g}"
         )
+    if args.pending_gap < MIN_PENDING_GAP:
+        raise CompactorError(f"--pending-gap must be at least {MIN_PENDING_GAP:g} s, got {args.pending_gap:g}")
     parse_listen(args.listen)
     settings = settings_from_args(args)
     options = controller_options(args, settings)
@@ -118,12 +123,13 @@ def _add_pending_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_PENDING_AFTER,
         metavar="SECONDS",
         help="a GPU pod its scheduler has found no node for, for this long, starts a cycle at once, not at the next "
-        f"--interval (default {DEFAULT_PENDING_AFTER:g}; 0: off); once per pod",
+        f"--interval (default {DEFAULT_PENDING_AFTER:g}; 0: off; else at least {MIN_PENDING_AFTER:g}); once per pod",
     )
     parser.add_argument(
         "--pending-gap",
         type=float,
         default=DEFAULT_PENDING_GAP,
         metavar="SECONDS",
-        help=f"such a cycle starts at least this long after the last one began (default {DEFAULT_PENDING_GAP:g})",
+        help=f"such a cycle starts at least this long after the last one ended (default {DEFAULT_PENDING_GAP:g}; "
+        f"at least {MIN_PENDING_GAP:g})",
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from compactor.app.pending import Blocked, PendingTrigger, blocked_gpu_pods
+from compactor.app.pending import Blocked, PendingTrigger, blocked_gpu_pods, largest_gpu_offers
 from compactor.app.ports import (
     Clock,
     ClusterClient,
@@ -36,7 +36,9 @@ log = logging.getLogger("compactor.controller")
 DEFAULT_INTERVAL = 600.0
 DEFAULT_LISTEN = ":8080"
 DEFAULT_PENDING_AFTER = 60.0  # a GPU pod blocked this long starts a cycle (0: never)
-DEFAULT_PENDING_GAP = 300.0  # ... at most this long after a cycle began
+DEFAULT_PENDING_GAP = 300.0  # ... at least this long after the last cycle ended
+MIN_PENDING_AFTER = 5.0  # floors: the trigger lists the pending pods every min(15 s, pending_after) seconds
+MIN_PENDING_GAP = 10.0
 PENDING_CHECK_SECONDS = 15.0  # how often the leader lists the pods waiting for a node
 
 
@@ -115,7 +117,8 @@ class Controller:
         host, port = parse_listen(options.listen)
         self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)
-        self._cycle_began: float | None = None  # clock.monotonic() when the last cycle began
+        self._cycle_ended: float | None = None  # clock.monotonic() when the last cycle ended (the pending gap's start)
+        self._largest: dict[str, int] = {}  # GPU resource -> the most any node offers, as the last cycle read them
         # the circuit breaker's pause as the last cycle read it: no pending pod starts a cycle before it ends (each
         # would be held, changing nothing)
         self._paused_until: datetime | None = None
@@ -208,7 +211,7 @@ class Controller:
         if self._stopping.is_set():
             self._interrupt.set()
         self._cycle_running.set()
-        self._cycle_since = self._progress_at = self._cycle_began = self.clock.monotonic()
+        self._cycle_since = self._progress_at = self.clock.monotonic()
         try:
             report = run_cycle(
                 self.load_snapshot,
@@ -237,8 +240,11 @@ class Controller:
         finally:
             self._cycle_running.clear()
             self._progress_at, self._cycle_since = self.clock.monotonic(), None
+            self._cycle_ended = self._progress_at
         self.cycles += 1
         self._paused_until = report.paused_until
+        if report.figures is not None:
+            self._largest = largest_gpu_offers(report.figures)
         log.info("cycle done", extra={"leader": leader, "executed": report.run is not None, **report.summary()})
         return report
 
@@ -256,9 +262,15 @@ class Controller:
             log.warning("pending trigger: %s", exc)
             return []
         self._see_bound(waiting)
-        began = None if self._cycle_began is None else self.clock.monotonic() - self._cycle_began
-        blocked = blocked_gpu_pods(waiting, self.clock.now(), self.settings.movable.scheduler_names)
-        due = self.pending.due(blocked, began, now=self.clock.now())
+        since = None if self._cycle_ended is None else self.clock.monotonic() - self._cycle_ended
+        blocked = blocked_gpu_pods(
+            waiting,
+            self.clock.now(),
+            self.settings.movable.scheduler_names,
+            scope=self.settings.for_planner,
+            largest=self._largest or None,  # None: not read yet (no cycle has ended)
+        )
+        due = self.pending.due(blocked, since, now=self.clock.now())
         if due:
             first = due[0]
             log.info(

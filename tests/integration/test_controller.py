@@ -347,7 +347,10 @@ def test_controller_arguments_and_defaults() -> None:
     ("argv", "message"),
     [
         (["controller", "--interval", "0"], "--interval must be > 0"),
-        (["controller", "--pending-after", "-1"], "--pending-after and --pending-gap must be >= 0"),
+        (["controller", "--pending-after", "-1"], "--pending-after must be 0 (off) or at least 5 s"),
+        # issue 43, item 10: --pending-after 0.01 made 76 lists of the pending pods a second
+        (["controller", "--pending-after", "0.01"], "--pending-after must be 0 (off) or at least 5 s"),
+        (["controller", "--pending-gap", "0"], "--pending-gap must be at least 10 s, got 0"),
         (["controller", "--listen", "8080"], "expected [HOST]:PORT"),
         (["controller", "--listen", ":http"], "is not a number"),
     ],

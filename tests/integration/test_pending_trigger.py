@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
+from compactor.app.pending import blocked_gpu_pods
 from compactor.app.ports import LeaderElector
 from compactor.planner.history import History
 from tests.fakeapi import FakeApiServer
@@ -123,3 +124,44 @@ def test_while_the_breaker_holds_every_cycle_no_blocked_pod_starts_one() -> None
         assert [b.key for b in controller.check_pending()] == [BIG]
     finally:
         controller.server.stop()
+
+
+def test_the_gap_counts_from_the_end_of_the_last_cycle_not_its_start() -> None:
+    """Issue 43, item 10: counted from a cycle's start, a long cycle left no gap at all: the next triggered cycle
+    followed it at once. Counted from its end, the gap is the rest the cluster gets between cycles."""
+    c = FakeCluster(node_drained_for_a_pending_pod())
+    controller = make_controller(c, pending_after=5, pending_gap=20)
+    try:
+        started = c.clock.monotonic()
+        assert controller.tick() is not None  # the cycle that drains gpu-3 for big and places it
+        took = c.clock.monotonic() - started
+        assert took > 10, f"the cycle took {took:.0f} s: too short to tell the two readings of the gap apart"
+        late = _blocked_copy(c, "pin-1", "late")
+        c.advance(10)  # waited 10 s (>= 5), 10 s after the cycle ended, more than 20 s after it began
+        assert [b.key for b in blocked_gpu_pods([late], c.clock.now(), ["default-scheduler"])] == ["default/late"]
+        assert controller.check_pending() == []
+        c.advance(11)
+        assert [b.key for b in controller.check_pending()] == ["default/late"]
+    finally:
+        controller.server.stop()
+
+
+def _blocked_copy(c: FakeCluster, like: str, name: str) -> dict[str, object]:
+    """A copy of pod ``like``, unbound, that the scheduler found no node for just now (as kube-scheduler records it)."""
+    model = c.pods[("default", like)]
+    waiting = {**model, "metadata": {**model["metadata"], "name": name, "uid": f"{name}-uid"}}
+    waiting["spec"] = {k: v for k, v in model["spec"].items() if k != "nodeName"}
+    waiting["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "lastTransitionTime": c.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        ],
+    }
+    c.pods[("default", name)] = waiting
+    c.scheduler = "never"  # nothing binds it meanwhile
+    return waiting

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from compactor.app.pending import Blocked, Bound, PendingTrigger, blocked_gpu_pods
+from compactor.settings import PlannerSettings
 from tests.builders import pod
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -94,3 +95,17 @@ def test_a_pod_that_started_a_cycle_is_timed_from_its_trigger_to_its_binding() -
     later = NOW + timedelta(minutes=5)
     assert trigger.bound([], lambda ns, name: read[name], later) == [Bound("default/big", "gpu-3", 75.0)]
     assert trigger.bound([], lambda ns, name: read[name], later) == []  # each once
+
+
+def test_pods_outside_the_planners_scope_or_larger_than_any_node_start_no_cycle() -> None:
+    """Issue 43, item 10: the trigger started cycles for pods no cycle may place: in a namespace the planner may not move
+    pods of, or asking more GPUs than any node has (a cycle per such pod, changing nothing)."""
+    scope = PlannerSettings.of(exclude_namespaces=["kube-system", "batch"])
+    pods = [
+        blocked("in-scope", waited=90, gpus=8),
+        blocked("excluded", waited=90, gpus=8, namespace="batch"),
+        blocked("huge", waited=90, gpus=16),
+    ]
+    found = blocked_gpu_pods(pods, NOW, ["default-scheduler"], scope=scope, largest={"nvidia.com/gpu": 8})
+    assert [b.key for b in found] == ["default/in-scope"]
+    assert len(blocked_gpu_pods(pods, NOW, ["default-scheduler"])) == 3  # unbounded, as before: the caller's choice
