@@ -143,6 +143,28 @@ def test_a_replacement_arriving_unpinned_stops_the_run_and_says_the_policy_is_no
     assert "a replacement of 1 workload(s) arrived unpinned" in next_run.why
 
 
+def test_a_tenant_stripping_the_steered_to_annotation_neither_fails_the_move_nor_counts_against_the_policy() -> None:
+    """Issue 43, item 4: "was this replacement pinned?" was read from the annotation, which the pod's owner may remove:
+    a correctly landed move then failed, and two such workloads in a day concluded the policy not in effect for
+    everyone. The pin is judged by the required node affinity the policy added (immutable) and where the pod bound."""
+    c, plan = with_policy(spare_node_beside_a_freeable_one())
+    admit = c._admission
+
+    def stripped(pod: Obj, *, creator: str) -> Obj:
+        admitted = admit(pod, creator=creator)
+        (admitted["metadata"].get("annotations") or {}).pop(STEERED_TO, None)  # the owner's doing, after admission
+        return admitted
+
+    c._admission = stripped  # type: ignore[method-assign]
+    report = run(c, plan)
+    assert report.status == "succeeded", report.reason
+    assert gpu_nodes_of(c, "serve") == ["gpu-1", "gpu-1"]
+    assert events(c, "CompactorSteeringFailed") == []
+    next_run = choose(c, SETTINGS, now=c.clock.now())
+    assert next_run.mechanism == "policy" and "arrived unpinned" not in next_run.why
+    assert_no_steering_left(c)
+
+
 def test_a_pinned_replacement_that_cannot_bind_is_unpinned_evicted_while_pending_and_the_run_stops() -> None:
     objects = spare_node_beside_a_freeable_one()
     c, plan = with_policy(objects)

@@ -73,5 +73,20 @@ def pinned(pod: Obj, node: str) -> Obj:
 
 
 def steered_to(pod: Obj) -> str:
-    """The node the policy pinned ``pod`` to, "" when it did not."""
-    return ObjectView(pod).annotations.get(STEERED_TO) or ""
+    """The node the policy pinned ``pod`` to, "" when it did not: read from the required node affinity it added
+    (``metadata.name In [node]`` in every required term), which is immutable once the pod exists. The annotation
+    ``compactor.io/steered-to`` beside it is for people: the pod's owner may remove it (issue 43), so it decides nothing
+    here."""
+    affinity = ObjectView(pod).spec.get("affinity") or {}
+    required = ((affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")) or {}
+    common: set[str] | None = None
+    for term in required.get("nodeSelectorTerms") or []:
+        named = {
+            str(field["values"][0])
+            for field in (term or {}).get("matchFields") or []
+            if field.get("key") == "metadata.name"
+            and field.get("operator") == "In"
+            and len(field.get("values") or []) == 1
+        }
+        common = named if common is None else common & named
+    return next(iter(common)) if common is not None and len(common) == 1 else ""
