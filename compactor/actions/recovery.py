@@ -12,19 +12,21 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from compactor.actions import annotations as ann
 from compactor.actions import events, surge
 from compactor.actions import migmanager as mig
-from compactor.actions.client import ClusterClient
+from compactor.actions.client import ClusterClient, EvictionOutcome
 from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.executor import Executor, RunReport
-from compactor.actions.objects import api_time
+from compactor.actions.objects import PodView, api_time
 from compactor.actions.patching import patch_fresh
 from compactor.actions.state import Resume, RunState, StateUnreadable
 from compactor.actions.status import FINISHED
+from compactor.actions.steering.pin import STEERED_TO, steered_to
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.trust import untrusted
 from compactor.errors import ClusterError
@@ -47,10 +49,20 @@ class RecoveryReport:
     unsurged: list[str] = field(
         default_factory=list
     )  # Deployments a lost run left surged, scaled back (namespace/name)
+    # pinned pods left Pending by a run no state accounts for, evicted so that their owners recreate them unpinned
+    released_pods: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.resumed or self.released or self.expired or self.discarded or self.unpinned or self.unsurged)
+        return bool(
+            self.resumed
+            or self.released
+            or self.expired
+            or self.discarded
+            or self.unpinned
+            or self.unsurged
+            or self.released_pods
+        )
 
     def said(self) -> str:
         """What recovery found and did, in one line for people ("" when it found nothing to do)."""
@@ -66,6 +78,8 @@ class RecoveryReport:
             parts.append(f"removed {len(self.unpinned)} steering entr{'y' if len(self.unpinned) == 1 else 'ies'}")
         if self.unsurged:
             parts.append(f"scaled back surged Deployment(s) {', '.join(self.unsurged)}")
+        if self.released_pods:
+            parts.append(f"evicted pinned pod(s) left Pending: {', '.join(self.released_pods)}")
         return "; ".join(parts)
 
 
@@ -109,8 +123,42 @@ def recover(
         client.write_state(ann.STATE_CONFIGMAP, None)  # no plan in it: nothing to resume
     _release_orphans(client, settings, clock, report)
     _remove_orphan_pins(client, settings, report)
+    _release_stuck_pins(client, settings, clock, report)
     _undo_orphan_surges(client, settings, rules or PlannerSettings(), report)
     return report
+
+
+def _release_stuck_pins(client: ClusterClient, settings: RunSettings, clock: Clock, report: RecoveryReport) -> None:
+    """Pods the steering policy pinned (its term in their required node affinity, and its mark naming the same node)
+    that are still Pending ``steer_timeout_seconds`` after they were created, with no run to see them through: the state
+    that would have was lost, or refused (an operator deleted it; a namespace excluded since made it untrusted). A
+    pinned pod that cannot bind stays Pending for good (affinity is immutable); evicted while Pending (no
+    PodDisruptionBudget is asked of a Pending pod) with its resourceVersion as precondition, so one that bound since
+    stays, its owner recreates it unpinned. Run only when no state is left: an active run sees to its own."""
+    if client.read_state(ann.STATE_CONFIGMAP) is not None:
+        return
+    try:
+        waiting = client.list_pending_pods()
+    except ClusterError as exc:  # retried by the next recovery
+        log.info("pending pods not read", extra={"error": str(exc)})
+        return
+    limit = timedelta(seconds=settings.steering.steer_timeout_seconds)
+    for pod in waiting:
+        view = PodView(pod)
+        node = steered_to(pod)
+        created = api_time(str(view.metadata.get("creationTimestamp") or ""))
+        if not node or view.annotations.get(STEERED_TO) != node or view.node_name or view.terminating:
+            continue
+        if created is None or clock.now() - created < limit:
+            continue  # a replacement still binding, maybe another installation's: not stuck yet
+        try:
+            result = client.evict(view.namespace, view.name, uid=view.uid, resource_version=view.resource_version or "")
+            if result.outcome in (EvictionOutcome.EVICTED, EvictionOutcome.GONE):
+                log.warning("evicted a pinned pod left Pending by a lost run", extra={"pod": view.key, "node": node})
+                report.released_pods.append(view.key)
+                _event(client, events.unpinned_pending(view.key, node, "(none: its run's state was lost)"))
+        except ClusterError as exc:  # the next recovery tries again
+            log.error("could not release a pinned pod left Pending", extra={"pod": view.key, "error": str(exc)})
 
 
 def _resume(executor: Executor, plan: CompactionPlan, state: RunState, *, resume: bool) -> RunReport:

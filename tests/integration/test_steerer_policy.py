@@ -304,6 +304,31 @@ def test_without_resume_recovery_removes_the_entry_and_evicts_a_pinned_pod_left_
     assert_clean(c)
 
 
+def test_a_pinned_pod_left_pending_by_a_run_whose_state_was_lost_is_released_by_the_next_recovery() -> None:
+    """Issue 43, item 5: with the state gone (an operator deleted it, or a later change of scope made it untrusted),
+    nothing used to sweep a pinned replacement that could not bind: it stayed Pending for good. Recovery now evicts a
+    pod the policy pinned once it has waited steer_timeout_seconds, so its owner recreates it unpinned."""
+    objects = spare_node_beside_a_freeable_one()
+    c, plan = with_policy(objects)
+    first_eviction = next(i for i, call in enumerate(_baseline_history(objects, plan), 1) if call.method == "evict")
+    c.scheduler = "never"  # the replacement is created pinned, and nothing binds it before the crash
+    c.crash_after(first_eviction, when="after")
+    with pytest.raises(Crash):
+        run(c, plan)
+    c.state.clear()  # the operator deleted the state ConfigMap
+    c.advance(1)
+    early = recover(c, SETTINGS, c.clock)
+    assert early.released_pods == []  # waited 1 s: it may still be binding
+    c.advance(SETTINGS.steering.steer_timeout_seconds)
+    recovered = recover(c, SETTINGS, c.clock)
+    assert recovered.released_pods and recovered.released_pods[0].startswith("default/serve-")
+    assert "evicted pinned pod(s) left Pending" in recovered.said()
+    c.scheduler = "spread"
+    c.settle()
+    assert not any(STEERED_TO in (p["metadata"].get("annotations") or {}) for p in c.pods.values())
+    assert_clean(c)  # the lost run's fence was released by its own marks
+
+
 def test_a_dry_run_with_the_policy_in_the_snapshot_shows_each_entry_and_changes_nothing() -> None:
     base = spare_node_beside_a_freeable_one()
     objects, plan = [*base, *steering_policy()], make_plan(base)
