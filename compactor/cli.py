@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from compactor import __version__
+from compactor.commands import breaker, controller, execute, plan, report
 from compactor.commands import config as config_command
-from compactor.commands import controller, execute, plan, report
 from compactor.errors import CompactorError
 from compactor.logs import configure_logging
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     execute.register(commands)
     controller.register(commands)
     config_command.register(commands)
+    breaker.register(commands)
     for name, sub in commands.choices.items():
         description, examples = COMMAND_HELP[name]
         sub.description = description
@@ -49,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Each command's --help: what it does, in one paragraph, and two ways to call it.
 COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
+    "breaker": (
+        "Close the circuit breaker by hand once the cause of the failed moves is fixed: the pause lifts and the failed "
+        "moves are forgotten, the moves made stay in the history with their cooldowns. Holds the Lease as a run does; "
+        "an Event (CompactorBreakerReset) on the ConfigMap gpu-compactor-history says so. A history that does not parse "
+        "is started anew.",
+        (
+            "compactor breaker reset --context prod",
+            "kubectl -n gpu-compactor exec deploy/gpu-compactor -- compactor breaker reset --in-cluster",
+        ),
+    ),
     "report": (
         "Measure GPU fragmentation: the headline figures first (whole-free GPUs, blocked demand, stranded share), then "
         "allocatable against the requests of bound pods, per node, pool and cluster; whole-free "

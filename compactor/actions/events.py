@@ -130,6 +130,11 @@ def breaker_opened(namespace: str, config_map: str, until: str, why: str) -> Eve
     )
 
 
+def breaker_reset(namespace: str, config_map: str, said: str) -> Event:
+    """The circuit breaker closed by hand (``compactor breaker reset``), on the ConfigMap that remembers it."""
+    return Event(ObjectRef("ConfigMap", config_map, namespace), "CompactorBreakerReset", said)
+
+
 def state_refused(namespace: str, config_map: str, why: str) -> Event:
     """A state record naming what its plan does not, or outside the planner's scope (``trust.py``): dropped, not acted on."""
     return Event(

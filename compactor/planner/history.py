@@ -210,3 +210,11 @@ def undoes(moves: Iterable[tuple[str, str, str]], restraints: Restraints) -> lis
         for workload, source, target in moves
         if (workload, source, target) in restraints.returns
     ]
+
+
+def forgive(history: History) -> History:
+    """``history`` with its circuit breaker closed: no pause, no failed move left to count; the moves made stay, with
+    their cooldowns, budgets and oscillation guard."""
+    return replace(
+        history, moves=tuple(m for m in history.moves if m.outcome == MOVED), paused_until=None, pause_reason=""
+    )

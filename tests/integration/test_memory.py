@@ -143,3 +143,67 @@ def test_a_history_that_cannot_be_read_holds_the_run_instead_of_reading_as_no_hi
     said = capsys.readouterr()
     assert json.loads(said.out)["status"] == "held"
     assert "could not read configmap gpu-compactor-history" in said.err and "fail closed" in said.err
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (403, "may not be read"),  # an RBAC edit took the read away
+        ("garbage", "does not parse"),  # damaged, or written by hand
+    ],
+    ids=["forbidden", "unparsable"],
+)
+def test_a_history_that_can_never_be_read_fails_the_run_loudly_instead_of_holding_or_starting_anew(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], answer: object, said: str
+) -> None:
+    """Issue 43, item 8: a history read refused for good (403) held every run with exit 0, status held and no alert; one
+    that did not parse was replaced by an empty one, resetting the breaker and the cooldowns. Both fail the run now
+    (its summary failed, the CronJob's alert), and nothing is evicted or overwritten."""
+    kubeconfig = fragmented(fake_api, tmp_path)
+    path = f"/api/v1/namespaces/{STATE_NAMESPACE}/configmaps/{HISTORY_CONFIGMAP}"
+    if answer == 403:
+        fake_api.inject(path, 403, times=10, body=status_body(403, "configmaps is forbidden"))
+    else:
+        fake_api.add(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": HISTORY_CONFIGMAP, "namespace": STATE_NAMESPACE},
+                "data": {HISTORY_KEY: "{not json"},
+            }
+        )
+    config = _config(tmp_path, breaker_failures=5, breaker_of_last=10, breaker_pause_minutes=60)
+    assert _run(kubeconfig, config) == 2
+    assert _evictions(fake_api) == []
+    assert said in capsys.readouterr().err
+    if answer != 403:  # left as found, for the operator to look at or reset
+        history = fake_api.get("ConfigMap", HISTORY_CONFIGMAP, STATE_NAMESPACE)
+        assert history is not None and history["data"][HISTORY_KEY] == "{not json"
+
+
+def test_breaker_reset_lifts_the_pause_forgets_the_failures_and_keeps_the_moves_for_their_cooldowns(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = fragmented(fake_api, tmp_path)
+    until = datetime.now(UTC) + timedelta(hours=1)
+    hour_ago = datetime.now(UTC) - timedelta(minutes=5)
+    moves = (
+        MoveRecord(hour_ago, "ml/train-x", "ml/ReplicaSet/train", "gpu-1", "gpu-2", MOVED),
+        MoveRecord(hour_ago, "ml/serve-x", "ml/ReplicaSet/serve", "gpu-1", "gpu-2", "failed"),
+    )
+    fake_api.add(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": HISTORY_CONFIGMAP, "namespace": STATE_NAMESPACE},
+            "data": {HISTORY_KEY: History(moves, until, "1 of the last 2 moves failed").to_json()},
+        }
+    )
+    config = _config(tmp_path, breaker_failures=1, breaker_of_last=2, workload_cooldown_minutes=30)
+    assert main(["breaker", "reset", "--kubeconfig", kubeconfig, "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert "pause lifted" in out and "1 failed move(s) forgotten, 1 move(s) kept" in out
+    history = _history(fake_api)
+    assert history["pausedUntil"] is None and [m["outcome"] for m in history["moves"]] == ["moved"]
+    (event,) = [e for e in fake_api.events(STATE_NAMESPACE) if e["reason"] == "CompactorBreakerReset"]
+    assert "pause lifted" in event["message"]

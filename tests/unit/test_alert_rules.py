@@ -605,7 +605,7 @@ def test_the_alerts_use_the_exported_metric_names() -> None:
     rule = one_object(MONITORING, "PrometheusRule")
     alerts = {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
     # the tests above run the controller-health and CronJob ones through promtool
-    assert len(alerts) == 13
+    assert len(alerts) == 14
     exprs = " ".join(alerts.values())
     for metric in METRICS:
         assert metric in exprs, f"no alert on {metric}"
@@ -617,3 +617,42 @@ def test_the_alerts_use_the_exported_metric_names() -> None:
     assert "by (pool)" in alerts["GpuCapacityStranded"]
     assert "fragmentation_rate" not in exprs  # compaction cannot lower it: no alert keys on it (issue 14)
     assert 'gpu_compactor_mig_reconfigurations_total{result!="success"}' in alerts["GpuCompactorMigRecutFailed"]
+
+
+@needs_promtool
+def test_no_successful_run_fires_after_a_day_without_one_in_either_run_mode(tmp_path: Path) -> None:
+    """Issue 43, item 8: runs held or failing for good (a history the API server refuses, a breaker reopening) used to
+    raise no alert. The age of the last successful run now does, for the controller and for each CronJob alike."""
+    alert = "GpuCompactorNoSuccessfulRun"
+    series = "gpu_compactor_last_run_success_timestamp_seconds"
+    hour = 3600
+
+    def expected(installation: str, value: str) -> dict[str, Any]:
+        rendered = {}
+        for key, text in _rule(alert)["annotations"].items():
+            text = text.replace("{{ $labels.installation }}", installation).replace(
+                "{{ $value | humanizeDuration }}", value
+            )
+            assert "{{" not in text, text
+            rendered[key] = text
+        labels = {"severity": "warning", **({"installation": installation} if installation else {})}
+        return {"exp_labels": labels, "exp_annotations": rendered}
+
+    _test_rules(
+        tmp_path,
+        [
+            {
+                "interval": "1h",
+                "input_series": [
+                    # a controller whose last success was at 0: held ever since
+                    {"series": f"{series}{{{SCRAPED_LABELS}}}", "values": "0x40"},
+                    # a CronJob succeeding every hour
+                    {"series": f"{series}{{{_pushed_labels('busy')}}}", "values": f"0+{hour}x40"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "26h", "alertname": alert, "exp_alerts": []},  # 26 h: not over the threshold
+                    {"eval_time": "27h", "alertname": alert, "exp_alerts": [expected("", "1d 3h 0m 0s")]},
+                ],
+            }
+        ],
+    )
