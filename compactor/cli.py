@@ -57,7 +57,7 @@ COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "is started anew.",
         (
             "compactor breaker reset --context prod",
-            "kubectl -n gpu-compactor exec deploy/gpu-compactor -- compactor breaker reset --in-cluster",
+            "compactor breaker reset --in-cluster --config /etc/gpu-compactor/compactor.yaml",
         ),
     ),
     "report": (

@@ -239,6 +239,7 @@ class Executor:
     def _finish(run: Run) -> list[str]:
         """Every move done (or the run stopped at a budget): the steps that end a run, in order; the nodes freed."""
         run.steerer.release(run)  # resumed after a crash between a bind and its release
+        run.log.finishing = True
         unfinished = run.unfinished_sources
         failed = recut_all(run, unfinished)
         place_all_pending(run, unfinished, failed)
@@ -302,7 +303,11 @@ class Executor:
         world = measure(run, self.dra_drivers)
         outcome = compare(run.state.free_before, world.whole_free, planned=run.plan.freed_gpus)
         outcome.pending_planned = len(run.plan.placed_pending)
-        outcome.pending_placed = sum(1 for p in run.plan.placed_pending if world.bound.get(p.pod) == p.to_node)
+        # a run that never reached its end steps placed nothing, even where the scheduler bound a pod on its own
+        placed = (
+            [p for p in run.plan.placed_pending if world.bound.get(p.pod) == p.to_node] if run.log.finishing else []
+        )
+        outcome.pending_placed = len(placed)
         outcome.evictions = run.state.evictions
         outcome.replacements_ready = sum(
             1 for m in run.plan.moves if m.pod in run.state.done and m.pod not in run.log.skipped

@@ -21,6 +21,7 @@ class RunLog:
     # pods whose eviction was sent (accepted, or refused for good), or whose make-before-break surge began; with a resumed
     # run, the moves in flight when it stopped: what the circuit breaker may count (``RunReport.failed_pods``)
     attempted: list[str] = field(default_factory=list)
+    finishing: bool = False  # the run reached its end steps (re-cuts, pending pods placed): only then did it place any
     started: float = 0.0  # monotonic time this process began the run (max_run_seconds counts from here)
     held_since: float = 0.0
     held_seconds: float = 0.0  # node-seconds of holds so far

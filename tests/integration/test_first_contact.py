@@ -190,7 +190,7 @@ def test_each_command_help_has_a_description_and_two_examples_that_parse() -> No
     from compactor.cli import COMMAND_HELP, build_parser
 
     parser = build_parser()
-    assert set(COMMAND_HELP) == {"report", "plan", "apply", "run", "controller", "config"}
+    assert set(COMMAND_HELP) == {"report", "plan", "apply", "run", "controller", "config", "breaker"}
     for name, (description, examples) in COMMAND_HELP.items():
         shown = compactor(name, "--help").stdout
         assert description.split(":")[0] in " ".join(shown.split()), name
