@@ -52,11 +52,14 @@ def install_policy(kube: Kube, *, only: str = "") -> None:
     time.sleep(2)  # the API server's admission plugin picks policies, bindings and parameters up from its informers
 
 
-def install_fill_first_policy(kube: Kube) -> None:
-    """The fill-first policy and its binding of ``manifests/prevention`` as shipped (created, or replaced in place: never
-    deleted, see ``install_policy``). Left installed it changes nothing while no node carries a fill-first label: its
-    preferred terms then match no node, and every node scores alike."""
+def install_fill_first_policy(kube: Kube, namespace: str) -> None:
+    """The fill-first policy of ``manifests/prevention`` as shipped, its binding narrowed to ``namespace`` (as its comment
+    invites an admin to): created, or replaced in place, never deleted (see ``install_policy``). Left installed it
+    touches the pods of that namespace only, which goes with its test."""
     for obj in fill_first_policy():
+        if obj["kind"] == "MutatingAdmissionPolicyBinding":
+            only = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            obj = {**obj, "spec": {**obj["spec"], "matchResources": {"namespaceSelector": only}}}
         put_admission(kube, obj)
     time.sleep(2)
 

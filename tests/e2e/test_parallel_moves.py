@@ -21,13 +21,16 @@ import pytest
 import yaml
 
 from tests.e2e import fragmentation as frag
-from tests.e2e.fleet_runs import PLAN_TIMEOUT, STATES, app_by_pod, apply, compactor_config, leftovers, settle
-from tests.e2e.fragmentation import Fleet
+from tests.e2e.fleet_runs import PLAN_TIMEOUT, app_by_pod, apply, compactor_config, leftovers, settle
+from tests.e2e.fragmentation import Fleet, StartingState
 from tests.e2e.helpers import NEEDS_CLUSTER, Kube, kubeconfig_args, raw, run_compactor, wait_for, with_retries
 from tests.e2e.watchers import RunWatcher
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
 PDB_WAIT = 20  # executor.replacement_timeout_seconds: how long a move waits for its budget before it is refused
+# Every GPU taken, an 8-GPU pod waiting: a plan that moves four workloads or more under either scheduler profile (probed on
+# realk8s v1.36.2: STATES[1] moves two under bin-packing, STATES[3] two under the default profile).
+STATE = StartingState(seed=17, fill=1.0, pending_gpus=8)
 
 
 def _block_budget(kube: Kube, namespace: str, app: str) -> None:
@@ -52,7 +55,7 @@ def _block_budget(kube: Kube, namespace: str, app: str) -> None:
 def test_moves_of_different_workloads_go_side_by_side_and_a_budget_at_zero_refuses_only_its_own(
     kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
 ) -> None:
-    frag.build(kube, fleet_namespace, gpu_fleet, STATES[1])
+    frag.build(kube, fleet_namespace, gpu_fleet, STATE)
     settings = compactor_config(fleet_namespace)
     settings["caps"] = {"max_concurrent_evictions": 4}
     settings["executor"]["replacement_timeout_seconds"] = PDB_WAIT

@@ -80,7 +80,7 @@ def _tiers(kube: Kube, fleet: Fleet) -> dict[str, str]:
 def test_new_gpu_pods_prefer_the_nodes_in_use_and_an_8_gpu_pod_still_schedules(
     kube: Kube, gpu_fleet: Fleet, fleet_namespace: str, steering_policy: str, tmp_path: Path
 ) -> None:
-    install_fill_first_policy(kube)
+    install_fill_first_policy(kube, fleet_namespace)
     namespace = fleet_namespace
     _create(kube, namespace, gpu_fleet, "serving", replicas=IN_USE, gpus=2)
     wait_for(lambda: _running(kube, namespace, ["serving"], IN_USE), timeout=120, what="serving Running")
