@@ -98,10 +98,15 @@ class ObjectWatch(threading.Thread):
         while not self._stopping.is_set():
             try:
                 self._watch_once()
-            except ApiException as exc:
+            except (ApiException, KeyError) as exc:
                 if self._stopping.is_set():
                     return
-                if exc.status == 410:
+                # the client (v37) reads an ERROR event's 'raw_object' only when it deserializes: with deserialize=False
+                # a 410 (resourceVersion too old) surfaces as KeyError('raw_object'), not as the ApiException it is
+                if isinstance(exc, KeyError) and exc.args != ("raw_object",):
+                    self._error(f"KeyError: {exc}")
+                    continue
+                if isinstance(exc, KeyError) or exc.status == 410:
                     self.observed.gaps.append(
                         f"{self.what}: watch expired at resourceVersion {self.resource_version}; re-listed"
                     )
