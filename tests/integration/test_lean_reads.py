@@ -122,7 +122,11 @@ def realistic_pod(name: str, *, on: str | None = "gpu-1") -> dict[str, Any]:
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}
+                        {
+                            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}],
+                            # what the steering policy adds: the pin, read back by steered_to
+                            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}],
+                        }
                     ]
                 }
             }
