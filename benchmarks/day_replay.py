@@ -5,8 +5,9 @@ Everything here is an event loop over simulated seconds (no wall clock but the p
 options gives one result. The rules are stated in ``replay_day.py``'s docstring, which docs/benchmarks.md repeats.
 
 * ``Workload``: the pod stream (the pods held at the start, then arrivals) with each pod's life and ReplicaSet;
-* ``Day``: the cluster (``trace_replay.DefaultScheduler`` as the scheduler, its queue of pending pods, fences) and the
-  events; ``Day.evict``, ``Day.bind_to`` and ``Day.fence`` are what a strategy may do to it;
+* ``Day``: the cluster (``kube_scheduler.KubeScheduler``, kube-scheduler v1.36 as upstream scores, as the scheduler;
+  its queue of pending pods; fences) and the events; ``Day.evict``, ``Day.bind_to`` and ``Day.fence`` are what a
+  strategy may do to it;
 * ``Figures``: what is measured as the day goes (sampled every minute, and per pod).
 """
 
@@ -23,14 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trace_replay
-from trace_replay import DefaultScheduler, TraceNode, TracePod
+from kube_scheduler import KubeScheduler
+from trace_replay import TraceNode, TracePod
 
 SAMPLE_SECONDS = 60.0
 FLUSH_SECONDS = (
     300.0  # kube-scheduler retries every unschedulable pod at least this often (podMaxInUnschedulablePodsDuration)
 )
 SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs")
-PREFILL_MISSES = 2000  # pods in a row that fit nowhere before the fill stops short of its target
 
 
 def size_class(gpus: int) -> str:
@@ -45,20 +46,20 @@ class Arrival:
     """One pod of the stream: what it asks and how long it lives."""
 
     pod: TracePod
-    life: float  # seconds
-    prefill: bool = False  # held when the day starts, not an arrival of the day
+    life: float  # seconds it runs once bound; for a pod of the common start, what is left of its life
+    initial: bool = False  # of the common start (drawn as held when the day starts), not an arrival of the day
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """The day's pod stream: at time 0 pods of ``initial`` are placed until ``target_gpus`` are held (FGD's inflation: a
-    pod that fits nowhere is skipped), then one of ``arrivals`` comes every ``interval`` seconds. Two streams, so every
-    strategy sees the same arrivals however many pods its scheduler needed to reach the fill."""
+    """The day's pods: the common start ``initial`` (drawn once, whatever the scheduler: every strategy's scheduler
+    places this same list in this order at time 0, and a pod of it that fits nowhere waits in the queue from time 0),
+    then one of ``arrivals`` every ``interval`` seconds."""
 
     arrivals: Iterator[Arrival]
-    initial: Iterator[Arrival]
+    initial: tuple[Arrival, ...]
     interval: float
-    target_gpus: float
+    target_gpus: float  # what the common start's pods ask in all: at least this (the last pod crosses it)
     gpu_seconds_per_pod: float  # mean GPUs x life of an arrival: the interval's reason
     max_life: float  # the longest life: a pod of the stream is held at time 0 with probability life / max_life
     max_replicas: int  # a ReplicaSet takes new pods of its shape until it has 1..max_replicas (drawn) alive
@@ -78,7 +79,7 @@ def read_stream(trace_dir: Any, variant: str, max_life: float) -> list[tuple[Tra
 def arrivals_only(stream: Sequence[tuple[TracePod, float]], *, gpus: int, max_replicas: int) -> Workload:
     """FGD's workload: the pods arrive one a second and never leave, nothing held at the start."""
     forever = [(pod, math.inf) for pod, _ in stream]
-    load = workload(forever, gpus=gpus, fill=1.0, max_replicas=max_replicas)
+    load = workload(forever, gpus=gpus, fill=0.0, max_replicas=max_replicas)
     return dataclasses.replace(load, interval=1.0, target_gpus=0.0, max_life=math.inf)
 
 
@@ -91,10 +92,13 @@ def arrivals_until(stream: Sequence[tuple[TracePod, float]], gpus: float) -> int
     return count
 
 
-def workload(stream: Sequence[tuple[TracePod, float]], *, gpus: int, fill: float, max_replicas: int) -> Workload:
-    """The endless streams (the list replayed) and the interval that keeps the offered GPU demand at ``fill`` of ``gpus``
-    (Little's law: demand = rate x mean GPUs x life)."""
+def workload(
+    stream: Sequence[tuple[TracePod, float]], *, gpus: int, fill: float, max_replicas: int, seed: int = 1
+) -> Workload:
+    """The common start (``common_start``), the endless arrivals (the list replayed) and the interval that keeps the
+    offered GPU demand at ``fill`` of ``gpus`` (Little's law: demand = rate x mean GPUs x life)."""
     mean_gpu_seconds = sum(p.shape.num_gpu * life for p, life in stream) / len(stream)
+    max_life = max(life for _, life in stream)
 
     def pods() -> Iterator[Arrival]:
         while True:
@@ -103,13 +107,35 @@ def workload(stream: Sequence[tuple[TracePod, float]], *, gpus: int, fill: float
 
     return Workload(
         arrivals=pods(),
-        initial=pods(),
-        interval=mean_gpu_seconds / (fill * gpus),
+        initial=common_start(stream, fill * gpus, max_life, random.Random(f"{seed}:prefill")),
+        interval=mean_gpu_seconds / (fill * gpus) if fill > 0 else 1.0,
         target_gpus=fill * gpus,
         gpu_seconds_per_pod=mean_gpu_seconds,
-        max_life=max(life for _, life in stream),
+        max_life=max_life,
         max_replicas=max_replicas,
     )
+
+
+def common_start(
+    stream: Sequence[tuple[TracePod, float]], target_gpus: float, max_life: float, rng: random.Random
+) -> tuple[Arrival, ...]:
+    """The pods alive when the day starts, drawn once and independent of any scheduler: the stream (replayed) in order,
+    each held with probability life / longest life (the pods alive at a random moment are the long-lived ones more
+    often) and keeping a uniform share of its life, until the GPUs drawn reach ``target_gpus``. So the day starts in
+    its steady state rather than draining for hours; whether a scheduler can place them all is its own outcome."""
+    drawn: list[Arrival] = []
+    total = 0
+    if target_gpus <= 0 or not stream:
+        return ()
+    for pod, life in itertools.cycle(stream):
+        if total >= target_gpus:
+            break
+        if rng.random() * max_life > life:
+            continue
+        residual = life * (1.0 - rng.random())  # uniform in (0, life]: it arrived before the day
+        drawn.append(Arrival(pod, residual, initial=True))
+        total += pod.shape.num_gpu
+    return tuple(drawn)
 
 
 # ---------------------------------------------------------------- the cluster
@@ -152,20 +178,24 @@ class Figures:
     allocation: list[float] = field(default_factory=list)  # GPUs held by bound pods / the cluster's GPUs
     whole_free: list[int] = field(default_factory=list)  # GPUs on nodes holding no GPU
     pending_gpus: list[int] = field(default_factory=list)  # GPUs asked by pods waiting in the queue
-    waits: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIZES})  # arrivals' queue times
+    # queue times of the day's arrivals and of the common start's pods that had to wait (from time 0)
+    waits: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIZES})
     still_waiting: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))  # at the end (censored)
     blocked_gpu_seconds: float = 0.0
+    allocated_gpu_seconds: float = 0.0  # GPUs held by bound pods, integrated over the day
     evictions: int = 0
     restart_gpu_seconds: float = 0.0  # GPUs x start-up of every replacement
     replacement_wait_seconds: float = 0.0  # evicted pods' replacements waiting in the queue
     planner_seconds: list[float] = field(default_factory=list)
+    planning_charged_seconds: float = 0.0  # simulated seconds the cycles' planning took before their evictions
     cycles: int = 0
     moves_refused: int = 0  # a move the cluster no longer allowed when its turn came (the run stopped there)
     pdb_violations: int = 0  # evictions past a PodDisruptionBudget (maxUnavailable 1): must stay 0
-    held_at_start: int = 0
+    held_at_start: int = 0  # pods of the common start placed at time 0
+    queued_at_start: int = 0  # pods of the common start that fit nowhere at time 0: they wait from time 0
     arrived: int = 0
     left: int = 0
-    alive: int = 0  # at the end: held_at_start + arrived - left
+    alive: int = 0  # at the end: held_at_start + queued_at_start + arrived - left
     lost: int = 0  # pods neither bound, waiting nor gone: must stay 0
     overcommitted_nodes: int = 0  # nodes whose pods ask more than they have (or more than 110 pods): must stay 0
     # GPU allocation each time the GPUs asked by the day's arrivals reach another percent of the cluster's GPUs
@@ -182,14 +212,12 @@ class Day:
         nodes: Sequence[TraceNode],
         load: Workload,
         *,
-        most_allocated: bool,
+        profile: str = "default",
         startup: float,
         seed: int = 1,
     ) -> None:
         self.nodes = list(nodes)
-        self.scheduler = DefaultScheduler(
-            nodes, [[0, 0, 0]] * len(nodes), [0] * len(nodes), balanced=True, most_allocated=most_allocated
-        )
+        self.scheduler = KubeScheduler(nodes, profile=profile, seed=seed)
         self.gpus = sum(n.gpus for n in nodes)
         self.load = load
         self.startup = startup
@@ -206,7 +234,8 @@ class Day:
         self._ids = itertools.count()
         self._seq = itertools.count()
         self._events: list[tuple[float, int, str, Any]] = []
-        self._seed = seed
+        self._prefilling = False
+        self.start: list[tuple[str, int]] = []  # the common start as placed: (trace pod, node index or -1: queued)
 
     # ----- events
 
@@ -221,15 +250,19 @@ class Day:
         self.at(FLUSH_SECONDS, "flush")
         for first, every, action in ticks:
             self.at(first, "tick", (every, action))
-        while self._events and self._events[0][0] <= seconds:
+        self.advance(seconds)
+        self._close()
+        return self.figures
+
+    def advance(self, until: float) -> None:
+        """Handle the events due up to ``until`` (the clock then stands at ``until``)."""
+        while self._events and self._events[0][0] <= until:
             when, _, kind, payload = heapq.heappop(self._events)
             self._account(when)
             self.now = when
             self._handle(kind, payload)
-        self._account(seconds)
-        self.now = seconds
-        self._close()
-        return self.figures
+        self._account(until)
+        self.now = until
 
     def _handle(self, kind: str, payload: Any) -> None:
         if kind == "arrive":
@@ -251,33 +284,32 @@ class Day:
             payload(self)
 
     def _account(self, until: float) -> None:
-        """Blocked demand integrates the queue's GPUs over time."""
+        """Blocked demand integrates the queue's GPUs over time, allocation the bound pods' GPUs."""
+        span = max(0.0, until - self.now)
+        if not span:
+            return
         waiting = sum(p.gpus for p in self.queue.values())
-        self.figures.blocked_gpu_seconds += waiting * max(0.0, until - self.now)
+        self.figures.blocked_gpu_seconds += waiting * span
+        self.figures.allocated_gpu_seconds += self.bound_gpus() * span
 
     # ----- pods
 
     def _prefill(self) -> None:
-        """Pods of the stream placed until the target is held, as the pods alive at a random moment would be: a pod is
-        held with probability life / longest life (the pods alive at a moment are the long-lived ones more often) and
-        keeps a uniform share of its life, so the day starts in its steady state rather than draining for hours. One
-        that fits nowhere is skipped; that many misses in a row end the fill short (as full as the stream makes it)."""
-        misses = 0
-        rng = random.Random(f"{self._seed}:prefill")
-        while self.bound_gpus() < self.load.target_gpus and misses < PREFILL_MISSES:
-            arrival = next(self.load.initial)
-            if rng.random() * self.load.max_life > arrival.life:
-                continue
-            pod = Pod(next(self._ids), Arrival(arrival.pod, arrival.life, prefill=True), 0.0, 0.0)
-            pod.leaves = arrival.life * _residual(pod.id)  # it arrived before the day: some of its life is gone
-            if not self._schedule(pod):
-                misses += 1
-                continue
-            misses = 0
-            pod.ready_at = 0.0
-            self.figures.held_at_start += 1
+        """The common start (``Workload.initial``, the same list for every strategy) placed by this day's scheduler in
+        its order at time 0: a pod placed is running (serving, what is left of its life counting from now); one that
+        fits nowhere waits in the queue from time 0, as an arrival would (its wait and blocked GPUs count), never
+        dropped."""
+        self._prefilling = True
+        for arrival in self.load.initial:
+            pod = Pod(next(self._ids), arrival, 0.0, math.inf)
             self._join(pod)
-            self.at(pod.leaves, "leave", pod.id)
+            if self._schedule(pod):
+                self.figures.held_at_start += 1
+            else:
+                self.queue[pod.id] = pod
+                self.figures.queued_at_start += 1
+            self.start.append((arrival.pod.name, pod.node))
+        self._prefilling = False
 
     def _arrive(self, arrival: Arrival) -> None:
         pod = Pod(next(self._ids), arrival, self.now, math.inf)  # its life starts when it is bound: see _bound
@@ -317,7 +349,9 @@ class Day:
             self.queue.pop(pod.id, None)
 
     def _schedule(self, pod: Pod) -> bool:
-        node = self.scheduler.place(pod.request, pod.arrival.pod.models)
+        """One scheduling attempt; the pod's ReplicaSet siblings on nodes are what the default spreading counts."""
+        siblings = [self.pods[m].node for m in self.groups.get(pod.group, ()) if m != pod.id and self.pods[m].node >= 0]
+        node = self.scheduler.place(pod.request, pod.arrival.pod.models, siblings)
         if node is None:
             return False
         self._bound(pod, node)
@@ -329,11 +363,13 @@ class Day:
         self.on_node[node].add(pod.id)
         if pod.first_bound < 0:
             pod.first_bound = self.now
-            if not pod.arrival.prefill:
+            if self._prefilling:
+                pod.ready_at = 0.0  # of the common start, placed at time 0: running already
+            else:
                 self.figures.waits[size_class(pod.gpus)].append(self.now - pod.arrived)
-                pod.leaves = self.now + pod.arrival.life  # a pod waiting for a node waits; its work starts once bound
-                if pod.leaves < math.inf:
-                    self.at(pod.leaves, "leave", pod.id)
+            pod.leaves = self.now + pod.arrival.life  # a pod waiting for a node waits; its work starts once bound
+            if pod.leaves < math.inf:
+                self.at(pod.leaves, "leave", pod.id)
         elif pod.replacement:
             self.figures.replacement_wait_seconds += self.now - pod.arrived
         pod.replacement = False
@@ -345,12 +381,20 @@ class Day:
 
     def schedule_queue(self, node: int | None = None) -> None:
         """The queue retried in arrival order (kube-scheduler's active queue after an event); with ``node``, only pods
-        that fit on that node now are tried (the others would fail as before)."""
+        that fit on that node now are tried (the others would fail as before). A pod of the same request and GPU models
+        as one that fitted nowhere earlier in the pass is not tried again: placing pods only takes room, so it would fail
+        as well (and a failed attempt changes nothing: no tie drawn, the round-robin start back where it was)."""
+        failed: set[Any] = set()
         for pod in list(self.queue.values()):
             if node is not None and not self.scheduler.fits(node, pod.request):
                 continue
+            key = pod.arrival.pod.key
+            if key in failed:
+                continue
             if self._schedule(pod):
                 del self.queue[pod.id]
+            else:
+                failed.add(key)
 
     # ----- what a strategy may do
 
@@ -404,7 +448,7 @@ class Day:
 
     def _close(self) -> None:
         for pod in self.queue.values():
-            if pod.first_bound < 0 and not pod.arrival.prefill:
+            if pod.first_bound < 0:
                 self.figures.still_waiting[size_class(pod.gpus)] += 1
                 self.figures.waits[size_class(pod.gpus)].append(self.now - pod.arrived)
         bound = sum(len(s) for s in self.on_node)
@@ -417,11 +461,6 @@ class Day:
 
     def bound_gpus(self) -> int:
         return int(self.scheduler.used[:, 2].sum())
-
-
-def _residual(pod_id: int) -> float:
-    """The share of its life a pod held at the start still has: uniform in (0, 1], seeded by its id."""
-    return 1.0 - random.Random(pod_id).random()
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -1,52 +1,65 @@
-"""A day of the Alibaba GPU trace replayed over time, against the strategies an operator would pick (issue [21]).
+"""A day of the Alibaba GPU trace replayed over time, against the strategies an operator would pick (issues [21], [42]).
 
-    python benchmarks/replay_day.py --quick                                  # 100 nodes, one hour, every strategy
-    python benchmarks/replay_day.py --nodes all --hours 24 --strategy none   # one row of docs/benchmarks.md's table
-    python benchmarks/replay_day.py --nodes all --hours 24                   # the whole table (hours: see the docs)
+    python benchmarks/replay_day.py --quick                                     # 100 nodes, one hour, every strategy
+    python benchmarks/replay_day.py --nodes 400 --hours 12 --seeds 1,2,3 --time-limit 10   # docs/benchmarks.md's fair day
+    python benchmarks/replay_day.py --nodes 400 --hours 12 --trace-variant gpuspec33 --strategy default
 
 The workload (``day_replay.py``)
     * Nodes: the trace's 1,213 GPU nodes (``trace_replay.read_nodes``), or a sample stratified by GPU model
-      (``--nodes N``, ``trace_replay.stratified_sample``). No MIG, no GPU sharing: a pod sharing a GPU holds a whole
-      ``nvidia.com/gpu``, as ``trace_replay`` models it; CPU-only pods are left out.
+      (``--nodes N``, ``trace_replay.stratified_sample``, seeded). No MIG, no GPU sharing: a pod sharing a GPU holds a
+      whole ``nvidia.com/gpu``, as ``trace_replay`` models it; CPU-only pods are left out. ``--trace-variant``: the pod
+      list (``openb_pod_list_<variant>.csv``: ``default``; ``gpuspec33``, production-like, a third of the pods
+      constrained to GPU models, as a required node affinity on ``nvidia.com/gpu.product``; ...).
     * The trace's own load is about 1% of its GPUs at any moment (its pod list is meant to be inflated, as FGD does),
-      so the day keeps a realistic load instead: at time 0 pods of the list, in creation order, are placed by the
-      scheduler until ``--fill`` (default 0.9) of the GPUs are held (FGD's inflation rule; a pod that fits nowhere is
-      skipped); each keeps a uniformly drawn share of its life. Then pods arrive in creation order (the list replayed
-      when exhausted), one every mean(GPUs x life) / (fill x cluster GPUs) seconds: by Little's law the offered GPU
-      demand stays at ``--fill``. A pod runs its trace life (deletion_time - creation_time), capped at
-      ``--max-life-hours`` (default 24), from when it is bound: a pod that waits for a node waits, its work starts
-      once it runs. Real seconds, no time compression.
+      so the day keeps a realistic load instead. ONE common start for every strategy: the pods alive at time 0 are
+      drawn once, independent of any scheduler (``day_replay.common_start``): the list in creation order (replayed),
+      each held with probability life / longest life and keeping a uniform share of its life, until the GPUs drawn
+      reach ``--fill`` (default 0.9) x the cluster's GPUs. Each strategy's scheduler then places that same list in the
+      same order at time 0; a pod that fits nowhere WAITS in the queue from time 0 (its wait, and its GPUs in the
+      blocked GPU-hours, count as an arrival's do), never dropped. Then pods arrive in creation order (the list
+      replayed), one every mean(GPUs x life) / (fill x cluster GPUs) seconds: by Little's law the offered GPU demand
+      stays at ``--fill``. A pod runs its trace life (deletion_time - creation_time), capped at ``--max-life-hours``
+      (default 24), from when it is bound: a pod that waits for a node waits, its work starts once it runs. Real
+      seconds, no time compression.
     * Consecutive arrivals of one shape form ReplicaSets of 1..``--max-replicas`` pods (seeded); a ReplicaSet of two
       or more has a PDB (maxUnavailable 1), which an eviction must respect.
-    * Placement: kube-scheduler's default profile (NodeResourcesFit LeastAllocated + BalancedAllocation), or its
-      bin-packing profile (MostAllocated, cpu 1 memory 1 GPU 5, no BalancedAllocation), over fit and the gpu_spec
-      affinity (``trace_replay.DefaultScheduler``). A pod that fits nowhere waits in a queue, retried in arrival order
-      when a pod leaves a node it could use and every 5 minutes.
+    * Placement: kube-scheduler v1.36 as upstream scores (``kube_scheduler.py``, calibrated against the real scheduler
+      by ``calibrate_scheduler.py``): the ``default`` profile (NodeResourcesFit LeastAllocated over cpu and memory only,
+      BalancedAllocation, the system default PodTopologySpread over the pod's ReplicaSet) or the ``bin-packing``
+      profile (realk8s's ``SCHED_SCORING=MostAllocated``: cpu 1, memory 1, nvidia.com/gpu 5; no BalancedAllocation, no
+      default spreading); both with the adaptive ``percentageOfNodesToScore``, the round-robin start and random
+      (seeded) ties. A pod that fits nowhere waits in a queue, retried in arrival order when a pod leaves a node it
+      could use and every 5 minutes.
     * A moved pod's replacement serves ``--startup-seconds`` (default 120: a model load) after it is bound: its
       GPUs x start-up is the restart cost.
 
-The strategies (``day_strategies.py``), each on the same workload and seed
-    * ``none``: the default scheduler alone;
-    * ``most-allocated``: the bin-packing scheduler profile alone;
-    * ``hnu``: the bin-packing profile and the descheduler's HighNodeUtilization every ``--every`` minutes (GPU
-      threshold 50%; PDBs and NodeFit respected), as the descheduler's documentation pairs them;
-    * ``compactor``: the default scheduler and ``gpu-compactor run --once`` every ``--every`` minutes with the shipped
-      settings (the ConfigMap of manifests/base: the default objective, ``max_moves`` 20, cooldowns 30/10 min, the
-      circuit breaker, 10% of a pool drained at once, ``max_run_seconds`` 900; ``--time-limit`` overrides its 30 s),
-      its plan carried out as the executor does (the freed nodes and those drained for a pending pod fenced,
-      ``max_concurrent_evictions`` at once, each replacement serving before the next eviction, no eviction started
-      after ``max_run_seconds``, a move the cluster no longer allows stopping the run);
-    * ``compactor-pending-trigger``: the controller as deployed: the same every ``--every`` minutes, and a cycle at once
-      when its pending trigger says so (``compactor.app.pending``, the controller's own code: a GPU pod waiting 60 s
-      since it arrived, once per pod, not within 300 s of the last cycle; looked at every 15 s), the interval then
-      counting from it.
+The strategies (``day_strategies.py``), each on the same workload, common start and seed, named as an operator says them
+    * ``default``: the default scheduler profile alone;
+    * ``bin-packing``: the bin-packing scheduler profile alone;
+    * ``bin-packing + HighNodeUtilization``: the bin-packing profile and the descheduler's HighNodeUtilization every
+      ``--every`` minutes (GPU threshold 50%; PDBs and NodeFit respected), as the descheduler's documentation pairs them;
+    * ``default + controller`` / ``bin-packing + controller``: the scheduler profile and gpu-compactor's controller as
+      deployed with the shipped settings (the ConfigMap of manifests/base: the default objective, ``max_moves`` 20,
+      cooldowns 30/10 min, the circuit breaker, 10% of a pool drained at once, ``max_run_seconds`` 900;
+      ``--time-limit`` overrides its 30 s): a cycle every ``--every`` minutes, and one at once when its pending trigger
+      says so (``compactor.app.pending``, the controller's own code: a GPU pod waiting 60 s since it arrived, once per
+      pod, not within 300 s of the last cycle; looked at every 15 s), the interval then counting from it. Each cycle's
+      planning is charged to the simulated clock (``--planning-clock``, default ``limit``: the planner's time limit,
+      deterministic; see ``day_strategies.PLANNING_CLOCKS``): its evictions start only once that time has passed, the
+      day going on meanwhile. Its plan carried out as the executor does (the freed nodes and those drained for a
+      pending pod fenced, ``max_concurrent_evictions`` at once, each replacement serving before the next eviction, no
+      eviction started after ``max_run_seconds``, a move the cluster no longer allows stopping the run);
+    * ``default + run --once`` (not in the default set): the same without the pending trigger, every ``--every`` minutes.
 
-Figures per strategy: GPU allocation over time (GPUs held by bound pods / the cluster's GPUs) and its mean; queue time of
-the day's GPU pods by size (1, 2-4, 8 GPUs: p50, p95, max; pods still waiting at the end count with their wait so far);
-blocked demand (the queue's GPUs integrated over the day, GPU-hours); whole-free GPUs (on nodes holding none) over time;
-evictions and the GPU-hours of restart they cost; the planner's seconds per cycle. Written to ``--out``:
-``results.jsonl`` (a line per strategy), ``table.md``, and with matplotlib (the ``bench`` extra) ``allocation.png``,
-``whole_free.png``, ``blocked.png``.
+Figures per strategy and seed: GPU allocation over time (GPUs held by bound pods / the cluster's GPUs) and its mean; queue
+time of the day's GPU pods by size (1, 2-4, 8 GPUs: p50, p95, max; pods still waiting at the end count with their wait
+so far: "never started"), the common start's pods that waited included (from time 0); blocked demand (the queue's GPUs
+integrated over the day, GPU-hours); whole-free GPUs (on nodes holding none) over time; evictions and the GPU-hours of
+restart they cost, also as a share of the GPU-hours allocated; the planner's seconds per cycle. ``--seeds 1,2,3`` plays
+each strategy on each seed (the node sample, the common start, the ReplicaSets and the scheduler's ties change with it);
+the table shows per strategy the mean over the seeds and, in brackets, their min-max. Written to ``--out``:
+``results.jsonl`` (a line per strategy and seed, appended), ``table.md``, and with matplotlib (the ``bench`` extra)
+``allocation.png``, ``whole_free.png``, ``blocked.png`` (means over the seeds).
 """
 
 from __future__ import annotations
@@ -57,7 +70,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +79,29 @@ sys.path.insert(0, str(HERE))
 
 import trace_replay  # noqa: E402  (benchmarks/ is not a package)
 from day_replay import SIZES, Day, Figures, arrivals_only, arrivals_until, percentile, read_stream, workload  # noqa: E402
-from day_strategies import SHIPPED_CONFIG, Compactor, HighNodeUtilization  # noqa: E402
+from day_strategies import PLANNING_CLOCKS, SHIPPED_CONFIG, Compactor, HighNodeUtilization  # noqa: E402
 
 from compactor.app.pending import PendingTrigger  # noqa: E402
 from compactor.controller.loop import DEFAULT_PENDING_AFTER, DEFAULT_PENDING_GAP, PENDING_CHECK_SECONDS  # noqa: E402
 from compactor.settings import Settings, load_settings  # noqa: E402
 
-STRATEGIES = ("none", "most-allocated", "hnu", "compactor", "compactor-pending-trigger")
+DEFAULT, BIN_PACKING = "default", "bin-packing"
+HNU = "bin-packing + HighNodeUtilization"
+DEFAULT_CONTROLLER, BIN_PACKING_CONTROLLER = "default + controller", "bin-packing + controller"
+DEFAULT_RUN_ONCE = "default + run --once"
+STRATEGIES = (DEFAULT, BIN_PACKING, HNU, DEFAULT_CONTROLLER, BIN_PACKING_CONTROLLER)  # the table's rows
+EXTRA_STRATEGIES = (DEFAULT_RUN_ONCE,)
+ALIASES = {  # short names for the command line, and issue 21's names
+    "hnu": HNU,
+    "bin-packing+hnu": HNU,
+    "default+controller": DEFAULT_CONTROLLER,
+    "bin-packing+controller": BIN_PACKING_CONTROLLER,
+    "default+run-once": DEFAULT_RUN_ONCE,
+    "none": DEFAULT,
+    "most-allocated": BIN_PACKING,
+    "compactor-pending-trigger": DEFAULT_CONTROLLER,
+    "compactor": DEFAULT_RUN_ONCE,
+}
 FGD_ARRIVED = 1.3  # FGD's experiments stop once 130% of the cluster's GPUs have been asked for
 FGD_RESULTS = HERE.parent.parent / "shared" / "data" / "fgd-simulator-expected-results" / "analysis_allo_discrete.csv"
 FGD_POINTS = (50, 70, 90, 100, 110, 120, 130)
@@ -90,8 +119,22 @@ class Options:
     seed: int = 1
     variant: str = "default"
     time_limit: float | None = None  # the planner's, when not the shipped one
+    planning_clock: str = "limit"  # day_strategies.PLANNING_CLOCKS
     trace_dir: Path = trace_replay.DEFAULT_TRACE_DIR
     fgd: bool = False  # FGD's experiment instead of a day: arrivals only, until 130% of the GPUs are asked
+
+
+def strategy_named(name: str) -> str:
+    """A strategy's table name from its name or alias."""
+    name = ALIASES.get(name, name)
+    if name not in STRATEGIES + EXTRA_STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}")
+    return name
+
+
+def profile_of(strategy: str) -> str:
+    """The scheduler profile a strategy runs: its name's first word."""
+    return BIN_PACKING if strategy.startswith(BIN_PACKING) else DEFAULT
 
 
 def settings_for(options: Options) -> Settings:
@@ -103,8 +146,9 @@ def settings_for(options: Options) -> Settings:
     return settings.model_copy(update={"solver": solver})
 
 
-def play(strategy: str, options: Options) -> tuple[Figures, float, dict[str, Any]]:
-    """One strategy's day: its figures, the wall seconds it took, and what the workload was."""
+def day_for(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]]:
+    """The day a strategy plays: its cluster (the seed's node sample), the workload and its common start (the same for
+    every strategy of a seed), its scheduler profile; with the seconds to play and what the workload is."""
     all_nodes = trace_replay.read_nodes(options.trace_dir)
     count = options.nodes or len(all_nodes)
     nodes = trace_replay.stratified_sample(all_nodes, count, random.Random(f"{options.seed}:nodes"))
@@ -114,26 +158,42 @@ def play(strategy: str, options: Options) -> tuple[Figures, float, dict[str, Any
         load = arrivals_only(stream, gpus=gpus, max_replicas=options.max_replicas)
         seconds = float(arrivals_until(stream, FGD_ARRIVED * gpus))
     else:
-        load = workload(stream, gpus=gpus, fill=options.fill, max_replicas=options.max_replicas)
+        load = workload(stream, gpus=gpus, fill=options.fill, max_replicas=options.max_replicas, seed=options.seed)
         seconds = options.hours * 3600
-    most_allocated = strategy in ("most-allocated", "hnu")
-    day = Day(nodes, load, most_allocated=most_allocated, startup=options.startup_seconds, seed=options.seed)
+    day = Day(nodes, load, profile=profile_of(strategy), startup=options.startup_seconds, seed=options.seed)
+    about = {
+        "nodes": len(nodes),
+        "gpus": gpus,
+        "interval": load.interval,
+        "gpuSecondsPerPod": load.gpu_seconds_per_pod,
+        "commonStartPods": len(load.initial),
+        "commonStartGpus": sum(a.pod.shape.num_gpu for a in load.initial),
+    }
+    return day, seconds, about
+
+
+def play(strategy: str, options: Options) -> tuple[Figures, float, dict[str, Any]]:
+    """One strategy's day: its figures, the wall seconds it took, and what the workload was."""
+    strategy = strategy_named(strategy)
+    day, seconds, about = day_for(strategy, options)
     started = time.perf_counter()
     figures = day.run(seconds, _ticks(strategy, options))
     wall = time.perf_counter() - started
-    about = {"nodes": len(nodes), "gpus": gpus, "interval": load.interval, "gpuSecondsPerPod": load.gpu_seconds_per_pod}
+    about["profile"] = day.scheduler.profile
+    about["scoredNodes"] = day.scheduler.to_find
+    about["randomTies"] = day.scheduler.ties
     return figures, wall, about
 
 
 def _ticks(strategy: str, options: Options) -> list[tuple[float, float, Callable[[Day], None]]]:
     every = options.every_minutes * 60
-    if strategy == "hnu":
+    if strategy == HNU:
         return [(every, every, HighNodeUtilization())]
-    if strategy == "compactor":
-        return [(every, every, Compactor(settings_for(options)))]
-    if strategy == "compactor-pending-trigger":
+    if strategy == DEFAULT_RUN_ONCE:
+        return [(every, every, Compactor(settings_for(options), planning_clock=options.planning_clock))]
+    if strategy in (DEFAULT_CONTROLLER, BIN_PACKING_CONTROLLER):
         trigger = PendingTrigger(DEFAULT_PENDING_AFTER, DEFAULT_PENDING_GAP)
-        action = Compactor(settings_for(options), trigger=trigger, every=every)
+        action = Compactor(settings_for(options), trigger=trigger, every=every, planning_clock=options.planning_clock)
         return [(PENDING_CHECK_SECONDS, PENDING_CHECK_SECONDS, action)]
     return []
 
@@ -150,23 +210,31 @@ def summary(strategy: str, figures: Figures, wall: float, about: dict[str, Any],
         for size in SIZES
     }
     planner = figures.planner_seconds
+    allocated = figures.allocated_gpu_seconds / 3600
+    restart = figures.restart_gpu_seconds / 3600
     return {
-        "strategy": strategy,
+        "strategy": strategy_named(strategy),
+        "seed": options.seed,
+        "variant": options.variant,
         "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(options).items()},
         **about,
         "wallSeconds": round(wall, 1),
         "allocationMean": _mean(figures.allocation),
+        "allocatedGpuHours": allocated,
         "wholeFreeGpusMean": _mean([float(v) for v in figures.whole_free]),
         "blockedGpuHours": figures.blocked_gpu_seconds / 3600,
         "queueSeconds": waits,
         "evictions": figures.evictions,
-        "restartGpuHours": figures.restart_gpu_seconds / 3600,
+        "restartGpuHours": restart,
+        "restartShareOfAllocated": restart / allocated if allocated else 0.0,
         "replacementWaitSeconds": figures.replacement_wait_seconds,
         "plannerCycles": figures.cycles,
         "plannerSecondsMean": _mean(planner),
         "plannerSecondsMax": max(planner, default=float("nan")),
+        "planningChargedSeconds": figures.planning_charged_seconds,
         "movesRefused": figures.moves_refused,
         "heldAtStart": figures.held_at_start,
+        "queuedAtStart": figures.queued_at_start,
         "arrived": figures.arrived,
         "left": figures.left,
         "alive": figures.alive,
@@ -187,21 +255,69 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+# ---------------------------------------------------------------- the table
+
+
+def by_strategy(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Rows grouped by strategy, in the order the strategies first appear."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault(row["strategy"], []).append(row)
+    return grouped
+
+
+def mean_range(values: Sequence[float], fmt: str = "{:.1f}") -> str:
+    """The mean, and with two seeds or more their min-max in brackets."""
+    clean = [v for v in values if v == v]  # NaN: no pod of the size, no planner cycle
+    if not clean:
+        return "n/a"
+    mean = fmt.format(sum(clean) / len(clean))
+    if len(values) < 2:
+        return mean
+    return f"{mean} ({fmt.format(min(clean))}-{fmt.format(max(clean))})"
+
+
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The markdown table docs/benchmarks.md shows."""
+    """The markdown table docs/benchmarks.md shows: per strategy, the mean over the seeds (min-max in brackets)."""
     head = (
-        "| strategy | GPU allocation (mean) | whole-free GPUs (mean) | blocked GPU-h | queue p50 / p95 / max s: 1 GPU "
-        "| 2-4 GPUs | 8 GPUs | evictions | restart GPU-h | planner s/cycle (mean / max) |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| strategy | seeds | GPU allocation (mean) | whole-free GPUs (mean) | blocked GPU-h | 8-GPU wait p50 s "
+        "| 8-GPU wait p95 s | 8-GPU never started | evictions | restart GPU-h / allocated GPU-h "
+        "| planner s/cycle |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     lines = []
-    for r in rows:
-        waits = [_waits(r["queueSeconds"][size]) for size in SIZES]
-        planner = f"{r['plannerSecondsMean']:.1f} / {r['plannerSecondsMax']:.1f}" if r["plannerCycles"] else "n/a"
+    for strategy, group in by_strategy(rows).items():
+        eight = [r["queueSeconds"][SIZES[2]] for r in group]
+        never = mean_range([w["stillWaiting"] for w in eight], "{:.0f}")
+        of = _mean([w["pods"] for w in eight])
+        planned = [r["plannerSecondsMean"] for r in group if r["plannerCycles"]]
         lines.append(
-            f"| {r['strategy']} | {r['allocationMean']:.1%} | {r['wholeFreeGpusMean']:.1f} | {r['blockedGpuHours']:.1f} "
-            f"| {' | '.join(waits)} | {r['evictions']} | {r['restartGpuHours']:.2f} | {planner} |"
+            f"| {strategy} | {len(group)} | {mean_range([100 * r['allocationMean'] for r in group])} % "
+            f"| {mean_range([r['wholeFreeGpusMean'] for r in group], '{:.0f}')} "
+            f"| {mean_range([r['blockedGpuHours'] for r in group], '{:.0f}')} "
+            f"| {mean_range([w['p50'] for w in eight], '{:.0f}')} | {mean_range([w['p95'] for w in eight], '{:.0f}')} "
+            f"| {never} of {of:.0f} | {mean_range([r['evictions'] for r in group], '{:.0f}')} "
+            f"| {mean_range([100 * r['restartShareOfAllocated'] for r in group], '{:.3f}')} % "
+            f"| {mean_range(planned) if planned else 'n/a'} |"
         )
+    return head + "\n".join(lines) + "\n"
+
+
+def small_pods_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The waits of the smaller pods: mean over the seeds of p50 / p95, and of those never started."""
+    head = (
+        "| strategy | 1-GPU wait p50 / p95 s | 1-GPU never started | 2-4-GPU wait p50 / p95 s | 2-4-GPU never started |\n"
+        "| --- | ---: | ---: | ---: | ---: |\n"
+    )
+    lines = []
+    for strategy, group in by_strategy(rows).items():
+        cells = []
+        for size in SIZES[:2]:
+            waits = [r["queueSeconds"][size] for r in group]
+            p50, p95 = _mean([w["p50"] for w in waits]), _mean([w["p95"] for w in waits])
+            cells.append(f"{p50:.0f} / {p95:.0f}")
+            cells.append(f"{_mean([w['stillWaiting'] for w in waits]):.1f} of {_mean([w['pods'] for w in waits]):.0f}")
+        lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -237,14 +353,8 @@ def _fgd_published() -> dict[str, dict[int, float]]:
     return {policy: {p: sum(v) / len(v) for p, v in points.items()} for policy, points in sums.items()}
 
 
-def _waits(w: dict[str, Any]) -> str:
-    if not w["pods"]:
-        return "none arrived"
-    still = f" ({w['stillWaiting']} still waiting)" if w["stillWaiting"] else ""
-    return f"{w['p50']:.0f} / {w['p95']:.0f} / {w['max']:.0f}{still}"
-
-
 def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """Each strategy's series, the mean over its seeds (every seed samples the same minutes)."""
     try:
         import matplotlib
 
@@ -259,8 +369,12 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
         ("pendingGpus", "GPUs asked by waiting pods", "blocked.png"),
     ):
         fig, ax = plt.subplots(figsize=(9, 4))
-        for r in rows:
-            ax.plot([m / 60 for m in r["series"]["minutes"]], r["series"][key], label=r["strategy"], linewidth=1)
+        for strategy, group in by_strategy(rows).items():
+            series = [r["series"][key] for r in group]
+            length = min(len(s) for s in series)
+            mean = [sum(s[i] for s in series) / len(series) for i in range(length)]
+            hours = [m / 60 for m in group[0]["series"]["minutes"][:length]]
+            ax.plot(hours, mean, label=strategy, linewidth=1)
         ax.set_xlabel("hours")
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
@@ -271,7 +385,28 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     return written
 
 
-def parse(argv: list[str] | None) -> tuple[Options, list[str], Path]:
+# ---------------------------------------------------------------- CLI
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--seeds: comma-separated integers, not {text!r}") from exc
+    if not seeds:
+        raise argparse.ArgumentTypeError("--seeds: at least one")
+    return seeds
+
+
+def _strategy(text: str) -> str:
+    try:
+        return strategy_named(text)
+    except ValueError as exc:
+        names = ", ".join(repr(s) for s in STRATEGIES + EXTRA_STRATEGIES)
+        raise argparse.ArgumentTypeError(f"{exc}; one of {names} (or {', '.join(ALIASES)})") from exc
+
+
+def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 nodes, one hour, a 2 s planner: the smoke test")
     parser.add_argument(
@@ -286,15 +421,47 @@ def parse(argv: list[str] | None) -> tuple[Options, list[str], Path]:
     parser.add_argument("--every", type=float, default=10.0, metavar="MINUTES", help="the strategies' period")
     parser.add_argument("--startup-seconds", type=float, default=120.0)
     parser.add_argument("--max-life-hours", type=float, default=24.0)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=None, help="one seed (default 1); --seeds for several")
+    parser.add_argument("--seeds", type=_seeds, default=None, help="comma-separated: each strategy on each seed")
+    parser.add_argument(
+        "--trace-variant",
+        default="default",
+        metavar="NAME",
+        help="the pod list openb_pod_list_NAME.csv: default, gpuspec33 (GPU-model constraints, production-like), ...",
+    )
     parser.add_argument("--time-limit", type=float, default=None, help="the planner's (default: the shipped 30 s)")
-    parser.add_argument("--strategy", action="append", choices=STRATEGIES, help="one or more (default: every one)")
+    parser.add_argument(
+        "--planning-clock",
+        choices=PLANNING_CLOCKS,
+        default="limit",
+        help="what a cycle's planning costs on the simulated clock before its evictions (default: the time limit)",
+    )
+    parser.add_argument(
+        "--strategy",
+        action="append",
+        type=_strategy,
+        metavar="NAME",
+        help=f"one or more (default: {', '.join(STRATEGIES)}; also {', '.join(EXTRA_STRATEGIES)})",
+    )
     parser.add_argument("--trace-dir", type=Path, default=trace_replay.DEFAULT_TRACE_DIR)
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpu-compactor-day"))
+    parser.add_argument(
+        "--table-from",
+        type=Path,
+        nargs="+",
+        metavar="RESULTS",
+        help="play nothing: the table (and plots) of these results.jsonl files together, e.g. seeds run apart",
+    )
     args = parser.parse_args(argv)
+    if args.table_from:
+        rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines() if line.strip()]
+        raise SystemExit(report(rows, args.out))
+    if args.seed is not None and args.seeds is not None:
+        parser.error("--seed or --seeds, not both")
     if args.quick:
         args.nodes, args.hours, args.time_limit = "100", 1.0, args.time_limit or 2.0
     nodes = None if args.nodes == "all" else int(args.nodes)
+    seeds = args.seeds or [args.seed if args.seed is not None else 1]
     options = Options(
         nodes=nodes,
         hours=args.hours,
@@ -302,31 +469,50 @@ def parse(argv: list[str] | None) -> tuple[Options, list[str], Path]:
         every_minutes=args.every,
         startup_seconds=args.startup_seconds,
         max_life_hours=args.max_life_hours,
-        seed=args.seed,
+        seed=seeds[0],
+        variant=args.trace_variant,
         time_limit=args.time_limit,
+        planning_clock=args.planning_clock,
         trace_dir=args.trace_dir,
         fgd=args.fgd,
     )
-    return options, args.strategy or list(STRATEGIES), args.out
+    return options, seeds, args.strategy or list(STRATEGIES), args.out
 
 
 def main(argv: list[str] | None = None) -> None:
-    options, strategies, out = parse(argv)
+    options, seeds, strategies, out = parse(argv)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     with (out / "results.jsonl").open("a") as results:
-        for strategy in strategies:
-            figures, wall, about = play(strategy, options)
-            row = summary(strategy, figures, wall, about, options)
-            rows.append(row)
-            results.write(json.dumps(row) + "\n")
-            results.flush()
-            print(
-                f"{strategy}: allocation {row['allocationMean']:.1%}, blocked {row['blockedGpuHours']:.1f} GPU-h, "
-                f"{row['evictions']} evictions, {row['wallSeconds']} s",
-                flush=True,
-            )
-    text = table(rows) + (fgd_table(rows) if options.fgd else "")
+        for seed in seeds:
+            seeded = replace(options, seed=seed)
+            for strategy in strategies:
+                figures, wall, about = play(strategy, seeded)
+                row = summary(strategy, figures, wall, about, seeded)
+                rows.append(row)
+                results.write(json.dumps(row) + "\n")
+                results.flush()
+                print(
+                    f"seed {seed} {strategy}: allocation {row['allocationMean']:.1%}, blocked "
+                    f"{row['blockedGpuHours']:.1f} GPU-h, 8-GPU never started {row['queueSeconds'][SIZES[2]]['stillWaiting']}"
+                    f" of {row['queueSeconds'][SIZES[2]]['pods']}, {row['evictions']} evictions, {row['wallSeconds']} s",
+                    flush=True,
+                )
+    report(rows, out, fgd=options.fgd)
+
+
+def report(rows: Sequence[dict[str, Any]], out: Path, *, fgd: bool = False) -> None:
+    """``table.md`` (and the plots) of ``rows``, written to ``out`` and printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    variants = sorted({r.get("variant", "default") for r in rows})
+    seeds = sorted({r.get("seed", 1) for r in rows})
+    text = (
+        f"{', '.join(variants)} trace, seeds {','.join(map(str, seeds))}: mean (min-max)\n\n"
+        + table(rows)
+        + "\n"
+        + small_pods_table(rows)
+        + (fgd_table(rows) if fgd else "")
+    )
     (out / "table.md").write_text(text)
     print(text)
     for path in plot(rows, out):

@@ -208,6 +208,11 @@ RESOURCES = 3  # cpu milli, memory MiB, nvidia.com/gpu
 class DefaultScheduler:
     """kube-scheduler's default filters and resource scores over the nodes, in node-name order (see the module docstring).
 
+    A simplification, kept for the still snapshots (``replay``: bench_trace.py, bench_price.py) so their published
+    figures stay comparable: it is NOT upstream's scoring (upstream's default LeastAllocated leaves nvidia.com/gpu out,
+    BalancedAllocation scores the change of balance, PodTopologySpread spreads a ReplicaSet, only a share of the nodes
+    is scored, ties go at random). The day replay uses ``kube_scheduler.KubeScheduler``, which scores as upstream does.
+
     ``most_allocated``: the bin-packing profile instead (realk8s's ``SCHED_SCORING=MostAllocated``): NodeResourcesFit
     MostAllocated with weights cpu 1, memory 1, nvidia.com/gpu 5 (``requested * 100 // allocatable`` per resource, the
     weighted integer mean), BalancedAllocation off. ``fenced``: nodes no new pod may land on (a NoSchedule taint)."""

@@ -121,7 +121,9 @@ def test_while_the_breaker_holds_every_cycle_no_blocked_pod_starts_one() -> None
         c.advance(70)
         assert controller.check_pending() == []
         trigger_calls = c.calls[looked_by_the_cycle:]
-        assert not [call for call in trigger_calls if call.method == "list_pending_pods"], "not even a look while paused"
+        assert not [call for call in trigger_calls if call.method == "list_pending_pods"], (
+            "not even a look while paused"
+        )
         c.advance(31 * 60)
         assert [b.key for b in controller.check_pending()] == [BIG]
     finally:

@@ -279,3 +279,117 @@ def test_no_method_frees_more_gpus_than_the_planners_proven_bound(runs: Runs) ->
 def test_the_planner_is_never_worse_than_greedy_drain_in_pending_placed_then_freed_gpus(runs: Runs) -> None:
     ours, greedy = runs.outcomes[0], next(o for o in runs.outcomes if o.method == "greedy-drain")
     assert (ours.pending_placed, ours.freed_gpus) >= (greedy.pending_placed, greedy.freed_gpus), (ours, greedy)
+
+
+# ---------------------------------------------------------------- kube-scheduler v1.36 as upstream scores (kube_scheduler.py)
+# The day replay's scheduler. Expected values are worked by hand from the Go formulas; those marked "realk8s" are also the
+# scores the real v1.36.2 scheduler logged for the same pods and nodes (calibrate_scheduler.py).
+
+import kube_scheduler as ks  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+@pytest.mark.parametrize(("nodes", "expected"), [(50, 50), (99, 99), (100, 100), (400, 188), (1213, 497), (5000, 500)])
+def test_num_feasible_nodes_to_find_is_upstreams_adaptive_percentage(nodes: int, expected: int) -> None:
+    """Below 100 nodes every node; else nodes x (50 - nodes / 125)% (at least 5%), at least 100: 400 x 47% = 188,
+    1,213 x 41% = 497 (integer), 5,000 x 10% = 500."""
+    assert ks.num_feasible_nodes_to_find(nodes) == expected
+    assert ks.num_feasible_nodes_to_find(nodes, percentage=100) == nodes
+    assert ks.num_feasible_nodes_to_find(20_000) == 1_000  # the 5% floor: 50 - 160 < 5
+
+
+def test_least_allocated_is_the_integer_mean_of_cpu_and_memory_only() -> None:
+    """(allocatable - requested) * 100 // allocatable per resource, then the weighted integer mean; nvidia.com/gpu is not
+    in the default profile's resources. realk8s: 91 on a 96-core / 384 GiB node for a 12-core / 16 GiB pod (87 and 95),
+    92 on a 104-core / 512 GiB one (88 and 96), 84 there with a second such pod (76 and 93)."""
+    alloc = np.array([[96_000, 393_216], [104_000, 524_288], [104_000, 524_288]])
+    requested = np.array([[12_000, 16_384], [12_000, 16_384], [24_000, 32_768]])
+    assert ks.least_allocated(requested, alloc, (1, 1)).tolist() == [91, 92, 84]
+    assert ks.least_allocated(np.array([[97_000, 0]]), np.array([[96_000, 1]]), (1, 1)).tolist() == [50]  # over: 0
+
+
+def test_balanced_allocation_scores_the_change_of_balance_as_v1_36_does() -> None:
+    """50 + (50 + with - without) // 2, with/without = int((1 - |f_cpu - f_mem| / 2) * 100). realk8s: 72 for the first
+    12-core / 16 GiB pod on an empty 96-core / 384 GiB node (with 95, without 100), 73 for the second on a 104-core /
+    512 GiB node already holding one (with 91, without 95)."""
+    alloc = np.array([[96_000, 393_216], [104_000, 524_288]])
+    without = np.array([[0, 0], [12_000, 16_384]])
+    with_pod = without + np.array([12_000, 16_384])
+    assert ks.balance(with_pod, alloc).tolist() == [95, 91]
+    assert ks.balance(without, alloc).tolist() == [100, 95]
+    assert ks.balanced_allocation(without, with_pod, alloc).tolist() == [72, 73]
+    # no change of balance: 75; from balanced to the most unbalanced: 50
+    assert ks.balanced_allocation(np.array([[0, 0]]), np.array([[0, 0]]), np.array([[10, 10]])).tolist() == [75]
+    assert ks.balanced_allocation(np.array([[0, 0]]), np.array([[10, 0]]), np.array([[10, 10]])).tolist() == [50]
+
+
+def test_most_allocated_weights_the_gpus_five_times_and_skips_them_for_a_pod_without_any() -> None:
+    """min(requested, allocatable) * 100 // allocatable per resource; cpu 1, memory 1, nvidia.com/gpu 5: a 96-core /
+    384 GiB / 8-GPU node with 24 cores, 32 GiB, 2 GPUs requested: (25 + 8 + 5 x 25) // 7 = 22; without the GPU
+    (a pod not requesting it) (25 + 8) // 2 = 16."""
+    alloc = np.array([[96_000, 393_216, 8]])
+    requested = np.array([[24_000, 32_768, 2]])
+    assert ks.most_allocated(requested, alloc, (1, 1, 5)).tolist() == [22]
+    assert ks.most_allocated(requested, alloc, (1, 1, 0)).tolist() == [16]
+    assert ks.most_allocated(np.array([[200_000, 0, 9]]), alloc, (1, 1, 5)).tolist() == [85]  # (100 + 0 + 500) // 7
+
+
+def test_the_profiles_total_what_differs_between_nodes() -> None:
+    nodes = [_trace_node("a"), _trace_node("b")]
+    default = ks.KubeScheduler(nodes, profile="default")
+    default.bind(0, (48_000, 0, 4))
+    parts = default.components((4_000, 16_384, 1), np.array([0, 1]), siblings=[0])
+    assert set(parts) == {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "PodTopologySpread"}
+    # LeastAllocated ignores the 4 GPUs held on a: only its cpu tells it apart
+    assert parts["NodeResourcesFit"].tolist() == [(45 + 95) // 2, (95 + 95) // 2]
+    bin_packing = ks.KubeScheduler(nodes, profile="bin-packing")
+    bin_packing.bind(0, (48_000, 0, 4))
+    parts = bin_packing.components((4_000, 16_384, 1), np.array([0, 1]))
+    # weight 5 x the weighted mean: a (54 + 4 + 5 x 62) // 7 = 52, b (4 + 4 + 5 x 12) // 7 = 9
+    assert parts == {"NodeResourcesFit": pytest.approx(np.array([5 * 52, 5 * 9]))}
+
+
+def test_default_spreading_counts_the_replicasets_pods_per_node_and_normalizes_them() -> None:
+    """round(count x ln(feasible + 2) + 2), then 100 x (max + min - raw) // max. realk8s, 3 feasible nodes, one sibling
+    on the first: raw 4 (1 x ln 5 + 2 = 3.6), 2, 2: 50, 100, 100 (the scheduler logs them x 2, the weight)."""
+    assert ks.spread(np.array([1, 0, 0]), 3).tolist() == [50, 100, 100]
+    assert ks.spread(np.array([0, 0, 0]), 3).tolist() == [100, 100, 100]
+    assert ks.spread(np.array([2, 1, 0]), 100).tolist() == [100 * (11 + 2 - 11) // 11, 100 * (11 + 2 - 7) // 11, 100]
+
+
+def test_ties_are_broken_at_random_but_the_same_seed_breaks_them_the_same_way() -> None:
+    nodes = [_trace_node(f"n{i}") for i in range(8)]
+
+    def picks(seed: int) -> list[int | None]:
+        scheduler = ks.KubeScheduler(nodes, profile="bin-packing", seed=seed)
+        return [scheduler.place((1_000, 1_024, 8)) for _ in range(8)]  # identical empty nodes: all tie each time
+
+    assert picks(1) == picks(1)
+    assert sorted(p for p in picks(1) if p is not None) == list(range(8))
+    assert len({tuple(picks(seed)) for seed in range(1, 6)}) > 1, "different seeds, different ties"
+    assert picks(1) != list(range(8)), "not the first node by name"
+
+
+def test_only_the_feasible_nodes_found_from_the_round_robin_start_are_scored() -> None:
+    nodes = [_trace_node(f"n{i:03d}") for i in range(400)]
+    scheduler = ks.KubeScheduler(nodes, profile="default")
+    assert scheduler.to_find == 188
+    first = scheduler.candidates((1_000, 1_024, 1))
+    assert first.tolist() == list(range(188)) and scheduler.next_start == 188
+    scheduler.fenced[188:200] = True  # infeasible nodes are examined, not found
+    second = scheduler.candidates((1_000, 1_024, 1))
+    assert second.tolist() == list(range(200, 388)) and scheduler.next_start == 388
+    third = scheduler.candidates((1_000, 1_024, 1))
+    assert third.tolist() == [*range(388, 400), *range(0, 176)] and scheduler.next_start == 176
+
+
+def test_the_upstream_emulation_fits_as_the_filters_say_and_keeps_its_books() -> None:
+    nodes = [_trace_node("a"), _trace_node("b"), _trace_node("c", model="T4")]
+    scheduler = ks.KubeScheduler(nodes, profile="default")
+    assert scheduler.place((4_000, 16_384, 8), ["T4"]) == 2
+    assert scheduler.place((4_000, 16_384, 1), ["T4"]) is None  # c's 8 GPUs are held
+    node = scheduler.place((4_000, 0, 1))
+    assert node in (0, 1) and scheduler.nonzero[node].tolist() == [4_000, ks.DEFAULT_MEMORY_REQUEST_MIB]
+    assert scheduler.used[node].tolist() == [4_000, 0, 1]
+    scheduler.release(node, (4_000, 0, 1))
+    assert scheduler.used.sum() == 4_000 + 16_384 + 8 and scheduler.nonzero[node].tolist() == [0, 0]
