@@ -189,7 +189,10 @@ class Figures:
     planner_seconds: list[float] = field(default_factory=list)
     planning_charged_seconds: float = 0.0  # simulated seconds the cycles' planning took before their evictions
     cycles: int = 0
-    moves_refused: int = 0  # a move the cluster no longer allowed when its turn came (the run stopped there)
+    moves_refused: int = 0  # a move the cluster no longer allowed when its turn came (its source's moves given up)
+    retargets: int = 0  # moves whose planned target lost its room, made to another node under the plan's rules
+    stale_plans: int = 0  # plans that no longer held when their run was to start (a pod bound meanwhile)
+    replans: int = 0  # of which planned again at once (the cycle's REPLANS_WHEN_STALE)
     pdb_violations: int = 0  # evictions past a PodDisruptionBudget (maxUnavailable 1): must stay 0
     held_at_start: int = 0  # pods of the common start placed at time 0
     queued_at_start: int = 0  # pods of the common start that fit nowhere at time 0: they wait from time 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,21 @@ from typing import Any
 from day_replay import Day, Pod
 
 from compactor.actions.scope import kept_fenced
+from compactor.actions.steps.evict import batches
+from compactor.app.cycle import REPLANS_WHEN_STALE
 from compactor.app.figures import shapes_for
 from compactor.app.pending import Blocked, PendingTrigger
 from compactor.app.planning import offline_steerability, plan_of
 from compactor.errors import CompactorError
-from compactor.model.load import build_snapshot
+from compactor.metrics.fill_first import FILL_FIRST_LABEL, fill_first_tiers
+from compactor.metrics.fragmentation import compute_figures
+from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
+from compactor.model.parse import parse_node, parse_pod
+from compactor.model.resources import Resources
+from compactor.model.types import Node
 from compactor.planner.history import History, MoveRecord, restraints_at
-from compactor.planner.plan import CompactionPlan
+from compactor.planner.plan import CompactionPlan, Move
+from compactor.planner.retarget import NodeUse, Wanted, assign
 from compactor.settings import Settings, load_settings
 
 NAMESPACE = "replay"
@@ -114,12 +123,12 @@ class Compactor:
         self.every = every
         self.next_regular = every
         self.last_run = -float("inf")
-        self.node_objects: list[dict[str, Any]] | None = None
         self.history: list[MoveRecord] = []
         self.busy_until = -1.0
+        self.last_end: float | None = None
 
     def __call__(self, day: Day) -> None:
-        if day.now < self.busy_until:  # the last run is still carrying its plan out: the next cycle waits
+        if day.now < self.busy_until:  # the last cycle is still planning or carrying its plan out: the next one waits
             # the controller's scheduler skips a run due while the last still goes on (a plain tick has no schedule)
             while self.trigger is not None and self.next_regular <= day.now:
                 self.next_regular += self.every
@@ -127,18 +136,37 @@ class Compactor:
         if self.trigger is not None and not self._controller_due(day):
             return
         self.last_run, self.next_regular = day.now, day.now + self.every
+        self.busy_until = float("inf")  # planning, then carrying the plan out: the next cycle waits for its end
+        self._plan_then_run(day, replans=0)
+
+    def _plan_then_run(self, day: Day, *, replans: int) -> None:
+        """Plan on the cluster as it is now; the plan's run starts once its planning time has passed on the clock."""
         started = time.perf_counter()
         plan = self._plan(day)
         charge = self._planning_seconds(time.perf_counter() - started)
         day.figures.planning_charged_seconds += charge
-        if plan is not None and (plan.moves or plan.placed_pending):
-            self.busy_until = float("inf")  # planning, then carrying the plan out: the next cycle waits
-            if charge > 0:
-                day.at(day.now + charge, "call", lambda later: self._carry_out(later, plan))
-            else:
-                self._carry_out(day, plan)
+        if plan is None or not (plan.moves or plan.placed_pending):
+            then: Callable[[Day], None] = self._end_cycle
         else:
-            self.busy_until = day.now + charge
+            then = lambda later: self._carry_out(later, plan, replans)  # noqa: E731
+        if charge > 0:
+            day.at(day.now + charge, "call", then)
+        else:
+            then(day)  # planning took no simulated time: at once
+
+    def _end_cycle(self, day: Day) -> None:
+        """The cycle's end: the pending trigger's gap counts from here (the controller's ``_cycle_ended``), and with
+        prevention on, the fill-first labels follow the cluster as it is now (``app.cycle._fill_first``)."""
+        self.busy_until = self.last_end = day.now
+        if not (self.settings.steering.fill_first or day.scheduler.fill_first.any()):
+            return
+        tiers = {}
+        if self.settings.steering.fill_first:  # else the labels left are removed
+            tiers = fill_first_tiers(compute_figures(build_snapshot(self._objects(day), source="replay")).nodes)
+        index = {n.name: i for i, n in enumerate(day.nodes)}
+        day.scheduler.fill_first[:] = 0
+        for name, tier in tiers.items():
+            day.scheduler.fill_first[index[name]] = int(tier)
 
     def _planning_seconds(self, wall: float) -> float:
         if self.planning_clock == "limit":
@@ -151,7 +179,8 @@ class Compactor:
             return True
         assert self.trigger is not None
         blocked = [Blocked(str(p.id), day.now - p.arrived) for p in day.queue.values() if p.gpus and p.first_bound < 0]
-        return bool(self.trigger.due(blocked, day.now - self.last_run))
+        since = None if self.last_end is None else day.now - self.last_end
+        return bool(self.trigger.due(blocked, since))
 
     def _plan(self, day: Day) -> CompactionPlan | None:
         snapshot = build_snapshot(self._objects(day), source="replay")
@@ -176,81 +205,189 @@ class Compactor:
             day.figures.cycles += 1
         return plan
 
-    def _carry_out(self, day: Day, plan: CompactionPlan) -> None:
+    def _carry_out(self, day: Day, plan: CompactionPlan, replans: int) -> None:
+        """The executor's run: the plan checked on the cluster as it is once planned (before the fences and behind them:
+        here one instant), made again up to ``REPLANS_WHEN_STALE`` times when it went stale meanwhile, then carried out."""
         index = {n.name: i for i, n in enumerate(day.nodes)}
+        if _stale(day, plan, index):
+            day.figures.stale_plans += 1
+            if replans < REPLANS_WHEN_STALE:
+                day.figures.replans += 1
+                self._plan_then_run(day, replans=replans + 1)
+            else:
+                self._end_cycle(day)
+            return
         # fenced as the executor fences: the nodes the plan frees, and those it drains for a pending pod
         fenced = sorted({index[n] for n in [*plan.freed_nodes, *kept_fenced(plan)] if n in index})
         day.fence(fenced, True)
-        self.busy_until = float("inf")
         _Run(self, plan, index, fenced, started=day.now).next_batch(day)
 
     # ----- the snapshot
 
+    def parsed_nodes(self, day: Day) -> list[Node]:
+        return [
+            parse_node(raw, source="replay", pool_label=DEFAULT_POOL_LABEL, warnings=[]) for raw in self._nodes(day)
+        ]
+
+    def _nodes(self, day: Day) -> list[dict[str, Any]]:
+        tiers = day.scheduler.fill_first
+        return [_node_object(n, int(tier)) for n, tier in zip(day.nodes, tiers, strict=True)]
+
     def _objects(self, day: Day) -> list[dict[str, Any]]:
-        if self.node_objects is None:
-            self.node_objects = [_node_object(n) for n in day.nodes]
         pods = [_pod_object(day, p) for p in day.pods.values()]
-        return [*self.node_objects, *pods, *_pdbs(day)]
+        return [*self._nodes(day), *pods, *_pdbs(day)]
 
 
 class _Run:
-    """One plan being carried out as the executor does: batches of ``max_concurrent_evictions`` moves, each batch's
-    replacements serving before the next; no eviction started after ``max_run_seconds`` (the run ends partial); a
-    move the cluster no longer allows stops the run (a rollback: nothing more is placed); then the pending pods whose
-    nodes were drained are bound there and the fences lifted."""
+    """One plan being carried out as the executor does (``actions/steps/evict.py``, ``actions/checks``): the moves in
+    ``batches`` of ``max_concurrent_evictions`` (no two of one ReplicaSet, none onto another's source), each batch's
+    replacements serving before the next; no batch started after ``max_run_seconds``. A move whose pod has gone or moved
+    is skipped. One whose PDB allows nothing waits for the batch's replacements and asks again; refused then (the live
+    executor waits up to ``replacement_timeout``: here the replacements it waits for are serving by then, so a PDB still
+    at 0 stays at 0). One whose target lost its room is re-targeted under the plan's rules (``planner/retarget.assign``,
+    the executor's own rule, on the cluster as it is); when no node may take it, or its PDB refused it, the moves off its
+    source are given up (the node will not be emptied) and the run goes on. At the end the pending pods whose nodes
+    were drained (every move off them made) are bound there, the fences lifted."""
 
     def __init__(
         self, compactor: Compactor, plan: CompactionPlan, index: dict[str, int], fenced: list[int], *, started: float
     ) -> None:
         self.compactor, self.plan, self.index, self.fenced, self.started = compactor, plan, index, fenced, started
         self.caps = compactor.settings.caps
+        self.batches = batches(plan.moves, self.caps.max_concurrent_evictions)
         self.done: set[str] = set()
-        self.stopped = False
-        self.position = 0
+        self.given_up: set[str] = set()  # sources whose moves were given up
+        self.deferred: list[Move] = []  # moves whose PDB allowed nothing: asked again after the batch
 
     def next_batch(self, day: Day) -> None:
+        retry, self.deferred = self.deferred, []
+        for move in retry:
+            if self._live(day, move) and not self._move(day, move, again=True):
+                self._give_up(day, move.from_node)
         limit = self.caps.max_run_seconds
-        if self.position >= len(self.plan.moves) or (limit is not None and day.now - self.started >= limit):
+        if not self.batches or (limit is not None and day.now - self.started >= limit):
             self.finish(day)
             return
-        batch = self.plan.moves[self.position : self.position + self.caps.max_concurrent_evictions]
-        self.position += len(batch)
-        for move in batch:
-            if not self._move(day, move):
-                self.stopped = True  # the plan no longer holds (room taken, a PDB): the run stops and rolls back
-                self.finish(day)
-                return
+        for move in self.batches.pop(0):
+            if self._live(day, move) and not self._move(day, move, again=False):
+                self._give_up(day, move.from_node)
         day.at(day.now + day.startup + EVICTION_SECONDS, "call", self.next_batch)
 
-    def _move(self, day: Day, move: Any) -> bool:
+    def _live(self, day: Day, move: Move) -> bool:
+        """Whether the move is still to be made: not given up, its pod still on its source (else skipped)."""
         pod = _pod_named(day, move.pod)
-        source, target = self.index.get(move.from_node, -1), self.index[move.to_node]
-        if pod is None or pod.node != source:
-            return True  # gone, or elsewhere: the executor skips it
-        if not day.scheduler.fits(target, pod.request) or not day.disruption_allowed(pod):
+        return move.from_node not in self.given_up and pod is not None and pod.node == self.index.get(move.from_node)
+
+    def _move(self, day: Day, move: Move, *, again: bool) -> bool:
+        """Evict and steer one move; False when it is refused (its source's moves are then given up)."""
+        pod = _pod_named(day, move.pod)
+        assert pod is not None
+        if not day.disruption_allowed(pod):
+            if again:
+                day.figures.moves_refused += 1
+                return False
+            self.deferred.append(move)
+            return True
+        target = self._target(day, move, pod)
+        if target is None:
             day.figures.moves_refused += 1
             return False
         day.evict(pod.id)
-        if not day.bind_to(pod, target):
-            day.figures.moves_refused += 1
-            day.schedule_queue()
-            return False
-        self.done.add(move.pod)
+        landed = day.bind_to(pod, target)
         workload = f"{NAMESPACE}/ReplicaSet/rs-{pod.group}"
         at = EPOCH + timedelta(seconds=day.now)
-        self.compactor.history.append(MoveRecord(at, move.pod, workload, move.from_node, move.to_node, "moved"))
+        outcome = "moved" if landed else "failed"
+        self.compactor.history.append(
+            MoveRecord(at, move.pod, workload, move.from_node, day.nodes[target].name, outcome)
+        )
+        if not landed:
+            day.schedule_queue()  # the replacement waits as any pod: the scheduler places it
+            return False
+        self.done.add(move.pod)
         return True
 
+    def _target(self, day: Day, move: Move, pod: Pod) -> int | None:
+        """The planned target while the pod fits there, else another under the plan's rules, else None."""
+        planned = self.index[move.to_node]
+        if day.scheduler.fits(planned, pod.request):
+            return planned
+        other = _retarget(day, self, move)
+        if other is None:
+            return None
+        day.figures.retargets += 1
+        return self.index[other]
+
+    def _give_up(self, day: Day, source: str) -> None:
+        self.given_up.add(source)
+        self.deferred = [m for m in self.deferred if m.from_node != source]
+
     def finish(self, day: Day) -> None:
-        if not self.stopped:
-            unfinished = {m.from_node for m in self.plan.moves if m.pod not in self.done}
-            for placement in self.plan.placed_pending:
-                pod = _pod_named(day, placement.pod)
-                if pod is not None and placement.to_node in self.index and placement.to_node not in unfinished:
-                    day.bind_to(pod, self.index[placement.to_node])
+        unfinished = {m.from_node for m in self.plan.moves if m.pod not in self.done}
+        for placement in self.plan.placed_pending:
+            pod = _pod_named(day, placement.pod)
+            if pod is not None and placement.to_node in self.index and placement.to_node not in unfinished:
+                day.bind_to(pod, self.index[placement.to_node])
         day.fence(self.fenced, False)
         day.schedule_queue()
-        self.compactor.busy_until = day.now
+        self.compactor._end_cycle(day)
+
+
+def _stale(day: Day, plan: CompactionPlan, index: dict[str, int]) -> str:
+    """Why the plan no longer holds before its first eviction (``checks/validate.plan_still_holds``), "" when it does:
+    a node it frees runs a GPU pod it does not move (one bound there while it was made), or a pending pod it places on
+    a node it drains no longer waits or will not fit there."""
+    for name in plan.freed_nodes:
+        planned = {m.pod for m in plan.moves if m.from_node == name}
+        strangers = [p for p in day.on_node[index[name]] if day.pods[p].gpus and _key(day.pods[p]) not in planned]
+        if strangers:
+            return f"node {name} now runs GPU pod(s) the plan does not move"
+    for name in kept_fenced(plan):
+        node = index[name]
+        leaving = {m.pod for m in plan.moves if m.from_node == name}
+        free = [a - u for a, u in zip(day.scheduler.allocatable[node], day.scheduler.used[node], strict=True)]
+        for p in day.on_node[node]:
+            if _key(day.pods[p]) in leaving:
+                free = [f + r for f, r in zip(free, day.pods[p].request, strict=True)]
+        for placement in (p for p in plan.placed_pending if p.to_node == name):
+            pod = _pod_named(day, placement.pod)
+            if pod is None or pod.id not in day.queue:
+                return f"pending pod {placement.pod} no longer waits"
+            free = [f - r for f, r in zip(free, pod.request, strict=True)]
+        if min(free) < 0:
+            return f"node {name} will not have room for its pending pod(s)"
+    return ""
+
+
+def _key(pod: Pod) -> str:
+    return f"{NAMESPACE}/{pod.name}"
+
+
+def _retarget(day: Day, run: _Run, move: Move) -> str | None:
+    """Another target for ``move`` by the executor's own rule (``planner/retarget.assign``), on the cluster as it is:
+    the other moves off its source still to be made must fit too."""
+    moving = _pod_named(day, move.pod)
+    assert moving is not None
+    wanted = [Wanted(parse_pod(_pod_object(day, moving), source="replay"), move.to_node, keep_planned=False)]
+    for other in run.plan.moves:
+        pod = _pod_named(day, other.pod)
+        still = other.from_node == move.from_node and other.pod != move.pod and other.pod not in run.done
+        if still and pod is not None and pod.node == run.index[move.from_node]:
+            wanted.append(Wanted(parse_pod(_pod_object(day, pod), source="replay"), other.to_node))
+    nodes = run.compactor.parsed_nodes(day)
+    use: dict[str, NodeUse] = {}
+    for node, name in enumerate(n.name for n in day.nodes):
+        cpu, memory, gpus = (int(v) for v in day.scheduler.used[node])
+        pods = int(day.scheduler.pods[node])
+        requests = Resources({"cpu": cpu, "memory": memory * 2**20, "nvidia.com/gpu": gpus, "pods": pods})
+        use[name] = NodeUse(requests, gpus > 0, False)
+    out_of_reach = {
+        *run.plan.freed_nodes,
+        *kept_fenced(run.plan),
+        move.to_node,
+        *(m.from_node for m in run.plan.moves if m.pod not in run.done and m.from_node not in run.given_up),
+    }
+    found = assign(wanted, nodes, use, pool="", out_of_reach=out_of_reach)
+    return found[0] if found else None
 
 
 def _pod_named(day: Day, key: str) -> Pod | None:
@@ -260,7 +397,7 @@ def _pod_named(day: Day, key: str) -> Pod | None:
     return day.pods.get(int(name[1:]))
 
 
-def _node_object(node: Any) -> dict[str, Any]:
+def _node_object(node: Any, tier: int = 0) -> dict[str, Any]:
     resources = {
         "cpu": f"{node.cpu_milli}m",
         "memory": f"{node.memory_mib}Mi",
@@ -278,6 +415,7 @@ def _node_object(node: Any) -> dict[str, Any]:
                 "nvidia.com/gpu.product": node.model,
                 "nvidia.com/gpu.count": str(node.gpus),
                 "nvidia.com/gpu.present": "true",
+                **({FILL_FIRST_LABEL: str(tier)} if tier else {}),
             },
         },
         "spec": {},

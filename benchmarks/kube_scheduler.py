@@ -21,9 +21,13 @@ Two profiles, as a cluster runs them:
     from the zone constraint, so on these nodes (no zone label, as the trace's and realk8s's fake nodes) only the
     hostname constraint counts: raw ``round(siblings on the node * ln(feasible nodes + 2) + 2)``, then
     ``NormalizeScore``: ``100 * (max + min - raw) // max`` over the feasible nodes.
-  - TaintToleration (3), NodeAffinity (2), ImageLocality (1), DynamicResources, InterPodAffinity, VolumeBinding: the same
-    for every node for these pods (no PreferNoSchedule taint, no preferred affinity, no image, claim or volume), so
-    left out: they never change the choice.
+  - NodeAffinity, weight 2 (``nodeaffinity/node_affinity.go``): the preferred terms' weights summed per node, then
+    ``DefaultNormalizeScore`` (``100 * score // max``, all 0 when the max is 0). Only with prevention on: the fill-first
+    admission policy (``manifests/prevention``) gives a GPU pod the terms ``compactor.io/fill-first`` In 3 / 2 / 1 at
+    weights 100 / 67 / 33, the labels being ``fill_first`` here (what gpu-compactor's last cycle set); other pods have
+    no preferred term (PreScore skips the plugin);
+  - TaintToleration (3), ImageLocality (1), DynamicResources, InterPodAffinity, VolumeBinding: the same for every node
+    for these pods (no PreferNoSchedule taint, no image, claim or volume), so left out: they never change the choice.
 
 * ``bin-packing``: realk8s's ``SCHED_SCORING=MostAllocated`` profile (``../shared/realk8s/up.sh``): NodeResourcesFit
   ``MostAllocated`` with cpu 1, memory 1, nvidia.com/gpu 5 (``most_allocated.go``: ``min(requested, allocatable) * 100
@@ -69,6 +73,8 @@ FIT_WEIGHT = 1
 BALANCED_WEIGHT = 1
 SPREAD_WEIGHT = 2
 HOSTNAME_MAX_SKEW = 3  # podtopologyspread: systemDefaultConstraints
+NODE_AFFINITY_WEIGHT = 2
+FILL_FIRST_TERM_WEIGHTS = (0, 33, 67, 100)  # manifests/prevention/policy.yaml: tier -> the preferred term's weight
 # ../shared/realk8s/up.sh, SCHED_SCORING=MostAllocated
 BIN_PACKING_FIT_WEIGHT = 5
 BIN_PACKING_RESOURCE_WEIGHTS = (1, 1, 5)
@@ -157,6 +163,7 @@ class KubeScheduler:
         self.nonzero = np.zeros((len(nodes), 2), dtype=np.int64)
         self.pods = np.zeros(len(nodes), dtype=np.int64)
         self.fenced = np.zeros(len(nodes), dtype=bool)
+        self.fill_first = np.zeros(len(nodes), dtype=np.int64)  # compactor.io/fill-first tier (0: no label)
         self.to_find = num_feasible_nodes_to_find(len(nodes), percentage_of_nodes_to_score)
         self.next_start = 0
         self.rng = np.random.default_rng(seed)
@@ -223,14 +230,16 @@ class KubeScheduler:
         wanted = np.asarray(request, dtype=np.int64)
         alloc = self.allocatable[nodes]
         nonzero = self.nonzero[nodes] + _nonzero(wanted)
+        parts = self._node_affinity(wanted, nodes)
         if self.profile == "bin-packing":
             requested = np.column_stack([nonzero, self.used[nodes, 2] + wanted[2]])
             weights = list(BIN_PACKING_RESOURCE_WEIGHTS)
             if wanted[2] == 0:
                 weights[2] = 0  # an extended resource the pod does not request is not scored
-            return {"NodeResourcesFit": BIN_PACKING_FIT_WEIGHT * most_allocated(requested, alloc, weights)}
+            parts["NodeResourcesFit"] = BIN_PACKING_FIT_WEIGHT * most_allocated(requested, alloc, weights)
+            return parts
         before = self.used[nodes, :2]
-        parts = {
+        parts |= {
             "NodeResourcesFit": FIT_WEIGHT
             * least_allocated(nonzero, alloc[:, :2], LEAST_ALLOCATED_RESOURCE_WEIGHTS[:2]),
             "NodeResourcesBalancedAllocation": BALANCED_WEIGHT
@@ -239,6 +248,15 @@ class KubeScheduler:
         if siblings is not None:
             parts["PodTopologySpread"] = SPREAD_WEIGHT * spread(self.sibling_counts(nodes, siblings), len(nodes))
         return parts
+
+    def _node_affinity(self, wanted: np.ndarray, nodes: np.ndarray) -> dict[str, np.ndarray]:
+        """NodeAffinity's weighted score from the fill-first terms a GPU pod carries under prevention (none else)."""
+        if wanted[2] == 0 or not self.fill_first.any():
+            return {}
+        raw = np.asarray(FILL_FIRST_TERM_WEIGHTS, dtype=np.int64)[self.fill_first[nodes]]
+        top = int(raw.max())
+        normalized = MAX_NODE_SCORE * raw // top if top else np.zeros(len(nodes), dtype=np.int64)
+        return {"NodeAffinity": NODE_AFFINITY_WEIGHT * normalized}
 
     def sibling_counts(self, nodes: np.ndarray, siblings: Sequence[int]) -> np.ndarray:
         counts = np.bincount(np.asarray(siblings, dtype=np.int64), minlength=len(self.pods)) if len(siblings) else None

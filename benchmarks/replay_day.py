@@ -88,13 +88,22 @@ from compactor.settings import Settings, load_settings  # noqa: E402
 DEFAULT, BIN_PACKING = "default", "bin-packing"
 HNU = "bin-packing + HighNodeUtilization"
 DEFAULT_CONTROLLER, BIN_PACKING_CONTROLLER = "default + controller", "bin-packing + controller"
+DEFAULT_FILL_FIRST_CONTROLLER = "default + fill-first + controller"
 DEFAULT_RUN_ONCE = "default + run --once"
-STRATEGIES = (DEFAULT, BIN_PACKING, HNU, DEFAULT_CONTROLLER, BIN_PACKING_CONTROLLER)  # the table's rows
+STRATEGIES = (  # the table's rows
+    DEFAULT,
+    BIN_PACKING,
+    HNU,
+    DEFAULT_CONTROLLER,
+    DEFAULT_FILL_FIRST_CONTROLLER,
+    BIN_PACKING_CONTROLLER,
+)
 EXTRA_STRATEGIES = (DEFAULT_RUN_ONCE,)
 ALIASES = {  # short names for the command line, and issue 21's names
     "hnu": HNU,
     "bin-packing+hnu": HNU,
     "default+controller": DEFAULT_CONTROLLER,
+    "default+fill-first+controller": DEFAULT_FILL_FIRST_CONTROLLER,
     "bin-packing+controller": BIN_PACKING_CONTROLLER,
     "default+run-once": DEFAULT_RUN_ONCE,
     "none": DEFAULT,
@@ -120,6 +129,10 @@ class Options:
     variant: str = "default"
     time_limit: float | None = None  # the planner's, when not the shipped one
     planning_clock: str = "limit"  # day_strategies.PLANNING_CLOCKS
+    max_concurrent_evictions: int | None = None  # the shipped caps.max_concurrent_evictions when None
+    max_run_seconds: float | None = None  # the shipped caps.max_run_seconds when None
+    pending_after: float = DEFAULT_PENDING_AFTER  # the controller's --pending-after
+    pending_gap: float = DEFAULT_PENDING_GAP  # the controller's --pending-gap
     trace_dir: Path = trace_replay.DEFAULT_TRACE_DIR
     fgd: bool = False  # FGD's experiment instead of a day: arrivals only, until 130% of the GPUs are asked
 
@@ -137,13 +150,26 @@ def profile_of(strategy: str) -> str:
     return BIN_PACKING if strategy.startswith(BIN_PACKING) else DEFAULT
 
 
-def settings_for(options: Options) -> Settings:
-    """The shipped settings (the ConfigMap of manifests/base), with ``--time-limit`` when given."""
+def settings_for(options: Options, *, fill_first: bool = False) -> Settings:
+    """The shipped settings (the ConfigMap of manifests/base), with ``--time-limit``, ``--max-concurrent-evictions``
+    and ``--max-run-seconds`` when given, and prevention's ``steering.fill_first`` for the fill-first row."""
     settings = load_settings(str(SHIPPED_CONFIG))
-    if options.time_limit is None:
-        return settings
-    solver = settings.solver.amended(time_limit_seconds=options.time_limit)
-    return settings.model_copy(update={"solver": solver})
+    update: dict[str, Any] = {}
+    if options.time_limit is not None:
+        update["solver"] = settings.solver.amended(time_limit_seconds=options.time_limit)
+    caps = {
+        k: v
+        for k, v in (
+            ("max_concurrent_evictions", options.max_concurrent_evictions),
+            ("max_run_seconds", options.max_run_seconds),
+        )
+        if v is not None
+    }
+    if caps:
+        update["caps"] = settings.caps.model_copy(update=caps)
+    if fill_first:
+        update["steering"] = settings.steering.model_copy(update={"fill_first": True})
+    return settings.model_copy(update=update) if update else settings
 
 
 def day_for(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]]:
@@ -191,9 +217,10 @@ def _ticks(strategy: str, options: Options) -> list[tuple[float, float, Callable
         return [(every, every, HighNodeUtilization())]
     if strategy == DEFAULT_RUN_ONCE:
         return [(every, every, Compactor(settings_for(options), planning_clock=options.planning_clock))]
-    if strategy in (DEFAULT_CONTROLLER, BIN_PACKING_CONTROLLER):
-        trigger = PendingTrigger(DEFAULT_PENDING_AFTER, DEFAULT_PENDING_GAP)
-        action = Compactor(settings_for(options), trigger=trigger, every=every, planning_clock=options.planning_clock)
+    if strategy in (DEFAULT_CONTROLLER, DEFAULT_FILL_FIRST_CONTROLLER, BIN_PACKING_CONTROLLER):
+        trigger = PendingTrigger(options.pending_after, options.pending_gap)
+        settings = settings_for(options, fill_first=strategy == DEFAULT_FILL_FIRST_CONTROLLER)
+        action = Compactor(settings, trigger=trigger, every=every, planning_clock=options.planning_clock)
         return [(PENDING_CHECK_SECONDS, PENDING_CHECK_SECONDS, action)]
     return []
 
@@ -233,6 +260,9 @@ def summary(strategy: str, figures: Figures, wall: float, about: dict[str, Any],
         "plannerSecondsMax": max(planner, default=float("nan")),
         "planningChargedSeconds": figures.planning_charged_seconds,
         "movesRefused": figures.moves_refused,
+        "retargets": figures.retargets,
+        "stalePlans": figures.stale_plans,
+        "replans": figures.replans,
         "heldAtStart": figures.held_at_start,
         "queuedAtStart": figures.queued_at_start,
         "arrived": figures.arrived,
@@ -443,6 +473,12 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         metavar="NAME",
         help=f"one or more (default: {', '.join(STRATEGIES)}; also {', '.join(EXTRA_STRATEGIES)})",
     )
+    parser.add_argument(
+        "--max-concurrent-evictions", type=int, default=None, metavar="N", help="the controller's (default: shipped)"
+    )
+    parser.add_argument("--max-run-seconds", type=float, default=None, help="the controller's (default: shipped)")
+    parser.add_argument("--pending-after", type=float, default=DEFAULT_PENDING_AFTER, help="the controller's flag")
+    parser.add_argument("--pending-gap", type=float, default=DEFAULT_PENDING_GAP, help="the controller's flag")
     parser.add_argument("--trace-dir", type=Path, default=trace_replay.DEFAULT_TRACE_DIR)
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpu-compactor-day"))
     parser.add_argument(
@@ -473,6 +509,10 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         variant=args.trace_variant,
         time_limit=args.time_limit,
         planning_clock=args.planning_clock,
+        max_concurrent_evictions=args.max_concurrent_evictions,
+        max_run_seconds=args.max_run_seconds,
+        pending_after=args.pending_after,
+        pending_gap=args.pending_gap,
         trace_dir=args.trace_dir,
         fgd=args.fgd,
     )

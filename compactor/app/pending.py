@@ -102,15 +102,15 @@ class PendingTrigger:
     _fired_at: dict[str, datetime] = field(default_factory=dict)  # pod -> when it started a cycle, until bound or gone
 
     def due(
-        self, blocked: list[Blocked], since_cycle_began: float | None, *, now: datetime | None = None
+        self, blocked: list[Blocked], since_last_cycle: float | None, *, now: datetime | None = None
     ) -> list[Blocked]:
-        """The pods that start a cycle now (empty: none); ``since_cycle_began``: seconds since the last cycle began
+        """The pods that start a cycle now (empty: none); ``since_last_cycle``: seconds since the last cycle ended
         (None: none has). Those returned are remembered: they never start another; with ``now``, so is when they did
         (``bound``)."""
         waiting = {b.key for b in blocked}
         self._fired_for &= waiting  # a pod placed, gone or no longer blocked may start one again if blocked anew
         ready = [b for b in blocked if b.waited_seconds >= self.after_seconds and b.key not in self._fired_for]
-        if not ready or (since_cycle_began is not None and since_cycle_began < self.gap_seconds):
+        if not ready or (since_last_cycle is not None and since_last_cycle < self.gap_seconds):
             return []
         self._fired_for |= {b.key for b in ready}
         if now is not None:

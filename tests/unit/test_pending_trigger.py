@@ -61,18 +61,18 @@ def test_a_bound_pod_or_one_scheduled_since_is_not_blocked() -> None:
 
 def test_a_pod_starts_a_cycle_once_after_its_wait_and_never_within_the_gap() -> None:
     trigger = PendingTrigger(after_seconds=60, gap_seconds=300)
-    assert trigger.due([Blocked("ml/big", 59.0)], since_cycle_began=1000) == []
-    assert trigger.due([Blocked("ml/big", 61.0)], since_cycle_began=1000) == [Blocked("ml/big", 61.0)]
-    assert trigger.due([Blocked("ml/big", 400.0)], since_cycle_began=1000) == []  # that cycle could not place it
+    assert trigger.due([Blocked("ml/big", 59.0)], since_last_cycle=1000) == []
+    assert trigger.due([Blocked("ml/big", 61.0)], since_last_cycle=1000) == [Blocked("ml/big", 61.0)]
+    assert trigger.due([Blocked("ml/big", 400.0)], since_last_cycle=1000) == []  # that cycle could not place it
     # another pod, blocked after that cycle began: waits out the gap, then goes
-    assert trigger.due([Blocked("ml/big", 400.0), Blocked("ml/other", 70.0)], since_cycle_began=100) == []
-    assert trigger.due([Blocked("ml/big", 460.0), Blocked("ml/other", 130.0)], since_cycle_began=301) == [
+    assert trigger.due([Blocked("ml/big", 400.0), Blocked("ml/other", 70.0)], since_last_cycle=100) == []
+    assert trigger.due([Blocked("ml/big", 460.0), Blocked("ml/other", 130.0)], since_last_cycle=301) == [
         Blocked("ml/other", 130.0)
     ]
     # a pod placed (no longer listed) and blocked anew later starts one again
-    assert trigger.due([], since_cycle_began=400) == []
-    assert trigger.due([Blocked("ml/big", 65.0)], since_cycle_began=400) == [Blocked("ml/big", 65.0)]
-    assert PendingTrigger(60, 300).due([Blocked("ml/big", 61.0)], since_cycle_began=None) == [Blocked("ml/big", 61.0)]
+    assert trigger.due([], since_last_cycle=400) == []
+    assert trigger.due([Blocked("ml/big", 65.0)], since_last_cycle=400) == [Blocked("ml/big", 65.0)]
+    assert PendingTrigger(60, 300).due([Blocked("ml/big", 61.0)], since_last_cycle=None) == [Blocked("ml/big", 61.0)]
 
 
 def test_a_pod_that_started_a_cycle_is_timed_from_its_trigger_to_its_binding() -> None:

@@ -130,7 +130,11 @@ def test_only_the_strategies_that_move_pods_evict_and_only_the_controller_plans(
 ) -> None:
     assert rows[replay_day.DEFAULT]["evictions"] == rows[replay_day.BIN_PACKING]["evictions"] == 0
     assert rows[replay_day.DEFAULT]["plannerCycles"] == rows[replay_day.HNU]["plannerCycles"] == 0
-    for strategy in (replay_day.DEFAULT_CONTROLLER, replay_day.BIN_PACKING_CONTROLLER):
+    for strategy in (
+        replay_day.DEFAULT_CONTROLLER,
+        replay_day.DEFAULT_FILL_FIRST_CONTROLLER,
+        replay_day.BIN_PACKING_CONTROLLER,
+    ):
         assert rows[strategy]["plannerCycles"] >= 1
         # every cycle's planning cost its time limit on the simulated clock
         assert rows[strategy]["planningChargedSeconds"] == pytest.approx(rows[strategy]["plannerCycles"] * 1.0)
@@ -143,6 +147,7 @@ def test_each_strategy_runs_the_scheduler_profile_its_name_says(rows: dict[str, 
         replay_day.BIN_PACKING: "bin-packing",
         replay_day.HNU: "bin-packing",
         replay_day.DEFAULT_CONTROLLER: "default",
+        replay_day.DEFAULT_FILL_FIRST_CONTROLLER: "default",
         replay_day.BIN_PACKING_CONTROLLER: "bin-packing",
     }
     assert replay_day.strategy_named("compactor-pending-trigger") == replay_day.DEFAULT_CONTROLLER
@@ -235,7 +240,7 @@ def test_a_cycles_evictions_start_once_its_planning_time_has_passed_on_the_simul
             update={"solver": compactor.settings.solver.amended(time_limit_seconds=7.0)}
         )
         move = SimpleNamespace(
-            pod=f"replay/{pod.name}", from_node=day.nodes[source].name, to_node=day.nodes[target].name
+            pod=f"replay/{pod.name}", from_node=day.nodes[source].name, to_node=day.nodes[target].name, owner=""
         )
         plan = SimpleNamespace(
             moves=[move], placed_pending=[], freed_nodes=[day.nodes[source].name], mig_repartition=[]
@@ -267,8 +272,8 @@ def test_the_controllers_emulation_cycles_on_its_interval_and_when_its_pending_t
     def due(now: float, *pods: Any) -> bool:
         day.now, day.queue = now, {p.id: p for p in pods}
         fired = compactor._controller_due(day)  # type: ignore[arg-type]
-        if fired:
-            compactor.last_run, compactor.next_regular = now, now + compactor.every
+        if fired:  # a cycle that ends at once: the gap counts from its end
+            compactor.last_run, compactor.next_regular, compactor.last_end = now, now + compactor.every, now
         return fired
 
     assert not due(30, waiting(1, 0))  # waited 30 s; the first cycle is at 600
