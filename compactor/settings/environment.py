@@ -37,21 +37,38 @@ def _env_value(text: str) -> Any:
 
 
 def old_environment(environ: Mapping[str, str]) -> dict[str, Any]:
-    """The variables of the layout before 0.2 in ``environ``, as the document they wrote (``{"planner": {...}}``)."""
-    names = relocated_env_names()
+    """The settings of the layout before 0.2 in ``environ``, as the document they wrote (``{"planner": {...}}``)."""
     data: dict[str, Any] = {}
+    for old, (value, _) in old_settings_given(environ).items():
+        group, name = old.split(".")
+        data.setdefault(group, {})[name] = value
+    return data
+
+
+def old_settings_given(environ: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
+    """Each old dotted key set in ``environ`` -> its value and how it was given, for the notice to name what the user
+    set: a variable of its own (``COMPACTOR_PLANNER__MAX_MOVES``) or a key of a group's JSON (``COMPACTOR_PLANNER``'s
+    ``max_moves``; also ``COMPACTOR_EXECUTOR``'s ``max_run_seconds``, a group still read whose key moved)."""
+    names = relocated_env_names()
+    groups = {old.split(".")[0] for old in RELOCATED}
+    given: dict[str, tuple[Any, str]] = {}
     for key, value in environ.items():
-        if key.upper() in RETIRED_GROUP_VARIABLES:  # a whole retired group, as JSON
+        upper = key.upper()
+        group_name = upper.removeprefix(ENV_PREFIX).lower()
+        if upper.startswith(ENV_PREFIX) and group_name in groups and "__" not in upper:  # a whole group, as JSON
             group = _env_value(value)
             if not isinstance(group, dict):
-                raise ConfigError(f"environment: {key}: expected a JSON mapping of settings, got {value!r}")
-            data.setdefault(key.upper().removeprefix(ENV_PREFIX).lower(), {}).update(group)
+                if upper in RETIRED_GROUP_VARIABLES:
+                    raise ConfigError(f"environment: {key}: expected a JSON mapping of settings, got {value!r}")
+                continue  # a group still read: validation names what is wrong with it
+            for name, setting in group.items():
+                if f"{group_name}.{name}" in RELOCATED or upper in RETIRED_GROUP_VARIABLES:
+                    given[f"{group_name}.{name}"] = (setting, f'{upper}\'s "{name}"')
             continue
-        old = names.get(key.upper())
+        old = names.get(upper)
         if old is not None:
-            group, name = old.split(".")
-            data.setdefault(group, {})[name] = _env_value(value)
-    return data
+            given[old] = (_env_value(value), upper)
+    return given
 
 
 class Relocated(PydanticBaseSettingsSource):

@@ -21,7 +21,14 @@ from compactor.settings.bundles import PlannerSettings, RunSettings
 from compactor.settings.caps import CapsSettings
 from compactor.settings.disruption import DisruptionSettings
 from compactor.settings.dra import DraSettings
-from compactor.settings.environment import Environment, Relocated, check_environment, old_environment, variable
+from compactor.settings.environment import (
+    Environment,
+    Relocated,
+    check_environment,
+    old_environment,
+    old_settings_given,
+    variable,
+)
 from compactor.settings.executor import ExecutorSettings
 from compactor.settings.leader_election import LeaderElectionSettings
 from compactor.settings.metrics import MetricsSettings
@@ -141,6 +148,7 @@ def load_settings(path: str | None = None, overrides: dict[str, Any] | None = No
     check_environment(os.environ, Settings)
     try:  # what moved, for the notices and errors; Settings relocates file and environment alike
         in_file, in_environment = relocate(data)[1], relocate(old_environment(os.environ))[1]
+        given = old_settings_given(os.environ)
         settings = Settings(**data)
     except RelocationError as exc:
         raise ConfigError(f"{source}: {exc}") from None
@@ -148,5 +156,5 @@ def load_settings(path: str | None = None, overrides: dict[str, Any] | None = No
         raise ConfigError(f"{source}: {_first_error(exc, in_file + in_environment)}") from None
     return settings.noting(
         [f"{source}: {notice(old, new)}" for old, new in in_file]
-        + [f"environment: {notice(variable(old), variable(new))}" for old, new in in_environment]
+        + [f"environment: {notice(given[old][1], variable(new))}" for old, new in in_environment]
     )

@@ -160,6 +160,13 @@ def test_old_environment_variables_are_read_where_their_settings_live_now() -> N
     )
     group = compactor("config", "show", "-o", "json", env={"COMPACTOR_PLANNER": '{"max_moves": 5}'})
     assert json.loads(group.stdout)["caps"]["max_moves"] == 5
+    # issue 43: the notice names what was set (the group's JSON), not a variable nobody set
+    assert 'COMPACTOR_PLANNER\'s "max_moves" is now COMPACTOR_CAPS__MAX_MOVES' in group.stderr
+    assert "COMPACTOR_PLANNER__MAX_MOVES" not in group.stderr
+    # a key that moved out of a group still read, given in that group's JSON: moved, and said so
+    executor = compactor("config", "show", "-o", "json", env={"COMPACTOR_EXECUTOR": '{"max_run_seconds": 300}'})
+    assert json.loads(executor.stdout)["caps"]["max_run_seconds"] == 300
+    assert 'COMPACTOR_EXECUTOR\'s "max_run_seconds" is now COMPACTOR_CAPS__MAX_RUN_SECONDS' in executor.stderr
     assert one_line_error(compactor("config", "show", env={"COMPACTOR_PLANNER__TIME_LIMT_SECONDS": "7"})) == (
         "compactor: error: environment: COMPACTOR_PLANNER__TIME_LIMT_SECONDS names no setting; did you mean "
         "COMPACTOR_SOLVER__TIME_LIMIT_SECONDS?"
