@@ -546,7 +546,7 @@ def kubeconfig_args() -> list[str]:
     return ["--context", str(current["name"])]
 
 
-def _compactor(*args: str) -> tuple[list[str], dict[str, str]]:
+def compactor_command(*args: str) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of ``python -m compactor.cli ARGS``, ``COMPACTOR_*`` settings removed (the config file rules)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTOR_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
@@ -557,7 +557,7 @@ def _compactor(*args: str) -> tuple[list[str], dict[str, str]]:
 def start_compactor(*args: str, env: Mapping[str, str] | None = None, log: Path | None = None) -> subprocess.Popen[str]:
     """The compactor as a background process (to signal it), its output captured (``log``: both streams into that file, for
     a long-running process whose pipes nobody reads while it runs); ``env``: variables added."""
-    command, environment = _compactor(*args)
+    command, environment = compactor_command(*args)
     environment.update(env or {})
     if log is not None:
         with log.open("w", encoding="utf-8") as sink:
@@ -571,7 +571,7 @@ def start_compactor(*args: str, env: Mapping[str, str] | None = None, log: Path 
 
 def run_compactor(*args: str, timeout: float) -> CompactorRun:
     """``python -m compactor.cli ARGS`` to its end."""
-    command, env = _compactor(*args)
+    command, env = compactor_command(*args)
     started = time.monotonic()
     try:
         done = subprocess.run(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +50,7 @@ from tests.e2e.helpers import (
     Kube,
     Obj,
     api_request,
+    compactor_command,
     describe_pods,
     kubeconfig_args,
     name_of,
@@ -249,6 +251,19 @@ def test_dra_gpus_are_counted_as_their_device_plugin_twin_and_a_run_frees_a_node
     report = run_compactor("report", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=120)
     assert report.returncode == 0, report.describe()
 
+    # Issue 43: a tenant's claim of 10^15 devices (any namespace editor may make one; the API server admits it) and a
+    # pod naming it. The cluster is still reported, planned and compacted below, in about the same memory, and the pod
+    # is named as pending demand no node could hold.
+    without = peak_memory_kib("report", *kubeconfig_args(), "--config", str(config), "--output", "json")
+    hostile = plant_a_claim_of(10**15, kube, namespace)
+    text = run_compactor("report", *kubeconfig_args(), "--config", str(config), timeout=120)
+    assert text.returncode == 0, text.describe()
+    unplaceable = text.stdout.split("Pending GPU pods larger than the free capacity", 1)
+    assert len(unplaceable) == 2 and f"{namespace}/{hostile}" in unplaceable[1], text.describe()
+    within = peak_memory_kib("report", *kubeconfig_args(), "--config", str(config), "--output", "json")
+    print(f"compactor report: peak memory {within} KiB with the claim of 10^15 devices, {without} KiB without")
+    assert within <= 1.10 * without, f"peak memory {within} KiB with the claim, {without} KiB without"
+
     planned = run_compactor("plan", *kubeconfig_args(), "--config", str(config), "--output", "json", timeout=300)
     assert planned.returncode == 0, planned.describe()
     plan = planned.json()
@@ -263,9 +278,10 @@ def test_dra_gpus_are_counted_as_their_device_plugin_twin_and_a_run_frees_a_node
     result = ran.json()
     assert result.get("status") == "succeeded", ran.describe()
     assert after[freed] == 0 and sum(after.values()) == sum(before.values()), (dict(before), dict(after), freed)
-    placed = Counter(frag.node_of(p) for p in frag.pods(kube, namespace))
-    assert placed[freed] == 0, describe_pods(frag.pods(kube, namespace))
-    for pod in frag.pods(kube, namespace):  # each pod's claim is allocated on the node it runs on
+    workload_pods = [p for p in frag.pods(kube, namespace) if frag.app_of(p) in (SERVE, PLAIN)]
+    placed = Counter(frag.node_of(p) for p in workload_pods)
+    assert placed[freed] == 0, describe_pods(workload_pods)
+    for pod in workload_pods:  # each pod's claim is allocated on the node it runs on
         status = pod.get("status") or {}
         made = [s["resourceClaimName"] for s in status.get("resourceClaimStatuses") or []]
         made += (
@@ -286,6 +302,66 @@ def test_dra_gpus_are_counted_as_their_device_plugin_twin_and_a_run_frees_a_node
         assert len(devices) == PER_POD and {d.split("/")[1] for d in devices} == {planned_to[moved]}, (moved, devices)
     gained = sum(GPUS for n in fleet.names if not after[n]) - sum(GPUS for n in fleet.names if not before[n])
     assert gained == plan["freedGpus"] == GPUS, (dict(before), dict(after), plan["freedGpus"])
+
+
+HOSTILE = "hostile"
+
+
+def plant_a_claim_of(count: int, kube: Kube, namespace: str) -> str:
+    """A ResourceClaim asking ``count`` GPUs of the driver's class and a pod naming it (it stays Pending: no node has
+    that many); the pod's name."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": HOSTILE},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": count}}]}},
+    }
+    status, body = api_request(kube, "POST", f"{RESOURCE}/namespaces/{namespace}/resourceclaims", claim)
+    assert status == 201, body
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": HOSTILE, "labels": {"app": HOSTILE}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": False,
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": HOSTILE}],
+            "containers": [
+                {"name": "pause", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "gpus"}]}},
+            ],
+        },
+    }
+    with_retries(lambda: kube.core.create_namespaced_pod(namespace, pod), what="the hostile claim's pod")
+    wait_for(not_scheduled(kube, namespace, HOSTILE), timeout=60, what="the scheduler refusing the hostile pod")
+    return HOSTILE
+
+
+def not_scheduled(kube: Kube, namespace: str, name: str) -> Any:
+    """A ``wait_for`` check: the pod is unbound and its PodScheduled condition is False (kube-scheduler v1.36 says
+    ``SchedulerError``: "number of requested devices 1000000000000000 exceeds the claim limit of 32")."""
+
+    def check() -> tuple[bool, str]:
+        pod = kube.core.read_namespaced_pod(name, namespace).to_dict()
+        scheduled = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"]
+        refused = not (pod.get("spec") or {}).get("node_name") and any(c.get("status") == "False" for c in scheduled)
+        return refused, str(scheduled)
+
+    return check
+
+
+def peak_memory_kib(*args: str) -> int:
+    """The peak resident memory of ``compactor ARGS`` run to its end (its own ``ru_maxrss``, said at exit)."""
+    command, env = compactor_command(*args)
+    probe = (
+        "import atexit, resource, runpy, sys; "
+        "atexit.register(lambda: print(f'peak_kib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', file=sys.stderr)); "
+        "sys.argv = ['compactor', *sys.argv[1:]]; runpy.run_module('compactor.cli', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [command[0], "-c", probe, *command[3:]], env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return int(done.stderr.rsplit("peak_kib=", 1)[1].split()[0])
 
 
 def _of_this_test(obj: dict[str, Any], fleet: Fleet, namespace: str) -> bool:
