@@ -107,8 +107,14 @@ class ClusterClient(Protocol):
         ...
 
     def get_admission(self, kind: str, name: str) -> Obj | None:
-        """A cluster-scoped ``admissionregistration.k8s.io/v1`` object, ``kind`` MutatingAdmissionPolicy or
-        MutatingAdmissionPolicyBinding; None when absent or not served (an older API server)."""
+        """A cluster-scoped ``admissionregistration.k8s.io/v1`` object, ``kind`` MutatingAdmissionPolicy,
+        MutatingAdmissionPolicyBinding or ValidatingAdmissionPolicy; None when absent or not served (an older API
+        server)."""
+        ...
+
+    def who_am_i(self) -> str | None:
+        """The username the API server knows this client by (an ``authentication.k8s.io/v1`` SelfSubjectReview); None
+        when it cannot say (not served, or refused)."""
         ...
 
     def get_config_map(self, name: str) -> Obj | None:

@@ -141,6 +141,9 @@ class DryRunWorld:
             return self.probe.get_admission(kind, name)
         return copy.deepcopy(self.admissions.get((kind, name)))
 
+    def who_am_i(self) -> str | None:
+        return self.probe.who_am_i() if self.probe is not None else None
+
     def get_config_map(self, name: str) -> Obj | None:
         if name not in self.config_maps and self.probe is not None:
             found = self.probe.get_config_map(name)

@@ -91,6 +91,9 @@ class FencedClient:
     def get_admission(self, kind: str, name: str) -> Obj | None:
         return self.inner.get_admission(kind, name)
 
+    def who_am_i(self) -> str | None:
+        return self.inner.who_am_i()
+
     def get_config_map(self, name: str) -> Obj | None:
         return self.inner.get_config_map(name)
 

@@ -20,6 +20,7 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted, SimulatedClock
 from compactor.actions.executor import Progress, RunReport
 from compactor.actions.recovery import RecoveryReport
+from compactor.actions.state_guard import check_state_guard
 from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.carry_out import Carried, execute, recover_run
@@ -147,6 +148,7 @@ def _acted(admission: Admission, ports: Ports, watcher: Watcher, given: Compacti
     settings, plan = ports.settings, given
     with ports.acting() as (client, clock):
         try:
+            check_state_guard(client, settings.executor.state_namespace)
             recovery = recover_run(client, settings, clock, resume=True)
             watcher.recovered(recovery, acting=True)
             choice = None

@@ -67,7 +67,24 @@ class StateCalls(ClientBase):
                 kind,
                 f"reading mutatingadmissionpolicybinding {name}",
             )
+        if kind == "ValidatingAdmissionPolicy":
+            return self._get(
+                "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}",
+                {"name": name},
+                kind,
+                f"reading validatingadmissionpolicy {name}",
+            )
         raise ValueError(f"not an admission kind this client reads: {kind}")
+
+    def who_am_i(self) -> str | None:
+        what = "asking the API server who this client is (selfsubjectreview)"
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        reply = self._send("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {}, what, body=body)
+        if not reply.ok:
+            return None  # not served (before v1.28) or refused: the caller checks without it
+        review = reply_object(reply, "SelfSubjectReview", what)
+        username = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+        return str(username) if username else None
 
     def read_state(self, name: str) -> dict[str, str] | None:
         what = f"reading configmap {self.namespace}/{name}"

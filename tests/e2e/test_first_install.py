@@ -160,6 +160,12 @@ def test_the_readme_install_commands_work_in_order_on_a_cluster_without_gpu_comp
             assert (present is not None) == (verb == "apply"), (command, present)
             if present is not None:
                 assert present["data"]["COMPACTOR_MODE"] == mode, present
+        if path.startswith("manifests/overlays/"):  # issue 43: the default install is guarded
+            for guard in ("node", "pod", "scale", "state"):
+                policy = (
+                    f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/gpu-compactor-{guard}-guard"
+                )
+                assert api_request(kube, "GET", policy)[0] == 200, (command, guard)
         # deleting a mode, as the README says, leaves the namespace and what lives in it
         namespace = get_or_none(kube.core.read_namespace, STATE_NAMESPACE)
         assert namespace is not None and namespace["status"]["phase"] == "Active", (command, namespace)

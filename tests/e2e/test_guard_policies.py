@@ -45,6 +45,7 @@ from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.actions.owners import DELETION_COST, FIRST_TO_GO
 from compactor.actions.run import Run
 from compactor.actions.state import STATE_CONFIGMAP, Surge
+from compactor.actions.state_guard import GuardMismatch, check_state_guard
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.steps import steer
 from compactor.actions.surge import SURGE_NOTE, SURGED_BY
@@ -678,6 +679,20 @@ def test_the_service_account_writes_its_state_history_and_last_run(guarded: Guar
     assert _configmap(guarded, STATE_CONFIGMAP) is None
     for name in (HISTORY_CONFIGMAP, LAST_RUN_CONFIGMAP):
         assert _delete_configmap(guarded, name) == 200, f"an admin's deletion of {name} was refused"
+
+
+def test_a_run_checks_the_state_guard_admits_it_before_it_acts(guarded: Guarded) -> None:
+    """Issue 43: the shipped state guard read through the compactor's own client and a real SelfSubjectReview (with
+    impersonation, the API server answers the impersonated user): the service account passes; the bystander and the
+    kubeconfig's admin, whose every state write the guard refuses, are stopped before anything, both users named."""
+    check_state_guard(guarded.compactor, ACCOUNT_NAMESPACE)
+    admin = guarded.admin.who_am_i()
+    assert admin, "the API server names the kubeconfig's user"
+    for client, user in ((guarded.bystander, BYSTANDER), (guarded.admin, admin)):
+        with pytest.raises(GuardMismatch) as refused:
+            check_state_guard(client, ACCOUNT_NAMESPACE)
+        assert f"lets only {SERVICE_ACCOUNT} write the state" in str(refused.value)
+        assert f"this run is {user}" in str(refused.value)
 
 
 PLANTERS = ("bystander", "cluster-admin")  # another service account with the same RBAC; the kubeconfig's admin

@@ -68,6 +68,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True),
     ResourceType("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies", "MutatingAdmissionPolicy", False),
     ResourceType(
+        "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False
+    ),
+    ResourceType(
         "admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", False
     ),
 )

@@ -66,6 +66,7 @@ class FakeApiServer(Listing, Writes, Eviction, RequestRecording):
 
     def __init__(self, *, token: str | None = None, disruption_controller: DisruptionController | None = None) -> None:
         self.token = token  # when set, requests without "Authorization: Bearer <token>" get 401
+        self.username = "system:admin"  # who every authenticated request is by (a SelfSubjectReview's answer)
         self.disruption_controller = disruption_controller
         self.on_evict = None
         self.lock = threading.RLock()
@@ -208,6 +209,12 @@ class FakeApiServer(Listing, Writes, Eviction, RequestRecording):
         path = request.path.rstrip("/") or "/"
         if path == "/version" and request.method == "GET":
             return Reply(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-fake", "platform": "linux/amd64"})
+        if path == "/apis/authentication.k8s.io/v1/selfsubjectreviews" and request.method == "POST":
+            # who the request is by: the fake has one user (its token's, or anyone's without one), as a cluster admin
+            review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+            return Reply(
+                201, review | {"status": {"userInfo": {"username": self.username, "groups": ["system:masters"]}}}
+            )
         parts = [unquote(p) for p in path.strip("/").split("/")]
         if parts[:1] == ["api"] and len(parts) >= 2:
             prefix, rest = f"/api/{parts[1]}", parts[2:]

@@ -62,6 +62,7 @@ class FakeCluster(Controllers):
             str, Obj
         ] = {}  # ConfigMaps of the compactor's namespace besides its state (steering parameters)
         self.admissions: dict[tuple[str, str], Obj] = {}  # (kind, name) -> MutatingAdmissionPolicy / binding
+        self.username: str | None = "system:admin"  # who the API server says this client is (who_am_i)
         self.deployments: dict[
             tuple[str, str], Obj
         ] = {}  # (namespace, name) -> Deployment (spec.replicas drives its ReplicaSet)
@@ -222,6 +223,9 @@ class FakeCluster(Controllers):
         return self._call(
             "get_admission", {"kind": kind, "name": name}, lambda: copy.deepcopy(self.admissions.get((kind, name)))
         )
+
+    def who_am_i(self) -> str | None:
+        return self._call("who_am_i", {}, lambda: self.username)
 
     def get_config_map(self, name: str) -> Obj | None:
         return self._call("get_config_map", {"name": name}, lambda: copy.deepcopy(self.config_maps.get(name)))

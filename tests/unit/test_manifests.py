@@ -108,15 +108,19 @@ def test_the_namespace_comes_first_so_apply_creates_it_before_its_objects(overla
     assert kustomize_build(overlay)[0]["kind"] == "Namespace"
 
 
-def test_the_overlays_install_the_base_and_either_the_cronjob_or_the_controller() -> None:
+def test_the_overlays_install_the_base_the_guards_and_either_the_cronjob_or_the_controller() -> None:
     base = {object_key(doc) for doc in kustomize_build(BASE)}
     cronjob = {object_key(doc) for doc in kustomize_build(CRONJOB)}
     controller = {object_key(doc) for doc in kustomize_build(CONTROLLER)}
     assert base <= cronjob and base <= controller
-    assert cronjob - base == {("CronJob", NAMESPACE, "gpu-compactor")}
-    assert controller - base == {
+    guards = {object_key(doc) for doc in kustomize_build(GUARD)}
+    assert {kind for kind, _, _ in guards} == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert len(guards) == 8, "the node, pod, scale and state guards, each a policy and its binding"
+    assert cronjob - base == guards | {("CronJob", NAMESPACE, "gpu-compactor")}
+    assert controller - base == guards | {
         ("Deployment", NAMESPACE, "gpu-compactor"),
         ("Service", NAMESPACE, "gpu-compactor-metrics"),
+        ("NetworkPolicy", NAMESPACE, "gpu-compactor-metrics"),
     }
     assert {kind for kind, _, _ in base} == {
         "Namespace",
@@ -262,3 +266,20 @@ def test_deleting_a_mode_leaves_the_namespace_and_its_state(mode: Path) -> None:
     """`kubectl delete -k manifests/mode/apply` (going back to the default mode) deletes what the mode holds:
     were the namespace among it, the history, the runs' results and the workloads would go with it."""
     assert [doc["kind"] for doc in kustomize_build(mode)] == ["ConfigMap"]
+
+
+def test_only_prometheus_reaches_the_controller_and_only_on_its_metrics_port() -> None:
+    """/metrics has no authentication of its own: the controller overlay's NetworkPolicy isolates its pods for ingress
+    and admits the monitoring namespace on the metrics port alone (the kubelet's probes come from the node, which a
+    NetworkPolicy always admits)."""
+    built = kustomize_build(CONTROLLER)
+    (policy,) = [d for d in built if d["kind"] == "NetworkPolicy"]
+    (deployment,) = [d for d in built if d["kind"] == "Deployment"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items(), "it selects the controller's pods"
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    ports = [p["name"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])]
+    assert rule["ports"] == [{"port": "http-metrics", "protocol": "TCP"}] and ports == ["http-metrics"]

@@ -66,7 +66,7 @@ def test_the_role_is_in_the_namespace_of_the_state_configmap_and_the_lease(
         assert one_object(BASE, kind)["metadata"]["namespace"] == settings.executor.state_namespace
 
 
-def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_policy() -> None:
+def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_policies() -> None:
     name = Settings().steering.policy_name
     role_rules = one_object(BASE, "Role")["rules"]
     assert {
@@ -84,7 +84,13 @@ def test_the_compactor_may_write_its_steering_parameters_and_only_read_the_polic
             "resources": ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"],
             "resourceNames": [name],
             "verbs": ["get"],
-        }
+        },
+        {  # the state guard, read (never written) to check it guards this installation
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["validatingadmissionpolicies"],
+            "resourceNames": ["gpu-compactor-state-guard"],
+            "verbs": ["get"],
+        },
     ]
 
 

@@ -29,6 +29,7 @@ from compactor.actions.client import ObjectRef
 from compactor.actions.clock import RealClock
 from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.recovery import recover
+from compactor.actions.state_guard import check_state_guard
 from compactor.actions.steering.detect import policy_problem
 from compactor.actions.steering.policy import write_entries
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
@@ -49,6 +50,13 @@ from tests.scenarios.lease import LeaseStore
 from tests.scenarios.mig import LAYOUTS, objects
 
 Doc = dict[str, Any]
+GUARD = Path(__file__).resolve().parents[2] / "manifests" / "guard"
+
+
+def shipped_guard(file: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((GUARD / file).read_text(encoding="utf-8")) if d]
+
+
 NAMESPACE = RunSettings().executor.state_namespace  # the compactor's own (executor.state_namespace)
 OPERATOR = MigSettings().operator_namespace  # the GPU Operator's (mig.operator_namespace)
 # mig-manager's label, which anyone may set
@@ -139,7 +147,10 @@ def test_every_request_on_the_state_the_steering_parameters_and_the_lease_is_all
     write_entries(client, settings.steering.policy_name, {"ml.app": "n1"})
     write_entries(client, settings.steering.policy_name, {"ml.app": None})
 
-    # the rest of what a run sends
+    # the rest of what a run sends: the state guard read (installed, so who the client is asked too)
+    fake_api.add(*[d for d in shipped_guard("state.yaml") if d["kind"] == "ValidatingAdmissionPolicy"])
+    fake_api.username = f"system:serviceaccount:{NAMESPACE}:gpu-compactor"  # the run is its service account
+    check_state_guard(client, NAMESPACE)
     client.get_node("n1")
     client.patch_node("n1", {"spec": {"unschedulable": True}})
     client.list_pods(node_name="n1")
