@@ -55,7 +55,9 @@ class FakeCluster(Controllers):
         self.nodes: dict[str, Obj] = {}
         self.pods: dict[tuple[str, str], Obj] = {}
         self.pdbs: dict[tuple[str, str], Obj] = {}
-        self.dra: list[Obj] = []  # ResourceSlices and ResourceClaims, as given
+        # ResourceSlices, ResourceClaims (as given, and those made for pods: fakecluster/dra.py), templates, classes
+        self.dra: list[Obj] = []
+        self._suffixes = 0
         self.controllers: dict[tuple[str, str, str], Controller] = {}
         self.state: dict[str, dict[str, str]] = {}
         self.config_maps: dict[
@@ -295,8 +297,8 @@ class FakeCluster(Controllers):
         )
 
     def list_dra(self, kind: str) -> list[Obj]:
-        """ResourceSlices and ResourceClaims as given: this fake allocates no device (tests/e2e/test_dra.py has the real
-        scheduler do it)."""
+        """ResourceSlices, ResourceClaims (as given, and those the fake scheduler made and allocated for template claims:
+        fakecluster/dra.py) or DeviceClasses."""
         return self._call("list_dra", {"kind": kind}, lambda: [copy.deepcopy(o) for o in self.dra if o["kind"] == kind])
 
     def get_resource_claim(self, namespace: str, name: str) -> Obj | None:

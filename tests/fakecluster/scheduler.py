@@ -14,6 +14,7 @@ from compactor.model.parse import parse_node, parse_pod
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.scheduling import why_ineligible
 from compactor.model.types import Node
+from tests.fakecluster.dra import DeviceAllocator
 from tests.fakecluster.faults import FaultInjection
 from tests.fakecluster.objects import (
     SOURCE,
@@ -38,7 +39,7 @@ def free_gpus(node: Node, used: Resources) -> float:
     return sum(v * (node.gpu.equivalent(r) or 1.0) for r, v in free.items() if is_gpu_resource(r))
 
 
-class SchedulerAndKubelet(FaultInjection):
+class SchedulerAndKubelet(FaultInjection, DeviceAllocator):
     """kube-scheduler (``scheduler``: cooperative best-fit, ``spread`` like the default profile, ``ignore-cordon``,
     ``never``, ``slow``) and the kubelet (a bound pod Running and Ready ``ready_after`` later; a deleted one gone after
     its grace period)."""
@@ -101,6 +102,7 @@ class SchedulerAndKubelet(FaultInjection):
                 for n in candidates
                 if why_ineligible(pod, n, ignore_unschedulable=adversarial) is None
                 and pod.requests.fits_in(n.allocatable - used[n.name])
+                and self.devices_fit(raw, n.name)  # DynamicResources: its template claims' devices free there
             ]
             if not fits:
                 _set_unschedulable(raw, _iso(self.time))
@@ -112,6 +114,7 @@ class SchedulerAndKubelet(FaultInjection):
                 return adversarial and not closed, -free if spread else free, n.name
 
             best = min(fits, key=rank)
+            self.allocate(raw, best.name)
             raw["spec"]["nodeName"] = best.name
             _set_condition(raw, "PodScheduled", True)
             self._touch_pod(raw)
@@ -144,3 +147,4 @@ class SchedulerAndKubelet(FaultInjection):
             if uid in self._deleting_at and self.time >= self._deleting_at[uid] + self._grace(pod):
                 del self.pods[key]
                 self._forget(uid)
+                self.release_claims_of(uid)

@@ -94,7 +94,7 @@ class ClusterStore:
             self.state[obj["metadata"]["name"]] = dict(obj.get("data") or {})
         elif kind in ADMISSION_KINDS:
             self.admissions[(kind, obj["metadata"]["name"])] = obj
-        elif kind in ("ResourceSlice", "ResourceClaim"):
+        elif kind in ("ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass"):
             self.dra.append(obj)
         elif kind == "Deployment":
             obj["metadata"].setdefault("namespace", "default")

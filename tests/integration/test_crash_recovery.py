@@ -11,7 +11,9 @@ with a fresh executor, the world settles, and the invariants must hold:
 * the recovered run reports succeeded or failed, never an exception;
 * every eviction (before or after the crash) happened with all the plan's nodes cordoned
   and every controller whole (one eviction at a time);
-* a plan the executor had decided to abort is rolled back by recovery, never resumed.
+* a plan the executor had decided to abort is rolled back by recovery, never resumed;
+* with GPUs through DRA (``dra-one-freed``, issue 43): no device held by two claims, every pod's claims allocated on
+  its own node, no claim left of a pod that is gone.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from compactor.actions.fencing import FencedClient, LeadershipLost
 from compactor.actions.recovery import recover
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import RunSettings
-from tests.builders import pod
+from tests.builders import pdb, pod
+from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import (
     SETTINGS,
@@ -71,7 +74,39 @@ def refuse(pod_name: str) -> Callable[[FakeCluster], None]:
     return prepare
 
 
+def dra_one_freed_node() -> list[Obj]:
+    """Three nodes whose GPUs are DRA devices (a ResourceSlice of 8 each, no GPU in their allocatable). gpu-1 and gpu-2
+    hold a bare pod on a named claim of 4 devices; gpu-3 runs two pods of two ReplicaSets, each on a claim of 2 devices
+    made from the template ``gpus`` (owned by its pod, as the resourceclaim controller makes it). The plan frees gpu-3:
+    each replacement gets a new claim from the template, allocated on the node it binds to (fakecluster/dra.py)."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpus", "namespace": "default"},
+        "spec": {
+            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": 2}}]}}
+        },
+    }
+    objects: list[Obj] = [device_class(), template]
+    for name in ("gpu-1", "gpu-2", "gpu-3"):
+        objects += dra_node(name)
+    for n, name in ((1, "gpu-1"), (2, "gpu-2")):
+        objects += [
+            dra_pod(f"pin-{n}", shared=f"pin-{n}", on=name, owner=None),
+            gpu_claim(f"pin-{n}", devices=[(name, f"gpu-{i}") for i in range(4)], for_pods=[f"pin-{n}"]),
+        ]
+    for i, app in enumerate(("train", "serve")):
+        made = dra_pod(f"{app}-a", claim=f"{app}-a-gpus", on="gpu-3", owner=f"ReplicaSet/{app}", labels={"app": app})
+        claim = gpu_claim(f"{app}-a-gpus", devices=[("gpu-3", f"gpu-{2 * i}"), ("gpu-3", f"gpu-{2 * i + 1}")])
+        claim["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": f"{app}-a", "uid": made["metadata"]["uid"]}]
+        claim["status"]["reservedFor"] = [{"resource": "pods", "name": f"{app}-a", "uid": made["metadata"]["uid"]}]
+        objects += [made, claim, pdb(app, match={"app": app}, max_unavailable=1)]
+    return objects
+
+
 SCENARIOS = {
+    # GPUs through dynamic resource allocation: each replacement's claim made and allocated where it binds
+    "dra-one-freed": Scenario(dra_one_freed_node),
     "two-freed": Scenario(two_freed_nodes),
     # two evictions in flight at once (of different owners): a crash can leave both unconfirmed
     "two-freed-width-2": Scenario(two_freed_nodes, settings=SETTINGS.amended(max_concurrent_evictions=2)),
@@ -167,6 +202,35 @@ def check_invariants(w: World) -> None:
         else:
             assert eviction["owner"] not in eviction["in_flight"] and len(eviction["in_flight"]) < width, eviction
     assert len(c.evicted) == len(set(c.evicted)), "a pod was evicted twice"
+    check_devices(c)
+
+
+def check_devices(c: FakeCluster) -> None:
+    """DRA: no device held by two claims; every bound pod's claims allocated on its own node's pool, none left behind by
+    a pod that is gone."""
+    claims = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in c.dra if o["kind"] == "ResourceClaim"}
+    held = [
+        (r["pool"], r["device"])
+        for o in claims.values()
+        for r in (((o.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+    ]
+    assert len(held) == len(set(held)), f"a device allocated twice: {sorted(held)}"
+    for (namespace, name), raw in c.pods.items():
+        node = raw["spec"].get("nodeName")
+        for status in (raw.get("status") or {}).get("resourceClaimStatuses") or []:
+            claim = claims[(namespace, status["resourceClaimName"])]
+            pools = {r["pool"] for r in claim["status"]["allocation"]["devices"]["results"]}
+            assert pools == {node}, f"{namespace}/{name} runs on {node}, its claim is allocated on {pools}"
+    uids = {raw["metadata"]["uid"] for raw in c.pods.values()}
+    orphans = [
+        name
+        for (_, name), o in claims.items()
+        if any(
+            ref.get("kind") == "Pod" and ref.get("uid") not in uids
+            for ref in o["metadata"].get("ownerReferences") or []
+        )
+    ]
+    assert not orphans, f"claims of pods that are gone: {orphans}"
 
 
 def check_outcome(w: World, status: str) -> None:
