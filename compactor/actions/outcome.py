@@ -57,7 +57,7 @@ def dra_facts(client: ClusterClient, drivers: Sequence[DriverMapping] = DRA_DRIV
         return NO_DRA
     claims = client.list_dra("ResourceClaim")
     nodes = {str(ObjectView(s).spec.get("nodeName") or "") for s in slices}
-    inventory = read_inventory([(SOURCE, o) for o in [*slices, *claims]], nodes, drivers, [])
+    inventory = read_inventory([(SOURCE, o) for o in [*slices, *claims]], nodes, drivers, [], skip_undecodable=True)
     busy = {
         device.node
         for claim in inventory.claims.values()

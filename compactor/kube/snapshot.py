@@ -67,5 +67,5 @@ def snapshot_from_connection(
     )
     with gc_paused():
         return build_snapshot(
-            objects, source=f"cluster {connection.name}", pool_label=pool_label, dra_drivers=dra_drivers
+            objects, source=f"cluster {connection.name}", pool_label=pool_label, dra_drivers=dra_drivers, live=True
         )

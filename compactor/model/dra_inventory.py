@@ -34,36 +34,61 @@ def read_inventory(
     nodes: Iterable[str],
     mappings: Sequence[DriverMapping],
     warnings: list[str],
+    *,
+    skip_undecodable: bool = False,
 ) -> Inventory:
-    """The mapped devices of complete pools, the claims and the DeviceClasses' extended resources of ``objects``."""
+    """The mapped devices of complete pools, the claims and the DeviceClasses' extended resources of ``objects``.
+
+    An object that cannot be decoded is an ``InputError`` naming it and its field (a file: the user fixes it); with
+    ``skip_undecodable`` (a live cluster: nobody can fix it from here, and one tenant's object must not stop every run)
+    it is left out with a warning naming it, as cluster-autoscaler skips an object it cannot handle."""
     by_driver = {m.driver: m for m in mappings}
     inventory = Inventory()
     pools: dict[tuple[str, str], list[_Slice]] = defaultdict(list)
     for origin, raw in objects:
-        kind = raw.kind if isinstance(raw, schema.KubeObject) else raw.get("kind")
-        if kind == "DeviceClass":
-            _, meta, spec, _ = sections(raw, source=origin)
-            if spec.extended_resource_name:
-                inventory.extended_classes[str(meta.name)] = spec.extended_resource_name
-        elif kind == "ResourceClaim":
-            claim = read_claim(raw, source=origin)
-            inventory.claims[claim.key] = claim
-        elif kind == "ResourceSlice":
-            _, meta, spec, _ = sections(raw, source=origin)
-            about = spec.pool if isinstance(spec.pool, dict) else {}
-            key = (spec.driver or "", str(about.get("name") or ""))
-            name = f"resourceslice {meta.name}"
-            pools[key].append(
-                _Slice(
-                    str(meta.name),
-                    _whole(about.get("generation"), 0, origin, name, "spec.pool.generation"),
-                    _whole(about.get("resourceSliceCount"), 1, origin, name, "spec.pool.resourceSliceCount"),
-                    spec.node_name or "",
-                    spec.devices if isinstance(spec.devices, list) else [],
-                    counter_amounts(spec.shared_counters),
-                )
-            )
-    known = set(nodes)
+        try:
+            _read_one(inventory, pools, origin, raw)
+        except InputError as exc:
+            if not skip_undecodable:
+                raise
+            warnings.append(f"{exc}: left out (not counted)")
+    _read_pools(inventory, pools, set(nodes), by_driver, warnings)
+    return inventory
+
+
+def _read_one(inventory: Inventory, pools: dict[tuple[str, str], list[_Slice]], origin: str, raw: RawObject) -> None:
+    """One DeviceClass, ResourceClaim or ResourceSlice into the inventory (slices gathered by pool, read later)."""
+    kind = raw.kind if isinstance(raw, schema.KubeObject) else raw.get("kind")
+    if kind == "DeviceClass":
+        _, meta, spec, _ = sections(raw, source=origin)
+        if spec.extended_resource_name:
+            inventory.extended_classes[str(meta.name)] = spec.extended_resource_name
+    elif kind == "ResourceClaim":
+        claim = read_claim(raw, source=origin)
+        inventory.claims[claim.key] = claim
+    elif kind == "ResourceSlice":
+        _, meta, spec, _ = sections(raw, source=origin)
+        about = spec.pool if isinstance(spec.pool, dict) else {}
+        key = (spec.driver or "", str(about.get("name") or ""))
+        name = f"resourceslice {meta.name}"
+        piece = _Slice(  # decoded whole before its pool is named: a slice left out leaves no empty pool behind
+            str(meta.name),
+            _whole(about.get("generation"), 0, origin, name, "spec.pool.generation"),
+            _whole(about.get("resourceSliceCount"), 1, origin, name, "spec.pool.resourceSliceCount"),
+            spec.node_name or "",
+            spec.devices if isinstance(spec.devices, list) else [],
+            counter_amounts(spec.shared_counters),
+        )
+        pools[key].append(piece)
+
+
+def _read_pools(
+    inventory: Inventory,
+    pools: dict[tuple[str, str], list[_Slice]],
+    known: set[str],
+    by_driver: dict[str, DriverMapping],
+    warnings: list[str],
+) -> None:
     for (driver, pool_name), slices in sorted(pools.items()):
         generation = max(s.generation for s in slices)
         current = sorted((s for s in slices if s.generation == generation), key=lambda s: s.name)
@@ -77,7 +102,6 @@ def read_inventory(
         mapping = by_driver.get(driver)
         if mapping is not None:
             _read_pool(inventory, current, driver, pool_name, known, mapping, warnings)
-    return inventory
 
 
 def _whole(value: Any, default: int, source: str, obj: str, field: str) -> int:

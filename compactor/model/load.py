@@ -175,10 +175,13 @@ def build_snapshot(
     source: str,
     pool_label: str = DEFAULT_POOL_LABEL,
     dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
+    live: bool = False,
 ) -> Snapshot:
-    """Objects (dicts, each optionally tagged with ``__source__``, or decoded) -> an immutable snapshot with warnings."""
+    """Objects (dicts, each optionally tagged with ``__source__``, or decoded) -> an immutable snapshot with warnings.
+    ``live``: read from a cluster, where a DRA object that cannot be decoded is left out with a warning (a file's is
+    an error naming it)."""
     pairs = ((_origin(raw, source), raw) for raw in objects)
-    return _assemble(pairs, source=source, pool_label=pool_label, dra_drivers=dra_drivers)
+    return _assemble(pairs, source=source, pool_label=pool_label, dra_drivers=dra_drivers, live=live)
 
 
 def _origin(raw: RawObject, default: str) -> str:
@@ -219,6 +222,7 @@ def _assemble(
     source: str,
     pool_label: str,
     dra_drivers: Sequence[DriverMapping] = DRA_DRIVERS,
+    live: bool = False,
 ) -> Snapshot:
     warnings: list[str] = []
     seen = _Identities()
@@ -268,7 +272,7 @@ def _assemble(
     )
 
     if dra:
-        inventory = read_inventory(dra, nodes, dra_drivers, warnings)
+        inventory = read_inventory(dra, nodes, dra_drivers, warnings, skip_undecodable=live)
         pods = apply(nodes, pods, inventory, dra_drivers, pool_label=pool_label, warnings=warnings)
     orphans = [p for p in pods if p.node_name and p.node_name not in nodes and p.is_bound]
     if orphans:

@@ -15,6 +15,7 @@ from compactor.app.plan_document import build_plan
 from compactor.errors import InputError
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.dra import DRA_LABEL_PREFIX
+from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
 from compactor.planner.movability import Unmovable
 from compactor.settings import PlannerSettings
@@ -261,3 +262,22 @@ def test_a_slice_whose_pool_generation_is_not_a_number_is_one_line_naming_it() -
     with pytest.raises(InputError) as raised:
         cluster(node("gpu-1"), piece)
     assert "spec.pool.generation: must be a whole number, got 'abc'" in str(raised.value)
+
+
+def test_read_live_an_object_that_cannot_be_decoded_is_left_out_with_a_warning_naming_it() -> None:
+    """Issue 43: from a file, an error the user fixes; from a cluster, one tenant's object must not stop every run: it
+    is left out, named in a warning, and the rest of the cluster is read (cluster-autoscaler skips what it cannot
+    handle)."""
+    odd = gpu_claim("odd", count=1)
+    odd["spec"]["devices"]["requests"][0]["exactly"]["count"] = "many"
+    piece = gpu_slice("gpu-2")
+    piece["spec"]["pool"]["generation"] = "abc"
+    objects = [*dra_node("gpu-1"), node("gpu-2"), piece, dra_pod("p", claim="odd", owner="ReplicaSet/p"), odd]
+    snapshot = build_snapshot(objects, source="cluster prod", live=True)
+    said = [w for w in snapshot.warnings if "left out" in w]
+    assert len(said) == 2, snapshot.warnings
+    assert any("resourceclaim default/odd" in w and "exactly.count" in w for w in said), said
+    assert any("spec.pool.generation" in w for w in said), said
+    assert sum(n.gpu.physical_gpus for n in snapshot.nodes) == 8, "gpu-1's slice is still read"
+    with pytest.raises(InputError):
+        build_snapshot(objects, source="cluster.json")
