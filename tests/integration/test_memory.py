@@ -207,3 +207,23 @@ def test_breaker_reset_lifts_the_pause_forgets_the_failures_and_keeps_the_moves_
     assert history["pausedUntil"] is None and [m["outcome"] for m in history["moves"]] == ["moved"]
     (event,) = [e for e in fake_api.events(STATE_NAMESPACE) if e["reason"] == "CompactorBreakerReset"]
     assert "pause lifted" in event["message"]
+
+
+def test_a_plan_for_another_cluster_applied_again_and_again_counts_nothing_toward_the_breaker(
+    fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43, item 9: a wrong plan file (the bundled example's, none of its nodes here) is refused before anything
+    changes, every time; it used to record each planned move as failed, so a few tries opened the breaker and every run
+    did nothing for an hour. Now nothing is recorded, and the next run compacts."""
+    kubeconfig = fragmented(fake_api, tmp_path)
+    plan = tmp_path / "example-plan.json"
+    assert main(["plan", "--example", "--time-limit", "2", "--output", "json", "--write", str(plan)]) == 0
+    config = _config(tmp_path, breaker_failures=1, breaker_of_last=3, breaker_pause_minutes=60)
+    for _ in range(3):
+        code = main(["apply", "--plan", str(plan), "--kubeconfig", kubeconfig, "--config", config, "--output", "json"])
+        assert code != 0 and "was made for another cluster" in capsys.readouterr().err
+    assert _evictions(fake_api) == []
+    stored = fake_api.get("ConfigMap", HISTORY_CONFIGMAP, STATE_NAMESPACE)
+    history = json.loads(stored["data"][HISTORY_KEY]) if stored is not None else {}
+    assert not [m for m in history.get("moves", []) if m["outcome"] == "failed"] and not history.get("pausedUntil")
+    assert _run(kubeconfig, config) == 0 and len(_evictions(fake_api)) == 1, "not paused: the next run compacts"
