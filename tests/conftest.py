@@ -38,6 +38,14 @@ def fake_api_client(fake_api: FakeApiServer) -> Any:
     return fake_api.api_client()
 
 
+@pytest.fixture(autouse=True)
+def no_cluster_by_default(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside tests/e2e no test reads a real cluster: ``$KUBECONFIG`` (which CI exports for the e2e suite, and which the
+    CLI reads as kubectl does when no input is named) is unset; a test that wants it sets it."""
+    if request.node.get_closest_marker("e2e") is None:
+        monkeypatch.delenv("KUBECONFIG", raising=False)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its tier: the first folder under tests/ (tests/e2e modules also mark themselves)."""
     for item in items:

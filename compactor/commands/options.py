@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import Any
 
 from compactor.app.invocation import Invocation
@@ -14,7 +15,7 @@ from compactor.settings import Settings, load_settings, parse_shape
 
 log = logging.getLogger("compactor.commands")
 
-NO_INPUT = "no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster"
+NO_INPUT = "no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster (or set $KUBECONFIG)"
 TWO_INPUTS = "choose one input: --snapshot, --example, or a live cluster (--kubeconfig/--context/--in-cluster)"
 
 
@@ -42,10 +43,22 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def is_live(args: argparse.Namespace) -> bool:
-    """Whether the options name a live cluster (kubeconfig, context or in-cluster) rather than a snapshot."""
-    return bool(
-        getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False)
+    """Whether the options name a live cluster (kubeconfig, context or in-cluster) rather than a snapshot; with no input
+    named at all, ``$KUBECONFIG`` set names its cluster, as kubectl reads it (issue 45)."""
+    named = getattr(args, "kubeconfig", None) or getattr(args, "context", None) or getattr(args, "in_cluster", False)
+    return bool(named) or by_kubeconfig_variable(args)
+
+
+def by_kubeconfig_variable(args: argparse.Namespace) -> bool:
+    """No input named (no snapshot, example, kubeconfig, context or in-cluster) and ``$KUBECONFIG`` set."""
+    named = (
+        getattr(args, "snapshot", None)
+        or getattr(args, "example", False)
+        or getattr(args, "kubeconfig", None)
+        or getattr(args, "context", None)
+        or getattr(args, "in_cluster", False)
     )
+    return not named and bool(os.environ.get("KUBECONFIG"))
 
 
 def settings_from_args(args: argparse.Namespace, on_top: dict[str, dict[str, Any]] | None = None) -> Settings:
@@ -74,6 +87,8 @@ def source_from_args(args: argparse.Namespace) -> tuple[SnapshotSource, str | No
     snapshot, example = getattr(args, "snapshot", None), getattr(args, "example", False)
     chosen = sum(bool(x) for x in (snapshot, example, is_live(args)))
     problem = TWO_INPUTS if chosen > 1 else NO_INPUT if chosen == 0 else None
+    if by_kubeconfig_variable(args):
+        log.info(f"reading the cluster of $KUBECONFIG ({os.environ['KUBECONFIG']}, its current context)")
     source = SnapshotSource(
         files=tuple(snapshot or ()),
         example=bool(example),

@@ -6,7 +6,10 @@ Each test runs the command as a user would (a subprocess) and checks the exit co
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -333,3 +336,25 @@ def test_a_long_list_of_nodes_ends_with_a_count_instead_of_running_on(tmp_path: 
     many = load_plan(str(plan)).model_copy(update={"freed_nodes": [f"gpu-{i:05d}" for i in range(130)]})
     line = next(line for line in render_plan(many, "text").splitlines() if line.startswith("Nodes freed: "))
     assert line.endswith(", gpu-00009, ... and 120 more (-o json lists all)") and len(line) < 200
+
+
+def test_kubeconfig_alone_names_the_cluster_as_it_does_for_kubectl(fake_api: Any, tmp_path: Path) -> None:
+    """Issue 45, item 1: ``KUBECONFIG=... compactor report`` said "no input"; kubectl users expect it to be read. Now it is,
+    said on stderr; an input named on the command line still wins over it, never "choose one input"."""
+    from tests.builders import node, pod
+
+    fake_api.add(node("gpu-1", gpus=8), pod("train", on="gpu-1", gpus=2, owner="ReplicaSet/train"))
+    kubeconfig = str(fake_api.write_kubeconfig(tmp_path / "kubeconfig"))
+    live = compactor("report", "--output", "json", env={"KUBECONFIG": kubeconfig})
+    assert live.returncode == 0, live.stderr
+    report = json.loads(live.stdout)
+    assert report["figures"]["cluster"]["allocatable"]["nvidia.com/gpu"] == 8
+    assert report["metadata"]["source"] != "example cluster"
+    assert f"reading the cluster of $KUBECONFIG ({kubeconfig}" in live.stderr
+    example = compactor("report", "--example", "--output", "json", env={"KUBECONFIG": kubeconfig})
+    assert example.returncode == 0 and "$KUBECONFIG" not in example.stderr, example.stderr
+    unset = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    nothing = subprocess.run(
+        [sys.executable, "-m", "compactor.cli", "report"], capture_output=True, text=True, env=unset, timeout=60
+    )
+    assert nothing.returncode == 2 and "(or set $KUBECONFIG)" in nothing.stderr
