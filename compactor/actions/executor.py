@@ -37,6 +37,7 @@ from compactor.actions.steps.steer import place_all_pending
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
+from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, RunSettings
 
@@ -82,7 +83,7 @@ class Executor:
         """Run the plan to the end, or abort and roll back. ``resume``: the state of an interrupted run (from recovery)."""
         report = self._new_report(plan)
         if not plan.moves and not plan.freed_nodes and not plan.mig_repartition:
-            return report.ended(RunStatus.NOTHING_TO_DO, plan.held_back)  # a budget may have held back every move
+            return report.ended(RunStatus.NOTHING_TO_DO, why_nothing_to_do(plan))
         if age := self._too_old(plan):
             return self._refuse_old(plan, report, resume, age)
         run = self._run(plan, resume or RunState(plan_id=plan.metadata.id))
@@ -332,3 +333,19 @@ def _save_first(run: Run) -> None:
                 f"(kubectl create namespace {run.settings.executor.state_namespace}) or set executor.state_namespace",
             ) from None
         raise
+
+
+def why_nothing_to_do(plan: CompactionPlan) -> str:
+    """Why a plan moves nothing, in the words of its own explanations (issue 45: "nothing-to-do" used to come without a
+    reason when everything was in its cooldown): a budget that held every move back, pods in their cooldown, else
+    what keeps the pods in place, most first."""
+    if plan.held_back:
+        return plan.held_back
+    cooling = plan.explanations.get("cooldowns") or {}
+    staying = plan.explanations.get("unmovablePods") or {}
+    if cooling:
+        pod, why = next(iter(sorted(cooling.items())))
+        count = sum(staying.get(r.value, 0) for r in (Unmovable.COOLDOWN, Unmovable.NODE_COOLDOWN)) or len(cooling)
+        return f"{count} pod(s) in their cooldown ({pod}: {why}); no other move frees a node or places a pod"
+    held = "; ".join(f"{count} pod(s) {reason}" for reason, count in list(staying.items())[:3])
+    return "no move frees a GPU node or places a pending pod" + (f" (pods that may not move: {held})" if held else "")

@@ -59,6 +59,12 @@ def test_two_runs_do_not_move_one_workload_twice_within_its_cooldown(
     assert _run(kubeconfig, config) == 0
     assert len(_evictions(fake_api)) == 1 + second_run_moves
     assert len(_history(fake_api)["moves"]) == 1 + second_run_moves
+    if not second_run_moves:  # issue 45: "nothing-to-do" says why, in the run's output and its last-run record
+        said = json.loads(capsys.readouterr().out)
+        assert said["status"] == "nothing-to-do" and "in their cooldown (ml/train-" in said["reason"], said
+        assert "moved" in said["reason"] and "cooldown 30 min" in said["reason"], said
+        summary = fake_api.get("ConfigMap", "gpu-compactor-last-run", STATE_NAMESPACE)
+        assert summary is not None and "in their cooldown" in json.dumps(summary["data"]), summary
 
 
 def test_failed_moves_open_the_breaker_which_pauses_the_next_run_and_says_so(

@@ -174,7 +174,7 @@ def test_a_move_whose_pdb_allows_nothing_is_asked_again_after_the_batch_then_ref
     source, target = p.node, 1 - p.node
     answers = {"p": [False, False], "p2": [True]}  # p's PDB allows nothing twice; p2's would allow its eviction
     day.disruption_allowed = lambda pod: answers[pod.arrival.pod.name].pop(0)  # type: ignore[method-assign]
-    compactor = _compactor()
+    compactor = _compactor(max_concurrent_evictions=1)  # one at a time: p2 waits for p, so is given up with it
     _planned(compactor, [_plan(_move(day, p, target), _move(day, p2, target), freed=[day.nodes[source].name]), None])
     evicted_before = day.figures.evictions
     compactor(day)
