@@ -156,7 +156,12 @@ class Executor:
             )
         if run.log.capped:
             detail = f": {run.log.cap_detail}" if run.log.cap_detail else ""
-            report.ended(RunStatus.PARTIAL, f"{run.log.capped} reached{detail}; the rest waits for the next run")
+            why = f"{run.log.capped} reached{detail}; the rest waits for the next run"
+            # cut before it began and all of it done: the run did what it was allowed to (issue 45: dashboards read
+            # partial as trouble); cut short while it ran, or with a move refused: partial
+            whole = run.log.cut_before and not run.state.refused
+            report.more_waits = True
+            report.ended(RunStatus.SUCCEEDED if whole else RunStatus.PARTIAL, why)
 
     def _tally(self, run: Run, report: RunReport) -> None:
         report.moves_done = len(run.state.done)
@@ -254,6 +259,7 @@ class Executor:
         cap = self.settings.caps.max_evictions_per_cycle
         if run.plan.held_back:  # the planner already cut the plan to what the run budgets allow
             run.log.capped = run.plan.held_back.partition(" reached")[0]
+            run.log.cut_before = True
         if len(run.plan.moves) > cap:
             plan = within_cap(run.plan, cap, {})
             log.info(
@@ -261,7 +267,7 @@ class Executor:
                 extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)},
             )
             run = self._run(plan, RunState(plan_id=plan.metadata.id))
-            run.log.capped = f"max_evictions_per_cycle ({cap})"
+            run.log.capped, run.log.cut_before = f"max_evictions_per_cycle ({cap})", True
         world = measure(run, self.dra_drivers, reads=True)
         run.state.free_before = world.whole_free
         # validating and fencing start from these reads instead of making them again

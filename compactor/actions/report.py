@@ -38,6 +38,7 @@ class RunReport:
     steering_not_in_effect: bool = False  # the policy is installed but runs concluded it is not in effect
     # why each earlier plan of this cycle went stale before its first eviction (the cycle planned again: app/cycle.py)
     replanned: list[str] = field(default_factory=list)
+    more_waits: bool = False  # a cap or budget left moves for a later run (the run may still have succeeded)
 
     def ended(self, status: RunStatus, reason: str) -> RunReport:
         """This report, ended with ``status`` for ``reason``."""
@@ -80,6 +81,7 @@ class RunReport:
             "migRecuts": self.recuts,
             "draDevices": self.devices,
             **({"replanned": self.replanned} if self.replanned else {}),
+            **({"moreWaits": True} if self.more_waits else {}),
             "steering": {
                 "mechanism": self.steering,
                 "why": self.steering_why,

@@ -13,6 +13,8 @@ class RunLog:
     # which limit (max_evictions_per_cycle, max_run_seconds, max_holds_per_move) left moves for a later run
     capped: str = ""
     cap_detail: str = ""  # what reached it, when the limit alone does not say (the move that would hold too many nodes)
+    # the limit cut the plan before the run began (a budget, max_evictions_per_cycle): what the run took it can do whole
+    cut_before: bool = False
     notes: list[str] = field(default_factory=list)  # what did not go as planned without stopping the run
     recuts: dict[str, str] = field(default_factory=dict)  # node -> success | failed | timeout
     # moved pod -> the DRA devices its replacement's claims got ("driver/pool/device"), read once it was Ready
