@@ -12,7 +12,7 @@ from compactor.kube import snapshot as live_snapshot
 from compactor.kube.client import Connection
 from compactor.model.dra import DriverMapping
 from compactor.model.guards import offered_gpu_resources, pool_label_is_default, pool_label_unused, unoffered_resources
-from compactor.model.load import DRA_DRIVERS, load_files
+from compactor.model.load import DRA_DRIVERS, implausible_input, load_files
 from compactor.model.types import Snapshot
 from compactor.planner.movability import config_reason
 from compactor.settings import Settings, parse_shape
@@ -84,6 +84,8 @@ class SnapshotSource:
                 )
         else:
             raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
+        if said := implausible_input(snapshot.nodes, snapshot.pods, pool_label):  # where the user meets it: the CLI
+            snapshot = replace(snapshot, warnings=(*snapshot.warnings, *said))
         if not snapshot.nodes and not self.allow_empty:
             raise InputError(
                 f"no Node objects: read {_contents(snapshot)}; expected `kubectl get nodes,pods,pdb,pv,pvc -A -o json` "

@@ -125,6 +125,7 @@ def _derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) 
     if labelled is not None and strategy != "single" and labelled > physical:
         # GFD counts physical GPUs; allocatable may be lower while the device plugin restarts.
         physical = labelled
+    warnings += _implausible(physical, labelled, allocatable_physical, strategy, replicas)
 
     info = GpuInfo(
         product=product,
@@ -138,3 +139,23 @@ def _derive_gpu_info(labels: Mapping[str, str], allocatable: Mapping[str, int]) 
         gpu_equivalent=tuple(sorted(equivalents.items())),
     )
     return info, warnings
+
+
+MAX_PLAUSIBLE_GPUS = 16  # the most GPUs one server carries today (DGX-2, HGX-2: 16); more is a typo or a wrong label
+
+
+def _implausible(physical: int, labelled: int | None, allocatable: int, strategy: str, replicas: int) -> list[str]:
+    """Warnings for GPU data a real node does not show (issue 45: they passed without a word): more GPUs than any server
+    holds, or more GPUs allocatable than GFD counts on the node (fewer is normal: MIG, a restarting device plugin)."""
+    said = []
+    if physical > MAX_PLAUSIBLE_GPUS:
+        said.append(
+            f"{physical} physical GPUs on one node (no server holds more than {MAX_PLAUSIBLE_GPUS}): check its "
+            "allocatable nvidia.com/gpu and the nvidia.com/gpu.replicas label of time-slicing"
+        )
+    if labelled is not None and strategy != "single" and allocatable > labelled:
+        said.append(
+            f"{allocatable} GPUs allocatable (nvidia.com/gpu / {replicas} replica(s)) but GFD's nvidia.com/gpu.count "
+            f"says {labelled}: one of them is wrong; counted as {allocatable}"
+        )
+    return said

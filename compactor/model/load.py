@@ -17,6 +17,7 @@ from compactor.model.dra import DRA_KINDS, NVIDIA, DriverMapping
 from compactor.model.dra_apply import apply
 from compactor.model.dra_inventory import read_inventory
 from compactor.model.parse import (
+    UNLABELLED_GPU_POOL,
     RawObject,
     parse_claim,
     parse_config_map,
@@ -333,3 +334,22 @@ class gc_paused:
             gc.enable()
         gc.freeze()
         gc_paused.froze_before = True
+
+
+def implausible_input(nodes: Sequence[Node], pods: Sequence[Pod], pool_label: str) -> list[str]:
+    """Input that is almost certainly not what was meant, said (issue 45): nodes without a single pod (`kubectl get nodes`
+    alone reports every GPU whole-free), and GPU nodes without the label that names their pool."""
+    said = []
+    if nodes and not pods:
+        said.append(
+            f"{len(nodes)} node(s) and no pod: every GPU counts as free (was the snapshot `kubectl get nodes` alone? "
+            "expected `kubectl get nodes,pods,pdb,pv,pvc -A -o json`)"
+        )
+    unlabelled = sorted(n.name for n in nodes if n.gpu.physical_gpus > 0 and not n.labels.get(pool_label))
+    if unlabelled:
+        sample = ", ".join(unlabelled[:3]) + (", ..." if len(unlabelled) > 3 else "")
+        said.append(
+            f"{len(unlabelled)} GPU node(s) without the {pool_label} label ({sample}): pooled together as "
+            f"{UNLABELLED_GPU_POOL!r}, whatever their GPUs (GPU Feature Discovery sets it; or set metrics.pool_label)"
+        )
+    return said

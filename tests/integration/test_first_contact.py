@@ -358,3 +358,40 @@ def test_kubeconfig_alone_names_the_cluster_as_it_does_for_kubectl(fake_api: Any
         [sys.executable, "-m", "compactor.cli", "report"], capture_output=True, text=True, env=unset, timeout=60
     )
     assert nothing.returncode == 2 and "(or set $KUBECONFIG)" in nothing.stderr
+
+
+def _gpu_node(name: str, gpus: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": gpus},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def test_input_that_is_almost_certainly_wrong_is_said(tmp_path: Path) -> None:
+    """Issue 45, item 9: nodes without a single pod, 100,000 GPUs on one node, GFD's count below the allocatable and a
+    GPU node without its pool label all passed without a word. Each is a warning now; the report still runs."""
+    product = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    nodes_only = write_list(
+        tmp_path / "nodes.json",
+        [
+            _gpu_node("huge", "100000", **product),
+            _gpu_node("miscounted", "8", **product, **{"nvidia.com/gpu.count": "4"}),
+            _gpu_node("anonymous", "8"),
+        ],
+    )
+    result = compactor("report", "--snapshot", nodes_only, "--output", "json")
+    assert result.returncode == 0, result.stderr
+    said = "\n".join(json.loads(result.stdout)["metadata"]["warnings"])
+    assert "3 node(s) and no pod: every GPU counts as free" in said
+    assert "huge: 100000 physical GPUs on one node (no server holds more than 16)" in said
+    assert (
+        "miscounted: 8 GPUs allocatable (nvidia.com/gpu / 1 replica(s)) but GFD's nvidia.com/gpu.count says 4" in said
+    )
+    assert "1 GPU node(s) without the nvidia.com/gpu.product label (anonymous)" in said
+    example = json.loads(compactor("report", "--example", "--output", "json").stdout)["metadata"]["warnings"]
+    assert not [w for w in example if "no pod" in w or "without the" in w], example
