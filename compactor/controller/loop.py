@@ -114,6 +114,7 @@ class Controller:
         self._cycle_since: float | None = None  # clock.monotonic() when the running cycle started; None between cycles
         # elector.monotonic() at start(): the first round has until then + limit
         self._lease_grace_from: float | None = None
+        self._cycle_as_leader = False  # the cycle running (if any) began as leader: the only one a lost Lease stops
         host, port = parse_listen(options.listen)
         self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)
@@ -195,7 +196,8 @@ class Controller:
             log.warning("leader election: %s", exc)
             held = self.elector.is_leader
         self.exporter.set_leader(held)
-        if not held and self._cycle_running.is_set():
+        if not held and self._cycle_running.is_set() and self._cycle_as_leader:
+            # only a cycle begun as leader acts; a standby's cycle measures, and losing what it never held is no news
             log.warning("lost leadership during a cycle: stopping it at its next wait")
             self._interrupt.set()
         return held
@@ -205,6 +207,7 @@ class Controller:
         if self._stopping.is_set():
             return None
         leader = self._lead()
+        self._cycle_as_leader = leader
         # the cycle's gate (app.policy.admit) holds it outside every disruption window or under the circuit breaker
         execute = leader and not self.options.report_only
         self._interrupt.clear()

@@ -6,6 +6,7 @@ its lists), so the planner's pod uids match what the executor finds.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -290,6 +291,32 @@ def test_only_the_leader_executes(fake_api: FakeApiServer) -> None:
         assert report is not None and report.run is not None and report.run.status == "succeeded"
         assert sample(controller.exporter, "gpu_compactor_leader") == 1
     finally:
+        controller.server.stop()
+
+
+def test_a_standby_whose_cycle_runs_while_another_leads_says_nothing_of_lost_leadership(
+    fake_api: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 45: the standby logged "lost leadership during a cycle" every interval though it never led. Only a cycle
+    begun as leader is stopped (and said) when the Lease goes."""
+    LeaseStore(fake_api)
+    other = LeaderElector(fake_api.api_client(), NS, "pod-other")
+    assert other.try_acquire_or_renew(datetime.now(UTC))
+    controller = make_controller(
+        FakeCluster(one_freed_node()), elector=LeaderElector(fake_api.api_client(), NS, "pod-ours")
+    )
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert controller.tick() is not None  # a standby's cycle: figures only
+            controller._cycle_running.set()  # the lease job's round while the standby's next cycle runs
+            controller._lead()
+            assert not controller._interrupt.is_set()
+            controller._cycle_as_leader = True  # the same round during a cycle begun as leader: stopped, and said
+            controller._lead()
+            assert controller._interrupt.is_set()
+        assert caplog.text.count("lost leadership during a cycle") == 1
+    finally:
+        controller._cycle_running.clear()
         controller.server.stop()
 
 
