@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from compactor.errors import CompactorError
 from compactor.settings import Settings, load_settings
 
 
@@ -19,7 +20,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     validate = actions.add_parser(
         "validate", help="check FILE (settings YAML, or a ConfigMap with a compactor.yaml key)"
     )
-    validate.add_argument("file", metavar="FILE")
+    validate.add_argument("file", metavar="FILE", nargs="?")
+    # as every other command names its config (issue 45: `validate --config FILE` was refused)
+    validate.add_argument("--config", metavar="FILE", dest="config_file", help="the same as FILE")
     show = actions.add_parser(
         "show", help="the effective settings: defaults, then --config FILE, then COMPACTOR_* variables"
     )
@@ -30,6 +33,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def cmd_config(args: argparse.Namespace) -> int:
     if args.action == "validate":
+        if bool(args.file) == bool(args.config_file):
+            raise CompactorError("config validate: name one file, as FILE or --config FILE")
+        args.file = args.file or args.config_file
         settings = load_settings(args.file)  # a settings YAML, or the ConfigMap manifest mounting one
         changed = _differences(settings)
         sys.stdout.write(

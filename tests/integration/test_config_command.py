@@ -16,6 +16,12 @@ def test_the_shipped_configmap_and_the_reference_config_validate() -> None:
     assert "config.yaml: valid; mode plan; " in result.stdout and "caps.max_moves" in result.stdout
     result = compactor("config", "validate", str(ROOT / "config" / "compactor.yaml"))
     assert result.stdout.endswith("valid; mode apply; 0 setting(s) differ from the defaults\n")
+    # issue 45: named as every other command names its config
+    flag = compactor("config", "validate", "--config", str(ROOT / "manifests" / "base" / "config.yaml"))
+    assert flag.returncode == 0 and "config.yaml: valid; mode plan; " in flag.stdout, flag.stderr
+    assert one_line_error(compactor("config", "validate")) == (
+        "compactor: error: config validate: name one file, as FILE or --config FILE"
+    )
 
 
 def test_a_bad_key_exits_2_naming_the_key_in_a_plain_file_and_inside_a_configmap(tmp_path: Path) -> None:
