@@ -40,7 +40,10 @@ from compactor.settings.steering import SteeringSettings
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="COMPACTOR_", env_nested_delimiter="__", extra="forbid", frozen=True)
+    # env_parse_none_str: "null" in a variable is YAML's null, "no cap" (issue 45: it could not be said there)
+    model_config = SettingsConfigDict(
+        env_prefix="COMPACTOR_", env_nested_delimiter="__", extra="forbid", frozen=True, env_parse_none_str="null"
+    )
 
     mode: Literal["report", "plan", "apply"] = Field(
         "apply",

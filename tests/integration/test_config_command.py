@@ -19,6 +19,9 @@ def test_the_shipped_configmap_and_the_reference_config_validate() -> None:
     # issue 45: named as every other command names its config
     flag = compactor("config", "validate", "--config", str(ROOT / "manifests" / "base" / "config.yaml"))
     assert flag.returncode == 0 and "config.yaml: valid; mode plan; " in flag.stdout, flag.stderr
+    # "null" in a variable is no cap, as in YAML
+    uncapped = compactor("config", "show", "-o", "json", env={"COMPACTOR_CAPS__MAX_RUN_SECONDS": "null"})
+    assert json.loads(uncapped.stdout)["caps"]["max_run_seconds"] is None, uncapped.stderr
     assert one_line_error(compactor("config", "validate")) == (
         "compactor: error: config validate: name one file, as FILE or --config FILE"
     )
