@@ -26,6 +26,16 @@ NOT_KNOWN_UNTIL_REAL_RUN = (
     "where kube-scheduler binds each replacement (the run steers it to the planned node and rolls back if it lands elsewhere)",
     "whether each PDB allows each eviction at that moment (--server-dry-run on a live cluster asks the API server now)",
 )
+# With --server-dry-run the API server answered each eviction now: what is left unknown is whether it still would then.
+NOT_KNOWN_AFTER_SERVER_DRY_RUN = (
+    NOT_KNOWN_UNTIL_REAL_RUN[0],
+    "whether each PDB still allows each eviction when the run reaches it (this server dry run asked each one now)",
+)
+
+
+def not_known_until_real_run(client: RecordingClient) -> tuple[str, ...]:
+    """What this dry run cannot know (issue 45: a server dry run said "not known" of the PDB answers it had asked)."""
+    return NOT_KNOWN_AFTER_SERVER_DRY_RUN if client.admission is not None else NOT_KNOWN_UNTIL_REAL_RUN
 
 
 class RecordingClient(DryRunWorld):

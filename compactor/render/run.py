@@ -7,7 +7,7 @@ import json
 from collections import Counter
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
+from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient, not_known_until_real_run
 from compactor.actions.executor import RunReport
 from compactor.actions.outcome import Outcome
 from compactor.actions.scope import within_cap
@@ -24,12 +24,13 @@ def run_output(report: RunReport, client: ClusterClient, fmt: str, verbose: bool
     calls = client.intended_changes() if isinstance(client, RecordingClient) else None
     code = 0 if report.status in FINISHED else 1
     if fmt != "json":
-        return run_text(report, calls, verbose), code
+        unknown = not_known_until_real_run(client) if isinstance(client, RecordingClient) else ()
+        return run_text(report, calls, verbose, unknown), code
     payload = report.to_dict()
     if isinstance(client, RecordingClient) and calls is not None:
         payload["intendedChanges"] = calls
         payload["intendedCalls"] = client.intended_calls()
-        payload["notKnownUntilRealRun"] = list(NOT_KNOWN_UNTIL_REAL_RUN)
+        payload["notKnownUntilRealRun"] = list(not_known_until_real_run(client))
     return json.dumps(payload, indent=2) + "\n", code
 
 
@@ -77,7 +78,7 @@ def calls_text(calls: list[str], verbose: bool) -> list[str]:
     return lines
 
 
-def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) -> str:
+def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False, unknown: tuple[str, ...] = ()) -> str:
     """The text report; a dry run words it as intentions, sums up its calls first and ends with what it cannot know."""
     dry = report.dry_run
     lines = calls_text(calls or [], verbose) if dry and calls else []
@@ -107,7 +108,7 @@ def run_text(report: RunReport, calls: list[str] | None, verbose: bool = False) 
             f"dry run: {len(calls or [])} call(s) {'shown' if verbose else 'summed up'} above; nothing was changed\n"
         )
         if report.status != RunStatus.NOTHING_TO_DO:
-            text += f"not known until a real run: {'; '.join(NOT_KNOWN_UNTIL_REAL_RUN)}\n"
+            text += f"not known until a real run: {'; '.join(unknown or NOT_KNOWN_UNTIL_REAL_RUN)}\n"
     return text
 
 

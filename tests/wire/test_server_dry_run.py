@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -56,3 +57,7 @@ def test_the_setting_makes_every_live_dry_run_ask_the_api_server(
     # every eviction asked with dryRun=All, or none asked at all
     assert asked == (["All", "All"] if server_dry_run else [])
     assert fake_api.get("Pod", "serve-a", "default") is not None  # nothing evicted for real
+    # issue 45: what it cannot know says that the API server was asked, or how to ask it
+    unknown = " ".join(json.loads(capsys.readouterr().out)["notKnownUntilRealRun"])
+    asked_now = "this server dry run asked each one now"
+    assert (asked_now in unknown) == server_dry_run and ("--server-dry-run" in unknown) != server_dry_run, unknown
