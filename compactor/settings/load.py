@@ -5,13 +5,14 @@ the layout before 0.2 are read where they live now (relocated.py). Every failure
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from compactor.errors import ConfigError
@@ -107,7 +108,22 @@ def _first_error(exc: ValidationError, moved: list[tuple[str, str]]) -> str:
     for old, new in moved:  # the key as the reader wrote it, and where it lives now
         if where == new or where.startswith(f"{new}."):
             where = f"{old} (now {where})"
-    return f"{where}: {err['msg']}"
+    return f"{where}: {err['msg']}{_did_you_mean(err)}"
+
+
+def _did_you_mean(err: Any) -> str:
+    """For a key that names no setting, the closest one of its group (issue 45: the environment said it, YAML did not)."""
+    if err.get("type") != "extra_forbidden" or not err["loc"]:
+        return ""
+    *group, key = (str(p) for p in err["loc"])
+    model: Any = Settings
+    for name in group:
+        field = model.model_fields.get(name)
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return ""
+    closest = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.75)
+    return f"; did you mean {'.'.join([*group, closest[0]])}?" if closest else ""
 
 
 def _read_yaml(where: str, read: Callable[..., str] | None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ def test_a_bad_key_exits_2_naming_the_key_in_a_plain_file_and_inside_a_configmap
     plain = tmp_path / "settings.yaml"
     plain.write_text("caps:\n  max_movez: 3\n", encoding="utf-8")
     assert one_line_error(compactor("config", "validate", str(plain))) == (
-        f"compactor: error: {plain}: caps.max_movez: Extra inputs are not permitted"
+        f"compactor: error: {plain}: caps.max_movez: Extra inputs are not permitted; did you mean caps.max_moves?"
     )
     config_map = tmp_path / "cm.yaml"
     config_map.write_text(
