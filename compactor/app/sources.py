@@ -84,15 +84,19 @@ class SnapshotSource:
                 )
         else:
             raise InputError("no input: give --snapshot FILE, --example, or --kubeconfig/--context/--in-cluster")
-        if said := implausible_input(snapshot.nodes, snapshot.pods, pool_label):  # where the user meets it: the CLI
-            snapshot = replace(snapshot, warnings=(*snapshot.warnings, *said))
         if not snapshot.nodes and not self.allow_empty:
             raise InputError(
                 f"no Node objects: read {_contents(snapshot)}; expected `kubectl get nodes,pods,pdb,pv,pvc -A -o json` "
                 "output (a failed kubectl prints nothing to the pipe; --allow-empty accepts a snapshot without nodes)",
                 source=self.describe(),
             )
-        return _pool_label_checked(snapshot, pool_label)
+        return _pool_label_checked(_implausible_said(snapshot, pool_label), pool_label)
+
+
+def _implausible_said(snapshot: Snapshot, pool_label: str) -> Snapshot:
+    """Input that is almost certainly not what was meant, said where the user meets it (``model.load``)."""
+    said = implausible_input(snapshot.nodes, snapshot.pods, pool_label)
+    return replace(snapshot, warnings=(*snapshot.warnings, *said)) if said else snapshot
 
 
 def check_shapes(snapshot: Snapshot, settings: Settings) -> None:

@@ -44,6 +44,7 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.metrics.headline import Headline, headline, not_fitting
 from compactor.metrics.request_shapes import ShapeIndex, ShapeStranding, rank_shapes
+from compactor.metrics.spreading import Spreading, spreading
 from compactor.model.numbers import fmt_gpus_exact, fmt_pct
 from compactor.model.resources import Resources
 from compactor.model.types import Pod, Snapshot
@@ -89,6 +90,8 @@ class Advice:
     notes: tuple[str, ...]
     # CPU-only pods on GPU nodes keeping GPU demand out, measured (None when there are none or it would change nothing)
     cpu_pods_on_gpu_nodes: CpuPodsOnGpuNodes | None = None
+    # GPU pods spread over more nodes than they need while demand waits: the scheduler's to remedy first (None: not so)
+    spreading: Spreading | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -290,6 +293,7 @@ def advise(
         evaluated_shapes=tuple(evaluated),
         notes=_notes(ranked, roundings, unattributed),
         cpu_pods_on_gpu_nodes=cpu_pods_advice(snapshot, figures),
+        spreading=spreading(figures),
     )
 
 

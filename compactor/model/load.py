@@ -345,8 +345,9 @@ def implausible_input(nodes: Sequence[Node], pods: Sequence[Pod], pool_label: st
             f"{len(nodes)} node(s) and no pod: every GPU counts as free (was the snapshot `kubectl get nodes` alone? "
             "expected `kubectl get nodes,pods,pdb,pv,pvc -A -o json`)"
         )
-    unlabelled = sorted(n.name for n in nodes if n.gpu.physical_gpus > 0 and not n.labels.get(pool_label))
-    if unlabelled:
+    gpu_nodes = [n for n in nodes if n.gpu.physical_gpus > 0]
+    unlabelled = sorted(n.name for n in gpu_nodes if not n.labels.get(pool_label))
+    if unlabelled and len(unlabelled) < len(gpu_nodes):  # none labelled at all: the pool-label check says so
         sample = ", ".join(unlabelled[:3]) + (", ..." if len(unlabelled) > 3 else "")
         said.append(
             f"{len(unlabelled)} GPU node(s) without the {pool_label} label ({sample}): pooled together as "
