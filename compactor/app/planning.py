@@ -182,7 +182,7 @@ def plan_for_command(inv: Invocation, *, explain_mig: bool, solving: Callable[[]
             snapshot,
             settings,
             shapes,
-            source=source.describe(),
+            source=snapshot.source or source.describe(),  # a live read names its context, as `report` does
             now=datetime.now(UTC),
             steering=steerability,
             load_seconds=loaded,

@@ -395,3 +395,14 @@ def test_input_that_is_almost_certainly_wrong_is_said(tmp_path: Path) -> None:
     assert "1 GPU node(s) without the nvidia.com/gpu.product label (anonymous)" in said
     example = json.loads(compactor("report", "--example", "--output", "json").stdout)["metadata"]["warnings"]
     assert not [w for w in example if "no pod" in w or "without the" in w], example
+
+
+def test_report_and_plan_name_a_live_cluster_alike(fake_api: Any, tmp_path: Path) -> None:
+    """Issue 45: `report` titled a live cluster by its context's name, `plan` by "current context"."""
+    from tests.builders import node
+
+    fake_api.add(node("gpu-1", gpus=8))
+    kubeconfig = str(fake_api.write_kubeconfig(tmp_path / "kubeconfig"))
+    report = json.loads(compactor("report", "--kubeconfig", kubeconfig, "--output", "json").stdout)
+    plan = compactor("plan", "--kubeconfig", kubeconfig, "--time-limit", "2", "--output", "json")
+    assert report["metadata"]["source"] == json.loads(plan.stdout)["metadata"]["source"] != "cluster current context"
