@@ -63,7 +63,21 @@ def _legend(classes: Iterable[str], marks: Marks) -> str:
         *(["green border: a node the plan frees"] if marks.freed else []),
         *(["purple border: a whole-free node the plan fills"] if marks.filled else []),
     ]
-    return f'<div class="legend">{keys}<span>{esc("; ".join(borders))}. Hover a node for its name and figures.</span></div>'
+    return (
+        f'<div class="legend">{keys}<span>{esc("; ".join(borders))}. Each node is captioned with its name; hover it for '
+        f"its figures.</span></div>{TERMS}"
+    )
+
+
+# What the page's figures are counted in (issue 45: the page never said), once, under the legend.
+TERMS = (
+    '<dl class="terms"><dt>GPU-equivalents</dt><dd>GPU capacity counted in whole GPUs: a MIG slice counts as its share '
+    "of its GPU (a 1g.5gb of an A100-40GB: 1/7), a time-sliced replica as 1/replicas; one cell is one unit the device "
+    "plugin advertises (a GPU, a slice or a replica).</dd><dt>stranded</dt><dd>free capacity that no request shape in "
+    "use can take (a free 1g slice where every pod asks 2g or more): free on paper, of no use to the pods that "
+    "wait.</dd><dt>whole-free</dt><dd>a GPU node that runs no GPU pod: what an 8-GPU pod or a MIG re-cut needs."
+    "</dd></dl>"
+)
 
 
 def _gpu_resources(node: NodeFigures) -> list[str]:
@@ -124,7 +138,8 @@ def _node_block(node: NodeFigures, marks: Marks) -> tuple[str, list[str]]:
     rows = "".join(
         '<div class="res">' + "".join(f'<i class="{c}"></i>' for c in classes) + "</div>" for classes in cells.values()
     )
-    return f'<div class="{kind}" title="{esc(_node_title(node, cells, marks))}">{rows}</div>', [
+    caption = f'<span class="n">{esc(node.name)}</span>'
+    return f'<div class="{kind}" title="{esc(_node_title(node, cells, marks))}">{caption}{rows}</div>', [
         c for cs in cells.values() for c in cs
     ]
 

@@ -31,6 +31,9 @@ details{margin:.4em 0}summary{cursor:pointer;color:#0a5ac2}
 .node{display:flex;flex-direction:column;gap:2px;padding:2px;border:1px solid #aeb6bf;border-radius:2px}
 .node.freed{border-color:#1f7a33;box-shadow:0 0 0 1px #1f7a33}.node.filled{border-color:#7b3fa0}.node.off{border-style:dashed;opacity:.55}
 .res{display:grid;grid-template-columns:repeat(8,6px);gap:1px}.res i{display:block;width:6px;height:6px}
+.node .n{font-size:8px;line-height:1.15;color:#57606a;width:55px;max-height:2.3em;overflow:hidden;word-break:break-all}
+.terms{display:grid;grid-template-columns:max-content 1fr;gap:.1em .8em;margin:.2em 0 .6em;color:#57606a;font-size:.9em}
+.terms dt{font-weight:600}.terms dd{margin:0}
 .u{background:#4a6fa5}.m{background:#e0a526}.p{background:#7b3fa0}.s{background:#d9534f}.f{background:#dde3ea}.w{background:#2ea44f}
 svg text{font-size:11px;fill:#1d2430}svg .axis{stroke:#57606a}svg .line{fill:none;stroke:#4a6fa5;stroke-width:1.5}
 svg .pt{fill:#4a6fa5}svg .chosen{fill:#2ea44f;stroke:#1d2430;stroke-width:1.5}

@@ -67,6 +67,10 @@ def test_the_report_draws_a_cell_per_gpu_coloured_used_free_or_stranded() -> Non
     assert page.node("occupancy", "odd")["title"] == "odd (NVIDIA-A100-SXM4-40GB): gpu 2/3 used, 1 stranded"
     assert "<b>" not in text.split('id="occupancy"')[0]  # the legend sits inside the picture's section
     assert '<b class="s"></b>stranded: free, but no request shape in use can take it' in text
+    # issue 45: each node captioned by name, not only on hover; the units and words the page counts in, defined
+    assert '<span class="n">odd</span>' in text and '<span class="n">idle</span>' in text
+    terms = text.split('<dl class="terms">')[1].split("</dl>")[0]
+    assert all(f"<dt>{t}</dt>" in terms for t in ("GPU-equivalents", "stranded", "whole-free")), terms
 
 
 def test_a_mig_node_has_a_cell_per_slice_one_row_per_profile() -> None:
