@@ -817,7 +817,23 @@ def _generate(
     for deployment in deployments:
         items += deployment_objects(rng, deployment, states)
     items += pending_pods(rng, pending, gpus_per_node, states)
+    _unique_pod_names(rng, items)
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+def _unique_pod_names(rng: random.Random, items: list[dict[str, Any]]) -> None:
+    """A pod whose name another pod of its namespace already has draws its 5-character suffix again, as the API server
+    makes a controller retry a generated name that collides (issue 45: at 10,000 nodes, ~9,000 DaemonSet pods over
+    27^5 suffixes collide and the loader rightly refused the list). Rare, so smaller clusters stay what they were."""
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        meta = item["metadata"]
+        if item["kind"] != "Pod":
+            continue
+        namespace = meta.get("namespace", "default")
+        while (namespace, meta["name"]) in seen:
+            meta["name"] = f"{meta['name'].rsplit('-', 1)[0]}-{_suffix(rng, 5)}"
+        seen.add((namespace, meta["name"]))
 
 
 def write(cluster: dict[str, Any], path: str | Path, *, indent: int | None = None) -> None:
