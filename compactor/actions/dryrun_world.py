@@ -141,6 +141,11 @@ class DryRunWorld:
             return self.probe.get_admission(kind, name)
         return copy.deepcopy(self.admissions.get((kind, name)))
 
+    @property
+    def reads_a_snapshot(self) -> bool:
+        """No live cluster behind this world: what it lacks was not read, not found absent (``steering.detect``)."""
+        return self.probe is None
+
     def who_am_i(self) -> str | None:
         return self.probe.who_am_i() if self.probe is not None else None
 

@@ -406,3 +406,30 @@ def test_report_and_plan_name_a_live_cluster_alike(fake_api: Any, tmp_path: Path
     report = json.loads(compactor("report", "--kubeconfig", kubeconfig, "--output", "json").stdout)
     plan = compactor("plan", "--kubeconfig", kubeconfig, "--time-limit", "2", "--output", "json")
     assert report["metadata"]["source"] == json.loads(plan.stdout)["metadata"]["source"] != "cluster current context"
+
+
+def test_a_snapshot_dry_run_says_what_the_snapshot_lacks_and_runs_with_it(tmp_path: Path) -> None:
+    """Issue 45, item 5: the README's snapshot dry run said "install the steering policy" of a cluster whose snapshot
+    simply did not carry it, and simulated nothing. It now says what to add to the kubectl get; with the policy, its
+    binding and the steering ConfigMap in the snapshot, the moves are simulated as the cluster would steer them."""
+    from tests.builders import node, pdb, pod, steering_policy
+
+    objects = [
+        node("gpu-1", gpus=8),
+        node("gpu-2", gpus=8),
+        pod("pinned", on="gpu-1", gpus=4, owner=None),
+        pod("serve-a", on="gpu-2", gpus=1, owner="ReplicaSet/serve", labels={"app": "serve"}),
+        pod("serve-b", on="gpu-2", gpus=1, owner="ReplicaSet/serve", labels={"app": "serve"}),
+        pdb("serve", match={"app": "serve"}, allowed=1),
+    ]
+    bare = write_list(tmp_path / "bare.json", objects)
+    plan = tmp_path / "plan.json"
+    made = compactor("plan", "--snapshot", bare, "--time-limit", "2", "--output", "json", "--write", str(plan))
+    assert made.returncode == 0 and json.loads(plan.read_text())["moves"], made.stderr
+    without = compactor("apply", "--plan", str(plan), "--snapshot", bare, "--dry-run")
+    assert "this snapshot carries no MutatingAdmissionPolicy gpu-compactor-steering" in without.stdout, without.stdout
+    assert "install it with" not in without.stdout
+    carried = write_list(tmp_path / "carried.json", [*objects, *steering_policy()])
+    steered = compactor("apply", "--plan", str(plan), "--snapshot", carried, "--dry-run")
+    assert steered.returncode == 0 and "steering: policy" in steered.stdout, steered.stdout + steered.stderr
+    assert "2/2 moves simulated" in steered.stdout

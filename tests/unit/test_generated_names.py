@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from generate_cluster import generate  # noqa: E402  (benchmarks/ is not a package)
+from generate_cluster import generate  # benchmarks/ is not a package
 
 
 @pytest.mark.parametrize("seed", [0, 3])

@@ -74,9 +74,10 @@ def choose(client: ClusterClient, settings: RunSettings, now: datetime | None = 
         raise CompactorError(
             f"steering.mechanism: policy, but {found.problem}; {INSTALL_HINT}, or set steering.mechanism: auto"
         )
+    hint = "" if _a_snapshot(client) else f"; {INSTALL_HINT}"
     return Choice(
         Mechanism.HOLDS,
-        f"auto: {found.problem}; holding nodes instead (at most {settings.caps.max_holds_per_move} per move; {INSTALL_HINT})",
+        f"auto: {found.problem}; holding nodes instead (at most {settings.caps.max_holds_per_move} per move{hint})",
         not_in_effect=found.not_in_effect,
     )
 
@@ -95,6 +96,12 @@ def find_policy(client: ClusterClient, settings: RunSettings, now: datetime) -> 
         parameters = client.get_config_map(name) if binding is not None else None
     except ClusterError as exc:
         return Found(f"cannot read the steering policy ({exc})")
+    if policy is None and _a_snapshot(client):  # issue 45: "not installed" of a cluster the snapshot did not ask about
+        return Found(
+            f"this snapshot carries no {POLICY} {name}: add mutatingadmissionpolicies,mutatingadmissionpolicybindings "
+            f"to its kubectl get, and `kubectl -n {namespace} get configmap {name} -o json` beside it, to simulate a "
+            "cluster that steers by the policy"
+        )
     if policy is None:
         return Found(
             f"{POLICY} {name} is not installed (or admissionregistration.k8s.io/v1 mutatingadmissionpolicies is not served: "
@@ -175,3 +182,8 @@ def offline_mechanism(settings: SteeringSettings) -> Mechanism:
         if settings.mechanism == "off"
         else Mechanism.HOLDS
     )
+
+
+def _a_snapshot(client: ClusterClient) -> bool:
+    """A dry run over a snapshot file (no live cluster behind it): what it lacks was not read, not found absent."""
+    return bool(getattr(client, "reads_a_snapshot", False))
