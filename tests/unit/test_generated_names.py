@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from generate_cluster import generate  # benchmarks/ is not a package
 
 
-@pytest.mark.parametrize("seed", [0, 3])
+@pytest.mark.parametrize("seed", [3])
 def test_a_10000_node_cluster_names_every_pod_once(seed: int) -> None:
     cluster = generate(10_000, 100_000, seed=seed)
     names = Counter(
