@@ -231,6 +231,11 @@ def sentence(r: Rounding) -> str:
         f"(stranded share {fmt_pct(b.stranded_share)} -> {fmt_pct(a.stranded_share)}), "
         f"blocked demand {fmt_gpus_exact(b.blocked_demand_gpus)} -> {fmt_gpus_exact(a.blocked_demand_gpus)}"
     ]
+    if (grown := a.unplaceable_pending - b.unplaceable_pending) > 0:  # issue 45: "blocked 8 -> 0" by growing too large
+        parts.append(
+            f" (only because {grown} pending pod(s) would then ask more than the free capacity: no longer counted as "
+            "blocked, still waiting)"
+        )
     if b.whole_free_physical_gpus != a.whole_free_physical_gpus:
         parts.append(f", whole-free GPUs {b.whole_free_physical_gpus} -> {a.whole_free_physical_gpus}")
     if b.pending:

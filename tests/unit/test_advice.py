@@ -285,6 +285,11 @@ def test_blocked_demand_that_falls_because_pods_no_longer_fit_anywhere_is_no_ben
     assert r.sentence.endswith(
         "; 6 would no longer fit where they run (0 of them would fit another node, each on its own)"
     )
+    # issue 45: "blocked demand 2 -> 0" said with why, not read as a gain
+    assert (
+        "blocked demand 2 -> 0 (only because 7 pending pod(s) would then ask more than the free capacity: no longer "
+        "counted as blocked, still waiting)"
+    ) in r.sentence
     assert "no rounding measured lowers stranded capacity or gets more pending GPU pods a place" in advice.notes
     # The rule rebuilt by hand gives the same figures; the pods that stay are the first in name order, a0..a3 and b0..b3.
     rebuilt, displaced = _rounded_by_hand(snapshot, r)
