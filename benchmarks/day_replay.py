@@ -182,6 +182,8 @@ class Figures:
     waits: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIZES})
     still_waiting: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))  # at the end (censored)
     blocked_gpu_seconds: float = 0.0
+    # of which no arrangement could serve, sampled each minute: see ``beyond_capacity``
+    beyond_capacity_gpu_seconds: float = 0.0
     allocated_gpu_seconds: float = 0.0  # GPUs held by bound pods, integrated over the day
     evictions: int = 0
     restart_gpu_seconds: float = 0.0  # GPUs x start-up of every replacement
@@ -448,6 +450,8 @@ class Day:
         self.figures.allocation.append(float(used.sum()) / self.gpus)
         self.figures.whole_free.append(int(sum(n.gpus for i, n in enumerate(self.nodes) if used[i] == 0)))
         self.figures.pending_gpus.append(sum(p.gpus for p in self.queue.values()))
+        if self.queue:
+            self.figures.beyond_capacity_gpu_seconds += beyond_capacity(self) * SAMPLE_SECONDS
 
     def _close(self) -> None:
         for pod in self.queue.values():
@@ -464,6 +468,35 @@ class Day:
 
     def bound_gpus(self) -> int:
         return int(self.scheduler.used[:, 2].sum())
+
+
+def beyond_capacity(day: Day) -> int:
+    """GPUs asked by the pods alive (bound or waiting) that no arrangement of them could serve: the excess of their
+    demand over a maximum flow from pods to the nodes they may use, by GPU count alone (a pod of N GPUs only to nodes of
+    at least N GPUs of a model it allows; cpu, memory and whole-node packing relaxed). So it is a lower bound: blocked
+    demand beyond it may be fragmentation that moves could clear; up to it, no strategy could, only more GPUs."""
+    from ortools.graph.python import max_flow  # the planner's own solver library; only this figure needs it here
+
+    asked: dict[tuple[tuple[str, ...], int], int] = {}
+    for pod in day.pods.values():
+        key = (pod.arrival.pod.models, pod.gpus)
+        asked[key] = asked.get(key, 0) + pod.gpus
+    room: dict[tuple[str, int], int] = {}
+    for node in day.nodes:
+        room[node.model, node.gpus] = room.get((node.model, node.gpus), 0) + node.gpus
+    flow = max_flow.SimpleMaxFlow()
+    source, sink = 0, 1
+    groups = {key: 2 + i for i, key in enumerate(asked)}
+    pools = {key: 2 + len(groups) + i for i, key in enumerate(room)}
+    for (models, gpus), group in groups.items():
+        flow.add_arc_with_capacity(source, group, asked[models, gpus])
+        for (model, size), pool in pools.items():
+            if size >= gpus and (not models or model in models):
+                flow.add_arc_with_capacity(group, pool, asked[models, gpus])
+    for key, pool in pools.items():
+        flow.add_arc_with_capacity(pool, sink, room[key])
+    flow.solve(source, sink)
+    return min(sum(asked.values()) - flow.optimal_flow(), sum(p.gpus for p in day.queue.values()))
 
 
 def percentile(values: Sequence[float], q: float) -> float:

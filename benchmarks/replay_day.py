@@ -250,6 +250,7 @@ def summary(strategy: str, figures: Figures, wall: float, about: dict[str, Any],
         "allocatedGpuHours": allocated,
         "wholeFreeGpusMean": _mean([float(v) for v in figures.whole_free]),
         "blockedGpuHours": figures.blocked_gpu_seconds / 3600,
+        "beyondCapacityGpuHours": figures.beyond_capacity_gpu_seconds / 3600,
         "queueSeconds": waits,
         "evictions": figures.evictions,
         "restartGpuHours": restart,
@@ -534,7 +535,7 @@ def main(argv: list[str] | None = None) -> None:
                 results.flush()
                 print(
                     f"seed {seed} {strategy}: allocation {row['allocationMean']:.1%}, blocked "
-                    f"{row['blockedGpuHours']:.1f} GPU-h, 8-GPU never started {row['queueSeconds'][SIZES[2]]['stillWaiting']}"
+                    f"{row['blockedGpuHours']:.1f} GPU-h ({row['beyondCapacityGpuHours']:.1f} beyond capacity), 8-GPU never started {row['queueSeconds'][SIZES[2]]['stillWaiting']}"
                     f" of {row['queueSeconds'][SIZES[2]]['pods']}, {row['evictions']} evictions, {row['wallSeconds']} s",
                     flush=True,
                 )

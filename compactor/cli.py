@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from compactor import __version__
 from compactor.commands import breaker, controller, execute, plan, report
 from compactor.commands import config as config_command
+from compactor.commands.options import said_at_the_end
 from compactor.errors import CompactorError
 from compactor.logs import configure_logging
 
@@ -121,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
     try:
         code: int = args.handler(args)
+        said_at_the_end()
         return code
     except CompactorError as exc:
         print(f"compactor: error: {exc}", file=sys.stderr)

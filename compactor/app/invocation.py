@@ -28,6 +28,8 @@ class Invocation:
     output: str = "text"
     verbose: bool = False
     log_format: str = "text"
+    # how the settings differ from the shipped config when no --config named them: warned before a run acts
+    unlike_shipped: str | None = None
 
     @property
     def live(self) -> bool:

@@ -48,12 +48,9 @@ def run_once(
     """One cycle of ``run --once``: the gate, then the cycle it allows (a dead run's leftovers cleared by a run that may
     not act; the figures only, a held run, or a plan carried out, simulated when the gate says dry run)."""
     settings = inv.settings
-    if inv.live and not inv.dry_run and settings.mode == "apply" and "mode" not in settings.model_fields_set:
-        log.warning(
-            "mode: apply is the code's default (neither a config file nor COMPACTOR_MODE set one); the shipped config "
-            "(manifests/base/config.yaml) says mode: plan. This run acts; --dry-run or mode: plan to only look"
-        )
     admission = admit_invocation(inv, datetime.now(UTC))
+    if admission.acts:
+        _warn_unlike_shipped(inv)
     if admission.verdict is Verdict.REPORT:
         log.info("mode: report: measured only, nothing planned or changed (set mode: plan or apply)")
     elif admission.held_by is HeldBy.MODE:
@@ -63,6 +60,12 @@ def run_once(
         record.dry_run = not admission.acts
     ports = command_ports(inv, progress=progress, solving=solving)
     return cycle(admission, ports, CommandWatcher(inv, record))
+
+
+def _warn_unlike_shipped(inv: Invocation) -> None:
+    """Before a run acts with no --config: each setting the shipped config would set otherwise (issues 18, 45)."""
+    if inv.unlike_shipped:
+        log.warning(inv.unlike_shipped + "; this run acts: --dry-run to only look")
 
 
 def apply(inv: Invocation, plan_file: str, *, progress: Callable[[Progress], None]) -> Carried:
@@ -78,6 +81,8 @@ def apply(inv: Invocation, plan_file: str, *, progress: Callable[[Progress], Non
     if admission.verdict is Verdict.HELD:
         where = " (disruption.windows)" if admission.held_by is HeldBy.WINDOW else ""
         raise CompactorError(f"{admission.why}{where}; --dry-run shows what the plan would do")
+    if admission.acts:
+        _warn_unlike_shipped(inv)
     ended = cycle(admission, command_ports(inv, progress=progress), CommandWatcher(inv), plan=load_plan(plan_file))
     assert isinstance(ended, Carried)  # the gate let it plan (act or dry run): it carried the plan out
     return ended

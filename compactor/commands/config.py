@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 import yaml
 
 from compactor.errors import CompactorError
 from compactor.settings import Settings, load_settings
+from compactor.settings.shipped import differences
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,11 +61,4 @@ def _warn(settings: Settings) -> None:
 
 def _differences(settings: Settings) -> list[str]:
     """Dotted names of the settings that differ from the defaults."""
-
-    def flat(value: Any, prefix: str = "") -> dict[str, Any]:
-        if isinstance(value, dict):
-            return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}{key}.").items()}
-        return {prefix.rstrip("."): value}
-
-    now, defaults = flat(settings.model_dump(mode="json")), flat(Settings().model_dump(mode="json"))
-    return sorted(key for key, value in now.items() if defaults.get(key) != value)
+    return [key for key, _, _ in differences(settings, Settings())]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from compactor.app.invocation import for_cluster
 from compactor.app.sources import mig_parted_namespace
 from compactor.app.wiring import wire_controller
-from compactor.commands.options import add_common_options, settings_from_args
+from compactor.commands.options import add_common_options, note_the_defaults, settings_from_args
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import parse_listen
 from compactor.controller.loop import (
@@ -22,6 +23,8 @@ from compactor.controller.loop import (
 )
 from compactor.errors import CompactorError
 from compactor.settings import Settings
+
+log = logging.getLogger("compactor.commands")
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
@@ -46,6 +49,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
     )
     # a mig.config_map outside the GPU Operator's namespace: refused at the start, not every cycle
     mig_parted_namespace(settings)
+    noted = note_the_defaults(args, settings, acts=not (options.dry_run or options.report_only))
+    if noted:
+        log.log(*noted)  # the controller runs until stopped: said at its start, once the options were found sound
     wired = wire_controller(inv, leader_election=not args.no_leader_election)
     controller = Controller(
         load_snapshot=wired.load_snapshot,

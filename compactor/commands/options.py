@@ -12,6 +12,7 @@ from compactor.app.invocation import Invocation
 from compactor.app.sources import SnapshotSource
 from compactor.errors import CompactorError
 from compactor.settings import Settings, load_settings, parse_shape
+from compactor.settings.shipped import SHIPPED_IN_REPOSITORY, differences, shipped_settings, unlike_shipped
 
 log = logging.getLogger("compactor.commands")
 
@@ -105,9 +106,15 @@ def from_args(args: argparse.Namespace, command: str, *, settings: Settings | No
     """The invocation of the command-line command ``command``; ``settings`` when the command loaded them already (with
     its overrides)."""
     source, problem = source_from_args(args)
+    settings = settings if settings is not None else settings_from_args(args)
+    dry_run = bool(getattr(args, "dry_run", False)) or bool(getattr(args, "server_dry_run", False))
+    acts = command in ("run", "apply") and source.live and not dry_run
+    noted = note_the_defaults(args, settings, acts=acts)
+    if noted and not acts:
+        AT_THE_END.append(noted)
     return Invocation(
         command=command,
-        settings=settings if settings is not None else settings_from_args(args),
+        settings=settings,
         source=source,
         source_problem=problem,
         dry_run=bool(getattr(args, "dry_run", False)),
@@ -115,4 +122,34 @@ def from_args(args: argparse.Namespace, command: str, *, settings: Settings | No
         output=str(getattr(args, "output", "text") or "text"),
         verbose=bool(getattr(args, "verbose", False)),
         log_format=str(getattr(args, "log_format", "text") or "text"),
+        unlike_shipped=noted[1] if noted and acts else None,  # warned by the run once it is sure to act
     )
+
+
+def note_the_defaults(args: argparse.Namespace, settings: Settings, *, acts: bool) -> tuple[int, str] | None:
+    """Without ``--config`` the built-in defaults rule, and they are not what the manifests ship (``mode: apply``, no
+    cooldowns, no breaker, no drain cap): a command that acts on a live cluster warns with each difference; the others
+    say in one info line how many there are and where they are listed (issue 45). The level and line, or None."""
+    if getattr(args, "config", None) or getattr(args, "report_only", False):
+        return None
+    if acts:
+        line = unlike_shipped(settings)
+        return (logging.WARNING, line) if line else None
+    changed = differences(settings, shipped_settings())
+    if not changed:
+        return None
+    return (
+        logging.INFO,
+        f"no --config: the built-in defaults, which differ from the shipped config in {len(changed)} setting(s) "
+        f"(`compactor config validate {SHIPPED_IN_REPOSITORY}` names them)",
+    )
+
+
+AT_THE_END: list[tuple[int, str]] = []  # said once the command ended without an error, which stays one line
+
+
+def said_at_the_end() -> None:
+    """Log what a command noted for its end."""
+    while AT_THE_END:
+        level, line = AT_THE_END.pop(0)
+        log.log(level, line)

@@ -121,12 +121,26 @@ def test_a_run_that_may_act_resumes_the_dead_run_instead(fake_api: FakeApiServer
 def test_a_run_acting_on_the_codes_default_mode_says_the_shipped_config_would_only_plan(
     fake_api: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 18: a local ``run --once`` without a config acts (``mode: apply`` is the code's default) where the shipped
-    config says ``plan``; the difference is printed before it acts."""
+    """Issues 18 and 45: a local ``run --once`` without a config acts (``mode: apply`` is the code's default) where the
+    shipped config says ``plan``, and with no cooldown, breaker or drain cap where it ships them on: each difference is
+    printed before it acts, with how to run as installed."""
     kubeconfig = fragmented(fake_api, tmp_path)
     monkeypatch.setenv("COMPACTOR_SOLVER__TIME_LIMIT_SECONDS", "5")
     monkeypatch.setenv("COMPACTOR_EXECUTOR__POLL_SECONDS", "0.05")
     assert main(["run", "--once", "--kubeconfig", kubeconfig]) == 0
-    assert "mode: apply is the code's default" in capsys.readouterr().err
+    warning = next(line for line in capsys.readouterr().err.splitlines() if "no --config" in line)
+    assert warning.startswith("warning: no --config: the built-in defaults differ from the shipped config in 12 ")
+    for difference in (
+        "mode apply (shipped: plan), ",  # first: what the run may do
+        "disruption.breaker_failures 0 (shipped: 5)",
+        "caps.max_draining_per_pool none (shipped: 10%)",
+        "disruption.workload_cooldown_minutes 0 (shipped: 30)",
+    ):
+        assert difference in warning, warning
+    # the environment counts as --config would read it: the time limit set there is no difference
+    assert "solver.time_limit_seconds" not in warning
+    assert warning.endswith(
+        "--config manifests/base/config.yaml runs as the manifests install it; this run acts: --dry-run to only look"
+    )
     assert main(["run", "--once", "--kubeconfig", kubeconfig, "--config", run_config(tmp_path)]) == 0
-    assert "the code's default" not in capsys.readouterr().err  # a config that says apply is what it says
+    assert "no --config" not in capsys.readouterr().err  # a config that says apply is what it says

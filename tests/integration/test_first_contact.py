@@ -433,3 +433,31 @@ def test_a_snapshot_dry_run_says_what_the_snapshot_lacks_and_runs_with_it(tmp_pa
     steered = compactor("apply", "--plan", str(plan), "--snapshot", carried, "--dry-run")
     assert steered.returncode == 0 and "steering: policy" in steered.stdout, steered.stdout + steered.stderr
     assert "2/2 moves simulated" in steered.stdout
+
+
+def test_a_plan_without_config_says_in_one_line_that_the_defaults_are_not_the_shipped_config() -> None:
+    """Issue 45, item 10: the bare CLI's defaults are not the shipped config's; a command that does not act says how
+    many settings differ and where they are named (a run that acts lists them: test_cleanup_first), after its output,
+    so an error stays one line; with the shipped config, or a difference set through the environment, it says less."""
+    planned = compactor("plan", "--example")
+    assert planned.returncode == 0
+    assert planned.stderr.splitlines()[-1] == (
+        "info: no --config: the built-in defaults, which differ from the shipped config in 13 setting(s) "
+        "(`compactor config validate manifests/base/config.yaml` names them)"
+    )
+    closer = compactor("plan", "--example", env={"COMPACTOR_MODE": "plan"})
+    assert "in 12 setting(s)" in closer.stderr, closer.stderr
+    shipped = compactor("plan", "--example", "--config", "manifests/base/config.yaml")
+    assert shipped.returncode == 0 and "no --config" not in shipped.stderr
+    refused = compactor("plan", "--example", "--max-moves", "-1")
+    assert one_line_error(refused) == "compactor: error: --max-moves must be >= 0, got -1"
+
+
+def test_the_packaged_shipped_config_is_the_manifests_config_map_verbatim() -> None:
+    import yaml
+
+    from compactor.settings.shipped import SHIPPED_FILE
+
+    manifest = yaml.safe_load(Path("manifests/base/config.yaml").read_text(encoding="utf-8"))
+    packaged = (Path("compactor/data") / SHIPPED_FILE).read_text(encoding="utf-8")
+    assert manifest["data"]["compactor.yaml"] == packaged
