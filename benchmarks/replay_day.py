@@ -54,7 +54,9 @@ The strategies (``day_strategies.py``), each on the same workload, common start 
 Figures per strategy and seed: GPU allocation over time (GPUs held by bound pods / the cluster's GPUs) and its mean; queue
 time of the day's GPU pods by size (1, 2-4, 8 GPUs: p50, p95, max; pods still waiting at the end count with their wait
 so far: "never started"), the common start's pods that waited included (from time 0); blocked demand (the queue's GPUs
-integrated over the day, GPU-hours); whole-free GPUs (on nodes holding none) over time; evictions and the GPU-hours of
+integrated over the day, GPU-hours) and the part of it beyond capacity (sampled each minute: the demand of the pods
+alive that no arrangement could serve, ``day_replay.beyond_capacity``, a lower bound); whole-free GPUs (on nodes
+holding none) over time; evictions and the GPU-hours of
 restart they cost, also as a share of the GPU-hours allocated; the planner's seconds per cycle. ``--seeds 1,2,3`` plays
 each strategy on each seed (the node sample, the common start, the ReplicaSets and the scheduler's ties change with it);
 the table shows per strategy the mean over the seeds and, in brackets, their min-max. Written to ``--out``:
@@ -311,10 +313,11 @@ def mean_range(values: Sequence[float], fmt: str = "{:.1f}") -> str:
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """The markdown table docs/benchmarks.md shows: per strategy, the mean over the seeds (min-max in brackets)."""
     head = (
-        "| strategy | seeds | GPU allocation (mean) | whole-free GPUs (mean) | blocked GPU-h | 8-GPU wait p50 s "
+        "| strategy | seeds | GPU allocation (mean) | whole-free GPUs (mean) | blocked GPU-h | of which beyond capacity "
+        "| 8-GPU wait p50 s "
         "| 8-GPU wait p95 s | 8-GPU never started | evictions | restart GPU-h / allocated GPU-h "
         "| planner s/cycle |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
     lines = []
     for strategy, group in by_strategy(rows).items():
@@ -326,6 +329,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
             f"| {strategy} | {len(group)} | {mean_range([100 * r['allocationMean'] for r in group])} % "
             f"| {mean_range([r['wholeFreeGpusMean'] for r in group], '{:.0f}')} "
             f"| {mean_range([r['blockedGpuHours'] for r in group], '{:.0f}')} "
+            f"| {mean_range([r.get('beyondCapacityGpuHours', float('nan')) for r in group], '{:.0f}')} "
             f"| {mean_range([w['p50'] for w in eight], '{:.0f}')} | {mean_range([w['p95'] for w in eight], '{:.0f}')} "
             f"| {never} of {of:.0f} | {mean_range([r['evictions'] for r in group], '{:.0f}')} "
             f"| {mean_range([100 * r['restartShareOfAllocated'] for r in group], '{:.3f}')} % "
@@ -535,7 +539,8 @@ def main(argv: list[str] | None = None) -> None:
                 results.flush()
                 print(
                     f"seed {seed} {strategy}: allocation {row['allocationMean']:.1%}, blocked "
-                    f"{row['blockedGpuHours']:.1f} GPU-h ({row['beyondCapacityGpuHours']:.1f} beyond capacity), 8-GPU never started {row['queueSeconds'][SIZES[2]]['stillWaiting']}"
+                    f"{row['blockedGpuHours']:.1f} GPU-h ({row['beyondCapacityGpuHours']:.1f} beyond capacity), "
+                    f"8-GPU never started {row['queueSeconds'][SIZES[2]]['stillWaiting']}"
                     f" of {row['queueSeconds'][SIZES[2]]['pods']}, {row['evictions']} evictions, {row['wallSeconds']} s",
                     flush=True,
                 )

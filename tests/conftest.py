@@ -46,6 +46,14 @@ def no_cluster_by_default(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
         monkeypatch.delenv("KUBECONFIG", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def unwrapped_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests read what the commands say, not where a terminal would break their lines: text output is fitted to
+    ``$COLUMNS`` (then the terminal, then 100), so every test runs with a width no line reaches; a test about wrapping
+    sets its own (``COLUMNS``, or ``width=``)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its tier: the first folder under tests/ (tests/e2e modules also mark themselves)."""
     for item in items:

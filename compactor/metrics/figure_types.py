@@ -109,3 +109,4 @@ class Figures:
     pending_gpu_pods: int
     blocked_demand_gpus: float  # GPU capacity the blocked pending pods ask for (GPU-equivalents)
     warnings: tuple[str, ...]
+    shapes_in_use: int = 0  # GPU request shapes the pods ask (``shapes`` is the reference cut of them, or configured)

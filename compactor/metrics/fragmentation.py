@@ -25,8 +25,8 @@ from compactor.metrics.figure_types import Figures, NodeFigures, ShapeHeadroom
 from compactor.metrics.node_figures import limiting_resource, node_figures, stranded_units, usage_by_node
 from compactor.metrics.pending import pending_gpu_pods
 from compactor.model.cpu_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
-from compactor.model.fragments import NodeFree, node_fragments, node_free, prepare_shapes
-from compactor.model.shapes import CONFIG, ReferenceShape, reference_shapes, requests_label
+from compactor.model.fragments import NodeFree, ShapeIndex, node_fragments, node_free, prepare_shapes
+from compactor.model.shapes import CONFIG, ReferenceShape, judged_shapes, reference_shapes, requests_label
 from compactor.model.types import Snapshot
 
 # The reference workload and the CPU-only pods on GPU nodes live in the model (the planner uses them too); these names
@@ -50,6 +50,9 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
     chosen = tuple(reference_shapes(snapshot) if shapes is None else shapes)
     prepared = prepare_shapes(chosen)
     has_gpu_shapes = any(s.gpu_items for s in prepared)
+    in_use = judged_shapes(snapshot.pods, chosen)
+    judged = prepare_shapes(in_use)
+    index = ShapeIndex(judged)
     usage = usage_by_node(snapshot)
     states: list[NodeFree] = []
     nodes: list[NodeFigures] = []
@@ -58,13 +61,14 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
     for node in snapshot.nodes:
         state = node_free(node, usage[node.name].requested)
         fragmented, fgd, fits = node_fragments(state, prepared)
-        stranded = stranded_units(state, prepared, fits) if has_gpu_shapes else {}
+        in_use_fits = index.copies(state) if has_gpu_shapes and state.free_gpus > 0 else []
+        stranded = stranded_units(state, judged, in_use_fits) if in_use_fits else {}
         if state.hostable:
             for i, n in enumerate(fits):
                 copies[i] += n
                 hosts[i] += n > 0
         states.append(state)
-        limited = limiting_resource(state, prepared, fits) if fragmented > 0 or stranded else ""
+        limited = limiting_resource(state, judged, in_use_fits) if in_use_fits and (fragmented > 0 or stranded) else ""
         nodes.append(node_figures(state, usage[node.name], fragmented, fgd, stranded, limited))
     cluster, pools = pool_and_cluster(nodes, has_shapes=bool(prepared), has_gpu_shapes=has_gpu_shapes)
     pending, blocked, unplaceable = pending_gpu_pods(snapshot, states)
@@ -79,6 +83,7 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
         pending_gpu_pods=pending,
         blocked_demand_gpus=math.fsum(b.gpu_equivalents for b in blocked),
         warnings=_warnings(nodes, chosen),
+        shapes_in_use=sum(1 for s in in_use if s.uses_gpu),
     )
 
 

@@ -95,6 +95,29 @@ def copies_per_shape(state: NodeFree, shapes: Sequence[PreparedShape]) -> list[i
     return copies
 
 
+class ShapeIndex:
+    """Shapes indexed by their first (GPU) resource, for many shapes over many nodes: a node is tried only against the
+    shapes whose first resource it has free (a MIG node's free ``1g.5gb`` slices never meet the whole-GPU shapes)."""
+
+    def __init__(self, shapes: Sequence[PreparedShape]) -> None:
+        self.shapes = shapes
+        self.by_first: dict[str, list[int]] = {}
+        for i, shape in enumerate(shapes):
+            if shape.items:
+                self.by_first.setdefault(shape.items[0][0], []).append(i)
+
+    def copies(self, state: NodeFree) -> list[int]:
+        """The copies of each shape that fit on ``state`` (as ``copies_per_shape``)."""
+        found = [0] * len(self.shapes)
+        free, slots = state.free, state.pod_slots
+        for resource, indices in self.by_first.items():
+            have = free.get(resource, 0)
+            for i in indices:
+                if have >= self.shapes[i].items[0][1]:
+                    found[i] = copies_that_fit(self.shapes[i].items, free, slots)
+        return found
+
+
 def node_fragments(state: NodeFree, shapes: Sequence[PreparedShape]) -> tuple[float, float, list[int]]:
     """(Σ_m p'_m frag_n(m), Σ_m p_m F_n(m)) and the copies of each shape that fit; formulas in docs/metrics.md.
 

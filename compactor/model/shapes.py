@@ -74,15 +74,39 @@ def _configured_shapes(configured: Sequence[Mapping[str, int]]) -> tuple[Referen
     return tuple(ReferenceShape(shape, n / total, requests_label(shape), CONFIG) for shape, n in counts.items())
 
 
-def _workload_shapes(pods: Iterable[Pod], coverage: float, max_shapes: int) -> tuple[ReferenceShape, ...]:
+def shapes_in_use(pods: Iterable[Pod]) -> tuple[ReferenceShape, ...]:
+    """Every GPU request shape a bound or pending pod asks, most frequent first, each weighted by its share of those
+    pods: what "a request shape in use" means when free capacity is judged stranded or a freed GPU usable (issue 45:
+    only the reference shapes, cut at ``metrics.max_shapes``, counted, so a shape 40 pods ask could be "not in use")."""
+    ranked = _ranked_gpu_shapes(pods)
+    total = sum(n for n, _, _ in ranked)
+    return tuple(ReferenceShape(shape, n / total, label, WORKLOAD, pods=n) for n, label, shape in ranked)
+
+
+def judged_shapes(pods: Iterable[Pod], chosen: Sequence[ReferenceShape]) -> tuple[ReferenceShape, ...]:
+    """The shapes free capacity is judged against (stranded, what limits a node, a freed GPU usable): configured shapes
+    are the operator's word for what is in use; otherwise every GPU shape a pod asks, not only the reference cut of them
+    (``chosen``, what the weighted rates use: ``metrics.shape_coverage``, ``metrics.max_shapes``)."""
+    if any(s.source == CONFIG for s in chosen):
+        return tuple(chosen)
+    return shapes_in_use(pods)
+
+
+def _ranked_gpu_shapes(pods: Iterable[Pod]) -> list[tuple[int, str, Resources]]:
+    """(pods, label, shape) of each GPU request shape of the bound and pending pods, most frequent first (ties by
+    label)."""
     # Count identical request vectors first: far fewer distinct vectors than pods.
     vectors: Counter[Resources] = Counter(p.requests for p in pods if p.is_bound or p.is_pending_demand)
     counts: Counter[Resources] = Counter()
     for vector, n in vectors.items():
         if any(is_gpu_resource(r) for r in vector):
             counts[_without_pods(vector)] += n
-    ranked = sorted(((n, requests_label(s), s) for s, n in counts.items()), key=lambda t: (-t[0], t[1]))
-    threshold = coverage * sum(counts.values())
+    return sorted(((n, requests_label(s), s) for s, n in counts.items()), key=lambda t: (-t[0], t[1]))
+
+
+def _workload_shapes(pods: Iterable[Pod], coverage: float, max_shapes: int) -> tuple[ReferenceShape, ...]:
+    ranked = _ranked_gpu_shapes(pods)
+    threshold = coverage * sum(n for n, _, _ in ranked)
     kept: list[tuple[int, str, Resources]] = []
     covered = 0
     for entry in ranked:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from compactor.model.resources import CPU, MEMORY, is_gpu_resource
-from compactor.model.shapes import reference_shapes
+from compactor.model.shapes import shapes_in_use
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.eligibility import TargetRules
 from compactor.planner.greedy import greedy
@@ -68,7 +68,7 @@ def _result(name: str, problem: Problem, assignment: Assignment) -> BaselineResu
     moves, placements = concretise(problem, assignment, freed_set)
     freed, filled = gpu_nodes_changed(problem, moves, placements)
     judged = replace(
-        problem, usage_shapes=usage_shapes(problem, [s.requests for s in reference_shapes(problem.snapshot)])
+        problem, usage_shapes=usage_shapes(problem, [s.requests for s in shapes_in_use(problem.snapshot.pods)])
     )
     return BaselineResult(
         name,

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 
 from compactor.model.migparted import Layouts
-from compactor.model.shapes import ReferenceShape
+from compactor.model.shapes import ReferenceShape, judged_shapes
 from compactor.model.types import Snapshot
 from compactor.planner.budget_cut import cut_to_budgets
 from compactor.planner.deadline import Deadline
@@ -113,7 +113,10 @@ def _problem(request: PlanRequest, settings: PlannerSettings, held: Restraints |
     problem = build_problem(
         snapshot, settings, max_targets=len(snapshot.nodes), steering=request.steering, now=request.now, restraints=held
     )
-    problem = replace(problem, usage_shapes=usage_shapes(problem, [s.requests for s in request.shapes]))
+    problem = replace(
+        problem,
+        usage_shapes=usage_shapes(problem, [s.requests for s in judged_shapes(problem.snapshot.pods, request.shapes)]),
+    )
     return problem, time.monotonic() - building
 
 

@@ -3,8 +3,10 @@
 A node whose GPU pods all left is whole-free, but its GPUs serve nothing if the CPU, memory or pod slots beside them
 are held by pods without GPUs: an 8-GPU pod asking 64 CPUs does not start on a node with 12 CPUs free. So a freed node
 counts as *usable* the GPUs that copies of the best request shape in use fit there, given everything the node has left
-after the plan; the shapes are the pending pods' first, then the workload's reference shapes (``metrics``' GPU request
-shapes by frequency, which carry their CPU and memory). Without shapes every freed GPU counts.
+after the plan; the shapes are the pending pods' first, then the reference shapes (``metrics``' GPU request shapes by
+frequency, which carry their CPU and memory) and every other GPU shape a pod asks: a shape is in use when one pod asks
+it, not only when it makes the reference cut (configured shapes are in use by the operator's word). Without shapes
+every freed GPU counts.
 
 Units: physical GPUs, as ``freedGpus``. On a node whose GPU resources stand for fractions of a GPU (MIG instances,
 time-sliced replicas) the share of its GPU capacity the shape takes, times its physical GPUs, rounded down.
@@ -25,7 +27,7 @@ Shape = tuple[tuple[str, int], ...]  # a request vector's (resource, amount) ite
 
 def usage_shapes(problem: Problem, reference: Iterable[Resources]) -> tuple[Shape, ...]:
     """The request shapes that judge a freed node: the pending pods' (those the plan may place), then the reference GPU
-    shapes; each once, in that order."""
+    shapes (``model.shapes.judged_shapes``: every GPU shape a pod asks, unless configured); each once, in that order."""
     found: dict[Shape, None] = {}
     for ptype in problem.types:
         if ptype.pending:

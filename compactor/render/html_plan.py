@@ -15,7 +15,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.render.html_page import cards, esc, item_list, table
-from compactor.render.plan import point_quality
+from compactor.render.plan import point_quality, proper_search, search_ended
 
 
 def _pdbs(moves: Sequence[Move], snapshot: Snapshot) -> dict[str, str]:
@@ -151,8 +151,14 @@ def solver_list(plan: CompactionPlan) -> str:
     gap = "-" if s.gap is None else fmt_pct(s.gap)
     lines = [
         point_quality(plan),
-        f"the search for the most GPUs (max-free): {s.status}, objective {s.objective if s.objective is not None else '-'}, "
-        f"bound {s.bound if s.bound is not None else '-'}, gap {gap}; planned in {fmt_seconds(s.plan_seconds)}",
+        (
+            f"the search for the most GPUs (max-free): {search_ended(plan)}"
+            if not proper_search(plan)
+            else f"the search for the most GPUs (max-free): {s.status}, objective "
+            f"{s.objective if s.objective is not None else '-'}, bound {s.bound if s.bound is not None else '-'}, "
+            f"gap {gap}"
+        )
+        + f"; planned in {fmt_seconds(s.plan_seconds)}",
     ]
     if s.move_cost is not None and s.move_cost_bound is not None and s.move_cost_gap is not None:
         lines.append(

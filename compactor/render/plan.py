@@ -12,6 +12,7 @@ from typing import Any
 from compactor.model.numbers import fmt_gpus_aligned, fmt_moves, fmt_pct, fmt_seconds
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
+from compactor.render.text import fitted, report_width
 
 # Two units, never under one name: GPUs (physical) count devices; GPU capacity (GPU-equivalents) maps MIG instances and
 # time-sliced replicas back to fractions of a GPU (a 3g.20gb on an A100-40GB is 4/8), so it can be lower than the devices.
@@ -90,14 +91,12 @@ def point_quality(plan: CompactionPlan) -> str:
 
 def _headline(plan: CompactionPlan) -> list[str]:
     s = plan.solver
-    gap = "-" if s.gap is None else fmt_pct(s.gap)
     lines = [
         f"Compaction plan {plan.metadata.id} for {plan.metadata.source} ({plan.metadata.created_at})",
         f"  {len(plan.moves)} move(s); frees {len(plan.freed_nodes)} node(s): net {plan.freed_gpus} whole-free GPU(s) "
         f"(physical){_usable(plan)}",
         f"  pending pods placed: {len(plan.placed_pending)}; {point_quality(plan)}",
-        f"  the search for the most GPUs: {s.status} in {fmt_seconds(s.wall_seconds)}, gap {gap} (freed GPUs against its "
-        f"bound); planned in {fmt_seconds(s.plan_seconds)}"
+        f"  the search for the most GPUs: {search_ended(plan)}; planned in {fmt_seconds(s.plan_seconds)}"
         + ("" if s.load_seconds is None else f" (+{fmt_seconds(s.load_seconds)} loading)"),
     ]
     if s.move_cost is not None and s.move_cost_bound is not None and s.move_cost_gap is not None:
@@ -114,6 +113,22 @@ def _headline(plan: CompactionPlan) -> list[str]:
     if s.note:
         lines.append(f"  note: {s.note}")
     return lines
+
+
+def proper_search(plan: CompactionPlan) -> bool:
+    """Whether a CP-SAT model of the max-free search was built (the time limit can go on building the problem and the
+    greedy warm start at thousands of nodes): only then has the search a status and a gap to claim."""
+    s = plan.solver
+    return bool(s.variables) or not any(level.get("status") == "UNKNOWN" for level in s.levels)
+
+
+def search_ended(plan: CompactionPlan) -> str:
+    """How the max-free search ended: its status, time and gap, or that the plan is greedy's."""
+    s = plan.solver
+    if not proper_search(plan):
+        return "no CP-SAT model in the time limit, the greedy warm start's plan (unproven)"
+    gap = "-" if s.gap is None else fmt_pct(s.gap)
+    return f"{s.status} in {fmt_seconds(s.wall_seconds)}, gap {gap} (freed GPUs against its bound)"
 
 
 def _usable(plan: CompactionPlan) -> str:
@@ -143,7 +158,8 @@ def curve_rows(plan: CompactionPlan) -> list[tuple[str, str, str, str, str, str,
     previous = None
     for point in plan.frontier:
         first = "place pending pods" if point.moves else "no move"
-        label = first if previous is None else f"{point.freed_nodes} node(s) freed"
+        # the first point frees nodes when it is the max-free plan alone (no time for the curve): said as it is
+        label = first if previous is None and not point.freed_nodes else f"{point.freed_nodes} node(s) freed"
         if point.recuts:
             label = f"+ {point.recuts} MIG re-cut(s)"
         if point.budget_cut:
@@ -293,7 +309,12 @@ def _pending_markdown(plan: CompactionPlan) -> list[str]:
     ]
 
 
-def render_text(plan: CompactionPlan) -> str:
+def render_text(plan: CompactionPlan, width: int | None = None) -> str:
+    """The plan for a terminal, each line fitted to ``width`` (default: ``report_width``)."""
+    return "\n".join(fitted(_text_lines(plan), width or report_width())) + "\n"
+
+
+def _text_lines(plan: CompactionPlan) -> list[str]:
     out = [*(f"warning: {w}" for w in plan.warnings), *_headline(plan)]
     out += _curve_text(plan)
     if plan.freed_nodes:
@@ -328,7 +349,7 @@ def render_text(plan: CompactionPlan) -> str:
         out += ["", "Pods the plan may not move, by reason:"]
         out += [f"  {count:>5}  {reason}" for reason, count in unmovable.items()]
     out += _mig_text(plan)
-    return "\n".join(out) + "\n"
+    return out
 
 
 def render_markdown(plan: CompactionPlan) -> str:
@@ -376,7 +397,7 @@ def render_markdown(plan: CompactionPlan) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_plan(plan: CompactionPlan, fmt: str) -> str:
+def render_plan(plan: CompactionPlan, fmt: str, width: int | None = None) -> str:
     if fmt == "json":
         return plan.to_json()
-    return render_markdown(plan) if fmt == "markdown" else render_text(plan)
+    return render_markdown(plan) if fmt == "markdown" else render_text(plan, width)

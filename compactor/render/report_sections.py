@@ -107,6 +107,14 @@ def _shapes(figures: Figures) -> Section:
         for s, h in zip(figures.shapes, figures.headroom, strict=True)
     )
     table = Table(("Shape", "Weight", "Source", "Pods", "Fits now", "On nodes"), rows, frozenset({1, 3, 4, 5}))
+    shown = sum(1 for s in figures.shapes if s.source == "workload" and s.uses_gpu)
+    if shown and figures.shapes_in_use > shown:
+        cut = (
+            f"The {shown} most frequent of the {figures.shapes_in_use} GPU request shapes the pods ask "
+            "(metrics.shape_coverage, metrics.max_shapes): they weight the rates; stranded capacity and what limits a "
+            f"node are judged against all {figures.shapes_in_use}."
+        )
+        return Section("Reference shapes and headroom", (table, cut))
     return Section("Reference shapes and headroom", (table,))
 
 

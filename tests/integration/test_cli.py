@@ -176,3 +176,37 @@ def test_a_long_plan_logs_its_stage_and_best_so_far_every_few_seconds(caplog: py
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("planning: ")]
     assert [m.split(",")[0] for m in said] == ["planning: searching", "planning: writing the plan"]
     assert said[-1].endswith("; best so far: 8 GPUs freed, 2 moves")
+
+
+def test_a_curve_that_is_the_max_free_plan_alone_names_its_point_by_the_nodes_it_frees() -> None:
+    """Issue 45, item 3: at 5,000 nodes the time limit left no time for the curve, and its one point, the max-free plan
+    freeing 8,664 GPUs, was labelled "place pending pods". It is labelled by what it frees."""
+    from compactor.render.plan import curve_rows
+
+    result = compactor("plan", "--example", "--output", "json", "--time-limit", "5")
+    plan = CompactionPlan.model_validate(json.loads(result.stdout))
+    alone = plan.model_copy(update={"frontier": [p.model_copy(update={"chosen": True}) for p in plan.frontier[-1:]]})
+    (row,) = curve_rows(alone)
+    assert row[:2] == ("*", "3 node(s) freed")
+    first = curve_rows(plan)[0]
+    assert first[1] == "place pending pods"  # a curve's first point that frees nothing says what it does
+
+
+def test_a_search_that_built_no_model_claims_no_status_or_gap() -> None:
+    """Issue 45, item 3: at 5,000 nodes the time limit went on building the problem and the greedy warm start, and the
+    header still said "the search for the most GPUs: FEASIBLE in 4.99s" beside a note that no model was built. It says
+    the plan is greedy's, in text and HTML; a search that ran keeps its status and gap."""
+    from compactor.render.html_plan import solver_list
+    from compactor.render.plan import render_plan
+
+    result = compactor("plan", "--example", "--output", "json", "--time-limit", "5")
+    plan = CompactionPlan.model_validate(json.loads(result.stdout))
+    levels = [{**level, "status": "UNKNOWN", "bound": None} for level in plan.solver.levels]
+    unbuilt = plan.model_copy(
+        update={"solver": plan.solver.model_copy(update={"variables": 0, "levels": levels, "status": "FEASIBLE"})}
+    )
+    said = "the search for the most GPUs: no CP-SAT model in the time limit, the greedy warm start's plan (unproven)"
+    assert said in render_plan(unbuilt, "text", 1000)
+    assert "FEASIBLE in" not in render_plan(unbuilt, "text", 1000)
+    assert "no CP-SAT model in the time limit" in solver_list(unbuilt)
+    assert "the search for the most GPUs: OPTIMAL in " in render_plan(plan, "text", 1000)

@@ -461,3 +461,22 @@ def test_the_packaged_shipped_config_is_the_manifests_config_map_verbatim() -> N
     manifest = yaml.safe_load(Path("manifests/base/config.yaml").read_text(encoding="utf-8"))
     packaged = (Path("compactor/data") / SHIPPED_FILE).read_text(encoding="utf-8")
     assert manifest["data"]["compactor.yaml"] == packaged
+
+
+def test_a_plan_fits_the_terminal_it_is_read_in_without_cutting_a_word() -> None:
+    """Issue 45, item 8: ``plan`` never wrapped (the example's widest line 222 characters). Now it fits ``$COLUMNS`` (a
+    pipe: 100), a move's details continuing under its pod, and says every word the wide plan says."""
+    piped = compactor("plan", "--example", "--time-limit", "5", env={"COLUMNS": ""}).stdout  # no terminal: 100
+    wide = compactor("plan", "--example", "--time-limit", "5", env={"COLUMNS": "400"}).stdout
+    narrow = compactor("plan", "--example", "--time-limit", "5", env={"COLUMNS": "72"}).stdout
+    assert max(map(len, wide.splitlines())) > 200
+    assert max(map(len, narrow.splitlines())) <= 72
+    assert max(map(len, piped.splitlines())) <= 100
+
+    def words(text: str) -> list[str]:  # the timings and the plan's id and date aside: they change from run to run
+        return sorted(w for w in text.split() if not re.fullmatch(r"\(?\+?[\d.]+s,?\)?|plan-\w+|\(?\d{4}-\S+", w))
+
+    assert words(narrow) == words(wide)
+    first_move = narrow.splitlines().index(next(line for line in narrow.splitlines() if line.startswith("     1. ")))
+    continuation = narrow.splitlines()[first_move + 1]
+    assert continuation.startswith(" " * 8) and not continuation.startswith(" " * 9)  # under the pod's name

@@ -435,6 +435,7 @@ def test_figures_to_dict_is_json_with_camel_case_keys_integer_amounts_and_rounde
         "pendingGpuPods",
         "warnings",
         "blockedDemandGpuEquivalents",
+        "shapesInUse",
     }
     assert {
         "fragmentationRate",

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import replay_day  # noqa: E402  (benchmarks/ is not a package)
-from day_replay import Arrival, Day, Workload  # noqa: E402
+from day_replay import Arrival, Day, Workload, beyond_capacity  # noqa: E402
 from generate_cluster import Shape  # noqa: E402
 from trace_replay import TraceNode, TracePod  # noqa: E402
 
@@ -98,6 +98,27 @@ def test_a_pod_of_the_start_that_fits_nowhere_waits_from_time_zero_and_counts() 
     assert [day.pods[p].arrival.pod.name for p in day.queue] == ["eight"]
     assert figures.still_waiting["8 GPUs"] == 1 and figures.waits["8 GPUs"] == [1800.0]
     assert figures.blocked_gpu_seconds == pytest.approx(8 * 1800.0)
+
+
+def test_blocked_demand_beyond_capacity_is_what_no_arrangement_of_the_pods_alive_could_serve() -> None:
+    """Two 4-GPU nodes of model G2. The 8-GPU pod fits no node of them (beyond capacity: no arrangement serves it); a
+    pod pinned to model T4, which the cluster lacks, neither; a 2-GPU pod waiting while the GPUs free are split 1 + 1 by
+    pods that could move is above capacity (moves could serve it): only the first two count."""
+    pinned = Arrival(TracePod("t4", Shape(4_000, 16_384, 1, 1000, "LS"), ("T4",)), 3600.0, initial=True)
+    initial = (
+        _arrival("three-a", 3, 3600.0),
+        _arrival("three-b", 3, 3600.0),
+        _arrival("eight", 8, 3600.0),
+        pinned,
+        _arrival("two", 2, 3600.0),
+    )
+    day = Day([_node("a", 4), _node("b", 4)], _load(initial), startup=0.0, seed=1)
+    figures = day.run(600.0)
+    assert sorted(day.pods[p].arrival.pod.name for p in day.queue) == ["eight", "t4", "two"]
+    assert beyond_capacity(day) == 8 + 1
+    assert figures.blocked_gpu_seconds == pytest.approx((8 + 1 + 2) * 600.0)
+    # sampled each minute (0, 60, ..., 600 s): 9 GPUs a sample
+    assert figures.beyond_capacity_gpu_seconds == pytest.approx(9 * 60.0 * len(figures.times))
 
 
 def test_a_pod_of_the_start_that_waited_runs_what_was_left_of_its_life_once_bound() -> None:

@@ -80,6 +80,23 @@ def test_the_text_report_fits_the_width_without_losing_a_word() -> None:
     assert all(line == line.rstrip() for line in narrow.splitlines())
 
 
+def test_a_narrow_terminal_wraps_between_words_never_inside_a_resource_or_node_name() -> None:
+    """Issue 45, item 8: at a narrow width the report broke tokens ("n / vidia.com/mig-"). Every word of the wide report
+    is now a word of the narrow one; a table whose words cannot fit stays a table, a little wider."""
+    snapshot = busy_cluster()
+    figures = compute_figures(snapshot)
+    wide, narrow = (render_report(figures, snapshot, "text", width=w) for w in (400, 60))
+
+    def names(text: str) -> list[str]:  # resource, node and pod names: the words a reader copies
+        return sorted(word for word in text.split() if "/" in word or "." in word or word.startswith("gpu-"))
+
+    assert names(narrow) == names(wide)
+    assert "nvidia.com/mig-3g.20gb=1" in narrow.split()
+    over = [line for line in narrow.splitlines() if len(line) > 60]
+    # only a table row (or a cell's next line under its column): its columns hold whole words; prose wraps at 60
+    assert all("  " in line.strip() or line.startswith(" " * 8) for line in over), over
+
+
 def test_the_text_report_aligns_columns_and_has_no_trailing_spaces() -> None:
     lines = render("text").splitlines()
     assert all(line == line.rstrip() for line in lines)
