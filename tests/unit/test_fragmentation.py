@@ -500,6 +500,32 @@ def test_idle_mig_slices_of_a_profile_no_pod_asks_for_are_stranded_and_each_prof
     assert m.stranded_units == {"nvidia.com/mig-3g.20gb": 1}
 
 
+def test_a_shape_one_pod_asks_is_in_use_though_the_reference_cut_leaves_it_out() -> None:
+    """Issue 45, item 2: only the top ``metrics.max_shapes`` shapes counted as "in use", so the idle 1g.5gb slices of a
+    MIG node were "stranded" and the node "limited" by "no shape asks nvidia.com/mig-1g.5gb" while a pod asked it. With
+    the reference cut to one shape (the 1-GPU pods, the most frequent) the slices are still in use; the report says it
+    shows 1 of the 2 shapes the pods ask."""
+    snapshot = cluster(
+        node("g", gpus=8),
+        node("m", mig={"1g.5gb": 7}, product=A100_40),
+        *(pod(f"one-{i}", on="g", gpus=1) for i in range(3)),
+        pod("slice", on="m", mig="1g.5gb"),
+    )
+    shapes = reference_shapes(snapshot, max_shapes=1)
+    assert [s.label for s in shapes] == ["nvidia.com/gpu=1 cpu=1 memory=1Gi"]
+    figures = compute_figures(snapshot, shapes)
+    m = node_named(figures, "m")
+    assert (m.stranded_gpus, m.stranded_units) == (0, {})
+    assert m.limited_by == "75% of GPU requests need nvidia.com/gpu: none free"  # not "no shape asks" its slices
+    assert figures.shapes_in_use == 2
+    text = render_report(figures, snapshot, "text", width=1000)
+    assert "The 1 most frequent of the 2 GPU request shapes the pods ask" in text
+    assert "no shape asks" not in text
+    # configured shapes are the operator's word for what is in use: the slices no configured shape asks are stranded
+    configured = compute_figures(snapshot, reference_shapes(snapshot, configured=[{"nvidia.com/gpu": 1}]))
+    assert node_named(configured, "m").stranded_units == {"nvidia.com/mig-1g.5gb": 6}
+
+
 def test_without_a_gpu_shape_nothing_is_called_stranded_and_the_share_is_undefined() -> None:
     figures = compute_figures(cluster(node("g", gpus=8), node("c"), pod("web", on="c", cpu="2")))
     assert figures.cluster.stranded_gpus == 0

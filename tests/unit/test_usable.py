@@ -76,6 +76,25 @@ def test_a_plan_whose_freed_gpus_no_shape_can_use_carries_out_the_empty_plan_and
     assert usable.freed_nodes == ["crowded"] and (usable.freed_gpus, usable.usable_freed_gpus) == (8, 2)
 
 
+def test_a_shape_the_reference_cut_leaves_out_still_makes_a_freed_node_usable() -> None:
+    """Issue 45, item 2: the plan counted usable only what the top ``metrics.max_shapes`` shapes take, so it called a
+    freed node's GPUs unusable while pods asked a shape that fits there. ``crowded`` keeps 24 CPUs beside its 8 GPUs:
+    the most frequent shape (8 GPUs, 32 CPUs, three pods) fits none; the 1-GPU / 12-CPU shape of its own two pods, cut
+    from the reference shapes, takes 2."""
+    snapshot = cluster(
+        *freeable_but_crowded(),
+        node("big", gpus=8, cpu="128"),
+        node("big-2", gpus=8, cpu="128"),
+        *[pod(f"train-{i}", on=n, gpus=8, cpu="32", owner="ReplicaSet/t") for i, n in enumerate(["big", "big-2"])],
+        pod("train-2", gpus=8, cpu="32", owner="ReplicaSet/t"),
+    )
+    top = reference_shapes(snapshot, max_shapes=1)
+    assert [s.label for s in top] == ["nvidia.com/gpu=8 cpu=32 memory=1Gi"]
+    plan = build_plan(snapshot, settings(objective="max-free"), source="test", now=NOW, shapes=top)
+    assert "crowded" in plan.freed_nodes and plan.usable_freed_gpus is not None and plan.usable_freed_gpus >= 2
+    assert "crowded" not in (plan.unusable or "")
+
+
 def test_freed_gpus_short_of_cpu_are_named_in_one_line() -> None:
     snapshot = cluster(*freeable_but_crowded())
     plan = build_plan(snapshot, settings(objective="max-free"), source="test", now=NOW, shapes=in_use({8: 32}, {1: 20}))
