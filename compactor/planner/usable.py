@@ -17,6 +17,7 @@ Imports: ``compactor.model`` and the problem; no solver.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 
 from compactor.model.quantity import format_amount
 from compactor.model.resources import PODS, Resources, is_gpu_resource
@@ -56,11 +57,19 @@ def usable_gpus(state: NodeState, load: Mapping[str, int], shapes: Sequence[Shap
     if capacity <= 0:
         return 0
     best = 0.0
-    for shape in shapes:
-        per_copy = sum(v * equivalents.get(r, 0.0) for r, v in shape if is_gpu_resource(r))
+    for shape in shapes:  # every GPU shape in use: tens at scale, so the cheap tests come first
+        per_copy = sum(v * equivalents.get(r, 0.0) for r, v in _gpu_part(shape))
         if per_copy > 0:
             best = max(best, _copies(shape, state.capacity, load) * per_copy)
+            if best >= capacity:
+                break  # a shape takes all of it: no other can take more
     return min(gpus, int(gpus * min(1.0, best / capacity) + 1e-9))
+
+
+@lru_cache(maxsize=8192)
+def _gpu_part(shape: Shape) -> Shape:
+    """The GPU resources of a shape (asked for every freed node of every point: cached)."""
+    return tuple((r, v) for r, v in shape if is_gpu_resource(r))
 
 
 def _copies(shape: Shape, capacity: Mapping[str, int], load: Mapping[str, int]) -> int:
