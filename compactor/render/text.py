@@ -56,8 +56,8 @@ def wrap(
 
 
 def _header_words(header: str) -> list[str]:
-    """What a header may wrap to: its words, a compound word split after its hyphens ("(GPU-eq.)" stays whole)."""
-    return [part for word in header.split() for part in ([word] if "(" in word else re.findall(r"[^-]+-?|-", word))]
+    """What a header may wrap to: its words, a compound split after its hyphens ("Whole-" / "free", "(GPU-" / "eq.)")."""
+    return [part for word in header.split() for part in re.findall(r"[^-]+-?|-", word)]
 
 
 def fitted(lines: Sequence[str], width: int) -> list[str]:

@@ -88,7 +88,7 @@ def test_a_narrow_terminal_wraps_between_words_never_inside_a_resource_or_node_n
     wide, narrow = (render_report(figures, snapshot, "text", width=w) for w in (400, 60))
 
     def names(text: str) -> list[str]:  # resource, node and pod names: the words a reader copies
-        return sorted(word for word in text.split() if "/" in word or "." in word or word.startswith("gpu-"))
+        return sorted(word for word in text.split() if "/" in word or "=" in word or word.startswith(("gpu-", "mig-")))
 
     assert names(narrow) == names(wide)
     assert "nvidia.com/mig-3g.20gb=1" in narrow.split()
