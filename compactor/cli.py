@@ -18,12 +18,8 @@ from compactor import __version__
 from compactor.commands import breaker, controller, execute, plan, report
 from compactor.commands import config as config_command
 from compactor.commands.options import said_at_the_end
-from compactor.errors import CompactorError
+from compactor.errors import EXIT_BAD_INPUT, EXIT_OK, CompactorError
 from compactor.logs import configure_logging
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 log = logging.getLogger("compactor")
 

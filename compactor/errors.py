@@ -1,6 +1,12 @@
-"""Typed failures that the CLI turns into one-line messages and exit code 2."""
+"""Typed failures that the CLI turns into one-line messages and exit code 2, and every exit code a command ends with
+(one home: the command line, the run's record and the CronJob's alerts read the same numbers)."""
 
 from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a run that failed, or did not do what it planned
+EXIT_BAD_INPUT = 2  # bad input or options: one line naming what is wrong
+EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped (at a safe point)
 
 
 class CompactorError(Exception):

@@ -24,8 +24,6 @@ from compactor.settings import Settings
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
 
-EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped
-
 
 @dataclass(frozen=True)
 class Carried:

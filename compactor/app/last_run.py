@@ -41,7 +41,7 @@ from compactor.actions.status import FINISHED as FINISHED
 from compactor.actions.status import CommandStatus as CommandStatus
 from compactor.actions.status import RunStatus as RunStatus
 from compactor.app.figures import cordoned_nodes, figures_for
-from compactor.errors import ClusterError
+from compactor.errors import EXIT_STOPPED, ClusterError
 from compactor.metrics.figures_json import headline_dict, headline_of_dict
 from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures
 from compactor.model.types import Snapshot
@@ -55,7 +55,6 @@ LAST_RUN_CONFIGMAP = "gpu-compactor-last-run"
 SUMMARY_KEY = "summary.json"
 PUSH_JOB = "gpu-compactor"
 PUSH_TIMEOUT_SECONDS = 10.0
-EXIT_STOPPED = 143  # compactor.app.carry_out.EXIT_STOPPED: SIGTERM stopped the run at a safe point
 _WRITE_ATTEMPTS = 2  # a replace that meets another writer's change (409) reads again once
 # Every status a run ends with (``RunRecord.status``): the executor's (``RunReport.shown_status``), then measured (report
 # mode), held (outside every window, or the circuit breaker open) and stopped (SIGTERM at a safe point: the Job's

@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from compactor.app.carry_out import EXIT_STOPPED, Carried
+from compactor.app.carry_out import Carried
 from compactor.app.cycle import Held
 from compactor.app.figures import Measured
 from compactor.app.invocation import Invocation
@@ -17,14 +17,11 @@ from compactor.app.wiring import cluster_client
 from compactor.commands.options import add_common_options, add_source_options, from_args
 from compactor.commands.progress import SolveProgress, TerminalProgress
 from compactor.controller.exporter import Exporter
-from compactor.errors import CompactorError
+from compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_STOPPED, CompactorError
 from compactor.render.report import render_report
 from compactor.render.run import held_text, run_output
 
 log = logging.getLogger("compactor.commands")
-
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 
 def cmd_apply(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from compactor.errors import EXIT_STOPPED
 from tests.e2e import fragmentation as frag
 from tests.e2e.fleet_runs import (
     RUN_TIMEOUT,
@@ -62,8 +63,6 @@ from tests.e2e.helpers import (
     wait_for,
 )
 from tests.e2e.watchers import RunWatcher
-
-EXIT_STOPPED = 143  # compactor.app.carry_out.EXIT_STOPPED: 128 + SIGTERM
 
 pytestmark = [
     NEEDS_CLUSTER,

@@ -19,8 +19,8 @@ import pytest
 
 from compactor.actions import annotations as ann
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
-from compactor.app.carry_out import EXIT_STOPPED
 from compactor.cli import main
+from compactor.errors import EXIT_STOPPED
 from compactor.planner.history import History
 from tests.fakeapi import FakeApiServer
 from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented, run_config
