@@ -61,9 +61,11 @@ def test_moves_of_different_workloads_go_side_by_side_and_a_budget_at_zero_refus
     settings["executor"]["replacement_timeout_seconds"] = PDB_WAIT
     config, written = tmp_path / "compactor.yaml", tmp_path / "plan.json"
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    # the freest plan within 8 moves: the balanced point may empty one node only, whose pods the real scheduler's ties
+    # sometimes leave to two workloads (1 run in 4 on the default profile); freeing more involves more of them
     planned = run_compactor(
         "plan", *kubeconfig_args(), "--config", str(config), "--output", "json", "--write", str(written),
-        timeout=PLAN_TIMEOUT,
+        "--objective", "max-free", "--max-moves", "8", timeout=PLAN_TIMEOUT,
     )  # fmt: skip
     assert planned.returncode == 0, planned.describe()
     plan = planned.json()
