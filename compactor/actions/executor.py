@@ -20,7 +20,7 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.measurement import measure
 from compactor.actions.outcome import Outcome, compare, dra_facts
-from compactor.actions.report import RunReport as RunReport
+from compactor.actions.report import RunReport
 from compactor.actions.run import Abort, AbortReason, Progress, Run, RunServices, StopHere
 from compactor.actions.scope import within_cap
 from compactor.actions.state import Phase, Resume, RunState
@@ -41,7 +41,7 @@ from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, RunSettings
 
-__all__ = ["Abort", "Executor", "Progress", "RunReport"]
+__all__ = ["Abort", "Executor", "Progress"]
 log = logging.getLogger("compactor.executor")
 
 

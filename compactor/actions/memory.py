@@ -12,7 +12,7 @@ from datetime import datetime
 
 from compactor.actions import events
 from compactor.actions.client import ClusterClient
-from compactor.actions.executor import RunReport
+from compactor.actions.report import RunReport
 from compactor.errors import ClusterError, CompactorError
 from compactor.planner.history import MOVED, History, Restraints, forgive, remember, restraints_at, undoes
 from compactor.planner.plan import CompactionPlan

@@ -21,9 +21,10 @@ from compactor.actions import migmanager as mig
 from compactor.actions.client import ClusterClient, EvictionOutcome
 from compactor.actions.clock import Clock
 from compactor.actions.events import Event
-from compactor.actions.executor import Executor, RunReport
+from compactor.actions.executor import Executor
 from compactor.actions.objects import PodView, api_time
 from compactor.actions.patching import patch_fresh
+from compactor.actions.report import RunReport
 from compactor.actions.state import Resume, RunState, StateUnreadable
 from compactor.actions.status import FINISHED
 from compactor.actions.steering.pin import STEERED_TO, steered_to

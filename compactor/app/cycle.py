@@ -18,8 +18,9 @@ from typing import Protocol
 
 from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted, SimulatedClock
-from compactor.actions.executor import Progress, RunReport
+from compactor.actions.executor import Progress
 from compactor.actions.recovery import RecoveryReport
+from compactor.actions.report import RunReport
 from compactor.actions.state_guard import check_state_guard
 from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of

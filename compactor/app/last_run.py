@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 from compactor.actions import events
 from compactor.actions.client import ClusterClient
-from compactor.actions.executor import RunReport
 from compactor.actions.recovery import RecoveryReport
+from compactor.actions.report import RunReport
 from compactor.actions.run import AbortReason
 
 # How a run ended, for the entry points (which import the application layer only)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from compactor.actions.clock import RealClock
-from compactor.actions.executor import Progress, RunReport
+from compactor.actions.executor import Progress
 from compactor.actions.recovery import RecoveryReport, leftovers
+from compactor.actions.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried, recover_run, say_recovered
 from compactor.app.cycle import Ended, Ports, cycle

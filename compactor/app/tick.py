@@ -17,9 +17,10 @@ from typing import Any, Protocol
 
 from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, Interrupted
-from compactor.actions.executor import Progress, RunReport
+from compactor.actions.executor import Progress
 from compactor.actions.memory import restraints_now
 from compactor.actions.recovery import RecoveryReport
+from compactor.actions.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried, recover_run
 from compactor.app.cycle import Ports, cycle

@@ -8,8 +8,8 @@ from collections import Counter
 
 from compactor.actions.client import ClusterClient
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient, not_known_until_real_run
-from compactor.actions.executor import RunReport
 from compactor.actions.outcome import Outcome
+from compactor.actions.report import RunReport
 from compactor.actions.scope import within_cap
 from compactor.actions.status import FINISHED, CommandStatus, RunStatus
 from compactor.model.numbers import fmt_change

@@ -16,8 +16,8 @@ from typing import Any
 from compactor.actions.client import ClusterClient
 from compactor.actions.clock import Clock, StoppableClock
 from compactor.actions.dryrun import RecordingClient
-from compactor.actions.executor import RunReport
 from compactor.actions.recovery import RecoveryReport
+from compactor.actions.report import RunReport
 from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried

@@ -20,7 +20,8 @@ from compactor.actions import annotations as ann
 from compactor.actions.clock import SimulatedClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.dryrun_calls import RecordedCall
-from compactor.actions.executor import Executor, RunReport
+from compactor.actions.executor import Executor
+from compactor.actions.report import RunReport
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import RunSettings
 from tests.fakecluster import EPOCH, Call, FakeCluster, is_fenced

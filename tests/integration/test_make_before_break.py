@@ -11,8 +11,9 @@ import contextlib
 from typing import Any
 
 from compactor.actions.dryrun import RecordingClient
-from compactor.actions.executor import Executor, RunReport
+from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
+from compactor.actions.report import RunReport
 from compactor.actions.state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
 from compactor.actions.surge import OPT_IN, SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan

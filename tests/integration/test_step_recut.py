@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.executor import Executor, RunReport
+from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
+from compactor.actions.report import RunReport
 from compactor.app.plan_document import build_plan
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.plan import CompactionPlan

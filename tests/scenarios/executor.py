@@ -15,8 +15,9 @@ from typing import Any
 
 from compactor.actions import annotations as ann
 from compactor.actions.client import EvictionResult, ObjectRef
-from compactor.actions.executor import Executor, Progress, RunReport
+from compactor.actions.executor import Executor, Progress
 from compactor.actions.memory import HISTORY_CONFIGMAP
+from compactor.actions.report import RunReport
 from compactor.app.plan_document import build_plan
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, Move
