@@ -82,6 +82,8 @@ def point_quality(plan: CompactionPlan) -> str:
         return "this plan: the point above it, cut to what one run may carry out (budget below)"
     if chosen.status == "OPTIMAL":
         return f"this plan: OPTIMAL (no plan freeing {chosen.freed_nodes} node(s) costs less than its {fmt_moves(chosen.cost)} moves)"
+    if chosen.bound <= 0 < chosen.cost:  # "costs less than 0 moves" proves nothing: no bound, said as such (issue 45)
+        return f"this plan: {chosen.status}, not proven (time limit: no lower bound on its cost of {fmt_moves(chosen.cost)} moves)"
     gap = (chosen.cost - chosen.bound) / chosen.cost if chosen.cost > 0 else 0.0
     return (
         f"this plan: {chosen.status}, not proven (time limit): no plan freeing {chosen.freed_nodes} node(s) costs less than "

@@ -210,3 +210,23 @@ def test_a_search_that_built_no_model_claims_no_status_or_gap() -> None:
     assert "FEASIBLE in" not in render_plan(unbuilt, "text", 1000)
     assert "no CP-SAT model in the time limit" in solver_list(unbuilt)
     assert "the search for the most GPUs: OPTIMAL in " in render_plan(plan, "text", 1000)
+
+
+def test_a_point_with_no_proven_bound_claims_none() -> None:
+    """Issue 45, item 3: "no plan freeing 0 node(s) costs less than 0 moves, it costs 10 (gap 100.0%)" presented a bound
+    of 0 as a proof. A point whose bound is 0 says it has none; a point with a bound keeps its gap."""
+    from compactor.render.plan import point_quality
+
+    result = compactor("plan", "--example", "--output", "json", "--time-limit", "5")
+    plan = CompactionPlan.model_validate(json.loads(result.stdout))
+
+    def chosen_with(bound: float) -> CompactionPlan:
+        frontier = [
+            p.model_copy(update={"status": "FEASIBLE", "bound": bound}) if p.chosen else p for p in plan.frontier
+        ]
+        return plan.model_copy(update={"frontier": frontier})
+
+    assert point_quality(chosen_with(0)) == (
+        "this plan: FEASIBLE, not proven (time limit: no lower bound on its cost of 6.92 moves)"
+    )
+    assert point_quality(chosen_with(5)).endswith("costs less than 5 moves, it costs 6.92 (gap 27.7%)")
