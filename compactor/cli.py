@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from compactor import __version__
 from compactor.commands import breaker, controller, execute, plan, report
 from compactor.commands import config as config_command
-from compactor.commands.options import said_at_the_end
+from compactor.commands.options import AT_THE_END, said_at_the_end
 from compactor.errors import EXIT_BAD_INPUT, EXIT_OK, CompactorError
 from compactor.logs import configure_logging
 
@@ -117,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(getattr(args, "log_format", "text"), getattr(args, "verbose", False))
     try:
+        AT_THE_END.clear()  # a command that failed in this process before said nothing of its end: nor does this one
         code: int = args.handler(args)
         said_at_the_end()
         return code

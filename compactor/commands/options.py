@@ -12,7 +12,7 @@ from compactor.app.invocation import Invocation
 from compactor.app.sources import SnapshotSource
 from compactor.errors import CompactorError
 from compactor.settings import Settings, load_settings, parse_shape
-from compactor.settings.shipped import SHIPPED_IN_REPOSITORY, differences, shipped_settings, unlike_shipped
+from compactor.settings.shipped import unlike_shipped
 
 log = logging.getLogger("compactor.commands")
 
@@ -107,8 +107,8 @@ def from_args(args: argparse.Namespace, command: str, *, settings: Settings | No
     its overrides)."""
     source, problem = source_from_args(args)
     settings = settings if settings is not None else settings_from_args(args)
-    dry_run = bool(getattr(args, "dry_run", False)) or bool(getattr(args, "server_dry_run", False))
-    acts = command in ("run", "apply") and source.live and not dry_run
+    looks_only = bool(getattr(args, "dry_run", False)) or bool(getattr(args, "server_dry_run", False))
+    acts = command in ("run", "apply") and source.live and not looks_only
     noted = note_the_defaults(args, settings, acts=acts)
     if noted and not acts:
         AT_THE_END.append(noted)
@@ -132,24 +132,15 @@ def note_the_defaults(args: argparse.Namespace, settings: Settings, *, acts: boo
     say in one info line how many there are and where they are listed (issue 45). The level and line, or None."""
     if getattr(args, "config", None) or getattr(args, "report_only", False):
         return None
-    if acts:
-        line = unlike_shipped(settings)
-        return (logging.WARNING, line) if line else None
-    changed = differences(settings, shipped_settings())
-    if not changed:
-        return None
-    return (
-        logging.INFO,
-        f"no --config: the built-in defaults, which differ from the shipped config in {len(changed)} setting(s) "
-        f"(`compactor config validate {SHIPPED_IN_REPOSITORY}` names them)",
-    )
+    line = unlike_shipped(settings, each=acts)
+    return (logging.WARNING if acts else logging.INFO, line) if line else None
 
 
 AT_THE_END: list[tuple[int, str]] = []  # said once the command ended without an error, which stays one line
 
 
 def said_at_the_end() -> None:
-    """Log what a command noted for its end."""
+    """Log what a command noted for its end (``AT_THE_END`` is emptied at each command's start: ``cli.main``)."""
     while AT_THE_END:
         level, line = AT_THE_END.pop(0)
         log.log(level, line)

@@ -25,7 +25,7 @@ from compactor.metrics.figure_types import Figures, NodeFigures, ShapeHeadroom
 from compactor.metrics.node_figures import limiting_resource, node_figures, stranded_units, usage_by_node
 from compactor.metrics.pending import pending_gpu_pods
 from compactor.model.cpu_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
-from compactor.model.fragments import NodeFree, ShapeIndex, node_fragments, node_free, prepare_shapes
+from compactor.model.fragments import NodeFree, ShapesByFirstResource, node_fragments, node_free, prepare_shapes
 from compactor.model.shapes import CONFIG, ReferenceShape, judged_shapes, reference_shapes, requests_label
 from compactor.model.types import Snapshot
 
@@ -52,7 +52,7 @@ def compute_figures(snapshot: Snapshot, shapes: Sequence[ReferenceShape] | None 
     has_gpu_shapes = any(s.gpu_items for s in prepared)
     in_use = judged_shapes(snapshot.pods, chosen)
     judged = prepare_shapes(in_use)
-    index = ShapeIndex(judged)
+    index = ShapesByFirstResource(judged)
     usage = usage_by_node(snapshot)
     states: list[NodeFree] = []
     nodes: list[NodeFigures] = []

@@ -95,7 +95,7 @@ def copies_per_shape(state: NodeFree, shapes: Sequence[PreparedShape]) -> list[i
     return copies
 
 
-class ShapeIndex:
+class ShapesByFirstResource:
     """Shapes indexed by their first (GPU) resource, for many shapes over many nodes: a node is tried only against the
     shapes whose first resource it has free (a MIG node's free ``1g.5gb`` slices never meet the whole-GPU shapes)."""
 

@@ -37,12 +37,17 @@ def differences(settings: Settings, reference: Settings) -> list[tuple[str, Any,
     return sorted(changed, key=lambda change: (change[0] != "mode", change[0]))  # what a run may do first
 
 
-def unlike_shipped(settings: Settings) -> str | None:
-    """One line: how ``settings`` (the defaults and the environment, no ``--config``) differ from the shipped config;
-    None when they do not."""
+def unlike_shipped(settings: Settings, *, each: bool) -> str | None:
+    """One line: how ``settings`` (the defaults and the environment, no ``--config``) differ from the shipped config,
+    ``each`` difference with both values or only how many; None when they do not."""
     changed = differences(settings, shipped_settings())
     if not changed:
         return None
+    if not each:
+        return (
+            f"no --config: the built-in defaults, which differ from the shipped config in {len(changed)} setting(s) "
+            f"(`compactor config validate {SHIPPED_IN_REPOSITORY}` names them)"
+        )
     listed = ", ".join(f"{key} {_shown(value)} (shipped: {_shown(there)})" for key, value, there in changed)
     return (
         f"no --config: the built-in defaults differ from the shipped config in {len(changed)} setting(s): {listed}; "
