@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from compactor.metrics.advice import Advice
 from compactor.metrics.figure_types import AggregateFigures, BlockedPod, Figures, NodeFigures
 from compactor.model.numbers import fmt_gpus, fmt_pct
+from compactor.model.shapes import MAX_JUDGED_SHAPES
 from compactor.model.types import Snapshot
 from compactor.render.advice import advice_sections
 from compactor.render.content import Section, Table
@@ -109,10 +110,12 @@ def _shapes(figures: Figures) -> Section:
     table = Table(("Shape", "Weight", "Source", "Pods", "Fits now", "On nodes"), rows, frozenset({1, 3, 4, 5}))
     shown = sum(1 for s in figures.shapes if s.source == "workload" and s.uses_gpu)
     if shown and figures.shapes_in_use > shown:
+        n = figures.shapes_in_use
+        capped = n >= MAX_JUDGED_SHAPES  # pods asking requests of their own: only the most frequent are judged
         cut = (
-            f"The {shown} most frequent of the {figures.shapes_in_use} GPU request shapes the pods ask "
+            f"The {shown} most frequent of the {f'{n} or more' if capped else n} GPU request shapes the pods ask "
             "(metrics.shape_coverage, metrics.max_shapes): they weight the rates; stranded capacity and what limits a "
-            f"node are judged against all {figures.shapes_in_use}."
+            f"node are judged against {f'the {n} most frequent' if capped else f'all {n}'}."
         )
         return Section("Reference shapes and headroom", (table, cut))
     return Section("Reference shapes and headroom", (table,))

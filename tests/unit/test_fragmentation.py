@@ -526,6 +526,23 @@ def test_a_shape_one_pod_asks_is_in_use_though_the_reference_cut_leaves_it_out()
     assert node_named(configured, "m").stranded_units == {"nvidia.com/mig-1g.5gb": 6}
 
 
+def test_pods_each_asking_a_request_of_their_own_cannot_make_judging_every_node_cost_nodes_times_pods() -> None:
+    """A tenant can give each pod a request of its own (here 300 distinct CPU requests): the shapes judged are the most
+    frequent ``MAX_JUDGED_SHAPES``, and the report says it judged that many, not all."""
+    from compactor.model.shapes import MAX_JUDGED_SHAPES
+
+    snapshot = cluster(
+        node("g", gpus=8, cpu="512"),
+        pod("common-a", on="g", gpus=1, cpu="1"),
+        pod("common-b", on="g", gpus=1, cpu="1"),
+        *(pod(f"own-{i}", gpus=1, cpu=f"{1000 + i}m") for i in range(300)),
+    )
+    figures = compute_figures(snapshot)
+    assert figures.shapes_in_use == MAX_JUDGED_SHAPES
+    text = render_report(figures, snapshot, "text", width=1000)
+    assert "GPU request shapes the pods ask" in text and f"judged against the {MAX_JUDGED_SHAPES} most frequent" in text
+
+
 def test_without_a_gpu_shape_nothing_is_called_stranded_and_the_share_is_undefined() -> None:
     figures = compute_figures(cluster(node("g", gpus=8), node("c"), pod("web", on="c", cpu="2")))
     assert figures.cluster.stranded_gpus == 0
