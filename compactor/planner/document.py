@@ -55,7 +55,6 @@ def solver_report(
     whole-cluster lower bound on the move cost of plans freeing as much (``move_bound.fewest_moves_cost``)."""
     if result is None:
         return SolverReport(status="OPTIMAL", wall_seconds=0.0, objective=0.0, bound=0.0, gap=0.0, note=note)
-    note = "; ".join(filter(None, [note, *_time_limit_notes(result, cut)]))
     main = next((lv for lv in result.levels if lv.name in ("freedGpus", "headroom")), None)
     objective, bound = _objective_and_bound(problem, result, main)
     gap = None
@@ -66,6 +65,8 @@ def solver_report(
     if result.restricted:
         cost_proven = cost is not None and moves_bound is not None and moves_bound >= cost
         status = "OPTIMAL" if _whole_cluster_proof(objective, bound, cost_proven, top) else "FEASIBLE"
+    note = "; ".join(filter(None, [note, *_time_limit_notes(result, cut, proven=status == "OPTIMAL")]))
+    if result.restricted:
         searched = _searched(result)
         note = f"{note}; {searched}" if note else searched
     base = problem.settings.aims.move_cost.base
@@ -131,13 +132,19 @@ def _level_row(level: LevelResult) -> dict[str, Any]:
     }
 
 
-def _time_limit_notes(result: SolveResult, cut: Sequence[str]) -> list[str]:
-    """What the time limit left undone, for the solver report's note."""
+def _time_limit_notes(result: SolveResult, cut: Sequence[str], *, proven: bool) -> list[str]:
+    """What the time limit left undone, for the solver report's note; ``proven``: the plan is proven all the same (its
+    freed GPUs reach the whole-cluster bound and its move cost the fewest-moves bound), which the note then says."""
     notes = []
     if result.unbuilt:
         notes.append(
             "time limit: no CP-SAT model could be built in the time left (building the problem and the greedy warm "
             "start took it): the max-free plan is the greedy warm start, within the move limits, unproven"
+        )
+    elif result.unsolved and proven:
+        notes.append(
+            f"time limit: level(s) {', '.join(result.unsolved)} not solved by CP-SAT, the plan proven all the same by the "
+            "whole-cluster bounds (freed GPUs and move cost)"
         )
     elif result.unsolved:
         notes.append(f"time limit: level(s) {', '.join(result.unsolved)} not solved (the incumbent stands, unproven)")
@@ -317,6 +324,7 @@ class Searched:
     moves_bound: int | None = None
     curve_seconds: float = 0.0
     cut: tuple[str, ...] = ()  # what the time limit left undone in the search
+    enough_time_limit: int | None = None  # no model built in the limit: the limit that would have left room for one
 
 
 def document(
@@ -389,6 +397,7 @@ def document(
         solver=report.model_copy(
             update={
                 "frontier_seconds": round(searched.curve_seconds, 3),
+                "enough_time_limit": searched.enough_time_limit,
                 "load_seconds": None if load_seconds is None else round(load_seconds, 3),
             }
         ),

@@ -197,7 +197,10 @@ def frontier(problem: Problem, top: SolveResult, *, deadline: Deadline, cut: lis
         cut.append("no trade-off curve: the time limit left no time for it (the max-free plan alone)")
     costs = drain_costs(problem)
     best = _known_points(problem, top, zero, costs, deadline, cut)
-    lower = _solved_points(problem, best, model, zero.bound if zero is not None else 0, costs, deadline, cut)
+    # no curve, no point to solve: the max-free plan's bound from the cheapest nodes' drains alone
+    lower = _solved_points(
+        problem, best, model if zero is not None else None, zero.bound if zero else 0, costs, deadline, cut
+    )
     for point in best:
         point.bound = min(point.cost, max(lower.get(n, 0) for n in range(point.freed_nodes + 1)))
         point.status = "OPTIMAL" if point.bound >= point.cost else "FEASIBLE"
@@ -219,7 +222,9 @@ def _known_points(
     best: list[Point] = []
     _offer(best, problem, top.assignment)  # first: on a tie with a greedy step, the solver's plan stays
     warm = top.greedy_assignment
-    if warm is not None and warm is not top.assignment and _placed(warm) == _placed(top.assignment):
+    # out of time, the max-free plan alone (offering a point costs its figures: at 5,000 nodes a third of a second)
+    timely = deadline.deterministic or not deadline.expired()
+    if timely and warm is not None and warm is not top.assignment and _placed(warm) == _placed(top.assignment):
         # at scale the search may free more for more moves: greedy drain's point stays on the curve
         _offer(best, problem, warm)
     if zero is None:
@@ -239,14 +244,15 @@ def _known_points(
 def _solved_points(
     problem: Problem,
     best: list[Point],
-    model: _LazyModel,
+    model: _LazyModel | None,
     zero_bound: int,
     costs: dict[int, int],
     deadline: Deadline,
     cut: list[str],
 ) -> dict[int, int]:
     """For k = 1 .. the most nodes a point frees: a lower bound on the cost of freeing k nodes, and the cost model's
-    cheapest plan freeing k added to ``best`` where the bound leaves room for a cheaper one than known."""
+    cheapest plan freeing k added to ``best`` where the bound leaves room for a cheaper one than known (``model`` None:
+    there is no curve, so the bounds alone)."""
     cheapest = sorted(costs.values())
     additive = _pending_and_draining_add_up(problem)
     top_nodes = max(p.freed_nodes for p in best)
@@ -256,7 +262,7 @@ def _solved_points(
         lower[k] = lower[0] + sum(cheapest[:k]) if additive else max(lower[0], sum(cheapest[:k]))
         known = _cheapest_freeing(best, k)
         remaining = deadline.remaining()
-        if known.cost <= lower[k]:
+        if known.cost <= lower[k] or model is None:
             continue
         if remaining <= 0.05 + model.need:
             unsolved += remaining > 0.05  # time enough for a solve, not to make the model first
@@ -278,7 +284,7 @@ def _solved_points(
         if found is not None:
             _offer(best, problem, found)
         lower[k] = max(lower[k], _cheapest_freeing(best, k).cost if status == "OPTIMAL" else proven)
-    if unsolved and model.made is None:
+    if unsolved and model is not None and model.made is None:
         cut.append(
             f"{unsolved} point(s) of the trade-off curve not solved: no time to make its cost model (greedy steps, unproven)"
         )

@@ -195,6 +195,13 @@ class SolverReport(_Doc):
         "curve, the re-cut step, the figures), rounded to milliseconds: solver.time_limit_seconds bounds it. "
         "Loading the snapshot is apart (loadSeconds).",
     )
+    enough_time_limit: int | None = Field(
+        None,
+        alias="enoughTimeLimitSeconds",
+        description="When the time limit ran out before the max-free search built its CP-SAT model: the limit (seconds, "
+        "rounded up to a round figure) this run's own phase times say would have left room to build it and give its "
+        "levels a solve (search.enough_time_limit); null when the model was built.",
+    )
     load_seconds: float | None = Field(
         None,
         alias="loadSeconds",

@@ -29,7 +29,7 @@ SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
 # on the wall clock, finishing takes up to about this share of the time building the problem took (5,000 nodes / 50,000
 # pods, one other core busy: built in 2.4 s, finished in 1.7 s)
-FINISH_PER_BUILD = 0.8
+FINISH_PER_BUILD = 1.2
 
 
 def _curve_end(settings: PlannerSettings, built: float) -> float:
@@ -49,7 +49,8 @@ def search(request: PlanRequest, problem: Problem, built: float) -> Searched:
         chosen = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment()) if settings.aims.goal == "free-nodes" else None
         note = "nothing to plan: no pod may move and no GPU pod is pending"
         return Searched(None, [chosen] if chosen else [], chosen, note)
-    share = settings.solver.time_limit_seconds * SOLVE_SHARE - clock.elapsed()
+    before = clock.elapsed()
+    share = settings.solver.time_limit_seconds * SOLVE_SHARE - before
     curve_end = _curve_end(settings, built)
     request.say("searching", "")
     # A model still building when the solves' share runs out may go on into the curve's time: the curve starts from it.
@@ -78,10 +79,29 @@ def search(request: PlanRequest, problem: Problem, built: float) -> Searched:
             request.budgets or CapsSettings(),
             request.max_evictions,
             settings.aims.objective,
+            # trying points is finishing work: it may take the limit's rest but what finishing the plan needs
+            clock.until(settings.solver.time_limit_seconds - FINISH_PER_BUILD * built - clock.elapsed()),
         )
     if result.restricted:
         _whole_cluster_bounds(points, problem)
-    return Searched(result, points, chosen, note, held_by, moves_bound, time.monotonic() - started, tuple(cut))
+    enough = enough_time_limit(before + result.greedy_seconds, built) if result.unbuilt else None
+    return Searched(result, points, chosen, note, held_by, moves_bound, time.monotonic() - started, tuple(cut), enough)
+
+
+# Building the CP-SAT model takes about as long as building the problem did, or less at scale: the model keeps at most
+# solver.max_candidate_pods pods and max_targets_per_type targets each (measured, one other core busy: 0.65x at 5,000
+# nodes / 50,000 pods, 1.1-1.3x at 2,000 nodes / 20,000 pods)
+MODEL_PER_BUILD = 1.0
+MIN_LEVEL_SECONDS = 1.0  # a level's solve worth having
+ROUND_LIMITS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
+
+
+def enough_time_limit(before_model: float, built: float) -> int | None:
+    """The round time limit whose max-free share (SOLVE_SHARE) holds what this run spent before it could start the
+    model (``before_model``: the figures, the problem, the greedy warm start), the model's building (MODEL_PER_BUILD of
+    ``built``, the problem's) and a solve of its levels; None beyond an hour."""
+    needed = (before_model + MODEL_PER_BUILD * built + MIN_LEVEL_SECONDS) / SOLVE_SHARE
+    return next((limit for limit in ROUND_LIMITS if limit >= needed), None)
 
 
 def best_so_far(problem: Problem, assignment: Assignment) -> str:

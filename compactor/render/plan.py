@@ -128,7 +128,9 @@ def search_ended(plan: CompactionPlan) -> str:
     """How the max-free search ended: its status, time and gap, or that the plan is greedy's."""
     s = plan.solver
     if not proper_search(plan):
-        return "no CP-SAT model in the time limit, the greedy warm start's plan (unproven)"
+        enough = s.enough_time_limit
+        hint = f": about {enough} s would have left it time (--time-limit {enough})" if enough else ""
+        return f"no CP-SAT model in the time limit, the greedy warm start's plan (unproven){hint}"
     gap = "-" if s.gap is None else fmt_pct(s.gap)
     return f"{s.status} in {fmt_seconds(s.wall_seconds)}, gap {gap} (freed GPUs against its bound)"
 

@@ -15,8 +15,14 @@ from pydantic import ValidationError
 from compactor.app.plan_document import build_plan
 from compactor.app.sources import example_path
 from compactor.model.load import load_files
+from compactor.model.types import Snapshot
+from compactor.planner.budget_cut import point_within_budgets
 from compactor.planner.budgets import groups, koordinator_unavailable, share_of, within_cap
+from compactor.planner.deadline import deadline_for
+from compactor.planner.frontier import Point, summarise
+from compactor.planner.greedy import greedy
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.problem import Problem, build_problem
 from compactor.render.plan import render_plan
 from compactor.settings import CapsSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod
@@ -181,3 +187,43 @@ def test_a_move_onto_a_node_that_loses_pods_is_taken_or_left_with_that_node() ->
     assert [m.pod for m in cut.moves] == ["ml/other"]
     cut = within_cap(plan, 2, {})
     assert [m.pod for m in cut.moves] == ["ml/gpu-x", "ml/web"]
+
+
+class _Unreplayable:
+    """A greedy step whose plan nobody may ask for: concretising it would cost the time a large cluster's does."""
+
+    def assignment(self, step: int) -> object:
+        raise AssertionError(f"step {step} was concretised")
+
+
+def _points_of_four_nodes() -> tuple[Problem, Snapshot, list[Point]]:
+    snapshot = cluster(*_four_nodes_to_free())
+    problem = build_problem(snapshot, SETTINGS, max_targets=len(snapshot.nodes))
+    one = summarise(problem, greedy(problem))
+    more = one.moves + 1
+    wide = [Point(4, 32, more + i, one.cost + 1 + i, "FEASIBLE", 0, None, i, _Unreplayable(), 32) for i in range(40)]  # type: ignore[arg-type]
+    return problem, snapshot, [one, *wide]
+
+
+def test_points_with_more_moves_than_the_eviction_cap_are_refused_without_concretising_them() -> None:
+    """At 5,000 nodes the max-free point and the 29 next ones each had thousands of moves over a cap of 50: concretising
+    each took half a second, 17 s in all past the time limit. Their move counts alone refuse them."""
+    problem, snapshot, points = _points_of_four_nodes()
+    chosen = points[-1]
+    point, held = point_within_budgets(
+        problem, snapshot, points, chosen, CapsSettings(), points[0].moves, "max-free", deadline_for(SETTINGS, 5)
+    )
+    assert point is points[0]
+    assert held.startswith(
+        f"max_evictions_per_cycle ({points[0].moves}) reached by the max-free point ({chosen.moves} moves"
+    )
+
+
+def test_no_point_is_tried_once_the_time_is_spent_and_the_chosen_one_is_left_to_be_cut() -> None:
+    problem, snapshot, points = _points_of_four_nodes()
+    spent = deadline_for(SETTINGS, 0)
+    chosen = points[-1]
+    assert point_within_budgets(problem, snapshot, points, chosen, CapsSettings(), None, "max-free", spent) == (
+        chosen,
+        "",
+    )
