@@ -31,11 +31,11 @@ SAMPLE_SECONDS = 60.0
 FLUSH_SECONDS = (
     300.0  # kube-scheduler retries every unschedulable pod at least this often (podMaxInUnschedulablePodsDuration)
 )
-SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs")
+SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs", "CPU-only")
 
 
 def size_class(gpus: int) -> str:
-    return SIZES[0] if gpus <= 1 else SIZES[1] if gpus <= 4 else SIZES[2]
+    return SIZES[3] if gpus == 0 else SIZES[0] if gpus == 1 else SIZES[1] if gpus <= 4 else SIZES[2]
 
 
 # ---------------------------------------------------------------- the workload
@@ -65,10 +65,13 @@ class Workload:
     max_replicas: int  # a ReplicaSet takes new pods of its shape until it has 1..max_replicas (drawn) alive
 
 
-def read_stream(trace_dir: Any, variant: str, max_life: float) -> list[tuple[TracePod, float]]:
-    """Every GPU pod of the trace in creation order, with its life (deletion - creation), capped at ``max_life``."""
+def read_stream(
+    trace_dir: Any, variant: str, max_life: float, *, cpu_only: bool = False
+) -> list[tuple[TracePod, float]]:
+    """Every GPU pod of the trace (``cpu_only``: and every CPU-only pod) in creation order, with its life (deletion -
+    creation), capped at ``max_life``."""
     with (trace_dir / trace_replay.pod_file(variant)).open(newline="") as handle:
-        rows = [r for r in csv.DictReader(handle) if int(r["num_gpu"]) > 0]
+        rows = [r for r in csv.DictReader(handle) if cpu_only or int(r["num_gpu"]) > 0]
     rows.sort(key=lambda r: int(r.get("creation_time") or 0))
     lives = [(int(r["deletion_time"]) - int(r["creation_time"])) if "deletion_time" in r else max_life for r in rows]
     return [
@@ -178,6 +181,9 @@ class Figures:
     allocation: list[float] = field(default_factory=list)  # GPUs held by bound pods / the cluster's GPUs
     whole_free: list[int] = field(default_factory=list)  # GPUs on nodes holding no GPU
     pending_gpus: list[int] = field(default_factory=list)  # GPUs asked by pods waiting in the queue
+    # CPU-only pods bound to GPU nodes, and the share of the GPU nodes' CPU they take (``--with-cpu-only``)
+    cpu_pods_on_gpu_nodes: list[int] = field(default_factory=list)
+    gpu_node_cpu_to_cpu_pods: list[float] = field(default_factory=list)
     # queue times of the day's arrivals and of the common start's pods that had to wait (from time 0)
     waits: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIZES})
     still_waiting: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))  # at the end (censored)
@@ -450,8 +456,16 @@ class Day:
         self.figures.allocation.append(float(used.sum()) / self.gpus)
         self.figures.whole_free.append(int(sum(n.gpus for i, n in enumerate(self.nodes) if used[i] == 0)))
         self.figures.pending_gpus.append(sum(p.gpus for p in self.queue.values()))
+        self._sample_cpu_pods()
         if self.queue:
             self.figures.beyond_capacity_gpu_seconds += beyond_capacity(self) * SAMPLE_SECONDS
+
+    def _sample_cpu_pods(self) -> None:
+        """Where CPU-only pods run: on a GPU node they take CPU an 8-GPU pod may need (the article's fourth cause)."""
+        on_gpu = [p for p in self.pods.values() if not p.gpus and p.node >= 0 and self.nodes[p.node].gpus]
+        self.figures.cpu_pods_on_gpu_nodes.append(len(on_gpu))
+        gpu_cpu = sum(n.cpu_milli for n in self.nodes if n.gpus)
+        self.figures.gpu_node_cpu_to_cpu_pods.append(sum(p.request[0] for p in on_gpu) / gpu_cpu if gpu_cpu else 0.0)
 
     def _close(self) -> None:
         for pod in self.queue.values():

@@ -398,26 +398,21 @@ def _pod_named(day: Day, key: str) -> Pod | None:
 
 
 def _node_object(node: Any, tier: int = 0) -> dict[str, Any]:
-    resources = {
-        "cpu": f"{node.cpu_milli}m",
-        "memory": f"{node.memory_mib}Mi",
-        "pods": "110",
-        "nvidia.com/gpu": str(node.gpus),
-    }
+    """A GPU node as the device plugin and GFD label it, or a CPU-only node (no GPU resource, no GPU label)."""
+    resources = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "110"}
+    labels = {"kubernetes.io/hostname": node.name}
+    if node.gpus:
+        resources["nvidia.com/gpu"] = str(node.gpus)
+        labels |= {
+            "nvidia.com/gpu.product": node.model,
+            "nvidia.com/gpu.count": str(node.gpus),
+            "nvidia.com/gpu.present": "true",
+            **({FILL_FIRST_LABEL: str(tier)} if tier else {}),
+        }
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {
-            "name": node.name,
-            "uid": f"node-{node.name}",
-            "labels": {
-                "kubernetes.io/hostname": node.name,
-                "nvidia.com/gpu.product": node.model,
-                "nvidia.com/gpu.count": str(node.gpus),
-                "nvidia.com/gpu.present": "true",
-                **({FILL_FIRST_LABEL: str(tier)} if tier else {}),
-            },
-        },
+        "metadata": {"name": node.name, "uid": f"node-{node.name}", "labels": labels},
         "spec": {},
         "status": {
             "allocatable": resources,
@@ -430,14 +425,10 @@ def _node_object(node: Any, tier: int = 0) -> dict[str, Any]:
 def _pod_object(day: Day, pod: Pod) -> dict[str, Any]:
     shape = pod.arrival.pod.shape
     group = f"rs-{pod.group}"
-    requests = {"cpu": f"{shape.cpu_milli}m", "memory": f"{shape.memory_mib}Mi", "nvidia.com/gpu": str(shape.num_gpu)}
+    requests = {"cpu": f"{shape.cpu_milli}m", "memory": f"{shape.memory_mib}Mi"}
+    gpus = {"nvidia.com/gpu": str(shape.num_gpu)} if shape.num_gpu else {}  # a CPU-only pod asks none
     spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "main",
-                "resources": {"requests": requests, "limits": {"nvidia.com/gpu": requests["nvidia.com/gpu"]}},
-            }
-        ]
+        "containers": [{"name": "main", "resources": {"requests": requests | gpus, "limits": gpus}}]
     }
     if pod.arrival.pod.models:
         spec["affinity"] = _models_affinity(pod.arrival.pod.models)

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -137,6 +138,7 @@ class Options:
     pending_gap: float = DEFAULT_PENDING_GAP  # the controller's --pending-gap
     trace_dir: Path = trace_replay.DEFAULT_TRACE_DIR
     fgd: bool = False  # FGD's experiment instead of a day: arrivals only, until 130% of the GPUs are asked
+    cpu_only: bool = False  # the trace's CPU-only pods and CPU-only nodes too (issue [24])
 
 
 def strategy_named(name: str) -> str:
@@ -181,7 +183,11 @@ def day_for(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]
     count = options.nodes or len(all_nodes)
     nodes = trace_replay.stratified_sample(all_nodes, count, random.Random(f"{options.seed}:nodes"))
     gpus = sum(n.gpus for n in nodes)
-    stream = read_stream(options.trace_dir, options.variant, options.max_life_hours * 3600)
+    if options.cpu_only:  # as many CPU-only nodes per GPU node as the trace has (310 to 1,213), drawn apart
+        cpu_nodes = trace_replay.read_cpu_nodes(options.trace_dir)
+        share = round(len(nodes) * len(cpu_nodes) / len(all_nodes))
+        nodes += sorted(random.Random(f"{options.seed}:cpu-nodes").sample(cpu_nodes, share), key=lambda n: n.name)
+    stream = read_stream(options.trace_dir, options.variant, options.max_life_hours * 3600, cpu_only=options.cpu_only)
     if options.fgd:
         load = arrivals_only(stream, gpus=gpus, max_replicas=options.max_replicas)
         seconds = float(arrivals_until(stream, FGD_ARRIVED * gpus))
@@ -191,6 +197,7 @@ def day_for(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]
     day = Day(nodes, load, profile=profile_of(strategy), startup=options.startup_seconds, seed=options.seed)
     about = {
         "nodes": len(nodes),
+        "cpuOnlyNodes": sum(1 for n in nodes if not n.gpus),
         "gpus": gpus,
         "interval": load.interval,
         "gpuSecondsPerPod": load.gpu_seconds_per_pod,
@@ -275,6 +282,8 @@ def summary(strategy: str, figures: Figures, wall: float, about: dict[str, Any],
         "overcommittedNodes": figures.overcommitted_nodes,
         "pdbViolations": figures.pdb_violations,
         "byArrivedPercent": figures.by_arrived,
+        "cpuPodsOnGpuNodesMean": _mean([float(v) for v in figures.cpu_pods_on_gpu_nodes]),
+        "gpuNodeCpuToCpuPodsMean": _mean(figures.gpu_node_cpu_to_cpu_pods),
         "series": {
             "minutes": [round(t / 60, 2) for t in figures.times],
             "allocation": [round(a, 4) for a in figures.allocation],
@@ -353,6 +362,28 @@ def small_pods_table(rows: Sequence[dict[str, Any]]) -> str:
             cells.append(f"{p50:.0f} / {p95:.0f}")
             cells.append(f"{_mean([w['stillWaiting'] for w in waits]):.1f} of {_mean([w['pods'] for w in waits]):.0f}")
         lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    return head + "\n".join(lines) + "\n"
+
+
+def cpu_only_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The CPU-only pods' waits (``--with-cpu-only``): mean over the seeds of p50 / p95, and of those never started;
+    "" when no row has any."""
+    cpu = SIZES[3]
+    with_cpu = [r for r in rows if r["queueSeconds"].get(cpu, {}).get("pods")]
+    if not with_cpu:
+        return ""
+    head = (
+        "| strategy | CPU-only wait p50 / p95 s | CPU-only never started | CPU-only pods on GPU nodes (mean) | "
+        "GPU nodes' CPU they take (mean) |\n| --- | ---: | ---: | ---: | ---: |\n"
+    )
+    lines = []
+    for strategy, group in by_strategy(with_cpu).items():
+        waits = [r["queueSeconds"][cpu] for r in group]
+        p50, p95 = _mean([w["p50"] for w in waits]), _mean([w["p95"] for w in waits])
+        never = f"{_mean([w['stillWaiting'] for w in waits]):.1f} of {_mean([w['pods'] for w in waits]):.0f}"
+        on_gpu = _mean([r.get("cpuPodsOnGpuNodesMean", math.nan) for r in group])
+        share = _mean([r.get("gpuNodeCpuToCpuPodsMean", math.nan) for r in group])
+        lines.append(f"| {strategy} | {p50:.0f} / {p95:.0f} | {never} | {on_gpu:.1f} | {share:.1%} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -464,6 +495,11 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         metavar="NAME",
         help="the pod list openb_pod_list_NAME.csv: default, gpuspec33 (GPU-model constraints, production-like), ...",
     )
+    parser.add_argument(
+        "--with-cpu-only",
+        action="store_true",
+        help="the trace's CPU-only pods (13%% of its pods) and CPU-only nodes (310 per 1,213 GPU nodes, drawn apart) too",
+    )
     parser.add_argument("--time-limit", type=float, default=None, help="the planner's (default: the shipped 30 s)")
     parser.add_argument(
         "--planning-clock",
@@ -520,6 +556,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         pending_gap=args.pending_gap,
         trace_dir=args.trace_dir,
         fgd=args.fgd,
+        cpu_only=args.with_cpu_only,
     )
     return options, seeds, args.strategy or list(STRATEGIES), args.out
 
@@ -557,6 +594,7 @@ def report(rows: Sequence[dict[str, Any]], out: Path, *, fgd: bool = False) -> N
         + table(rows)
         + "\n"
         + small_pods_table(rows)
+        + ("\n" + cpu_only_table(rows) if cpu_only_table(rows) else "")
         + (fgd_table(rows) if fgd else "")
     )
     (out / "table.md").write_text(text)

@@ -99,6 +99,7 @@ from generate_cluster import (  # noqa: E402  (benchmarks/ is not a package)
 
 DEFAULT_TRACE_DIR = HERE.parent.parent / "shared" / "data" / "alibaba-gpu-v2023" / "csv"
 NODE_FILE = "openb_node_list_gpu_node.csv"
+ALL_NODE_FILE = "openb_node_list_all_node.csv"  # the GPU nodes renamed, and the 310 CPU-only nodes
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 MAX_PODS = 110
 PENDING_GPUS = 8
@@ -140,6 +141,17 @@ def read_nodes(trace_dir: Path) -> list[TraceNode]:
     with (trace_dir / NODE_FILE).open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if int(r["gpu"]) > 0]
     return [TraceNode(r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"]), r["model"]) for r in rows]
+
+
+def read_cpu_nodes(trace_dir: Path) -> list[TraceNode]:
+    """The trace's 310 CPU-only nodes (model "", no GPU), from its list of every node, whose numbering restarts: named
+    ``openb-cpu-node-NNNN`` apart from the GPU nodes' ``openb-node-NNNN``."""
+    with (trace_dir / ALL_NODE_FILE).open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if int(r["gpu"]) == 0]
+    return [
+        TraceNode(r["sn"].replace("openb-", "openb-cpu-", 1), int(r["cpu_milli"]), int(r["memory_mib"]), 0, "")
+        for r in rows
+    ]
 
 
 def read_pods(trace_dir: Path, variant: str, rng: random.Random | None = None) -> list[TracePod]:
@@ -601,6 +613,9 @@ def make_slice(trace_dir: Path, out: Path, *, nodes: int, pods: int, seed: int) 
     out.mkdir(parents=True, exist_ok=True)
     picked = {n.name for n in stratified_sample(read_nodes(trace_dir), nodes, random.Random(f"{seed}:slice"))}
     contents = [_copy_rows(trace_dir / NODE_FILE, out / NODE_FILE, lambda row: row["sn"] in picked, len(picked))]
+    # the CPU-only nodes in the trace's proportion (310 to 1,213), the first of them (``--with-cpu-only``)
+    cpu_nodes = max(1, round(nodes * 310 / 1213))
+    contents += [_copy_rows(trace_dir / ALL_NODE_FILE, out / ALL_NODE_FILE, lambda row: row["gpu"] == "0", cpu_nodes)]
     contents += [_copy_rows(trace_dir / pod_file(v), out / pod_file(v), lambda row: True, pods) for v in SLICE_VARIANTS]
     (out / "README.md").write_text(
         SLICE_README.format(contents="\n".join(contents), nodes=nodes, pods=pods, seed=seed), encoding="utf-8"

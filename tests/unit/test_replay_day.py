@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -327,3 +328,22 @@ def test_a_tick_while_a_run_still_goes_on_is_skipped_with_or_without_the_control
         Compactor(trigger=PendingTrigger(60, 300))
     with pytest.raises(ValueError, match="planning clock"):
         Compactor(planning_clock="sometimes")
+
+
+def test_the_trace_with_its_cpu_only_pods_runs_them_beside_the_same_gpu_nodes_and_loses_none() -> None:
+    """--with-cpu-only (issue [24]): the trace's CPU-only pods in the stream and its CPU-only nodes in its proportion
+    (310 to 1,213: 10 beside the slice's 40 GPU nodes), the GPU nodes the same sample as without them. Under the default
+    profile CPU-only pods land on GPU nodes too (nothing keeps them off); the controller's snapshot reads CPU-only nodes
+    as nodes without GPUs, and nothing is lost, overcommitted or past a PDB."""
+    with_cpu = replace(OPTIONS, cpu_only=True)
+    day, _, about = replay_day.day_for(replay_day.DEFAULT, with_cpu)
+    gpu_only, _, _ = replay_day.day_for(replay_day.DEFAULT, OPTIONS)
+    assert [n.name for n in day.nodes if n.gpus] == [n.name for n in gpu_only.nodes]
+    assert about["cpuOnlyNodes"] == 10 and all(n.name.startswith("openb-cpu-node-") for n in day.nodes if not n.gpus)
+    for strategy in (replay_day.DEFAULT, replay_day.DEFAULT_CONTROLLER):
+        figures, wall, about = replay_day.play(strategy, with_cpu)
+        row = replay_day.summary(strategy, figures, wall, about, with_cpu)
+        assert row["lost"] == 0 and row["overcommittedNodes"] == 0 and row["pdbViolations"] == 0, row
+        assert row["queueSeconds"]["CPU-only"]["pods"] > 0
+        assert row["cpuPodsOnGpuNodesMean"] > 0 and 0 < row["gpuNodeCpuToCpuPodsMean"] < 1
+    assert "CPU-only wait p50 / p95 s" in replay_day.cpu_only_table([row])
