@@ -45,6 +45,11 @@ feasible node is taken unscored; ``selectHost`` picks uniformly among the nodes 
 Upstream examines nodes with 16 goroutines, so past the cut-off it may examine a few more than the emulation does; its
 node order is the scheduler cache's (zones interleaved; one zone here: the order nodes were added), here node-name order.
 
+Extended resources past the three (``extended``: MIG instances such as ``nvidia.com/mig-1g.5gb``, a time-sliced
+``nvidia.com/gpu.shared``): NodeResourcesFit filters on them as on any resource; neither profile scores them (the
+default profile scores cpu and memory, the bin-packing profile cpu, memory and ``nvidia.com/gpu``: a resource outside
+the scoring strategy's list is not scored).
+
 Integer arithmetic as in Go (``//`` on non-negative values is Go's ``/``; ``math.Round`` is half away from zero).
 Memory in MiB: every formula is unchanged when both operands are scaled by 2**20 (integer floors of a ratio, float
 fractions of exact values), so MiB give the scores bytes give.
@@ -53,7 +58,7 @@ fractions of exact values), so MiB give the scores bytes give.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,13 +158,19 @@ class KubeScheduler:
         profile: str = "default",
         seed: int = 1,
         percentage_of_nodes_to_score: int = 0,
+        extended: Sequence[str] = (),
     ) -> None:
+        """``extended``: the extended resources past cpu, memory and ``nvidia.com/gpu`` (filtered, never scored), in
+        the order requests list them; a node's amounts of them are its ``extended`` mapping (none: 0)."""
         if profile not in PROFILES:
             raise ValueError(f"profile {profile!r}: one of {PROFILES}")
         self.profile = profile
+        self.extended = tuple(extended)
         self.models = np.array([n.model for n in nodes])
-        self.allocatable = np.array([[n.cpu_milli, n.memory_mib, n.gpus] for n in nodes], dtype=np.int64)
-        self.used = np.zeros((len(nodes), RESOURCES), dtype=np.int64)
+        self.allocatable = np.array(
+            [[n.cpu_milli, n.memory_mib, n.gpus, *_amounts(n, self.extended)] for n in nodes], dtype=np.int64
+        ).reshape(len(nodes), RESOURCES + len(self.extended))
+        self.used = np.zeros_like(self.allocatable)
         self.nonzero = np.zeros((len(nodes), 2), dtype=np.int64)
         self.pods = np.zeros(len(nodes), dtype=np.int64)
         self.fenced = np.zeros(len(nodes), dtype=bool)
@@ -206,8 +217,18 @@ class KubeScheduler:
         result: np.ndarray = order[found]
         return result
 
+    def vector(self, request: Sequence[int]) -> np.ndarray:
+        """A request (cpu milli, memory MiB, GPUs, then the extended resources in order; missing ones 0) as a row."""
+        wanted = np.zeros(self.allocatable.shape[1], dtype=np.int64)
+        wanted[: len(request)] = request
+        return wanted
+
+    def set_extended(self, index: int, amounts: Mapping[str, int]) -> None:
+        """Node ``index`` now offers ``amounts`` of the extended resources (a MIG re-cut: mig-manager's new layout)."""
+        self.allocatable[index, RESOURCES:] = [amounts.get(name, 0) for name in self.extended]
+
     def feasible(self, request: Sequence[int], models: Iterable[str] = ()) -> np.ndarray:
-        wanted = np.asarray(request, dtype=np.int64)
+        wanted = self.vector(request)
         mask: np.ndarray = (
             ((self.used + wanted) <= self.allocatable).all(axis=1) & (self.pods < MAX_PODS) & ~self.fenced
         )
@@ -227,8 +248,8 @@ class KubeScheduler:
     ) -> dict[str, np.ndarray]:
         """Each scoring plugin's weighted score for ``nodes`` (the feasible ones), by the plugin's upstream name: what
         kube-scheduler logs at -v=10 ("Plugin scored node for pod")."""
-        wanted = np.asarray(request, dtype=np.int64)
-        alloc = self.allocatable[nodes]
+        wanted = self.vector(request)
+        alloc = self.allocatable[nodes, :RESOURCES]
         nonzero = self.nonzero[nodes] + _nonzero(wanted)
         parts = self._node_affinity(wanted, nodes)
         if self.profile == "bin-packing":
@@ -266,30 +287,35 @@ class KubeScheduler:
 
     def fits(self, index: int, request: Sequence[int]) -> bool:
         """Whether ``request`` fits on node ``index`` as it is now (fences aside: a steered replacement tolerates none)."""
-        wanted = np.asarray(request, dtype=np.int64)
+        wanted = self.vector(request)
         return bool((self.used[index] + wanted <= self.allocatable[index]).all()) and bool(self.pods[index] < MAX_PODS)
 
     def bind(self, index: int, request: Sequence[int]) -> None:
         """A pod bound to node ``index`` (the scheduler's choice, or someone else's: a steered replacement)."""
-        wanted = np.asarray(request, dtype=np.int64)
+        wanted = self.vector(request)
         self.used[index] += wanted
         self.nonzero[index] += _nonzero(wanted)
         self.pods[index] += 1
 
     def release(self, index: int, request: Sequence[int]) -> None:
         """A pod gone from node ``index``."""
-        wanted = np.asarray(request, dtype=np.int64)
+        wanted = self.vector(request)
         self.used[index] -= wanted
         self.nonzero[index] -= _nonzero(wanted)
         self.pods[index] -= 1
 
     def free(self, index: int) -> tuple[int, int, int]:
-        cpu, memory, gpus = (int(v) for v in self.allocatable[index] - self.used[index])
+        cpu, memory, gpus = (int(v) for v in self.allocatable[index, :RESOURCES] - self.used[index, :RESOURCES])
         return cpu, memory, gpus
 
     def fits_anywhere(self, request: Sequence[int]) -> bool:
-        wanted = np.asarray(request, dtype=np.int64)
+        wanted = self.vector(request)
         return bool((((self.used + wanted) <= self.allocatable).all(axis=1) & (self.pods < MAX_PODS)).any())
+
+
+def _amounts(node: Any, extended: Sequence[str]) -> list[int]:
+    offered = getattr(node, "extended", None) or {}
+    return [int(offered.get(name, 0)) for name in extended]
 
 
 def _nonzero(wanted: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -393,3 +394,26 @@ def test_the_upstream_emulation_fits_as_the_filters_say_and_keeps_its_books() ->
     assert scheduler.used[node].tolist() == [4_000, 0, 1]
     scheduler.release(node, (4_000, 0, 1))
     assert scheduler.used.sum() == 4_000 + 16_384 + 8 and scheduler.nonzero[node].tolist() == [0, 0]
+
+
+def _mig_node(name: str, slices: int = 0) -> SimpleNamespace:
+    """A node of 96 cores and 384 GiB whose device plugin offers ``slices`` MIG 1g.5gb instances and no whole GPU."""
+    extended = {"nvidia.com/mig-1g.5gb": slices} if slices else {}
+    return SimpleNamespace(name=name, cpu_milli=96_000, memory_mib=393_216, gpus=0, model="A100", extended=extended)
+
+
+def test_extended_resources_filter_as_any_resource_and_neither_profile_scores_them() -> None:
+    """MIG instances are extended resources: a pod asking one fits only where the node offers it, and the scores are
+    the same whatever instances a node already holds (neither profile lists them); a re-cut changes what it offers."""
+    nodes = [_mig_node("a", 56), _mig_node("b", 56), _mig_node("c")]
+    slice_pod = (4_000, 16_384, 0, 1)
+    for profile in ks.PROFILES:
+        scheduler = ks.KubeScheduler(nodes, profile=profile, extended=("nvidia.com/mig-1g.5gb",))
+        assert scheduler.feasible(slice_pod).tolist() == [True, True, False]
+        scheduler.bind(0, (0, 0, 0, 55))
+        parts = scheduler.components(slice_pod, np.array([0, 1]))
+        assert parts and all(v[0] == v[1] for v in parts.values()), (profile, parts)
+        assert scheduler.fits(0, slice_pod) and not scheduler.fits(0, (0, 0, 0, 2))
+        scheduler.set_extended(1, {})  # b re-cut away from 1g instances
+        assert scheduler.feasible(slice_pod).tolist() == [True, False, False]
+        assert scheduler.fits(2, (4_000, 16_384))  # a request without the extended columns asks none of them
