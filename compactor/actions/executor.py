@@ -24,7 +24,6 @@ from compactor.actions.report import RunReport
 from compactor.actions.run import Abort, AbortReason, Progress, Run, RunServices, StopHere
 from compactor.actions.scope import within_cap
 from compactor.actions.state import Phase, Resume, RunState
-from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.await_replacement import await_replacement
 from compactor.actions.steps.cordon import fence_all
@@ -40,6 +39,7 @@ from compactor.model.load import DRA_DRIVERS
 from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, RunSettings
+from compactor.statuses import RunStatus
 
 __all__ = ["Abort", "Executor", "Progress"]
 log = logging.getLogger("compactor.executor")

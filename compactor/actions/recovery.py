@@ -26,7 +26,6 @@ from compactor.actions.objects import PodView, api_time
 from compactor.actions.patching import patch_fresh
 from compactor.actions.report import RunReport
 from compactor.actions.state import Resume, RunState, StateUnreadable
-from compactor.actions.status import FINISHED
 from compactor.actions.steering.pin import STEERED_TO, steered_to
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.trust import untrusted
@@ -35,6 +34,7 @@ from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, RunSettings
+from compactor.statuses import FINISHED
 
 log = logging.getLogger("compactor.recovery")
 

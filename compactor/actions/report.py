@@ -11,7 +11,7 @@ from typing import Any
 
 from compactor.actions.outcome import Outcome
 from compactor.actions.run import AbortReason
-from compactor.actions.status import RunStatus
+from compactor.statuses import RunStatus
 
 
 @dataclass

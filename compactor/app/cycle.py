@@ -22,7 +22,6 @@ from compactor.actions.executor import Progress
 from compactor.actions.recovery import RecoveryReport
 from compactor.actions.report import RunReport
 from compactor.actions.state_guard import check_state_guard
-from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.carry_out import Carried, execute, recover_run
 from compactor.app.figures import Measured, measure
@@ -37,6 +36,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
+from compactor.statuses import RunStatus
 
 log = logging.getLogger("compactor.cycle")
 # A plan that went stale before its first eviction (a pod bound on a node it frees or drains while it was made: a busy

@@ -35,11 +35,6 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport
 from compactor.actions.report import RunReport
 from compactor.actions.run import AbortReason
-
-# How a run ended, for the entry points (which import the application layer only)
-from compactor.actions.status import FINISHED as FINISHED
-from compactor.actions.status import CommandStatus as CommandStatus
-from compactor.actions.status import RunStatus as RunStatus
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.errors import EXIT_STOPPED, ClusterError
 from compactor.metrics.figures_json import headline_dict, headline_of_dict
@@ -48,6 +43,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.render.summary import summary_line
 from compactor.settings import Settings
+from compactor.statuses import CommandStatus, RunStatus
 
 log = logging.getLogger("compactor.last_run")  # the name it had as compactor/last_run.py
 

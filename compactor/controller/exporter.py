@@ -24,8 +24,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest, p
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from compactor.app.last_run import LAST_RUN_STATUSES, ROLLBACK_REASONS, SUCCESSFUL_STATUSES, RunStatus
+from compactor.app.last_run import LAST_RUN_STATUSES, ROLLBACK_REASONS, SUCCESSFUL_STATUSES
 from compactor.metrics.figure_types import AggregateFigures, Figures
+from compactor.statuses import RunStatus
 
 PREFIX = "gpu_compactor_"
 RUN_STATUSES = tuple(RunStatus)  # dry-run: walked a plan, changed nothing

@@ -11,11 +11,11 @@ from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient, 
 from compactor.actions.outcome import Outcome
 from compactor.actions.report import RunReport
 from compactor.actions.scope import within_cap
-from compactor.actions.status import FINISHED, CommandStatus, RunStatus
 from compactor.model.numbers import fmt_change
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
+from compactor.statuses import FINISHED, CommandStatus, RunStatus
 
 
 def run_output(report: RunReport, client: ClusterClient, fmt: str, verbose: bool = False) -> tuple[str, int]:

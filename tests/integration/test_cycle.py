@@ -18,7 +18,6 @@ from compactor.actions.clock import Clock, StoppableClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.recovery import RecoveryReport
 from compactor.actions.report import RunReport
-from compactor.actions.status import RunStatus
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried
 from compactor.app.cycle import Held, Ports, cycle
@@ -29,6 +28,7 @@ from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
+from compactor.statuses import RunStatus
 from tests.builders import pod
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import SETTINGS_ALL, loader

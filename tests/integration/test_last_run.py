@@ -28,12 +28,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from compactor.actions.report import RunReport
 from compactor.actions.run import AbortReason
-from compactor.actions.status import RunStatus
 from compactor.app.last_run import LAST_RUN_CONFIGMAP, LAST_RUN_STATUSES, SUMMARY_KEY, RunRecord, push
 from compactor.cli import main
 from compactor.controller.exporter import Exporter
 from compactor.kube.lease import LeaderElector
 from compactor.settings import RunSettings
+from compactor.statuses import RunStatus
 from tests.builders import A100_40, pod
 from tests.fakeapi import FakeApiServer, RecordedRequest, Reply, status_body
 from tests.rbac import denied
