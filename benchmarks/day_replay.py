@@ -19,10 +19,12 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import trace_replay
 from kube_scheduler import KubeScheduler
 from trace_replay import TraceNode, TracePod
@@ -31,7 +33,7 @@ SAMPLE_SECONDS = 60.0
 FLUSH_SECONDS = (
     300.0  # kube-scheduler retries every unschedulable pod at least this often (podMaxInUnschedulablePodsDuration)
 )
-SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs", "CPU-only")
+SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs", "CPU-only", "MIG 1g", "MIG 2g", "MIG 3g")  # the MIG ones: --world article
 
 
 def size_class(gpus: int) -> str:
@@ -48,6 +50,9 @@ class Arrival:
     pod: TracePod
     life: float  # seconds it runs once bound; for a pod of the common start, what is left of its life
     initial: bool = False  # of the common start (drawn as held when the day starts), not an arrival of the day
+    extended: tuple[int, ...] = ()  # what it asks of the day's extended resources (``Day.extended``), in their order
+    size: str = ""  # its class in the tables when not by GPU count (a MIG profile)
+    group: int = -1  # its ReplicaSet when a Deployment made it (``--world article``); -1: grouped by shape (``_join``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,15 +163,24 @@ class Pod:
     ready_at: float = 0.0  # when it (or its latest replacement) serves: bound + start-up
     moves: int = 0
     replacement: bool = False  # an evicted pod's replacement, waiting (its wait is a disruption, not a queue time)
+    gpu_eq: float = 0.0  # GPU-equivalents it holds: whole GPUs, plus a MIG instance's compute share (``Day.create``)
 
     @property
     def gpus(self) -> int:
         return self.arrival.pod.shape.num_gpu
 
     @property
-    def request(self) -> tuple[int, int, int]:
+    def uses_gpu(self) -> bool:
+        return bool(self.gpus or any(self.arrival.extended))
+
+    @property
+    def size(self) -> str:
+        return self.arrival.size or size_class(self.gpus)
+
+    @property
+    def request(self) -> tuple[int, ...]:
         shape = self.arrival.pod.shape
-        return shape.cpu_milli, shape.memory_mib, shape.num_gpu
+        return shape.cpu_milli, shape.memory_mib, shape.num_gpu, *self.arrival.extended
 
     @property
     def name(self) -> str:
@@ -188,6 +202,7 @@ class Figures:
     waits: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIZES})
     still_waiting: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))  # at the end (censored)
     blocked_gpu_seconds: float = 0.0
+    blocked_by_size: dict[str, float] = field(default_factory=dict)  # the same, per size class (GPU-eq. seconds)
     # of which no arrangement could serve, sampled each minute: see ``beyond_capacity``
     beyond_capacity_gpu_seconds: float = 0.0
     allocated_gpu_seconds: float = 0.0  # GPUs held by bound pods, integrated over the day
@@ -212,7 +227,10 @@ class Figures:
     # GPU allocation each time the GPUs asked by the day's arrivals reach another percent of the cluster's GPUs
     # (FGD's x axis, "arrived workload"): percent -> allocation
     by_arrived: dict[int, float] = field(default_factory=dict)
-    arrived_gpus: int = 0
+    arrived_gpus: float = 0.0
+    mig_idle: list[float] = field(default_factory=list)  # MIG instances offered and not held, sampled (article)
+    recuts: int = 0  # MIG re-cuts carried out
+    recut_offline_gpu_seconds: float = 0.0  # GPUs x the time a re-cut kept them from serving
 
 
 class Day:
@@ -226,10 +244,18 @@ class Day:
         profile: str = "default",
         startup: float,
         seed: int = 1,
+        extended: Mapping[str, float] | None = None,
+        mig_config: str = "",
     ) -> None:
+        """``extended``: the extended resources the nodes offer past whole GPUs (MIG instances), each with the
+        GPU-equivalents one is worth; ``mig_config``: the GPU Operator's mig-parted config.yaml (re-cuts read it)."""
         self.nodes = list(nodes)
-        self.scheduler = KubeScheduler(nodes, profile=profile, seed=seed)
-        self.gpus = sum(n.gpus for n in nodes)
+        self.extended = dict(extended or {})
+        self.mig_config = mig_config
+        self.scheduler = KubeScheduler(nodes, profile=profile, seed=seed, extended=tuple(self.extended))
+        self.weights = np.array(list(self.extended.values()), dtype=float)
+        self.gpus = sum(physical_gpus(n) for n in nodes)
+        self.layouts = [getattr(n, "layout", "") for n in nodes]  # each node's nvidia.com/mig.config, as re-cut
         self.load = load
         self.startup = startup
         self.now = 0.0
@@ -299,7 +325,11 @@ class Day:
         span = max(0.0, until - self.now)
         if not span:
             return
-        waiting = sum(p.gpus for p in self.queue.values())
+        waiting = 0.0
+        by_size = self.figures.blocked_by_size
+        for pod in self.queue.values():
+            waiting += pod.gpu_eq
+            by_size[pod.size] = by_size.get(pod.size, 0.0) + pod.gpu_eq * span
         self.figures.blocked_gpu_seconds += waiting * span
         self.figures.allocated_gpu_seconds += self.bound_gpus() * span
 
@@ -312,7 +342,7 @@ class Day:
         dropped."""
         self._prefilling = True
         for arrival in self.load.initial:
-            pod = Pod(next(self._ids), arrival, 0.0, math.inf)
+            pod = self._pod(arrival, 0.0)
             self._join(pod)
             if self._schedule(pod):
                 self.figures.held_at_start += 1
@@ -322,14 +352,23 @@ class Day:
             self.start.append((arrival.pod.name, pod.node))
         self._prefilling = False
 
+    def _pod(self, arrival: Arrival, arrived: float) -> Pod:
+        pod = Pod(next(self._ids), arrival, arrived, math.inf)  # its life starts when it is bound: see _bound
+        pod.gpu_eq = pod.gpus + float(np.dot(self.weights, arrival.extended)) if arrival.extended else float(pod.gpus)
+        return pod
+
+    def create(self, arrival: Arrival) -> None:
+        """A pod a Deployment's ReplicaSet creates (``--world article``): an arrival of the day."""
+        self._arrive(arrival)
+
     def _arrive(self, arrival: Arrival) -> None:
-        pod = Pod(next(self._ids), arrival, self.now, math.inf)  # its life starts when it is bound: see _bound
+        pod = self._pod(arrival, self.now)
         self._join(pod)
         self.figures.arrived += 1
-        self.figures.arrived_gpus += pod.gpus
+        self.figures.arrived_gpus += pod.gpu_eq
         if not self._schedule(pod):
             self.queue[pod.id] = pod
-        point = 100 * self.figures.arrived_gpus // self.gpus
+        point = int(100 * self.figures.arrived_gpus // self.gpus)
         for percent in range(len(self.figures.by_arrived), point + 1):
             self.figures.by_arrived[percent] = self.bound_gpus() / self.gpus
 
@@ -337,8 +376,8 @@ class Day:
         """A new pod joins the ReplicaSet of its shape that is still growing (a Deployment scaling up), else starts one
         that will grow to 1..max_replicas pods: so a ReplicaSet's replicas are alive together, as a Deployment's are."""
         key = pod.arrival.pod.key
-        group = self._growing.get(key, -1)
-        if group < 0 or len(self.groups.get(group, ())) >= self._sizes[group]:
+        group = pod.arrival.group if pod.arrival.group >= 0 else self._growing.get(key, -1)
+        if pod.arrival.group < 0 and (group < 0 or len(self.groups.get(group, ())) >= self._sizes[group]):
             group = next(self._group_ids)
             self._sizes[group] = self._group_rng.randint(1, self.load.max_replicas)
             self._growing[key] = group
@@ -359,6 +398,19 @@ class Day:
         else:
             self.queue.pop(pod.id, None)
 
+    def scale_down(self, group: int, count: int) -> None:
+        """``count`` pods of ReplicaSet ``group`` deleted as the ReplicaSet controller picks them
+        (``controller_utils.ActivePodsWithRanks``): not yet bound first, then not Ready, then those sharing their
+        node with more of the ReplicaSet's pods, then the newest."""
+        members = [self.pods[m] for m in self.groups.get(group, ())]
+        per_node = Counter(p.node for p in members if p.node >= 0)
+
+        def rank(pod: Pod) -> tuple[bool, bool, int, float]:
+            return (pod.node >= 0, self.now >= pod.ready_at, -per_node[pod.node], -pod.arrived)
+
+        for pod in sorted(members, key=rank)[:count]:
+            self._leave(pod.id)
+
     def _schedule(self, pod: Pod) -> bool:
         """One scheduling attempt; the pod's ReplicaSet siblings on nodes are what the default spreading counts."""
         siblings = [self.pods[m].node for m in self.groups.get(pod.group, ()) if m != pod.id and self.pods[m].node >= 0]
@@ -377,7 +429,7 @@ class Day:
             if self._prefilling:
                 pod.ready_at = 0.0  # of the common start, placed at time 0: running already
             else:
-                self.figures.waits[size_class(pod.gpus)].append(self.now - pod.arrived)
+                self.figures.waits[pod.size].append(self.now - pod.arrived)
             pod.leaves = self.now + pod.arrival.life  # a pod waiting for a node waits; its work starts once bound
             if pod.leaves < math.inf:
                 self.at(pod.leaves, "leave", pod.id)
@@ -429,7 +481,7 @@ class Day:
         pod.replacement = True
         pod.arrived = self.now  # the replacement's own wait starts now
         self.figures.evictions += 1
-        self.figures.restart_gpu_seconds += pod.gpus * self.startup
+        self.figures.restart_gpu_seconds += pod.gpu_eq * self.startup
         self.queue[pod.id] = pod
         return pod
 
@@ -444,6 +496,23 @@ class Day:
         self._bound(pod, node)
         return True
 
+    def recut(self, node: int, layout: str, offer: Mapping[str, int], seconds: float) -> None:
+        """Node ``node`` re-cut to ``layout`` by mig-manager: it stays fenced ``seconds`` (GPU clients stopped, the GPUs
+        reset, the device plugin restarted), then offers ``offer`` (resource -> instances; ``nvidia.com/gpu``: whole
+        GPUs) and takes pods again."""
+        self.scheduler.fenced[node] = True
+        self.figures.recuts += 1
+        self.figures.recut_offline_gpu_seconds += physical_gpus(self.nodes[node]) * seconds
+
+        def done(day: Day) -> None:
+            day.scheduler.allocatable[node, 2] = offer.get("nvidia.com/gpu", 0)
+            day.scheduler.set_extended(node, offer)
+            day.layouts[node] = layout
+            day.scheduler.fenced[node] = False
+            day.schedule_queue(node)
+
+        self.at(self.now + seconds, "call", done)
+
     def fence(self, nodes: Sequence[int], fenced: bool) -> None:
         for node in nodes:
             self.scheduler.fenced[node] = fenced
@@ -451,27 +520,30 @@ class Day:
     # ----- figures
 
     def _sample(self) -> None:
-        used = self.scheduler.used[:, 2]
+        held = self.scheduler.used[:, 2:].any(axis=1)  # any GPU or MIG instance held
         self.figures.times.append(self.now)
-        self.figures.allocation.append(float(used.sum()) / self.gpus)
-        self.figures.whole_free.append(int(sum(n.gpus for i, n in enumerate(self.nodes) if used[i] == 0)))
-        self.figures.pending_gpus.append(sum(p.gpus for p in self.queue.values()))
+        self.figures.allocation.append(self.bound_gpus() / self.gpus)
+        self.figures.whole_free.append(int(sum(physical_gpus(n) for i, n in enumerate(self.nodes) if not held[i])))
+        self.figures.pending_gpus.append(round(sum(p.gpu_eq for p in self.queue.values())))
+        if self.extended:
+            offered = self.scheduler.allocatable[:, 3:].sum()
+            self.figures.mig_idle.append(1 - self.scheduler.used[:, 3:].sum() / offered if offered else 0.0)
         self._sample_cpu_pods()
         if self.queue:
             self.figures.beyond_capacity_gpu_seconds += beyond_capacity(self) * SAMPLE_SECONDS
 
     def _sample_cpu_pods(self) -> None:
         """Where CPU-only pods run: on a GPU node they take CPU an 8-GPU pod may need (the article's fourth cause)."""
-        on_gpu = [p for p in self.pods.values() if not p.gpus and p.node >= 0 and self.nodes[p.node].gpus]
+        on_gpu = [p for p in self.pods.values() if not p.uses_gpu and p.node >= 0 and physical_gpus(self.nodes[p.node])]
         self.figures.cpu_pods_on_gpu_nodes.append(len(on_gpu))
-        gpu_cpu = sum(n.cpu_milli for n in self.nodes if n.gpus)
+        gpu_cpu = sum(n.cpu_milli for n in self.nodes if physical_gpus(n))
         self.figures.gpu_node_cpu_to_cpu_pods.append(sum(p.request[0] for p in on_gpu) / gpu_cpu if gpu_cpu else 0.0)
 
     def _close(self) -> None:
         for pod in self.queue.values():
             if pod.first_bound < 0:
-                self.figures.still_waiting[size_class(pod.gpus)] += 1
-                self.figures.waits[size_class(pod.gpus)].append(self.now - pod.arrived)
+                self.figures.still_waiting[pod.size] += 1
+                self.figures.waits[pod.size].append(self.now - pod.arrived)
         bound = sum(len(s) for s in self.on_node)
         self.figures.alive = len(self.pods)
         self.figures.lost = len(self.pods) - bound - len(self.queue)
@@ -480,8 +552,15 @@ class Day:
         )
         self.figures.overcommitted_nodes = int(over.sum())
 
-    def bound_gpus(self) -> int:
-        return int(self.scheduler.used[:, 2].sum())
+    def bound_gpus(self) -> float:
+        """GPU-equivalents held by bound pods: whole GPUs, and each MIG instance's compute share."""
+        whole = float(self.scheduler.used[:, 2].sum())
+        return whole + float(self.scheduler.used[:, 3:].sum(axis=0) @ self.weights) if self.extended else whole
+
+
+def physical_gpus(node: Any) -> int:
+    """The GPUs of a node: its whole GPUs, or those its MIG instances are cut from."""
+    return int(getattr(node, "physical_gpus", 0) or node.gpus)
 
 
 def beyond_capacity(day: Day) -> int:
@@ -492,7 +571,7 @@ def beyond_capacity(day: Day) -> int:
     from ortools.graph.python import max_flow  # the planner's own solver library; only this figure needs it here
 
     asked: dict[tuple[tuple[str, ...], int], int] = {}
-    for pod in day.pods.values():
+    for pod in day.pods.values():  # whole-GPU pods only: leaving MIG pods out keeps it a lower bound
         key = (pod.arrival.pod.models, pod.gpus)
         asked[key] = asked.get(key, 0) + pod.gpus
     room: dict[tuple[str, int], int] = {}

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from day_replay import Day, Pod
+from day_replay import Day, Pod, physical_gpus
 
 from compactor.actions.scope import kept_fenced
 from compactor.actions.steps.evict import batches
@@ -50,6 +50,9 @@ from compactor.settings import Settings, load_settings
 NAMESPACE = "replay"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # the day's first second, for creation and condition times
 SHIPPED_CONFIG = Path(__file__).resolve().parents[1] / "manifests" / "base" / "config.yaml"  # what is deployed
+# mig-manager's re-cut of a drained node: GPU clients stopped, the instances destroyed and made again, the device plugin
+# and GFD restarted (1-3 minutes on an A100 node, no reboot); the node takes no pod meanwhile
+RECUT_SECONDS = 180.0
 EVICTION_SECONDS = 5.0  # the Eviction API call and the old pod's exit, before the replacement's start-up
 # What a cycle's planning costs on the simulated clock before its evictions start:
 # "limit": the planner's time limit (``solver.time_limit_seconds``), deterministic: the same day whatever the machine
@@ -72,20 +75,27 @@ class HighNodeUtilization:
         self.threshold = threshold
 
     def __call__(self, day: Day) -> None:
-        used = day.scheduler.used[:, 2]
+        used = _held_gpu_equivalents(day)
         taken: Counter[int] = Counter()
         for index, node in enumerate(day.nodes):
-            if not node.gpus or used[index] == 0 or used[index] / node.gpus >= self.threshold:
+            gpus = physical_gpus(node)
+            if not gpus or used[index] == 0 or used[index] / gpus >= self.threshold:
                 continue
             for pod_id in sorted(day.on_node[index]):
                 pod = day.pods[pod_id]
-                if not pod.gpus or taken[pod.group] or not day.disruption_allowed(pod):
+                if not pod.uses_gpu or taken[pod.group] or not day.disruption_allowed(pod):
                     continue  # the Eviction API would answer 429: the PDB allows no disruption now
                 if not _fits_elsewhere(day, pod, index):
                     continue
                 taken[pod.group] += 1
                 day.evict(pod_id)
         day.schedule_queue()
+
+
+def _held_gpu_equivalents(day: Day) -> Any:
+    """Per node, the GPU-equivalents its pods hold (whole GPUs, MIG instances by their compute share)."""
+    held = day.scheduler.used[:, 2].astype(float)
+    return held + day.scheduler.used[:, 3:] @ day.weights if day.extended else held
 
 
 def _fits_elsewhere(day: Day, pod: Pod, node: int) -> bool:
@@ -178,7 +188,9 @@ class Compactor:
         if day.now >= self.next_regular:
             return True
         assert self.trigger is not None
-        blocked = [Blocked(str(p.id), day.now - p.arrived) for p in day.queue.values() if p.gpus and p.first_bound < 0]
+        blocked = [
+            Blocked(str(p.id), day.now - p.arrived) for p in day.queue.values() if p.uses_gpu and p.first_bound < 0
+        ]
         since = None if self.last_end is None else day.now - self.last_end
         return bool(self.trigger.due(blocked, since))
 
@@ -231,11 +243,11 @@ class Compactor:
 
     def _nodes(self, day: Day) -> list[dict[str, Any]]:
         tiers = day.scheduler.fill_first
-        return [_node_object(n, int(tier)) for n, tier in zip(day.nodes, tiers, strict=True)]
+        return [_node_object(n, int(tier), day, i) for i, (n, tier) in enumerate(zip(day.nodes, tiers, strict=True))]
 
     def _objects(self, day: Day) -> list[dict[str, Any]]:
         pods = [_pod_object(day, p) for p in day.pods.values()]
-        return [*self._nodes(day), *pods, *_pdbs(day)]
+        return [*self._nodes(day), *pods, *_pdbs(day), *_mig_parted(day)]
 
 
 class _Run:
@@ -322,14 +334,40 @@ class _Run:
         self.deferred = [m for m in self.deferred if m.from_node != source]
 
     def finish(self, day: Day) -> None:
+        """The pending pods placed, the fences lifted; the re-cuts (``recut_all``) on the nodes the moves emptied, the
+        run ending when mig-manager is done (``RECUT_SECONDS``), the pending pods they host then bound there."""
         unfinished = {m.from_node for m in self.plan.moves if m.pod not in self.done}
+        recut = {
+            r.node: r
+            for r in self.plan.mig_repartition
+            if r.node in self.index and r.node not in unfinished and not _gpu_pods_on(day, self.index[r.node])
+        }
         for placement in self.plan.placed_pending:
             pod = _pod_named(day, placement.pod)
             if pod is not None and placement.to_node in self.index and placement.to_node not in unfinished:
                 day.bind_to(pod, self.index[placement.to_node])
         day.fence(self.fenced, False)
+        for name, r in recut.items():
+            day.recut(self.index[name], r.to_config, r.allocatable, RECUT_SECONDS)
+        day.schedule_queue()
+        if not recut:
+            self.compactor._end_cycle(day)
+            return
+        day.at(day.now + RECUT_SECONDS, "call", lambda later: self._after_recuts(later, set(recut)))
+
+    def _after_recuts(self, day: Day, nodes: set[str]) -> None:
+        """The re-cut nodes back (``Day.recut`` gave them their new layout just before): the pending pods the plan
+        placed there bound to them, as the executor steers them (``place_all_pending``)."""
+        for placement in self.plan.placed_pending:
+            pod = _pod_named(day, placement.pod)
+            if pod is not None and placement.to_node in nodes:
+                day.bind_to(pod, self.index[placement.to_node])
         day.schedule_queue()
         self.compactor._end_cycle(day)
+
+
+def _gpu_pods_on(day: Day, node: int) -> bool:
+    return any(day.pods[p].uses_gpu for p in day.on_node[node])
 
 
 def _stale(day: Day, plan: CompactionPlan, index: dict[str, int]) -> str:
@@ -338,13 +376,18 @@ def _stale(day: Day, plan: CompactionPlan, index: dict[str, int]) -> str:
     a node it drains no longer waits or will not fit there."""
     for name in plan.freed_nodes:
         planned = {m.pod for m in plan.moves if m.from_node == name}
-        strangers = [p for p in day.on_node[index[name]] if day.pods[p].gpus and _key(day.pods[p]) not in planned]
+        strangers = [p for p in day.on_node[index[name]] if day.pods[p].uses_gpu and _key(day.pods[p]) not in planned]
         if strangers:
             return f"node {name} now runs GPU pod(s) the plan does not move"
+    recut = {r.node: r.allocatable for r in plan.mig_repartition}
     for name in kept_fenced(plan):
         node = index[name]
         leaving = {m.pod for m in plan.moves if m.from_node == name}
-        free = [a - u for a, u in zip(day.scheduler.allocatable[node], day.scheduler.used[node], strict=True)]
+        offer = day.scheduler.allocatable[node].copy()
+        if name in recut:  # its pending pods take the layout the plan cuts it to
+            offer[2] = recut[name].get("nvidia.com/gpu", 0)
+            offer[3:] = [recut[name].get(resource, 0) for resource in day.extended]
+        free = [a - u for a, u in zip(offer, day.scheduler.used[node], strict=True)]
         for p in day.on_node[node]:
             if _key(day.pods[p]) in leaving:
                 free = [f + r for f, r in zip(free, day.pods[p].request, strict=True)]
@@ -376,10 +419,11 @@ def _retarget(day: Day, run: _Run, move: Move) -> str | None:
     nodes = run.compactor.parsed_nodes(day)
     use: dict[str, NodeUse] = {}
     for node, name in enumerate(n.name for n in day.nodes):
-        cpu, memory, gpus = (int(v) for v in day.scheduler.used[node])
+        cpu, memory, gpus, *extended = (int(v) for v in day.scheduler.used[node])
         pods = int(day.scheduler.pods[node])
-        requests = Resources({"cpu": cpu, "memory": memory * 2**20, "nvidia.com/gpu": gpus, "pods": pods})
-        use[name] = NodeUse(requests, gpus > 0, False)
+        held = {"cpu": cpu, "memory": memory * 2**20, "nvidia.com/gpu": gpus, "pods": pods}
+        requests = Resources(held | dict(zip(day.extended, extended, strict=True)))
+        use[name] = NodeUse(requests, gpus > 0 or any(extended), False)
     out_of_reach = {
         *run.plan.freed_nodes,
         *kept_fenced(run.plan),
@@ -397,18 +441,32 @@ def _pod_named(day: Day, key: str) -> Pod | None:
     return day.pods.get(int(name[1:]))
 
 
-def _node_object(node: Any, tier: int = 0) -> dict[str, Any]:
-    """A GPU node as the device plugin and GFD label it, or a CPU-only node (no GPU resource, no GPU label)."""
+def _node_object(node: Any, tier: int = 0, day: Day | None = None, index: int = -1) -> dict[str, Any]:
+    """A GPU node as the device plugin and GFD label it (a MIG-capable one with the mixed strategy: its instances as
+    ``day``'s scheduler offers them now, its ``nvidia.com/mig.config`` as last cut), or a CPU-only node (no GPU
+    resource, no GPU label)."""
     resources = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "110"}
     labels = {"kubernetes.io/hostname": node.name}
-    if node.gpus:
-        resources["nvidia.com/gpu"] = str(node.gpus)
+    gpus = physical_gpus(node)
+    if gpus:
+        offered = day.scheduler.allocatable[index] if day is not None else [0, 0, node.gpus]
+        whole = int(offered[2])
+        if whole:
+            resources["nvidia.com/gpu"] = str(whole)
         labels |= {
             "nvidia.com/gpu.product": node.model,
-            "nvidia.com/gpu.count": str(node.gpus),
+            "nvidia.com/gpu.count": str(gpus),
             "nvidia.com/gpu.present": "true",
             **({FILL_FIRST_LABEL: str(tier)} if tier else {}),
         }
+    layout = day.layouts[index] if day is not None else ""
+    if layout and day is not None:
+        labels |= {
+            "nvidia.com/mig.capable": "true",
+            "nvidia.com/mig.strategy": "mixed",
+            "nvidia.com/mig.config": layout,
+        }
+        resources |= {name: str(int(n)) for name, n in zip(day.extended, offered[3:], strict=True) if n}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -427,6 +485,7 @@ def _pod_object(day: Day, pod: Pod) -> dict[str, Any]:
     group = f"rs-{pod.group}"
     requests = {"cpu": f"{shape.cpu_milli}m", "memory": f"{shape.memory_mib}Mi"}
     gpus = {"nvidia.com/gpu": str(shape.num_gpu)} if shape.num_gpu else {}  # a CPU-only pod asks none
+    gpus |= {name: str(n) for name, n in zip(day.extended, pod.arrival.extended, strict=False) if n}
     spec: dict[str, Any] = {
         "containers": [{"name": "main", "resources": {"requests": requests | gpus, "limits": gpus}}]
     }
@@ -461,6 +520,18 @@ def _pod_object(day: Day, pod: Pod) -> dict[str, Any]:
         "spec": spec,
         "status": status,
     }
+
+
+def _mig_parted(day: Day) -> list[dict[str, Any]]:
+    """The GPU Operator's mig-parted ConfigMap, when the day's nodes are MIG-capable (re-cuts read its layouts)."""
+    if not day.mig_config:
+        return []
+    metadata = {
+        "name": "default-mig-parted-config",
+        "namespace": "gpu-operator",
+        "labels": {"app.kubernetes.io/component": "nvidia-mig-manager"},
+    }
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"config.yaml": day.mig_config}}]
 
 
 def _models_affinity(models: tuple[str, ...]) -> dict[str, Any]:

@@ -80,7 +80,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import trace_replay  # noqa: E402  (benchmarks/ is not a package)
+import article_day  # noqa: E402  (benchmarks/ is not a package)
+import trace_replay  # noqa: E402
 from day_replay import SIZES, Day, Figures, arrivals_only, arrivals_until, percentile, read_stream, workload  # noqa: E402
 from day_strategies import PLANNING_CLOCKS, SHIPPED_CONFIG, Compactor, HighNodeUtilization  # noqa: E402
 
@@ -93,6 +94,17 @@ HNU = "bin-packing + HighNodeUtilization"
 DEFAULT_CONTROLLER, BIN_PACKING_CONTROLLER = "default + controller", "bin-packing + controller"
 DEFAULT_FILL_FIRST_CONTROLLER = "default + fill-first + controller"
 DEFAULT_RUN_ONCE = "default + run --once"
+# --world article: the controller with mig.repartition on (re-cuts), on each profile
+DEFAULT_RECUTS, BIN_PACKING_RECUTS = "default + controller + re-cuts", "bin-packing + controller + re-cuts"
+ARTICLE_STRATEGIES = (
+    DEFAULT,
+    BIN_PACKING,
+    HNU,
+    DEFAULT_CONTROLLER,
+    BIN_PACKING_CONTROLLER,
+    DEFAULT_RECUTS,
+    BIN_PACKING_RECUTS,
+)
 STRATEGIES = (  # the table's rows
     DEFAULT,
     BIN_PACKING,
@@ -101,7 +113,7 @@ STRATEGIES = (  # the table's rows
     DEFAULT_FILL_FIRST_CONTROLLER,
     BIN_PACKING_CONTROLLER,
 )
-EXTRA_STRATEGIES = (DEFAULT_RUN_ONCE,)
+EXTRA_STRATEGIES = (DEFAULT_RUN_ONCE, DEFAULT_RECUTS, BIN_PACKING_RECUTS)
 ALIASES = {  # short names for the command line, and issue 21's names
     "hnu": HNU,
     "bin-packing+hnu": HNU,
@@ -139,6 +151,7 @@ class Options:
     trace_dir: Path = trace_replay.DEFAULT_TRACE_DIR
     fgd: bool = False  # FGD's experiment instead of a day: arrivals only, until 130% of the GPUs are asked
     cpu_only: bool = False  # the trace's CPU-only pods and CPU-only nodes too (issue [24])
+    world: str = "trace"  # "article": the source article's cluster (article_day.py) instead of the trace's
 
 
 def strategy_named(name: str) -> str:
@@ -154,7 +167,7 @@ def profile_of(strategy: str) -> str:
     return BIN_PACKING if strategy.startswith(BIN_PACKING) else DEFAULT
 
 
-def settings_for(options: Options, *, fill_first: bool = False) -> Settings:
+def settings_for(options: Options, *, fill_first: bool = False, recuts: bool = False) -> Settings:
     """The shipped settings (the ConfigMap of manifests/base), with ``--time-limit``, ``--max-concurrent-evictions``
     and ``--max-run-seconds`` when given, and prevention's ``steering.fill_first`` for the fill-first row."""
     settings = load_settings(str(SHIPPED_CONFIG))
@@ -173,12 +186,16 @@ def settings_for(options: Options, *, fill_first: bool = False) -> Settings:
         update["caps"] = settings.caps.model_copy(update=caps)
     if fill_first:
         update["steering"] = settings.steering.model_copy(update={"fill_first": True})
+    if recuts:  # the GPU Operator's mig-parted ConfigMap of the day (day_strategies._mig_parted)
+        update["mig"] = settings.mig.model_copy(update={"repartition": True})
     return settings.model_copy(update=update) if update else settings
 
 
 def day_for(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]]:
     """The day a strategy plays: its cluster (the seed's node sample), the workload and its common start (the same for
     every strategy of a seed), its scheduler profile; with the seconds to play and what the workload is."""
+    if options.world == "article":
+        return _article_day(strategy, options)
     all_nodes = trace_replay.read_nodes(options.trace_dir)
     count = options.nodes or len(all_nodes)
     nodes = trace_replay.stratified_sample(all_nodes, count, random.Random(f"{options.seed}:nodes"))
@@ -207,12 +224,49 @@ def day_for(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]
     return day, seconds, about
 
 
+def _article_day(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]]:
+    """The source article's cluster (``article_day.py``): its nodes, Deployments and common start, drawn from the seed
+    alone (the same for every strategy)."""
+    seconds = options.hours * 3600
+    nodes = article_day.nodes_of(options.nodes or ARTICLE_NODES, options.seed)
+    cat = article_day.catalogue(nodes, seconds, options.seed)
+    load = article_day.workload(cat)
+    day = Day(
+        nodes,
+        load,
+        profile=profile_of(strategy),
+        startup=options.startup_seconds,
+        seed=options.seed,
+        extended=article_day.GPU_FRACTION,
+        mig_config=article_day.mig_parted_config(),
+    )
+    day.scaler = article_day.Scaler(cat)  # type: ignore[attr-defined]
+    about = {
+        "world": "article",
+        "nodes": len(nodes),
+        "nodesByKind": {k: sum(1 for n in nodes if n.name.startswith(k)) for k in ("mig", "gpu", "cpu")},
+        "gpus": day.gpus,
+        "deployments": len(cat.deployments),
+        "newModels": len(cat.arrivals),
+        "commonStartPods": len(load.initial),
+        "commonStartGpus": sum(day._pod(a, 0.0).gpu_eq for a in load.initial),
+    }
+    return day, seconds, about
+
+
+ARTICLE_NODES = 200
+
+
 def play(strategy: str, options: Options) -> tuple[Figures, float, dict[str, Any]]:
     """One strategy's day: its figures, the wall seconds it took, and what the workload was."""
     strategy = strategy_named(strategy)
     day, seconds, about = day_for(strategy, options)
     started = time.perf_counter()
-    figures = day.run(seconds, _ticks(strategy, options))
+    ticks = _ticks(strategy, options)
+    scaler = getattr(day, "scaler", None)
+    if scaler is not None:  # the article's Deployments follow the traffic, in every strategy's day alike
+        ticks = [(0.0, article_day.SCALE_SECONDS, scaler), *ticks]
+    figures = day.run(seconds, ticks)
     wall = time.perf_counter() - started
     about["profile"] = day.scheduler.profile
     about["scoredNodes"] = day.scheduler.to_find
@@ -226,9 +280,16 @@ def _ticks(strategy: str, options: Options) -> list[tuple[float, float, Callable
         return [(every, every, HighNodeUtilization())]
     if strategy == DEFAULT_RUN_ONCE:
         return [(every, every, Compactor(settings_for(options), planning_clock=options.planning_clock))]
-    if strategy in (DEFAULT_CONTROLLER, DEFAULT_FILL_FIRST_CONTROLLER, BIN_PACKING_CONTROLLER):
+    if strategy in (
+        DEFAULT_CONTROLLER,
+        DEFAULT_FILL_FIRST_CONTROLLER,
+        BIN_PACKING_CONTROLLER,
+        DEFAULT_RECUTS,
+        BIN_PACKING_RECUTS,
+    ):
         trigger = PendingTrigger(options.pending_after, options.pending_gap)
-        settings = settings_for(options, fill_first=strategy == DEFAULT_FILL_FIRST_CONTROLLER)
+        recuts = strategy in (DEFAULT_RECUTS, BIN_PACKING_RECUTS)
+        settings = settings_for(options, fill_first=strategy == DEFAULT_FILL_FIRST_CONTROLLER, recuts=recuts)
         action = Compactor(settings, trigger=trigger, every=every, planning_clock=options.planning_clock)
         return [(PENDING_CHECK_SECONDS, PENDING_CHECK_SECONDS, action)]
     return []
@@ -259,6 +320,7 @@ def summary(strategy: str, figures: Figures, wall: float, about: dict[str, Any],
         "allocatedGpuHours": allocated,
         "wholeFreeGpusMean": _mean([float(v) for v in figures.whole_free]),
         "blockedGpuHours": figures.blocked_gpu_seconds / 3600,
+        "blockedGpuHoursBySize": {k: v / 3600 for k, v in figures.blocked_by_size.items()},
         "beyondCapacityGpuHours": figures.beyond_capacity_gpu_seconds / 3600,
         "queueSeconds": waits,
         "evictions": figures.evictions,
@@ -283,12 +345,16 @@ def summary(strategy: str, figures: Figures, wall: float, about: dict[str, Any],
         "pdbViolations": figures.pdb_violations,
         "byArrivedPercent": figures.by_arrived,
         "cpuPodsOnGpuNodesMean": _mean([float(v) for v in figures.cpu_pods_on_gpu_nodes]),
+        "migIdleMean": _mean(figures.mig_idle),
+        "recuts": figures.recuts,
+        "recutOfflineGpuHours": figures.recut_offline_gpu_seconds / 3600,
         "gpuNodeCpuToCpuPodsMean": _mean(figures.gpu_node_cpu_to_cpu_pods),
         "series": {
             "minutes": [round(t / 60, 2) for t in figures.times],
             "allocation": [round(a, 4) for a in figures.allocation],
             "wholeFree": figures.whole_free,
             "pendingGpus": figures.pending_gpus,
+            "migIdle": [round(v, 4) for v in figures.mig_idle],
         },
     }
 
@@ -384,6 +450,40 @@ def cpu_only_table(rows: Sequence[dict[str, Any]]) -> str:
         on_gpu = _mean([r.get("cpuPodsOnGpuNodesMean", math.nan) for r in group])
         share = _mean([r.get("gpuNodeCpuToCpuPodsMean", math.nan) for r in group])
         lines.append(f"| {strategy} | {p50:.0f} / {p95:.0f} | {never} | {on_gpu:.1f} | {share:.1%} |")
+    return head + "\n".join(lines) + "\n"
+
+
+ARTICLE_SIZES = ("MIG 1g", "MIG 2g", "MIG 3g", "1 GPU", "8 GPUs")
+
+
+def article_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The article's day per request size: blocked GPU-hours and pods never started, the MIG idle rate, re-cuts and
+    what restarts and re-cuts cost (means over the seeds)."""
+    sizes = " | ".join(f"{s} blocked GPU-h / never started" for s in ARTICLE_SIZES)
+    head = (
+        f"| strategy | GPU allocation | MIG idle | {sizes} | CPU-only never started | evictions | re-cuts | "
+        "restarts + re-cut downtime / allocated |\n| --- |" + " ---: |" * (len(ARTICLE_SIZES) + 7) + "\n"
+    )
+    lines = []
+    for strategy, group in by_strategy(rows).items():
+        cells = [
+            f"{_mean([r['allocationMean'] for r in group]):.1%}",
+            f"{_mean([r['migIdleMean'] for r in group]):.1%}",
+        ]
+        for size in (*ARTICLE_SIZES, "CPU-only"):
+            never = _mean([r["queueSeconds"][size]["stillWaiting"] for r in group])
+            pods = _mean([r["queueSeconds"][size]["pods"] for r in group])
+            blocked = _mean([r["blockedGpuHoursBySize"].get(size, 0.0) for r in group])
+            cells.append(
+                f"{never:.1f} of {pods:.0f}" if size == "CPU-only" else f"{blocked:.1f} / {never:.1f} of {pods:.0f}"
+            )
+        cost = _mean([(r["restartGpuHours"] + r["recutOfflineGpuHours"]) / r["allocatedGpuHours"] for r in group])
+        cells += [
+            f"{_mean([r['evictions'] for r in group]):.0f}",
+            f"{_mean([r['recuts'] for r in group]):.0f}",
+            f"{cost:.3%}",
+        ]
+        lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -500,6 +600,13 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         action="store_true",
         help="the trace's CPU-only pods (13%% of its pods) and CPU-only nodes (310 per 1,213 GPU nodes, drawn apart) too",
     )
+    parser.add_argument(
+        "--world",
+        choices=("trace", "article"),
+        default="trace",
+        help="trace: the Alibaba trace's cluster; article: the source article's (MIG, whole GPUs, CPU-only, scaling "
+        "Deployments; article_day.py), --nodes default 200",
+    )
     parser.add_argument("--time-limit", type=float, default=None, help="the planner's (default: the shipped 30 s)")
     parser.add_argument(
         "--planning-clock",
@@ -537,6 +644,8 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         parser.error("--seed or --seeds, not both")
     if args.quick:
         args.nodes, args.hours, args.time_limit = "100", 1.0, args.time_limit or 2.0
+    if args.world == "article" and args.nodes == "all":
+        args.nodes = str(ARTICLE_NODES)
     nodes = None if args.nodes == "all" else int(args.nodes)
     seeds = args.seeds or [args.seed if args.seed is not None else 1]
     options = Options(
@@ -557,8 +666,10 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         trace_dir=args.trace_dir,
         fgd=args.fgd,
         cpu_only=args.with_cpu_only,
+        world=args.world,
     )
-    return options, seeds, args.strategy or list(STRATEGIES), args.out
+    rows = ARTICLE_STRATEGIES if args.world == "article" else STRATEGIES
+    return options, seeds, args.strategy or list(rows), args.out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -587,6 +698,14 @@ def main(argv: list[str] | None = None) -> None:
 def report(rows: Sequence[dict[str, Any]], out: Path, *, fgd: bool = False) -> None:
     """``table.md`` (and the plots) of ``rows``, written to ``out`` and printed."""
     out.mkdir(parents=True, exist_ok=True)
+    if any(r.get("world") == "article" for r in rows):
+        text = f"article's day, seeds {','.join(map(str, sorted({r.get('seed', 1) for r in rows})))}: mean\n\n"
+        text += table(rows) + "\n" + article_table(rows)
+        (out / "table.md").write_text(text)
+        print(text)
+        for path in plot(rows, out):
+            print(f"wrote {path}")
+        return
     variants = sorted({r.get("variant", "default") for r in rows})
     seeds = sorted({r.get("seed", 1) for r in rows})
     text = (

@@ -286,7 +286,7 @@ def test_the_controllers_emulation_cycles_on_its_interval_and_when_its_pending_t
     from compactor.app.pending import PendingTrigger
 
     def waiting(pod_id: int, arrived: float, gpus: int = 8) -> Any:
-        return SimpleNamespace(id=pod_id, arrived=arrived, first_bound=-1.0, gpus=gpus)
+        return SimpleNamespace(id=pod_id, arrived=arrived, first_bound=-1.0, gpus=gpus, uses_gpu=gpus > 0)
 
     compactor = Compactor(trigger=PendingTrigger(60, 300), every=600)
     day = SimpleNamespace(now=0.0, queue={})

@@ -201,7 +201,7 @@ def test_the_pending_triggers_gap_counts_from_the_end_of_the_last_cycle() -> Non
     (300 s) counts from 400, so not before 700."""
     compactor = Compactor(trigger=PendingTrigger(60, 300), every=3600)
     compactor.last_run, compactor.next_regular, compactor.last_end = 0.0, 3600.0, 400.0
-    waiting = SimpleNamespace(id=1, arrived=300.0, first_bound=-1.0, gpus=8)
+    waiting = SimpleNamespace(id=1, arrived=300.0, first_bound=-1.0, gpus=8, uses_gpu=True)
     for now, due in ((450.0, False), (699.0, False), (700.0, True)):
         day = SimpleNamespace(now=now, queue={1: waiting})
         assert compactor._controller_due(day) is due, now  # type: ignore[arg-type]
