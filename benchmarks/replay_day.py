@@ -7,7 +7,9 @@
 The workload (``day_replay.py``)
     * Nodes: the trace's 1,213 GPU nodes (``trace_replay.read_nodes``), or a sample stratified by GPU model
       (``--nodes N``, ``trace_replay.stratified_sample``, seeded). No MIG, no GPU sharing: a pod sharing a GPU holds a
-      whole ``nvidia.com/gpu``, as ``trace_replay`` models it; CPU-only pods are left out. ``--trace-variant``: the pod
+      whole ``nvidia.com/gpu``, as ``trace_replay`` models it; CPU-only pods and nodes are left out unless
+      ``--with-cpu-only`` (then as many CPU-only nodes per GPU node as the trace has, drawn apart from the same GPU
+      sample; ``--world article`` plays the source article's cluster instead: ``article_day.py``). ``--trace-variant``: the pod
       list (``openb_pod_list_<variant>.csv``: ``default``; ``gpuspec33``, production-like, a third of the pods
       constrained to GPU models, as a required node affinity on ``nvidia.com/gpu.product``; ...).
     * The trace's own load is about 1% of its GPUs at any moment (its pod list is meant to be inflated, as FGD does),
