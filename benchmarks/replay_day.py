@@ -531,11 +531,14 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     except ImportError:
         return []
     written = []
-    for key, label, name in (
+    plots = [
         ("allocation", "GPU allocation", "allocation.png"),
         ("wholeFree", "whole-free GPUs", "whole_free.png"),
         ("pendingGpus", "GPUs asked by waiting pods", "blocked.png"),
-    ):
+    ]
+    if all(r["series"].get("migIdle") for r in rows):  # the article's day: MIG instances offered and not held
+        plots.append(("migIdle", "MIG idle rate", "mig_idle.png"))
+    for key, label, name in plots:
         fig, ax = plt.subplots(figsize=(9, 4))
         for strategy, group in by_strategy(rows).items():
             series = [r["series"][key] for r in group]
