@@ -19,9 +19,10 @@ The world (every number stated here, seeded by ``--seed``):
   02:00; the day starts at 00:00) times its own noise (a factor drawn every hour, uniform 0.9..1.1): its replicas are
   ``max(1, round(base x traffic x noise))``, re-computed every ``SCALE_SECONDS`` (a HorizontalPodAutoscaler's sync
   period is 15 s, its scale-down stabilisation 5 min: the replicas follow the curve within minutes).
-* Churn: new models arrive, one Deployment every ``1 / ARRIVALS_PER_HOUR`` hours on average (Poisson, kind drawn by
-  the kinds' weights), and each Deployment retires after an exponential life of mean ``MEAN_LIFE_HOURS``: scaled to 0
-  and gone. A scale-down deletes pods as the ReplicaSet controller ranks them (``day_replay.Day.scale_down``).
+* Churn: each Deployment retires after an exponential life of mean ``MEAN_LIFE_HOURS`` (scaled to 0 and gone), and
+  new models arrive as often as models retire in the steady state (Poisson, ``deployments / MEAN_LIFE_HOURS`` an hour),
+  each of the kind of a Deployment drawn from the day's first ones (so the mix and the catalogue's size hold on
+  average). A scale-down deletes pods as the ReplicaSet controller ranks them (``day_replay.Day.scale_down``).
 
 What ``Day`` needs of it: the nodes (``ArticleNode``: ``extended`` are the MIG instances the device plugin advertises,
 ``physical_gpus`` the GPUs behind them), the common start (every Deployment's replicas at 00:00, the same for every
@@ -59,8 +60,7 @@ SHARES = {"mig": 0.40, "gpu": 0.45, "cpu": 0.15}  # of the nodes
 BALANCED_SHARE = 0.25  # of the MIG nodes, cut all-balanced; the rest all-1g.5gb
 PEAK_SHARE = 1.0  # what each pool's Deployments ask at the traffic peak, of what it offers in the starting layouts
 SCALE_SECONDS = 300.0
-ARRIVALS_PER_HOUR = 0.5
-MEAN_LIFE_HOURS = 36.0
+MEAN_LIFE_HOURS = 72.0  # a third of the models replaced in a day
 TRAFFIC_PEAK_HOUR = 14.0
 
 
@@ -91,7 +91,6 @@ class Kind:
     gpus: int = 0
     mig: str = ""
     replicas: tuple[int, int] = (1, 1)
-    weight: float = 1.0  # how often a new model is of this kind
 
     @property
     def pool(self) -> str:
@@ -109,12 +108,12 @@ class Kind:
 
 
 KINDS = (
-    Kind("bert-base", "MIG 1g", 2_000, 8_192, mig=MIG_1G, replicas=(6, 24), weight=3),
-    Kind("resnet-152", "MIG 2g", 4_000, 16_384, mig=MIG_2G, replicas=(4, 16), weight=2),
-    Kind("mid-model", "MIG 3g", 6_000, 32_768, mig=MIG_3G, replicas=(2, 8), weight=1),
-    Kind("gpt-2", "1 GPU", 8_000, 32_768, gpus=1, replicas=(2, 12), weight=2),
-    Kind("llm", "8 GPUs", 64_000, 524_288, gpus=8, replicas=(1, 3), weight=1),
-    Kind("cpu-service", "CPU-only", 4_000, 8_192, replicas=(3, 12), weight=2),
+    Kind("bert-base", "MIG 1g", 2_000, 8_192, mig=MIG_1G, replicas=(6, 24)),
+    Kind("resnet-152", "MIG 2g", 4_000, 16_384, mig=MIG_2G, replicas=(4, 16)),
+    Kind("mid-model", "MIG 3g", 6_000, 32_768, mig=MIG_3G, replicas=(2, 8)),
+    Kind("gpt-2", "1 GPU", 8_000, 32_768, gpus=1, replicas=(2, 12)),
+    Kind("llm", "8 GPUs", 64_000, 524_288, gpus=8, replicas=(1, 3)),
+    Kind("cpu-service", "CPU-only", 4_000, 8_192, replicas=(3, 12)),
 )
 MIG_SHARES = {MIG_1G: 0.40, MIG_2G: 0.35, MIG_3G: 0.25}  # of the MIG pool's peak demand, per profile
 GPU_SHARES = {"gpt-2": 0.6, "llm": 0.4}  # of the whole-GPU pool's peak demand
@@ -199,12 +198,12 @@ def catalogue(nodes: Sequence[ArticleNode], seconds: float, seed: int) -> Catalo
             deployments.append(deployment)
             asked += deployment.base * kind.demand()
     arrivals: list[tuple[float, Deployment]] = []
-    when = rng.expovariate(ARRIVALS_PER_HOUR) * 3600
-    weights = [k.weight for k in KINDS]
+    per_hour = len(deployments) / MEAN_LIFE_HOURS  # as many arrive as retire, in the steady state
+    when = rng.expovariate(per_hour) * 3600
     while when < seconds:
-        kind = rng.choices(KINDS, weights)[0]
+        kind = rng.choice(deployments).kind
         arrivals.append((when, Deployment(next(ids), kind, rng.randint(*kind.replicas), _retires(rng, when))))
-        when += rng.expovariate(ARRIVALS_PER_HOUR) * 3600
+        when += rng.expovariate(per_hour) * 3600
     return Catalogue(deployments, arrivals, f"{seed}:noise")
 
 
