@@ -187,8 +187,10 @@ def _recut_step(  # noqa: PLR0913
 ) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
     """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the
     re-cut is a step of its own: the first further point of the curve that frees such a node is taken instead.
-    Each re-cut counts ``recut_cost_moves`` against ``max_moves``: a step that would pass the cap is not taken.
-    Further points are tried while the time limit (``clock``) lasts."""
+    Each re-cut counts ``recut_cost_moves`` against ``max_moves``: a step that would pass the cap is not taken. When
+    none fits beside the chosen point's moves, re-cuts of nodes already whole-free, with no move at all, are taken
+    instead if they place more pending pods than the chosen point does (``_recuts_alone``). Further points are tried
+    while the time limit (``clock``) lasts."""
     recuts = _affordable(plan_recuts(problem, parted, moves, placements), len(moves), settings)
     if recuts or not waiting_mig_pods(problem, placements):
         return chosen, moves, placements, recuts
@@ -201,7 +203,27 @@ def _recut_step(  # noqa: PLR0913
         found = _affordable(plan_recuts(problem, parted, step_moves, step_placements), len(step_moves), settings)
         if found:
             return point, step_moves, step_placements, found
-    return chosen, moves, placements, recuts
+    return _recuts_alone(problem, parted, points, chosen, moves, placements, settings)
+
+
+def _recuts_alone(
+    problem: Problem,
+    parted: Layouts,
+    points: list[Point],
+    chosen: Point,
+    moves: list[ConcreteMove],
+    placements: list[ConcretePlacement],
+    settings: PlannerSettings,
+) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
+    """The chosen point, or no move and the re-cuts of nodes already whole-free when those place more pending pods (a
+    re-cut costs ``recut_cost_moves`` of ``max_moves``: at the shipped 20 of 20 a re-cut fits beside no move, so a point
+    making room for one pod would keep a whole-free node from hosting 24). The no-move point joins the curve's rows."""
+    alone = _affordable(plan_recuts(problem, parted, [], []), 0, settings)
+    if sum(len(r.placements) for r in alone) <= len(placements):
+        return chosen, moves, placements, []
+    unmoved = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment.unchanged(problem))
+    points.insert(0, unmoved)
+    return unmoved, [], [], alone
 
 
 def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> list[Recut]:

@@ -205,3 +205,28 @@ def test_a_node_whose_mig_devices_a_dra_driver_publishes_is_never_re_cut() -> No
     )
     assert snapshot.node_by_name()["b"].gpu.physical_gpus == 2  # the DRA node is seen, cut into 1g devices
     assert plan.mig_repartition == []
+
+
+def test_a_whole_free_node_is_re_cut_rather_than_the_cap_spent_on_moves_that_place_fewer_pods() -> None:
+    """A pending 8-GPU pod takes one move (w1 off w onto v) and a re-cut of b costs the whole cap (20 of 20): the
+    chosen point's move left no room for the re-cut, and the three pending 3g pods b would host waited behind a plan
+    placing one pod. Now the re-cut alone is taken, and the 8-GPU pod waits for the next run."""
+    whole = [
+        node("w", gpus=8),
+        node("v", gpus=8),
+        pod("w1", on="w", gpus=1, owner="ReplicaSet/w1"),
+        pod("v1", on="v", gpus=1, owner="ReplicaSet/v1"),
+        pod("big", gpus=8, owner="Job/big"),
+    ]
+    _, plan = recut_plan(*whole, max_moves=20, objective="max-free", min_replicas=1)
+    assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
+    assert plan.moves == [] and sorted(p.pod for p in plan.placed_pending) == [
+        "default/wait-0",
+        "default/wait-1",
+        "default/wait-2",
+    ]
+    assert plan.frontier[0].moves == 0 and any(row.recuts == 1 and row.chosen for row in plan.frontier)
+    _, more = recut_plan(
+        *whole, max_moves=40, objective="max-free", min_replicas=1
+    )  # room for both: the move and the re-cut
+    assert len(more.moves) == 1 and [r.node for r in more.mig_repartition] == ["b"] and len(more.placed_pending) == 4
