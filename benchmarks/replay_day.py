@@ -154,6 +154,7 @@ class Options:
     fgd: bool = False  # FGD's experiment instead of a day: arrivals only, until 130% of the GPUs are asked
     cpu_only: bool = False  # the trace's CPU-only pods and CPU-only nodes too (issue [24])
     world: str = "trace"  # "article": the source article's cluster (article_day.py) instead of the trace's
+    recut_cost_moves: float | None = None  # the + re-cuts rows' mig.recut_cost_moves when not the shipped one
 
 
 def strategy_named(name: str) -> str:
@@ -189,7 +190,8 @@ def settings_for(options: Options, *, fill_first: bool = False, recuts: bool = F
     if fill_first:
         update["steering"] = settings.steering.model_copy(update={"fill_first": True})
     if recuts:  # the GPU Operator's mig-parted ConfigMap of the day (day_strategies._mig_parted)
-        update["mig"] = settings.mig.model_copy(update={"repartition": True})
+        price = {} if options.recut_cost_moves is None else {"recut_cost_moves": options.recut_cost_moves}
+        update["mig"] = settings.mig.model_copy(update={"repartition": True, **price})
     return settings.model_copy(update=update) if update else settings
 
 
@@ -612,6 +614,13 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         help="trace: the Alibaba trace's cluster; article: the source article's (MIG, whole GPUs, CPU-only, scaling "
         "Deployments; article_day.py), --nodes default 200",
     )
+    parser.add_argument(
+        "--recut-cost-moves",
+        type=float,
+        default=None,
+        metavar="MOVES",
+        help="the + re-cuts rows' mig.recut_cost_moves (default: the shipped 20, the whole of max_moves 20)",
+    )
     parser.add_argument("--time-limit", type=float, default=None, help="the planner's (default: the shipped 30 s)")
     parser.add_argument(
         "--planning-clock",
@@ -672,6 +681,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         fgd=args.fgd,
         cpu_only=args.with_cpu_only,
         world=args.world,
+        recut_cost_moves=args.recut_cost_moves,
     )
     rows = ARTICLE_STRATEGIES if args.world == "article" else STRATEGIES
     return options, seeds, args.strategy or list(rows), args.out

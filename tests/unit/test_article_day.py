@@ -5,6 +5,7 @@ pod, overcommits no node, keeps every PDB and leaves every MIG node in a layout 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,13 @@ def test_an_arrival_keeps_its_deployment() -> None:
     made = article_day.arrival(deployment)
     assert isinstance(made, Arrival) and made.group == 3 and made.size == "MIG 2g"
     assert made.extended == (0, 1, 0)
+
+
+def test_the_command_line_plays_the_article_world_with_its_rows_and_a_re_cut_price() -> None:
+    options, _, strategies, _ = replay_day.parse(["--world", "article", "--recut-cost-moves", "5"])
+    assert (options.world, options.nodes) == ("article", replay_day.ARTICLE_NODES)
+    assert strategies == list(replay_day.ARTICLE_STRATEGIES)
+    priced = replay_day.settings_for(options, recuts=True).mig
+    assert priced.repartition and priced.recut_cost_moves == 5
+    shipped = replay_day.settings_for(replace(options, recut_cost_moves=None), recuts=True).mig
+    assert shipped.recut_cost_moves == 20 and not replay_day.settings_for(options).mig.repartition
