@@ -28,7 +28,7 @@ from compactor.settings import CapsSettings, PlannerSettings
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step
 # on the wall clock, finishing takes up to about this share of the time building the problem took (5,000 nodes / 50,000
-# pods, one other core busy: built in 2.4 s, finished in 1.7 s)
+# pods, one other core busy: 0.7-1.05x of a 2-3 s build), with a margin for the load's jitter
 FINISH_PER_BUILD = 1.2
 
 
