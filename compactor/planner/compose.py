@@ -203,27 +203,20 @@ def _recut_step(  # noqa: PLR0913
         found = _affordable(plan_recuts(problem, parted, step_moves, step_placements), len(step_moves), settings)
         if found:
             return point, step_moves, step_placements, found
-    return _recuts_alone(problem, parted, points, chosen, moves, placements, settings)
-
-
-def _recuts_alone(
-    problem: Problem,
-    parted: Layouts,
-    points: list[Point],
-    chosen: Point,
-    moves: list[ConcreteMove],
-    placements: list[ConcretePlacement],
-    settings: PlannerSettings,
-) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
-    """The chosen point, or no move and the re-cuts of nodes already whole-free when those place more pending pods (a
-    re-cut costs ``recut_cost_moves`` of ``max_moves``: at the shipped 20 of 20 a re-cut fits beside no move, so a point
-    making room for one pod would keep a whole-free node from hosting 24). The no-move point joins the curve's rows."""
-    alone = _affordable(plan_recuts(problem, parted, [], []), 0, settings)
-    if sum(len(r.placements) for r in alone) <= len(placements):
+    alone = _recuts_alone(problem, parted, settings, placed=len(placements))
+    if not alone:
         return chosen, moves, placements, []
     unmoved = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment.unchanged(problem))
-    points.insert(0, unmoved)
+    points.insert(0, unmoved)  # the no-move point joins the curve's rows, the re-cut step's row after it
     return unmoved, [], [], alone
+
+
+def _recuts_alone(problem: Problem, parted: Layouts, settings: PlannerSettings, *, placed: int) -> list[Recut]:
+    """The re-cuts of nodes already whole-free, with no move, when they place more pending pods than ``placed`` (a
+    re-cut costs ``recut_cost_moves`` of ``max_moves``: at the shipped 20 of 20 a re-cut fits beside no move, so a point
+    making room for one pod would keep a whole-free node from hosting 24); else none."""
+    alone = _affordable(plan_recuts(problem, parted, [], []), 0, settings)
+    return alone if sum(len(r.placements) for r in alone) > placed else []
 
 
 def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> list[Recut]:
