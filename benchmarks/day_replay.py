@@ -505,8 +505,7 @@ class Day:
         self.figures.recut_offline_gpu_seconds += physical_gpus(self.nodes[node]) * seconds
 
         def done(day: Day) -> None:
-            day.scheduler.allocatable[node, 2] = offer.get("nvidia.com/gpu", 0)
-            day.scheduler.set_extended(node, offer)
+            day.scheduler.reoffer(node, offer)
             day.layouts[node] = layout
             day.scheduler.fenced[node] = False
             day.schedule_queue(node)
@@ -554,8 +553,12 @@ class Day:
 
     def bound_gpus(self) -> float:
         """GPU-equivalents held by bound pods: whole GPUs, and each MIG instance's compute share."""
-        whole = float(self.scheduler.used[:, 2].sum())
-        return whole + float(self.scheduler.used[:, 3:].sum(axis=0) @ self.weights) if self.extended else whole
+        return float(self.held_per_node().sum())
+
+    def held_per_node(self) -> np.ndarray:
+        """Per node, the GPU-equivalents its pods hold (whole GPUs, MIG instances by their compute share)."""
+        held: np.ndarray = self.scheduler.used[:, 2].astype(float)
+        return held + self.scheduler.used[:, 3:] @ self.weights if self.extended else held
 
 
 def physical_gpus(node: Any) -> int:

@@ -75,7 +75,7 @@ class HighNodeUtilization:
         self.threshold = threshold
 
     def __call__(self, day: Day) -> None:
-        used = _held_gpu_equivalents(day)
+        used = day.held_per_node()
         taken: Counter[int] = Counter()
         for index, node in enumerate(day.nodes):
             gpus = physical_gpus(node)
@@ -90,12 +90,6 @@ class HighNodeUtilization:
                 taken[pod.group] += 1
                 day.evict(pod_id)
         day.schedule_queue()
-
-
-def _held_gpu_equivalents(day: Day) -> Any:
-    """Per node, the GPU-equivalents its pods hold (whole GPUs, MIG instances by their compute share)."""
-    held = day.scheduler.used[:, 2].astype(float)
-    return held + day.scheduler.used[:, 3:] @ day.weights if day.extended else held
 
 
 def _fits_elsewhere(day: Day, pod: Pod, node: int) -> bool:
@@ -383,10 +377,8 @@ def _stale(day: Day, plan: CompactionPlan, index: dict[str, int]) -> str:
     for name in kept_fenced(plan):
         node = index[name]
         leaving = {m.pod for m in plan.moves if m.from_node == name}
-        offer = day.scheduler.allocatable[node].copy()
-        if name in recut:  # its pending pods take the layout the plan cuts it to
-            offer[2] = recut[name].get("nvidia.com/gpu", 0)
-            offer[3:] = [recut[name].get(resource, 0) for resource in day.extended]
+        # its pending pods take the layout the plan cuts it to
+        offer = day.scheduler.offer_after(node, recut[name]) if name in recut else day.scheduler.allocatable[node]
         free = [a - u for a, u in zip(offer, day.scheduler.used[node], strict=True)]
         for p in day.on_node[node]:
             if _key(day.pods[p]) in leaving:

@@ -223,9 +223,17 @@ class KubeScheduler:
         wanted[: len(request)] = request
         return wanted
 
-    def set_extended(self, index: int, amounts: Mapping[str, int]) -> None:
-        """Node ``index`` now offers ``amounts`` of the extended resources (a MIG re-cut: mig-manager's new layout)."""
-        self.allocatable[index, RESOURCES:] = [amounts.get(name, 0) for name in self.extended]
+    def offer_after(self, index: int, amounts: Mapping[str, int]) -> np.ndarray:
+        """Node ``index``'s allocatable once it offers ``amounts`` of its GPU resources (``nvidia.com/gpu`` and the
+        extended ones; those left out: none), cpu and memory as now: a MIG re-cut's new layout."""
+        row: np.ndarray = self.allocatable[index].copy()
+        row[2] = amounts.get("nvidia.com/gpu", 0)
+        row[RESOURCES:] = [amounts.get(name, 0) for name in self.extended]
+        return row
+
+    def reoffer(self, index: int, amounts: Mapping[str, int]) -> None:
+        """Node ``index`` now offers ``amounts`` of its GPU resources (``offer_after``)."""
+        self.allocatable[index] = self.offer_after(index, amounts)
 
     def feasible(self, request: Sequence[int], models: Iterable[str] = ()) -> np.ndarray:
         wanted = self.vector(request)

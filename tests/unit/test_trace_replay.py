@@ -414,6 +414,6 @@ def test_extended_resources_filter_as_any_resource_and_neither_profile_scores_th
         parts = scheduler.components(slice_pod, np.array([0, 1]))
         assert parts and all(v[0] == v[1] for v in parts.values()), (profile, parts)
         assert scheduler.fits(0, slice_pod) and not scheduler.fits(0, (0, 0, 0, 2))
-        scheduler.set_extended(1, {})  # b re-cut away from 1g instances
+        scheduler.reoffer(1, {})  # b re-cut away from 1g instances
         assert scheduler.feasible(slice_pod).tolist() == [True, False, False]
         assert scheduler.fits(2, (4_000, 16_384))  # a request without the extended columns asks none of them
