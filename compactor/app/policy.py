@@ -91,6 +91,18 @@ def admit(
     return Admission(Verdict.ACT, history=history)
 
 
+def may_change(mode: str, *, dry_run: bool = False) -> bool:
+    """Whether a command in ``mode`` may change the cluster at all (windows and the breaker aside): ``apply`` only, and
+    never under an operator's ``--dry-run`` (what ``admit`` answers ``ACT`` to at best)."""
+    return mode == "apply" and not dry_run
+
+
+def plans(mode: str) -> bool:
+    """Whether cycles in ``mode`` plan (for real or as a dry run): ``report`` only measures, so a pending pod starts no
+    cycle for it."""
+    return mode != "report"
+
+
 def admit_invocation(inv: Invocation, now: datetime) -> Admission:
     """``admit`` for a command: its mode and windows, the history read from the live cluster (none for a snapshot)."""
     settings = inv.settings

@@ -170,8 +170,8 @@ _MEASURE_ONLY = Admission(Verdict.REPORT, "report only", HeldBy.MODE)  # a follo
 def _admitted(
     client: ClusterClient, settings: Settings, clock: Clock, watcher: ExporterWatcher, *, dry_run: bool
 ) -> Admission:
-    """The gate, as the command line asks it (the controller's mode is already in ``dry_run`` and ``execute``). The
-    breaker's pause is exported once read, and kept in the cycle's report (the pending trigger waits it out)."""
+    """The gate, for the configured mode and the command line's ``dry_run``. The breaker's pause is exported once read,
+    and kept in the cycle's report (the pending trigger waits it out)."""
     now = clock.now()
 
     def history() -> Restraints:
@@ -180,4 +180,4 @@ def _admitted(
         watcher.report.paused_until = restraints.paused_until
         return restraints
 
-    return admit("apply", settings.disruption.windows, now, dry_run=dry_run, history=history)
+    return admit(settings.mode, settings.disruption.windows, now, dry_run=dry_run, history=history)

@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from compactor.app.invocation import for_cluster
+from compactor.app.policy import may_change
 from compactor.app.sources import mig_parted_namespace
 from compactor.app.wiring import wire_controller
 from compactor.commands.options import add_common_options, note_the_defaults, settings_from_args
@@ -22,7 +23,6 @@ from compactor.controller.loop import (
     ControllerOptions,
 )
 from compactor.errors import CompactorError
-from compactor.settings import Settings
 
 log = logging.getLogger("compactor.commands")
 
@@ -43,13 +43,14 @@ def cmd_controller(args: argparse.Namespace) -> int:
         raise CompactorError(f"--pending-gap must be at least {MIN_PENDING_GAP:g} s, got {args.pending_gap:g}")
     parse_listen(args.listen)
     settings = settings_from_args(args)
-    options = controller_options(args, settings)
+    options = controller_options(args)
     inv = for_cluster(
         settings, kubeconfig=args.kubeconfig, context=args.context, in_cluster=args.in_cluster, dry_run=options.dry_run
     )
     # a mig.config_map outside the GPU Operator's namespace: refused at the start, not every cycle
     mig_parted_namespace(settings)
-    noted = note_the_defaults(args, settings, acts=not (options.dry_run or options.report_only))
+    acts = may_change(settings.mode, dry_run=options.dry_run) and not options.report_only
+    noted = note_the_defaults(args, settings, acts=acts)
     if noted:
         log.log(*noted)  # the controller runs until stopped: said at its start, once the options were found sound
     wired = wire_controller(inv, leader_election=not args.no_leader_election)
@@ -67,13 +68,14 @@ def cmd_controller(args: argparse.Namespace) -> int:
         wired.close()
 
 
-def controller_options(args: argparse.Namespace, settings: Settings) -> ControllerOptions:
-    """The flags, made safer by the configured mode: plan dry-runs every cycle, report only measures."""
+def controller_options(args: argparse.Namespace) -> ControllerOptions:
+    """The flags. The configured mode is the gate's to read (``app.policy.admit``, each cycle): ``plan`` dry-runs every
+    cycle, ``report`` only measures, and neither undoes a flag."""
     return ControllerOptions(
         interval=args.interval,
         listen=args.listen,
-        dry_run=args.dry_run or settings.mode == "plan",
-        report_only=args.report_only or settings.mode == "report",
+        dry_run=args.dry_run,
+        report_only=args.report_only,
         clean_up=not args.dry_run,
         stale_after=args.stale_after,
         pending_after=args.pending_after,

@@ -24,6 +24,7 @@ from compactor.app.ports import (
     StoppableClock,
     on_stop_signals,
 )
+from compactor.app.policy import plans
 from compactor.app.tick import CycleReport, run_cycle
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen
@@ -125,7 +126,7 @@ class Controller:
         self._paused_until: datetime | None = None
         self.pending = (
             PendingTrigger(options.pending_after, options.pending_gap)
-            if options.pending_after > 0 and not options.report_only
+            if options.pending_after > 0 and not options.report_only and plans(settings.mode)
             else None
         )
         exporter.set_leader(elector is None)
@@ -352,6 +353,7 @@ class Controller:
                 "listen": f"{self.options.listen} (port {self.server.port})",
                 "interval": self.options.interval,
                 "pendingAfter": self.options.pending_after if self.pending is not None else None,
+                "mode": self.settings.mode,
                 "dryRun": self.options.dry_run,
                 "reportOnly": self.options.report_only,
                 "identity": self.elector.identity if self.elector else "(no leader election)",

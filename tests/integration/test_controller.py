@@ -398,23 +398,41 @@ def test_parse_listen() -> None:
         parse_listen(":70000")
 
 
-def test_the_configured_mode_only_ever_makes_the_controller_safer() -> None:
+@pytest.mark.parametrize(
+    ("mode", "flags", "outcome", "pending_trigger"),
+    [
+        ("apply", [], "succeeded", True),
+        ("plan", [], "dry-run", True),
+        ("report", [], None, False),
+        ("apply", ["--dry-run"], "dry-run", True),
+        ("plan", ["--report-only"], None, False),
+        ("report", ["--dry-run"], "dry-run", False),  # an operator's dry run always runs, changing nothing
+    ],
+)
+def test_the_configured_mode_only_ever_makes_the_controller_safer(
+    mode: str, flags: list[str], outcome: str | None, pending_trigger: bool
+) -> None:
+    """The mode is read by the gate alone, each cycle (``app.policy.admit``); the controller passes its flags on."""
     from compactor.commands.controller import controller_options
-    from compactor.settings import Settings
 
-    parse = build_parser().parse_args
-    plain, dry = parse(["controller", "--in-cluster"]), parse(["controller", "--in-cluster", "--dry-run"])
-
-    def safety(args: Any, mode: str) -> tuple[bool, bool]:
-        options = controller_options(args, Settings(mode=mode))
-        return options.dry_run, options.report_only
-
-    assert [safety(plain, mode) for mode in ("apply", "plan", "report")] == [
-        (False, False),
-        (True, False),
-        (False, True),
-    ]
-    assert safety(dry, "apply") == (True, False)  # a flag is never undone by the mode
+    c = FakeCluster(one_freed_node())
+    args = build_parser().parse_args(["controller", "--in-cluster", "--listen", "127.0.0.1:0", *flags])
+    controller = Controller(
+        load_snapshot=loader(c),
+        client=c,
+        settings=SETTINGS_ALL.model_copy(update={"mode": mode}),
+        exporter=Exporter(CollectorRegistry()),
+        options=controller_options(args),
+        clock=c.clock,
+    )
+    try:
+        report = controller.tick()
+    finally:
+        controller.server.stop()
+    assert report is not None and report.figures is not None
+    assert (report.run.shown_status if report.run else None) == outcome
+    assert bool(c.history) is (outcome == "succeeded")  # nothing evicted but by a run that may act
+    assert (controller.pending is not None) is pending_trigger
 
 
 def test_outside_every_disruption_window_a_cycle_measures_and_changes_nothing() -> None:
