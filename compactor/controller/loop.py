@@ -14,6 +14,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from compactor.app.pending import Blocked, PendingTrigger, blocked_gpu_pods, largest_gpu_offers
+from compactor.app.policy import plans
 from compactor.app.ports import (
     Clock,
     ClusterClient,
@@ -24,7 +25,6 @@ from compactor.app.ports import (
     StoppableClock,
     on_stop_signals,
 )
-from compactor.app.policy import plans
 from compactor.app.tick import CycleReport, run_cycle
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen

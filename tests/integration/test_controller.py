@@ -13,7 +13,6 @@ import threading
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
