@@ -18,7 +18,7 @@ from compactor import __version__
 from compactor.commands import breaker, controller, execute, plan, report
 from compactor.commands import config as config_command
 from compactor.commands.options import AT_THE_END, said_at_the_end
-from compactor.errors import EXIT_BAD_INPUT, EXIT_OK, CompactorError
+from compactor.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, CompactorError
 from compactor.logs import configure_logging
 
 log = logging.getLogger("compactor")
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("compactor: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1  # a run that failed, or did not do what it planned
 EXIT_BAD_INPUT = 2  # bad input or options: one line naming what is wrong
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: an operator's Ctrl-C
 EXIT_STOPPED = 143  # 128 + SIGTERM, as a shell reports a process that a TERM stopped (at a safe point)
 
 

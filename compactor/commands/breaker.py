@@ -7,7 +7,7 @@ import sys
 
 from compactor.app.breaker import reset
 from compactor.commands.options import add_common_options, from_args, is_live
-from compactor.errors import CompactorError
+from compactor.errors import EXIT_OK, CompactorError
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,4 +32,4 @@ def cmd_breaker(args: argparse.Namespace) -> int:
         )
     inv = from_args(args, "breaker")
     sys.stdout.write(reset(inv) + "\n")
-    return 0
+    return EXIT_OK

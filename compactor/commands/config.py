@@ -9,7 +9,7 @@ import sys
 
 import yaml
 
-from compactor.errors import CompactorError
+from compactor.errors import EXIT_OK, CompactorError
 from compactor.settings import Settings, load_settings
 from compactor.settings.shipped import differences
 
@@ -43,14 +43,14 @@ def cmd_config(args: argparse.Namespace) -> int:
             f"{': ' + ', '.join(changed) if changed else ''}\n"
         )
         _warn(settings)
-        return 0
+        return EXIT_OK
     settings = load_settings(args.config)
     _warn(settings)
     document = settings.model_dump(mode="json")
     sys.stdout.write(
         json.dumps(document, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(document, sort_keys=False)
     )
-    return 0
+    return EXIT_OK
 
 
 def _warn(settings: Settings) -> None:

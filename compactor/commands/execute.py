@@ -17,7 +17,7 @@ from compactor.app.wiring import cluster_client
 from compactor.commands.options import add_common_options, add_source_options, from_args
 from compactor.commands.progress import SolveProgress, TerminalProgress
 from compactor.controller.exporter import Exporter
-from compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_STOPPED, CompactorError
+from compactor.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, CompactorError
 from compactor.render.report import render_report
 from compactor.render.run import held_text, run_output
 
@@ -59,10 +59,10 @@ def _run_once(inv: Invocation, record: RunRecord) -> int:
     if isinstance(ended, Measured):
         fmt = "json" if inv.output == "json" else "text"
         sys.stdout.write(render_report(ended.figures, ended.snapshot, fmt))
-        return 0
+        return EXIT_OK
     if isinstance(ended, Held):
         sys.stdout.write(held_text(ended.why, inv.output, record.cleaned_up))
-        return 0
+        return EXIT_OK
     return _shown(inv, ended)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from compactor.app.planning import plan_for_command
 from compactor.commands.options import add_common_options, add_source_options, from_args, settings_from_args
 from compactor.commands.progress import SolveProgress
-from compactor.errors import CompactorError
+from compactor.errors import EXIT_OK, CompactorError
 from compactor.render.html import render_plan_html
 from compactor.render.plan import render_plan
 from compactor.render.run import as_deployed
@@ -64,7 +64,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 f"--write {args.write}: cannot write the plan ({exc.strerror}); it was printed above"
             ) from None
     sys.stdout.write(text)
-    return 0
+    return EXIT_OK
 
 
 def _check_writable(path: str) -> None:

@@ -8,7 +8,7 @@ import sys
 from compactor.app.figures import measure
 from compactor.app.reading import load_snapshot
 from compactor.commands.options import add_common_options, add_source_options, from_args
-from compactor.errors import CompactorError
+from compactor.errors import EXIT_OK, CompactorError
 from compactor.metrics.advice import DEFAULT_PER_SHAPE, DEFAULT_TOP, Advice, advise
 from compactor.metrics.figure_types import Figures
 from compactor.model.types import Snapshot
@@ -24,9 +24,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     advice = advice_from_args(args, measured.snapshot, measured.figures, inv.settings)
     if args.output == "html":  # a page with the occupancy picture: it needs the nodes, not only the report's tables
         sys.stdout.write(render_report_html(measured.figures, measured.snapshot, advice))
-        return 0
+        return EXIT_OK
     sys.stdout.write(render_report(measured.figures, measured.snapshot, args.output, advice=advice))
-    return 0
+    return EXIT_OK
 
 
 def advice_from_args(

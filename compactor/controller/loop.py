@@ -28,7 +28,7 @@ from compactor.app.ports import (
 from compactor.app.tick import CycleReport, run_cycle
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen
-from compactor.errors import CompactorError
+from compactor.errors import EXIT_OK, CompactorError
 from compactor.model.types import Snapshot
 from compactor.settings import Settings, worst_case_run_seconds
 
@@ -388,7 +388,7 @@ class Controller:
                     pass
             finally:
                 self.stop()
-        return 0
+        return EXIT_OK
 
 
 def _log_progress(progress: Progress) -> None:
