@@ -22,7 +22,6 @@ from compactor.actions.measurement import measure
 from compactor.actions.outcome import Outcome, compare, dra_facts
 from compactor.actions.report import RunReport
 from compactor.actions.run import Abort, AbortReason, Progress, Run, RunServices, StopHere
-from compactor.actions.scope import within_cap
 from compactor.actions.state import Phase, Resume, RunState
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.await_replacement import await_replacement
@@ -36,6 +35,7 @@ from compactor.actions.steps.steer import place_all_pending
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
+from compactor.planner.budgets import EvictionCap
 from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings, RunSettings
@@ -256,18 +256,23 @@ class Executor:
 
     def _scoped(self, run: Run) -> Run:
         """A plan longer than max_evictions_per_cycle cut by whole nodes; whole-free GPUs measured before anything changes."""
-        cap = self.settings.caps.max_evictions_per_cycle
+        cap = EvictionCap.of(self.settings.caps)
         if run.plan.held_back:  # the planner already cut the plan to what the run budgets allow
             run.log.capped = run.plan.held_back.partition(" reached")[0]
             run.log.cut_before = True
-        if len(run.plan.moves) > cap:
-            plan = within_cap(run.plan, cap, {})
+        plan = cap.one_run(run.plan)
+        if plan is not None:
             log.info(
                 "per-cycle eviction cap: this run takes whole nodes up to it",
-                extra={"cap": cap, "moves": len(plan.moves), "of": len(run.plan.moves), "nodes": len(plan.freed_nodes)},
+                extra={
+                    "cap": cap.most,
+                    "moves": len(plan.moves),
+                    "of": len(run.plan.moves),
+                    "nodes": len(plan.freed_nodes),
+                },
             )
             run = self._run(plan, RunState(plan_id=plan.metadata.id))
-            run.log.capped, run.log.cut_before = f"max_evictions_per_cycle ({cap})", True
+            run.log.capped, run.log.cut_before = cap.held, True
         world = measure(run, self.dra_drivers, reads=True)
         run.state.free_before = world.whole_free
         # validating and fencing start from these reads instead of making them again

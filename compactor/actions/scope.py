@@ -10,10 +10,7 @@ run budgets the planner applies (``compactor/planner/budgets.py``).
 
 from __future__ import annotations
 
-from compactor.planner.budgets import within_cap
 from compactor.planner.plan import CompactionPlan
-
-__all__ = ["kept_fenced", "measured_nodes", "within_cap"]
 
 
 def kept_fenced(plan: CompactionPlan) -> list[str]:

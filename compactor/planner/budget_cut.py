@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from compactor.model.types import Snapshot
-from compactor.planner.budgets import RunBudgets, refusal, take_nodes
+from compactor.planner.budgets import EvictionCap, RunBudgets, refusal, take_nodes
 from compactor.planner.deadline import Deadline
 from compactor.planner.document import move_docs
 from compactor.planner.frontier import Point, plan_of
@@ -43,9 +43,11 @@ def point_within_budgets(
     Each point tried is concretised (at 5,000 nodes half a second): points with more moves than ``cap`` evictions are
     refused unseen, and no point is tried when less time remains than the last one took."""
     cheaper = sorted((p for p in points if p.cost < chosen.cost), key=lambda p: (-p.usable_gpus, p.cost))
-    held = f"max_evictions_per_cycle ({cap})" if cap is not None and chosen.moves > cap else ""
+    held = EvictionCap(cap).held if cap is not None and EvictionCap(cap).holds_back(chosen.moves) else ""
     took = 0.0
-    for point in [p for p in [chosen, *cheaper] if cap is None or p.moves <= cap][:BUDGET_POINTS]:
+    for point in [p for p in [chosen, *cheaper] if cap is None or not EvictionCap(cap).holds_back(p.moves)][
+        :BUDGET_POINTS
+    ]:
         if deadline.remaining() <= took and not deadline.deterministic:
             break
         started = time.monotonic()

@@ -38,6 +38,30 @@ def within_cap(plan: CompactionPlan, cap: int, gpus: Mapping[str, int]) -> Compa
     return take_nodes(plan, RunBudgets().admit(cap), gpus)[0]
 
 
+@dataclass(frozen=True)
+class EvictionCap:
+    """``caps.max_evictions_per_cycle``, asked in one place: the evictions one run may start, what it says when it
+    holds a plan back, and the whole-node cut of a plan it holds back (the planner's budgets, the executor and the
+    plan's "as deployed" line all ask it)."""
+
+    most: int
+
+    @classmethod
+    def of(cls, caps: CapsSettings) -> EvictionCap:
+        return cls(caps.max_evictions_per_cycle)
+
+    @property
+    def held(self) -> str:
+        return f"max_evictions_per_cycle ({self.most})"
+
+    def holds_back(self, moves: int) -> bool:
+        return moves > self.most
+
+    def one_run(self, plan: CompactionPlan) -> CompactionPlan | None:
+        """What one run takes of ``plan``: its whole source nodes in order up to the cap; None when it takes it all."""
+        return within_cap(plan, self.most, {}) if self.holds_back(len(plan.moves)) else None
+
+
 def refusal(moves: Sequence[Move], placed: Sequence[Placement], admit: Admit) -> str:
     """ "" when ``admit`` takes every source node of ``moves`` (a run could carry all of them out), else the first budget
     that refuses one; ``placed``: the pending pods the moves make room for."""
@@ -172,8 +196,8 @@ class RunBudgets:
 
         def admit(group: Sequence[tuple[str, Sequence[Move]]]) -> str:
             evictions = sum(len(moves) for _, moves in group)
-            if cap is not None and total[0] + evictions > cap:
-                return f"max_evictions_per_cycle ({cap})"
+            if cap is not None and EvictionCap(cap).holds_back(total[0] + evictions):
+                return EvictionCap(cap).held
             pools = Counter(pool for node, _ in group if (pool := self.pool_of.get(node)) is not None)
             for pool, nodes in pools.items():
                 if pool in self.pool_cap and draining[pool] + nodes > self.pool_cap[pool][0]:

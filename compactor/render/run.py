@@ -10,9 +10,9 @@ from compactor.actions.client import ClusterClient
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient, not_known_until_real_run
 from compactor.actions.outcome import Outcome
 from compactor.actions.report import RunReport
-from compactor.actions.scope import within_cap
 from compactor.model.numbers import fmt_change
 from compactor.model.text import listed
+from compactor.planner.budgets import EvictionCap
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import Settings
 from compactor.statuses import FINISHED, CommandStatus, RunStatus
@@ -147,12 +147,12 @@ def as_deployed(plan: CompactionPlan, settings: Settings, window: tuple[bool, st
     if window is not None and settings.mode == "apply":
         open_now, why = window
         lines.append(f"; now {why}" if open_now else f", but not now: {why}")
-    cap = settings.caps.max_evictions_per_cycle
-    if len(plan.moves) > cap:
-        cut = within_cap(plan, cap, {})
+    cap = EvictionCap.of(settings.caps)
+    cut = cap.one_run(plan)
+    if cut is not None:
         placing = f"placing {len(cut.placed_pending)} pending pod(s) and " if cut.placed_pending else ""
         lines.append(
-            f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (caps.max_evictions_per_cycle {cap}, "
+            f"; one cycle would run {len(cut.moves)} of {len(plan.moves)} moves (caps.max_evictions_per_cycle {cap.most}, "
             f"whole nodes only), {placing}freeing {listed(cut.freed_nodes) or 'no node'}; later cycles re-plan and go on"
         )
     return "".join(lines) + ".\n"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from compactor.actions.scope import within_cap
+from compactor.planner.budgets import EvictionCap, within_cap
 from compactor.planner.plan import CompactionPlan
+from compactor.settings import CapsSettings
 
 GPUS = {"gpu-1": 8, "gpu-2": 8, "gpu-3": 8, "gpu-4": 4, "spare": 8}
 
@@ -60,3 +61,15 @@ def test_nothing_fits_when_every_node_needs_more_than_the_cap() -> None:
     full = plan([("ml/a", "gpu-2", "gpu-1"), ("ml/b", "gpu-2", "gpu-1")], freed=["gpu-2"])
     scoped = within_cap(full, 1, GPUS)
     assert (scoped.moves, scoped.freed_nodes, scoped.freed_gpus) == ([], [], 0)
+
+
+def test_the_eviction_cap_takes_a_plan_within_it_whole_and_cuts_a_longer_one_by_whole_nodes() -> None:
+    full = plan(
+        [("ml/a", "gpu-2", "gpu-1"), ("ml/b", "gpu-3", "gpu-1"), ("ml/c", "gpu-3", "gpu-1")],
+        freed=["gpu-2", "gpu-3"],
+    )
+    assert EvictionCap.of(CapsSettings(max_evictions_per_cycle=3)).one_run(full) is None
+    cap = EvictionCap.of(CapsSettings(max_evictions_per_cycle=2))
+    cut = cap.one_run(full)
+    assert cut is not None and [m.pod for m in cut.moves] == ["ml/a"]  # gpu-3's two moves would pass it
+    assert cap.held == "max_evictions_per_cycle (2)" and cap.holds_back(3) and not cap.holds_back(2)
