@@ -110,7 +110,7 @@ def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings
         snapshot.pods,
         plan.moves,
         fencing=[*plan.freed_nodes, *kept_fenced(plan)],
-        limit=settings.caps.max_holds_per_move,
+        caps=settings.caps,
     )
     if wall is None:
         return plan

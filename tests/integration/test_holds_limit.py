@@ -13,7 +13,7 @@ from compactor.actions.steering.holds import first_wall
 from compactor.app.planning import with_holds_wall
 from compactor.planner.plan import SteeringNote
 from compactor.render.plan import render_plan
-from compactor.settings import load_settings
+from compactor.settings import CapsSettings, load_settings
 from tests.builders import cluster, node, pod
 from tests.builders import pdb as budget
 from tests.fakecluster import FakeCluster
@@ -81,14 +81,21 @@ def test_the_plan_predicts_where_the_run_stops_from_the_same_count() -> None:
     c = FakeCluster(objects)
     for order, index, holds in (([SMALL, BIG], 0, 4), ([BIG, SMALL], 1, 3)):
         plan = hand_plan(order, freed=["gpu-3"], c=c)
-        wall = first_wall(snapshot.nodes, snapshot.pods, plan.moves, fencing=["gpu-3"], limit=2)
+        wall = first_wall(
+            snapshot.nodes, snapshot.pods, plan.moves, fencing=["gpu-3"], caps=CapsSettings(max_holds_per_move=2)
+        )
         assert wall is not None and (wall.index, wall.pod, wall.target, wall.holds) == (
             index,
             order[index][0],
             order[index][2],
             holds,
         )
-    assert first_wall(snapshot.nodes, snapshot.pods, plan.moves, fencing=["gpu-3"], limit=3) is None
+    assert (
+        first_wall(
+            snapshot.nodes, snapshot.pods, plan.moves, fencing=["gpu-3"], caps=CapsSettings(max_holds_per_move=3)
+        )
+        is None
+    )
 
 
 def test_the_plan_says_it_where_a_run_would_steer_by_holds_and_not_under_the_policy() -> None:

@@ -18,7 +18,7 @@ from compactor.actions.objects import ObjectView
 from compactor.actions.run import Run
 from compactor.actions.steering import Mechanism, Steerer
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, describe, read_evidence
-from compactor.actions.steering.holds import HoldSteerer
+from compactor.actions.steering.holds import HoldSteerer, at_most
 from compactor.actions.steering.off import NoSteering
 from compactor.actions.steering.pin import POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.actions.steering.policy import PolicySteerer
@@ -59,7 +59,7 @@ def choose(client: ClusterClient, settings: RunSettings, now: datetime | None = 
     if wanted == "holds":
         return Choice(
             Mechanism.HOLDS,
-            f"steering.mechanism: holds (at most {settings.caps.max_holds_per_move} node(s) per move)",
+            f"steering.mechanism: holds ({at_most(settings.caps)})",
         )
     found = find_policy(client, settings, now or datetime.now(UTC))
     if not found.problem:
@@ -77,7 +77,7 @@ def choose(client: ClusterClient, settings: RunSettings, now: datetime | None = 
     hint = "" if _a_snapshot(client) else f"; {INSTALL_HINT}"
     return Choice(
         Mechanism.HOLDS,
-        f"auto: {found.problem}; holding nodes instead (at most {settings.caps.max_holds_per_move} per move{hint})",
+        f"auto: {found.problem}; holding nodes instead ({at_most(settings.caps)}{hint})",
         not_in_effect=found.not_in_effect,
     )
 

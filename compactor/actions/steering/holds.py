@@ -33,6 +33,7 @@ from compactor.model.resources import Resources
 from compactor.model.types import Node, Pod
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
+from compactor.settings import CapsSettings
 
 log = logging.getLogger("compactor.steering")
 
@@ -137,8 +138,18 @@ def _hold_plan(
     return hold_over((node for node, _ in nodes), used, mover, target=target, dra=run.log.dra_nodes), nodes
 
 
+def holds_limit(caps: CapsSettings) -> int:
+    """``caps.max_holds_per_move``: the nodes one move may hold, read here alone (the run's stop, the plan's wall and
+    the mechanism's words ask it)."""
+    return caps.max_holds_per_move
+
+
+def at_most(caps: CapsSettings) -> str:
+    return f"at most {holds_limit(caps)} node(s) per move"
+
+
 def _within_limit(run: Run, plan: Hold, why: str, target: str) -> None:
-    limit = run.settings.caps.max_holds_per_move
+    limit = holds_limit(run.settings.caps)
     if len(plan.rivals) > limit:
         raise StopHere(f"max_holds_per_move ({limit})", holds_detail(why, target, len(plan.rivals)))
 
@@ -172,11 +183,12 @@ class HoldsWall:
 
 
 def first_wall(
-    nodes: Sequence[Node], pods: Sequence[Pod], moves: Sequence[Move], *, fencing: Collection[str], limit: int
+    nodes: Sequence[Node], pods: Sequence[Pod], moves: Sequence[Move], *, fencing: Collection[str], caps: CapsSettings
 ) -> HoldsWall | None:
     """The first of ``moves`` a run steering by holds would stop at, as the snapshot shows the cluster (``nodes``,
     ``pods``): the moves before it carried out as planned, the nodes in ``fencing`` fenced (never held), each move's
-    holds counted as ``choose_holds`` counts them. None when every move stays within ``limit``."""
+    holds counted as ``choose_holds`` counts them. None when every move stays within ``max_holds_per_move``."""
+    limit = holds_limit(caps)
     open_nodes = [n for n in nodes if n.name not in fencing]
     used = usage((p.node_name, p.requests) for p in pods if p.is_bound and not p.deletion_timestamp)
     by_key = {p.key: p for p in pods}
