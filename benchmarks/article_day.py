@@ -8,9 +8,14 @@ The world (every number stated here, seeded by ``--seed``):
   ``1g.5gb`` per GPU, the article's layout) and one in four ``all-balanced`` (2 ``1g.5gb``, 1 ``2g.10gb``, 1
   ``3g.20gb`` per GPU, mig-parted's mixed layout); 45% whole-GPU A100-SXM4-40GB nodes (8 GPUs, MIG off); 15% CPU-only
   nodes (32 cores, 256 GiB, the article's). GPU nodes have 96 cores and 768 GiB. Every node's name is its kind and an
-  index (``mig-0003``, ``gpu-0012``, ``cpu-0001``).
+  index (``mig-0003``, ``gpu-0012``, ``cpu-0001``). With ``--time-sliced SHARE`` that share of the nodes, taken from the
+  whole-GPU ones, is time-sliced (``ts-0004``): the device plugin's time-slicing with ``renameByDefault: true``
+  advertises each GPU as ``SLICED_REPLICAS`` ``nvidia.com/gpu.shared`` replicas and GFD labels the node
+  ``nvidia.com/gpu.replicas`` and ``nvidia.com/gpu.sharing-strategy: time-slicing`` (the GPU Operator's "Time-Slicing
+  GPUs in Kubernetes"); a replica is worth 1/4 of a GPU, as the figures count it.
 * Inference Deployments, each one model: BERT-base replicas on ``mig-1g.5gb``, ResNet-152 on ``mig-2g.10gb``, a
-  mid-size model on ``mig-3g.20gb``, GPT-2 on one whole GPU, an LLM on 8 GPUs, and CPU-only services (``KINDS``: each
+  mid-size model on ``mig-3g.20gb``, GPT-2 on one whole GPU, an LLM on 8 GPUs, small models on one time-sliced replica
+  (only with time-sliced nodes), and CPU-only services (``KINDS``: each
   kind's request and its range of base replicas). Enough Deployments of each kind are drawn that, at the traffic peak,
   they ask ``PEAK_SHARE`` of what their pool offers in the starting layouts (GPU-equivalents: a MIG instance counts its
   compute slices, ``1g`` = 1/7 GPU; CPU-only services: cores). Each Deployment of two or more replicas has a PDB
@@ -42,9 +47,13 @@ from trace_replay import TracePod
 
 A100_40 = "NVIDIA-A100-SXM4-40GB"
 MIG_1G, MIG_2G, MIG_3G = "nvidia.com/mig-1g.5gb", "nvidia.com/mig-2g.10gb", "nvidia.com/mig-3g.20gb"
-EXTENDED = (MIG_1G, MIG_2G, MIG_3G)  # the extended resources of this world, in the order requests list them
-# GPU-equivalents of one instance: its compute slices of the seven (the article's "GPU utilisation" counts compute)
-GPU_FRACTION = {MIG_1G: 1 / 7, MIG_2G: 2 / 7, MIG_3G: 3 / 7}
+GPU_SHARED = "nvidia.com/gpu.shared"  # a time-sliced replica, renamed (renameByDefault: true)
+SLICED_REPLICAS = 4  # replicas per GPU on a time-sliced node (the GPU Operator's example)
+MIG_PROFILES = (MIG_1G, MIG_2G, MIG_3G)
+EXTENDED = (*MIG_PROFILES, GPU_SHARED)  # the extended resources of this world, in the order requests list them
+# GPU-equivalents of one instance: its compute slices of the seven (the article's "GPU utilisation" counts compute);
+# of a time-sliced replica, its share of the GPU's time
+GPU_FRACTION = {MIG_1G: 1 / 7, MIG_2G: 2 / 7, MIG_3G: 3 / 7, GPU_SHARED: 1 / SLICED_REPLICAS}
 # mig-parted layouts of an A100-40GB (per GPU), as the GPU Operator's default config names them
 LAYOUTS = {
     "all-1g.5gb": {MIG_1G: 7},
@@ -78,6 +87,7 @@ class ArticleNode:
     extended: dict[str, int] = field(default_factory=dict)
     physical_gpus: int = 0
     layout: str = ""
+    replicas: int = 0  # time-sliced: the replicas of each GPU (``nvidia.com/gpu.replicas``); 0: not time-sliced
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +101,17 @@ class Kind:
     gpus: int = 0
     mig: str = ""
     replicas: tuple[int, int] = (1, 1)
+    shared: int = 0  # time-sliced replicas asked (``nvidia.com/gpu.shared``)
 
     @property
     def pool(self) -> str:
-        return "mig" if self.mig else "gpu" if self.gpus else "cpu"
+        return "mig" if self.mig else "gpu" if self.gpus else "shared" if self.shared else "cpu"
 
     def extended(self) -> tuple[int, ...]:
-        return tuple(1 if name == self.mig else 0 for name in EXTENDED)
+        return tuple(self.shared if name == GPU_SHARED else 1 if name == self.mig else 0 for name in EXTENDED)
 
     def gpu_equivalents(self) -> float:
-        return self.gpus + (GPU_FRACTION[self.mig] if self.mig else 0.0)
+        return self.gpus + (GPU_FRACTION[self.mig] if self.mig else 0.0) + self.shared * GPU_FRACTION[GPU_SHARED]
 
     def demand(self) -> float:
         """What one replica asks of its pool: GPU-equivalents, or cores for a CPU-only service."""
@@ -113,6 +124,7 @@ KINDS = (
     Kind("mid-model", "MIG 3g", 6_000, 32_768, mig=MIG_3G, replicas=(2, 8)),
     Kind("gpt-2", "1 GPU", 8_000, 32_768, gpus=1, replicas=(2, 12)),
     Kind("llm", "8 GPUs", 64_000, 524_288, gpus=8, replicas=(1, 3)),
+    Kind("small-model", "shared GPU", 2_000, 8_192, shared=1, replicas=(4, 16)),
     Kind("cpu-service", "CPU-only", 4_000, 8_192, replicas=(3, 12)),
 )
 MIG_SHARES = {MIG_1G: 0.40, MIG_2G: 0.35, MIG_3G: 0.25}  # of the MIG pool's peak demand, per profile
@@ -125,10 +137,13 @@ def traffic(seconds: float) -> float:
     return 0.675 + 0.325 * math.cos(2 * math.pi * (hours - TRAFFIC_PEAK_HOUR) / 24)
 
 
-def nodes_of(count: int, seed: int) -> list[ArticleNode]:
-    """``count`` nodes in the article's proportions (largest remainder), the MIG ones' layouts drawn with ``seed``."""
+def nodes_of(count: int, seed: int, *, time_sliced: float = 0.0) -> list[ArticleNode]:
+    """``count`` nodes in the article's proportions (largest remainder), the MIG ones' layouts drawn with ``seed``;
+    ``time_sliced``: that share of the nodes time-sliced, out of the whole-GPU ones."""
     mig, gpu = round(count * SHARES["mig"]), round(count * SHARES["gpu"])
     cpu = max(0, count - mig - gpu)
+    sliced = min(gpu, round(count * time_sliced))
+    gpu -= sliced
     rng = random.Random(f"{seed}:layouts")
     balanced = set(rng.sample(range(mig), round(mig * BALANCED_SHARE)))
     nodes = []
@@ -137,6 +152,11 @@ def nodes_of(count: int, seed: int) -> list[ArticleNode]:
         offered = {name: per_gpu * GPUS_PER_NODE for name, per_gpu in LAYOUTS[layout].items()}
         nodes.append(ArticleNode(f"mig-{i:04d}", *GPU_NODE, 0, A100_40, offered, GPUS_PER_NODE, layout))
     nodes += [ArticleNode(f"gpu-{i:04d}", *GPU_NODE, GPUS_PER_NODE, A100_40, {}, GPUS_PER_NODE) for i in range(gpu)]
+    replicas = {GPU_SHARED: GPUS_PER_NODE * SLICED_REPLICAS}
+    nodes += [
+        ArticleNode(f"ts-{i:04d}", *GPU_NODE, 0, A100_40, replicas, GPUS_PER_NODE, replicas=SLICED_REPLICAS)
+        for i in range(sliced)
+    ]
     nodes += [ArticleNode(f"cpu-{i:04d}", *CPU_NODE, 0, "") for i in range(cpu)]
     return nodes
 
@@ -212,9 +232,11 @@ def _retires(rng: random.Random, born: float) -> float:
 
 
 def _offer(nodes: Sequence[ArticleNode]) -> dict[str, float]:
-    """What each pool offers: GPU-equivalents of the MIG instances, whole GPUs, cores of the CPU-only nodes."""
+    """What each pool offers: GPU-equivalents of the MIG instances and of the time-sliced replicas, whole GPUs, cores
+    of the CPU-only nodes."""
     return {
-        "mig": sum(n * GPU_FRACTION[r] for node in nodes for r, n in node.extended.items()),
+        "mig": sum(n * GPU_FRACTION[r] for node in nodes for r, n in node.extended.items() if r in MIG_PROFILES),
+        "shared": sum(n * GPU_FRACTION[r] for node in nodes for r, n in node.extended.items() if r == GPU_SHARED),
         "gpu": float(sum(node.gpus for node in nodes)),
         "cpu": sum(node.cpu_milli for node in nodes if not node.physical_gpus) / 1000,
     }

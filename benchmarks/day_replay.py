@@ -33,7 +33,8 @@ SAMPLE_SECONDS = 60.0
 FLUSH_SECONDS = (
     300.0  # kube-scheduler retries every unschedulable pod at least this often (podMaxInUnschedulablePodsDuration)
 )
-SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs", "CPU-only", "MIG 1g", "MIG 2g", "MIG 3g")  # the MIG ones: --world article
+# the MIG ones and the time-sliced replica: --world article
+SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs", "CPU-only", "MIG 1g", "MIG 2g", "MIG 3g", "shared GPU")
 
 
 def size_class(gpus: int) -> str:
@@ -524,9 +525,10 @@ class Day:
         self.figures.allocation.append(self.bound_gpus() / self.gpus)
         self.figures.whole_free.append(int(sum(physical_gpus(n) for i, n in enumerate(self.nodes) if not held[i])))
         self.figures.pending_gpus.append(round(sum(p.gpu_eq for p in self.queue.values())))
-        if self.extended:
-            offered = self.scheduler.allocatable[:, 3:].sum()
-            self.figures.mig_idle.append(1 - self.scheduler.used[:, 3:].sum() / offered if offered else 0.0)
+        if self.extended:  # MIG instances only: a time-sliced replica is no MIG slice
+            mig = [3 + i for i, name in enumerate(self.extended) if name.startswith("nvidia.com/mig-")]
+            offered = self.scheduler.allocatable[:, mig].sum()
+            self.figures.mig_idle.append(1 - self.scheduler.used[:, mig].sum() / offered if offered else 0.0)
         self._sample_cpu_pods()
         if self.queue:
             self.figures.beyond_capacity_gpu_seconds += beyond_capacity(self) * SAMPLE_SECONDS

@@ -435,8 +435,8 @@ def _pod_named(day: Day, key: str) -> Pod | None:
 
 def _node_object(node: Any, tier: int = 0, day: Day | None = None, index: int = -1) -> dict[str, Any]:
     """A GPU node as the device plugin and GFD label it (a MIG-capable one with the mixed strategy: its instances as
-    ``day``'s scheduler offers them now, its ``nvidia.com/mig.config`` as last cut), or a CPU-only node (no GPU
-    resource, no GPU label)."""
+    ``day``'s scheduler offers them now, its ``nvidia.com/mig.config`` as last cut; a time-sliced one: its replicas as
+    ``nvidia.com/gpu.shared``), or a CPU-only node (no GPU resource, no GPU label)."""
     resources = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "110"}
     labels = {"kubernetes.io/hostname": node.name}
     gpus = physical_gpus(node)
@@ -452,12 +452,15 @@ def _node_object(node: Any, tier: int = 0, day: Day | None = None, index: int = 
             **({FILL_FIRST_LABEL: str(tier)} if tier else {}),
         }
     layout = day.layouts[index] if day is not None else ""
-    if layout and day is not None:
+    if layout:
         labels |= {
             "nvidia.com/mig.capable": "true",
             "nvidia.com/mig.strategy": "mixed",
             "nvidia.com/mig.config": layout,
         }
+    if getattr(node, "replicas", 0):  # time-sliced, renamed: GFD's labels of the device plugin's sharing config
+        labels |= {"nvidia.com/gpu.replicas": str(node.replicas), "nvidia.com/gpu.sharing-strategy": "time-slicing"}
+    if gpus and day is not None:  # MIG instances, time-sliced replicas
         resources |= {name: str(int(n)) for name, n in zip(day.extended, offered[3:], strict=True) if n}
     return {
         "apiVersion": "v1",

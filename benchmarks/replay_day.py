@@ -155,6 +155,7 @@ class Options:
     cpu_only: bool = False  # the trace's CPU-only pods and CPU-only nodes too (issue [24])
     world: str = "trace"  # "article": the source article's cluster (article_day.py) instead of the trace's
     recut_cost_moves: float | None = None  # the + re-cuts rows' mig.recut_cost_moves when not the shipped one
+    time_sliced: float = 0.0  # --world article: the share of the nodes time-sliced (out of the whole-GPU ones)
 
 
 def strategy_named(name: str) -> str:
@@ -232,7 +233,7 @@ def _article_day(strategy: str, options: Options) -> tuple[Day, float, dict[str,
     """The source article's cluster (``article_day.py``): its nodes, Deployments and common start, drawn from the seed
     alone (the same for every strategy)."""
     seconds = options.hours * 3600
-    nodes = article_day.nodes_of(options.nodes or ARTICLE_NODES, options.seed)
+    nodes = article_day.nodes_of(options.nodes or ARTICLE_NODES, options.seed, time_sliced=options.time_sliced)
     cat = article_day.catalogue(nodes, seconds, options.seed)
     load = article_day.workload(cat)
     day = Day(
@@ -248,7 +249,7 @@ def _article_day(strategy: str, options: Options) -> tuple[Day, float, dict[str,
     about = {
         "world": "article",
         "nodes": len(nodes),
-        "nodesByKind": {k: sum(1 for n in nodes if n.name.startswith(k)) for k in ("mig", "gpu", "cpu")},
+        "nodesByKind": {k: sum(1 for n in nodes if n.name.startswith(k)) for k in ("mig", "gpu", "ts", "cpu")},
         "gpus": day.gpus,
         "deployments": len(cat.deployments),
         "newModels": len(cat.arrivals),
@@ -463,10 +464,11 @@ ARTICLE_SIZES = ("MIG 1g", "MIG 2g", "MIG 3g", "1 GPU", "8 GPUs")
 def article_table(rows: Sequence[dict[str, Any]]) -> str:
     """The article's day per request size: blocked GPU-hours and pods never started, the MIG idle rate, re-cuts and
     what restarts and re-cuts cost (means over the seeds)."""
-    sizes = " | ".join(f"{s} blocked GPU-h / never started" for s in ARTICLE_SIZES)
+    shown = [*ARTICLE_SIZES, *(["shared GPU"] if any(_pods(r, "shared GPU") for r in rows) else [])]
+    sizes = " | ".join(f"{s} blocked GPU-h / never started" for s in shown)
     head = (
         f"| strategy | GPU allocation | MIG idle | {sizes} | CPU-only never started | evictions | re-cuts | "
-        "restarts + re-cut downtime / allocated |\n| --- |" + " ---: |" * (len(ARTICLE_SIZES) + 7) + "\n"
+        "restarts + re-cut downtime / allocated |\n| --- |" + " ---: |" * (len(shown) + 6) + "\n"
     )
     lines = []
     for strategy, group in by_strategy(rows).items():
@@ -474,7 +476,7 @@ def article_table(rows: Sequence[dict[str, Any]]) -> str:
             f"{_mean([r['allocationMean'] for r in group]):.1%}",
             f"{_mean([r['migIdleMean'] for r in group]):.1%}",
         ]
-        for size in (*ARTICLE_SIZES, "CPU-only"):
+        for size in (*shown, "CPU-only"):
             never = _mean([r["queueSeconds"][size]["stillWaiting"] for r in group])
             pods = _mean([r["queueSeconds"][size]["pods"] for r in group])
             blocked = _mean([r["blockedGpuHoursBySize"].get(size, 0.0) for r in group])
@@ -489,6 +491,11 @@ def article_table(rows: Sequence[dict[str, Any]]) -> str:
         ]
         lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
     return head + "\n".join(lines) + "\n"
+
+
+def _pods(row: dict[str, Any], size: str) -> int:
+    """The pods of a size a row met (0 for a row played before that size existed)."""
+    return int(row["queueSeconds"].get(size, {}).get("pods", 0))
 
 
 def fgd_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -615,6 +622,15 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         "Deployments; article_day.py), --nodes default 200",
     )
     parser.add_argument(
+        "--time-sliced",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="--world article: this share of the nodes (out of the whole-GPU ones) time-sliced, each GPU advertised as "
+        f"{article_day.SLICED_REPLICAS} nvidia.com/gpu.shared replicas, with Deployments of small models on one "
+        "(default 0: none)",
+    )
+    parser.add_argument(
         "--recut-cost-moves",
         type=float,
         default=None,
@@ -682,6 +698,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         cpu_only=args.with_cpu_only,
         world=args.world,
         recut_cost_moves=args.recut_cost_moves,
+        time_sliced=args.time_sliced,
     )
     rows = ARTICLE_STRATEGIES if args.world == "article" else STRATEGIES
     return options, seeds, args.strategy or list(rows), args.out

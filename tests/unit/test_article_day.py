@@ -15,8 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import article_day  # noqa: E402  (benchmarks/ is not a package)
+import day_strategies  # noqa: E402
 import replay_day  # noqa: E402
 from day_replay import Arrival, Day, Workload  # noqa: E402
+
+from compactor.model.load import DEFAULT_POOL_LABEL  # noqa: E402
+from compactor.model.parse import parse_node  # noqa: E402
 
 QUICK = replay_day.Options(nodes=30, hours=2.0, time_limit=1.0, world="article", every_minutes=10)
 ROWS = (replay_day.DEFAULT, replay_day.HNU, replay_day.DEFAULT_CONTROLLER, replay_day.BIN_PACKING_RECUTS)
@@ -30,6 +34,30 @@ def test_the_cluster_has_the_articles_proportions_and_layouts() -> None:
     assert layouts.count("all-balanced") == 4 and layouts.count("all-1g.5gb") == 12
     one_g = next(n for n in nodes if n.layout == "all-1g.5gb")
     assert one_g.extended == {article_day.MIG_1G: 56} and one_g.gpus == 0 and one_g.physical_gpus == 8
+
+
+def test_time_sliced_nodes_come_out_of_the_whole_gpu_ones_and_read_as_the_device_plugin_advertises_them() -> None:
+    """``--time-sliced``: each GPU four ``nvidia.com/gpu.shared`` replicas (``renameByDefault: true``), GFD's
+    replicas and sharing labels; the compactor reads the node as 8 GPUs, a replica as a quarter of one."""
+    nodes = article_day.nodes_of(40, seed=1, time_sliced=0.1)
+    kinds = [n.name.split("-")[0] for n in nodes]
+    assert (kinds.count("mig"), kinds.count("gpu"), kinds.count("ts"), kinds.count("cpu")) == (16, 14, 4, 6)
+    index = kinds.index("ts")
+    day = Day(
+        nodes,
+        Workload(iter(()), (), float("inf"), 0.0, 0.0, float("inf"), 1),
+        startup=120.0,
+        extended=article_day.GPU_FRACTION,
+    )
+    raw = day_strategies._node_object(nodes[index], day=day, index=index)
+    assert raw["status"]["allocatable"][article_day.GPU_SHARED] == "32"
+    assert "nvidia.com/gpu" not in raw["status"]["allocatable"]
+    warnings: list[str] = []
+    node = parse_node(raw, source="replay", pool_label=DEFAULT_POOL_LABEL, warnings=warnings)
+    assert warnings == [] and node.gpu.physical_gpus == 8 and node.gpu.sharing_strategy == "time-slicing"
+    assert node.gpu.equivalent(article_day.GPU_SHARED) == pytest.approx(0.25)
+    plain = article_day.nodes_of(40, seed=1)
+    assert [n for n in plain if n.layout] == [n for n in nodes if n.layout]  # the MIG nodes as without time-slicing
 
 
 def test_the_traffic_peaks_at_two_in_the_afternoon_and_bottoms_out_at_two_at_night() -> None:
@@ -122,19 +150,35 @@ def test_re_cuts_host_the_slices_the_starting_layouts_leave_blocked(
     assert blocked[replay_day.BIN_PACKING_RECUTS] < blocked[replay_day.HNU] / 2, blocked
 
 
+def test_a_quick_time_sliced_day_serves_its_small_models_and_loses_nothing() -> None:
+    """A tenth of the nodes time-sliced: the small models' replicas ask a replica each; the controller with re-cuts
+    plays the day beside them, nothing lost, no node overcommitted, no PDB broken, and the table shows the size."""
+    options = replace(QUICK, time_sliced=0.1)
+    strategy = replay_day.BIN_PACKING_RECUTS
+    day, seconds, about = replay_day.day_for(strategy, options)
+    ticks = [(0.0, article_day.SCALE_SECONDS, day.scaler), *replay_day._ticks(strategy, options)]  # type: ignore[attr-defined]
+    row = replay_day.summary(strategy, day.run(seconds, ticks), 0.0, about, options)
+    assert row["lost"] == 0 and row["overcommittedNodes"] == 0 and row["pdbViolations"] == 0, row
+    shared = row["queueSeconds"]["shared GPU"]
+    assert about["nodesByKind"]["ts"] == 3 and shared["pods"] > 0 and shared["stillWaiting"] == 0, shared
+    assert "shared GPU blocked GPU-h / never started" in replay_day.article_table([row])
+
+
 def test_the_article_table_has_a_row_per_strategy_and_the_sizes(
     quick_days: dict[str, tuple[dict[str, Any], Day]],
 ) -> None:
     text = replay_day.article_table([row for row, _ in quick_days.values()])
     assert all(f"| {s} |" in text for s in ROWS)
     assert "MIG 2g blocked GPU-h / never started" in text and "re-cuts" in text
+    assert "shared GPU" not in text  # no time-sliced node, no column for it
+    assert all(line.count("|") == text.splitlines()[0].count("|") for line in text.splitlines())
 
 
 def test_an_arrival_keeps_its_deployment() -> None:
     deployment = article_day.Deployment(3, article_day.KINDS[1], 2, float("inf"))
     made = article_day.arrival(deployment)
     assert isinstance(made, Arrival) and made.group == 3 and made.size == "MIG 2g"
-    assert made.extended == (0, 1, 0)
+    assert made.extended == (0, 1, 0, 0)
 
 
 def test_the_command_line_plays_the_article_world_with_its_rows_and_a_re_cut_price() -> None:
