@@ -113,16 +113,14 @@ class Controller:
         # Liveness bookkeeping, read by the HTTP thread: plain float assignments, atomic under the GIL.
         self._progress_at: float | None = None  # clock.monotonic() when a cycle last started or ended (or start() ran)
         self._cycle_since: float | None = None  # clock.monotonic() when the running cycle started; None between cycles
-        # elector.monotonic() at start(): the first round has until then + limit
-        self._lease_grace_from: float | None = None
+        self._lease_grace_from: float | None = None  # elector.monotonic() at start(): the first round has until + limit
         self._cycle_as_leader = False  # the cycle running (if any) began as leader: the only one a lost Lease stops
         host, port = parse_listen(options.listen)
         self.server = HttpServer(host, port, exporter, health=self.health_problem, readiness=self.readiness_problem)
         self.cycles = 0  # completed cycles (for tests and logs)
         self._cycle_ended: float | None = None  # clock.monotonic() when the last cycle ended (the pending gap's start)
         self._largest: dict[str, int] = {}  # GPU resource -> the most any node offers, as the last cycle read them
-        # the circuit breaker's pause as the last cycle read it: no pending pod starts a cycle before it ends (each
-        # would be held, changing nothing)
+        # the breaker's pause as the last cycle read it: no pending pod starts a cycle before it ends (held, it changes nothing)
         self._paused_until: datetime | None = None
         self.pending = (
             PendingTrigger(options.pending_after, options.pending_gap)
