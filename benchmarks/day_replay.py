@@ -28,13 +28,14 @@ import numpy as np
 import trace_replay
 from kube_scheduler import KubeScheduler
 from trace_replay import TraceNode, TracePod
+from trace_sharing import SHARED_SIZE, demand_of, replicas_asked
 
 SAMPLE_SECONDS = 60.0
 FLUSH_SECONDS = (
     300.0  # kube-scheduler retries every unschedulable pod at least this often (podMaxInUnschedulablePodsDuration)
 )
 # the MIG ones and the time-sliced replica: --world article
-SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs", "CPU-only", "MIG 1g", "MIG 2g", "MIG 3g", "shared GPU")
+SIZES = ("1 GPU", "2-4 GPUs", "8 GPUs", "CPU-only", "MIG 1g", "MIG 2g", "MIG 3g", SHARED_SIZE)
 
 
 def size_class(gpus: int) -> str:
@@ -106,13 +107,13 @@ def workload(
 ) -> Workload:
     """The common start (``common_start``), the endless arrivals (the list replayed) and the interval that keeps the
     offered GPU demand at ``fill`` of ``gpus`` (Little's law: demand = rate x mean GPUs x life)."""
-    mean_gpu_seconds = sum(p.shape.num_gpu * life for p, life in stream) / len(stream)
+    mean_gpu_seconds = sum(demand_of(p) * life for p, life in stream) / len(stream)
     max_life = max(life for _, life in stream)
 
     def pods() -> Iterator[Arrival]:
         while True:
             for pod, life in stream:
-                yield Arrival(pod, life)
+                yield arrival_of(pod, life)
 
     return Workload(
         arrivals=pods(),
@@ -125,6 +126,12 @@ def workload(
     )
 
 
+def arrival_of(pod: TracePod, life: float) -> Arrival:
+    """A pod of the stream as it arrives: a sharing pod mapped to time-sliced replicas (``trace_sharing``) asks them."""
+    replicas = replicas_asked(pod)
+    return Arrival(pod, life, extended=(replicas,), size=SHARED_SIZE) if replicas else Arrival(pod, life)
+
+
 def common_start(
     stream: Sequence[tuple[TracePod, float]], target_gpus: float, max_life: float, rng: random.Random
 ) -> tuple[Arrival, ...]:
@@ -133,7 +140,7 @@ def common_start(
     often) and keeping a uniform share of its life, until the GPUs drawn reach ``target_gpus``. So the day starts in
     its steady state rather than draining for hours; whether a scheduler can place them all is its own outcome."""
     drawn: list[Arrival] = []
-    total = 0
+    total = 0.0
     if target_gpus <= 0 or not stream:
         return ()
     for pod, life in itertools.cycle(stream):
@@ -142,8 +149,8 @@ def common_start(
         if rng.random() * max_life > life:
             continue
         residual = life * (1.0 - rng.random())  # uniform in (0, life]: it arrived before the day
-        drawn.append(Arrival(pod, residual, initial=True))
-        total += pod.shape.num_gpu
+        drawn.append(dataclasses.replace(arrival_of(pod, residual), initial=True))
+        total += demand_of(pod)
     return tuple(drawn)
 
 

@@ -382,12 +382,12 @@ def _stale(day: Day, plan: CompactionPlan, index: dict[str, int]) -> str:
         free = [a - u for a, u in zip(offer, day.scheduler.used[node], strict=True)]
         for p in day.on_node[node]:
             if _key(day.pods[p]) in leaving:
-                free = [f + r for f, r in zip(free, day.pods[p].request, strict=True)]
+                free = [f + r for f, r in zip(free, day.scheduler.vector(day.pods[p].request), strict=True)]
         for placement in (p for p in plan.placed_pending if p.to_node == name):
             pod = _pod_named(day, placement.pod)
             if pod is None or pod.id not in day.queue:
                 return f"pending pod {placement.pod} no longer waits"
-            free = [f - r for f, r in zip(free, pod.request, strict=True)]
+            free = [f - r for f, r in zip(free, day.scheduler.vector(pod.request), strict=True)]
         if min(free) < 0:
             return f"node {name} will not have room for its pending pod(s)"
     return ""

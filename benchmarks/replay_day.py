@@ -84,7 +84,18 @@ sys.path.insert(0, str(HERE))
 
 import article_day  # noqa: E402  (benchmarks/ is not a package)
 import trace_replay  # noqa: E402
-from day_replay import SIZES, Day, Figures, arrivals_only, arrivals_until, percentile, read_stream, workload  # noqa: E402
+import trace_sharing  # noqa: E402
+from day_replay import (  # noqa: E402
+    SIZES,
+    Day,
+    Figures,
+    arrivals_only,
+    arrivals_until,
+    percentile,
+    physical_gpus,
+    read_stream,
+    workload,
+)
 from day_strategies import PLANNING_CLOCKS, SHIPPED_CONFIG, Compactor, HighNodeUtilization  # noqa: E402
 
 from compactor.app.pending import PendingTrigger  # noqa: E402
@@ -156,6 +167,7 @@ class Options:
     world: str = "trace"  # "article": the source article's cluster (article_day.py) instead of the trace's
     recut_cost_moves: float | None = None  # the + re-cuts rows' mig.recut_cost_moves when not the shipped one
     time_sliced: float = 0.0  # --world article: the share of the nodes time-sliced (out of the whole-GPU ones)
+    shared_replicas: bool = False  # the trace's sharing pods as time-sliced replicas on nodes sliced for them
 
 
 def strategy_named(name: str) -> str:
@@ -210,21 +222,34 @@ def day_for(strategy: str, options: Options) -> tuple[Day, float, dict[str, Any]
         share = round(len(nodes) * len(cpu_nodes) / len(all_nodes))
         nodes += sorted(random.Random(f"{options.seed}:cpu-nodes").sample(cpu_nodes, share), key=lambda n: n.name)
     stream = read_stream(options.trace_dir, options.variant, options.max_life_hours * 3600, cpu_only=options.cpu_only)
+    extended: dict[str, float] = {}
+    if options.shared_replicas:  # the nearest supported request (trace_sharing's docstring states the mapping)
+        stream = trace_sharing.as_replicas(stream)
+        nodes = trace_sharing.time_slice(nodes, stream)
+        extended = {trace_sharing.GPU_SHARED: 1 / trace_sharing.SLICED_REPLICAS}
     if options.fgd:
         load = arrivals_only(stream, gpus=gpus, max_replicas=options.max_replicas)
         seconds = float(arrivals_until(stream, FGD_ARRIVED * gpus))
     else:
         load = workload(stream, gpus=gpus, fill=options.fill, max_replicas=options.max_replicas, seed=options.seed)
         seconds = options.hours * 3600
-    day = Day(nodes, load, profile=profile_of(strategy), startup=options.startup_seconds, seed=options.seed)
+    day = Day(
+        nodes,
+        load,
+        profile=profile_of(strategy),
+        startup=options.startup_seconds,
+        seed=options.seed,
+        extended=extended,
+    )
     about = {
         "nodes": len(nodes),
-        "cpuOnlyNodes": sum(1 for n in nodes if not n.gpus),
+        "cpuOnlyNodes": sum(1 for n in nodes if not physical_gpus(n)),
+        "timeSlicedNodes": sum(1 for n in nodes if getattr(n, "replicas", 0)),
         "gpus": gpus,
         "interval": load.interval,
         "gpuSecondsPerPod": load.gpu_seconds_per_pod,
         "commonStartPods": len(load.initial),
-        "commonStartGpus": sum(a.pod.shape.num_gpu for a in load.initial),
+        "commonStartGpus": sum(trace_sharing.demand_of(a.pod) for a in load.initial),
     }
     return day, seconds, about
 
@@ -420,14 +445,21 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def small_pods_table(rows: Sequence[dict[str, Any]]) -> str:
     """The waits of the smaller pods: mean over the seeds of p50 / p95, and of those never started."""
+    sizes = [
+        *SIZES[:2],
+        *([trace_sharing.SHARED_SIZE] if any(_pods(r, trace_sharing.SHARED_SIZE) for r in rows) else []),
+    ]
     head = (
-        "| strategy | 1-GPU wait p50 / p95 s | 1-GPU never started | 2-4-GPU wait p50 / p95 s | 2-4-GPU never started |\n"
-        "| --- | ---: | ---: | ---: | ---: |\n"
+        "| strategy | "
+        + " | ".join(f"{size} wait p50 / p95 s | {size} never started" for size in sizes)
+        + " |\n| --- |"
+        + " ---: |" * (2 * len(sizes))
+        + "\n"
     )
     lines = []
     for strategy, group in by_strategy(rows).items():
         cells = []
-        for size in SIZES[:2]:
+        for size in sizes:
             waits = [r["queueSeconds"][size] for r in group]
             p50, p95 = _mean([w["p50"] for w in waits]), _mean([w["p95"] for w in waits])
             cells.append(f"{p50:.0f} / {p95:.0f}")
@@ -622,6 +654,12 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         "Deployments; article_day.py), --nodes default 200",
     )
     parser.add_argument(
+        "--shared-replicas",
+        action="store_true",
+        help="the trace's GPU-sharing pods (43.6%% of its GPU pods) as the nearest supported request: time-sliced "
+        "replicas (nvidia.com/gpu.shared) on nodes of their models sliced for them (trace_sharing.py states the mapping)",
+    )
+    parser.add_argument(
         "--time-sliced",
         type=float,
         default=0.0,
@@ -699,6 +737,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         world=args.world,
         recut_cost_moves=args.recut_cost_moves,
         time_sliced=args.time_sliced,
+        shared_replicas=args.shared_replicas,
     )
     rows = ARTICLE_STRATEGIES if args.world == "article" else STRATEGIES
     return options, seeds, args.strategy or list(rows), args.out
