@@ -9,9 +9,12 @@ switches that change what a run does (dry run, server dry run) sit beside them. 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from compactor.app.sources import SnapshotSource
 from compactor.errors import CompactorError
+from compactor.kube import client as kube_api
+from compactor.kube.cluster_client import KubeClusterClient
 from compactor.settings import Settings
 
 
@@ -35,6 +38,24 @@ class Invocation:
     def live(self) -> bool:
         """Whether the input is a live cluster (kubeconfig, context or in-cluster) rather than a snapshot."""
         return self.source.live
+
+    @cached_property
+    def connection(self) -> kube_api.Connection:
+        """The invocation's one connection to its live cluster, opened when first asked: its snapshot is read through
+        it and its client (``client``) talks through it."""
+        source = self.source
+        return kube_api.connect(source.kubeconfig, source.context, in_cluster=source.in_cluster)
+
+    @cached_property
+    def client(self) -> KubeClusterClient:
+        """The invocation's one cluster client (over ``connection``); its dry-run view (``KubeClusterClient.dry_run_view``)
+        is derived from it. Writes give up within the Lease's margin (``leader_election.write_timeout_seconds``)."""
+        settings = self.settings
+        return KubeClusterClient(
+            self.connection.api_client,
+            namespace=settings.executor.state_namespace,
+            write_timeout=settings.leader_election.write_timeout_seconds,
+        )
 
     def input(self) -> SnapshotSource:
         """The input, or the ``CompactorError`` saying why the options do not name exactly one."""

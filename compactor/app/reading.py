@@ -12,32 +12,28 @@ from __future__ import annotations
 from compactor.actions.client import ClusterClient, Obj
 from compactor.app.invocation import Invocation
 from compactor.app.sources import example_path, mig_parted_namespace
-from compactor.kube.client import Connection
 from compactor.model.load import read_source
 from compactor.model.types import Snapshot
 
 
-def load_snapshot(
-    inv: Invocation, *, mig_namespace: str | None = None, connection: Connection | None = None
-) -> Snapshot:
-    """The invocation's snapshot. ``mig_namespace``: where the mig-parted ConfigMaps are listed (``mig_parted_namespace``;
-    None: none is read from a live cluster). ``connection``: read through it rather than through one of its own."""
-    settings = inv.settings
-    return inv.input().load(
+def load_snapshot(inv: Invocation, *, mig_namespace: str | None = None) -> Snapshot:
+    """The invocation's snapshot, a live cluster's read through the invocation's one connection
+    (``Invocation.connection``). ``mig_namespace``: where the mig-parted ConfigMaps are listed
+    (``mig_parted_namespace``; None: none is read from a live cluster)."""
+    settings, source = inv.settings, inv.input()
+    return source.load(
         pool_label=settings.metrics.pool_label,
         mig_config_map=settings.mig.config_map,
         mig_selector=settings.mig.selector,
         mig_namespace=mig_namespace,
-        connection=connection,
+        connection=inv.connection if source.live else None,
         dra_drivers=settings.dra.mappings(),
     )
 
 
-def load_for_planning(inv: Invocation, *, explain_mig: bool = False, connection: Connection | None = None) -> Snapshot:
+def load_for_planning(inv: Invocation, *, explain_mig: bool = False) -> Snapshot:
     """The snapshot a plan is made on: with the mig-parted ConfigMaps when re-cuts (or ``--explain-mig``) need them."""
-    return load_snapshot(
-        inv, mig_namespace=mig_parted_namespace(inv.settings, explain=explain_mig), connection=connection
-    )
+    return load_snapshot(inv, mig_namespace=mig_parted_namespace(inv.settings, explain=explain_mig))
 
 
 def world_of(client: ClusterClient) -> list[Obj]:

@@ -20,7 +20,6 @@ from compactor.actions.fencing import FencedClient
 from compactor.app.invocation import Invocation
 from compactor.app.reading import load_for_planning, world_objects
 from compactor.errors import CompactorError
-from compactor.kube import client as kube_api
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity
 from compactor.model.types import Snapshot
@@ -29,15 +28,9 @@ from compactor.settings import Settings
 
 
 def cluster_client(inv: Invocation, *, dry_run: bool) -> KubeClusterClient:
-    """A client of the invocation's live cluster; ``dry_run``: every write it sends is a server-side dry run (dryRun=All)."""
-    settings = inv.settings
-    api = kube_api.load_api_client(inv.source.kubeconfig, inv.source.context, in_cluster=inv.source.in_cluster)
-    return KubeClusterClient(
-        api,
-        dry_run_all=dry_run,
-        namespace=settings.executor.state_namespace,
-        write_timeout=settings.leader_election.write_timeout_seconds,
-    )
+    """The invocation's client of its live cluster (one per invocation: ``Invocation.client``); ``dry_run``: its view
+    whose every write is a server-side dry run (dryRun=All)."""
+    return inv.client.dry_run_view if dry_run else inv.client
 
 
 def recording_client(
@@ -138,18 +131,10 @@ class ControllerWiring:
 
 def wire_controller(inv: Invocation, *, leader_election: bool) -> ControllerWiring:
     """The controller's clients over one connection; with ``leader_election`` every write is checked against the Lease."""
-    source = inv.source
-    connection = kube_api.connect(source.kubeconfig, source.context, in_cluster=source.in_cluster)
-    settings = inv.settings
-    # writes give up well within the Lease's margin (leader_election.write_timeout_seconds, validated with the settings)
-    client = KubeClusterClient(
-        connection.api_client,
-        namespace=settings.executor.state_namespace,
-        write_timeout=settings.leader_election.write_timeout_seconds,
-    )
+    client, settings = inv.client, inv.settings
 
     def load_snapshot() -> Snapshot:  # as `run --once` reads it, through the controller's one connection
-        return load_for_planning(inv, connection=connection)
+        return load_for_planning(inv)
 
     elector = elector_for(client, settings) if leader_election else None
     acting: ClusterClient = client if elector is None else FencedClient(client, elector.holds, elector.ref)

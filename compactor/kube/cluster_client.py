@@ -14,6 +14,8 @@ PodDisruptionBudgets are always asked. The only DELETE is of the state ConfigMap
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from kubernetes import client as k8s_client
 
 from compactor.kube.nodes import NodeCalls
@@ -81,6 +83,21 @@ class KubeClusterClient(NodeCalls, PodCalls, StateCalls, WorkloadCalls):
         self._resource = k8s_client.ResourceV1Api(api_client)
         self._instance = reporting_instance()
         self._state_versions = {}
+
+    @cached_property
+    def dry_run_view(self) -> KubeClusterClient:
+        """This client's dry-run view: the same connection, each write sent with ``dryRun=All`` (admitted or refused
+        by the API server, never persisted)."""
+        if self._transport.dry_run_all:
+            return self
+        return KubeClusterClient(
+            self.api_client,
+            dry_run_all=True,
+            namespace=self.namespace,
+            request_timeout=self._transport.read_timeout,
+            write_timeout=self._transport.write_timeout,
+            page_size=self.page_size,
+        )
 
     def close(self) -> None:
         self._transport.close()

@@ -321,6 +321,40 @@ def test_a_summary_the_api_server_refuses_is_a_warning_and_the_exit_code_stays(
     assert refused == ["POST"]  # it did try, once (a refusal is no conflict to retry)
 
 
+@pytest.mark.parametrize("extra", [(), ("--dry-run",)], ids=["applied", "dry-run"])
+def test_a_live_run_talks_through_one_connection_and_one_client(
+    fake_api: FakeApiServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    extra: tuple[str, ...],
+) -> None:
+    """Issue 46: a ``run --once`` reads, plans, carries out and records through the invocation's one connection and
+    one ``KubeClusterClient`` (its dry-run view derived from it), not a client per step."""
+    import compactor.kube.client as kube_client
+    from compactor.kube.cluster_client import KubeClusterClient
+
+    connections: list[Any] = []
+    clients: list[KubeClusterClient] = []
+    connect, init = kube_client.connect, KubeClusterClient.__init__
+
+    def counted_connect(*args: Any, **kwargs: Any) -> Any:
+        connections.append(connect(*args, **kwargs))
+        return connections[-1]
+
+    def counted_init(self: KubeClusterClient, *args: Any, **kwargs: Any) -> None:
+        clients.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(kube_client, "connect", counted_connect)
+    monkeypatch.setattr(KubeClusterClient, "__init__", counted_init)
+    kubeconfig = fragmented(fake_api, tmp_path)
+    assert _run(kubeconfig, _config(tmp_path, "apply"), *extra) == 0, capsys.readouterr().err
+    assert len(connections) == 1
+    first, *derived = clients
+    assert all(c.api_client is first.api_client for c in derived) and len(derived) <= 1  # the dry-run view
+
+
 def test_a_snapshot_run_writes_nothing_and_pushes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pushgateway: Pushgateway
 ) -> None:
@@ -330,6 +364,7 @@ def test_a_snapshot_run_writes_nothing_and_pushes_nothing(
         raise AssertionError("a snapshot run must not talk to a cluster")
 
     monkeypatch.setattr(kube_client, "load_api_client", no_cluster)
+    monkeypatch.setattr(kube_client, "connect", no_cluster)
     for mode in ("report", "plan"):
         config = _config(tmp_path, mode, pushgateway_url=pushgateway.url)
         assert main(["run", "--once", "--example", "--config", config, "--output", "json"]) == 0, (
