@@ -56,6 +56,7 @@ from compactor.model.resources import Resources
 from compactor.model.scheduling import why_ineligible
 from compactor.model.types import Node
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings, RunSettings
 from tests.builders import steering_policy
 from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest
@@ -209,7 +210,9 @@ def make_plan(items: list[JSON], args: argparse.Namespace) -> CompactionPlan:
     from datetime import UTC, datetime
 
     plan = build_plan(
-        snapshot, PlannerSettings.of(time_limit_seconds=args.time_limit), source="bench", now=datetime.now(UTC)
+        PlanRequest.of(
+            snapshot, PlannerSettings.of(time_limit_seconds=args.time_limit), source="bench", now=datetime.now(UTC)
+        )
     )
     if args.write_plan:
         Path(args.write_plan).write_text(plan.model_dump_json(by_alias=True))

@@ -39,12 +39,13 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
     from compactor.app.plan_document import build_plan
     from compactor.model.load import load_files
     from compactor.planner.baselines import chain_placement, greedy_drain, high_node_utilization
+    from compactor.planner.request import PlanRequest
     from compactor.settings import PlannerSettings
 
     snap = load_files([snapshot])
     settings = PlannerSettings.of(time_limit_seconds=time_limit, workers=workers)
     started = time.monotonic()
-    plan = build_plan(snap, settings, source=snapshot, now=datetime.now(UTC))
+    plan = build_plan(PlanRequest.of(snap, settings, source=snapshot, now=datetime.now(UTC)))
     plan_seconds = time.monotonic() - started
     top = plan.frontier[-1]
     rows: list[dict[str, object]] = [
@@ -170,6 +171,7 @@ def measure_contract(snapshot: str, time_limit: float, workers: int, max_moves: 
     from compactor.planner.greedy import greedy
     from compactor.planner.objective import empty_nodes
     from compactor.planner.problem import build_problem
+    from compactor.planner.request import PlanRequest
     from compactor.planner.solution import concretise, gpu_nodes_changed
     from compactor.settings import PlannerSettings
 
@@ -179,7 +181,7 @@ def measure_contract(snapshot: str, time_limit: float, workers: int, max_moves: 
     capped = {"max_moves": max_moves, "objective": "max-free"} if max_moves is not None else {}
     settings = PlannerSettings.of(time_limit_seconds=time_limit, workers=workers, **capped)
     started = time.monotonic()
-    plan = build_plan(snap, settings, source=snapshot, now=datetime.now(UTC))
+    plan = build_plan(PlanRequest.of(snap, settings, source=snapshot, now=datetime.now(UTC)))
     wall = time.monotonic() - started
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the baselines below add theirs
     top = plan.frontier[-1] if plan.frontier else None

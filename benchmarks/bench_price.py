@@ -30,6 +30,7 @@ from compactor.app.sources import example_path  # noqa: E402
 from compactor.model.load import load_files  # noqa: E402
 from compactor.model.types import Snapshot  # noqa: E402
 from compactor.planner.price import gpu_equivalents, resource_equivalents  # noqa: E402
+from compactor.planner.request import PlanRequest  # noqa: E402
 from compactor.settings import PlannerSettings  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def row(name: str, snap: Snapshot, share: float, price: float, time_limit: float
         time_limit_seconds=time_limit,
         move_cost={"capacity_share": share},
     )
-    plan = build_plan(snap, settings, source=name, now=datetime.now(UTC))
+    plan = build_plan(PlanRequest.of(snap, settings, source=name, now=datetime.now(UTC)))
     pods = {p.key: p for p in snap.pods}
     equivalents = resource_equivalents(snap)
     restarted = sum(gpu_equivalents(pods[m.pod], equivalents) for m in plan.moves)

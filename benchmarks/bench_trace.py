@@ -150,8 +150,9 @@ def _planner_settings(method: str, time_limit: float | None, long_limit: float) 
 
 def _plan(snap: Any, source: str, settings: Any) -> Any:
     from compactor.app.plan_document import build_plan
+    from compactor.planner.request import PlanRequest
 
-    return build_plan(snap, settings, source=source, now=datetime.now(UTC))
+    return build_plan(PlanRequest.of(snap, settings, source=source, now=datetime.now(UTC)))
 
 
 def _planner_record(plan: Any, settings: Any) -> Record:

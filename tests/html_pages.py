@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -52,4 +53,4 @@ class Page(HTMLParser):
 
 
 def plan_of(snapshot: Snapshot) -> CompactionPlan:
-    return build_plan(snapshot, SETTINGS, source="test", now=NOW)
+    return build_plan(PlanRequest.of(snapshot, SETTINGS, source="test", now=NOW))

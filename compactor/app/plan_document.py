@@ -12,67 +12,28 @@ Imports: ``compactor.planner`` (its compose step, the plan model, the pending po
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from compactor.metrics.change import ratio_notes
 from compactor.metrics.figures_json import figures_to_dict
 from compactor.metrics.fragmentation import (
-    ReferenceShape,
     compute_figures,
     cpu_pods_on_gpu_nodes,
     held_by_node,
 )
-from compactor.model.migparted import Layouts
-from compactor.model.types import Snapshot
 from compactor.planner.compose import Composed, compose
-from compactor.planner.history import Restraints
-from compactor.planner.movability import Steerability
 from compactor.planner.pending import left_pending
 from compactor.planner.plan import CompactionPlan, PendingNote, apply_plan
 from compactor.planner.request import PlanRequest
-from compactor.settings import CapsSettings, PlannerSettings
 
 
-def build_plan(  # noqa: PLR0913
-    snapshot: Snapshot,
-    settings: PlannerSettings,
-    *,
-    source: str,
-    now: datetime,
-    shapes: Sequence[ReferenceShape] | None = None,
-    plan_id: str | None = None,
-    mig_parted: Layouts | None = None,
-    steering: Steerability | None = None,
-    load_seconds: float | None = None,
-    stage: Callable[[str, str], None] | None = None,
-    restraints: Restraints | None = None,
-    budgets: CapsSettings | None = None,
-    max_evictions: int | None = None,
-) -> CompactionPlan:
-    """The plan document of a compaction of ``snapshot``: ``planner.compose.compose`` (``planner.request.PlanRequest``
-    says what each argument asks) with the figures before and after it, the pending pods it leaves and why, and
+def build_plan(request: PlanRequest) -> CompactionPlan:
+    """The plan document of the compaction ``request`` asks (``PlanRequest.of`` builds it, its clock started):
+    ``planner.compose.compose`` with the figures before and after it, the pending pods it leaves and why, and
     ``solver.planSeconds``. Pure apart from the solver's wall clock; ``settings.time_limit_seconds`` bounds the whole
-    call, figures included: the request's clock starts before the figures of the snapshot are taken."""
-    began = time.monotonic()
-    request = PlanRequest.of(
-        snapshot,
-        settings,
-        shapes=shapes,
-        source=source,
-        now=now,
-        plan_id=plan_id,
-        mig_parted=mig_parted,
-        steering=steering,
-        restraints=restraints,
-        budgets=budgets,
-        max_evictions=max_evictions,
-        load_seconds=load_seconds,
-        stage=stage,
-    )
+    call, figures included: the request's clock started before the figures of the snapshot are taken."""
     before = figures_to_dict(compute_figures(request.snapshot, request.shapes))
-    return _documented(compose(request), before, began)
+    return _documented(compose(request), before, request.started)
 
 
 def _documented(composed: Composed, before: dict[str, Any], began: float) -> CompactionPlan:

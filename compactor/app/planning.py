@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from compactor.actions.client import ClusterClient
 from compactor.actions.scope import kept_fenced
@@ -36,6 +36,7 @@ from compactor.planner.mig_advice import advise
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, SteeringNote
 from compactor.planner.recut import mig_parted_for
+from compactor.planner.request import PlanRequest
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its plans, under the name it always had
@@ -49,35 +50,40 @@ def prepare(snapshot: Snapshot, settings: Settings) -> tuple[ReferenceShape, ...
     return shapes_for(snapshot, settings)
 
 
-def plan_of(  # noqa: PLR0913
+class Offered(TypedDict, total=False):
+    """What a command adds to a plan's request (``planner.request.PlanRequest`` says what each is)."""
+
+    steering: Steerability
+    restraints: Restraints | None
+    stage: Callable[[str, str], None] | None
+    load_seconds: float | None
+
+
+def plan_of(
     snapshot: Snapshot,
     settings: Settings,
     shapes: tuple[ReferenceShape, ...],
     *,
     source: str,
     now: datetime,
-    steering: Steerability,
-    restraints: Restraints | None = None,
-    stage: Callable[[str, str], None] | None = None,
-    load_seconds: float | None = None,
+    **asked: Unpack[Offered],
 ) -> CompactionPlan:
     """The plan of ``snapshot`` (``prepare`` gave ``shapes``): ``settings.planner`` with the MIG layouts re-cuts may use,
-    the run budgets (``disruption``) and what the history forbids (``restraints``); ``steering``: what the run's steering
-    can keep where the plan puts a replacement (``steering_in``, ``offline_steerability``)."""
-    return build_plan(
+    the run budgets (``disruption``, ``caps``) and what ``asked`` adds: ``steering``, what the run's steering can keep
+    where the plan puts a replacement (``steering_in``, ``offline_steerability``); ``restraints``, what the history
+    forbids; ``stage``, ``load_seconds``."""
+    request = PlanRequest.of(
         snapshot,
         settings.for_planner,
         source=source,
         now=now,
         shapes=shapes,
         mig_parted=mig_parted_for(snapshot, settings),
-        steering=steering,
-        load_seconds=load_seconds,
-        stage=stage,
-        restraints=restraints,
         budgets=settings.caps,
         max_evictions=settings.caps.max_evictions_per_cycle,
+        **asked,
     )
+    return build_plan(request)
 
 
 def steering_in(client: ClusterClient, settings: Settings) -> tuple[SteeringNote, Steerability]:

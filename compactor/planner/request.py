@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 from compactor.model.migparted import Layouts
 from compactor.model.shapes import ReferenceShape, reference_shapes
@@ -14,6 +16,20 @@ from compactor.planner.history import Restraints
 from compactor.planner.movability import Steerability
 from compactor.planner.pins import without_own_pins
 from compactor.settings import CapsSettings, PlannerSettings
+
+
+class Asked(TypedDict, total=False):
+    """What a request may ask besides its snapshot, settings, source, time and shapes (``PlanRequest`` says what each
+    is)."""
+
+    plan_id: str | None
+    mig_parted: Layouts | None
+    steering: Steerability | None
+    restraints: Restraints | None
+    budgets: CapsSettings | None
+    max_evictions: int | None
+    load_seconds: float | None
+    stage: Callable[[str, str], None] | None
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,7 @@ class PlanRequest:
     max_evictions: int | None = None
     load_seconds: float | None = None
     stage: Callable[[str, str], None] | None = field(default=None, compare=False)
+    started: float = field(default=0.0, compare=False)  # time.monotonic() when the request was made: planSeconds' start
 
     @classmethod
     def of(
@@ -51,15 +68,17 @@ class PlanRequest:
         snapshot: Snapshot,
         settings: PlannerSettings,
         *,
+        source: str,
+        now: datetime,
         shapes: Sequence[ReferenceShape] | None = None,
-        **rest: object,
+        **asked: Unpack[Asked],
     ) -> PlanRequest:
         """The request, its clock started now (solver.deterministic: CP-SAT's deterministic time, which only the solves
         spend), the snapshot without the compactor's own pins, the shapes of that snapshot unless given."""
-        clock = deadline_for(settings)
+        started, clock = time.monotonic(), deadline_for(settings)
         snapshot = without_own_pins(snapshot)
         chosen = tuple(shapes) if shapes is not None else reference_shapes(snapshot)
-        return cls(snapshot, settings, chosen, clock, **rest)  # type: ignore[arg-type]
+        return cls(snapshot, settings, chosen, clock, source, now, started=started, **asked)
 
     def say(self, name: str, best: str) -> None:
         if self.stage is not None:

@@ -24,6 +24,7 @@ import pytest
 from compactor.actions import annotations as ann
 from compactor.actions.executor import Progress
 from compactor.app.plan_document import build_plan
+from compactor.planner.request import PlanRequest
 from compactor.settings import CapsSettings
 from tests.builders import cluster
 from tests.fakecluster import EPOCH, FakeCluster
@@ -119,12 +120,14 @@ def test_a_plan_a_run_budget_cut_runs_its_whole_nodes_and_the_run_names_the_budg
     objects = two_freed_nodes()
     c = FakeCluster(objects)
     plan = build_plan(
-        cluster(*objects),
-        PLANNER,
-        source="test",
-        now=EPOCH,
-        plan_id=PLAN_ID,
-        budgets=CapsSettings(max_draining_per_pool=1),
+        PlanRequest.of(
+            cluster(*objects),
+            PLANNER,
+            source="test",
+            now=EPOCH,
+            plan_id=PLAN_ID,
+            budgets=CapsSettings(max_draining_per_pool=1),
+        )
     )
     assert plan.freed_nodes == ["gpu-2"] and plan.held_back.startswith("caps.max_draining_per_pool (1 of pool")
     report = run(c, plan)

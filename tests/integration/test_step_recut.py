@@ -20,6 +20,7 @@ from compactor.actions.report import RunReport
 from compactor.app.plan_document import build_plan
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings, RunSettings
 from tests.builders import A100_80, cluster, node, pod
 from tests.fakecluster import EPOCH, Crash, FakeCluster, FakeMigManager
@@ -70,12 +71,14 @@ def recut_plan(objects_: list[dict[str, Any]]) -> CompactionPlan:
     """The planner's plan for these objects (the same dicts as the fake cluster's, so the uids match)."""
     settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, repartition=True)
     plan = build_plan(
-        cluster(*objects_),
-        settings,
-        source="test",
-        now=EPOCH,
-        plan_id="plan-recut",
-        mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+        PlanRequest.of(
+            cluster(*objects_),
+            settings,
+            source="test",
+            now=EPOCH,
+            plan_id="plan-recut",
+            mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+        )
     )
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
     assert [(m.pod, m.to_node) for m in plan.moves] == [("default/small-b", "a")]
@@ -224,7 +227,9 @@ def idle_in_the_wrong_sizes() -> tuple[list[dict[str, Any]], CompactionPlan]:
         min_replicas=1, time_limit_seconds=5, workers=2, repartition=True, rebalance_min_gain=0.25
     )
     return world, build_plan(
-        cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y")
+        PlanRequest.of(
+            cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y")
+        )
     )
 
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from compactor.app.plan_document import build_plan
 from compactor.planner.baselines import chain_placement
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan
@@ -83,7 +84,7 @@ def test_plans_of_crowded_clusters_are_valid_place_what_chains_place_and_free_on
 ) -> None:
     snapshot = cluster(*objects)
     config = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, objective=objective)
-    plan = build_plan(snapshot, config, source="property", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, config, source="property", now=NOW))
     note(plan.to_json())
     assert check_plan(snapshot, plan, config) == []
     baseline = chain_placement(snapshot, config)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from compactor.app.plan_document import build_plan
 from compactor.metrics.fragmentation import compute_figures
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pod
 from tests.dra_builders import (
@@ -168,7 +169,7 @@ def test_partition_plans_name_the_devices_first_fit_gives_and_never_overlap(
     objects, objective = drawn
     snapshot = cluster(*objects)
     settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, objective=objective)
-    plan = build_plan(snapshot, settings, source="p", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, settings, source="p", now=NOW))
     note(str(plan.model_dump(by_alias=True, include={"moves", "placed_pending"})))
     occupied = {
         n.name: {s for name, _ in n.partitions.held for s in _slots_of(name)}

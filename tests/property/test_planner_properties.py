@@ -31,6 +31,7 @@ from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
 from compactor.planner.objective import empty_nodes, within_limits
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
+from compactor.planner.request import PlanRequest
 from compactor.planner.solution import concretise, gpu_nodes_changed
 from compactor.settings import MoveCostSettings, PlannerSettings
 from tests.builders import A100_40, H100_80, claim_volume, cluster, node, pdb, pod, pv, pvc
@@ -250,7 +251,7 @@ def planner_settings(draw: st.DrawFn) -> PlannerSettings:
 
 
 def _plan(snapshot: Snapshot, config: PlannerSettings) -> CompactionPlan:
-    plan = build_plan(snapshot, config, source="property", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, config, source="property", now=NOW))
     note(plan.to_json())
     return plan
 

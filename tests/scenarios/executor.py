@@ -21,6 +21,7 @@ from compactor.actions.report import RunReport
 from compactor.app.plan_document import build_plan
 from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, Move
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings, RunSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.fakecluster import EPOCH, FakeCluster
@@ -98,7 +99,9 @@ def one_freed_node() -> list[Obj]:
 
 
 def make_plan(objects: list[Obj], plan_id: str = PLAN_ID, *, steering: Steerability | None = None) -> CompactionPlan:
-    return build_plan(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=plan_id, steering=steering)
+    return build_plan(
+        PlanRequest.of(cluster(*objects), PLANNER, source="test", now=EPOCH, plan_id=plan_id, steering=steering)
+    )
 
 
 def setup(objects: list[Obj] | None = None, **fake: Any) -> tuple[FakeCluster, CompactionPlan]:

@@ -23,6 +23,7 @@ from compactor.planner.frontier import Point, summarise
 from compactor.planner.greedy import greedy
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import Problem, build_problem
+from compactor.planner.request import PlanRequest
 from compactor.render.plan import render_plan
 from compactor.settings import CapsSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod
@@ -34,7 +35,7 @@ SETTINGS = PlannerSettings.of(min_replicas=1, objective="max-free", time_limit_s
 
 def _plan(objects: list[dict[str, Any]], **budgets: Any) -> CompactionPlan:
     snapshot = cluster(*objects)
-    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW, budgets=CapsSettings(**budgets))
+    plan = build_plan(PlanRequest.of(snapshot, SETTINGS, source="test", now=NOW, budgets=CapsSettings(**budgets)))
     assert check_plan(snapshot, plan, SETTINGS) == []
     return plan
 
@@ -139,9 +140,11 @@ def test_the_node_drained_for_a_pending_pod_is_taken_first_whatever_its_place_in
     the plan's own order too: issue 42)."""
     snapshot = load_files([example_path()])
     settings = PlannerSettings.of(time_limit_seconds=5)
-    full = build_plan(snapshot, settings, source="example", now=NOW)
+    full = build_plan(PlanRequest.of(snapshot, settings, source="example", now=NOW))
     assert full.moves[0].from_node == "a100-gpu-03" and "a100-gpu-02" in full.freed_nodes
-    cut = build_plan(snapshot, settings, source="example", now=NOW, budgets=CapsSettings(max_draining_per_pool=1))
+    cut = build_plan(
+        PlanRequest.of(snapshot, settings, source="example", now=NOW, budgets=CapsSettings(max_draining_per_pool=1))
+    )
     # its pod goes to a100-gpu-01 or -02, equally good: which one is the solver's (wall-clock) choice
     assert [m.from_node for m in cut.moves] == ["a100-gpu-03"] and cut.moves[0].to_node != "a100-gpu-03"
     assert [(p.pod, p.to_node) for p in cut.placed_pending] == [("llm/llama-70b-0", "a100-gpu-03")]
@@ -159,7 +162,9 @@ def test_when_no_point_fits_whole_the_chosen_one_is_cut_and_marked_as_a_row_of_i
         *[pod(f"big-{i}", gpus=8, owner="Job/big") for i in range(2)],
     ]
     snapshot = cluster(*objects)
-    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW, budgets=CapsSettings(), max_evictions=1)
+    plan = build_plan(
+        PlanRequest.of(snapshot, SETTINGS, source="test", now=NOW, budgets=CapsSettings(), max_evictions=1)
+    )
     assert check_plan(snapshot, plan, SETTINGS) == []
     assert len(plan.moves) == 1 and len(plan.placed_pending) == 1
     assert plan.held_back == "max_evictions_per_cycle (1) reached: 1 of 2 moves wait for a later run"

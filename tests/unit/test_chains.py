@@ -18,6 +18,7 @@ from compactor.planner.loads import Loads
 from compactor.planner.objective import Assignment
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
@@ -28,7 +29,7 @@ SETTINGS = PlannerSettings.of(time_limit_seconds=5, min_replicas=1)
 
 def plan_for(snapshot: Snapshot, **overrides: Any) -> CompactionPlan:
     config = SETTINGS.amended(**overrides)
-    plan = build_plan(snapshot, config, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, config, source="test", now=NOW))
     assert_valid(snapshot, plan, config)
     return plan
 

@@ -17,6 +17,7 @@ from compactor.metrics.advice import advise
 from compactor.metrics.cpu_pods import CpuPodsOnGpuNodes, cpu_pods_advice
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
+from compactor.planner.request import PlanRequest
 from compactor.render.advice import advice_to_dict
 from compactor.render.html import render_report_html
 from compactor.render.report import render_report
@@ -199,7 +200,9 @@ def test_a_pod_the_plan_leaves_pending_names_the_cpus_cpu_only_pods_hold_where_i
         pod("big", gpus=8, cpu="48"),
     )
     plan = build_plan(
-        snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5, max_moves=0), source="test", now=NOW
+        PlanRequest.of(
+            snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5, max_moves=0), source="test", now=NOW
+        )
     )
     (note,) = plan.pending_not_placed
     assert note.reason.endswith("; on the 1 with its GPUs free, CPU-only pods hold 40 cpu")

@@ -18,6 +18,7 @@ from compactor.model.dra import DRA_LABEL_PREFIX
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
 from compactor.planner.movability import Unmovable
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
 from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim, gpu_slice, twin_figures
@@ -112,7 +113,7 @@ def test_admin_access_consumes_nothing_and_a_shared_device_counts_once() -> None
 
 
 def plan_of(snapshot: Snapshot) -> Any:
-    return build_plan(snapshot, PlannerSettings.of(min_replicas=1), source="test", now=NOW)
+    return build_plan(PlanRequest.of(snapshot, PlannerSettings.of(min_replicas=1), source="test", now=NOW))
 
 
 def test_a_template_claim_pod_moves_like_its_twin_and_only_onto_a_node_of_its_driver() -> None:

@@ -20,6 +20,7 @@ from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
 from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings, load_settings
 from tests.builders import A100_80, cluster, node, pdb, pod
 from tests.dra_builders import device_class, dra_pod, mig_claim, partition_node, partition_slices, twin_figures
@@ -64,7 +65,7 @@ def scattered(*extra: dict[str, Any]) -> Snapshot:
 
 
 def plan_of(snapshot: Snapshot, settings: PlannerSettings = RULES) -> CompactionPlan:
-    return build_plan(snapshot, settings, source="test", now=NOW)
+    return build_plan(PlanRequest.of(snapshot, settings, source="test", now=NOW))
 
 
 def test_a_node_offers_its_held_devices_and_its_free_counters_cut_largest_first() -> None:

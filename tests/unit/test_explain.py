@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from compactor.app.plan_document import build_plan
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.render.plan import render_plan
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
@@ -22,7 +23,10 @@ def two_pods_on_a_half_empty_node() -> str:
         pod("b-1", on="gpu-2", gpus=1),
     )
     return render_plan(
-        build_plan(snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5), source="test", now=NOW), "text"
+        build_plan(
+            PlanRequest.of(snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5), source="test", now=NOW)
+        ),
+        "text",
     )
 
 
@@ -43,7 +47,9 @@ def test_markdown_lists_every_move_with_its_full_reason() -> None:
         pod("b-0", on="gpu-2", gpus=1),
     )
     markdown = render_plan(
-        build_plan(snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5), source="test", now=NOW),
+        build_plan(
+            PlanRequest.of(snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5), source="test", now=NOW)
+        ),
         "markdown",
     )
     assert (
@@ -61,7 +67,9 @@ def _two_pod_plan() -> CompactionPlan:
         pod("b-0", on="gpu-2", gpus=1),
         pod("b-1", on="gpu-2", gpus=1),
     )
-    return build_plan(snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5), source="test", now=NOW)
+    return build_plan(
+        PlanRequest.of(snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5), source="test", now=NOW)
+    )
 
 
 def test_the_header_gives_the_printed_plans_own_proof_apart_from_the_searchs_gap() -> None:
@@ -106,7 +114,9 @@ def test_a_pending_pod_left_pending_names_the_resource_that_is_short_and_the_clo
         pod("big", gpus=8, cpu="48"),
     )
     plan = build_plan(
-        snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5, max_moves=0), source="test", now=NOW
+        PlanRequest.of(
+            snapshot, PlannerSettings.of(min_replicas=1, time_limit_seconds=5, max_moves=0), source="test", now=NOW
+        )
     )
     (note,) = plan.pending_not_placed
     assert note.pod == "default/big"
@@ -125,11 +135,13 @@ def test_build_plan_names_each_stage_with_the_best_plan_so_far() -> None:
         pod("b-1", on="gpu-2", gpus=1),
     )
     build_plan(
-        snapshot,
-        PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
-        source="test",
-        now=NOW,
-        stage=lambda name, best: seen.append((name, best)),
+        PlanRequest.of(
+            snapshot,
+            PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
+            source="test",
+            now=NOW,
+            stage=lambda name, best: seen.append((name, best)),
+        )
     )
     assert [name for name, _ in seen] == [
         "building the problem",

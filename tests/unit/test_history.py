@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from compactor.app.plan_document import build_plan
 from compactor.planner.history import FAILED, MOVED, History, MoveRecord, remember, restraints_at, undoes
 from compactor.planner.movability import Unmovable
+from compactor.planner.request import PlanRequest
 from compactor.settings import CapsSettings, DisruptionSettings, PlannerSettings
 from tests.builders import cluster, node, pod
 
@@ -117,11 +118,13 @@ def test_the_plan_leaves_a_cooling_workload_in_place_and_says_why_per_pod() -> N
         History((moved(12, pod_="ml/a-old", source="gpu-9", target="gpu-8"),)), COOL, NOW, caps=NO_CAPS
     )
     plan = build_plan(
-        _cluster(),
-        PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
-        source="t",
-        now=NOW,  # type: ignore[arg-type]
-        restraints=restraints,
+        PlanRequest.of(
+            _cluster(),
+            PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
+            source="t",
+            now=NOW,  # type: ignore[arg-type]
+            restraints=restraints,
+        )
     )
     assert [m.pod for m in plan.moves] == ["ml/b-0"]  # a-0's workload moved 12 minutes ago
     assert plan.explanations["cooldowns"] == {
@@ -139,11 +142,13 @@ def test_a_cooling_node_is_neither_drained_nor_filled_and_the_budget_caps_the_pl
         caps=CapsSettings(max_moves_per_hour=1),
     )
     plan = build_plan(
-        _cluster(),
-        PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
-        source="t",
-        now=NOW,  # type: ignore[arg-type]
-        restraints=restraints,
+        PlanRequest.of(
+            _cluster(),
+            PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
+            source="t",
+            now=NOW,  # type: ignore[arg-type]
+            restraints=restraints,
+        )
     )
     assert "gpu-3" not in {m.from_node for m in plan.moves} | {m.to_node for m in plan.moves}
     assert plan.explanations["cooldowns"] == {"ml/b-0": "its node gpu-3 was drained 4 min ago; cooldown 10 min"}

@@ -23,6 +23,7 @@ from compactor.model.load import build_snapshot
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, Metadata, Move, PendingNote, SolverReport, apply_plan
+from compactor.planner.request import PlanRequest
 from compactor.render.html import render_plan_html, render_report_html
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
@@ -289,10 +290,12 @@ def test_what_may_not_move_is_counted_by_reason_and_listed_in_an_expandable_list
         pod("app-0", on="gpu-2", gpus=1),
     )
     plan = build_plan(
-        snapshot,
-        PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
-        source="test",
-        now=datetime(2026, 1, 1, tzinfo=UTC),
+        PlanRequest.of(
+            snapshot,
+            PlannerSettings.of(min_replicas=1, time_limit_seconds=5),
+            source="test",
+            now=datetime(2026, 1, 1, tzinfo=UTC),
+        )
     )
     assert plan.explanations["unmovablePodsSample"] == {
         "no owner: evicting it would lose it": ["default/bare-0", "default/bare-1"]

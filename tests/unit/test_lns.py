@@ -219,10 +219,11 @@ def test_a_narrowed_plan_is_searched_further_and_what_runs_passes_the_checker() 
     from datetime import UTC, datetime
 
     from compactor.app.plan_document import build_plan
+    from compactor.planner.request import PlanRequest
     from tests.plancheck import check_plan
 
     snapshot, _, settings = _one_cheap_node_or_one_costly_node(max_candidate_pods=1, objective="max-free")
-    plan = build_plan(snapshot, settings, source="test", now=datetime(2026, 1, 1, tzinfo=UTC))
+    plan = build_plan(PlanRequest.of(snapshot, settings, source="test", now=datetime(2026, 1, 1, tzinfo=UTC)))
     assert "neighbourhood(s) of the whole cluster" in plan.solver.note
     assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
     assert check_plan(snapshot, plan, settings) == []

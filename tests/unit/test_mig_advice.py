@@ -92,17 +92,20 @@ def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = N
     from datetime import UTC, datetime
 
     from compactor.app.plan_document import build_plan
+    from compactor.planner.request import PlanRequest
     from compactor.settings import PlannerSettings
     from tests.plancheck import assert_valid
 
     snapshot = cluster(*(objects_ if objects_ is not None else objects()), *extra)
     config = PlannerSettings.of(**{"time_limit_seconds": 5, "workers": 2, "repartition": True, **settings})
     plan = build_plan(
-        snapshot,
-        config,
-        source="test",
-        now=datetime(2026, 1, 1, tzinfo=UTC),
-        mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+        PlanRequest.of(
+            snapshot,
+            config,
+            source="test",
+            now=datetime(2026, 1, 1, tzinfo=UTC),
+            mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+        )
     )
     assert_valid(snapshot, plan, config)
     return snapshot, plan

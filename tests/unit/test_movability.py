@@ -19,6 +19,7 @@ from compactor.errors import ConfigError
 from compactor.model.types import Snapshot, Taint
 from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope, Steerability, Unmovable, movability
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings, load_settings
 from tests.builders import claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import assert_valid, movable_reason
@@ -53,7 +54,7 @@ def scenario(
         *extra,
     )
     cfg = config or settings()
-    plan = build_plan(snapshot, cfg, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, cfg, source="test", now=NOW))
     assert_valid(snapshot, plan, cfg)
     return snapshot, plan
 
@@ -138,7 +139,7 @@ def test_rule3_an_owner_that_is_not_a_controller_keeps_the_pod() -> None:
     snapshot = cluster(
         node("keep", gpus=8), node("src", gpus=8), pod("anchor", on="keep", gpus=6, owner=None), candidate
     )
-    plan = build_plan(snapshot, settings(), source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, settings(), source="test", now=NOW))
     assert_stays(plan, Unmovable.NO_CONTROLLER)
 
 
@@ -545,7 +546,7 @@ def test_a_pod_tolerating_the_fence_stays_when_fences_steer(tolerations: list[di
         pod("anchor", on="keep", gpus=6, owner=None),
         pod("c", on="src", gpus=2, tolerations=tolerations),
     )
-    plan = build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE))
+    plan = build_plan(PlanRequest.of(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE)))
     assert_stays(plan, Unmovable.TOLERATES_FENCES)
 
 
@@ -557,7 +558,9 @@ def test_a_pod_tolerating_the_fence_moves_when_the_steering_policy_pins_replacem
         pod("c", on="src", gpus=2, tolerations=[{"operator": "Exists"}]),
     )
     assert_moves(
-        build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(policy=EVERY_NAMESPACE))
+        build_plan(
+            PlanRequest.of(snapshot, settings(), source="test", now=NOW, steering=Steerability(policy=EVERY_NAMESPACE))
+        )
     )
 
 
@@ -577,7 +580,9 @@ def test_a_toleration_of_other_taints_or_another_installations_fence_does_not_ho
             ],
         ),
     )
-    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE)))
+    assert_moves(
+        build_plan(PlanRequest.of(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE)))
+    )
 
 
 # ----- pods the steering policy would not pin (issue [18], finding 3) -----------------------------------------------------
@@ -593,7 +598,9 @@ def test_under_the_policy_a_pod_whose_creator_it_does_not_pin_stays(owner: str) 
         pod("anchor", on="keep", gpus=6, owner=None),
         pod("c", on="src", gpus=2, owner=owner, annotations={"compactor.io/evict": "true"}),
     )
-    plan = build_plan(snapshot, settings(), source="test", now=NOW, steering=POLICY_EVERYWHERE_BUT_KUBE_SYSTEM)
+    plan = build_plan(
+        PlanRequest.of(snapshot, settings(), source="test", now=NOW, steering=POLICY_EVERYWHERE_BUT_KUBE_SYSTEM)
+    )
     assert_stays(plan, Unmovable.NOT_PINNED_OWNER)
 
 
@@ -604,7 +611,9 @@ def test_under_holds_the_same_job_pod_moves() -> None:
         pod("anchor", on="keep", gpus=6, owner=None),
         pod("c", on="src", gpus=2, owner="Job/batch", annotations={"compactor.io/evict": "true"}),
     )
-    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE)))
+    assert_moves(
+        build_plan(PlanRequest.of(snapshot, settings(), source="test", now=NOW, steering=Steerability(fence=FENCE)))
+    )
 
 
 @pytest.mark.parametrize("owner", ["ReplicaSet/app", "StatefulSet/db"])
@@ -615,7 +624,11 @@ def test_under_the_policy_replicaset_and_statefulset_pods_move(owner: str) -> No
         pod("anchor", on="keep", gpus=6, owner=None),
         pod("c", on="src", gpus=2, owner=owner),
     )
-    assert_moves(build_plan(snapshot, settings(), source="test", now=NOW, steering=POLICY_EVERYWHERE_BUT_KUBE_SYSTEM))
+    assert_moves(
+        build_plan(
+            PlanRequest.of(snapshot, settings(), source="test", now=NOW, steering=POLICY_EVERYWHERE_BUT_KUBE_SYSTEM)
+        )
+    )
 
 
 def test_under_the_policy_a_pod_outside_its_binding_namespaces_stays() -> None:
@@ -626,7 +639,7 @@ def test_under_the_policy_a_pod_outside_its_binding_namespaces_stays() -> None:
         pod("c", on="src", gpus=2, namespace="team-b"),
     )
     scope = Steerability(policy=NamespaceScope(only=frozenset({"team-a"})))
-    plan = build_plan(snapshot, settings(), source="test", now=NOW, steering=scope)
+    plan = build_plan(PlanRequest.of(snapshot, settings(), source="test", now=NOW, steering=scope))
     assert_stays(plan, Unmovable.OUTSIDE_POLICY)
 
 

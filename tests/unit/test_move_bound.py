@@ -11,6 +11,7 @@ from compactor.app.plan_document import build_plan
 from compactor.planner.deadline import Deadline
 from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
 from compactor.planner.problem import Problem, build_problem
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 
@@ -133,7 +134,9 @@ def test_mig_nodes_whose_pods_use_several_profiles_are_bounded() -> None:
 
 def test_the_plan_report_states_the_bound_on_its_moves() -> None:
     plan = build_plan(
-        cluster(*_three_nodes()), PlannerSettings.of(min_replicas=1, objective="max-free"), source="test", now=NOW
+        PlanRequest.of(
+            cluster(*_three_nodes()), PlannerSettings.of(min_replicas=1, objective="max-free"), source="test", now=NOW
+        )
     )
     assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
     # g0's one 2-GPU pod: 0.5 + 0.5 x 2 moves at the default price
@@ -154,11 +157,11 @@ def test_a_narrowed_plan_under_a_move_cap_is_measured_against_what_that_many_mov
         pod("c2", on="g2", gpus=1),
     ]
     config = PlannerSettings.of(min_replicas=1, objective="max-free", max_moves=1, max_candidate_pods=1)
-    plan = build_plan(cluster(*objects), config, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(cluster(*objects), config, source="test", now=NOW))
     assert "searched" in plan.solver.note  # narrowed: its own proofs hold only there
     assert (plan.freed_gpus, len(plan.moves)) == (8, 1)
     assert (plan.solver.bound, plan.solver.gap) == (8, 0)
-    uncapped = build_plan(cluster(*objects), config.amended(max_moves=None), source="test", now=NOW)
+    uncapped = build_plan(PlanRequest.of(cluster(*objects), config.amended(max_moves=None), source="test", now=NOW))
     assert uncapped.freed_gpus == 24
 
 
@@ -177,7 +180,7 @@ def test_pending_pods_that_may_cross_pools_do_not_pool_the_scraps_of_each() -> N
 
     objects = [*pool("a", "A100-SXM4-80GB"), *pool("h", "H100-80GB-HBM3"), pod("big", gpus=8, owner="Job/big")]
     config = PlannerSettings.of(min_replicas=1, objective="max-free", max_candidate_pods=1)
-    plan = build_plan(cluster(*objects), config, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(cluster(*objects), config, source="test", now=NOW))
     assert "searched" in plan.solver.note  # narrowed: the whole-cluster bound is the one stated
     assert (plan.freed_gpus, len(plan.placed_pending)) == (0, 0)
     assert plan.solver.bound == 0

@@ -12,6 +12,7 @@ from typing import Any
 from compactor.actions.steering.pin import pinned
 from compactor.app.plan_document import build_plan
 from compactor.planner.pins import without_own_pins
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import check_plan
@@ -44,7 +45,7 @@ def _parsed(raw: dict[str, Any]) -> Any:
 def test_a_replacement_the_policy_pinned_is_planned_like_its_siblings() -> None:
     moved = pinned(pod("web-1", on="g1", gpus=1, owner="ReplicaSet/web"), "g1")
     snapshot = cluster(*_cluster(moved))
-    plan = build_plan(snapshot, SETTINGS, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, SETTINGS, source="test", now=NOW))
     assert [(m.pod, m.from_node, m.to_node) for m in plan.moves] == [
         ("default/web-1", "g1", "g0")
     ] and plan.freed_nodes == ["g1"]
@@ -70,7 +71,7 @@ def test_the_pod_keeps_its_own_node_affinity_and_a_pin_its_template_wrote_itself
             }
         },
     )
-    plan = build_plan(cluster(*_cluster(fixed)), SETTINGS, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(cluster(*_cluster(fixed)), SETTINGS, source="test", now=NOW))
     assert plan.moves == []  # no steered-to mark: the pin is the owner's own rule
     twice = without_own_pins(cluster(*_cluster(pinned(fixed, "g1")))).pods[-1]
     assert twice.affinity == _parsed(fixed).affinity  # the policy's copy goes, the template's stays

@@ -23,6 +23,7 @@ from compactor.app.plan_document import build_plan
 from compactor.cli import main
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.plan import CompactionPlan, plan_json_schema
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 
@@ -115,7 +116,7 @@ def test_plans_written_by_the_cli_validate(
 
 def gpu_cluster_plan(*objects: dict[str, Any], **settings: Any) -> CompactionPlan:
     config = PlannerSettings.of(min_replicas=1, **{"time_limit_seconds": 5, "workers": 2, **settings})
-    return build_plan(cluster(*objects), config, source="test", now=NOW, plan_id="plan-schema")
+    return build_plan(PlanRequest.of(cluster(*objects), config, source="test", now=NOW, plan_id="plan-schema"))
 
 
 def two_half_full_nodes() -> list[dict[str, Any]]:
@@ -161,12 +162,14 @@ def recut_plan() -> CompactionPlan:
     ]
     settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, repartition=True)
     return build_plan(
-        cluster(*objects),
-        settings,
-        source="test",
-        now=NOW,
-        plan_id="plan-recut",
-        mig_parted=parse_mig_parted(MIG_LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+        PlanRequest.of(
+            cluster(*objects),
+            settings,
+            source="test",
+            now=NOW,
+            plan_id="plan-recut",
+            mig_parted=parse_mig_parted(MIG_LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+        )
     )
 
 

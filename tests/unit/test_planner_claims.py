@@ -18,6 +18,7 @@ from compactor.planner.objective import Assignment
 from compactor.planner.objective import rank as objective_rank
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import Problem, build_problem
+from compactor.planner.request import PlanRequest
 from compactor.planner.solver import solve
 from compactor.settings import PlannerSettings
 from tests.builders import H100_80, cluster, node, pod
@@ -32,7 +33,7 @@ def whole(snapshot: Snapshot, **settings: Any) -> Problem:
 
 def plan_for(snapshot: Snapshot, **settings: Any) -> CompactionPlan:
     config = PlannerSettings.of(min_replicas=1, objective="max-free", **settings)
-    plan = build_plan(snapshot, config, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, config, source="test", now=NOW))
     assert check_plan(snapshot, plan, config) == []
     return plan
 

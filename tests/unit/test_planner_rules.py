@@ -15,6 +15,7 @@ import pytest
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, Metadata, Move, Placement, SolverReport
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings, parse_shape
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid, capacity_of, check_plan, loads_before, total_headroom
@@ -36,7 +37,7 @@ def settings(**overrides: Any) -> PlannerSettings:
 def plan_for(*objects: dict[str, Any], config: PlannerSettings | None = None) -> tuple[Snapshot, CompactionPlan]:
     snapshot = cluster(*objects)
     cfg = config or settings()
-    plan = build_plan(snapshot, cfg, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, cfg, source="test", now=NOW))
     assert_valid(snapshot, plan, cfg)
     assert plan.solver.status == "OPTIMAL"
     return snapshot, plan

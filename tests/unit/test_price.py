@@ -14,6 +14,7 @@ import pytest
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Pod
 from compactor.planner.price import Pricing, describe, gpu_equivalents, resource_equivalents
+from compactor.planner.request import PlanRequest
 from compactor.settings import MoveCostSettings, PlannerSettings
 from tests.builders import cluster, node, pod
 
@@ -120,7 +121,7 @@ def test_on_a_cluster_like_the_articles_the_default_plan_frees_the_node_five_sli
     share: float, freed: list[str]
 ) -> None:
     settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, move_cost={"capacity_share": share})
-    plan = build_plan(cluster(*_article_cluster()), settings, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(cluster(*_article_cluster()), settings, source="test", now=NOW))
     assert plan.objective == "balanced" and plan.freed_nodes == freed
     # 5 x 0.56 = 2.8 moves for 8 GPUs (0.35 a GPU) is within the 0.5 balanced pays; 5 moves of 1 (0.625 a GPU) is not.
     assert len(plan.moves) == len(freed) * 5
@@ -146,6 +147,6 @@ def test_a_model_server_with_a_long_warm_up_is_left_where_a_quick_one_moves(per_
     settings = PlannerSettings.of(
         min_replicas=1, time_limit_seconds=5, balanced_moves_per_gpu=0.2, move_cost={"per_startup_minute": per_minute}
     )
-    plan = build_plan(cluster(*objects), settings, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(cluster(*objects), settings, source="test", now=NOW))
     assert sorted(plan.freed_nodes) == freed
     assert {m.pod: m.cost for m in plan.moves}["default/quick"] == 1.0

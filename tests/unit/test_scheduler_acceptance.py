@@ -12,6 +12,7 @@ from typing import Any
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, A100_80, H100_80, claim_volume, cluster, node, pod, pv, pvc
 from tests.plancheck import assert_valid
@@ -22,7 +23,7 @@ MAX_FREE = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, o
 
 def plan_for(*objects: dict[str, Any], config: PlannerSettings = MAX_FREE) -> tuple[Snapshot, CompactionPlan]:
     snapshot = cluster(*objects)
-    plan = build_plan(snapshot, config, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, config, source="test", now=NOW))
     assert_valid(snapshot, plan, config)
     return snapshot, plan
 

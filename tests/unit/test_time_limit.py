@@ -22,6 +22,7 @@ from compactor.planner.levels import LevelResult
 from compactor.planner.objective import empty_nodes, within_limits
 from compactor.planner.plan import CompactionPlan, SolverReport
 from compactor.planner.problem import build_problem
+from compactor.planner.request import PlanRequest
 from compactor.planner.search import enough_time_limit
 from compactor.planner.solver import SolveResult
 from compactor.planner.solver_report import solver_report
@@ -55,7 +56,7 @@ def _three_drainable() -> list[dict[str, Any]]:
 def _plan(objects: list[dict[str, Any]], **config: Any) -> CompactionPlan:
     snapshot = cluster(*objects)
     settings = PlannerSettings.of(**{"min_replicas": 1, "workers": 2, "objective": "max-free", **config})
-    plan = build_plan(snapshot, settings, source="test", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, settings, source="test", now=NOW))
     assert_valid(snapshot, plan, settings)
     return plan
 

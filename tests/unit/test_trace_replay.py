@@ -26,6 +26,7 @@ from compactor.model.resources import GPU
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.baselines import BaselineResult, greedy_drain, high_node_utilization
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.request import PlanRequest
 from compactor.settings import PlannerSettings
 from tests.plancheck import check_plan
 
@@ -224,7 +225,9 @@ class Runs:
 
 
 def _planned(snapshot: Snapshot, settings: PlannerSettings, source: str) -> CompactionPlan:
-    return build_plan(snapshot, settings, source=source, now=datetime(2024, 3, 18, tzinfo=UTC), plan_id="plan-test")
+    return build_plan(
+        PlanRequest.of(snapshot, settings, source=source, now=datetime(2024, 3, 18, tzinfo=UTC), plan_id="plan-test")
+    )
 
 
 def _outcome(method: str, result: CompactionPlan | BaselineResult) -> Outcome:

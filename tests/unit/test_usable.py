@@ -12,6 +12,7 @@ from compactor.metrics.change import ratio_notes
 from compactor.metrics.fragmentation import ReferenceShape, reference_shapes
 from compactor.model.load import load_files
 from compactor.planner.problem import build_problem
+from compactor.planner.request import PlanRequest
 from compactor.planner.usable import usable_gpus, usage_shapes
 from compactor.render.plan import render_plan
 from compactor.settings import PlannerSettings
@@ -65,14 +66,14 @@ def test_a_plan_whose_freed_gpus_no_shape_can_use_carries_out_the_empty_plan_and
     """The only shape in use asks 8 GPUs and 32 CPUs: freeing ``crowded`` leaves it 24, so none of its GPUs is usable."""
     snapshot = cluster(*freeable_but_crowded())
     config = settings(objective="max-free")
-    max_free = build_plan(snapshot, config, source="test", now=NOW, shapes=in_use({8: 32}))
+    max_free = build_plan(PlanRequest.of(snapshot, config, source="test", now=NOW, shapes=in_use({8: 32})))
     assert_valid(snapshot, max_free, config)
     assert (max_free.frontier[-1].freed_gpus, max_free.frontier[-1].usable_gpus) == (8, 0)
     assert max_free.moves == [] and "frees 8 GPU(s) no request shape in use can take" in max_free.solver.note
-    balanced = build_plan(snapshot, settings(), source="test", now=NOW, shapes=in_use({8: 32}))
+    balanced = build_plan(PlanRequest.of(snapshot, settings(), source="test", now=NOW, shapes=in_use({8: 32})))
     assert balanced.moves == [] and balanced.usable_freed_gpus == 0
     # with a shape that fits beside the CPU pod, the same node is worth freeing
-    usable = build_plan(snapshot, config, source="test", now=NOW, shapes=in_use({1: 12}))
+    usable = build_plan(PlanRequest.of(snapshot, config, source="test", now=NOW, shapes=in_use({1: 12})))
     assert usable.freed_nodes == ["crowded"] and (usable.freed_gpus, usable.usable_freed_gpus) == (8, 2)
 
 
@@ -90,14 +91,18 @@ def test_a_shape_the_reference_cut_leaves_out_still_makes_a_freed_node_usable() 
     )
     top = reference_shapes(snapshot, max_shapes=1)
     assert [s.label for s in top] == ["nvidia.com/gpu=8 cpu=32 memory=1Gi"]
-    plan = build_plan(snapshot, settings(objective="max-free"), source="test", now=NOW, shapes=top)
+    plan = build_plan(PlanRequest.of(snapshot, settings(objective="max-free"), source="test", now=NOW, shapes=top))
     assert "crowded" in plan.freed_nodes and plan.usable_freed_gpus is not None and plan.usable_freed_gpus >= 2
     assert "crowded" not in (plan.unusable or "")
 
 
 def test_freed_gpus_short_of_cpu_are_named_in_one_line() -> None:
     snapshot = cluster(*freeable_but_crowded())
-    plan = build_plan(snapshot, settings(objective="max-free"), source="test", now=NOW, shapes=in_use({8: 32}, {1: 20}))
+    plan = build_plan(
+        PlanRequest.of(
+            snapshot, settings(objective="max-free"), source="test", now=NOW, shapes=in_use({8: 32}, {1: 20})
+        )
+    )
     assert plan.freed_nodes == ["crowded"] and (plan.freed_gpus, plan.usable_freed_gpus) == (8, 1)
     assert plan.unusable == (
         "7 of the 8 freed GPUs fit no request shape in use: crowded (24 cpu free); the first shape asks cpu=32, "
@@ -108,7 +113,7 @@ def test_freed_gpus_short_of_cpu_are_named_in_one_line() -> None:
 
 def test_a_share_that_rises_only_because_pending_pods_used_free_capacity_says_why() -> None:
     snapshot = load_files([str(example_path())])
-    plan = build_plan(snapshot, settings(), source="example", now=NOW)
+    plan = build_plan(PlanRequest.of(snapshot, settings(), source="example", now=NOW))
     before, after = plan.before["cluster"], plan.after["cluster"]
     assert after["strandedShare"] > before["strandedShare"]  # 18.7% -> 23.0% on the example
     assert after["strandedGpuEquivalents"] <= before["strandedGpuEquivalents"]
