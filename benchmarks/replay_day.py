@@ -166,6 +166,7 @@ class Options:
     cpu_only: bool = False  # the trace's CPU-only pods and CPU-only nodes too (issue [24])
     world: str = "trace"  # "article": the source article's cluster (article_day.py) instead of the trace's
     recut_cost_moves: float | None = None  # the + re-cuts rows' mig.recut_cost_moves when not the shipped one
+    rebalance_min_gain: float | None = None  # the + re-cuts rows' mig.rebalance_min_gain when not the shipped (off)
     time_sliced: float = 0.0  # --world article: the share of the nodes time-sliced (out of the whole-GPU ones)
     shared_replicas: bool = False  # the trace's sharing pods as time-sliced replicas on nodes sliced for them
 
@@ -203,8 +204,12 @@ def settings_for(options: Options, *, fill_first: bool = False, recuts: bool = F
     if fill_first:
         update["steering"] = settings.steering.model_copy(update={"fill_first": True})
     if recuts:  # the GPU Operator's mig-parted ConfigMap of the day (day_strategies._mig_parted)
-        price = {} if options.recut_cost_moves is None else {"recut_cost_moves": options.recut_cost_moves}
-        update["mig"] = settings.mig.model_copy(update={"repartition": True, **price})
+        mig: dict[str, Any] = {"repartition": True}
+        if options.recut_cost_moves is not None:
+            mig["recut_cost_moves"] = options.recut_cost_moves
+        if options.rebalance_min_gain is not None:
+            mig["rebalance_min_gain"] = options.rebalance_min_gain
+        update["mig"] = settings.mig.model_copy(update=mig)
     return settings.model_copy(update=update) if update else settings
 
 
@@ -669,6 +674,14 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         "(default 0: none)",
     )
     parser.add_argument(
+        "--rebalance-min-gain",
+        type=float,
+        default=None,
+        metavar="GAIN",
+        help="the + re-cuts rows' mig.rebalance_min_gain: also re-cut idle MIG nodes toward the request shapes "
+        "(default: the shipped null, re-cuts for pending pods only)",
+    )
+    parser.add_argument(
         "--recut-cost-moves",
         type=float,
         default=None,
@@ -736,6 +749,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         cpu_only=args.with_cpu_only,
         world=args.world,
         recut_cost_moves=args.recut_cost_moves,
+        rebalance_min_gain=args.rebalance_min_gain,
         time_sliced=args.time_sliced,
         shared_replicas=args.shared_replicas,
     )

@@ -182,10 +182,14 @@ def test_an_arrival_keeps_its_deployment() -> None:
 
 
 def test_the_command_line_plays_the_article_world_with_its_rows_and_a_re_cut_price() -> None:
-    options, _, strategies, _ = replay_day.parse(["--world", "article", "--recut-cost-moves", "5"])
+    argv = ["--world", "article", "--recut-cost-moves", "5", "--rebalance-min-gain", "0.25"]
+    options, _, strategies, _ = replay_day.parse(argv)
     assert (options.world, options.nodes) == ("article", replay_day.ARTICLE_NODES)
     assert strategies == list(replay_day.ARTICLE_STRATEGIES)
     priced = replay_day.settings_for(options, recuts=True).mig
-    assert priced.repartition and priced.recut_cost_moves == 5
+    assert priced.repartition and priced.recut_cost_moves == 5 and priced.rebalance_min_gain == 0.25
     shipped = replay_day.settings_for(replace(options, recut_cost_moves=None), recuts=True).mig
     assert shipped.recut_cost_moves == 20 and not replay_day.settings_for(options).mig.repartition
+    assert (
+        replay_day.settings_for(replace(options, rebalance_min_gain=None), recuts=True).mig.rebalance_min_gain is None
+    )
