@@ -209,6 +209,8 @@ class Figures:
     # queue times of the day's arrivals and of the common start's pods that had to wait (from time 0)
     waits: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIZES})
     still_waiting: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))  # at the end (censored)
+    # the 8-GPU pods still waiting at the end: their GPU models, how long they waited, the nodes that could hold them
+    eight_waiting: list[dict[str, Any]] = field(default_factory=list)
     blocked_gpu_seconds: float = 0.0
     blocked_by_size: dict[str, float] = field(default_factory=dict)  # the same, per size class (GPU-eq. seconds)
     # of which no arrangement could serve, sampled each minute: see ``beyond_capacity``
@@ -552,6 +554,8 @@ class Day:
             if pod.first_bound < 0:
                 self.figures.still_waiting[pod.size] += 1
                 self.figures.waits[pod.size].append(self.now - pod.arrived)
+            if pod.size == SIZES[2]:
+                self.figures.eight_waiting.append(self._why_waiting(pod))
         bound = sum(len(s) for s in self.on_node)
         self.figures.alive = len(self.pods)
         self.figures.lost = len(self.pods) - bound - len(self.queue)
@@ -559,6 +563,17 @@ class Day:
             self.scheduler.pods > trace_replay.MAX_PODS
         )
         self.figures.overcommitted_nodes = int(over.sum())
+
+    def _why_waiting(self, pod: Pod) -> dict[str, Any]:
+        """An 8-GPU pod waiting at the end: its models, its wait, and the nodes of those models that hold 8 GPUs."""
+        models = pod.arrival.pod.models
+        able = [n for n in self.nodes if n.gpus >= pod.gpus and (not models or n.model in models)]
+        return {
+            "models": list(models),
+            "waitedHours": round((self.now - pod.arrived) / 3600, 2),
+            "nodesThatCouldHoldIt": len(able),
+            "replacement": pod.first_bound >= 0,
+        }
 
     def bound_gpus(self) -> float:
         """GPU-equivalents held by bound pods: whole GPUs, and each MIG instance's compute share."""

@@ -141,6 +141,10 @@ def test_the_figures_agree_with_their_samples(rows: dict[str, dict[str, Any]], s
     assert abs(row["blockedGpuHours"] - sampled) <= max(1.0, 0.2 * sampled), (row["blockedGpuHours"], sampled)
     allocated = sum(series["allocation"][:-1]) / 60 * row["gpus"]
     assert row["allocatedGpuHours"] == pytest.approx(allocated, rel=0.05, abs=1.0)
+    # each 8-GPU pod still waiting is named with what could have held it (a pod never started is one of them)
+    waiting = row["eightGpuWaitingAtEnd"]
+    assert sum(not w["replacement"] for w in waiting) == row["queueSeconds"]["8 GPUs"]["stillWaiting"]
+    assert all(w["nodesThatCouldHoldIt"] >= 0 and 0 <= w["waitedHours"] <= 1.0 for w in waiting), waiting
     if not row["evictions"]:
         assert row["restartGpuHours"] == pytest.approx(0, abs=1e-9) and row["restartShareOfAllocated"] == 0
     else:
