@@ -6,7 +6,7 @@
 * no function in ``compactor/app/`` or ``compactor/commands/`` over USE_CASE_LINES lines (a use case reads top to
   bottom; what is longer is a stage of its own).
 
-The complexity gates (ruff C901, PLR0913) and the paths ARCHITECTURE.md names (tests/unit/test_architecture_paths.py)
+The complexity gates (ruff C901, PLR0913) and the paths ARCHITECTURE.md names (tests/unit/project/test_architecture_paths.py)
 are checked by their own tools; .ci/run runs them as steps of their own.
 """
 

@@ -604,7 +604,7 @@ Made by (from the repository root, the full trace beside the checkout in ../shar
 
     python benchmarks/trace_replay.py --make-slice tests/data/openb-slice --slice-nodes {nodes} --slice-pods {pods} --seed {seed}
 
-Read by tests/unit/test_trace_replay.py through `trace_replay.py --trace-dir tests/data/openb-slice`.
+Read by tests/unit/benchmarks/test_trace_replay.py through `trace_replay.py --trace-dir tests/data/openb-slice`.
 """
 
 

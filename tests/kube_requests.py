@@ -6,8 +6,8 @@ typed ones (``CoreV1Api.list_node``, ...: the method and path each would send, r
 on a request whose path or method it cannot follow, a watch, or an API path used in a way it cannot see.
 ``Request.permission()`` is the ``Permission`` (group, resource, verb, scope) it needs, the scope being
 ``CLUSTER_WIDE``, ``OWN_NAMESPACE`` or ``OPERATOR_NAMESPACE``; ``granted_permissions()`` is what the shipped roles
-(``ROLES``) grant. Used by tests/unit/test_manifests_rbac.py (RBAC grants exactly these) and
-tests/unit/test_request_finder.py (the finder itself).
+(``ROLES``) grant. Used by tests/unit/manifests/test_manifests_rbac.py (RBAC grants exactly these) and
+tests/unit/project/test_request_finder.py (the finder itself).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ A blacklist, not a whitelist: the executor hands these dicts to code that reads 
 (``compactor.model.parse`` through ``compactor.model.schema``, ``compactor.actions``), and
 some it writes back (a pod's tolerations, whole, in a merge patch; a node's taints); a
 whitelist that missed one would break them silently. Each field dropped, and why no decision
-needs it (``tests/integration/test_lean_reads.py`` checks that the model, the schema and the
+needs it (``tests/integration/executor/test_lean_reads.py`` checks that the model, the schema and the
 executor's readers see the same pod and node with and without them, and that no module of
 ``compactor`` names one of them):
 

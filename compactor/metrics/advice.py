@@ -3,7 +3,7 @@
 Pure: a snapshot and its figures in, typed frozen results out; no I/O, no clock. Every number is one of the headline
 figures of ``compute_figures`` (stranded capacity and share, whole-free GPUs, blocked demand, pending pods that fit),
 measured on the snapshot as it is and on the snapshot as it would be with one shape's requests rounded up.
-Definitions and a worked example: ``docs/metrics.md``, "Normalisation advice"; ``tests/unit/test_advice.py`` checks it.
+Definitions and a worked example: ``docs/metrics.md``, "Normalisation advice"; ``tests/unit/metrics/test_advice.py`` checks it.
 
 * A *GPU request shape* is the GPU part of a pod's requests (``nvidia.com/mig-2g.10gb=1``, ``nvidia.com/gpu=2``), over
   the bound and the pending pods, as the reference shapes count them. CPU, memory and the rest stay as each pod asks.

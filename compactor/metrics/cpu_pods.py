@@ -2,7 +2,7 @@
 hold and where, what keeps them off, and what the headline figures would be without them.
 
 Pure: a snapshot and its figures in, a frozen result out; no I/O, no clock. Definitions: ``docs/metrics.md``,
-"CPU-only pods on GPU nodes"; ``tests/unit/test_cpu_pods.py`` checks them on clusters worked by hand.
+"CPU-only pods on GPU nodes"; ``tests/unit/metrics/test_cpu_pods.py`` checks them on clusters worked by hand.
 
 * The pods: ``fragmentation.cpu_pods_on_gpu_nodes`` (bound, no GPU request, on a GPU node; DaemonSet and static pods
   aside, since they belong on every node).

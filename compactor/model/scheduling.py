@@ -5,7 +5,7 @@ NodeUnschedulable plugin, ``k8s.io/component-helpers/scheduling/corev1/nodeaffin
 ``apimachinery/pkg/labels`` (``NewRequirement`` validation included: an invalid
 requirement makes its node-selector term, or its label selector, select nothing).
 One deliberate difference: a NotReady node takes no pods here, whatever they tolerate.
-See tests/unit/test_scheduling.py for each rule.
+See tests/unit/model/test_scheduling.py for each rule.
 """
 
 from __future__ import annotations

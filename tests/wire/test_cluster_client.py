@@ -1,14 +1,12 @@
 """KubeClusterClient against the fake API server, through the official kubernetes client: exact requests, replies, errors.
 
-Ends with the executor running a one-move plan over the wire.
+The executor running a plan over the wire: test_executor_over_the_wire.py.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +16,15 @@ from kubernetes import client as k8s
 import compactor.kube.cluster_client as cluster_client_module
 from compactor.actions import annotations as ann
 from compactor.actions.client import EvictionOutcome, ObjectRef
-from compactor.actions.clock import RealClock, SimulatedClock
-from compactor.actions.executor import Executor
 from compactor.errors import ClusterError
-from compactor.kube.cluster_client import KubeClusterClient
-from compactor.planner.plan import CompactionPlan
-from compactor.settings import RunSettings
 from tests.builders import node, pdb, pod
-from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest, status_body
+from tests.fakeapi import FakeApiServer, status_body
+from tests.wire.requests_seen import client_of, writes_sent
 
 STATE = "gpu-compactor-state"
 STATE_PATH = f"/api/v1/namespaces/gpu-compactor/configmaps/{STATE}"
-POD_PATH = re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+(/.*)?")
 ISO_SECONDS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 ISO_MICROS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
-
-
-def _client(fake_api: FakeApiServer, **options: Any) -> KubeClusterClient:
-    return KubeClusterClient(fake_api.api_client(), **options)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -44,21 +33,12 @@ def _one_line(exc: BaseException) -> str:
     return text
 
 
-def _writes(fake_api: FakeApiServer) -> list[RecordedRequest]:
-    return [r for r in fake_api.requests if r.method != "GET"]
-
-
-def _no_pod_deletes(fake_api: FakeApiServer) -> None:
-    deletes = [r for r in fake_api.requests if r.method == "DELETE"]
-    assert all(not POD_PATH.fullmatch(r.path) for r in deletes), deletes
-
-
 # ---------------------------------------------------------------- reads
 
 
 def test_list_nodes_is_paginated_raw_json_with_kind(fake_api: FakeApiServer) -> None:
     fake_api.add(*(node(f"gpu-{i}", gpus=8) for i in range(5)))
-    nodes = _client(fake_api, page_size=2).list_nodes()
+    nodes = client_of(fake_api, page_size=2).list_nodes()
     assert sorted(n["metadata"]["name"] for n in nodes) == [f"gpu-{i}" for i in range(5)]
     assert all(n["kind"] == "Node" and n["apiVersion"] == "v1" for n in nodes)
     assert nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] == "8"  # camelCase JSON, not model objects
@@ -69,7 +49,7 @@ def test_list_nodes_is_paginated_raw_json_with_kind(fake_api: FakeApiServer) -> 
 
 def test_list_pods_on_a_node_uses_a_field_selector_across_namespaces(fake_api: FakeApiServer) -> None:
     fake_api.add(pod("a", on="gpu-1"), pod("b", on="gpu-1", namespace="ml"), pod("c", on="gpu-2"), pod("pending"))
-    found = _client(fake_api).list_pods(node_name="gpu-1")
+    found = client_of(fake_api).list_pods(node_name="gpu-1")
     assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in found) == [("default", "a"), ("ml", "b")]
     assert all(p["kind"] == "Pod" and p["apiVersion"] == "v1" for p in found)
     (request,) = fake_api.requests_to("/api/v1/pods", "GET")
@@ -80,7 +60,7 @@ def test_the_pods_waiting_for_a_node_are_one_list_narrowed_by_the_server(fake_ap
     done = pod("done")
     done["status"] = {"phase": "Failed"}  # unbound and finished: not waiting
     fake_api.add(pod("a", on="gpu-1"), pod("waiting", gpus=8), pod("waiting-too", namespace="ml"), done)
-    found = _client(fake_api, page_size=1).list_pending_pods()
+    found = client_of(fake_api, page_size=1).list_pending_pods()
     assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in found) == [
         ("default", "waiting"),
         ("ml", "waiting-too"),
@@ -91,7 +71,7 @@ def test_the_pods_waiting_for_a_node_are_one_list_narrowed_by_the_server(fake_ap
 
 def test_list_all_pods_has_no_field_selector(fake_api: FakeApiServer) -> None:
     fake_api.add(pod("a", on="gpu-1"), pod("b", on="gpu-2", namespace="ml"), pod("pending"))
-    assert len(_client(fake_api, page_size=1).list_pods()) == 3
+    assert len(client_of(fake_api, page_size=1).list_pods()) == 3
     requests = fake_api.requests_to("/api/v1/pods", "GET")
     assert len(requests) == 3 and all(r.param("fieldSelector") is None for r in requests)
 
@@ -105,7 +85,7 @@ def test_scans_send_the_same_paginated_lists_and_keep_what_keep_returns_of_each_
         pod("b", on="gpu-2", namespace="ml"),
         pod("pending"),
     )
-    client = _client(fake_api, page_size=2)
+    client = client_of(fake_api, page_size=2)
     seen: list[str] = []
 
     def bound(p: dict[str, Any]) -> str | None:
@@ -123,14 +103,14 @@ def test_scans_send_the_same_paginated_lists_and_keep_what_keep_returns_of_each_
 def test_a_scan_whose_continue_token_expires_starts_again_from_the_first_item(fake_api: FakeApiServer) -> None:
     fake_api.add(*(pod(f"p{i}", on="gpu-1") for i in range(5)))
     fake_api.expire_continue(times=1)
-    names = _client(fake_api, page_size=2).scan_pods(lambda p: p["metadata"]["name"])
+    names = client_of(fake_api, page_size=2).scan_pods(lambda p: p["metadata"]["name"])
     assert [fake_api.reply_to(r).status for r in fake_api.requests_to("/api/v1/pods")] == [200, 410, 200, 200, 200]  # type: ignore[union-attr]
     assert sorted(names) == [f"p{i}" for i in range(5)]  # what was kept of the first pages is dropped with them
 
 
 def test_list_pdbs_in_all_namespaces_is_policy_v1(fake_api: FakeApiServer) -> None:
     fake_api.add(pdb("train", match={"app": "train"}, namespace="ml", allowed=0), pdb("web", match={"app": "web"}))
-    pdbs = _client(fake_api).list_pdbs()
+    pdbs = client_of(fake_api).list_pdbs()
     assert sorted(p["metadata"]["name"] for p in pdbs) == ["train", "web"]
     assert all(p["kind"] == "PodDisruptionBudget" and p["apiVersion"] == "policy/v1" for p in pdbs)
     assert {r.path for r in fake_api.requests} == {"/apis/policy/v1/poddisruptionbudgets"}
@@ -138,7 +118,7 @@ def test_list_pdbs_in_all_namespaces_is_policy_v1(fake_api: FakeApiServer) -> No
 
 def test_get_node_and_pod_return_raw_objects_or_none_on_404(fake_api: FakeApiServer) -> None:
     fake_api.add(node("gpu-1", gpus=8), pod("p", on="gpu-1", namespace="ml"))
-    client = _client(fake_api)
+    client = client_of(fake_api)
     got = client.get_node("gpu-1")
     assert got is not None and got["kind"] == "Node" and got["metadata"]["name"] == "gpu-1"
     assert client.get_node("gone") is None
@@ -157,7 +137,7 @@ def test_get_node_forbidden_is_one_line_cluster_error(fake_api: FakeApiServer) -
     message = 'nodes "gpu-1" is forbidden: User "system:serviceaccount:x:y" cannot get resource "nodes"'
     fake_api.inject("/api/v1/nodes/gpu-1", 403, body=status_body(403, message))
     with pytest.raises(ClusterError) as info:
-        _client(fake_api).get_node("gpu-1")
+        client_of(fake_api).get_node("gpu-1")
     assert _one_line(info.value) == f"forbidden (403) reading node gpu-1: {message}"
     assert info.value.status == 403
 
@@ -165,7 +145,7 @@ def test_get_node_forbidden_is_one_line_cluster_error(fake_api: FakeApiServer) -
 def test_list_failure_is_one_line_cluster_error(fake_api: FakeApiServer) -> None:
     fake_api.inject("/api/v1/pods", 403)
     with pytest.raises(ClusterError) as info:
-        _client(fake_api).list_pods(node_name="gpu-1")
+        client_of(fake_api).list_pods(node_name="gpu-1")
     assert "forbidden (403) listing pods on node gpu-1" in _one_line(info.value) and info.value.status == 403
 
 
@@ -173,7 +153,7 @@ def test_read_timeout_is_one_line(fake_api: FakeApiServer) -> None:
     fake_api.add(node("gpu-1"))
     fake_api.inject("/api/v1/nodes/gpu-1", delay=1.0, times=None, passthrough=True)
     with pytest.raises(ClusterError) as info:
-        _client(fake_api, request_timeout=0.2).get_node("gpu-1")
+        client_of(fake_api, request_timeout=0.2).get_node("gpu-1")
     assert _one_line(info.value) == f"cannot reach the Kubernetes API at {fake_api.url} (reading node gpu-1): timed out"
     assert info.value.status == 0
 
@@ -182,12 +162,12 @@ def test_idempotent_reads_are_retried_by_urllib3_after_a_timeout(fake_api: FakeA
     """The kubernetes client's urllib3 pool retries GET on read errors; writes are sent once (see the eviction and state tests)."""
     fake_api.add(node("gpu-1"))
     fake_api.inject("/api/v1/nodes/gpu-1", delay=1.0, passthrough=True)
-    assert _client(fake_api, request_timeout=0.2).get_node("gpu-1") is not None
+    assert client_of(fake_api, request_timeout=0.2).get_node("gpu-1") is not None
     assert len(fake_api.requests_to("/api/v1/nodes/gpu-1")) == 2
 
 
 def test_connection_refused(fake_api: FakeApiServer) -> None:
-    client = _client(fake_api)
+    client = client_of(fake_api)
     url = fake_api.url
     fake_api.stop()
     with pytest.raises(ClusterError) as info:
@@ -205,7 +185,7 @@ def test_connection_refused(fake_api: FakeApiServer) -> None:
 def test_patch_node_is_a_json_merge_patch(fake_api: FakeApiServer) -> None:
     fake_api.add(node("gpu-1", gpus=8))
     patch = ann.fence_patch(node("gpu-1", gpus=8), ann.IDENTITY, "plan-1", "2026-01-01T00:00:00Z")
-    patched = _client(fake_api).patch_node("gpu-1", patch)
+    patched = client_of(fake_api).patch_node("gpu-1", patch)
     (request,) = fake_api.requests
     assert (request.method, request.path, request.query) == ("PATCH", "/api/v1/nodes/gpu-1", {})
     assert request.content_type == "application/merge-patch+json"
@@ -220,7 +200,7 @@ def test_merge_patch_null_deletes_keys_and_replaces_lists(fake_api: FakeApiServe
     mine = {"key": "compactor.io/reserved", "value": "x", "effect": "NoSchedule"}
     theirs = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
     fake_api.add(node("gpu-1", gpus=8, unschedulable=True, taints=[theirs, mine]))  # an operator's cordon too
-    client = _client(fake_api)
+    client = client_of(fake_api)
     before = client.get_node("gpu-1")
     assert before is not None
     client.patch_node("gpu-1", ann.fence_patch(before, ann.IDENTITY, "plan-1", "2026-01-01T00:00:00Z"))
@@ -250,14 +230,14 @@ def test_patch_node_forbidden_is_one_line(fake_api: FakeApiServer) -> None:
         "/api/v1/nodes/gpu-1", 403, method="PATCH", body=status_body(403, message + "\n  at the cluster scope")
     )
     with pytest.raises(ClusterError) as info:
-        _client(fake_api).patch_node("gpu-1", {"spec": {"unschedulable": True}})
+        client_of(fake_api).patch_node("gpu-1", {"spec": {"unschedulable": True}})
     assert _one_line(info.value) == f"forbidden (403) patching node gpu-1: {message} at the cluster scope"
     assert info.value.status == 403
     assert "unschedulable" not in fake_api.get("Node", "gpu-1")["spec"]  # type: ignore[index]
 
 
 def test_patch_missing_node_and_server_errors_raise(fake_api: FakeApiServer) -> None:
-    client = _client(fake_api)
+    client = client_of(fake_api)
     with pytest.raises(ClusterError) as info:
         client.patch_node("gone", {"spec": {"unschedulable": True}})
     assert _one_line(info.value) == 'not found (404) patching node gone: nodes "gone" not found'
@@ -274,7 +254,7 @@ def test_patch_timeout_is_not_retried(fake_api: FakeApiServer) -> None:
     fake_api.add(node("gpu-1"))
     fake_api.inject("/api/v1/nodes/gpu-1", method="PATCH", delay=1.0, passthrough=True)
     with pytest.raises(ClusterError) as info:
-        _client(fake_api, write_timeout=0.2).patch_node("gpu-1", {"spec": {"unschedulable": True}})
+        client_of(fake_api, write_timeout=0.2).patch_node("gpu-1", {"spec": {"unschedulable": True}})
     assert _one_line(info.value).endswith("(patching node gpu-1): timed out")
     assert len(fake_api.requests_to("/api/v1/nodes/gpu-1", "PATCH")) == 1
 
@@ -284,7 +264,7 @@ def test_patch_timeout_is_not_retried(fake_api: FakeApiServer) -> None:
 
 def test_evict_posts_a_policy_v1_eviction(fake_api: FakeApiServer) -> None:
     fake_api.add(pod("p", on="gpu-1", namespace="ml"))
-    result = _client(fake_api).evict("ml", "p")
+    result = client_of(fake_api).evict("ml", "p")
     assert (result.outcome, result.status, result.message) == (EvictionOutcome.EVICTED, 201, "")
     (request,) = fake_api.requests
     assert (request.method, request.path, request.query) == ("POST", "/api/v1/namespaces/ml/pods/p/eviction", {})
@@ -299,7 +279,7 @@ def test_evict_posts_a_policy_v1_eviction(fake_api: FakeApiServer) -> None:
 @pytest.mark.parametrize("dry_run_all", [False, True])
 def test_evict_dry_run_asks_the_server_and_changes_nothing(fake_api: FakeApiServer, dry_run_all: bool) -> None:
     fake_api.add(pod("p", on="gpu-1"), pdb("pdb", match={"app": "app"}, allowed=1))
-    result = _client(fake_api, dry_run_all=dry_run_all).evict("default", "p", dry_run=not dry_run_all)
+    result = client_of(fake_api, dry_run_all=dry_run_all).evict("default", "p", dry_run=not dry_run_all)
     assert result.outcome == EvictionOutcome.EVICTED
     (request,) = fake_api.requests
     assert request.param("dryRun") == "All" and request.json()["deleteOptions"]["dryRun"] == ["All"]
@@ -315,7 +295,7 @@ def test_evict_as_read_carries_its_resource_version_and_a_pod_changed_since_answ
     assert read is not None
     version, uid = read["metadata"]["resourceVersion"], read["metadata"]["uid"]
     fake_api.update({**read, "spec": {**read["spec"], "nodeName": "gpu-1"}})  # bound meanwhile: still phase Pending
-    result = _client(fake_api).evict("default", "p", uid=uid, resource_version=version)
+    result = client_of(fake_api).evict("default", "p", uid=uid, resource_version=version)
     assert (result.outcome, result.status) == (EvictionOutcome.CONFLICT, 409)
     (request,) = fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")
     assert request.json()["deleteOptions"]["preconditions"] == {"uid": uid, "resourceVersion": version}
@@ -323,13 +303,13 @@ def test_evict_as_read_carries_its_resource_version_and_a_pod_changed_since_answ
 
 
 def test_evict_missing_pod_is_gone(fake_api: FakeApiServer) -> None:
-    result = _client(fake_api).evict("default", "nope")
+    result = client_of(fake_api).evict("default", "nope")
     assert (result.outcome, result.status) == (EvictionOutcome.GONE, 404) and 'pods "nope" not found' in result.message
 
 
 def test_evict_blocked_by_a_pdb_keeps_the_servers_message(fake_api: FakeApiServer) -> None:
     fake_api.add(pod("p", on="gpu-1", labels={"app": "train"}), pdb("train-budget", match={"app": "train"}, allowed=0))
-    result = _client(fake_api).evict("default", "p")
+    result = client_of(fake_api).evict("default", "p")
     assert (result.outcome, result.status) == (EvictionOutcome.BLOCKED, 429)
     assert result.message.startswith("Cannot evict pod as it would violate the pod's disruption budget.")
     assert "The disruption budget train-budget needs" in result.message and "\n" not in result.message
@@ -355,7 +335,7 @@ def test_evict_blocked_by_a_pdb_keeps_the_servers_message(fake_api: FakeApiServe
 def test_evict_maps_statuses_without_raising(fake_api: FakeApiServer, status: int, outcome: EvictionOutcome) -> None:
     fake_api.add(pod("p", on="gpu-1"))
     fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", status, body=status_body(status, f"answer {status}"))
-    result = _client(fake_api).evict("default", "p")
+    result = client_of(fake_api).evict("default", "p")
     assert (result.outcome, result.status, result.message) == (outcome, status, f"answer {status}")
     assert fake_api.get("Pod", "p") is not None
 
@@ -363,7 +343,7 @@ def test_evict_maps_statuses_without_raising(fake_api: FakeApiServer, status: in
 def test_evict_error_without_a_status_body_still_has_a_message(fake_api: FakeApiServer) -> None:
     fake_api.add(pod("p", on="gpu-1"))
     fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", 502, body="<html>bad gateway</html>")
-    result = _client(fake_api).evict("default", "p")
+    result = client_of(fake_api).evict("default", "p")
     assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 502) and result.message
 
 
@@ -371,7 +351,7 @@ def test_evict_timeout_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> 
     fake_api.add(pod("p", on="gpu-1"))
     fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", delay=1.0, passthrough=True)
     started = time.monotonic()
-    result = _client(fake_api, write_timeout=0.2).evict("default", "p")
+    result = client_of(fake_api, write_timeout=0.2).evict("default", "p")
     assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 0)
     assert result.message == f"cannot reach the Kubernetes API at {fake_api.url} (evicting pod default/p): timed out"
     assert time.monotonic() - started < 0.9
@@ -382,7 +362,7 @@ def test_evict_timeout_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> 
 def test_evict_dropped_connection_is_an_error_and_is_sent_once(fake_api: FakeApiServer) -> None:
     fake_api.add(pod("p", on="gpu-1"))
     fake_api.inject("/api/v1/namespaces/default/pods/p/eviction", drop=True)
-    result = _client(fake_api).evict("default", "p")
+    result = client_of(fake_api).evict("default", "p")
     assert (result.outcome, result.status) == (EvictionOutcome.ERROR, 0)
     assert result.message.endswith("(evicting pod default/p): the connection closed without a reply")
     assert len(fake_api.requests_to("/api/v1/namespaces/default/pods/p/eviction")) == 1
@@ -392,7 +372,7 @@ def test_evict_dropped_connection_is_an_error_and_is_sent_once(fake_api: FakeApi
 def test_no_code_path_deletes_a_pod(fake_api: FakeApiServer) -> None:
     source = Path(cluster_client_module.__file__).read_text(encoding="utf-8")
     assert "delete_namespaced_pod" not in source and "delete_collection_namespaced_pod" not in source
-    client = _client(fake_api)
+    client = client_of(fake_api)
     with pytest.raises(AssertionError):
         client._send(
             "DELETE", "/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": "default", "name": "p"}, "deleting"
@@ -404,7 +384,7 @@ def test_no_code_path_deletes_a_pod(fake_api: FakeApiServer) -> None:
 
 
 def test_node_event_goes_to_default_namespace(fake_api: FakeApiServer) -> None:
-    _client(fake_api).create_event(
+    client_of(fake_api).create_event(
         ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="fenced by gpu-compactor"
     )
     (request,) = fake_api.requests
@@ -425,7 +405,7 @@ def test_node_event_goes_to_default_namespace(fake_api: FakeApiServer) -> None:
 
 
 def test_pod_event_goes_to_the_pods_namespace(fake_api: FakeApiServer) -> None:
-    client = _client(fake_api)
+    client = client_of(fake_api)
     client.create_event(
         ObjectRef("Pod", "train-0", "ml", "uid-1"), reason="CompactorEvict", message="moved", type_="Warning"
     )
@@ -445,7 +425,7 @@ def test_pod_event_goes_to_the_pods_namespace(fake_api: FakeApiServer) -> None:
 
 
 def test_event_message_is_cut_to_the_servers_limit(fake_api: FakeApiServer) -> None:
-    _client(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorAbort", message="é" * 2000)
+    client_of(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorAbort", message="é" * 2000)
     message = fake_api.requests[0].json()["message"]
     assert len(message.encode()) <= 1024 and message.endswith("...")
 
@@ -453,7 +433,7 @@ def test_event_message_is_cut_to_the_servers_limit(fake_api: FakeApiServer) -> N
 def test_event_failure_raises_cluster_error(fake_api: FakeApiServer) -> None:
     fake_api.inject("/api/v1/namespaces/default/events", 403, body=status_body(403, "events is forbidden"))
     with pytest.raises(ClusterError) as info:
-        _client(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="m")
+        client_of(fake_api).create_event(ObjectRef("Node", "gpu-1"), reason="CompactorCordon", message="m")
     assert _one_line(info.value) == "forbidden (403) creating event CompactorCordon for node gpu-1: events is forbidden"
 
 
@@ -461,7 +441,7 @@ def test_event_failure_raises_cluster_error(fake_api: FakeApiServer) -> None:
 
 
 def test_state_configmap_round_trip(fake_api: FakeApiServer) -> None:
-    client = _client(fake_api)
+    client = client_of(fake_api)
     assert client.read_state(STATE) is None
     client.write_state(STATE, {"planId": "plan-1", "phase": "cordoning"})
     assert client.read_state(STATE) == {"planId": "plan-1", "phase": "cordoning"}
@@ -472,7 +452,7 @@ def test_state_configmap_round_trip(fake_api: FakeApiServer) -> None:
     client.write_state(STATE, None)
     assert client.read_state(STATE) is None
     client.write_state(STATE, None)  # already gone: fine
-    writes = _writes(fake_api)
+    writes = writes_sent(fake_api)
     assert [(r.method, r.path) for r in writes] == [
         ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),  # read as absent: created
         ("PUT", STATE_PATH),
@@ -490,13 +470,13 @@ def test_state_configmap_round_trip(fake_api: FakeApiServer) -> None:
 
 
 def test_state_in_another_namespace(fake_api: FakeApiServer) -> None:
-    client = _client(fake_api, namespace="ops")
+    client = client_of(fake_api, namespace="ops")
     client.write_state("s", {"a": "1"})
     assert fake_api.get("ConfigMap", "s", "ops") is not None and client.read_state("s") == {"a": "1"}
 
 
 def test_a_state_written_by_someone_else_meanwhile_is_a_conflict_never_overwritten(fake_api: FakeApiServer) -> None:
-    client = _client(fake_api)
+    client = client_of(fake_api)
     assert client.read_state(STATE) is None
     fake_api.add(
         {"kind": "ConfigMap", "metadata": {"name": STATE, "namespace": "gpu-compactor"}, "data": {"theirs": "1"}}
@@ -505,7 +485,7 @@ def test_a_state_written_by_someone_else_meanwhile_is_a_conflict_never_overwritt
         client.write_state(STATE, {"mine": "2"})  # it was absent when read: create, and find it there (409)
     assert info.value.status == 409
     assert client.read_state(STATE) == {"theirs": "1"}
-    other = _client(fake_api)
+    other = client_of(fake_api)
     other.read_state(STATE)
     other.write_state(STATE, {"theirs": "2"})  # another writer replaces it after our read
     with pytest.raises(ClusterError, match="changed by another writer"):
@@ -516,7 +496,7 @@ def test_a_state_written_by_someone_else_meanwhile_is_a_conflict_never_overwritt
 
 
 def test_state_errors_are_cluster_errors(fake_api: FakeApiServer) -> None:
-    client = _client(fake_api)
+    client = client_of(fake_api)
     fake_api.inject(STATE_PATH, 403, method="GET", body=status_body(403, "configmaps is forbidden"))
     with pytest.raises(ClusterError) as info:
         client.read_state(STATE)
@@ -544,7 +524,7 @@ def test_state_errors_are_cluster_errors(fake_api: FakeApiServer) -> None:
 
 def test_dry_run_all_marks_every_write_and_persists_nothing(fake_api: FakeApiServer) -> None:
     fake_api.add(node("gpu-1", gpus=8), pod("p", on="gpu-1"))
-    client = _client(fake_api, dry_run_all=True)
+    client = client_of(fake_api, dry_run_all=True)
     patched = client.patch_node("gpu-1", {"spec": {"unschedulable": True}})
     assert patched["spec"]["unschedulable"] is True  # the server's answer: what it would have stored
     assert client.evict("default", "p").outcome == EvictionOutcome.EVICTED
@@ -552,262 +532,10 @@ def test_dry_run_all_marks_every_write_and_persists_nothing(fake_api: FakeApiSer
     client.write_state(STATE, {"a": "1"})
     client.write_state(STATE, None)
     assert client.get_node("gpu-1") is not None and client.read_state(STATE) is None
-    writes = _writes(fake_api)
+    writes = writes_sent(fake_api)
     assert [r.method for r in writes] == ["PATCH", "POST", "POST", "POST", "DELETE"]
     assert all(r.param("dryRun") == "All" for r in writes)
     assert all(r.param("dryRun") is None for r in fake_api.requests if r.method == "GET")
     assert "unschedulable" not in fake_api.get("Node", "gpu-1")["spec"]  # type: ignore[index]
     assert fake_api.get("Pod", "p") is not None and fake_api.events() == []
     assert fake_api.objects("ConfigMap") == []
-
-
-# ---------------------------------------------------------------- the executor over the wire
-
-
-def _plan(pod_uid: str, *, freed: tuple[str, ...] = ("gpu-1",)) -> CompactionPlan:
-    return CompactionPlan.model_validate(
-        {
-            "apiVersion": "compactor/v1alpha1",
-            "kind": "CompactionPlan",
-            "metadata": {
-                "id": "plan-wire-1",
-                "createdAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "source": "test",
-            },  # just made
-            "moves": [
-                {
-                    "pod": "ml/train-a",
-                    "from": "gpu-1",
-                    "to": "gpu-2",
-                    "reason": "consolidate",
-                    "uid": pod_uid,
-                    "owner": "ReplicaSet/train",
-                    "gpu": True,
-                }
-            ],
-            "freedNodes": list(freed),
-            "filledNodes": ["gpu-2"],
-            "freedGpus": 8,
-            "solver": {"status": "OPTIMAL", "wallSeconds": 0.01},
-        }
-    )
-
-
-def _cluster(fake_api: FakeApiServer) -> str:
-    fake_api.disruption_controller = DisruptionController()  # budgets recomputed as kube-controller-manager does
-    moving = pod("train-a", on="gpu-1", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"})
-    fake_api.add(
-        node("gpu-1", gpus=8),
-        node("gpu-2", gpus=8),
-        moving,
-        pod("train-x", on="gpu-2", gpus=1, namespace="ml", owner="ReplicaSet/train", labels={"app": "train"}),
-        pod("agent", on="gpu-1", namespace="kube-system", owner="DaemonSet/agent"),  # not a GPU pod: may stay
-        pdb("train", match={"app": "train"}, namespace="ml", max_unavailable=1),
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "train", "namespace": "ml", "uid": "ReplicaSet-train"},
-            "spec": {"replicas": 2},
-        },
-    )
-    return str(moving["metadata"]["uid"])
-
-
-def _replace_on(target: str, *, ready: bool = True) -> Any:
-    """An on_evict hook: the evicted pod goes, its ReplicaSet's replacement appears on ``target``."""
-
-    def hook(server: FakeApiServer, evicted: dict[str, Any]) -> None:
-        meta = evicted["metadata"]
-        server.delete("Pod", meta["name"], meta["namespace"])
-        replacement = pod(
-            "train-b", on=target, gpus=1, namespace=meta["namespace"], owner="ReplicaSet/train", labels={"app": "train"}
-        )
-        if not ready:
-            replacement["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-        server.add(replacement)
-
-    return hook
-
-
-def _assert_in_order(
-    requests: list[RecordedRequest], steps: list[tuple[str, str | re.Pattern[str]]]
-) -> list[RecordedRequest]:
-    """Each (method, path) step matches a later request than the previous one; returns the matched requests."""
-    matched: list[RecordedRequest] = []
-    position = 0
-    for method, path in steps:
-        for index in range(position, len(requests)):
-            request = requests[index]
-            ok = bool(path.fullmatch(request.path)) if isinstance(path, re.Pattern) else request.path == path
-            if request.method == method and ok:
-                matched.append(request)
-                position = index + 1
-                break
-        else:
-            raise AssertionError(f"no {method} {path} after request #{position}: {requests}")
-    return matched
-
-
-STATE_WRITE = re.compile(r"/api/v1/namespaces/gpu-compactor/configmaps(/gpu-compactor-state)?")
-EVENTS_DEFAULT = "/api/v1/namespaces/default/events"
-
-
-def test_executor_moves_one_pod_over_the_wire(fake_api: FakeApiServer) -> None:
-    uid = _cluster(fake_api)
-    fake_api.on_evict = _replace_on("gpu-2")
-    client = _client(fake_api)
-    report = Executor(client, RunSettings(), SimulatedClock()).execute(_plan(uid))
-
-    assert (report.status, report.moves_done, report.freed_nodes, report.reason) == ("succeeded", 1, ["gpu-1"], "")
-    requests = fake_api.requests
-    state_write, cordon, _, evict, _, uncordon, _, state_delete = _assert_in_order(
-        requests,
-        [
-            ("POST", "/api/v1/namespaces/gpu-compactor/configmaps"),  # write-ahead state, before anything changes
-            ("PATCH", "/api/v1/nodes/gpu-1"),
-            ("POST", EVENTS_DEFAULT),
-            ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
-            ("POST", "/api/v1/namespaces/ml/events"),
-            ("PATCH", "/api/v1/nodes/gpu-1"),
-            ("POST", EVENTS_DEFAULT),
-            ("DELETE", STATE_PATH),
-        ],
-    )
-    assert state_write.json()["data"]["planId"] == "plan-wire-1"
-    assert cordon.content_type == "application/merge-patch+json"
-    assert cordon.json()["spec"]["taints"] == [
-        {"key": ann.fence_key(ann.IDENTITY), "value": "plan-wire-1", "effect": "NoSchedule"}
-    ]
-    assert "unschedulable" not in cordon.json()["spec"]  # the cordon bit is the operators' own
-    assert cordon.json()["metadata"]["annotations"][ann.CORDONED_BY] == "gpu-compactor"
-    assert cordon.json()["metadata"]["annotations"][ann.PLAN_ID] == "plan-wire-1"
-    assert evict.json()["kind"] == "Eviction" and evict.param("dryRun") is None
-    assert uncordon.content_type == "application/merge-patch+json" and uncordon.json()["spec"]["taints"] is None
-    assert _writes(fake_api)[-1] is state_delete
-
-    # the state was written ahead of the cordon, and updated as the run went on
-    state_writes = [r for r in requests if STATE_WRITE.fullmatch(r.path) and r.method in ("PUT", "POST")]
-    assert requests.index(state_writes[0]) < requests.index(cordon)
-    phases = [r.json()["data"]["phase"] for r in state_writes]
-    assert phases[0] == "cordoning" and {"evicting", "finishing"} <= set(phases)
-    assert all(r.param("dryRun") is None for r in _writes(fake_api))
-
-    # the cluster after the run
-    gpu_1 = fake_api.get("Node", "gpu-1")
-    assert gpu_1 is not None and "unschedulable" not in gpu_1["spec"] and not gpu_1["spec"].get("taints")
-    assert not any(key in (gpu_1["metadata"].get("annotations") or {}) for key in ann.OUR_ANNOTATIONS)
-    assert fake_api.get("Pod", "train-a", "ml") is None and fake_api.get("Pod", "train-b", "ml") is not None
-    assert fake_api.objects("ConfigMap") == []
-    reasons = [e["reason"] for e in fake_api.events()]
-    assert (
-        reasons.count("CompactorCordon") == 1
-        and reasons.count("CompactorEvict") == 1
-        and reasons.count("CompactorUncordon") == 1
-    )
-    # the eviction spent the budget; the disruption controller gave it back once the replacement was Ready
-    assert fake_api.get("PodDisruptionBudget", "train", "ml")["status"]["disruptionsAllowed"] == 1  # type: ignore[index]
-    _no_pod_deletes(fake_api)
-    assert [r.path for r in requests if r.method == "DELETE"] == [STATE_PATH]
-
-
-def test_executor_waits_for_the_replacement_in_real_time(fake_api: FakeApiServer) -> None:
-    uid = _cluster(fake_api)
-    fake_api.on_evict = _replace_on("gpu-2", ready=False)
-
-    def become_ready() -> None:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            replacement = fake_api.get("Pod", "train-b", "ml")
-            if replacement is not None:
-                time.sleep(0.2)
-                replacement["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
-                fake_api.update(replacement)
-                return
-            time.sleep(0.02)
-
-    helper = threading.Thread(target=become_ready, daemon=True)
-    helper.start()
-    settings = RunSettings.of(poll_seconds=0.05, replacement_timeout_seconds=10, backoff_seconds=0.05)
-    report = Executor(_client(fake_api), settings, RealClock()).execute(_plan(uid))
-    helper.join(timeout=5)
-    assert report.status == "succeeded", report.reason
-    evicted_at = fake_api.requests_to("/api/v1/namespaces/ml/pods/train-a/eviction")[0].at
-    polls = [
-        r
-        for r in fake_api.requests_to("/api/v1/namespaces/ml/pods", "GET")
-        if r.at > evicted_at and r.param("fieldSelector") is None
-    ]
-    assert len(polls) >= 2  # it polled the namespace's pods (not every pod) until the replacement was Ready
-    _no_pod_deletes(fake_api)
-
-
-def test_executor_rolls_back_when_the_eviction_is_refused(fake_api: FakeApiServer) -> None:
-    uid = _cluster(fake_api)
-    fake_api.inject(
-        "/api/v1/namespaces/ml/pods/train-a/eviction",
-        403,
-        body=status_body(403, 'pods "train-a" is forbidden: cannot create resource "pods/eviction"'),
-    )
-    report = Executor(_client(fake_api), RunSettings(), SimulatedClock()).execute(_plan(uid))
-    assert report.status == "failed" and "refused (403)" in report.reason and "pods/eviction" in report.reason
-    _assert_in_order(
-        fake_api.requests,
-        [
-            ("PATCH", "/api/v1/nodes/gpu-1"),
-            ("POST", "/api/v1/namespaces/ml/pods/train-a/eviction"),
-            ("PATCH", "/api/v1/nodes/gpu-1"),
-            ("DELETE", STATE_PATH),
-        ],
-    )
-    gpu_1 = fake_api.get("Node", "gpu-1")
-    assert (
-        gpu_1 is not None
-        and "unschedulable" not in gpu_1["spec"]
-        and not gpu_1["spec"].get("taints")
-        and not gpu_1["metadata"].get("annotations")
-    )
-    assert fake_api.get("Pod", "train-a", "ml") is not None
-    assert "CompactorAbort" in [e["reason"] for e in fake_api.events()]
-    _no_pod_deletes(fake_api)
-
-
-def test_a_state_over_the_api_servers_1_mib_limit_is_refused_by_the_fake_api_as_by_the_real_one(
-    fake_api: FakeApiServer,
-) -> None:
-    client = _client(fake_api)
-    client.read_state(STATE)
-    with pytest.raises(ClusterError) as info:
-        client.write_state(STATE, {"plan": "x" * (1024 * 1024)})
-    assert info.value.status == 422 and "must have at most 1048576 bytes" in str(info.value)
-    client.write_state(STATE, {"plan": "x" * 200_000})  # what the executor writes stays far below it
-
-
-@pytest.mark.parametrize(
-    ("headers", "body", "expected"),
-    [
-        ({"Retry-After": "7"}, None, 7.0),
-        (
-            {},
-            {
-                "kind": "Status",
-                "status": "Failure",
-                "code": 429,
-                "message": "slow down",
-                "details": {"retryAfterSeconds": 3},
-            },
-            3.0,
-        ),
-        ({}, None, None),
-        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, None, None),  # an HTTP date: not seconds, so not guessed at
-    ],
-    ids=["header", "status-details", "none", "http-date"],
-)
-def test_a_refused_patch_says_how_long_the_api_server_asked_to_wait(
-    fake_api: FakeApiServer, headers: dict[str, str], body: dict[str, Any] | None, expected: float | None
-) -> None:
-    fake_api.add(node("gpu-1", gpus=8))
-    options: dict[str, Any] = {"headers": headers} | ({"body": body} if body is not None else {})
-    fake_api.inject("/api/v1/nodes/gpu-1", 429, **options)
-    with pytest.raises(ClusterError) as refused:
-        _client(fake_api).patch_node("gpu-1", {"metadata": {"labels": {"a": "b"}}})
-    assert refused.value.status == 429 and refused.value.retry_after == expected

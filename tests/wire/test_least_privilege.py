@@ -4,7 +4,7 @@
   code paths that use the state ConfigMap, the steering parameters and the Lease are recorded by the fake API
   server and each one is authorized against the shipped RBAC (manifests/base and manifests/gpu-operator, bound
   to the service account; tests/rbac.py) with Kubernetes' own rules: verb from the method, namespace, and ``resourceNames``
-  matched against the name in the URL (none for a create). tests/unit/test_manifests_rbac.py checks the same rules
+  matched against the name in the URL (none for a create). tests/unit/manifests/test_manifests_rbac.py checks the same rules
   against the requests found in the source; this checks the names.
 * The mig-parted configs come only from the GPU Operator's namespace (``mig.operator_namespace``): a ConfigMap
   with mig-manager's label (or name) in a tenant's namespace is never listed live and never used from a snapshot;
@@ -102,7 +102,7 @@ def test_the_evaluator_follows_resource_names_namespaces_and_create() -> None:
 
 def test_the_last_run_summary_is_read_and_replaced_by_name_and_never_deleted() -> None:
     """``run --once`` leaves its summary in gpu-compactor-last-run (compactor/last_run.py): GET, then PUT or the POST above;
-    tests/integration/test_last_run.py authorizes every request of whole runs that write it."""
+    tests/integration/app/test_last_run.py authorizes every request of whole runs that write it."""
     assert allowed(Attributes("get", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
     assert allowed(Attributes("update", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
     assert not allowed(Attributes("delete", "", "configmaps", NAMESPACE, LAST_RUN_CONFIGMAP))
