@@ -45,10 +45,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.generate_cluster import generate
-from compactor.actions.clock import RealClock
 from compactor.actions.executor import Executor
 from compactor.actions.steering.pin import CONTROLLER_USERS, pin_for, pinned
 from compactor.app.plan_document import build_plan
+from compactor.clock import RealClock
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
 from compactor.model.parse import parse_node, parse_pod

@@ -17,7 +17,6 @@ from datetime import datetime
 
 from compactor.actions.checks.validate import plan_still_holds
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.measurement import measure
 from compactor.actions.outcome import Outcome, compare, dra_facts
 from compactor.actions.report import RunReport
@@ -32,6 +31,7 @@ from compactor.actions.steps.recut import recut_all
 from compactor.actions.steps.reservations import await_reservations
 from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.steer import place_all_pending
+from compactor.clock import Clock, Interrupted
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS

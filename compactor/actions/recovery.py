@@ -19,7 +19,6 @@ from compactor.actions import annotations as ann
 from compactor.actions import events, surge
 from compactor.actions import migmanager as mig
 from compactor.actions.client import ClusterClient, EvictionOutcome
-from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.executor import Executor
 from compactor.actions.objects import PodView, api_time
@@ -29,6 +28,7 @@ from compactor.actions.state import Resume, RunState, StateUnreadable
 from compactor.actions.steering.pin import STEERED_TO, steered_to
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.trust import untrusted
+from compactor.clock import Clock
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from compactor.actions.clock import Clock
+from compactor.clock import Clock
 from compactor.errors import ClusterError
 from compactor.settings import ExecutorSettings
 

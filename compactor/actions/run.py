@@ -21,13 +21,13 @@ from functools import cached_property
 from typing import TypeVar
 
 from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.clock import Clock
 from compactor.actions.events import Event
 from compactor.actions.retry import Backoff, retrying
 from compactor.actions.run_log import RunLog
 from compactor.actions.scope import kept_fenced
 from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.actions.steerer import Steerer
+from compactor.clock import Clock
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.settings import PlannerSettings, RunSettings

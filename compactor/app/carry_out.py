@@ -10,13 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.memory import remember_run, reversals
 from compactor.actions.recovery import RecoveryReport, recover
 from compactor.actions.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.windows import window_state
+from compactor.clock import Clock
 from compactor.errors import CompactorError
 from compactor.model.text import listed
 from compactor.planner.history import Restraints

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, Interrupted, SimulatedClock
 from compactor.actions.executor import Progress
 from compactor.actions.recovery import RecoveryReport
 from compactor.actions.report import RunReport
@@ -28,6 +27,7 @@ from compactor.app.figures import Measured, measure
 from compactor.app.fill_first import label_fill_first
 from compactor.app.planning import Solving, plan_of, prepare
 from compactor.app.policy import Admission, HeldBy, Verdict
+from compactor.clock import Clock, Interrupted, SimulatedClock
 from compactor.errors import CompactorError
 from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.metrics.fragmentation import Figures, ReferenceShape

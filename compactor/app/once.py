@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from compactor.actions.clock import RealClock
 from compactor.actions.executor import Progress
 from compactor.actions.recovery import RecoveryReport, leftovers
 from compactor.actions.report import RunReport
@@ -34,6 +33,7 @@ from compactor.app.wiring import (
     simulating,
     stoppable,
 )
+from compactor.clock import RealClock
 from compactor.errors import CompactorError
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, Interrupted
 from compactor.actions.executor import Progress
 from compactor.actions.memory import restraints_now
 from compactor.actions.recovery import RecoveryReport
@@ -30,6 +29,7 @@ from compactor.app.planning import steering_in
 from compactor.app.policy import Admission, HeldBy, Verdict, admit
 from compactor.app.reading import world_of
 from compactor.app.wiring import recording_client
+from compactor.clock import Clock, Interrupted
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot
 from compactor.planner.history import Restraints

@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.clock import Clock, RealClock, StoppableClock, on_stop_signals
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.fencing import FencedClient
 from compactor.app.invocation import Invocation
 from compactor.app.reading import load_for_planning, world_objects
+from compactor.clock import Clock, RealClock, StoppableClock, on_stop_signals
 from compactor.errors import CompactorError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity

@@ -6,8 +6,10 @@ import logging
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
-from compactor.app.ports import Progress
+if TYPE_CHECKING:  # a name only: the executor reports it, the application layer passes it on
+    from compactor.actions.executor import Progress
 
 log = logging.getLogger("compactor.commands")
 

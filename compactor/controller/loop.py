@@ -9,28 +9,24 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from compactor.app.pending import Blocked, PendingTrigger, blocked_gpu_pods, largest_gpu_offers
 from compactor.app.policy import plans
-from compactor.app.ports import (
-    Clock,
-    ClusterClient,
-    Interrupted,
-    LeaderElector,
-    Progress,
-    RealClock,
-    StoppableClock,
-    on_stop_signals,
-)
 from compactor.app.tick import CycleReport, run_cycle
+from compactor.clock import Clock, Interrupted, RealClock, StoppableClock, on_stop_signals
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen
 from compactor.errors import EXIT_OK, CompactorError
 from compactor.model.types import Snapshot
 from compactor.settings import Settings, worst_case_run_seconds
+
+if TYPE_CHECKING:  # names only: the loop is given these, the application layer builds them (app.wiring)
+    from compactor.actions.client import ClusterClient
+    from compactor.actions.executor import Progress
+    from compactor.kube.lease import LeaderElector
 
 log = logging.getLogger("compactor.controller")
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from compactor.app.ports import LeaderElector
 from compactor.controller.exporter import Exporter
 from compactor.controller.loop import Controller, ControllerOptions
+from compactor.kube.lease import LeaderElector
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
 from compactor.settings import Settings

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.clock import RealClock, SimulatedClock
 from compactor.actions.executor import Executor
+from compactor.clock import RealClock, SimulatedClock
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import RunSettings

@@ -26,7 +26,6 @@ import yaml
 
 from compactor.actions.annotations import STATE_CONFIGMAP
 from compactor.actions.client import ObjectRef
-from compactor.actions.clock import RealClock
 from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.recovery import recover
 from compactor.actions.state_guard import check_state_guard
@@ -35,6 +34,7 @@ from compactor.actions.steering.policy import write_entries
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.app.sources import SnapshotSource, mig_parted_listing, mig_parted_namespace
 from compactor.cli import main
+from compactor.clock import RealClock
 from compactor.errors import ConfigError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LEASE_NAME, LeaderElector, LeaseKeeper, acquire_once

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compactor.actions.client import ClusterClient
-from compactor.actions.clock import Clock, StoppableClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.recovery import RecoveryReport
 from compactor.actions.report import RunReport
@@ -24,6 +23,7 @@ from compactor.app.cycle import Held, Ports, cycle
 from compactor.app.figures import Measured
 from compactor.app.planning import offline_steerability
 from compactor.app.policy import Admission, HeldBy, Verdict
+from compactor.clock import Clock, StoppableClock
 from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot

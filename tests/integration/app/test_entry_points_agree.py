@@ -20,7 +20,6 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from compactor.actions.clock import SimulatedClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor
 from compactor.actions.report import RunReport
@@ -29,6 +28,7 @@ from compactor.app.reading import load_for_planning
 from compactor.app.sources import SnapshotSource, example_path
 from compactor.app.tick import run_cycle
 from compactor.cli import main
+from compactor.clock import SimulatedClock
 from compactor.controller.exporter import Exporter
 from compactor.metrics.figures_json import figures_to_dict
 from compactor.model.load import read_source

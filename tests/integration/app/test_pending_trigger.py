@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.app.pending import blocked_gpu_pods
-from compactor.app.ports import LeaderElector
+from compactor.kube.lease import LeaderElector
 from compactor.planner.history import History
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster

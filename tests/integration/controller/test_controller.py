@@ -18,11 +18,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from compactor.actions.annotations import HELD_FOR
-from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.app.tick import run_cycle
 from compactor.cli import build_parser, main
+from compactor.clock import Interrupted, StoppableClock
 from compactor.controller.exporter import Exporter
 from compactor.controller.http import parse_listen
 from compactor.controller.loop import Controller, ControllerOptions

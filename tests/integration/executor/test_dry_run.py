@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.clock import SimulatedClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.dryrun_calls import RecordedCall
 from compactor.actions.executor import Executor
 from compactor.actions.report import RunReport
+from compactor.clock import SimulatedClock
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import RunSettings
 from tests.fakecluster import EPOCH, Call, FakeCluster, is_fenced

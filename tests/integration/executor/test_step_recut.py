@@ -146,8 +146,8 @@ def test_mig_manager_stuck_in_pending_times_out() -> None:
 
 
 def test_a_dry_run_simulates_mig_manager_and_changes_nothing() -> None:
-    from compactor.actions.clock import SimulatedClock
     from compactor.actions.dryrun import RecordingClient
+    from compactor.clock import SimulatedClock
 
     world = objects()
     c, plan = FakeCluster(world), recut_plan(world)

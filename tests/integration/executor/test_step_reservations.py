@@ -16,9 +16,9 @@ import threading
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.clock import Interrupted, StoppableClock
 from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
+from compactor.clock import Interrupted, StoppableClock
 from tests.builders import pod
 from tests.scenarios.executor import SETTINGS, Obj, assert_clean, events, involved, run, setup
 

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 
 from compactor.actions import annotations as ann
-from compactor.actions.clock import Interrupted, SimulatedClock, StoppableClock
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.recovery import recover
 from compactor.actions.steering.detect import choose
 from compactor.actions.steering.pin import STEERED_TO
+from compactor.clock import Interrupted, SimulatedClock, StoppableClock
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 from tests.builders import node, pod, steering_policy

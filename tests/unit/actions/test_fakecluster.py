@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, ObjectRef
-from compactor.actions.clock import Clock
+from compactor.clock import Clock
 from compactor.errors import ClusterError
 from tests.builders import job, node, pdb, pod
 from tests.fakecluster import PDB_BLOCKED, PDB_MULTIPLE, Crash, FakeClock, FakeCluster, merge_patch
