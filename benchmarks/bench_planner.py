@@ -7,7 +7,7 @@
 Each size is generated (benchmarks/generate_cluster.py, seed 0), then planned in a
 fresh subprocess so peak RSS is the planner's own. Prints, per size: net freed GPUs,
 moves, solver gap and wall time for the planner, and the same figures for the
-baselines (compactor/planner/baselines.py). A script that prints figures, not a test.
+baselines (compactor/planner/search/baselines.py). A script that prints figures, not a test.
 
 ``--contract`` (sizes default 5000:50000, ``--limits`` 10,30, with and without ``--max-moves`` 20 and
 ``objective: max-free``): per run, the wall seconds of ``build_plan`` against the limit + 10%, loading
@@ -38,8 +38,8 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
 
     from compactor.app.plan_document import build_plan
     from compactor.model.load import load_files
-    from compactor.planner.baselines import chain_placement, greedy_drain, high_node_utilization
     from compactor.planner.request import PlanRequest
+    from compactor.planner.search.baselines import chain_placement, greedy_drain, high_node_utilization
     from compactor.settings import PlannerSettings
 
     snap = load_files([snapshot])
@@ -167,11 +167,11 @@ def measure_contract(snapshot: str, time_limit: float, workers: int, max_moves: 
 
     from compactor.app.plan_document import build_plan
     from compactor.model.load import load_files
-    from compactor.planner.baselines import greedy_drain
-    from compactor.planner.greedy import greedy
     from compactor.planner.objective import empty_nodes
     from compactor.planner.problem import build_problem
     from compactor.planner.request import PlanRequest
+    from compactor.planner.search.baselines import greedy_drain
+    from compactor.planner.search.greedy import greedy
     from compactor.planner.solution import concretise, gpu_nodes_changed
     from compactor.settings import PlannerSettings
 

@@ -29,8 +29,8 @@ from compactor.app.plan_document import build_plan  # noqa: E402
 from compactor.app.sources import example_path  # noqa: E402
 from compactor.model.load import load_files  # noqa: E402
 from compactor.model.types import Snapshot  # noqa: E402
-from compactor.planner.price import gpu_equivalents, resource_equivalents  # noqa: E402
 from compactor.planner.request import PlanRequest  # noqa: E402
+from compactor.planner.rules.price import gpu_equivalents, resource_equivalents  # noqa: E402
 from compactor.settings import PlannerSettings  # noqa: E402
 
 

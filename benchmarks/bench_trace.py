@@ -19,7 +19,7 @@ subprocess, so the peak RSS is that method's own (import, load and method):
   the default settings (``balanced``, moves priced as shipped), twice, and with ``solver.deterministic`` (CP-SAT's
   deterministic time, seed 1), for issue 17's stability goals;
 * ``greedy-drain`` (and ``greedy-drain-no-pending``), ``hnu-least``, ``hnu-most``, ``chain-placement``: the baselines of
-  compactor/planner/baselines.py (greedy drain, descheduler HighNodeUtilization re-scheduling with LeastAllocated or
+  compactor/planner/search/baselines.py (greedy drain, descheduler HighNodeUtilization re-scheduling with LeastAllocated or
   MostAllocated, issue 17's chain heuristic: pending pods only, by evictions and one-hop chains, first fit).
 
 ``--files A.json B.json`` runs the same methods on snapshot files (e.g. ``generate_cluster.py``'s) instead of the
@@ -177,7 +177,7 @@ def _planner_record(plan: Any, settings: Any) -> Record:
 
 
 def _run_baseline(snap: Any, method: str) -> Record:
-    from compactor.planner.baselines import chain_placement, greedy_drain, high_node_utilization
+    from compactor.planner.search.baselines import chain_placement, greedy_drain, high_node_utilization
     from compactor.settings import PlannerSettings
 
     settings = PlannerSettings.of(place_pending=method != "greedy-drain-no-pending")
@@ -206,7 +206,7 @@ def _run_baseline(snap: Any, method: str) -> Record:
 def _greedy_within_cap(snap: Any) -> Record:
     """Greedy drain's steps that fit ``CAP`` moves (a step passing it is skipped and the next tried: at least what its
     first CAP moves make), as the planner's capped warm start takes them."""
-    from compactor.planner.baselines import warm_start
+    from compactor.planner.search.baselines import warm_start
     from compactor.settings import PlannerSettings
 
     # priced as planner-cap is (every move one): greedy's choices break ties on price

@@ -42,9 +42,9 @@ from compactor.model.load import DEFAULT_POOL_LABEL, build_snapshot
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.resources import Resources
 from compactor.model.types import Node
-from compactor.planner.history import History, MoveRecord, restraints_at
 from compactor.planner.plan import CompactionPlan, Move
-from compactor.planner.retarget import NodeUse, Wanted, assign
+from compactor.planner.rules.history import History, MoveRecord, restraints_at
+from compactor.planner.search.retarget import NodeUse, Wanted, assign
 from compactor.settings import Settings, load_settings
 
 NAMESPACE = "replay"

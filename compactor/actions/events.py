@@ -121,7 +121,7 @@ def run_summary(namespace: str, config_map: str, message: str, *, failed: bool) 
 
 
 def breaker_opened(namespace: str, config_map: str, until: str, why: str) -> Event:
-    """The circuit breaker paused compaction (``compactor/planner/history.py``), on the ConfigMap that remembers it."""
+    """The circuit breaker paused compaction (``compactor/planner/rules/history.py``), on the ConfigMap that remembers it."""
     return Event(
         ObjectRef("ConfigMap", config_map, namespace),
         "CompactorPaused",

@@ -35,9 +35,9 @@ from compactor.clock import Clock, Interrupted
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
-from compactor.planner.budgets import EvictionCap
-from compactor.planner.movability import Unmovable
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.rules.budgets import EvictionCap
+from compactor.planner.rules.movability import Unmovable
 from compactor.settings import PlannerSettings, RunSettings
 from compactor.statuses import RunStatus
 

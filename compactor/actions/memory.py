@@ -1,4 +1,4 @@
-"""The history the restraints of ``compactor/planner/history.py`` read: kept in the ConfigMap gpu-compactor-history of
+"""The history the restraints of ``compactor/planner/rules/history.py`` read: kept in the ConfigMap gpu-compactor-history of
 the state namespace, written after every real run (never by a dry run). Reading fails closed: when the API server does
 not answer the read and a control needs the history (the circuit breaker, cooldowns, move budgets, the oscillation
 guard), the run acts on nothing and says so, as an open breaker holds it: one 503 used to read as "no history" and let
@@ -14,8 +14,8 @@ from compactor.actions import events
 from compactor.actions.client import ClusterClient
 from compactor.actions.report import RunReport
 from compactor.errors import ClusterError, CompactorError
-from compactor.planner.history import MOVED, History, Restraints, forgive, remember, restraints_at, undoes
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.rules.history import MOVED, History, Restraints, forgive, remember, restraints_at, undoes
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.memory")

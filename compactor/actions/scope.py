@@ -5,7 +5,7 @@ halfway, then wait for the rest to empty, which they never do in this run. A run
 therefore takes the plan's source nodes in plan order, each with all of its moves,
 while they fit under the cap; the nodes it does not take stay untouched (not even
 fenced) for a later run, which re-plans from live state anyway. The same cut serves the
-run budgets the planner applies (``compactor/planner/budgets.py``).
+run budgets the planner applies (``compactor/planner/rules/budgets.py``).
 """
 
 from __future__ import annotations

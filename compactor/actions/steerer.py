@@ -13,8 +13,8 @@ from collections.abc import Collection
 from typing import Protocol, TypeVar
 
 from compactor.actions.client import Obj
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
+from compactor.planner.rules.movability import Steerability
 
 R = TypeVar("R", contravariant=True)  # the run a steerer is given (``actions.run.Run``)
 

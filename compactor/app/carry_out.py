@@ -19,8 +19,8 @@ from compactor.app.windows import window_state
 from compactor.clock import Clock
 from compactor.errors import CompactorError
 from compactor.model.text import listed
-from compactor.planner.history import Restraints
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.rules.history import Restraints
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had

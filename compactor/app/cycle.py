@@ -33,8 +33,8 @@ from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.text import listed
 from compactor.model.types import Snapshot
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.rules.movability import Steerability
 from compactor.settings import Settings
 from compactor.statuses import RunStatus
 

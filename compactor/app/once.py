@@ -37,8 +37,8 @@ from compactor.clock import RealClock
 from compactor.errors import CompactorError
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, load_plan
+from compactor.planner.rules.movability import Steerability
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
 

@@ -31,12 +31,12 @@ from compactor.errors import CompactorError
 from compactor.metrics.fragmentation import ReferenceShape
 from compactor.model.migparted import find_mig_parted, problems
 from compactor.model.types import Snapshot
-from compactor.planner.history import Restraints
 from compactor.planner.mig_advice import advise
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, SteeringNote
 from compactor.planner.recut import mig_parted_for
 from compactor.planner.request import PlanRequest
+from compactor.planner.rules.history import Restraints
+from compactor.planner.rules.movability import Steerability
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its plans, under the name it always had

@@ -13,7 +13,7 @@ from compactor.actions.memory import restraints_now
 from compactor.app.invocation import Invocation
 from compactor.app.windows import window_state
 from compactor.app.wiring import cluster_client
-from compactor.planner.history import Restraints
+from compactor.planner.rules.history import Restraints
 from compactor.settings import WindowSettings
 
 

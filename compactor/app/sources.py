@@ -14,7 +14,7 @@ from compactor.model.dra import DriverMapping
 from compactor.model.guards import offered_gpu_resources, pool_label_is_default, pool_label_unused, unoffered_resources
 from compactor.model.load import DRA_DRIVERS, implausible_input, load_files
 from compactor.model.types import Snapshot
-from compactor.planner.movability import config_reason
+from compactor.planner.rules.movability import config_reason
 from compactor.settings import Settings, parse_shape
 
 EXAMPLE_RESOURCE = "example-cluster.json"

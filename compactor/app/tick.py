@@ -32,8 +32,8 @@ from compactor.app.wiring import recording_client
 from compactor.clock import Clock, Interrupted
 from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot
-from compactor.planner.history import Restraints
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.rules.history import Restraints
 from compactor.settings import Settings
 
 log = logging.getLogger("compactor.controller")  # what a cycle says, under the controller's name

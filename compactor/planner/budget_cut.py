@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 
 from compactor.model.types import Snapshot
-from compactor.planner.budgets import EvictionCap, RunBudgets, refusal, take_nodes
-from compactor.planner.deadline import Deadline
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.document import move_docs
-from compactor.planner.frontier import Point, plan_of
 from compactor.planner.objective import empty_nodes
 from compactor.planner.plan import CompactionPlan, FrontierPoint, Placement
 from compactor.planner.problem import Problem
+from compactor.planner.rules.budgets import EvictionCap, RunBudgets, refusal, take_nodes
+from compactor.planner.search.frontier import Point, plan_of
 from compactor.planner.solution import concretise
 from compactor.settings import CapsSettings
 

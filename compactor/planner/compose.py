@@ -21,17 +21,17 @@ from compactor.model.migparted import Layouts
 from compactor.model.shapes import ReferenceShape, judged_shapes
 from compactor.model.types import Snapshot
 from compactor.planner.budget_cut import cut_to_budgets
-from compactor.planner.deadline import Deadline
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.document import Outcome, Searched, document
-from compactor.planner.frontier import Point, plan_of
-from compactor.planner.history import Restraints
 from compactor.planner.objective import Assignment, empty_nodes
 from compactor.planner.partitions import plan_partitions
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
 from compactor.planner.request import PlanRequest
-from compactor.planner.search import best_so_far, search
+from compactor.planner.rules.history import Restraints
+from compactor.planner.search.frontier import Point, plan_of
+from compactor.planner.search_stage import best_so_far, search
 from compactor.planner.solution import (
     ConcreteMove,
     ConcretePlacement,

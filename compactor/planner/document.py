@@ -11,9 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compactor.model.types import Node
-from compactor.planner.frontier import Point
-from compactor.planner.history import Restraints, workload_key
-from compactor.planner.movability import Unmovable
 from compactor.planner.plan import (
     CompactionPlan,
     FrontierPoint,
@@ -22,11 +19,14 @@ from compactor.planner.plan import (
     Move,
     Placement,
 )
-from compactor.planner.price import describe
 from compactor.planner.problem import Problem
 from compactor.planner.recut import Recut
+from compactor.planner.rules.history import Restraints, workload_key
+from compactor.planner.rules.movability import Unmovable
+from compactor.planner.rules.price import describe
+from compactor.planner.search.frontier import Point
+from compactor.planner.search.solver import SolveResult
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, loads_after, usable_freed
-from compactor.planner.solver import SolveResult
 from compactor.planner.solver_report import solver_report
 from compactor.planner.usable import why_unusable
 from compactor.settings import PlannerSettings

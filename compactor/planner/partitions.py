@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from compactor.model.partitions import Counter, PartitionDevice, Partitions, give_back, take
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod
-from compactor.planner.deadline import Deadline
-from compactor.planner.movability import Unmovable
-from compactor.planner.price import Pricing
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.problem import PodType, Problem, port_requests
+from compactor.planner.rules.movability import Unmovable
+from compactor.planner.rules.price import Pricing
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, gpu_pods_after, loads_after
 
 

@@ -12,8 +12,8 @@ from compactor.model.cpu_pods import cpu_pods_hold
 from compactor.model.quantity import format_amount
 from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod
-from compactor.planner.movability import Unmovable, pdbs_by_pod
 from compactor.planner.problem import NodeState, PodType, Problem
+from compactor.planner.rules.movability import Unmovable, pdbs_by_pod
 
 FreeAfter = Mapping[str, Mapping[str, int]]  # node name -> its free resources once the plan is carried out
 # GPU node name -> what its CPU-only pods request once the plan is carried out

@@ -18,11 +18,11 @@ from datetime import datetime
 
 from compactor.model.resources import CPU, MEMORY, Resources, is_gpu_resource
 from compactor.model.types import Node, Pod, Snapshot
-from compactor.planner.eligibility import TargetRules
-from compactor.planner.history import Restraints
-from compactor.planner.movability import Steerability, Unmovable, movability
-from compactor.planner.placeable import why_not_placeable
-from compactor.planner.price import Pricing
+from compactor.planner.rules.eligibility import TargetRules
+from compactor.planner.rules.history import Restraints
+from compactor.planner.rules.movability import Steerability, Unmovable, movability
+from compactor.planner.rules.placeable import why_not_placeable
+from compactor.planner.rules.price import Pricing
 from compactor.settings import PlannerSettings, parse_shape
 
 # A host port is capacity 1 on every node (kube-scheduler's NodePorts filter), modelled as a resource.

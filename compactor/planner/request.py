@@ -11,10 +11,10 @@ from typing import TypedDict, Unpack
 from compactor.model.migparted import Layouts
 from compactor.model.shapes import ReferenceShape, reference_shapes
 from compactor.model.types import Snapshot
-from compactor.planner.deadline import Deadline, deadline_for
-from compactor.planner.history import Restraints
-from compactor.planner.movability import Steerability
-from compactor.planner.pins import without_own_pins
+from compactor.planner.cpsat.deadline import Deadline, deadline_for
+from compactor.planner.rules.history import Restraints
+from compactor.planner.rules.movability import Steerability
+from compactor.planner.rules.pins import without_own_pins
 from compactor.settings import CapsSettings, PlannerSettings
 
 

@@ -10,11 +10,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from compactor.planner.frontier import Point
-from compactor.planner.levels import LevelResult
+from compactor.planner.cpsat.levels import LevelResult
 from compactor.planner.plan import SolverReport
 from compactor.planner.problem import Problem
-from compactor.planner.solver import SolveResult
+from compactor.planner.search.frontier import Point
+from compactor.planner.search.solver import SolveResult
 
 
 def _finite(value: float) -> float | None:

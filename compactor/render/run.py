@@ -12,8 +12,8 @@ from compactor.actions.outcome import Outcome
 from compactor.actions.report import RunReport
 from compactor.model.numbers import fmt_change
 from compactor.model.text import listed
-from compactor.planner.budgets import EvictionCap
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.rules.budgets import EvictionCap
 from compactor.settings import Settings
 from compactor.statuses import FINISHED, CommandStatus, RunStatus
 

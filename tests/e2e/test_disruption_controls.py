@@ -96,7 +96,7 @@ def _placement(kube: Kube, namespace: str) -> dict[str, tuple[str, str]]:
 
 
 def _workload_of(pod: Obj) -> str:
-    """namespace/Kind/name of the pod's controller, as the compactor's history keys it (planner/history.py workload_key)."""
+    """namespace/Kind/name of the pod's controller, as the compactor's history keys it (planner/rules/history.py workload_key)."""
     meta = pod.get("metadata") or {}
     owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
     return f"{meta.get('namespace')}/{owner['kind']}/{owner['name']}" if owner else ""

@@ -52,8 +52,8 @@ from compactor.actions.surge import SURGE_NOTE, SURGED_BY
 from compactor.app.last_run import LAST_RUN_CONFIGMAP, SUMMARY_KEY
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import JSON, MERGE_PATCH, KubeClusterClient
-from compactor.planner.history import History
 from compactor.planner.plan import Move
+from compactor.planner.rules.history import History
 from compactor.settings import RunSettings, Settings
 from tests.e2e.guards import (
     ACCOUNT_NAMESPACE,

@@ -36,7 +36,7 @@ from compactor.actions.steering.pin import STEERED_TO, pinned
 from compactor.actions.steering.scope import scope_of
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.model.parse import parse_pod
-from compactor.planner.movability import NamespaceScope, Steerability, Unmovable
+from compactor.planner.rules.movability import NamespaceScope, Steerability, Unmovable
 from tests.e2e.conftest import _fresh_namespace
 from tests.e2e.fragmentation import FLEET_LABEL, H100_LABELS
 from tests.e2e.helpers import (

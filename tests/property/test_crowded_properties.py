@@ -21,8 +21,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from compactor.app.plan_document import build_plan
-from compactor.planner.baselines import chain_placement
 from compactor.planner.request import PlanRequest
+from compactor.planner.search.baselines import chain_placement
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan

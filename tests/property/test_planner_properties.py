@@ -24,14 +24,14 @@ from hypothesis import strategies as st
 
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Pod, Snapshot
-from compactor.planner.baselines import greedy_drain
-from compactor.planner.deadline import Deadline
-from compactor.planner.greedy import Drainer, greedy
-from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.objective import empty_nodes, within_limits
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
 from compactor.planner.request import PlanRequest
+from compactor.planner.search.baselines import greedy_drain
+from compactor.planner.search.greedy import Drainer, greedy
+from compactor.planner.search.move_bound import fewest_moves_cost, most_freed_within
 from compactor.planner.solution import concretise, gpu_nodes_changed
 from compactor.settings import MoveCostSettings, PlannerSettings
 from tests.builders import A100_40, H100_80, claim_volume, cluster, node, pdb, pod, pv, pvc

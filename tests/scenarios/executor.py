@@ -19,9 +19,9 @@ from compactor.actions.executor import Executor, Progress
 from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.report import RunReport
 from compactor.app.plan_document import build_plan
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.planner.request import PlanRequest
+from compactor.planner.rules.movability import Steerability
 from compactor.settings import PlannerSettings, RunSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.fakecluster import EPOCH, FakeCluster

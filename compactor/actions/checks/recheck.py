@@ -24,8 +24,8 @@ from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pdb, parse_pod
 from compactor.model.scheduling import untolerated_taint
 from compactor.model.types import Pod
-from compactor.planner.movability import STEERING_REASONS, why_not_evictable
 from compactor.planner.plan import Move
+from compactor.planner.rules.movability import STEERING_REASONS, why_not_evictable
 
 
 @dataclass

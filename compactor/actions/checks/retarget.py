@@ -1,5 +1,5 @@
 """Re-target: a move whose planned target lost its room to an arrival since the plan was made goes to another node under
-the plan's rules (``planner/retarget.py``), read from the cluster now, instead of ending the run (issue 42).
+the plan's rules (``planner/search/retarget.py``), read from the cluster now, instead of ending the run (issue 42).
 
 Every node and pod is scanned, but only what the rule asks is kept of each (a node parsed, a pod's node, requests and two
 flags), so memory follows the nodes, not the pods. The nodes the plan keeps for its own ends are out of reach: those it
@@ -21,7 +21,7 @@ from compactor.model.parse import parse_node, parse_pod
 from compactor.model.resources import Resources, is_gpu_resource
 from compactor.model.types import Node
 from compactor.planner.plan import Move
-from compactor.planner.retarget import NodeUse, Wanted, assign, why_not_retargeted
+from compactor.planner.search.retarget import NodeUse, Wanted, assign, why_not_retargeted
 
 log = logging.getLogger("compactor.executor")
 

@@ -25,7 +25,7 @@ from compactor.actions.steering.policy import PolicySteerer
 from compactor.actions.steering.scope import scope_of
 from compactor.errors import ClusterError, CompactorError
 from compactor.model.types import Taint
-from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope, Steerability
+from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope, Steerability
 from compactor.settings import RunSettings, SteeringSettings
 
 POLICY = "MutatingAdmissionPolicy"

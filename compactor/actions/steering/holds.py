@@ -31,8 +31,8 @@ from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.resources import Resources
 from compactor.model.types import Node, Pod
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
+from compactor.planner.rules.movability import Steerability
 from compactor.settings import CapsSettings
 
 log = logging.getLogger("compactor.steering")

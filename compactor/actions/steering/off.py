@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from compactor.actions.client import Obj
 from compactor.actions.steering import Mechanism
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
+from compactor.planner.rules.movability import Steerability
 
 if TYPE_CHECKING:
     from compactor.actions.run import Run

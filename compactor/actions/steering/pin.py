@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from compactor.actions.client import Obj
 from compactor.actions.objects import ObjectView
 from compactor.actions.steering.evidence import NOT_IN_EFFECT
-from compactor.planner.pins import STEERED_TO
+from compactor.planner.rules.pins import STEERED_TO
 
 __all__ = ["NOT_IN_EFFECT", "STEERED_TO", "creator_of", "pin_for", "pinned", "steered_to"]
 

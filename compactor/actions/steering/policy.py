@@ -35,8 +35,8 @@ from compactor.actions.steering.pin import steered_to
 from compactor.actions.steering.room import room_for
 from compactor.errors import ClusterError
 from compactor.model.parse import parse_pod
-from compactor.planner.movability import Steerability
 from compactor.planner.plan import Move, Placement
+from compactor.planner.rules.movability import Steerability
 
 log = logging.getLogger("compactor.steering")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from compactor.actions.client import Obj
 from compactor.actions.objects import ObjectView
-from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope
+from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope
 
 NAME_LABEL = "kubernetes.io/metadata.name"
 

@@ -21,7 +21,7 @@ from compactor.actions import annotations as ann
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.cli import main
 from compactor.errors import EXIT_STOPPED
-from compactor.planner.history import History
+from compactor.planner.rules.history import History
 from tests.fakeapi import FakeApiServer
 from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented, run_config
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.app.pending import blocked_gpu_pods
 from compactor.kube.lease import LeaderElector
-from compactor.planner.history import History
+from compactor.planner.rules.history import History
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import make_controller, sample, wait_for

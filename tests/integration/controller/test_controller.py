@@ -29,7 +29,7 @@ from compactor.controller.loop import Controller, ControllerOptions
 from compactor.errors import CompactorError
 from compactor.kube.lease import LeaderElector
 from compactor.model.types import Snapshot
-from compactor.planner.history import History
+from compactor.planner.rules.history import History
 from compactor.settings import DisruptionSettings, SteeringSettings, WindowSettings
 from tests.builders import A100_40, pod
 from tests.fakeapi import FakeApiServer

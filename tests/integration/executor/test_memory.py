@@ -12,7 +12,7 @@ import pytest
 
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.cli import main
-from compactor.planner.history import MOVED, History, MoveRecord
+from compactor.planner.rules.history import MOVED, History, MoveRecord
 from tests.builders import pod
 from tests.fakeapi import FakeApiServer, status_body
 from tests.scenarios.fragmented_api import STATE_NAMESPACE, fragmented, run_config

@@ -12,8 +12,8 @@ import pytest
 from compactor.actions.client import Obj
 from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
-from compactor.planner.movability import SAFE_TO_EVICT_ANNOTATION, Unmovable
 from compactor.planner.plan import CompactionPlan
+from compactor.planner.rules.movability import SAFE_TO_EVICT_ANNOTATION, Unmovable
 from compactor.settings import PlannerSettings
 from tests.builders import job, node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster

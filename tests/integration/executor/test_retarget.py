@@ -1,5 +1,5 @@
 """A move whose target lost its room to an arrival is re-targeted under the plan's rules, not the run's end (issue 42;
-``compactor/actions/checks/retarget.py``, ``compactor/planner/retarget.py``).
+``compactor/actions/checks/retarget.py``, ``compactor/planner/search/retarget.py``).
 
 A live cluster keeps scheduling while a run goes on: on the real control plane, a run's next move found its target taken
 by a new pod ("has no room ... now") and rolled back, and its planned moves counted as failures. Now the evict step looks

@@ -18,7 +18,7 @@ from compactor.actions.steering.detect import choose, steerability_of
 from compactor.actions.steering.evidence import EVIDENCE_LASTS
 from compactor.actions.steering.pin import NOT_IN_EFFECT
 from compactor.errors import CompactorError
-from compactor.planner.movability import Unmovable
+from compactor.planner.rules.movability import Unmovable
 from tests.builders import node, pod, steering_policy
 from tests.builders import pdb as budget
 from tests.fakecluster import FakeCluster

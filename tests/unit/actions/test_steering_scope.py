@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from compactor.actions.steering.scope import scope_of
-from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope
+from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope
 from compactor.settings import load_settings
 from tests.builders import steering_policy
 

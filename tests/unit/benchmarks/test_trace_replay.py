@@ -24,9 +24,9 @@ from compactor.app.plan_document import build_plan
 from compactor.model.load import load_files
 from compactor.model.resources import GPU
 from compactor.model.types import Node, Pod, Snapshot
-from compactor.planner.baselines import BaselineResult, greedy_drain, high_node_utilization
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
+from compactor.planner.search.baselines import BaselineResult, greedy_drain, high_node_utilization
 from compactor.settings import PlannerSettings
 from tests.plancheck import check_plan
 

@@ -17,8 +17,8 @@ from compactor.metrics.fragmentation import compute_figures
 from compactor.model.dra import DRA_LABEL_PREFIX
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
-from compactor.planner.movability import Unmovable
 from compactor.planner.request import PlanRequest
+from compactor.planner.rules.movability import Unmovable
 from compactor.settings import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
 from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim, gpu_slice, twin_figures
@@ -204,7 +204,7 @@ def test_at_its_eviction_a_template_claim_pod_read_alone_is_not_refused_for_its_
     """The executor re-reads a planned pod alone, without its ResourceClaims: what they hold was the snapshot's to say;
     a named claim, which the pod's own spec shows, still keeps it."""
     from compactor.model.parse import parse_pod
-    from compactor.planner.movability import why_not_evictable
+    from compactor.planner.rules.movability import why_not_evictable
 
     template = parse_pod(dra_pod("m", on="gpu-2", claim="m-gpus", owner="ReplicaSet/m"), source="live")
     shared = parse_pod(dra_pod("x", on="gpu-2", shared="team-gpu", owner="ReplicaSet/x"), source="live")

@@ -17,13 +17,13 @@ from compactor.app.sources import example_path
 from compactor.model.load import load_files
 from compactor.model.types import Snapshot
 from compactor.planner.budget_cut import point_within_budgets
-from compactor.planner.budgets import groups, koordinator_unavailable, share_of, within_cap
-from compactor.planner.deadline import deadline_for
-from compactor.planner.frontier import Point, summarise
-from compactor.planner.greedy import greedy
+from compactor.planner.cpsat.deadline import deadline_for
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.request import PlanRequest
+from compactor.planner.rules.budgets import groups, koordinator_unavailable, share_of, within_cap
+from compactor.planner.search.frontier import Point, summarise
+from compactor.planner.search.greedy import greedy
 from compactor.render.plan import render_plan
 from compactor.settings import CapsSettings, PlannerSettings
 from tests.builders import cluster, node, pdb, pod

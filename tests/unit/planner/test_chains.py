@@ -2,7 +2,7 @@
 
 A GPU node's free GPUs are no room for an 8-GPU / 48-CPU pod while CPU pods hold its CPUs; a GPU pod displaced to make
 that room finds free GPUs elsewhere only beside CPU pods too. The planner moves pods without GPUs like any other, to
-nodes without GPUs first, and chains a displaced GPU pod through them (``compactor/planner/chains.py``).
+nodes without GPUs first, and chains a displaced GPU pod through them (``compactor/planner/search/chains.py``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
-from compactor.planner.baselines import chain_placement, greedy_drain
-from compactor.planner.chains import evictions
-from compactor.planner.loads import Loads
 from compactor.planner.objective import Assignment
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import build_problem
 from compactor.planner.request import PlanRequest
+from compactor.planner.search.baselines import chain_placement, greedy_drain
+from compactor.planner.search.chains import evictions
+from compactor.planner.search.loads import Loads
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
@@ -119,7 +119,7 @@ def crowded_fleet(gpu_nodes: int = 12, cpu_nodes: int = 3, pending: int = 2) -> 
 
 
 def test_the_warm_start_makes_room_with_pods_without_gpus() -> None:
-    from compactor.planner.greedy import greedy
+    from compactor.planner.search.greedy import greedy
 
     problem = build_problem(crowded_fleet(), SETTINGS, max_targets=100)
     start = greedy(problem, drain=False)

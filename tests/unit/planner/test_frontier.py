@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compactor.planner.curve_choice import choose
-from compactor.planner.frontier import Point
+from compactor.planner.search.curve_choice import choose
+from compactor.planner.search.frontier import Point
 
 BASE = 100  # move_cost.base: a cost of 100 is one move
 

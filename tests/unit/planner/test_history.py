@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from compactor.app.plan_document import build_plan
-from compactor.planner.history import FAILED, MOVED, History, MoveRecord, remember, restraints_at, undoes
-from compactor.planner.movability import Unmovable
 from compactor.planner.request import PlanRequest
+from compactor.planner.rules.history import FAILED, MOVED, History, MoveRecord, remember, restraints_at, undoes
+from compactor.planner.rules.movability import Unmovable
 from compactor.settings import CapsSettings, DisruptionSettings, PlannerSettings
 from tests.builders import cluster, node, pod
 

@@ -1,4 +1,4 @@
-"""The planner's 64-bit guard (compactor/planner/int64.py): capacity rows restated in small numbers keep every solution.
+"""The planner's 64-bit guard (compactor/planner/cpsat/int64.py): capacity rows restated in small numbers keep every solution.
 
 Checked by brute force: every assignment of small variables satisfies the restated row exactly when it satisfies the
 original one (evaluated with Python's unbounded integers), for random amounts up to 2^63-1 and rooms beyond it.
@@ -12,7 +12,7 @@ import random
 import pytest
 from ortools.sat.python import cp_model
 
-from compactor.planner.int64 import (
+from compactor.planner.cpsat.int64 import (
     REACH_LIMIT,
     ModelRangeError,
     at_most,

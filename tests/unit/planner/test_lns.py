@@ -1,4 +1,4 @@
-"""The large-neighbourhood search (``planner/lns.py``): it only ever improves a plan, and every plan it returns is valid.
+"""The large-neighbourhood search (``planner/search/lns/improve.py``): it only ever improves a plan, and every plan it returns is valid.
 
 Validity is checked by the independent checker's rules (``tests/plancheck``) on the plan's concrete moves: each pod
 may move, each target accepts it, every node fits its load after the plan, the move limits hold, and the freed GPUs
@@ -18,11 +18,11 @@ import pytest
 
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
-from compactor.planner.deadline import Deadline
-from compactor.planner.greedy import greedy
-from compactor.planner.lns import Stats, improve
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.objective import Assignment, empty_nodes, rank, within_limits
 from compactor.planner.problem import Problem, build_problem, gpu_pods_before
+from compactor.planner.search.greedy import greedy
+from compactor.planner.search.lns.improve import Stats, improve
 from compactor.planner.solution import pairs
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod

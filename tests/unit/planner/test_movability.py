@@ -17,9 +17,9 @@ import pytest
 from compactor.app.plan_document import build_plan
 from compactor.errors import ConfigError
 from compactor.model.types import Snapshot, Taint
-from compactor.planner.movability import EVERY_NAMESPACE, NamespaceScope, Steerability, Unmovable, movability
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
+from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope, Steerability, Unmovable, movability
 from compactor.settings import PlannerSettings, load_settings
 from tests.builders import claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import assert_valid, movable_reason

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from compactor.app.plan_document import build_plan
-from compactor.planner.deadline import Deadline
-from compactor.planner.move_bound import fewest_moves_cost, most_freed_within
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.request import PlanRequest
+from compactor.planner.search.move_bound import fewest_moves_cost, most_freed_within
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod
 

@@ -11,15 +11,15 @@ from ortools.sat.python import cp_model
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
 from compactor.planner import cpsat
-from compactor.planner.bound import whole_free_bound
-from compactor.planner.deadline import Deadline
-from compactor.planner.greedy import greedy, prune
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.objective import Assignment
 from compactor.planner.objective import rank as objective_rank
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.request import PlanRequest
-from compactor.planner.solver import solve
+from compactor.planner.search.bound import whole_free_bound
+from compactor.planner.search.greedy import greedy, prune
+from compactor.planner.search.solver import solve
 from compactor.settings import PlannerSettings
 from tests.builders import H100_80, cluster, node, pod
 from tests.plancheck import check_plan

@@ -13,8 +13,8 @@ import pytest
 
 from compactor.app.plan_document import build_plan
 from compactor.model.types import Pod
-from compactor.planner.price import Pricing, describe, gpu_equivalents, resource_equivalents
 from compactor.planner.request import PlanRequest
+from compactor.planner.rules.price import Pricing, describe, gpu_equivalents, resource_equivalents
 from compactor.settings import MoveCostSettings, PlannerSettings
 from tests.builders import cluster, node, pod
 

@@ -1,11 +1,11 @@
-"""The re-target rule (``compactor/planner/retarget.py``), on parsed nodes: another node for a move whose target lost its
+"""The re-target rule (``compactor/planner/search/retarget.py``), on parsed nodes: another node for a move whose target lost its
 room, under the plan's rules, and only when the rest of its source's moves still fit (issue 42)."""
 
 from __future__ import annotations
 
 from compactor.model.resources import Resources
 from compactor.model.types import Node, Pod
-from compactor.planner.retarget import NodeUse, Wanted, assign
+from compactor.planner.search.retarget import NodeUse, Wanted, assign
 from tests.builders import cluster, node, pod
 
 

@@ -16,17 +16,17 @@ import pytest
 
 from compactor.app.plan_document import build_plan
 from compactor.cli import main
-from compactor.planner.deadline import Deadline, OutOfTime
-from compactor.planner.greedy import greedy
-from compactor.planner.levels import LevelResult
+from compactor.planner.cpsat.deadline import Deadline, OutOfTime
+from compactor.planner.cpsat.levels import LevelResult
+from compactor.planner.cpsat.variables import make_variables
 from compactor.planner.objective import empty_nodes, within_limits
 from compactor.planner.plan import CompactionPlan, SolverReport
 from compactor.planner.problem import build_problem
 from compactor.planner.request import PlanRequest
-from compactor.planner.search import enough_time_limit
-from compactor.planner.solver import SolveResult
+from compactor.planner.search.greedy import greedy
+from compactor.planner.search.solver import SolveResult
+from compactor.planner.search_stage import enough_time_limit
 from compactor.planner.solver_report import solver_report
-from compactor.planner.variables import make_variables
 from compactor.render.plan import render_plan
 from compactor.settings import PlannerSettings
 from tests.builders import cluster, node, pod

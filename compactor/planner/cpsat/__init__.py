@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from compactor.planner.deadline import Deadline
+from compactor.planner.cpsat.deadline import Deadline
 
 if TYPE_CHECKING:
     from ortools.sat.python.cp_model import CpModel, CpSolver, IntVar, LinearExpr, LinearExprT

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compactor.planner import constraints as c
 from compactor.planner import cpsat, objective
-from compactor.planner.deadline import Deadline, OutOfTime
+from compactor.planner.cpsat import constraints as c
+from compactor.planner.cpsat.deadline import Deadline, OutOfTime
+from compactor.planner.cpsat.variables import Variables, make_variables
 from compactor.planner.objective import Assignment, empty_nodes
 from compactor.planner.problem import Problem
-from compactor.planner.variables import Variables, make_variables
 
 if TYPE_CHECKING:
     from compactor.planner.cpsat import CpModel, LinearExprT

@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 from compactor.model.resources import CPU, MEMORY, is_gpu_resource
 from compactor.model.shapes import shapes_in_use
 from compactor.model.types import Pod, Snapshot
-from compactor.planner.eligibility import TargetRules
-from compactor.planner.greedy import greedy
-from compactor.planner.loads import first_fit
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import Problem, build_problem, gpu_pods_before
+from compactor.planner.rules.eligibility import TargetRules
+from compactor.planner.search.greedy import greedy
+from compactor.planner.search.loads import first_fit
 from compactor.planner.solution import concretise, gpu_nodes_changed, usable_freed
 from compactor.planner.usable import usage_shapes
 from compactor.settings import PlannerSettings

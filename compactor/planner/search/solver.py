@@ -16,12 +16,8 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 
-from compactor.planner import lns
-from compactor.planner.bound import whole_free_bound
-from compactor.planner.deadline import Deadline, deadline_for
-from compactor.planner.greedy import greedy, prune
-from compactor.planner.levels import BuiltModel, LevelResult, solve_levels
-from compactor.planner.move_bound import most_freed_within
+from compactor.planner.cpsat.deadline import Deadline, deadline_for
+from compactor.planner.cpsat.levels import BuiltModel, LevelResult, solve_levels
 from compactor.planner.objective import (
     FREE_NODES,
     Assignment,
@@ -32,6 +28,10 @@ from compactor.planner.objective import (
     within_limits,
 )
 from compactor.planner.problem import Problem, linked_nodes, movable_pods, restrict
+from compactor.planner.search.bound import whole_free_bound
+from compactor.planner.search.greedy import greedy, prune
+from compactor.planner.search.lns import improve as lns
+from compactor.planner.search.move_bound import most_freed_within
 from compactor.planner.solution import executable
 
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner import cpsat
-from compactor.planner.deadline import Deadline
-from compactor.planner.int64 import at_most, checked, too_large
+from compactor.planner.cpsat.deadline import Deadline
+from compactor.planner.cpsat.int64 import at_most, checked, too_large
 from compactor.planner.problem import NodeState, PodType, Problem, gpu_pools, holds_gpu_load
 
 if TYPE_CHECKING:

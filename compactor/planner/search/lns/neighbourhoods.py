@@ -14,8 +14,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from compactor.planner.lns_incumbent import Incumbent
 from compactor.planner.problem import Problem, gpu_pools
+from compactor.planner.search.lns.incumbent import Incumbent
 
 MAX_NODES = 16  # nodes in a neighbourhood ``S``
 MAX_PODS = 160  # movable pods the neighbourhood's nodes hold or held (the sub-model's size, roughly)

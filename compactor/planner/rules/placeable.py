@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from compactor.model.types import Pod
 from compactor.model.volumes import VolumeIndex
-from compactor.planner.movability import unmodelled_reason
+from compactor.planner.rules.movability import unmodelled_reason
 from compactor.settings import PlannerSettings
 
 

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compactor.model.resources import CPU
-from compactor.planner.lns_incumbent import Incumbent
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_load
+from compactor.planner.search.lns.incumbent import Incumbent
 from compactor.settings import PlannerSettings
 
 RECEIVERS = 8  # nodes outside ``S`` with spare GPUs that may receive

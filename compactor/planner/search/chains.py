@@ -24,8 +24,8 @@ import bisect
 from collections.abc import Collection, Mapping, Sequence
 
 from compactor.model.resources import is_gpu_resource
-from compactor.planner.loads import Fit, Loads, best_target
 from compactor.planner.problem import PodType, Problem
+from compactor.planner.search.loads import Fit, Loads, best_target
 
 Move = tuple[PodType, int, int]  # (type, from node, to node) of one pod
 Counts = dict[int, dict[int, int]]

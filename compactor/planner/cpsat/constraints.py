@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner import cpsat
-from compactor.planner.int64 import (
+from compactor.planner.cpsat.int64 import (
     REACH_LIMIT,
     LinearTerms,
     ModelRangeError,
@@ -26,8 +26,8 @@ from compactor.planner.int64 import (
     reach,
     too_large,
 )
+from compactor.planner.cpsat.variables import Variables
 from compactor.planner.problem import Problem
-from compactor.planner.variables import Variables
 
 if TYPE_CHECKING:
     from compactor.planner.cpsat import IntVar, LinearExpr, LinearExprT

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compactor.planner import cpsat, int64
-from compactor.planner.deadline import Deadline
+from compactor.planner import cpsat
+from compactor.planner.cpsat import int64
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import Problem
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from compactor.model.resources import CPU, Resources, is_gpu_resource
 from compactor.model.scheduling import evicting_taint, why_ineligible
 from compactor.model.types import Node, Pod
-from compactor.planner.movability import EXCLUDE_LABEL
+from compactor.planner.rules.movability import EXCLUDE_LABEL
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,15 @@ from __future__ import annotations
 import time
 
 from compactor.planner.budget_cut import point_within_budgets
-from compactor.planner.curve_choice import choose
-from compactor.planner.deadline import Deadline
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.document import Searched
-from compactor.planner.frontier import Point, drain_costs, frontier
-from compactor.planner.move_bound import fewest_moves_cost
 from compactor.planner.objective import Assignment, empty_nodes, pending_weight
 from compactor.planner.problem import Problem
 from compactor.planner.request import PlanRequest
-from compactor.planner.solver import SolveResult, solve
+from compactor.planner.search.curve_choice import choose
+from compactor.planner.search.frontier import Point, drain_costs, frontier
+from compactor.planner.search.move_bound import fewest_moves_cost
+from compactor.planner.search.solver import SolveResult, solve
 from compactor.settings import CapsSettings, PlannerSettings
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compactor.planner.frontier import Point
+from compactor.planner.search.frontier import Point
 
 
 def choose(points: Sequence[Point], objective: str, price: float, base: int) -> Point:

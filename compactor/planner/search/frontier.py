@@ -25,18 +25,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from compactor.planner import constraints as c
 from compactor.planner import cpsat
-from compactor.planner.deadline import Deadline, OutOfTime
-from compactor.planner.greedy import Drainer, greedy, prune
-from compactor.planner.int64 import checked
-from compactor.planner.levels import BuiltModel, extract
+from compactor.planner.cpsat import constraints as c
+from compactor.planner.cpsat.deadline import Deadline, OutOfTime
+from compactor.planner.cpsat.int64 import checked
+from compactor.planner.cpsat.levels import BuiltModel, extract
+from compactor.planner.cpsat.variables import make_variables
 from compactor.planner.objective import Assignment, empty_nodes, within_limits
 from compactor.planner.problem import Problem
+from compactor.planner.search.greedy import Drainer, greedy, prune
+from compactor.planner.search.solver import SolveResult
 from compactor.planner.solution import concretise, executable, gpu_nodes_changed, usable_freed
-from compactor.planner.solver import SolveResult
 from compactor.planner.usable import usable_gpus
-from compactor.planner.variables import make_variables
 
 MIN_SOLVE_SECONDS = 0.5
 

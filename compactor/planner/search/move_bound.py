@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from compactor.model.resources import is_gpu_resource
 from compactor.planner import cpsat
-from compactor.planner.deadline import Deadline
+from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.problem import Problem, gpu_pools, holds_gpu_load
 
 if TYPE_CHECKING:

@@ -18,14 +18,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from compactor.planner.deadline import Deadline
-from compactor.planner.greedy import prune
-from compactor.planner.levels import solve_levels
-from compactor.planner.lns_incumbent import Incumbent
-from compactor.planner.lns_neighbourhoods import Neighbourhoods
-from compactor.planner.lns_sub_problem import sub_problem
+from compactor.planner.cpsat.deadline import Deadline
+from compactor.planner.cpsat.levels import solve_levels
 from compactor.planner.objective import Assignment, rank, within_limits
 from compactor.planner.problem import Problem
+from compactor.planner.search.greedy import prune
+from compactor.planner.search.lns.incumbent import Incumbent
+from compactor.planner.search.lns.neighbourhoods import Neighbourhoods
+from compactor.planner.search.lns.sub_problem import sub_problem
 
 SUB_SECONDS = 0.5  # at most this per sub-solve: many small solves beat a few long ones
 MIN_SECONDS = 0.05  # less than this left: not worth building a model

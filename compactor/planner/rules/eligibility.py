@@ -20,7 +20,7 @@ from compactor.model.resources import is_gpu_resource
 from compactor.model.scheduling import evicting_taint, why_ineligible
 from compactor.model.types import Node, Pod, Snapshot
 from compactor.model.volumes import VolumeIndex
-from compactor.planner.movability import EXCLUDE_LABEL
+from compactor.planner.rules.movability import EXCLUDE_LABEL
 
 EXCLUDED = "node is labelled compactor.io/exclude=true"
 EVICTING_TAINT = "node has a NoExecute taint the pod tolerates only for tolerationSeconds: it would be evicted again"

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from compactor.model.types import Snapshot
-from compactor.planner.history import workload_key
-from compactor.planner.movability import pdbs_by_pod
 from compactor.planner.plan import CompactionPlan, Move, Placement
+from compactor.planner.rules.history import workload_key
+from compactor.planner.rules.movability import pdbs_by_pod
 from compactor.settings import CapsSettings
 
 # (source nodes, each with its moves), taken together -> "" to take them all, else the budget one of them would break;

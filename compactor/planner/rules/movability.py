@@ -20,7 +20,7 @@ import msgspec
 from compactor.model.scheduling import label_selector_matches, untolerated_taint
 from compactor.model.types import Node, Pdb, Pod, Taint, Toleration
 from compactor.model.volumes import VolumeIndex
-from compactor.planner.history import Restraints, workload_key
+from compactor.planner.rules.history import Restraints, workload_key
 from compactor.settings import SYSTEM_CRITICAL_PRIORITY, PlannerSettings
 
 EVICT_ANNOTATION = "compactor.io/evict"
@@ -280,7 +280,7 @@ def why_unmovable(  # noqa: PLR0913
 
 
 def _restraint_reason(pod: Pod, restraints: Restraints | None) -> Unmovable | None:
-    """What earlier runs forbid now (compactor/planner/history.py): a workload or a node in its cooldown."""
+    """What earlier runs forbid now (compactor/planner/rules/history.py): a workload or a node in its cooldown."""
     if restraints is None:
         return None
     if pod.node_name in restraints.nodes:

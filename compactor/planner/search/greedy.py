@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from compactor.planner.chains import Counts, Move, evictions, make_room, relocate, undo
-from compactor.planner.loads import Fit, Loads, best_target
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import PodType, Problem
+from compactor.planner.search.chains import Counts, Move, evictions, make_room, relocate, undo
+from compactor.planner.search.loads import Fit, Loads, best_target
 
 
 def _drain(

@@ -9,9 +9,9 @@ Imports: the objective, greedy's loads, the problem.
 
 from __future__ import annotations
 
-from compactor.planner.loads import Loads
 from compactor.planner.objective import Assignment, Rank, empty_nodes, rank
 from compactor.planner.problem import Problem
+from compactor.planner.search.loads import Loads
 
 
 class Incumbent:

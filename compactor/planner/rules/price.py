@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod, Snapshot
-from compactor.planner.history import workload_key
+from compactor.planner.rules.history import workload_key
 from compactor.settings import MoveCostSettings
 
 MAX_MOVE_COST_ANNOTATION = 10_000.0  # in moves
