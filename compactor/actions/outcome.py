@@ -21,7 +21,7 @@ from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.objects import ObjectView
 from compactor.actions.steering.room import SOURCE
 from compactor.model.dra import DriverMapping
-from compactor.model.dra_inventory import read_inventory
+from compactor.model.dra.inventory import read_inventory
 from compactor.model.load import DEFAULT_POOL_LABEL, DRA_DRIVERS
 from compactor.model.parse import parse_node, parse_pod
 

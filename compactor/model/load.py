@@ -14,8 +14,8 @@ import yaml
 
 from compactor.errors import InputError
 from compactor.model.dra import DRA_KINDS, NVIDIA, DriverMapping
-from compactor.model.dra_apply import apply
-from compactor.model.dra_inventory import read_inventory
+from compactor.model.dra.apply import apply
+from compactor.model.dra.inventory import read_inventory
 from compactor.model.parse import (
     UNLABELLED_GPU_POOL,
     RawObject,

@@ -19,7 +19,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from compactor.errors import InputError
-from compactor.model.dra_apply import with_partitions_held
+from compactor.model.dra.apply import with_partitions_held
 from compactor.model.migparted import recut_node
 from compactor.model.types import Snapshot
 

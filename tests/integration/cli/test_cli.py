@@ -196,7 +196,7 @@ def test_a_search_that_built_no_model_claims_no_status_or_gap() -> None:
     """Issue 45, item 3: at 5,000 nodes the time limit went on building the problem and the greedy warm start, and the
     header still said "the search for the most GPUs: FEASIBLE in 4.99s" beside a note that no model was built. It says
     the plan is greedy's, in text and HTML; a search that ran keeps its status and gap."""
-    from compactor.render.html_plan import solver_list
+    from compactor.render.html.plan import solver_list
     from compactor.render.plan import render_plan
 
     result = compactor("plan", "--example", "--output", "json", "--time-limit", "5")

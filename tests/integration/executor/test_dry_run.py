@@ -18,7 +18,7 @@ import pytest
 
 from compactor.actions import annotations as ann
 from compactor.actions.dryrun import RecordingClient
-from compactor.actions.dryrun_calls import RecordedCall
+from compactor.actions.dryrun.calls import RecordedCall
 from compactor.actions.executor import Executor
 from compactor.actions.report import RunReport
 from compactor.clock import SimulatedClock

@@ -16,7 +16,7 @@ from compactor.actions import annotations as ann
 from compactor.actions import migmanager as mig
 from compactor.actions.client import EvictionOutcome, EvictionResult, ObjectRef
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
-from compactor.actions.dryrun_calls import describe, describe_node_patch
+from compactor.actions.dryrun.calls import describe, describe_node_patch
 from compactor.actions.outcome import Outcome
 from compactor.cli import main
 from compactor.render.run import outcome_text as _outcome_text

@@ -1,7 +1,7 @@
 """The HTML page's skeleton and building blocks: the head with its stylesheet and Content-Security-Policy, escaping,
 tables, lists, cards and report sections.
 
-Apart from what fills the page (``html_occupancy``, ``html_curve``, ``html_plan``, ``html``) because all of them build on
+Apart from what fills the page (``occupancy``, ``curve``, ``plan``, the package's ``__init__``) because all of them build on
 these and the stylesheet holds every class they use: the page's look is decided here once.
 """
 
@@ -15,7 +15,7 @@ from compactor.render.content import Section, Table
 LONG_LIST = 20  # rows beyond which a list folds into <details>: the ticket stays short, nothing is left out
 CELLS_PER_ROW = 8  # one row per 8-GPU board; MIG slices of one profile wrap after 8
 
-# .u .m .p .s .f .w: the cell classes of ``html_occupancy`` (one letter each: a big picture has tens of thousands).
+# .u .m .p .s .f .w: the cell classes of ``occupancy`` (one letter each: a big picture has tens of thousands).
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2430;margin:1.5em auto;max-width:1280px;padding:0 1em}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.2em;margin:1.6em 0 .4em;border-bottom:1px solid #d0d7de}h3{font-size:1em;margin:1em 0 .3em}

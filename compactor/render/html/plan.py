@@ -14,7 +14,7 @@ from compactor.model.numbers import fmt_change, fmt_gpus, fmt_moves, fmt_pct, fm
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.planner.rules.movability import pdbs_by_pod
-from compactor.render.html_page import cards, esc, item_list, table
+from compactor.render.html.page import cards, esc, item_list, table
 from compactor.render.plan import point_quality, proper_search, search_ended
 
 

@@ -30,8 +30,8 @@ Other drivers' devices are mapped only when ``dra.drivers`` describes them; othe
 reason "uses dynamic resource allocation ...", and their nodes count no GPU from them.
 
 Here: the model-only labels and a driver's ``DriverMapping``, and each device read as the device plugin's resource
-(``map_device``). ResourceClaims are read in ``dra_claims``, the pools of ResourceSlices in ``dra_inventory``, and the
-model's nodes and pods get their devices and claims in ``dra_apply``.
+(``map_device``). ResourceClaims are read in ``claims``, the pools of ResourceSlices in ``inventory``, and the
+model's nodes and pods get their devices and claims in ``apply``.
 """
 
 from __future__ import annotations

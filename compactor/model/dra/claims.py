@@ -1,6 +1,6 @@
 """ResourceClaims as the model reads them: what each request asks and which devices are allocated to it.
 
-Apart from the devices (``dra``) and the pools (``dra_inventory``) because a claim is the pod's side of dynamic resource
+Apart from the devices (``dra/__init__.py``) and the pools (``inventory``) because a claim is the pod's side of dynamic resource
 allocation: what it holds once allocated, and while it is pending, what it asks for (a class, a count, and for a MIG
 class the profile its CEL selector names), which is all the model can say of a pod not scheduled yet.
 """

@@ -6,8 +6,8 @@ cell per GPU or MIG slice of every GPU node, grouped by pool; a plan adds the pi
 moves with their reasons and what stays. Deterministic (no clock: the only time shown is the plan's own) and pure: it
 builds a string, writes nothing.
 
-The page's parts are modules of their own: ``html_page`` (the skeleton, stylesheet and building blocks),
-``html_occupancy`` (the picture of the nodes), ``html_curve`` (the trade-off curve) and ``html_plan`` (the plan's
+The page's parts are modules of their own: ``page`` (the skeleton, stylesheet and building blocks),
+``occupancy`` (the picture of the nodes), ``curve`` (the trade-off curve) and ``plan`` (the plan's
 sections); this module puts them in order.
 """
 
@@ -21,10 +21,10 @@ from compactor.metrics.fragmentation import ReferenceShape, compute_figures, ref
 from compactor.model.numbers import fmt_gpus, fmt_pct
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, apply_plan
-from compactor.render.html_curve import curve_section
-from compactor.render.html_occupancy import NO_MARKS, occupancy, plan_marks
-from compactor.render.html_page import cards, esc, page, report_section, table, warning_paragraphs
-from compactor.render.html_plan import (
+from compactor.render.html.curve import curve_section
+from compactor.render.html.occupancy import NO_MARKS, occupancy, plan_marks
+from compactor.render.html.page import cards, esc, page, report_section, table, warning_paragraphs
+from compactor.render.html.plan import (
     moves_section,
     nodes_changed,
     pending_section,

@@ -16,10 +16,10 @@ from compactor.model.numbers import fmt_pct
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
-from compactor.render.html_page import esc
+from compactor.render.html.page import esc
 
 # Cell classes: one letter each, since a 1,000-node picture has some 30,000 cells (the legend says what they are;
-# html_page's stylesheet colours them).
+# page.py's stylesheet colours them).
 USED, MOVING, PLACED, STRANDED, FREE, FREED = "u", "m", "p", "s", "f", "w"
 
 

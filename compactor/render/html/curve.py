@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from compactor.model.numbers import fmt_moves
 from compactor.planner.plan import CompactionPlan, FrontierPoint
-from compactor.render.html_page import esc, table
+from compactor.render.html.page import esc, table
 from compactor.render.plan import curve_rows, objective_text
 
 _W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM = 640, 300, 60, 24, 20, 44

@@ -1,6 +1,6 @@
 """The DRA inventory: the mapped devices of complete ResourceSlice pools, the claims and the DeviceClasses read.
 
-Apart from the devices (``dra``) and the claims (``dra_claims``) because a pool is only counted whole: its slices are
+Apart from the devices (``dra/__init__.py``) and the claims (``claims``) because a pool is only counted whole: its slices are
 gathered, checked against ``spec.pool.resourceSliceCount`` at the highest generation, and only then mapped, with the
 counters its partitionable devices consume checked against those its slices share.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from compactor.errors import InputError
 from compactor.model import schema
 from compactor.model.dra import Device, DriverMapping, counter_amounts, map_device
-from compactor.model.dra_claims import ResourceClaim, read_claim
+from compactor.model.dra.claims import ResourceClaim, read_claim
 from compactor.model.parse import RawObject, sections
 from compactor.model.partitions import PartitionDevice, Partitions
 

@@ -7,8 +7,8 @@ server's PDB admission answers for real. An eviction makes the planned
 replacement appear, Ready, on the plan's target node, so the executor walks the
 same path it would for real.
 
-The copy and what the cluster's controllers make of each write are ``dryrun_world.py``;
-the recorded calls and how each is said (kubectl lines, JSON) are ``dryrun_calls.py``.
+The copy and what the cluster's controllers make of each write are ``world.py``;
+the recorded calls and how each is said (kubectl lines, JSON) are ``calls.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import copy
 from typing import Any
 
 from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
-from compactor.actions.dryrun_calls import DEFAULT_STATE_NAMESPACE, RecordedCall, describe, json_record, node_marks
-from compactor.actions.dryrun_world import DryRunWorld
+from compactor.actions.dryrun.calls import DEFAULT_STATE_NAMESPACE, RecordedCall, describe, json_record, node_marks
+from compactor.actions.dryrun.world import DryRunWorld
 from compactor.planner.plan import CompactionPlan
 
 # What a dry run cannot know, whatever it shows: said at the end of every dry run's output.

@@ -1,6 +1,6 @@
 """The model's nodes and pods once DRA is applied: nodes with their devices, pods with their claims' devices.
 
-Apart from reading the objects (``dra_inventory``, ``dra_claims``) because this is where DRA meets the rest of the model:
+Apart from reading the objects (``inventory``, ``claims``) because this is where DRA meets the rest of the model:
 a DRA node gets the allocatable, GPU info and pool a device-plugin node with the same GPUs would have (its
 partitionable devices cut as ``Partitions.decompose`` cuts them), a pod its claims' devices in its requests, and both
 the model-only labels and node selectors that keep a moved pod on nodes that can serve it.
@@ -15,7 +15,7 @@ from dataclasses import replace
 import msgspec
 
 from compactor.model.dra import DEVICE_PLUGIN_LABEL, DRA_LABEL_PREFIX, Device, DriverMapping
-from compactor.model.dra_inventory import Inventory
+from compactor.model.dra.inventory import Inventory
 from compactor.model.gpu import COUNT_LABEL, PRODUCT_LABEL, derive_gpu_info
 from compactor.model.parse import node_pool
 from compactor.model.partitions import Partitions
