@@ -53,7 +53,7 @@ class ClusterError(CompactorError):
     """
 
     # True when retrying cannot help, whatever the status says (a write this process may no longer make): the retries
-    # of ``actions/retry.py`` give up at once
+    # of ``actions/cluster/retry.py`` give up at once
     final = False
 
     def __init__(self, message: str, *, status: int = 0, retry_after: float | None = None) -> None:

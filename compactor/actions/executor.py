@@ -5,8 +5,8 @@ the steps together (``actions/steps/``, one module each) over one ``Run``, and o
 every change is announced in the run state before it is made (``Run.write_ahead``: recovery resumes
 or undoes from it after a crash), and an abort rolls back exactly once, its reason in the report
 (``AbortReason``). How replacements are made to land where the plan says is the ``Steerer``'s
-business (``actions/steering/``), chosen per run. The report is ``actions/report.py``; what the run
-measures of the cluster, before and after, ``actions/measurement.py``.
+business (``actions/steering/``), chosen per run. The report is ``actions/services/report.py``; what the run
+measures of the cluster, before and after, ``actions/services/measurement.py``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from compactor.actions.checks.validate import plan_still_holds
-from compactor.actions.client import ClusterClient
-from compactor.actions.measurement import measure
+from compactor.actions.cluster.state import Phase, Resume, RunState
 from compactor.actions.outcome import Outcome, compare, dra_facts
-from compactor.actions.report import RunReport
+from compactor.actions.port.client import ClusterClient
 from compactor.actions.run import Abort, AbortReason, Progress, Run, RunServices, StopHere
-from compactor.actions.state import Phase, Resume, RunState
+from compactor.actions.services.measurement import measure
+from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.await_replacement import await_replacement
 from compactor.actions.steps.cordon import fence_all

@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from compactor.actions import annotations as ann
-from compactor.actions import events
-from compactor.actions.client import Obj
-from compactor.actions.patching import patch_fresh
-from compactor.actions.retry import Backoff, until_deadline
+from compactor.actions.cluster import events
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.cluster.retry import Backoff, until_deadline
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
 from compactor.actions.run import Run
 
 log = logging.getLogger("compactor.executor")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from compactor.actions import events
-from compactor.actions.client import ClusterClient
-from compactor.actions.report import RunReport
+from compactor.actions.cluster import events
+from compactor.actions.port.client import ClusterClient
+from compactor.actions.services.report import RunReport
 from compactor.errors import ClusterError, CompactorError
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.history import MOVED, History, Restraints, forgive, remember, restraints_at, undoes

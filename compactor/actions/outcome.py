@@ -17,8 +17,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.objects import ObjectView
+from compactor.actions.port.client import ClusterClient, Obj
+from compactor.actions.port.objects import ObjectView
 from compactor.actions.steering.room import SOURCE
 from compactor.model.dra import DriverMapping
 from compactor.model.dra.inventory import read_inventory

@@ -15,19 +15,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from compactor.actions import annotations as ann
-from compactor.actions import events, surge
-from compactor.actions import migmanager as mig
-from compactor.actions.client import ClusterClient, EvictionOutcome
-from compactor.actions.events import Event
+from compactor.actions.cluster import events
+from compactor.actions.cluster import migmanager as mig
+from compactor.actions.cluster.events import Event
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.cluster.state import Resume, RunState, StateUnreadable
+from compactor.actions.cluster.trust import untrusted
 from compactor.actions.executor import Executor
-from compactor.actions.objects import PodView, api_time
-from compactor.actions.patching import patch_fresh
-from compactor.actions.report import RunReport
-from compactor.actions.state import Resume, RunState, StateUnreadable
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import ClusterClient, EvictionOutcome
+from compactor.actions.port.objects import PodView, api_time
+from compactor.actions.services import surge
+from compactor.actions.services.report import RunReport
 from compactor.actions.steering.pin import STEERED_TO, steered_to
 from compactor.actions.steering.policy import write_entries
-from compactor.actions.trust import untrusted
 from compactor.clock import Clock
 from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping

@@ -20,12 +20,12 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TypeVar
 
-from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.events import Event
-from compactor.actions.retry import Backoff, retrying
+from compactor.actions.cluster.events import Event
+from compactor.actions.cluster.retry import Backoff, retrying
+from compactor.actions.cluster.scope import kept_fenced
+from compactor.actions.cluster.state import STATE_CONFIGMAP, RunState, encode_plan
+from compactor.actions.port.client import ClusterClient, Obj
 from compactor.actions.run_log import RunLog
-from compactor.actions.scope import kept_fenced
-from compactor.actions.state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.actions.steerer import Steerer
 from compactor.clock import Clock
 from compactor.errors import ClusterError

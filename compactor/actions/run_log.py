@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 
 
 @dataclass

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Collection
 from typing import Protocol, TypeVar
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.planner.plan import Move, Placement
 from compactor.planner.rules.movability import Steerability
 

@@ -9,11 +9,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compactor.actions.client import ClusterClient
 from compactor.actions.executor import Executor, Progress
 from compactor.actions.memory import remember_run, reversals
+from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport, recover
-from compactor.actions.report import RunReport
+from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.windows import window_state
 from compactor.clock import Clock

@@ -16,11 +16,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from compactor.actions.client import ClusterClient
+from compactor.actions.cluster.state_guard import check_state_guard
 from compactor.actions.executor import Progress
+from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport
-from compactor.actions.report import RunReport
-from compactor.actions.state_guard import check_state_guard
+from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.carry_out import Carried, execute, recover_run
 from compactor.app.figures import Measured, measure

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compactor.actions import annotations as ann
+from compactor.actions.port import annotations as ann
 from compactor.app.sources import check_shapes
 from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures, reference_shapes
 from compactor.model.types import Snapshot

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from compactor.actions.client import ClusterClient
+from compactor.actions.port.client import ClusterClient
 from compactor.errors import ClusterError
 from compactor.metrics.fill_first import FILL_FIRST_LABEL, fill_first_tiers
 from compactor.metrics.fragmentation import compute_figures

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from compactor.actions import events
-from compactor.actions.client import ClusterClient
+from compactor.actions.cluster import events
+from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport
-from compactor.actions.report import RunReport
 from compactor.actions.run import AbortReason
+from compactor.actions.services.report import RunReport
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.errors import EXIT_STOPPED, ClusterError
 from compactor.metrics.figures_json import headline_dict, headline_of_dict

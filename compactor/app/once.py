@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from compactor.actions.executor import Progress
 from compactor.actions.recovery import RecoveryReport, leftovers
-from compactor.actions.report import RunReport
+from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried, recover_run, say_recovered
 from compactor.app.cycle import Ended, Ports, cycle

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from compactor.actions.client import Obj
-from compactor.actions.objects import PodView, is_waiting
-from compactor.actions.pods import requests_gpu
-from compactor.actions.trust import in_scope
+from compactor.actions.cluster.pods import requests_gpu
+from compactor.actions.cluster.trust import in_scope
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import PodView, is_waiting
 from compactor.metrics.figure_types import Figures
 from compactor.model.requests import effective_requests
 from compactor.model.resources import is_gpu_resource

@@ -9,7 +9,7 @@ the controller start from the same copy. The planner's volumes are in the snapsh
 
 from __future__ import annotations
 
-from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.port.client import ClusterClient, Obj
 from compactor.app.invocation import Invocation
 from compactor.app.sources import example_path, mig_parted_namespace
 from compactor.model.load import read_source

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from compactor.actions.client import ClusterClient
 from compactor.actions.executor import Progress
 from compactor.actions.memory import restraints_now
+from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport
-from compactor.actions.report import RunReport
+from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried, recover_run
 from compactor.app.cycle import Ports, cycle

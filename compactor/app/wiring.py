@@ -2,7 +2,7 @@
 
 A live client writes with the Lease's write timeout (``leader_election.write_timeout_seconds``) so a write gives up
 within the Lease's margin; the leased client checks every write against the Lease the controller holds too
-(``compactor.actions.fencing``); the dry-run client records, over a copy of the cluster, the calls a real run would
+(``compactor.actions.services.fencing``); the dry-run client records, over a copy of the cluster, the calls a real run would
 make. ``run --once``, ``apply``, ``plan`` and the controller all get theirs here, so they cannot drift apart.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from compactor.actions.client import ClusterClient, Obj
 from compactor.actions.dryrun import RecordingClient
-from compactor.actions.fencing import FencedClient
+from compactor.actions.port.client import ClusterClient, Obj
+from compactor.actions.services.fencing import FencedClient
 from compactor.app.invocation import Invocation
 from compactor.app.reading import load_for_planning, world_objects
 from compactor.clock import Clock, RealClock, StoppableClock, on_stop_signals
@@ -108,7 +108,7 @@ def elector_for(client: KubeClusterClient, settings: Settings) -> LeaderElector:
 @contextmanager
 def exclusive(client: ClusterClient, settings: Settings, dry_run: bool) -> Iterator[ClusterClient]:
     """Act only while holding the Lease the controller uses too, every write checked against it first (which narrows,
-    not closes, the window for a second actor: see compactor/actions/fencing.py)."""
+    not closes, the window for a second actor: see compactor/actions/services/fencing.py)."""
     if dry_run or not isinstance(client, KubeClusterClient):
         yield client
         return

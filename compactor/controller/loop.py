@@ -24,8 +24,8 @@ from compactor.model.types import Snapshot
 from compactor.settings import Settings, worst_case_run_seconds
 
 if TYPE_CHECKING:  # names only: the loop is given these, the application layer builds them (app.wiring)
-    from compactor.actions.client import ClusterClient
     from compactor.actions.executor import Progress
+    from compactor.actions.port.client import ClusterClient
     from compactor.kube.lease import LeaderElector
 
 log = logging.getLogger("compactor.controller")

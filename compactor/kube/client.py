@@ -73,7 +73,7 @@ def single_attempt(api_client: k8s_client.ApiClient) -> k8s_client.ApiClient:
     timeouts and dropped connections for GET, PUT and DELETE), each attempt with the whole timeout again.
     For a write fenced on the Lease, such a retry resends it unchecked, up to four timeouts after the
     check. Writes and Lease requests go through this client instead: one attempt, bounded by its timeout;
-    the executor's own retries pass the fence again (``compactor/actions/fencing.py``).
+    the executor's own retries pass the fence again (``compactor/actions/services/fencing.py``).
     """
     configuration = copy.deepcopy(api_client.configuration)  # as Configuration.get_default_copy() does
     configuration.retries = urllib3.Retry(total=0)

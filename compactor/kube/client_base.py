@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client as k8s_client
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.kube.read import _list_all, _Listing
 from compactor.kube.transport import JSON, Reply, Transport
 

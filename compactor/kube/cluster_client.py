@@ -52,7 +52,7 @@ class KubeClusterClient(NodeCalls, PodCalls, StateCalls, WorkloadCalls):
     ``request_timeout``: seconds for each read (connect + reply).
     ``write_timeout``: seconds for each write (PATCH, POST, PUT, DELETE): ``leader_election.write_timeout_seconds``,
     at most half of ``lease_seconds - renew_deadline_seconds``, so a write checked against the Lease
-    (``actions/fencing.py``) gives up long before another replica may take the Lease over. Writes are sent
+    (``actions/services/fencing.py``) gives up long before another replica may take the Lease over. Writes are sent
     once (``client.single_attempt``: no urllib3 retry resends one unchecked); callers that retry go through
     the fence again. A client-side timeout does not cancel the request on the API server: see
     docs/executor.md, "What the Lease does not guarantee".

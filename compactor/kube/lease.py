@@ -16,7 +16,7 @@ MicroTime fields keep their microseconds; one attempt each, bounded by ``request
 raise a one-line ``ClusterError``; the caller decides how long a leader may go without renewing.
 
 **What the Lease guarantees, and what it does not.** ``holds()`` is checked before every write
-(``compactor/actions/fencing.py``); it is true while our last successful renewal *began* less than
+(``compactor/actions/services/fencing.py``); it is true while our last successful renewal *began* less than
 ``renew_deadline`` ago, and another replica takes over only after seeing the record unchanged for
 ``lease_seconds``. Each request gives up after ``write_timeout`` (``leader_election.write_timeout_seconds``,
 at most half of ``lease_seconds - renew_deadline``: ``settings.lease_timing_problem``), so the client side

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compactor.actions.client import Obj, T
+from compactor.actions.port.client import Obj, T
 from compactor.kube.client_base import ClientBase
 from compactor.kube.lean import lean
 from compactor.kube.read import _Listing

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, T
+from compactor.actions.port.client import EvictionOutcome, EvictionResult, Obj, T
 from compactor.errors import ClusterError
 from compactor.kube.client_base import ClientBase
 from compactor.kube.lean import lean

@@ -12,7 +12,7 @@ import secrets
 import socket
 from datetime import UTC, datetime
 
-from compactor.actions.client import Obj, ObjectRef
+from compactor.actions.port.client import Obj, ObjectRef
 from compactor.errors import ClusterError
 from compactor.kube.client_base import ClientBase
 from compactor.kube.transport import API_VERSIONS, MERGE_PATCH, Reply, api_error, reply_object

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.kube.client_base import ClientBase
 from compactor.kube.read import _Listing
 from compactor.kube.transport import JSON_PATCH, api_error

@@ -1,5 +1,5 @@
 """The facts of a pod that both the planner's model (``model/parse.py``, ``Pod``) and the executor's view of a live pod
-(``actions/objects.py``) ask, defined once so the two never disagree on what a pod is doing."""
+(``actions/port/objects.py``) ask, defined once so the two never disagree on what a pod is doing."""
 
 from __future__ import annotations
 

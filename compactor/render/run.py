@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from compactor.actions.client import ClusterClient
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient, not_known_until_real_run
 from compactor.actions.outcome import Outcome
-from compactor.actions.report import RunReport
+from compactor.actions.port.client import ClusterClient
+from compactor.actions.services.report import RunReport
 from compactor.model.numbers import fmt_change
 from compactor.model.text import listed
 from compactor.planner.plan import CompactionPlan

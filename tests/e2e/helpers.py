@@ -52,7 +52,7 @@ STATE_NAMESPACE = "gpu-compactor"
 STATE_CONFIGMAP = "gpu-compactor-state"
 COMPACTOR_ANNOTATION_PREFIX = "compactor.io/"
 COMPACTOR_TAINT_KEY = "compactor.io/reserved"
-FENCE_TAINT_PREFIX = "compactor.io/fence-"  # + the installation (compactor.actions.annotations.fence_key)
+FENCE_TAINT_PREFIX = "compactor.io/fence-"  # + the installation (compactor.actions.port.annotations.fence_key)
 
 
 def is_closed(node: Obj) -> bool:

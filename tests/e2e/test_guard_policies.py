@@ -39,16 +39,16 @@ from typing import cast
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from compactor.actions import annotations as ann
-from compactor.actions import surge as surge_step
+from compactor.actions.cluster.owners import DELETION_COST, FIRST_TO_GO
+from compactor.actions.cluster.state import STATE_CONFIGMAP, Surge
+from compactor.actions.cluster.state_guard import GuardMismatch, check_state_guard
 from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
-from compactor.actions.owners import DELETION_COST, FIRST_TO_GO
+from compactor.actions.port import annotations as ann
 from compactor.actions.run import Run
-from compactor.actions.state import STATE_CONFIGMAP, Surge
-from compactor.actions.state_guard import GuardMismatch, check_state_guard
+from compactor.actions.services import surge as surge_step
+from compactor.actions.services.surge import SURGE_NOTE, SURGED_BY
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.steps import steer
-from compactor.actions.surge import SURGE_NOTE, SURGED_BY
 from compactor.app.last_run import LAST_RUN_CONFIGMAP, SUMMARY_KEY
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import JSON, MERGE_PATCH, KubeClusterClient

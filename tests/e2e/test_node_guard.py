@@ -33,9 +33,9 @@ from functools import partial
 
 import pytest
 
-from compactor.actions import annotations as ann
-from compactor.actions import migmanager as mig
-from compactor.actions.patching import patch_fresh
+from compactor.actions.cluster import migmanager as mig
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.port import annotations as ann
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import KubeClusterClient
 from compactor.settings import Settings

@@ -31,7 +31,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from compactor.actions.client import EvictionOutcome
+from compactor.actions.port.client import EvictionOutcome
 from compactor.actions.steering.pin import STEERED_TO, pinned
 from compactor.actions.steering.scope import scope_of
 from compactor.kube.cluster_client import KubeClusterClient

@@ -31,7 +31,7 @@ The package by concern; everything tests import comes from here (``from tests.fa
 
 from __future__ import annotations
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from tests.fakecluster.clock import FakeClock
 from tests.fakecluster.cluster import CONFIGMAP_LIMIT, FakeCluster
 from tests.fakecluster.controllers import (

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from compactor.actions.client import EvictionResult, Obj, ObjectRef
+from compactor.actions.port.client import EvictionResult, Obj, ObjectRef
 from compactor.errors import ClusterError
 from tests.fakeapi.selectors import label_selector_matcher
 from tests.fakecluster.clock import FakeClock

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 
-from compactor.actions.client import EvictionOutcome, EvictionResult, Obj
+from compactor.actions.port.client import EvictionOutcome, EvictionResult, Obj
 from compactor.actions.steering.pin import creator_of, pin_for, pinned
 from tests.fakecluster.objects import (
     STEERING_CONFIGMAP,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 
 DRIVER = "gpu.nvidia.com"
 

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal
 
-from compactor.actions.client import EvictionOutcome, EvictionResult
+from compactor.actions.port.client import EvictionOutcome, EvictionResult
 from compactor.errors import ClusterError
 from tests.fakecluster.objects import Call, T
 from tests.fakecluster.store import ClusterStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.model.resources import is_gpu_resource
 
 if TYPE_CHECKING:

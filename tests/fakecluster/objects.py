@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from compactor.actions.annotations import FENCE_TAINT_PREFIX
-from compactor.actions.client import Obj
+from compactor.actions.port.annotations import FENCE_TAINT_PREFIX
+from compactor.actions.port.client import Obj
 
 
 def is_fenced(node: Obj) -> bool:

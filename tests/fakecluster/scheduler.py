@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from compactor.actions.annotations import FENCE_TAINT_PREFIX
-from compactor.actions.client import Obj
+from compactor.actions.port.annotations import FENCE_TAINT_PREFIX
+from compactor.actions.port.client import Obj
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.resources import Resources, is_gpu_resource

@@ -8,7 +8,7 @@ import itertools
 import random
 from typing import TYPE_CHECKING, Any
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.model.parse import parse_label_selector, parse_pod
 from compactor.model.resources import Resources
 from compactor.model.scheduling import label_selector_matches

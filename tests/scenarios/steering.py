@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactor.actions import annotations as ann
+from compactor.actions.port import annotations as ann
 from compactor.planner.plan import CompactionPlan
 from tests.builders import node, pod, steering_policy
 from tests.builders import pdb as budget

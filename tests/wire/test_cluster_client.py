@@ -14,8 +14,8 @@ import pytest
 from kubernetes import client as k8s
 
 import compactor.kube.cluster_client as cluster_client_module
-from compactor.actions import annotations as ann
-from compactor.actions.client import EvictionOutcome, ObjectRef
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import EvictionOutcome, ObjectRef
 from compactor.errors import ClusterError
 from tests.builders import node, pdb, pod
 from tests.fakeapi import FakeApiServer, status_body

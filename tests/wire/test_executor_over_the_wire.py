@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from compactor.actions import annotations as ann
 from compactor.actions.executor import Executor
+from compactor.actions.port import annotations as ann
 from compactor.clock import RealClock, SimulatedClock
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan

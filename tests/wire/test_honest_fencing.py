@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 
 import pytest
 
-from compactor.actions.fencing import FencedClient
+from compactor.actions.services.fencing import FencedClient
 from compactor.errors import ClusterError, ConfigError
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT, KubeClusterClient
 from compactor.kube.lease import LeaderElector

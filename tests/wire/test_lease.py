@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from compactor.actions.client import ObjectRef
-from compactor.actions.fencing import FencedClient, LeadershipLost
+from compactor.actions.port.client import ObjectRef
+from compactor.actions.services.fencing import FencedClient, LeadershipLost
 from compactor.errors import ClusterError
 from compactor.kube.lease import HeldElsewhere, LeaderElector, acquire_once, parse_time
 from tests.builders import node, pod

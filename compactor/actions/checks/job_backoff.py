@@ -9,9 +9,9 @@ annotation says; the Job is read fresh just before the eviction, as every other 
 
 from __future__ import annotations
 
-from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.objects import ObjectView, PodView
-from compactor.actions.owners import controller_ref
+from compactor.actions.cluster.owners import controller_ref
+from compactor.actions.port.client import ClusterClient, Obj
+from compactor.actions.port.objects import ObjectView, PodView
 from compactor.errors import ClusterError
 
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 JobSpec.backoffLimit

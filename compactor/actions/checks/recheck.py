@@ -5,19 +5,19 @@ hand-written ``apply --plan``) the pod may have been annotated ``safe-to-evict=f
 gained a DaemonSet owner, its node may have gone NotReady, or its Job may have spent its backoffLimit. The planner's own rules
 (``planner.movability.why_not_evictable``: one implementation) are asked again of the pod as read now, with its
 PDBs and its node as read now, and the planned target must still be a node that takes it. A move that fails is
-never evicted: ``evict`` refuses it with its reason (``actions/refusals.py``), and so every move that depended on it.
+never evicted: ``evict`` refuses it with its reason (``actions/services/refusals.py``), and so every move that depended on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compactor.actions import annotations as ann
 from compactor.actions.checks.job_backoff import job_refusal
-from compactor.actions.client import Obj
-from compactor.actions.objects import PodView
-from compactor.actions.owners import owner_pods, owner_selector
-from compactor.actions.pods import controller_uid, is_ready, is_terminating
+from compactor.actions.cluster.owners import owner_pods, owner_selector
+from compactor.actions.cluster.pods import controller_uid, is_ready, is_terminating
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import PodView
 from compactor.actions.run import Run
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL

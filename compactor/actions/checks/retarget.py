@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from compactor.actions.client import Obj
-from compactor.actions.objects import PodView
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import PodView
 from compactor.actions.run import Run
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL

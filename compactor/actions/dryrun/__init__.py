@@ -16,9 +16,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.actions.dryrun.calls import DEFAULT_STATE_NAMESPACE, RecordedCall, describe, json_record, node_marks
 from compactor.actions.dryrun.world import DryRunWorld
+from compactor.actions.port.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.planner.plan import CompactionPlan
 
 # What a dry run cannot know, whatever it shows: said at the end of every dry run's output.

@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.actions.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
+from compactor.actions.port.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
 from compactor.settings import ExecutorSettings
 
 DEFAULT_STATE_NAMESPACE = str(ExecutorSettings.model_fields["state_namespace"].default)

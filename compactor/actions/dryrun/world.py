@@ -16,11 +16,11 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from compactor.actions import migmanager
-from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, T
-from compactor.actions.objects import PodView, is_waiting
-from compactor.actions.owners import DELETION_COST, FIRST_TO_GO, controller_ref, selector_text_matches
-from compactor.actions.pods import pod_key
+from compactor.actions.cluster import migmanager
+from compactor.actions.cluster.owners import DELETION_COST, FIRST_TO_GO, controller_ref, selector_text_matches
+from compactor.actions.cluster.pods import pod_key
+from compactor.actions.port.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, T
+from compactor.actions.port.objects import PodView, is_waiting
 from compactor.actions.steering.pin import creator_of, pin_for, pinned
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from compactor.actions.annotations import fence_key
-from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.objects import ObjectView
+from compactor.actions.port.annotations import fence_key
+from compactor.actions.port.client import ClusterClient, Obj
+from compactor.actions.port.objects import ObjectView
 from compactor.actions.run import Run
 from compactor.actions.steering import Mechanism, Steerer
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, describe, read_evidence

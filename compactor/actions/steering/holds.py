@@ -18,12 +18,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from compactor.actions import annotations as ann
-from compactor.actions.client import Obj
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.cluster.pods import is_bound
 from compactor.actions.fences import unfence
-from compactor.actions.objects import PodView
-from compactor.actions.patching import patch_fresh
-from compactor.actions.pods import is_bound
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import PodView
 from compactor.actions.run import Abort, AbortReason, NoRoom, Run, StopHere
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.room import SOURCE, Hold, could_take, hold_over, usage, use_of

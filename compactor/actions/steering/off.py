@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.actions.steering import Mechanism
 from compactor.planner.plan import Move, Placement
 from compactor.planner.rules.movability import Steerability

@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from compactor.actions.client import Obj
-from compactor.actions.objects import ObjectView
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import ObjectView
 from compactor.actions.steering.evidence import NOT_IN_EFFECT
 from compactor.planner.rules.pins import STEERED_TO
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
-from compactor.actions import events
-from compactor.actions.client import ClusterClient, EvictionOutcome, Obj
-from compactor.actions.objects import ObjectView, PodView
-from compactor.actions.owners import owner_pods
-from compactor.actions.patching import patch_config_map_fresh
-from compactor.actions.pods import controller_uid, grace_seconds, is_terminating, pod_key
+from compactor.actions.cluster import events
+from compactor.actions.cluster.owners import owner_pods
+from compactor.actions.cluster.patching import patch_config_map_fresh
+from compactor.actions.cluster.pods import controller_uid, grace_seconds, is_terminating, pod_key
+from compactor.actions.port.client import ClusterClient, EvictionOutcome, Obj
+from compactor.actions.port.objects import ObjectView, PodView
 from compactor.actions.run import Abort, AbortReason, NoRoom, Run
 from compactor.actions.steering import Mechanism
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, add_evidence

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod
 from compactor.model.resources import Resources, is_gpu_resource

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactor.actions.client import Obj
-from compactor.actions.objects import ObjectView
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import ObjectView
 from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope
 
 NAME_LABEL = "kubernetes.io/metadata.name"

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from compactor.actions import annotations as ann
-from compactor.actions import events
-from compactor.actions.client import Obj
-from compactor.actions.patching import patch_fresh
-from compactor.actions.planned_pod import current_pod
-from compactor.actions.refusals import refuse
+from compactor.actions.cluster import events
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
 from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.services.planned_pod import current_pod
+from compactor.actions.services.refusals import refuse
 
 log = logging.getLogger("compactor.executor")
 

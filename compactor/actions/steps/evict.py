@@ -17,18 +17,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from compactor.actions import events, surge
 from compactor.actions.checks.recheck import Checked, recheck
 from compactor.actions.checks.retarget import another_target
-from compactor.actions.client import EvictionOutcome, Obj
-from compactor.actions.objects import ObjectView, PodView
-from compactor.actions.owners import owner_pods, owner_selector
-from compactor.actions.planned_pod import current_pod
-from compactor.actions.pods import controller_uid, grace_seconds, pdbs_selecting
-from compactor.actions.refusals import refuse
-from compactor.actions.retry import Backoff
+from compactor.actions.cluster import events
+from compactor.actions.cluster.owners import owner_pods, owner_selector
+from compactor.actions.cluster.pods import controller_uid, grace_seconds, pdbs_selecting
+from compactor.actions.cluster.retry import Backoff
+from compactor.actions.cluster.state import InFlight, Surge
+from compactor.actions.port.client import EvictionOutcome, Obj
+from compactor.actions.port.objects import ObjectView, PodView
 from compactor.actions.run import Abort, AbortReason, NoRoom, Run, StopHere
-from compactor.actions.state import InFlight, Surge
+from compactor.actions.services import surge
+from compactor.actions.services.planned_pod import current_pod
+from compactor.actions.services.refusals import refuse
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")

@@ -8,15 +8,15 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from compactor.actions import annotations as ann
-from compactor.actions import events
 from compactor.actions.checks.drained import await_drained
+from compactor.actions.cluster import events
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.cluster.pods import pod_key
+from compactor.actions.cluster.retry import Backoff, until_deadline
+from compactor.actions.cluster.state import STATE_CONFIGMAP, Phase
 from compactor.actions.fences import unfence
-from compactor.actions.patching import patch_fresh
-from compactor.actions.pods import pod_key
-from compactor.actions.retry import Backoff, until_deadline
+from compactor.actions.port import annotations as ann
 from compactor.actions.run import Run
-from compactor.actions.state import STATE_CONFIGMAP, Phase
 from compactor.errors import ClusterError
 
 log = logging.getLogger("compactor.executor")

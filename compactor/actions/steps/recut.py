@@ -2,19 +2,19 @@
 
 Drained -> relabelled ``nvidia.com/mig.config`` -> mig-manager reports ``success`` with the new
 slices in allocatable; or ``failed``/timeout: the node stays fenced and marked for an operator,
-with a Warning Event, never retried in a loop (``actions/recut_failure.py``).
+with a Warning Event, never retried in a loop (``actions/services/recut_failure.py``).
 """
 
 from __future__ import annotations
 
-from compactor.actions import annotations as ann
-from compactor.actions import events
-from compactor.actions import migmanager as mig
 from compactor.actions.checks.drained import await_drained, gpu_pods_holding
-from compactor.actions.client import Obj
-from compactor.actions.patching import patch_fresh
-from compactor.actions.recut_failure import leave_for_operator
+from compactor.actions.cluster import events
+from compactor.actions.cluster import migmanager as mig
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
 from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.services.recut_failure import leave_for_operator
 from compactor.planner.plan import MigRepartition
 
 

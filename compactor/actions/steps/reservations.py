@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from compactor.actions import annotations as ann
-from compactor.actions import events
 from compactor.actions.checks.drained import gpu_pods_holding
-from compactor.actions.client import Obj
-from compactor.actions.objects import PodView
-from compactor.actions.patching import patch_fresh
-from compactor.actions.pods import is_terminating
+from compactor.actions.cluster import events
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.cluster.pods import is_terminating
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import PodView
 from compactor.actions.run import Run
 
 log = logging.getLogger("compactor.executor")

@@ -11,12 +11,12 @@ import functools
 import logging
 from collections.abc import Callable
 
-from compactor.actions import events
+from compactor.actions.cluster import events
+from compactor.actions.cluster.state import STATE_CONFIGMAP, Phase
 from compactor.actions.fences import unfence
-from compactor.actions.recut_failure import midway
 from compactor.actions.run import Run
-from compactor.actions.state import STATE_CONFIGMAP, Phase
-from compactor.actions.surge import undo
+from compactor.actions.services.recut_failure import midway
+from compactor.actions.services.surge import undo
 
 log = logging.getLogger("compactor.executor")
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from compactor.actions import annotations as ann
-from compactor.actions import events
-from compactor.actions.client import Obj
-from compactor.actions.devices import note_devices
+from compactor.actions.cluster import events
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.cluster.pods import is_bound, is_terminating
 from compactor.actions.fences import release
-from compactor.actions.objects import PodView
-from compactor.actions.patching import patch_fresh
-from compactor.actions.pods import is_bound, is_terminating
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import PodView
 from compactor.actions.run import Run
+from compactor.actions.services.devices import note_devices
 from compactor.errors import ClusterError
 from compactor.planner.plan import Placement
 

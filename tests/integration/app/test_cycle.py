@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compactor.actions.client import ClusterClient
 from compactor.actions.dryrun import RecordingClient
+from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport
-from compactor.actions.report import RunReport
+from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried
 from compactor.app.cycle import Held, Ports, cycle

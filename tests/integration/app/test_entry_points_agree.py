@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor
-from compactor.actions.report import RunReport
+from compactor.actions.services.report import RunReport
 from compactor.app.invocation import Invocation
 from compactor.app.reading import load_for_planning
 from compactor.app.sources import SnapshotSource, example_path

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from compactor.actions.cluster.scope import measured_nodes
+from compactor.actions.cluster.state import RunState
 from compactor.actions.executor import Executor
-from compactor.actions.scope import measured_nodes
-from compactor.actions.state import RunState
 from tests.builders import node, pod
 from tests.fakecluster import FakeCluster
 from tests.scenarios.executor import Obj, assert_clean, make_plan, run

@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 import pytest
 
-from compactor.actions import annotations as ann
-from compactor.actions.fencing import FencedClient, LeadershipLost
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
+from compactor.actions.services.fencing import FencedClient, LeadershipLost
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import RunSettings
 from tests.builders import pdb, pod

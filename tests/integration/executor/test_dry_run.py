@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from compactor.actions import annotations as ann
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.dryrun.calls import RecordedCall
 from compactor.actions.executor import Executor
-from compactor.actions.report import RunReport
+from compactor.actions.port import annotations as ann
+from compactor.actions.services.report import RunReport
 from compactor.clock import SimulatedClock
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import RunSettings

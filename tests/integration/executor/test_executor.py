@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import pytest
 
-from compactor.actions import annotations as ann
 from compactor.actions.executor import Progress
+from compactor.actions.port import annotations as ann
 from compactor.app.plan_document import build_plan
 from compactor.planner.request import PlanRequest
 from compactor.settings import CapsSettings

@@ -19,9 +19,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from compactor.actions.outcome import physical_gpus, whole_free_gpu_nodes
-from compactor.actions.owners import controller_ref
-from compactor.actions.pods import (
+from compactor.actions.cluster.owners import controller_ref
+from compactor.actions.cluster.pods import (
     controller_uid,
     grace_seconds,
     is_bound,
@@ -31,6 +30,7 @@ from compactor.actions.pods import (
     pod_key,
     requests_gpu,
 )
+from compactor.actions.outcome import physical_gpus, whole_free_gpu_nodes
 from compactor.actions.steering.pin import steered_to
 from compactor.actions.steering.room import plan_hold
 from compactor.kube import lean as lean_module

@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from compactor.actions.cluster.state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover
-from compactor.actions.report import RunReport
-from compactor.actions.state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
-from compactor.actions.surge import OPT_IN, SURGE_NOTE, SURGED_BY
+from compactor.actions.services.report import RunReport
+from compactor.actions.services.surge import OPT_IN, SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import RunSettings
 from tests.builders import node, pod

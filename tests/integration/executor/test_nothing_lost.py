@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.actions import annotations as ann
+from compactor.actions.cluster.state import decode_plan
 from compactor.actions.executor import Executor
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
-from compactor.actions.state import decode_plan
 from tests.builders import node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import (

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from compactor.actions import annotations as ann
+from compactor.actions.cluster.state import InFlight, Phase, RunState, Surge, encode_plan
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
-from compactor.actions.state import InFlight, Phase, RunState, Surge, encode_plan
-from compactor.actions.surge import SURGE_NOTE, SURGED_BY
+from compactor.actions.services.surge import SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan, Metadata, Move, SolverReport
 from tests.builders import node, pod
 from tests.fakecluster import FakeCluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from compactor.actions import annotations as ann
+from compactor.actions.port import annotations as ann
 from tests.fakecluster import FakeCluster, Obj
 from tests.scenarios.executor import SETTINGS, assert_clean, make_plan, run, setup
 from tests.scenarios.steering import spare_node_beside_a_freeable_one

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.actions.client import Obj
 from compactor.actions.executor import Executor
+from compactor.actions.port.client import Obj
 from compactor.actions.recovery import recover
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.movability import SAFE_TO_EVICT_ANNOTATION, Unmovable

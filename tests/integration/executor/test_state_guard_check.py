@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from compactor.actions import state_guard
-from compactor.actions.state_guard import STATE_GUARD, GuardMismatch, check_state_guard, judge, read_guard
+from compactor.actions.cluster import state_guard
+from compactor.actions.cluster.state_guard import STATE_GUARD, GuardMismatch, check_state_guard, judge, read_guard
 from tests.fakecluster import FakeCluster
 from tests.scenarios.controller import make_controller
 from tests.scenarios.steering import node_drained_for_a_pending_pod

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from compactor.actions import annotations as ann
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import (

@@ -4,7 +4,7 @@ aborting), one eviction at a time per owner and per PodDisruptionBudget, a budge
 since planning skipped, and the stop asked before each eviction (the disruption window closing).
 
 What the re-check before each eviction refuses is ``test_recheck.py``; make-before-break moves
-(``actions/surge.py``) are ``test_make_before_break.py``.
+(``actions/services/surge.py``) are ``test_make_before_break.py``.
 
 Against the fake cluster (``tests/fakecluster/``) in simulated time: each scenario is planned by the real
 planner, or by hand (``hand_plan``), and carried out by ``Executor`` through the ``ClusterClient`` interface. The
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from compactor.actions.client import EvictionOutcome, EvictionResult
 from compactor.actions.executor import Executor, Progress
+from compactor.actions.port.client import EvictionOutcome, EvictionResult
 from tests.fakecluster import FakeCluster
 from tests.scenarios.executor import (
     PLANNER,

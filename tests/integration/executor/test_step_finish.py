@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from compactor.actions import annotations as ann
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
 from compactor.errors import ClusterError
 from tests.fakecluster import EPOCH, FakeCluster

@@ -1,6 +1,6 @@
 """The re-cut step (``compactor/actions/steps/recut.py``): the executor drives mig-manager: drain, relabel
 ``nvidia.com/mig.config``, wait for ``success`` and the new slices, then place the pending pods the node was cut for; on
-``failed`` or a timeout the node stays cordoned for an operator (``actions/recut_failure.py``), never retried. Also a
+``failed`` or a timeout the node stays cordoned for an operator (``actions/services/recut_failure.py``), never retried. Also a
 re-cut in a dry run, resumed after a crash, interrupted by a rollback, and a node mid re-cut whose run state was lost.
 
 The fake cluster plays mig-manager (``FakeMigManager``): ``pending`` at once, ``success`` or ``failed`` after a while,
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from compactor.actions import annotations as ann
 from compactor.actions.executor import Executor
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
-from compactor.actions.report import RunReport
+from compactor.actions.services.report import RunReport
 from compactor.app.plan_document import build_plan
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.plan import CompactionPlan

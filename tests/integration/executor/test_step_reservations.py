@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from compactor.actions import annotations as ann
 from compactor.actions.executor import Executor
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
 from compactor.clock import Interrupted, StoppableClock
 from tests.builders import pod

@@ -12,7 +12,7 @@ scenarios and helpers (``setup``, ``run``, ``assert_clean``, ...) live in ``test
 
 from __future__ import annotations
 
-from compactor.actions import annotations as ann
+from compactor.actions.port import annotations as ann
 from tests.fakecluster import FakeCluster
 from tests.scenarios.executor import assert_clean, evict_calls, make_plan, run
 from tests.scenarios.steering import spare_node_beside_a_freeable_one

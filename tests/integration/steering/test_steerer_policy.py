@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from compactor.actions import annotations as ann
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor, Progress
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
 from compactor.actions.steering.detect import choose
 from compactor.actions.steering.pin import STEERED_TO

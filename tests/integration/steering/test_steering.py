@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.actions import annotations as ann
 from compactor.actions.executor import Progress
+from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
 from tests.builders import pod
 from tests.fakecluster import Crash, FakeCluster

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.actions import annotations as ann
+from compactor.actions.port import annotations as ann
 from compactor.actions.steering.detect import choose, steerability_of
 from compactor.actions.steering.evidence import EVIDENCE_LASTS
 from compactor.actions.steering.pin import NOT_IN_EFFECT

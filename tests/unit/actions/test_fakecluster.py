@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import pytest
 
-from compactor.actions.client import ClusterClient, EvictionOutcome, EvictionResult, ObjectRef
+from compactor.actions.port.client import ClusterClient, EvictionOutcome, EvictionResult, ObjectRef
 from compactor.clock import Clock
 from compactor.errors import ClusterError
 from tests.builders import job, node, pdb, pod

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import compactor
-from compactor.actions.client import ClusterClient
+from compactor.actions.port.client import ClusterClient
 
 ROOT = Path(compactor.__file__).parent
 POD_DELETE_API = re.compile(r"delete_(collection_)?namespaced_pod(_with_http_info)?$|delete_pod$", re.IGNORECASE)

@@ -1,11 +1,11 @@
-"""The typed views of live objects (``compactor/actions/objects.py``): what they read of a pod or node as the API sends
+"""The typed views of live objects (``compactor/actions/port/objects.py``): what they read of a pod or node as the API sends
 it, the API's defaults for what is unset, and the same answers as the planner's model for the facts both ask."""
 
 from __future__ import annotations
 
 import pytest
 
-from compactor.actions.objects import NodeView, ObjectView, PodView
+from compactor.actions.port.objects import NodeView, ObjectView, PodView
 from compactor.model.parse import parse_pod
 from tests.builders import node, pod
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from compactor.actions.annotations import FENCE_TAINT_PREFIX, OUR_ANNOTATIONS, STATE_CONFIGMAP
+from compactor.actions.cluster.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
+from compactor.actions.cluster.owners import DELETION_COST
 from compactor.actions.memory import HISTORY_CONFIGMAP
-from compactor.actions.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
-from compactor.actions.owners import DELETION_COST
+from compactor.actions.port.annotations import FENCE_TAINT_PREFIX, OUR_ANNOTATIONS, STATE_CONFIGMAP
+from compactor.actions.services.surge import SURGE_NOTE, SURGED_BY
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
-from compactor.actions.surge import SURGE_NOTE, SURGED_BY
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.settings import Settings
@@ -102,7 +102,7 @@ def test_the_pod_and_scale_guards_hold_the_service_account_to_what_a_move_writes
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """manifests/guard: pod UPDATEs and Deployment scales by the base's service account only; the keys they let it write
-    are the ones compactor/actions/surge.py and steps/steer.py write. tests/e2e/test_guard_policies.py sends every such
+    are the ones compactor/actions/services/surge.py and steps/steer.py write. tests/e2e/test_guard_policies.py sends every such
     patch, and each forbidden change, to a real kube-apiserver."""
     account = one_object(BASE, "ServiceAccount")["metadata"]
     itself = [f"request.userInfo.username == 'system:serviceaccount:{account['namespace']}:{account['name']}'"]

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from compactor.actions import annotations as ann
-from compactor.actions import migmanager as mig
-from compactor.actions.client import EvictionOutcome, EvictionResult, ObjectRef
+from compactor.actions.cluster import migmanager as mig
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
 from compactor.actions.dryrun.calls import describe, describe_node_patch
 from compactor.actions.outcome import Outcome
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import EvictionOutcome, EvictionResult, ObjectRef
 from compactor.cli import main
 from compactor.render.run import outcome_text as _outcome_text
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from compactor.actions.objects import NodeView
+from compactor.actions.port.objects import NodeView
 
 CORDONED_BY = "compactor.io/cordoned-by"
 PLAN_ID = "compactor.io/plan-id"

@@ -1,9 +1,9 @@
-"""What the executor and recovery ask of live pods and PDBs, through their typed views (``actions/objects.py``)."""
+"""What the executor and recovery ask of live pods and PDBs, through their typed views (``actions/port/objects.py``)."""
 
 from __future__ import annotations
 
-from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.objects import ObjectView, PodView
+from compactor.actions.port.client import ClusterClient, Obj
+from compactor.actions.port.objects import ObjectView, PodView
 from compactor.model.parse import parse_label_selector
 from compactor.model.requests import effective_requests
 from compactor.model.resources import is_gpu_resource

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.objects import ObjectView
-from compactor.actions.pods import controller_uid
+from compactor.actions.cluster.pods import controller_uid
+from compactor.actions.port.client import ClusterClient, Obj
+from compactor.actions.port.objects import ObjectView
 from compactor.errors import ClusterError
 
 SELECTOR_KINDS = ("ReplicaSet", "StatefulSet")  # apps/v1 owners whose spec.selector is read

@@ -24,7 +24,7 @@ The guards that hold whatever the timing are on the objects themselves:
   retries, a recovery that found no state and releases orphan fences) only the Lease check stands
   in the way;
 * node patches carry the resourceVersion of the read they were built from
-  (``actions/patching.py``): a late patch never overwrites a change made since (``spec.taints`` is
+  (``actions/cluster/patching.py``): a late patch never overwrites a change made since (``spec.taints`` is
   replaced whole); on 409 the node is read again and the patch rebuilt from what it shows, or
   dropped (a release removes only a fence that is still ours). That keeps a late patch consistent
   with the node; it does not stop a late actor from patching;
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compactor.actions.client import ClusterClient, EvictionResult, Obj, ObjectRef, T
+from compactor.actions.port.client import ClusterClient, EvictionResult, Obj, ObjectRef, T
 from compactor.errors import ClusterError
 
 

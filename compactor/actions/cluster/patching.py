@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compactor.actions.client import ClusterClient, Obj
-from compactor.actions.objects import ObjectView
+from compactor.actions.port.client import ClusterClient, Obj
+from compactor.actions.port.objects import ObjectView
 from compactor.errors import ClusterError
 
 CONFLICT_RETRIES = 5

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from compactor.actions import annotations as ann
-from compactor.actions import events
-from compactor.actions import migmanager as mig
-from compactor.actions.patching import patch_fresh
+from compactor.actions.cluster import events
+from compactor.actions.cluster import migmanager as mig
+from compactor.actions.cluster.patching import patch_fresh
+from compactor.actions.port import annotations as ann
 from compactor.actions.run import Run
 from compactor.planner.plan import MigRepartition
 

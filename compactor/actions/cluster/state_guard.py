@@ -20,7 +20,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from compactor.actions.client import ClusterClient, Obj
+from compactor.actions.port.client import ClusterClient, Obj
 from compactor.errors import ClusterError, CompactorError
 
 log = logging.getLogger("compactor.guards")

@@ -14,9 +14,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from compactor.actions import annotations as ann
-from compactor.actions.client import Obj
-from compactor.actions.objects import NodeView
+from compactor.actions.port import annotations as ann
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import NodeView
 from compactor.model.gpu import MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL
 from compactor.model.quantity import parse_resource_list
 from compactor.model.resources import is_gpu_resource

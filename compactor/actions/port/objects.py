@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from compactor.actions.client import Obj
+from compactor.actions.port.client import Obj
 from compactor.model.pod_facts import TERMINATED_PHASES, grace_seconds, holds_its_node, is_ready
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from compactor.actions.client import Obj
-from compactor.actions.objects import ObjectView, PodView
-from compactor.actions.pods import pod_key
+from compactor.actions.cluster.pods import pod_key
+from compactor.actions.port.client import Obj
+from compactor.actions.port.objects import ObjectView, PodView
 from compactor.actions.run import Run
 from compactor.errors import ClusterError
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from compactor.actions.annotations import STATE_CONFIGMAP
+from compactor.actions.port.annotations import STATE_CONFIGMAP
 from compactor.planner.plan import CompactionPlan
 
 __all__ = [
@@ -76,7 +76,7 @@ PHASES: dict[Phase, Resume] = {
 
 
 class Surge(BaseModel):
-    """A make-before-break move under way (``actions/surge.py``): what a restarted process needs to finish or undo it."""
+    """A make-before-break move under way (``actions/services/surge.py``): what a restarted process needs to finish or undo it."""
 
     model_config = ConfigDict(extra="ignore")
 

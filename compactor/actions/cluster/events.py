@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compactor.actions.client import ObjectRef
+from compactor.actions.port.client import ObjectRef
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,2 @@
+"""Services the executor's steps share: the make-before-break surge, devices, where a replacement is planned, refusals,
+a failed re-cut, the measurements before and after, the run's report, the Lease-fenced client."""
