@@ -23,7 +23,7 @@ from compactor.metrics.fragmentation import (
 )
 from compactor.planner.compose import Composed, compose
 from compactor.planner.pending import left_pending
-from compactor.planner.plan import CompactionPlan, PendingNote, apply_plan
+from compactor.planner.plan import CompactionPlan, Measures, apply_plan
 from compactor.planner.request import PlanRequest
 
 
@@ -43,15 +43,5 @@ def _documented(composed: Composed, before: dict[str, Any], began: float) -> Com
     free_after = {n.name: n.free.as_dict() for n in after.nodes}
     left = left_pending(composed.problem, composed.placed, free_after, held_by_node(cpu_pods_on_gpu_nodes(planned)))
     after_figures = figures_to_dict(after)
-    plan = composed.plan
-    return plan.model_copy(
-        update={
-            "before": before,
-            "after": after_figures,
-            "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in left.items()],
-            "figure_notes": ratio_notes(
-                before.get("cluster", {}), after_figures.get("cluster", {}), len(plan.placed_pending)
-            ),
-            "solver": plan.solver.model_copy(update={"plan_seconds": round(time.monotonic() - began, 3)}),
-        }
-    )
+    notes = ratio_notes(before.get("cluster", {}), after_figures.get("cluster", {}), len(composed.plan.placed_pending))
+    return composed.plan.measured(Measures(before, after_figures, left, notes, time.monotonic() - began))

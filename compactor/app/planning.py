@@ -32,7 +32,7 @@ from compactor.metrics.fragmentation import ReferenceShape
 from compactor.model.migparted import find_mig_parted, problems
 from compactor.model.types import Snapshot
 from compactor.planner.mig_advice import advise
-from compactor.planner.plan import CompactionPlan, SteeringNote
+from compactor.planner.plan import Advice, CompactionPlan, SteeringNote
 from compactor.planner.recut import mig_parted_for
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.history import Restraints
@@ -106,11 +106,17 @@ def offline_steerability(settings: Settings) -> Steerability:
 def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) -> CompactionPlan:
     """``plan`` with its steering note saying where a run steering by holds would stop (``max_holds_per_move``), when the
     run would steer by holds: the cluster chose it, or a plan of a snapshot leaves it to the run (``auto``, ``holds``)."""
+    stops = holds_wall(plan, snapshot, settings)
+    return plan.told(stops=stops)
+
+
+def holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) -> str:
+    """Where a run steering by holds would stop ``plan`` ("" when it would not stop, or would not steer by holds)."""
     mechanism = plan.steering.mechanism
     if mechanism not in ("holds", "auto") or (
         mechanism == "auto" and settings.steering.mechanism not in ("auto", "holds")
     ):
-        return plan
+        return ""
     wall = first_wall(
         snapshot.nodes,
         snapshot.pods,
@@ -119,9 +125,8 @@ def with_holds_wall(plan: CompactionPlan, snapshot: Snapshot, settings: Settings
         caps=settings.caps,
     )
     if wall is None:
-        return plan
-    stops = wall.says() if mechanism == "holds" else f"if the steering policy is not installed, {wall.says()}"
-    return plan.model_copy(update={"steering": plan.steering.model_copy(update={"stops": stops})})
+        return ""
+    return wall.says() if mechanism == "holds" else f"if the steering policy is not installed, {wall.says()}"
 
 
 def mig_advice(snapshot: Snapshot, settings: Settings) -> tuple[list[dict[str, Any]], str | None]:
@@ -141,14 +146,6 @@ def mig_advice(snapshot: Snapshot, settings: Settings) -> tuple[list[dict[str, A
         for problem in problems(config):
             log.warning(problem)
     return advice, None
-
-
-def with_advice(plan: CompactionPlan, snapshot: Snapshot, settings: Settings) -> CompactionPlan:
-    """``plan`` with the MIG layout advice (``plan --explain-mig``), and a warning when there is none to give."""
-    advice, unavailable = mig_advice(snapshot, settings)
-    return plan.model_copy(
-        update={"mig_advice": advice, "warnings": [*plan.warnings, *([unavailable] if unavailable else [])]}
-    )
 
 
 class Solving(Protocol):
@@ -195,12 +192,8 @@ def plan_for_command(inv: Invocation, *, explain_mig: bool, solving: Callable[[]
             stage=watch.stage,
             restraints=restraints(inv, datetime.now(UTC)),
         )
-    if explain_mig:
-        plan = with_advice(plan, snapshot, settings)
-    if steering is not None:
-        plan = plan.model_copy(update={"steering": steering})
+    advice = Advice(*mig_advice(snapshot, settings)) if explain_mig else None
+    plan = with_holds_wall(plan.told(steering=steering, advice=advice), snapshot, settings)
     windows = settings.disruption.windows
     window = window_state(windows, datetime.now(UTC)) if windows else None
-    return Planned(
-        with_holds_wall(plan, snapshot, settings), snapshot, shapes, (window.open, window.why) if window else None
-    )
+    return Planned(plan, snapshot, shapes, (window.open, window.why) if window else None)

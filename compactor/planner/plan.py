@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -439,6 +440,52 @@ class CompactionPlan(_Doc):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, mode="json"), indent=2) + "\n"
+
+    def measured(self, measures: Measures) -> CompactionPlan:
+        """The plan with what the figures say of it (``app.plan_document`` measures it: the planner reads no figure)."""
+        return self.model_copy(
+            update={
+                "before": measures.before,
+                "after": measures.after,
+                "pending_not_placed": [PendingNote(pod=k, reason=v) for k, v in measures.pending.items()],
+                "figure_notes": measures.notes,
+                "solver": self.solver.model_copy(update={"plan_seconds": round(measures.plan_seconds, 3)}),
+            }
+        )
+
+    def told(
+        self, *, steering: SteeringNote | None = None, stops: str = "", advice: Advice | None = None
+    ) -> CompactionPlan:
+        """The plan with what a command learnt beside it: the steering the cluster offers, where a run steering by holds
+        would stop (``stops``), and the MIG layout advice of ``plan --explain-mig`` (a warning when none)."""
+        update: dict[str, Any] = {}
+        if steering is not None or stops:
+            note = steering or self.steering
+            update["steering"] = note.model_copy(update={"stops": stops}) if stops else note
+        if advice is not None:
+            update["mig_advice"] = advice.pools
+            update["warnings"] = [*self.warnings, *([advice.unavailable] if advice.unavailable else [])]
+        return self.model_copy(update=update) if update else self
+
+
+@dataclass(frozen=True)
+class Measures:
+    """What the figures say of a plan: the cluster before and after it (``report --output json``'s figures), why each
+    pending GPU pod it leaves stays pending, the notes on the ratios, and how long planning took."""
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    pending: Mapping[str, str]
+    notes: dict[str, str]
+    plan_seconds: float
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The MIG layout advice per pool (``plan --explain-mig``), or why there is none."""
+
+    pools: list[dict[str, Any]]
+    unavailable: str | None = None
 
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
