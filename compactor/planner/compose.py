@@ -21,7 +21,6 @@ from compactor.model.migparted import Layouts
 from compactor.model.shapes import ReferenceShape, judged_shapes
 from compactor.model.types import Snapshot
 from compactor.planner.budget_cut import cut_to_budgets
-from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.document import Outcome, Searched, document
 from compactor.planner.objective import Assignment, empty_nodes
 from compactor.planner.partitions import plan_partitions
@@ -136,17 +135,7 @@ def _decide(request: PlanRequest, problem: Problem, searched: Searched) -> Outco
     recuts: list[Recut] = []
     cut, chosen = list(searched.cut), searched.chosen
     if settings.mig.repartition and request.mig_parted is not None and searched.chosen is not None:
-        chosen, moves, placements, recuts = _recut_step(
-            problem,
-            request.mig_parted,
-            searched.points,
-            searched.chosen,
-            moves,
-            placements,
-            settings,
-            request.clock,
-            cut,
-        )
+        chosen, moves, placements, recuts = _recut_step(problem, request, searched, (moves, placements), cut)
         if settings.mig.rebalance_min_gain is not None:
             idle = plan_rebalance(
                 problem, request.mig_parted, moves, placements, recuts, request.shapes, settings.mig.rebalance_min_gain
@@ -174,15 +163,11 @@ def _empty_note(settings: PlannerSettings, note: str) -> str:
 RECUT_STEP_POINTS = 20  # further points of the curve tried for a node to re-cut
 
 
-def _recut_step(  # noqa: PLR0913
+def _recut_step(
     problem: Problem,
-    parted: Layouts,
-    points: list[Point],
-    chosen: Point,
-    moves: list[ConcreteMove],
-    placements: list[ConcretePlacement],
-    settings: PlannerSettings,
-    clock: Deadline,
+    request: PlanRequest,
+    searched: Searched,
+    concrete: tuple[list[ConcreteMove], list[ConcretePlacement]],
     cut: list[str],
 ) -> tuple[Point, list[ConcreteMove], list[ConcretePlacement], list[Recut]]:
     """Re-cuts at the chosen point; when pending MIG pods wait and the point frees no node to cut for them, the
@@ -190,12 +175,16 @@ def _recut_step(  # noqa: PLR0913
     Each re-cut counts ``recut_cost_moves`` against ``max_moves``: a step that would pass the cap is not taken. When
     none fits beside the chosen point's moves, re-cuts of nodes already whole-free, with no move at all, are taken
     instead if they place more pending pods than the chosen point does (``_recuts_alone``). Further points are tried
-    while the time limit (``clock``) lasts."""
+    while the request's time limit lasts. ``concrete``: the chosen point's moves and placements."""
+    moves, placements = concrete
+    settings, parted, chosen = problem.settings, request.mig_parted, searched.chosen
+    assert parted is not None and chosen is not None  # _decide takes the step only with layouts and a chosen point
     recuts = _affordable(plan_recuts(problem, parted, moves, placements), len(moves), settings)
     if recuts or not waiting_mig_pods(problem, placements):
         return chosen, moves, placements, recuts
-    for tried, point in enumerate([p for p in points if p.freed_gpus > chosen.freed_gpus][:RECUT_STEP_POINTS]):
-        if clock.expired():
+    further = [p for p in searched.points if p.freed_gpus > chosen.freed_gpus]
+    for tried, point in enumerate(further[:RECUT_STEP_POINTS]):
+        if request.clock.expired():
             cut.append(f"re-cut step: {tried} further point(s) of the curve tried before the time limit")
             break
         assignment = plan_of(point)
@@ -207,7 +196,7 @@ def _recut_step(  # noqa: PLR0913
     if not alone:
         return chosen, moves, placements, []
     unmoved = Point(0, 0, 0, 0, "OPTIMAL", 0, Assignment.unchanged(problem))
-    points.insert(0, unmoved)  # the no-move point joins the curve's rows, the re-cut step's row after it
+    searched.points.insert(0, unmoved)  # the no-move point joins the curve's rows, the re-cut step's row after it
     return unmoved, [], [], alone
 
 
