@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from compactor.planner import cpsat
 from compactor.planner.budget_cut import point_within_budgets
 from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.document import Searched
@@ -85,6 +86,11 @@ def search(request: PlanRequest, problem: Problem, built: float) -> Searched:
     if result.restricted:
         _whole_cluster_bounds(points, problem)
     enough = enough_time_limit(before + result.greedy_seconds, built) if result.unbuilt else None
+    if clock.wall_capped:
+        cut.append(
+            f"{clock.wall_capped} solve(s) on the deterministic clock stopped at their wall-clock safety cap "
+            f"({cpsat.WALL_CAP:g}x their limit): on a faster or idler machine this plan may differ"
+        )
     return Searched(result, points, chosen, note, held_by, moves_bound, time.monotonic() - started, tuple(cut), enough)
 
 

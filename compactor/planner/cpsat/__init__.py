@@ -39,7 +39,12 @@ __all__ = [
     "weighted_sum",
 ]
 
-WALL_CAP = 10.0  # deterministic runs: a wall-clock safety cap, this many times the deterministic limit (+1 s)
+# Deterministic runs: a wall-clock safety cap, this many times the deterministic limit (+ WALL_FLOOR s), so that a
+# solve cannot run for ever; it must not bind on an ordinary machine, or the plan would depend on the machine's speed:
+# a 0.5 s bound's solve at 400 nodes took 8.5-9.1 s of wall clock with the other core busy (10x + 1 s cut it at 6 s,
+# and the plan changed between runs). A solve the cap stops is counted (``Deadline.wall_capped``) and the plan says so.
+WALL_CAP = 60.0
+WALL_FLOOR = 1.0
 
 OPTIMAL = "OPTIMAL"
 FOUND = frozenset({OPTIMAL, "FEASIBLE"})  # statuses that come with a solution
@@ -87,11 +92,17 @@ def solve(model: CpModel, deadline: Deadline, seconds: float, *, workers: int | 
     if deadline.deterministic:
         params.interleave_search = True
         params.max_deterministic_time = seconds
-        params.max_time_in_seconds = WALL_CAP * seconds + 1.0
+        params.max_time_in_seconds = WALL_CAP * seconds + WALL_FLOOR
     else:
         params.max_time_in_seconds = seconds
     status = solver.solve(model)
     deadline.spend(solver.deterministic_time)
+    if (
+        deadline.deterministic
+        and solver.wall_time >= params.max_time_in_seconds
+        and solver.deterministic_time < seconds
+    ):
+        deadline.capped_by_wall()
     return Solved(solver.status_name(status), solver)
 
 

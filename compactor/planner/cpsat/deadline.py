@@ -29,6 +29,7 @@ class OutOfTime(Exception):
 @dataclass
 class _Spent:
     deterministic_seconds: float = 0.0
+    wall_capped: int = 0  # deterministic solves stopped by their wall-clock safety cap (``cpsat.solve``)
 
 
 @dataclass
@@ -71,6 +72,15 @@ class Deadline:
         return Deadline(
             min(seconds, self.remaining()), self.workers, self.seed, self.deterministic, self._spent, self.now()
         )
+
+    @property
+    def wall_capped(self) -> int:
+        """Solves on the deterministic clock that the wall-clock safety cap stopped first: their results, and so the
+        plan, may differ on a faster or idler machine."""
+        return self._spent.wall_capped
+
+    def capped_by_wall(self) -> None:
+        self._spent.wall_capped += 1
 
     def spend(self, deterministic_seconds: float) -> None:
         """Charge a solve's deterministic time (``cpsat.solve`` does, after every solve)."""

@@ -16,6 +16,7 @@ import pytest
 
 from compactor.app.plan_document import build_plan
 from compactor.cli import main
+from compactor.planner import cpsat
 from compactor.planner.cpsat.deadline import Deadline, OutOfTime
 from compactor.planner.cpsat.levels import LevelResult
 from compactor.planner.cpsat.variables import make_variables
@@ -217,3 +218,18 @@ def test_levels_the_limit_cut_are_not_called_unproven_when_the_bounds_prove_the_
     unproven = _proven_by_the_bounds(moves_bound=0)
     assert unproven.status == "FEASIBLE"
     assert "level(s) freedGpus, moveCost not solved (the incumbent stands, unproven)" in unproven.note
+
+
+def test_a_deterministic_plan_says_when_the_wall_clock_cap_stopped_a_solve_and_so_may_differ_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deterministic clock's promise (same snapshot, settings and seed: same plan on any machine) holds only while
+    no solve reaches its wall-clock safety cap; a machine too slow or too busy for it gets the plan all the same, and
+    the note says it may differ on another."""
+    plain = _plan(_three_drainable(), time_limit_seconds=5, deterministic=True)
+    assert "safety cap" not in plain.solver.note
+    monkeypatch.setattr(cpsat, "WALL_CAP", 0.0)
+    monkeypatch.setattr(cpsat, "WALL_FLOOR", 0.0)  # every solve stops at once, on the wall clock
+    capped = _plan(_three_drainable(), time_limit_seconds=5, deterministic=True)
+    assert "stopped at their wall-clock safety cap" in capped.solver.note, capped.solver.note
+    assert "may differ" in capped.solver.note and capped.freed_gpus == 24  # greedy's plan, still valid
