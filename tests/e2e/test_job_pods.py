@@ -77,8 +77,12 @@ def batch_job(nodes: str, backoff_limit: int) -> Obj:
     }
 
 
-def bare_pod(nodes: str) -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "anchor"}, "spec": gpu_pod_spec(nodes)}
+def bare_pod(nodes: str, node: str) -> Obj:
+    """The bare pod, on ``node`` by its node selector: a cordon just made may not yet be in the scheduler's cache (under
+    load the pod once landed on the node cordoned a moment before)."""
+    spec = gpu_pod_spec(nodes)
+    spec["nodeSelector"] = {**spec["nodeSelector"], "kubernetes.io/hostname": node}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "anchor"}, "spec": spec}
 
 
 def pods(kube: Kube, namespace: str) -> list[Obj]:
@@ -137,7 +141,7 @@ def start(kube: Kube, namespace: str, run_id: str, names: list[str], backoff_lim
     wait_for(one_running(kube, namespace, "batch-", first), timeout=SETTLE_TIMEOUT, what="the Job's pod to run")
     cordon(kube, second, False)
     cordon(kube, first, True)
-    kube.core.create_namespaced_pod(namespace, bare_pod(run_id))
+    kube.core.create_namespaced_pod(namespace, bare_pod(run_id, second))
     wait_for(one_running(kube, namespace, "anchor", second), timeout=SETTLE_TIMEOUT, what="the bare pod to run")
     cordon(kube, first, False)
 
