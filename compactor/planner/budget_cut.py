@@ -43,11 +43,11 @@ def point_within_budgets(
     Each point tried is concretised (at 5,000 nodes half a second): points with more moves than ``cap`` evictions are
     refused unseen, and no point is tried when less time remains than the last one took."""
     cheaper = sorted((p for p in points if p.cost < chosen.cost), key=lambda p: (-p.usable_gpus, p.cost))
-    held = EvictionCap(cap).held if cap is not None and EvictionCap(cap).holds_back(chosen.moves) else ""
+    evictions = EvictionCap(cap) if cap is not None else None
+    held = evictions.held if evictions is not None and evictions.holds_back(chosen.moves) else ""
+    within = [p for p in [chosen, *cheaper] if evictions is None or not evictions.holds_back(p.moves)]
     took = 0.0
-    for point in [p for p in [chosen, *cheaper] if cap is None or not EvictionCap(cap).holds_back(p.moves)][
-        :BUDGET_POINTS
-    ]:
+    for point in within[:BUDGET_POINTS]:
         if deadline.remaining() <= took and not deadline.deterministic:
             break
         started = time.monotonic()

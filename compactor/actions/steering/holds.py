@@ -138,18 +138,13 @@ def _hold_plan(
     return hold_over((node for node, _ in nodes), used, mover, target=target, dra=run.log.dra_nodes), nodes
 
 
-def holds_limit(caps: CapsSettings) -> int:
-    """``caps.max_holds_per_move``: the nodes one move may hold, read here alone (the run's stop, the plan's wall and
-    the mechanism's words ask it)."""
-    return caps.max_holds_per_move
-
-
 def at_most(caps: CapsSettings) -> str:
-    return f"at most {holds_limit(caps)} node(s) per move"
+    """``caps.max_holds_per_move`` in words (read in this module alone: the run's stop, the plan's wall, these words)."""
+    return f"at most {caps.max_holds_per_move} node(s) per move"
 
 
 def _within_limit(run: Run, plan: Hold, why: str, target: str) -> None:
-    limit = holds_limit(run.settings.caps)
+    limit = run.settings.caps.max_holds_per_move
     if len(plan.rivals) > limit:
         raise StopHere(f"max_holds_per_move ({limit})", holds_detail(why, target, len(plan.rivals)))
 
@@ -188,7 +183,7 @@ def first_wall(
     """The first of ``moves`` a run steering by holds would stop at, as the snapshot shows the cluster (``nodes``,
     ``pods``): the moves before it carried out as planned, the nodes in ``fencing`` fenced (never held), each move's
     holds counted as ``choose_holds`` counts them. None when every move stays within ``max_holds_per_move``."""
-    limit = holds_limit(caps)
+    limit = caps.max_holds_per_move
     open_nodes = [n for n in nodes if n.name not in fencing]
     used = usage((p.node_name, p.requests) for p in pods if p.is_bound and not p.deletion_timestamp)
     by_key = {p.key: p for p in pods}

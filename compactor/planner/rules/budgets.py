@@ -190,14 +190,15 @@ class RunBudgets:
     def admit(self, cap: int | None = None) -> Admit:
         """Admits groups of source nodes while every budget holds, and (``cap``: ``caps.max_evictions_per_cycle``)
         their moves add up to at most ``cap``."""
+        eviction_cap = EvictionCap(cap) if cap is not None else None
         draining: Counter[str] = Counter()
         moving: Counter[str] = Counter()
         total = [0]
 
         def admit(group: Sequence[tuple[str, Sequence[Move]]]) -> str:
             evictions = sum(len(moves) for _, moves in group)
-            if cap is not None and EvictionCap(cap).holds_back(total[0] + evictions):
-                return EvictionCap(cap).held
+            if eviction_cap is not None and eviction_cap.holds_back(total[0] + evictions):
+                return eviction_cap.held
             pools = Counter(pool for node, _ in group if (pool := self.pool_of.get(node)) is not None)
             for pool, nodes in pools.items():
                 if pool in self.pool_cap and draining[pool] + nodes > self.pool_cap[pool][0]:
