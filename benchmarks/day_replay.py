@@ -264,6 +264,8 @@ class Day:
         self.mig_config = mig_config
         self.scheduler = KubeScheduler(nodes, profile=profile, seed=seed, extended=tuple(self.extended))
         self.weights = np.array(list(self.extended.values()), dtype=float)
+        # the scheduler's columns of MIG instances (a time-sliced replica is no MIG slice): the MIG idle rate's
+        self.mig_columns = [3 + i for i, name in enumerate(self.extended) if name.startswith("nvidia.com/mig-")]
         self.gpus = sum(physical_gpus(n) for n in nodes)
         self.layouts = [getattr(n, "layout", "") for n in nodes]  # each node's nvidia.com/mig.config, as re-cut
         self.load = load
@@ -534,10 +536,10 @@ class Day:
         self.figures.allocation.append(self.bound_gpus() / self.gpus)
         self.figures.whole_free.append(int(sum(physical_gpus(n) for i, n in enumerate(self.nodes) if not held[i])))
         self.figures.pending_gpus.append(round(sum(p.gpu_eq for p in self.queue.values())))
-        if self.extended:  # MIG instances only: a time-sliced replica is no MIG slice
-            mig = [3 + i for i, name in enumerate(self.extended) if name.startswith("nvidia.com/mig-")]
-            offered = self.scheduler.allocatable[:, mig].sum()
-            self.figures.mig_idle.append(1 - self.scheduler.used[:, mig].sum() / offered if offered else 0.0)
+        if self.mig_columns:
+            offered = self.scheduler.allocatable[:, self.mig_columns].sum()
+            used = self.scheduler.used[:, self.mig_columns].sum()
+            self.figures.mig_idle.append(1 - used / offered if offered else 0.0)
         self._sample_cpu_pods()
         if self.queue:
             self.figures.beyond_capacity_gpu_seconds += beyond_capacity(self) * SAMPLE_SECONDS
