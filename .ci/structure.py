@@ -4,7 +4,10 @@
   lower LARGE_ALLOWED when a module leaves it);
 * the top of the package holds only ``TOP_LEVEL`` files (and packages);
 * no function in ``compactor/app/`` or ``compactor/commands/`` over USE_CASE_LINES lines (a use case reads top to
-  bottom; what is longer is a stage of its own).
+  bottom; what is longer is a stage of its own);
+* issue [26]'s floor plan: at most WING_MODULES modules directly inside ``planner/`` and ``actions/`` (the rest in
+  their wings), no file-name prefix shared by PREFIX_FAMILY modules of one folder unless the folder has that name (a
+  family gets a folder), and at most REPEATED_NAMES file names repeated across packages.
 
 The complexity gates (ruff C901, PLR0913) and the paths ARCHITECTURE.md names (tests/unit/project/test_architecture_paths.py)
 are checked by their own tools; .ci/run runs them as steps of their own.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +29,9 @@ LARGE_ALLOWED = 6  # issue [20]: at most 6 modules over LARGE_LINES
 # clock.py: time as the executor and the controller's loop keep it (a stop interrupts either at its next wait)
 TOP_LEVEL = {"__init__.py", "cli.py", "clock.py", "errors.py", "logs.py", "py.typed", "statuses.py"}
 USE_CASE_LINES = 50
+WING_MODULES = 16
+PREFIX_FAMILY = 3
+REPEATED_NAMES = 10
 
 
 def lines(path: Path) -> int:
@@ -49,6 +56,28 @@ def problems() -> list[str]:
                     if length > USE_CASE_LINES:
                         where = path.relative_to(ROOT).as_posix()
                         found.append(f"{where}:{node.lineno}: {node.name} is {length} lines (at most {USE_CASE_LINES})")
+    return found + floor_plan(modules)
+
+
+def floor_plan(modules: list[Path]) -> list[str]:
+    found = []
+    for wing in ("planner", "actions"):
+        inside = [p for p in (PACKAGE / wing).glob("*.py") if p.name != "__init__.py"]
+        if len(inside) > WING_MODULES:
+            found.append(f"compactor/{wing}/: {len(inside)} modules directly inside (at most {WING_MODULES})")
+    for folder in sorted({p.parent for p in modules}):
+        prefixes = Counter(p.stem.split("_")[0] for p in folder.glob("*_*.py"))
+        found += [
+            f"{folder.relative_to(ROOT).as_posix()}/: {n} modules named {prefix}_* (a family gets a folder of its name)"
+            for prefix, n in sorted(prefixes.items())
+            if n >= PREFIX_FAMILY and prefix != folder.name
+        ]
+    names = Counter(p.name for p in modules if p.name != "__init__.py")
+    repeated = sorted(name for name, n in names.items() if n > 1)
+    if len(repeated) > REPEATED_NAMES:
+        found.append(
+            f"{len(repeated)} file names repeated across packages (at most {REPEATED_NAMES}): {', '.join(repeated)}"
+        )
     return found
 
 

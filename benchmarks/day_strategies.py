@@ -29,7 +29,7 @@ from typing import Any
 
 from day_replay import Day, Pod, physical_gpus
 
-from compactor.actions.cluster.scope import kept_fenced
+from compactor.actions.cluster.run_cut import kept_fenced
 from compactor.actions.steps.evict import batches
 from compactor.app.cycle import REPLANS_WHEN_STALE
 from compactor.app.figures import shapes_for

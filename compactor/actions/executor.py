@@ -16,18 +16,18 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from compactor.actions.checks.validate import plan_still_holds
-from compactor.actions.cluster.state import Phase, Resume, RunState
-from compactor.actions.outcome import Outcome, compare, dra_facts
+from compactor.actions.cluster.run_state import Phase, Resume, RunState
 from compactor.actions.port.client import ClusterClient
-from compactor.actions.run import Abort, AbortReason, Progress, Run, RunServices, StopHere
+from compactor.actions.run.context import Abort, AbortReason, Progress, Run, RunServices, StopHere
 from compactor.actions.services.measurement import measure
+from compactor.actions.services.outcome import Outcome, compare, dra_facts
 from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice, choose, steerer_for
 from compactor.actions.steps.await_replacement import await_replacement
 from compactor.actions.steps.cordon import fence_all
 from compactor.actions.steps.evict import evict_all
 from compactor.actions.steps.finish import finish
-from compactor.actions.steps.recut import recut_all
+from compactor.actions.steps.mig_recut import recut_all
 from compactor.actions.steps.reservations import await_reservations
 from compactor.actions.steps.rollback import roll_back
 from compactor.actions.steps.steer import place_all_pending

@@ -19,7 +19,7 @@ from compactor.actions.cluster import events
 from compactor.actions.cluster import migmanager as mig
 from compactor.actions.cluster.events import Event
 from compactor.actions.cluster.patching import patch_fresh
-from compactor.actions.cluster.state import Resume, RunState, StateUnreadable
+from compactor.actions.cluster.run_state import Resume, RunState, StateUnreadable
 from compactor.actions.cluster.trust import untrusted
 from compactor.actions.executor import Executor
 from compactor.actions.port import annotations as ann

@@ -10,15 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compactor.actions.executor import Executor, Progress
-from compactor.actions.memory import remember_run, reversals
 from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport, recover
+from compactor.actions.services.memory import remember_run, reversals
 from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.windows import window_state
 from compactor.clock import Clock
 from compactor.errors import CompactorError
-from compactor.model.text import listed
+from compactor.model.shorten import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.history import Restraints
 from compactor.settings import Settings

@@ -24,14 +24,14 @@ from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice, choose, steerability_of
 from compactor.app.carry_out import Carried, execute, recover_run
 from compactor.app.figures import Measured, measure
-from compactor.app.fill_first import label_fill_first
+from compactor.app.fill_first_labels import label_fill_first
 from compactor.app.planning import Solving, plan_of, prepare
 from compactor.app.policy import Admission, HeldBy, Verdict
 from compactor.clock import Clock, Interrupted, SimulatedClock
 from compactor.errors import CompactorError
 from compactor.metrics.fill_first import FILL_FIRST_LABEL
 from compactor.metrics.fragmentation import Figures, ReferenceShape
-from compactor.model.text import listed
+from compactor.model.shorten import listed
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.movability import Steerability

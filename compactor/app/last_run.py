@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from compactor.actions.cluster import events
 from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport
-from compactor.actions.run import AbortReason
+from compactor.actions.run.context import AbortReason
 from compactor.actions.services.report import RunReport
 from compactor.app.figures import cordoned_nodes, figures_for
 from compactor.errors import EXIT_STOPPED, ClusterError

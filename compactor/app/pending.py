@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from compactor.actions.cluster.pods import requests_gpu
+from compactor.actions.cluster.live_pods import requests_gpu
 from compactor.actions.cluster.trust import in_scope
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView, is_waiting

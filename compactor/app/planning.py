@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypedDict, Unpack
 
-from compactor.actions.cluster.scope import kept_fenced
+from compactor.actions.cluster.run_cut import kept_fenced
 from compactor.actions.port.client import ClusterClient
 from compactor.actions.steering.detect import choose, offline_mechanism, steerability, steerability_of
 from compactor.actions.steering.holds import first_wall

@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cache
 
-from compactor.actions.memory import restraints_now
+from compactor.actions.services.memory import restraints_now
 from compactor.app.invocation import Invocation
 from compactor.app.windows import window_state
 from compactor.app.wiring import cluster_client

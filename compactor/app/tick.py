@@ -16,9 +16,9 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from compactor.actions.executor import Progress
-from compactor.actions.memory import restraints_now
 from compactor.actions.port.client import ClusterClient
 from compactor.actions.recovery import RecoveryReport
+from compactor.actions.services.memory import restraints_now
 from compactor.actions.services.report import RunReport
 from compactor.actions.steering.detect import Choice
 from compactor.app.carry_out import Carried, recover_run

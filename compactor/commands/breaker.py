@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from compactor.app.breaker import reset
+from compactor.app.breaker_reset import reset
 from compactor.commands.options import add_common_options, from_args, is_live
 from compactor.errors import EXIT_OK, CompactorError
 

@@ -31,7 +31,7 @@ from compactor.statuses import RunStatus
 PREFIX = "gpu_compactor_"
 RUN_STATUSES = tuple(RunStatus)  # dry-run: walked a plan, changed nothing
 RECUT_RESULTS = ("success", "failed", "timeout")
-# compactor.actions.steering.Mechanism, named here to keep metrics pure
+# compactor.actions.run.steerer.Mechanism, named here to keep metrics pure
 STEERING_MECHANISMS = (
     "policy",
     "holds",

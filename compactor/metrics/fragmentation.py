@@ -24,7 +24,7 @@ from compactor.metrics.aggregation import pool_and_cluster
 from compactor.metrics.figure_types import Figures, NodeFigures, ShapeHeadroom
 from compactor.metrics.node_figures import limiting_resource, node_figures, stranded_units, usage_by_node
 from compactor.metrics.pending import pending_gpu_pods
-from compactor.model.cpu_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
+from compactor.model.cpu_only_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
 from compactor.model.fragments import NodeFree, ShapesByFirstResource, node_fragments, node_free, prepare_shapes
 from compactor.model.shapes import CONFIG, ReferenceShape, judged_shapes, reference_shapes, requests_label
 from compactor.model.types import Snapshot

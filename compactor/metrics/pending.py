@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from compactor.metrics.figure_types import BlockedPod
-from compactor.model.cpu_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
+from compactor.model.cpu_only_pods import cpu_pods_hold, cpu_pods_on_gpu_nodes, held_by_node
 from compactor.model.fragments import NodeFree
 from compactor.model.numbers import fmt_gpus
 from compactor.model.quantity import format_amount

@@ -29,6 +29,7 @@ from compactor.planner.problem import Problem, build_problem
 from compactor.planner.recut import Recut, plan_rebalance, plan_recuts, waiting_mig_pods
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.history import Restraints
+from compactor.planner.rules.move_limits import MoveLimits
 from compactor.planner.search.frontier import Point, plan_of
 from compactor.planner.search_stage import best_so_far, search
 from compactor.planner.solution import (
@@ -142,7 +143,7 @@ def _decide(request: PlanRequest, problem: Problem, searched: Searched) -> Outco
             )
             recuts += _affordable(idle, len(moves) + round(settings.mig.recut_cost_moves * len(recuts)), settings)
     placements = [*placements, *(p for r in recuts for p in r.placements)]
-    partitioned = plan_partitions(problem, moves, placements, max_moves=settings.caps.max_moves, deadline=request.clock)
+    partitioned = plan_partitions(problem, moves, placements, max_moves=problem.limits.total, deadline=request.clock)
     moves = [*moves, *partitioned.moves]
     placements = [*(p for p in placements if p.pod.key not in partitioned.dropped), *partitioned.placements]
     freed, filled = gpu_nodes_changed(problem, moves, placements)
@@ -154,7 +155,7 @@ def _decide(request: PlanRequest, problem: Problem, searched: Searched) -> Outco
 def _empty_note(settings: PlannerSettings, note: str) -> str:
     empty = (
         "moves capped at 0 (--max-moves / caps.max_moves)"
-        if settings.caps.max_moves == 0
+        if MoveLimits.of(settings).none_allowed
         else "this search found no move that frees usable GPU capacity or places a pending pod"
     )
     return f"{empty}; {note}" if note else empty
@@ -210,9 +211,9 @@ def _recuts_alone(problem: Problem, parted: Layouts, settings: PlannerSettings, 
 
 def _affordable(recuts: list[Recut], moves: int, settings: PlannerSettings) -> list[Recut]:
     """The re-cuts, in order, that fit ``max_moves`` beside ``moves`` moves (each costs ``recut_cost_moves``)."""
-    if settings.caps.max_moves is None:
+    room = MoveLimits.of(settings).room(moves)
+    if room is None:
         return recuts
-    room: float = settings.caps.max_moves - moves
     kept = []
     for recut in recuts:
         if room < settings.mig.recut_cost_moves:
@@ -230,9 +231,7 @@ def _restrained(
         return settings, None
     if restraints.paused:
         warnings.append(f"{restraints.paused}: a run now changes nothing (the plan shows what it would do)")
-    if restraints.moves_left is not None and (
-        settings.caps.max_moves is None or restraints.moves_left < settings.caps.max_moves
-    ):
+    if MoveLimits.of(settings).lowered(restraints.moves_left):
         settings = settings.amended(max_moves=restraints.moves_left)
         warnings.append(f"at most {restraints.moves_left} move(s) now: {restraints.budget}")
     if restraints.workloads or restraints.nodes:

@@ -137,7 +137,6 @@ def rank(problem: Problem, assignment: Assignment) -> Rank:
 
 def within_limits(problem: Problem, assignment: Assignment) -> bool:
     """Does ``assignment`` respect maxMoves (total, per node, per namespace) and minGainPerMove?"""
-    cfg = problem.settings
     total = 0
     per_node: dict[int, int] = {}
     per_namespace: dict[str, int] = {}
@@ -146,13 +145,6 @@ def within_limits(problem: Problem, assignment: Assignment) -> bool:
         per_node[node] = per_node.get(node, 0) + out
         namespace = problem.types[t].namespace
         per_namespace[namespace] = per_namespace.get(namespace, 0) + out
-    if cfg.caps.max_moves is not None and total > cfg.caps.max_moves:
-        return False
-    if cfg.caps.max_moves_per_node is not None and any(k > cfg.caps.max_moves_per_node for k in per_node.values()):
-        return False
-    if cfg.caps.max_moves_per_namespace is not None and any(
-        k > cfg.caps.max_moves_per_namespace for k in per_namespace.values()
-    ):
-        return False
-    per_move = round(cfg.aims.min_gain_per_move * 100)
-    return per_move <= 0 or 100 * (freed_gpus(problem, assignment) - problem.empty_before_gpus) >= per_move * total
+    limits = problem.limits
+    gained = freed_gpus(problem, assignment) - problem.empty_before_gpus if limits.asks_gain else 0
+    return limits.within(total, per_node.values(), per_namespace.values(), gained)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 
-from compactor.model.cpu_pods import cpu_pods_hold
+from compactor.model.cpu_only_pods import cpu_pods_hold
 from compactor.model.quantity import format_amount
 from compactor.model.resources import is_gpu_resource, is_mig_resource
 from compactor.model.types import Pod
@@ -102,10 +102,10 @@ def _why_unplaced(
     roomy = [s for s in receivers if _fits(ptype.requests, s, s.fixed)]
     if roomy:
         names = ", ".join(s.node.name for s in roomy[:3])
-        cap = problem.settings.caps.max_moves
+        limits = problem.limits
         limit = (
-            f"moves are capped at {cap} (--max-moves / caps.max_moves)"
-            if cap is not None
+            limits.cap_words
+            if limits.total is not None
             else "not within the move limits, or the room went to pending pods placed first"
         )
         return f"room could be made on {names} by moving pods, but {limit}{_short_after(ptype, receivers, free_after, held_after)}"

@@ -21,6 +21,7 @@ from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.rules.eligibility import TargetRules
 from compactor.planner.rules.history import Restraints
 from compactor.planner.rules.movability import Steerability, Unmovable, movability
+from compactor.planner.rules.move_limits import MoveLimits
 from compactor.planner.rules.placeable import why_not_placeable
 from compactor.planner.rules.price import Pricing
 from compactor.settings import PlannerSettings, parse_shape
@@ -93,6 +94,10 @@ class Problem:
     gpu_pods_before: tuple[int, ...] = ()  # bound GPU pods per node before the plan (``gpu_pod_counts``), computed once
     # the request shapes a freed node's GPUs are usable for (``usable.usage_shapes``); empty: every freed GPU is usable
     usage_shapes: tuple[tuple[tuple[str, int], ...], ...] = ()
+
+    @property
+    def limits(self) -> MoveLimits:
+        return MoveLimits.of(self.settings)
 
     @property
     def empty_before_gpus(self) -> int:

@@ -1,6 +1,6 @@
 """Human-readable plan reports (text and markdown): each move with its why, and before/after figures.
 
-Imports: the plan model, ``compactor.model.text`` and the renderers' number formats only: it reads the plan document,
+Imports: the plan model, ``compactor.model.shorten`` and the renderers' number formats only: it reads the plan document,
 never the solve.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from compactor.model.numbers import fmt_gpus_aligned, fmt_moves, fmt_pct, fmt_seconds
-from compactor.model.text import listed
+from compactor.model.shorten import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.render.text import fitted, report_width
 

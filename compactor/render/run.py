@@ -7,11 +7,11 @@ import json
 from collections import Counter
 
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient, not_known_until_real_run
-from compactor.actions.outcome import Outcome
 from compactor.actions.port.client import ClusterClient
+from compactor.actions.services.outcome import Outcome
 from compactor.actions.services.report import RunReport
 from compactor.model.numbers import fmt_change
-from compactor.model.text import listed
+from compactor.model.shorten import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.budgets import EvictionCap
 from compactor.settings import Settings

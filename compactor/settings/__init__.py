@@ -29,10 +29,11 @@ from compactor.settings.bundles import PlannerSettings, RunSettings
 from compactor.settings.caps import CapsSettings
 from compactor.settings.cost import MoveCostSettings
 from compactor.settings.disruption import DisruptionSettings
+from compactor.settings.disruption_windows import WindowSettings
 from compactor.settings.dra import DraDriverSettings, DraSettings
 from compactor.settings.duration import worst_case_run_seconds
 from compactor.settings.environment import ENV_PREFIX
-from compactor.settings.executor import ExecutorSettings
+from compactor.settings.execution import ExecutorSettings
 from compactor.settings.leader_election import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RENEW_DEADLINE_SECONDS,
@@ -40,15 +41,14 @@ from compactor.settings.leader_election import (
     LeaderElectionSettings,
     lease_timing_problem,
 )
-from compactor.settings.load import CONFIG_MAP_KEY, Settings, load_settings
 from compactor.settings.metrics import MetricsSettings
 from compactor.settings.mig import MigSettings
 from compactor.settings.movable import SYSTEM_CRITICAL_PRIORITY, MovableSettings
+from compactor.settings.origins import CONFIG_MAP_KEY, Settings, load_settings
 from compactor.settings.relocated import RELOCATED
-from compactor.settings.shapes import parse_shape
-from compactor.settings.solver import SolverSettings
+from compactor.settings.shape_syntax import parse_shape
+from compactor.settings.solving import SolverSettings
 from compactor.settings.steering import SteeringSettings
-from compactor.settings.windows import WindowSettings
 
 __all__ = [
     "CONFIG_MAP_KEY",

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from compactor.settings.base import Group
 from compactor.settings.cost import MoveCostSettings
-from compactor.settings.shapes import check_shapes
+from compactor.settings.shape_syntax import check_shapes
 
 PlanMode = Literal["free-nodes", "shapes"]
 Objective = Literal["pending-only", "balanced", "max-free"]

@@ -7,10 +7,10 @@ from __future__ import annotations
 from compactor.settings.aims import AimsSettings
 from compactor.settings.base import Bundle
 from compactor.settings.caps import CapsSettings
-from compactor.settings.executor import ExecutorSettings
+from compactor.settings.execution import ExecutorSettings
 from compactor.settings.mig import MigSettings
 from compactor.settings.movable import MovableSettings
-from compactor.settings.solver import SolverSettings
+from compactor.settings.solving import SolverSettings
 from compactor.settings.steering import SteeringSettings
 
 

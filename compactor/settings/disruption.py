@@ -1,13 +1,13 @@
-"""The disruption calendar and memory (the ``disruption`` group): when runs may act (windows.py specifies a window),
-how long a moved workload or a touched node rests, oscillation, the circuit breaker, and the history they are counted
-in. How many moves and evictions are allowed is caps.py."""
+"""The disruption calendar and memory (the ``disruption`` group): when runs may act (``disruption_windows.py``
+specifies a window), how long a moved workload or a touched node rests, oscillation, the circuit breaker, and the
+history they are counted in. How many moves and evictions are allowed is caps.py."""
 
 from __future__ import annotations
 
 from pydantic import Field, model_validator
 
 from compactor.settings.base import Group
-from compactor.settings.windows import WINDOWS, WindowSettings
+from compactor.settings.disruption_windows import WINDOWS, WindowSettings
 
 
 class DisruptionSettings(Group):

@@ -3,7 +3,7 @@ controller cycle is judged stuck against (docs/executor.md, docs/controller.md).
 
 from __future__ import annotations
 
-from compactor.settings.load import Settings
+from compactor.settings.origins import Settings
 
 
 def worst_case_run_seconds(settings: Settings, *, pending_pods: int = 1, grace_seconds: float = 30.0) -> float:

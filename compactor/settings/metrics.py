@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from compactor.model.resources import Resources
 from compactor.settings.base import Group
-from compactor.settings.shapes import check_shapes, parse_shape
+from compactor.settings.shape_syntax import check_shapes, parse_shape
 
 
 class MetricsSettings(Group):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-from compactor.settings.load import Settings, load_settings
+from compactor.settings.origins import Settings, load_settings
 
 SHIPPED_FILE = "shipped-config.yaml"
 SHIPPED_IN_REPOSITORY = "manifests/base/config.yaml"

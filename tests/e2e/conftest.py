@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from compactor.actions.cluster.state import decode_plan
+from compactor.actions.cluster.run_state import decode_plan
 from tests.e2e.fragmentation import FLEET_LABEL, H100_LABELS, Fleet
 from tests.e2e.helpers import (
     CREATED_LABEL,

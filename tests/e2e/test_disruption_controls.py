@@ -53,7 +53,7 @@ from tests.e2e.watchers import RunWatcher
 
 pytestmark = [NEEDS_CLUSTER, pytest.mark.e2e, pytest.mark.timeout(900)]
 
-# The run's memory (compactor/actions/memory.py HISTORY_CONFIGMAP, HISTORY_KEY), in the state namespace; documented in
+# The run's memory (compactor/actions/services/memory.py HISTORY_CONFIGMAP, HISTORY_KEY), in the state namespace; documented in
 # config/compactor.yaml under disruption:.
 HISTORY_CONFIGMAP = "gpu-compactor-history"
 HISTORY_KEY = "history.json"

@@ -40,12 +40,12 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from compactor.actions.cluster.owners import DELETION_COST, FIRST_TO_GO
-from compactor.actions.cluster.state import STATE_CONFIGMAP, Surge
+from compactor.actions.cluster.run_state import STATE_CONFIGMAP, Surge
 from compactor.actions.cluster.state_guard import GuardMismatch, check_state_guard
-from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.actions.port import annotations as ann
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.actions.services import surge as surge_step
+from compactor.actions.services.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.actions.services.surge import SURGE_NOTE, SURGED_BY
 from compactor.actions.steering.policy import write_entries
 from compactor.actions.steps import steer

@@ -12,7 +12,7 @@ import os
 import pytest
 from kubernetes import config as k8s_config
 
-from compactor.actions.cluster.state import RunState, decode_plan, encode_plan
+from compactor.actions.cluster.run_state import RunState, decode_plan, encode_plan
 from compactor.actions.port import annotations as ann
 from compactor.kube.cluster_client import KubeClusterClient
 from tests.e2e.helpers import NEEDS_CLUSTER, STATE_NAMESPACE

@@ -30,7 +30,7 @@ from typing import Any
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
-from compactor.actions.cluster.state import decode_plan
+from compactor.actions.cluster.run_state import decode_plan
 from tests.e2e.helpers import STATE_CONFIGMAP, STATE_NAMESPACE, Obj, is_closed, name_of, raw
 
 WATCH_SECONDS = 30  # server-side timeout of one watch request; the stream is resumed from the last resourceVersion

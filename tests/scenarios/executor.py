@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from compactor.actions.executor import Executor, Progress
-from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import EvictionResult, ObjectRef
+from compactor.actions.services.memory import HISTORY_CONFIGMAP
 from compactor.actions.services.report import RunReport
 from compactor.app.plan_document import build_plan
 from compactor.planner.plan import CompactionPlan, Move

@@ -25,10 +25,10 @@ import pytest
 import yaml
 
 from compactor.actions.cluster.state_guard import check_state_guard
-from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.port.annotations import STATE_CONFIGMAP
 from compactor.actions.port.client import ObjectRef
 from compactor.actions.recovery import recover
+from compactor.actions.services.memory import HISTORY_CONFIGMAP
 from compactor.actions.steering.detect import policy_problem
 from compactor.actions.steering.policy import write_entries
 from compactor.app.last_run import LAST_RUN_CONFIGMAP

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from compactor.actions.cluster.pods import grace_seconds, requests_gpu
+from compactor.actions.cluster.live_pods import grace_seconds, requests_gpu
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.model.pod_facts import TERMINATED_PHASES
 
 

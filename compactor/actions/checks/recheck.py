@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compactor.actions.checks.job_backoff import job_refusal
+from compactor.actions.cluster.live_pods import controller_uid, is_ready, is_terminating
 from compactor.actions.cluster.owners import owner_pods, owner_selector
-from compactor.actions.cluster.pods import controller_uid, is_ready, is_terminating
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pdb, parse_pod

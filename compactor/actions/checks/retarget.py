@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.actions.steering.room import SOURCE
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod

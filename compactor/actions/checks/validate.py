@@ -11,10 +11,10 @@ asks the same of a node again once its last move is done (``no_strangers_on``, `
 
 from __future__ import annotations
 
-from compactor.actions.cluster.pods import gpu_pods, gpu_pods_on, is_terminating, pod_key
+from compactor.actions.cluster.live_pods import gpu_pods, gpu_pods_on, is_terminating, pod_key
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.run.context import Abort, AbortReason, Run
 from compactor.actions.steering.room import room_for
 from compactor.planner.plan import CompactionPlan
 

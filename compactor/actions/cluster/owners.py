@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactor.actions.cluster.pods import controller_uid
+from compactor.actions.cluster.live_pods import controller_uid
 from compactor.actions.port.client import ClusterClient, Obj
 from compactor.actions.port.objects import ObjectView
 from compactor.errors import ClusterError

@@ -15,7 +15,7 @@ Imports: the state record, the plan model, the settings.
 
 from __future__ import annotations
 
-from compactor.actions.cluster.state import RunState
+from compactor.actions.cluster.run_state import RunState
 from compactor.planner.plan import CompactionPlan
 from compactor.settings import PlannerSettings
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from compactor.actions.cluster import migmanager
+from compactor.actions.cluster.live_pods import pod_key
 from compactor.actions.cluster.owners import DELETION_COST, FIRST_TO_GO, controller_ref, selector_text_matches
-from compactor.actions.cluster.pods import pod_key
 from compactor.actions.port.client import ClusterClient, EvictionOutcome, EvictionResult, Obj, T
 from compactor.actions.port.objects import PodView, is_waiting
 from compactor.actions.steering.pin import creator_of, pin_for, pinned

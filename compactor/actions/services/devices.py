@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from compactor.actions.cluster.pods import pod_key
+from compactor.actions.cluster.live_pods import pod_key
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import ObjectView, PodView
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.errors import ClusterError
 
 log = logging.getLogger("compactor.executor")

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from compactor.actions.cluster.pods import is_terminating, pod_key
-from compactor.actions.cluster.scope import measured_nodes
-from compactor.actions.outcome import dra_facts, node_gpus, pod_holds_node, whole_free
+from compactor.actions.cluster.live_pods import is_terminating, pod_key
+from compactor.actions.cluster.run_cut import measured_nodes
 from compactor.actions.port.client import Obj
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
+from compactor.actions.services.outcome import dra_facts, node_gpus, pod_holds_node, whole_free
 from compactor.model.dra import DriverMapping
 
 

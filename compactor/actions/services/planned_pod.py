@@ -6,10 +6,10 @@ lifted; steps do not import each other, so the read lives here.
 
 from __future__ import annotations
 
-from compactor.actions.cluster.pods import is_terminating
+from compactor.actions.cluster.live_pods import is_terminating
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.planner.plan import Move
 
 

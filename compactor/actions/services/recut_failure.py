@@ -12,7 +12,7 @@ from compactor.actions.cluster import events
 from compactor.actions.cluster import migmanager as mig
 from compactor.actions.cluster.patching import patch_fresh
 from compactor.actions.port import annotations as ann
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.planner.plan import MigRepartition
 
 log = logging.getLogger("compactor.executor")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 from compactor.planner.plan import Move
 
 log = logging.getLogger("compactor.executor")

@@ -1,7 +1,7 @@
 """What a run did, as the executor hands it back: ``RunReport``, and its JSON form (``to_dict``).
 
 The commands print it (``render/run.py``), the run's summary and history keep it (``app/last_run.py``,
-``actions/memory.py``) and the controller exports it (``app/tick.py``); the executor fills it in as the run ends.
+``actions/services/memory.py``) and the controller exports it (``app/tick.py``); the executor fills it in as the run ends.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactor.actions.outcome import Outcome
-from compactor.actions.run import AbortReason
+from compactor.actions.run.context import AbortReason
+from compactor.actions.services.outcome import Outcome
 from compactor.statuses import RunStatus
 
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import logging
 
+from compactor.actions.cluster.live_pods import is_bound, is_ready, is_terminating
 from compactor.actions.cluster.owners import DELETION_COST, FIRST_TO_GO, controller_ref, owner_pods
-from compactor.actions.cluster.pods import is_bound, is_ready, is_terminating
-from compactor.actions.cluster.state import Surge
+from compactor.actions.cluster.run_state import Surge
 from compactor.actions.cluster.trust import in_scope
 from compactor.actions.port.client import ClusterClient, Obj
 from compactor.actions.port.objects import ObjectView, PodView
-from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.run.context import Abort, AbortReason, Run
 from compactor.errors import ClusterError
 from compactor.planner.plan import Move
 from compactor.settings import PlannerSettings

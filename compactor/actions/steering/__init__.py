@@ -12,9 +12,3 @@ picks the emptiest feasible node. Three mechanisms, one interface (``Steerer``):
 
 ``detect.choose`` picks one per run (``steering.mechanism``: auto | policy | holds | off) and says why.
 """
-
-from __future__ import annotations
-
-from compactor.actions.steerer import Mechanism, Steerer  # the interface, in a module of its own
-
-__all__ = ["Mechanism", "Steerer"]

@@ -15,8 +15,8 @@ from typing import Any
 from compactor.actions.port.annotations import fence_key
 from compactor.actions.port.client import ClusterClient, Obj
 from compactor.actions.port.objects import ObjectView
-from compactor.actions.run import Run
-from compactor.actions.steering import Mechanism, Steerer
+from compactor.actions.run.context import Run
+from compactor.actions.run.steerer import Mechanism, Steerer
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, describe, read_evidence
 from compactor.actions.steering.holds import HoldSteerer, at_most
 from compactor.actions.steering.off import NoSteering

@@ -18,14 +18,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from compactor.actions.cluster.live_pods import is_bound
 from compactor.actions.cluster.patching import patch_fresh
-from compactor.actions.cluster.pods import is_bound
-from compactor.actions.fences import unfence
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Abort, AbortReason, NoRoom, Run, StopHere
-from compactor.actions.steering import Mechanism
+from compactor.actions.run.context import Abort, AbortReason, NoRoom, Run, StopHere
+from compactor.actions.run.fences import unfence
+from compactor.actions.run.steerer import Mechanism
 from compactor.actions.steering.room import SOURCE, Hold, could_take, hold_over, usage, use_of
 from compactor.model.load import DEFAULT_POOL_LABEL
 from compactor.model.parse import parse_node, parse_pod

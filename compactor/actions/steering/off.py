@@ -11,12 +11,12 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from compactor.actions.port.client import Obj
-from compactor.actions.steering import Mechanism
+from compactor.actions.run.steerer import Mechanism
 from compactor.planner.plan import Move, Placement
 from compactor.planner.rules.movability import Steerability
 
 if TYPE_CHECKING:
-    from compactor.actions.run import Run
+    from compactor.actions.run.context import Run
 
 
 class NoSteering:

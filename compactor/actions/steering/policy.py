@@ -23,13 +23,13 @@ import logging
 from collections.abc import Collection
 
 from compactor.actions.cluster import events
+from compactor.actions.cluster.live_pods import controller_uid, grace_seconds, is_terminating, pod_key
 from compactor.actions.cluster.owners import owner_pods
 from compactor.actions.cluster.patching import patch_config_map_fresh
-from compactor.actions.cluster.pods import controller_uid, grace_seconds, is_terminating, pod_key
 from compactor.actions.port.client import ClusterClient, EvictionOutcome, Obj
 from compactor.actions.port.objects import ObjectView, PodView
-from compactor.actions.run import Abort, AbortReason, NoRoom, Run
-from compactor.actions.steering import Mechanism
+from compactor.actions.run.context import Abort, AbortReason, NoRoom, Run
+from compactor.actions.run.steerer import Mechanism
 from compactor.actions.steering.evidence import NOT_IN_EFFECT, add_evidence
 from compactor.actions.steering.pin import steered_to
 from compactor.actions.steering.room import room_for

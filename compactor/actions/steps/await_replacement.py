@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 
 from compactor.actions.checks.validate import no_strangers_on, pending_room_on
+from compactor.actions.cluster.live_pods import is_bound, is_ready, is_terminating, pod_key
 from compactor.actions.cluster.owners import owner_pods
-from compactor.actions.cluster.pods import is_bound, is_ready, is_terminating, pod_key
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.run.context import Abort, AbortReason, Run
 from compactor.actions.services.devices import note_devices
 from compactor.actions.steering.pin import steered_to
 from compactor.planner.plan import Move

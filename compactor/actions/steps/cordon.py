@@ -3,7 +3,7 @@
 The fence is this installation's own ``NoSchedule`` taint (``annotations.fence_key``), never the cordon bit: an operator's
 ``kubectl cordon`` (or drain) of the same node is theirs, before, during and after the run. The taint and the marks go in
 one merge patch (``annotations.fence_patch``), and the node is recorded in the state before the patch, so recovery finds
-it either way. Giving a node back is ``actions/fences.py``.
+it either way. Giving a node back is ``actions/run/fences.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from compactor.actions.cluster import events
 from compactor.actions.cluster.patching import patch_fresh
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import Obj
-from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.run.context import Abort, AbortReason, Run
 from compactor.actions.services.planned_pod import current_pod
 from compactor.actions.services.refusals import refuse
 

@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 from compactor.actions.checks.recheck import Checked, recheck
 from compactor.actions.checks.retarget import another_target
 from compactor.actions.cluster import events
+from compactor.actions.cluster.live_pods import controller_uid, grace_seconds, pdbs_selecting
 from compactor.actions.cluster.owners import owner_pods, owner_selector
-from compactor.actions.cluster.pods import controller_uid, grace_seconds, pdbs_selecting
 from compactor.actions.cluster.retry import Backoff
-from compactor.actions.cluster.state import InFlight, Surge
+from compactor.actions.cluster.run_state import InFlight, Surge
 from compactor.actions.port.client import EvictionOutcome, Obj
 from compactor.actions.port.objects import ObjectView, PodView
-from compactor.actions.run import Abort, AbortReason, NoRoom, Run, StopHere
+from compactor.actions.run.context import Abort, AbortReason, NoRoom, Run, StopHere
 from compactor.actions.services import surge
 from compactor.actions.services.planned_pod import current_pod
 from compactor.actions.services.refusals import refuse

@@ -10,13 +10,13 @@ from functools import partial
 
 from compactor.actions.checks.drained import await_drained
 from compactor.actions.cluster import events
+from compactor.actions.cluster.live_pods import pod_key
 from compactor.actions.cluster.patching import patch_fresh
-from compactor.actions.cluster.pods import pod_key
 from compactor.actions.cluster.retry import Backoff, until_deadline
-from compactor.actions.cluster.state import STATE_CONFIGMAP, Phase
-from compactor.actions.fences import unfence
+from compactor.actions.cluster.run_state import STATE_CONFIGMAP, Phase
 from compactor.actions.port import annotations as ann
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
+from compactor.actions.run.fences import unfence
 from compactor.errors import ClusterError
 
 log = logging.getLogger("compactor.executor")

@@ -12,12 +12,12 @@ from functools import partial
 
 from compactor.actions.checks.drained import gpu_pods_holding
 from compactor.actions.cluster import events
+from compactor.actions.cluster.live_pods import is_terminating
 from compactor.actions.cluster.patching import patch_fresh
-from compactor.actions.cluster.pods import is_terminating
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 
 log = logging.getLogger("compactor.executor")
 

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 
 from compactor.actions.cluster import events
-from compactor.actions.cluster.state import STATE_CONFIGMAP, Phase
-from compactor.actions.fences import unfence
-from compactor.actions.run import Run
+from compactor.actions.cluster.run_state import STATE_CONFIGMAP, Phase
+from compactor.actions.run.context import Run
+from compactor.actions.run.fences import unfence
 from compactor.actions.services.recut_failure import midway
 from compactor.actions.services.surge import undo
 

@@ -15,13 +15,13 @@ import logging
 from functools import partial
 
 from compactor.actions.cluster import events
+from compactor.actions.cluster.live_pods import is_bound, is_terminating
 from compactor.actions.cluster.patching import patch_fresh
-from compactor.actions.cluster.pods import is_bound, is_terminating
-from compactor.actions.fences import release
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import Obj
 from compactor.actions.port.objects import PodView
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
+from compactor.actions.run.fences import release
 from compactor.actions.services.devices import note_devices
 from compactor.errors import ClusterError
 from compactor.planner.plan import Placement

@@ -201,26 +201,26 @@ def emptiness(problem: Problem, v: Variables) -> None:
 
 def move_limits(problem: Problem, v: Variables) -> None:
     """maxMoves in total, per source node and per namespace."""
-    cfg = problem.settings
-    if cfg.caps.max_moves is not None:
-        v.model.add(cpsat.total(list(v.out.values())) <= cfg.caps.max_moves)
-    if cfg.caps.max_moves_per_node is not None:
+    limits = problem.limits
+    if limits.total is not None:
+        v.model.add(cpsat.total(list(v.out.values())) <= limits.total)
+    if limits.per_node is not None:
         by_node: dict[int, list[IntVar]] = defaultdict(list)
         for (_, node), var in v.out.items():
             by_node[node].append(var)
         for terms in by_node.values():
-            v.model.add(cpsat.total(terms) <= cfg.caps.max_moves_per_node)
-    if cfg.caps.max_moves_per_namespace is not None:
+            v.model.add(cpsat.total(terms) <= limits.per_node)
+    if limits.per_namespace is not None:
         by_ns: dict[str, list[IntVar]] = defaultdict(list)
         for (t, _), var in v.out.items():
             by_ns[problem.types[t].namespace].append(var)
         for terms in by_ns.values():
-            v.model.add(cpsat.total(terms) <= cfg.caps.max_moves_per_namespace)
+            v.model.add(cpsat.total(terms) <= limits.per_namespace)
 
 
 def min_gain(problem: Problem, v: Variables) -> None:
     """The net freed GPUs must reach ``minGainPerMove`` per move (in hundredths, to stay integral)."""
-    per_move = round(problem.settings.aims.min_gain_per_move * 100)
+    per_move = problem.limits.gain_per_move
     if per_move <= 0:
         return
     # 100 x (freed GPUs - GPUs free before) >= per_move x moves

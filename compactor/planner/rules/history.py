@@ -1,6 +1,6 @@
 """Memory across runs (issue 15, items 1, 3 and 4): what earlier runs moved, and what that forbids now. Pure.
 
-The shell (``compactor/actions/memory.py``) keeps a ``History`` in the state namespace and hands the planner the
+The shell (``compactor/actions/services/memory.py``) keeps a ``History`` in the state namespace and hands the planner the
 ``Restraints`` it implies at a given time:
 
 * a workload (a pod's controller) moved within ``disruption.workload_cooldown_minutes`` is not moved again;

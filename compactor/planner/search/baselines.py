@@ -24,6 +24,7 @@ from compactor.model.types import Pod, Snapshot
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import Problem, build_problem, gpu_pods_before
 from compactor.planner.rules.eligibility import TargetRules
+from compactor.planner.rules.move_limits import NO_MOVE_LIMITS
 from compactor.planner.search.greedy import greedy
 from compactor.planner.search.loads import first_fit
 from compactor.planner.solution import concretise, gpu_nodes_changed, usable_freed
@@ -84,13 +85,7 @@ def _result(name: str, problem: Problem, assignment: Assignment) -> BaselineResu
 def _unbounded(settings: PlannerSettings) -> PlannerSettings:
     """Baselines see every node and pod, and no move limit: no model-size limit (``max_candidate_pods``) applies to them, nor the planner's
     move limits (which ``greedy`` keeps as the planner's warm start)."""
-    return settings.amended(
-        max_candidate_pods=10**9,
-        max_moves=None,
-        max_moves_per_node=None,
-        max_moves_per_namespace=None,
-        min_gain_per_move=0.0,
-    )
+    return settings.amended(max_candidate_pods=10**9, **NO_MOVE_LIMITS)
 
 
 def _scored_resources(pod: Pod) -> list[str]:

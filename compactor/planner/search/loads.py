@@ -16,13 +16,7 @@ from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_loa
 
 def limited(problem: Problem) -> bool:
     """Does any move limit apply (maxMoves in total, per node, per namespace, minGainPerMove)?"""
-    cfg = problem.settings
-    return (
-        cfg.caps.max_moves is not None
-        or cfg.caps.max_moves_per_node is not None
-        or cfg.caps.max_moves_per_namespace is not None
-        or cfg.aims.min_gain_per_move > 0
-    )
+    return problem.limits.any
 
 
 class Tally:
@@ -30,13 +24,7 @@ class Tally:
     pods out of each (type, node) they started on, by node and namespace, and the GPUs of nodes left with no GPU pod."""
 
     def __init__(self, problem: Problem, assignment: Assignment) -> None:
-        cfg = problem.settings
-        self.max_moves, self.per_node_cap, self.per_namespace_cap = (
-            cfg.caps.max_moves,
-            cfg.caps.max_moves_per_node,
-            cfg.caps.max_moves_per_namespace,
-        )
-        self.per_move = round(cfg.aims.min_gain_per_move * 100)
+        self.limits = problem.limits
         self.empty_before = problem.empty_before_gpus
         self.total = 0
         self.per_node: dict[int, int] = {}
@@ -70,13 +58,8 @@ class Tally:
             self.freed += gpus if after == 0 else -gpus
 
     def within(self) -> bool:
-        if self.max_moves is not None and self.total > self.max_moves:
-            return False
-        if self.per_node_cap is not None and any(k > self.per_node_cap for k in self.per_node.values()):
-            return False
-        if self.per_namespace_cap is not None and any(k > self.per_namespace_cap for k in self.per_namespace.values()):
-            return False
-        return self.per_move <= 0 or 100 * (self.freed - self.empty_before) >= self.per_move * self.total
+        gained = self.freed - self.empty_before
+        return self.limits.within(self.total, self.per_node.values(), self.per_namespace.values(), gained)
 
 
 class Loads:

@@ -266,7 +266,7 @@ def _build(problem: Problem, nodes: dict[int, _Node]) -> _Model:
 
 def _choices(problem: Problem, built: _Model) -> None:
     """Per kind: its nodes each lose k = 0 .. all of their movable GPU pods, or end whole-free."""
-    cap = problem.settings.caps.max_moves_per_node
+    cap = problem.limits.per_node
     model = built.model
     for i, (kind, size) in enumerate(zip(built.kinds, built.size, strict=True)):
         pods = len(kind.costs)

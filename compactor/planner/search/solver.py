@@ -156,13 +156,7 @@ def _components(problem: Problem) -> list[list[int]]:
 
 def _decomposable(problem: Problem) -> bool:
     """Limits and shape headroom tie every node together; without them components are independent."""
-    cfg = problem.settings
-    return (
-        not problem.target_shapes
-        and cfg.caps.max_moves is None
-        and cfg.caps.max_moves_per_namespace is None
-        and cfg.aims.min_gain_per_move <= 0
-    )
+    return not problem.target_shapes and not problem.limits.ties_nodes
 
 
 def _part(problem: Problem, type_ids: list[int]) -> tuple[Problem, dict[int, int]]:
@@ -340,7 +334,7 @@ def _relevelled(problem: Problem, assignment: Assignment, levels: list[LevelResu
 def _whole_bound(whole: Problem, best: SolveResult, deadline: Deadline) -> int:
     """An upper bound on the GPUs any plan of the whole problem leaves whole-free (``empty_nodes``); under ``max_moves``
     the most any plan within that many moves frees (``move_bound.most_freed_within``), which is far lower."""
-    cap = whole.settings.caps.max_moves
+    cap = whole.limits.total
     capped = None
     if cap is not None:  # first: under a cap it is the bound that matters (each solve gets a moment even out of time)
         weight = pending_weight(best.problem, best.assignment)

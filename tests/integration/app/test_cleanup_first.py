@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.actions.port import annotations as ann
+from compactor.actions.services.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.cli import main
 from compactor.errors import EXIT_STOPPED
 from compactor.planner.rules.history import History

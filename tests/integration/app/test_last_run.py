@@ -26,7 +26,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from compactor.actions.run import AbortReason
+from compactor.actions.run.context import AbortReason
 from compactor.actions.services.report import RunReport
 from compactor.app.last_run import LAST_RUN_CONFIGMAP, LAST_RUN_STATUSES, SUMMARY_KEY, RunRecord, push
 from compactor.cli import main

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
+from compactor.actions.services.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.app.pending import blocked_gpu_pods
 from compactor.kube.lease import LeaderElector
 from compactor.planner.rules.history import History

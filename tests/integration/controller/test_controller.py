@@ -18,8 +18,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from compactor.actions.executor import Executor
-from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.actions.port.annotations import HELD_FOR
+from compactor.actions.services.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.app.tick import run_cycle
 from compactor.cli import build_parser, main
 from compactor.clock import Interrupted, StoppableClock

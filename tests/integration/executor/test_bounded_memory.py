@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactor.actions.cluster.scope import measured_nodes
-from compactor.actions.cluster.state import RunState
+from compactor.actions.cluster.run_cut import measured_nodes
+from compactor.actions.cluster.run_state import RunState
 from compactor.actions.executor import Executor
 from tests.builders import node, pod
 from tests.fakecluster import FakeCluster

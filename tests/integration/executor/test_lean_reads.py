@@ -19,8 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from compactor.actions.cluster.owners import controller_ref
-from compactor.actions.cluster.pods import (
+from compactor.actions.cluster.live_pods import (
     controller_uid,
     grace_seconds,
     is_bound,
@@ -30,7 +29,8 @@ from compactor.actions.cluster.pods import (
     pod_key,
     requests_gpu,
 )
-from compactor.actions.outcome import physical_gpus, whole_free_gpu_nodes
+from compactor.actions.cluster.owners import controller_ref
+from compactor.actions.services.outcome import physical_gpus, whole_free_gpu_nodes
 from compactor.actions.steering.pin import steered_to
 from compactor.actions.steering.room import plan_hold
 from compactor.kube import lean as lean_module

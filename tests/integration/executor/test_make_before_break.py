@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from compactor.actions.cluster.state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
+from compactor.actions.cluster.run_state import STATE_CONFIGMAP, InFlight, Phase, RunState, Surge, encode_plan
 from compactor.actions.dryrun import RecordingClient
 from compactor.actions.executor import Executor
 from compactor.actions.recovery import recover

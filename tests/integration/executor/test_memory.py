@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from compactor.actions.memory import HISTORY_CONFIGMAP, HISTORY_KEY
+from compactor.actions.services.memory import HISTORY_CONFIGMAP, HISTORY_KEY
 from compactor.cli import main
 from compactor.planner.rules.history import MOVED, History, MoveRecord
 from tests.builders import pod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.actions.cluster.state import decode_plan
+from compactor.actions.cluster.run_state import decode_plan
 from compactor.actions.executor import Executor
 from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover

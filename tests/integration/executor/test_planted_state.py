@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from compactor.actions.cluster.state import InFlight, Phase, RunState, Surge, encode_plan
+from compactor.actions.cluster.run_state import InFlight, Phase, RunState, Surge, encode_plan
 from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
 from compactor.actions.services.surge import SURGE_NOTE, SURGED_BY

@@ -1,4 +1,4 @@
-"""The re-cut step (``compactor/actions/steps/recut.py``): the executor drives mig-manager: drain, relabel
+"""The re-cut step (``compactor/actions/steps/mig_recut.py``): the executor drives mig-manager: drain, relabel
 ``nvidia.com/mig.config``, wait for ``success`` and the new slices, then place the pending pods the node was cut for; on
 ``failed`` or a timeout the node stays cordoned for an operator (``actions/services/recut_failure.py``), never retried. Also a
 re-cut in a dry run, resumed after a crash, interrupted by a rollback, and a node mid re-cut whose run state was lost.

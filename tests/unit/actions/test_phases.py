@@ -1,9 +1,9 @@
-"""The run's phases as data (``PHASES`` in compactor/actions/cluster/state.py): the executor and recovery both read how a run
+"""The run's phases as data (``PHASES`` in compactor/actions/cluster/run_state.py): the executor and recovery both read how a run
 found in a phase carries on, so every phase must say it, and only a run that was rolling back is never resumed."""
 
 from __future__ import annotations
 
-from compactor.actions.cluster.state import PHASES, Phase, Resume, RunState
+from compactor.actions.cluster.run_state import PHASES, Phase, Resume, RunState
 
 
 def test_every_phase_says_how_a_run_found_in_it_carries_on_in_the_order_a_run_goes_through_them() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compactor.actions.outcome import whole_free_gpu_nodes
+from compactor.actions.services.outcome import whole_free_gpu_nodes
 from compactor.actions.steering.room import rivals, room_on
 from tests.builders import node, pod
 

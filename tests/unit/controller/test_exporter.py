@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from compactor.actions.run import AbortReason
+from compactor.actions.run.context import AbortReason
 from compactor.app.last_run import LAST_RUN_STATUSES
 from compactor.controller.exporter import ROLLBACK_REASONS, Exporter
 from compactor.metrics.fragmentation import compute_figures

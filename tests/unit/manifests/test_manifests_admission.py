@@ -16,8 +16,8 @@ import pytest
 
 from compactor.actions.cluster.migmanager import CONFIG_LABEL as MIG_CONFIG_LABEL
 from compactor.actions.cluster.owners import DELETION_COST
-from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.port.annotations import FENCE_TAINT_PREFIX, OUR_ANNOTATIONS, STATE_CONFIGMAP
+from compactor.actions.services.memory import HISTORY_CONFIGMAP
 from compactor.actions.services.surge import SURGE_NOTE, SURGED_BY
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.app.last_run import LAST_RUN_CONFIGMAP

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from compactor.actions.memory import HISTORY_CONFIGMAP
 from compactor.actions.port.annotations import STATE_CONFIGMAP
+from compactor.actions.services.memory import HISTORY_CONFIGMAP
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.kube.lease import LEASE_NAME
 from compactor.settings import Settings

@@ -15,9 +15,9 @@ import pytest
 from compactor.actions.cluster import migmanager as mig
 from compactor.actions.dryrun import NOT_KNOWN_UNTIL_REAL_RUN, RecordingClient
 from compactor.actions.dryrun.calls import describe, describe_node_patch
-from compactor.actions.outcome import Outcome
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import EvictionOutcome, EvictionResult, ObjectRef
+from compactor.actions.services.outcome import Outcome
 from compactor.cli import main
 from compactor.render.run import outcome_text as _outcome_text
 
@@ -343,7 +343,7 @@ def test_a_dry_run_the_executor_aborts_says_so_and_exits_non_zero(
 
 
 def test_a_dry_runs_progress_says_intentions() -> None:
-    from compactor.actions.run import intention
+    from compactor.actions.run.context import intention
 
     assert intention("evicting nlp/bert-0 from gpu-1") == "would evict nlp/bert-0 from gpu-1"
     assert intention("moved nlp/bert-0") == "would move nlp/bert-0"

@@ -233,26 +233,15 @@ def _sub_settings(
     problem: Problem, incumbent: Assignment, splits: dict[int, _Split], types: Sequence[PodType]
 ) -> PlannerSettings | None:
     """The settings with each move cap less what the fixed part spends (None: it spends them all)."""
-    cfg = problem.settings
     fixed_total, fixed_node, fixed_namespace = _fixed_moves(problem, incumbent, splits)
-    update: dict[str, object] = {
-        "min_gain_per_move": 0.0
-    }  # checked on the whole plan (it counts freed GPUs everywhere)
-    if cfg.caps.max_moves is not None:
-        update["max_moves"] = cfg.caps.max_moves - fixed_total
-    if cfg.caps.max_moves_per_node is not None:
-        homes = {n for t in types if not t.pending for n in t.initial}
-        update["max_moves_per_node"] = cfg.caps.max_moves_per_node - max(
-            (fixed_node.get(n, 0) for n in homes), default=0
-        )
-    if cfg.caps.max_moves_per_namespace is not None:
-        spaces = {t.namespace for t in types if not t.pending}
-        update["max_moves_per_namespace"] = cfg.caps.max_moves_per_namespace - max(
-            (fixed_namespace.get(s, 0) for s in spaces), default=0
-        )
-    if any(isinstance(v, int) and v < 0 for v in update.values()):
-        return None
-    return cfg.amended(**update)
+    homes = {n for t in types if not t.pending for n in t.initial}
+    spaces = {t.namespace for t in types if not t.pending}
+    update = problem.limits.left_after(
+        fixed_total,
+        max((fixed_node.get(n, 0) for n in homes), default=0),
+        max((fixed_namespace.get(s, 0) for s in spaces), default=0),
+    )
+    return None if update is None else problem.settings.amended(**update)
 
 
 def _fixed_moves(

@@ -7,7 +7,7 @@ cooldowns with it): the reset lifts the pause and forgets the failed moves, keep
 
 from __future__ import annotations
 
-from compactor.actions.memory import reset_breaker
+from compactor.actions.services.memory import reset_breaker
 from compactor.app.invocation import Invocation
 from compactor.app.wiring import acting
 

@@ -30,13 +30,13 @@ from compactor.settings.environment import (
     old_settings_given,
     variable,
 )
-from compactor.settings.executor import ExecutorSettings
+from compactor.settings.execution import ExecutorSettings
 from compactor.settings.leader_election import LeaderElectionSettings
 from compactor.settings.metrics import MetricsSettings
 from compactor.settings.mig import MigSettings
 from compactor.settings.movable import MovableSettings
 from compactor.settings.relocated import RelocationError, notice, relocate
-from compactor.settings.solver import SolverSettings
+from compactor.settings.solving import SolverSettings
 from compactor.settings.steering import SteeringSettings
 
 

@@ -13,7 +13,7 @@ from compactor.actions.cluster import migmanager as mig
 from compactor.actions.cluster.patching import patch_fresh
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import Obj
-from compactor.actions.run import Abort, AbortReason, Run
+from compactor.actions.run.context import Abort, AbortReason, Run
 from compactor.actions.services.recut_failure import leave_for_operator
 from compactor.planner.plan import MigRepartition
 

@@ -22,11 +22,11 @@ from typing import TypeVar
 
 from compactor.actions.cluster.events import Event
 from compactor.actions.cluster.retry import Backoff, retrying
-from compactor.actions.cluster.scope import kept_fenced
-from compactor.actions.cluster.state import STATE_CONFIGMAP, RunState, encode_plan
+from compactor.actions.cluster.run_cut import kept_fenced
+from compactor.actions.cluster.run_state import STATE_CONFIGMAP, RunState, encode_plan
 from compactor.actions.port.client import ClusterClient, Obj
-from compactor.actions.run_log import RunLog
-from compactor.actions.steerer import Steerer
+from compactor.actions.run.log import RunLog
+from compactor.actions.run.steerer import Steerer
 from compactor.clock import Clock
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan, Move

@@ -15,7 +15,7 @@ from compactor.actions.cluster.patching import patch_fresh
 from compactor.actions.cluster.retry import Backoff, until_deadline
 from compactor.actions.port import annotations as ann
 from compactor.actions.port.client import Obj
-from compactor.actions.run import Run
+from compactor.actions.run.context import Run
 
 log = logging.getLogger("compactor.executor")
 

@@ -1,7 +1,7 @@
 """How a run steers replacements onto their planned nodes: the mechanisms (``Mechanism``) and the interface each one
 offers the executor (``Steerer``; the mechanisms are in ``actions/steering/``: policy, holds, off).
 
-``Steerer`` is generic in the run it is given (``Steerer[Run]``, in ``actions/run.py``), so this interface knows nothing
+``Steerer`` is generic in the run it is given (``Steerer[Run]``, in ``actions/run/context.py``), so this interface knows nothing
 of ``Run`` while a ``Run`` holds its steerer: the two stay one module each, with no import between them in either
 direction.
 """
