@@ -57,7 +57,7 @@ from compactor.model.scheduling import why_ineligible
 from compactor.model.types import Node
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
-from compactor.settings import PlannerSettings, RunSettings
+from compactor.settings.bundles import PlannerSettings, RunSettings
 from tests.builders import steering_policy
 from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest
 

@@ -40,7 +40,7 @@ def measure(snapshot: str, time_limit: float, workers: int) -> dict[str, object]
     from compactor.model.load import load_files
     from compactor.planner.request import PlanRequest
     from compactor.planner.search.baselines import chain_placement, greedy_drain, high_node_utilization
-    from compactor.settings import PlannerSettings
+    from compactor.settings.bundles import PlannerSettings
 
     snap = load_files([snapshot])
     settings = PlannerSettings.of(time_limit_seconds=time_limit, workers=workers)
@@ -173,7 +173,7 @@ def measure_contract(snapshot: str, time_limit: float, workers: int, max_moves: 
     from compactor.planner.search.baselines import greedy_drain
     from compactor.planner.search.greedy import greedy
     from compactor.planner.solution import concretise, gpu_nodes_changed
-    from compactor.settings import PlannerSettings
+    from compactor.settings.bundles import PlannerSettings
 
     started = time.monotonic()
     snap = load_files([snapshot])

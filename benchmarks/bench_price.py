@@ -31,7 +31,7 @@ from compactor.model.load import load_files  # noqa: E402
 from compactor.model.types import Snapshot  # noqa: E402
 from compactor.planner.request import PlanRequest  # noqa: E402
 from compactor.planner.rules.price import gpu_equivalents, resource_equivalents  # noqa: E402
-from compactor.settings import PlannerSettings  # noqa: E402
+from compactor.settings.bundles import PlannerSettings  # noqa: E402
 
 
 def snapshots(

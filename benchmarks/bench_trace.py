@@ -128,7 +128,7 @@ def _plan_errors(snap: Any, plan: Any, settings: Any) -> list[str]:
 
 
 def _planner_settings(method: str, time_limit: float | None, long_limit: float) -> Any:
-    from compactor.settings import PlannerSettings
+    from compactor.settings.bundles import PlannerSettings
 
     update: dict[str, Any] = {}
     if not method.startswith("planner-default"):
@@ -178,7 +178,7 @@ def _planner_record(plan: Any, settings: Any) -> Record:
 
 def _run_baseline(snap: Any, method: str) -> Record:
     from compactor.planner.search.baselines import chain_placement, greedy_drain, high_node_utilization
-    from compactor.settings import PlannerSettings
+    from compactor.settings.bundles import PlannerSettings
 
     settings = PlannerSettings.of(place_pending=method != "greedy-drain-no-pending")
     if method == "greedy-drain-cap":
@@ -207,7 +207,7 @@ def _greedy_within_cap(snap: Any) -> Record:
     """Greedy drain's steps that fit ``CAP`` moves (a step passing it is skipped and the next tried: at least what its
     first CAP moves make), as the planner's capped warm start takes them."""
     from compactor.planner.search.baselines import warm_start
-    from compactor.settings import PlannerSettings
+    from compactor.settings.bundles import PlannerSettings
 
     # priced as planner-cap is (every move one): greedy's choices break ties on price
     result = warm_start(

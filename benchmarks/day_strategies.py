@@ -45,7 +45,7 @@ from compactor.model.types import Node
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.planner.rules.history import History, MoveRecord, restraints_at
 from compactor.planner.search.retarget import NodeUse, Wanted, assign
-from compactor.settings import Settings, load_settings
+from compactor.settings.origins import Settings, load_settings
 
 NAMESPACE = "replay"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # the day's first second, for creation and condition times

@@ -100,7 +100,7 @@ from day_strategies import PLANNING_CLOCKS, SHIPPED_CONFIG, Compactor, HighNodeU
 
 from compactor.app.pending import PendingTrigger  # noqa: E402
 from compactor.controller.loop import DEFAULT_PENDING_AFTER, DEFAULT_PENDING_GAP, PENDING_CHECK_SECONDS  # noqa: E402
-from compactor.settings import Settings, load_settings  # noqa: E402
+from compactor.settings.origins import Settings, load_settings  # noqa: E402
 
 DEFAULT, BIN_PACKING = "default", "bin-packing"
 HNU = "bin-packing + HighNodeUtilization"

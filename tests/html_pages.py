@@ -15,7 +15,7 @@ from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = PlannerSettings.of(min_replicas=1, time_limit_seconds=5)

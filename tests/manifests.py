@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from compactor.settings import Settings, load_settings
+from compactor.settings.origins import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"

@@ -35,7 +35,8 @@ from compactor.model.types import (
     Toleration,
 )
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import PlannerSettings, parse_shape
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.shape_syntax import parse_shape
 
 CRITICAL_PRIORITY = 2_000_000_000
 CRITICAL_CLASSES = ("system-cluster-critical", "system-node-critical")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from compactor.settings import RunSettings
+from compactor.settings.bundles import RunSettings
 from tests.fakeapi import RecordedRequest
 from tests.manifests import BASE, GPU_OPERATOR, kustomize_build
 

@@ -38,7 +38,7 @@ from compactor.model.load import DRA_DRIVERS
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.budgets import EvictionCap
 from compactor.planner.rules.movability import Unmovable
-from compactor.settings import PlannerSettings, RunSettings
+from compactor.settings.bundles import PlannerSettings, RunSettings
 from compactor.statuses import RunStatus
 
 __all__ = ["Abort", "Executor", "Progress"]

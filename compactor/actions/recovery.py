@@ -34,7 +34,7 @@ from compactor.errors import ClusterError
 from compactor.model.dra import DriverMapping
 from compactor.model.load import DRA_DRIVERS
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import PlannerSettings, RunSettings
+from compactor.settings.bundles import PlannerSettings, RunSettings
 from compactor.statuses import FINISHED
 
 log = logging.getLogger("compactor.recovery")

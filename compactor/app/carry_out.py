@@ -21,7 +21,7 @@ from compactor.errors import CompactorError
 from compactor.model.shorten import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.history import Restraints
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its runs, under the name it always had
 

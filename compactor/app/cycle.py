@@ -35,7 +35,7 @@ from compactor.model.shorten import listed
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.movability import Steerability
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 from compactor.statuses import RunStatus
 
 log = logging.getLogger("compactor.cycle")

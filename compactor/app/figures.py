@@ -14,7 +14,7 @@ from compactor.actions.port import annotations as ann
 from compactor.app.sources import check_shapes
 from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_figures, reference_shapes
 from compactor.model.types import Snapshot
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 
 def shapes_for(snapshot: Snapshot, settings: Settings) -> tuple[ReferenceShape, ...]:

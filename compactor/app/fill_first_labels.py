@@ -16,7 +16,7 @@ from compactor.errors import ClusterError
 from compactor.metrics.fill_first import FILL_FIRST_LABEL, fill_first_tiers
 from compactor.metrics.fragmentation import compute_figures
 from compactor.model.types import Snapshot
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 log = logging.getLogger("compactor.prevention")
 

@@ -15,7 +15,7 @@ from compactor.app.sources import SnapshotSource
 from compactor.errors import CompactorError
 from compactor.kube import client as kube_api
 from compactor.kube.cluster_client import KubeClusterClient
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 
 @dataclass(frozen=True)

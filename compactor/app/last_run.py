@@ -42,7 +42,7 @@ from compactor.metrics.fragmentation import Figures, ReferenceShape, compute_fig
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.render.summary import summary_line
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 from compactor.statuses import CommandStatus, RunStatus
 
 log = logging.getLogger("compactor.last_run")  # the name it had as compactor/last_run.py

@@ -22,7 +22,7 @@ from compactor.actions.port.objects import PodView, is_waiting
 from compactor.metrics.figure_types import Figures
 from compactor.model.requests import effective_requests
 from compactor.model.resources import is_gpu_resource
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from compactor.planner.recut import mig_parted_for
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.history import Restraints
 from compactor.planner.rules.movability import Steerability
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 log = logging.getLogger("compactor.commands")  # what the command line says of its plans, under the name it always had
 

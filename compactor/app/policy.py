@@ -14,7 +14,7 @@ from compactor.app.invocation import Invocation
 from compactor.app.windows import window_state
 from compactor.app.wiring import cluster_client
 from compactor.planner.rules.history import Restraints
-from compactor.settings import WindowSettings
+from compactor.settings.disruption_windows import WindowSettings
 
 
 class Verdict(StrEnum):

@@ -15,7 +15,8 @@ from compactor.model.guards import offered_gpu_resources, pool_label_is_default,
 from compactor.model.load import DRA_DRIVERS, implausible_input, load_files
 from compactor.model.types import Snapshot
 from compactor.planner.rules.movability import config_reason
-from compactor.settings import Settings, parse_shape
+from compactor.settings.origins import Settings
+from compactor.settings.shape_syntax import parse_shape
 
 EXAMPLE_RESOURCE = "example-cluster.json"
 

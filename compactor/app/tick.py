@@ -34,7 +34,7 @@ from compactor.metrics.fragmentation import Figures, ReferenceShape
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.history import Restraints
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 log = logging.getLogger("compactor.controller")  # what a cycle says, under the controller's name
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
-from compactor.settings import WindowSettings
+from compactor.settings.disruption_windows import WindowSettings
 
 
 @dataclass(frozen=True)

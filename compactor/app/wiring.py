@@ -24,7 +24,7 @@ from compactor.kube.cluster_client import KubeClusterClient
 from compactor.kube.lease import LeaderElector, LeaseKeeper, acquire_once, identity
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 
 def cluster_client(inv: Invocation, *, dry_run: bool) -> KubeClusterClient:

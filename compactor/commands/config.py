@@ -10,7 +10,7 @@ import sys
 import yaml
 
 from compactor.errors import EXIT_OK, CompactorError
-from compactor.settings import Settings, load_settings
+from compactor.settings.origins import Settings, load_settings
 from compactor.settings.shipped import differences
 
 

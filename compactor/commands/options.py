@@ -11,7 +11,8 @@ from typing import Any
 from compactor.app.invocation import Invocation
 from compactor.app.sources import SnapshotSource
 from compactor.errors import CompactorError
-from compactor.settings import Settings, load_settings, parse_shape
+from compactor.settings.origins import Settings, load_settings
+from compactor.settings.shape_syntax import parse_shape
 from compactor.settings.shipped import unlike_shipped
 
 log = logging.getLogger("compactor.commands")

@@ -14,7 +14,7 @@ from compactor.metrics.figure_types import Figures
 from compactor.model.types import Snapshot
 from compactor.render.html import render_report_html
 from compactor.render.report import render_report
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -21,7 +21,8 @@ from compactor.controller.exporter import Exporter
 from compactor.controller.http import HttpServer, parse_listen
 from compactor.errors import EXIT_OK, CompactorError
 from compactor.model.types import Snapshot
-from compactor.settings import Settings, worst_case_run_seconds
+from compactor.settings.duration import worst_case_run_seconds
+from compactor.settings.origins import Settings
 
 if TYPE_CHECKING:  # names only: the loop is given these, the application layer builds them (app.wiring)
     from compactor.actions.executor import Progress

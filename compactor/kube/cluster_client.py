@@ -24,7 +24,7 @@ from compactor.kube.read import DEFAULT_PAGE_SIZE
 from compactor.kube.state import COMPONENT, MANAGED_BY, StateCalls, reporting_instance
 from compactor.kube.transport import JSON, JSON_PATCH, MERGE_PATCH, Transport
 from compactor.kube.workloads import WorkloadCalls
-from compactor.settings import DEFAULT_WRITE_TIMEOUT_SECONDS
+from compactor.settings.leader_election import DEFAULT_WRITE_TIMEOUT_SECONDS
 
 __all__ = [
     "COMPONENT",

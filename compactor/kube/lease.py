@@ -47,7 +47,7 @@ from kubernetes import client as k8s_client
 from compactor.errors import ClusterError, CompactorError
 from compactor.kube.lease_record import LeaseRecord, format_micro_time, identity, parse_time
 from compactor.kube.transport import Transport
-from compactor.settings import (
+from compactor.settings.leader_election import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RENEW_DEADLINE_SECONDS,
     DEFAULT_WRITE_TIMEOUT_SECONDS,

@@ -21,7 +21,7 @@ from compactor.planner.problem import Problem
 from compactor.planner.rules.budgets import EvictionCap, RunBudgets, refusal, take_nodes
 from compactor.planner.search.frontier import Point, plan_of
 from compactor.planner.solution import concretise
-from compactor.settings import CapsSettings
+from compactor.settings.caps import CapsSettings
 
 BUDGET_POINTS = 30  # points of the curve tried, from the chosen one down, for one a run can carry out whole
 

@@ -39,7 +39,8 @@ from compactor.planner.solution import (
     gpu_nodes_changed,
 )
 from compactor.planner.usable import usage_shapes
-from compactor.settings import CapsSettings, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.caps import CapsSettings
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from compactor.planner.search.solver import SolveResult
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, loads_after, usable_freed
 from compactor.planner.solver_report import solver_report
 from compactor.planner.usable import why_unusable
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 
 def _move_reason(

@@ -24,7 +24,8 @@ from compactor.planner.rules.movability import Steerability, Unmovable, movabili
 from compactor.planner.rules.move_limits import MoveLimits
 from compactor.planner.rules.placeable import why_not_placeable
 from compactor.planner.rules.price import Pricing
-from compactor.settings import PlannerSettings, parse_shape
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.shape_syntax import parse_shape
 
 # A host port is capacity 1 on every node (kube-scheduler's NodePorts filter), modelled as a resource.
 # The host IP is ignored: two pods on one port conflict even on different IPs, which can only make the plan stricter.

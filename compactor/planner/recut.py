@@ -28,7 +28,7 @@ from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.mig_advice import overlap, profile_mix
 from compactor.planner.problem import NodeState, PodType, Problem
 from compactor.planner.solution import ConcreteMove, ConcretePlacement, gpu_pods_after
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 log = logging.getLogger("compactor.planner")
 

@@ -15,7 +15,8 @@ from compactor.planner.cpsat.deadline import Deadline, deadline_for
 from compactor.planner.rules.history import Restraints
 from compactor.planner.rules.movability import Steerability
 from compactor.planner.rules.pins import without_own_pins
-from compactor.settings import CapsSettings, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.caps import CapsSettings
 
 
 class Asked(TypedDict, total=False):

@@ -24,7 +24,8 @@ from compactor.planner.search.curve_choice import choose
 from compactor.planner.search.frontier import Point, drain_costs, frontier
 from compactor.planner.search.move_bound import fewest_moves_cost
 from compactor.planner.search.solver import SolveResult, solve
-from compactor.settings import CapsSettings, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.caps import CapsSettings
 
 SOLVE_SHARE = 0.5  # of the time limit for the max-free solve; the curve gets at most what is left until CURVE_END
 CURVE_END = 0.85  # the rest of the limit: concretising, the after figures, the re-cut step

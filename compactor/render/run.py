@@ -14,7 +14,7 @@ from compactor.model.numbers import fmt_change
 from compactor.model.shorten import listed
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.budgets import EvictionCap
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 from compactor.statuses import FINISHED, CommandStatus, RunStatus
 
 

@@ -54,7 +54,8 @@ from compactor.errors import ClusterError
 from compactor.kube.cluster_client import JSON, MERGE_PATCH, KubeClusterClient
 from compactor.planner.plan import Move
 from compactor.planner.rules.history import History
-from compactor.settings import RunSettings, Settings
+from compactor.settings.bundles import RunSettings
+from compactor.settings.origins import Settings
 from tests.e2e.guards import (
     ACCOUNT_NAMESPACE,
     BASE_RBAC,

@@ -38,7 +38,7 @@ from compactor.actions.cluster.patching import patch_fresh
 from compactor.actions.port import annotations as ann
 from compactor.errors import ClusterError
 from compactor.kube.cluster_client import KubeClusterClient
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 from tests.e2e.guards import (
     BYSTANDER,
     SERVICE_ACCOUNT,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from compactor.app.plan_document import build_plan
 from compactor.planner.request import PlanRequest
 from compactor.planner.search.baselines import chain_placement
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from compactor.app.plan_document import build_plan
 from compactor.metrics.fragmentation import compute_figures
 from compactor.planner.request import PlanRequest
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import A100_40, cluster, node, pod
 from tests.dra_builders import (
     A100_80_PLACEMENTS,

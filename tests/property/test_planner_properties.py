@@ -33,7 +33,8 @@ from compactor.planner.search.baselines import greedy_drain
 from compactor.planner.search.greedy import Drainer, greedy
 from compactor.planner.search.move_bound import fewest_moves_cost, most_freed_within
 from compactor.planner.solution import concretise, gpu_nodes_changed
-from compactor.settings import MoveCostSettings, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.cost import MoveCostSettings
 from tests.builders import A100_40, H100_80, claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import (
     capacity_of,

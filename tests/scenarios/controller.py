@@ -20,7 +20,7 @@ from compactor.controller.loop import Controller, ControllerOptions
 from compactor.kube.lease import LeaderElector
 from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 from tests.fakecluster import FakeCluster
 from tests.scenarios.executor import PLANNER, SETTINGS
 

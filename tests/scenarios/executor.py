@@ -22,7 +22,7 @@ from compactor.app.plan_document import build_plan
 from compactor.planner.plan import CompactionPlan, Move
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.movability import Steerability
-from compactor.settings import PlannerSettings, RunSettings
+from compactor.settings.bundles import PlannerSettings, RunSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.fakecluster import EPOCH, FakeCluster
 

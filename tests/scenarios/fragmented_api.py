@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from compactor.settings import RunSettings
+from compactor.settings.bundles import RunSettings
 from tests.builders import node, pdb, pod
 from tests.fakeapi import DisruptionController, FakeApiServer
 from tests.scenarios.lease import LeaseStore

@@ -16,7 +16,7 @@ from compactor.actions.port import annotations as ann
 from compactor.clock import RealClock, SimulatedClock
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import RunSettings
+from compactor.settings.bundles import RunSettings
 from tests.builders import node, pdb, pod
 from tests.fakeapi import DisruptionController, FakeApiServer, RecordedRequest, status_body
 from tests.wire.requests_seen import client_of, no_pod_deletes, writes_sent

@@ -24,7 +24,8 @@ from compactor.actions.services.fencing import FencedClient
 from compactor.errors import ClusterError, ConfigError
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT, KubeClusterClient
 from compactor.kube.lease import LeaderElector
-from compactor.settings import LeaderElectionSettings, Settings, lease_timing_problem, load_settings
+from compactor.settings.leader_election import LeaderElectionSettings, lease_timing_problem
+from compactor.settings.origins import Settings, load_settings
 from tests.builders import node
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster

@@ -42,7 +42,10 @@ from compactor.kube.read import read_cluster
 from compactor.model.load import load_files
 from compactor.model.migparted import find_mig_parted
 from compactor.model.types import ConfigMap
-from compactor.settings import MigSettings, RunSettings, Settings, SteeringSettings
+from compactor.settings.bundles import RunSettings
+from compactor.settings.mig import MigSettings
+from compactor.settings.origins import Settings
+from compactor.settings.steering import SteeringSettings
 from tests.builders import as_list, job, node, pod, steering_policy
 from tests.fakeapi import FakeApiServer, RecordedRequest
 from tests.rbac import Attributes, allowed, attributes, denied

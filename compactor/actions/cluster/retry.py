@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from compactor.clock import Clock
 from compactor.errors import ClusterError
-from compactor.settings import ExecutorSettings
+from compactor.settings.execution import ExecutorSettings
 
 log = logging.getLogger("compactor.retry")
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from compactor.actions.cluster.run_state import RunState
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 SHOWN = 3  # problems named in the refusal
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.actions.port.client import EvictionOutcome, EvictionResult, Obj, ObjectRef
-from compactor.settings import ExecutorSettings
+from compactor.settings.execution import ExecutorSettings
 
 DEFAULT_STATE_NAMESPACE = str(ExecutorSettings.model_fields["state_namespace"].default)
 EVICTION_API = "policy/v1 Eviction"

@@ -30,7 +30,7 @@ from compactor.actions.run.steerer import Steerer
 from compactor.clock import Clock
 from compactor.errors import ClusterError
 from compactor.planner.plan import CompactionPlan, Move
-from compactor.settings import PlannerSettings, RunSettings
+from compactor.settings.bundles import PlannerSettings, RunSettings
 
 log = logging.getLogger("compactor.executor")
 T = TypeVar("T")

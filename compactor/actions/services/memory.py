@@ -16,7 +16,7 @@ from compactor.actions.services.report import RunReport
 from compactor.errors import ClusterError, CompactorError
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.history import MOVED, History, Restraints, forgive, remember, restraints_at, undoes
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 
 log = logging.getLogger("compactor.memory")
 

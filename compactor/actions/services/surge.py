@@ -35,7 +35,7 @@ from compactor.actions.port.objects import ObjectView, PodView
 from compactor.actions.run.context import Abort, AbortReason, Run
 from compactor.errors import ClusterError
 from compactor.planner.plan import Move
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 log = logging.getLogger("compactor.executor")
 OPT_IN = "compactor.io/make-before-break"

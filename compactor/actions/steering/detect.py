@@ -26,7 +26,8 @@ from compactor.actions.steering.scope import scope_of
 from compactor.errors import ClusterError, CompactorError
 from compactor.model.types import Taint
 from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope, Steerability
-from compactor.settings import RunSettings, SteeringSettings
+from compactor.settings.bundles import RunSettings
+from compactor.settings.steering import SteeringSettings
 
 POLICY = "MutatingAdmissionPolicy"
 BINDING = "MutatingAdmissionPolicyBinding"

@@ -33,7 +33,7 @@ from compactor.model.resources import Resources
 from compactor.model.types import Node, Pod
 from compactor.planner.plan import Move, Placement
 from compactor.planner.rules.movability import Steerability
-from compactor.settings import CapsSettings
+from compactor.settings.caps import CapsSettings
 
 log = logging.getLogger("compactor.steering")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 
 class OutOfTime(Exception):

@@ -26,7 +26,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, Move, Placement
 from compactor.planner.rules.history import workload_key
 from compactor.planner.rules.movability import pdbs_by_pod
-from compactor.settings import CapsSettings
+from compactor.settings.caps import CapsSettings
 
 # (source nodes, each with its moves), taken together -> "" to take them all, else the budget one of them would break;
 # a refused group changes no count

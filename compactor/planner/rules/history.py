@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from compactor.model.types import OwnerRef
-from compactor.settings import CapsSettings, DisruptionSettings
+from compactor.settings.caps import CapsSettings
+from compactor.settings.disruption import DisruptionSettings
 
 MOVED = "moved"  # evicted, and its replacement came up
 # attempted and not made: the eviction was sent and its replacement never came up where planned (the run rolled back),

@@ -21,7 +21,8 @@ from compactor.model.scheduling import label_selector_matches, untolerated_taint
 from compactor.model.types import Node, Pdb, Pod, Taint, Toleration
 from compactor.model.volumes import VolumeIndex
 from compactor.planner.rules.history import Restraints, workload_key
-from compactor.settings import SYSTEM_CRITICAL_PRIORITY, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.movable import SYSTEM_CRITICAL_PRIORITY
 
 EVICT_ANNOTATION = "compactor.io/evict"
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 # the settings under which nothing limits a plan's moves (the baselines' planner sees every node and pod)
 NO_MOVE_LIMITS: dict[str, object] = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 from compactor.model.types import Pod
 from compactor.model.volumes import VolumeIndex
 from compactor.planner.rules.movability import unmodelled_reason
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 
 def why_not_placeable(pod: Pod, settings: PlannerSettings, volumes: VolumeIndex) -> str | None:

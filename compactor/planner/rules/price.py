@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from compactor.model.resources import is_gpu_resource
 from compactor.model.types import Pod, Snapshot
 from compactor.planner.rules.history import workload_key
-from compactor.settings import MoveCostSettings
+from compactor.settings.cost import MoveCostSettings
 
 MAX_MOVE_COST_ANNOTATION = 10_000.0  # in moves
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"

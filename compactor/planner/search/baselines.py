@@ -29,7 +29,7 @@ from compactor.planner.search.greedy import greedy
 from compactor.planner.search.loads import first_fit
 from compactor.planner.solution import concretise, gpu_nodes_changed, usable_freed
 from compactor.planner.usable import usage_shapes
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 
 @dataclass(frozen=True)

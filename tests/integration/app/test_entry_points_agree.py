@@ -33,7 +33,7 @@ from compactor.controller.exporter import Exporter
 from compactor.metrics.figures_json import figures_to_dict
 from compactor.model.load import read_source
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import load_settings
+from compactor.settings.origins import load_settings
 
 # Not the defaults (0.95 and 20): the example's GPU pods ask for several shapes, so the derived shapes differ.
 METRICS = {"shape_coverage": 0.5, "max_shapes": 1}

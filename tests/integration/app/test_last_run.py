@@ -32,7 +32,7 @@ from compactor.app.last_run import LAST_RUN_CONFIGMAP, LAST_RUN_STATUSES, SUMMAR
 from compactor.cli import main
 from compactor.controller.exporter import Exporter
 from compactor.kube.lease import LeaderElector
-from compactor.settings import RunSettings
+from compactor.settings.bundles import RunSettings
 from compactor.statuses import RunStatus
 from tests.builders import A100_40, pod
 from tests.fakeapi import FakeApiServer, RecordedRequest, Reply, status_body

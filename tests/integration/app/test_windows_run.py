@@ -11,7 +11,8 @@ import pytest
 
 from compactor.app.carry_out import window_keeper
 from compactor.cli import main
-from compactor.settings import DisruptionSettings, Settings
+from compactor.settings.disruption import DisruptionSettings
+from compactor.settings.origins import Settings
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster
 from tests.scenarios.fragmented_api import fragmented, run_config

@@ -16,7 +16,7 @@ from compactor.app.sources import example_path
 from compactor.commands.progress import SolveProgress as _SolveProgress
 from compactor.model.load import load_files
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.command_line import assert_one_line_error, compactor
 from tests.plancheck import check_plan
 

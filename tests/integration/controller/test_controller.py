@@ -30,7 +30,9 @@ from compactor.errors import CompactorError
 from compactor.kube.lease import LeaderElector
 from compactor.model.types import Snapshot
 from compactor.planner.rules.history import History
-from compactor.settings import DisruptionSettings, SteeringSettings, WindowSettings
+from compactor.settings.disruption import DisruptionSettings
+from compactor.settings.disruption_windows import WindowSettings
+from compactor.settings.steering import SteeringSettings
 from tests.builders import A100_40, pod
 from tests.fakeapi import FakeApiServer
 from tests.fakecluster import FakeCluster

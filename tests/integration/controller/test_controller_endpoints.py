@@ -257,7 +257,7 @@ def test_healthz_fails_when_a_cycle_runs_longer_than_the_limit(cluster: FakeClus
 
 
 def test_the_default_cycle_limit_allows_a_recovered_run_and_a_new_one() -> None:
-    from compactor.settings import worst_case_run_seconds
+    from compactor.settings.duration import worst_case_run_seconds
 
     controller = make_controller(FakeCluster(one_freed_node()))
     try:

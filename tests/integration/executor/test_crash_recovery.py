@@ -30,7 +30,7 @@ from compactor.actions.port import annotations as ann
 from compactor.actions.recovery import recover
 from compactor.actions.services.fencing import FencedClient, LeadershipLost
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import RunSettings
+from compactor.settings.bundles import RunSettings
 from tests.builders import pdb, pod
 from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim
 from tests.fakecluster import Crash, FakeCluster

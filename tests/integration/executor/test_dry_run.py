@@ -23,7 +23,7 @@ from compactor.actions.port import annotations as ann
 from compactor.actions.services.report import RunReport
 from compactor.clock import SimulatedClock
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import RunSettings
+from compactor.settings.bundles import RunSettings
 from tests.fakecluster import EPOCH, Call, FakeCluster, is_fenced
 from tests.scenarios.executor import SETTINGS, make_plan, one_freed_node, two_freed_nodes
 

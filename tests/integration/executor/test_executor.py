@@ -25,7 +25,7 @@ from compactor.actions.executor import Progress
 from compactor.actions.port import annotations as ann
 from compactor.app.plan_document import build_plan
 from compactor.planner.request import PlanRequest
-from compactor.settings import CapsSettings
+from compactor.settings.caps import CapsSettings
 from tests.builders import cluster
 from tests.fakecluster import EPOCH, FakeCluster
 from tests.scenarios.executor import (

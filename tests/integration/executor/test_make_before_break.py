@@ -17,7 +17,7 @@ from compactor.actions.recovery import recover
 from compactor.actions.services.report import RunReport
 from compactor.actions.services.surge import OPT_IN, SURGE_NOTE, SURGED_BY
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import RunSettings
+from compactor.settings.bundles import RunSettings
 from tests.builders import node, pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import PLANNER, SETTINGS, agents, assert_clean, make_plan

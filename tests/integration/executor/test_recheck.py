@@ -14,7 +14,7 @@ from compactor.actions.port.client import Obj
 from compactor.actions.recovery import recover
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.movability import SAFE_TO_EVICT_ANNOTATION, Unmovable
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import job, node, pdb, pod
 from tests.fakecluster import Crash, FakeCluster
 from tests.scenarios.executor import (

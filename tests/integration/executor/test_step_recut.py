@@ -21,7 +21,7 @@ from compactor.app.plan_document import build_plan
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
-from compactor.settings import PlannerSettings, RunSettings
+from compactor.settings.bundles import PlannerSettings, RunSettings
 from tests.builders import A100_80, cluster, node, pod
 from tests.fakecluster import EPOCH, Crash, FakeCluster, FakeMigManager
 from tests.scenarios.executor import assert_clean, marks, on_progress

@@ -13,7 +13,8 @@ from compactor.actions.steering.holds import first_wall
 from compactor.app.planning import with_holds_wall
 from compactor.planner.plan import SteeringNote
 from compactor.render.plan import render_plan
-from compactor.settings import CapsSettings, load_settings
+from compactor.settings.caps import CapsSettings
+from compactor.settings.origins import load_settings
 from tests.builders import cluster, node, pod
 from tests.builders import pdb as budget
 from tests.fakecluster import FakeCluster

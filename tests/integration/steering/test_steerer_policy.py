@@ -30,7 +30,7 @@ from compactor.actions.steering.detect import choose
 from compactor.actions.steering.pin import STEERED_TO
 from compactor.clock import Interrupted, SimulatedClock, StoppableClock
 from compactor.planner.plan import CompactionPlan
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import node, pod, steering_policy
 from tests.fakecluster import EPOCH, Crash, FakeCluster
 from tests.scenarios.executor import SETTINGS, Obj, agents, assert_clean, events, hand_plan, make_plan, marks, rs, run

@@ -10,7 +10,7 @@ import pytest
 
 from compactor.actions.steering.scope import scope_of
 from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope
-from compactor.settings import load_settings
+from compactor.settings.origins import load_settings
 from tests.builders import steering_policy
 
 NAME = "kubernetes.io/metadata.name"

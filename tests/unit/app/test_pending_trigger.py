@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from compactor.app.pending import Blocked, Bound, PendingTrigger, blocked_gpu_pods
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import pod
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -11,7 +11,8 @@ import pytest
 
 from compactor.app.windows import window_state
 from compactor.errors import ConfigError
-from compactor.settings import Settings, WindowSettings, load_settings
+from compactor.settings.disruption_windows import WindowSettings
+from compactor.settings.origins import Settings, load_settings
 
 # 22:00-02:00 local
 NIGHTLY_PARIS = WindowSettings(schedule="0 22 * * *", duration_minutes=240, timezone="Europe/Paris")

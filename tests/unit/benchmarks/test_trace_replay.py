@@ -27,7 +27,7 @@ from compactor.model.types import Node, Pod, Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
 from compactor.planner.search.baselines import BaselineResult, greedy_drain, high_node_utilization
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.plancheck import check_plan
 
 ROOT = Path(__file__).resolve().parents[3]

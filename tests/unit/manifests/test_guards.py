@@ -11,7 +11,7 @@ import pytest
 
 from compactor.cli import main
 from compactor.model.guards import pool_label_unused, unoffered_resources
-from compactor.settings import parse_shape
+from compactor.settings.shape_syntax import parse_shape
 from tests.builders import as_list, cluster, node, pod
 
 

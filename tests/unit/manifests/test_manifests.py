@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compactor.settings import load_settings
+from compactor.settings.origins import load_settings
 from tests.manifests import (
     BASE,
     CONTROLLER,

@@ -22,7 +22,7 @@ from compactor.actions.services.surge import SURGE_NOTE, SURGED_BY
 from compactor.actions.steering.pin import CONTROLLER_USERS, POLICY_VERSION, POLICY_VERSION_ANNOTATION
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.metrics.fill_first import FILL_FIRST_LABEL
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 from tests.manifests import BASE, GUARD, NAMESPACE, STEERING, mounted_settings, one_object
 
 

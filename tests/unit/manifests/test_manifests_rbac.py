@@ -17,7 +17,7 @@ from compactor.actions.port.annotations import STATE_CONFIGMAP
 from compactor.actions.services.memory import HISTORY_CONFIGMAP
 from compactor.app.last_run import LAST_RUN_CONFIGMAP
 from compactor.kube.lease import LEASE_NAME
-from compactor.settings import Settings
+from compactor.settings.origins import Settings
 from tests.kube_requests import Permission, api_requests, granted_permissions
 from tests.manifests import (
     BASE,

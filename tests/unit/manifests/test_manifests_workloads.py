@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from compactor.cli import build_parser
 from compactor.kube.cluster_client import DEFAULT_TIMEOUT
-from compactor.settings import Settings, load_settings, worst_case_run_seconds
+from compactor.settings.duration import worst_case_run_seconds
+from compactor.settings.origins import Settings, load_settings
 from tests.manifests import (
     CONTROLLER,
     CRONJOB,

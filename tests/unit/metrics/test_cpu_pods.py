@@ -21,7 +21,7 @@ from compactor.planner.request import PlanRequest
 from compactor.render.advice import advice_to_dict
 from compactor.render.html import render_report_html
 from compactor.render.report import render_report
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import A100_40, H100_80, cluster, node, pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

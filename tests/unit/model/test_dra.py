@@ -19,7 +19,7 @@ from compactor.model.load import build_snapshot
 from compactor.model.types import Snapshot
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.movability import Unmovable
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
 from tests.dra_builders import DRIVER, device_class, dra_node, dra_pod, gpu_claim, gpu_slice, twin_figures
 

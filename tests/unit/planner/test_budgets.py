@@ -25,7 +25,8 @@ from compactor.planner.rules.budgets import groups, koordinator_unavailable, sha
 from compactor.planner.search.frontier import Point, summarise
 from compactor.planner.search.greedy import greedy
 from compactor.render.plan import render_plan
-from compactor.settings import CapsSettings, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.caps import CapsSettings
 from tests.builders import cluster, node, pdb, pod
 from tests.plancheck import check_plan
 

@@ -19,7 +19,7 @@ from compactor.planner.request import PlanRequest
 from compactor.planner.search.baselines import chain_placement, greedy_drain
 from compactor.planner.search.chains import evictions
 from compactor.planner.search.loads import Loads
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
 

@@ -21,7 +21,8 @@ from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.movability import Unmovable
-from compactor.settings import PlannerSettings, load_settings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.origins import load_settings
 from tests.builders import A100_80, cluster, node, pdb, pod
 from tests.dra_builders import device_class, dra_pod, mig_claim, partition_node, partition_slices, twin_figures
 

@@ -8,7 +8,7 @@ from compactor.app.plan_document import build_plan
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
 from compactor.render.plan import render_plan
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,7 +9,9 @@ from compactor.app.plan_document import build_plan
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.history import FAILED, MOVED, History, MoveRecord, remember, restraints_at, undoes
 from compactor.planner.rules.movability import Unmovable
-from compactor.settings import CapsSettings, DisruptionSettings, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.caps import CapsSettings
+from compactor.settings.disruption import DisruptionSettings
 from tests.builders import cluster, node, pod
 
 NO_CAPS = CapsSettings()

@@ -24,7 +24,7 @@ from compactor.planner.problem import Problem, build_problem, gpu_pods_before
 from compactor.planner.search.greedy import greedy
 from compactor.planner.search.lns.improve import Stats, improve
 from compactor.planner.solution import pairs
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import (
     add,

@@ -93,7 +93,7 @@ def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = N
 
     from compactor.app.plan_document import build_plan
     from compactor.planner.request import PlanRequest
-    from compactor.settings import PlannerSettings
+    from compactor.settings.bundles import PlannerSettings
     from tests.plancheck import assert_valid
 
     snapshot = cluster(*(objects_ if objects_ is not None else objects()), *extra)

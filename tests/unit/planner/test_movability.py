@@ -20,7 +20,8 @@ from compactor.model.types import Snapshot, Taint
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.movability import EVERY_NAMESPACE, NamespaceScope, Steerability, Unmovable, movability
-from compactor.settings import PlannerSettings, load_settings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.origins import load_settings
 from tests.builders import claim_volume, cluster, node, pdb, pod, pv, pvc
 from tests.plancheck import assert_valid, movable_reason
 

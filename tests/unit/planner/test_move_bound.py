@@ -12,7 +12,7 @@ from compactor.planner.cpsat.deadline import Deadline
 from compactor.planner.problem import Problem, build_problem
 from compactor.planner.request import PlanRequest
 from compactor.planner.search.move_bound import fewest_moves_cost, most_freed_within
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

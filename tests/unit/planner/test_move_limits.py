@@ -4,7 +4,7 @@ the LNS is left when the rest of the plan is fixed."""
 from __future__ import annotations
 
 from compactor.planner.rules.move_limits import NO_MOVE_LIMITS, MoveLimits
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 
 def limits(**changes: object) -> MoveLimits:

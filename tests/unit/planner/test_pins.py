@@ -13,7 +13,7 @@ from compactor.actions.steering.pin import pinned
 from compactor.app.plan_document import build_plan
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.pins import without_own_pins
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import check_plan
 

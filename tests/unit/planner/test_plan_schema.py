@@ -24,7 +24,7 @@ from compactor.cli import main
 from compactor.model.migparted import parse_mig_parted
 from compactor.planner.plan import CompactionPlan, plan_json_schema
 from compactor.planner.request import PlanRequest
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -20,7 +20,7 @@ from compactor.planner.request import PlanRequest
 from compactor.planner.search.bound import whole_free_bound
 from compactor.planner.search.greedy import greedy, prune
 from compactor.planner.search.solver import solve
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import H100_80, cluster, node, pod
 from tests.plancheck import check_plan
 

@@ -16,7 +16,8 @@ from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, Metadata, Move, Placement, SolverReport
 from compactor.planner.request import PlanRequest
-from compactor.settings import PlannerSettings, parse_shape
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.shape_syntax import parse_shape
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid, capacity_of, check_plan, loads_before, total_headroom
 

@@ -15,7 +15,8 @@ from compactor.app.plan_document import build_plan
 from compactor.model.types import Pod
 from compactor.planner.request import PlanRequest
 from compactor.planner.rules.price import Pricing, describe, gpu_equivalents, resource_equivalents
-from compactor.settings import MoveCostSettings, PlannerSettings
+from compactor.settings.bundles import PlannerSettings
+from compactor.settings.cost import MoveCostSettings
 from tests.builders import cluster, node, pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

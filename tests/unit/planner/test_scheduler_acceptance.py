@@ -13,7 +13,7 @@ from compactor.app.plan_document import build_plan
 from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.request import PlanRequest
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import A100_40, A100_80, H100_80, claim_volume, cluster, node, pod, pv, pvc
 from tests.plancheck import assert_valid
 

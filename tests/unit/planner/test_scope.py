@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compactor.planner.plan import CompactionPlan
 from compactor.planner.rules.budgets import EvictionCap, within_cap
-from compactor.settings import CapsSettings
+from compactor.settings.caps import CapsSettings
 
 GPUS = {"gpu-1": 8, "gpu-2": 8, "gpu-3": 8, "gpu-4": 4, "spare": 8}
 

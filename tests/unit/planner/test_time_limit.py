@@ -29,7 +29,7 @@ from compactor.planner.search.solver import SolveResult
 from compactor.planner.search_stage import enough_time_limit
 from compactor.planner.solver_report import solver_report
 from compactor.render.plan import render_plan
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
 

@@ -15,7 +15,7 @@ from compactor.planner.problem import build_problem
 from compactor.planner.request import PlanRequest
 from compactor.planner.usable import usable_gpus, usage_shapes
 from compactor.render.plan import render_plan
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import cluster, node, pod
 from tests.plancheck import assert_valid
 

@@ -25,7 +25,7 @@ from compactor.model.types import Snapshot
 from compactor.planner.plan import CompactionPlan, Metadata, Move, PendingNote, SolverReport, apply_plan
 from compactor.planner.request import PlanRequest
 from compactor.render.html import render_plan_html, render_report_html
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 from tests.builders import A100_40, cluster, node, pdb, pod
 from tests.html_pages import Page, plan_of
 

@@ -9,14 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from compactor.settings import (
-    RELOCATED,
-    CapsSettings,
-    PlannerSettings,
-    RunSettings,
-    Settings,
-    SolverSettings,
-)
+from compactor.settings.bundles import PlannerSettings, RunSettings
+from compactor.settings.caps import CapsSettings
+from compactor.settings.origins import Settings
+from compactor.settings.relocated import RELOCATED
+from compactor.settings.solving import SolverSettings
 
 SETTINGS_DIR = Path(__file__).resolve().parents[3] / "compactor" / "settings"
 

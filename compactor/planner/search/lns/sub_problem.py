@@ -34,7 +34,7 @@ from compactor.model.resources import CPU
 from compactor.planner.objective import Assignment
 from compactor.planner.problem import NodeState, PodType, Problem, holds_gpu_load
 from compactor.planner.search.lns.incumbent import Incumbent
-from compactor.settings import PlannerSettings
+from compactor.settings.bundles import PlannerSettings
 
 RECEIVERS = 8  # nodes outside ``S`` with spare GPUs that may receive
 PLAIN_RECEIVERS = 4  # nodes without GPUs outside ``S`` that may receive CPU pods
