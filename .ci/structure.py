@@ -7,7 +7,9 @@
   bottom; what is longer is a stage of its own);
 * issue [26]'s floor plan: at most WING_MODULES modules directly inside ``planner/`` and ``actions/`` (the rest in
   their wings), no file-name prefix shared by PREFIX_FAMILY modules of one folder unless the folder has that name (a
-  family gets a folder), and at most REPEATED_NAMES file names repeated across packages.
+  family gets a folder), at most REPEATED_NAMES file names repeated across packages, and at most ROOM_ARROWS import
+  arrows between the rooms of ``planner/`` and of ``actions/`` (a room: a module directly inside, or a wing taken
+  whole; an arrow: one room importing another, counted once).
 
 The complexity gates (ruff C901, PLR0913) and the paths ARCHITECTURE.md names (tests/unit/project/test_architecture_paths.py)
 are checked by their own tools; .ci/run runs them as steps of their own.
@@ -32,6 +34,7 @@ USE_CASE_LINES = 50
 WING_MODULES = 16
 PREFIX_FAMILY = 3
 REPEATED_NAMES = 10
+ROOM_ARROWS = {"planner": 70, "actions": 40}
 
 
 def lines(path: Path) -> int:
@@ -78,7 +81,35 @@ def floor_plan(modules: list[Path]) -> list[str]:
         found.append(
             f"{len(repeated)} file names repeated across packages (at most {REPEATED_NAMES}): {', '.join(repeated)}"
         )
+    for wing, most in ROOM_ARROWS.items():
+        arrows = room_arrows(wing)
+        if len(arrows) > most:
+            found.append(f"compactor/{wing}/: {len(arrows)} import arrows between its rooms (at most {most})")
     return found
+
+
+def room_arrows(wing: str) -> set[tuple[str, str]]:
+    """(room, room) for every import between two different rooms of ``compactor/<wing>/``."""
+    base = f"compactor.{wing}"
+    arrows = set()
+    for path in sorted((PACKAGE / wing).rglob("*.py")):
+        parts = path.relative_to(PACKAGE / wing).with_suffix("").parts
+        source = parts[0] if parts[0] != "__init__" else "__init__"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = (
+                    [f"{node.module}.{alias.name}" for alias in node.names] if node.module == base else [node.module]
+                )
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.startswith(base + "."):
+                    room = target[len(base) + 1 :].split(".")[0]
+                    if room != source:
+                        arrows.add((source, room))
+    return arrows
 
 
 def main() -> int:
