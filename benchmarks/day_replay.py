@@ -264,7 +264,7 @@ class Day:
         self.mig_config = mig_config
         self.scheduler = KubeScheduler(nodes, profile=profile, seed=seed, extended=tuple(self.extended))
         self.weights = np.array(list(self.extended.values()), dtype=float)
-        # the scheduler's columns of MIG instances (a time-sliced replica is no MIG slice): the MIG idle rate's
+        # the scheduler's columns of MIG instances, which the MIG idle rate counts (a time-sliced replica is no MIG slice)
         self.mig_columns = [3 + i for i, name in enumerate(self.extended) if name.startswith("nvidia.com/mig-")]
         self.gpus = sum(physical_gpus(n) for n in nodes)
         self.layouts = [getattr(n, "layout", "") for n in nodes]  # each node's nvidia.com/mig.config, as re-cut
