@@ -107,20 +107,31 @@ def groups(moves: Sequence[Move], placed: Sequence[Placement]) -> list[list[str]
 
 def take_nodes(plan: CompactionPlan, admit: Admit, gpus: Mapping[str, int]) -> tuple[CompactionPlan, str]:
     """``plan`` with only the source nodes ``admit`` takes, group by group (``groups``: those drained for a pending pod
-    first, then in plan order), and the first budget that left one."""
+    first, then in plan order), and the first budget that left one. A node re-cut with no move off it (whole-free
+    already) is a group of its own with no move: out of service while mig-manager works, it counts against its pool's
+    budget as a drained node does. A re-cut whose node is left is left with it, and the pending pods it would host."""
     per_node = _per_node(plan.moves)
+    idle_recuts = [[r.node] for r in plan.mig_repartition if r.node not in per_node]
+    for_pending = {p.to_node for p in plan.placed_pending}
+    units = sorted(
+        [*groups(plan.moves, plan.placed_pending), *idle_recuts],
+        key=lambda nodes: not any(n in for_pending for n in nodes),
+    )
     taken: set[str] = set()
     first = ""
-    for group in groups(plan.moves, plan.placed_pending):
-        why = admit([(node, per_node[node]) for node in group])
+    for group in units:
+        why = admit([(node, per_node.get(node, [])) for node in group])
         if why:
             first = first or why
         else:
             taken.update(group)
     if not first:
         return plan, ""
+    left = {r.node for r in plan.mig_repartition} - taken
     moves = [m for m in plan.moves if m.from_node in taken]
-    placed = [p for p in plan.placed_pending if p.to_node in taken or p.to_node not in per_node]
+    placed = [
+        p for p in plan.placed_pending if p.to_node not in left and (p.to_node in taken or p.to_node not in per_node)
+    ]
     targets = {m.to_node for m in moves} | {p.to_node for p in placed}
     freed = [n for n in plan.freed_nodes if n in taken]
     filled = [n for n in plan.filled_nodes if n in targets]
@@ -128,6 +139,7 @@ def take_nodes(plan: CompactionPlan, admit: Admit, gpus: Mapping[str, int]) -> t
         update={
             "moves": moves,
             "placed_pending": placed,
+            "mig_repartition": [r for r in plan.mig_repartition if r.node in taken],
             "freed_nodes": freed,
             "filled_nodes": filled,
             "freed_gpus": sum(gpus.get(n, 0) for n in freed) - sum(gpus.get(n, 0) for n in filled),

@@ -282,3 +282,29 @@ def test_a_node_mid_re_cut_whose_run_state_was_lost_stays_fenced_until_mig_manag
         assert "b" in recovered.kept and c.is_fenced("b")
         assert "left fenced for an operator" in marks(c, "b")[ann.MIG_RECUT_FAILED]
         assert "nvidia.com/mig.config=all-1g.10gb --overwrite restores it" in marks(c, "b")[ann.MIG_RECUT_FAILED]
+
+
+def test_the_nodes_of_one_plan_are_re_cut_side_by_side_not_one_after_the_other() -> None:
+    """Two whole-free nodes, six pending 3g.40gb pods (four fit a re-cut node): both nodes are relabelled before
+    mig-manager finishes either, so the run takes one reconfiguration's time (60 s), not two."""
+    world = [sliced("a"), sliced("b"), *[pod(f"wait-{i}", mig="3g.40gb", owner=None) for i in range(6)]]
+    settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, repartition=True)
+    plan = build_plan(
+        PlanRequest.of(
+            cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y")
+        )
+    )
+    assert sorted(r.node for r in plan.mig_repartition) == ["a", "b"] and not plan.moves
+    c = FakeCluster(world)
+    c.mig_manager = FakeMigManager(CUT, takes=60)
+    report = Executor(c, SETTINGS, c.clock, rules=RULES).execute(plan)
+    assert report.status == "succeeded" and report.recuts == {"a": "success", "b": "success"}, report.reason
+    relabelled = [
+        call.time
+        for call in c.history
+        if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {})
+    ]
+    assert len(relabelled) == 2 and max(relabelled) - min(relabelled) < 60
+    assert c.time < 2 * 60  # one reconfiguration (60 s), the moves and the binds: not two
+    assert {bound(c, f"wait-{i}") for i in range(6)} == {"a", "b"}  # every pending pod runs on a re-cut node
+    assert_clean(c)

@@ -233,3 +233,54 @@ def test_a_whole_free_node_is_re_cut_rather_than_the_cap_spent_on_moves_that_pla
         *whole, max_moves=40, objective="max-free", min_replicas=1
     )  # room for both: the move and the re-cut
     assert len(more.moves) == 1 and [r.node for r in more.mig_repartition] == ["b"] and len(more.placed_pending) == 4
+
+
+def _budgeted_recut_plan(objects_: list[dict[str, Any]], budgets: Any, **settings: Any) -> Any:
+    from datetime import UTC, datetime
+
+    from compactor.app.plan_document import build_plan
+    from compactor.planner.request import PlanRequest
+    from compactor.settings.bundles import PlannerSettings
+
+    config = PlannerSettings.of(**{"time_limit_seconds": 5, "workers": 2, "repartition": True, **settings})
+    return build_plan(
+        PlanRequest.of(
+            cluster(*objects_),
+            config,
+            source="test",
+            now=datetime(2026, 1, 1, tzinfo=UTC),
+            budgets=budgets,
+            mig_parted=parse_mig_parted(LAYOUTS, source="gpu-operator/default-mig-parted-config"),
+        )
+    )
+
+
+def test_whole_free_nodes_re_cut_count_against_their_pools_drain_budget() -> None:
+    """Three whole-free nodes of one pool cut 1g, twelve pending 3g pods (four a re-cut node hosts): a node being re-cut
+    is out of service like a drained one, so caps.max_draining_per_pool 2 lets one run re-cut two of them, and only the
+    pods those two host are placed."""
+    from compactor.settings.caps import CapsSettings
+
+    world = [
+        *[sliced(n) for n in ("a", "b", "c")],
+        *[pod(f"wait-{i}", mig="3g.40gb", owner="Job/w") for i in range(12)],
+        config_map(),
+    ]
+    whole = _budgeted_recut_plan(world, CapsSettings())
+    assert sorted(r.node for r in whole.mig_repartition) == ["a", "b", "c"] and len(whole.placed_pending) == 12
+    plan = _budgeted_recut_plan(world, CapsSettings(max_draining_per_pool=2))
+    kept = {r.node for r in plan.mig_repartition}
+    assert len(kept) == 2 and len(plan.placed_pending) == 8 and {p.to_node for p in plan.placed_pending} == kept
+    assert plan.held_back.startswith("caps.max_draining_per_pool (2 of pool ")
+
+
+def test_a_re_cut_whose_drain_one_run_cannot_finish_is_left_with_its_moves() -> None:
+    """b must lose two 1g pods to be re-cut; a run capped at one eviction takes neither move, so it must not take the
+    re-cut either (mig-manager would find GPU pods on b and the node would be left fenced for an operator)."""
+    from compactor.planner.rules.budgets import EvictionCap
+
+    _, plan = recut_plan(pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"))
+    assert [r.node for r in plan.mig_repartition] == ["b"] and len(plan.moves) == 2
+    one_run = EvictionCap(1).one_run(plan)
+    assert one_run is not None and one_run.moves == [] and one_run.mig_repartition == []
+    assert one_run.placed_pending == []
