@@ -33,6 +33,7 @@ class FakeMigManager:
     applied: dict[str, str] = field(default_factory=dict)
     started: dict[str, float] = field(default_factory=dict)
     done: list[tuple[str, str, str]] = field(default_factory=list)  # (node, layout, result)
+    noticed: dict[str, float] = field(default_factory=dict)  # node -> when its last change was noticed (monotonic)
     errors: list[str] = field(default_factory=list)
 
     def step(self) -> None:
@@ -46,7 +47,7 @@ class FakeMigManager:
     def _reconfigure(self, node: Obj, wanted: str) -> None:
         name = name_of(node)
         if name not in self.started:
-            self.started[name] = time.monotonic()
+            self.started[name] = self.noticed[name] = time.monotonic()
             busy = [name_of(p) for p in self._gpu_pods(name)]
             self._state(name, "failed" if busy else "pending")
             if busy:

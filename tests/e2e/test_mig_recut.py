@@ -179,3 +179,66 @@ def _big_running(kube: Kube, ns: str) -> tuple[bool, str]:
     mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == "big"]
     running_on = [frag.node_of(p) for p in mine if is_running_ready(p)]
     return len(running_on) == 2, ",".join(running_on)
+
+
+def test_two_whole_free_nodes_are_re_cut_side_by_side_in_one_run(
+    kube: Kube, mig_fleet: Fleet, mig_namespace: str, steering_policy: str, tmp_path: Path
+) -> None:
+    """Both nodes idle in 1g slices, four 3g.40gb pods pending (two per re-cut node): one run relabels both nodes
+    before mig-manager has finished either (it takes 15 s a node), and all four pods run."""
+    ns = mig_namespace
+    layouts = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "mig-layouts"},
+        "data": {"config.yaml": MIG_PARTED},
+    }
+    with_retries(lambda: kube.core.create_namespaced_config_map(ns, layouts), what="creating the mig-parted ConfigMap")
+    big = deployment(
+        "big",
+        replicas=4,
+        resource=BIG,
+        app_label="big",
+        extra_labels={},
+        node_selector=mig_fleet.selector,
+        spread=False,
+        cpu="100m",
+        memory="64Mi",
+        memory_limit="64Mi",
+    )
+    with_retries(lambda: kube.apps.create_namespaced_deployment(ns, big), what="creating Deployment big")
+    wait_for(
+        lambda: _pending(kube, ns, "big", 4), timeout=60, interval=1, what="the scheduler to leave four 3g pods Pending"
+    )
+    settings = tmp_path / "compactor.yaml"
+    settings.write_text(yaml.safe_dump(config(ns)), encoding="utf-8")
+    with running(FakeMigManager(kube, mig_fleet.names, LAYOUTS, takes=15)) as manager:
+        ran = run_compactor(
+            "run", "--once", *kubeconfig_args(), "--config", str(settings), "--output", "json", timeout=420
+        )
+        report = ran.json()
+        wait_for(
+            lambda: _running(kube, ns, "big", 4),
+            timeout=120,
+            interval=1,
+            what="all four 3g.40gb pods Running and Ready",
+        )
+    assert report["status"] == "succeeded", ran.describe()
+    assert report["migRecuts"] == dict.fromkeys(mig_fleet.names, "success"), ran.describe()
+    assert sorted(node for node, _, result in manager.done if result == "success") == sorted(mig_fleet.names)
+    first, second = sorted(manager.noticed[name] for name in mig_fleet.names)
+    assert second - first < manager.takes, manager.noticed  # the second relabelled before the first was done
+    for name in mig_fleet.names:
+        node = raw(kube.core.read_node, name)
+        assert not compactor_marks(node) and not (node.get("spec") or {}).get("unschedulable"), node["metadata"]
+        assert labels(node)[CONFIG_LABEL] == "all-3g.40gb"
+
+
+def _pending(kube: Kube, ns: str, app: str, count: int) -> tuple[bool, str]:
+    mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == app]
+    return len(mine) == count and not any(frag.node_of(p) for p in mine), describe_pods(mine)
+
+
+def _running(kube: Kube, ns: str, app: str, count: int) -> tuple[bool, str]:
+    mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == app and is_running_ready(p)]
+    return len(mine) == count, describe_pods(mine)

@@ -121,8 +121,10 @@ def reservation_patch(
 ) -> dict[str, Any] | None:
     """Our fence swapped for a ``NoSchedule`` taint ``key=<pod>`` (``any`` for no pod) that only pods tolerating it pass,
     with the pod and the deadline marked; ``after_drain``: a freed node kept so (``after_drain: taint``). Built from a fresh
-    read, like ``fence_patch``; None when the node is no longer fenced by this installation."""
-    if not has_fence(node, identity):
+    read, like ``fence_patch``; None when the node is neither fenced nor reserved by this installation (a node hosting
+    several pending pods is reserved for each in turn: the taint's value changes, the node never opens between them)."""
+    reserved = node_annotations(node).get(CORDONED_BY) == identity and any(t.get("key") == key for t in _taints(node))
+    if not (has_fence(node, identity) or reserved):
         return None
     marks = {RESERVED_FOR: pod, RESERVED_UNTIL: until, **({AFTER_DRAIN: "taint"} if after_drain else {})}
     taint = {"key": key, "value": taint_value(pod), "effect": "NoSchedule"}

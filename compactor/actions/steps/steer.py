@@ -12,6 +12,7 @@ With steering off the fence simply opens.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from functools import partial
 
 from compactor.actions.cluster import events
@@ -34,18 +35,24 @@ TOLERATION_RETRIES = 5
 def place_all_pending(run: Run, unfinished: set[str], failed: set[str]) -> None:
     """Each pending pod the plan places, unless its node was not drained (``unfinished``) or not re-cut (``failed``);
     then every node the run kept fenced past its moves (``Run.fences``) opens."""
+    placing = [p for p in run.plan.placed_pending if p.to_node not in unfinished and p.to_node not in failed]
+    still = Counter(p.to_node for p in placing)
     for placement in run.plan.placed_pending:
         if placement.to_node in unfinished:
             run.note(f"pending pod {placement.pod} not placed: {placement.to_node} was not drained in this run")
         elif placement.to_node in failed:
             run.note(f"pending pod {placement.pod} not placed: the re-cut of {placement.to_node} failed")
         else:
-            place_pending(run, placement)
+            still[placement.to_node] -= 1
+            place_pending(run, placement, last=not still[placement.to_node])
     for name in run.fences:  # a pending pod that was not placed leaves its fence behind
         release(run, name, OPENED)
 
 
-def place_pending(run: Run, placement: Placement) -> None:
+def place_pending(run: Run, placement: Placement, *, last: bool = True) -> None:
+    """``placement``'s pod steered onto its node and waited for; the node opens after the last pending pod the plan
+    places there (``last``), not before: opened after the first, it would take whichever pending pod the scheduler
+    picks, and the next one planned there would find no room."""
     namespace, name = placement.pod.split("/", 1)
     pod = run.client.get_pod(namespace, name)
     if pod is None or is_terminating(pod):
@@ -61,7 +68,8 @@ def place_pending(run: Run, placement: Placement) -> None:
         run.clock.sleep(run.settings.steering.bind_poll_seconds)
         pod = run.read(lambda: run.client.get_pod(namespace, name), "reading the pending pod") or {}
     run.steerer.after_placement(run)
-    release(run, placement.to_node, OPENED)  # the reservation too: the pod is bound, or its wait is over
+    if last:
+        release(run, placement.to_node, OPENED)  # the reservation too: the pod is bound, or its wait is over
     if not node:
         run.note(f"pending pod {placement.pod} not bound within {run.settings.steering.steer_timeout_seconds:g}s")
     elif node != placement.to_node:

@@ -284,17 +284,21 @@ def test_a_node_mid_re_cut_whose_run_state_was_lost_stays_fenced_until_mig_manag
         assert "nvidia.com/mig.config=all-1g.10gb --overwrite restores it" in marks(c, "b")[ann.MIG_RECUT_FAILED]
 
 
-def test_the_nodes_of_one_plan_are_re_cut_side_by_side_not_one_after_the_other() -> None:
-    """Two whole-free nodes, six pending 3g.40gb pods (four fit a re-cut node): both nodes are relabelled before
-    mig-manager finishes either, so the run takes one reconfiguration's time (60 s), not two."""
-    world = [sliced("a"), sliced("b"), *[pod(f"wait-{i}", mig="3g.40gb", owner=None) for i in range(6)]]
+def test_the_nodes_of_one_plan_are_re_cut_side_by_side_and_each_pending_pod_lands_where_planned() -> None:
+    """Two whole-free nodes, eight pending 3g.40gb pods of one Job (four fit a re-cut node), planned alternately onto
+    the two nodes: both nodes are relabelled before mig-manager finishes either, so the run takes one reconfiguration's
+    time (60 s), not two; and each pod lands on its planned node (a node opened after its first pod would take
+    whichever pending pods the scheduler picks next, and a pod planned there later would find no room)."""
+    world = [sliced("a"), sliced("b"), *[pod(f"wait-{i}", mig="3g.40gb", owner="Job/w") for i in range(8)]]
     settings = PlannerSettings.of(min_replicas=1, time_limit_seconds=5, workers=2, repartition=True)
-    plan = build_plan(
+    planned = build_plan(
         PlanRequest.of(
             cluster(*world), settings, source="test", now=EPOCH, mig_parted=parse_mig_parted(LAYOUTS, source="x/y")
         )
     )
-    assert sorted(r.node for r in plan.mig_repartition) == ["a", "b"] and not plan.moves
+    assert sorted(r.node for r in planned.mig_repartition) == ["a", "b"] and not planned.moves
+    alternate = [p.model_copy(update={"to_node": "ab"[i % 2]}) for i, p in enumerate(planned.placed_pending)]
+    plan = planned.model_copy(update={"placed_pending": alternate})
     c = FakeCluster(world)
     c.mig_manager = FakeMigManager(CUT, takes=60)
     report = Executor(c, SETTINGS, c.clock, rules=RULES).execute(plan)
@@ -305,6 +309,8 @@ def test_the_nodes_of_one_plan_are_re_cut_side_by_side_not_one_after_the_other()
         if call.method == "patch_node" and "labels" in call.args["patch"].get("metadata", {})
     ]
     assert len(relabelled) == 2 and max(relabelled) - min(relabelled) < 60
-    assert c.time < 2 * 60  # one reconfiguration (60 s), the moves and the binds: not two
-    assert {bound(c, f"wait-{i}") for i in range(6)} == {"a", "b"}  # every pending pod runs on a re-cut node
+    assert c.time < 2 * 60 + 30  # one reconfiguration (60 s), the eight binds: not two reconfigurations
+    name = {p.pod: p.pod.split("/")[1] for p in alternate}
+    assert {name[p.pod]: bound(c, name[p.pod]) for p in alternate} == {name[p.pod]: p.to_node for p in alternate}
+    assert not [n for n in report.outcome.notes if "pending pod" in n], report.outcome.notes
     assert_clean(c)
