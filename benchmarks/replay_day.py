@@ -169,6 +169,7 @@ class Options:
     rebalance_min_gain: float | None = None  # the + re-cuts rows' mig.rebalance_min_gain when not the shipped (off)
     time_sliced: float = 0.0  # --world article: the share of the nodes time-sliced (out of the whole-GPU ones)
     shared_replicas: bool = False  # the trace's sharing pods as time-sliced replicas on nodes sliced for them
+    cross_pool_moves: bool = False  # the controller rows' movable.cross_pool_moves (shipped: off)
 
 
 def strategy_named(name: str) -> str:
@@ -203,6 +204,8 @@ def settings_for(options: Options, *, fill_first: bool = False, recuts: bool = F
         update["caps"] = settings.caps.model_copy(update=caps)
     if fill_first:
         update["steering"] = settings.steering.model_copy(update={"fill_first": True})
+    if options.cross_pool_moves:
+        update["movable"] = settings.movable.model_copy(update={"cross_pool_moves": True})
     if recuts:  # the GPU Operator's mig-parted ConfigMap of the day (day_strategies._mig_parted)
         mig: dict[str, Any] = {"repartition": True}
         if options.recut_cost_moves is not None:
@@ -689,6 +692,12 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         metavar="MOVES",
         help="the + re-cuts rows' mig.recut_cost_moves (default: the shipped 20, the whole of max_moves 20)",
     )
+    parser.add_argument(
+        "--cross-pool-moves",
+        action="store_true",
+        help="the controller rows with movable.cross_pool_moves on: a pod whose own affinity allows other GPU models "
+        "may be moved to them (shipped: off, a GPU pod stays in its pool)",
+    )
     parser.add_argument("--time-limit", type=float, default=None, help="the planner's (default: the shipped 30 s)")
     parser.add_argument(
         "--planning-clock",
@@ -753,6 +762,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         rebalance_min_gain=args.rebalance_min_gain,
         time_sliced=args.time_sliced,
         shared_replicas=args.shared_replicas,
+        cross_pool_moves=args.cross_pool_moves,
     )
     rows = ARTICLE_STRATEGIES if args.world == "article" else STRATEGIES
     return options, seeds, args.strategy or list(rows), args.out

@@ -209,6 +209,12 @@ def test_the_command_line_takes_seeds_a_trace_variant_and_the_operators_names() 
     assert replay_day.parse([])[2] == list(replay_day.STRATEGIES)
 
 
+def test_cross_pool_moves_reach_the_controllers_settings_and_are_off_as_shipped() -> None:
+    crossing = replay_day.parse(["--cross-pool-moves"])[0]
+    assert replay_day.settings_for(crossing).movable.cross_pool_moves is True
+    assert replay_day.settings_for(replay_day.parse([])[0]).movable.cross_pool_moves is False
+
+
 def test_the_table_can_be_rebuilt_from_results_run_apart(rows: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     import json
 
