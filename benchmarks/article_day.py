@@ -161,6 +161,11 @@ def nodes_of(count: int, seed: int, *, time_sliced: float = 0.0) -> list[Article
     return nodes
 
 
+def node_layouts() -> dict[str, dict[str, int]]:
+    """The MIG instances a MIG-capable node offers under each layout (``LAYOUTS`` are per GPU)."""
+    return {name: {r: n * GPUS_PER_NODE for r, n in per_gpu.items()} for name, per_gpu in LAYOUTS.items()}
+
+
 def mig_parted_config() -> str:
     """The GPU Operator's mig-parted config.yaml offering ``LAYOUTS`` to A100-40GB GPUs (a re-cut picks among them)."""
     lines = ["version: v1", "mig-configs:"]

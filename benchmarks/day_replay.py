@@ -215,6 +215,8 @@ class Figures:
     blocked_by_size: dict[str, float] = field(default_factory=dict)  # the same, per size class (GPU-eq. seconds)
     # of which no arrangement could serve, sampled each minute: see ``beyond_capacity``
     beyond_capacity_gpu_seconds: float = 0.0
+    # of the MIG pods' blocked demand, what no layouts of the MIG-capable nodes could host: see ``mig_beyond_capacity``
+    mig_beyond_capacity_gpu_seconds: float = 0.0
     allocated_gpu_seconds: float = 0.0  # GPUs held by bound pods, integrated over the day
     evictions: int = 0
     restart_gpu_seconds: float = 0.0  # GPUs x start-up of every replacement
@@ -256,9 +258,12 @@ class Day:
         seed: int = 1,
         extended: Mapping[str, float] | None = None,
         mig_config: str = "",
+        mig_layouts: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         """``extended``: the extended resources the nodes offer past whole GPUs (MIG instances), each with the
-        GPU-equivalents one is worth; ``mig_config``: the GPU Operator's mig-parted config.yaml (re-cuts read it)."""
+        GPU-equivalents one is worth; ``mig_config``: the GPU Operator's mig-parted config.yaml (re-cuts read it);
+        ``mig_layouts``: the instances a MIG-capable node offers under each of its layouts (``mig_beyond_capacity``)."""
+        self.mig_layouts = dict(mig_layouts or {})
         self.nodes = list(nodes)
         self.extended = dict(extended or {})
         self.mig_config = mig_config
@@ -543,6 +548,8 @@ class Day:
         self._sample_cpu_pods()
         if self.queue:
             self.figures.beyond_capacity_gpu_seconds += beyond_capacity(self) * SAMPLE_SECONDS
+            if self.mig_layouts:
+                self.figures.mig_beyond_capacity_gpu_seconds += mig_beyond_capacity(self) * SAMPLE_SECONDS
 
     def _sample_cpu_pods(self) -> None:
         """Where CPU-only pods run: on a GPU node they take CPU an 8-GPU pod may need (the article's fourth cause)."""
@@ -619,6 +626,35 @@ def beyond_capacity(day: Day) -> int:
         flow.add_arc_with_capacity(pool, sink, room[key])
     flow.solve(source, sink)
     return min(sum(asked.values()) - flow.optimal_flow(), sum(p.gpus for p in day.queue.values()))
+
+
+def mig_beyond_capacity(day: Day) -> float:
+    """GPU-equivalents asked by the MIG pods alive (bound or waiting) that no layouts of the MIG-capable nodes could
+    host: their demand less the most a linear relaxation hosts, the nodes shared out among ``day.mig_layouts`` in
+    fractions, each instance hosting one pod of its profile (cpu, memory, the re-cut's time and which node a pod is on
+    relaxed). So it is a lower bound, like ``beyond_capacity``: the MIG pods' blocked demand up to it no re-cut and no
+    move could serve at that minute, only more MIG GPUs (or a mix that fits the layouts better)."""
+    from ortools.linear_solver import pywraplp  # the planner's own solver library; only this figure needs it here
+
+    weights = {name: day.extended[name] for name in day.extended if name.startswith("nvidia.com/mig-")}
+    names = list(day.extended)
+    asked: Counter[str] = Counter()
+    for pod in day.pods.values():
+        asked.update({names[i]: n for i, n in enumerate(pod.arrival.extended) if n and names[i] in weights})
+    if not asked:
+        return 0.0
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    cut = {layout: solver.NumVar(0.0, solver.infinity(), layout) for layout in day.mig_layouts}
+    solver.Add(solver.Sum(list(cut.values())) <= sum(1 for layout in day.layouts if layout))
+    hosted = {}
+    for name, count in asked.items():
+        hosted[name] = solver.NumVar(0.0, float(count), name)
+        solver.Add(hosted[name] <= solver.Sum([cut[c] * offer.get(name, 0) for c, offer in day.mig_layouts.items()]))
+    solver.Maximize(solver.Sum([weights[name] * h for name, h in hosted.items()]))
+    solver.Solve()
+    demand = sum(weights[name] * count for name, count in asked.items())
+    waiting = sum(p.gpu_eq for p in day.queue.values() if any(n for n in p.arrival.extended))
+    return min(max(0.0, demand - solver.Objective().Value()), waiting)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

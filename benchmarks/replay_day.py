@@ -277,6 +277,7 @@ def _article_day(strategy: str, options: Options) -> tuple[Day, float, dict[str,
         seed=options.seed,
         extended=article_day.GPU_FRACTION,
         mig_config=article_day.mig_parted_config(),
+        mig_layouts=article_day.node_layouts(),
     )
     day.scaler = article_day.Scaler(cat)  # type: ignore[attr-defined]
     about = {
@@ -360,6 +361,7 @@ def summary(strategy: str, figures: Figures, wall: float, about: dict[str, Any],
         "blockedGpuHours": figures.blocked_gpu_seconds / 3600,
         "blockedGpuHoursBySize": {k: v / 3600 for k, v in figures.blocked_by_size.items()},
         "beyondCapacityGpuHours": figures.beyond_capacity_gpu_seconds / 3600,
+        "migBeyondCapacityGpuHours": figures.mig_beyond_capacity_gpu_seconds / 3600,
         "eightGpuWaitingAtEnd": figures.eight_waiting,
         "queueSeconds": waits,
         "evictions": figures.evictions,
@@ -508,8 +510,10 @@ def article_table(rows: Sequence[dict[str, Any]]) -> str:
     shown = [*ARTICLE_SIZES, *(["shared GPU"] if any(_pods(r, "shared GPU") for r in rows) else [])]
     sizes = " | ".join(f"{s} blocked GPU-h / never started" for s in shown)
     head = (
-        f"| strategy | GPU allocation | MIG idle | {sizes} | CPU-only never started | evictions | re-cuts | "
-        "restarts + re-cut downtime / allocated |\n| --- |" + " ---: |" * (len(shown) + 6) + "\n"
+        f"| strategy | GPU allocation | MIG idle | {sizes} | MIG pods' blocked GPU-h beyond capacity | "
+        "CPU-only never started | evictions | re-cuts | restarts + re-cut downtime / allocated |\n| --- |"
+        + " ---: |" * (len(shown) + 7)
+        + "\n"
     )
     lines = []
     for strategy, group in by_strategy(rows).items():
@@ -524,6 +528,7 @@ def article_table(rows: Sequence[dict[str, Any]]) -> str:
             cells.append(
                 f"{never:.1f} of {pods:.0f}" if size == "CPU-only" else f"{blocked:.1f} / {never:.1f} of {pods:.0f}"
             )
+        cells.insert(-1, f"{_mean([r.get('migBeyondCapacityGpuHours', math.nan) for r in group]):.1f}")
         cost = _mean([(r["restartGpuHours"] + r["recutOfflineGpuHours"]) / r["allocatedGpuHours"] for r in group])
         cells += [
             f"{_mean([r['evictions'] for r in group]):.0f}",

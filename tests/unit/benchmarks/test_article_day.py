@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import article_day  # noqa: E402  (benchmarks/ is not a package)
+import day_replay  # noqa: E402
 import day_strategies  # noqa: E402
 import replay_day  # noqa: E402
 from day_replay import Arrival, Day, Workload  # noqa: E402
@@ -81,6 +82,34 @@ def _day(pods: int) -> tuple[Day, list[int]]:
         day.now = float(second)  # created a second apart: the newest is the last
         day.create(article_day.arrival(deployment))
     return day, sorted(day.groups[7])
+
+
+def _mig_day(asked: dict[int, int]) -> Day:
+    """One MIG-capable node (8 A100-40GB GPUs) beside a whole-GPU node, and ``asked``: Deployment kind index -> replicas,
+    created (bound where the starting layout has room, else waiting)."""
+    nodes = article_day.nodes_of(3, seed=1)[:2]
+    day = Day(
+        nodes,
+        Workload(iter(()), (), float("inf"), 0.0, 0.0, float("inf"), 1),
+        startup=120.0,
+        extended=article_day.GPU_FRACTION,
+        mig_layouts=article_day.node_layouts(),
+    )
+    for kind, replicas in asked.items():
+        deployment = article_day.Deployment(kind, article_day.KINDS[kind], replicas, float("inf"))
+        for _ in range(replicas):
+            day.create(article_day.arrival(deployment))
+    return day
+
+
+def test_mig_demand_no_layout_could_host_is_beyond_capacity_and_demand_a_layout_could_host_is_not() -> None:
+    """All-3g.20gb offers two 3g instances per GPU, 16 on the node: 20 3g replicas leave 4 (3/7 GPU each) beyond
+    capacity whatever the re-cuts; 16 leave none, though the starting layout hosts fewer. 56 1g replicas and one 3g
+    ask 8 3/7 GPUs of an 8-GPU node: 3/7 beyond."""
+    assert day_replay.mig_beyond_capacity(_mig_day({2: 20})) == pytest.approx(4 * 3 / 7)
+    sixteen = _mig_day({2: 16})
+    assert sixteen.queue and day_replay.mig_beyond_capacity(sixteen) == pytest.approx(0.0)
+    assert day_replay.mig_beyond_capacity(_mig_day({0: 56, 2: 1})) == pytest.approx(3 / 7)
 
 
 def test_a_scale_down_deletes_the_pods_the_replicaset_controller_would() -> None:
