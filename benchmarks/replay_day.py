@@ -695,7 +695,7 @@ def parse(argv: list[str] | None) -> tuple[Options, list[int], list[str], Path]:
         type=float,
         default=None,
         metavar="MOVES",
-        help="the + re-cuts rows' mig.recut_cost_moves (default: the shipped 20, the whole of max_moves 20)",
+        help="the + re-cuts rows' mig.recut_cost_moves (default: the shipped 5; 20 until ADR 0011)",
     )
     parser.add_argument(
         "--cross-pool-moves",

@@ -204,8 +204,8 @@ def _recut_step(
 
 def _recuts_alone(problem: Problem, parted: Layouts, settings: PlannerSettings, *, placed: int) -> list[Recut]:
     """The re-cuts of nodes already whole-free, with no move, when they place more pending pods than ``placed`` (a
-    re-cut costs ``recut_cost_moves`` of ``max_moves``: at the shipped 20 of 20 a re-cut fits beside no move, so a point
-    making room for one pod would keep a whole-free node from hosting 24); else none."""
+    re-cut costs ``recut_cost_moves`` of ``max_moves``: when the chosen point's moves leave no room for one, as at a price
+    of 20 of 20, a point making room for one pod would keep a whole-free node from hosting 24); else none."""
     alone = _affordable(plan_recuts(problem, parted, [], []), 0, settings)
     return alone if sum(len(r.placements) for r in alone) > placed else []
 

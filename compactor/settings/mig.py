@@ -41,7 +41,10 @@ class MigSettings(Group):
         "much (0-1); null: never",
     )
     recut_cost_moves: float = Field(
-        20.0, ge=0, description="what one re-cut costs, in moves (all its GPUs' device plugin restarts)"
+        5.0,
+        ge=0,
+        description="what one re-cut counts against caps.max_moves (it evicts nothing: the drain's moves count "
+        "already, and its node counts against caps.max_draining_per_pool); ADR 0011",
     )
     reconfigure_timeout_seconds: float = Field(
         900.0,

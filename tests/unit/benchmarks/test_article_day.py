@@ -218,7 +218,7 @@ def test_the_command_line_plays_the_article_world_with_its_rows_and_a_re_cut_pri
     priced = replay_day.settings_for(options, recuts=True).mig
     assert priced.repartition and priced.recut_cost_moves == 5 and priced.rebalance_min_gain == 0.25
     shipped = replay_day.settings_for(replace(options, recut_cost_moves=None), recuts=True).mig
-    assert shipped.recut_cost_moves == 20 and not replay_day.settings_for(options).mig.repartition
+    assert shipped.recut_cost_moves == 5 and not replay_day.settings_for(options).mig.repartition
     assert (
         replay_day.settings_for(replace(options, rebalance_min_gain=None), recuts=True).mig.rebalance_min_gain is None
     )

@@ -114,7 +114,7 @@ def recut_plan(*extra: dict[str, Any], objects_: list[dict[str, Any]] | None = N
 def test_a_whole_free_node_is_re_cut_for_the_pending_3g_pods() -> None:
     _, plan = recut_plan()
     assert [(r.node, r.from_config, r.to_config) for r in plan.mig_repartition] == [("b", "all-1g.10gb", "all-3g.40gb")]
-    assert plan.mig_repartition[0].allocatable == {"nvidia.com/mig-3g.40gb": 4} and plan.mig_repartition[0].cost == 20.0
+    assert plan.mig_repartition[0].allocatable == {"nvidia.com/mig-3g.40gb": 4} and plan.mig_repartition[0].cost == 5.0
     assert sorted(p.pod for p in plan.placed_pending) == ["default/wait-0", "default/wait-1", "default/wait-2"]
     assert {p.to_node for p in plan.placed_pending} == {"b"} and plan.moves == []
     assert plan.pending_not_placed == []
@@ -138,8 +138,8 @@ def test_freeing_a_node_to_re_cut_it_is_a_step_of_its_own_beyond_the_balanced_pr
     assert sorted(m.pod for m in plan.moves) == ["default/small-b", "default/small-b2"]
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
     assert [(p.chosen, p.recuts) for p in plan.frontier] == [(False, 0), (False, 0), (True, 1)]
-    # 2 moves of a 1g.10gb slice (0.5 + 0.5 x 1/8 = 0.56 each: 1.12 moves for 2 GPUs, above 0.5 a GPU) + a re-cut at 20
-    assert (plan.frontier[2].moves, plan.frontier[2].cost) == (2, 21.12)
+    # 2 moves of a 1g.10gb slice (0.5 + 0.5 x 1/8 = 0.56 each: 1.12 moves for 2 GPUs, above 0.5 a GPU) + a re-cut at 5
+    assert (plan.frontier[2].moves, plan.frontier[2].cost) == (2, 6.12)
     _, plan = recut_plan(
         pod("small-b", on="b", mig="1g.10gb"), pod("small-b2", on="b", mig="1g.10gb"), repartition=False
     )
@@ -147,10 +147,11 @@ def test_freeing_a_node_to_re_cut_it_is_a_step_of_its_own_beyond_the_balanced_pr
 
 
 def test_a_re_cut_not_worth_its_cost_under_max_moves_is_not_made() -> None:
-    # A re-cut costs recut_cost_moves (20) against max_moves: under a cap of 10 moves the pods stay pending.
-    _, plan = recut_plan(max_moves=10)
+    # A re-cut costs recut_cost_moves (5 as shipped) against max_moves: priced at 20 under a cap of 10 moves, the pods
+    # stay pending.
+    _, plan = recut_plan(max_moves=10, recut_cost_moves=20.0)
     assert plan.mig_repartition == [] and plan.placed_pending == []
-    _, plan = recut_plan(max_moves=10, recut_cost_moves=5.0)
+    _, plan = recut_plan(max_moves=10)
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
 
 
@@ -211,9 +212,10 @@ def test_a_node_whose_mig_devices_a_dra_driver_publishes_is_never_re_cut() -> No
 
 
 def test_a_whole_free_node_is_re_cut_rather_than_the_cap_spent_on_moves_that_place_fewer_pods() -> None:
-    """A pending 8-GPU pod takes one move (w1 off w onto v) and a re-cut of b costs the whole cap (20 of 20): the
-    chosen point's move left no room for the re-cut, and the three pending 3g pods b would host waited behind a plan
-    placing one pod. Now the re-cut alone is taken, and the 8-GPU pod waits for the next run."""
+    """A pending 8-GPU pod takes one move (w1 off w onto v) and a re-cut of b priced at the whole cap (20 of 20, the
+    price shipped until ADR 0011): the chosen point's move left no room for the re-cut, and the three pending 3g pods b
+    would host waited behind a plan placing one pod. Now the re-cut alone is taken, and the 8-GPU pod waits for the
+    next run; at the shipped 5 both fit."""
     whole = [
         node("w", gpus=8),
         node("v", gpus=8),
@@ -221,7 +223,7 @@ def test_a_whole_free_node_is_re_cut_rather_than_the_cap_spent_on_moves_that_pla
         pod("v1", on="v", gpus=1, owner="ReplicaSet/v1"),
         pod("big", gpus=8, owner="Job/big"),
     ]
-    _, plan = recut_plan(*whole, max_moves=20, objective="max-free", min_replicas=1)
+    _, plan = recut_plan(*whole, max_moves=20, objective="max-free", min_replicas=1, recut_cost_moves=20.0)
     assert [(r.node, r.to_config) for r in plan.mig_repartition] == [("b", "all-3g.40gb")]
     assert plan.moves == [] and sorted(p.pod for p in plan.placed_pending) == [
         "default/wait-0",
@@ -230,8 +232,10 @@ def test_a_whole_free_node_is_re_cut_rather_than_the_cap_spent_on_moves_that_pla
     ]
     assert plan.frontier[0].moves == 0 and any(row.recuts == 1 and row.chosen for row in plan.frontier)
     _, more = recut_plan(
-        *whole, max_moves=40, objective="max-free", min_replicas=1
+        *whole, max_moves=40, objective="max-free", min_replicas=1, recut_cost_moves=20.0
     )  # room for both: the move and the re-cut
+    _, shipped = recut_plan(*whole, max_moves=20, objective="max-free", min_replicas=1)  # at 5, both fit under 20
+    assert len(shipped.moves) == 1 and [r.node for r in shipped.mig_repartition] == ["b"]
     assert len(more.moves) == 1 and [r.node for r in more.mig_repartition] == ["b"] and len(more.placed_pending) == 4
 
 
