@@ -461,18 +461,27 @@ class Day:
 
     def schedule_queue(self, node: int | None = None) -> None:
         """The queue retried in arrival order (kube-scheduler's active queue after an event); with ``node``, only pods
-        that fit on that node now are tried (the others would fail as before). A pod of the same request and GPU models
-        as one that fitted nowhere earlier in the pass is not tried again: placing pods only takes room, so it would fail
-        as well (and a failed attempt changes nothing: no tie drawn, the round-robin start back where it was)."""
+        that fit on that node now are tried (the others would fail as before; asked once per request until a placement
+        takes room). A pod of the same request and GPU models as one that fitted nowhere earlier in the pass is not
+        tried again: placing pods only takes room, so it would fail as well (and a failed attempt changes nothing: no tie
+        drawn, the round-robin start back where it was). The request includes the extended resources: a 1g.5gb pod and
+        a time-sliced one of the same cpu and memory are not the same request."""
         failed: set[Any] = set()
+        fits_node: dict[tuple[int, ...], bool] = {}  # request -> fits on ``node``, until a placement takes room
         for pod in list(self.queue.values()):
-            if node is not None and not self.scheduler.fits(node, pod.request):
-                continue
-            key = pod.arrival.pod.key
+            request = pod.request
+            key = (request, pod.arrival.pod.models)
             if key in failed:
                 continue
+            if node is not None:
+                fits = fits_node.get(request)
+                if fits is None:
+                    fits = fits_node[request] = self.scheduler.fits(node, request)
+                if not fits:
+                    continue
             if self._schedule(pod):
                 del self.queue[pod.id]
+                fits_node.clear()
             else:
                 failed.add(key)
 
