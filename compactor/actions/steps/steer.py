@@ -35,8 +35,8 @@ TOLERATION_RETRIES = 5
 def place_all_pending(run: Run, unfinished: set[str], failed: set[str]) -> None:
     """Each pending pod the plan places, unless its node was not drained (``unfinished``) or not re-cut (``failed``);
     then every node the run kept fenced past its moves (``Run.fences``) opens."""
-    placing = [p for p in run.plan.placed_pending if p.to_node not in unfinished and p.to_node not in failed]
-    still = Counter(p.to_node for p in placing)
+    skipped = unfinished | failed
+    still = Counter(p.to_node for p in run.plan.placed_pending if p.to_node not in skipped)
     for placement in run.plan.placed_pending:
         if placement.to_node in unfinished:
             run.note(f"pending pod {placement.pod} not placed: {placement.to_node} was not drained in this run")

@@ -80,10 +80,12 @@ def _per_node(moves: Sequence[Move]) -> dict[str, list[Move]]:
     return per_node
 
 
-def groups(moves: Sequence[Move], placed: Sequence[Placement]) -> list[list[str]]:
+def groups(moves: Sequence[Move], placed: Sequence[Placement], idle: Sequence[str] = ()) -> list[list[str]]:
     """The plan's source nodes in the groups a run takes or leaves whole: a node that receives a pod is grouped with
     the node it comes from when it loses pods itself (the room the move needs is made by its own departures: a chain),
-    so no kept move waits for a move left to a later run. Nodes drained for a pending pod first, then in plan order."""
+    so no kept move waits for a move left to a later run. ``idle``: nodes no move leaves that a run still takes out of
+    service (re-cut), each a group of its own after the others. Nodes drained for a pending pod first, then in plan
+    order."""
     order: dict[str, None] = {}
     for move in moves:
         order.setdefault(move.from_node, None)
@@ -102,7 +104,8 @@ def groups(moves: Sequence[Move], placed: Sequence[Placement]) -> list[list[str]
     for node in order:
         grouped.setdefault(find(node), []).append(node)
     for_pending = {p.to_node for p in placed}
-    return sorted(grouped.values(), key=lambda nodes: not any(n in for_pending for n in nodes))
+    units = [*grouped.values(), *([node] for node in idle if node not in parent)]
+    return sorted(units, key=lambda nodes: not any(n in for_pending for n in nodes))
 
 
 def take_nodes(plan: CompactionPlan, admit: Admit, gpus: Mapping[str, int]) -> tuple[CompactionPlan, str]:
@@ -111,15 +114,9 @@ def take_nodes(plan: CompactionPlan, admit: Admit, gpus: Mapping[str, int]) -> t
     already) is a group of its own with no move: out of service while mig-manager works, it counts against its pool's
     budget as a drained node does. A re-cut whose node is left is left with it, and the pending pods it would host."""
     per_node = _per_node(plan.moves)
-    idle_recuts = [[r.node] for r in plan.mig_repartition if r.node not in per_node]
-    for_pending = {p.to_node for p in plan.placed_pending}
-    units = sorted(
-        [*groups(plan.moves, plan.placed_pending), *idle_recuts],
-        key=lambda nodes: not any(n in for_pending for n in nodes),
-    )
     taken: set[str] = set()
     first = ""
-    for group in units:
+    for group in groups(plan.moves, plan.placed_pending, idle=[r.node for r in plan.mig_repartition]):
         why = admit([(node, per_node.get(node, [])) for node in group])
         if why:
             first = first or why
