@@ -22,6 +22,7 @@ from tests.e2e.helpers import (
     STATE_CONFIGMAP,
     STATE_NAMESPACE,
     Kube,
+    Obj,
     compactor_marks,
     deployment,
     describe_pods,
@@ -83,25 +84,8 @@ def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(
     kube: Kube, mig_fleet: Fleet, mig_namespace: str, steering_policy: str, tmp_path: Path
 ) -> None:
     ns = mig_namespace
-    layouts = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "mig-layouts"},
-        "data": {"config.yaml": MIG_PARTED},
-    }
-    with_retries(lambda: kube.core.create_namespaced_config_map(ns, layouts), what="creating the mig-parted ConfigMap")
-    small = deployment(
-        "small",
-        replicas=4,
-        resource=SMALL,
-        app_label="small",
-        extra_labels={},
-        node_selector=mig_fleet.selector,
-        spread=False,
-        cpu="100m",
-        memory="64Mi",
-        memory_limit="64Mi",
-    )
+    _create_layouts(kube, ns)
+    small = _mig_deployment("small", 4, SMALL, mig_fleet)
     with_retries(
         lambda: kube.policy.create_namespaced_pod_disruption_budget(
             ns, pod_disruption_budget("small", app_label="small")
@@ -115,21 +99,13 @@ def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(
         interval=1,
         what="the 1g.10gb pods to run and their PDB to allow one",
     )
-    big = deployment(
-        "big",
-        replicas=2,
-        resource=BIG,
-        app_label="big",
-        extra_labels={},
-        node_selector=mig_fleet.selector,
-        spread=False,
-        cpu="100m",
-        memory="64Mi",
-        memory_limit="64Mi",
-    )
+    big = _mig_deployment("big", 2, BIG, mig_fleet)
     with_retries(lambda: kube.apps.create_namespaced_deployment(ns, big), what="creating Deployment big")
     wait_for(
-        lambda: _big_pending(kube, ns), timeout=60, interval=1, what="the scheduler to leave both 3g.40gb pods Pending"
+        lambda: _pending(kube, ns, "big", 2),
+        timeout=60,
+        interval=1,
+        what="the scheduler to leave both 3g.40gb pods Pending",
     )
     settings = tmp_path / "compactor.yaml"
     settings.write_text(yaml.safe_dump(config(ns)), encoding="utf-8")
@@ -148,7 +124,10 @@ def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(
         report = ran.json()
         where = set(
             wait_for(
-                lambda: _big_running(kube, ns), timeout=120, interval=1, what="both 3g.40gb pods Running and Ready"
+                lambda: _running(kube, ns, "big", 2),
+                timeout=120,
+                interval=1,
+                what="both 3g.40gb pods Running and Ready",
             ).split(",")
         )
     assert report["status"] == "succeeded", ran.describe()
@@ -169,43 +148,14 @@ def test_pending_3g_pods_run_on_a_node_re_cut_from_1g_slices(
     assert get_or_none(kube.core.read_namespaced_config_map, STATE_CONFIGMAP, STATE_NAMESPACE) is None
 
 
-def _big_pending(kube: Kube, ns: str) -> tuple[bool, str]:
-    mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == "big"]
-    return len(mine) == 2 and not any(frag.node_of(p) for p in mine), describe_pods(mine)
-
-
-def _big_running(kube: Kube, ns: str) -> tuple[bool, str]:
-    """(both 3g.40gb pods Running and Ready, their nodes joined by commas)."""
-    mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == "big"]
-    running_on = [frag.node_of(p) for p in mine if is_running_ready(p)]
-    return len(running_on) == 2, ",".join(running_on)
-
-
 def test_two_whole_free_nodes_are_re_cut_side_by_side_in_one_run(
     kube: Kube, mig_fleet: Fleet, mig_namespace: str, steering_policy: str, tmp_path: Path
 ) -> None:
     """Both nodes idle in 1g slices, four 3g.40gb pods pending (two per re-cut node): one run relabels both nodes
     before mig-manager has finished either (it takes 15 s a node), and all four pods run."""
     ns = mig_namespace
-    layouts = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "mig-layouts"},
-        "data": {"config.yaml": MIG_PARTED},
-    }
-    with_retries(lambda: kube.core.create_namespaced_config_map(ns, layouts), what="creating the mig-parted ConfigMap")
-    big = deployment(
-        "big",
-        replicas=4,
-        resource=BIG,
-        app_label="big",
-        extra_labels={},
-        node_selector=mig_fleet.selector,
-        spread=False,
-        cpu="100m",
-        memory="64Mi",
-        memory_limit="64Mi",
-    )
+    _create_layouts(kube, ns)
+    big = _mig_deployment("big", 4, BIG, mig_fleet)
     with_retries(lambda: kube.apps.create_namespaced_deployment(ns, big), what="creating Deployment big")
     wait_for(
         lambda: _pending(kube, ns, "big", 4), timeout=60, interval=1, what="the scheduler to leave four 3g pods Pending"
@@ -240,5 +190,33 @@ def _pending(kube: Kube, ns: str, app: str, count: int) -> tuple[bool, str]:
 
 
 def _running(kube: Kube, ns: str, app: str, count: int) -> tuple[bool, str]:
-    mine = [p for p in frag.pods(kube, ns) if frag.app_of(p) == app and is_running_ready(p)]
-    return len(mine) == count, describe_pods(mine)
+    """(``count`` pods of ``app`` Running and Ready, their nodes joined by commas)."""
+    running_on = [frag.node_of(p) for p in frag.pods(kube, ns) if frag.app_of(p) == app and is_running_ready(p)]
+    return len(running_on) == count, ",".join(running_on)
+
+
+def _create_layouts(kube: Kube, ns: str) -> None:
+    """The mig-parted ConfigMap of ``MIG_PARTED``, in the test's namespace (playing the GPU Operator's)."""
+    layouts = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "mig-layouts"},
+        "data": {"config.yaml": MIG_PARTED},
+    }
+    with_retries(lambda: kube.core.create_namespaced_config_map(ns, layouts), what="creating the mig-parted ConfigMap")
+
+
+def _mig_deployment(name: str, replicas: int, resource: str, fleet: Fleet) -> Obj:
+    """A Deployment of ``replicas`` pods asking one ``resource`` slice, on the fleet's MIG nodes, packed (no spread)."""
+    return deployment(
+        name,
+        replicas=replicas,
+        resource=resource,
+        app_label=name,
+        extra_labels={},
+        node_selector=fleet.selector,
+        spread=False,
+        cpu="100m",
+        memory="64Mi",
+        memory_limit="64Mi",
+    )
